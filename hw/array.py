@@ -1,0 +1,198 @@
+"""R x C output-stationary array of Kaleido PEs: columns, input skew, output ports, de-skew.
+
+The analogue of Gemmini's ``Tile``/``Mesh`` + ``MeshWithDelays``, in two levels:
+
+- `Column`: R PEs stacked (w and slot control move down one PE per cycle, x lanes pass through
+  each PE to the next column) plus the column's ``d = drain_rows_per_cycle`` output ports. A PE's
+  result is valid for the one cycle after its tile's last slot and is tagged with the tile's port;
+  port p is the OR over rows of the results tagged p (the top's drain credits guarantee at most
+  one per cycle), registered.
+- `Array`: C columns side by side with the input skew (row i's lane passes ``i + 1`` registers,
+  column j's ``j + 1``, so PE(i, j) sees the slot issued at cycle c at cycle ``c + 1 + i + j``) and the
+  de-skew (column j's ports pass ``C - 1 - j`` more registers, so a whole result row appears at
+  once: row i of a tile whose last slot issued at cycle L leaves at ``L + i + C + 2``).
+
+``pe="instance"`` instantiates the PE and the column by module name (``kaleido_pe``,
+``kaleido_column``, each emitted once by `hw.rtl`), so large presets convert quickly and the
+Verilog stays readable; ``pe="inline"`` elaborates everything in Amaranth, for `amaranth.sim`.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.config import AcceleratorConfig
+from hw.pe import COL_FIELDS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
+
+PE_MODULE_NAME = "kaleido_pe"
+COLUMN_MODULE_NAME = "kaleido_column"
+
+
+def _field_shapes(cfg: AcceleratorConfig) -> dict:
+    return {name: member.shape for name, member in pe_signature(cfg).members.items()}
+
+
+def row_lane_bits(cfg: AcceleratorConfig) -> int:
+    """Bits of one row lane (x_a, x_b, mode, sel) as packed between columns."""
+    shapes = _field_shapes(cfg)
+    return sum(shapes["i_" + f].width for f in ROW_FIELDS)
+
+
+def _connect(m, kind, name, module_name, component_factory, inputs, outputs):
+    """Instantiate a submodule by name (Verilog emission) or inline (Amaranth simulation)."""
+    if kind == "instance":
+        kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+        kw.update({f"i_{k}": v for k, v in inputs.items()})
+        kw.update({f"o_{k}": v for k, v in outputs.items()})
+        m.submodules[name] = Instance(module_name, **kw)
+    else:
+        sub = component_factory()
+        m.submodules[name] = sub
+        m.d.comb += [getattr(sub, k).eq(v) for k, v in inputs.items()]
+        m.d.comb += [v.eq(getattr(sub, k)) for k, v in outputs.items()]
+
+
+def _pack(m, values, widths, name):
+    total = sum(widths)
+    out = Signal(unsigned(total), name=name)
+    pos = 0
+    for v, w in zip(values, widths, strict=True):
+        m.d.comb += out[pos:pos + w].eq(v)
+        pos += w
+    return out
+
+
+def column_signature(cfg: AcceleratorConfig) -> wiring.Signature:
+    R, d, ab = cfg.array_rows, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
+    shapes = _field_shapes(cfg)
+    members = {
+        "x_in": In(unsigned(R * row_lane_bits(cfg))),
+        "x_out": Out(unsigned(R * row_lane_bits(cfg))),
+    }
+    for f in COL_FIELDS:
+        members["c_" + f] = In(shapes["i_" + f])
+    members["out_valid"] = Out(unsigned(d))
+    members["out_data"] = Out(unsigned(d * ab))
+    return wiring.Signature(members)
+
+
+class Column(wiring.Component):
+    """One column of R PEs with its output ports (see module docstring). Ports are packed:
+    row lane i at bits ``[i*LB, (i+1)*LB)`` with LB = `row_lane_bits`, fields in `ROW_FIELDS` order."""
+
+    def __init__(self, cfg: AcceleratorConfig, pe: str = "instance"):
+        self.cfg, self.pe_kind = cfg, pe
+        super().__init__(column_signature(cfg))
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        R, d, ab = cfg.array_rows, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
+        shapes = _field_shapes(cfg)
+        lb = row_lane_bits(cfg)
+        widths = [shapes["i_" + f].width for f in ROW_FIELDS]
+        pes = []
+        for i in range(R):
+            ins = {}
+            pos = i * lb
+            for f, w in zip(ROW_FIELDS, widths, strict=True):
+                sig = Signal(shapes["i_" + f], name=f"r{i}_{f}_in")
+                m.d.comb += sig.eq(self.x_in[pos:pos + w])
+                ins["i_" + f] = sig
+                pos += w
+            for f in COL_FIELDS:
+                ins["i_" + f] = getattr(self, "c_" + f) if i == 0 else pes[i - 1]["o_" + f]
+            outs = {name: Signal(shapes[name], name=f"r{i}_{name}")
+                    for name in shapes if not name.startswith("i_")}
+            pes.append(outs)
+            _connect(m, self.pe_kind, f"pe{i}", PE_MODULE_NAME, lambda: PE(cfg), ins, outs)
+            m.d.comb += self.x_out[i * lb:(i + 1) * lb].eq(
+                _pack(m, [outs["o_" + f] for f in ROW_FIELDS], widths, f"r{i}_x_out"))
+        for p in range(d):
+            data, hit = 0, 0
+            for i in range(R):
+                sel = pes[i]["out_valid"] & (pes[i]["out_port"] == p)
+                data = data | (pes[i]["out"].as_unsigned() & sel.replicate(ab))
+                hit = hit | sel
+            m.d.sync += [self.out_data[p * ab:(p + 1) * ab].eq(data), self.out_valid[p].eq(hit)]
+        return m
+
+
+def array_signature(cfg: AcceleratorConfig) -> wiring.Signature:
+    R, C, d = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle  # noqa: N806
+    gb, pb, ab = cfg.group_bits, cfg.port_bits, cfg.acc_bits
+    return wiring.Signature({
+        "valid": In(1),
+        "x_a": In(unsigned(R * X_BITS)), "x_b": In(unsigned(R * X_BITS)),
+        "mode": In(unsigned(R * 2)), "sel": In(unsigned(R)),
+        "w_a": In(unsigned(C * W_BITS)), "w_b": In(unsigned(C * W_BITS)),
+        "g_a": In(unsigned(gb)), "g_b": In(unsigned(gb)),
+        "first_a": In(1), "first_b": In(1), "last": In(1), "clear": In(1),
+        "port": In(unsigned(pb)),
+        "out_valid": Out(unsigned(d)),
+        "out_data": Out(unsigned(d * C * ab)),
+    })
+
+
+class Array(wiring.Component):
+    """C columns with input skew and output de-skew; ports packed (lane i at bits [w*i, w*i + w))."""
+
+    def __init__(self, cfg: AcceleratorConfig, pe: str = "instance"):
+        if pe not in ("instance", "inline"):
+            raise ValueError(f"pe must be 'instance' or 'inline', got {pe!r}")
+        self.cfg, self.pe_kind = cfg, pe
+        super().__init__(array_signature(cfg))
+
+    @staticmethod
+    def _delay(m, src, n, name):
+        """``n`` registers after ``src``; returns the last (``src`` itself when n == 0)."""
+        cur = src
+        for k in range(n):
+            nxt = Signal.like(src, name=f"{name}_d{k}")
+            m.d.sync += nxt.eq(cur)
+            cur = nxt
+        return cur
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        R, C, d, ab = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
+        shapes = _field_shapes(cfg)
+        lb = row_lane_bits(cfg)
+        widths = [shapes["i_" + f].width for f in ROW_FIELDS]
+
+        # Row lanes: pack each row's fields, skew row i by i + 1 registers.
+        lanes = Signal(unsigned(R * lb), name="row_lanes")
+        for i in range(R):
+            packed = _pack(m, [
+                self.x_a[i * X_BITS:(i + 1) * X_BITS], self.x_b[i * X_BITS:(i + 1) * X_BITS],
+                self.mode[i * 2:(i + 1) * 2], self.sel[i],
+            ], widths, f"row{i}_lane")
+            m.d.comb += lanes[i * lb:(i + 1) * lb].eq(self._delay(m, packed, i + 1, f"row{i}_skew"))
+
+        x = lanes
+        for j in range(C):
+            col_in = {}
+            for f in COL_FIELDS:
+                if f in ("w_a", "w_b"):
+                    src = getattr(self, f)[j * W_BITS:(j + 1) * W_BITS]
+                else:
+                    src = getattr(self, f)
+                head = Signal(shapes["i_" + f], name=f"col{j}_{f}")
+                m.d.comb += head.eq(src)
+                col_in["c_" + f] = self._delay(m, head, j + 1, f"col{j}_{f}_skew")
+            x_out = Signal(unsigned(R * lb), name=f"col{j}_x_out")
+            ov = Signal(unsigned(d), name=f"col{j}_out_valid")
+            od = Signal(unsigned(d * ab), name=f"col{j}_out_data")
+            _connect(m, self.pe_kind, f"col{j}", COLUMN_MODULE_NAME, lambda: Column(cfg, pe="inline"),
+                     {"x_in": x, **col_in}, {"x_out": x_out, "out_valid": ov, "out_data": od})
+            x = x_out
+            od_d = self._delay(m, od, C - 1 - j, f"col{j}_deskew")
+            ov_d = self._delay(m, ov, C - 1 - j, f"col{j}_vdeskew")
+            for p in range(d):
+                m.d.comb += self.out_data[(p * C + j) * ab:(p * C + j + 1) * ab].eq(od_d[p * ab:(p + 1) * ab])
+            if j == 0:
+                m.d.comb += self.out_valid.eq(ov_d)
+        return m

@@ -1,0 +1,180 @@
+"""The accelerator configuration: one frozen type shared by `hw/` (RTL) and `sim/` (cycle model).
+
+A configuration describes hardware only. Algorithm parameters (thresholds theta, b_msb, group
+size G) belong to the trace (SPEC.md section 1); a trace whose b_msb is not in `msb_splits` is
+rejected by the simulator.
+
+Presets ship as TOML files in `hw/presets/` (`kaleido-16nm-128x128`, the default, and `tiny-8x8`
+for tests). Unknown keys, non-positive sizes and non-power-of-two sizes where the hardware needs a
+power of two raise `ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_PRESET = "kaleido-16nm-128x128"
+
+#: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (SPEC section 1).
+MAX_ABS_X = 255
+#: Largest |W| of a symmetric int8 operand: -128 (SPEC section 1 quantisation clamps to [-128, 127]).
+MAX_ABS_W = 128
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid; the message names the offending key."""
+
+
+def _is_pow2(v: int) -> bool:
+    return v > 0 and (v & (v - 1)) == 0
+
+
+class AcceleratorConfig(BaseModel):
+    """Hardware parameters of one Kaleido accelerator instance.
+
+    Attributes (units in the names): see the TOML presets for the source of each default.
+    Derived widths (`acc_bits`, `x_bits`) are properties, so the RTL and the cycle model
+    derive them the same way.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    technology_nm: int = Field(16, gt=0)
+    array_rows: int = Field(gt=0, description="R: PE rows = tokens per tile (power of two)")
+    array_cols: int = Field(gt=0, description="C: PE columns = output channels per tile (power of two)")
+    clock_mhz: float = Field(gt=0)
+    operand_bits: int = Field(8, description="streamed and stationary operand width; only 8 is supported")
+    msb_splits: tuple[int, ...] = Field((4,), description="b_msb values the multiplier split supports")
+    partial_regs: int = Field(8, gt=0, description="MSB/LSB partial-sum register pairs per PE")
+    drain_rows_per_cycle: int = Field(gt=0, description="output ports per column (power of two, <= rows)")
+    max_tokens: int = Field(gt=0, description="largest token count M a trace may have")
+    max_k: int = Field(gt=0, description="largest reduction dimension K a trace may have")
+    input_sram_kib: int = Field(gt=0)
+    weight_sram_kib: int = Field(gt=0)
+    output_sram_kib: int = Field(gt=0)
+    partial_sram_kib: int = Field(gt=0)
+    dram_gbps: float = Field(gt=0)
+
+    @field_validator(
+        "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",
+        "input_sram_kib", "weight_sram_kib", "output_sram_kib", "partial_sram_kib",
+    )
+    @classmethod
+    def _pow2(cls, v: int) -> int:
+        if not _is_pow2(v):
+            raise ValueError(f"must be a power of two, got {v}")
+        return v
+
+    @field_validator("operand_bits")
+    @classmethod
+    def _bits(cls, v: int) -> int:
+        if v != 8:
+            raise ValueError(f"only 8-bit operands are supported, got {v}")
+        return v
+
+    @field_validator("msb_splits")
+    @classmethod
+    def _splits(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v:
+            raise ValueError("at least one b_msb split is needed")
+        for s in v:
+            if not 1 <= s <= 7:
+                raise ValueError(f"b_msb must be in 1..7, got {s}")
+        if v != (4,):
+            # The RTL multiplier is two 4-bit halves (SPEC section 3); other splits are
+            # modelled by the golden model only (docs/decisions.md).
+            raise ValueError(f"the hardware supports b_msb = 4 only, got {list(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> AcceleratorConfig:
+        if self.drain_rows_per_cycle > self.array_rows:
+            raise ValueError(
+                f"drain_rows_per_cycle ({self.drain_rows_per_cycle}) exceeds array_rows ({self.array_rows})"
+            )
+        return self
+
+    # ---- derived quantities (shared by hw and sim) -------------------------------------------
+    @property
+    def acc_bits(self) -> int:
+        """Signed accumulator width in bits, wide enough that no op can overflow.
+
+        |Y| <= K * max|X| * max|W| with K <= max(max_k, max_tokens), max|X| = 255 (uint8 P in pv)
+        and max|W| = 128 (int8); one more bit for the sign. E.g. 75,600 * 255 * 128 < 2^32 -> 33 bits.
+        The per-group MSB/LSB partial registers use the same width (each is bounded by the same sum).
+        """
+        bound = max(self.max_k, self.max_tokens) * MAX_ABS_X * MAX_ABS_W
+        return bound.bit_length() + 1
+
+    @property
+    def b_msb(self) -> int:
+        """The multiplier split the RTL is built for (the first of `msb_splits`)."""
+        return self.msb_splits[0]
+
+    @property
+    def group_bits(self) -> int:
+        """Bits of a partial-register (channel group) index."""
+        return max(1, (self.partial_regs - 1).bit_length())
+
+    @property
+    def port_bits(self) -> int:
+        """Bits of an output-port index (`drain_rows_per_cycle` ports per column)."""
+        return max(1, (self.drain_rows_per_cycle - 1).bit_length())
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    parts = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "<config>"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif e["type"] == "missing":
+            msg = "missing key"
+        parts.append(f"{key}: {msg}")
+    return f"invalid accelerator config {source}: " + "; ".join(parts)
+
+
+def config_from_dict(data: dict, source: str = "<dict>") -> AcceleratorConfig:
+    """Validate a mapping into an `AcceleratorConfig`; raises `ConfigError` naming the key."""
+    try:
+        return AcceleratorConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None
+
+
+def preset_names() -> list[str]:
+    """Names of the presets shipped in `hw/presets/`."""
+    root = resources.files("hw.presets")
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml"))
+
+
+def load_config(name_or_path: str | Path = DEFAULT_PRESET) -> AcceleratorConfig:
+    """Load a preset by name (e.g. ``"tiny-8x8"``) or a TOML file by path.
+
+    Raises:
+        ConfigError: unknown preset, unreadable or malformed TOML, or invalid values.
+    """
+    text: str
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        text, source = p.read_text(), str(p)
+    else:
+        name = str(name_or_path)
+        if name not in preset_names():
+            raise ConfigError(f"unknown config preset {name!r}; choose one of {', '.join(preset_names())}")
+        text = resources.files("hw.presets").joinpath(f"{name}.toml").read_text()
+        source = f"preset {name!r}"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"malformed TOML in {source}: {err}") from None
+    return config_from_dict(data, source)

@@ -1,0 +1,1 @@
+"""Shipped accelerator presets (TOML); see `hw.config.load_preset`."""

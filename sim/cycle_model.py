@@ -1,0 +1,109 @@
+"""Tile-level cycle model of the output-stationary Kaleido array (SPEC.md sections 3-4).
+
+The timing contract is the RTL's (`hw/top.py`), derived register by register in
+docs/architecture.md ("Timing contract"):
+
+- A tile of the reuse tiling occupies ``S_t = max(1, slots_t)`` issue cycles (a tile whose rows
+  REUSE every group still issues one bubble slot carrying its ``last`` flag).
+- Tiles issue back to back; the last slot of tile t issues at ``L_t = max(L_{t-1} + S_t,
+  L_{t-d} + R)`` where d = ``drain_rows_per_cycle`` output ports per column: each tile's R result
+  rows leave on one port at one row per cycle, so a port is reused every R cycles at the earliest.
+- The last result row leaves the de-skew at cycle ``L_last + R + C + 1`` (cycle 0 is the first
+  issue), so an op takes ``L_last + R + C + 2`` cycles (`PIPELINE_CYCLES` = 2: the PE output
+  register and the column output-port register).
+
+The model works per tile, O(tiles), never per cycle. Decisions come from `algo.golden`.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from sim.dispatch import count_slots
+
+#: Register stages between a slot's issue and its result row leaving the array beyond the
+#: R + C skew/de-skew path: the PE result register and the column port register (hw/top.py).
+PIPELINE_CYCLES = 2
+
+
+@numba.njit(cache=True)
+def _issue(s_seq, rows, ports):
+    """Issue cycles of a tile sequence: returns (last issue cycle L, drain-stall cycles)."""
+    last = np.full(ports, -(1 << 40), dtype=np.int64)
+    prev = -1
+    stall = 0
+    for t in range(s_seq.shape[0]):
+        s = max(1, s_seq[t])
+        want = prev + s
+        lt = max(want, last[t % ports] + rows)
+        stall += lt - want
+        last[t % ports] = lt
+        prev = lt
+    return prev, stall
+
+
+def op_cycles(s_seq: np.ndarray, rows: int, cols: int, ports: int) -> tuple[int, int]:
+    """Cycles of one op from its per-tile slot counts (issue order): ``(cycles, drain_stall_cycles)``.
+
+    Args:
+        s_seq: int64 ``[tiles]`` slots per tile.
+        rows, cols: array size R, C.
+        ports: ``drain_rows_per_cycle``.
+    """
+    if s_seq.size == 0:
+        return 0, 0
+    last, stall = _issue(np.ascontiguousarray(s_seq, dtype=np.int64), rows, ports)
+    return int(last + rows + cols + PIPELINE_CYCLES), int(stall)
+
+
+@numba.njit(cache=True)
+def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb):
+    """Slots per (position block, frame) for one GEMM: int64 ``[n_pos_blocks, F]``."""
+    npb = (hw + rows - 1) // rows
+    out = np.zeros((npb, F), dtype=np.int64)
+    K = k1[k1.shape[0] - 1]
+    sa = np.empty(K, dtype=np.int64)
+    sb = np.empty(K, dtype=np.int64)
+    for pb in range(npb):
+        p0 = pb * rows
+        p1 = min(p0 + rows, hw)
+        for f in range(F):
+            out[pb, f] = count_slots(dec[f * hw + p0:f * hw + p1], k0, k1, b_msb, sa, sb)
+    return out
+
+
+def reuse_slot_sequence(
+    decisions: np.ndarray, grid: tuple[int, int, int], groups, N: int, rows: int, cols: int, b_msb: int  # noqa: N803
+) -> np.ndarray:
+    """Per-tile slot counts of one GEMM under the reuse tiling, in issue order.
+
+    Issue order (sim.dispatch.reuse_tiles): column block, then position block, then frame.
+
+    Args:
+        decisions: int8 ``[M, G]``.
+    Returns:
+        int64 ``[tiles]``.
+    """
+    F, H, W = grid  # noqa: N806
+    k0 = np.array([g[0] for g in groups], dtype=np.int64)
+    k1 = np.array([g[1] for g in groups], dtype=np.int64)
+    per_pos = _reuse_slots(np.ascontiguousarray(decisions, dtype=np.int8), F, H * W, rows, k0, k1, b_msb)
+    n_col_blocks = -(-N // cols)
+    return np.tile(per_pos.reshape(-1), n_col_blocks)
+
+
+def dense_slot_sequence(M: int, K: int, N: int, rows: int, cols: int) -> np.ndarray:  # noqa: N803
+    """Per-tile slot counts of a dense GEMM under raster tiling: ``ceil(M/R)*ceil(N/C)`` tiles of K."""
+    return np.full(-(-M // rows) * -(-N // cols), K, dtype=np.int64)
+
+
+def dense_cycles_formula(M: int, K: int, N: int, rows: int, cols: int, ports: int) -> int:  # noqa: N803
+    """Closed form of the dense op time when ``K >= R/d`` (no drain stall): ``T*K + R + C + 1``.
+
+    Used by tests as a hand derivation; `op_cycles` is the general model.
+    """
+    tiles = -(-M // rows) * -(-N // cols)
+    if K * ports < rows:
+        raise ValueError("closed form holds only when K >= R / drain_rows_per_cycle")
+    return tiles * K - 1 + rows + cols + PIPELINE_CYCLES

@@ -1,0 +1,181 @@
+"""Reference data dispatcher: the tile scheduler and the channel matcher (SPEC.md section 3).
+
+Scheduler (first version): a tile holds R consecutive spatial positions (raster ``h*W + w``) of one
+frame, and a position block is processed frame after frame, so each PE keeps its position's
+partial sums of the previous frame in local registers (temporal neighbour, no SRAM traffic).
+
+Matcher: inside one tile, channels are taken in index order; each unpaired channel pairs with the
+lowest-index later unpaired channel that is *compatible*: for every row of the tile,
+``demand(a) + demand(b) <= 1`` with COMPUTE = 1, PARTIAL = 1/2 (1 when b_msb < 4: the low part
+then does not fit half the multiplier) and REUSE = 0. One pair or single channel is one cycle
+slot. Channels of a group that every row REUSEs take no slot. Demand depends only on a channel's
+group, so compatibility is a group-by-group relation, and within each group channels are consumed
+in index order: a pointer per group gives the greedy choice in ``O(slots * groups)``.
+
+This module is the reference the RTL stream generator and the cycle model share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from algo.golden import COMPUTE, PARTIAL, REUSE
+
+#: Demand in half slots per (row, group) decision (SPEC section 3: COMPUTE = 1, PARTIAL = 1/2, REUSE = 0).
+DEMAND_HALVES = {COMPUTE: 2, PARTIAL: 1, REUSE: 0}
+
+
+@numba.njit(cache=True)
+def _group_demand(dec, b_msb):
+    """Per-(row, group) demand in half slots from decisions ``[rows, G]``."""
+    rows, ng = dec.shape
+    dem = np.zeros((rows, ng), dtype=np.int8)
+    half = 1 if b_msb >= 4 else 2
+    for r in range(rows):
+        for g in range(ng):
+            d = dec[r, g]
+            if d == 0:
+                dem[r, g] = 2
+            elif d == 1:
+                dem[r, g] = half
+    return dem
+
+
+@numba.njit(cache=True)
+def _compat(dem):
+    """``compat[g, h]``: every row's demand of g and h together fits one slot (<= 2 halves)."""
+    rows, ng = dem.shape
+    c = np.ones((ng, ng), dtype=np.bool_)
+    active = np.zeros(ng, dtype=np.bool_)
+    for g in range(ng):
+        for r in range(rows):
+            if dem[r, g] > 0:
+                active[g] = True
+                break
+    for g in range(ng):
+        for h in range(ng):
+            for r in range(rows):
+                if dem[r, g] + dem[r, h] > 2:
+                    c[g, h] = False
+                    break
+    return c, active
+
+
+@numba.njit(cache=True)
+def match_tile(dec, k0, k1, b_msb, slot_a, slot_b):
+    """Greedy channel matcher for one tile.
+
+    Args:
+        dec: int8 ``[rows, G]`` decisions of the tile's valid rows.
+        k0, k1: int64 ``[G]`` channel range of each group.
+        b_msb: reused high bits (PARTIAL pairs only when b_msb >= 4).
+        slot_a, slot_b: int64 output buffers of length >= K; ``slot_b = -1`` for a single channel.
+
+    Returns:
+        The number of slots written (0 when every row REUSEs every group).
+    """
+    dem = _group_demand(dec, b_msb)
+    compat, active = _compat(dem)
+    ng = k0.shape[0]
+    ptr = k0.copy()
+    n = 0
+    g = 0
+    while g < ng:
+        if not active[g] or ptr[g] >= k1[g]:
+            g += 1
+            continue
+        a = ptr[g]
+        ptr[g] += 1
+        best = -1
+        best_g = -1
+        for h in range(ng):
+            if active[h] and compat[g, h] and ptr[h] < k1[h]:
+                if best < 0 or ptr[h] < best:
+                    best = ptr[h]
+                    best_g = h
+        if best >= 0:
+            ptr[best_g] += 1
+        slot_a[n] = a
+        slot_b[n] = best
+        n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def count_slots(dec, k0, k1, b_msb, scratch_a, scratch_b):
+    """Number of slots `match_tile` would emit (same algorithm; scratch buffers of length >= K)."""
+    return match_tile(dec, k0, k1, b_msb, scratch_a, scratch_b)
+
+
+# ---- tiling ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TileSpec:
+    """One output tile of the reuse tiling.
+
+    Attributes:
+        tokens: int64 ``[rows_valid]`` raster token indices of the tile rows (row r = tokens[r]).
+        n0, n1: output-channel (column) range ``[n0, n1)``.
+        clear: the tile starts a position block (frame 0): PEs reset their partial registers.
+    """
+
+    tokens: np.ndarray
+    n0: int
+    n1: int
+    clear: bool
+
+
+def reuse_tiles(grid: tuple[int, int, int], N: int, rows: int, cols: int) -> list[TileSpec]:  # noqa: N803
+    """Tiles in issue order: for each column block, for each position block, frame after frame."""
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    out = []
+    for n0 in range(0, N, cols):
+        for p0 in range(0, hw, rows):
+            pos = np.arange(p0, min(p0 + rows, hw), dtype=np.int64)
+            for f in range(F):
+                out.append(TileSpec(f * hw + pos, n0, min(n0 + cols, N), f == 0))
+    return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One cycle slot of a tile: channel ``a`` and optionally ``b`` (-1), with group bookkeeping.
+
+    ``first_a``/``first_b``: the slot is the first of the tile to carry a channel of that group,
+    so PEs overwrite (rather than add to) that group's partial registers.
+    """
+
+    a: int
+    b: int
+    g_a: int
+    g_b: int
+    first_a: bool
+    first_b: bool
+
+
+def tile_schedule(dec_rows: np.ndarray, groups, b_msb: int) -> list[Slot]:
+    """The matcher's slot list for one tile (``dec_rows``: int8 ``[rows_valid, G]``), in issue order."""
+    k0 = np.array([g[0] for g in groups], dtype=np.int64)
+    k1 = np.array([g[1] for g in groups], dtype=np.int64)
+    K = int(k1[-1])  # noqa: N806
+    sa = np.empty(K, dtype=np.int64)
+    sb = np.empty(K, dtype=np.int64)
+    n = match_tile(np.ascontiguousarray(dec_rows, dtype=np.int8), k0, k1, b_msb, sa, sb)
+    group_of = np.repeat(np.arange(len(groups)), k1 - k0)
+    seen: set[int] = set()
+    slots = []
+    for i in range(n):
+        a, b = int(sa[i]), int(sb[i])
+        ga = int(group_of[a])
+        gb = int(group_of[b]) if b >= 0 else 0
+        fa = ga not in seen
+        seen.add(ga)
+        fb = b >= 0 and gb not in seen
+        if b >= 0:
+            seen.add(gb)
+        slots.append(Slot(a, b, ga, gb, fa, fb))
+    return slots

@@ -1,0 +1,143 @@
+"""Slot-by-slot input stream of the RTL top level (`hw/top.py`) for one GEMM.
+
+This is the dispatcher's output in the form the hardware consumes: for every tile of the reuse
+tiling (`sim.dispatch.reuse_tiles`), the matcher's slots (`sim.dispatch.tile_schedule`), each
+turned into per-row operands and PE modes and per-column weights. RTL tests drive it into the
+Verilog and compare the result rows with `algo.golden.apply_decisions` and the cycle count with
+`sim.cycle_model`.
+
+Reuse source in this version: each PE holds its position's previous-frame partials, so only
+temporal groups (axis ``"f"``) may REUSE or PARTIAL in a stream; spatial reuse (axis ``"h"``/``"w"``)
+needs the row-to-row partial link or the partial-result buffer (docs/decisions.md) and raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from algo.golden import COMPUTE, PARTIAL, REUSE
+from hw.config import AcceleratorConfig
+from hw.pe import PEMode
+from sim.dispatch import reuse_tiles, tile_schedule
+
+
+@dataclass
+class StreamSlot:
+    """One accepted cycle at the top level. Arrays are per row (R) or per column (C)."""
+
+    x_a: np.ndarray      # int16 [R]: int8 or uint8 values
+    x_b: np.ndarray      # int16 [R]
+    mode: np.ndarray     # uint8 [R]: hw.pe.PEMode
+    sel: np.ndarray      # uint8 [R]
+    w_a: np.ndarray      # int16 [C]
+    w_b: np.ndarray      # int16 [C]
+    g_a: int
+    g_b: int
+    first_a: bool
+    first_b: bool
+    last: bool
+    clear: bool
+
+
+@dataclass
+class Stream:
+    """The whole input stream of one GEMM plus the tiles' output placement."""
+
+    slots: list[StreamSlot]
+    tiles: list  # sim.dispatch.TileSpec, in issue order (tile t leaves on port t mod d)
+    slots_per_tile: np.ndarray  # int64 [tiles]: issue cycles per tile (>= 1)
+
+
+_MODE_OF = {
+    # (decision of a's group, decision of b's group or None) -> (PE mode, sel)
+    (COMPUTE, None): (PEMode.COMPUTE, 0), (PARTIAL, None): (PEMode.PARTIAL, 0), (REUSE, None): (PEMode.REUSE, 0),
+    (COMPUTE, REUSE): (PEMode.COMPUTE, 0), (REUSE, COMPUTE): (PEMode.COMPUTE, 1),
+    (PARTIAL, PARTIAL): (PEMode.PAIRED, 0),
+    (PARTIAL, REUSE): (PEMode.PARTIAL, 0), (REUSE, PARTIAL): (PEMode.PARTIAL, 1),
+    (REUSE, REUSE): (PEMode.REUSE, 0),
+}
+
+
+def build_stream(
+    X: np.ndarray, W: np.ndarray, grid, groups, decisions: np.ndarray, b_msb: int, cfg: AcceleratorConfig  # noqa: N803
+) -> Stream:
+    """Build the slot stream of ``Y = X_eff @ W`` on the configured array.
+
+    Args:
+        X: ``[M, K]`` int8 or uint8; W: ``[K, N]`` int8; grid ``(F, H, W)``; groups
+            ``(k_start, k_stop, axis)``; decisions int8 ``[M, len(groups)]``; b_msb must be the
+            hardware's split.
+
+    Raises:
+        ValueError: b_msb not supported by the config, more groups than ``partial_regs``,
+            or reuse along a spatial axis.
+    """
+    if b_msb not in cfg.msb_splits:
+        raise ValueError(f"b_msb = {b_msb} is not supported by {cfg.name} (msb_splits {list(cfg.msb_splits)})")
+    if len(groups) > cfg.partial_regs:
+        raise ValueError(f"{len(groups)} channel groups exceed partial_regs = {cfg.partial_regs}")
+    for gi, (_, _, axis) in enumerate(groups):
+        if axis != "f" and np.any(decisions[:, gi] != COMPUTE):
+            raise ValueError(f"group {gi} reuses along spatial axis {axis!r}: not supported by the RTL stream yet")
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    _, N = W.shape  # noqa: N806
+    X16, W16 = X.astype(np.int16), W.astype(np.int16)  # noqa: N806
+    tiles = reuse_tiles(tuple(grid), N, R, C)
+    slots: list[StreamSlot] = []
+    per_tile = np.zeros(len(tiles), dtype=np.int64)
+    for t, tile in enumerate(tiles):
+        rows = len(tile.tokens)
+        dec = decisions[tile.tokens]
+        sched = tile_schedule(dec, groups, b_msb)
+        ncols = tile.n1 - tile.n0
+        if not sched:  # every row REUSEs every group: one bubble slot carries `last`
+            slots.append(StreamSlot(
+                np.zeros(R, np.int16), np.zeros(R, np.int16), np.zeros(R, np.uint8), np.zeros(R, np.uint8),
+                np.zeros(C, np.int16), np.zeros(C, np.int16), 0, 0, False, False, True, tile.clear))
+            per_tile[t] = 1
+            continue
+        per_tile[t] = len(sched)
+        for s_i, s in enumerate(sched):
+            x_a = np.zeros(R, np.int16)
+            x_b = np.zeros(R, np.int16)
+            mode = np.zeros(R, np.uint8)
+            sel = np.zeros(R, np.uint8)
+            w_a = np.zeros(C, np.int16)
+            w_b = np.zeros(C, np.int16)
+            x_a[:rows] = X16[tile.tokens, s.a]
+            w_a[:ncols] = W16[s.a, tile.n0:tile.n1]
+            if s.b >= 0:
+                x_b[:rows] = X16[tile.tokens, s.b]
+                w_b[:ncols] = W16[s.b, tile.n0:tile.n1]
+            for r in range(rows):
+                key = (int(dec[r, s.g_a]), int(dec[r, s.g_b]) if s.b >= 0 else None)
+                if key not in _MODE_OF:
+                    raise AssertionError(f"matcher paired incompatible channels {s.a}, {s.b} (row {r}: {key})")
+                mode[r], sel[r] = _MODE_OF[key]
+            slots.append(StreamSlot(
+                x_a, x_b, mode, sel, w_a, w_b, s.g_a, s.g_b if s.b >= 0 else 0,
+                s.first_a, s.first_b, s_i == len(sched) - 1, tile.clear and s_i == 0))
+    return Stream(slots, tiles, per_tile)
+
+
+def pack_lanes(values: np.ndarray, bits: int) -> int:
+    """Pack lane values (two's complement, `bits` wide) into an int: lane i at bits [bits*i + bits-1 : bits*i]."""
+    mask = (1 << bits) - 1
+    out = 0
+    for i, v in enumerate(values):
+        out |= (int(v) & mask) << (bits * i)
+    return out
+
+
+def unpack_lanes(value: int, n: int, bits: int, signed: bool = True) -> np.ndarray:
+    """Inverse of `pack_lanes`: n lanes of `bits` bits, sign-extended when `signed`; int64."""
+    mask = (1 << bits) - 1
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        v = (value >> (bits * i)) & mask
+        if signed and v >> (bits - 1):
+            v -= 1 << bits
+        out[i] = v
+    return out

@@ -1,0 +1,74 @@
+"""Seeded RTL test cases shared by the cocotb benches and pytest: operands, groups, decisions.
+
+Each case is a small GEMM on the token grid with temporal channel groups (the reuse source the
+RTL holds in PE registers) and a random mix of decisions: some groups coherent over the tile
+(so the matcher drops or pairs them), others scattered per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from algo.golden import COMPUTE, PARTIAL, REUSE
+
+
+@dataclass
+class Case:
+    name: str
+    X: np.ndarray           # [M, K] int8 or uint8
+    W: np.ndarray           # [K, N] int8
+    grid: tuple[int, int, int]
+    groups: list[tuple[int, int, str]]
+    decisions: np.ndarray   # [M, G] int8
+    x_unsigned: bool
+
+
+def random_decisions(rng, grid, n_groups, p_scatter=0.5) -> np.ndarray:
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    dec = np.zeros((F, hw, n_groups), dtype=np.int8)
+    for f in range(1, F):
+        for g in range(n_groups):
+            if rng.random() < p_scatter:
+                dec[f, :, g] = rng.choice([COMPUTE, PARTIAL, REUSE], size=hw, p=[0.3, 0.35, 0.35])
+            else:
+                dec[f, :, g] = rng.choice([COMPUTE, PARTIAL, REUSE], p=[0.2, 0.4, 0.4])
+    return dec.reshape(F * hw, n_groups)
+
+
+def make_case(name, seed, grid, K, N, group_sizes, x_unsigned=False, dense=False) -> Case:  # noqa: N803
+    rng = np.random.default_rng(seed)
+    M = int(np.prod(grid))  # noqa: N806
+    if x_unsigned:
+        X = rng.integers(0, 256, size=(M, K), dtype=np.int64).astype(np.uint8)  # noqa: N806
+        X[0, :2] = [0, 255]
+    else:
+        X = rng.integers(-128, 128, size=(M, K), dtype=np.int64).astype(np.int8)  # noqa: N806
+        X[0, :2] = [-128, 127]
+    W = rng.integers(-128, 128, size=(K, N), dtype=np.int64).astype(np.int8)  # noqa: N806
+    W[0, :2] = [-128, 127]
+    assert sum(group_sizes) == K
+    groups, k = [], 0
+    for s in group_sizes:
+        groups.append((k, k + s, "f"))
+        k += s
+    if dense:
+        dec = np.zeros((M, len(groups)), dtype=np.int8)
+    else:
+        dec = random_decisions(rng, grid, len(groups))
+    return Case(name, X, W, tuple(grid), groups, dec, x_unsigned)
+
+
+def cases_for(rows: int, cols: int) -> list[Case]:
+    """Cases sized for an R x C array: full and partial position blocks and column blocks,
+    K not a multiple of anything, short K (drain-bound), uint8 operands, and a dense op."""
+    hw_full = rows  # one position block exactly
+    return [
+        make_case("mixed", 1, (4, 2, hw_full // 2), 20, cols + cols // 2, [6, 6, 4, 4]),
+        make_case("uint8_two_blocks", 2, (3, 3, (rows + rows // 2) // 3 or 1), 16, cols, [4, 4, 4, 4],
+                  x_unsigned=True),
+        make_case("short_k", 3, (3, 1, rows), 3, cols, [1, 2]),
+        make_case("dense", 4, (2, 1, rows), 12, cols, [4, 4, 4], dense=True),
+    ]

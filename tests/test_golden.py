@@ -16,13 +16,23 @@ from algo.golden import (
     PARTIAL,
     REUSE,
     apply_decisions,
-    reuse_gemm,
+    group_decisions,
     split_msb,
     theta_bounds,
+)
+from algo.golden import (
+    reuse_gemm as spec_reuse_gemm,
 )
 from tests import reference as ref
 
 C, P, R = 0, 1, 2  # COMPUTE, PARTIAL, REUSE as the SPEC numbers them
+
+
+def reuse_gemm(X, W, grid, groups, theta, b_msb=4):  # noqa: N803
+    """`algo.golden.reuse_gemm` (SPEC form: per-channel decisions [M, K]), decisions viewed per group."""
+    Y, dec = spec_reuse_gemm(X, W, grid, groups, theta, b_msb=b_msb)  # noqa: N806
+    assert dec.shape == X.shape and dec.dtype == np.int8
+    return Y, group_decisions(dec, groups)
 
 
 def test_decision_codes():
@@ -435,3 +445,19 @@ def test_bad_b_msb_rejected_by_both_entry_points(b_msb):
         apply_decisions(X, W, (2, 1, 1), [(0, 1, "f")], np.array([[0], [1]], dtype=np.int8), b_msb=b_msb)
     with pytest.raises(ValueError, match="b_msb"):
         reuse_gemm(X, W, (2, 1, 1), [(0, 1, "f")], (0, 100), b_msb=b_msb)
+
+
+def test_spec_forms_chain():
+    """reuse_gemm's per-channel [M, K] decisions feed apply_decisions directly, and so does [M, G]."""
+    rng = np.random.default_rng(7)
+    X = rng.integers(-128, 128, size=(12, 6), dtype=np.int64).astype(np.int8)  # noqa: N806
+    W = rng.integers(-128, 128, size=(6, 3), dtype=np.int64).astype(np.int8)  # noqa: N806
+    groups = [(0, 2, "f"), (2, 6, "w")]
+    Y, dec = spec_reuse_gemm(X, W, (3, 2, 2), groups, (40, 80))  # noqa: N806
+    assert dec.shape == (12, 6)
+    assert np.array_equal(apply_decisions(X, W, (3, 2, 2), groups, dec), Y)
+    assert np.array_equal(apply_decisions(X, W, (3, 2, 2), groups, group_decisions(dec, groups)), Y)
+    bad = dec.copy()
+    bad[5, 3] = (bad[5, 2] + 1) % 3
+    with pytest.raises(ValueError, match="constant inside each channel group"):
+        apply_decisions(X, W, (3, 2, 2), groups, bad)

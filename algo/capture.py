@@ -55,6 +55,7 @@ import torch
 from algo import latents as lat
 from algo.golden import block_groups
 from algo.models import CaptureError, build_model, get_spec, rope_groups
+from algo.thresholds import DEFAULT_THETA, ThetaSpec, resolve_theta
 from algo.trace import OP_TYPES, Group, OpRecord, Trace, save_trace
 
 __all__ = [
@@ -68,9 +69,6 @@ DEFAULT_SIZE = "tiny"
 #: (sigma 1.0), middle (0.54) and two late steps (0.19, 0.024). With seeded weights, neighbouring
 #: tokens only become similar once the noise level is low (docs/capture.md).
 DEFAULT_STEPS = (0, 40, 47, 49)
-#: Default (theta1, theta2), int8 units per channel: on the default tiny capture the late steps
-#: show a mix of COMPUTE / PARTIAL / REUSE on every op (measured; table in docs/capture.md).
-DEFAULT_THETA = (4.0, 12.0)
 #: Ops recorded per block, in execution order.
 SELF_OPS = ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2")
 CROSS_OPS = ("cross_q", "cross_qk", "cross_pv", "cross_o")
@@ -143,9 +141,9 @@ def _weight_t(*linears: torch.nn.Linear) -> torch.Tensor:
 class _Recorder:
     """Hooks state for one capture: which (step, block, attention) is running, and the records."""
 
-    def __init__(self, qk_groups, thetas, blocks, include_cross, tokens, progress, n_total):
+    def __init__(self, qk_groups, theta, blocks, include_cross, tokens, progress, n_total):
         self.qk_groups = qk_groups
-        self.thetas = thetas
+        self.theta = theta
         self.blocks = set(blocks)
         self.include_cross = include_cross
         self.tokens = tokens
@@ -174,7 +172,7 @@ class _Recorder:
             raise CaptureError(f"{name} of block {block}: {x_q.shape[1]} rows, expected {self.tokens} tokens")
         self.ops.append(OpRecord(
             name=name, block=block, step=self.step, X=np.ascontiguousarray(x_q), W=np.ascontiguousarray(w_q),
-            groups=list(groups), theta=self.thetas[name], x_signed=x_signed,
+            groups=list(groups), theta=resolve_theta(self.theta, self.step, name), x_signed=x_signed,
             x_scale=float(x_scale), w_scale=float(w_scale),
         ))
 
@@ -251,23 +249,18 @@ def _register(model, rec: _Recorder) -> list:
     return handles
 
 
-def _theta_map(theta, ops: Iterable[str]) -> dict[str, tuple[float, float]]:
-    """One ``(theta1, theta2)`` for every op, from a pair or a mapping op name -> pair."""
-    out = {}
-    for op in ops:
-        t = theta.get(op, DEFAULT_THETA) if isinstance(theta, Mapping) else theta
-        try:
-            t1, t2 = float(t[0]), float(t[1])
-        except (TypeError, ValueError, IndexError):
-            raise CaptureError(f"theta for {op} must be a pair (theta1, theta2), got {t!r}") from None
-        if not (math.isfinite(t1) and math.isfinite(t2)) or t1 < 0 or t1 > t2:
-            raise CaptureError(f"theta for {op} must satisfy 0 <= theta1 <= theta2, got ({t1}, {t2})")
-        out[op] = (t1, t2)
+def _check_thetas(theta: ThetaSpec, steps: Iterable[int], ops: Iterable[str]) -> None:
+    """Resolve the threshold spec for every captured (step, op) up front; raises `CaptureError`."""
     if isinstance(theta, Mapping):
-        unknown = set(theta) - set(OP_TYPES)
+        unknown = set(theta) - set(OP_TYPES) - {"default"}
         if unknown:
             raise CaptureError(f"theta given for unknown op types {sorted(unknown)}; op types: {OP_TYPES}")
-    return out
+    for s in steps:
+        for op in ops:
+            try:
+                resolve_theta(theta, s, op)
+            except ValueError as err:
+                raise CaptureError(str(err)) from None
 
 
 def capture(
@@ -277,7 +270,7 @@ def capture(
     num_inference_steps: int = 50,
     grid: tuple[int, int, int] | None = None,
     seed: int = 0,
-    theta: tuple[float, float] | Mapping[str, tuple[float, float]] = DEFAULT_THETA,
+    theta: ThetaSpec = DEFAULT_THETA,
     b_msb: int = 4,
     progress: ProgressFn | None = None,
     *,
@@ -298,8 +291,9 @@ def capture(
         grid: token grid ``(F, H, W)`` after patching (latent = grid * patch size); None: the
             size's default, ``(4, 8, 8)`` = 256 tokens.
         seed: seeds the weights (torch), text embeddings and noise (numpy).
-        theta: ``(theta1, theta2)`` for every op, or a mapping op name -> pair (missing ops get
-            `DEFAULT_THETA`); int8 units per channel (SPEC section 2).
+        theta: thresholds in int8 units per channel (SPEC section 2): a pair for every op, a
+            mapping op type -> pair (``"default"`` for the rest), a callable ``(step, op) -> pair`` or
+            a `algo.thresholds.ThetaSchedule` (step-sensitive thresholds); resolved per recorded op.
         b_msb: reused high bits for PARTIAL, 1..7 (stored in the trace).
         progress: called as ``progress(done, total, label)``: once with ``done = 0`` before the
             model is built (the full model takes ~25 s to initialise on 2 cores), then after each
@@ -335,7 +329,7 @@ def capture(
     if image not in lat.IMAGES:
         raise CaptureError(f"unknown image {image!r}; choose one of {', '.join(lat.IMAGES)}")
     op_names = SELF_OPS + (CROSS_OPS if include_cross else ())
-    thetas = _theta_map(theta, op_names)
+    _check_thetas(theta, step_list, op_names)
 
     n_total = len(step_list) * n_layers
     if progress is not None:
@@ -350,7 +344,7 @@ def capture(
     text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, int(cfg["text_dim"])))
     text_t = torch.from_numpy(text.astype(np.float32)).to(dtype)
 
-    rec = _Recorder(rope_groups(net), thetas, block_list, include_cross, f * h * w, progress, n_total)
+    rec = _Recorder(rope_groups(net), theta, block_list, include_cross, f * h * w, progress, n_total)
     import diffusers.models.transformers.transformer_wan as wan_mod
 
     original = wan_mod.dispatch_attention_fn

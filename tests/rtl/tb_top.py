@@ -23,7 +23,7 @@ from hw.config import load_config
 from hw.top import row_bits
 from sim.cycle_model import op_cycles
 from sim.stream import build_stream, pack_lanes, unpack_lanes
-from tests.rtl.cases import cases_for
+from tests.rtl.cases import acc_width_case, cases_for
 
 CFG = load_config(os.environ["KALEIDO_PRESET"])
 
@@ -120,3 +120,13 @@ async def golden_and_cycles(dut):
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     for case in cases_for(CFG.array_rows, CFG.array_cols):
         await run_case(dut, case)
+
+
+@cocotb.test()
+async def accumulator_width(dut):
+    """K = max_k of the preset, X = 255, W = -128: the extreme output fits acc_bits exactly."""
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    case = acc_width_case(CFG.array_rows, CFG.array_cols, CFG.max_k)
+    assert int(case.X.astype(np.int64).sum(axis=1)[0]) * -128 == CFG.max_k * 255 * -128
+    assert -(1 << (CFG.acc_bits - 1)) <= CFG.max_k * 255 * -128
+    await run_case(dut, case)

@@ -7,6 +7,7 @@ wheel's binary, TOOLCHAIN.md), and the bench `tests/rtl/tb_top.py` checks every 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESET = "tiny-8x8"
+#: KALEIDO_WAVES=1 records waveforms (FST with Verilator, in build/cocotb/<preset>/) for debugging.
+WAVES = os.environ.get("KALEIDO_WAVES") == "1"
 
 
 def verilator_env() -> dict[str, str]:
@@ -68,7 +71,7 @@ def built(tmp_path_factory):
     runner.build(
         sources=sources, hdl_toplevel="kaleido_top", build_dir=build,
         build_args=["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC"],
-        always=True,
+        always=True, waves=WAVES,
     )
     return runner, build
 
@@ -78,9 +81,34 @@ def test_top_matches_golden_and_cycle_model(built):
     env = {"KALEIDO_PRESET": PRESET, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     results = runner.test(
         hdl_toplevel="kaleido_top", test_module="tests.rtl.tb_top", build_dir=build, test_dir=build,
-        extra_env=env,
+        extra_env=env, waves=WAVES,
     )
     from cocotb_tools.check_results import get_results
 
     _, failed = get_results(results)
     assert failed == 0, f"{failed} cocotb test(s) failed; see the log above"
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None,
+                    reason="Icarus Verilog is optional and not installed (apt-get install iverilog)")
+def test_top_under_icarus():
+    """The same bench under Icarus Verilog 11 (second simulator; TOOLCHAIN.md: needs a timescale)."""
+    from cocotb_tools.runner import get_runner
+
+    from hw.config import load_config
+    from hw.rtl import emit
+
+    build = ROOT / "build" / "cocotb-icarus" / PRESET
+    sources = [p for p in emit(load_config(PRESET), build / "rtl")
+               if p.stem not in ("kaleido_similarity", "kaleido_matcher")]
+    runner = get_runner("icarus")
+    runner.build(sources=sources, hdl_toplevel="kaleido_top", build_dir=build, always=True,
+                 timescale=("1ns", "1ps"), waves=WAVES)
+    env = {"KALEIDO_PRESET": PRESET, "KALEIDO_SKIP_SLOW": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
+    results = runner.test(hdl_toplevel="kaleido_top", test_module="tests.rtl.tb_top", build_dir=build,
+                          test_dir=build, extra_env=env, timescale=("1ns", "1ps"), waves=WAVES)
+    from cocotb_tools.check_results import get_results
+
+    _, failed = get_results(results)
+    assert failed == 0, f"{failed} cocotb test(s) failed under Icarus; see the log above"

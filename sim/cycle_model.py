@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from sim.dispatch import count_slots
+from sim.dispatch import count_slots, count_slots_unpaired, schedule_positions
 
 #: Register stages between a slot's issue and its result row leaving the array beyond the
 #: R + C skew/de-skew path: the PE result register and the column port register (hw/top.py).
@@ -58,27 +58,36 @@ def op_cycles(s_seq: np.ndarray, rows: int, cols: int, ports: int) -> tuple[int,
 
 
 @numba.njit(cache=True)
-def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb):
+def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb, order, paired):
     """Slots per (position block, frame) for one GEMM: int64 ``[n_pos_blocks, F]``."""
     npb = (hw + rows - 1) // rows
     out = np.zeros((npb, F), dtype=np.int64)
     K = k1[k1.shape[0] - 1]
     sa = np.empty(K, dtype=np.int64)
     sb = np.empty(K, dtype=np.int64)
+    tile = np.empty((rows, dec.shape[1]), dtype=np.int8)
     for pb in range(npb):
         p0 = pb * rows
         p1 = min(p0 + rows, hw)
         for f in range(F):
-            out[pb, f] = count_slots(dec[f * hw + p0:f * hw + p1], k0, k1, b_msb, sa, sb)
+            for r in range(p1 - p0):
+                tile[r] = dec[f * hw + order[p0 + r]]
+            if paired:
+                out[pb, f] = count_slots(tile[:p1 - p0], k0, k1, b_msb, sa, sb)
+            else:
+                out[pb, f] = count_slots_unpaired(tile[:p1 - p0], k0, k1)
     return out
 
 
 def reuse_slot_sequence(
-    decisions: np.ndarray, grid: tuple[int, int, int], groups, N: int, rows: int, cols: int, b_msb: int  # noqa: N803
+    decisions: np.ndarray, grid: tuple[int, int, int], groups, N: int, rows: int, cols: int, b_msb: int,  # noqa: N803
+    dispatcher: bool = True,
 ) -> np.ndarray:
     """Per-tile slot counts of one GEMM under the reuse tiling, in issue order.
 
-    Issue order (sim.dispatch.reuse_tiles): column block, then position block, then frame.
+    Issue order (sim.dispatch.reuse_tiles): column block, then position block, then frame. With
+    ``dispatcher`` the scheduler's position order (`sim.dispatch.schedule_positions`) and the
+    matcher's pairing apply; without, raster order and one slot per channel of every needed group.
 
     Args:
         decisions: int8 ``[M, G]``.
@@ -88,7 +97,9 @@ def reuse_slot_sequence(
     F, H, W = grid  # noqa: N806
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
-    per_pos = _reuse_slots(np.ascontiguousarray(decisions, dtype=np.int8), F, H * W, rows, k0, k1, b_msb)
+    dec = np.ascontiguousarray(decisions, dtype=np.int8)
+    order = schedule_positions(dec, grid, rows) if dispatcher else np.arange(H * W, dtype=np.int64)
+    per_pos = _reuse_slots(dec, F, H * W, rows, k0, k1, b_msb, order, dispatcher)
     n_col_blocks = -(-N // cols)
     return np.tile(per_pos.reshape(-1), n_col_blocks)
 

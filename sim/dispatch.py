@@ -1,8 +1,13 @@
 """Reference data dispatcher: the tile scheduler and the channel matcher (SPEC.md section 3).
 
-Scheduler (first version): a tile holds R consecutive spatial positions (raster ``h*W + w``) of one
-frame, and a position block is processed frame after frame, so each PE keeps its position's
-partial sums of the previous frame in local registers (temporal neighbour, no SRAM traffic).
+Scheduler: a tile holds R spatial positions of one frame, and a position block is processed frame
+after frame, so each PE keeps its position's partial sums of the previous frame in local registers
+(temporal neighbour, no SRAM traffic). Which positions share a tile is a permutation of the
+positions, fixed over all frames (SPEC section 3 reference): `schedule_positions` clusters
+positions whose reuse patterns -- the binary strings of their decisions over (group, frame) --
+are alike, by sorting the strings inside windows of ``window_tiles * R`` consecutive positions
+(so data stays local), then cutting the sorted order into tiles of R. Without the scheduler
+(`--no-dispatcher`), positions stay in raster order.
 
 Matcher: inside one tile, channels are taken in index order; each unpaired channel pairs with the
 lowest-index later unpaired channel that is *compatible*: for every row of the tile,
@@ -110,6 +115,51 @@ def count_slots(dec, k0, k1, b_msb, scratch_a, scratch_b):
     return match_tile(dec, k0, k1, b_msb, scratch_a, scratch_b)
 
 
+@numba.njit(cache=True)
+def count_slots_unpaired(dec, k0, k1):
+    """Slots without the matcher: one per channel of every group some row needs (no pairing)."""
+    rows, ng = dec.shape
+    n = 0
+    for g in range(ng):
+        for r in range(rows):
+            if dec[r, g] != 2:
+                n += k1[g] - k0[g]
+                break
+    return n
+
+
+#: Scheduler window: positions are clustered within windows of this many tiles (project default:
+#: 8 tiles = 1,024 positions on 128 rows, about two-thirds of a 480p frame's 1,560 positions).
+WINDOW_TILES = 8
+
+
+def schedule_positions(decisions: np.ndarray, grid, rows: int, window_tiles: int = WINDOW_TILES) -> np.ndarray:
+    """The scheduler's position order: a permutation of ``0 .. H*W-1`` (int64).
+
+    Each position's reuse pattern is the string of its decision codes over (group, frame), group
+    major (frame 0 excluded: it always computes). Inside each window of ``window_tiles * rows``
+    consecutive raster positions the positions are sorted by that string (stable, so equal
+    patterns keep raster order), which puts alike patterns in the same tile.
+
+    Args:
+        decisions: int8 ``[M, G]`` for ``M = F*H*W`` tokens in raster order.
+    """
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    d = np.asarray(decisions).reshape(F, hw, -1)
+    pattern = d[1:].transpose(1, 2, 0).reshape(hw, -1)  # [positions, groups * (F-1)]
+    order = np.arange(hw, dtype=np.int64)
+    win = max(1, window_tiles) * rows
+    if pattern.shape[1] == 0:
+        return order
+    for w0 in range(0, hw, win):
+        w1 = min(w0 + win, hw)
+        block = pattern[w0:w1]
+        keys = [block[:, c] for c in range(block.shape[1] - 1, -1, -1)]  # lexsort: last key is primary
+        order[w0:w1] = w0 + np.lexsort(keys)
+    return order
+
+
 # ---- tiling ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -128,14 +178,20 @@ class TileSpec:
     clear: bool
 
 
-def reuse_tiles(grid: tuple[int, int, int], N: int, rows: int, cols: int) -> list[TileSpec]:  # noqa: N803
-    """Tiles in issue order: for each column block, for each position block, frame after frame."""
+def reuse_tiles(
+    grid: tuple[int, int, int], N: int, rows: int, cols: int, order: np.ndarray | None = None,  # noqa: N803
+) -> list[TileSpec]:
+    """Tiles in issue order: for each column block, for each position block, frame after frame.
+
+    ``order`` is the scheduler's position permutation (`schedule_positions`); None = raster order.
+    """
     F, H, W = grid  # noqa: N806
     hw = H * W
+    order = np.arange(hw, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     out = []
     for n0 in range(0, N, cols):
         for p0 in range(0, hw, rows):
-            pos = np.arange(p0, min(p0 + rows, hw), dtype=np.int64)
+            pos = order[p0:min(p0 + rows, hw)]
             for f in range(F):
                 out.append(TileSpec(f * hw + pos, n0, min(n0 + cols, N), f == 0))
     return out

@@ -20,7 +20,7 @@ import numpy as np
 from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import PEMode
-from sim.dispatch import reuse_tiles, tile_schedule
+from sim.dispatch import reuse_tiles, schedule_positions, tile_schedule
 
 
 @dataclass
@@ -84,7 +84,7 @@ def build_stream(
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     _, N = W.shape  # noqa: N806
     X16, W16 = X.astype(np.int16), W.astype(np.int16)  # noqa: N806
-    tiles = reuse_tiles(tuple(grid), N, R, C)
+    tiles = reuse_tiles(tuple(grid), N, R, C, schedule_positions(decisions, tuple(grid), R))
     slots: list[StreamSlot] = []
     per_tile = np.zeros(len(tiles), dtype=np.int64)
     for t, tile in enumerate(tiles):

@@ -171,16 +171,26 @@ class PE(wiring.Component):
         with m.If(valid):
             m.d.sync += acc.eq(acc_next)
 
+        # Shared register adders (three per PE, not one per register): the new value of the group
+        # the low lane writes, of the group the high lane writes when PAIRED across groups, and of
+        # the MSB register COMPUTE writes; each register takes one of them through a write enable.
+        new_lo, new_hi, new_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
+        m.d.comb += [
+            new_lo.eq(Mux(clr_lo, 0, old_lo) + p_lo + Mux(is_paired & same, p_hi, 0)),
+            new_hi.eq(Mux(clr_hi, 0, old_hi) + p_hi),
+            new_msb.eq(Mux(clr_msb, 0, old_msb) + p_msb),
+        ]
         for r in range(P):
-            lo_hit = lo_active & (g_lo == r)
-            hi_hit = is_paired & (g_b == r)
-            msb_hit = is_compute & (g_sel == r)
-            clr_l = (lo_hit & first_lo) | (hi_hit & self.i_first_b) | clear
-            clr_m = (msb_hit & first_sel) | clear
-            m.d.sync += [
-                lsb[r].eq(Mux(clr_l, 0, lsb[r]) + Mux(lo_hit, p_lo, 0) + Mux(hi_hit, p_hi, 0)),
-                msb[r].eq(Mux(clr_m, 0, msb[r]) + Mux(msb_hit, p_msb, 0)),
-            ]
+            with m.If(lo_active & (g_lo == r)):
+                m.d.sync += lsb[r].eq(new_lo)
+            with m.Elif(is_paired & ~same & (g_b == r)):
+                m.d.sync += lsb[r].eq(new_hi)
+            with m.Elif(clear):
+                m.d.sync += lsb[r].eq(0)
+            with m.If(is_compute & (g_sel == r)):
+                m.d.sync += msb[r].eq(new_msb)
+            with m.Elif(clear):
+                m.d.sync += msb[r].eq(0)
 
         m.d.sync += [
             self.out_valid.eq(valid & self.i_last),

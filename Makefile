@@ -10,14 +10,14 @@ STAMP  := $(VENV)/.stamp-setup
 # bare `torch` requirement would pull a multi-GB CUDA build (DEVELOPERS.md).
 TORCH  := torch==2.13.0
 
-.PHONY: setup rtl demo test bench lint clean distclean help
+.PHONY: setup rtl demo test bench bench-capture lint clean distclean help
 
 help:
 	@echo "make demo   - capture a tiny Wan2.1 trace, simulate it, write a report (sets up .venv first)"
 	@echo "make test   - run the test suite (sets up .venv first)"
 	@echo "make rtl    - emit Verilog for every preset into rtl_out/"
 	@echo "make lint   - ruff on the Python, verilator --lint-only on the emitted Verilog"
-	@echo "make bench  - speed benchmarks (golden model, cycle model, vs SCALE-Sim)"
+	@echo "make bench  - speed benchmarks (golden model, cycle model, vs SCALE-Sim); bench-capture: 480p capture"
 	@echo "make clean  - remove generated outputs (keeps .venv); distclean also removes .venv"
 
 setup: $(STAMP)
@@ -49,6 +49,10 @@ test: setup
 
 bench: setup
 	$(PY) -m sim.bench
+
+# Capture of one Wan2.1-1.3B block at 480p vs a bare forward (about 10 minutes on 2 cores).
+bench-capture: setup
+	$(PY) -m algo.bench_capture
 
 lint: setup rtl
 	$(PY) -m ruff check algo hw sim tests

@@ -33,6 +33,7 @@ h/w-channels temporally (axis ``"f"``: same position in the previous frame).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -140,34 +141,168 @@ def model_config(name: str, size: str) -> dict:
     return dict(get_spec(name, size).sizes[size])
 
 
-def build_model(name: str, size: str, seed: int = 0) -> tuple[torch.nn.Module, str]:
-    """Construct the model with seeded weights, in eval mode, gradients off.
+#: ``--dtype`` names -> torch dtypes capture can run in.
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+#: Config keys a checkpoint must agree on with the registered size (architecture, not runtime).
+_ARCH_KEYS = ("num_attention_heads", "attention_head_dim", "num_layers", "ffn_dim", "in_channels",
+              "out_channels", "text_dim", "freq_dim", "patch_size", "qk_norm", "cross_attn_norm")
+
+
+def _to_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """Cast to `dtype`, keeping the class's ``_keep_in_fp32_modules`` (Wan: rope, time_embedder,
+    scale_shift_table, norm1/2/3) in float32, as diffusers' ``from_pretrained(torch_dtype=...)`` does."""
+    if dtype == torch.float32:
+        return model
+    keep = set(getattr(type(model), "_keep_in_fp32_modules", None) or ())
+    for tensors in (model.named_parameters(), model.named_buffers()):
+        for name, t in tensors:
+            if t.is_floating_point() and not keep & set(name.split(".")):
+                t.data = t.data.to(dtype)  # per tensor: Module.to() would warn about the fp32 modules
+    return model
+
+
+def _check_config(found: dict, spec: ModelSpec, size: str, where: str) -> None:
+    want = spec.sizes[size]
+    bad = [f"{k} {found.get(k)!r} != {want[k]!r}" for k in _ARCH_KEYS
+           if k in want and _norm(found.get(k)) != _norm(want[k])]
+    if bad:
+        raise CaptureError(f"checkpoint {where} does not match {spec.name} ({size}): " + "; ".join(bad))
+
+
+def _norm(v):
+    return list(v) if isinstance(v, (list, tuple)) else v
+
+
+def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.Module, str]:
+    """A diffusers-format folder: ``config.json`` + weights, or a pipeline folder with ``transformer/``."""
+    import json
+
+    sub = None
+    if not (path / "config.json").is_file() and (path / "transformer" / "config.json").is_file():
+        sub = "transformer"
+    cfg_file = path / (sub or "") / "config.json"
+    if not cfg_file.is_file():
+        raise CaptureError(f"--weights {path}: no config.json (nor transformer/config.json): not a diffusers "
+                           "model folder")
+    try:
+        found = json.loads(cfg_file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise CaptureError(f"--weights {path}: unreadable config.json ({err})") from None
+    if found.get("_class_name") not in (None, spec.diffusers_class):
+        raise CaptureError(f"--weights {path}: holds a {found.get('_class_name')}, expected {spec.diffusers_class}")
+    _check_config(found, spec, size, str(path))
+    try:
+        model = cls.from_pretrained(str(path), subfolder=sub, local_files_only=True)
+    except (OSError, ValueError, RuntimeError, KeyError) as err:
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "low_cpu_mem_usage" in msg:
+            msg += "; diffusers needs the `accelerate` package to load this class (pip install accelerate)"
+        raise CaptureError(f"--weights {path}: cannot load the diffusers checkpoint ({msg})") from None
+    return model, f"checkpoint (diffusers folder): {path}"
+
+
+def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: Path,
+                      num_layers: int) -> str:
+    """Load a diffusers-keyed state dict from one safetensors file into `model` (strict)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        sd = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CaptureError(f"--weights {path}: not a readable safetensors file ({err})") from None
+    full_layers = int(spec.sizes[size]["num_layers"])
+    present = {int(k.split(".")[1]) for k in sd if k.startswith("blocks.")}
+    if present and present != set(range(full_layers)):
+        raise CaptureError(f"--weights {path}: holds blocks {min(present)}..{max(present)} "
+                           f"({len(present)} blocks), {spec.name} ({size}) has {full_layers}")
+    sd = {k: v for k, v in sd.items() if not (k.startswith("blocks.") and int(k.split(".")[1]) >= num_layers)}
+    own = model.state_dict()
+    missing = sorted(set(own) - set(sd))
+    unexpected = sorted(set(sd) - set(own))
+    wrong = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
+    if missing or unexpected or wrong:
+        parts = []
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+            if keys:
+                extra = f" (+{len(keys) - 3} more)" if len(keys) > 3 else ""
+                detail = [f"{k} {list(sd[k].shape)} vs {list(own[k].shape)}" for k in keys[:3]] \
+                    if label == "wrong shape" else keys[:3]
+                parts.append(f"{label} keys {', '.join(detail)}{extra}")
+        raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): "
+                           + "; ".join(parts))
+    model.load_state_dict(sd, strict=True)
+    return f"checkpoint (safetensors file): {path}"
+
+
+def build_model(name: str, size: str, seed: int = 0, *, weights: str | Path | None = None,
+                dtype: torch.dtype | None = None, num_layers: int | None = None,
+                ) -> tuple[torch.nn.Module, str]:
+    """Construct the model, in eval mode, gradients off, with seeded or checkpoint weights.
 
     Args:
         name: registry name, e.g. ``"wan2.1-t2v-1.3b"``.
         size: ``"tiny"`` or ``"full"``.
-        seed: ``torch.manual_seed`` value used right before construction.
+        seed: ``torch.manual_seed`` value used right before construction (seeded weights).
+        weights: None (seeded, `WEIGHTS_INIT`); a local diffusers-format folder (``config.json``
+            and weights, or a pipeline folder with ``transformer/``), loaded with
+            ``from_pretrained(path, local_files_only=True)`` after its config is checked against the
+            size's; or one ``.safetensors`` file holding a diffusers-keyed state dict, loaded
+            strictly into the model built from the size's config.
+        dtype: run dtype (None: the registry's, float32); `_keep_in_fp32_modules` stay float32.
+        num_layers: build only the first n blocks (None: all). Seeded blocks are identical to the
+            full model's first n (construction order: patch embedding, rope, condition embedder,
+            blocks 0, 1, ...); a safetensors checkpoint must still hold every block. Not with a folder.
 
     Returns:
-        ``(model, weights)``: the diffusers module (dtype from the registry) and the description of
-        its weights for the trace's ``weights`` field.
+        ``(model, weights)``: the diffusers module and the description of its weights for the
+        trace's ``weights`` field (seeded: `WEIGHTS_INIT`; checkpoint: its format and absolute path).
 
     Raises:
-        CaptureError: unknown name or size.
+        CaptureError: unknown name or size; a missing path, unreadable file or a checkpoint whose
+            config or tensors do not match ``(name, size)``.
     """
     import diffusers
 
     spec = get_spec(name, size)
     cls = getattr(diffusers, spec.diffusers_class)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        model = cls(**spec.sizes[size])
-    dtype = spec.dtype.get(size, torch.float32)
-    if dtype != torch.float32:  # diffusers warns on .to(): keep its fp32 modules in mind if this is used
-        model = model.to(dtype)
+    full_layers = int(spec.sizes[size]["num_layers"])
+    n = full_layers if num_layers is None else int(num_layers)
+    if not 1 <= n <= full_layers:
+        raise CaptureError(f"num_layers must be in 1..{full_layers}, got {num_layers}")
+    cfg = dict(spec.sizes[size], num_layers=n)
+    path = None if weights is None else Path(weights).expanduser().resolve()
+    if path is not None and not path.exists():
+        raise CaptureError(f"--weights: checkpoint not found: {path}")
+    if path is not None and path.is_dir():
+        if n != full_layers:
+            raise CaptureError("a diffusers folder checkpoint loads every block (num_layers must be None)")
+        model, desc = _load_folder(cls, spec, size, path)
+    else:
+        if path is not None and path.suffix != ".safetensors":
+            raise CaptureError(f"--weights {path}: expected a diffusers folder or a .safetensors file")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = cls(**cfg)
+        desc = WEIGHTS_INIT.format(seed=int(seed))
+        if path is not None:
+            desc = _load_safetensors(model, spec, size, path, n)
+        elif n != full_layers:
+            desc += f"; blocks 0..{n - 1} of {full_layers} built"
+    model = _to_dtype(model, dtype or spec.dtype.get(size, torch.float32))
     model.eval()
     model.requires_grad_(False)
-    return model, WEIGHTS_INIT.format(seed=int(seed))
+    return model, desc
+
+
+def meta_model(name: str, size: str) -> torch.nn.Module:
+    """The model built on the meta device (shapes only: no memory, no initialisation cost)."""
+    import diffusers
+
+    spec = get_spec(name, size)
+    with torch.device("meta"):
+        return getattr(diffusers, spec.diffusers_class)(**spec.sizes[size])
 
 
 def rope_groups(model: torch.nn.Module) -> list[Group]:

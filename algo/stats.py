@@ -6,6 +6,9 @@ unit of theta, SPEC section 2). Tokens without a neighbour have no Δ and always
 
 Fractions count streamed-operand elements (a (token, group) decision weighs |g| channels), so
 they are the share of X's values computed, partially reused or reused.
+
+Decision traces (`algo.trace`, kind ``"decisions"``) hold no operands: their fractions come from the
+stored decisions for ``thetas[theta_index]`` and they contribute nothing to the Δ histograms.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
     return {n: float(counts[i] / total) if total else 0.0 for i, n in enumerate(DECISION_NAMES)}
 
 
-def trace_statistics(trace: Trace) -> dict:
+def trace_statistics(trace: Trace, theta_index: int = 0) -> dict:
     """Decision fractions and Δ histograms of every op of `trace` under its recorded thresholds.
 
     Returns:
@@ -36,6 +39,10 @@ def trace_statistics(trace: Trace) -> dict:
         where every fraction entry is ``{"compute", "partial", "reuse"}`` summing to 1, ``ops`` items
         carry ``name``, ``block``, ``step``, ``batch``, ``M``, ``K``, ``N``, ``groups``, ``theta``,
         ``reuse_fraction`` and ``by_group_kind``; histogram counts are (token, group) pairs per bin.
+        For a decision op ``theta`` is ``thetas[theta_index]`` and ``thetas`` lists every stored pair.
+
+    Raises:
+        algo.trace.TraceError: theta_index out of range for a decision op.
     """
     agg: dict[str, dict] = {k: defaultdict(lambda: np.zeros(3, np.int64)) for k in
                             ("op_type", "group_kind", "block", "step")}
@@ -48,28 +55,37 @@ def trace_statistics(trace: Trace) -> dict:
         kinds = [g.kind for g in op.groups]
         op_counts = np.zeros(3, np.int64)
         kind_counts: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3, np.int64))
+        stored = op.decisions_for(theta_index) if op.X is None else None
         for b in range(op.batch):
-            dec, _, sad = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb, return_sad=True)
+            if stored is None:
+                dec, _, sad = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb, return_sad=True)
+            else:
+                dec, sad = stored[b], None
             for gi, kind in enumerate(kinds):
                 d = dec[:, gi]
                 c = np.array([(d == code).sum() for code in (COMPUTE, PARTIAL, REUSE)], np.int64) * widths[gi]
                 kind_counts[kind] += c
                 op_counts += c
-                s = sad[:, gi]
-                delta = s[s >= 0] / widths[gi]
-                hist[kind] += np.histogram(delta, bins=DELTA_EDGES)[0]
+                if sad is not None:
+                    s = sad[:, gi]
+                    delta = s[s >= 0] / widths[gi]
+                    hist[kind] += np.histogram(delta, bins=DELTA_EDGES)[0]
         for kind, c in kind_counts.items():
             agg["group_kind"][kind] += c
         agg["op_type"][op.name] += op_counts
         agg["block"][str(op.block)] += op_counts
         agg["step"][str(op.step)] += op_counts
         total += op_counts
-        ops.append({
+        item = {
             "name": op.name, "block": op.block, "step": op.step, "batch": op.batch,
-            "M": op.M, "K": op.K, "N": op.N, "groups": len(groups), "theta": list(op.theta),
+            "M": op.M, "K": op.K, "N": op.N, "groups": len(groups),
+            "theta": list(op.theta if stored is None else op.thetas[theta_index]),
             "reuse_fraction": _fractions(op_counts),
             "by_group_kind": {k: _fractions(c) for k, c in kind_counts.items()},
-        })
+        }
+        if stored is not None:
+            item["thetas"] = [list(t) for t in op.thetas]
+        ops.append(item)
     return {
         "ops": ops,
         "by_op_type": {k: _fractions(v) for k, v in agg["op_type"].items()},

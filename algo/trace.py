@@ -3,22 +3,37 @@
 A trace is a NumPy ``.npz`` archive (uncompressed zip) with
 
 - ``meta``: a uint8 array holding UTF-8 JSON: ``format`` (``"kaleido-trace"``), ``version``
-  (`TRACE_VERSION`), ``model``, ``size``, ``weights`` (where the weights came from), ``seed``,
-  ``grid`` ``[F, H, W]`` (latent token grid, raster order ``f*(H*W) + h*W + w``), ``b_msb``,
-  ``group_size_rule``, ``steps`` (list of ``{"index", "sigma", "timestep"}``) and ``ops`` (list of op
-  records, below), plus free-form ``notes``.
-- ``op{i:05d}_X``: the streamed operand, ``[batch, M, K]``, int8 (or uint8 when ``x_signed`` is
-  false: softmax numerators of ``pv``), symmetric per-tensor quantised (SPEC section 1).
-- ``op{i:05d}_W``: the stationary operand, ``[batch, K, N]``, int8.
+  (`TRACE_VERSION` = 2 when written; version 1 files are still read), ``kind`` (``"exact"`` or
+  ``"decisions"``; absent in version 1, which is always exact), ``model``, ``size``, ``weights``
+  (where the weights came from), ``seed``, ``grid`` ``[F, H, W]`` (latent token grid, raster order
+  ``f*(H*W) + h*W + w``), ``b_msb``, ``group_size_rule``, ``steps`` (list of
+  ``{"index", "sigma", "timestep"}``) and ``ops`` (list of op records, below), plus free-form
+  ``notes``. In version 2 files ``meta`` is the *last* zip member (ops are streamed in first).
+- exact traces, per op i:
+
+  - ``op{i:05d}_X``: the streamed operand, ``[batch, M, K]``, int8 (or uint8 when ``x_signed`` is
+    false: softmax numerators of ``pv``), symmetric per-tensor quantised (SPEC section 1).
+  - ``op{i:05d}_W``: the stationary operand, ``[batch, K, N]``, int8.
+
+- decision traces (large sizes, SPEC section 1 "large traces"), per op i:
+
+  - ``op{i:05d}_D``: uint8 ``[n_thetas, batch, ceil(M * G / 4)]``: the reuse decisions of every
+    (token, group), G = number of channel groups, for each threshold pair of ``thetas``, flattened
+    token-major (group fastest, ``index = m * G + g``) and packed 2 bits each, 4 per byte, first
+    decision in the high bits as `np.packbits` orders bits (`pack_decisions`); codes 0 COMPUTE,
+    1 PARTIAL, 2 REUSE (`algo.golden`); code 3 and non-zero padding are invalid.
 
 Each op record: ``name`` (op type: qkv, qk, pv, o_proj, cross_q, cross_qk, cross_pv, cross_o, ffn1,
 ffn2), ``block``, ``step``, ``batch`` (heads for per-head ops, else 1), ``M``, ``K``, ``N``,
 ``x_signed``, ``groups`` (``[[k_start, k_stop, axis, kind], ...]`` partitioning ``0..K``; axis in
 f/h/w is the reuse direction, kind in t/h/w/block), ``theta`` ``[theta1, theta2]`` (mean absolute
-difference per channel, int8 units), ``x_scale`` and ``w_scale`` (float: real = int * scale).
+difference per channel, int8 units; for decision ops ``thetas[0]``), ``x_scale`` and ``w_scale``
+(float: real = int * scale); decision ops also carry ``thetas`` (list of pairs, one per row of D).
 
-Writing is atomic (temporary file + rename). Loading checks the format name, version, every key,
-shape, dtype and finiteness, and raises `TraceError` with a one-line reason otherwise.
+Writing is atomic (temporary file in the target folder + rename; `TraceWriter` streams op arrays
+into the temporary zip as they are produced, so a large capture never holds the whole trace in
+memory). Loading checks the format name, version, kind, every key, shape, dtype, packed length,
+decision codes and finiteness, and raises `TraceError` with a one-line reason otherwise.
 """
 
 from __future__ import annotations
@@ -34,7 +49,10 @@ from pathlib import Path
 import numpy as np
 
 TRACE_FORMAT = "kaleido-trace"
-TRACE_VERSION = 1
+#: Version written. 1: exact traces only (meta first); 2: adds ``kind`` and decision traces.
+TRACE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+TRACE_KINDS = ("exact", "decisions")
 
 OP_TYPES = ("qkv", "qk", "pv", "o_proj", "cross_q", "cross_qk", "cross_pv", "cross_o", "ffn1", "ffn2")
 AXES = ("f", "h", "w")
@@ -43,6 +61,53 @@ GROUP_KINDS = ("t", "h", "w", "block")
 
 class TraceError(ValueError):
     """A trace file is missing, corrupt, of another version, or inconsistent."""
+
+
+def packed_length(n: int) -> int:
+    """Bytes holding ``n`` 2-bit decisions: ``ceil(n / 4)``."""
+    return (int(n) + 3) // 4
+
+
+def pack_decisions(dec: np.ndarray) -> np.ndarray:
+    """Pack decision codes 0..2 (any shape, flattened in C order) 2 bits each, 4 per byte.
+
+    Byte j holds decisions ``4j .. 4j+3`` in bits 7-6, 5-4, 3-2, 1-0 (first in the high bits, as
+    `np.packbits` orders bits); the last byte is zero-padded.
+
+    Returns:
+        uint8 ``[ceil(n / 4)]``.
+
+    Raises:
+        TraceError: a value outside 0..2.
+    """
+    d = np.asarray(dec).reshape(-1)
+    if d.size and (d.min() < 0 or d.max() > 2):
+        raise TraceError("decisions must be 0 (COMPUTE), 1 (PARTIAL) or 2 (REUSE)")
+    pad = np.zeros(packed_length(d.size) * 4, dtype=np.uint8)
+    pad[: d.size] = d
+    q = pad.reshape(-1, 4)
+    return ((q[:, 0] << 6) | (q[:, 1] << 4) | (q[:, 2] << 2) | q[:, 3]).astype(np.uint8)
+
+
+def unpack_decisions(packed: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of `pack_decisions`: int8 ``[n]`` codes from uint8 ``[ceil(n / 4)]``.
+
+    Raises:
+        TraceError: wrong packed length, a code 3, or non-zero padding.
+    """
+    packed = np.asarray(packed)
+    if packed.dtype != np.uint8 or packed.shape != (packed_length(n),):
+        raise TraceError(f"packed decisions must be uint8 [{packed_length(n)}] for {n} decisions, "
+                         f"got {packed.dtype} {list(packed.shape)}")
+    out = np.empty((packed.size, 4), dtype=np.int8)
+    for j in range(4):
+        out[:, j] = (packed >> (6 - 2 * j)) & 3
+    flat = out.reshape(-1)
+    if (flat == 3).any():
+        raise TraceError("packed decisions hold the invalid code 3")
+    if flat[n:].any():
+        raise TraceError("packed decisions have non-zero padding bits")
+    return flat[:n]
 
 
 @dataclass(frozen=True)
@@ -63,53 +128,99 @@ class Group:
 class OpRecord:
     """One GEMM of one block at one denoising step: ``Y[b] = X[b] @ W[b]`` for each batch index b.
 
+    Three kinds (`kind`): ``"exact"`` (X and W given), ``"decisions"`` (X and W None; `dims` and
+    packed `decisions` for each pair of `thetas`) and ``"shape"`` (only `dims`: a shape plan, never
+    written to a file).
+
     Attributes:
-        X: ``[batch, M, K]`` int8 (uint8 when ``x_signed`` is False), raster token order.
-        W: ``[batch, K, N]`` int8.
+        X: ``[batch, M, K]`` int8 (uint8 when ``x_signed`` is False), raster token order; or None.
+        W: ``[batch, K, N]`` int8; or None.
         groups: channel groups partitioning ``0..K`` (shared by every batch index).
-        theta: ``(theta1, theta2)``, theta1 <= theta2, mean |difference| per channel in int8 units.
+        theta: ``(theta1, theta2)``, theta1 <= theta2, mean |difference| per channel in int8 units
+            (for decision ops, ``thetas[0]``).
+        dims: ``(batch, M, K, N)`` when X is None.
+        decisions: uint8 ``[len(thetas), batch, packed_length(M * G)]`` (`pack_decisions`), or None.
+        thetas: the threshold pairs the rows of `decisions` were decided with.
     """
 
     name: str
     block: int
     step: int
-    X: np.ndarray
-    W: np.ndarray
+    X: np.ndarray | None
+    W: np.ndarray | None
     groups: list[Group]
     theta: tuple[float, float]
     x_signed: bool = True
     x_scale: float = 1.0
     w_scale: float = 1.0
+    dims: tuple[int, int, int, int] | None = None
+    decisions: np.ndarray | None = None
+    thetas: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def kind(self) -> str:
+        if self.X is not None:
+            return "exact"
+        return "decisions" if self.decisions is not None else "shape"
+
+    def _dim(self, i: int) -> int:
+        if self.X is not None and self.W is not None:
+            return int(self.X.shape[i] if i < 3 else self.W.shape[2])
+        if self.dims is None:
+            raise TraceError(f"op {self.name} (block {self.block}) has neither operands nor dims")
+        return int(self.dims[i])
 
     @property
     def batch(self) -> int:
-        return int(self.X.shape[0])
+        return self._dim(0)
 
     @property
     def M(self) -> int:  # noqa: N802 - GEMM dimension names
-        return int(self.X.shape[1])
+        return self._dim(1)
 
     @property
     def K(self) -> int:  # noqa: N802
-        return int(self.X.shape[2])
+        return self._dim(2)
 
     @property
     def N(self) -> int:  # noqa: N802
-        return int(self.W.shape[2])
+        return self._dim(3)
+
+    def decisions_for(self, theta_index: int = 0) -> np.ndarray:
+        """Unpacked decisions for ``thetas[theta_index]``: int8 ``[batch, M, len(groups)]``.
+
+        Raises:
+            TraceError: not a decision op, or theta_index out of range.
+        """
+        if self.decisions is None:
+            raise TraceError(f"op {self.name} (block {self.block}) holds operands, not decisions")
+        if not 0 <= theta_index < len(self.thetas):
+            raise TraceError(f"theta index {theta_index} out of range: op {self.name} (block {self.block}) "
+                             f"has {len(self.thetas)} thresholds {[list(t) for t in self.thetas]}")
+        n = self.M * len(self.groups)
+        return np.stack([unpack_decisions(self.decisions[theta_index, b], n).reshape(self.M, len(self.groups))
+                         for b in range(self.batch)])
 
     def meta(self) -> dict:
-        return {
+        out = {
             "name": self.name, "block": self.block, "step": self.step, "batch": self.batch,
             "M": self.M, "K": self.K, "N": self.N, "x_signed": self.x_signed,
             "groups": [[g.k_start, g.k_stop, g.axis, g.kind] for g in self.groups],
             "theta": [float(self.theta[0]), float(self.theta[1])],
             "x_scale": float(self.x_scale), "w_scale": float(self.w_scale),
         }
+        if self.kind == "decisions":
+            out["thetas"] = [[float(a), float(b)] for a, b in self.thetas]
+        return out
 
 
 @dataclass
 class Trace:
-    """A whole trace: metadata plus op records in execution order."""
+    """A whole trace: metadata plus op records in execution order.
+
+    ``version`` is the format version the trace was read from (`TRACE_VERSION` for new traces);
+    ``timing`` holds capture timings in seconds (not stored in the file).
+    """
 
     grid: tuple[int, int, int]
     ops: list[OpRecord]
@@ -121,11 +232,19 @@ class Trace:
     group_size_rule: str = "G = 8*ceil(K/64)"
     steps: list[dict] = field(default_factory=list)
     notes: str = ""
+    version: int = TRACE_VERSION
+    timing: dict = field(default_factory=dict)
 
     @property
     def tokens(self) -> int:
         f, h, w = self.grid
         return f * h * w
+
+    @property
+    def kind(self) -> str:
+        """``"exact"`` or ``"decisions"`` (``"exact"`` for a trace without ops)."""
+        kinds = {op.kind for op in self.ops}
+        return kinds.pop() if len(kinds) == 1 else ("exact" if not kinds else "mixed")
 
 
 def validate_groups(groups, K: int, where: str = "") -> None:  # noqa: N803
@@ -142,60 +261,203 @@ def validate_groups(groups, K: int, where: str = "") -> None:  # noqa: N803
         raise TraceError(f"{where}channel groups cover 0..{pos}, expected 0..{K}")
 
 
+def _check_pair(t, where: str, what: str) -> None:
+    t1, t2 = t
+    if not (math.isfinite(t1) and math.isfinite(t2)) or t1 < 0 or t1 > t2:
+        raise TraceError(f"{where}{what} must satisfy 0 <= theta1 <= theta2, got {list(t)}")
+
+
+def _first_without_neighbour(grid: tuple[int, int, int], axis: str) -> np.ndarray:
+    """bool ``[M]``: tokens with no neighbour along ``axis`` (index 0 on that axis)."""
+    f, h, w = grid
+    idx = np.indices((f, h, w))["fhw".index(axis)].reshape(-1)
+    return idx == 0
+
+
+def _check_decisions(op: OpRecord, grid: tuple[int, int, int], where: str) -> None:
+    d = op.decisions
+    n_groups = len(op.groups)
+    want = (len(op.thetas), op.batch, packed_length(op.M * n_groups))
+    if not isinstance(d, np.ndarray) or d.dtype != np.uint8:
+        raise TraceError(f"{where}packed decisions must be uint8, got {getattr(d, 'dtype', type(d))}")
+    if d.shape != want:
+        raise TraceError(f"{where}packed decisions have shape {list(d.shape)}, expected {list(want)} "
+                         f"(thetas, batch, ceil(M*G/4) with M = {op.M}, G = {n_groups})")
+    if not op.thetas:
+        raise TraceError(f"{where}a decision op needs at least one theta pair")
+    for t in op.thetas:
+        _check_pair(t, where, "every pair of thetas")
+    edge = [_first_without_neighbour(grid, g.axis) for g in op.groups]
+    for ti in range(len(op.thetas)):
+        try:
+            dec = op.decisions_for(ti)  # [batch, M, G]; raises on code 3 or padding
+        except TraceError as err:
+            raise TraceError(f"{where}{err}") from None
+        for gi, e in enumerate(edge):
+            if dec[:, e, gi].any():
+                raise TraceError(f"{where}a token without a neighbour in group {gi} is not COMPUTE "
+                                 f"(theta index {ti})")
+
+
 def _check_op(op: OpRecord, grid: tuple[int, int, int], where: str) -> None:
     if op.name not in OP_TYPES:
         raise TraceError(f"{where}unknown op type {op.name!r}")
-    if op.X.ndim != 3 or op.W.ndim != 3:
-        raise TraceError(f"{where}X and W must be 3-D [batch, rows, cols], got {op.X.shape} and {op.W.shape}")
-    want_x = np.int8 if op.x_signed else np.uint8
-    if op.X.dtype != want_x:
-        raise TraceError(f"{where}X must be {np.dtype(want_x).name}, got {op.X.dtype}")
-    if op.W.dtype != np.int8:
-        raise TraceError(f"{where}W must be int8, got {op.W.dtype}")
-    if op.W.shape[0] != op.X.shape[0] or op.W.shape[1] != op.X.shape[2]:
-        raise TraceError(f"{where}shape mismatch: X {op.X.shape} vs W {op.W.shape}")
+    kind = op.kind
+    if kind == "exact":
+        if op.W is None or op.X.ndim != 3 or op.W.ndim != 3:
+            raise TraceError(f"{where}X and W must be 3-D [batch, rows, cols], got "
+                             f"{op.X.shape} and {None if op.W is None else op.W.shape}")
+        want_x = np.int8 if op.x_signed else np.uint8
+        if op.X.dtype != want_x:
+            raise TraceError(f"{where}X must be {np.dtype(want_x).name}, got {op.X.dtype}")
+        if op.W.dtype != np.int8:
+            raise TraceError(f"{where}W must be int8, got {op.W.dtype}")
+        if op.W.shape[0] != op.X.shape[0] or op.W.shape[1] != op.X.shape[2]:
+            raise TraceError(f"{where}shape mismatch: X {op.X.shape} vs W {op.W.shape}")
+    elif kind == "decisions":
+        if op.W is not None:
+            raise TraceError(f"{where}a decision op holds no operands")
+        if op.dims is None or len(op.dims) != 4 or min(int(v) for v in op.dims) <= 0:
+            raise TraceError(f"{where}dims (batch, M, K, N) must be 4 positive integers, got {op.dims}")
+    else:
+        raise TraceError(f"{where}op holds neither operands nor decisions (a shape plan cannot be saved)")
     f, h, w = grid
     if op.M != f * h * w:
         raise TraceError(f"{where}M = {op.M} does not equal the token grid {f}x{h}x{w} = {f * h * w}")
     validate_groups([g.as_tuple() for g in op.groups], op.K, where)
-    t1, t2 = op.theta
-    if not (math.isfinite(t1) and math.isfinite(t2)) or t1 < 0 or t1 > t2:
-        raise TraceError(f"{where}theta must satisfy 0 <= theta1 <= theta2, got {list(op.theta)}")
+    _check_pair(op.theta, where, "theta")
     for nm in ("x_scale", "w_scale"):
         v = getattr(op, nm)
         if not math.isfinite(v) or v <= 0:
             raise TraceError(f"{where}{nm} must be finite and positive, got {v}")
+    if kind == "decisions":
+        _check_decisions(op, grid, where)
+
+
+class TraceWriter:
+    """Write a trace op by op into a temporary zip next to `path`; rename into place on `commit`.
+
+    Use as a context manager: leaving the block normally commits, an exception aborts (the
+    temporary file is removed, `path` is untouched). Each `add` validates the op and writes its
+    arrays at once, so only the current op lives in memory. Member timestamps are fixed, so equal
+    traces are byte-identical files.
+
+    Args:
+        path: destination ``.npz``.
+        grid: token grid ``(F, H, W)``.
+        kind: ``"exact"`` or ``"decisions"``; every added op must be of this kind.
+        **meta: the other `Trace` fields (``b_msb``, ``model``, ``size``, ``weights``, ``seed``,
+            ``group_size_rule``, ``steps``, ``notes``); ``steps`` and ``notes`` may also be set as
+            attributes before `commit`.
+
+    Raises:
+        TraceError: an inconsistent op (the trace is aborted by the context manager).
+    """
+
+    def __init__(self, path: str | Path, grid: tuple[int, int, int], kind: str = "exact", **meta):
+        if kind not in TRACE_KINDS:
+            raise TraceError(f"trace kind must be one of {TRACE_KINDS}, got {kind!r}")
+        self.path = Path(path)
+        self.grid = tuple(int(v) for v in grid)
+        self.kind = kind
+        self.b_msb = int(meta.pop("b_msb", 4))
+        if not 1 <= self.b_msb <= 7:
+            raise TraceError(f"b_msb must be in 1..7, got {self.b_msb}")
+        self.model = meta.pop("model", "")
+        self.size = meta.pop("size", "")
+        self.weights = meta.pop("weights", "")
+        self.seed = int(meta.pop("seed", 0))
+        self.group_size_rule = meta.pop("group_size_rule", "G = 8*ceil(K/64)")
+        self.steps = list(meta.pop("steps", []))
+        self.notes = meta.pop("notes", "")
+        if meta:
+            raise TypeError(f"unknown trace fields {sorted(meta)}")
+        self.op_meta: list[dict] = []
+        self._done = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
+        self._fh = os.fdopen(fd, "wb")
+        self._zf = zipfile.ZipFile(self._fh, "w", compression=zipfile.ZIP_STORED)
+
+    def _write(self, name: str, arr: np.ndarray) -> None:
+        from numpy.lib import format as npformat
+
+        info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+        with self._zf.open(info, "w", force_zip64=True) as member:
+            npformat.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+
+    def add(self, op: OpRecord) -> None:
+        """Validate `op` and append its arrays to the file."""
+        i = len(self.op_meta)
+        _check_op(op, self.grid, f"op {i} ({op.name}, block {op.block}): ")
+        if op.kind != self.kind:
+            raise TraceError(f"op {i} ({op.name}) is a {op.kind} op in a {self.kind} trace")
+        if self.kind == "exact":
+            self._write(f"op{i:05d}_X", op.X)
+            self._write(f"op{i:05d}_W", op.W)
+        else:
+            self._write(f"op{i:05d}_D", op.decisions)
+        self.op_meta.append(op.meta())
+
+    def commit(self) -> None:
+        """Write the metadata and rename the file into place."""
+        meta = {
+            "format": TRACE_FORMAT, "version": TRACE_VERSION, "kind": self.kind,
+            "model": self.model, "size": self.size, "weights": self.weights, "seed": self.seed,
+            "grid": list(self.grid), "b_msb": self.b_msb, "group_size_rule": self.group_size_rule,
+            "steps": self.steps, "notes": self.notes, "ops": self.op_meta,
+        }
+        self._write("meta", np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8))
+        self._zf.close()
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self._tmp, self.path)
+        self._done = True
+
+    def abort(self) -> None:
+        """Drop the temporary file; `path` is left as it was."""
+        if self._done:
+            return
+        self._done = True
+        try:
+            self._zf.close()
+        except (OSError, ValueError, zipfile.BadZipFile):
+            pass
+        self._fh.close()
+        Path(self._tmp).unlink(missing_ok=True)
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None and not self._done:
+            try:
+                self.commit()
+            except BaseException:
+                self.abort()
+                raise
+        else:
+            self.abort()
 
 
 def save_trace(trace: Trace, path: str | Path) -> None:
-    """Write `trace` to `path` atomically (nothing is left behind on failure).
+    """Write `trace` to `path` atomically (nothing is left behind on failure), format version 2.
 
     Raises:
-        TraceError: the trace is inconsistent (checked before anything is written).
+        TraceError: the trace is inconsistent (checked before anything is written) or mixes kinds.
     """
-    path = Path(path)
+    kind = trace.kind
+    if kind not in TRACE_KINDS:
+        raise TraceError(f"a trace must hold only exact or only decision ops, got {kind}")
     for i, op in enumerate(trace.ops):
         _check_op(op, trace.grid, f"op {i}: ")
-    meta = {
-        "format": TRACE_FORMAT, "version": TRACE_VERSION,
-        "model": trace.model, "size": trace.size, "weights": trace.weights, "seed": trace.seed,
-        "grid": list(trace.grid), "b_msb": trace.b_msb, "group_size_rule": trace.group_size_rule,
-        "steps": trace.steps, "notes": trace.notes, "ops": [op.meta() for op in trace.ops],
-    }
-    arrays = {"meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)}
-    for i, op in enumerate(trace.ops):
-        arrays[f"op{i:05d}_X"] = np.ascontiguousarray(op.X)
-        arrays[f"op{i:05d}_W"] = np.ascontiguousarray(op.W)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
-        with os.fdopen(fd, "wb") as fh:
-            _write_npz_deterministic(fh, arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with TraceWriter(path, trace.grid, kind, b_msb=trace.b_msb, model=trace.model, size=trace.size,
+                     weights=trace.weights, seed=trace.seed, group_size_rule=trace.group_size_rule,
+                     steps=trace.steps, notes=trace.notes) as wr:
+        for op in trace.ops:
+            wr.add(op)
 
 
 def _umask() -> int:
@@ -204,23 +466,19 @@ def _umask() -> int:
     return mask
 
 
-def _write_npz_deterministic(fh, arrays: dict[str, np.ndarray]) -> None:
-    """An .npz with fixed member timestamps, so equal traces are byte-identical files."""
-    from numpy.lib import format as npformat
-
-    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
-        for name, arr in arrays.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            with zf.open(info, "w", force_zip64=True) as member:
-                npformat.write_array(member, np.asanyarray(arr), allow_pickle=False)
+def _as_pair(t) -> tuple[float, float]:
+    if len(t) != 2:
+        raise TypeError(f"theta pair {t!r}")
+    return (float(t[0]), float(t[1]))
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read and validate a trace.
+    """Read and validate a trace (format version 1 or 2, exact or decisions).
 
     Raises:
-        TraceError: missing file, not a trace, wrong format or version, missing arrays,
-            bad shapes or dtypes, non-finite values, inconsistent metadata.
+        TraceError: missing file, not a trace, wrong format, version or kind, missing arrays,
+            bad shapes or dtypes, wrong packed length, invalid decision codes, non-finite values,
+            inconsistent metadata, a truncated or corrupted (CRC) file.
     """
     path = Path(path)
     if not path.is_file():
@@ -235,12 +493,17 @@ def load_trace(path: str | Path) -> Trace:
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
                 raise TraceError(f"{path}: corrupt trace metadata ({err})") from None
             if not isinstance(meta, dict) or meta.get("format") != TRACE_FORMAT:
-                raise TraceError(f"{path}: not a Kaleido trace (format {meta.get('format')!r})")
-            if meta.get("version") != TRACE_VERSION:
+                fmt = meta.get("format") if isinstance(meta, dict) else None
+                raise TraceError(f"{path}: not a Kaleido trace (format {fmt!r})")
+            version = meta.get("version")
+            if version not in READABLE_VERSIONS:
                 raise TraceError(
-                    f"{path}: trace format version {meta.get('version')} is not supported "
-                    f"(this build reads version {TRACE_VERSION}); re-capture the trace"
+                    f"{path}: trace format version {version} is not supported "
+                    f"(this build reads versions {', '.join(map(str, READABLE_VERSIONS))}); re-capture the trace"
                 )
+            kind = meta.get("kind", "exact") if version >= 2 else "exact"
+            if kind not in TRACE_KINDS:
+                raise TraceError(f"{path}: unknown trace kind {kind!r} (expected one of {TRACE_KINDS})")
             try:
                 grid = tuple(int(v) for v in meta["grid"])
                 if len(grid) != 3 or min(grid) <= 0:
@@ -248,19 +511,26 @@ def load_trace(path: str | Path) -> Trace:
                 ops = []
                 for i, om in enumerate(meta["ops"]):
                     where = f"{path}: op {i} ({om.get('name')}, block {om.get('block')}): "
-                    kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
-                    if kx not in files or kw not in files:
-                        raise TraceError(f"{where}operand arrays missing from the file")
-                    X, W = npz[kx], npz[kw]
-                    op = OpRecord(
-                        name=om["name"], block=int(om["block"]), step=int(om["step"]), X=X, W=W,
+                    common = dict(
+                        name=om["name"], block=int(om["block"]), step=int(om["step"]),
                         groups=[Group(int(g[0]), int(g[1]), str(g[2]), str(g[3])) for g in om["groups"]],
-                        theta=(float(om["theta"][0]), float(om["theta"][1])),
-                        x_signed=bool(om["x_signed"]),
+                        theta=_as_pair(om["theta"]), x_signed=bool(om["x_signed"]),
                         x_scale=float(om["x_scale"]), w_scale=float(om["w_scale"]),
                     )
+                    dims = (int(om["batch"]), int(om["M"]), int(om["K"]), int(om["N"]))
+                    if kind == "exact":
+                        kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
+                        if kx not in files or kw not in files:
+                            raise TraceError(f"{where}operand arrays missing from the file")
+                        op = OpRecord(X=npz[kx], W=npz[kw], **common)
+                    else:
+                        kd = f"op{i:05d}_D"
+                        if kd not in files:
+                            raise TraceError(f"{where}decision array missing from the file")
+                        op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd],
+                                      thetas=tuple(_as_pair(t) for t in om["thetas"]), **common)
                     _check_op(op, grid, where)
-                    if (op.batch, op.M, op.K, op.N) != (om["batch"], om["M"], om["K"], om["N"]):
+                    if (op.batch, op.M, op.K, op.N) != dims:
                         raise TraceError(f"{where}array shapes disagree with the recorded (batch, M, K, N)")
                     ops.append(op)
                 b_msb = int(meta["b_msb"])
@@ -270,7 +540,7 @@ def load_trace(path: str | Path) -> Trace:
                     grid=grid, ops=ops, b_msb=b_msb, model=meta["model"], size=meta["size"],
                     weights=meta["weights"], seed=int(meta["seed"]),
                     group_size_rule=meta["group_size_rule"], steps=list(meta["steps"]),
-                    notes=meta.get("notes", ""),
+                    notes=meta.get("notes", ""), version=int(version),
                 )
             except (KeyError, TypeError, IndexError) as err:
                 raise TraceError(f"{path}: corrupt trace metadata (missing or bad field {err})") from None

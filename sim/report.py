@@ -18,8 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -28,6 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from algo.fileio import atomic_write_bytes  # noqa: E402
 from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
 
 
@@ -52,18 +51,6 @@ def load_results(path: str | Path) -> dict:
         if key not in data:
             raise ReportError(f"{path}: missing field {key!r}")
     return data
-
-
-def _atomic_write_bytes(path: Path, payload: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _op_label(r: dict) -> str:
@@ -187,7 +174,7 @@ def _save_figure(fig, out: Path, stem: str, written: list[Path]) -> None:
         meta = {"Software": None} if ext == "png" else {"CreationDate": None, "Producer": None, "Creator": None}
         fig.savefig(b, format=ext, metadata=meta, **kw)
         path = out / f"{stem}.{ext}"
-        _atomic_write_bytes(path, b.getvalue())
+        atomic_write_bytes(path, b.getvalue())
         written.append(path)
     plt.close(fig)
 
@@ -209,7 +196,7 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     written = []
 
     md = out / "summary.md"
-    _atomic_write_bytes(md, _markdown(items).encode())
+    atomic_write_bytes(md, _markdown(items).encode())
     written.append(md)
 
     buf = io.StringIO()
@@ -218,7 +205,7 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     for label, data in items:
         w.writerows(_rows(label, data))
     csv_path = out / "per_op.csv"
-    _atomic_write_bytes(csv_path, buf.getvalue().encode())
+    atomic_write_bytes(csv_path, buf.getvalue().encode())
     written.append(csv_path)
 
     _save_figure(_figure(items), out, "cycles_per_op", written)

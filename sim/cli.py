@@ -7,6 +7,7 @@ leaves no partial output file behind (outputs are written atomically).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -41,6 +42,18 @@ def _known_errors() -> tuple[type[Exception], ...]:
     from sim.simulate import SimError
 
     return (TraceError, ConfigError, CaptureError, SimError, ReportError)
+
+
+@contextlib.contextmanager
+def _progress_callback(title: str, total: int | None = None):
+    """A rich progress bar; yields the ``progress(done, total, label)`` callback the library calls."""
+    with _progress() as prog:
+        task = prog.add_task(title, total=total, label="")
+
+        def cb(done: int, total: int, label: str) -> None:
+            prog.update(task, completed=done, total=total, label=label)
+
+        yield cb
 
 
 def _progress() -> Progress:
@@ -109,12 +122,7 @@ def capture(
     step_list = _parse_ints(steps, "--steps")
     block_list = _parse_ints(blocks, "--blocks") or None
     try:
-        with _progress() as prog:
-            task = prog.add_task("capture", total=None, label="")
-
-            def cb(done: int, total: int, label: str) -> None:
-                prog.update(task, completed=done, total=total, label=label)
-
+        with _progress_callback("capture") as cb:
             tr = capture_to_file(
                 out, model=model, size=size, steps=step_list, num_inference_steps=num_inference_steps,
                 seed=seed, theta=th, b_msb=b_msb, progress=cb, blocks=block_list, include_cross=cross,
@@ -222,12 +230,7 @@ def simulate(
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
-        with _progress() as prog:
-            task = prog.add_task("simulate", total=len(tr.ops), label="")
-
-            def cb(done: int, total: int, label: str) -> None:
-                prog.update(task, completed=done, total=total, label=label)
-
+        with _progress_callback("simulate", len(tr.ops)) as cb:
             res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index)
     except _known_errors() as err:
         _fail(str(err))
@@ -312,12 +315,7 @@ def quality(
     from algo.quality import run_quality, to_jsonable
 
     try:
-        with _progress() as prog:
-            task = prog.add_task("quality", total=None, label="")
-
-            def cb(done: int, total: int, label: str) -> None:
-                prog.update(task, completed=done, total=total, label=label)
-
+        with _progress_callback("quality") as cb:
             res = run_quality(model=model, size=size, steps=steps, theta=th, ops=ops, seed=seed, grid=g,
                               num_inference_steps=num_inference_steps, b_msb=b_msb, vae=vae, progress=cb)
     except _known_errors() as err:
@@ -375,12 +373,7 @@ def quality_sweep(
     from algo.quality import sweep_quality
 
     try:
-        with _progress() as prog:
-            task = prog.add_task("quality sweep", total=None, label="")
-
-            def cb(done: int, total: int, label: str) -> None:
-                prog.update(task, completed=done, total=total, label=label)
-
+        with _progress_callback("quality sweep") as cb:
             res = sweep_quality(thetas=pairs, out_dir=out, model=model, size=size, steps=steps, ops=ops, seed=seed,
                                 grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb)
     except _known_errors() as err:

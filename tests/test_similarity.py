@@ -25,6 +25,17 @@ def neighbour(t: int, grid, axis: str) -> int:
     return t - 1 if w else -1
 
 
+def beats(x_row, nb_vals, k0: int, k1: int):
+    """Split one token's group into beats of LANES lanes: yields (first, last, n, x lanes, nb lanes)."""
+    for s in range(k0, k1, LANES):
+        n = min(LANES, k1 - s)
+        xs = np.zeros(LANES, np.int64)
+        nbs = np.zeros(LANES, np.int64)
+        xs[:n] = x_row[s:s + n]
+        nbs[:n] = nb_vals[s - k0:s - k0 + n]
+        yield s == k0, s + n == k1, n, xs, nbs
+
+
 def problem(unsigned: bool, seed: int):
     rng = np.random.default_rng(seed)
     grid = (3, 2, 3)
@@ -61,15 +72,10 @@ def test_decisions_sad_and_effective_values_equal_golden(unsigned):
                 ctx.set(dut.b1, int(b1[gi]))
                 ctx.set(dut.b2, int(b2[gi]))
                 ctx.set(dut.no_nb, int(nb_t < 0))
-                for s in range(k0, k1, LANES):
-                    n = min(LANES, k1 - s)
-                    xs = np.zeros(LANES, np.int64)
-                    nbs = np.zeros(LANES, np.int64)
-                    xs[:n] = X[t, s:s + n]
-                    nbs[:n] = nb_vals[s - k0:s - k0 + n]
+                for first, last, n, xs, nbs in beats(X[t], nb_vals, k0, k1):
                     ctx.set(dut.valid, 1)
-                    ctx.set(dut.first, int(s == k0))
-                    ctx.set(dut.last, int(s + n == k1))
+                    ctx.set(dut.first, int(first))
+                    ctx.set(dut.last, int(last))
                     ctx.set(dut.x, pack_lanes(xs, 8))
                     ctx.set(dut.nb, pack_lanes(nbs, 9))
                     ctx.set(dut.mask, (1 << n) - 1)
@@ -89,12 +95,7 @@ def test_decisions_sad_and_effective_values_equal_golden(unsigned):
         ctx.set(eff.x_unsigned, int(unsigned))
         for t, gi, d, nb_vals in checked:
             k0, k1, _ = groups[gi]
-            for s in range(k0, k1, LANES):
-                n = min(LANES, k1 - s)
-                xs = np.zeros(LANES, np.int64)
-                nbs = np.zeros(LANES, np.int64)
-                xs[:n] = X[t, s:s + n]
-                nbs[:n] = nb_vals[s - k0:s - k0 + n]
+            for s, (_, _, n, xs, nbs) in zip(range(k0, k1, LANES), beats(X[t], nb_vals, k0, k1), strict=True):
                 ctx.set(eff.dec, d)
                 ctx.set(eff.x, pack_lanes(xs, 8))
                 ctx.set(eff.nb, pack_lanes(nbs, 9))

@@ -42,7 +42,7 @@ demo: setup
 	@echo "  trace          traces/demo.npz            (kaleido inspect traces/demo.npz)"
 	@echo "  results        reports/demo-results.json"
 	@echo "  report         reports/demo/summary.md, reports/demo/per_op.csv"
-	@echo "  figure         reports/demo/cycles_per_op.png (.pdf)"
+	@echo "  figures        reports/demo/cycles_per_op.png, reports/demo/energy_utilization.png (.pdf)"
 
 test: setup
 	$(PY) -m pytest -q

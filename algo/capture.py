@@ -25,7 +25,13 @@ recorded. Biases are not part of the GEMM and are ignored.
 How: Wan's attention processor calls the module-level
 ``diffusers.models.transformers.transformer_wan.dispatch_attention_fn`` with Q and K already
 rotated; it is wrapped for the duration of the capture (restored in ``finally``); forward
-pre-hooks on the linear layers capture their inputs. Tokens are in the model's order, raster
+pre-hooks on the linear layers capture their inputs. HunyuanVideo (``transformer_hunyuan_video.
+dispatch_attention_fn``) and CogVideoX (``F.scaled_dot_product_attention`` inside
+``diffusers.models.attention_processor``) are hooked the same way (`_attention_patched`); their
+joint text+video attention maps onto the same op names with the video tokens as GEMM rows and
+text tokens as extra keys (`_register`, docs/capture.md "How ops map"). Exact traces also hold the
+attention output and log-sum-exp per head of every self-attention ``pv`` (`softmax_numerators`
+with ``v``; trace format version 3); `write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.
 
@@ -45,6 +51,7 @@ on the same machine and library versions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -56,7 +63,18 @@ import torch
 
 from algo import latents as lat
 from algo.golden import block_groups, decide
-from algo.models import DTYPES, CaptureError, build_model, get_spec, meta_model, rope_groups
+from algo.models import (
+    DTYPES,
+    CaptureError,
+    blocks_of,
+    build_model,
+    build_streamed,
+    cogvideox_rotary_emb,
+    get_spec,
+    meta_model,
+    num_blocks,
+    rope_groups,
+)
 from algo.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
 from algo.trace import OP_TYPES, Group, OpRecord, Trace, TraceWriter, pack_decisions
 
@@ -64,6 +82,7 @@ __all__ = [
     "CaptureError", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "SELF_OPS",
     "CROSS_OPS", "TEXT_TOKENS", "RESOLUTIONS", "capture", "capture_to_file", "quantize_int8",
     "softmax_numerators", "parse_ops", "parse_resolution", "plan_ops", "pv_decisions", "resolution_grid",
+    "write_shape_trace", "patch_of",
 ]
 
 DEFAULT_MODEL = "wan2.1-t2v-1.3b"
@@ -110,26 +129,40 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     return q.reshape(x.shape), scale
 
 
-def softmax_numerators(q: torch.Tensor, k: torch.Tensor, chunk: int = P_CHUNK) -> np.ndarray:
+def softmax_numerators(q: torch.Tensor, k: torch.Tensor, chunk: int = P_CHUNK, v: torch.Tensor | None = None):
     """``P = round(255 * exp(s - rowmax s))`` with ``s = q k^T / sqrt(d_h)``, float32, in query chunks.
 
     Args:
         q: ``[heads, M, d_h]`` float.
         k: ``[heads, L, d_h]`` float.
+        v: ``[heads, L, d_v]`` float, or None.
 
     Returns:
-        ``[heads, M, L]`` uint8 (``torch.round``: half to even; the row maximum gives 255).
+        v None: ``[heads, M, L]`` uint8 (``torch.round``: half to even; the row maximum gives 255).
+        v given: ``(P, out, lse)`` with the attention states computed in the same chunks, in
+        float32 from the float (unrounded) exponentials: ``out = (e @ v) / rowsum e`` float32
+        ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and ``lse = rowmax + log(rowsum e)``
+        float32 ``[heads, M]``.
     """
     q = q.to(torch.float32)
     k_t = k.to(torch.float32).transpose(1, 2)
     heads, m, d_h = q.shape
     out = np.empty((heads, m, k_t.shape[2]), dtype=np.uint8)
+    if v is not None:
+        v = v.to(torch.float32)
+        att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
+        lse = np.empty((heads, m), dtype=np.float32)
     inv = 1.0 / math.sqrt(d_h)
     for i0 in range(0, m, chunk):
         s = torch.matmul(q[:, i0:i0 + chunk], k_t) * inv
-        p = torch.exp(s - s.amax(dim=-1, keepdim=True))
+        mx = s.amax(dim=-1, keepdim=True)
+        p = torch.exp(s - mx)
         out[:, i0:i0 + chunk] = torch.round(p * 255.0).to(torch.uint8).numpy()
-    return out
+        if v is not None:
+            rs = p.sum(dim=-1, keepdim=True)
+            att[:, i0:i0 + chunk] = (torch.matmul(p, v) / rs).numpy()
+            lse[:, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
+    return out if v is None else (out, att, lse)
 
 
 def _blocks_of(k: int) -> list[Group]:
@@ -168,7 +201,7 @@ def _decide_packed(x_q: np.ndarray, grid, groups: list[Group], thetas, b_msb: in
 
 
 def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], groups: list[Group],
-                 thetas, b_msb: int) -> np.ndarray:
+                 thetas, b_msb: int, timing: dict | None = None) -> np.ndarray:
     """Packed decisions of ``pv``'s streamed operand P without ever holding P whole.
 
     P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
@@ -184,6 +217,9 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
 
+        timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
+            ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds in `decide`).
+
     Returns:
         uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical to packing `decide` on the whole P.
 
@@ -197,10 +233,17 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     gt = [g.as_tuple() for g in groups]
     heads = q.shape[0]
     dec = np.empty((len(thetas), heads, q.shape[1], len(groups)), dtype=np.int8)
+    tm = timing if timing is not None else {}
+    for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
+        tm.setdefault(key, 0)
     for hd in range(heads):
         prev = [None] * len(thetas)
         for f in range(f_n):
+            t0 = time.perf_counter()
             p = softmax_numerators(q[hd:hd + 1, f * hw:(f + 1) * hw], k[hd:hd + 1])[0]  # [hw, L] uint8
+            t1 = time.perf_counter()
+            tm["p_chunks"] += 1
+            tm["p_chunk_s"] += t1 - t0
             for ti, th in enumerate(thetas):
                 if prev[ti] is None:
                     dec[ti, hd, :hw] = 0
@@ -209,6 +252,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
                 d2, eff2 = decide(np.concatenate([prev[ti], p]), (2, h_n, w_n), gt, th, b_msb)
                 dec[ti, hd, f * hw:(f + 1) * hw] = d2[hw:]
                 prev[ti] = eff2[hw:].astype(np.uint8)  # effective P stays in 0..255
+            tm["p_decide_s"] += time.perf_counter() - t1
     return np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
 
 
@@ -216,7 +260,7 @@ class _Recorder:
     """Hooks state for one capture: which (step, block, attention) is running, and the records."""
 
     def __init__(self, qk_groups, theta, blocks, ops, tokens, progress, n_total, grid, b_msb,
-                 thetas=None, sink=None, keep=True, plan=None):
+                 thetas=None, sink=None, keep=True, plan=None, video_first=True, attn_states=True):
         self.qk_groups = qk_groups
         self.theta = theta
         self.blocks = set(blocks)
@@ -231,6 +275,8 @@ class _Recorder:
         self.sink = sink
         self.keep = keep
         self.plan = plan or {}
+        self.video_first = video_first
+        self.attn_states = attn_states
         self.n_done = 0
         self.step = 0
         self.step_label = ""
@@ -240,10 +286,12 @@ class _Recorder:
         self._w_cache: dict[tuple[int, str], tuple[np.ndarray | None, float]] = {}
 
     # -- recording -------------------------------------------------------------------------------
-    def _weight(self, block: int, name: str, linears) -> tuple[np.ndarray | None, float]:
+    def _weight(self, block: int, name: str, linears, cols=None) -> tuple[np.ndarray | None, float]:
         key = (block, name)
         if key not in self._w_cache:
             w = _weight_t(*linears)
+            if cols is not None:
+                w = w[cols[0]:cols[1]]
             self._w_cache[key] = (None, _scale_of(w)) if self.thetas is not None else quantize_int8(w)
         return self._w_cache[key]
 
@@ -262,7 +310,15 @@ class _Recorder:
         else:  # exact op already on disk: keep only its shape
             self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got))
 
-    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None):
+    def video(self, t: torch.Tensor, axis: int = 1) -> torch.Tensor:
+        """The video-token rows of a sequence: all (Wan), the first M (Hunyuan: ``[video, text]``)
+        or the last M (CogVideoX: ``[text, video]``)."""
+        n = t.shape[axis]
+        if n == self.tokens:
+            return t
+        return t.narrow(axis, 0 if self.video_first else n - self.tokens, self.tokens)
+
+    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None):
         if x_q.ndim == 2:
             x_q = x_q[None]
         if w_q is not None and w_q.ndim == 2:
@@ -274,6 +330,9 @@ class _Recorder:
             op = OpRecord(name=name, block=block, step=self.step, X=np.ascontiguousarray(x_q),
                           W=np.ascontiguousarray(w_q), groups=list(groups), theta=theta, x_signed=x_signed,
                           x_scale=float(x_scale), w_scale=float(w_scale))
+            if states is not None:
+                op.attn_out = np.ascontiguousarray(states[0])
+                op.lse = np.ascontiguousarray(states[1])
         else:
             t0 = time.perf_counter()
             packed = _decide_packed(x_q, self.grid, list(groups), self.thetas, self.b_msb)
@@ -288,22 +347,29 @@ class _Recorder:
                         w_scale=float(w_scale), dims=tuple(int(v) for v in dims), decisions=packed,
                         thetas=tuple(tuple(t) for t in self.thetas))
 
-    def linear_input(self, name: str, block: int, linears):
-        """A forward pre-hook recording the input of ``linears[0]``'s call with W = concat(weights)^T."""
+    def linear_input(self, name: str, block: int, linears, cols: tuple[int, int] | None = None):
+        """A forward pre-hook recording the input of ``linears[0]``'s call with W = concat(weights)^T
+        (video-token rows only; with `cols`, input channels ``cols[0]:cols[1]`` and the matching
+        rows of W: one of the two GEMMs a fused linear layer adds up)."""
 
         def hook(_module, args, kwargs):
             if block not in self.blocks or name not in self.ops_wanted:
                 return
-            x = args[0] if args else kwargs["hidden_states"]
+            x = self.video(args[0] if args else kwargs["hidden_states"], axis=1)
+            if cols is not None:
+                x = x[..., cols[0]:cols[1]]
             x_q, x_s = quantize_int8(x)
-            w_q, w_s = self._weight(block, name, linears)
+            w_q, w_s = self._weight(block, name, linears, cols)
             n_out = sum(lin.out_features for lin in linears)
             self._add(name, block, x_q, x_s, w_q, w_s, _blocks_of(x_q.shape[-1]), w_shape=(n_out,))
 
         return hook
 
-    def attention(self, query, key, value) -> None:
-        """Called by the wrapped dispatch_attention_fn with ``[1, S, heads, d_h]`` operands."""
+    def attention(self, query, key, value, layout: str = "bshd") -> None:
+        """Called by the wrapped attention function with ``[1, S, heads, d_h]`` (``layout="bshd"``:
+        Wan, Hunyuan ``dispatch_attention_fn``) or ``[1, heads, S, d_h]`` (``"bhsd"``: CogVideoX's
+        ``F.scaled_dot_product_attention``) operands. Query rows are cut to the video tokens
+        (`video_rows`); keys and values stay whole (joint attention: text keys too)."""
         if self.context is None or self.context[0] not in self.blocks:
             return
         block, kind = self.context
@@ -311,7 +377,10 @@ class _Recorder:
         want_qk, want_pv = prefix + "qk" in self.ops_wanted, prefix + "pv" in self.ops_wanted
         if not (want_qk or want_pv):
             return
+        if layout == "bhsd":
+            query, key, value = (t.transpose(1, 2) for t in (query, key, value))
         qh, kh, vh = _per_head(query), _per_head(key), _per_head(value)
+        qh = self.video(qh, axis=1)
         groups = self.qk_groups if kind == "self" else _blocks_of(qh.shape[-1])
         if want_qk:
             q_q, q_s = quantize_int8(qh)
@@ -325,11 +394,13 @@ class _Recorder:
         t0 = time.perf_counter()
         pv_groups = _blocks_of(kh.shape[1])
         if self.thetas is None:
-            p = softmax_numerators(qh, kh)
+            states = kind == "self" and self.attn_states
+            p, out, lse = softmax_numerators(qh, kh, v=vh) if states else (softmax_numerators(qh, kh), None, None)
             v_q, v_s = quantize_int8(vh)
-            self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False)
+            self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False,
+                      states=(out, lse) if states else None)
         else:
-            packed = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb)
+            packed = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb, timing=self.timing)
             dims = (qh.shape[0], qh.shape[1], kh.shape[1], vh.shape[2])
             self._emit(self._decision_op(prefix + "pv", block, dims, packed, pv_groups, False, 1.0 / 255.0,
                                          _scale_of(vh)))
@@ -357,23 +428,82 @@ class _Recorder:
 
 
 def _register(model, rec: _Recorder) -> list:
+    """Hooks on every transformer block (`algo.models.blocks_of`) for the ops of SPEC section 1."""
     handles = []
-    for b, blk in enumerate(model.blocks):
-        a1, a2, ffn = blk.attn1, blk.attn2, blk.ffn
-        handles += [
-            a1.register_forward_pre_hook(rec.linear_input("qkv", b, (a1.to_q, a1.to_k, a1.to_v)), with_kwargs=True),
-            a1.register_forward_pre_hook(rec.enter(b, "self"), with_kwargs=True),
-            a1.register_forward_hook(rec.leave),
-            a1.to_out[0].register_forward_pre_hook(rec.linear_input("o_proj", b, (a1.to_out[0],)), with_kwargs=True),
-            a2.register_forward_pre_hook(rec.linear_input("cross_q", b, (a2.to_q,)), with_kwargs=True),
-            a2.register_forward_pre_hook(rec.enter(b, "cross"), with_kwargs=True),
-            a2.register_forward_hook(rec.leave),
-            a2.to_out[0].register_forward_pre_hook(rec.linear_input("cross_o", b, (a2.to_out[0],)), with_kwargs=True),
-            ffn.net[0].proj.register_forward_pre_hook(rec.linear_input("ffn1", b, (ffn.net[0].proj,)), with_kwargs=True),
-            ffn.net[2].register_forward_pre_hook(rec.linear_input("ffn2", b, (ffn.net[2],)), with_kwargs=True),
-            blk.register_forward_hook(rec.block_done(b)),
-        ]
+
+    def pre(module, hook):
+        handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+
+    for b, (kind, blk) in enumerate(blocks_of(model)):
+        a1 = blk.attn1 if kind in ("wan", "cogvideox") else blk.attn
+        pre(a1, rec.linear_input("qkv", b, (a1.to_q, a1.to_k, a1.to_v)))
+        pre(a1, rec.enter(b, "self"))
+        handles.append(a1.register_forward_hook(rec.leave))
+        if kind == "single":  # proj_out([attn | mlp]) = attn @ W[:d] + mlp @ W[d:]: o_proj and ffn2
+            d = a1.to_q.out_features
+            pre(blk.proj_mlp, rec.linear_input("ffn1", b, (blk.proj_mlp,)))
+            pre(blk.proj_out, rec.linear_input("o_proj", b, (blk.proj_out,), cols=(0, d)))
+            pre(blk.proj_out, rec.linear_input("ffn2", b, (blk.proj_out,), cols=(d, blk.proj_out.in_features)))
+        else:
+            ffn = blk.ffn if kind == "wan" else blk.ff
+            pre(a1.to_out[0], rec.linear_input("o_proj", b, (a1.to_out[0],)))
+            pre(ffn.net[0].proj, rec.linear_input("ffn1", b, (ffn.net[0].proj,)))
+            pre(ffn.net[2], rec.linear_input("ffn2", b, (ffn.net[2],)))
+        if kind == "wan":
+            a2 = blk.attn2
+            pre(a2, rec.linear_input("cross_q", b, (a2.to_q,)))
+            pre(a2, rec.enter(b, "cross"))
+            handles.append(a2.register_forward_hook(rec.leave))
+            pre(a2.to_out[0], rec.linear_input("cross_o", b, (a2.to_out[0],)))
+        handles.append(blk.register_forward_hook(rec.block_done(b)))
     return handles
+
+
+@contextlib.contextmanager
+def _attention_patched(family: str, rec: _Recorder):
+    """Wrap the function the family's attention processor calls, for the duration of a capture.
+
+    Wan and Hunyuan processors call their module's ``dispatch_attention_fn`` (Q, K after norm and
+    RoPE, ``[B, S, heads, d_h]``); CogVideoX's ``CogVideoXAttnProcessor2_0`` calls
+    ``F.scaled_dot_product_attention`` (``F`` = ``torch.nn.functional`` as bound in
+    ``diffusers.models.attention_processor``; ``[B, heads, S, d_h]``): that module's ``F`` is
+    replaced by a proxy whose ``scaled_dot_product_attention`` is wrapped (nothing else changes).
+    """
+    if family in ("wan", "hunyuan"):
+        if family == "wan":
+            import diffusers.models.transformers.transformer_wan as mod
+        else:
+            import diffusers.models.transformers.transformer_hunyuan_video as mod
+        original = mod.dispatch_attention_fn
+
+        def dispatch_wrapper(query, key, value, *args, **kwargs):
+            rec.attention(query, key, value)
+            return original(query, key, value, *args, **kwargs)
+
+        mod.dispatch_attention_fn = dispatch_wrapper
+        try:
+            yield
+        finally:
+            mod.dispatch_attention_fn = original
+    else:
+        import types
+
+        import diffusers.models.attention_processor as ap
+
+        original_f = ap.F
+        sdpa = original_f.scaled_dot_product_attention
+
+        def sdpa_wrapper(query, key, value, *args, **kwargs):
+            rec.attention(query, key, value, layout="bhsd")
+            return sdpa(query, key, value, *args, **kwargs)
+
+        proxy = types.SimpleNamespace(**{k: getattr(original_f, k) for k in dir(original_f) if not k.startswith("__")})
+        proxy.scaled_dot_product_attention = sdpa_wrapper
+        ap.F = proxy
+        try:
+            yield
+        finally:
+            ap.F = original_f
 
 
 def _check_thetas(theta: ThetaSpec, steps: Iterable[int], ops: Iterable[str]) -> None:
@@ -483,31 +613,45 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
     spec = get_spec(model, size)
     cfg = spec.sizes[size]
     if resolution is not None:
-        grid = resolution_grid(resolution, cfg["patch_size"])
+        grid = resolution_grid(resolution, patch_of(cfg))
     grid = tuple(int(v) for v in (spec.default_grid[size] if grid is None else grid))
     net = meta_model(spec.name, size) if net is None else net
     m = grid[0] * grid[1] * grid[2]
     qk_groups = rope_groups(net)
-    n_layers = len(net.blocks)
-    block_list = list(range(n_layers)) if blocks is None else sorted({int(b) for b in blocks})
+    all_blocks = blocks_of(net)
+    block_list = list(range(len(all_blocks))) if blocks is None else sorted({int(b) for b in blocks})
+    if block_list and (block_list[0] < 0 or block_list[-1] >= len(all_blocks)):
+        raise CaptureError(f"blocks must be indices in 0..{len(all_blocks) - 1}, got {blocks}")
     names = parse_ops(ops)
+    _check_family_ops(spec, names)
+    # Keys of joint attention (Hunyuan, CogVideoX): the M video tokens and the TEXT_TOKENS text tokens.
+    n_keys = m if spec.family == "wan" else m + TEXT_TOKENS
     out = []
     for s in sorted({int(v) for v in steps}):
         for b in block_list:
-            blk = net.blocks[b]
-            a1, a2, ffn = blk.attn1, blk.attn2, blk.ffn
+            kind, blk = all_blocks[b]
+            a1 = blk.attn1 if kind in ("wan", "cogvideox") else blk.attn
             heads = int(a1.heads)
-            d_h = a1.to_q.out_features // heads
+            d = a1.to_q.out_features
+            d_h = d // heads
             dims = {
                 "qkv": (1, m, a1.to_q.in_features, a1.to_q.out_features + a1.to_k.out_features + a1.to_v.out_features),
-                "qk": (heads, m, d_h, m), "pv": (heads, m, m, d_h),
-                "o_proj": (1, m, a1.to_out[0].in_features, a1.to_out[0].out_features),
-                "cross_q": (1, m, a2.to_q.in_features, a2.to_q.out_features),
-                "cross_qk": (heads, m, d_h, TEXT_TOKENS), "cross_pv": (heads, m, TEXT_TOKENS, d_h),
-                "cross_o": (1, m, a2.to_out[0].in_features, a2.to_out[0].out_features),
-                "ffn1": (1, m, ffn.net[0].proj.in_features, ffn.net[0].proj.out_features),
-                "ffn2": (1, m, ffn.net[2].in_features, ffn.net[2].out_features),
+                "qk": (heads, m, d_h, n_keys), "pv": (heads, m, n_keys, d_h),
             }
+            if kind == "single":
+                dims.update(o_proj=(1, m, d, blk.proj_out.out_features),
+                            ffn1=(1, m, blk.proj_mlp.in_features, blk.proj_mlp.out_features),
+                            ffn2=(1, m, blk.proj_out.in_features - d, blk.proj_out.out_features))
+            else:
+                ffn = blk.ffn if kind == "wan" else blk.ff
+                dims.update(o_proj=(1, m, a1.to_out[0].in_features, a1.to_out[0].out_features),
+                            ffn1=(1, m, ffn.net[0].proj.in_features, ffn.net[0].proj.out_features),
+                            ffn2=(1, m, ffn.net[2].in_features, ffn.net[2].out_features))
+            if kind == "wan":
+                a2 = blk.attn2
+                dims.update(cross_q=(1, m, a2.to_q.in_features, a2.to_q.out_features),
+                            cross_qk=(heads, m, d_h, TEXT_TOKENS), cross_pv=(heads, m, TEXT_TOKENS, d_h),
+                            cross_o=(1, m, a2.to_out[0].in_features, a2.to_out[0].out_features))
             for name in names:
                 d = dims[name]
                 groups = qk_groups if name == "qk" else _blocks_of(d[2])
@@ -515,6 +659,12 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
                                     theta=resolve_theta(theta, s, name), x_signed=name not in ("pv", "cross_pv"),
                                     dims=d))
     return grid, out
+
+
+def _check_family_ops(spec, names) -> None:
+    if spec.family != "wan" and set(names) & set(CROSS_OPS):
+        raise CaptureError(f"{spec.name} has no cross-attention (text and video tokens attend jointly); "
+                           f"op types: {', '.join(SELF_OPS)}")
 
 
 def _parse_thetas(thetas) -> list[tuple[float, float]] | None:
@@ -555,6 +705,8 @@ def capture(
     pan_px: int = lat.DEFAULT_PAN_PX,
     shift: float = lat.DEFAULT_SHIFT,
     out: str | Path | None = None,
+    attn_states: bool = True,
+    stream_blocks: bool = False,
 ) -> Trace:
     """Run the model on real-content latents and return an exact or a decision trace.
 
@@ -586,6 +738,12 @@ def capture(
         thetas: None for an exact trace (int8 operands); else a decision trace holding packed
             decisions for each pair (``"2,6;4,12;8,24"`` or a list of pairs), no operands.
         image, pan_px, shift: latent content and schedule (`algo.latents`).
+        stream_blocks: Wan models with seeded weights: keep the blocks on the meta device and
+            build each one just before it runs, freeing it after (`algo.models.StreamedBlocks`:
+            one block in memory at a time, e.g. Wan2.1-14B; block b seeded with
+            ``seed * 100003 + b + 1``, so weights differ from the unstreamed model's).
+        attn_states: exact traces: store the attention output and log-sum-exp per head on every
+            self-attention ``pv`` op (`algo.trace`, version 3).
         out: write the trace here as it is captured (`algo.trace.TraceWriter`: op arrays stream
             into a temporary file, renamed into place at the end; nothing is left on error). The
             returned trace then holds the decision ops (decision traces) or only op shapes (exact).
@@ -594,7 +752,8 @@ def capture(
         A `Trace` with ops in execution order: for each step, for each block, the selected op types
         in `OP_TYPES` order; ``trace.timing`` holds seconds spent: ``build_s``, ``forward_s``
         (forward passes including hooks), ``decide_s``, ``pv_s`` (P and its decisions),
-        ``write_s``.
+        ``write_s``; decision traces with pv also ``p_chunks`` (P query chunks, one latent frame
+        of one head each), ``p_chunk_s`` (computing them) and ``p_decide_s`` (their decisions).
 
     Raises:
         CaptureError: unknown model or size, bad steps, grid, resolution, blocks, ops, theta(s),
@@ -603,7 +762,7 @@ def capture(
     t_start = time.perf_counter()
     spec = get_spec(model, size)
     cfg = spec.sizes[size]
-    n_layers = int(cfg["num_layers"])
+    n_layers = num_blocks(spec.name, size)
     if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
         raise CaptureError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
     step_list = sorted({int(s) for s in steps})
@@ -612,7 +771,7 @@ def capture(
     if resolution is not None:
         if grid is not None:
             raise CaptureError("give grid or resolution, not both")
-        grid = resolution_grid(resolution, cfg["patch_size"])
+        grid = resolution_grid(resolution, patch_of(cfg))
     grid = tuple(int(v) for v in (spec.default_grid[size] if grid is None else grid))
     max_len = int(cfg.get("rope_max_seq_len", 1024))
     if len(grid) != 3 or min(grid) <= 0 or max(grid) > max_len:
@@ -627,6 +786,7 @@ def capture(
     if dtype is not None and dtype not in DTYPES:
         raise CaptureError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     op_names = parse_ops(ops, include_cross)
+    _check_family_ops(spec, op_names)
     theta_list = _parse_thetas(thetas)
     _check_thetas(theta, step_list, op_names)
     if weights is not None and not Path(weights).expanduser().exists():
@@ -637,27 +797,32 @@ def capture(
     if progress is not None:
         progress(0, n_total, f"building {spec.name} ({size})")
     folder = weights is not None and Path(weights).expanduser().is_dir()
-    net, weights_desc = build_model(spec.name, size, seed, weights=weights,
-                                    dtype=DTYPES[dtype] if dtype else None,
-                                    num_layers=None if folder else last + 1)
+    streamer = None
+    if stream_blocks:
+        if weights is not None:
+            raise CaptureError("--stream-blocks builds seeded blocks; it cannot load --weights")
+        net, weights_desc, streamer = build_streamed(spec.name, size, seed, dtype=DTYPES[dtype] if dtype else None,
+                                                     num_layers=last + 1)
+        run_dtype = DTYPES[dtype] if dtype else spec.dtype.get(size, torch.float32)
+    else:
+        net, weights_desc = build_model(spec.name, size, seed, weights=weights,
+                                        dtype=DTYPES[dtype] if dtype else None,
+                                        num_layers=None if folder else last + 1)
+        run_dtype = _run_dtype(net)
     t_built = time.perf_counter()
-    run_dtype = net.blocks[0].attn1.to_q.weight.dtype
     _, plan = plan_ops(spec.name, size, grid, step_list, block_list, op_names, theta=theta,
                        net=meta_model(spec.name, size))
     plan_dims = {(o.step, o.block, o.name): (o.batch, o.M, o.K, o.N) for o in plan}
-    p_t, p_h, p_w = cfg["patch_size"]
+    p_t, p_h, p_w = patch_of(cfg)
     f, h, w = grid
     x0 = lat.image_latents((f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
     eps = lat.noise_like(x0, seed)
-    sigmas = lat.flow_sigmas(num_inference_steps, shift)
-    text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, int(cfg["text_dim"])))
-    text_t = torch.from_numpy(text.astype(np.float32)).to(run_dtype)
+    feed = _Feed(spec, cfg, net, grid, seed, run_dtype, num_inference_steps, shift)
 
     notes = (
         f"latents: {image} panned {pan_px} px/latent frame, stand-in encoder (algo.latents), "
-        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; noise: x_t = (1-sigma) x0 + sigma eps, eps seeded; "
-        f"schedule: FlowMatchEuler shift {shift}, {num_inference_steps} steps; text: {TEXT_TOKENS} seeded "
-        f"N(0,1) tokens of width {cfg['text_dim']}; blocks recorded: {block_list}; ops: {list(op_names)}; "
+        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {feed.describe()}; blocks recorded: {block_list}; "
+        f"ops: {list(op_names)}; "
         f"dtype: {str(run_dtype).replace('torch.', '')}; pv X = round(255 exp(s - rowmax)), x_scale 1/255"
         + ("; pv decisions from P computed one latent frame of queries at a time (exact)"
            if theta_list is not None else "")
@@ -669,29 +834,18 @@ def capture(
                              weights=weights_desc, seed=int(seed), notes=notes)
     rec = _Recorder(rope_groups(net), theta, block_list, op_names, f * h * w, progress, n_total, grid,
                     int(b_msb), thetas=theta_list, sink=writer.add if writer else None,
-                    keep=writer is None or kind == "decisions", plan=plan_dims)
-    import diffusers.models.transformers.transformer_wan as wan_mod
-
-    original = wan_mod.dispatch_attention_fn
-
-    def dispatch_wrapper(query, key, value, *args, **kwargs):
-        rec.attention(query, key, value)
-        return original(query, key, value, *args, **kwargs)
-
+                    keep=writer is None or kind == "decisions", plan=plan_dims,
+                    video_first=spec.family != "cogvideox", attn_states=attn_states)
     step_meta = []
     handles = _register(net, rec)
-    wan_mod.dispatch_attention_fn = dispatch_wrapper
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), _attention_patched(spec.family, rec):
             for s in step_list:
-                sigma = float(sigmas[s])
-                timestep = float(np.float32(sigma) * np.float32(lat.NUM_TRAIN_TIMESTEPS))
+                sigma, timestep, x_t = feed.step(s, x0, eps)
                 step_meta.append({"index": s, "sigma": sigma, "timestep": timestep})
                 rec.step, rec.step_label = s, f"step {s} (sigma {sigma:.3f})"
-                x_t = torch.from_numpy(lat.noisy_latents(x0, sigma, eps)).to(run_dtype)
                 try:
-                    net(hidden_states=x_t, timestep=torch.tensor([timestep], dtype=torch.float32),
-                        encoder_hidden_states=text_t, return_dict=False)
+                    net(**feed.inputs(x_t, timestep), return_dict=False)
                 except _StopForward:
                     pass
         if writer is not None:
@@ -702,9 +856,10 @@ def capture(
             writer.abort()
         raise
     finally:
-        wan_mod.dispatch_attention_fn = original
         for hd in handles:
             hd.remove()
+        if streamer is not None:
+            streamer.release()
     t_end = time.perf_counter()
     timing = dict(rec.timing, build_s=t_built - t_start, forward_s=t_end - t_built - rec.timing["write_s"],
                   total_s=t_end - t_start)
@@ -712,6 +867,160 @@ def capture(
         grid=grid, ops=rec.ops, b_msb=int(b_msb), model=spec.name, size=size, weights=weights_desc,
         seed=int(seed), steps=step_meta, notes=notes, timing=timing,
     )
+
+
+def patch_of(cfg: Mapping) -> tuple[int, int, int]:
+    """The patch ``(p_t, p_h, p_w)`` of a model config (Wan: ``patch_size`` triple; Hunyuan:
+    ``patch_size_t`` x ``patch_size``^2; CogVideoX 1.0: 1 x ``patch_size``^2, ``patch_size_t`` None)."""
+    p = cfg["patch_size"]
+    if isinstance(p, (list, tuple)):
+        return tuple(int(v) for v in p)
+    return (int(cfg.get("patch_size_t") or 1), int(p), int(p))
+
+
+#: Scheduler of CogVideoX-5B (``THUDM/CogVideoX-5b`` ``scheduler/scheduler_config.json``, class
+#: `diffusers.CogVideoXDDIMScheduler`): DDPM betas scaled_linear 0.00085..0.012, zero-terminal-SNR
+#: rescaling, v-prediction, trailing timestep spacing, no SNR shift.
+COGVIDEOX_SCHEDULER = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                           rescale_betas_zero_snr=True, snr_shift_scale=1.0, timestep_spacing="trailing",
+                           set_alpha_to_one=True, prediction_type="v_prediction", clip_sample=False)
+#: HunyuanVideo's flow-matching shift (``hunyuanvideo-community/HunyuanVideo``
+#: ``scheduler/scheduler_config.json``: FlowMatchEulerDiscreteScheduler, shift 7.0).
+HUNYUAN_SHIFT = 7.0
+#: HunyuanVideo's embedded guidance scale (diffusers ``HunyuanVideoPipeline`` default 6.0; the
+#: transformer takes ``guidance = 1000 * scale``).
+HUNYUAN_GUIDANCE = 6.0
+
+
+def _run_dtype(net: torch.nn.Module) -> torch.dtype:
+    """The dtype the blocks compute in: that of the first block's query projection."""
+    kind, blk = blocks_of(net)[0]
+    return (blk.attn1 if kind in ("wan", "cogvideox") else blk.attn).to_q.weight.dtype
+
+
+class _Feed:
+    """The inputs of one forward pass per family: noised latents, timestep, text and extras.
+
+    Wan and Hunyuan: flow matching, ``x_t = (1 - sigma) x0 + sigma eps``, timestep ``1000 sigma``
+    (`algo.latents.flow_sigmas`; shift: the argument, Wan default 5.0; Hunyuan uses
+    `HUNYUAN_SHIFT` when the caller keeps the Wan default). CogVideoX: DDPM with
+    `COGVIDEOX_SCHEDULER`: timestep ``t`` of the scheduler's N-step list, ``x_t = sqrt(abar_t) x0 +
+    sqrt(1 - abar_t) eps``; ``sigma`` recorded as ``sqrt(1 - abar_t)``. Text: `TEXT_TOKENS` seeded
+    N(0, 1) tokens of the model's text width (stream ``[seed, 1]``); Hunyuan also gets an all-ones
+    text mask, seeded N(0, 1) pooled projections (stream ``[seed, 3]``) and `HUNYUAN_GUIDANCE`;
+    CogVideoX gets its RoPE tables as its pipeline computes them (`cogvideox_rotary_emb`).
+    """
+
+    def __init__(self, spec, cfg, net, grid, seed, dtype, n_steps, shift):
+        self.family, self.dtype, self.n_steps = spec.family, dtype, n_steps
+        width = int(cfg["text_dim"] if spec.family == "wan" else cfg["text_embed_dim"])
+        text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, width))
+        self.text = torch.from_numpy(text.astype(np.float32)).to(dtype)
+        self.extra: dict = {}
+        if spec.family == "hunyuan":
+            self.shift = HUNYUAN_SHIFT if shift == lat.DEFAULT_SHIFT else float(shift)
+            pooled = np.random.default_rng([int(seed), 3]).standard_normal((1, int(cfg["pooled_projection_dim"])))
+            self.extra = dict(encoder_attention_mask=torch.ones(1, TEXT_TOKENS, dtype=torch.int64),
+                              pooled_projections=torch.from_numpy(pooled.astype(np.float32)).to(dtype),
+                              guidance=torch.tensor([HUNYUAN_GUIDANCE * 1000.0], dtype=torch.float32))
+        else:
+            self.shift = float(shift)
+        if spec.family == "cogvideox":
+            from diffusers import CogVideoXDDIMScheduler
+
+            sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
+            sch.set_timesteps(n_steps)
+            self.timesteps = [int(t) for t in sch.timesteps]
+            self.abar = sch.alphas_cumprod.numpy()
+            cos, sin = cogvideox_rotary_emb(net.config, grid)
+            self.extra = dict(image_rotary_emb=(cos, sin))
+        else:
+            self.sigmas = lat.flow_sigmas(n_steps, self.shift)
+
+    def describe(self) -> str:
+        if self.family == "cogvideox":
+            sched = f"noise: x_t = sqrt(abar) x0 + sqrt(1-abar) eps, eps seeded; schedule: CogVideoXDDIM {self.n_steps} steps"
+        else:
+            sched = (f"noise: x_t = (1-sigma) x0 + sigma eps, eps seeded; schedule: FlowMatchEuler shift "
+                     f"{self.shift}, {self.n_steps} steps")
+        return f"{sched}; text: {TEXT_TOKENS} seeded N(0,1) tokens of width {self.text.shape[-1]}"
+
+    def step(self, s: int, x0: np.ndarray, eps: np.ndarray) -> tuple[float, float, torch.Tensor]:
+        """``(sigma, timestep, x_t)`` of step index s."""
+        if self.family == "cogvideox":
+            t = self.timesteps[s]
+            a = float(self.abar[t])
+            x = (np.float32(math.sqrt(a)) * x0 + np.float32(math.sqrt(1.0 - a)) * eps).astype(np.float32)
+            return math.sqrt(1.0 - a), float(t), torch.from_numpy(x).to(self.dtype)
+        sigma = float(self.sigmas[s])
+        timestep = float(np.float32(sigma) * np.float32(lat.NUM_TRAIN_TIMESTEPS))
+        return sigma, timestep, torch.from_numpy(lat.noisy_latents(x0, sigma, eps)).to(self.dtype)
+
+    def inputs(self, x_t: torch.Tensor, timestep: float) -> dict:
+        if self.family == "cogvideox":  # CogVideoX takes [B, F, C, H, W] and an integer timestep
+            return dict(hidden_states=x_t.permute(0, 2, 1, 3, 4), timestep=torch.tensor([int(timestep)]),
+                        encoder_hidden_states=self.text, **self.extra)
+        return dict(hidden_states=x_t, timestep=torch.tensor([timestep], dtype=torch.float32),
+                    encoder_hidden_states=self.text, **self.extra)
+
+
+def write_shape_trace(out: str | Path, model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, *,
+                      grid: tuple[int, int, int] | None = None, resolution: str | None = None,
+                      steps: Sequence[int] = DEFAULT_STEPS, num_inference_steps: int = 50,
+                      blocks: Sequence[int] | None = None, ops: str | Sequence[str] | None = None,
+                      include_cross: bool = False, theta: ThetaSpec = DEFAULT_THETA, b_msb: int = 4,
+                      progress: ProgressFn | None = None) -> Trace:
+    """Write a shape trace (`algo.trace` kind ``"shapes"``): every selected op's ``(batch, M, K, N)``,
+    groups and theta at any size, from the model built on the meta device (`plan_ops`): no
+    weights, no forward pass, no memory (a full Wan2.1-14B 720p plan takes seconds).
+
+    Scales are stored as 1.0 placeholders (nothing was quantised). Steps are recorded with the
+    schedule's noise level as a capture would (flow matching; CogVideoX: DDPM ``sqrt(1-abar)``).
+
+    Raises:
+        CaptureError: as `plan_ops`, plus bad steps or b_msb; `algo.trace.TraceError` never (the
+            ops are checked before the file is committed).
+    """
+    spec = get_spec(model, size)
+    if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
+        raise CaptureError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
+    step_list = sorted({int(s) for s in steps})
+    if not step_list or step_list[0] < 0 or step_list[-1] >= num_inference_steps:
+        raise CaptureError(f"steps must be non-empty indices in 0..{num_inference_steps - 1}, got {list(steps)}")
+    if not 1 <= int(b_msb) <= 7:
+        raise CaptureError(f"b_msb must be in 1..7, got {b_msb}")
+    if grid is not None and resolution is not None:
+        raise CaptureError("give grid or resolution, not both")
+    op_names = parse_ops(ops, include_cross)
+    _check_thetas(theta, step_list, op_names)
+    if progress is not None:
+        progress(0, 1, f"planning {spec.name} ({size})")
+    net = meta_model(spec.name, size)
+    g, plan = plan_ops(spec.name, size, grid, step_list, blocks, op_names, resolution=resolution, theta=theta,
+                       net=net)
+    if spec.family == "cogvideox":
+        from diffusers import CogVideoXDDIMScheduler
+
+        sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
+        sch.set_timesteps(num_inference_steps)
+        ts, abar = [int(t) for t in sch.timesteps], sch.alphas_cumprod.numpy()
+        step_meta = [{"index": s, "sigma": math.sqrt(1.0 - float(abar[ts[s]])), "timestep": float(ts[s])}
+                     for s in step_list]
+    else:
+        sig = lat.flow_sigmas(num_inference_steps, HUNYUAN_SHIFT if spec.family == "hunyuan" else lat.DEFAULT_SHIFT)
+        step_meta = [{"index": s, "sigma": float(sig[s]),
+                      "timestep": float(np.float32(sig[s]) * np.float32(lat.NUM_TRAIN_TIMESTEPS))}
+                     for s in step_list]
+    notes = (f"shape trace: shapes from {spec.diffusers_class} built on the meta device ({spec.source}); "
+             f"no weights, no forward, scales are placeholders; joint/cross attention text tokens: {TEXT_TOKENS}")
+    with TraceWriter(out, g, "shapes", b_msb=int(b_msb), model=spec.name, size=size,
+                     weights="none (shape trace)", seed=0, steps=step_meta, notes=notes) as wr:
+        for op in plan:
+            wr.add(op)
+    if progress is not None:
+        progress(1, 1, f"{len(plan)} ops")
+    return Trace(grid=g, ops=plan, b_msb=int(b_msb), model=spec.name, size=size, weights="none (shape trace)",
+                 steps=step_meta, notes=notes)
 
 
 def capture_to_file(out: str | Path, **kwargs) -> Trace:

@@ -28,6 +28,33 @@ frequency repeated for an interleaved pair (``repeat_interleave_real=True``), an
 table; so channels ``[0, t)`` encode time, ``[t, t+h)`` height and ``[t+h, d_h)`` width. Per SPEC
 section 2, t-channels are reused spatially (axis ``"w"``: the previous token along width) and
 h/w-channels temporally (axis ``"f"``: same position in the previous frame).
+
+Further models (issue 4), every ``full`` config copied from the model's published diffusers
+``transformer/config.json`` on the Hugging Face hub (values also in SPEC.md section 1's table):
+
+- ``wan2.1-t2v-14b`` (``Wan-AI/Wan2.1-T2V-14B-Diffusers``): `diffusers.WanTransformer3DModel`,
+  40 heads x 128 (d = 5120), 40 layers, ffn_dim 13824, otherwise as 1.3B; RoPE 44/42/42. 28 GB in
+  bf16: capture builds only the blocks up to the last recorded one; full-size traces come from
+  ``--shape-only`` or `algo.derive`. ``tiny``: the 1.3B tiny config (same architecture).
+- ``hunyuanvideo`` (``hunyuanvideo-community/HunyuanVideo``, the diffusers conversion of
+  tencent/HunyuanVideo): `diffusers.HunyuanVideoTransformer3DModel`, 24 heads x 128 (d = 3072),
+  20 dual-stream + 40 single-stream blocks, mlp_ratio 4 (d_ffn 12288), 2 token-refiner layers,
+  patch 1x2x2, qk_norm rms_norm, guidance_embeds True, text_embed_dim 4096, pooled_projection_dim
+  768, rope_theta 256, rope_axes_dim (16, 56, 56). ``tiny``: 2 heads x 32, 1 dual + 1 single
+  block, 1 refiner layer, text width 32, pooled width 16, rope_axes_dim (8, 12, 12).
+  Trace block index b: ``0..num_layers-1`` are the dual-stream blocks
+  (``transformer_blocks[b]``), then the single-stream blocks (``single_transformer_blocks[b -
+  num_layers]``). RoPE split read from ``model.rope.rope_dim``; layout ``[t | h | w]``
+  (``HunyuanVideoRotaryPosEmbed.forward`` concatenates the three axes' tables), interleaved pairs.
+- ``cogvideox-5b`` (``THUDM/CogVideoX-5b``): `diffusers.CogVideoXTransformer3DModel`, 48 heads x 64
+  (d = 3072), 42 layers, ff inner 4d = 12288, time_embed_dim 512, text_embed_dim 4096, patch 2
+  (no temporal patch), attention_bias True, norm_eps 1e-5, use_rotary_positional_embeddings True,
+  sample 13x60x90 latent (base size of the RoPE crop). ``tiny``: 2 heads x 32, 2 layers, text
+  width 32, time_embed_dim 32. CogVideoX has no rotary module: its pipeline builds the tables
+  with ``diffusers.models.embeddings.get_3d_rotary_pos_embed`` (t = d_h/4, h = w = 3 d_h/8:
+  16/24/24 at d_h 64) and passes them to ``forward``; `rope_groups` reads the split from that
+  function's output (which channels vary with t, h or w), capture calls it as the pipeline does
+  (`cogvideox_rotary_emb`).
 """
 
 from __future__ import annotations
@@ -71,6 +98,8 @@ class ModelSpec:
     sizes: dict[str, dict]
     default_grid: dict[str, tuple[int, int, int]]
     dtype: dict[str, torch.dtype] = field(default_factory=dict)
+    #: ``"wan"``, ``"hunyuan"`` or ``"cogvideox"``: how capture hooks and feeds the model.
+    family: str = "wan"
 
 
 _WAN_13B_FULL = dict(
@@ -101,6 +130,76 @@ _WAN_TINY = dict(
     num_layers=2,
 )
 
+_WAN_14B_FULL = dict(_WAN_13B_FULL, num_attention_heads=40, ffn_dim=13824, num_layers=40)
+
+_HUNYUAN_FULL = dict(
+    in_channels=16,
+    out_channels=16,
+    num_attention_heads=24,
+    attention_head_dim=128,
+    num_layers=20,
+    num_single_layers=40,
+    num_refiner_layers=2,
+    mlp_ratio=4.0,
+    patch_size=2,
+    patch_size_t=1,
+    qk_norm="rms_norm",
+    guidance_embeds=True,
+    text_embed_dim=4096,
+    pooled_projection_dim=768,
+    rope_theta=256.0,
+    rope_axes_dim=(16, 56, 56),
+)
+
+_HUNYUAN_TINY = dict(
+    _HUNYUAN_FULL,
+    num_attention_heads=2,
+    attention_head_dim=32,
+    num_layers=1,
+    num_single_layers=1,
+    num_refiner_layers=1,
+    text_embed_dim=32,
+    pooled_projection_dim=16,
+    rope_axes_dim=(8, 12, 12),
+)
+
+_COGVIDEOX_5B_FULL = dict(
+    num_attention_heads=48,
+    attention_head_dim=64,
+    in_channels=16,
+    out_channels=16,
+    flip_sin_to_cos=True,
+    freq_shift=0,
+    time_embed_dim=512,
+    text_embed_dim=4096,
+    num_layers=42,
+    dropout=0.0,
+    attention_bias=True,
+    sample_width=90,
+    sample_height=60,
+    sample_frames=49,
+    patch_size=2,
+    temporal_compression_ratio=4,
+    max_text_seq_length=226,
+    activation_fn="gelu-approximate",
+    timestep_activation_fn="silu",
+    norm_elementwise_affine=True,
+    norm_eps=1e-5,
+    spatial_interpolation_scale=1.875,
+    temporal_interpolation_scale=1.0,
+    use_rotary_positional_embeddings=True,
+    use_learned_positional_embeddings=False,
+)
+
+_COGVIDEOX_TINY = dict(
+    _COGVIDEOX_5B_FULL,
+    num_attention_heads=2,
+    attention_head_dim=32,
+    time_embed_dim=32,
+    text_embed_dim=32,
+    num_layers=2,
+)
+
 MODELS: dict[str, ModelSpec] = {
     "wan2.1-t2v-1.3b": ModelSpec(
         name="wan2.1-t2v-1.3b",
@@ -112,6 +211,32 @@ MODELS: dict[str, ModelSpec] = {
         # (heads x M x M bytes per block and step); 480p is 21x30x52 tokens (SPEC section 1).
         default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
         dtype={"tiny": torch.float32, "full": torch.float32},
+    ),
+    "wan2.1-t2v-14b": ModelSpec(
+        name="wan2.1-t2v-14b",
+        diffusers_class="WanTransformer3DModel",
+        source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json",
+        sizes={"full": _WAN_14B_FULL, "tiny": _WAN_TINY},
+        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
+        dtype={"tiny": torch.float32, "full": torch.float32},
+    ),
+    "hunyuanvideo": ModelSpec(
+        name="hunyuanvideo",
+        diffusers_class="HunyuanVideoTransformer3DModel",
+        source="hunyuanvideo-community/HunyuanVideo transformer/config.json",
+        sizes={"full": _HUNYUAN_FULL, "tiny": _HUNYUAN_TINY},
+        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
+        dtype={"tiny": torch.float32, "full": torch.float32},
+        family="hunyuan",
+    ),
+    "cogvideox-5b": ModelSpec(
+        name="cogvideox-5b",
+        diffusers_class="CogVideoXTransformer3DModel",
+        source="THUDM/CogVideoX-5b transformer/config.json",
+        sizes={"full": _COGVIDEOX_5B_FULL, "tiny": _COGVIDEOX_TINY},
+        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
+        dtype={"tiny": torch.float32, "full": torch.float32},
+        family="cogvideox",
     ),
 }
 
@@ -146,7 +271,40 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 #: Config keys a checkpoint must agree on with the registered size (architecture, not runtime).
 _ARCH_KEYS = ("num_attention_heads", "attention_head_dim", "num_layers", "ffn_dim", "in_channels",
-              "out_channels", "text_dim", "freq_dim", "patch_size", "qk_norm", "cross_attn_norm")
+              "out_channels", "text_dim", "freq_dim", "patch_size", "qk_norm", "cross_attn_norm",
+              "num_single_layers", "num_refiner_layers", "mlp_ratio", "patch_size_t", "text_embed_dim",
+              "pooled_projection_dim", "rope_axes_dim", "time_embed_dim", "use_rotary_positional_embeddings")
+
+
+def num_blocks(name: str, size: str) -> int:
+    """Transformer blocks of ``(name, size)`` as the trace numbers them (Hunyuan: dual + single)."""
+    cfg = get_spec(name, size).sizes[size]
+    return int(cfg["num_layers"]) + int(cfg.get("num_single_layers", 0))
+
+
+def _layers_config(spec: ModelSpec, size: str, n: int) -> dict:
+    """Constructor arguments building only the first ``n`` trace blocks (construction order)."""
+    cfg = dict(spec.sizes[size])
+    if spec.family == "hunyuan":
+        dual = int(cfg["num_layers"])
+        cfg.update(num_layers=min(n, dual), num_single_layers=max(0, n - dual))
+    else:
+        cfg["num_layers"] = n
+    return cfg
+
+
+def blocks_of(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """The transformer blocks in trace order, each as ``(kind, module)``.
+
+    kind: ``"wan"`` (`WanTransformerBlock`), ``"dual"`` / ``"single"`` (Hunyuan dual-stream /
+    single-stream blocks) or ``"cogvideox"`` (`CogVideoXBlock`).
+    """
+    if hasattr(model, "blocks"):
+        return [("wan", b) for b in model.blocks]
+    if hasattr(model, "single_transformer_blocks"):
+        return ([("dual", b) for b in model.transformer_blocks]
+                + [("single", b) for b in model.single_transformer_blocks])
+    return [("cogvideox", b) for b in model.transformer_blocks]
 
 
 def _to_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
@@ -213,15 +371,21 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
     except (SafetensorError, OSError, ValueError) as err:
         raise CaptureError(f"--weights {path}: not a readable safetensors file ({err})") from None
     full_layers = int(spec.sizes[size]["num_layers"])
-    present = {int(k.split(".")[1]) for k in sd if k.startswith("blocks.")}
-    if present and present != set(range(full_layers)):
-        raise CaptureError(f"--weights {path}: holds blocks {min(present)}..{max(present)} "
-                           f"({len(present)} blocks), {spec.name} ({size}) has {full_layers}")
-    sd = {k: v for k, v in sd.items() if not (k.startswith("blocks.") and int(k.split(".")[1]) >= num_layers)}
-    own = model.state_dict()
+    if spec.family == "wan":
+        present = {int(k.split(".")[1]) for k in sd if k.startswith("blocks.")}
+        if present and present != set(range(full_layers)):
+            raise CaptureError(f"--weights {path}: holds blocks {min(present)}..{max(present)} "
+                               f"({len(present)} blocks), {spec.name} ({size}) has {full_layers}")
+    # Strict check against the full model's keys and shapes (meta device: no memory), then load
+    # the tensors of the blocks that were built.
+    own = {k: v for k, v in meta_model(spec.name, size).state_dict().items()}
+    built = set(model.state_dict())
     missing = sorted(set(own) - set(sd))
     unexpected = sorted(set(sd) - set(own))
     wrong = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
+    if not (missing or unexpected or wrong):
+        sd = {k: v for k, v in sd.items() if k in built}
+        own = model.state_dict()
     if missing or unexpected or wrong:
         parts = []
         for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
@@ -251,9 +415,10 @@ def build_model(name: str, size: str, seed: int = 0, *, weights: str | Path | No
             size's; or one ``.safetensors`` file holding a diffusers-keyed state dict, loaded
             strictly into the model built from the size's config.
         dtype: run dtype (None: the registry's, float32); `_keep_in_fp32_modules` stay float32.
-        num_layers: build only the first n blocks (None: all). Seeded blocks are identical to the
-            full model's first n (construction order: patch embedding, rope, condition embedder,
-            blocks 0, 1, ...); a safetensors checkpoint must still hold every block. Not with a folder.
+        num_layers: build only the first n trace blocks (None: all; Hunyuan counts dual then
+            single-stream blocks). Seeded blocks are identical to the full model's first n
+            (construction order: embeddings, rope, blocks 0, 1, ...); a safetensors checkpoint
+            must still hold every block. Not with a folder.
 
     Returns:
         ``(model, weights)``: the diffusers module and the description of its weights for the
@@ -267,11 +432,11 @@ def build_model(name: str, size: str, seed: int = 0, *, weights: str | Path | No
 
     spec = get_spec(name, size)
     cls = getattr(diffusers, spec.diffusers_class)
-    full_layers = int(spec.sizes[size]["num_layers"])
+    full_layers = num_blocks(name, size)
     n = full_layers if num_layers is None else int(num_layers)
     if not 1 <= n <= full_layers:
         raise CaptureError(f"num_layers must be in 1..{full_layers}, got {num_layers}")
-    cfg = dict(spec.sizes[size], num_layers=n)
+    cfg = _layers_config(spec, size, n)
     path = None if weights is None else Path(weights).expanduser().resolve()
     if path is not None and not path.exists():
         raise CaptureError(f"--weights: checkpoint not found: {path}")
@@ -305,25 +470,163 @@ def meta_model(name: str, size: str) -> torch.nn.Module:
         return getattr(diffusers, spec.diffusers_class)(**spec.sizes[size])
 
 
+def rope_split(model: torch.nn.Module) -> tuple[int, int, int]:
+    """The RoPE t/h/w channel counts of one head, read from the model's own rotary code.
+
+    Wan: ``model.rope.t_dim/h_dim/w_dim`` (`WanRotaryPosEmbed`); Hunyuan: ``model.rope.rope_dim``
+    (`HunyuanVideoRotaryPosEmbed`); CogVideoX (no rotary module): the tables of
+    `cogvideox_rotary_emb` on a 2x2x2 grid, a channel belonging to the axis along which its cosine
+    changes.
+
+    Raises:
+        CaptureError: no known rotary module, or dims that do not partition the head dim.
+    """
+    rope = getattr(model, "rope", None)
+    if rope is not None and hasattr(rope, "t_dim"):
+        t, h, w = int(rope.t_dim), int(rope.h_dim), int(rope.w_dim)
+        d_h = int(rope.attention_head_dim)
+    elif rope is not None and hasattr(rope, "rope_dim"):
+        t, h, w = (int(v) for v in rope.rope_dim)
+        d_h = int(model.config.attention_head_dim)
+    elif type(model).__name__ == "CogVideoXTransformer3DModel":
+        d_h = int(model.config.attention_head_dim)
+        cos, _ = cogvideox_rotary_emb(model.config, (2, 2, 2))  # [8, d_h], raster (f, h, w)
+        c = cos.reshape(2, 2, 2, d_h)
+        var = [(c.select(a, 1) - c.select(a, 0)).abs().amax(dim=(0, 1)) > 0 for a in range(3)]
+        t, h, w = (int(v.sum()) for v in var)
+        axes = torch.stack(var).to(torch.int64).argmax(dim=0)  # per channel: 0 t, 1 h, 2 w
+        if not torch.equal(axes, torch.tensor([0] * t + [1] * h + [2] * w)):
+            raise CaptureError("CogVideoX RoPE tables are not laid out [t | h | w]")
+    else:
+        raise CaptureError(f"{type(model).__name__} has no known rotary module (Wan model.rope.t_dim, "
+                           "Hunyuan model.rope.rope_dim, CogVideoX get_3d_rotary_pos_embed)")
+    if min(t, h, w) <= 0 or t + h + w != d_h:
+        raise CaptureError(f"RoPE split t/h/w = {t}/{h}/{w} does not partition head dim {d_h}")
+    return t, h, w
+
+
 def rope_groups(model: torch.nn.Module) -> list[Group]:
-    """The qk channel groups of one head, read from ``model.rope`` (Wan's `WanRotaryPosEmbed`).
+    """The qk channel groups of one head, from the model's own rotary module (`rope_split`).
 
     Returns:
         ``[Group(0, t, "w", "t"), Group(t, t+h, "f", "h"), Group(t+h, d_h, "f", "w")]``:
         t-channels reused along width (spatial), h/w-channels along frames (temporal); 44/42/42 for
-        d_h = 128, 12/10/10 for d_h = 32.
+        Wan at d_h = 128, 12/10/10 for d_h = 32; Hunyuan 16/56/56; CogVideoX-5B 16/24/24.
 
     Raises:
-        CaptureError: the model has no Wan-style rotary module or its dims do not add up.
+        CaptureError: the model has no known rotary module or its dims do not add up.
     """
-    rope = getattr(model, "rope", None)
-    try:
-        t, h, w = int(rope.t_dim), int(rope.h_dim), int(rope.w_dim)
-        d_h = int(rope.attention_head_dim)
-    except AttributeError:
-        raise CaptureError(
-            f"{type(model).__name__} has no Wan-style rotary module (model.rope with t_dim/h_dim/w_dim)"
-        ) from None
-    if min(t, h, w) <= 0 or t + h + w != d_h:
-        raise CaptureError(f"RoPE split t/h/w = {t}/{h}/{w} does not partition head dim {d_h}")
-    return [Group(0, t, "w", "t"), Group(t, t + h, "f", "h"), Group(t + h, d_h, "f", "w")]
+    t, h, w = rope_split(model)
+    return [Group(0, t, "w", "t"), Group(t, t + h, "f", "h"), Group(t + h, t + h + w, "f", "w")]
+
+
+def cogvideox_rotary_emb(config, grid: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """CogVideoX's RoPE tables ``(cos, sin)``, each float32 ``[F*H*W, d_h]``, for a token grid.
+
+    Exactly what ``CogVideoXPipeline._prepare_rotary_positional_embeddings`` (diffusers 0.42.1) does
+    for CogVideoX 1.0 (``patch_size_t`` None): ``get_resize_crop_region_for_grid((H, W),
+    sample_width / p, sample_height / p)`` then ``get_3d_rotary_pos_embed(embed_dim=d_h,
+    crops_coords, grid_size=(H, W), temporal_size=F)``.
+    """
+    from diffusers.models.embeddings import get_3d_rotary_pos_embed
+
+    f, h, w = (int(v) for v in grid)
+    p = int(config.patch_size)
+    crops = _resize_crop_region((h, w), int(config.sample_width) // p, int(config.sample_height) // p)
+    cos, sin = get_3d_rotary_pos_embed(embed_dim=int(config.attention_head_dim), crops_coords=crops,
+                                       grid_size=(h, w), temporal_size=f, device=torch.device("cpu"))
+    return cos.to(torch.float32), sin.to(torch.float32)
+
+
+def _resize_crop_region(src: tuple[int, int], tgt_width: int, tgt_height: int):
+    """``get_resize_crop_region_for_grid`` of diffusers 0.42.1 ``pipelines/cogvideo/pipeline_cogvideox.py``,
+    copied: that module imports ``transformers`` (the text encoder), which capture does not need."""
+    h, w = src
+    if h / w > tgt_height / tgt_width:
+        rh, rw = tgt_height, int(round(tgt_height / h * w))
+    else:
+        rw, rh = tgt_width, int(round(tgt_width / w * h))
+    top, left = int(round((tgt_height - rh) / 2.0)), int(round((tgt_width - rw) / 2.0))
+    return (top, left), (top + rh, left + rw)
+
+
+def block_seed(seed: int, block: int) -> int:
+    """Seed of block ``block`` in a streamed model (`StreamedBlocks`): ``seed * 100003 + block + 1``
+    (project choice: distinct per block, reproducible)."""
+    return int(seed) * 100003 + int(block) + 1
+
+
+def init_block(block: torch.nn.Module, seed: int, dtype: torch.dtype) -> None:
+    """Materialise a meta-device block on the CPU and initialise it as diffusers' constructor does:
+    every submodule's ``reset_parameters`` (nn.Linear kaiming-uniform a=sqrt(5) and U(+-1/sqrt(fan_in))
+    bias; norms weight 1, bias 0), ``scale_shift_table`` randn / sqrt(d) (Wan's
+    `WanTransformerBlock.__init__`), under ``torch.manual_seed(seed)``; then cast to `dtype` except
+    Wan's ``_keep_in_fp32_modules`` (norm1/2/3, scale_shift_table)."""
+    block.to_empty(device="cpu")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        for mod in block.modules():
+            if hasattr(mod, "reset_parameters") and mod is not block:
+                mod.reset_parameters()
+        if hasattr(block, "scale_shift_table"):
+            d = block.scale_shift_table.shape[-1]
+            block.scale_shift_table.data = torch.randn(block.scale_shift_table.shape) / d**0.5
+    keep = {"norm1", "norm2", "norm3", "scale_shift_table"}
+    for tensors in (block.named_parameters(), block.named_buffers()):
+        for name, t in tensors:
+            t.data = t.data.to(torch.float32 if keep & set(name.split(".")) else dtype)
+
+
+class StreamedBlocks:
+    """Run a Wan model whose blocks are built one at a time (issue 4: Wan2.1-14B is 28 GB in bf16).
+
+    The blocks live on the meta device; a forward pre-hook materialises block b (`init_block` with
+    `block_seed`) just before it runs and a forward hook returns it to the meta device afterwards,
+    so at most one block's weights are in memory. Use `release` to remove the hooks.
+    """
+
+    def __init__(self, model: torch.nn.Module, seed: int, dtype: torch.dtype):
+        self.max_live = 0
+        self._handles = []
+        for b, blk in enumerate(model.blocks):
+            self._handles.append(blk.register_forward_pre_hook(self._build(b, seed, dtype)))
+            self._handles.append(blk.register_forward_hook(self._free))
+        self._blocks = list(model.blocks)
+
+    def _build(self, b, seed, dtype):
+        def hook(module, _args):
+            init_block(module, block_seed(seed, b), dtype)
+            live = sum(not blk.scale_shift_table.is_meta for blk in self._blocks)
+            self.max_live = max(self.max_live, live)
+        return hook
+
+    @staticmethod
+    def _free(module, _args, _out):
+        module.to(device="meta")
+
+    def release(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+
+def build_streamed(name: str, size: str, seed: int = 0, dtype: torch.dtype | None = None,
+                   num_layers: int | None = None) -> tuple[torch.nn.Module, str, StreamedBlocks]:
+    """A Wan model whose non-block parts are built seeded (as `build_model`) and whose blocks are
+    meta-device shells materialised one at a time when they run (`StreamedBlocks`).
+
+    Raises:
+        CaptureError: not a Wan-family model (the per-block initialisation follows Wan's block).
+    """
+    spec = get_spec(name, size)
+    if spec.family != "wan":
+        raise CaptureError(f"--stream-blocks supports the Wan models only, not {spec.name}")
+    run_dtype = dtype or spec.dtype.get(size, torch.float32)
+    n = num_blocks(name, size) if num_layers is None else int(num_layers)
+    model, _ = build_model(name, size, seed, dtype=run_dtype, num_layers=1)
+    shells = meta_model(name, size).blocks[:n]
+    model.blocks = torch.nn.ModuleList(list(shells))
+    model.blocks.requires_grad_(False)
+    desc = (WEIGHTS_INIT.format(seed=int(seed)).replace("; no checkpoint", "")
+            + f"; blocks built one at a time: block b initialised on use with torch.manual_seed(seed * 100003 + b + 1)"
+            f" (streamed, {n} of {num_blocks(name, size)} blocks); no checkpoint")
+    return model, desc, StreamedBlocks(model, seed, run_dtype)

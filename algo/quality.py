@@ -325,14 +325,24 @@ def _saved(fr: dict, b_msb: int) -> float:
     return fr["reuse"] + (fr["partial"] / 2 if b_msb >= 4 else 0.0)
 
 
+def _hooks(setup: _Setup, op_list, theta, b_msb, quant_ops, policy, policy_params) -> ReuseHooks:
+    """Kaleido's hooks, or a baseline policy's (`algo.torch_reuse.PolicyHooks`)."""
+    if policy is None:
+        return ReuseHooks(setup.net, setup.grid, ops=op_list, theta=theta, b_msb=b_msb, quant_ops=quant_ops)
+    from algo.torch_reuse import PolicyHooks
+
+    return PolicyHooks(setup.net, setup.grid, policy, policy_params, ops=op_list, theta=theta, b_msb=b_msb,
+                       quant_ops=quant_ops)
+
+
 def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, progress, done0=0, total=None,
-         keep_latents=False) -> dict:
+         keep_latents=False, policy=None, policy_params=None) -> dict:
     op_list = parse_ops(ops)
     step_ids = list(range(setup.start, setup.n_sched))
     table = _theta_table(theta, op_list, step_ids)  # validates theta for every (step, op) up front
     modes = ("exact", "reuse") + (("float",) if float_reference else ())
     total = total if total is not None else len(step_ids) * len(modes)
-    with ReuseHooks(setup.net, setup.grid, ops=op_list, theta=theta, b_msb=b_msb, quant_ops=quant_ops) as hooks:
+    with _hooks(setup, op_list, theta, b_msb, quant_ops, policy, policy_params) as hooks:
         finals, velocity = _sample(setup, hooks, modes, progress, done0, total)
     st = hooks.stats
     per_op = {}
@@ -362,6 +372,7 @@ def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, prog
     mac_fr = st.fractions(None, weight="macs")
     res = setup.describe()
     res.update({
+        "policy": policy or "kaleido", "policy_params": dict(getattr(hooks, "params", {})),
         "ops": list(op_list), "quant_ops": list(hooks.quant_ops), "b_msb": int(b_msb),
         "theta": _theta_repr(theta), "theta_table": table,
         "quantisation": ("int8 symmetric per tensor per call (scale max|x|/127, rint half-even, clamp), X and "
@@ -432,6 +443,8 @@ def run_quality(
     progress: ProgressFn | None = None,
     keep_latents: bool = False,
     threads: int | None = 1,
+    policy: str | None = None,
+    policy_params: dict | None = None,
 ) -> dict:
     """Sample with and without reuse and measure the difference (module docstring).
 
@@ -454,6 +467,11 @@ def run_quality(
         threads: torch intra-op threads during the run, restored afterwards (default 1: the same
             float results on any core count, and the fastest for tiny models: a tiny 10-step run
             took 1.0 s with 1 thread and 9.6 s with 2 on a busy 2-core machine); None: unchanged.
+        policy: None (Kaleido's reuse) or a baseline policy of `algo.baseline_policies.POLICIES`
+            (``"adaptiv"``, ``"exion"``, ``"cambricon_d"``): the reuse run applies that policy
+            instead, on its own ops (``ops`` is then ignored) with ``theta``'s theta1 as its default
+            threshold; the result's ``mac_saved_fraction`` is skip + half / 2 of the policy's ops.
+        policy_params: the policy's parameters (`algo.baseline_policies.check_policy`).
 
     Returns:
         A dict (JSON-ready through `to_jsonable`): the configuration, ``per_op`` (fractions, SNRs),
@@ -467,6 +485,14 @@ def run_quality(
     """
     if vae is not None and not Path(vae).exists():
         raise ReuseError(f"VAE checkpoint not found: {vae}")
+    if policy is not None:
+        from algo.baseline_policies import POLICIES, PolicyError, check_policy
+
+        try:
+            check_policy(policy, policy_params)
+        except PolicyError as err:
+            raise ReuseError(str(err)) from None
+        ops = POLICIES[policy]["ops"]
     op_list = parse_ops(ops)
     if isinstance(steps, int) and isinstance(num_inference_steps, int) and 1 <= steps <= num_inference_steps:
         # fail on a bad theta before building the model (_Setup reports bad steps)
@@ -474,7 +500,7 @@ def run_quality(
     with _threads(threads):
         setup = _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift)
         return _run(setup, theta, op_list, b_msb, quant_ops, float_reference, vae, progress,
-                    keep_latents=keep_latents)
+                    keep_latents=keep_latents, policy=policy, policy_params=policy_params)
 
 
 # -- sweep -----------------------------------------------------------------------------------------

@@ -64,13 +64,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from algo import baseline_policies as bp
 from algo.capture import CROSS_OPS, SELF_OPS, quantize_int8
 from algo.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, GroupSpec, block_groups, decide
 from algo.models import CaptureError, rope_groups
 from algo.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
 
 __all__ = [
-    "ALL_OPS", "CROSS_OPS", "SELF_OPS", "MODES", "ReuseError", "ReuseHooks", "ReuseStats", "ThetaSpec",
+    "ALL_OPS", "CROSS_OPS", "SELF_OPS", "MODES", "PolicyHooks", "ReuseError", "ReuseHooks", "ReuseStats", "ThetaSpec",
     "dequantize", "parse_ops", "quantize_reuse", "snr_db", "snr_db_energy", "theta_for",
 ]
 
@@ -482,7 +483,8 @@ class ReuseHooks:
     def _operand(self, op: str, block: int, x_q: np.ndarray, scale: float, groups, n_out: int) -> QuantReuse:
         """Reuse (in reuse passes, for enabled ops) and bookkeeping for one streamed operand."""
         reuse = self.mode == "reuse" and op in self.ops
-        qr = quantize_reuse(x_q, scale, self.grid, groups, self._theta(op) if reuse else None, self.b_msb)
+        qr = self._effective(op, block, x_q, scale, groups) if reuse else quantize_reuse(
+            x_q, scale, self.grid, groups, None, self.b_msb)
         if qr.decisions is not None:
             widths = np.array([k1 - k0 for k0, k1, _ in qr.groups], dtype=np.float64)
             d = qr.decisions.reshape(-1, len(widths))
@@ -494,6 +496,10 @@ class ReuseHooks:
                                   "scale": float(scale), "x_eff": qr.x_eff, "decisions": qr.decisions,
                                   "groups": qr.groups, "theta": self._theta(op) if reuse else None})
         return qr
+
+    def _effective(self, op: str, block: int, x_q: np.ndarray, scale: float, groups) -> QuantReuse:
+        """The reuse pass's operand of an enabled op: Kaleido's golden decisions (subclasses: other policies)."""
+        return quantize_reuse(x_q, scale, self.grid, groups, self._theta(op), self.b_msb)
 
     def _call(self, op: str, block: int, **energies) -> None:
         if self.mode != "reuse":
@@ -614,3 +620,71 @@ class ReuseHooks:
         else:
             out = torch.matmul(torch.softmax(s, dim=-1), vh)
         return out.transpose(0, 1).unsqueeze(0).to(query.dtype)  # [1, M, heads, d_h]
+
+
+# -- baseline policies -----------------------------------------------------------------------------
+
+class PolicyHooks(ReuseHooks):
+    """`algo.torch_reuse.ReuseHooks` whose reuse pass applies a baseline policy instead of Kaleido's.
+
+    ``ops`` default to the policy's ops (`POLICIES`); ``theta`` supplies theta1 where a policy's
+    ``theta`` parameter is None. Inter-step policies keep each op's effective operand of the
+    previous *reuse-pass* step (the policy's own previous values, as the hardware would hold them).
+    Stats (`ReuseStats`) record the work codes as COMPUTE/PARTIAL/REUSE = full/half/skip.
+    """
+
+    def __init__(self, model, grid, policy: str, policy_params: dict | None = None, **kwargs):
+        self.policy = policy
+        try:
+            self.params = bp.check_policy(policy, policy_params)
+        except bp.PolicyError as err:
+            raise ReuseError(str(err)) from None
+        kwargs.setdefault("ops", bp.POLICIES[policy]["ops"])
+        super().__init__(model, grid, **kwargs)
+        self._prev: dict = {}   # (op, block) -> (step, x_eff int16 [B, M, K], scale)
+        self._ffn_skip: dict = {}  # (step, block) -> bool [M] (EXION: ffn1's decision, used by ffn2)
+
+    def _theta1(self, op: str) -> float:
+        t = self.params.get("theta")
+        return float(self._theta(op)[0] if t is None else t)
+
+    def _previous(self, op: str, block: int, scale: float, signed: bool) -> np.ndarray | None:
+        prev = self._prev.get((op, block))
+        if prev is None or prev[0] >= self.step:
+            return None
+        return bp.rescale(prev[1], prev[2], scale, signed)
+
+    def _effective(self, op: str, block: int, x_q: np.ndarray, scale: float, groups) -> QuantReuse:
+        groups = [tuple(g) for g in groups]
+        signed = x_q.dtype != np.uint8
+        decs, effs = [], []
+        prev = self._previous(op, block, scale, signed) if self.policy != "adaptiv" else None
+        for b in range(x_q.shape[0]):
+            x = x_q[b]
+            if self.policy == "adaptiv":
+                merged, eff = bp.token_merge(x, self.grid, self._theta1(op))
+                dec = bp.rows_to_codes(merged, len(groups))
+            elif self.policy == "exion" and op == "pv":
+                dec, eff = bp.prune_scores(x, groups, int(self.params["p_min"]))
+            elif self.policy == "exion":  # ffn1 decides per token, ffn2 follows ffn1 of the same block/step
+                key = (self.step, block)
+                if op == "ffn1":
+                    skip = (bp.interstep_rows(x, prev[b], self._theta1(op)) if prev is not None
+                            else np.zeros(x.shape[0], dtype=bool))
+                    self._ffn_skip[key] = skip
+                else:
+                    skip = self._ffn_skip.get(key, np.zeros(x.shape[0], dtype=bool))
+                    if prev is None:
+                        skip = np.zeros(x.shape[0], dtype=bool)
+                eff = np.where(skip[:, None], prev[b], x).astype(np.int16) if prev is not None else x.astype(np.int16)
+                dec = bp.rows_to_codes(skip, len(groups))
+            else:  # cambricon_d: exact by construction (x_prev + delta = x)
+                dec = (bp.delta_codes(x, prev[b], groups) if prev is not None
+                       else np.full((x.shape[0], len(groups)), bp.FULL, dtype=np.int8))
+                eff = (prev[b].astype(np.int32) + (x.astype(np.int32) - prev[b])).astype(np.int16) \
+                    if prev is not None else x.astype(np.int16)
+            decs.append(dec)
+            effs.append(eff)
+        qr = QuantReuse(x_q, float(scale), np.stack(effs), np.stack(decs), groups)
+        self._prev[(op, block)] = (self.step, qr.x_eff, float(scale))
+        return qr

@@ -3,12 +3,13 @@
 A trace is a NumPy ``.npz`` archive (uncompressed zip) with
 
 - ``meta``: a uint8 array holding UTF-8 JSON: ``format`` (``"kaleido-trace"``), ``version``
-  (`TRACE_VERSION` = 2 when written; version 1 files are still read), ``kind`` (``"exact"`` or
-  ``"decisions"``; absent in version 1, which is always exact), ``model``, ``size``, ``weights``
+  (`TRACE_VERSION` = 3 when written; versions 1 and 2 are still read), ``kind`` (``"exact"``,
+  ``"decisions"`` or, from version 3, ``"shapes"``; absent in version 1, which is always exact),
+  ``model``, ``size``, ``weights``
   (where the weights came from), ``seed``, ``grid`` ``[F, H, W]`` (latent token grid, raster order
   ``f*(H*W) + h*W + w``), ``b_msb``, ``group_size_rule``, ``steps`` (list of
   ``{"index", "sigma", "timestep"}``) and ``ops`` (list of op records, below), plus free-form
-  ``notes``. In version 2 files ``meta`` is the *last* zip member (ops are streamed in first).
+  ``notes``. From version 2 on, ``meta`` is the *last* zip member (ops are streamed in first).
 - exact traces, per op i:
 
   - ``op{i:05d}_X``: the streamed operand, ``[batch, M, K]``, int8 (or uint8 when ``x_signed`` is
@@ -23,12 +24,23 @@ A trace is a NumPy ``.npz`` archive (uncompressed zip) with
     decision in the high bits as `np.packbits` orders bits (`pack_decisions`); codes 0 COMPUTE,
     1 PARTIAL, 2 REUSE (`algo.golden`); code 3 and non-zero padding are invalid.
 
+- shape traces (version 3, ``kind: "shapes"``; `algo.capture.write_shape_trace`): no arrays, only
+  the op records (shapes, groups, theta; scales 1.0 as placeholders): full-size workloads without
+  a forward pass.
+- attention states (version 3, exact traces, self-attention ``pv`` ops whose record has
+  ``attn_states: true``): ``op{i:05d}_O`` float32 ``[heads, M, d_h]``, the attention output
+  ``softmax(s) V`` per head of the video-token queries, and ``op{i:05d}_L`` float32 ``[heads, M]``,
+  the log-sum-exp ``log sum_j exp(s_ij)`` of each query row, with ``s = Q K^T / sqrt(d_h)`` over
+  every key (text keys too for joint attention), computed in float32 from the float (not
+  quantised) Q, K and V: what the DiTango workload generator needs to merge partial attention.
+
 Each op record: ``name`` (op type: qkv, qk, pv, o_proj, cross_q, cross_qk, cross_pv, cross_o, ffn1,
 ffn2), ``block``, ``step``, ``batch`` (heads for per-head ops, else 1), ``M``, ``K``, ``N``,
 ``x_signed``, ``groups`` (``[[k_start, k_stop, axis, kind], ...]`` partitioning ``0..K``; axis in
 f/h/w is the reuse direction, kind in t/h/w/block), ``theta`` ``[theta1, theta2]`` (mean absolute
 difference per channel, int8 units; for decision ops ``thetas[0]``), ``x_scale`` and ``w_scale``
-(float: real = int * scale); decision ops also carry ``thetas`` (list of pairs, one per row of D).
+(float: real = int * scale); decision ops also carry ``thetas`` (list of pairs, one per row of D)
+and, when derived rather than captured (`algo.derive`), ``derived_from`` ``[step, block]``.
 
 Writing is atomic (temporary file in the target folder + rename; `TraceWriter` streams op arrays
 into the temporary zip as they are produced, so a large capture never holds the whole trace in
@@ -49,10 +61,11 @@ from pathlib import Path
 import numpy as np
 
 TRACE_FORMAT = "kaleido-trace"
-#: Version written. 1: exact traces only (meta first); 2: adds ``kind`` and decision traces.
-TRACE_VERSION = 2
-READABLE_VERSIONS = (1, 2)
-TRACE_KINDS = ("exact", "decisions")
+#: Version written. 1: exact traces only (meta first); 2: adds ``kind`` and decision traces;
+#: 3: adds shape traces and attention states (output and log-sum-exp) on exact ``pv`` ops.
+TRACE_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+TRACE_KINDS = ("exact", "decisions", "shapes")
 
 OP_TYPES = ("qkv", "qk", "pv", "o_proj", "cross_q", "cross_qk", "cross_pv", "cross_o", "ffn1", "ffn2")
 AXES = ("f", "h", "w")
@@ -141,6 +154,11 @@ class OpRecord:
         dims: ``(batch, M, K, N)`` when X is None.
         decisions: uint8 ``[len(thetas), batch, packed_length(M * G)]`` (`pack_decisions`), or None.
         thetas: the threshold pairs the rows of `decisions` were decided with.
+        attn_out: exact self-attention ``pv`` ops only (else None): float32 ``[batch, M, N]``,
+            the attention output per head (``softmax(s) V``, float).
+        lse: with `attn_out`: float32 ``[batch, M]``, log-sum-exp of each query's scaled scores.
+        derived_from: ``(step, block)`` of the captured op whose decisions this op copies
+            (`algo.derive`); None for a captured op.
     """
 
     name: str
@@ -156,6 +174,9 @@ class OpRecord:
     dims: tuple[int, int, int, int] | None = None
     decisions: np.ndarray | None = None
     thetas: tuple[tuple[float, float], ...] = ()
+    attn_out: np.ndarray | None = None
+    lse: np.ndarray | None = None
+    derived_from: tuple[int, int] | None = None
 
     @property
     def kind(self) -> str:
@@ -193,7 +214,8 @@ class OpRecord:
             TraceError: not a decision op, or theta_index out of range.
         """
         if self.decisions is None:
-            raise TraceError(f"op {self.name} (block {self.block}) holds operands, not decisions")
+            what = "operands" if self.X is not None else "only its shape (a shape trace cannot be simulated)"
+            raise TraceError(f"op {self.name} (block {self.block}) holds {what}, not decisions")
         if not 0 <= theta_index < len(self.thetas):
             raise TraceError(f"theta index {theta_index} out of range: op {self.name} (block {self.block}) "
                              f"has {len(self.thetas)} thresholds {[list(t) for t in self.thetas]}")
@@ -211,6 +233,10 @@ class OpRecord:
         }
         if self.kind == "decisions":
             out["thetas"] = [[float(a), float(b)] for a, b in self.thetas]
+        if self.attn_out is not None:
+            out["attn_states"] = True
+        if self.derived_from is not None:
+            out["derived_from"] = [int(v) for v in self.derived_from]
         return out
 
 
@@ -242,8 +268,8 @@ class Trace:
 
     @property
     def kind(self) -> str:
-        """``"exact"`` or ``"decisions"`` (``"exact"`` for a trace without ops)."""
-        kinds = {op.kind for op in self.ops}
+        """``"exact"``, ``"decisions"`` or ``"shapes"`` (``"exact"`` for a trace without ops)."""
+        kinds = {"shapes" if op.kind == "shape" else op.kind for op in self.ops}
         return kinds.pop() if len(kinds) == 1 else ("exact" if not kinds else "mixed")
 
 
@@ -299,7 +325,25 @@ def _check_decisions(op: OpRecord, grid: tuple[int, int, int], where: str) -> No
                                  f"(theta index {ti})")
 
 
-def _check_op(op: OpRecord, grid: tuple[int, int, int], where: str) -> None:
+def _check_states(op: OpRecord, where: str) -> None:
+    """Attention states: both or neither; float32, ``[batch, M, N]`` and ``[batch, M]``, finite."""
+    if (op.attn_out is None) != (op.lse is None):
+        raise TraceError(f"{where}attention output and log-sum-exp must be stored together")
+    if op.attn_out is None:
+        return
+    if op.kind != "exact" or op.name != "pv":
+        raise TraceError(f"{where}attention states belong to exact pv ops only")
+    for nm, arr, shape in (("attention output", op.attn_out, (op.batch, op.M, op.N)),
+                           ("log-sum-exp", op.lse, (op.batch, op.M))):
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.float32:
+            raise TraceError(f"{where}{nm} must be float32, got {getattr(arr, 'dtype', type(arr))}")
+        if arr.shape != shape:
+            raise TraceError(f"{where}{nm} has shape {list(arr.shape)}, expected {list(shape)}")
+        if not np.isfinite(arr).all():
+            raise TraceError(f"{where}{nm} holds NaN or infinity")
+
+
+def _check_op(op: OpRecord, grid: tuple[int, int, int], where: str, shapes_ok: bool = False) -> None:
     if op.name not in OP_TYPES:
         raise TraceError(f"{where}unknown op type {op.name!r}")
     kind = op.kind
@@ -319,8 +363,11 @@ def _check_op(op: OpRecord, grid: tuple[int, int, int], where: str) -> None:
             raise TraceError(f"{where}a decision op holds no operands")
         if op.dims is None or len(op.dims) != 4 or min(int(v) for v in op.dims) <= 0:
             raise TraceError(f"{where}dims (batch, M, K, N) must be 4 positive integers, got {op.dims}")
-    else:
-        raise TraceError(f"{where}op holds neither operands nor decisions (a shape plan cannot be saved)")
+    elif not shapes_ok:
+        raise TraceError(f"{where}op holds neither operands nor decisions (a shape plan can only be saved "
+                         "in a shape trace)")
+    elif op.dims is None or len(op.dims) != 4 or min(int(v) for v in op.dims) <= 0:
+        raise TraceError(f"{where}dims (batch, M, K, N) must be 4 positive integers, got {op.dims}")
     f, h, w = grid
     if op.M != f * h * w:
         raise TraceError(f"{where}M = {op.M} does not equal the token grid {f}x{h}x{w} = {f * h * w}")
@@ -332,6 +379,7 @@ def _check_op(op: OpRecord, grid: tuple[int, int, int], where: str) -> None:
             raise TraceError(f"{where}{nm} must be finite and positive, got {v}")
     if kind == "decisions":
         _check_decisions(op, grid, where)
+    _check_states(op, where)
 
 
 class TraceWriter:
@@ -345,7 +393,8 @@ class TraceWriter:
     Args:
         path: destination ``.npz``.
         grid: token grid ``(F, H, W)``.
-        kind: ``"exact"`` or ``"decisions"``; every added op must be of this kind.
+        kind: ``"exact"``, ``"decisions"`` or ``"shapes"``; every added op must be of this kind
+            (``"shape"`` ops in a ``"shapes"`` trace).
         **meta: the other `Trace` fields (``b_msb``, ``model``, ``size``, ``weights``, ``seed``,
             ``group_size_rule``, ``steps``, ``notes``); ``steps`` and ``notes`` may also be set as
             attributes before `commit`.
@@ -390,13 +439,16 @@ class TraceWriter:
     def add(self, op: OpRecord) -> None:
         """Validate `op` and append its arrays to the file."""
         i = len(self.op_meta)
-        _check_op(op, self.grid, f"op {i} ({op.name}, block {op.block}): ")
-        if op.kind != self.kind:
+        _check_op(op, self.grid, f"op {i} ({op.name}, block {op.block}): ", shapes_ok=self.kind == "shapes")
+        if ("shapes" if op.kind == "shape" else op.kind) != self.kind:
             raise TraceError(f"op {i} ({op.name}) is a {op.kind} op in a {self.kind} trace")
         if self.kind == "exact":
             self._write(f"op{i:05d}_X", op.X)
             self._write(f"op{i:05d}_W", op.W)
-        else:
+            if op.attn_out is not None:
+                self._write(f"op{i:05d}_O", op.attn_out)
+                self._write(f"op{i:05d}_L", op.lse)
+        elif self.kind == "decisions":
             self._write(f"op{i:05d}_D", op.decisions)
         self.op_meta.append(op.meta())
 
@@ -443,7 +495,7 @@ class TraceWriter:
 
 
 def save_trace(trace: Trace, path: str | Path) -> None:
-    """Write `trace` to `path` atomically (nothing is left behind on failure), format version 2.
+    """Write `trace` to `path` atomically (nothing is left behind on failure), format version 3.
 
     Raises:
         TraceError: the trace is inconsistent (checked before anything is written) or mixes kinds.
@@ -452,7 +504,7 @@ def save_trace(trace: Trace, path: str | Path) -> None:
     if kind not in TRACE_KINDS:
         raise TraceError(f"a trace must hold only exact or only decision ops, got {kind}")
     for i, op in enumerate(trace.ops):
-        _check_op(op, trace.grid, f"op {i}: ")
+        _check_op(op, trace.grid, f"op {i}: ", shapes_ok=kind == "shapes")
     with TraceWriter(path, trace.grid, kind, b_msb=trace.b_msb, model=trace.model, size=trace.size,
                      weights=trace.weights, seed=trace.seed, group_size_rule=trace.group_size_rule,
                      steps=trace.steps, notes=trace.notes) as wr:
@@ -473,7 +525,7 @@ def _as_pair(t) -> tuple[float, float]:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Read and validate a trace (format version 1 or 2, exact or decisions).
+    """Read and validate a trace (format version 1, 2 or 3; exact, decisions or shapes).
 
     Raises:
         TraceError: missing file, not a trace, wrong format, version or kind, missing arrays,
@@ -502,6 +554,8 @@ def load_trace(path: str | Path) -> Trace:
                     f"(this build reads versions {', '.join(map(str, READABLE_VERSIONS))}); re-capture the trace"
                 )
             kind = meta.get("kind", "exact") if version >= 2 else "exact"
+            if kind == "shapes" and version < 3:
+                raise TraceError(f"{path}: shape traces exist from format version 3 on, file says {version}")
             if kind not in TRACE_KINDS:
                 raise TraceError(f"{path}: unknown trace kind {kind!r} (expected one of {TRACE_KINDS})")
             try:
@@ -522,14 +576,24 @@ def load_trace(path: str | Path) -> Trace:
                         kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
                         if kx not in files or kw not in files:
                             raise TraceError(f"{where}operand arrays missing from the file")
-                        op = OpRecord(X=npz[kx], W=npz[kw], **common)
+                        states = {}
+                        if om.get("attn_states"):
+                            ko, kl = f"op{i:05d}_O", f"op{i:05d}_L"
+                            if ko not in files or kl not in files:
+                                raise TraceError(f"{where}attention state arrays missing from the file")
+                            states = dict(attn_out=npz[ko], lse=npz[kl])
+                        op = OpRecord(X=npz[kx], W=npz[kw], **common, **states)
+                    elif kind == "shapes":
+                        op = OpRecord(X=None, W=None, dims=dims, **common)
                     else:
                         kd = f"op{i:05d}_D"
                         if kd not in files:
                             raise TraceError(f"{where}decision array missing from the file")
+                        src = om.get("derived_from")
                         op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd],
-                                      thetas=tuple(_as_pair(t) for t in om["thetas"]), **common)
-                    _check_op(op, grid, where)
+                                      thetas=tuple(_as_pair(t) for t in om["thetas"]),
+                                      derived_from=None if src is None else (int(src[0]), int(src[1])), **common)
+                    _check_op(op, grid, where, shapes_ok=kind == "shapes")
                     if (op.batch, op.M, op.K, op.N) != dims:
                         raise TraceError(f"{where}array shapes disagree with the recorded (batch, M, K, N)")
                     ops.append(op)

@@ -60,6 +60,9 @@ class AcceleratorConfig(BaseModel):
     output_sram_kib: int = Field(gt=0)
     partial_sram_kib: int = Field(gt=0)
     dram_gbps: float = Field(gt=0)
+    vector_lanes: int | None = Field(
+        None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
+        "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/area.py estimate)")
 
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",

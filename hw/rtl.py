@@ -1,4 +1,4 @@
-"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher}.v``.
+"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher,scheduler,core}.v``.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
@@ -20,14 +20,16 @@ from amaranth.back import verilog
 
 from hw.array import COLUMN_MODULE_NAME, PE_MODULE_NAME, Column
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
-from hw.dispatcher.matcher import Matcher
+from hw.core import OPBUF_VERILOG, TileCore
+from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
+from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
 from hw.similarity import SimilarityUnit
-from hw.top import Top
+from hw.top import TOP_MODULE_NAME, Top
 
-TOP_MODULE_NAME = "kaleido_top"
+CORE_MODULE_NAME = "kaleido_core"
 SIMILARITY_MODULE_NAME = "kaleido_similarity"
-MATCHER_MODULE_NAME = "kaleido_matcher"
+SCHEDULER_MODULE_NAME = "kaleido_scheduler"
 
 
 #: Verilator -Wall waivers for patterns of Amaranth/Yosys-generated Verilog, each with its reason.
@@ -44,6 +46,9 @@ LINT_WAIVERS = (
                     "specified behaviour, checked bit-exactly by tests/test_pe.py and tests/test_rtl.py."),
     ("WIDTHTRUNC", "as WIDTHEXPAND: assignments to narrower signals are Amaranth's specified "
                    "truncation (accumulators are sized by hw.config.acc_bits to never overflow)."),
+    ("CASEINCOMPLETE", "Amaranth FSMs (hw/dispatcher/scheduler.py) encode n states in ceil(log2 n) "
+                       "bits and Yosys lists only the reachable codes; every case is preceded by the "
+                       "default assignment of its outputs, so an unlisted code keeps the default."),
     ("DECLFILENAME", "each file holds one emitted module and its private submodules (named "
                      "parent.child by Amaranth)."),
 )
@@ -75,18 +80,30 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def emit(cfg: AcceleratorConfig, out_dir: Path) -> list[Path]:
-    """Write the PE and top-level Verilog for `cfg` into `out_dir`; returns the paths written."""
-    parts = [
-        (PE_MODULE_NAME, "Kaleido PE", PE(cfg)),
-        (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)", Column(cfg, pe="instance")),
-        (TOP_MODULE_NAME, "Kaleido array top level", Top(cfg, pe="instance")),
-        (SIMILARITY_MODULE_NAME, "Kaleido similarity unit (SAD and thresholds, R lanes)", SimilarityUnit(cfg)),
-        (MATCHER_MODULE_NAME, "Kaleido dispatcher: channel matcher", Matcher(cfg)),
+def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
+    """Write the PE and top-level Verilog for `cfg` into `out_dir`; returns the paths written.
+    ``only``: module names to emit (default: all)."""
+    parts = [  # (module name, description, component factory): built only when emitted
+        (PE_MODULE_NAME, "Kaleido PE", lambda: PE(cfg)),
+        (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)", lambda: Column(cfg, pe="instance")),
+        (TOP_MODULE_NAME, "Kaleido array top level", lambda: Top(cfg, pe="instance")),
+        (SIMILARITY_MODULE_NAME, "Kaleido similarity unit (SAD and thresholds, R lanes)",
+         lambda: SimilarityUnit(cfg)),
+        (MATCHER_MODULE_NAME, "Kaleido dispatcher: channel matcher", lambda: Matcher(cfg)),
+        (SCHEDULER_MODULE_NAME, "Kaleido dispatcher: tile scheduler (radix sort of reuse patterns)",
+         lambda: Scheduler(cfg)),
     ]
+    # The core's operand buffers are instances of the behavioural kaleido_opbuf (no initial
+    # values, docs/decisions.md D25), appended to kaleido_core.v.
+    parts.append((CORE_MODULE_NAME, "Kaleido core: two banks of operand buffers and matchers + slot former + kaleido_top",
+                  lambda: TileCore(cfg, pe="instance")))
     paths = []
-    for name, what, component in parts:
-        text = verilog.convert(component, name=name, emit_src=False)
+    for name, what, make in parts:
+        if only is not None and name not in only:
+            continue
+        text = verilog.convert(make(), name=name, emit_src=False)
+        if name == CORE_MODULE_NAME:
+            text += "\n" + OPBUF_VERILOG
         path = out_dir / f"{name}.v"
         _write_atomic(path, _header(cfg, what) + text)
         paths.append(path)

@@ -28,6 +28,9 @@ from hw.array import Array
 from hw.config import AcceleratorConfig
 from hw.pe import X_BITS
 
+#: Verilog module name of `Top` (hw/rtl.py), instantiated by name in `hw.core.TileCore`.
+TOP_MODULE_NAME = "kaleido_top"
+
 
 def row_bits(cfg: AcceleratorConfig) -> int:
     """Bits of a row index (0..R-1)."""

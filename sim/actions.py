@@ -1,8 +1,10 @@
 """Action counts of one op: the events the energy model charges (SPEC.md section 5, issue 7).
 
 Counts come from what the cycle model knows per op: the reuse tiling and the matcher's slots per
-tile (`sim.dispatch.match_tile`, the same function the cycle model and the RTL stream use), the
-per-(token, group) decisions, the GEMM shape, the array size R x C, b_msb and the config's SRAM
+tile (the choices of `sim.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
+equal group pairs in ``O(rows x G^2)`` per tile like the cycle model's `sim.dispatch.count_slots`;
+`tile_stats`), or, without the dispatcher (``--no-dispatcher``), raster order and one slot per needed
+channel, as the cycle model then times it; the per-(token, group) decisions, the GEMM shape, the array size R x C, b_msb and the config's SRAM
 sizes. They are summed over the op's batch (heads). Every rule is stated here; the per-action
 energies live in `sim/tech/*.toml` (`sim.energy`), so counts and energies stay apart (Accelergy
 style). Counts are exact integers except where a rule says "upper bound" or "estimate".
@@ -28,18 +30,27 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
 - ``pe_mux_bits``: each non-REUSE row-slot switches the PE's operand selects (`OPERAND_MUX_BITS`:
   x_sel 9, w_sel 8, lo_x 4, lo_w 8, hi_x 5, hi_w 8 bits, g_sel/g_lo 2 x group_bits, first_sel/first_lo
   2), and each partial-register update reads the old value through the P:1 read mux, charged as
-  acc x log2(P) 2:1 mux bits (the selected path only) -- the RTL evaluates these reads every slot and
-  uses them on first overwrites; charging every update is an upper bound.
-- ``pipe_reg_bits`` = R x C x issued slots x pass-through register bits of a PE (`pe_pipe_bits`):
-  every issued slot, bubble slots included, passes every PE once (fill, drain and stall cycles
-  carry no new slot and are taken as clock-gated: no clock-tree energy is modelled).
+  acc x log2(P) 2:1 mux bits (the selected path only): every update reads the register it
+  accumulates into (``new_lo = old_lo + ...``) or, on a first slot, the value it overwrites, so
+  this is the RTL's work per update; reads on slots without an update are not charged (their
+  inputs do not change).
+- ``pipe_reg_bits`` = R x C x (issued slots x pass-through register bits of a PE (`pe_pipe_bits`)
+  less the second-channel lanes, + pair slots x those lanes' bits (`pe_pipe_b_bits`: x_b, w_b,
+  g_b, first_b)): every issued slot, bubble slots included, passes every PE once (fill, drain and
+  stall cycles carry no new slot and are taken as clock-gated: no clock-tree energy is modelled,
+  the same rule as the dense array's). The second-channel lanes carry data only on slots with two
+  channels; on single-channel slots they hold a constant and are taken as clock-gated by that
+  slot's pair flag (docs/decisions.md D24: charging them every slot charged the no-dispatcher
+  tiling, which never pairs, for lanes it never uses).
 - ``idle_pe_cycles`` = R x C x cycles - mac8 - mac4 / 2 (PE-cycles without a full multiply:
   (1 - utilization) of the array; reported, charged only through leakage).
 - Input SRAM: the array reads ``Σ_tiles rows_t x channels_t`` bytes per column block (channels_t =
   the channels the tile's slots carry, 2 for a paired slot; the stationary operand X is refetched
   for every column block), the similarity unit reads X (M K bytes) and the neighbour's effective
-  operand X_eff (M K, upper bound: tokens without a neighbour counted too) and writes X_eff (M K).
-  Writes also include every byte loaded from DRAM.
+  operand X_eff (M K, upper bound: tokens without a neighbour counted too) and writes X_eff (M K),
+  and writes the decision codes (2 bits per (token, group): ``ceil(M G / 4)`` bytes) that the
+  dispatcher reads back once. Writes also include every byte loaded from DRAM. (The X_eff state
+  lives in a slice of the input SRAM, so its accesses are charged at the input SRAM's size.)
 - Weight SRAM: each tile reads ``columns_t x channels_t`` bytes (W refetched per tile); writes = DRAM fill.
 - Output SRAM: each tile writes rows x columns results of ob bytes; the vector unit reads them back once.
 - Partial-result SRAM: zero for temporal (axis ``f``) groups, whose partials stay in PE registers
@@ -50,19 +61,36 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
 - Dispatcher: similarity unit ``sim_add8`` = 3 M K (subtract, absolute value as a conditional negate,
   accumulate) + 4 M G (two 16-bit threshold compares per (token, group), 2 add8 each); matcher
   ``dispatch_add8`` = G^2 x rows per tile and column block (2-bit demand sums for every group pair
-  and row, an estimate of the compatibility logic's work).
-- DRAM (bytes): X is read once if ``M K + HW K`` fits the input SRAM (X plus one frame of X_eff),
-  else once per column block; W is read once if one column block of weights (``K x C``) fits the
-  weight SRAM (column blocks are the outer loop, so the block stays resident over all its tiles),
-  else once per tile; Y is written once as int8 (M N bytes, requantised by the vector unit); X_eff
-  stays on chip if one frame (``HW K``) fits half the input SRAM, else it is written (M K) and read
-  back (M K) through DRAM.
-
-Dense baseline (the same R x C array of plain int8 MAC PEs: no partial registers, muxes, dispatcher
-or similarity unit; raster tiling, ``ceil(M/R) x n_cb`` tiles of K slots): ``mac8_plain`` = M K N,
-``pe_add`` = M K N, ``pe_reg_bits`` = acc (M K N + M N), ``pipe_reg_bits`` = R C x issued slots x
-`PLAIN_PIPE_BITS`, input SRAM reads M K n_cb, weight reads ceil(M/R) K N, output M N ob each way,
-DRAM by the same rules (X fits if M K does), partial SRAM zero.
+  and row, an estimate of the compatibility logic's work; 0 without the dispatcher).
+- Similarity unit order and X_eff state (docs/decisions.md D23). The scheduler sorts the positions
+  of a window by their decisions over *all* frames before the window's first tile issues, so the
+  similarity unit runs ahead of the array in its own pass over X. A (token, group)'s decision needs
+  only X of the token and X_eff of its neighbour along the group's axis, so the pass walks
+  position-major (h, w outer, frames inner) and keeps as X_eff state, per group of width k_g:
+  k_g bytes on axis ``f`` (the previous frame of the same position), F k_g on axis ``w`` (the
+  previous position, every frame), W F k_g on axis ``h`` (the previous row of positions) --
+  `xeff_state_bytes`, a few KiB (never a frame of HW K bytes: the array never needs X_eff, only
+  X and the decisions, since PARTIAL uses lsb(X) = lsb(X_eff)). The state stays on chip if it fits
+  half the input SRAM, else X_eff is written (M K) and read back (M K) through DRAM. The pass reads
+  X once more from DRAM (M K bytes) unless X stays resident for the whole op (below).
+- DRAM (bytes), the same rule for both designs (`dram_bytes`, D24): Y is written once as int8 (M N
+  bytes, requantised by the vector unit). If X (plus the X_eff state) fits the input SRAM it is read
+  once, and W once if a column block (``K x min(N, C)``) fits the weight SRAM, else once per tile.
+  Otherwise the design takes the cheaper of two loop orders, each filling its SRAM with as many
+  blocks of the stationary-in-SRAM operand as fit (Timeloop-style blocking over two permutations):
+  (A) column blocks outer: ``s_w = floor(weight SRAM / (K min(N, C)))`` column blocks stay
+  resident while the position blocks stream past, so X is read ``ceil(n_cb / s_w)`` times if one
+  *row block* of X fits the input SRAM (X is then reused across the s_w column blocks), else n_cb
+  times; W once (per tile if ``s_w = 0``); (B) position blocks outer: ``s_x = floor((input SRAM -
+  state) / row block)`` row blocks stay resident, so X is read once (n_cb times if ``s_x = 0``)
+  and W once if it all fits, else ``ceil(row_blocks / s_x)`` times (per tile if ``s_w = 0``).
+  A *row block* is what a column-block change must keep to reuse X: dense, ``min(R, M) x K``;
+  Kaleido, ``min(R, HW) x F x K`` -- a position block over all its frames, because the temporal
+  partial sums live in the PE registers of one column block, so frames are the innermost loop of
+  a column block (a true cost of D4: it can forbid X reuse across column blocks that the dense
+  array gets). Row blocks: dense ``ceil(M / R)``, Kaleido ``ceil(HW / R)`` position blocks; tiles:
+  dense ``ceil(M / R)``, Kaleido ``ceil(HW / R) x F`` per column block (D5: a partly filled last
+  position block per frame).
 
 Vector unit (same for both designs; fp16 adds and multiplies, per batch element):
 - every op: requantise each output (1 mult + 1 add, M N);
@@ -81,13 +109,14 @@ Vector unit (same for both designs; fp16 adds and multiplies, per batch element)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.dispatch import match_tile, schedule_positions
+from sim.dispatch import _compat, _group_demand, schedule_positions
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -107,27 +136,89 @@ def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
                if name.startswith("o_"))
 
 
+def pe_pipe_b_bits(cfg: AcceleratorConfig) -> int:
+    """Pass-through bits of the PE's second-channel lanes (``o_x_b``, ``o_w_b``, ``o_g_b``, ``o_first_b``)."""
+    from hw.pe import pe_signature
+
+    mem = pe_signature(cfg).members
+    return sum(mem[f"o_{f}"].shape.width for f in ("x_b", "w_b", "g_b", "first_b"))
+
+
 def value_bytes(cfg: AcceleratorConfig) -> int:
     """Bytes of one stored partial or output value: ceil(acc_bits / 8)."""
     return -(-cfg.acc_bits // 8)
 
 
-@numba.njit(cache=True)
-def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order):  # noqa: N803
-    """Sums over the position tiles of one GEMM (one column block).
+#: Per-tile statistics `_tile_counts` returns, in order (see `tile_stats` for the definitions).
+_STAT_KEYS = ("issued", "rows_x_channels", "channels", "rows", "compute", "partial", "paired", "reuse",
+              "pair_slots", "skipped_groups", "skipped_channels", "bubble_tiles", "slots", "tiles")
+#: The keys `tile_counts` returns (the action rules' inputs).
+COUNT_KEYS = _STAT_KEYS[:8]
 
-    Returns int64 ``[8]``: issued slots, Σ rows x channels, Σ channels, Σ rows, and row-slots in
-    COMPUTE, PARTIAL, PAIRED and REUSE mode.
+
+@numba.njit(cache=True)
+def _pair_runs(dec, k0, k1, b_msb, run_a, run_b, run_n):
+    """The matcher's slots of one tile as runs ``(group a, group b or -1, slots)``; returns the run count.
+
+    The same greedy as `sim.dispatch.match_tile`, walked by runs exactly as
+    `sim.dispatch.count_slots` walks it (see its docstring for why runs are exact): a group
+    compatible with itself pairs its channels two by two, an odd last channel pairs with the
+    first compatible later group that has channels left, and an incompatible group pairs one for
+    one with the first compatible later group, a run of ``min(left, left)`` slots. Every slot of
+    a run carries the same group pair, so per-row modes are the same on every slot of a run.
+    ``run_*`` are int64 buffers of length ``>= 2 G + 1`` (each run but a group's self-run ends
+    one group).
     """
-    out = np.zeros(8, dtype=np.int64)
+    dem = _group_demand(dec, b_msb)
+    compat, active = _compat(dem)
     ng = k0.shape[0]
-    K = k1[ng - 1]  # noqa: N806
-    sa = np.empty(K, dtype=np.int64)
-    sb = np.empty(K, dtype=np.int64)
-    group_of = np.empty(K, dtype=np.int64)
+    left = np.zeros(ng, dtype=np.int64)
     for g in range(ng):
-        for k in range(k0[g], k1[g]):
-            group_of[k] = g
+        if active[g]:
+            left[g] = k1[g] - k0[g]
+    nr = 0
+    for g in range(ng):
+        while left[g] > 0:
+            if compat[g, g]:
+                c = left[g] // 2
+                if c > 0:
+                    run_a[nr], run_b[nr], run_n[nr] = g, g, c
+                    nr += 1
+                left[g] = left[g] % 2
+                if left[g] == 0:
+                    break
+            h = g + 1
+            while h < ng and (left[h] == 0 or not compat[g, h]):
+                h += 1
+            if h == ng:
+                run_a[nr], run_b[nr], run_n[nr] = g, -1, left[g]
+                left[g] = 0
+            elif compat[g, g]:  # one odd channel left
+                run_a[nr], run_b[nr], run_n[nr] = g, h, 1
+                left[g] = 0
+                left[h] -= 1
+            else:
+                run = min(left[g], left[h])
+                run_a[nr], run_b[nr], run_n[nr] = g, h, run
+                left[g] -= run
+                left[h] -= run
+            nr += 1
+    return nr
+
+
+@numba.njit(cache=True)
+def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
+    """Sums over the position tiles of one GEMM (one column block), in ``O(rows x G^2)`` per tile.
+
+    ``paired``: the matcher pairs channels (`_pair_runs`); else one slot per channel of every
+    group some row needs (the no-dispatcher slot sequence, `sim.dispatch.count_slots_unpaired`).
+    Returns int64 ``[len(_STAT_KEYS)]`` in `_STAT_KEYS` order.
+    """
+    out = np.zeros(14, dtype=np.int64)
+    ng = k0.shape[0]
+    run_a = np.empty(2 * ng + 1, dtype=np.int64)
+    run_b = np.empty(2 * ng + 1, dtype=np.int64)
+    run_n = np.empty(2 * ng + 1, dtype=np.int64)
     npb = (hw + rows - 1) // rows
     tile = np.empty((rows, ng), dtype=np.int8)
     for pb in range(npb):
@@ -138,44 +229,129 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order):  # noqa: N803
             for r in range(rt):
                 tile[r] = dec[f * hw + order[p0 + r]]
             d = tile[:rt]
-            n = match_tile(d, k0, k1, b_msb, sa, sb)
-            out[0] += max(1, n)
+            skipped = 0
+            skipped_ch = 0
+            nr = 0
+            for g in range(ng):
+                used = False
+                for r in range(rt):
+                    if d[r, g] != 2:
+                        used = True
+                        break
+                if not used:
+                    skipped += 1
+                    skipped_ch += k1[g] - k0[g]
+                elif not paired:
+                    run_a[nr], run_b[nr], run_n[nr] = g, -1, k1[g] - k0[g]
+                    nr += 1
+            if paired:
+                nr = _pair_runs(d, k0, k1, b_msb, run_a, run_b, run_n)
+            n = 0
             ch = 0
-            for s in range(n):
-                ga = group_of[sa[s]]
-                ch += 1
-                gb = -1
-                if sb[s] >= 0:
-                    gb = group_of[sb[s]]
-                    ch += 1
+            for i in range(nr):
+                ga, gb, c = run_a[i], run_b[i], run_n[i]
+                n += c
+                if gb >= 0:
+                    ch += 2 * c
+                    out[8] += c
+                else:
+                    ch += c
+                nc = npart = npair = nreuse = 0
                 for r in range(rt):
                     da = d[r, ga]
                     db = d[r, gb] if gb >= 0 else 2
                     if da == 0 or db == 0:
-                        out[4] += 1
+                        nc += 1
                     elif da == 1 and db == 1:
-                        out[6] += 1
+                        npair += 1
                     elif da == 1 or db == 1:
-                        out[5] += 1
+                        npart += 1
                     else:
-                        out[7] += 1
+                        nreuse += 1
+                out[4] += c * nc
+                out[5] += c * npart
+                out[6] += c * npair
+                out[7] += c * nreuse
+            out[0] += max(1, n)
             out[1] += rt * ch
             out[2] += ch
             out[3] += rt
+            out[9] += skipped
+            out[10] += skipped_ch
+            out[11] += n == 0
+            out[12] += n
+            out[13] += 1
     return out
 
 
-def tile_counts(decisions: np.ndarray, grid, groups, rows: int, b_msb: int) -> dict[str, int]:
-    """Per-column-block sums over the reuse tiling of one GEMM (see `_tile_counts`), with the
-    scheduler's position order (`sim.dispatch.schedule_positions`), as the cycle model tiles it."""
+def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True) -> dict[str, int]:
+    """Per-column-block sums over the reuse tiling of one GEMM and one batch element.
+
+    With ``dispatcher`` the tiling is the cycle model's: the scheduler's position order
+    (`sim.dispatch.schedule_positions`) and the matcher's slots (`sim.dispatch.match_tile`); without,
+    raster position order and one slot per channel of every group some row needs (no pairing), as
+    `sim.cycle_model.reuse_slot_sequence` times it. Counts over all (position block, frame) tiles:
+
+    - ``issued``: issued slots, ``max(1, slots)`` per tile (a tile that carries nothing issues one
+      bubble slot); ``slots``: slots carrying channels (no bubbles);
+    - ``rows_x_channels``: Σ valid rows x channels carried (2 per paired slot); ``channels``: Σ
+      channels carried; ``rows``: Σ valid rows;
+    - ``compute``/``partial``/``paired``/``reuse``: row-slots by mode (module docstring);
+    - ``pair_slots``: slots carrying two channels. Every channel some row needs takes exactly one
+      slot place, so ``slots = channels - pair_slots``: the slots pairing saves against the same
+      tiling without the matcher (0 without the dispatcher);
+    - ``skipped_groups``/``skipped_channels``: (tile, group)s whose every row REUSEs, and their
+      channels: the slots skipping saves against issuing every channel (K per tile);
+    - ``bubble_tiles``: tiles whose every group is skipped (they issue one bubble slot);
+      ``tiles``: (position block, frame) tiles;
+    - ``clusters``: runs of positions with an identical reuse pattern (decision string over
+      (group, frame >= 1), `sim.dispatch.schedule_positions`) that are consecutive in issue order
+      within one position block, summed over position blocks (a block of alike positions is 1);
+      the scheduler's sort lowers it below the raster order's;
+    - ``rows_moved``: token rows in a different position block than raster order puts them:
+      positions ``i`` with ``order[i] // rows != i // rows``, times F frames (0 without the dispatcher).
+
+    Args:
+        decisions: int8 ``[F*H*W, G]`` codes (0 COMPUTE, 1 PARTIAL, 2 REUSE), raster token order.
+        groups: ``(k_start, k_stop, axis)`` per group, contiguous from channel 0.
+        rows: the array's R (tile height).
+    """
     F, H, W = grid  # noqa: N806
+    hw = H * W
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
-    order = schedule_positions(dec, tuple(grid), rows)
-    v = _tile_counts(dec, F, H * W, rows, k0, k1, b_msb, order)
-    keys = ("issued", "rows_x_channels", "channels", "rows", "compute", "partial", "paired", "reuse")
-    return {k: int(x) for k, x in zip(keys, v, strict=True)}
+    order = schedule_positions(dec, tuple(grid), rows) if dispatcher else np.arange(hw, dtype=np.int64)
+    v = _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, dispatcher)
+    out = {k: int(x) for k, x in zip(_STAT_KEYS, v, strict=True)}
+    pattern = dec.reshape(F, hw, -1)[1:].transpose(1, 2, 0).reshape(hw, -1)[order]
+    starts = np.ones(hw, dtype=bool)
+    if hw > 1:
+        starts[1:] = (pattern[1:] != pattern[:-1]).any(axis=1)
+    starts[::rows] = True
+    out["clusters"] = int(starts.sum())
+    out["rows_moved"] = int((order // rows != np.arange(hw) // rows).sum()) * F
+    return out
+
+
+def tile_counts(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True) -> dict[str, int]:
+    """The `COUNT_KEYS` of `tile_stats` (the inputs of the action rules)."""
+    t = tile_stats(decisions, grid, groups, rows, b_msb, dispatcher)
+    return {k: t[k] for k in COUNT_KEYS}
+
+
+@dataclass(frozen=True)
+class TiledDecisions:
+    """One batch element's decisions with the `tile_stats` of the tiling they were timed under.
+
+    `sim.simulate` passes these to `op_actions` (through `sim.energy`), so the action counts follow
+    its ``dispatcher`` flag (``dispatcher``: the flag ``stats`` were made with) and the tiling is
+    counted once per op.
+    """
+
+    decisions: np.ndarray
+    stats: dict[str, int]
+    dispatcher: bool = True
 
 
 def _vector_counts(name: str, M: int, K: int, N: int) -> tuple[int, int]:  # noqa: N803
@@ -200,13 +376,64 @@ def _vector_counts(name: str, M: int, K: int, N: int) -> tuple[int, int]:  # noq
     return adds, mults
 
 
-def _dram(cfg: AcceleratorConfig, M: int, K: int, N: int, x_extra: int, w_tiles: int) -> dict[str, int]:  # noqa: N803
-    """DRAM bytes of one batch element by the module docstring's rules."""
-    n_cb = -(-N // cfg.array_cols)
+def dram_bytes(cfg: AcceleratorConfig, M: int, K: int, N: int, tiles: int, row_blocks: int,  # noqa: N803
+               row_block_bytes: int, state: int = 0) -> dict[str, int]:
+    """DRAM bytes ``{"x", "w", "y", "order"}`` of one GEMM (one batch element), D24 (module docstring).
+
+    Args:
+        tiles: tiles per column block (dense ``ceil(M/R)``, Kaleido ``ceil(HW/R) x F``).
+        row_blocks: blocks of rows a resident X block is counted in (dense ``ceil(M/R)``, Kaleido
+            ``ceil(HW/R)`` position blocks).
+        row_block_bytes: bytes of X one row block holds (dense ``min(R, M) K``, Kaleido
+            ``min(R, HW) F K``).
+        state: input-SRAM bytes taken by other on-chip state (Kaleido's X_eff state).
+
+    ``order`` is ``"resident"`` (X fits), ``"A"`` (column blocks outer) or ``"B"`` (position blocks
+    outer); ties go to A.
+    """
+    C = cfg.array_cols  # noqa: N806
+    n_cb = -(-N // C)
     in_b, w_b = cfg.input_sram_kib * 1024, cfg.weight_sram_kib * 1024
-    x = M * K if M * K + x_extra <= in_b else M * K * n_cb
-    w = K * N if K * min(N, cfg.array_cols) <= w_b else K * N * w_tiles
-    return {"x": x, "w": w, "y": M * N}
+    x1, w1 = M * K, K * N
+    s_w = w_b // (K * min(N, C))
+    w_tile = w1 * tiles
+    if x1 + state <= in_b:
+        return {"x": x1, "w": w1 if s_w else w_tile, "y": M * N, "order": "resident"}
+    s_x = max(0, in_b - state) // row_block_bytes
+    xa = (x1 * -(-n_cb // s_w) if s_x else x1 * n_cb) if s_w else x1 * n_cb
+    wa = w1 if s_w else w_tile
+    xb = x1 if s_x else x1 * n_cb
+    wb = w1 if w1 <= w_b else (w1 * -(-row_blocks // max(1, s_x)) if s_w else w_tile)
+    if xb + wb < xa + wa:
+        return {"x": xb, "w": wb, "y": M * N, "order": "B"}
+    return {"x": xa, "w": wa, "y": M * N, "order": "A"}
+
+
+def xeff_state_bytes(groups, grid) -> int:
+    """Bytes of X_eff state the similarity unit's position-major pass keeps (module docstring, D23):
+    per group of width k_g, k_g on axis ``f``, F k_g on ``w``, W F k_g on ``h``."""
+    F, _H, W = grid  # noqa: N806
+    per = {"f": 1, "w": F, "h": W * F}
+    return sum((k1 - k0) * per[ax] for k0, k1, ax in groups)
+
+
+def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=None) -> dict:  # noqa: N803
+    """Kaleido's DRAM traffic of one GEMM (one batch element) by the module docstring's rules.
+
+    Returns `dram_bytes`'s ``x``, ``w``, ``y``, ``order`` plus ``sim_pass`` (the similarity unit's
+    own read of X, 0 when X stays resident), ``spill`` (X_eff written and read back, each way),
+    ``state`` (X_eff state bytes), ``read`` and ``write`` (totals). ``groups`` ``(k0, k1, axis)``;
+    None = one temporal group of K channels (state K bytes).
+    """
+    F, H, W = grid  # noqa: N806
+    hw, R = H * W, cfg.array_rows  # noqa: N806
+    state = xeff_state_bytes(groups if groups is not None else [(0, K, "f")], grid)
+    spill = 0 if state <= cfg.input_sram_kib * 1024 // 2 else M * K
+    npb = -(-hw // R)
+    d = dram_bytes(cfg, M, K, N, npb * F, npb, min(R, hw) * F * K, 0 if spill else state)
+    sim_pass = 0 if d["order"] == "resident" else M * K
+    return {**d, "sim_pass": sim_pass, "spill": spill, "state": state,
+            "read": d["x"] + d["w"] + sim_pass + spill, "write": d["y"] + spill}
 
 
 def empty_actions() -> dict[str, float]:
@@ -217,18 +444,20 @@ def empty_actions() -> dict[str, float]:
     return {k: 0 for k in keys}
 
 
-def op_actions(name: str, decisions: list[np.ndarray], grid, groups, M: int, K: int, N: int,  # noqa: N803
-               b_msb: int, cfg: AcceleratorConfig, cycles: int) -> dict[str, float]:
+def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,  # noqa: N803
+               b_msb: int, cfg: AcceleratorConfig, cycles: int, dispatcher: bool = True) -> dict[str, float]:
     """Action counts of one op under Kaleido reuse (module docstring), summed over the batch.
 
     Args:
-        decisions: one int8 ``[M, G]`` array per batch element (`algo.golden.decide`).
+        decisions: per batch element, an int8 ``[M, G]`` array (`algo.golden.decide`), tiled here by
+            `tile_stats` with ``dispatcher``, or a `TiledDecisions` whose stats are used as given
+            (the tiling it was timed under; ``dispatcher`` is then ignored for it).
         groups: ``(k_start, k_stop, axis)`` per group.
         cycles: the op's cycles from the cycle model.
+        dispatcher: False = raster tiling without pairing (``--no-dispatcher``): the matcher does
+            no work (``dispatch_add8`` = 0); the similarity unit still decides.
     """
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
-    F, H, W = grid  # noqa: N806
-    hw = H * W
     n_cb = -(-N // C)
     acc, ob, gb = cfg.acc_bits, value_bytes(cfg), cfg.group_bits
     lg = max(1, math.ceil(math.log2(cfg.partial_regs)))
@@ -237,9 +466,15 @@ def op_actions(name: str, decisions: list[np.ndarray], grid, groups, M: int, K: 
     spatial = np.array([ax != "f" for _, _, ax in groups])
     a = empty_actions()
     a["cycles"] = cycles
-    pipe = pe_pipe_bits(cfg)
-    for dec in decisions:
-        t = tile_counts(dec, grid, groups, R, b_msb)
+    pipe, pipe_b = pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
+    dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
+    sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X
+    dec_bytes = -(-M * G // 4)  # 2-bit decision codes, written by the similarity unit, read by the dispatcher
+    for item in decisions:
+        if isinstance(item, TiledDecisions):
+            dec, t, disp = item.decisions, item.stats, item.dispatcher
+        else:
+            dec, t, disp = item, tile_stats(item, grid, groups, R, b_msb, dispatcher), dispatcher
         nc, npart, npair = t["compute"], t["partial"], t["paired"]
         active = nc + npart + npair
         updates = 3 * nc + 2 * npart + 3 * npair
@@ -252,21 +487,19 @@ def op_actions(name: str, decisions: list[np.ndarray], grid, groups, M: int, K: 
         a["pe_add"] += updates * N + part_values
         a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N)
         a["pe_mux_bits"] += active * N * (OPERAND_MUX_BITS + 2 * gb + 2) + (2 * nc + npart + 2 * npair) * N * acc * lg
-        a["pipe_reg_bits"] += R * C * t["issued"] * n_cb * pipe
+        a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += part_values * ob
         a["sram_partial_write_bytes"] += part_values * ob
-        x_eff_on_chip = hw * K <= cfg.input_sram_kib * 1024 // 2
-        dram = _dram(cfg, M, K, N, hw * K, -(-hw // R) * F)  # W refetch: once per position tile
-        a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K
-        a["sram_input_write_bytes"] += dram["x"] + M * K
+        a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
+        a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
         a["sram_weight_read_bytes"] += t["channels"] * N
         a["sram_weight_write_bytes"] += dram["w"]
         a["sram_output_write_bytes"] += t["rows"] * N * ob
         a["sram_output_read_bytes"] += t["rows"] * N * ob
-        a["dram_read_bytes"] += dram["x"] + dram["w"] + (0 if x_eff_on_chip else M * K)
-        a["dram_write_bytes"] += dram["y"] + (0 if x_eff_on_chip else M * K)
+        a["dram_read_bytes"] += dram["read"]
+        a["dram_write_bytes"] += dram["write"]
         a["sim_add8"] += 3 * M * K + 4 * M * G
-        a["dispatch_add8"] += G * G * t["rows"] * n_cb
+        a["dispatch_add8"] += G * G * t["rows"] * n_cb if disp else 0
         va, vm = _vector_counts(name, M, K, N)
         a["vec_fp16_add"] += va
         a["vec_fp16_mult"] += vm
@@ -284,7 +517,7 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
     acc, ob = cfg.acc_bits, value_bytes(cfg)
     a = empty_actions()
     a["cycles"] = cycles
-    dram = _dram(cfg, M, K, N, 0, tiles_cb)
+    dram = dram_bytes(cfg, M, K, N, tiles_cb, tiles_cb, min(R, M) * K)
     va, vm = _vector_counts(name, M, K, N)
     per = {
         "mac8_plain": M * K * N, "pe_add": M * K * N, "pe_reg_bits": acc * (M * K * N + M * N),
@@ -304,3 +537,36 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
 def add_actions(a: dict, b: dict) -> dict:
     """Key-wise sum of two action objects."""
     return {k: a.get(k, 0) + b.get(k, 0) for k in dict.fromkeys([*a, *b])}
+
+
+#: Keys of `dispatcher_stats`.
+DISPATCHER_STAT_KEYS = ("tiles", "clusters", "rows_moved", "pair_slots", "skipped_groups", "skipped_channels",
+                        "bubble_tiles")
+
+
+def dispatcher_stats(stats: list[dict[str, int]], n_col_blocks: int) -> dict[str, int]:
+    """Dispatcher statistics of one op from its batch elements' `tile_stats` (issue 6).
+
+    Summed over the batch; counts per tile are also summed over the ``n_col_blocks = ceil(N / C)``
+    column blocks, which repeat the same position tiles:
+
+    - ``tiles``: tiles issued (position blocks x frames x column blocks);
+    - ``clusters``: runs of alike positions sharing a position block (`tile_stats`; per position
+      block, not repeated per column block);
+    - ``rows_moved``: token rows the scheduler puts in another position block than raster order;
+    - ``pair_slots``: slots carrying two channels = slots saved by pairing against the same tiling
+      without the matcher;
+    - ``skipped_groups``/``skipped_channels``: (tile, group)s every row of which REUSEs, and their
+      channels = slots saved by skipping;
+    - ``bubble_tiles``: tiles with nothing to compute (one bubble slot each).
+
+    Without the dispatcher (raster order, no pairing) ``rows_moved`` and ``pair_slots`` are 0 and
+    ``clusters`` counts the raster order's runs.
+    """
+    out = dict.fromkeys(DISPATCHER_STAT_KEYS, 0)
+    for s in stats:
+        out["clusters"] += s["clusters"]
+        out["rows_moved"] += s["rows_moved"]
+        for k in ("tiles", "pair_slots", "skipped_groups", "skipped_channels", "bubble_tiles"):
+            out[k] += s[k] * n_col_blocks
+    return out

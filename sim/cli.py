@@ -1,4 +1,4 @@
-"""The ``kaleido`` command line: capture, inspect, simulate, report, quality, quality-sweep, rtl, presets.
+"""The ``kaleido`` command line: capture, inspect, simulate, baselines, report, quality, quality-sweep, area, rtl, presets.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
@@ -40,8 +40,9 @@ def _known_errors() -> tuple[type[Exception], ...]:
     from hw.config import ConfigError
     from sim.report import ReportError
     from sim.simulate import SimError
+    from sim.tech import TechError
 
-    return (TraceError, ConfigError, CaptureError, SimError, ReportError)
+    return (TraceError, ConfigError, CaptureError, SimError, ReportError, TechError)
 
 
 @contextlib.contextmanager
@@ -88,7 +89,8 @@ def _parse_ints(text: str, what: str) -> list[int]:
 @app.command()
 def capture(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace file to write (.npz)")],
-    model: Annotated[str, typer.Option(help="model name, e.g. wan2.1-t2v-1.3b")] = "wan2.1-t2v-1.3b",
+    model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
+                                            "cogvideox-5b")] = "wan2.1-t2v-1.3b",
     size: Annotated[str, typer.Option(help="'tiny' (tests, demo) or 'full' (published config)")] = "tiny",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
@@ -108,10 +110,23 @@ def capture(
     decisions_only: Annotated[bool, typer.Option(
         "--decisions-only", help="write a decision trace (packed decisions per theta, no operands)")] = False,
     thetas: Annotated[str, typer.Option(help="--decisions-only: threshold pairs, e.g. '2,6;4,12;8,24'")] = "4,12",
+    shape_only: Annotated[bool, typer.Option(
+        "--shape-only", help="write a shape trace: every op's (batch, M, K, N) and groups from the model's "
+                             "config, no weights, no forward (any size, e.g. --size full --resolution 720p)")] = False,
+    derive_blocks: Annotated[str, typer.Option(
+        help="full-model decision trace: output blocks 'all' or a list; the decisions of blocks not in "
+             "--blocks are copied from the nearest captured (step, block) (algo/derive.py, docs/capture.md); "
+             "needs --decisions-only")] = "",
+    derive_steps: Annotated[str, typer.Option(
+        help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
+    stream_blocks: Annotated[bool, typer.Option(
+        "--stream-blocks", help="Wan, seeded weights: build each block just before it runs and free it after "
+                                "(one block in memory: wan2.1-t2v-14b)")] = False,
 ) -> None:
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
-    (or, with --decisions-only, a decision trace for large sizes)."""
-    from algo.capture import capture_to_file
+    (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
+    Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
+    from algo.capture import capture_to_file, write_shape_trace
     from algo.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
@@ -121,13 +136,40 @@ def capture(
         _fail(f"--theta: {err}")
     step_list = _parse_ints(steps, "--steps")
     block_list = _parse_ints(blocks, "--blocks") or None
+    if shape_only and decisions_only:
+        _fail("--shape-only and --decisions-only exclude each other")
+    if (derive_blocks or derive_steps) and not decisions_only:
+        _fail("--derive-blocks/--derive-steps write a decision trace: add --decisions-only")
     try:
+        if derive_blocks or derive_steps:
+            from algo.derive import derive_trace
+            from algo.models import num_blocks
+
+            with _progress_callback("capture + derive") as cb:
+                tr = derive_trace(
+                    out, from_blocks=block_list or list(range(num_blocks(model, size))), from_steps=step_list,
+                    thetas=thetas, model=model, size=size, derive_blocks=derive_blocks or "all",
+                    derive_steps=derive_steps or "all", num_inference_steps=num_inference_steps, progress=cb,
+                    seed=seed, b_msb=b_msb, ops=ops or None, include_cross=cross, resolution=resolution or None,
+                    weights=weights, dtype=dtype)
+            n_der = sum(o.derived_from is not None for o in tr.ops)
+            typer.echo(f"wrote {out}: derived decision trace, {len(tr.ops)} ops ({n_der} derived), grid {tr.grid}, "
+                       f"model {tr.model} ({tr.size})")
+            return
+        if shape_only:
+            with _progress_callback("shape trace") as cb:
+                tr = write_shape_trace(out, model, size, steps=step_list, num_inference_steps=num_inference_steps,
+                                       blocks=block_list, ops=ops or None, include_cross=cross,
+                                       resolution=resolution or None, theta=th, b_msb=b_msb, progress=cb)
+            typer.echo(f"wrote {out}: shape trace, {len(tr.ops)} ops, grid {tr.grid} = {tr.tokens} tokens, "
+                       f"model {tr.model} ({tr.size})")
+            return
         with _progress_callback("capture") as cb:
             tr = capture_to_file(
                 out, model=model, size=size, steps=step_list, num_inference_steps=num_inference_steps,
                 seed=seed, theta=th, b_msb=b_msb, progress=cb, blocks=block_list, include_cross=cross,
                 ops=ops or None, resolution=resolution or None, weights=weights, dtype=dtype,
-                thetas=thetas if decisions_only else None,
+                thetas=thetas if decisions_only else None, stream_blocks=stream_blocks,
             )
     except _known_errors() as err:
         _fail(str(err))
@@ -149,7 +191,13 @@ def inspect(
 
     try:
         tr = load_trace(trace)
-        stats = trace_statistics(tr, theta_index)
+        if tr.kind == "shapes":  # no operands, no decisions: shapes only
+            stats = {"ops": [{"name": o.name, "block": o.block, "step": o.step, "batch": o.batch, "M": o.M,
+                              "K": o.K, "N": o.N, "groups": len(o.groups), "theta": list(o.theta),
+                              "reuse_fraction": None} for o in tr.ops],  # no decisions in a shape trace
+                     "by_op_type": {}, "by_group_kind": {}, "by_step": {}, "by_block": {}, "total": None}
+        else:
+            stats = trace_statistics(tr, theta_index)
     except _known_errors() as err:
         _fail(str(err))
     summary = {"format_version": tr.version, "kind": tr.kind, "model": tr.model, "size": tr.size, "weights": tr.weights,
@@ -158,8 +206,8 @@ def inspect(
         typer.echo(json.dumps(summary, indent=2))
         return
 
-    def pct(f: dict) -> str:
-        return f"{f['compute']:.0%}/{f['partial']:.0%}/{f['reuse']:.0%}"
+    def pct(f: dict | None) -> str:
+        return "-" if f is None else f"{f['compute']:.0%}/{f['partial']:.0%}/{f['reuse']:.0%}"
 
     out = Console()
     out.print(f"[bold]{trace}[/]: format v{tr.version} ({tr.kind}), model {tr.model} ({tr.size}), grid "
@@ -201,6 +249,31 @@ def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out:
         typer.echo(f"results: {json_out}")
 
 
+def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_options: bool) -> None:
+    """``kaleido simulate TRACE --engine rtl``: the exact trace through the Verilated top (`sim.rtl_engine`)."""
+    from algo.trace import load_trace
+    from hw.config import load_config
+    from sim.rtl_engine import RtlEngineError, simulate_trace_rtl
+
+    if model_only_options:
+        _fail("--no-dispatcher, --theta-index and --tech apply to --engine model only")
+    try:
+        cfg = load_config(config)
+        tr = load_trace(trace)
+        with _progress_callback("simulate (RTL)", len(tr.ops)) as cb:
+            res = simulate_trace_rtl(tr, cfg, progress=cb, trace_path=str(trace),
+                                     waves=os.environ.get("KALEIDO_WAVES") == "1")
+    except (*_known_errors(), RtlEngineError) as err:
+        _fail(str(err))
+    if json_out is not None:
+        _write_json_atomic(json_out, res)
+    out = Console()
+    out.print(f"[bold]{trace}[/] on {cfg.name} (RTL, Verilator): {res['cycles']:,} array cycles; "
+              f"outputs sha256 {res['outputs_sha256'][:16]}...")
+    if json_out is not None:
+        out.print(f"results: {json_out}")
+
+
 @app.command()
 def simulate(
     trace: Annotated[Path | None, typer.Argument(help="trace file from `kaleido capture` (or use --gemm)")] = None,
@@ -213,6 +286,16 @@ def simulate(
     timing: Annotated[str | None, typer.Option(
         help="--gemm only: native (tile overlap) or scalesim (SCALE-Sim 3.0.0's count) (default: native)")] = None,
     theta_index: Annotated[int, typer.Option(help="decision traces: which stored theta pair (0-based)")] = 0,
+    tech: Annotated[str | None, typer.Option(
+        help="energy table: 16nm, 45nm or a .toml path (default: the config's node; docs/energy.md)")] = None,
+    no_dispatcher: Annotated[bool, typer.Option(
+        "--no-dispatcher", help="time with the data dispatcher off (raster position order, no channel pairing)")] = False,
+    engine: Annotated[str, typer.Option(
+        help="model (cycle model) or rtl (the Verilated tiny-array RTL, exact traces only; reports cycles, "
+             "tiles, slots and outputs_sha256; build cached in build/pyverilator/; KALEIDO_WAVES=1 writes VCDs)")] = "model",
+    checksum: Annotated[bool, typer.Option(
+        "--checksum", help="model engine, exact traces: add outputs_sha256 (sha256 of the golden int64 outputs, "
+                           "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
@@ -222,36 +305,59 @@ def simulate(
     if (trace is None) == (gemm is None):
         _fail("give exactly one of TRACE or --gemm M,K,N")
     if gemm is not None:
+        if no_dispatcher:
+            _fail("--no-dispatcher applies to traces only (--gemm times a dense GEMM, reuse off)")
         _simulate_gemm(gemm, config, dataflow or "os", timing or "native", json_out)
         return
     if dataflow is not None or timing is not None:
         _fail("--dataflow and --timing apply to --gemm only (a trace runs on the output-stationary "
               "Kaleido array with native timing)")
+    if engine not in ("model", "rtl"):
+        _fail(f"--engine must be model or rtl, got {engine!r}")
+    if engine == "rtl":
+        _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None)
+        return
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
         with _progress_callback("simulate", len(tr.ops)) as cb:
-            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index)
+            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
+                                 dispatcher=not no_dispatcher)
+        if checksum:
+            from sim.rtl_engine import golden_checksums
+
+            res["outputs_sha256"], per_op_sums = golden_checksums(tr)
+            for r, h in zip(res["per_op"], per_op_sums, strict=True):
+                r["outputs_sha256"] = h
     except _known_errors() as err:
         _fail(str(err))
     if json_out is not None:
         _write_json_atomic(json_out, res)
     rf = res["reuse_fraction"]
     out = Console()
-    out.print(f"[bold]{trace}[/] on {cfg.name}: {res['cycles']:,} cycles vs {res['dense_cycles']:,} dense "
-              f"-> [bold]{res['speedup']:.2f}x[/]; PE utilization {res['pe_utilization']:.1%} "
-              f"(dense {res['dense_pe_utilization']:.1%}); decisions C/P/R "
+    out.print(f"[bold]{trace}[/] on {cfg.name}{' (dispatcher off)' if no_dispatcher else ''}: {res['cycles']:,} "
+              f"array cycles vs {res['dense_cycles']:,} dense -> [bold]{res['speedup']:.2f}x[/]; PE utilization "
+              f"{res['pe_utilization']:.1%} (dense {res['dense_pe_utilization']:.1%}); decisions C/P/R "
               f"{rf['compute']:.1%}/{rf['partial']:.1%}/{rf['reuse']:.1%}")
+    st = res["stall_cycles"]
+    out.print(f"with DRAM and vector unit: {res['total_cycles']:,} cycles vs {res['dense_total_cycles']:,} dense "
+              f"-> {res['total_speedup']:.2f}x; stalls: drain {st['drain']:,} (in the array cycles), "
+              f"DRAM {st['dram']:,}, vector {st['vector']:,}")
+    if (ds := res.get("dispatcher_stats")) is not None:  # sim.actions.dispatcher_stats
+        out.print(f"dispatcher: {ds['tiles']:,} tiles, {ds['clusters']:,} clusters, {ds['rows_moved']:,} rows moved, "
+                  f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
     if json_out is not None:
         out.print(f"results: {json_out}")
 
 
 @app.command()
 def report(
-    results: Annotated[list[Path], typer.Argument(help="results JSON files from `kaleido simulate --json`")],
+    results: Annotated[list[Path], typer.Argument(
+        help="results JSON files from `kaleido simulate --json` or `kaleido baselines --json`")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("reports"),
 ) -> None:
-    """Write Markdown/CSV tables and a cycles-per-op figure from simulation results."""
+    """Write Markdown/CSV tables and figures (cycles, energy, area, reuse heat map; with baselines:
+    speedup/energy saving, quality vs speedup, resolution scaling) from simulation results."""
     from sim.report import write_report
 
     try:
@@ -260,6 +366,76 @@ def report(
         _fail(str(err))
     for p in paths:
         typer.echo(f"wrote {p}")
+
+
+@app.command()
+def baselines(
+    trace: Annotated[Path, typer.Argument(help="trace file from `kaleido capture`")],
+    config: Annotated[str, typer.Option("--config", "-c", help="preset name or TOML file")] = "kaleido-16nm-128x128",
+    json_out: Annotated[Path | None, typer.Option("--json", help="write results + baselines JSON here")] = None,
+    tech: Annotated[str | None, typer.Option(help="energy table: 16nm, 45nm or a .toml path")] = None,
+    only: Annotated[str, typer.Option(help="baselines to run: dense,a100,adaptiv,exion,cambricon_d")] = "",
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", help="baseline parameter BASELINE.KEY=VALUE, e.g. a100.compute_efficiency=0.5 "
+                        "(repeatable; docs/baselines.md)")] = None,
+    quality_steps: Annotated[int, typer.Option(
+        help="also measure each policy's quality (latent PSNR/SSIM vs the exact run) over the last N "
+             "sampling steps of the trace's model (0: skip)")] = 0,
+    theta_index: Annotated[int, typer.Option(help="decision traces: which stored theta pair (0-based)")] = 0,
+) -> None:
+    """Simulate a trace with Kaleido and every baseline (dense, A100 roofline, AdapTiV-, EXION-,
+    Cambricon-D-like) on the same config and energy table; `kaleido report` reads the JSON."""
+    from algo.trace import load_trace
+    from hw.config import load_config
+    from sim.baselines import (
+        BASELINES,
+        BaselineError,
+        attach_baselines,
+        measure_quality,
+        parse_params,
+        run_baselines,
+    )
+    from sim.simulate import simulate_trace
+
+    names = tuple(v.strip() for v in only.split(",") if v.strip()) or BASELINES
+    if quality_steps < 0:
+        _fail(f"--quality-steps must be >= 0, got {quality_steps}")
+    try:
+        params = parse_params(param)
+        cfg = load_config(config)
+        tr = load_trace(trace)
+        with _progress_callback("simulate", len(tr.ops)) as cb:
+            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech)
+        with _progress_callback("baselines", len(names)) as cb:
+            attach_baselines(res, run_baselines(tr, cfg, res, names, params, tech, theta_index, cb))
+        if quality_steps:
+            with _progress_callback("quality") as cb:
+                measure_quality(res, tr, quality_steps, params=params, progress=cb)
+    except (*_known_errors(), BaselineError) as err:
+        _fail(str(err))
+    if json_out is not None:
+        from algo.quality import to_jsonable
+
+        _write_json_atomic(json_out, to_jsonable(res))
+    t = Table("design", "cycles", "time (us)", "energy (uJ)", "Kaleido speedup", "Kaleido energy saving",
+              "latent PSNR (dB)")
+    q = res.get("quality", {})
+    t.add_row("Kaleido", f"{res['cycles']:,}", f"{res['time_us']:,.2f}", f"{res['energy_pj'] / 1e6:,.2f}", "1.00x",
+              "1.00x", _db(q["latent_psnr_db"]) if q else "-")
+    for name, e in res["baselines"].items():
+        if "skipped" in e:
+            t.add_row(name, "skipped: " + e["skipped"], "", "", "", "", "")
+            continue
+        bq = e.get("quality", {})
+        t.add_row(name, f"{e['cycles']:,.0f}", f"{e['time_us']:,.2f}", f"{e['energy_pj'] / 1e6:,.2f}",
+                  f"{e['kaleido_speedup']:.2f}x", f"{e['kaleido_energy_saving']:.2f}x",
+                  _db(bq["latent_psnr_db"]) if bq else "-")
+    out = Console()
+    out.print(f"[bold]{trace}[/] on {cfg.name}, energy table {res['energy_model']['technology']}; weights: "
+              f"{tr.weights}")
+    out.print(t)
+    if json_out is not None:
+        out.print(f"results: {json_out}")
 
 
 def _parse_theta(text: str, what: str) -> tuple[float, float]:

@@ -59,7 +59,10 @@ def op_cycles(s_seq: np.ndarray, rows: int, cols: int, ports: int) -> tuple[int,
 
 @numba.njit(cache=True)
 def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb, order, paired):
-    """Slots per (position block, frame) for one GEMM: int64 ``[n_pos_blocks, F]``."""
+    """Slots per (position block, frame) for one GEMM: int64 ``[n_pos_blocks, F]``.
+
+    ``O(rows * G^2)`` per tile: `sim.dispatch.count_slots` counts the matcher's slots by runs.
+    """
     npb = (hw + rows - 1) // rows
     out = np.zeros((npb, F), dtype=np.int64)
     K = k1[k1.shape[0] - 1]

@@ -111,8 +111,49 @@ def match_tile(dec, k0, k1, b_msb, slot_a, slot_b):
 
 @numba.njit(cache=True)
 def count_slots(dec, k0, k1, b_msb, scratch_a, scratch_b):
-    """Number of slots `match_tile` would emit (same algorithm; scratch buffers of length >= K)."""
-    return match_tile(dec, k0, k1, b_msb, scratch_a, scratch_b)
+    """Number of slots `match_tile` would emit, in ``O(G^2)`` steps instead of ``O(K * G)``.
+
+    The same greedy, run by runs of channels: groups own disjoint, ordered channel ranges, so
+    "the lowest-index free compatible channel" is always in the lowest-index compatible group that
+    has a free channel (that group's pointer is below every later group's range). Hence, for the
+    lowest unfinished group g: if g is compatible with itself its channels pair two by two (its own
+    next channel is the lowest free one), and a last odd channel pairs with the first compatible
+    later group that has channels left (or stays single); otherwise g's channels pair one for one
+    with the first compatible later group h that has channels left, a run of ``min(left(g),
+    left(h))`` slots, after which the next such group takes over. Tests compare the count with
+    `match_tile` on random tiles. ``scratch_a``/``scratch_b`` are unused (kept for the signature).
+    """
+    dem = _group_demand(dec, b_msb)
+    compat, active = _compat(dem)
+    ng = k0.shape[0]
+    left = np.zeros(ng, dtype=np.int64)
+    for g in range(ng):
+        if active[g]:
+            left[g] = k1[g] - k0[g]
+    n = 0
+    for g in range(ng):
+        while left[g] > 0:
+            if compat[g, g]:
+                n += left[g] // 2
+                left[g] = left[g] % 2
+                if left[g] == 0:
+                    break
+            h = g + 1
+            while h < ng and (left[h] == 0 or not compat[g, h]):
+                h += 1
+            if h == ng:
+                n += left[g]
+                left[g] = 0
+            elif compat[g, g]:  # one odd channel left
+                left[g] = 0
+                left[h] -= 1
+                n += 1
+            else:
+                run = min(left[g], left[h])
+                left[g] -= run
+                left[h] -= run
+                n += run
+    return n
 
 
 @numba.njit(cache=True)

@@ -29,6 +29,7 @@ FSMs, DRAM refresh/background power, SRAM leakage apart from the die-area rule.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from hw.config import AcceleratorConfig
 from sim.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
@@ -91,10 +92,10 @@ def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: 
 class EnergyModel:
     """Energy of ops on one config with one technology table (default: the config's node)."""
 
-    def __init__(self, cfg: AcceleratorConfig, tech: TechTable | str | None = None):
+    def __init__(self, cfg: AcceleratorConfig, tech: TechTable | str | Path | None = None):
         self.cfg = cfg
         self.tech = load_tech(cfg.technology_nm) if tech is None else (
-            load_tech(tech) if isinstance(tech, str) else tech)
+            load_tech(tech) if isinstance(tech, (str, int, Path)) else tech)
         area = area_breakdown(cfg, self.tech)
         self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
 

@@ -11,6 +11,27 @@
 - ``energy_utilization.png`` and ``.pdf`` (when the results carry energy): per results file, the
   energy breakdown by component (stacked bars, µJ, dense vs Kaleido) and PE utilization dense /
   without the dispatcher / with the dispatcher.
+- ``area_breakdown.png``/``.pdf`` and ``area.csv``: the die area by component (`sim.area`) of each
+  distinct config, Kaleido vs the dense baseline's die.
+- ``reuse_heatmap.png``/``.pdf``: per results file, the MAC-weighted work saved
+  (REUSE + PARTIAL / 2, %) of every (block, step), a layer x step heat map.
+
+With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.baselines`):
+
+- ``baselines.csv``, ``baselines_per_op.csv`` and a "Baselines" section in ``summary.md``: per
+  results file and baseline: cycles, time, energy, Kaleido's speedup (baseline time / Kaleido time)
+  and energy saving (baseline energy / Kaleido energy), work skipped and measured quality;
+- ``baselines.png``/``.pdf``: Kaleido's speedup and energy saving against every baseline, one
+  group per results file (model, size, grid);
+- ``energy_breakdown.png``/``.pdf`` and ``energy_breakdown.csv``: energy by component, stacked, for
+  Kaleido and every array baseline (the A100 as one board-energy bar);
+- ``quality_speedup.png``/``.pdf`` (when quality was measured): latent PSNR against the exact int8
+  run versus speedup over the dense array, Kaleido and the baselines, with the Pareto front;
+- ``scaling.png``/``.pdf`` (when results of one model at two or more grids are given, e.g. 480p and
+  720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.
+
+Every figure has labelled axes with units, a legend and a caption line naming the config, trace
+and weights; PNGs are written at 150 dpi with the figure size given in `FIGURE_SIZES`.
 """
 
 from __future__ import annotations
@@ -18,6 +39,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import textwrap
 from pathlib import Path
 
@@ -168,7 +190,7 @@ def _energy_figure(items: list[tuple[str, dict]]):
 
 
 def _save_figure(fig, out: Path, stem: str, written: list[Path]) -> None:
-    for ext, kw in (("png", {"dpi": 150}), ("pdf", {})):
+    for ext, kw in (("png", {"dpi": PNG_DPI}), ("pdf", {})):
         b = io.BytesIO()
         # Fixed metadata so equal inputs give byte-identical figures.
         meta = {"Software": None} if ext == "png" else {"CreationDate": None, "Producer": None, "Creator": None}
@@ -177,6 +199,400 @@ def _save_figure(fig, out: Path, stem: str, written: list[Path]) -> None:
         atomic_write_bytes(path, b.getvalue())
         written.append(path)
     plt.close(fig)
+
+
+# ---- issue 7: baselines, area, heat map, quality, scaling ------------------------------------
+
+#: Figure sizes in inches (width, height per results panel); PNGs at `PNG_DPI`.
+FIGURE_SIZES = {"baselines": (11.0, 4.6), "energy_breakdown": (12.0, 4.8), "area_breakdown": (10.0, 4.8),
+                "reuse_heatmap": (9.0, 4.2), "quality_speedup": (9.0, 6.0), "scaling": (11.0, 4.8)}
+PNG_DPI = 150
+
+
+def figure_inches(stem: str, panels: int = 1) -> tuple[float, float]:
+    """Figure size of a report figure in inches: fixed width, height per panel (`FIGURE_SIZES`)."""
+    w, h = FIGURE_SIZES[stem]
+    return w, h * panels
+
+
+def _baselines(data: dict) -> dict[str, dict]:
+    """The results' baseline entries that ran (not skipped), in file order."""
+    return {k: v for k, v in data.get("baselines", {}).items() if "skipped" not in v}
+
+
+def model_label(data: dict) -> str:
+    """``model size grid`` of a results file, with 480p/720p named for Wan's 30x52 / 45x80 token grids."""
+    t = data["trace"]
+    g = t["grid"]
+    res = {(30, 52): "480p", (45, 80): "720p"}.get((g[1], g[2]), "x".join(map(str, g)))
+    return f"{t['model']} {t['size']} {res}"
+
+
+def _captions(items) -> str:
+    """Caption lines for a figure drawn from several results: each config, trace and weights named once."""
+    cfgs, traces, weights = {}, {}, {}
+    for _, d in items:
+        t, c = d["trace"], d["config"]
+        cfgs[f"{c['name']} ({c['array_rows']}x{c['array_cols']}, {c['clock_mhz']:g} MHz)"] = 1
+        traces[f"{Path(t['path']).name or '?'} ({t['model']} {t['size']}, grid {'x'.join(map(str, t['grid']))}, "
+               f"b_msb {t['b_msb']})"] = 1
+        weights[t["weights"]] = 1
+    text = (f"config: {', '.join(cfgs)}; trace: {', '.join(traces)}; weights: {' | '.join(weights)}; "
+            f"energy table: {', '.join(dict.fromkeys(str(d.get('energy_model', {}).get('technology', '?')) for _, d in items))}")
+    return "\n".join(textwrap.wrap(text, 170))
+
+
+def _caption_block(fig, items) -> float:
+    """Draw the caption at the bottom of `fig`; returns the figure fraction it takes (for tight_layout)."""
+    text = _captions(items)
+    lines = text.count("\n") + 1
+    fig.text(0.01, 0.005, text, fontsize=6, va="bottom")
+    return min(0.5, (0.06 + 0.1 * lines) / fig.get_figheight())
+
+
+BASELINE_FIELDS = ("results", "model", "baseline", "label", "kind", "cycles", "time_us", "energy_pj",
+                   "kaleido_speedup", "kaleido_energy_saving", "work_skip", "work_half", "latent_psnr_db",
+                   "latent_ssim", "notes")
+
+
+def baseline_rows(label: str, data: dict) -> list[dict]:
+    """One row per design (Kaleido first, then every baseline; skipped ones with their reason)."""
+    q = data.get("quality", {})
+    rows = [{"results": label, "model": model_label(data), "baseline": "kaleido", "label": "Kaleido",
+             "kind": "array", "cycles": data["cycles"], "time_us": round(data["time_us"], 6),
+             "energy_pj": round(data.get("energy_pj", 0.0), 3), "kaleido_speedup": 1.0, "kaleido_energy_saving": 1.0,
+             "work_skip": round(data["reuse_fraction"]["reuse"], 6),
+             "work_half": round(data["reuse_fraction"]["partial"], 6),
+             "latent_psnr_db": _num(q.get("latent_psnr_db")), "latent_ssim": _num(q.get("latent_ssim")), "notes": ""}]
+    for name, e in data.get("baselines", {}).items():
+        if "skipped" in e:
+            rows.append({"results": label, "model": model_label(data), "baseline": name, "label": e["label"],
+                         "kind": e["kind"], "notes": "skipped: " + e["skipped"]})
+            continue
+        bq, w = e.get("quality", {}), e.get("work", {})
+        rows.append({"results": label, "model": model_label(data), "baseline": name, "label": e["label"],
+                     "kind": e["kind"], "cycles": round(e["cycles"], 6), "time_us": round(e["time_us"], 6),
+                     "energy_pj": round(e["energy_pj"], 3), "kaleido_speedup": round(e["kaleido_speedup"], 6),
+                     "kaleido_energy_saving": round(e["kaleido_energy_saving"], 6),
+                     "work_skip": round(w["skip"], 6) if w else "", "work_half": round(w["half"], 6) if w else "",
+                     "latent_psnr_db": _num(bq.get("latent_psnr_db")), "latent_ssim": _num(bq.get("latent_ssim")),
+                     "notes": e.get("notes", "")})
+    return rows
+
+
+def _num(v) -> str | float:
+    if v is None:
+        return ""
+    if isinstance(v, str):
+        return v
+    return v if math.isfinite(v) else ("inf" if v > 0 else "nan" if math.isnan(v) else "-inf")
+
+
+def _baselines_markdown(items) -> str:
+    out = ["", "# Baselines", "",
+           "Kaleido speedup = baseline time / Kaleido time; energy saving = baseline energy / Kaleido energy "
+           "(same trace, config and energy table; A100: roofline, `sim/baselines/a100.py`). Quality: PSNR of "
+           "the final latents against the exact int8 run (`kaleido baselines --quality-steps`).", ""]
+    for label, data in items:
+        if "baselines" not in data:
+            continue
+        out += [f"## {label}: {model_label(data)}", "", f"_{caption(data)}_", "",
+                "| design | cycles | time (us) | energy (uJ) | Kaleido speedup | Kaleido energy saving | "
+                "skipped / half work | latent PSNR (dB) |", "|---|---:|---:|---:|---:|---:|---|---:|"]
+        for r in baseline_rows(label, data):
+            if "cycles" not in r:
+                out.append(f"| {r['baseline']} | {r['notes']} | | | | | | |")
+                continue
+            work = (f"{100 * r['work_skip']:.1f} % / {100 * r['work_half']:.1f} %"
+                    if r["work_skip"] != "" else "-")
+            psnr = r["latent_psnr_db"]
+            out.append(f"| {r['baseline']} | {r['cycles']:,.0f} | {r['time_us']:,.3f} | {r['energy_pj'] / 1e6:,.3f} "
+                       f"| {r['kaleido_speedup']:.3f}x | {r['kaleido_energy_saving']:.3f}x | {work} "
+                       f"| {psnr if isinstance(psnr, str) else f'{psnr:.2f}'} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _baselines_figure(items):
+    items = [(lb, d) for lb, d in items if _baselines(d)]
+    n = len(items)
+    fig, axes = plt.subplots(n, 2, figsize=figure_inches("baselines", n), squeeze=False)
+    for row, (label, data) in enumerate(items):
+        bl = _baselines(data)
+        names = list(bl)
+        for ax, key, what in ((axes[row, 0], "kaleido_speedup", "speedup"),
+                              (axes[row, 1], "kaleido_energy_saving", "energy saving")):
+            vals = [bl[k][key] for k in names]
+            bars = ax.bar(names, vals, color=[plt.get_cmap("tab10")(i) for i in range(len(names))],
+                          label=[bl[k]["label"] for k in names])
+            ax.bar_label(bars, labels=[f"{v:.3g}x" for v in vals], fontsize=7)
+            ax.axhline(1.0, color="k", lw=0.8, ls="--", label="parity (1x)")
+            ax.set_yscale("log")
+            ax.set_ylabel(f"Kaleido {what} (x, log)")
+            ax.set_xlabel("baseline")
+            ax.set_title(f"{label}: {model_label(data)} - Kaleido {what} vs each baseline", fontsize=9)
+            ax.tick_params(axis="x", labelsize=8)
+        axes[row, 1].legend(fontsize=6.5, loc="best")
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    return fig
+
+
+def _energy_breakdown_rows(label: str, data: dict) -> list[tuple[str, dict]]:
+    designs = [("kaleido", data.get("energy_breakdown_pj", {}))]
+    for name, e in _baselines(data).items():
+        designs.append((name, e.get("energy_breakdown_pj", {})))
+    if "dense" not in data.get("baselines", {}) and "dense_energy_breakdown_pj" in data:
+        designs.insert(0, ("dense", data["dense_energy_breakdown_pj"]))
+    return designs
+
+
+def _energy_breakdown_figure(items):
+    n = len(items)
+    fig, axes = plt.subplots(n, 1, figsize=figure_inches("energy_breakdown", n), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    comps: list[str] = []
+    for _, data in items:
+        for _, eb in _energy_breakdown_rows("", data):
+            comps += [c for c in eb if c not in comps]
+    for ax, (label, data) in zip(axes[:, 0], items, strict=True):
+        designs = _energy_breakdown_rows(label, data)
+        bottoms = [0.0] * len(designs)
+        for ci, comp in enumerate(comps):
+            vals = [eb.get(comp, 0.0) / 1e6 for _, eb in designs]
+            ax.bar([d for d, _ in designs], vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
+            bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+        ax.set_ylabel("energy (µJ)")
+        ax.set_xlabel("design")
+        ax.set_title(f"{label}: {model_label(data)} - energy by component", fontsize=9)
+        ax.legend(fontsize=6.5, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5), title="component")
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    return fig
+
+
+def area_items(items) -> list[tuple[str, dict]]:
+    """``(config name, sim.area.area_breakdown)`` for each distinct (config, energy table) of the results."""
+    from hw.config import AcceleratorConfig
+    from sim.area import area_breakdown
+    from sim.tech import TechError, load_tech
+
+    out, seen = [], set()
+    for _, data in items:
+        cfg = AcceleratorConfig.model_validate(data["config"])
+        tname = data.get("energy_model", {}).get("technology", cfg.technology_nm)
+        try:
+            tech = load_tech(tname)
+        except TechError:  # a user table given by path: fall back to the config's node
+            tech = load_tech(cfg.technology_nm)
+        key = (cfg.name, tech.name)
+        if key not in seen:
+            seen.add(key)
+            out.append((f"{cfg.name} @ {tech.name}", area_breakdown(cfg, tech)))
+    return out
+
+
+AREA_DENSE_PARTS = ("array_pe_plain", "array_io_skew", "vector_unit", "sram_input", "sram_weight", "sram_output")
+
+
+def _area_figure(areas, items):
+    fig, ax = plt.subplots(1, 1, figsize=figure_inches("area_breakdown"))
+    comps = list(areas[0][1]["breakdown"])
+    cmap = plt.get_cmap("tab20")
+    xs, bottoms = [], []
+    for name, _a in areas:
+        xs += [f"{name}\nKaleido", f"{name}\ndense die"]
+        bottoms += [0.0, 0.0]
+    for ci, comp in enumerate(comps):
+        vals = []
+        for _, a in areas:
+            v = a["breakdown"].get(comp, 0.0)
+            vals += [v, v if comp in AREA_DENSE_PARTS else 0.0]
+        ax.bar(xs, vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
+        bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
+    ax.set_ylabel("area (mm²)")
+    ax.set_xlabel("configuration")
+    ax.set_title("Die area by component (sim/area.py)", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), title="component")
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    return fig
+
+
+def heatmap_matrix(data: dict) -> tuple[list[int], list[int], list[list[float]]]:
+    """``(blocks, steps, saved[block][step])``: MAC-weighted REUSE + PARTIAL / 2 fraction (NaN: no op)."""
+    blocks = sorted({r["block"] for r in data["per_op"]})
+    steps = sorted({r["step"] for r in data["per_op"]})
+    num = {(b, s): 0.0 for b in blocks for s in steps}
+    den = dict.fromkeys(num, 0.0)
+    for r in data["per_op"]:
+        f = r["reuse_fraction"]
+        key = (r["block"], r["step"])
+        num[key] += (f["reuse"] + f["partial"] / 2) * r["dense_macs"]
+        den[key] += r["dense_macs"]
+    return blocks, steps, [[num[(b, s)] / den[(b, s)] if den[(b, s)] else math.nan for s in steps] for b in blocks]
+
+
+def _heatmap_figure(items):
+    n = len(items)
+    fig, axes = plt.subplots(n, 1, figsize=figure_inches("reuse_heatmap", n), squeeze=False)
+    for ax, (label, data) in zip(axes[:, 0], items, strict=True):
+        blocks, steps, m = heatmap_matrix(data)
+        im = ax.imshow([[100 * v for v in row] for row in m], aspect="auto", cmap="viridis", origin="lower",
+                       vmin=0, vmax=100)
+        ax.set_xticks(range(len(steps)), [str(s) for s in steps])
+        ax.set_yticks(range(len(blocks)), [str(b) for b in blocks])
+        ax.set_xlabel("denoising step (index in the schedule)")
+        ax.set_ylabel("layer (transformer block)")
+        ax.set_title(f"{label}: {model_label(data)} - work saved by reuse per layer and step", fontsize=9)
+        for i, row in enumerate(m):
+            for j, v in enumerate(row):
+                if math.isfinite(v):
+                    ax.text(j, i, f"{100 * v:.1f}", ha="center", va="center", fontsize=7, color="w")
+        fig.colorbar(im, ax=ax, label="REUSE + ½ PARTIAL (% of MACs)")
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    return fig
+
+
+def quality_points(data: dict) -> list[dict]:
+    """``{"design", "speedup_vs_dense", "psnr_db"}`` for Kaleido and every baseline with measured quality.
+
+    Speedup over the dense array = dense time / design time; infinite PSNR (bit-identical to the
+    exact run) stays ``inf``.
+    """
+    clock = data["config"]["clock_mhz"]
+    dense_t = data["dense_cycles"] / clock
+    pts = []
+    if "quality" in data:
+        pts.append({"design": "kaleido", "speedup_vs_dense": dense_t / data["time_us"],
+                    "psnr_db": float(data["quality"]["latent_psnr_db"])})
+    for name, e in _baselines(data).items():
+        if "quality" in e:
+            pts.append({"design": name, "speedup_vs_dense": dense_t / e["time_us"],
+                        "psnr_db": float(e["quality"]["latent_psnr_db"])})
+    return pts
+
+
+def _quality_figure(items):
+    from algo.quality import pareto_front
+
+    fig, ax = plt.subplots(1, 1, figsize=figure_inches("quality_speedup"))
+    finite = [p["psnr_db"] for _, d in items for p in quality_points(d) if math.isfinite(p["psnr_db"])]
+    cap = (max(finite) if finite else 60.0) + 10.0
+    markers = "osD^v<>"
+    for k, (label, data) in enumerate(items):
+        pts = quality_points(data)
+        for i, p in enumerate(pts):
+            y = p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap
+            ax.scatter(p["speedup_vs_dense"], y, marker=markers[k % len(markers)], s=50,
+                       color=plt.get_cmap("tab10")(i), label=f"{p['design']} ({label})")
+            ax.annotate(p["design"], (p["speedup_vs_dense"], y), textcoords="offset points",
+                        xytext=(5, 3 - 9 * (i % 3)), fontsize=7)  # staggered: equal points stay legible
+        front = pareto_front([p["speedup_vs_dense"] for p in pts],
+                             [p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap for p in pts])
+        ax.plot([pts[i]["speedup_vs_dense"] for i in front],
+                [pts[i]["psnr_db"] if math.isfinite(pts[i]["psnr_db"]) else cap for i in front], "-",
+                color="tab:red", lw=1, label=f"Pareto front ({label})")
+    ax.axhline(cap, color="gray", ls=":", lw=0.8, label=f"∞ dB (identical to the exact run), drawn at {cap:.0f}")
+    ax.set_xscale("log")
+    ax.set_xlabel("speedup over the dense array (x, log)")
+    ax.set_ylabel("PSNR of final latents vs exact int8 run (dB)")
+    ax.set_title("Quality vs speedup: Kaleido and baselines", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    return fig
+
+
+def scaling_groups(items) -> dict[str, list[tuple[str, dict]]]:
+    """Results grouped by (model, size, config, theta of the first op) with two or more distinct grids,
+    each group sorted by tokens (one result per grid: the first given)."""
+    groups: dict[str, dict] = {}
+    for label, d in items:
+        t = d["trace"]
+        theta = ",".join(f"{v:g}" for v in d["per_op"][0]["theta"]) if d["per_op"] else "?"
+        key = f"{t['model']} {t['size']} on {d['config']['name']}, θ {theta}"
+        groups.setdefault(key, {}).setdefault(tuple(t["grid"]), (label, d))
+    return {k: sorted(v.values(), key=lambda it: math.prod(it[1]["trace"]["grid"]))
+            for k, v in groups.items() if len(v) >= 2}
+
+
+def _scaling_figure(groups):
+    fig, axes = plt.subplots(1, 2, figsize=figure_inches("scaling"))
+    all_items, ticks = [], {}
+    styles = ["-", "--", ":", "-."]
+    for gi, (gname, its) in enumerate(groups.items()):
+        all_items += its
+        tokens = [math.prod(d["trace"]["grid"]) for _, d in its]
+        names = ["dense"] + sorted({n for _, d in its for n in _baselines(d) if n != "dense"})
+        for i, name in enumerate(names):
+            sp, es = [], []
+            for _, d in its:
+                e = _baselines(d).get(name)
+                if e is None and name == "dense":
+                    sp.append(d["speedup"])
+                    es.append(d.get("energy_saving", math.nan))
+                elif e is None:
+                    sp.append(math.nan)
+                    es.append(math.nan)
+                else:
+                    sp.append(e["kaleido_speedup"])
+                    es.append(e["kaleido_energy_saving"])
+            c = plt.get_cmap("tab10")(i)
+            ls = "o" + styles[gi % len(styles)]
+            axes[0].plot(tokens, sp, ls, color=c, label=f"vs {name}: {gname}")
+            axes[1].plot(tokens, es, ls, color=c, label=f"vs {name}: {gname}")
+        ticks.update({t: f"{t}\n{model_label(d).split()[-1]}" for t, (_, d) in zip(tokens, its, strict=True)})
+    for ax, what in ((axes[0], "speedup"), (axes[1], "energy saving")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(list(ticks), list(ticks.values()))
+        ax.set_xlabel("tokens (F x H x W; grid below)")
+        ax.set_ylabel(f"Kaleido {what} (x, log)")
+        ax.set_title(f"Kaleido {what} vs resolution", fontsize=10)
+        ax.grid(True, alpha=0.3)
+    axes[1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout(rect=(0, _caption_block(fig, all_items), 1, 1))
+    return fig
+
+
+def _csv_bytes(fields, rows) -> bytes:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n", extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue().encode()
+
+
+def _write_issue7(items, out: Path, written: list[Path]) -> None:
+    """Tables and figures of issue 7 (module docstring)."""
+    areas = area_items(items)
+    area_rows = [{"config": name, "component": k, "mm2": round(v, 6)}
+                 for name, a in areas for k, v in [*a["breakdown"].items(), ("total", a["total_mm2"]),
+                                                   ("dense_total", a["dense_total_mm2"])]]
+    written.append(atomic_write_bytes(out / "area.csv", _csv_bytes(("config", "component", "mm2"), area_rows)))
+    _save_figure(_area_figure(areas, items), out, "area_breakdown", written)
+    _save_figure(_heatmap_figure(items), out, "reuse_heatmap", written)
+    with_b = [(lb, d) for lb, d in items if "baselines" in d]
+    if not with_b:
+        return
+    rows = [r for lb, d in with_b for r in baseline_rows(lb, d)]
+    written.append(atomic_write_bytes(out / "baselines.csv", _csv_bytes(BASELINE_FIELDS, rows)))
+    per_op = [{"results": lb, "baseline": name, "name": r["name"], "block": r["block"], "step": r["step"],
+               "cycles": round(r["cycles"], 6), "time_us": round(r["time_us"], 6), "energy_pj": round(r["energy_pj"], 3)}
+              for lb, d in with_b for name, e in _baselines(d).items() for r in e["per_op"]]
+    written.append(atomic_write_bytes(out / "baselines_per_op.csv", _csv_bytes(
+        ("results", "baseline", "name", "block", "step", "cycles", "time_us", "energy_pj"), per_op)))
+    eb_rows = [{"results": lb, "design": design, "component": c, "energy_pj": round(v, 3)}
+               for lb, d in with_b for design, eb in _energy_breakdown_rows(lb, d) for c, v in eb.items()]
+    written.append(atomic_write_bytes(out / "energy_breakdown.csv", _csv_bytes(
+        ("results", "design", "component", "energy_pj"), eb_rows)))
+    _save_figure(_baselines_figure(with_b), out, "baselines", written)
+    _save_figure(_energy_breakdown_figure(with_b), out, "energy_breakdown", written)
+    if any(quality_points(d) for _, d in with_b):
+        _save_figure(_quality_figure([(lb, d) for lb, d in with_b if quality_points(d)]), out, "quality_speedup",
+                     written)
+    groups = scaling_groups(with_b)
+    if groups:
+        _save_figure(_scaling_figure(groups), out, "scaling", written)
 
 
 def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[Path]:
@@ -196,7 +612,7 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     written = []
 
     md = out / "summary.md"
-    atomic_write_bytes(md, _markdown(items).encode())
+    atomic_write_bytes(md, (_markdown(items) + _baselines_markdown(items)).encode())
     written.append(md)
 
     buf = io.StringIO()
@@ -211,4 +627,5 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     _save_figure(_figure(items), out, "cycles_per_op", written)
     if all("energy_breakdown_pj" in d for _, d in items):
         _save_figure(_energy_figure(items), out, "energy_utilization", written)
+        _write_issue7(items, out, written)
     return written

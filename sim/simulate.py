@@ -22,10 +22,12 @@ from collections.abc import Callable
 import numpy as np
 
 from algo.golden import COMPUTE, PARTIAL, REUSE, decide
-from algo.trace import OpRecord, Trace, TraceError
+from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
+from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
 from sim.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.energy import EnergyModel
+from sim.memory import annotate_memory, fold_bytes, fold_shortfall
 
 RESULTS_FORMAT = "kaleido-results"
 RESULTS_VERSION = 1
@@ -35,8 +37,75 @@ class SimError(ValueError):
     """The trace cannot run on this configuration (unsupported b_msb, too many tokens, ...)."""
 
 
+#: Shape relations between the ops of one (step, block) that every attention and FFN obeys:
+#: (op a, dim of a, op b, dim of b, what the dimension is).
+_PAIRED_DIMS = (
+    ("qk", "N", "pv", "K", "keys"), ("qk", "K", "pv", "N", "head channels d_h"), ("qk", "batch", "pv", "batch", "heads"),
+    ("cross_qk", "N", "cross_pv", "K", "text tokens"), ("cross_qk", "batch", "cross_pv", "batch", "heads"),
+    ("ffn1", "N", "ffn2", "K", "FFN channels d_ffn"),
+)
+
+
+def check_consistent(trace: Trace) -> None:
+    """Reject a trace that contradicts itself, naming both values. Raises `SimError`.
+
+    Checks every op's M against the grid's F*H*W, exact operands ``X [batch, M, K]`` against
+    ``W [batch, K, N]``, packed decisions against ``(thetas, batch, ceil(M*G/4))``, the channel
+    groups against K, and, within one (step, block), the dimensions attention and FFN ops share
+    (`_PAIRED_DIMS`: qk's N = pv's K keys, qk's K = pv's N = d_h, equal heads; cross_qk's N =
+    cross_pv's K text tokens; ffn1's N = ffn2's K). `algo.trace.load_trace` checks most of the
+    per-op rules on files; this also covers traces built in memory.
+    """
+    f, h, w = trace.grid
+    by_block: dict[tuple[int, int], dict[str, OpRecord]] = {}
+    for i, op in enumerate(trace.ops):
+        where = f"op {i} ({op.name}, block {op.block}, step {op.step})"
+        if op.X is not None:
+            xs, ws = tuple(op.X.shape), tuple(op.W.shape) if op.W is not None else None
+            if ws is None or len(xs) != 3 or len(ws) != 3:
+                raise SimError(f"{where}: X and W must be 3-D [batch, rows, cols], got X {list(xs)} and W "
+                               f"{None if ws is None else list(ws)}")
+            if xs[0] != ws[0] or xs[2] != ws[1]:
+                raise SimError(f"{where}: operand shapes disagree: X {list(xs)} (batch, M, K) vs W {list(ws)} "
+                               f"(batch, K, N)")
+        elif op.decisions is not None:
+            want = (len(op.thetas), op.batch, packed_length(op.M * len(op.groups)))
+            if tuple(op.decisions.shape) != want:
+                raise SimError(f"{where}: packed decisions have shape {list(op.decisions.shape)} but the op's "
+                               f"(thetas, batch, ceil(M*G/4)) is {list(want)}")
+        if op.M != f * h * w:
+            raise SimError(f"{where}: M = {op.M} tokens but the grid {f}x{h}x{w} holds {f * h * w}")
+        try:
+            validate_groups([g.as_tuple() for g in op.groups], op.K, f"{where}: ")
+        except TraceError as err:
+            raise SimError(str(err)) from None
+        by_block.setdefault((op.step, op.block), {}).setdefault(op.name, op)
+    for (step, block), ops in by_block.items():
+        for a, da, b, db, what in _PAIRED_DIMS:
+            if a in ops and b in ops:
+                va, vb = getattr(ops[a], da), getattr(ops[b], db)
+                if va != vb:
+                    raise SimError(f"trace contradicts itself in block {block} step {step}: {a} has {da} = {va} "
+                                   f"but {b} has {db} = {vb} (both are the {what})")
+
+
 def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
-    """Reject a trace the hardware cannot run, naming the parameter. Raises `SimError`."""
+    """Reject a trace the hardware cannot run, naming the parameter. Raises `SimError`.
+
+    Also runs `check_consistent`, and rejects a config whose input, weight or output SRAM cannot
+    hold one fold of an op (`sim.memory.fold_shortfall`), naming the required bytes and the SRAM size.
+    """
+    check_consistent(trace)
+    for op in trace.ops:
+        short = fold_shortfall(cfg, op.K)
+        if short is not None:
+            buf, need, kib = short
+            fb = fold_bytes(cfg, op.K)
+            raise SimError(
+                f"config {cfg.name!r}: the {buf} SRAM ({kib} KiB = {kib * 1024:,} bytes) cannot hold one fold of op "
+                f"{op.name} (block {op.block}), which needs {need:,} bytes (fold = {cfg.array_rows} tokens x "
+                f"{cfg.array_cols} outputs over {min(op.K, cfg.array_rows)} of K = {op.K} channels: input "
+                f"{fb['input']:,}, weight {fb['weight']:,}, output {fb['output']:,} bytes)")
     if trace.b_msb not in cfg.msb_splits:
         raise SimError(
             f"trace b_msb = {trace.b_msb} is not supported by config {cfg.name!r} "
@@ -54,16 +123,40 @@ def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
             )
 
 
+_ROLLUP_SUMS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles", "dense_total_cycles",
+                "useful_macs", "dense_macs")
+
+
+def rollup(per_op: list[dict], key: str, cfg: AcceleratorConfig) -> dict[str, dict]:
+    """Per-op results summed by ``key`` (``"block"`` or ``"step"``): `_ROLLUP_SUMS`, ``stall_cycles``
+    by cause, ``speedup`` and ``pe_utilization``; keyed by the block or step index as a string."""
+    out: dict[str, dict] = {}
+    for r in per_op:
+        g = out.setdefault(str(r[key]), {k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})
+        for k in _ROLLUP_SUMS:
+            g[k] += r[k]
+        for c, v in r["stall_cycles"].items():
+            g["stall_cycles"][c] = g["stall_cycles"].get(c, 0) + v
+    rc = cfg.array_rows * cfg.array_cols
+    for g in out.values():
+        g["speedup"] = g["dense_cycles"] / g["cycles"] if g["cycles"] else 0.0
+        g["pe_utilization"] = g["useful_macs"] / (rc * g["cycles"]) if g["cycles"] else 0.0
+    return out
+
+
 def _fractions(counts: np.ndarray) -> dict[str, float]:
     total = counts.sum()
     names = ("compute", "partial", "reuse")
     return {n: (float(counts[i] / total) if total else 0.0) for i, n in enumerate(names)}
 
 
-def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0) -> dict:
+def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
+                dispatcher: bool = True) -> dict:
     """Timing and decision statistics of one op; see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
+    ``dispatcher=False`` makes the no-dispatcher timing (raster order, no pairing) the primary
+    ``cycles``; ``no_dispatcher_cycles`` is reported either way.
 
     Raises:
         SimError: theta_index out of range for a decision op.
@@ -83,12 +176,16 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
         seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
         nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False))
-        decs.append(dec)
+        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher), dispatcher))
         for code in (COMPUTE, PARTIAL, REUSE):
             counts[code] += int(((dec == code) * widths).sum())
-    s_seq = np.concatenate(seqs)
-    cycles, stall = op_cycles(s_seq, R, C, d)
-    nd_cycles, _ = op_cycles(np.concatenate(nd_seqs), R, C, d)
+    nd_seq = np.concatenate(nd_seqs)
+    nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)
+    if dispatcher:
+        s_seq = np.concatenate(seqs)
+        cycles, stall = op_cycles(s_seq, R, C, d)
+    else:
+        s_seq, cycles, stall = nd_seq, nd_cycles, nd_stall
     dense_seq = np.tile(dense_slot_sequence(op.M, op.K, op.N, R, C), op.batch)
     dense_cycles, dense_stall = op_cycles(dense_seq, R, C, d)
     useful = (counts[COMPUTE] + 0.5 * counts[PARTIAL]) * op.N
@@ -107,6 +204,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         "no_dispatcher_cycles": nd_cycles,
         "no_dispatcher_pe_utilization": float(useful / (R * C * nd_cycles)) if nd_cycles else 0.0,
         "reuse_fraction": _fractions(counts),
+        "dispatcher_stats": dispatcher_stats([t.stats for t in decs], -(-op.N // C)),
         "_counts": counts, "_decisions": decs,
     }
 
@@ -117,6 +215,8 @@ def simulate_trace(
     progress: Callable[[int, int, str], None] | None = None,
     trace_path: str = "",
     theta_index: int = 0,
+    tech=None,
+    dispatcher: bool = True,
 ) -> dict:
     """Simulate every op of `trace` on `cfg`; returns the results object written as JSON.
 
@@ -124,8 +224,18 @@ def simulate_trace(
     weights, grid, b_msb, path), ``cycles``, ``dense_cycles``, ``speedup``, ``time_us`` and
     ``dense_time_us`` (at ``clock_mhz``), ``pe_utilization``, ``dense_pe_utilization``,
     ``reuse_fraction`` (``compute``/``partial``/``reuse``, fraction of streamed-operand elements),
-    ``stall_cycles``, and ``per_op`` (the same fields per op, plus shape, theta, tiles and slots).
+    ``stall_cycles`` by cause (``drain``: inside ``cycles``; ``dram``, ``vector``: `sim.memory`),
+    ``total_cycles`` and ``dense_total_cycles`` (array cycles + DRAM and vector stalls),
+    ``total_speedup``, ``total_time_us``, ``dispatcher``, ``by_block`` and ``by_step`` (`rollup`),
+    and ``per_op`` (the same fields per op,
+    plus shape, theta, tiles, slots and ``memory``). ``cycles`` stays the array's (RTL-exact) count.
+    ``dispatcher=False`` times every op without the dispatcher (raster order, no pairing) as the
+    primary result (`simulate_op`), and the action counts (energy) follow the same raster, unpaired
+    tiling (`sim.actions.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
+    `sim.actions.dispatcher_stats` of the tiling used.
     ``theta_index`` selects which stored threshold pair a decision trace is simulated with (0-based).
+    ``tech`` is the energy table (`sim.tech.load_tech` name such as ``"45nm"``, a ``.toml`` path or a
+    `sim.tech.TechTable`; None: the config's node); a bad one raises `sim.tech.TechError`.
 
     Raises:
         SimError: the trace does not fit the configuration; theta_index out of range.
@@ -139,13 +249,14 @@ def simulate_trace(
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     per_op = []
     counts = np.zeros(3, dtype=np.int64)
-    energy = EnergyModel(cfg)
+    energy = EnergyModel(cfg, tech)
     for i, op in enumerate(trace.ops):
         if progress:
             progress(i, len(trace.ops), f"{op.name} block {op.block} step {op.step}")
-        r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index)
+        r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index, dispatcher)
         energy.annotate_op(r, op.name, r.pop("_decisions"), trace.grid, [g.as_tuple() for g in op.groups],
                            trace.b_msb)  # sim.energy: actions, energy_pj, dense_energy_pj
+        annotate_memory(r, cfg)  # sim.memory: DRAM and vector stalls, total_cycles
         counts += r.pop("_counts")
         per_op.append(r)
     if progress:
@@ -155,6 +266,8 @@ def simulate_trace(
     useful = sum(r["useful_macs"] for r in per_op)
     dense_macs = sum(r["dense_macs"] for r in per_op)
     us_per_cycle = 1.0 / cfg.clock_mhz
+    total = sum(r["total_cycles"] for r in per_op)
+    dense_total = sum(r["dense_total_cycles"] for r in per_op)
     return energy.annotate_total({
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION,
         "config": cfg.model_dump(mode="json"),
@@ -173,6 +286,12 @@ def simulate_trace(
         "no_dispatcher_pe_utilization": (
             useful / (R * C * sum(r["no_dispatcher_cycles"] for r in per_op)) if per_op else 0.0),
         "reuse_fraction": _fractions(counts),
-        "stall_cycles": {"drain": sum(r["stall_cycles"]["drain"] for r in per_op)},
+        "stall_cycles": {k: sum(r["stall_cycles"][k] for r in per_op) for k in ("drain", "dram", "vector")},
+        "dense_stall_cycles": {k: sum(r["dense_stall_cycles"][k] for r in per_op) for k in ("drain", "dram", "vector")},
+        "total_cycles": total, "dense_total_cycles": dense_total,
+        "total_speedup": dense_total / total if total else 0.0, "total_time_us": total * us_per_cycle,
+        "dispatcher": dispatcher,
+        "dispatcher_stats": {k: sum(r["dispatcher_stats"][k] for r in per_op) for k in DISPATCHER_STAT_KEYS},
+        "by_block": rollup(per_op, "block", cfg), "by_step": rollup(per_op, "step", cfg),
         "per_op": per_op,
     })

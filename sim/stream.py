@@ -4,7 +4,8 @@ This is the dispatcher's output in the form the hardware consumes: for every til
 tiling (`sim.dispatch.reuse_tiles`), the matcher's slots (`sim.dispatch.tile_schedule`), each
 turned into per-row operands and PE modes and per-column weights. RTL tests drive it into the
 Verilog and compare the result rows with `algo.golden.apply_decisions` and the cycle count with
-`sim.cycle_model`.
+`sim.cycle_model`. `port_values` gives a slot's top-level port values and `OutputCollector` places
+the result rows; the cocotb bench (tests/rtl/tb_top.py) and `sim.rtl_engine` share both.
 
 Reuse source in this version: each PE holds its position's previous-frame partials, so only
 temporal groups (axis ``"f"``) may REUSE or PARTIAL in a stream; spatial reuse (axis ``"h"``/``"w"``)
@@ -20,6 +21,7 @@ import numpy as np
 from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import PEMode
+from hw.top import row_bits
 from sim.dispatch import reuse_tiles, schedule_positions, tile_schedule
 
 
@@ -141,3 +143,65 @@ def unpack_lanes(value: int, n: int, bits: int, signed: bool = True) -> np.ndarr
             v -= 1 << bits
         out[i] = v
     return out
+
+
+def port_values(s: StreamSlot, x_unsigned: bool) -> dict[str, int]:
+    """The top-level input port values (``hw.top.top_signature``) that present slot `s`, valid high."""
+    return {
+        "in_valid": 1,
+        "in_x_a": pack_lanes(s.x_a, 8), "in_x_b": pack_lanes(s.x_b, 8),
+        "in_mode": pack_lanes(s.mode, 2), "in_sel": pack_lanes(s.sel, 1),
+        "in_w_a": pack_lanes(s.w_a, 8), "in_w_b": pack_lanes(s.w_b, 8),
+        "in_g_a": int(s.g_a), "in_g_b": int(s.g_b),
+        "in_first_a": int(s.first_a), "in_first_b": int(s.first_b),
+        "in_last": int(s.last), "in_clear": int(s.clear),
+        "x_unsigned": int(x_unsigned),
+    }
+
+
+class OutputCollector:
+    """Places the top's result rows into output matrices (timing contract, docs/architecture.md).
+
+    Tile t (in issue order) leaves on port ``t mod d``, its R rows in order on consecutive valid
+    cycles of that port; row r of tile t is token ``tile.tokens[r]`` (rows past the tile's valid
+    rows are padding and dropped), columns ``tile.n0 .. tile.n1``.
+
+    Args:
+        placed: ``(tile, Y)`` per tile in issue order, ``Y`` the int64 ``[M, N]`` matrix the tile's
+            rows go to (several GEMMs may share one stream, e.g. the heads of ``qk``).
+        cfg: the accelerator config (R, C, d, acc_bits).
+    """
+
+    def __init__(self, placed: list, cfg: AcceleratorConfig):
+        self.R, self.C, self.d, self.ab = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.acc_bits
+        self.rb = row_bits(cfg)
+        self.placed = placed
+        self.port_tiles = [list(range(p, len(placed), self.d)) for p in range(self.d)]
+        self.rows_seen = [0] * self.d
+        self.tiles_left = len(placed)
+
+    def sample(self, out_valid: int, out_data: int, out_row: int) -> bool:
+        """Take one cycle's output ports; True when a tile's last row arrived this cycle.
+
+        Raises:
+            AssertionError: a row index out of order or a row for no pending tile (an RTL bug).
+        """
+        done = False
+        for p in range(self.d):
+            if not (out_valid >> p) & 1:
+                continue
+            row = (out_row >> (p * self.rb)) & ((1 << self.rb) - 1)
+            if row != self.rows_seen[p] or not self.port_tiles[p]:
+                raise AssertionError(f"port {p}: row {row}, expected {self.rows_seen[p]} "
+                                     f"({len(self.port_tiles[p])} tiles pending)")
+            tile, Y = self.placed[self.port_tiles[p][0]]  # noqa: N806
+            vals = unpack_lanes(out_data >> (p * self.C * self.ab), self.C, self.ab)
+            if row < len(tile.tokens):
+                Y[tile.tokens[row], tile.n0:tile.n1] = vals[:tile.n1 - tile.n0]
+            self.rows_seen[p] += 1
+            if self.rows_seen[p] == self.R:
+                self.rows_seen[p] = 0
+                self.port_tiles[p].pop(0)
+                self.tiles_left -= 1
+                done = True
+        return done

@@ -333,3 +333,52 @@ def test_reuse_dense_equivalence_at_theta_zero():
     seq = reuse_slot_sequence(dec, (3, 2, 8), [(0, 8, "f")], N=16, rows=8, cols=8, b_msb=4)
     assert seq.tolist() == [8] * 12
     assert seq.tolist() == dense_slot_sequence(48, 8, 16, 8, 8).tolist()
+
+
+def test_fast_slot_count_equals_the_matcher_on_random_tiles():
+    """`count_slots` (run-length greedy) emits as many slots as `match_tile` (channel by channel) on
+    seeded random tiles: long groups, uneven group widths, rows mixing all three decisions, b_msb 3 and 4."""
+    rng = np.random.default_rng(7)
+    for trial in range(400):
+        rows = int(rng.integers(1, 9))
+        ng = int(rng.integers(1, 9))
+        widths = rng.integers(1, 40 if trial % 2 else 4, size=ng)
+        k1 = np.cumsum(widths).astype(np.int64)
+        k0 = (k1 - widths).astype(np.int64)
+        p = rng.dirichlet(np.ones(3))
+        dec = rng.choice(3, size=(rows, ng), p=p).astype(np.int8)
+        b_msb = 4 if trial % 3 else 3
+        sa = np.empty(int(k1[-1]), dtype=np.int64)
+        sb = np.empty(int(k1[-1]), dtype=np.int64)
+        want = match_tile(dec, k0, k1, b_msb, sa, sb)
+        assert count_slots(dec, k0, k1, b_msb, sa, sb) == want, (dec, widths, b_msb)
+
+
+def test_benchmark_step_has_every_op_with_published_shapes():
+    """SPEC section 1, Wan2.1-T2V-1.3B at 480p: d = 1536 = 12 x 128, d_ffn = 8960, M = 21*30*52 = 32,760,
+    512 text tokens; RoPE split 44/42/42 of d_h."""
+    from sim.bench import block_ops
+
+    m = 21 * 30 * 52
+    got = {name: (batch, K, N) for name, batch, K, N, _ in block_ops("wan2.1-t2v-1.3b", m)}
+    assert got == {"qkv": (1, 1536, 4608), "qk": (12, 128, m), "pv": (12, m, 128), "o_proj": (1, 1536, 1536),
+                   "cross_q": (1, 1536, 1536), "cross_qk": (12, 128, 512), "cross_pv": (12, 512, 128),
+                   "cross_o": (1, 1536, 1536), "ffn1": (1, 1536, 8960), "ffn2": (1, 8960, 1536)}
+    qk_groups = next(g for name, _, _, _, g in block_ops("wan2.1-t2v-1.3b", m) if name == "qk")
+    assert qk_groups == [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]
+
+
+def test_benchmark_decisions_are_valid_and_seeded():
+    """Frame 0 and the w = 0 column of w-axis groups compute (no neighbour); equal seeds, equal decisions;
+    every 8x8-position region of a frame shares one decision per group."""
+    from sim.bench import coherent_decisions
+
+    grid, groups = (3, 10, 12), [(0, 4, "w"), (4, 8, "f")]
+    a = coherent_decisions(np.random.default_rng(5), grid, groups, 2)
+    b = coherent_decisions(np.random.default_rng(5), grid, groups, 2)
+    assert a.shape == (2, 360, 2) and a.dtype == np.int8 and np.array_equal(a, b)
+    d = a.reshape(2, 3, 10, 12, 2)
+    assert (d[:, 0] == 0).all() and (d[:, :, :, 0, 0] == 0).all()
+    region = d[:, 1:, :8, 1:8, 1]  # one region, group 1 (w = 0 is only forced for the w-axis group)
+    assert (region == region[:, :, :1, :1]).all()
+    assert set(np.unique(a[:, 120:])) <= {0, 1, 2}

@@ -16,7 +16,7 @@ from algo.golden import PARTIAL as P
 from algo.golden import REUSE as R
 from algo.trace import load_trace
 from hw.config import load_config
-from sim.actions import dense_actions, op_actions, tile_counts
+from sim.actions import dense_actions, dram_bytes, op_actions, tile_counts, xeff_state_bytes
 from sim.area import area_breakdown, synth_pe_cells
 from sim.energy import COMPONENTS, EnergyModel, energy_of, sram_access_pj
 from sim.simulate import simulate_trace
@@ -52,8 +52,9 @@ def test_op_actions_hand_worked():
     assert a["pe_mux_bits"] == 9 * 8 * 50 + 18 * 8 * 28 * 3
     assert a["pipe_reg_bits"] == 64 * 3 * 49                # R*C x 3 issued slots x 49 pass-through bits
     assert a["idle_pe_cycles"] == 64 * 100 - 48 - 48 / 2
-    assert a["sram_input_read_bytes"] == 24 + 2 * 24         # array 4 rows x 6 ch; similarity X + X_eff
-    assert a["sram_input_write_bytes"] == 24 + 24            # DRAM fill (fits) + X_eff writes
+    # array 4 rows x 6 ch; similarity X + X_eff; 4 tokens x 3 groups x 2-bit decision codes = 3 bytes
+    assert a["sram_input_read_bytes"] == 24 + 2 * 24 + 3
+    assert a["sram_input_write_bytes"] == 24 + 24 + 3        # DRAM fill (fits) + X_eff writes + codes
     assert a["sram_weight_read_bytes"] == 6 * 8 and a["sram_weight_write_bytes"] == 6 * 8
     assert a["sram_output_write_bytes"] == 4 * 8 * 4 == a["sram_output_read_bytes"]
     assert a["sram_partial_read_bytes"] == 0 == a["sram_partial_write_bytes"]  # temporal groups only (D4)
@@ -61,6 +62,82 @@ def test_op_actions_hand_worked():
     assert a["sim_add8"] == 3 * 24 + 4 * 4 * 3
     assert a["dispatch_add8"] == 3 * 3 * 4
     assert (a["vec_fp16_add"], a["vec_fp16_mult"]) == (2 * 32, 32)  # requantise + residual add
+
+
+def test_xeff_state_bytes_hand_worked():
+    # grid F=3, H=2, W=5: axis f keeps one position's k_g bytes, w one per frame (F k_g), h a row
+    # of positions per frame (W F k_g)
+    assert xeff_state_bytes([(0, 4, "f"), (4, 6, "w"), (6, 7, "h")], (3, 2, 5)) == 4 + 3 * 2 + 5 * 3 * 1
+
+
+def test_dram_bytes_loop_orders_hand_worked():
+    cfg = load_config("tiny-8x8")  # C = 8, input and weight SRAM 16 KiB = 16384 B
+    # X resident (64 x 64 = 4096 B fits): X once; W column block 64 x 8 = 512 B fits: W once.
+    assert dram_bytes(cfg, 64, 64, 16, 8, 8, 8 * 64) == {"x": 4096, "w": 1024, "y": 1024, "order": "resident"}
+    # M = 512, K = 64, N = 64: X 32768 B > 16384. n_cb = 8. Column block 64 x 8 = 512 B -> s_w = 32.
+    # Dense row block 8 x 64 = 512 B -> s_x = 32. A: X ceil(8/32) = 1 time + W once = 32768 + 4096.
+    # B: X once, W 4096 B fits whole -> once. Equal: the tie goes to A.
+    assert dram_bytes(cfg, 512, 64, 64, 64, 64, 8 * 64) == {"x": 32768, "w": 4096, "y": 32768, "order": "A"}
+    # A Kaleido row block over F = 64 frames: 8 x 64 x 64 = 32768 B > 16384 -> s_x = 0: A reads X
+    # once per column block (8 x 32768) + W once; B also 8 x X + W: A.
+    k = dram_bytes(cfg, 512, 64, 64, 64, 1, 8 * 64 * 64)
+    assert (k["x"], k["w"], k["order"]) == (8 * 32768, 4096, "A")
+    # W-heavy: M = 256, K = 128, N = 256 (X 32768 B, W 32768 B, n_cb = 32). Column block 128 x 8 =
+    # 1024 B -> s_w = 16; dense row block 8 x 128 = 1024 B -> s_x = 16; 32 row blocks and tiles.
+    # A: X ceil(32/16) = 2 times + W once = 65536 + 32768 = 98304.
+    # B: X once + W ceil(32/16) = 2 times = 32768 + 65536: the same, tie -> A.
+    d = dram_bytes(cfg, 256, 128, 256, 32, 32, 8 * 128)
+    assert (d["x"], d["w"], d["order"]) == (2 * 32768, 32768, "A")
+    # With 7000 B of state: s_x = (16384 - 7000) // 1024 = 9; A still 2 X + W = 98304;
+    # B: X once + W ceil(32/9) = 4 times = 32768 + 131072: A.
+    d = dram_bytes(cfg, 256, 128, 256, 32, 32, 8 * 128, state=7000)
+    assert (d["x"], d["w"], d["order"]) == (2 * 32768, 32768, "A")
+    # K = 4096: column block 4096 x 8 = 32 KiB does not fit (s_w = 0): W streamed per tile in both
+    # orders; row block 8 x 4096 = 32 KiB does not fit either (s_x = 0): X once per column block.
+    # M = 16, N = 16: 2 tiles, n_cb = 2: X 2 x 65536, W 2 tiles x 65536.
+    d = dram_bytes(cfg, 16, 4096, 16, 2, 2, 8 * 4096)
+    assert (d["x"], d["w"]) == (2 * 65536, 2 * 65536)
+    # M = 72, K = 256, N = 512: X = 18432 B, W = 131072 B, n_cb = 64; column block 256 x 8 = 2048 B
+    # -> s_w = 8; row block 8 x 256 = 2048 B -> s_x = 8; 9 row blocks. A: X ceil(64/8) = 8 times + W
+    # once = 147456 + 131072 = 278528; B: X once + W ceil(9/8) = 2 times = 18432 + 262144 = 280576: A.
+    d = dram_bytes(cfg, 72, 256, 512, 9, 9, 8 * 256)
+    assert (d["x"], d["w"], d["order"]) == (8 * 18432, 131072, "A")
+    # N = 8192 (W = 2 MiB, n_cb = 1024): A: X 128 times = 2359296 + W 2097152 = 4456448;
+    # B: X once 18432 + W 2 times 4194304 = 4212736: B is cheaper.
+    d = dram_bytes(cfg, 72, 256, 8192, 9, 9, 8 * 256)
+    assert (d["x"], d["w"], d["order"]) == (18432, 2 * 2097152, "B")
+
+
+def test_op_actions_similarity_pass_and_no_xeff_spill():
+    """X not resident: the similarity unit reads X once more (D23); X_eff state (one position's K
+    bytes on temporal groups) stays on chip, however large a frame (before: 2 M K through DRAM)."""
+    cfg = load_config("tiny-8x8")  # R = C = 8, 16 KiB input / weight SRAM
+    grid = (2, 16, 16)  # F = 2, HW = 256 (one frame of X_eff: 256 x 64 = 16 KiB > half the SRAM)
+    M, K, N = 512, 64, 8  # noqa: N806
+    groups = [(0, 32, "f"), (32, 64, "f")]
+    dec = np.zeros((M, 2), dtype=np.int8)  # all COMPUTE
+    a = op_actions("o_proj", [dec], grid, groups, M, K, N, 4, cfg, cycles=1000)
+    # X = 32768 B > 16384: not resident. n_cb = 1, s_w = 16384 // 512 = 32: order A reads X once;
+    # W (512 B) once. Similarity pass: + M K. X_eff state = 64 B: on chip, no spill.
+    assert a["dram_read_bytes"] == 32768 + 512 + 32768
+    assert a["dram_write_bytes"] == 512 * 8                  # Y as int8 only
+    # input SRAM writes: DRAM X fill + similarity-pass fill + X_eff writes + codes (512 x 2 / 4)
+    assert a["sram_input_write_bytes"] == 32768 + 32768 + 32768 + 256
+
+
+def test_xeff_state_spills_only_when_it_exceeds_half_the_input_sram():
+    """A group reused along h keeps a row of positions over all frames: W F k_g = 64 x 2 x 80 =
+    10,240 B > 8,192 (half of tiny's 16 KiB input SRAM), so X_eff goes through DRAM (M K each way);
+    the same op with a temporal group keeps 80 B. Everything else is equal: X = 256 x 80 = 20,480 B
+    is not resident in either, and the row block 8 x 2 x 80 = 1,280 B gives s_x = 12 either way."""
+    cfg = load_config("tiny-8x8")
+    grid = (2, 2, 64)
+    M, K, N = 256, 80, 8  # noqa: N806
+    dec = np.zeros((M, 1), dtype=np.int8)
+    h = op_actions("o_proj", [dec], grid, [(0, 80, "h")], M, K, N, 4, cfg, cycles=1000)
+    f = op_actions("o_proj", [dec], grid, [(0, 80, "f")], M, K, N, 4, cfg, cycles=1000)
+    assert h["dram_read_bytes"] - f["dram_read_bytes"] == 256 * 80
+    assert h["dram_write_bytes"] - f["dram_write_bytes"] == 256 * 80
 
 
 def test_partial_buffer_counts_spatial_groups():
@@ -164,3 +241,45 @@ def test_cli_area_json_and_bad_preset():
     assert bad.returncode == 2
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ")
+
+
+def test_user_tech_table_by_path(tmp_path: Path):
+    """--tech PATH: a user table derived from 45nm with one row replaced; energy follows the hand value."""
+    p = tmp_path / "mytech.toml"
+    p.write_text('node_nm = 45\nvdd = 0.9\nderived_from = "45nm"\n'
+                 '[scaling]\nfrom_vdd = 0.9\nto_vdd = 0.9\nenergy_poly_from = [1.0, 0.0, 0.0]\n'
+                 'energy_poly_to = [1.0, 0.0, 0.0]\narea_factor = 1.0\nsource = "identity (test)"\n'
+                 '[energy.mult8]\nvalue = 1.0\nunit = "pJ"\nsource = "test value"\n')
+    t = load_tech(p)
+    assert t.e("mult8") == 1.0 and t.e("add8") == pytest.approx(0.03)   # replaced row; base rows x 1.0
+    cfg = load_config("tiny-8x8")
+    e = energy_of({"mac8_plain": 3, "mac4": 2}, cfg, t, area_mm2=0.0)
+    assert e["array_macs"] == pytest.approx(3 * 1.0 + 2 * 1.0 * 0.5)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('node_nm = 45\nvdd = 0.9\n[energy.mult8]\nvalue = 1.0\nunit = "pJ"\nsource = "x"\n')
+    with pytest.raises(ValueError, match="missing rows"):
+        load_tech(bad)
+
+
+def test_simulate_tech_option(tmp_path: Path):
+    trace = small_trace(tmp_path / "t.npz")
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+
+    def run(*args):  # in-process: one import of the stack
+        return CliRunner().invoke(app, list(args))
+
+    out = tmp_path / "r.json"
+    res = run("simulate", str(trace), "--config", "tiny-8x8", "--tech", "45nm", "--json", str(out))
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    assert data["energy_model"]["technology"] == "45nm"
+    direct = simulate_trace(load_trace(trace), load_config("tiny-8x8"), tech="45nm")
+    assert data["energy_pj"] == pytest.approx(direct["energy_pj"])
+    assert data["energy_pj"] > simulate_trace(load_trace(trace), load_config("tiny-8x8"))["energy_pj"]
+    bad = run("simulate", str(trace), "--config", "tiny-8x8", "--tech", str(tmp_path / "nope.toml"),
+              "--json", str(tmp_path / "x.json"))
+    lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
+    assert bad.exit_code == 2 and len(lines) == 1 and "not found" in lines[0], bad.output
+    assert not (tmp_path / "x.json").exists()

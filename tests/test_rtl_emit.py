@@ -14,7 +14,7 @@ def test_emission_is_reproducible_and_portable(tmp_path):
     a = emit(cfg, tmp_path / "a")
     b = emit(cfg, tmp_path / "b")
     assert [p.name for p in a] == ["kaleido_pe.v", "kaleido_column.v", "kaleido_top.v", "kaleido_similarity.v",
-                                      "kaleido_matcher.v"]
+                                      "kaleido_matcher.v", "kaleido_scheduler.v", "kaleido_core.v"]
     for pa, pb in zip(a, b, strict=True):
         text = pa.read_text()
         assert pa.read_bytes() == pb.read_bytes(), pa.name

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from algo.golden import COMPUTE, PARTIAL, REUSE
 from sim.cycle_model import reuse_slot_sequence
@@ -50,3 +51,85 @@ def test_no_dispatcher_does_not_pair():
     without = reuse_slot_sequence(dec, (2, 1, 2), groups, 4, rows=2, cols=4, b_msb=4, dispatcher=False)
     assert with_d.tolist() == [4, 2]
     assert without.tolist() == [4, 4]
+
+
+# ---- `--no-dispatcher` end to end: the clustering example above as a one-op decision trace ------
+
+def _hand_trace_and_config(tmp_path):
+    """The test_clustering_by_hand decisions as a decision trace, and a 2x8 array config (d = 2).
+
+    Timing contract (docs/architecture.md): L_t = max(L_{t-1} + S_t, L_{t-2} + R), L_{-1} = -1,
+    cycles = L_last + R + C + 2 = L_last + 12.
+    With the dispatcher, slots [3, 3, 3, 0] -> S = [3, 3, 3, 1]: L = 2, 5, max(8, 2+2) = 8,
+    max(9, 5+2) = 9 -> 21 cycles. Without: S = [3, 3, 3, 3]: L = 2, 5, 8, 11 -> 23 cycles.
+    Dense (M = 8 tokens, 4 raster tiles of K = 3 slots): also 23.
+    Useful MACs: COMPUTE (token, channel) pairs = 4 x 3 (frame 0) + 2 x 3 (p1, p3 of frame 1) = 18,
+    times N = 2 -> 36; utilization 36 / (2 x 8 x cycles).
+    """
+    from algo.trace import Group, OpRecord, Trace, pack_decisions, save_trace
+    from hw.config import config_from_dict
+
+    dec = np.array([[COMPUTE]] * 4 + [[REUSE], [COMPUTE], [REUSE], [COMPUTE]], dtype=np.int8)
+    op = OpRecord("o_proj", 0, 0, None, None, [Group(0, 3, "f", "block")], (1.0, 2.0), dims=(1, 8, 3, 2),
+                  decisions=pack_decisions(dec)[None, None, :], thetas=((1.0, 2.0),))
+    trace = Trace(grid=(2, 1, 4), ops=[op], model="hand", size="test", weights="none")
+    cfg_dict = dict(name="hand-2x8", array_rows=2, array_cols=8, clock_mhz=1000, drain_rows_per_cycle=2,
+                    max_tokens=4096, max_k=4096, input_sram_kib=1, weight_sram_kib=1, output_sram_kib=1,
+                    partial_sram_kib=1, dram_gbps=460.0)
+    path = tmp_path / "hand.npz"
+    save_trace(trace, path)
+    toml = tmp_path / "hand.toml"
+    toml.write_text("".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in cfg_dict.items()))
+    return trace, config_from_dict(cfg_dict), path, toml
+
+
+def test_simulate_no_dispatcher_is_the_primary_result(tmp_path):
+    from sim.simulate import simulate_trace
+
+    trace, cfg, _, _ = _hand_trace_and_config(tmp_path)
+    on = simulate_trace(trace, cfg)
+    off = simulate_trace(trace, cfg, dispatcher=False)
+    assert (on["cycles"], on["no_dispatcher_cycles"], on["dense_cycles"]) == (21, 23, 23)
+    assert (off["cycles"], off["no_dispatcher_cycles"], off["dense_cycles"]) == (23, 23, 23)
+    assert on["dispatcher"] is True and off["dispatcher"] is False
+    assert on["pe_utilization"] == pytest.approx(36 / (16 * 21))
+    assert off["pe_utilization"] == pytest.approx(36 / (16 * 23))
+    assert off["no_dispatcher_pe_utilization"] == pytest.approx(36 / (16 * 23))
+    assert off["speedup"] == pytest.approx(1.0) and on["speedup"] == pytest.approx(23 / 21)
+    assert off["per_op"][0]["slots"] == 12 and on["per_op"][0]["slots"] == 10
+
+
+def test_cli_no_dispatcher_flag(tmp_path):
+    import json
+
+    from tests.test_cli import kaleido
+
+    _, _, path, toml = _hand_trace_and_config(tmp_path)
+    for flag, want in (([], 21), (["--no-dispatcher"], 23)):
+        out = tmp_path / f"out{want}.json"
+        res = kaleido("simulate", str(path), "--config", str(toml), "--json", str(out), *flag)
+        assert res.returncode == 0, res.stderr
+        r = json.loads(out.read_text())
+        assert r["cycles"] == want and r["no_dispatcher_cycles"] == 23
+        assert r["dispatcher"] is (not flag)
+        assert ("dispatcher off" in res.stdout) is bool(flag)
+
+
+def test_results_roll_up_by_block_and_step(tmp_path):
+    """The hand op (21 cycles with the dispatcher, 23 dense, 36 useful MACs) in block 0 step 0 and in
+    block 1 step 5: each block and each step holds one op's figures; the totals hold both (42, 46)."""
+    import dataclasses
+
+    from sim.simulate import simulate_trace
+
+    trace, cfg, _, _ = _hand_trace_and_config(tmp_path)
+    trace.ops.append(dataclasses.replace(trace.ops[0], block=1, step=5))
+    res = simulate_trace(trace, cfg)
+    assert (res["cycles"], res["dense_cycles"]) == (42, 46)
+    for key, names in (("by_block", ("0", "1")), ("by_step", ("0", "5"))):
+        assert sorted(res[key]) == list(names)
+        for n in names:
+            g = res[key][n]
+            assert (g["cycles"], g["dense_cycles"], g["no_dispatcher_cycles"]) == (21, 23, 23)
+            assert g["speedup"] == pytest.approx(23 / 21) and g["pe_utilization"] == pytest.approx(36 / (16 * 21))
+            assert g["stall_cycles"]["drain"] == 0

@@ -28,10 +28,27 @@ from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
 
+#: Verilog module name of `Matcher` (hw/rtl.py), instantiated by name in `hw.core.TileCore`.
+MATCHER_MODULE_NAME = "kaleido_matcher"
+
 
 def channel_bits(cfg: AcceleratorConfig) -> int:
     """Bits of a channel index or bound (0..max(max_k, max_tokens))."""
     return max(cfg.max_k, cfg.max_tokens).bit_length()
+
+
+def matcher_signature(cfg: AcceleratorConfig) -> wiring.Signature:
+    """The ports of `Matcher` (see its docstring)."""
+    R, G, cb, gb = cfg.array_rows, cfg.partial_regs, channel_bits(cfg), cfg.group_bits  # noqa: N806
+    return wiring.Signature({
+        "start": In(1), "dec": In(unsigned(R * G * 2)), "row_mask": In(unsigned(R)),
+        "k0": In(unsigned(G * cb)), "k1": In(unsigned(G * cb)), "n_groups": In(range(G + 1)),
+        "slot_ready": In(1),
+        "busy": Out(1), "slot_valid": Out(1),
+        "a_valid": Out(1), "a": Out(unsigned(cb)), "b_valid": Out(1), "b": Out(unsigned(cb)),
+        "g_a": Out(unsigned(gb)), "g_b": Out(unsigned(gb)),
+        "first_a": Out(1), "first_b": Out(1), "last": Out(1),
+    })
 
 
 class Matcher(wiring.Component):
@@ -44,16 +61,7 @@ class Matcher(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig):
         self.cfg = cfg
-        R, G, cb, gb = cfg.array_rows, cfg.partial_regs, channel_bits(cfg), cfg.group_bits  # noqa: N806
-        super().__init__({
-            "start": In(1), "dec": In(unsigned(R * G * 2)), "row_mask": In(unsigned(R)),
-            "k0": In(unsigned(G * cb)), "k1": In(unsigned(G * cb)), "n_groups": In(range(G + 1)),
-            "slot_ready": In(1),
-            "busy": Out(1), "slot_valid": Out(1),
-            "a_valid": Out(1), "a": Out(unsigned(cb)), "b_valid": Out(1), "b": Out(unsigned(cb)),
-            "g_a": Out(unsigned(gb)), "g_b": Out(unsigned(gb)),
-            "first_a": Out(1), "first_b": Out(1), "last": Out(1),
-        })
+        super().__init__(matcher_signature(cfg))
 
     def elaborate(self, platform):
         m = Module()

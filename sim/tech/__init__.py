@@ -16,6 +16,7 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 
 class TechError(ValueError):
@@ -73,17 +74,52 @@ def _rows(data: dict, section: str, name: str) -> dict[str, Row]:
     return out
 
 
-def load_tech(name: str | int) -> TechTable:
-    """Load a shipped table by name (``"16nm"``) or node (``16``). Raises `TechError`."""
+REQUIRED_ENERGY = ("mult8", "add8", "add32", "fp16_add", "fp16_mult", "reg_bit", "mux2_bit", "sram_8kib",
+                   "sram_32kib", "sram_1mib", "dram_byte", "leak_mm2_ns")
+REQUIRED_AREA = ("mult8", "add_bit", "reg_bit", "mux2_bit", "sram_bit")
+
+
+def load_tech(name: str | int | Path) -> TechTable:
+    """Load a shipped table by name (``"16nm"``) or node (``16``), or a user table from a ``.toml`` path.
+
+    A user table has the shipped schema (module docstring); ``derived_from`` may name a shipped
+    table. Every row `sim.energy` and `sim.area` read (`REQUIRED_ENERGY`, `REQUIRED_AREA`) must be
+    present after derivation. Raises `TechError` (unknown name, missing file, bad TOML, missing row).
+    """
+    if isinstance(name, Path) or str(name).endswith(".toml"):
+        path = Path(name)
+        if not path.is_file():
+            raise TechError(f"technology table file not found: {path}")
+        try:
+            data = tomllib.loads(path.read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+            raise TechError(f"{path}: not a valid TOML technology table ({err})") from None
+        table = _resolve(data, path.stem)
+        missing = [f"energy.{k}" for k in REQUIRED_ENERGY if k not in table.energy] + [
+            f"area.{k}" for k in REQUIRED_AREA if k not in table.area]
+        if missing:
+            raise TechError(f"{path}: missing rows {', '.join(missing)}")
+        return table
     name = f"{name}nm" if isinstance(name, int) else str(name)
     if name not in table_names():
-        raise TechError(f"no technology table {name!r}; shipped: {', '.join(table_names())}")
+        raise TechError(f"no technology table {name!r}; shipped: {', '.join(table_names())} (or give a .toml path)")
     data = tomllib.loads(resources.files("sim.tech").joinpath(f"{name}.toml").read_text())
+    return _resolve(data, name)
+
+
+def _resolve(data: dict, name: str) -> TechTable:
+    """Rows of one parsed table, with its base's scaled rows when ``derived_from`` is set."""
     energy, area = _rows(data, "energy", name), _rows(data, "area", name)
     ef = af = 1.0
+    try:
+        node, vdd = int(data["node_nm"]), float(data["vdd"])
+    except (KeyError, TypeError, ValueError):
+        raise TechError(f"table {name}: needs node_nm and vdd") from None
     if "derived_from" in data:
         base = load_tech(data["derived_from"])
-        sc = data["scaling"]
+        sc = data.get("scaling")
+        if not isinstance(sc, dict):
+            raise TechError(f"table {name}: derived_from needs a [scaling] table")
         ef = energy_poly(sc["energy_poly_to"], sc["to_vdd"]) / energy_poly(sc["energy_poly_from"], sc["from_vdd"])
         af = float(sc["area_factor"])
         tag = f"; scaled from {base.name}"
@@ -91,4 +127,4 @@ def load_tech(name: str | int) -> TechTable:
                      for k, r in base.energy.items()}, **energy}
         area = {**{k: Row(r.value * af, r.unit, f"{r.source}{tag} x {af:g} ({sc['source']})")
                    for k, r in base.area.items()}, **area}
-    return TechTable(name, int(data["node_nm"]), float(data["vdd"]), energy, area, ef, af)
+    return TechTable(name, node, vdd, energy, area, ef, af)

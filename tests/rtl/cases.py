@@ -105,3 +105,38 @@ def acc_width_case(rows: int, cols: int, max_k: int) -> Case:
     c.X[:] = 255
     c.W[:] = -128
     return c
+
+
+def engine_trace(seed: int = 0, spatial: bool = False):
+    """A small exact trace for ``kaleido simulate --engine rtl`` on tiny-8x8: grid 3x2x4 (24 tokens,
+    one position block of 8 per frame), frames 1-2 close to frame 0 so every decision occurs;
+    ops ``qkv`` (K = 20 in three temporal groups, N = 12: two column blocks), ``qk`` (2 heads,
+    K = 8, N = 12 keys) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
+    whose group reuses along ``w`` (constant operands: every token reuses), which the RTL rejects
+    (docs/decisions.md D4)."""
+    from algo.trace import Group, OpRecord, Trace
+
+    rng = np.random.default_rng(seed)
+    F, H, W = 3, 2, 4  # noqa: N806
+
+    def frames(batch, K, lo, hi, dtype):  # noqa: N803
+        base = rng.integers(lo, hi, size=(batch, 1, H * W, K))
+        x = np.concatenate([base + rng.integers(-3, 4, size=(batch, 1, H * W, K)) * (f > 0) for f in range(F)],
+                           axis=1)
+        return np.clip(x.reshape(batch, F * H * W, K), lo, hi - 1).astype(dtype)
+
+    def weights(batch, K, N):  # noqa: N803
+        return rng.integers(-128, 128, size=(batch, K, N)).astype(np.int8)
+
+    ops = [
+        OpRecord("qkv", 0, 0, frames(1, 20, -60, 60, np.int8), weights(1, 20, 12),
+                 [Group(0, 8, "f"), Group(8, 14, "f"), Group(14, 20, "f")], (2.0, 6.0)),
+        OpRecord("qk", 0, 0, frames(2, 8, -100, 100, np.int8), weights(2, 8, 12),
+                 [Group(0, 4, "f", "t"), Group(4, 8, "f", "h")], (3.0, 8.0)),
+        OpRecord("pv", 0, 0, frames(2, 12, 0, 256, np.uint8), weights(2, 12, 8),
+                 [Group(0, 6, "f"), Group(6, 12, "f")], (2.0, 6.0), x_signed=False),
+    ]
+    if spatial:
+        ops.append(OpRecord("ffn1", 0, 0, np.full((1, F * H * W, 8), 5, np.int8), weights(1, 8, 8),
+                            [Group(0, 8, "w")], (2.0, 6.0)))
+    return Trace(grid=(F, H, W), ops=ops, model="synthetic", size="test", weights="random")

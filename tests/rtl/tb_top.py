@@ -20,9 +20,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from algo.golden import apply_decisions
 from hw.config import load_config
-from hw.top import row_bits
 from sim.cycle_model import op_cycles
-from sim.stream import build_stream, pack_lanes, unpack_lanes
+from sim.stream import OutputCollector, build_stream, port_values
 from tests.rtl.cases import acc_width_case, cases_for
 
 CFG = load_config(os.environ["KALEIDO_PRESET"])
@@ -39,37 +38,22 @@ async def reset(dut):
 
 
 def drive(dut, s, x_unsigned):
-    dut.in_valid.value = 1
-    dut.in_x_a.value = pack_lanes(s.x_a, 8)
-    dut.in_x_b.value = pack_lanes(s.x_b, 8)
-    dut.in_mode.value = pack_lanes(s.mode, 2)
-    dut.in_sel.value = pack_lanes(s.sel, 1)
-    dut.in_w_a.value = pack_lanes(s.w_a, 8)
-    dut.in_w_b.value = pack_lanes(s.w_b, 8)
-    dut.in_g_a.value = s.g_a
-    dut.in_g_b.value = s.g_b
-    dut.in_first_a.value = int(s.first_a)
-    dut.in_first_b.value = int(s.first_b)
-    dut.in_last.value = int(s.last)
-    dut.in_clear.value = int(s.clear)
-    dut.x_unsigned.value = int(x_unsigned)
+    for name, value in port_values(s, x_unsigned).items():
+        getattr(dut, name).value = value
 
 
 async def run_case(dut, case):
-    R, C, d, ab = CFG.array_rows, CFG.array_cols, CFG.drain_rows_per_cycle, CFG.acc_bits  # noqa: N806
-    rb = row_bits(CFG)
+    R, C, d = CFG.array_rows, CFG.array_cols, CFG.drain_rows_per_cycle  # noqa: N806
     stream = build_stream(case.X, case.W, case.grid, case.groups, case.decisions, 4, CFG)
     expected = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     want_cycles, _ = op_cycles(stream.slots_per_tile, R, C, d)
 
     await reset(dut)
-    port_tiles = [list(range(p, len(stream.tiles), d)) for p in range(d)]
-    rows_seen = [0] * d
     got = np.full(expected.shape, np.iinfo(np.int64).min, dtype=np.int64)
+    out = OutputCollector([(tile, got) for tile in stream.tiles], CFG)
     idx, cycle, first_accept, last_output = 0, 0, None, None
-    tiles_left = len(stream.tiles)
     limit = 50 * (len(stream.slots) + R + C + 10)
-    while tiles_left and cycle < limit:
+    while out.tiles_left and cycle < limit:
         if idx < len(stream.slots):
             drive(dut, stream.slots[idx], case.x_unsigned)
         else:
@@ -78,30 +62,15 @@ async def run_case(dut, case):
         await ReadOnly()
         accepted = idx < len(stream.slots) and int(dut.in_ready.value) == 1
         ov = dut.out_valid.value.to_unsigned()
-        if ov:
-            data = dut.out_data.value.to_unsigned()
-            rows_v = dut.out_row.value.to_unsigned()
-            for p in range(d):
-                if not (ov >> p) & 1:
-                    continue
-                row = (rows_v >> (p * rb)) & ((1 << rb) - 1)
-                assert row == rows_seen[p], f"port {p}: row {row}, expected {rows_seen[p]}"
-                tile = stream.tiles[port_tiles[p][0]]
-                vals = unpack_lanes(data >> (p * C * ab), C, ab)
-                if row < len(tile.tokens):
-                    got[tile.tokens[row], tile.n0:tile.n1] = vals[:tile.n1 - tile.n0]
-                rows_seen[p] += 1
-                if rows_seen[p] == R:
-                    rows_seen[p] = 0
-                    port_tiles[p].pop(0)
-                    tiles_left -= 1
-                    last_output = cycle
+        if ov and out.sample(ov, dut.out_data.value.to_unsigned(), dut.out_row.value.to_unsigned()):
+            last_output = cycle
         await RisingEdge(dut.clk)
         if accepted:
             if first_accept is None:
                 first_accept = cycle
             idx += 1
         cycle += 1
+    tiles_left = out.tiles_left
     assert tiles_left == 0, f"{case.name}: {tiles_left} tiles never drained within {limit} cycles"
     mism = np.argwhere(got != expected)
     assert mism.size == 0, (

@@ -1,0 +1,95 @@
+"""Issue timeline of `hw.core.TileCore`, the core with double-buffered operand loading.
+
+`sim.cycle_model` times the array alone: operands are there when a slot issues. `TileCore`
+(docs/decisions.md D25) loads each tile's operands into one of two banks while the other bank's
+tile issues, P channels per load beat, one beat per cycle. When a tile's load finishes before the
+previous tile's last slot, the issue timeline is the cycle model's; otherwise the array waits for
+the load. This module predicts that timeline exactly (tests/test_rtl_core.py compares it with the
+Amaranth simulation of the core, cycle for cycle). It does not change the cycle model.
+
+Loader policy (what the test benches drive and this model assumes): tiles load in issue order,
+tile t into bank ``t mod 2``, its ``n_t`` beats on consecutive cycles from the first cycle the
+bank is free and the previous tile's beats are done; its last beat carries the descriptor.
+Cycle 0 is the first load beat. With A_t the cycle of tile t's last beat and L_t the cycle of
+its last slot (both accepted at the end of that cycle), from the registers of `hw.core`:
+
+- tile t's first beat: ``B_t = max(A_{t-1} + 1, L_{t-2} + 1)`` (bank ``t mod 2`` is freed the
+  cycle after tile t-2's last slot; ``A_{-1} = L_{-2} = L_{-1} = -1``), ``A_t = B_t + n_t - 1``;
+- tile t's first slot: ``max(L_{t-1}, A_t) + 1`` (the bank's matcher starts on the descriptor beat
+  and issues from the next cycle, and not before the other bank's last slot);
+- ``L_t = max(max(L_{t-1}, A_t) + S_t, L_{t-d} + R)`` with ``S_t = max(1, slots_t)`` and the drain
+  bound of the cycle model (d = ``drain_rows_per_cycle``);
+- the last result row leaves at ``L_last + R + C + 1``; the core takes ``L_last + R + C + 2``
+  cycles (`sim.cycle_model.PIPELINE_CYCLES`).
+
+The loader keeps up when ``A_t <= L_{t-1}`` for every t >= 1; then ``L_t`` is the cycle model's
+plus ``n_0`` (the first tile's load, a prologue) and the core's cycles are
+``op_cycles(...) + n_0``. It always keeps up when one beat holds a tile (``P >= K``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.cycle_model import PIPELINE_CYCLES
+
+
+@dataclass
+class CoreTimeline:
+    """Per-tile cycles of one op on `hw.core.TileCore` (cycle 0 = first load beat)."""
+
+    last_beat: np.ndarray   # int64 [tiles]: A_t, cycle the tile's descriptor beat is accepted
+    last_slot: np.ndarray   # int64 [tiles]: L_t, cycle the tile's last slot is accepted
+    cycles: int             # L_last + R + C + PIPELINE_CYCLES (0 for no tiles)
+    load_stall: int         # cycles the array waited for loads after the first tile: sum of max(0, A_t - L_{t-1})
+
+    @property
+    def keeps_up(self) -> bool:
+        """True when every tile after the first was loaded before its predecessor's last slot."""
+        return self.load_stall == 0
+
+
+def load_beats(n_tiles: int, K: int, load_channels: int) -> np.ndarray:  # noqa: N803
+    """Beats per tile when the loader writes all K channels of every tile: ``ceil(K / P)``; int64 ``[n_tiles]``.
+
+    Raises:
+        ValueError: K or load_channels below 1.
+    """
+    if K < 1 or load_channels < 1:
+        raise ValueError(f"K = {K} and load_channels = {load_channels} must be >= 1")
+    return np.full(n_tiles, -(-K // load_channels), dtype=np.int64)
+
+
+def core_timeline(s_seq: np.ndarray, beats: np.ndarray, rows: int, cols: int, ports: int) -> CoreTimeline:
+    """Timeline of one op on `hw.core.TileCore` (module docstring).
+
+    Args:
+        s_seq: int64 ``[tiles]`` matcher slots per tile in issue order (0 = bubble tile, 1 cycle),
+            e.g. `sim.stream.Stream.slots_per_tile` or `sim.cycle_model.reuse_slot_sequence`.
+        beats: int64 ``[tiles]`` load beats per tile (>= 1), e.g. `load_beats`.
+        rows, cols: array size R, C; ports: ``drain_rows_per_cycle`` d.
+
+    Raises:
+        ValueError: mismatched lengths or a tile with no beat.
+    """
+    s_seq, beats = np.asarray(s_seq, dtype=np.int64), np.asarray(beats, dtype=np.int64)
+    if s_seq.shape != beats.shape or s_seq.ndim != 1:
+        raise ValueError(f"s_seq {s_seq.shape} and beats {beats.shape} must be equal-length vectors")
+    if beats.size and beats.min() < 1:
+        raise ValueError("every tile needs at least one load beat (its descriptor)")
+    n = s_seq.size
+    A, L = np.zeros(n, np.int64), np.zeros(n, np.int64)  # noqa: N806
+    stall = 0
+    for t in range(n):
+        prev_a = A[t - 1] if t >= 1 else -1
+        prev_l = L[t - 1] if t >= 1 else -1
+        bank_free = L[t - 2] + 1 if t >= 2 else 0
+        A[t] = max(prev_a + 1, bank_free) + beats[t] - 1
+        if t >= 1:
+            stall += max(0, int(A[t] - prev_l))
+        drain = L[t - ports] + rows if t >= ports else -(1 << 40)
+        L[t] = max(max(prev_l, A[t]) + max(1, int(s_seq[t])), drain)
+    cycles = int(L[-1]) + rows + cols + PIPELINE_CYCLES if n else 0
+    return CoreTimeline(A, L, cycles, stall)

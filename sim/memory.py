@@ -1,0 +1,189 @@
+"""Buffer, DRAM and vector-unit timing of one op: stall cycles by cause beyond the array's cycles.
+
+The array's cycles (`sim.cycle_model`, RTL-exact, including the output-drain stall) stay the op's
+``cycles``; this module adds what the memory system and the vector unit cost on top, per op, from
+the op's DRAM bytes (`sim.actions` rules) and its vector work (the same per-element counts as
+`sim.actions`, split into work before and after the GEMM). Rules (docs/decisions.md D10, D11):
+
+Fold (the buffers' unit of work). A fold is one output tile (R tokens x C output channels) over one
+K-chunk of ``kf = min(K, R)`` channels, the reduction depth of a weight- or input-stationary fold on
+the same array (SCALE-Sim's ``ceil(K/R)`` folds); the output-stationary PEs keep accumulating across
+K-chunks, so the buffers never need a tile's whole K. One fold needs ``R * kf`` input bytes (int8 X),
+``kf * C`` weight bytes (int8 W) and ``R * C * ob`` output bytes (acc-width results, ``ob =
+ceil(acc_bits / 8)``, `sim.actions.value_bytes`). A config whose buffer cannot hold one fold cannot
+run the op (`fold_shortfall`; the simulator raises). When every buffer holds two folds, the buffers
+are double-buffered: the next fold's DRAM transfer overlaps the current fold's compute.
+
+DRAM, per op (granularity: the whole op, with a fold-sized prologue and epilogue). Bandwidth
+``B = dram_gbps * 1000 / clock_mhz`` bytes per cycle (GB/s = 1e9 B/s; clock_mhz * 1e6 cycles/s).
+``D = ceil(dram_bytes / B)``. The first fold (``min(R, M) * kf + kf * min(C, N)`` bytes) must arrive
+before the first slot issues (prologue ``Dh``) and the last tile's int8 outputs (``min(R, M) *
+min(C, N)`` bytes) leave after the last result (epilogue ``Dt``); nothing overlaps them (both are
+capped so that ``Dh + Dt <= D``). With
+double buffering the rest, ``Do = max(0, D - Dh - Dt)``, overlaps the array; without (a buffer holds
+one fold but not two) all of D is serial and is the DRAM stall.
+
+Vector unit, per op. ``lanes = vector_lanes`` (config; default ``array_cols *
+drain_rows_per_cycle``, one lane per output value drained per cycle, the area model's size), each
+doing one fp16 add and one fp16 multiply per cycle: ``V(adds, mults) = max(ceil(adds / lanes),
+ceil(mults / lanes))``. Work before the GEMM (LayerNorm + modulation of the input of qkv, cross_q
+and ffn1; RoPE of qk's Q and K) is dependent: the first position tile's rows (share ``min(R, M) /
+M`` of it) must be done before the first slot, head ``Vh``. Work after the GEMM (requantise,
+softmax numerators, 1/rowsum, GELU, residual) streams on the drained results (softmax taken as
+streaming, with a running row max); the last tile's share ``min(R, M) * min(C, N) / (M * N)`` runs
+after the last result, tail ``Vt``. The rest, ``Vo = max(0, V_total - Vh - Vt)``, overlaps the array.
+
+Combination. With A = the array's cycles: ``vector stall = Vh + Vt + max(0, Vo - A)``; ``dram stall
+= Dh + Dt + max(0, Do - max(A, Vo))`` (double-buffered) or ``D`` (not): overlapped work longer than
+the array is charged to the vector unit up to its own excess, the remainder to DRAM, so that
+``total_cycles = A + dram stall + vector stall`` = ``Dh + Vh + max(A, Vo, Do) + Vt + Dt``. Ops run
+one after another (no overlap between ops, as in `sim.simulate`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hw.config import AcceleratorConfig
+from sim.actions import kaleido_dram, value_bytes
+
+#: Ops whose input goes through LayerNorm + adaLN modulation on the vector unit (sim.actions).
+NORM_INPUT_OPS = ("qkv", "cross_q", "ffn1")
+
+
+def vector_lanes(cfg: AcceleratorConfig) -> int:
+    """Vector-unit lanes: ``cfg.vector_lanes``, or ``array_cols * drain_rows_per_cycle`` when unset."""
+    return cfg.vector_lanes if cfg.vector_lanes is not None else cfg.array_cols * cfg.drain_rows_per_cycle
+
+
+def vector_work(name: str, M: int, K: int, N: int) -> tuple[int, int, int, int]:  # noqa: N803
+    """fp16 ``(pre_adds, pre_mults, post_adds, post_mults)`` of one batch element.
+
+    Pre = before the GEMM, post = on its outputs; the per-element counts are `sim.actions`'s
+    (module docstring there): norm 4 adds + 3 mults per input element; RoPE 1 add + 2 mults per
+    Q and K element; requantise 1 + 1 per output; softmax 7 + 6 per score; 1/rowsum 1 mult per
+    output + 4 per row; GELU 6 + 14 per output; residual 1 add per output.
+    """
+    pre_a = pre_m = 0
+    if name in NORM_INPUT_OPS:
+        pre_a, pre_m = 4 * M * K, 3 * M * K
+    if name == "qk":
+        pre_a, pre_m = M * K + K * N, 2 * (M * K + K * N)
+    post_a, post_m = M * N, M * N
+    if name in ("qk", "cross_qk"):
+        post_a, post_m = post_a + 7 * M * N, post_m + 6 * M * N
+    if name in ("pv", "cross_pv"):
+        post_m += M * N + 4 * M
+    if name == "ffn1":
+        post_a, post_m = post_a + 6 * M * N, post_m + 14 * M * N
+    if name in ("o_proj", "cross_o", "ffn2"):
+        post_a += M * N
+    return pre_a, pre_m, post_a, post_m
+
+
+def fold_bytes(cfg: AcceleratorConfig, K: int) -> dict[str, int]:  # noqa: N803
+    """Bytes one fold needs in each buffer (``input``, ``weight``, ``output``) for reduction depth K."""
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    kf = min(K, R)
+    return {"input": R * kf, "weight": kf * C, "output": R * C * value_bytes(cfg)}
+
+
+def fold_shortfall(cfg: AcceleratorConfig, K: int) -> tuple[str, int, int] | None:  # noqa: N803
+    """The first buffer that cannot hold one fold: ``(buffer, required_bytes, sram_kib)``, else None."""
+    for buf, need in fold_bytes(cfg, K).items():
+        kib = getattr(cfg, f"{buf}_sram_kib")
+        if need > kib * 1024:
+            return buf, need, kib
+    return None
+
+
+def double_buffered(cfg: AcceleratorConfig, K: int) -> bool:  # noqa: N803
+    """Every buffer holds two folds, so DRAM transfers overlap compute."""
+    return all(2 * need <= getattr(cfg, f"{buf}_sram_kib") * 1024 for buf, need in fold_bytes(cfg, K).items())
+
+
+def bytes_per_cycle(cfg: AcceleratorConfig) -> float:
+    """DRAM bytes per clock cycle: ``dram_gbps * 1000 / clock_mhz``."""
+    return cfg.dram_gbps * 1000.0 / cfg.clock_mhz
+
+
+def dram_cycles(cfg: AcceleratorConfig, nbytes: float) -> int:
+    """Cycles to move ``nbytes`` at the DRAM bandwidth, rounded up."""
+    return math.ceil(nbytes / bytes_per_cycle(cfg) - 1e-9) if nbytes > 0 else 0
+
+
+def _vcycles(adds: float, mults: float, lanes: int) -> int:
+    return max(math.ceil(adds / lanes - 1e-9), math.ceil(mults / lanes - 1e-9), 0)
+
+
+def kaleido_dram_bytes(cfg: AcceleratorConfig, batch: int, M: int, K: int, N: int, grid) -> int:  # noqa: N803
+    """DRAM bytes (read + write) of one op under Kaleido reuse: `sim.actions.kaleido_dram` (the action
+    counts' rules, docs/decisions.md D23, D24), taking every channel group as temporal."""
+    d = kaleido_dram(cfg, M, K, N, grid)
+    return batch * (d["read"] + d["write"])
+
+
+def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,  # noqa: N803
+                     dram_bytes: float, cfg: AcceleratorConfig) -> dict:
+    """Stalls of one op beyond the array's ``cycles`` (module docstring rules).
+
+    Args:
+        name: op type (vector work depends on it).
+        batch, M, K, N: the op's shape per batch element.
+        cycles: the array's cycles for the whole op (`sim.cycle_model`).
+        dram_bytes: DRAM read + write bytes of the whole op (`sim.actions`).
+
+    Returns:
+        ``stall_cycles`` (``dram``, ``vector``), ``total_cycles``, ``dram_cycles`` (D),
+        ``vector_cycles`` (V_total), ``double_buffered``; all cycles are ints.
+    """
+    if cycles <= 0:
+        return {"stall_cycles": {"dram": 0, "vector": 0}, "total_cycles": 0, "dram_cycles": 0,
+                "vector_cycles": 0, "double_buffered": True}
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    lanes = vector_lanes(cfg)
+    r0, c0, kf = min(R, M), min(C, N), min(K, R)
+    pa, pm, qa, qm = vector_work(name, M, K, N)
+    v_total = _vcycles(batch * (pa + qa), batch * (pm + qm), lanes)
+    vh = _vcycles(pa * r0 / M, pm * r0 / M, lanes)
+    vt = _vcycles(qa * r0 * c0 / (M * N), qm * r0 * c0 / (M * N), lanes)
+    vo = max(0, v_total - vh - vt)
+    d_total = dram_cycles(cfg, dram_bytes)
+    db = double_buffered(cfg, K)
+    if db:
+        dh = min(d_total, dram_cycles(cfg, r0 * kf + kf * c0))
+        dt = min(d_total - dh, dram_cycles(cfg, r0 * c0))
+        do = max(0, d_total - dh - dt)
+        dram_stall = dh + dt + max(0, do - max(cycles, vo))
+    else:
+        dram_stall = d_total
+    vec_stall = vh + vt + max(0, vo - cycles)
+    return {"stall_cycles": {"dram": int(dram_stall), "vector": int(vec_stall)},
+            "total_cycles": int(cycles + dram_stall + vec_stall), "dram_cycles": int(d_total),
+            "vector_cycles": int(v_total), "double_buffered": db}
+
+
+def annotate_memory(res: dict, cfg: AcceleratorConfig) -> dict:
+    """Add the memory and vector timing to one op's result from `sim.simulate` (in place; returned).
+
+    Reads ``name``, ``batch``, ``M``, ``K``, ``N``, ``cycles``, ``dense_cycles`` and the DRAM bytes of
+    ``actions`` and ``dense_actions`` (`sim.energy.EnergyModel.annotate_op`); adds ``dram`` and
+    ``vector`` to ``stall_cycles`` and ``dense_stall_cycles``, ``total_cycles`` and
+    ``dense_total_cycles`` (array cycles + those stalls; the drain stall is already inside the array
+    cycles), ``total_speedup`` and ``memory`` (``dram_cycles``, ``vector_cycles``,
+    ``double_buffered``, ``dense_dram_cycles``).
+    """
+    shape = (res["batch"], res["M"], res["K"], res["N"])
+    out = {}
+    for prefix, key in (("", "actions"), ("dense_", "dense_actions")):
+        a = res[key]
+        t = op_memory_timing(res["name"], *shape, res[f"{prefix}cycles"],
+                             a["dram_read_bytes"] + a["dram_write_bytes"], cfg)
+        res[f"{prefix}stall_cycles"].update(t["stall_cycles"])
+        res[f"{prefix}total_cycles"] = t["total_cycles"]
+        out[prefix] = t
+    res["total_speedup"] = res["dense_total_cycles"] / res["total_cycles"] if res["total_cycles"] else 0.0
+    res["memory"] = {"dram_cycles": out[""]["dram_cycles"], "vector_cycles": out[""]["vector_cycles"],
+                     "double_buffered": out[""]["double_buffered"],
+                     "dense_dram_cycles": out["dense_"]["dram_cycles"]}
+    return res

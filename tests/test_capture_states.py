@@ -1,0 +1,131 @@
+"""Attention states in exact traces (format version 3): attention output and log-sum-exp per head of
+every self-attention pv op; shape traces; round trip and rejection of bad states."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from algo.capture import capture_to_file
+from algo.trace import TraceError, load_trace, save_trace
+
+
+@pytest.fixture(scope="module")
+def states(tmp_path_factory):
+    """Tiny Wan, block 0, step 49, qk and pv; the float Q, K, V and the model's own attention output."""
+    import diffusers.models.transformers.transformer_wan as wan_mod
+
+    d = tmp_path_factory.mktemp("states")
+    seen = []
+    original = wan_mod.dispatch_attention_fn
+
+    def spy(query, key, value, *args, **kwargs):  # sits under capture's own wrapper
+        out = original(query, key, value, *args, **kwargs)
+        seen.append((query.detach().clone(), key.detach().clone(), value.detach().clone(), out.detach().clone()))
+        return out
+
+    wan_mod.dispatch_attention_fn = spy
+    try:
+        capture_to_file(out=d / "t.npz", steps=(49,), blocks=(0,), ops="qk,pv", seed=0)
+    finally:
+        wan_mod.dispatch_attention_fn = original
+    return load_trace(d / "t.npz"), seen[0], d  # seen[0]: block 0's self-attention
+
+
+def test_lse_equals_logsumexp_of_stored_qk(states):
+    tr, _, _ = states
+    qk, pv = tr.ops
+    assert (qk.name, pv.name) == ("qk", "pv") and pv.lse is not None and qk.lse is None
+    d_h = qk.K
+    q = qk.X.astype(np.float64) * qk.x_scale  # [heads, M, d_h]
+    kt = qk.W.astype(np.float64) * qk.w_scale  # [heads, d_h, M]
+    ref = torch.logsumexp(torch.from_numpy(q @ kt / math.sqrt(d_h)), dim=-1).numpy()
+    # Tolerance, derived: with |q - q^| <= e_q = x_scale/2 and |k - k^| <= e_k = w_scale/2,
+    # |s_ij - s^_ij| <= (sum_c |q^_ic| e_k + e_q sum_c |k^_jc| + d_h e_q e_k) / sqrt(d_h), and
+    # logsumexp is 1-Lipschitz in the max norm, so per row |LSE - LSE^| <= max_j of that bound
+    # (+1e-4 for float32 arithmetic in the capture).
+    e_q, e_k = qk.x_scale / 2, qk.w_scale / 2
+    k_abs = np.abs(kt).sum(axis=1).max(axis=-1)  # [heads]: max_j sum_c |k^_jc|
+    bound = (np.abs(q).sum(-1) * e_k + e_q * k_abs[:, None] + d_h * e_q * e_k) / math.sqrt(d_h) + 1e-4
+    err = np.abs(pv.lse - ref)
+    assert (err <= bound).all(), float((err - bound).max())
+    assert err.max() > 0  # int8 really is coarser than the float scores the trace's LSE came from
+
+
+def test_states_equal_float_attention(states):
+    tr, (q, k, v, out), _ = states
+    pv = tr.ops[1]
+    qh, kh, vh = (t[0].transpose(0, 1).to(torch.float64) for t in (q, k, v))  # [heads, M, d_h]
+    s = qh @ kh.transpose(1, 2) / math.sqrt(qh.shape[-1])
+    np.testing.assert_allclose(pv.lse, torch.logsumexp(s, -1).numpy(), atol=1e-4, rtol=0)
+    model_out = out[0].transpose(0, 1).to(torch.float32).numpy()  # the model's own attention output
+    np.testing.assert_allclose(pv.attn_out, model_out, atol=1e-4, rtol=0)
+    assert pv.attn_out.dtype == np.float32 and pv.attn_out.shape == (pv.batch, pv.M, pv.N)
+
+
+def test_round_trip_identical(states, tmp_path):
+    tr, _, _ = states
+    save_trace(tr, tmp_path / "again.npz")
+    back = load_trace(tmp_path / "again.npz")
+    for a, b in zip(tr.ops, back.ops, strict=True):
+        np.testing.assert_array_equal(a.X, b.X)
+        np.testing.assert_array_equal(a.W, b.W)
+        if a.lse is not None:
+            np.testing.assert_array_equal(a.lse, b.lse)
+            np.testing.assert_array_equal(a.attn_out, b.attn_out)
+        assert a.meta() == b.meta()
+
+
+def _rewrite(src: Path, dst: Path, meta_fn=None, arr_fn=None) -> Path:
+    with np.load(src) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    if meta_fn:
+        meta_fn(meta)
+    if arr_fn:
+        arr_fn(arrays)
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(dst, **arrays)
+    return dst
+
+
+def _set(key, fn):
+    def arr_fn(a):
+        a[key] = fn(a[key])
+    return arr_fn
+
+
+def _nan(x):
+    x = x.copy()
+    x.flat[3] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("arr_fn,meta_fn,match", [
+    (_set("op00001_L", _nan), None, "log-sum-exp holds NaN"),
+    (_set("op00001_O", _nan), None, "attention output holds NaN"),
+    (_set("op00001_L", lambda x: x[:, :-1]), None, r"log-sum-exp has shape"),
+    (_set("op00001_O", lambda x: x.astype(np.float64)), None, "attention output must be float32"),
+    (lambda a: a.pop("op00001_L"), None, "attention state arrays missing"),
+])
+def test_bad_states_rejected(states, tmp_path, arr_fn, meta_fn, match):
+    _, _, d = states
+    bad = _rewrite(d / "t.npz", tmp_path / "bad.npz", meta_fn, arr_fn)
+    with pytest.raises(TraceError, match=match):
+        load_trace(bad)
+
+
+def test_shape_trace_version_and_kind(tmp_path):
+    from algo.capture import write_shape_trace
+
+    write_shape_trace(tmp_path / "s.npz", "wan2.1-t2v-1.3b", "tiny", steps=(0,))
+    tr = load_trace(tmp_path / "s.npz")
+    assert tr.kind == "shapes" and all(o.X is None and o.decisions is None for o in tr.ops)
+    bad = _rewrite(tmp_path / "s.npz", tmp_path / "v2.npz", lambda m: m.update(version=2))
+    with pytest.raises(TraceError, match="shape traces exist from format version 3"):
+        load_trace(bad)

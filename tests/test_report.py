@@ -1,0 +1,163 @@
+"""`kaleido report` (sim.report): every number in the tables equals the results file it came from,
+and every figure is a readable image of the expected pixel size.
+
+Two results files of the same (synthetic) model at two grids: the hand-built trace of
+tests/test_baselines.py (grid 3x2x4) with all baselines, and tests/test_cli.py's small trace
+(grid 2x2x4), so the scaling figure is drawn too. Quality values are written into the JSON by hand
+(the report must copy them, not compute them).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pytest
+from PIL import Image
+
+from algo.quality import to_jsonable
+from algo.trace import load_trace
+from hw.config import load_config
+from sim.area import area_breakdown
+from sim.baselines import attach_baselines, run_baselines
+from sim.report import heatmap_matrix, write_report
+from sim.simulate import simulate_trace
+from sim.tech import load_tech
+from tests.test_baselines import hand_trace
+from tests.test_cli import small_trace
+
+QUALITY = {"kaleido": 40.25, "adaptiv": 50.5, "exion": 45.0, "cambricon_d": math.inf, "dense": math.inf,
+           "a100": math.inf}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("report")
+    cfg = load_config("tiny-8x8")
+    paths = []
+    for name, tr in (("hand", hand_trace()), ("small", load_trace(small_trace(tmp / "small.npz")))):
+        res = simulate_trace(tr, cfg, trace_path=f"{name}.npz")
+        attach_baselines(res, run_baselines(tr, cfg, res))
+        res["quality"] = {"latent_psnr_db": QUALITY["kaleido"], "latent_ssim": 0.99}
+        for b, e in res["baselines"].items():
+            if "skipped" not in e:
+                e["quality"] = {"latent_psnr_db": QUALITY[b], "latent_ssim": 1.0}
+        p = tmp / f"{name}.json"
+        p.write_text(json.dumps(to_jsonable(res)))
+        paths.append(p)
+    out = tmp / "out"
+    written = write_report(paths, out)
+    return {p.stem: json.loads(p.read_text()) for p in paths}, out, written
+
+
+def _csv(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def _f(v: str) -> float:
+    return float(v)  # "inf" parses too
+
+
+def test_baselines_csv_equals_json(report):
+    data, out, _ = report
+    rows = _csv(out / "baselines.csv")
+    seen = 0
+    for r in rows:
+        d = data[r["results"]]
+        if r["baseline"] == "kaleido":
+            assert int(r["cycles"]) == d["cycles"]
+            assert _f(r["energy_pj"]) == pytest.approx(d["energy_pj"], rel=1e-6)
+            assert _f(r["latent_psnr_db"]) == QUALITY["kaleido"]
+            continue
+        e = d["baselines"][r["baseline"]]
+        if "skipped" in e:
+            assert r["notes"] == "skipped: " + e["skipped"] and r["cycles"] == ""
+            continue
+        seen += 1
+        for key in ("cycles", "time_us", "energy_pj", "kaleido_speedup", "kaleido_energy_saving"):
+            assert _f(r[key]) == pytest.approx(e[key], rel=1e-5, abs=1e-5), (r["baseline"], key)
+        assert _f(r["latent_psnr_db"]) == QUALITY[r["baseline"]]
+    # hand trace: 5 baselines; small trace (no second step, but exact): 5 as well
+    assert seen == 10
+
+
+def test_summary_markdown_equals_json(report):
+    data, out, _ = report
+    md = (out / "summary.md").read_text()
+    section = md.split("# Baselines", 1)[1]
+    for label, d in data.items():
+        part = section.split(f"## {label}:", 1)[1].split("\n## ", 1)[0]
+        for name, e in d["baselines"].items():
+            line = next(ln for ln in part.splitlines() if ln.startswith(f"| {name} |"))
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            assert int(cells[1].replace(",", "")) == round(e["cycles"])
+            assert float(cells[4].rstrip("x")) == pytest.approx(e["kaleido_speedup"], abs=5e-4)
+            assert float(cells[5].rstrip("x")) == pytest.approx(e["kaleido_energy_saving"], abs=5e-4)
+            assert float(cells[3].replace(",", "")) == pytest.approx(e["energy_pj"] / 1e6, abs=5e-4)
+
+
+def test_per_op_and_breakdown_csv_equal_json(report):
+    data, out, _ = report
+    for r in _csv(out / "per_op.csv"):
+        op = next(o for o in data[r["results"]]["per_op"]
+                  if o["name"] == r["name"] and o["block"] == int(r["block"]) and o["step"] == int(r["step"]))
+        assert int(r["cycles"]) == op["cycles"] and int(r["dense_cycles"]) == op["dense_cycles"]
+    sums: dict = {}
+    for r in _csv(out / "energy_breakdown.csv"):
+        sums[(r["results"], r["design"])] = sums.get((r["results"], r["design"]), 0.0) + float(r["energy_pj"])
+    for (label, design), total in sums.items():
+        d = data[label]
+        want = d["energy_pj"] if design == "kaleido" else d["baselines"][design]["energy_pj"]
+        assert total == pytest.approx(want, rel=1e-6)
+    for r in _csv(out / "baselines_per_op.csv"):
+        e = data[r["results"]]["baselines"][r["baseline"]]
+        op = next(o for o in e["per_op"] if o["name"] == r["name"] and o["step"] == int(r["step"]))
+        assert float(r["cycles"]) == pytest.approx(op["cycles"], abs=1e-3)
+
+
+def test_area_csv_equals_area_model(report):
+    _, out, _ = report
+    a = area_breakdown(load_config("tiny-8x8"), load_tech("16nm"))
+    rows = {r["component"]: float(r["mm2"]) for r in _csv(out / "area.csv")}
+    assert rows["total"] == pytest.approx(a["total_mm2"], abs=1e-6)
+    assert rows["dense_total"] == pytest.approx(a["dense_total_mm2"], abs=1e-6)
+    for k, v in a["breakdown"].items():
+        assert rows[k] == pytest.approx(v, abs=1e-6)
+
+
+def test_heatmap_is_mac_weighted_saving(report):
+    data, _, _ = report
+    d = data["hand"]
+    blocks, steps, m = heatmap_matrix(d)
+    assert blocks == [0] and steps == [0, 1]
+    ops = [o for o in d["per_op"] if o["step"] == 0]  # ffn1 and pv, weighted by their MACs
+    want = sum((o["reuse_fraction"]["reuse"] + o["reuse_fraction"]["partial"] / 2) * o["M"] * o["K"] * o["N"]
+               * o["batch"] for o in ops) / sum(o["M"] * o["K"] * o["N"] * o["batch"] for o in ops)
+    assert m[0][0] == pytest.approx(want)
+
+
+# Expected PNG sizes: figure inches x 150 dpi, two results panels where a figure has one per results file.
+EXPECTED_PX = {"baselines": (11 * 150, 2 * 4.6 * 150), "energy_breakdown": (12 * 150, 2 * 4.8 * 150),
+               "area_breakdown": (10 * 150, 4.8 * 150), "reuse_heatmap": (9 * 150, 2 * 4.2 * 150),
+               "quality_speedup": (9 * 150, 6 * 150), "scaling": (11 * 150, 4.8 * 150)}
+
+
+def test_figures_are_readable_images_of_expected_size(report):
+    _, out, written = report
+    names = {p.name for p in written}
+    for stem, (w, h) in EXPECTED_PX.items():
+        assert f"{stem}.png" in names and f"{stem}.pdf" in names, stem
+        with Image.open(out / f"{stem}.png") as im:
+            im.verify()
+        with Image.open(out / f"{stem}.png") as im:
+            assert im.size == (round(w), round(h)), stem
+        arr = mpimg.imread(out / f"{stem}.png")
+        assert arr.shape[:2] == (round(h), round(w)) and arr.std() > 0.01, stem  # not blank
+        assert (out / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+    for stem in ("cycles_per_op", "energy_utilization"):
+        with Image.open(out / f"{stem}.png") as im:
+            im.verify()

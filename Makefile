@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 KALEIDO := $(VENV)/bin/kaleido
 STAMP  := $(VENV)/.stamp-setup
 # torch is installed first and pinned: a CPU build of 2.13.0 lies on this machine's disk, while a
-# bare `torch` requirement would pull a multi-GB CUDA build (DEVELOPERS.md).
+# bare `torch` requirement would pull a multi-GB CUDA build (README, "The two commands").
 TORCH  := torch==2.13.0
 
 .PHONY: setup rtl demo test bench bench-capture lint clean distclean help
@@ -42,7 +42,7 @@ demo: setup
 	@echo "Demo outputs:"
 	@echo "  trace          traces/demo.npz            (kaleido inspect traces/demo.npz)"
 	@echo "  results        reports/demo-results.json, reports/demo-baselines.json (+ dense, A100, AdapTiV/EXION/Cambricon-D-like)"
-	@echo "  report         reports/demo/summary.md, per_op.csv, baselines.csv, energy_breakdown.csv, area.csv"
+	@echo "  report         reports/demo/summary.md, per_op.csv, baselines.csv, baselines_per_op.csv, energy_breakdown.csv, area.csv"
 	@echo "  figures        reports/demo/{cycles_per_op,energy_utilization,baselines,energy_breakdown,area_breakdown,"
 	@echo "                 reuse_heatmap,quality_speedup}.png (.pdf)"
 

@@ -13,9 +13,54 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
-    """Write ``payload`` to ``path`` atomically (mode 0644); creates the parent folder. Returns the path."""
+class OutputPathError(ValueError):
+    """An output path that cannot be written: a folder where a file is due, or a file where a folder is due."""
+
+
+def _check_parents(path: Path) -> None:
+    for parent in path.parents:  # the nearest existing ancestor must be a folder
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                raise OutputPathError(f"cannot write {path}: {parent} is a file, not a folder")
+            return
+
+
+def check_output_file(path: str | Path) -> Path:
+    """Check that ``path`` can be written as a file (not an existing folder, no file among its parents).
+
+    Call it before long work so a bad ``--out``/``--json`` fails at once. Returns the path.
+
+    Raises:
+        OutputPathError: ``path`` is an existing folder or one of its parents is a file.
+    """
     path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{path} is an existing folder; give a file path, not a folder")
+    _check_parents(path)
+    return path
+
+
+def check_output_dir(path: str | Path) -> Path:
+    """Check that ``path`` can be used as an output folder (absent or a folder). Returns the path.
+
+    Raises:
+        OutputPathError: ``path`` exists and is not a folder, or one of its parents is a file.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputPathError(f"{path} is an existing file; the output needs a folder (give a new or existing "
+                              "folder name)")
+    _check_parents(path)
+    return path
+
+
+def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
+    """Write ``payload`` to ``path`` atomically (mode 0644); creates the parent folder. Returns the path.
+
+    Raises:
+        OutputPathError: ``path`` is an existing folder or a parent is a file (`check_output_file`).
+    """
+    path = check_output_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:

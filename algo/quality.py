@@ -229,6 +229,12 @@ class _Setup:
     def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift):
         spec = get_spec(model, size)
         cfg = spec.sizes[size]
+        if spec.family != "wan":
+            raise ReuseError(
+                f"quality runs support the Wan family only (Euler flow-matching loop and reuse hooks of "
+                f"WanTransformer3DModel); {spec.name!r} is {spec.family!r}: capture and simulate it, but "
+                "its quality is not measured yet"
+            )
         if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
             raise ReuseError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
         if not isinstance(steps, int) or not 1 <= steps <= num_inference_steps:

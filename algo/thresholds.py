@@ -76,11 +76,16 @@ class ThetaSchedule:
 _RULE = re.compile(r"^\s*(?:(?P<op>[a-z_0-9]+)?(?:@(?P<a>\d+)(?:-(?P<b>\d+))?)?\s*=)?\s*(?P<t1>[^,=]+),(?P<t2>[^,=]+)$")
 
 
-def parse_theta(text: str, op_types: tuple[str, ...] | None = None) -> ThetaSchedule:
+def parse_theta(text: str, op_types: tuple[str, ...] | None = None,
+                num_steps: int | None = None) -> ThetaSchedule:
     """Parse ``"4,12; ffn1=2,8; qk@47-49=8,24"`` into a `ThetaSchedule`.
 
+    ``num_steps`` is the length of the denoising schedule (steps ``0..num_steps-1``); when given, a
+    rule naming a step outside it is rejected (it would silently never apply).
+
     Raises:
-        ValueError: malformed rule, unknown op type (when `op_types` is given), bad pair, A > B.
+        ValueError: malformed rule, unknown op type (when `op_types` is given), bad pair, A > B,
+            a step outside ``0..num_steps-1``.
     """
     rules: list[ThetaRule] = []
     default = DEFAULT_THETA
@@ -99,6 +104,10 @@ def parse_theta(text: str, op_types: tuple[str, ...] | None = None) -> ThetaSche
         last = int(m["b"]) if m["b"] is not None else first
         if first is not None and last < first:
             raise ValueError(f"theta rule {part.strip()!r}: step range {first}-{last} is empty")
+        if first is not None and num_steps is not None and last >= num_steps:
+            bad = f"{max(first, num_steps)}-{last}" if last > max(first, num_steps) else f"{last}"
+            raise ValueError(f"theta rule {part.strip()!r}: step(s) {bad} outside the schedule of {num_steps} "
+                             f"denoising steps (0..{num_steps - 1})")
         rules.append(ThetaRule(pair, op, first, last))
     return ThetaSchedule(tuple(rules), default)
 

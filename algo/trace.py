@@ -401,6 +401,7 @@ class TraceWriter:
 
     Raises:
         TraceError: an inconsistent op (the trace is aborted by the context manager).
+        algo.fileio.OutputPathError: ``path`` is an existing folder or a parent is a file.
     """
 
     def __init__(self, path: str | Path, grid: tuple[int, int, int], kind: str = "exact", **meta):
@@ -423,6 +424,9 @@ class TraceWriter:
             raise TypeError(f"unknown trace fields {sorted(meta)}")
         self.op_meta: list[dict] = []
         self._done = False
+        from algo.fileio import check_output_file
+
+        check_output_file(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
@@ -535,6 +539,13 @@ def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"trace not found: {path}")
+    try:
+        is_zip = zipfile.is_zipfile(path)
+    except OSError as err:
+        raise TraceError(f"{path}: cannot read the trace file ({err})") from None
+    if not is_zip:  # np.load would try a pickle and talk about allow_pickle
+        raise TraceError(f"{path}: not a Kaleido trace (not a valid .npz archive: another kind of file, "
+                         "or a corrupt or truncated trace)")
     try:
         with np.load(path, allow_pickle=False) as npz:
             files = set(npz.files)

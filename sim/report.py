@@ -6,8 +6,9 @@
 - ``summary.md``: per results file, the totals and a per-op table (shape, dense and reuse cycles,
   speedup, PE utilization, decision fractions);
 - ``per_op.csv``: the same per-op rows, one file for all inputs (column ``results`` names the file);
-- ``cycles_per_op.png`` and ``.pdf``: grouped bars of dense vs reuse cycles per op (log scale),
-  one panel per results file, with a caption line naming config, trace and weights;
+- ``cycles_per_op.png`` and ``.pdf``: grouped bars of dense vs reuse cycles per op (log scale when
+  the values span over a decade, else linear from 0), one panel per results file, 0.2 in per op,
+  with a caption line naming config, trace, weights and energy table;
 - ``energy_utilization.png`` and ``.pdf`` (when the results carry energy): per results file, the
   energy breakdown by component (stacked bars, µJ, dense vs Kaleido) and PE utilization dense /
   without the dispatcher / with the dispatcher.
@@ -24,14 +25,18 @@ With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.base
 - ``baselines.png``/``.pdf``: Kaleido's speedup and energy saving against every baseline, one
   group per results file (model, size, grid);
 - ``energy_breakdown.png``/``.pdf`` and ``energy_breakdown.csv``: energy by component, stacked, for
-  Kaleido and every array baseline (the A100 as one board-energy bar);
+  Kaleido and every array baseline (the A100's board energy in the CSV and as a note on the figure,
+  not as a bar: it would squash the others);
 - ``quality_speedup.png``/``.pdf`` (when quality was measured): latent PSNR against the exact int8
-  run versus speedup over the dense array, Kaleido and the baselines, with the Pareto front;
+  run versus each design's speedup over the dense array (dense time / design time; ``baselines.png``
+  shows Kaleido over each baseline instead, and both axes say which), one hollow marker shape per
+  design, with the Pareto front when it has two or more points;
 - ``scaling.png``/``.pdf`` (when results of one model at two or more grids are given, e.g. 480p and
   720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.
 
-Every figure has labelled axes with units, a legend and a caption line naming the config, trace
-and weights; PNGs are written at 150 dpi with the figure size given in `FIGURE_SIZES`.
+Report files of an earlier run in the folder that this run does not write are removed
+(`REPORT_TABLES`, `REPORT_FIGURES`; nothing else). Every figure has labelled axes with units, a
+legend and a caption line naming the config, trace, weights and energy table; PNGs are written at 150 dpi with the figure size given in `FIGURE_SIZES`.
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from algo.fileio import atomic_write_bytes  # noqa: E402
+from algo.fileio import atomic_write_bytes, check_output_dir  # noqa: E402
 from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
 
 
@@ -65,6 +70,10 @@ def load_results(path: str | Path) -> dict:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReportError(f"{path}: not valid JSON ({err})") from None
+    if isinstance(data, dict) and data.get("format") == "kaleido-gemm":  # sim.dataflow.gemm_result
+        raise ReportError(f"{path} is a `kaleido simulate --gemm` result (one dense GEMM, already printed in full); "
+                          "`kaleido report` reads trace results (`kaleido simulate TRACE --json` or "
+                          "`kaleido baselines --json`)")
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise ReportError(f"{path}: not a Kaleido results file")
     if data.get("version") != RESULTS_VERSION:
@@ -101,9 +110,10 @@ def _rows(label: str, data: dict) -> list[dict]:
 def caption(data: dict) -> str:
     """One line naming the config, trace and weights behind a figure or table."""
     t, c = data["trace"], data["config"]
+    tech = data.get("energy_model", {}).get("technology")
     return (f"config {c['name']} ({c['array_rows']}x{c['array_cols']}, {c['clock_mhz']:g} MHz); "
             f"trace {Path(t['path']).name or '?'} ({t['model']} {t['size']}, grid {'x'.join(map(str, t['grid']))}, "
-            f"b_msb {t['b_msb']}); weights: {t['weights']}")
+            f"b_msb {t['b_msb']}); weights: {t['weights']}" + (f"; energy table: {tech}" if tech else ""))
 
 
 def _markdown(items: list[tuple[str, dict]]) -> str:
@@ -137,9 +147,12 @@ def _markdown(items: list[tuple[str, dict]]) -> str:
 
 
 def _figure(items: list[tuple[str, dict]]):
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     n = len(items)
-    fig, axes = plt.subplots(n, 1, figsize=(max(8, 0.35 * max(len(d["per_op"]) for _, d in items) + 2), 3.6 * n),
-                             squeeze=False)
+    n_ops = max(len(d["per_op"]) for _, d in items)
+    # 0.2 in per op (two bars and a 6.5 pt label), 8-40 in wide; 4.2 in per panel + the caption
+    fig, axes = plt.subplots(n, 1, figsize=(min(40.0, max(8.0, 0.2 * n_ops + 2)), 4.2 * n + 0.5), squeeze=False)
     for ax, (label, data) in zip(axes[:, 0], items, strict=True):
         ops = data["per_op"]
         xs = range(len(ops))
@@ -147,22 +160,43 @@ def _figure(items: list[tuple[str, dict]]):
                color="#9e9e9e")
         ax.bar([x + 0.2 for x in xs], [r["cycles"] for r in ops], width=0.4, label="Kaleido reuse", color="#1f77b4")
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([_op_label(r) for r in ops], rotation=60, ha="right", fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylabel("cycles per op")
-        ax.set_title(f"{label}: {data['speedup']:.2f}x overall", fontsize=10)
-        ax.legend(fontsize=8)
-        ax.text(0.0, -0.62 if len(ops) > 6 else -0.35, "\n".join(textwrap.wrap(caption(data), 200)),
-                transform=ax.transAxes, fontsize=6.5, va="top")
-    fig.tight_layout()
+        ax.set_xticklabels([_op_label(r) for r in ops], rotation=90, fontsize=6.5)
+        ax.set_xlim(-0.6, len(ops) - 0.4)
+        vals = [v for r in ops for v in (r["dense_cycles"], r["cycles"]) if v > 0]
+        if vals and max(vals) > 10 * min(vals):  # over a decade: log, labelled at 1, 1.5, 2, 3, 4, 5, 6, 8 x 10^k
+            ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0),
+                                                  numticks=40))
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_ylabel("cycles per op (log)")
+        else:  # a narrow range: linear from 0, so bar heights compare honestly
+            ax.set_ylabel("cycles per op")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.grid(True, axis="y", which="major", alpha=0.3)
+        ax.set_title(f"{label}: cycles per op, dense vs Kaleido reuse; {data['speedup']:.2f}x overall "
+                     "(dense cycles / Kaleido cycles)", fontsize=10, loc="left")
+        ax.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.2)
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig
+
+
+def energy_vs_dense(data: dict) -> str:
+    """``energy vs dense: 1.52x (more)`` or ``energy vs dense: 0.66x (saving 34.0%)`` (Kaleido / dense energy)."""
+    e, de = data.get("energy_pj", 0.0), data.get("dense_energy_pj", 0.0)
+    if not e or not de:
+        return "energy vs dense: n/a"
+    r = e / de
+    return f"energy vs dense: {r:.2f}x ({'more' if r > 1 else f'saving {1 - r:.1%}'})"
+
+
+#: PE-utilization bars: greys and hatches, so they never read as an energy component (tab20 colours).
+UTIL_STYLE = (("dense", "#d0d0d0", ""), ("no dispatcher", "#8c8c8c", "//"), ("dispatcher", "#3c3c3c", ""))
 
 
 def _energy_figure(items: list[tuple[str, dict]]):
     n = len(items)
-    fig, axes = plt.subplots(n, 2, figsize=(13, 4.4 * n), squeeze=False,
+    fig, axes = plt.subplots(n, 2, figsize=(13, 4.4 * n + 0.5), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 2]})
-    handles = labels = None
     cmap = plt.get_cmap("tab20")
     for row, (label, data) in enumerate(items):
         ax, ax2 = axes[row]
@@ -173,19 +207,18 @@ def _energy_figure(items: list[tuple[str, dict]]):
             ax.bar(["dense (reuse off)", "Kaleido"], vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
             bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
         ax.set_ylabel("energy (µJ)")
-        ax.set_title(f"{label}: energy by component, saving {data.get('energy_saving', 0):.2f}x", fontsize=10)
-        if handles is None:
-            handles, labels = ax.get_legend_handles_labels()
+        ax.set_title(f"{label}: energy by component; {energy_vs_dense(data)}", fontsize=10)
+        h, lb = ax.get_legend_handles_labels()
+        ax.legend(h[::-1], lb[::-1], fontsize=7, title="component", title_fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0))  # next to its own panel, top component first
         util = [data["dense_pe_utilization"], data.get("no_dispatcher_pe_utilization", 0.0), data["pe_utilization"]]
-        ax2.bar(["dense", "no dispatcher", "dispatcher"], [100 * u for u in util],
-                color=["#9e9e9e", "#ff7f0e", "#1f77b4"])
+        bars = ax2.bar([s[0] for s in UTIL_STYLE], [100 * u for u in util], color=[s[1] for s in UTIL_STYLE],
+                       hatch=[s[2] for s in UTIL_STYLE], edgecolor="k", linewidth=0.6)
+        ax2.bar_label(bars, labels=[f"{100 * u:.1f}%" for u in util], fontsize=7)
         ax2.set_ylabel("PE utilization (%)")
-        ax2.set_ylim(0, 105)
+        ax2.set_ylim(0, 110)
         ax2.set_title("PE utilization (useful MAC-equivalents / PE-cycles)", fontsize=9)
-        ax.text(0.0, -0.12, "\n".join(textwrap.wrap(caption(data), 150)), transform=ax.transAxes, fontsize=6.5,
-                va="top")
-    fig.legend(handles[::-1], labels[::-1], loc="center right", fontsize=8, title="component")
-    fig.subplots_adjust(left=0.07, right=0.84, top=1 - 0.08 / n, bottom=0.22 / n, hspace=0.5, wspace=0.3)
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig
 
 
@@ -320,19 +353,21 @@ def _baselines_figure(items):
     for row, (label, data) in enumerate(items):
         bl = _baselines(data)
         names = list(bl)
-        for ax, key, what in ((axes[row, 0], "kaleido_speedup", "speedup"),
-                              (axes[row, 1], "kaleido_energy_saving", "energy saving")):
+        # Kaleido over each baseline (> 1: Kaleido better), the convention of baselines.csv and summary.md;
+        # quality_speedup.png plots every design over the dense array instead, and says so on its axis.
+        for ax, key, what, ratio in (
+                (axes[row, 0], "kaleido_speedup", "Kaleido speedup", "baseline time / Kaleido time"),
+                (axes[row, 1], "kaleido_energy_saving", "Kaleido energy saving", "baseline energy / Kaleido energy")):
             vals = [bl[k][key] for k in names]
-            bars = ax.bar(names, vals, color=[plt.get_cmap("tab10")(i) for i in range(len(names))],
-                          label=[bl[k]["label"] for k in names])
+            ticks = ["\n".join(textwrap.wrap(bl[k]["label"], 16)) for k in names]
+            bars = ax.bar(ticks, vals, color=[plt.get_cmap("tab10")(i) for i in range(len(names))])
             ax.bar_label(bars, labels=[f"{v:.3g}x" for v in vals], fontsize=7)
-            ax.axhline(1.0, color="k", lw=0.8, ls="--", label="parity (1x)")
+            ax.axhline(1.0, color="k", lw=0.8, ls="--")
             ax.set_yscale("log")
-            ax.set_ylabel(f"Kaleido {what} (x, log)")
-            ax.set_xlabel("baseline")
-            ax.set_title(f"{label}: {model_label(data)} - Kaleido {what} vs each baseline", fontsize=9)
-            ax.tick_params(axis="x", labelsize=8)
-        axes[row, 1].legend(fontsize=6.5, loc="best")
+            ax.margins(y=0.12)
+            ax.set_ylabel(f"{ratio}\n(x, log; dashed: 1x)", fontsize=8)
+            ax.set_title(f"{label}: {model_label(data)}\n{what} over each baseline (> 1: Kaleido better)", fontsize=9)
+            ax.tick_params(axis="x", labelsize=6.5)
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig
 
@@ -346,16 +381,31 @@ def _energy_breakdown_rows(label: str, data: dict) -> list[tuple[str, dict]]:
     return designs
 
 
+def _is_roofline(data: dict, design: str) -> bool:
+    return data.get("baselines", {}).get(design, {}).get("kind") == "roofline"
+
+
 def _energy_breakdown_figure(items):
     n = len(items)
     fig, axes = plt.subplots(n, 1, figsize=figure_inches("energy_breakdown", n), squeeze=False)
     cmap = plt.get_cmap("tab20")
     comps: list[str] = []
     for _, data in items:
-        for _, eb in _energy_breakdown_rows("", data):
-            comps += [c for c in eb if c not in comps]
+        for d, eb in _energy_breakdown_rows("", data):
+            if not _is_roofline(data, d):
+                comps += [c for c in eb if c not in comps]
     for ax, (label, data) in zip(axes[:, 0], items, strict=True):
         designs = _energy_breakdown_rows(label, data)
+        # Roofline designs (the A100) have one board-energy number, often 10x the arrays: named in a
+        # note, not drawn, so the array designs' components stay readable (values in energy_breakdown.csv).
+        roof = [(d, eb) for d, eb in designs if _is_roofline(data, d)]
+        designs = [(d, eb) for d, eb in designs if (d, eb) not in roof]
+        kal = data.get("energy_pj", 0.0)
+        for i, (d, eb) in enumerate(roof):
+            tot = sum(eb.values())
+            ax.text(0.01, 0.97 - 0.07 * i, f"not drawn: {d} (board energy, roofline) {tot / 1e6:,.1f} µJ"
+                    + (f" = {tot / kal:.2f}x Kaleido" if kal else "") + " (energy_breakdown.csv)",
+                    transform=ax.transAxes, fontsize=7, va="top")
         bottoms = [0.0] * len(designs)
         for ci, comp in enumerate(comps):
             vals = [eb.get(comp, 0.0) / 1e6 for _, eb in designs]
@@ -363,6 +413,7 @@ def _energy_breakdown_figure(items):
             bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
         ax.set_ylabel("energy (µJ)")
         ax.set_xlabel("design")
+        ax.margins(y=0.15)
         ax.set_title(f"{label}: {model_label(data)} - energy by component", fontsize=9)
         ax.legend(fontsize=6.5, ncol=2, loc="center left", bbox_to_anchor=(1.0, 0.5), title="component")
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
@@ -476,27 +527,41 @@ def _quality_figure(items):
     fig, ax = plt.subplots(1, 1, figsize=figure_inches("quality_speedup"))
     finite = [p["psnr_db"] for _, d in items for p in quality_points(d) if math.isfinite(p["psnr_db"])]
     cap = (max(finite) if finite else 60.0) + 10.0
-    markers = "osD^v<>"
+    # One marker shape per design, hollow, largest first: designs at the same point stay visible as
+    # concentric shapes (e.g. dense and an exact policy, both at 1x and infinite PSNR).
+    markers = "osD^vP*X<>"
+    styles = ["-", "--", ":", "-."]
+    designs = list(dict.fromkeys(p["design"] for _, d in items for p in quality_points(d)))
     for k, (label, data) in enumerate(items):
         pts = quality_points(data)
-        for i, p in enumerate(pts):
+        suffix = f" ({label})" if len(items) > 1 else ""
+        for p in pts:
+            i = designs.index(p["design"])
             y = p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap
-            ax.scatter(p["speedup_vs_dense"], y, marker=markers[k % len(markers)], s=50,
-                       color=plt.get_cmap("tab10")(i), label=f"{p['design']} ({label})")
-            ax.annotate(p["design"], (p["speedup_vs_dense"], y), textcoords="offset points",
-                        xytext=(5, 3 - 9 * (i % 3)), fontsize=7)  # staggered: equal points stay legible
+            ax.scatter(p["speedup_vs_dense"], y, marker=markers[i % len(markers)], s=max(30, 190 - 30 * i),
+                       facecolors="none", edgecolors=plt.get_cmap("tab10")(i % 10), linewidths=1.6, zorder=3,
+                       label=f"{p['design']}{suffix}")
+        # one label per place; designs within 3 % in speedup and 1.5 dB share it (listed together)
+        at: dict[tuple[float, float], list[str]] = {}
+        for p in pts:
+            x, y = p["speedup_vs_dense"], (p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap)
+            near = next((key for key in at if abs(math.log(x / key[0])) < 0.03 and abs(y - key[1]) < 1.5), (x, y))
+            at.setdefault(near, []).append(p["design"])
+        for (x, y), names in at.items():
+            ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(9, -3 - 9 * k), fontsize=7)
         front = pareto_front([p["speedup_vs_dense"] for p in pts],
                              [p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap for p in pts])
-        ax.plot([pts[i]["speedup_vs_dense"] for i in front],
-                [pts[i]["psnr_db"] if math.isfinite(pts[i]["psnr_db"]) else cap for i in front], "-",
-                color="tab:red", lw=1, label=f"Pareto front ({label})")
+        if len(front) >= 2:  # a front of one point is no line
+            ax.plot([pts[i]["speedup_vs_dense"] for i in front],
+                    [pts[i]["psnr_db"] if math.isfinite(pts[i]["psnr_db"]) else cap for i in front],
+                    styles[k % len(styles)], color="tab:red", lw=1, label=f"Pareto front{suffix}")
     ax.axhline(cap, color="gray", ls=":", lw=0.8, label=f"∞ dB (identical to the exact run), drawn at {cap:.0f}")
     ax.set_xscale("log")
-    ax.set_xlabel("speedup over the dense array (x, log)")
+    ax.set_xlabel("each design's speedup over the dense array = dense time / design time (x, log; > 1: faster)")
     ax.set_ylabel("PSNR of final latents vs exact int8 run (dB)")
     ax.set_title("Quality vs speedup: Kaleido and baselines", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5), markerscale=0.6)
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig
 
@@ -595,11 +660,30 @@ def _write_issue7(items, out: Path, written: list[Path]) -> None:
         _save_figure(_scaling_figure(groups), out, "scaling", written)
 
 
-def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[Path]:
+#: Every file `write_report` may write (figures as .png and .pdf); in the output folder, those of
+#: them an earlier report wrote and this one does not are stale and removed (nothing else is touched).
+REPORT_TABLES = ("summary.md", "per_op.csv", "area.csv", "baselines.csv", "baselines_per_op.csv",
+                 "energy_breakdown.csv")
+REPORT_FIGURES = ("cycles_per_op", "energy_utilization", "area_breakdown", "reuse_heatmap", "baselines",
+                  "energy_breakdown", "quality_speedup", "scaling")
+
+
+def report_file_names() -> list[str]:
+    """The names of every file `write_report` may write (`REPORT_TABLES`, `REPORT_FIGURES` x png/pdf)."""
+    return [*REPORT_TABLES, *(f"{s}.{e}" for s in REPORT_FIGURES for e in ("png", "pdf"))]
+
+
+def write_report(results_paths: list[str | Path], out_dir: str | Path,
+                 removed: list[Path] | None = None) -> list[Path]:
     """Write the report files for the given results into `out_dir`; returns the paths written.
+
+    Report files of an earlier run in `out_dir` that this report does not write (e.g.
+    ``baselines.png`` when the new results have no baselines) are deleted, so the folder never mixes
+    two runs; their paths are appended to `removed` when given. Other files are left alone.
 
     Raises:
         ReportError: any results file is invalid (checked before anything is written).
+        algo.fileio.OutputPathError: `out_dir` is an existing file or a parent is a file.
     """
     if not results_paths:
         raise ReportError("no results files given")
@@ -607,9 +691,20 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     for p in results_paths:
         data = load_results(p)
         items.append((Path(p).stem, data))
-    out = Path(out_dir)
+    out = check_output_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
+    _write_all(items, out, written)
+    for name in report_file_names():
+        stale = out / name
+        if stale not in written and stale.is_file():
+            stale.unlink()
+            if removed is not None:
+                removed.append(stale)
+    return written
+
+
+def _write_all(items, out: Path, written: list[Path]) -> None:
 
     md = out / "summary.md"
     atomic_write_bytes(md, (_markdown(items) + _baselines_markdown(items)).encode())
@@ -628,4 +723,3 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path) -> list[P
     if all("energy_breakdown_pj" in d for _, d in items):
         _save_figure(_energy_figure(items), out, "energy_utilization", written)
         _write_issue7(items, out, written)
-    return written

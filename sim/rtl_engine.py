@@ -201,6 +201,9 @@ class RtlModel:
             stamp_file = self.build_dir / "stamp.json"
             if so.exists() and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
                 return PyVerilator(str(so))
+            # Tell the user why the first run waits (Verilator + C++ build: 1-3 min on 2 cores, fresh-user trial).
+            print(f"building the Verilator model in {self.build_dir} (first run, ~1-3 min) ...", file=sys.stderr,
+                  flush=True)
             # Build into a fresh sibling folder, then swap it in (a concurrent run never sees half a build).
             self.build_dir.parent.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(prefix=f".{self.build_dir.name}.", dir=self.build_dir.parent))

@@ -238,8 +238,15 @@ def simulate_trace(
     `sim.tech.TechTable`; None: the config's node); a bad one raises `sim.tech.TechError`.
 
     Raises:
-        SimError: the trace does not fit the configuration; theta_index out of range.
+        SimError: a shape trace (nothing to simulate); the trace does not fit the configuration;
+            theta_index out of range.
     """
+    if trace.kind == "shapes":  # checked first: the real cause, before any size limit of the config
+        raise SimError(
+            f"{trace_path or 'trace'} is a shape trace (op shapes only: no operands, no decisions), which plans "
+            "workloads (`kaleido inspect`) but cannot be simulated; simulate an exact trace (`kaleido capture`) or "
+            "a decision trace (`kaleido capture --decisions-only`, full size with --derive-blocks), or time one "
+            "op's GEMM with `kaleido simulate --gemm M,K,N`")
     check_compatible(trace, cfg)
     if trace.kind == "decisions":
         n = min(len(op.thetas) for op in trace.ops)

@@ -165,3 +165,95 @@ def test_simulate_is_deterministic(simulated, tmp_path):
     res = kaleido("simulate", str(d / "t.npz"), "--config", "tiny-8x8", "--json", str(tmp_path / "again.json"))
     assert res.returncode == 0
     assert (tmp_path / "again.json").read_bytes() == (d / "out.json").read_bytes()
+
+
+# ---- fresh-user trial: output paths, misleading results, messages --------------------------------
+
+
+def test_output_path_that_is_a_folder_or_file_fails_cleanly(tmp_path):
+    from algo.fileio import OutputPathError, atomic_write_bytes
+    from algo.trace import TraceWriter
+
+    trace = small_trace(tmp_path / "t.npz")
+    folder = tmp_path / "existing"
+    folder.mkdir()
+    afile = tmp_path / "afile.md"
+    afile.write_text("keep me\n")
+    for args in (("simulate", "--gemm", "8,8,8", "--json", str(folder)),
+                 ("simulate", str(trace), "--config", "tiny-8x8", "--json", str(folder)),
+                 ("simulate", str(trace), "--config", "tiny-8x8", "--json", str(afile / "x.json"))):
+        assert_one_line_error(kaleido(*args), str(folder) if "x.json" not in args[-1] else str(afile))
+    res = kaleido("report", str(tmp_path / "r.json"), "--out", str(afile))  # checked before the inputs
+    assert_one_line_error(res, str(afile), "existing file")
+    assert afile.read_text() == "keep me\n" and list(folder.iterdir()) == []
+    with pytest.raises(OutputPathError, match="existing folder"):
+        atomic_write_bytes(folder, b"x")
+    with pytest.raises(OutputPathError, match="existing folder"):
+        TraceWriter(folder, (1, 1, 1))
+    assert list(folder.iterdir()) == [] and not list(tmp_path.glob(".existing*"))
+
+
+def test_capture_shape_only_to_a_folder_and_theta_steps_outside_the_schedule(tmp_path):
+    from algo.thresholds import parse_theta
+
+    with pytest.raises(ValueError, match=r"step\(s\) 99-100 outside the schedule of 50 denoising steps \(0..49\)"):
+        parse_theta("4,12; qk@99-100=8,24", num_steps=50)
+    with pytest.raises(ValueError, match=r"step\(s\) 50-60 outside"):
+        parse_theta("qk@45-60=8,24", num_steps=50)
+    assert parse_theta("qk@45-49=8,24", num_steps=50).rules[0].last == 49  # inside: accepted
+    res = kaleido("capture", "--shape-only", "--theta", "4,12; qk@99-100=8,24", "--out", str(tmp_path / "s.npz"))
+    assert_one_line_error(res, "99-100", "50 denoising steps")
+    res = kaleido("capture", "--shape-only", "--out", str(tmp_path))
+    assert_one_line_error(res, "existing folder")
+
+
+def test_renamed_file_is_not_a_trace_without_pickle_talk(tmp_path):
+    from algo.trace import TraceError, load_trace
+
+    fake = tmp_path / "notes.npz"
+    fake.write_bytes(b"# some markdown, renamed\n" * 10)
+    with pytest.raises(TraceError, match=r"not a Kaleido trace \(not a valid \.npz archive") as err:
+        load_trace(fake)
+    assert "pickle" not in str(err.value)
+
+
+def test_shape_trace_reports_what_it_is_before_size_limits(tmp_path):
+    from algo.trace import TraceWriter
+
+    path = tmp_path / "shape.npz"
+    grid = (1, 64, 128)  # 8,192 tokens > tiny-8x8's max_tokens (4,096): the shape must be named first
+    with TraceWriter(path, grid, kind="shapes", model="synthetic", size="full", weights="none") as w:
+        w.add(OpRecord("qkv", 0, 0, None, None, [Group(*g, "block") for g in block_groups(64)], (4.0, 12.0),
+                       dims=(1, 8192, 64, 192)))
+    res = kaleido("simulate", str(path), "--config", "tiny-8x8")
+    assert_one_line_error(res, "is a shape trace", "kaleido capture", "--gemm")
+    assert "max_tokens" not in res.stderr
+
+
+def test_simulate_summary_lines_and_theta_index_on_exact_trace(tmp_path):
+    trace = small_trace(tmp_path / "t.npz")
+    res = kaleido("simulate", str(trace), "--config", "tiny-8x8", "--theta-index", "3")
+    assert_one_line_error(res, "--theta-index applies to decision traces only", "exact trace")
+    out = tmp_path / "r.json"
+    # default 128x128 preset: grid 2x2x4 has H*W = 8 positions per frame < 128 rows (docs/decisions.md D5)
+    res = kaleido("simulate", str(trace), "--tech", "45nm", "--checksum", "--no-dispatcher", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    data = json.loads(out.read_text())
+    text = res.stdout
+    assert "energy (45nm table)" in text and f"{data['energy_pj'] / 1e6:,.2f} uJ" in text
+    assert f"outputs sha256 {data['outputs_sha256'][:16]}" in text
+    assert "dispatcher off (raster order):" in text and "clusters" not in text
+    slower = data["cycles"] > data["dense_cycles"]
+    assert ("note: Kaleido is slower than dense" in text) == slower
+    assert ("note: Kaleido spends more energy" in text) == (data["energy_pj"] > data["dense_energy_pj"])
+    assert "…" not in text  # piped: no cell or line cut at 80 columns
+
+
+def test_help_flags_show_no_value_and_piped_tables_are_not_cut(tmp_path):
+    res = kaleido("simulate", "--help")
+    for flag in ("--no-dispatcher", "--checksum", "--help "):
+        line = next(ln for ln in res.stdout.splitlines() if flag in ln)
+        assert "<bool>" not in line, line
+    res = kaleido("inspect", str(small_trace(tmp_path / "t.npz")))
+    assert res.returncode == 0 and "…" not in res.stdout, res.stdout
+    assert "size test" in res.stdout

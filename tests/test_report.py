@@ -161,3 +161,63 @@ def test_figures_are_readable_images_of_expected_size(report):
     for stem in ("cycles_per_op", "energy_utilization"):
         with Image.open(out / f"{stem}.png") as im:
             im.verify()
+
+
+# ---- fresh-user trial: output folder, stale files, --gemm results, figure details ----------------
+
+
+def test_report_out_folder_checks_and_stale_files(report, tmp_path):
+    from algo.fileio import OutputPathError
+
+    data, _, _ = report
+    plain = {k: v for k, v in data["small"].items() if k not in ("baselines", "quality")}  # a simulate result
+    src = tmp_path / "plain.json"
+    src.write_text(json.dumps(plain))
+    afile = tmp_path / "README.md"
+    afile.write_text("keep\n")
+    with pytest.raises(OutputPathError, match="existing file"):
+        write_report([src], afile)
+    assert afile.read_text() == "keep\n"
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("baselines.png", "quality_speedup.pdf", "baselines.csv"):  # an earlier run with baselines
+        (out / name).write_bytes(b"old")
+    (out / "my_notes.txt").write_text("mine\n")
+    removed: list[Path] = []
+    written = write_report([src], out, removed=removed)
+    assert sorted(p.name for p in removed) == ["baselines.csv", "baselines.png", "quality_speedup.pdf"]
+    assert not any((out / n).exists() for n in ("baselines.png", "quality_speedup.pdf", "baselines.csv"))
+    assert (out / "my_notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in out.iterdir()) == sorted([p.name for p in written] + ["my_notes.txt"])
+
+
+def test_gemm_result_is_named_and_energy_wording(tmp_path):
+    from sim.dataflow import gemm_result
+    from sim.report import ReportError, energy_vs_dense
+
+    g = tmp_path / "gemm.json"
+    g.write_text(json.dumps(gemm_result(8, 8, 8, load_config("tiny-8x8"))))
+    with pytest.raises(ReportError, match=r"simulate --gemm` result .* reads trace results"):
+        write_report([g], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert energy_vs_dense({"energy_pj": 152.0, "dense_energy_pj": 100.0}) == "energy vs dense: 1.52x (more)"
+    assert energy_vs_dense({"energy_pj": 66.0, "dense_energy_pj": 100.0}) == "energy vs dense: 0.66x (saving 34.0%)"
+
+
+def test_quality_figure_pareto_line_needs_two_points_and_a100_bar_not_drawn(report):
+    from sim.report import _energy_breakdown_figure, _quality_figure, quality_points
+
+    data, _, _ = report
+    items = [("hand", data["hand"])]
+    pts = quality_points(data["hand"])
+    fig = _quality_figure(items)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    # a100 is the fastest design and at infinite PSNR (QUALITY): it alone is the Pareto front
+    fastest = max(pts, key=lambda p: p["speedup_vs_dense"])
+    assert fastest["design"] == "a100" and math.isinf(fastest["psnr_db"])
+    assert not any(lb.startswith("Pareto front") for lb in labels)
+    assert len(fig.axes[0].collections) == len(pts)  # every design drawn (hollow, own marker)
+    fig = _energy_breakdown_figure(items)
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert "a100" not in ticks and "kaleido" in ticks
+    assert any("not drawn: a100" in t.get_text() for t in fig.axes[0].texts)

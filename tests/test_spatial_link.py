@@ -1,0 +1,107 @@
+"""Spatial reuse by passing effective increments down the column (docs/decisions.md D4).
+
+Golden-side check of the design before any RTL: a plain-Python model of what each PE row does in
+a tile of whole image rows (raster order), per channel k of a group and output n:
+
+- COMPUTE: its own increments ``(msb(x)*w, lsb(x)*w)``;
+- PARTIAL: the link's msb increment and its own ``lsb(x)*w``;
+- REUSE:   both increments from the link;
+
+where the link of a ``w``-axis group carries the row above's *effective* increments (the row
+above is the ``w``-neighbour because a tile holds whole image rows), and a temporal (``f``) group's
+source is the same PE row's increments of the previous frame's tile (its registers). ``Y`` is the
+sum of the effective increments. It must equal `algo.golden.apply_decisions` exactly, chains of
+REUSE/PARTIAL along ``w`` included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from algo.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
+
+LO = 4  # b_lsb for b_msb = 4 (docs/decisions.md D6)
+
+
+def _msb(v):
+    return (v >> LO) << LO
+
+
+def increment_model(X, W, grid, groups, dec, rows):  # noqa: N803
+    """Y by the increment-passing rule over tiles of ``floor(rows / W) * W`` raster positions."""
+    F, H, Wd = grid  # noqa: N806
+    hw = H * Wd
+    block = (rows // Wd) * Wd
+    M, N = X.shape[0], W.shape[1]  # noqa: N806
+    x = X.astype(np.int64)
+    w = W.astype(np.int64)
+    Y = np.zeros((M, N), dtype=np.int64)  # noqa: N806
+    for p0 in range(0, hw, block):
+        npos = min(block, hw - p0)
+        assert p0 % Wd == 0 and npos % Wd == 0, "a tile holds whole image rows"
+        prev_frame = {}  # (row, channel) -> (msb inc, lsb inc) of the previous frame's tile: PE registers
+        for f in range(F):
+            here = {}
+            for r in range(npos):
+                t = f * hw + p0 + r
+                for gi, (k0, k1, axis) in enumerate(groups):
+                    d = int(dec[t, gi])
+                    for k in range(k0, k1):
+                        own = (_msb(x[t, k]) * w[k], (x[t, k] - _msb(x[t, k])) * w[k])
+                        if d == COMPUTE:
+                            inc = own
+                        else:
+                            if axis == "w":
+                                assert r > 0, "a w = 0 row has no neighbour and must COMPUTE"
+                                src = here[(r - 1, k)]  # the link from the PE row above
+                            else:
+                                assert axis == "f" and f > 0
+                                src = prev_frame[(r, k)]
+                            inc = (src[0], own[1]) if d == PARTIAL else src
+                        here[(r, k)] = inc
+                        Y[t] += inc[0] + inc[1]
+            prev_frame = here
+    return Y
+
+
+def _random_case(seed, grid, sizes, axes, p=(0.3, 0.35, 0.35), unsigned=False):
+    rng = np.random.default_rng(seed)
+    F, H, Wd = grid  # noqa: N806
+    M = F * H * Wd  # noqa: N806
+    K = sum(sizes)  # noqa: N806
+    if unsigned:
+        X = rng.integers(0, 256, size=(M, K)).astype(np.uint8)  # noqa: N806
+    else:
+        X = rng.integers(-128, 128, size=(M, K)).astype(np.int8)  # noqa: N806
+        X[:2, 0] = [-128, 127]
+    W = rng.integers(-128, 128, size=(K, 5)).astype(np.int8)  # noqa: N806
+    W[0, :2] = [-128, 127]
+    groups, k = [], 0
+    for s, a in zip(sizes, axes, strict=True):
+        groups.append((k, k + s, a))
+        k += s
+    dec = rng.choice([COMPUTE, PARTIAL, REUSE], size=(M, len(groups)), p=list(p)).astype(np.int8)
+    f_i, _, w_i = np.unravel_index(np.arange(M), grid)
+    for gi, (_, _, a) in enumerate(groups):
+        dec[(w_i if a == "w" else f_i) == 0, gi] = COMPUTE
+    return X, W, groups, dec
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("grid,rows", [((3, 2, 4), 8), ((2, 3, 4), 8), ((2, 5, 3), 8), ((2, 2, 8), 8),
+                                       ((2, 4, 13), 128 // 3)])
+def test_increment_passing_equals_golden(seed, grid, rows):
+    p = (0.1, 0.3, 0.6) if seed % 2 else (0.3, 0.35, 0.35)  # odd seeds: long REUSE/PARTIAL chains
+    X, W, groups, dec = _random_case(seed, grid, [3, 2, 4], ["w", "f", "w"], p, unsigned=seed == 5)  # noqa: N806
+    want = apply_decisions(X, W, grid, groups, dec, 4)
+    assert np.array_equal(increment_model(X, W, grid, groups, dec, rows), want)
+
+
+def test_chains_along_w_occur():
+    """The long-chain seeds really chain: some token REUSEs/PARTIALs a neighbour that itself did."""
+    grid = (3, 2, 4)
+    _, _, groups, dec = _random_case(1, grid, [3, 2, 4], ["w", "f", "w"], (0.1, 0.3, 0.6))
+    d = dec[:, 0].reshape(grid)
+    chained = (d[..., 1:] != COMPUTE) & (d[..., :-1] != COMPUTE)
+    assert chained.sum() >= 4

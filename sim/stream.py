@@ -22,7 +22,7 @@ from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import PEMode
 from hw.top import row_bits
-from sim.dispatch import reuse_tiles, schedule_positions, tile_schedule
+from sim.dispatch import position_block, position_order, reuse_tiles, tile_schedule
 
 
 @dataclass
@@ -86,7 +86,8 @@ def build_stream(
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     _, N = W.shape  # noqa: N806
     X16, W16 = X.astype(np.int16), W.astype(np.int16)  # noqa: N806
-    tiles = reuse_tiles(tuple(grid), N, R, C, schedule_positions(decisions, tuple(grid), R))
+    block = position_block(tuple(grid), groups, R)
+    tiles = reuse_tiles(tuple(grid), N, R, C, position_order(decisions, tuple(grid), groups, R), block)
     slots: list[StreamSlot] = []
     per_tile = np.zeros(len(tiles), dtype=np.int64)
     for t, tile in enumerate(tiles):

@@ -226,6 +226,9 @@ def test_bench_full_step_trace_matches_the_timed_step():
     e = simulate_step_energy("wan2.1-t2v-1.3b", "480p", blocks=1)
     s = simulate_step("wan2.1-t2v-1.3b", "480p", blocks=1)
     assert e["cycles"] == s["cycles"] > 0 and e["energy_pj"] > 0
-    # tiles = Σ_ops batch x F x ceil(HW / R) x ceil(N / C), F x ceil(HW / R) = 21 x ceil(1560 / 128) = 273
-    want = sum(b * 273 * -(-n // 128) for _, b, _, n, _ in block_ops("wan2.1-t2v-1.3b", 32760))
+    # tiles = Σ_ops batch x F x ceil(HW / P) x ceil(N / C): P = R = 128 positions per tile, so
+    # F x ceil(HW / P) = 21 x ceil(1560 / 128) = 273, except for qk, whose RoPE t-group reuses along w:
+    # P = floor(128 / 52) x 52 = 104 whole image rows (docs/decisions.md D4), 21 x ceil(1560 / 104) = 315
+    want = sum(b * (315 if name == "qk" else 273) * -(-n // 128)
+               for name, b, _, n, _ in block_ops("wan2.1-t2v-1.3b", 32760))
     assert e["dispatcher_stats"]["tiles"] == want

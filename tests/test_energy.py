@@ -142,10 +142,15 @@ def test_xeff_state_spills_only_when_it_exceeds_half_the_input_sram():
 
 def test_partial_buffer_counts_spatial_groups():
     cfg = load_config("tiny-8x8")
-    groups = [(0, 2, "w"), (2, 4, "f"), (4, 6, "f")]
-    a = op_actions("qk", [DEC], (1, 1, 4), groups, 4, 6, 8, 4, cfg, cycles=100)
-    # group 0 (spatial): rows 2 and 3 REUSE -> 2 values each, x N = 8 columns, 4 bytes each
-    assert a["sram_partial_read_bytes"] == 2 * 2 * 8 * 4 == a["sram_partial_write_bytes"]
+    h = op_actions("qk", [DEC], (1, 1, 4), [(0, 2, "h"), (2, 4, "f"), (4, 6, "f")], 4, 6, 8, 4, cfg, cycles=100)
+    # group 0 on axis h (buffer): rows 2 and 3 REUSE -> 2 values each, x N = 8 columns, 4 bytes each
+    assert h["sram_partial_read_bytes"] == 2 * 2 * 8 * 4 == h["sram_partial_write_bytes"]
+    # on axis w the PE link serves the neighbour (D4): no buffer traffic; the same neighbour adds, and
+    # the link registers: 30 bits x 2 channels x 4 tokens x 8 columns more register bits than on h
+    w = op_actions("qk", [DEC], (1, 1, 4), [(0, 2, "w"), (2, 4, "f"), (4, 6, "f")], 4, 6, 8, 4, cfg, cycles=100)
+    assert w["sram_partial_read_bytes"] == 0 == w["sram_partial_write_bytes"]
+    assert w["pe_add"] == h["pe_add"]
+    assert w["pe_reg_bits"] - h["pe_reg_bits"] == 30 * 2 * 4 * 8
 
 
 def test_dense_actions_hand_worked():

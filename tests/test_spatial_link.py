@@ -105,3 +105,37 @@ def test_chains_along_w_occur():
     d = dec[:, 0].reshape(grid)
     chained = (d[..., 1:] != COMPUTE) & (d[..., :-1] != COMPUTE)
     assert chained.sum() >= 4
+
+
+# ---- step 2: the tiling of ops with w-axis groups (sim.dispatch) ----------------------------------
+
+def test_w_ops_tile_whole_image_rows_in_raster_order():
+    from sim.cycle_model import reuse_slot_sequence
+    from sim.dispatch import position_block, position_order, reuse_tiles
+
+    grid = (2, 3, 3)  # W = 3, R = 8 -> floor(8 / 3) * 3 = 6 positions per tile: blocks {0..5}, {6..8}
+    assert position_block(grid, [(0, 2, "w"), (2, 4, "f")], 8) == 6
+    assert position_block(grid, [(0, 2, "f"), (2, 4, "f")], 8) == 8
+    tiles = reuse_tiles(grid, 3, 8, 8, None, 6)
+    assert [t.tokens.tolist() for t in tiles] == [[0, 1, 2, 3, 4, 5], [9, 10, 11, 12, 13, 14],
+                                                  [6, 7, 8], [15, 16, 17]]
+    # decisions the scheduler would reorder (position 1 alone COMPUTEs the f group in frame 1)
+    dec = np.zeros((18, 2), dtype=np.int8)
+    dec[9:, 1] = REUSE
+    dec[10, 1] = COMPUTE
+    f_only = [(0, 2, "f"), (2, 4, "f")]
+    assert position_order(dec, grid, f_only, 2).tolist() != list(range(9))
+    assert position_order(dec, grid, [(0, 2, "w"), (2, 4, "f")], 2).tolist() == list(range(9))
+    # slots per tile, hand-derived: group 0 (2 channels, w) COMPUTEs everywhere; group 1 (2 channels, f)
+    # COMPUTEs in frame 0 and only at position 1 in frame 1. COMPUTE + COMPUTE never pair, so a tile
+    # takes 4 slots when some row needs group 1, else 2: tiles (block 0, f 0), (0, 1), (1, 0), (1, 1).
+    seq = reuse_slot_sequence(dec, grid, [(0, 2, "w"), (2, 4, "f")], 3, 8, 8, 4)
+    assert seq.tolist() == [4, 4, 4, 2]
+
+
+def test_w_wider_than_the_array_is_rejected():
+    from sim.cycle_model import reuse_slot_sequence
+
+    dec = np.zeros((2 * 9, 1), dtype=np.int8)
+    with pytest.raises(ValueError, match="W = 9 positions exceed the array's R = 8 rows"):
+        reuse_slot_sequence(dec, (2, 1, 9), [(0, 4, "w")], 8, 8, 8, 4)

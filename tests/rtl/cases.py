@@ -97,6 +97,51 @@ def cases_for(rows: int, cols: int) -> list[Case]:
     ]
 
 
+def _with_axes(c: Case, axes: list[str]) -> Case:
+    """Give the case's groups these reuse axes and make its decisions valid for them: a token
+    without a neighbour (``w = 0`` for axis ``w``, frame 0 for ``f``) COMPUTEs."""
+    c.groups = [(k0, k1, a) for (k0, k1, _), a in zip(c.groups, axes, strict=True)]
+    f_i, _, w_i = np.unravel_index(np.arange(c.X.shape[0]), c.grid)
+    for gi, a in enumerate(axes):
+        c.decisions[(w_i if a == "w" else f_i) == 0, gi] = COMPUTE
+    return c
+
+
+def spatial_cases(rows: int, cols: int) -> list[Case]:
+    """Cases with ``w``-axis groups (the PE row link, docs/decisions.md D4), W <= R so a tile holds
+    whole image rows:
+
+    - ``spatial_random``: grid 3 x 2 x R/2 (one tile per frame), two column blocks, ``w`` and ``f``
+      groups with scattered and coherent decisions in every frame (``w`` groups reuse in frame 0
+      too), long REUSE/PARTIAL chains along ``w``;
+    - ``spatial_rows``: grid 2 x 3 x R/2 (1.5 tiles per frame: a full and a half tile of whole rows);
+    - ``spatial_pairs``: row-complementary ``w``/``f`` groups so the matcher pairs a spatial lane with
+      a temporal one, spatial on lane a and on lane b (COMPUTE beside link REUSE, PAIRED PARTIALs).
+    """
+    half = max(1, rows // 2)
+    a = _with_axes(make_case("spatial_random", 7, (3, 2, half), 14, cols + cols // 2, [3, 4, 3, 4]),
+                   ["w", "f", "w", "f"])
+    rng = np.random.default_rng(8)
+    for gi in (0, 2):  # w groups: every frame, REUSE-heavy (chains), then w = 0 COMPUTE again
+        a.decisions[:, gi] = rng.choice([COMPUTE, PARTIAL, REUSE], size=a.X.shape[0], p=[0.15, 0.35, 0.5])
+    a = _with_axes(a, ["w", "f", "w", "f"])
+    b = _with_axes(make_case("spatial_rows", 9, (2, 3, half), 10, cols, [4, 3, 3]), ["w", "f", "w"])
+    grid = (3, 2, half)
+    c = make_case("spatial_pairs", 10, grid, 20, cols, [3, 3, 2, 2, 3, 3, 2, 2])
+    w0 = np.arange(int(np.prod(grid))) % half == 0
+    c.decisions[:, 0] = np.where(w0, COMPUTE, REUSE)          # w: w = 0 computes, the rest reuse (chains)
+    c.decisions[:, 1] = np.where(w0, REUSE, COMPUTE)          # f: complementary -> pairs with g0
+    c.decisions[:, 2] = np.where(w0, COMPUTE, PARTIAL)        # w: PARTIAL chain
+    c.decisions[:, 3] = np.where(w0, REUSE, PARTIAL)          # f: pairs with g2 (PAIRED, spatial lane a)
+    w4 = np.arange(int(np.prod(grid))) % half % 4
+    c.decisions[:, 4] = np.array([REUSE, COMPUTE, REUSE, REUSE])[w4]      # f, then w: spatial on lane b
+    c.decisions[:, 5] = np.array([COMPUTE, REUSE, PARTIAL, REUSE])[w4]    # beside C, C, P, R on lane a
+    c.decisions[:, 6] = np.array([REUSE, PARTIAL, PARTIAL, COMPUTE])[w4]  # f, then w: PAIRED, spatial
+    c.decisions[:, 7] = np.array([COMPUTE, PARTIAL, PARTIAL, REUSE])[w4]  # on lane b
+    c = _with_axes(c, ["w", "f", "w", "f", "f", "w", "f", "w"])
+    return [a, b, c]
+
+
 def acc_width_case(rows: int, cols: int, max_k: int) -> Case:
     """Proves the accumulator width: K = max_k, every X = 255 (uint8, pv's P) and every W = -128,
     so each output is max_k * 255 * -128, the most negative value any op can produce
@@ -112,8 +157,8 @@ def engine_trace(seed: int = 0, spatial: bool = False):
     one position block of 8 per frame), frames 1-2 close to frame 0 so every decision occurs;
     ops ``qkv`` (K = 20 in three temporal groups, N = 12: two column blocks), ``qk`` (2 heads,
     K = 8, N = 12 keys) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
-    whose group reuses along ``w`` (constant operands: every token reuses), which the RTL rejects
-    (docs/decisions.md D4)."""
+    whose group reuses along ``h`` (constant operands: every token reuses), which the RTL rejects
+    (the partial-result buffer is not built; ``w`` is served by the PE row link, docs/decisions.md D4)."""
     from algo.trace import Group, OpRecord, Trace
 
     rng = np.random.default_rng(seed)
@@ -138,5 +183,5 @@ def engine_trace(seed: int = 0, spatial: bool = False):
     ]
     if spatial:
         ops.append(OpRecord("ffn1", 0, 0, np.full((1, F * H * W, 8), 5, np.int8), weights(1, 8, 8),
-                            [Group(0, 8, "w")], (2.0, 6.0)))
+                            [Group(0, 8, "h")], (2.0, 6.0)))
     return Trace(grid=(F, H, W), ops=ops, model="synthetic", size="test", weights="random")

@@ -139,3 +139,52 @@ def test_w_wider_than_the_array_is_rejected():
     dec = np.zeros((2 * 9, 1), dtype=np.int8)
     with pytest.raises(ValueError, match="W = 9 positions exceed the array's R = 8 rows"):
         reuse_slot_sequence(dec, (2, 1, 9), [(0, 4, "w")], 8, 8, 8, 4)
+
+
+# ---- step 4: the stream and the cycle model agree on w-axis ops -------------------------------
+
+def test_stream_and_cycle_model_tile_w_ops_alike():
+    """For the RTL's w-axis cases, the stream's slots per tile (matcher, `sim.dispatch.match_tile`)
+    equal the cycle model's run-length count (`sim.dispatch.count_slots`) and the action counts'
+    tiles, over the same whole-image-row tiles."""
+    from hw.config import load_config
+    from sim.actions import tile_stats
+    from sim.cycle_model import reuse_slot_sequence
+    from sim.stream import build_stream
+    from tests.rtl.cases import spatial_cases
+
+    cfg = load_config("tiny-8x8")
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    for c in spatial_cases(R, C):
+        st = build_stream(c.X, c.W, c.grid, c.groups, c.decisions, 4, cfg)
+        seq = reuse_slot_sequence(c.decisions, c.grid, c.groups, c.W.shape[1], R, C, 4)
+        assert st.slots_per_tile.tolist() == seq.tolist(), c.name
+        t = tile_stats(c.decisions, c.grid, c.groups, R, 4)
+        n_cb = -(-c.W.shape[1] // C)
+        assert t["tiles"] * n_cb == len(st.tiles) and t["issued"] * n_cb == len(st.slots), c.name
+        assert all(len(tile.tokens) % c.grid[2] == 0 and tile.tokens[0] % c.grid[2] == 0 for tile in st.tiles)
+
+
+def test_stream_rejects_a_w0_token_that_reuses():
+    from hw.config import load_config
+    from sim.stream import build_stream
+    from tests.rtl.cases import spatial_cases
+
+    c = spatial_cases(8, 8)[0]
+    dec = c.decisions.copy()
+    dec[4, 0] = REUSE  # token 4 is w = 0 (W = 4) of group 0, axis w
+    with pytest.raises(ValueError, match="w = 0 token has no neighbour"):
+        build_stream(c.X, c.W, c.grid, c.groups, dec, 4, load_config("tiny-8x8"))
+
+
+def test_simulate_rejects_w_wider_than_the_array():
+    from algo.trace import Group, OpRecord, Trace
+    from hw.config import load_config
+    from sim.simulate import SimError, check_compatible
+
+    rng = np.random.default_rng(0)
+    op = OpRecord("qk", 0, 0, rng.integers(-5, 5, size=(1, 18, 4)).astype(np.int8),
+                  rng.integers(-5, 5, size=(1, 4, 8)).astype(np.int8), [Group(0, 4, "w", "t")], (2.0, 6.0))
+    tr = Trace(grid=(2, 1, 9), ops=[op], model="synthetic", size="test", weights="random")
+    with pytest.raises(SimError, match="W = 9 positions > array_rows = 8"):
+        check_compatible(tr, load_config("tiny-8x8"))

@@ -36,7 +36,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   inputs do not change).
 - ``pipe_reg_bits`` = R x C x (issued slots x pass-through register bits of a PE (`pe_pipe_bits`)
   less the second-channel lanes, + pair slots x those lanes' bits (`pe_pipe_b_bits`: x_b, w_b,
-  g_b, first_b)): every issued slot, bubble slots included, passes every PE once (fill, drain and
+  g_b, first_b, sp_b)): every issued slot, bubble slots included, passes every PE once (fill, drain and
   stall cycles carry no new slot and are taken as clock-gated: no clock-tree energy is modelled,
   the same rule as the dense array's). The second-channel lanes carry data only on slots with two
   channels; on single-channel slots they hold a constant and are taken as clock-gated by that
@@ -126,8 +126,8 @@ from sim.dispatch import _compat, _group_demand, position_block, position_order
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
 OPERAND_MUX_BITS = 9 + 8 + 4 + 8 + 5 + 8
-#: Link register bits per channel lane (hw/pe.py): the msb increment ``hi(x)*w << 4`` (17 bits signed)
-#: and the lsb increment ``lo(x)*w`` (13 bits signed).
+#: Link register bits (hw/pe.py ``LINK_MSB_BITS + LINK_LSB_BITS``): the msb increment
+#: ``hi(x)*w << 4`` (17 bits signed) and the lsb increment ``lo(x)*w`` (13 bits signed).
 LINK_BITS = 17 + 13
 #: Pass-through register bits of a plain int8 output-stationary MAC PE: x (8), w (8), valid, last.
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
@@ -137,19 +137,21 @@ SRAM_BUFFERS = ("input", "weight", "output", "partial")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
-    """Pass-through register bits of one Kaleido PE: the widths of its ``o_*`` lane ports (hw/pe.py)."""
+    """Pass-through register bits of one Kaleido PE: the widths of its ``o_*`` lane ports (hw/pe.py),
+    less the row link's (``o_lk_*``, not a pass-through: charged by `LINK_BITS` where it loads)."""
     from hw.pe import pe_signature
 
     return sum(m.shape.width for name, m in pe_signature(cfg).members.items()
-               if name.startswith("o_"))
+               if name.startswith("o_") and not name.startswith("o_lk_"))
 
 
 def pe_pipe_b_bits(cfg: AcceleratorConfig) -> int:
-    """Pass-through bits of the PE's second-channel lanes (``o_x_b``, ``o_w_b``, ``o_g_b``, ``o_first_b``)."""
+    """Pass-through bits of the PE's second-channel lanes (``o_x_b``, ``o_w_b``, ``o_g_b``, ``o_first_b``,
+    ``o_sp_b``)."""
     from hw.pe import pe_signature
 
     mem = pe_signature(cfg).members
-    return sum(mem[f"o_{f}"].shape.width for f in ("x_b", "w_b", "g_b", "first_b"))
+    return sum(mem[f"o_{f}"].shape.width for f in ("x_b", "w_b", "g_b", "first_b", "sp_b"))
 
 
 def value_bytes(cfg: AcceleratorConfig) -> int:

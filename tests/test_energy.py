@@ -50,7 +50,8 @@ def test_op_actions_hand_worked():
     # 9 active row-slots x 8 cols x (42 operand + 2*3 group + 2 first) mux bits
     # + (2*6 + 2*3) register reads x 8 cols x 28 bits x log2(8) levels
     assert a["pe_mux_bits"] == 9 * 8 * 50 + 18 * 8 * 28 * 3
-    assert a["pipe_reg_bits"] == 64 * 3 * 49                # R*C x 3 issued slots x 49 pass-through bits
+    # R*C x 3 issued slots x 51 pass-through bits (49 + the w-link slot flags sp_a, sp_b; D4)
+    assert a["pipe_reg_bits"] == 64 * 3 * 51
     assert a["idle_pe_cycles"] == 64 * 100 - 48 - 48 / 2
     # array 4 rows x 6 ch; similarity X + X_eff; 4 tokens x 3 groups x 2-bit decision codes = 3 bytes
     assert a["sram_input_read_bytes"] == 24 + 2 * 24 + 3

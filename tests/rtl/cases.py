@@ -156,7 +156,8 @@ def engine_trace(seed: int = 0, spatial: bool = False):
     """A small exact trace for ``kaleido simulate --engine rtl`` on tiny-8x8: grid 3x2x4 (24 tokens,
     one position block of 8 per frame), frames 1-2 close to frame 0 so every decision occurs;
     ops ``qkv`` (K = 20 in three temporal groups, N = 12: two column blocks), ``qk`` (2 heads,
-    K = 8, N = 12 keys) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
+    K = 8, N = 12 keys; its t-group reuses along ``w`` as in the models, SPEC section 2, and drifts by
+    small steps along ``w`` so it REUSEs and PARTIALs over the PE row link) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
     whose group reuses along ``h`` (constant operands: every token reuses), which the RTL rejects
     (the partial-result buffer is not built; ``w`` is served by the PE row link, docs/decisions.md D4)."""
     from algo.trace import Group, OpRecord, Trace
@@ -170,14 +171,22 @@ def engine_trace(seed: int = 0, spatial: bool = False):
                            axis=1)
         return np.clip(x.reshape(batch, F * H * W, K), lo, hi - 1).astype(dtype)
 
+    def smooth_w(x, k0, k1):
+        """Channels k0..k1 start at the w = 0 value and drift by steps of -6..6 along w."""
+        v = x.reshape(x.shape[0], F, H, W, -1).astype(np.int64)
+        steps = rng.integers(-6, 7, size=(*v.shape[:4], k1 - k0))
+        steps[:, :, :, 0] = 0
+        v[..., k0:k1] = v[:, :, :, :1, k0:k1] + np.cumsum(steps, axis=3)
+        return np.clip(v, -100, 99).reshape(x.shape).astype(x.dtype)
+
     def weights(batch, K, N):  # noqa: N803
         return rng.integers(-128, 128, size=(batch, K, N)).astype(np.int8)
 
     ops = [
         OpRecord("qkv", 0, 0, frames(1, 20, -60, 60, np.int8), weights(1, 20, 12),
                  [Group(0, 8, "f"), Group(8, 14, "f"), Group(14, 20, "f")], (2.0, 6.0)),
-        OpRecord("qk", 0, 0, frames(2, 8, -100, 100, np.int8), weights(2, 8, 12),
-                 [Group(0, 4, "f", "t"), Group(4, 8, "f", "h")], (3.0, 8.0)),
+        OpRecord("qk", 0, 0, smooth_w(frames(2, 8, -100, 100, np.int8), 0, 4), weights(2, 8, 12),
+                 [Group(0, 4, "w", "t"), Group(4, 8, "f", "h")], (3.0, 8.0)),
         OpRecord("pv", 0, 0, frames(2, 12, 0, 256, np.uint8), weights(2, 12, 8),
                  [Group(0, 6, "f"), Group(6, 12, "f")], (2.0, 6.0), x_signed=False),
     ]

@@ -151,11 +151,11 @@ def test_stream_and_cycle_model_tile_w_ops_alike():
     from sim.actions import tile_stats
     from sim.cycle_model import reuse_slot_sequence
     from sim.stream import build_stream
-    from tests.rtl.cases import spatial_cases
+    from tests.rtl.cases import spatial_cases, spatial_random_cases
 
     cfg = load_config("tiny-8x8")
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
-    for c in spatial_cases(R, C):
+    for c in [*spatial_cases(R, C), *spatial_random_cases(R, C)]:
         st = build_stream(c.X, c.W, c.grid, c.groups, c.decisions, 4, cfg)
         seq = reuse_slot_sequence(c.decisions, c.grid, c.groups, c.W.shape[1], R, C, 4)
         assert st.slots_per_tile.tolist() == seq.tolist(), c.name

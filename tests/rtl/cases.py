@@ -142,6 +142,29 @@ def spatial_cases(rows: int, cols: int) -> list[Case]:
     return [a, b, c]
 
 
+def spatial_random_cases(rows: int, cols: int) -> list[Case]:
+    """Seeded random cases with ``w``-axis groups over image-row widths W <= R that fill a tile
+    exactly (W = R: one image row per tile), leave padding rows (W = 3: 6 of 8 rows) or leave an odd
+    block (W = 5, 7), uint8 operands, only-``w`` groups; ``w`` groups REUSE-heavy (chains)."""
+    specs = [  # name, seed, grid, K, N, group sizes, axes, uint8
+        ("spatial_w_eq_r", 21, (2, 2, rows), 9, cols, [4, 5], ["w", "f"], False),
+        ("spatial_padded", 22, (3, 3, 3), 12, cols + 3, [3, 3, 3, 3], ["f", "w", "f", "w"], False),
+        ("spatial_uint8", 23, (2, 2, 5), 10, cols, [5, 5], ["w", "f"], True),
+        ("spatial_only_w", 24, (4, 1, 7), 11, cols, [4, 4, 3], ["w", "w", "w"], False),
+    ]
+    out = []
+    for name, seed, grid, K, N, sizes, axes, u8 in specs:  # noqa: N806
+        if grid[2] > rows:
+            continue
+        c = make_case(name, seed, grid, K, N, sizes, x_unsigned=u8)
+        rng = np.random.default_rng(seed + 100)
+        for gi, a in enumerate(axes):
+            if a == "w":
+                c.decisions[:, gi] = rng.choice([COMPUTE, PARTIAL, REUSE], size=c.X.shape[0], p=[0.2, 0.3, 0.5])
+        out.append(_with_axes(c, axes))
+    return out
+
+
 def acc_width_case(rows: int, cols: int, max_k: int) -> Case:
     """Proves the accumulator width: K = max_k, every X = 255 (uint8, pv's P) and every W = -128,
     so each output is max_k * 255 * -128, the most negative value any op can produce

@@ -22,7 +22,7 @@ from algo.golden import apply_decisions
 from hw.config import load_config
 from sim.cycle_model import op_cycles, reuse_slot_sequence
 from sim.stream import OutputCollector, build_stream, port_values
-from tests.rtl.cases import acc_width_case, cases_for, spatial_cases
+from tests.rtl.cases import acc_width_case, cases_for, spatial_cases, spatial_random_cases
 
 CFG = load_config(os.environ["KALEIDO_PRESET"])
 
@@ -98,7 +98,10 @@ async def golden_and_cycles(dut):
 async def spatial_link(dut):
     """Cases with w-axis groups (the PE row link, docs/decisions.md D4): bit-exact and cycle-exact."""
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    for case in spatial_cases(CFG.array_rows, CFG.array_cols):
+    cases = spatial_cases(CFG.array_rows, CFG.array_cols)
+    if os.environ.get("KALEIDO_SKIP_SLOW") != "1":  # the random ones under Verilator only (Icarus is slow)
+        cases += spatial_random_cases(CFG.array_rows, CFG.array_cols)
+    for case in cases:
         await run_case(dut, case)
 
 

@@ -4,7 +4,9 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
 
 - ``bare``: the model built with block 0 only (seeded, bf16; `algo.models.build_model`), its inputs
   to block 0 recorded at 480p (21x30x52 = 32,760 tokens, SPEC section 1; step 49 latents), then one
-  bare ``model.blocks[0](...)`` call timed (no hooks);
+  bare ``model.blocks[0](...)`` call timed (no hooks). Its linears run as `capture` runs them: on a
+  CPU without oneDNN bf16 (AVX2 only) as float32 GEMMs of the bf16 operands
+  (`algo.capture.bf16_gemm_in_fp32`; PyTorch's reference bf16 GEMM is 7-15x slower there);
 - ``capture``: `algo.capture.capture` of that block, ``--size full --blocks 0 --resolution 480p
   --ops qkv,qk,o_proj,ffn1,ffn2 --decisions-only --thetas '2,6;4,12;8,24' --dtype bf16``, streamed to
   a temporary file; reports the forward time with hooks (``forward_s``: the embeddings plus block 0,
@@ -41,13 +43,17 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
 
 
-def part_bare() -> dict:
+def part_bare(frames: int | None = None, fp32_gemm: bool = True) -> dict:
+    """The bare block forward; ``frames`` latent frames instead of 480p's 21 (scaled check:
+    ``python -m algo.bench_capture bare 3`` is 3x30x52 = 4,680 tokens); ``fp32_gemm=False``
+    (argument ``ref``) keeps PyTorch's own bf16 GEMM (docs/capture.md, "Speed at 480p")."""
     from algo import latents as lat
-    from algo.capture import TEXT_TOKENS, resolution_grid
+    from algo.capture import TEXT_TOKENS, bf16_gemm_in_fp32, native_bf16_gemm, resolution_grid
     from algo.models import build_model, model_config
 
     cfg = model_config("wan2.1-t2v-1.3b", "full")
     f, h, w = resolution_grid(RES, cfg["patch_size"])
+    f = f if frames is None else int(frames)
     net, _ = build_model("wan2.1-t2v-1.3b", "full", SEED, dtype=torch.bfloat16, num_layers=1)
     x0 = lat.image_latents((f, 2 * h, 2 * w))
     sigma = float(lat.flow_sigmas(50)[STEP])
@@ -71,10 +77,12 @@ def part_bare() -> dict:
         except Stop:
             pass
         hd.remove()
-        t0 = time.perf_counter()
-        net.blocks[0](*grabbed["a"], **grabbed["k"])
-        t = time.perf_counter() - t0
-    return {"bare_block_s": t, "peak_gb": _peak_gb()}
+        with bf16_gemm_in_fp32(torch.bfloat16 if fp32_gemm else torch.float32):  # as `capture` runs it (fp32 GEMMs without oneDNN bf16)
+            t0 = time.perf_counter()
+            net.blocks[0](*grabbed["a"], **grabbed["k"])
+            t = time.perf_counter() - t0
+    return {"bare_block_s": t, "tokens": f * h * w, "peak_gb": _peak_gb(), "native_bf16_gemm": native_bf16_gemm(),
+            "threads": torch.get_num_threads(), "cpu": torch.backends.cpu.get_cpu_capability()}
 
 
 def _capture(ops: str, thetas: str) -> dict:
@@ -99,7 +107,9 @@ def main() -> None:
     pv = run_part("pv")
     ratio = cap["forward_s"] / bare["bare_block_s"]
     print(f"capture, one Wan2.1-1.3B block at 480p (32,760 tokens), bf16, step {STEP}, 2-core CPU:")
-    print(f"  bare block forward: {bare['bare_block_s']:.1f} s (peak {bare['peak_gb']:.2f} GB)")
+    gemm = "oneDNN bf16" if bare["native_bf16_gemm"] else "float32 GEMMs of bf16 operands (no oneDNN bf16)"
+    print(f"  bare block forward: {bare['bare_block_s']:.1f} s (peak {bare['peak_gb']:.2f} GB; linears: {gemm}; "
+          f"{bare['threads']} threads, {bare['cpu']})")
     print(f"  capture {OPS}, decisions for thetas {THETAS}: forward with hooks {cap['forward_s']:.1f} s "
           f"({ratio:.2f}x bare; target <= 1.3x), of which decide {cap['decide_s']:.1f} s; model build "
           f"{cap['build_s']:.1f} s; trace {cap['file_bytes'] / 1e6:.2f} MB; peak {cap['peak_gb']:.2f} GB "
@@ -119,7 +129,8 @@ def pv_chunk_line(t: dict) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
-        part = {"bare": part_bare, "capture": lambda: _capture(OPS, THETAS), "pv": lambda: _capture("pv", "4,12")}
+        part = {"bare": lambda: part_bare(*(int(a) for a in sys.argv[2:3]), fp32_gemm="ref" not in sys.argv[3:]),
+                "capture": lambda: _capture(OPS, THETAS), "pv": lambda: _capture("pv", "4,12")}
         print(json.dumps(part[sys.argv[1]]()))
     else:
         main()

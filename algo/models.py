@@ -200,44 +200,30 @@ _COGVIDEOX_TINY = dict(
     num_layers=2,
 )
 
+#: One row per model: registry name, diffusers class, Hugging Face repository of the ``full``
+#: config (its ``transformer/config.json``), ``full`` and ``tiny`` constructor arguments, family.
+_REGISTRY = (
+    ("wan2.1-t2v-1.3b", "WanTransformer3DModel", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", _WAN_13B_FULL, _WAN_TINY,
+     "wan"),
+    ("wan2.1-t2v-14b", "WanTransformer3DModel", "Wan-AI/Wan2.1-T2V-14B-Diffusers", _WAN_14B_FULL, _WAN_TINY,
+     "wan"),
+    ("hunyuanvideo", "HunyuanVideoTransformer3DModel", "hunyuanvideo-community/HunyuanVideo", _HUNYUAN_FULL,
+     _HUNYUAN_TINY, "hunyuan"),
+    ("cogvideox-5b", "CogVideoXTransformer3DModel", "THUDM/CogVideoX-5b", _COGVIDEOX_5B_FULL, _COGVIDEOX_TINY,
+     "cogvideox"),
+)
+
+# Token grids (F, H, W) after the patch, the same for every model. tiny: latent 4x16x16 (128x128
+# px, 13 video frames). full: the same small grid by default, because an exact trace stores P
+# (heads x M x M bytes per block and step); 480p is 21x30x52 tokens (SPEC section 1).
+_DEFAULT_GRID = {"tiny": (4, 8, 8), "full": (4, 8, 8)}
+_DEFAULT_DTYPE = {"tiny": torch.float32, "full": torch.float32}
+
 MODELS: dict[str, ModelSpec] = {
-    "wan2.1-t2v-1.3b": ModelSpec(
-        name="wan2.1-t2v-1.3b",
-        diffusers_class="WanTransformer3DModel",
-        source="Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json",
-        sizes={"full": _WAN_13B_FULL, "tiny": _WAN_TINY},
-        # Token grids (F, H, W) after the 1x2x2 patch. tiny: latent 4x16x16 (128x128 px, 13 video
-        # frames). full: the same small grid by default, because an exact trace stores P
-        # (heads x M x M bytes per block and step); 480p is 21x30x52 tokens (SPEC section 1).
-        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
-        dtype={"tiny": torch.float32, "full": torch.float32},
-    ),
-    "wan2.1-t2v-14b": ModelSpec(
-        name="wan2.1-t2v-14b",
-        diffusers_class="WanTransformer3DModel",
-        source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json",
-        sizes={"full": _WAN_14B_FULL, "tiny": _WAN_TINY},
-        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
-        dtype={"tiny": torch.float32, "full": torch.float32},
-    ),
-    "hunyuanvideo": ModelSpec(
-        name="hunyuanvideo",
-        diffusers_class="HunyuanVideoTransformer3DModel",
-        source="hunyuanvideo-community/HunyuanVideo transformer/config.json",
-        sizes={"full": _HUNYUAN_FULL, "tiny": _HUNYUAN_TINY},
-        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
-        dtype={"tiny": torch.float32, "full": torch.float32},
-        family="hunyuan",
-    ),
-    "cogvideox-5b": ModelSpec(
-        name="cogvideox-5b",
-        diffusers_class="CogVideoXTransformer3DModel",
-        source="THUDM/CogVideoX-5b transformer/config.json",
-        sizes={"full": _COGVIDEOX_5B_FULL, "tiny": _COGVIDEOX_TINY},
-        default_grid={"tiny": (4, 8, 8), "full": (4, 8, 8)},
-        dtype={"tiny": torch.float32, "full": torch.float32},
-        family="cogvideox",
-    ),
+    name: ModelSpec(name=name, diffusers_class=cls, source=f"{repo} transformer/config.json",
+                    sizes={"full": full, "tiny": tiny}, default_grid=dict(_DEFAULT_GRID),
+                    dtype=dict(_DEFAULT_DTYPE), family=family)
+    for name, cls, repo, full, tiny, family in _REGISTRY
 }
 
 

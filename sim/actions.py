@@ -2,7 +2,8 @@
 
 Counts come from what the cycle model knows per op: the reuse tiling and the matcher's slots per
 tile (the choices of `sim.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
-equal group pairs in ``O(rows x G^2)`` per tile like the cycle model's `sim.dispatch.count_slots`;
+equal group pairs in ``O(rows x G^2)`` per tile by `sim.dispatch.pair_runs`, the walk the cycle model's
+`sim.dispatch.count_slots` sums;
 `tile_stats`), or, without the dispatcher (``--no-dispatcher``), raster order and one slot per needed
 channel, as the cycle model then times it; the per-(token, group) decisions, the GEMM shape, the array size R x C, b_msb and the config's SRAM
 sizes. They are summed over the op's batch (heads). Every rule is stated here; the per-action
@@ -121,7 +122,7 @@ import numpy as np
 
 from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.dispatch import _compat, _group_demand, position_block, position_order
+from sim.dispatch import pair_runs, position_block, position_order
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -167,60 +168,10 @@ COUNT_KEYS = _STAT_KEYS[:8]
 
 
 @numba.njit(cache=True)
-def _pair_runs(dec, k0, k1, b_msb, run_a, run_b, run_n):
-    """The matcher's slots of one tile as runs ``(group a, group b or -1, slots)``; returns the run count.
-
-    The same greedy as `sim.dispatch.match_tile`, walked by runs exactly as
-    `sim.dispatch.count_slots` walks it (see its docstring for why runs are exact): a group
-    compatible with itself pairs its channels two by two, an odd last channel pairs with the
-    first compatible later group that has channels left, and an incompatible group pairs one for
-    one with the first compatible later group, a run of ``min(left, left)`` slots. Every slot of
-    a run carries the same group pair, so per-row modes are the same on every slot of a run.
-    ``run_*`` are int64 buffers of length ``>= 2 G + 1`` (each run but a group's self-run ends
-    one group).
-    """
-    dem = _group_demand(dec, b_msb)
-    compat, active = _compat(dem)
-    ng = k0.shape[0]
-    left = np.zeros(ng, dtype=np.int64)
-    for g in range(ng):
-        if active[g]:
-            left[g] = k1[g] - k0[g]
-    nr = 0
-    for g in range(ng):
-        while left[g] > 0:
-            if compat[g, g]:
-                c = left[g] // 2
-                if c > 0:
-                    run_a[nr], run_b[nr], run_n[nr] = g, g, c
-                    nr += 1
-                left[g] = left[g] % 2
-                if left[g] == 0:
-                    break
-            h = g + 1
-            while h < ng and (left[h] == 0 or not compat[g, h]):
-                h += 1
-            if h == ng:
-                run_a[nr], run_b[nr], run_n[nr] = g, -1, left[g]
-                left[g] = 0
-            elif compat[g, g]:  # one odd channel left
-                run_a[nr], run_b[nr], run_n[nr] = g, h, 1
-                left[g] = 0
-                left[h] -= 1
-            else:
-                run = min(left[g], left[h])
-                run_a[nr], run_b[nr], run_n[nr] = g, h, run
-                left[g] -= run
-                left[h] -= run
-            nr += 1
-    return nr
-
-
-@numba.njit(cache=True)
 def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
     """Sums over the position tiles of one GEMM (one column block), in ``O(rows x G^2)`` per tile.
 
-    ``paired``: the matcher pairs channels (`_pair_runs`); else one slot per channel of every
+    ``paired``: the matcher pairs channels (`sim.dispatch.pair_runs`); else one slot per channel of every
     group some row needs (the no-dispatcher slot sequence, `sim.dispatch.count_slots_unpaired`).
     Returns int64 ``[len(_STAT_KEYS)]`` in `_STAT_KEYS` order.
     """
@@ -255,7 +206,7 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
                     run_a[nr], run_b[nr], run_n[nr] = g, -1, k1[g] - k0[g]
                     nr += 1
             if paired:
-                nr = _pair_runs(d, k0, k1, b_msb, run_a, run_b, run_n)
+                nr = pair_runs(d, k0, k1, b_msb, run_a, run_b, run_n)
             n = 0
             ch = 0
             for i in range(nr):

@@ -3,9 +3,7 @@ every self-attention pv op; shape traces; round trip and rejection of bad states
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import torch
 
 from algo.capture import capture_to_file
 from algo.trace import TraceError, load_trace, save_trace
+from tests.trace_files import rewrite_trace
 
 
 @pytest.fixture(scope="module")
@@ -81,19 +80,6 @@ def test_round_trip_identical(states, tmp_path):
         assert a.meta() == b.meta()
 
 
-def _rewrite(src: Path, dst: Path, meta_fn=None, arr_fn=None) -> Path:
-    with np.load(src) as z:
-        arrays = {k: z[k] for k in z.files}
-    meta = json.loads(bytes(arrays["meta"]).decode())
-    if meta_fn:
-        meta_fn(meta)
-    if arr_fn:
-        arr_fn(arrays)
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(dst, **arrays)
-    return dst
-
-
 def _set(key, fn):
     def arr_fn(a):
         a[key] = fn(a[key])
@@ -115,7 +101,7 @@ def _nan(x):
 ])
 def test_bad_states_rejected(states, tmp_path, arr_fn, meta_fn, match):
     _, _, d = states
-    bad = _rewrite(d / "t.npz", tmp_path / "bad.npz", meta_fn, arr_fn)
+    bad = rewrite_trace(d / "t.npz", tmp_path / "bad.npz", meta_fn, arr_fn)
     with pytest.raises(TraceError, match=match):
         load_trace(bad)
 
@@ -126,6 +112,6 @@ def test_shape_trace_version_and_kind(tmp_path):
     write_shape_trace(tmp_path / "s.npz", "wan2.1-t2v-1.3b", "tiny", steps=(0,))
     tr = load_trace(tmp_path / "s.npz")
     assert tr.kind == "shapes" and all(o.X is None and o.decisions is None for o in tr.ops)
-    bad = _rewrite(tmp_path / "s.npz", tmp_path / "v2.npz", lambda m: m.update(version=2))
+    bad = rewrite_trace(tmp_path / "s.npz", tmp_path / "v2.npz", lambda m: m.update(version=2))
     with pytest.raises(TraceError, match="shape traces exist from format version 3"):
         load_trace(bad)

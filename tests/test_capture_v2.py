@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from algo.models import build_model
 from algo.trace import TraceError, load_trace, pack_decisions, save_trace, unpack_decisions
 from hw.config import load_config
 from sim.simulate import SimError, simulate_trace
+from tests.trace_files import rewrite_trace
 
 THETAS = [(2.0, 6.0), (4.0, 12.0)]
 KW = dict(steps=(49,), blocks=(1,), include_cross=True, seed=0)
@@ -104,19 +104,6 @@ def test_round_trip_identical(pair, tmp_path):
         assert a.meta() == b.meta()
 
 
-def _rewrite(src: Path, dst: Path, meta_fn=None, arr_fn=None) -> Path:
-    with np.load(src) as z:
-        arrays = {k: z[k] for k in z.files}
-    meta = json.loads(bytes(arrays["meta"]).decode())
-    if meta_fn:
-        meta_fn(meta)
-    if arr_fn:
-        arr_fn(arrays)
-    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    np.savez(dst, **arrays)
-    return dst
-
-
 def test_corrupt_decision_traces_rejected(pair, tmp_path):
     _, _, d = pair
     good = d / "dec.npz"
@@ -151,13 +138,13 @@ def test_corrupt_decision_traces_rejected(pair, tmp_path):
         "edge.npz": "without a neighbour",
         "nothetas.npz": "thetas",
     }
-    _rewrite(good, tmp_path / "v7.npz", meta_fn=lambda m: m.update(version=7))
-    _rewrite(good, tmp_path / "nan.npz", meta_fn=lambda m: m["ops"][3].update(w_scale=float("nan")))
-    _rewrite(good, tmp_path / "kind.npz", meta_fn=lambda m: m.update(kind="sparse"))
-    _rewrite(good, tmp_path / "short.npz", arr_fn=short)
-    _rewrite(good, tmp_path / "code3.npz", arr_fn=code3)
-    _rewrite(good, tmp_path / "edge.npz", arr_fn=edge)
-    _rewrite(good, tmp_path / "nothetas.npz", meta_fn=lambda m: m["ops"][0].pop("thetas"))
+    rewrite_trace(good, tmp_path / "v7.npz", meta_fn=lambda m: m.update(version=7))
+    rewrite_trace(good, tmp_path / "nan.npz", meta_fn=lambda m: m["ops"][3].update(w_scale=float("nan")))
+    rewrite_trace(good, tmp_path / "kind.npz", meta_fn=lambda m: m.update(kind="sparse"))
+    rewrite_trace(good, tmp_path / "short.npz", arr_fn=short)
+    rewrite_trace(good, tmp_path / "code3.npz", arr_fn=code3)
+    rewrite_trace(good, tmp_path / "edge.npz", arr_fn=edge)
+    rewrite_trace(good, tmp_path / "nothetas.npz", meta_fn=lambda m: m["ops"][0].pop("thetas"))
     for name, needle in cases.items():
         with pytest.raises(TraceError, match=needle):
             load_trace(tmp_path / name)

@@ -15,11 +15,10 @@ from amaranth.sim import Simulator
 from algo.golden import apply_decisions
 from hw.config import AcceleratorConfig, load_config
 from hw.core import TileCore
-from hw.dispatcher.matcher import channel_bits
 from sim.core_timing import core_timeline, load_beats
 from sim.cycle_model import PIPELINE_CYCLES, op_cycles
-from sim.stream import OutputCollector, build_stream, pack_lanes, port_values
-from tests.rtl.cases import complementary_case, make_case
+from sim.stream import OutputCollector, build_stream, port_values
+from tests.rtl.cases import complementary_case, core_load_beats, make_case
 
 BASE = load_config("tiny-8x8")
 CFG = AcceleratorConfig.model_validate({**BASE.model_dump(), "name": "core-4x4", "array_rows": 4,
@@ -32,7 +31,6 @@ def run_core(case, P):  # noqa: N803
     """Drive the core with a loader that presents a beat every cycle it can; returns the issued
     slots, the expected slots, results, golden results, undrained tiles, the cycles of each tile's
     last slot, the cycle of the last result row and the stream."""
-    R, C, G, cb = CFG.array_rows, CFG.array_cols, CFG.partial_regs, channel_bits(CFG)  # noqa: N806
     stream = build_stream(case.X, case.W, case.grid, case.groups, case.decisions, 4, CFG)
     expected = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     K = case.X.shape[1]  # noqa: N806
@@ -46,35 +44,13 @@ def run_core(case, P):  # noqa: N803
 
     async def loader(ctx):
         ctx.set(dut.x_unsigned, int(case.x_unsigned))
-        X16, W16 = case.X.astype(np.int16), case.W.astype(np.int16)  # noqa: N806
-        k0 = sum(g[0] << (i * cb) for i, g in enumerate(case.groups))
-        k1 = sum(g[1] << (i * cb) for i, g in enumerate(case.groups))
-        for tile in stream.tiles:
-            rows, ncols = len(tile.tokens), tile.n1 - tile.n0
-            dec = case.decisions[tile.tokens]
-            for j in range(nb):
-                xs, ws = np.zeros((P, R), np.int16), np.zeros((P, C), np.int16)
-                for p in range(P):
-                    k = j * P + p
-                    if k < K:
-                        xs[p, :rows] = X16[tile.tokens, k]
-                        ws[p, :ncols] = W16[k, tile.n0:tile.n1]
-                ctx.set(dut.ld_valid, 1)
-                ctx.set(dut.ld_beat, j)
-                ctx.set(dut.ld_x, pack_lanes(xs.reshape(-1), 8))
-                ctx.set(dut.ld_w, pack_lanes(ws.reshape(-1), 8))
-                ctx.set(dut.ld_last, int(j == nb - 1))
-                if j == nb - 1:
-                    ctx.set(dut.t_dec, sum(int(dec[r, g]) << (2 * (r * G + g))
-                                           for r in range(rows) for g in range(dec.shape[1])))
-                    ctx.set(dut.t_row_mask, (1 << rows) - 1)
-                    ctx.set(dut.t_k0, k0)
-                    ctx.set(dut.t_k1, k1)
-                    ctx.set(dut.t_n_groups, len(case.groups))
-                    ctx.set(dut.t_clear, int(tile.clear))
-                while not ctx.get(dut.ld_ready):
-                    await ctx.tick()
+        for beat in core_load_beats(case, stream, CFG, P):
+            ctx.set(dut.ld_valid, 1)
+            for name, value in beat.items():
+                ctx.set(getattr(dut, name), value)
+            while not ctx.get(dut.ld_ready):
                 await ctx.tick()
+            await ctx.tick()
         ctx.set(dut.ld_valid, 0)
 
     async def monitor(ctx):

@@ -217,3 +217,43 @@ def engine_trace(seed: int = 0, spatial: bool = False):
         ops.append(OpRecord("ffn1", 0, 0, np.full((1, F * H * W, 8), 5, np.int8), weights(1, 8, 8),
                             [Group(0, 8, "h")], (2.0, 6.0)))
     return Trace(grid=(F, H, W), ops=ops, model="synthetic", size="test", weights="random")
+
+
+def core_load_beats(case: Case, stream, cfg, P: int):  # noqa: N803
+    """The load beats that feed `hw.core.TileCore` (and the emitted ``kaleido_core``) one stream.
+
+    For every tile of ``stream`` (`sim.stream.build_stream`) and every beat ``j`` of ``ceil(K / P)``
+    beats, yields a dict of the core's load-port values: ``ld_beat``, ``ld_last``, ``ld_x`` /
+    ``ld_w`` (P channels x R rows of X and P channels x C columns of W, int8 lanes packed by
+    `sim.stream.pack_lanes`, zeros past K and past the tile's rows/columns), and on a tile's last
+    beat its descriptor: ``t_dec`` (2 bits per (row, group), row-major over ``partial_regs``
+    groups), ``t_row_mask``, ``t_k0`` / ``t_k1`` (group channel ranges, `channel_bits` each),
+    ``t_n_groups``, ``t_clear``. ``ld_valid`` is the caller's.
+    """
+    from hw.dispatcher.matcher import channel_bits
+    from sim.stream import pack_lanes
+
+    R, C, G, cb = cfg.array_rows, cfg.array_cols, cfg.partial_regs, channel_bits(cfg)  # noqa: N806
+    K = case.X.shape[1]  # noqa: N806
+    nb = -(-K // P)
+    X16, W16 = case.X.astype(np.int16), case.W.astype(np.int16)  # noqa: N806
+    k0 = sum(g[0] << (i * cb) for i, g in enumerate(case.groups))
+    k1 = sum(g[1] << (i * cb) for i, g in enumerate(case.groups))
+    for tile in stream.tiles:
+        rows, ncols = len(tile.tokens), tile.n1 - tile.n0
+        dec = case.decisions[tile.tokens]
+        for j in range(nb):
+            xs, ws = np.zeros((P, R), np.int16), np.zeros((P, C), np.int16)
+            for p in range(P):
+                k = j * P + p
+                if k < K:
+                    xs[p, :rows] = X16[tile.tokens, k]
+                    ws[p, :ncols] = W16[k, tile.n0:tile.n1]
+            beat = {"ld_beat": j, "ld_last": int(j == nb - 1), "ld_x": pack_lanes(xs.reshape(-1), 8),
+                    "ld_w": pack_lanes(ws.reshape(-1), 8)}
+            if j == nb - 1:
+                beat.update(t_dec=sum(int(dec[r, g]) << (2 * (r * G + g))
+                                      for r in range(rows) for g in range(dec.shape[1])),
+                            t_row_mask=(1 << rows) - 1, t_k0=k0, t_k1=k1, t_n_groups=len(case.groups),
+                            t_clear=int(tile.clear))
+            yield beat

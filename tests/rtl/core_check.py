@@ -18,11 +18,10 @@ import numpy as np
 from algo.golden import apply_decisions
 from hw.config import load_config
 from hw.core import LOAD_CHANNELS
-from hw.dispatcher.matcher import channel_bits
 from sim.core_timing import core_timeline, load_beats
 from sim.rtl_engine import RtlModel
-from sim.stream import OutputCollector, build_stream, pack_lanes
-from tests.rtl.cases import cases_for
+from sim.stream import OutputCollector, build_stream
+from tests.rtl.cases import cases_for, core_load_beats
 
 CORE_SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top", "kaleido_matcher", "kaleido_core")
 
@@ -56,7 +55,7 @@ class CoreBench:
 
     def run_case(self, case) -> bool:
         cfg, sim, P = self.cfg, self.sim, self.P  # noqa: N806
-        R, C, G, cb = cfg.array_rows, cfg.array_cols, cfg.partial_regs, channel_bits(cfg)  # noqa: N806
+        R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
         stream = build_stream(case.X, case.W, case.grid, case.groups, case.decisions, 4, cfg)
         expected = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
         got = np.full(expected.shape, np.iinfo(np.int64).min, dtype=np.int64)
@@ -73,32 +72,16 @@ class CoreBench:
         self.tick()
         sim["x_unsigned"] = int(case.x_unsigned)
         K = case.X.shape[1]  # noqa: N806
-        nb = -(-K // P)
-        X16, W16 = case.X.astype(np.int16), case.W.astype(np.int16)  # noqa: N806
         self.cycles = 0  # cycle 0: the first load beat
-        for tile in stream.tiles:
-            rows, ncols = len(tile.tokens), tile.n1 - tile.n0
-            dec = case.decisions[tile.tokens]
-            for j in range(nb):
-                xs, ws = np.zeros((P, R), np.int16), np.zeros((P, C), np.int16)
-                for p in range(P):
-                    if j * P + p < K:
-                        xs[p, :rows] = X16[tile.tokens, j * P + p]
-                        ws[p, :ncols] = W16[j * P + p, tile.n0:tile.n1]
-                sim["ld_valid"], sim["ld_beat"], sim["ld_last"] = 1, j, int(j == nb - 1)
-                sim["ld_x"], sim["ld_w"] = pack_lanes(xs.reshape(-1), 8), pack_lanes(ws.reshape(-1), 8)
-                if j == nb - 1:
-                    sim["t_dec"] = sum(int(dec[r, g]) << (2 * (r * G + g))
-                                       for r in range(rows) for g in range(dec.shape[1]))
-                    sim["t_row_mask"] = (1 << rows) - 1
-                    sim["t_k0"] = sum(g[0] << (i * cb) for i, g in enumerate(case.groups))
-                    sim["t_k1"] = sum(g[1] << (i * cb) for i, g in enumerate(case.groups))
-                    sim["t_n_groups"], sim["t_clear"] = len(case.groups), int(tile.clear)
-                sim.eval()
-                while not sim["ld_ready"]:
-                    self.step()
-                    sim.eval()
+        for beat in core_load_beats(case, stream, cfg, P):
+            sim["ld_valid"] = 1
+            for name, value in beat.items():
+                sim[name] = value
+            sim.eval()
+            while not sim["ld_ready"]:
                 self.step()
+                sim.eval()
+            self.step()
         sim["ld_valid"] = 0
         for _ in range(100 * (len(stream.slots) + R + C)):
             if not self.out.tiles_left:

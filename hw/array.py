@@ -3,7 +3,8 @@
 The analogue of Gemmini's ``Tile``/``Mesh`` + ``MeshWithDelays``, in two levels:
 
 - `Column`: R PEs stacked (w and slot control move down one PE per cycle, x lanes pass through
-  each PE to the next column) plus the column's ``d = drain_rows_per_cycle`` output ports. A PE's
+  each PE to the next column; the row link carries w-axis partial increments from each PE to the
+  one below, docs/decisions.md D4) plus the column's ``d = drain_rows_per_cycle`` output ports. A PE's
   result is valid for the one cycle after its tile's last slot and is tagged with the tile's port;
   port p is the OR over rows of the results tagged p (the top's drain credits guarantee at most
   one per cycle), registered.
@@ -19,12 +20,12 @@ Verilog stays readable; ``pe="inline"`` elaborates everything in Amaranth, for `
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockSignal, Instance, Module, ResetSignal, Signal, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, ResetSignal, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.pe import COL_FIELDS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
+from hw.pe import COL_FIELDS, LINK_FIELDS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
 
 PE_MODULE_NAME = "kaleido_pe"
 COLUMN_MODULE_NAME = "kaleido_column"
@@ -104,6 +105,8 @@ class Column(wiring.Component):
                 pos += w
             for f in COL_FIELDS:
                 ins["i_" + f] = getattr(self, "c_" + f) if i == 0 else pes[i - 1]["o_" + f]
+            for f, w in LINK_FIELDS:  # the row link (w-axis reuse, hw/pe.py); the top PE's is 0
+                ins["i_" + f] = Const(0, signed(w)) if i == 0 else pes[i - 1]["o_" + f]
             outs = {name: Signal(shapes[name], name=f"r{i}_{name}")
                     for name in shapes if not name.startswith("i_")}
             pes.append(outs)
@@ -129,7 +132,7 @@ def array_signature(cfg: AcceleratorConfig) -> wiring.Signature:
         "mode": In(unsigned(R * 2)), "sel": In(unsigned(R)),
         "w_a": In(unsigned(C * W_BITS)), "w_b": In(unsigned(C * W_BITS)),
         "g_a": In(unsigned(gb)), "g_b": In(unsigned(gb)),
-        "first_a": In(1), "first_b": In(1), "last": In(1), "clear": In(1),
+        "first_a": In(1), "first_b": In(1), "sp_a": In(1), "sp_b": In(1), "last": In(1), "clear": In(1),
         "port": In(unsigned(pb)),
         "out_valid": Out(unsigned(d)),
         "out_data": Out(unsigned(d * C * ab)),

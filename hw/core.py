@@ -299,6 +299,8 @@ class TileCore(wiring.Component):
             top.in_w_a.eq(Mux(a_valid, wa_w, 0)), top.in_w_b.eq(Mux(b_valid, wb_w, 0)),
             top.in_g_a.eq(g_a), top.in_g_b.eq(g_b),
             top.in_first_a.eq(first_a), top.in_first_b.eq(first_b),
+            # w-axis groups (the PE row link, D4) are not sequenced by this core yet: temporal only.
+            top.in_sp_a.eq(0), top.in_sp_b.eq(0),
             top.in_last.eq(last), top.in_clear.eq(cur_clear),
             top.x_unsigned.eq(self.x_unsigned),
             self.out_valid.eq(top.out_valid), self.out_row.eq(top.out_row), self.out_data.eq(top.out_data),

@@ -26,6 +26,31 @@ second accumulator buffer) while ``acc`` continues into the next tile, so tiles 
 
 Operands arrive registered from the left (x lanes, per-row mode) and from above (w lanes,
 per-slot control) and leave registered to the right and below: the PE is one systolic cell.
+
+Spatial reuse along ``w`` (the row link, docs/decisions.md D4). A tile of an op with a ``w``-axis
+group holds whole image rows in raster order, so a token's ``w``-neighbour sits in the PE row
+above. The slot flags ``sp_a``/``sp_b`` mark a channel whose group reuses along ``w``. For such a
+lane the PE forms the channel's *effective* increments
+
+======== ======================================= ==============================
+decision msb increment                           lsb increment
+======== ======================================= ==============================
+COMPUTE  ``hi(x)*w << 4`` (own, high half)         ``lo(x)*w`` (own)
+PARTIAL  the link's msb increment                 ``lo(x)*w`` (own, low/high half)
+REUSE    the link's msb increment                 the link's lsb increment
+======== ======================================= ==============================
+
+adds their sum to ``lsb[g]`` (a ``w`` group keeps its tile sum there; ``msb[g]`` stays 0 from the
+``clear``, the msb/lsb split travels on the link) and registers both onto its link output
+``o_lk_m``/``o_lk_l`` (only on slots with a spatial lane). The PE below sees the same slot one
+cycle later, exactly when the registered link arrives (the one-cycle row skew). This is exact by
+SPEC section 2: the neighbour's effective msb increment is ``msb(X_eff[nb])*w`` and its whole one
+``X_eff[nb]*w``; chains hold because the link carries effective values. The top PE's link input is 0
+(its row is a ``w = 0`` token, which COMPUTEs).
+
+One link lane suffices for paired slots: every tile holds a ``w = 0`` row, which COMPUTEs every
+``w`` group (demand 1), so the matcher never puts two ``w``-group channels in one slot (demand 2 > 1
+there); a pair is at most one spatial lane beside a temporal one (`sim.stream` asserts it).
 """
 
 from __future__ import annotations
@@ -44,6 +69,12 @@ X_BITS = 9
 W_BITS = 8
 #: Low-half width of the split multiplier: b_lsb = 8 - b_msb with b_msb = 4 (SPEC section 3).
 LO_BITS = 4
+#: Link increment widths: msb ``hi(x)*w << 4`` (5-bit signed x 8-bit signed, shifted: 17 bits signed),
+#: lsb ``lo(x)*w`` (4-bit unsigned x 8-bit signed: 13 bits signed). sim.actions.LINK_BITS = their sum.
+LINK_MSB_BITS = X_BITS + W_BITS
+LINK_LSB_BITS = LO_BITS + W_BITS + 1
+#: Link fields (PE row i -> row i + 1): (name, width) of the spatial lane's msb and lsb increments.
+LINK_FIELDS = (("lk_m", LINK_MSB_BITS), ("lk_l", LINK_LSB_BITS))
 
 
 class PEMode(enum.IntEnum):
@@ -74,9 +105,15 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
         members[pre + "g_b"] = d(unsigned(gb))
         members[pre + "first_a"] = d(unsigned(1))
         members[pre + "first_b"] = d(unsigned(1))
+        members[pre + "sp_a"] = d(unsigned(1))
+        members[pre + "sp_b"] = d(unsigned(1))
         members[pre + "last"] = d(unsigned(1))
         members[pre + "clear"] = d(unsigned(1))
         members[pre + "port"] = d(unsigned(pb))
+    # Row link (w-axis reuse): effective increments from the PE above, registered to the PE below.
+    for d, pre in ((In, "i_"), (Out, "o_")):
+        for f, w in LINK_FIELDS:
+            members[pre + f] = d(signed(w))
     # Result (second accumulator buffer), valid for the cycle after a tile's last slot.
     members["out"] = Out(signed(ab))
     members["out_valid"] = Out(unsigned(1))
@@ -86,7 +123,7 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
 
 #: Names of the row-lane and column-lane fields that pass through the PE unchanged.
 ROW_FIELDS = ("x_a", "x_b", "mode", "sel")
-COL_FIELDS = ("w_a", "w_b", "valid", "g_a", "g_b", "first_a", "first_b", "last", "clear", "port")
+COL_FIELDS = ("w_a", "w_b", "valid", "g_a", "g_b", "first_a", "first_b", "sp_a", "sp_b", "last", "clear", "port")
 
 
 class PE(wiring.Component):
@@ -140,12 +177,44 @@ class PE(wiring.Component):
         p_msb = Signal(signed(X_BITS + W_BITS))
         m.d.comb += p_msb.eq(p_hi << LO_BITS)
 
-        # Register targets this slot.
-        lo_active = is_compute | is_partial | is_paired
-        g_lo = Mux(is_paired, self.i_g_a, g_sel)
-        first_lo = Mux(is_paired, self.i_first_a, first_sel)
-        g_b = self.i_g_b
-        same = g_b == g_lo
+        # Per-lane decisions, decoded from (mode, sel) as sim.stream._MODE_OF encodes them.
+        a_c = is_compute & ~sel
+        a_p = (is_partial & ~sel) | is_paired
+        a_r = ~a_c & ~a_p
+        b_c = is_compute & sel
+        b_p = (is_partial & sel) | is_paired
+        b_r = ~b_c & ~b_p
+        sp_a, sp_b = valid & self.i_sp_a, valid & self.i_sp_b
+        sp_sel = Mux(sel, self.i_sp_b, self.i_sp_a)
+        own_lsb_b = Mux(is_paired, p_hi, p_lo)
+
+        # The spatial lane's effective increments (module docstring): own products or the link's.
+        # At most one lane of a slot is spatial (sim.stream asserts it), so one link serves both.
+        sp_c = Mux(self.i_sp_b, b_c, a_c)
+        sp_r = Mux(self.i_sp_b, b_r, a_r)
+        eff_m, eff_l = Signal(signed(LINK_MSB_BITS)), Signal(signed(LINK_LSB_BITS))
+        m.d.comb += [
+            eff_m.eq(Mux(sp_c, p_msb, self.i_lk_m)),
+            eff_l.eq(Mux(sp_r, self.i_lk_l, Mux(self.i_sp_b, own_lsb_b, p_lo))),
+        ]
+        with m.If(sp_a | sp_b):
+            m.d.sync += [self.o_lk_m.eq(eff_m), self.o_lk_l.eq(eff_l)]
+        inc_sp = Signal(signed(LINK_MSB_BITS + 1))
+        m.d.comb += inc_sp.eq(eff_m + eff_l)
+
+        # Register targets this slot: lane a adds inc_a to lsb[g_a], lane b inc_b to lsb[g_b] (one
+        # write when both lanes hit the same group), a temporal COMPUTE lane p_msb to msb[g_sel].
+        inc_a, inc_b = Signal(signed(LINK_MSB_BITS + 1)), Signal(signed(LINK_MSB_BITS + 1))
+        m.d.comb += [
+            inc_a.eq(Mux(self.i_sp_a, inc_sp, p_lo)),
+            inc_b.eq(Mux(self.i_sp_b, inc_sp, own_lsb_b)),
+        ]
+        wl_a = valid & (self.i_sp_a | a_c | a_p)
+        wl_b = valid & (self.i_sp_b | b_c | b_p)
+        wm = is_compute & ~sp_sel
+        g_a, g_b = self.i_g_a, self.i_g_b
+        merge = wl_a & wl_b & (g_a == g_b)
+        wr_b = wl_b & ~merge
         clear = valid & self.i_clear
 
         def rd(regs, idx):
@@ -155,39 +224,39 @@ class PE(wiring.Component):
             return Mux(clear, 0, v)
 
         # Overwrite ("first") flags per distinct register, and the old values they drop.
-        clr_lo = lo_active & (first_lo | (is_paired & same & self.i_first_b))
-        clr_hi = is_paired & ~same & self.i_first_b
-        clr_msb = is_compute & first_sel
-        old_lo, old_hi, old_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
-        m.d.comb += [old_lo.eq(rd(lsb, g_lo)), old_hi.eq(rd(lsb, g_b)), old_msb.eq(rd(msb, g_sel))]
+        clr_a = wl_a & (self.i_first_a | (merge & self.i_first_b))
+        clr_b = wr_b & self.i_first_b
+        clr_msb = wm & first_sel
+        old_a, old_b, old_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
+        m.d.comb += [old_a.eq(rd(lsb, g_a)), old_b.eq(rd(lsb, g_b)), old_msb.eq(rd(msb, g_sel))]
 
         add = Signal(signed(ab))
         m.d.comb += add.eq(
-            Mux(lo_active, p_lo, 0) + Mux(is_compute, p_msb, 0) + Mux(is_paired, p_hi, 0)
-            - Mux(clr_lo, old_lo, 0) - Mux(clr_hi, old_hi, 0) - Mux(clr_msb, old_msb, 0)
+            Mux(wl_a, inc_a, 0) + Mux(wl_b, inc_b, 0) + Mux(wm, p_msb, 0)
+            - Mux(clr_a, old_a, 0) - Mux(clr_b, old_b, 0) - Mux(clr_msb, old_msb, 0)
         )
         acc_next = Signal(signed(ab))
         m.d.comb += acc_next.eq(Mux(clear, 0, acc) + add)
         with m.If(valid):
             m.d.sync += acc.eq(acc_next)
 
-        # Shared register adders (three per PE, not one per register): the new value of the group
-        # the low lane writes, of the group the high lane writes when PAIRED across groups, and of
-        # the MSB register COMPUTE writes; each register takes one of them through a write enable.
-        new_lo, new_hi, new_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
+        # Shared register adders (three per PE, not one per register): the new value of lane a's
+        # LSB register (lane b's increment too when both lanes hit one group), of lane b's, and of
+        # the MSB register a temporal COMPUTE writes; each register takes one through a write enable.
+        new_a, new_b, new_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
         m.d.comb += [
-            new_lo.eq(Mux(clr_lo, 0, old_lo) + p_lo + Mux(is_paired & same, p_hi, 0)),
-            new_hi.eq(Mux(clr_hi, 0, old_hi) + p_hi),
+            new_a.eq(Mux(clr_a, 0, old_a) + inc_a + Mux(merge, inc_b, 0)),
+            new_b.eq(Mux(clr_b, 0, old_b) + inc_b),
             new_msb.eq(Mux(clr_msb, 0, old_msb) + p_msb),
         ]
         for r in range(P):
-            with m.If(lo_active & (g_lo == r)):
-                m.d.sync += lsb[r].eq(new_lo)
-            with m.Elif(is_paired & ~same & (g_b == r)):
-                m.d.sync += lsb[r].eq(new_hi)
+            with m.If(wl_a & (g_a == r)):
+                m.d.sync += lsb[r].eq(new_a)
+            with m.Elif(wr_b & (g_b == r)):
+                m.d.sync += lsb[r].eq(new_b)
             with m.Elif(clear):
                 m.d.sync += lsb[r].eq(0)
-            with m.If(is_compute & (g_sel == r)):
+            with m.If(wm & (g_sel == r)):
                 m.d.sync += msb[r].eq(new_msb)
             with m.Elif(clear):
                 m.d.sync += msb[r].eq(0)

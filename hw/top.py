@@ -5,8 +5,9 @@ Input (valid/ready): one cycle slot per accepted cycle, already scheduled by the
 ``[8i+7:8i]``) the operands ``x_a``, ``x_b`` (int8, or uint8 when ``x_unsigned``), the PE mode
 (2 bits, `hw.pe.PEMode`) and operand select; per column j the weights ``w_a``, ``w_b``; and the
 slot control ``g_a``, ``g_b`` (channel-group indices), ``first_a``, ``first_b`` (first slot of the
-tile carrying that group), ``last`` (last slot of the tile) and ``clear`` (first slot of a tile
-that starts a position block: partial registers are reset).
+tile carrying that group), ``sp_a``, ``sp_b`` (that channel's group reuses along ``w``: the PE
+row link serves its neighbour, `hw.pe`), ``last`` (last slot of the tile) and ``clear`` (first
+slot of a tile that starts a position block: partial registers are reset).
 
 Drain credits: each tile's R result rows leave on one of ``d = drain_rows_per_cycle`` output ports
 (round robin), one row per cycle. A slot with ``last`` set is accepted only when its port finished
@@ -46,7 +47,8 @@ def top_signature(cfg: AcceleratorConfig) -> wiring.Signature:
         "in_mode": In(unsigned(R * 2)), "in_sel": In(unsigned(R)),
         "in_w_a": In(unsigned(C * 8)), "in_w_b": In(unsigned(C * 8)),
         "in_g_a": In(unsigned(gb)), "in_g_b": In(unsigned(gb)),
-        "in_first_a": In(1), "in_first_b": In(1), "in_last": In(1), "in_clear": In(1),
+        "in_first_a": In(1), "in_first_b": In(1), "in_sp_a": In(1), "in_sp_b": In(1),
+        "in_last": In(1), "in_clear": In(1),
         "x_unsigned": In(1),
         "out_valid": Out(unsigned(d)),
         "out_row": Out(unsigned(d * row_bits(cfg))),
@@ -105,6 +107,7 @@ class Top(wiring.Component):
             arr.w_a.eq(self.in_w_a), arr.w_b.eq(self.in_w_b),
             arr.g_a.eq(self.in_g_a), arr.g_b.eq(self.in_g_b),
             arr.first_a.eq(self.in_first_a), arr.first_b.eq(self.in_first_b),
+            arr.sp_a.eq(self.in_sp_a), arr.sp_b.eq(self.in_sp_b),
             arr.last.eq(self.in_last), arr.clear.eq(self.in_clear),
             arr.port.eq(port),
             self.out_valid.eq(arr.out_valid), self.out_data.eq(arr.out_data),

@@ -37,7 +37,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   inputs do not change).
 - ``pipe_reg_bits`` = R x C x (issued slots x pass-through register bits of a PE (`pe_pipe_bits`)
   less the second-channel lanes, + pair slots x those lanes' bits (`pe_pipe_b_bits`: x_b, w_b,
-  g_b, first_b)): every issued slot, bubble slots included, passes every PE once (fill, drain and
+  g_b, first_b, sp_b)): every issued slot, bubble slots included, passes every PE once (fill, drain and
   stall cycles carry no new slot and are taken as clock-gated: no clock-tree energy is modelled,
   the same rule as the dense array's). The second-channel lanes carry data only on slots with two
   channels; on single-channel slots they hold a constant and are taken as clock-gated by that
@@ -54,11 +54,15 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   lives in a slice of the input SRAM, so its accesses are charged at the input SRAM's size.)
 - Weight SRAM: each tile reads ``columns_t x channels_t`` bytes (W refetched per tile); writes = DRAM fill.
 - Output SRAM: each tile writes rows x columns results of ob bytes; the vector unit reads them back once.
-- Partial-result SRAM: zero for temporal (axis ``f``) groups, whose partials stay in PE registers
-  (docs/decisions.md D4). A (token, group) on a spatial axis (``h``/``w``) that REUSEs reads the
+- Partial-result SRAM: zero for temporal (axis ``f``) groups, whose partials stay in PE registers,
+  and for ``w``-axis groups, whose neighbour is the PE row above: the row-to-row link passes its
+  effective increments (docs/decisions.md D4). A (token, group) on axis ``h`` that REUSEs reads the
   neighbour's msb and lsb partials (2 values) and one that is PARTIAL reads the msb partial (1), per
   output column, ob bytes each; each value read was written once (writes = reads). The added
-  neighbour partial costs one ``pe_add``.
+  neighbour partial (buffer or link, axes ``h`` and ``w``) costs one ``pe_add`` per value.
+- Link registers (``w``-axis groups, hw/pe.py): every (token, channel) of a ``w`` group passes its
+  effective (msb, lsb) increments, `LINK_BITS` register bits, to the PE below, per output column:
+  charged as ``pe_reg_bits`` (``w`` groups never skip a tile: its ``w = 0`` rows COMPUTE).
 - Dispatcher: similarity unit ``sim_add8`` = 3 M K (subtract, absolute value as a conditional negate,
   accumulate) + 4 M G (two 16-bit threshold compares per (token, group), 2 add8 each); matcher
   ``dispatch_add8`` = G^2 x rows per tile and column block (2-bit demand sums for every group pair
@@ -91,7 +95,8 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   a column block (a true cost of D4: it can forbid X reuse across column blocks that the dense
   array gets). Row blocks: dense ``ceil(M / R)``, Kaleido ``ceil(HW / R)`` position blocks; tiles:
   dense ``ceil(M / R)``, Kaleido ``ceil(HW / R) x F`` per column block (D5: a partly filled last
-  position block per frame).
+  position block per frame). For an op with a ``w``-axis group, R reads ``floor(R / W) * W`` here
+  (a Kaleido position block holds whole image rows, D4).
 
 Vector unit (same for both designs; fp16 adds and multiplies, per batch element):
 - every op: requantise each output (1 mult + 1 add, M N);
@@ -117,11 +122,14 @@ import numpy as np
 
 from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.dispatch import pair_runs, schedule_positions
+from sim.dispatch import pair_runs, position_block, position_order
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
 OPERAND_MUX_BITS = 9 + 8 + 4 + 8 + 5 + 8
+#: Link register bits (hw/pe.py ``LINK_MSB_BITS + LINK_LSB_BITS``): the msb increment
+#: ``hi(x)*w << 4`` (17 bits signed) and the lsb increment ``lo(x)*w`` (13 bits signed).
+LINK_BITS = 17 + 13
 #: Pass-through register bits of a plain int8 output-stationary MAC PE: x (8), w (8), valid, last.
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
@@ -130,19 +138,21 @@ SRAM_BUFFERS = ("input", "weight", "output", "partial")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
-    """Pass-through register bits of one Kaleido PE: the widths of its ``o_*`` lane ports (hw/pe.py)."""
+    """Pass-through register bits of one Kaleido PE: the widths of its ``o_*`` lane ports (hw/pe.py),
+    less the row link's (``o_lk_*``, not a pass-through: charged by `LINK_BITS` where it loads)."""
     from hw.pe import pe_signature
 
     return sum(m.shape.width for name, m in pe_signature(cfg).members.items()
-               if name.startswith("o_"))
+               if name.startswith("o_") and not name.startswith("o_lk_"))
 
 
 def pe_pipe_b_bits(cfg: AcceleratorConfig) -> int:
-    """Pass-through bits of the PE's second-channel lanes (``o_x_b``, ``o_w_b``, ``o_g_b``, ``o_first_b``)."""
+    """Pass-through bits of the PE's second-channel lanes (``o_x_b``, ``o_w_b``, ``o_g_b``, ``o_first_b``,
+    ``o_sp_b``)."""
     from hw.pe import pe_signature
 
     mem = pe_signature(cfg).members
-    return sum(mem[f"o_{f}"].shape.width for f in ("x_b", "w_b", "g_b", "first_b"))
+    return sum(mem[f"o_{f}"].shape.width for f in ("x_b", "w_b", "g_b", "first_b", "sp_b"))
 
 
 def value_bytes(cfg: AcceleratorConfig) -> int:
@@ -265,23 +275,25 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     Args:
         decisions: int8 ``[F*H*W, G]`` codes (0 COMPUTE, 1 PARTIAL, 2 REUSE), raster token order.
         groups: ``(k_start, k_stop, axis)`` per group, contiguous from channel 0.
-        rows: the array's R (tile height).
+        rows: the array's R (tile height). An op with a ``w``-axis group tiles
+            ``floor(R / W) * W`` positions in raster order (`sim.dispatch.position_block`, D4).
     """
     F, H, W = grid  # noqa: N806
     hw = H * W
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
-    order = schedule_positions(dec, tuple(grid), rows) if dispatcher else np.arange(hw, dtype=np.int64)
-    v = _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, dispatcher)
+    block = position_block(grid, groups, rows)  # R, or whole image rows for a w-axis op (D4)
+    order = position_order(dec, grid, groups, rows, dispatcher)
+    v = _tile_counts(dec, F, hw, block, k0, k1, b_msb, order, dispatcher)
     out = {k: int(x) for k, x in zip(_STAT_KEYS, v, strict=True)}
     pattern = dec.reshape(F, hw, -1)[1:].transpose(1, 2, 0).reshape(hw, -1)[order]
     starts = np.ones(hw, dtype=bool)
     if hw > 1:
         starts[1:] = (pattern[1:] != pattern[:-1]).any(axis=1)
-    starts[::rows] = True
+    starts[::block] = True
     out["clusters"] = int(starts.sum())
-    out["rows_moved"] = int((order // rows != np.arange(hw) // rows).sum()) * F
+    out["rows_moved"] = int((order // block != np.arange(hw) // block).sum()) * F
     return out
 
 
@@ -377,8 +389,10 @@ def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=No
     None = one temporal group of K channels (state K bytes).
     """
     F, H, W = grid  # noqa: N806
-    hw, R = H * W, cfg.array_rows  # noqa: N806
-    state = xeff_state_bytes(groups if groups is not None else [(0, K, "f")], grid)
+    hw = H * W
+    groups = groups if groups is not None else [(0, K, "f")]
+    R = position_block(grid, groups, cfg.array_rows)  # noqa: N806  positions per tile (D4)
+    state = xeff_state_bytes(groups, grid)
     spill = 0 if state <= cfg.input_sram_kib * 1024 // 2 else M * K
     npb = -(-hw // R)
     d = dram_bytes(cfg, M, K, N, npb * F, npb, min(R, hw) * F * K, 0 if spill else state)
@@ -414,7 +428,9 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     lg = max(1, math.ceil(math.log2(cfg.partial_regs)))
     G = len(groups)  # noqa: N806
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    spatial = np.array([ax != "f" for _, _, ax in groups])
+    spatial = np.array([ax != "f" for _, _, ax in groups])   # neighbour partial added (buffer or link)
+    buffered = np.array([ax == "h" for _, _, ax in groups])  # neighbour partial from the buffer (D4)
+    w_channels = int(sum(k1 - k0 for k0, k1, ax in groups if ax == "w"))
     a = empty_actions()
     a["cycles"] = cycles
     pipe, pipe_b = pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
@@ -431,16 +447,18 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         updates = 3 * nc + 2 * npart + 3 * npair
         a["mac8"] += nc * N
         a["mac4"] += (npart + 2 * npair) * N
-        # Partial-result buffer: spatial groups only (D4); values per (token, group) x N.
+        # Neighbour partials of spatial groups (buffer for h, link for w; D4): values per (token, group) x N.
         sp_reuse = int(((dec == REUSE) & spatial[None, :]).sum())
         sp_partial = int(((dec == PARTIAL) & spatial[None, :]).sum())
         part_values = (2 * sp_reuse + sp_partial) * N
+        buf_values = (2 * int(((dec == REUSE) & buffered[None, :]).sum())
+                      + int(((dec == PARTIAL) & buffered[None, :]).sum())) * N
         a["pe_add"] += updates * N + part_values
-        a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N)
+        a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N) + LINK_BITS * w_channels * dec.shape[0] * N
         a["pe_mux_bits"] += active * N * (OPERAND_MUX_BITS + 2 * gb + 2) + (2 * nc + npart + 2 * npair) * N * acc * lg
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
-        a["sram_partial_read_bytes"] += part_values * ob
-        a["sram_partial_write_bytes"] += part_values * ob
+        a["sram_partial_read_bytes"] += buf_values * ob
+        a["sram_partial_write_bytes"] += buf_values * ob
         a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
         a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
         a["sram_weight_read_bytes"] += t["channels"] * N

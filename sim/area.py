@@ -11,8 +11,9 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
 - ``pe_kaleido_extra`` (per PE, on top of the plain PE), counted from hw/pe.py:
   the split multiplier's extra partial products ((5x8 + 4x8) / (8x8) - 1 = 1/8 of a multiplier);
   2 P acc-bit partial registers; 9 more acc-bit adders (10 in all: the shared register adders
-  ``new_lo`` (3 terms, 2 adders), ``new_hi`` and ``new_msb`` (1 each), and the accumulator, a 6-term
-  ``add`` (5) plus ``acc + add`` (1)); mux bits:
+  ``new_a`` (3 terms, 2 adders), ``new_b`` and ``new_msb`` (1 each), and the accumulator, a 6-term
+  ``add`` (5) plus ``acc + add`` (1)) and the row link's 18-bit adder (``inc_sp``, the spatial
+  lane's msb + lsb increments) and `sim.actions.LINK_BITS` link register bits; mux bits:
   3 register-read muxes of (P - 1) acc bits, 5 acc-bit gating muxes per register pair (lsb 3, msb 2),
   7 acc-bit muxes on the accumulator path and the operand selects
   (`sim.actions.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
@@ -39,7 +40,7 @@ import tempfile
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from sim.actions import OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
+from sim.actions import LINK_BITS, OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
 from sim.tech import TechTable, load_tech
 
 #: Partial-product bits of the split multiplier relative to an 8x8 one: (5x8 + 4x8) / 64 (hw/pe.py).
@@ -53,12 +54,15 @@ def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float 
 
 def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
     """Counts per PE (multipliers, adder bits, register bits, mux bits): ``plain`` and ``kaleido_extra``."""
+    from hw.pe import LINK_MSB_BITS
+
     acc, P, gb = cfg.acc_bits, cfg.partial_regs, cfg.group_bits  # noqa: N806
     plain = {"mult": 1.0, "adders": 1, "add_bits": acc, "reg_bits": 2 * acc + PLAIN_PIPE_BITS, "mux_bits": 0}
-    extra_adders = 9  # 10 adders in hw/pe.py (shared register adders + accumulator) minus the plain PE's 1
+    extra_adders = 9  # 10 acc-bit adders in hw/pe.py (shared register adders + accumulator) minus the plain PE's 1
     extra = {
-        "mult": SPLIT_MULT_FRACTION - 1.0, "adders": extra_adders, "add_bits": extra_adders * acc,
-        "reg_bits": 2 * P * acc + pe_pipe_bits(cfg) - PLAIN_PIPE_BITS,
+        "mult": SPLIT_MULT_FRACTION - 1.0, "adders": extra_adders + 1,
+        "add_bits": extra_adders * acc + LINK_MSB_BITS + 1,  # + the link's inc_sp adder
+        "reg_bits": 2 * P * acc + pe_pipe_bits(cfg) - PLAIN_PIPE_BITS + LINK_BITS,
         "mux_bits": 3 * (P - 1) * acc + 5 * P * acc + 7 * acc + OPERAND_MUX_BITS + 2 * gb + 2,
     }
     return {"plain": plain, "kaleido_extra": extra}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from sim.dispatch import count_slots, count_slots_unpaired, schedule_positions
+from sim.dispatch import count_slots, count_slots_unpaired, position_block, position_order
 
 #: Register stages between a slot's issue and its result row leaving the array beyond the
 #: R + C skew/de-skew path: the PE result register and the column port register (hw/top.py).
@@ -61,7 +61,8 @@ def op_cycles(s_seq: np.ndarray, rows: int, cols: int, ports: int) -> tuple[int,
 def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb, order, paired):
     """Slots per (position block, frame) for one GEMM: int64 ``[n_pos_blocks, F]``.
 
-    ``O(rows * G^2)`` per tile: `sim.dispatch.count_slots` counts the matcher's slots by runs.
+    ``rows``: positions per tile (`sim.dispatch.position_block`). ``O(rows * G^2)`` per tile:
+    `sim.dispatch.count_slots` counts the matcher's slots by runs.
     """
     npb = (hw + rows - 1) // rows
     out = np.zeros((npb, F), dtype=np.int64)
@@ -91,18 +92,23 @@ def reuse_slot_sequence(
     Issue order (sim.dispatch.reuse_tiles): column block, then position block, then frame. With
     ``dispatcher`` the scheduler's position order (`sim.dispatch.schedule_positions`) and the
     matcher's pairing apply; without, raster order and one slot per channel of every needed group.
+    An op with a ``w``-axis group tiles whole image rows in raster order (`sim.dispatch.position_block`).
 
     Args:
         decisions: int8 ``[M, G]``.
     Returns:
         int64 ``[tiles]``.
+
+    Raises:
+        ValueError: a ``w``-axis group with ``W > rows`` (`sim.dispatch.position_block`).
     """
     F, H, W = grid  # noqa: N806
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
-    order = schedule_positions(dec, grid, rows) if dispatcher else np.arange(H * W, dtype=np.int64)
-    per_pos = _reuse_slots(dec, F, H * W, rows, k0, k1, b_msb, order, dispatcher)
+    block = position_block(grid, groups, rows)
+    order = position_order(dec, grid, groups, rows, dispatcher)
+    per_pos = _reuse_slots(dec, F, H * W, block, k0, k1, b_msb, order, dispatcher)
     n_col_blocks = -(-N // cols)
     return np.tile(per_pos.reshape(-1), n_col_blocks)
 

@@ -9,6 +9,13 @@ are alike, by sorting the strings inside windows of ``window_tiles * R`` consecu
 (so data stays local), then cutting the sorted order into tiles of R. Without the scheduler
 (`--no-dispatcher`), positions stay in raster order.
 
+Ops with a ``w``-axis group (the RoPE t-groups of ``qk``) tile differently (docs/decisions.md D4):
+a tile holds whole image rows in raster order, ``floor(R / W) * W`` positions
+(`position_block`), so every ``w``-neighbour of a tile row is the row above (the PE link) and every
+``w = 0`` row, which has no neighbour, COMPUTEs (so a ``w`` group never skips a tile). The
+scheduler is off for such ops (raster order, `position_order`): permuting positions would break
+the row-above relation, and permuting whole image rows is left for later. ``W > R`` is rejected.
+
 Matcher: inside one tile, channels are taken in index order; each unpaired channel pairs with the
 lowest-index later unpaired channel that is *compatible*: for every row of the tile,
 ``demand(a) + demand(b) <= 1`` with COMPUTE = 1, PARTIAL = 1/2 (1 when b_msb < 4: the low part
@@ -229,6 +236,37 @@ def schedule_positions(decisions: np.ndarray, grid, rows: int, window_tiles: int
     return order
 
 
+def has_w_groups(groups) -> bool:
+    """True when some channel group reuses along ``w`` (spatial reuse over the PE link, D4)."""
+    return any(g[2] == "w" for g in groups)
+
+
+def position_block(grid, groups, rows: int) -> int:
+    """Spatial positions per tile: R, or ``floor(R / W) * W`` (whole image rows) for an op with a
+    ``w``-axis group (module docstring; docs/decisions.md D4).
+
+    Raises:
+        ValueError: a ``w``-axis group and ``W > R`` (an image row does not fit one tile: its
+            continuation would need the partial-result buffer, not built).
+    """
+    if not has_w_groups(groups):
+        return rows
+    W = int(grid[2])  # noqa: N806
+    if W > rows:
+        raise ValueError(f"spatial (w-axis) reuse needs whole image rows in a tile: W = {W} positions "
+                         f"exceed the array's R = {rows} rows")
+    return (rows // W) * W
+
+
+def position_order(decisions: np.ndarray, grid, groups, rows: int, dispatcher: bool = True) -> np.ndarray:
+    """The tiling's position order: the scheduler's (`schedule_positions`) with the dispatcher,
+    raster order without it or for an op with a ``w``-axis group (module docstring)."""
+    if dispatcher and not has_w_groups(groups):
+        return schedule_positions(decisions, tuple(grid), rows)
+    F, H, W = grid  # noqa: N806
+    return np.arange(H * W, dtype=np.int64)
+
+
 # ---- tiling ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -249,18 +287,21 @@ class TileSpec:
 
 def reuse_tiles(
     grid: tuple[int, int, int], N: int, rows: int, cols: int, order: np.ndarray | None = None,  # noqa: N803
+    block: int | None = None,
 ) -> list[TileSpec]:
     """Tiles in issue order: for each column block, for each position block, frame after frame.
 
     ``order`` is the scheduler's position permutation (`schedule_positions`); None = raster order.
+    ``block``: positions per tile (`position_block`); None = ``rows``.
     """
+    block = rows if block is None else block
     F, H, W = grid  # noqa: N806
     hw = H * W
     order = np.arange(hw, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     out = []
     for n0 in range(0, N, cols):
-        for p0 in range(0, hw, rows):
-            pos = order[p0:min(p0 + rows, hw)]
+        for p0 in range(0, hw, block):
+            pos = order[p0:min(p0 + block, hw)]
             for f in range(F):
                 out.append(TileSpec(f * hw + pos, n0, min(n0 + cols, N), f == 0))
     return out

@@ -318,7 +318,8 @@ def simulate_trace_rtl(
 
     Raises:
         sim.simulate.SimError: the trace does not fit the config, is not exact (no operands), or
-            reuses along a spatial axis (not in the RTL yet, docs/decisions.md D4).
+            reuses along h (the partial-result buffer is not built; w is served by the PE row
+            link, docs/decisions.md D4).
         RtlEngineError: as `RtlModel`.
     """
     from algo.golden import decide

@@ -114,6 +114,10 @@ def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
     if trace.tokens > cfg.max_tokens:
         raise SimError(f"trace has {trace.tokens} tokens, config {cfg.name!r} max_tokens = {cfg.max_tokens}")
     for op in trace.ops:
+        if any(g.axis == "w" for g in op.groups) and trace.grid[2] > cfg.array_rows:
+            raise SimError(
+                f"op {op.name} (block {op.block}) reuses along w, which needs whole image rows in a tile: "
+                f"W = {trace.grid[2]} positions > array_rows = {cfg.array_rows} (docs/decisions.md D4)")
         if op.K > cfg.max_k:
             raise SimError(f"op {op.name} (block {op.block}) has K = {op.K} > max_k = {cfg.max_k}")
         if len(op.groups) > cfg.partial_regs:

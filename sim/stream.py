@@ -7,9 +7,11 @@ Verilog and compare the result rows with `algo.golden.apply_decisions` and the c
 `sim.cycle_model`. `port_values` gives a slot's top-level port values and `OutputCollector` places
 the result rows; the cocotb bench (tests/rtl/tb_top.py) and `sim.rtl_engine` share both.
 
-Reuse source in this version: each PE holds its position's previous-frame partials, so only
-temporal groups (axis ``"f"``) may REUSE or PARTIAL in a stream; spatial reuse (axis ``"h"``/``"w"``)
-needs the row-to-row partial link or the partial-result buffer (docs/decisions.md) and raises.
+Reuse sources: each PE holds its position's previous-frame partials (temporal groups, axis
+``"f"``), and for an op with a ``w``-axis group a tile holds whole image rows in raster order
+(`sim.dispatch.position_block`), so a token's ``w``-neighbour is the PE row above and the row link
+serves it (slot flags ``sp_a``/``sp_b``, `hw.pe`; docs/decisions.md D4). Reuse along ``"h"`` needs
+the partial-result buffer, not built: it raises.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from algo.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import PEMode
 from hw.top import row_bits
-from sim.dispatch import reuse_tiles, schedule_positions, tile_schedule
+from sim.dispatch import position_block, position_order, reuse_tiles, tile_schedule
 
 
 @dataclass
@@ -41,6 +43,8 @@ class StreamSlot:
     first_b: bool
     last: bool
     clear: bool
+    sp_a: bool = False  # channel a's group reuses along w (PE row link)
+    sp_b: bool = False  # channel b's group reuses along w
 
 
 @dataclass
@@ -74,19 +78,25 @@ def build_stream(
 
     Raises:
         ValueError: b_msb not supported by the config, more groups than ``partial_regs``,
-            or reuse along a spatial axis.
+            reuse along ``h``, a ``w``-axis group with ``W > R``, or a ``w = 0`` token that does
+            not COMPUTE a ``w``-axis group (it has no neighbour).
     """
     if b_msb not in cfg.msb_splits:
         raise ValueError(f"b_msb = {b_msb} is not supported by {cfg.name} (msb_splits {list(cfg.msb_splits)})")
     if len(groups) > cfg.partial_regs:
         raise ValueError(f"{len(groups)} channel groups exceed partial_regs = {cfg.partial_regs}")
+    w_first = np.arange(decisions.shape[0]) % grid[2] == 0
     for gi, (_, _, axis) in enumerate(groups):
-        if axis != "f" and np.any(decisions[:, gi] != COMPUTE):
+        if axis == "h" and np.any(decisions[:, gi] != COMPUTE):
             raise ValueError(f"group {gi} reuses along spatial axis {axis!r}: not supported by the RTL stream yet")
+        if axis == "w" and np.any(decisions[w_first, gi] != COMPUTE):
+            raise ValueError(f"group {gi} (axis 'w'): a w = 0 token has no neighbour and must COMPUTE")
+    spatial = [axis == "w" for _, _, axis in groups]
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     _, N = W.shape  # noqa: N806
     X16, W16 = X.astype(np.int16), W.astype(np.int16)  # noqa: N806
-    tiles = reuse_tiles(tuple(grid), N, R, C, schedule_positions(decisions, tuple(grid), R))
+    block = position_block(tuple(grid), groups, R)
+    tiles = reuse_tiles(tuple(grid), N, R, C, position_order(decisions, tuple(grid), groups, R), block)
     slots: list[StreamSlot] = []
     per_tile = np.zeros(len(tiles), dtype=np.int64)
     for t, tile in enumerate(tiles):
@@ -118,9 +128,12 @@ def build_stream(
                 if key not in _MODE_OF:
                     raise AssertionError(f"matcher paired incompatible channels {s.a}, {s.b} (row {r}: {key})")
                 mode[r], sel[r] = _MODE_OF[key]
+            sp_a, sp_b = spatial[s.g_a], s.b >= 0 and spatial[s.g_b]
+            if sp_a and sp_b:  # impossible: both groups COMPUTE the tile's w = 0 rows (hw/pe.py)
+                raise AssertionError(f"matcher paired two w-axis channels {s.a}, {s.b}")
             slots.append(StreamSlot(
                 x_a, x_b, mode, sel, w_a, w_b, s.g_a, s.g_b if s.b >= 0 else 0,
-                s.first_a, s.first_b, s_i == len(sched) - 1, tile.clear and s_i == 0))
+                s.first_a, s.first_b, s_i == len(sched) - 1, tile.clear and s_i == 0, sp_a, sp_b))
     return Stream(slots, tiles, per_tile)
 
 
@@ -154,6 +167,7 @@ def port_values(s: StreamSlot, x_unsigned: bool) -> dict[str, int]:
         "in_w_a": pack_lanes(s.w_a, 8), "in_w_b": pack_lanes(s.w_b, 8),
         "in_g_a": int(s.g_a), "in_g_b": int(s.g_b),
         "in_first_a": int(s.first_a), "in_first_b": int(s.first_b),
+        "in_sp_a": int(s.sp_a), "in_sp_b": int(s.sp_b),
         "in_last": int(s.last), "in_clear": int(s.clear),
         "x_unsigned": int(x_unsigned),
     }

@@ -161,9 +161,10 @@ def test_no_dispatcher_op_actions_hand_worked():
     assert off["pe_add"] == 30 * 8 and on["pe_add"] == 27 * 8
     # 12 active row-slots x 8 cols x 50 select bits + (2*6 + 6) register reads x 8 x 28 bits x 3 levels.
     assert off["pe_mux_bits"] == 12 * 8 * 50 + 18 * 8 * 28 * 3
-    # Pass-through bits: 49, of which the second-channel lanes x_b (9) + w_b (8) + g_b (3) + first_b (1)
-    # = 21 clock only on two-channel slots (D24): off = 6 single slots x 28 bits; on = 3 pair slots x 49.
-    assert off["pipe_reg_bits"] == 64 * 6 * (49 - 21) and on["pipe_reg_bits"] == 64 * 3 * 49
+    # Pass-through bits: 51 (with the row link's slot flags sp_a, sp_b, D4), of which the second-channel
+    # lanes x_b (9) + w_b (8) + g_b (3) + first_b (1) + sp_b (1) = 22 clock only on two-channel slots
+    # (D24): off = 6 single slots x 29 bits; on = 3 pair slots x 51.
+    assert off["pipe_reg_bits"] == 64 * 6 * (51 - 22) and on["pipe_reg_bits"] == 64 * 3 * 51
     assert off["dispatch_add8"] == 0 and on["dispatch_add8"] == 3 * 3 * 4  # matcher off: no matcher work
     assert off["sim_add8"] == on["sim_add8"]  # the similarity unit still decides
     # A TiledDecisions carries its own tiling: the flag passed to op_actions is then ignored.
@@ -206,10 +207,10 @@ def test_dispatcher_stats_hand_worked():
         "skipped_channels": 0, "bubble_tiles": 0}
     assert on["dispatcher_stats"] == on["per_op"][0]["dispatcher_stats"]
     # Energy follows the tiling: issued slots per column block 2 + 2 + 1 + 1 (bubble) = 6 with,
-    # 2 + 2 + 2 + 2 = 8 without; pipe_reg_bits = R*C x 2 column blocks x (issued x 28 bits + pair
-    # slots x the 21 second-channel lane bits, D24): 1 pair slot per column block with, none without.
-    assert on["actions"]["pipe_reg_bits"] == 64 * 2 * (6 * 28 + 1 * 21)
-    assert off["actions"]["pipe_reg_bits"] == 64 * 2 * 8 * 28
+    # 2 + 2 + 2 + 2 = 8 without; pipe_reg_bits = R*C x 2 column blocks x (issued x 29 bits + pair
+    # slots x the 22 second-channel lane bits, D24): 1 pair slot per column block with, none without.
+    assert on["actions"]["pipe_reg_bits"] == 64 * 2 * (6 * 29 + 1 * 22)
+    assert off["actions"]["pipe_reg_bits"] == 64 * 2 * 8 * 29
     # mac4: 16 PARTIAL (token, channel) pairs x N either way; updates per column: 32 COMPUTE
     # row-slots x 3 + 8 PAIRED x 3 = 120 with, + 16 PARTIAL x 2 = 128 without; x N = 16.
     assert on["actions"]["mac4"] == off["actions"]["mac4"] == 16 * 16
@@ -226,6 +227,9 @@ def test_bench_full_step_trace_matches_the_timed_step():
     e = simulate_step_energy("wan2.1-t2v-1.3b", "480p", blocks=1)
     s = simulate_step("wan2.1-t2v-1.3b", "480p", blocks=1)
     assert e["cycles"] == s["cycles"] > 0 and e["energy_pj"] > 0
-    # tiles = Σ_ops batch x F x ceil(HW / R) x ceil(N / C), F x ceil(HW / R) = 21 x ceil(1560 / 128) = 273
-    want = sum(b * 273 * -(-n // 128) for _, b, _, n, _ in block_ops("wan2.1-t2v-1.3b", 32760))
+    # tiles = Σ_ops batch x F x ceil(HW / P) x ceil(N / C): P = R = 128 positions per tile, so
+    # F x ceil(HW / P) = 21 x ceil(1560 / 128) = 273, except for qk, whose RoPE t-group reuses along w:
+    # P = floor(128 / 52) x 52 = 104 whole image rows (docs/decisions.md D4), 21 x ceil(1560 / 104) = 315
+    want = sum(b * (315 if name == "qk" else 273) * -(-n // 128)
+               for name, b, _, n, _ in block_ops("wan2.1-t2v-1.3b", 32760))
     assert e["dispatcher_stats"]["tiles"] == want

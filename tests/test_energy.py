@@ -50,7 +50,8 @@ def test_op_actions_hand_worked():
     # 9 active row-slots x 8 cols x (42 operand + 2*3 group + 2 first) mux bits
     # + (2*6 + 2*3) register reads x 8 cols x 28 bits x log2(8) levels
     assert a["pe_mux_bits"] == 9 * 8 * 50 + 18 * 8 * 28 * 3
-    assert a["pipe_reg_bits"] == 64 * 3 * 49                # R*C x 3 issued slots x 49 pass-through bits
+    # R*C x 3 issued slots x 51 pass-through bits (49 + the w-link slot flags sp_a, sp_b; D4)
+    assert a["pipe_reg_bits"] == 64 * 3 * 51
     assert a["idle_pe_cycles"] == 64 * 100 - 48 - 48 / 2
     # array 4 rows x 6 ch; similarity X + X_eff; 4 tokens x 3 groups x 2-bit decision codes = 3 bytes
     assert a["sram_input_read_bytes"] == 24 + 2 * 24 + 3
@@ -142,10 +143,15 @@ def test_xeff_state_spills_only_when_it_exceeds_half_the_input_sram():
 
 def test_partial_buffer_counts_spatial_groups():
     cfg = load_config("tiny-8x8")
-    groups = [(0, 2, "w"), (2, 4, "f"), (4, 6, "f")]
-    a = op_actions("qk", [DEC], (1, 1, 4), groups, 4, 6, 8, 4, cfg, cycles=100)
-    # group 0 (spatial): rows 2 and 3 REUSE -> 2 values each, x N = 8 columns, 4 bytes each
-    assert a["sram_partial_read_bytes"] == 2 * 2 * 8 * 4 == a["sram_partial_write_bytes"]
+    h = op_actions("qk", [DEC], (1, 1, 4), [(0, 2, "h"), (2, 4, "f"), (4, 6, "f")], 4, 6, 8, 4, cfg, cycles=100)
+    # group 0 on axis h (buffer): rows 2 and 3 REUSE -> 2 values each, x N = 8 columns, 4 bytes each
+    assert h["sram_partial_read_bytes"] == 2 * 2 * 8 * 4 == h["sram_partial_write_bytes"]
+    # on axis w the PE link serves the neighbour (D4): no buffer traffic; the same neighbour adds, and
+    # the link registers: 30 bits x 2 channels x 4 tokens x 8 columns more register bits than on h
+    w = op_actions("qk", [DEC], (1, 1, 4), [(0, 2, "w"), (2, 4, "f"), (4, 6, "f")], 4, 6, 8, 4, cfg, cycles=100)
+    assert w["sram_partial_read_bytes"] == 0 == w["sram_partial_write_bytes"]
+    assert w["pe_add"] == h["pe_add"]
+    assert w["pe_reg_bits"] - h["pe_reg_bits"] == 30 * 2 * 4 * 8
 
 
 def test_dense_actions_hand_worked():

@@ -24,7 +24,7 @@ BASE = load_config("tiny-8x8")
 CFG = AcceleratorConfig.model_validate({**BASE.model_dump(), "name": "core-4x4", "array_rows": 4,
                                         "array_cols": 4, "partial_regs": 8})
 TOP_PORTS = ("in_valid", "in_x_a", "in_x_b", "in_mode", "in_sel", "in_w_a", "in_w_b", "in_g_a", "in_g_b",
-             "in_first_a", "in_first_b", "in_last", "in_clear", "x_unsigned")
+             "in_first_a", "in_first_b", "in_sp_a", "in_sp_b", "in_last", "in_clear", "x_unsigned")
 
 
 def run_core(case, P):  # noqa: N803

@@ -118,8 +118,8 @@ def test_rtl_engine_bad_cli_input(tmp_path, args, needle):
 
 
 def test_rtl_engine_rejects_large_arrays_and_spatial_reuse(tmp_path):
-    """A 128x128 array is refused before any build; spatial (w-axis) reuse is not in the RTL yet
-    (docs/decisions.md D4) and is refused before the model loads, naming op and axis. (The CLI
+    """A 128x128 array is refused before any build; reuse along h (it would need the partial-result
+    buffer, docs/decisions.md D4) is refused before the model loads, naming op and axis. (The CLI
     turns both into exit code 2 via its error contract, as for every SimError.)"""
     from hw.config import load_config
     from sim.rtl_engine import RtlEngineError, simulate_trace_rtl
@@ -128,6 +128,6 @@ def test_rtl_engine_rejects_large_arrays_and_spatial_reuse(tmp_path):
     missing = tmp_path / "no-build"
     with pytest.raises(RtlEngineError, match="up to 256 PEs"):
         simulate_trace_rtl(engine_trace(), load_config("kaleido-16nm-128x128"), build_root=missing)
-    with pytest.raises(SimError, match="op ffn1 .*spatial axis 'w'"):
+    with pytest.raises(SimError, match="op ffn1 .*spatial axis 'h'"):
         simulate_trace_rtl(engine_trace(spatial=True), load_config("tiny-8x8"), build_root=missing)
     assert not missing.exists()

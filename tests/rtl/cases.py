@@ -97,6 +97,74 @@ def cases_for(rows: int, cols: int) -> list[Case]:
     ]
 
 
+def _with_axes(c: Case, axes: list[str]) -> Case:
+    """Give the case's groups these reuse axes and make its decisions valid for them: a token
+    without a neighbour (``w = 0`` for axis ``w``, frame 0 for ``f``) COMPUTEs."""
+    c.groups = [(k0, k1, a) for (k0, k1, _), a in zip(c.groups, axes, strict=True)]
+    f_i, _, w_i = np.unravel_index(np.arange(c.X.shape[0]), c.grid)
+    for gi, a in enumerate(axes):
+        c.decisions[(w_i if a == "w" else f_i) == 0, gi] = COMPUTE
+    return c
+
+
+def spatial_cases(rows: int, cols: int) -> list[Case]:
+    """Cases with ``w``-axis groups (the PE row link, docs/decisions.md D4), W <= R so a tile holds
+    whole image rows:
+
+    - ``spatial_random``: grid 3 x 2 x R/2 (one tile per frame), two column blocks, ``w`` and ``f``
+      groups with scattered and coherent decisions in every frame (``w`` groups reuse in frame 0
+      too), long REUSE/PARTIAL chains along ``w``;
+    - ``spatial_rows``: grid 2 x 3 x R/2 (1.5 tiles per frame: a full and a half tile of whole rows);
+    - ``spatial_pairs``: row-complementary ``w``/``f`` groups so the matcher pairs a spatial lane with
+      a temporal one, spatial on lane a and on lane b (COMPUTE beside link REUSE, PAIRED PARTIALs).
+    """
+    half = max(1, rows // 2)
+    a = _with_axes(make_case("spatial_random", 7, (3, 2, half), 14, cols + cols // 2, [3, 4, 3, 4]),
+                   ["w", "f", "w", "f"])
+    rng = np.random.default_rng(8)
+    for gi in (0, 2):  # w groups: every frame, REUSE-heavy (chains), then w = 0 COMPUTE again
+        a.decisions[:, gi] = rng.choice([COMPUTE, PARTIAL, REUSE], size=a.X.shape[0], p=[0.15, 0.35, 0.5])
+    a = _with_axes(a, ["w", "f", "w", "f"])
+    b = _with_axes(make_case("spatial_rows", 9, (2, 3, half), 10, cols, [4, 3, 3]), ["w", "f", "w"])
+    grid = (3, 2, half)
+    c = make_case("spatial_pairs", 10, grid, 20, cols, [3, 3, 2, 2, 3, 3, 2, 2])
+    w0 = np.arange(int(np.prod(grid))) % half == 0
+    c.decisions[:, 0] = np.where(w0, COMPUTE, REUSE)          # w: w = 0 computes, the rest reuse (chains)
+    c.decisions[:, 1] = np.where(w0, REUSE, COMPUTE)          # f: complementary -> pairs with g0
+    c.decisions[:, 2] = np.where(w0, COMPUTE, PARTIAL)        # w: PARTIAL chain
+    c.decisions[:, 3] = np.where(w0, REUSE, PARTIAL)          # f: pairs with g2 (PAIRED, spatial lane a)
+    w4 = np.arange(int(np.prod(grid))) % half % 4
+    c.decisions[:, 4] = np.array([REUSE, COMPUTE, REUSE, REUSE])[w4]      # f, then w: spatial on lane b
+    c.decisions[:, 5] = np.array([COMPUTE, REUSE, PARTIAL, REUSE])[w4]    # beside C, C, P, R on lane a
+    c.decisions[:, 6] = np.array([REUSE, PARTIAL, PARTIAL, COMPUTE])[w4]  # f, then w: PAIRED, spatial
+    c.decisions[:, 7] = np.array([COMPUTE, PARTIAL, PARTIAL, REUSE])[w4]  # on lane b
+    c = _with_axes(c, ["w", "f", "w", "f", "f", "w", "f", "w"])
+    return [a, b, c]
+
+
+def spatial_random_cases(rows: int, cols: int) -> list[Case]:
+    """Seeded random cases with ``w``-axis groups over image-row widths W <= R that fill a tile
+    exactly (W = R: one image row per tile), leave padding rows (W = 3: 6 of 8 rows) or leave an odd
+    block (W = 5, 7), uint8 operands, only-``w`` groups; ``w`` groups REUSE-heavy (chains)."""
+    specs = [  # name, seed, grid, K, N, group sizes, axes, uint8
+        ("spatial_w_eq_r", 21, (2, 2, rows), 9, cols, [4, 5], ["w", "f"], False),
+        ("spatial_padded", 22, (3, 3, 3), 12, cols + 3, [3, 3, 3, 3], ["f", "w", "f", "w"], False),
+        ("spatial_uint8", 23, (2, 2, 5), 10, cols, [5, 5], ["w", "f"], True),
+        ("spatial_only_w", 24, (4, 1, 7), 11, cols, [4, 4, 3], ["w", "w", "w"], False),
+    ]
+    out = []
+    for name, seed, grid, K, N, sizes, axes, u8 in specs:  # noqa: N806
+        if grid[2] > rows:
+            continue
+        c = make_case(name, seed, grid, K, N, sizes, x_unsigned=u8)
+        rng = np.random.default_rng(seed + 100)
+        for gi, a in enumerate(axes):
+            if a == "w":
+                c.decisions[:, gi] = rng.choice([COMPUTE, PARTIAL, REUSE], size=c.X.shape[0], p=[0.2, 0.3, 0.5])
+        out.append(_with_axes(c, axes))
+    return out
+
+
 def acc_width_case(rows: int, cols: int, max_k: int) -> Case:
     """Proves the accumulator width: K = max_k, every X = 255 (uint8, pv's P) and every W = -128,
     so each output is max_k * 255 * -128, the most negative value any op can produce
@@ -111,9 +179,10 @@ def engine_trace(seed: int = 0, spatial: bool = False):
     """A small exact trace for ``kaleido simulate --engine rtl`` on tiny-8x8: grid 3x2x4 (24 tokens,
     one position block of 8 per frame), frames 1-2 close to frame 0 so every decision occurs;
     ops ``qkv`` (K = 20 in three temporal groups, N = 12: two column blocks), ``qk`` (2 heads,
-    K = 8, N = 12 keys) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
-    whose group reuses along ``w`` (constant operands: every token reuses), which the RTL rejects
-    (docs/decisions.md D4)."""
+    K = 8, N = 12 keys; its t-group reuses along ``w`` as in the models, SPEC section 2, and drifts by
+    small steps along ``w`` so it REUSEs and PARTIALs over the PE row link) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
+    whose group reuses along ``h`` (constant operands: every token reuses), which the RTL rejects
+    (the partial-result buffer is not built; ``w`` is served by the PE row link, docs/decisions.md D4)."""
     from algo.trace import Group, OpRecord, Trace
 
     rng = np.random.default_rng(seed)
@@ -125,20 +194,28 @@ def engine_trace(seed: int = 0, spatial: bool = False):
                            axis=1)
         return np.clip(x.reshape(batch, F * H * W, K), lo, hi - 1).astype(dtype)
 
+    def smooth_w(x, k0, k1):
+        """Channels k0..k1 start at the w = 0 value and drift by steps of -6..6 along w."""
+        v = x.reshape(x.shape[0], F, H, W, -1).astype(np.int64)
+        steps = rng.integers(-6, 7, size=(*v.shape[:4], k1 - k0))
+        steps[:, :, :, 0] = 0
+        v[..., k0:k1] = v[:, :, :, :1, k0:k1] + np.cumsum(steps, axis=3)
+        return np.clip(v, -100, 99).reshape(x.shape).astype(x.dtype)
+
     def weights(batch, K, N):  # noqa: N803
         return rng.integers(-128, 128, size=(batch, K, N)).astype(np.int8)
 
     ops = [
         OpRecord("qkv", 0, 0, frames(1, 20, -60, 60, np.int8), weights(1, 20, 12),
                  [Group(0, 8, "f"), Group(8, 14, "f"), Group(14, 20, "f")], (2.0, 6.0)),
-        OpRecord("qk", 0, 0, frames(2, 8, -100, 100, np.int8), weights(2, 8, 12),
-                 [Group(0, 4, "f", "t"), Group(4, 8, "f", "h")], (3.0, 8.0)),
+        OpRecord("qk", 0, 0, smooth_w(frames(2, 8, -100, 100, np.int8), 0, 4), weights(2, 8, 12),
+                 [Group(0, 4, "w", "t"), Group(4, 8, "f", "h")], (3.0, 8.0)),
         OpRecord("pv", 0, 0, frames(2, 12, 0, 256, np.uint8), weights(2, 12, 8),
                  [Group(0, 6, "f"), Group(6, 12, "f")], (2.0, 6.0), x_signed=False),
     ]
     if spatial:
         ops.append(OpRecord("ffn1", 0, 0, np.full((1, F * H * W, 8), 5, np.int8), weights(1, 8, 8),
-                            [Group(0, 8, "w")], (2.0, 6.0)))
+                            [Group(0, 8, "h")], (2.0, 6.0)))
     return Trace(grid=(F, H, W), ops=ops, model="synthetic", size="test", weights="random")
 
 

@@ -20,9 +20,9 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from algo.golden import apply_decisions
 from hw.config import load_config
-from sim.cycle_model import op_cycles
+from sim.cycle_model import op_cycles, reuse_slot_sequence
 from sim.stream import OutputCollector, build_stream, port_values
-from tests.rtl.cases import acc_width_case, cases_for
+from tests.rtl.cases import acc_width_case, cases_for, spatial_cases, spatial_random_cases
 
 CFG = load_config(os.environ["KALEIDO_PRESET"])
 
@@ -46,7 +46,10 @@ async def run_case(dut, case):
     R, C, d = CFG.array_rows, CFG.array_cols, CFG.drain_rows_per_cycle  # noqa: N806
     stream = build_stream(case.X, case.W, case.grid, case.groups, case.decisions, 4, CFG)
     expected = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    want_cycles, _ = op_cycles(stream.slots_per_tile, R, C, d)
+    # The cycle model's own tiling and slot count (sim.cycle_model), not the stream's.
+    model_seq = reuse_slot_sequence(case.decisions, case.grid, case.groups, case.W.shape[1], R, C, 4)
+    assert model_seq.tolist() == stream.slots_per_tile.tolist(), f"{case.name}: stream and cycle model tile differently"
+    want_cycles, _ = op_cycles(model_seq, R, C, d)
 
     await reset(dut)
     got = np.full(expected.shape, np.iinfo(np.int64).min, dtype=np.int64)
@@ -88,6 +91,17 @@ async def golden_and_cycles(dut):
     """Every case: bit-exact against the golden model, cycle-exact against the cycle model."""
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     for case in cases_for(CFG.array_rows, CFG.array_cols):
+        await run_case(dut, case)
+
+
+@cocotb.test()
+async def spatial_link(dut):
+    """Cases with w-axis groups (the PE row link, docs/decisions.md D4): bit-exact and cycle-exact."""
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    cases = spatial_cases(CFG.array_rows, CFG.array_cols)
+    if os.environ.get("KALEIDO_SKIP_SLOW") != "1":  # the random ones under Verilator only (Icarus is slow)
+        cases += spatial_random_cases(CFG.array_rows, CFG.array_cols)
+    for case in cases:
         await run_case(dut, case)
 
 

@@ -48,6 +48,8 @@ class PolicyError(ValueError):
 DELTA4_MIN, DELTA4_MAX = -8, 7
 
 #: Policies, the ops each applies to, and their parameters' defaults (None: the op's Kaleido theta1).
+#: ``p_min = 1`` (uint8 P, project choice, docs/baselines.md): drops exp(s - rowmax) < 1.5/255, the
+#: values that round to 0 or 1 of 255.
 POLICIES = {
     "adaptiv": {"ops": ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2"), "params": {"theta": None}},
     "exion": {"ops": ("pv", "ffn1", "ffn2"), "params": {"theta": None, "p_min": 1}},

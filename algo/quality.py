@@ -76,8 +76,12 @@ __all__ = [
 
 #: Default number of Euler steps run (the last 10 of the 50-step schedule: sigma 0.54 -> 0).
 DEFAULT_STEPS = 10
+#: Length of the sampling schedule (Wan2.1 repo default for t2v: 50 FlowMatchEuler steps, shift 5;
+#: docs/capture.md "schedule").
 DEFAULT_NUM_INFERENCE_STEPS = 50
 #: Default sweep thresholds (theta1, theta2), int8 units per channel; (0, 0) is the no-reuse check.
+#: Project choice: points around `algo.thresholds.DEFAULT_THETA` (4, 12) from lossless to mostly
+#: REUSE; the quality-sweep tables in docs/results.md use this list.
 DEFAULT_SWEEP_THETAS = ((0, 0), (0.5, 2), (1, 4), (2, 6), (2, 8), (4, 12), (4, 16), (6, 20), (8, 24), (12, 32))
 NO_VAE = "no VAE checkpoint given"
 #: SSIM window (scikit-image default for 2-D images, 7); smaller odd windows for tiny frames.

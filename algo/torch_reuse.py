@@ -65,7 +65,7 @@ import numpy as np
 import torch
 
 from algo import baseline_policies as bp
-from algo.capture import CROSS_OPS, SELF_OPS, quantize_int8
+from algo.capture import CROSS_OPS, SELF_OPS, _per_head, quantize_int8
 from algo.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, GroupSpec, block_groups, decide
 from algo.models import CaptureError, rope_groups
 from algo.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
@@ -290,13 +290,6 @@ class ReuseStats:
 
 
 # -- the hooks -------------------------------------------------------------------------------------
-
-def _per_head(t: torch.Tensor) -> torch.Tensor:
-    """``[1, S, heads, d_h]`` -> ``[heads, S, d_h]`` float32."""
-    if t.ndim != 4 or t.shape[0] != 1:
-        raise ReuseError(f"expected attention operands [1, S, heads, d_h] (batch 1), got {tuple(t.shape)}")
-    return t[0].transpose(0, 1).to(torch.float32)
-
 
 class ReuseHooks:
     """Context manager: fake-quantised int8 GEMMs with Kaleido reuse inside a Wan transformer.

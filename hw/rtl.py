@@ -81,8 +81,9 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
-    """Write the PE and top-level Verilog for `cfg` into `out_dir`; returns the paths written.
-    ``only``: module names to emit (default: all)."""
+    """Write one ``<module>.v`` per emitted module for `cfg` into `out_dir` (PE, column, top,
+    similarity unit, matcher, scheduler, core; module docstring); returns the paths written.
+    ``only``: module names to emit (default: all); names not listed here are ignored."""
     parts = [  # (module name, description, component factory): built only when emitted
         (PE_MODULE_NAME, "Kaleido PE", lambda: PE(cfg)),
         (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)", lambda: Column(cfg, pe="instance")),

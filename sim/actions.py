@@ -317,26 +317,39 @@ class TiledDecisions:
     dispatcher: bool = True
 
 
-def _vector_counts(name: str, M: int, K: int, N: int) -> tuple[int, int]:  # noqa: N803
-    """(fp16 adds, fp16 mults) of the vector unit for one batch element (module docstring)."""
-    adds, mults = M * N, M * N  # requantise every output
-    if name in ("qkv", "cross_q", "ffn1"):
-        adds += 4 * M * K
-        mults += 3 * M * K
+#: Ops whose input goes through LayerNorm + adaLN modulation on the vector unit (module docstring).
+NORM_INPUT_OPS = ("qkv", "cross_q", "ffn1")
+
+
+def vector_work(name: str, M: int, K: int, N: int) -> tuple[int, int, int, int]:  # noqa: N803
+    """fp16 ``(pre_adds, pre_mults, post_adds, post_mults)`` of one batch element (module docstring rules).
+
+    Pre = before the GEMM (norm + modulation of the input, 4 adds + 3 mults per input element;
+    RoPE, 1 add + 2 mults per Q and K element), post = on its M x N outputs (requantise 1 + 1;
+    softmax 7 + 6 per score; 1/rowsum 1 mult per output + 4 per row; GELU 6 + 14; residual 1 add).
+    `sim.memory` splits the vector unit's timing by pre/post.
+    """
+    pre_a = pre_m = 0
+    if name in NORM_INPUT_OPS:
+        pre_a, pre_m = 4 * M * K, 3 * M * K
     if name == "qk":
-        adds += M * K + K * N
-        mults += 2 * (M * K + K * N)
+        pre_a, pre_m = M * K + K * N, 2 * (M * K + K * N)
+    post_a, post_m = M * N, M * N  # requantise every output
     if name in ("qk", "cross_qk"):
-        adds += 7 * M * N
-        mults += 6 * M * N
+        post_a, post_m = post_a + 7 * M * N, post_m + 6 * M * N
     if name in ("pv", "cross_pv"):
-        mults += M * N + 4 * M
+        post_m += M * N + 4 * M
     if name == "ffn1":
-        adds += 6 * M * N
-        mults += 14 * M * N
+        post_a, post_m = post_a + 6 * M * N, post_m + 14 * M * N
     if name in ("o_proj", "cross_o", "ffn2"):
-        adds += M * N
-    return adds, mults
+        post_a += M * N
+    return pre_a, pre_m, post_a, post_m
+
+
+def _vector_counts(name: str, M: int, K: int, N: int) -> tuple[int, int]:  # noqa: N803
+    """(fp16 adds, fp16 mults) of the vector unit for one batch element: `vector_work`, pre + post."""
+    pa, pm, qa, qm = vector_work(name, M, K, N)
+    return pa + qa, pm + qm
 
 
 def dram_bytes(cfg: AcceleratorConfig, M: int, K: int, N: int, tiles: int, row_blocks: int,  # noqa: N803

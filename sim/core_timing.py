@@ -71,6 +71,9 @@ def core_timeline(s_seq: np.ndarray, beats: np.ndarray, rows: int, cols: int, po
         beats: int64 ``[tiles]`` load beats per tile (>= 1), e.g. `load_beats`.
         rows, cols: array size R, C; ports: ``drain_rows_per_cycle`` d.
 
+    Returns:
+        `CoreTimeline`: per-tile A_t and L_t (int64 ``[tiles]``, cycles) and the op's total cycles.
+
     Raises:
         ValueError: mismatched lengths or a tile with no beat.
     """

@@ -193,12 +193,18 @@ def count_slots(dec, k0, k1, b_msb, scratch_a, scratch_b):
 
 @numba.njit(cache=True)
 def count_slots_unpaired(dec, k0, k1):
-    """Slots without the matcher: one per channel of every group some row needs (no pairing)."""
+    """Slots without the matcher: one per channel of every group some row needs (no pairing).
+
+    Args:
+        dec: int8 ``[rows, G]`` decisions of one tile; k0, k1: int64 ``[G]`` group channel ranges.
+    Returns:
+        int: slots (cycles) the tile issues.
+    """
     rows, ng = dec.shape
     n = 0
     for g in range(ng):
         for r in range(rows):
-            if dec[r, g] != 2:
+            if dec[r, g] != REUSE:
                 n += k1[g] - k0[g]
                 break
     return n

@@ -45,40 +45,12 @@ from __future__ import annotations
 import math
 
 from hw.config import AcceleratorConfig
-from sim.actions import kaleido_dram, value_bytes
-
-#: Ops whose input goes through LayerNorm + adaLN modulation on the vector unit (sim.actions).
-NORM_INPUT_OPS = ("qkv", "cross_q", "ffn1")
+from sim.actions import kaleido_dram, value_bytes, vector_work
 
 
 def vector_lanes(cfg: AcceleratorConfig) -> int:
     """Vector-unit lanes: ``cfg.vector_lanes``, or ``array_cols * drain_rows_per_cycle`` when unset."""
     return cfg.vector_lanes if cfg.vector_lanes is not None else cfg.array_cols * cfg.drain_rows_per_cycle
-
-
-def vector_work(name: str, M: int, K: int, N: int) -> tuple[int, int, int, int]:  # noqa: N803
-    """fp16 ``(pre_adds, pre_mults, post_adds, post_mults)`` of one batch element.
-
-    Pre = before the GEMM, post = on its outputs; the per-element counts are `sim.actions`'s
-    (module docstring there): norm 4 adds + 3 mults per input element; RoPE 1 add + 2 mults per
-    Q and K element; requantise 1 + 1 per output; softmax 7 + 6 per score; 1/rowsum 1 mult per
-    output + 4 per row; GELU 6 + 14 per output; residual 1 add per output.
-    """
-    pre_a = pre_m = 0
-    if name in NORM_INPUT_OPS:
-        pre_a, pre_m = 4 * M * K, 3 * M * K
-    if name == "qk":
-        pre_a, pre_m = M * K + K * N, 2 * (M * K + K * N)
-    post_a, post_m = M * N, M * N
-    if name in ("qk", "cross_qk"):
-        post_a, post_m = post_a + 7 * M * N, post_m + 6 * M * N
-    if name in ("pv", "cross_pv"):
-        post_m += M * N + 4 * M
-    if name == "ffn1":
-        post_a, post_m = post_a + 6 * M * N, post_m + 14 * M * N
-    if name in ("o_proj", "cross_o", "ffn2"):
-        post_a += M * N
-    return pre_a, pre_m, post_a, post_m
 
 
 def fold_bytes(cfg: AcceleratorConfig, K: int) -> dict[str, int]:  # noqa: N803

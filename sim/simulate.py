@@ -178,7 +178,8 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
             raise SimError(str(err)) from None
     for b in range(op.batch):
         dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
-        seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
+        if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
+            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
         nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False))
         decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher), dispatcher))
         for code in (COMPUTE, PARTIAL, REUSE):
@@ -277,6 +278,7 @@ def simulate_trace(
     useful = sum(r["useful_macs"] for r in per_op)
     dense_macs = sum(r["dense_macs"] for r in per_op)
     us_per_cycle = 1.0 / cfg.clock_mhz
+    nd_total = sum(r["no_dispatcher_cycles"] for r in per_op)
     total = sum(r["total_cycles"] for r in per_op)
     dense_total = sum(r["dense_total_cycles"] for r in per_op)
     return energy.annotate_total({
@@ -293,9 +295,8 @@ def simulate_trace(
         "time_us": cycles * us_per_cycle, "dense_time_us": dense * us_per_cycle,
         "pe_utilization": useful / (R * C * cycles) if cycles else 0.0,
         "dense_pe_utilization": dense_macs / (R * C * dense) if dense else 0.0,
-        "no_dispatcher_cycles": sum(r["no_dispatcher_cycles"] for r in per_op),
-        "no_dispatcher_pe_utilization": (
-            useful / (R * C * sum(r["no_dispatcher_cycles"] for r in per_op)) if per_op else 0.0),
+        "no_dispatcher_cycles": nd_total,
+        "no_dispatcher_pe_utilization": useful / (R * C * nd_total) if nd_total else 0.0,
         "reuse_fraction": _fractions(counts),
         "stall_cycles": {k: sum(r["stall_cycles"][k] for r in per_op) for k in ("drain", "dram", "vector")},
         "dense_stall_cycles": {k: sum(r["dense_stall_cycles"][k] for r in per_op) for k in ("drain", "dram", "vector")},

@@ -83,11 +83,28 @@ def test_batch_scales_the_overlapped_part_only():
     assert t["total_cycles"] == 1192
 
 
-@pytest.mark.parametrize("name", ["qkv", "qk", "pv", "o_proj", "cross_q", "cross_qk", "cross_pv", "cross_o",
-                                  "ffn1", "ffn2"])
-def test_vector_split_adds_up_to_the_action_counts(name):
-    pa, pm, qa, qm = vector_work(name, 24, 16, 40)
-    assert (pa + qa, pm + qm) == _vector_counts(name, 24, 16, 40)
+# Hand-derived (pre_adds, pre_mults, post_adds, post_mults) for M = 24, K = 16, N = 40 from the rules
+# in sim/actions.py's docstring: norm + modulation 4 adds + 3 mults per input element (M K = 384);
+# RoPE 1 add + 2 mults per Q and K element (M K + K N = 384 + 640 = 1,024); requantise 1 + 1 per
+# output (M N = 960); softmax 7 + 6 per score; 1/rowsum 1 mult per output + 4 per row (4 M = 96);
+# GELU 6 + 14 per output; residual 1 add per output.
+HAND_VECTOR_WORK = {
+    "qkv": (4 * 384, 3 * 384, 960, 960),
+    "qk": (1024, 2 * 1024, 960 + 7 * 960, 960 + 6 * 960),
+    "pv": (0, 0, 960, 960 + 960 + 96),
+    "o_proj": (0, 0, 960 + 960, 960),
+    "cross_qk": (0, 0, 960 + 7 * 960, 960 + 6 * 960),
+    "cross_pv": (0, 0, 960, 960 + 960 + 96),
+    "ffn1": (4 * 384, 3 * 384, 960 + 6 * 960, 960 + 14 * 960),
+    "ffn2": (0, 0, 960 + 960, 960),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_VECTOR_WORK))
+def test_vector_work_equals_hand_counts(name):
+    assert vector_work(name, 24, 16, 40) == HAND_VECTOR_WORK[name]
+    pa, pm, qa, qm = HAND_VECTOR_WORK[name]
+    assert _vector_counts(name, 24, 16, 40) == (pa + qa, pm + qm)
 
 
 def test_default_lanes_match_the_area_model():

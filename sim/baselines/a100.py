@@ -61,7 +61,11 @@ def check_params(params: dict | None) -> dict:
 
 
 def op_time_us(batch: int, M: int, K: int, N: int, params: dict) -> tuple[float, float, float]:  # noqa: N803
-    """``(time_us, compute_us, memory_us)`` of one GEMM op (module docstring)."""
+    """``(time_us, compute_us, memory_us)`` of one GEMM op, microseconds (module docstring).
+
+    ``batch``, ``M``, ``K``, ``N``: GEMM shape (batch elements of ``[M, K] x [K, N]``); ``params``:
+    `check_params`'s output.
+    """
     v = VARIANTS[params["variant"]]
     in_bytes = 1 if params["precision"] == "int8" else 2
     peak = (v["int8_tops"] if params["precision"] == "int8" else v["fp16_tflops"]) * 1e12
@@ -73,7 +77,11 @@ def op_time_us(batch: int, M: int, K: int, N: int, params: dict) -> tuple[float,
 
 
 def run(trace: Trace, clock_mhz: float, params: dict | None = None) -> dict:
-    """Roofline per op of the trace and totals: the baseline entry (`sim.baselines.run_baselines`)."""
+    """Roofline per op of the trace and totals: the baseline entry (`sim.baselines.run_baselines`).
+
+    ``time_us`` in microseconds, ``energy_pj`` in pJ (board power x time), ``cycles`` = time x
+    `clock_mhz` (the Kaleido config's clock, MHz; float). Raises `A100Error` on bad `params`.
+    """
     p = check_params(params)
     watts = VARIANTS[p["variant"]]["board_w"]
     per_op = []

@@ -11,7 +11,8 @@ LABEL = "dense array (reuse off)"
 
 
 def from_results(results: dict) -> dict:
-    """The dense baseline entry from a Kaleido results object."""
+    """The dense baseline entry from a Kaleido results object (`sim.simulate.simulate_trace`):
+    ``cycles`` (array cycles, int), ``time_us`` (cycles / clock_mhz), ``energy_pj`` (pJ), per op and total."""
     clock = results["config"]["clock_mhz"]
     per_op = [{"name": r["name"], "block": r["block"], "step": r["step"], "cycles": r["dense_cycles"],
                "time_us": r["dense_cycles"] / clock, "energy_pj": r.get("dense_energy_pj", 0.0)}

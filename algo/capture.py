@@ -62,7 +62,8 @@ import numpy as np
 import torch
 
 from algo import latents as lat
-from algo.golden import block_groups, decide
+from algo.golden import COMPUTE, block_groups
+from algo.kernels import decide_multi, quantize_int8_fast
 from algo.models import (
     DTYPES,
     CaptureError,
@@ -99,8 +100,6 @@ TEXT_TOKENS = 8
 #: Query rows per chunk when computing P (bounds the float32 score buffer to heads x chunk x M;
 #: project choice: 12 heads x 1024 x 32,760 tokens x 4 B = 1.6 GB at 480p).
 P_CHUNK = 1024
-#: Elements per float64 chunk in `quantize_int8` (32 MB of float64; project choice).
-QUANT_CHUNK = 1 << 22
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -109,7 +108,8 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     """Symmetric per-tensor int8: ``(q, scale)`` with ``x ~ q * scale``.
 
     ``scale = max|x| / 127`` (1.0 for an all-zero tensor); ``q = clip(rint(x / scale), -128, 127)``,
-    computed in float64, round half to even.
+    computed in float64, round half to even (`algo.kernels.quantize_int8_fast`, compiled and
+    parallel; a torch tensor is first converted to float32 by torch, which is exact for bf16/fp16).
 
     Raises:
         CaptureError: x contains NaN or infinity.
@@ -119,15 +119,10 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     x = np.asarray(x)
     if x.dtype != np.float64:
         x = x.astype(np.float32, copy=False)  # float32 -> float64 is exact, so amax and q are unchanged
-    flat = x.reshape(-1)
-    amax = float(max(flat.max(), -flat.min())) if flat.size else 0.0
-    if not math.isfinite(amax):
+    out = quantize_int8_fast(x)
+    if out is None:
         raise CaptureError("non-finite activation or weight met while quantising")
-    scale = amax / 127.0 if amax > 0 else 1.0
-    q = np.empty(flat.shape, dtype=np.int8)
-    for i in range(0, flat.size, QUANT_CHUNK):  # float64 work in chunks: bounds peak memory at 480p
-        q[i:i + QUANT_CHUNK] = np.clip(np.rint(flat[i:i + QUANT_CHUNK].astype(np.float64) / scale), -128, 127)
-    return q.reshape(x.shape), scale
+    return out
 
 
 def softmax_numerators(q: torch.Tensor, k: torch.Tensor, chunk: int = P_CHUNK, v: torch.Tensor | None = None):
@@ -195,10 +190,11 @@ def _scale_of(t: torch.Tensor) -> float:
 
 
 def _decide_packed(x_q: np.ndarray, grid, groups: list[Group], thetas, b_msb: int) -> np.ndarray:
-    """Decisions of every batch index for every theta, packed: uint8 ``[T, batch, ceil(M*G/4)]``."""
+    """Decisions of every batch index for every theta, packed: uint8 ``[T, batch, ceil(M*G/4)]``
+    (`algo.kernels.decide_multi`: `algo.golden.decide`'s decisions, all thetas in one pass)."""
     gt = [g.as_tuple() for g in groups]
-    return np.stack([np.stack([pack_decisions(decide(x_q[b], grid, gt, th, b_msb)[0]) for b in range(x_q.shape[0])])
-                     for th in thetas])
+    dec = [decide_multi(x_q[b], grid, gt, thetas, b_msb) for b in range(x_q.shape[0])]
+    return np.stack([np.stack([pack_decisions(d[ti]) for d in dec]) for ti in range(len(thetas))])
 
 
 def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], groups: list[Group],
@@ -208,18 +204,17 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
     (``H*W`` rows) at a time per head. Every group of ``pv`` reuses along frames (axis ``"f"``,
     `algo.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
-    rows of frame f-1: `algo.golden.decide` runs on the two-frame grid ``(2, H, W)`` whose first
-    frame is frame f-1's effective operand (frame 0 of a two-frame grid always computes, so its
-    effective value is itself) and whose second is frame f; its frame-1 decisions and effective
-    rows are exactly those of the full-grid `decide`. Peak memory per head: one frame of float32
-    scores (``H*W x L x 4`` bytes) plus a few uint8/int16 copies.
+    rows of frame f-1: `algo.kernels.decide_multi` decides frame f against the carried effective
+    rows of frame f-1 (``prev``, one per theta) and updates them, which gives exactly the
+    decisions of `algo.golden.decide` on the whole P (tests/test_capture.py). Peak memory per head:
+    one frame of float32 scores (``H*W x L x 4`` bytes) plus T int16 frames of state.
 
     Args:
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
 
         timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
-            ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds in `decide`).
+            ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
 
     Returns:
         uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical to packing `decide` on the whole P.
@@ -238,21 +233,18 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
         tm.setdefault(key, 0)
     for hd in range(heads):
-        prev = [None] * len(thetas)
+        prev = None  # int16 [T, H*W, L]: effective P of the previous frame, per theta
         for f in range(f_n):
             t0 = time.perf_counter()
             p = softmax_numerators(q[hd:hd + 1, f * hw:(f + 1) * hw], k[hd:hd + 1])[0]  # [hw, L] uint8
             t1 = time.perf_counter()
             tm["p_chunks"] += 1
             tm["p_chunk_s"] += t1 - t0
-            for ti, th in enumerate(thetas):
-                if prev[ti] is None:
-                    dec[ti, hd, :hw] = 0
-                    prev[ti] = p
-                    continue
-                d2, eff2 = decide(np.concatenate([prev[ti], p]), (2, h_n, w_n), gt, th, b_msb)
-                dec[ti, hd, f * hw:(f + 1) * hw] = d2[hw:]
-                prev[ti] = eff2[hw:].astype(np.uint8)  # effective P stays in 0..255
+            if prev is None:  # frame 0 always computes; its effective value is itself
+                dec[:, hd, :hw] = COMPUTE
+                prev = np.repeat(p.astype(np.int16)[None], len(thetas), axis=0)
+            else:
+                dec[:, hd, f * hw:(f + 1) * hw] = decide_multi(p, (1, h_n, w_n), gt, thetas, b_msb, prev=prev)
             tm["p_decide_s"] += time.perf_counter() - t1
     return np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
 
@@ -283,7 +275,8 @@ class _Recorder:
         self.step_label = ""
         self.context: tuple[int, str] | None = None  # (block, "self" | "cross") inside attn1/attn2
         self.ops: list[OpRecord] = []
-        self.timing = {"decide_s": 0.0, "pv_s": 0.0, "write_s": 0.0}
+        self.timing = {"decide_s": 0.0, "pv_s": 0.0, "write_s": 0.0, "blocks_s": 0.0}
+        self._block_t0 = 0.0
         self._w_cache: dict[tuple[int, str], tuple[np.ndarray | None, float]] = {}
 
     # -- recording -------------------------------------------------------------------------------
@@ -417,8 +410,13 @@ class _Recorder:
     def leave(self, _module, _args, _output):
         self.context = None
 
+    def block_start(self, _module, _args, _kwargs):
+        self._block_t0 = time.perf_counter()
+
     def block_done(self, block: int):
         def hook(_module, _args, _output):
+            if block in self.blocks:
+                self.timing["blocks_s"] += time.perf_counter() - self._block_t0
             self.n_done += 1
             if self.progress is not None:
                 self.progress(self.n_done, self.n_total, f"{self.step_label} block {block}")
@@ -457,6 +455,7 @@ def _register(model, rec: _Recorder) -> list:
             handles.append(a2.register_forward_hook(rec.leave))
             pre(a2.to_out[0], rec.linear_input("cross_o", b, (a2.to_out[0],)))
         handles.append(blk.register_forward_hook(rec.block_done(b)))
+        pre(blk, rec.block_start)
     return handles
 
 
@@ -752,7 +751,8 @@ def capture(
     Returns:
         A `Trace` with ops in execution order: for each step, for each block, the selected op types
         in `OP_TYPES` order; ``trace.timing`` holds seconds spent: ``build_s``, ``forward_s``
-        (forward passes including hooks), ``decide_s``, ``pv_s`` (P and its decisions),
+        (forward passes including hooks), ``blocks_s`` (of which inside the recorded blocks, hooks
+        included: the time to set against a bare forward of those blocks), ``decide_s``, ``pv_s`` (P and its decisions),
         ``write_s``; decision traces with pv also ``p_chunks`` (P query chunks, one latent frame
         of one head each), ``p_chunk_s`` (computing them) and ``p_decide_s`` (their decisions).
 

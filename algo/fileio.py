@@ -54,8 +54,16 @@ def check_output_dir(path: str | Path) -> Path:
     return path
 
 
+def new_file_mode() -> int:
+    """The mode an ordinary new file gets here: ``0o666`` less the process umask (``tempfile.mkstemp``
+    makes 0600 files; the atomic writers give their outputs this mode instead)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
-    """Write ``payload`` to ``path`` atomically (mode 0644); creates the parent folder. Returns the path.
+    """Write ``payload`` to ``path`` atomically (mode `new_file_mode`); creates the parent folder. Returns the path.
 
     Raises:
         OutputPathError: ``path`` is an existing folder or a parent is a file (`check_output_file`).
@@ -66,7 +74,7 @@ def atomic_write_bytes(path: str | Path, payload: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(payload)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, new_file_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -424,12 +424,12 @@ class TraceWriter:
             raise TypeError(f"unknown trace fields {sorted(meta)}")
         self.op_meta: list[dict] = []
         self._done = False
-        from algo.fileio import check_output_file
+        from algo.fileio import check_output_file, new_file_mode
 
         check_output_file(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary permissions
+        os.fchmod(fd, new_file_mode())  # mkstemp makes 0600; give the file ordinary permissions
         self._fh = os.fdopen(fd, "wb")
         self._zf = zipfile.ZipFile(self._fh, "w", compression=zipfile.ZIP_STORED)
 
@@ -514,12 +514,6 @@ def save_trace(trace: Trace, path: str | Path) -> None:
                      steps=trace.steps, notes=trace.notes) as wr:
         for op in trace.ops:
             wr.add(op)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _as_pair(t) -> tuple[float, float]:

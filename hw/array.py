@@ -29,6 +29,29 @@ from hw.pe import COL_FIELDS, LINK_FIELDS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_si
 
 PE_MODULE_NAME = "kaleido_pe"
 COLUMN_MODULE_NAME = "kaleido_column"
+#: Verilog module name of the skew/de-skew shift register (`DELAY_VERILOG`).
+DELAY_MODULE_NAME = "kaleido_delay"
+
+#: Behavioural Verilog of a DEPTH-stage (DEPTH >= 2) shift register of WIDTH bits, synchronous reset
+#: to 0 and initial value 0, as Amaranth emits a ``sync`` register; appended to kaleido_top.v by
+#: `hw.rtl` and instantiated by `Array` for every skew and de-skew chain (D30).
+DELAY_VERILOG = """\
+module kaleido_delay #(
+    parameter WIDTH = 1,
+    parameter DEPTH = 2
+) (
+    input clk,
+    input rst,
+    input [WIDTH-1:0] d,
+    output [WIDTH-1:0] q
+);
+  reg [WIDTH*DEPTH-1:0] sr = {WIDTH*DEPTH{1'b0}};
+  always @(posedge clk)
+    if (rst) sr <= {WIDTH*DEPTH{1'b0}};
+    else sr <= {d, sr[WIDTH*DEPTH-1:WIDTH]};
+  assign q = sr[WIDTH-1:0];
+endmodule
+"""
 
 
 def _field_shapes(cfg: AcceleratorConfig) -> dict:
@@ -148,23 +171,29 @@ class Array(wiring.Component):
         self.cfg, self.pe_kind = cfg, pe
         super().__init__(array_signature(cfg))
 
-    @staticmethod
-    def _delay(m, src, n, name):
+    def _delay(self, m, src, n, name):
         """``src`` delayed by ``n`` cycles (``src`` itself when n == 0).
 
-        One shift register of ``n * width`` bits rather than n signals: the same flip-flops, but
-        far fewer Amaranth objects, which keeps the 128x128 conversion fast.
+        One shift register of ``n * width`` bits rather than n signals. For Verilog emission
+        (``pe="instance"``) a chain of two or more stages is an instance of the hand-written
+        `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
+        not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
+        took most of the conversion time (docs/decisions.md D30).
         """
         if n == 0:
             return src
         w = len(src)
+        out = Signal.like(src, name=f"{name}_d")
         if n == 1:
-            out = Signal.like(src, name=f"{name}_d")
             m.d.sync += out.eq(src)
+            return out
+        if self.pe_kind == "instance":
+            m.submodules[f"{name}_sr"] = Instance(
+                DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
+                i_d=src, o_q=out)
             return out
         sr = Signal(unsigned(n * w), name=f"{name}_sr")
         m.d.sync += sr.eq(Cat(sr[w:], src))
-        out = Signal.like(src, name=f"{name}_d")
         m.d.comb += out.eq(sr[:w])
         return out
 

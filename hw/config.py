@@ -60,6 +60,13 @@ class AcceleratorConfig(BaseModel):
     output_sram_kib: int = Field(gt=0)
     partial_sram_kib: int = Field(gt=0)
     dram_gbps: float = Field(gt=0)
+    accel_max_tokens: int = Field(
+        256, gt=0, description="tokens M the op-level controller's buffers hold (hw/accel.py, D26); default: "
+        "256 tokens x accel_max_k = 64 int8 channels = 16 KiB, tiny-8x8's input_sram_kib")
+    accel_max_k: int = Field(64, gt=0, description="channels K the op-level controller holds (hw/accel.py, D26)")
+    accel_max_n: int = Field(
+        256, gt=0, description="output channels N the op-level controller holds (hw/accel.py, D26); default: "
+        "accel_max_k = 64 x 256 int8 weights = 16 KiB, tiny-8x8's weight_sram_kib")
     vector_lanes: int | None = Field(
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
         "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/area.py estimate)")

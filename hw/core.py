@@ -42,9 +42,9 @@ Amaranth simulator an `amaranth.lib.memory.Memory`. tests/test_rtl_core.py check
 simulator that the slots reaching `Top` equal `sim.stream.build_stream`'s, slot for slot, the
 results equal `algo.golden.apply_decisions` and the cycles equal `sim.core_timing`'s.
 
-Not in this version (docs/decisions.md D21): the similarity unit and the scheduler run as separate
-stages (decisions of a whole op first, then the permutation, then tiles), sequenced by the driver,
-not by an op-level controller in this module; no K folds (K <= ``max_k``).
+Not in this version (docs/decisions.md D21): the similarity unit and the scheduler are not part of
+this module; `hw.accel.Accel` (D26) is the op-level controller that runs them and feeds this core
+(frame-axis groups only; other ops are sequenced by the driver); no K folds (K <= ``max_k``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher,scheduler,core}.v``.
+"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher,scheduler,core}.v``,
+and ``kaleido_accel.v`` (the op-level controller, hw/accel.py) for presets with at most
+``hw.accel.ACCEL_MAX_ROWS`` rows (tiny-8x8, not 128x128: docs/decisions.md D26).
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
@@ -18,7 +20,8 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from hw.array import COLUMN_MODULE_NAME, PE_MODULE_NAME, Column
+from hw.accel import ACCEL_MODULE_NAME, Accel, accel_emitted
+from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import OPBUF_VERILOG, TileCore
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
@@ -85,7 +88,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
     """Write one ``<module>.v`` per emitted module for `cfg` into `out_dir` (PE, column, top,
-    similarity unit, matcher, scheduler, core; module docstring); returns the paths written.
+    similarity unit, matcher, scheduler, core, and the op-level controller where
+    `hw.accel.accel_emitted`; module docstring); returns the paths written.
     ``only``: module names to emit (default: all); names not listed here are ignored."""
     parts = [  # (module name, description, component factory): built only when emitted
         (PE_MODULE_NAME, "Kaleido PE", lambda: PE(cfg)),
@@ -101,6 +105,9 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
     # values, docs/decisions.md D25), appended to kaleido_core.v.
     parts.append((CORE_MODULE_NAME, "Kaleido core: two banks of operand buffers and matchers + slot former + kaleido_top",
                   lambda: TileCore(cfg, pe="instance")))
+    if accel_emitted(cfg):  # instantiates kaleido_core by name
+        parts.append((ACCEL_MODULE_NAME, "Kaleido op-level controller: buffers + similarity pass + scheduler + kaleido_core",
+                      lambda: Accel(cfg, pe="instance")))
     paths = []
     for name, what, make in parts:
         if only is not None and name not in only:
@@ -108,6 +115,8 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
         text = verilog.convert(make(), name=name, emit_src=False)
         if name == CORE_MODULE_NAME:
             text += "\n" + OPBUF_VERILOG
+        if name == TOP_MODULE_NAME:  # the skew/de-skew shift registers (hw.array, D30)
+            text += "\n" + DELAY_VERILOG
         path = out_dir / f"{name}.v"
         _write_atomic(path, _header(cfg, what) + text)
         paths.append(path)

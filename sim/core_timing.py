@@ -25,6 +25,9 @@ its last slot (both accepted at the end of that cycle), from the registers of `h
 The loader keeps up when ``A_t <= L_{t-1}`` for every t >= 1; then ``L_t`` is the cycle model's
 plus ``n_0`` (the first tile's load, a prologue) and the core's cycles are
 ``op_cycles(...) + n_0``. It always keeps up when one beat holds a tile (``P >= K``).
+
+`accel_timeline` adds the phases of the op-level controller `hw.accel.Accel` in front of it
+(similarity pass, scheduler windows; docs/decisions.md D26).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.cycle_model import PIPELINE_CYCLES
+from sim.dispatch import count_slots, reuse_tiles, schedule_positions
 
 
 @dataclass
@@ -96,3 +100,63 @@ def core_timeline(s_seq: np.ndarray, beats: np.ndarray, rows: int, cols: int, po
         L[t] = max(max(prev_l, A[t]) + max(1, int(s_seq[t])), drain)
     cycles = int(L[-1]) + rows + cols + PIPELINE_CYCLES if n else 0
     return CoreTimeline(A, L, cycles, stall)
+
+
+@dataclass
+class AccelTimeline:
+    """Phase boundaries of one op on `hw.accel.Accel` (cycle 0 = the ``start`` cycle)."""
+
+    sim_cycles: int          # similarity pass: cycles 1 .. sim_cycles
+    sched_cycles: int        # scheduler windows, from sim_cycles + 1
+    tiles_start: int         # T0: first TILES cycle (the core's cycle 0, first load beat)
+    core: CoreTimeline       # the tiles on `hw.core.TileCore`, relative to T0
+    cycles: int              # T0 + core.cycles: the last result row leaves at cycle cycles - 1
+    done: int                # cycle of the ``done`` pulse (= cycles: one cycle after the last row)
+
+
+def accel_timeline(grid, groups, decisions: np.ndarray, N: int, rows: int, cols: int, ports: int,  # noqa: N803
+                   load_channels: int, window: int) -> AccelTimeline:
+    """Timeline of one op on `hw.accel.Accel`, derived from its controller's registers.
+
+    - SIM (cycles 1 .. S): per token and group, ``2 * nw_g`` cycles (phase A feeds the group's
+      ``nw_g = (k1-1)//P - k0//P + 1`` buffer words to the similarity unit, phase B writes their
+      effective values); ``S = M * sum_g 2 * nw_g``.
+    - SCHED: per window of n positions, 1 start cycle + ``L * (2n + 1) + n`` (the scheduler's
+      latency, `hw.dispatcher.scheduler`; L = groups * (F - 1)), digits streamed with no stall.
+    - TILES from ``T0 = 1 + S + sum(windows)``: `core_timeline` of the op's tiles
+      (`sim.dispatch.reuse_tiles` in the scheduler's order, slots from `sim.dispatch.count_slots`,
+      ``ceil(K / P)`` beats each); the last row leaves at ``T0 + core.cycles - 1`` and ``done``
+      pulses one cycle later.
+
+    Args:
+        grid ``(F, H, W)``; groups ``(k0, k1, axis)``; decisions int8 ``[M, len(groups)]``
+        (`algo.golden.decide`); N output channels; rows, cols, ports: R, C, d; load_channels P;
+        window: scheduler window in positions.
+
+    Returns:
+        `AccelTimeline` (cycles). Slots use b_msb = 4, the only split the hardware has
+        (`hw.config.AcceleratorConfig.msb_splits`).
+
+    Raises:
+        ValueError: a window that is not a whole number of tiles (``sim.dispatch`` windows are
+            ``window_tiles * rows`` positions).
+    """
+    if window < rows or window % rows:
+        raise ValueError(f"window = {window} positions must be a multiple of rows = {rows} (whole tiles)")
+    F, H, W = (int(v) for v in grid)  # noqa: N806
+    hw = H * W
+    P = load_channels  # noqa: N806
+    K = int(groups[-1][1])  # noqa: N806
+    words = sum((k1 - 1) // P - k0 // P + 1 for k0, k1, _ in groups)
+    sim_cycles = F * hw * 2 * words
+    L = len(groups) * (F - 1)  # noqa: N806
+    sched = sum(1 + L * (2 * min(window, hw - w0) + 1) + min(window, hw - w0) for w0 in range(0, hw, window))
+    t0 = 1 + sim_cycles + sched
+    order = schedule_positions(decisions, (F, H, W), rows, window_tiles=window // rows)
+    tiles = reuse_tiles((F, H, W), N, rows, cols, order)
+    k0 = np.array([g[0] for g in groups], np.int64)
+    k1 = np.array([g[1] for g in groups], np.int64)
+    dec = np.ascontiguousarray(decisions, dtype=np.int8)
+    s = np.array([count_slots(dec[t.tokens], k0, k1, 4, k0, k1) for t in tiles], np.int64)
+    core = core_timeline(s, load_beats(len(tiles), K, P), rows, cols, ports)
+    return AccelTimeline(sim_cycles, sched, t0, core, t0 + core.cycles, t0 + core.cycles)

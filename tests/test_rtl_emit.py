@@ -14,7 +14,7 @@ def test_emission_is_reproducible_and_portable(tmp_path):
     a = emit(cfg, tmp_path / "a")
     b = emit(cfg, tmp_path / "b")
     assert [p.name for p in a] == ["kaleido_pe.v", "kaleido_column.v", "kaleido_top.v", "kaleido_similarity.v",
-                                      "kaleido_matcher.v", "kaleido_scheduler.v", "kaleido_core.v"]
+                                      "kaleido_matcher.v", "kaleido_scheduler.v", "kaleido_core.v", "kaleido_accel.v"]
     for pa, pb in zip(a, b, strict=True):
         text = pa.read_text()
         assert pa.read_bytes() == pb.read_bytes(), pa.name
@@ -25,3 +25,5 @@ def test_emission_is_reproducible_and_portable(tmp_path):
     top = a[2].read_text()
     assert "module kaleido_top" in top and "kaleido_column" in top
     assert a[1].read_text().count("kaleido_pe ") == cfg.array_rows  # PE instantiated by name, once per row
+    accel = a[7].read_text()
+    assert "module kaleido_accel" in accel and "kaleido_core " in accel  # the core instantiated by name

@@ -316,7 +316,8 @@ class Accel(wiring.Component):
         m.d.comb += [core.ld_beat.eq(lj), core.ld_x.eq(ld_x), core.ld_w.eq(w_rd.data), core.ld_last.eq(last_beat),
                      core.t_dec.eq(Cat(*t_dec)), core.t_row_mask.eq((1 << ld_rows) - 1),
                      core.t_k0.eq(self.c_k0), core.t_k1.eq(self.c_k1), core.t_n_groups.eq(ng),
-                     core.t_clear.eq(ld[2] == 0), core.x_unsigned.eq(self.x_unsigned)]
+                     core.t_clear.eq(ld[2] == 0), core.t_wgroups.eq(0),  # frame-axis groups only
+                     core.x_unsigned.eq(self.x_unsigned)]
         tiles_loaded = Signal(range(self.max_nb * self.max_pb * self.max_frames + 1))
         tiles_out = Signal.like(tiles_loaded)
 

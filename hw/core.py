@@ -14,8 +14,9 @@ columns, ``max_k`` channels each), the tile's decisions and a matcher
    don't-care (rows outside ``t_row_mask`` are REUSE and channels past the last group are never
    read). The beat with ``ld_last`` set also carries the tile's descriptor: decisions ``t_dec``
    (row r, group g at bits ``2*(r*G+g)``, codes COMPUTE 0 / PARTIAL 1 / REUSE 2),
-   ``t_row_mask``, the groups' channel ranges ``t_k0``/``t_k1``, ``t_n_groups`` and ``t_clear``
-   (first tile of a position block). Accepting it marks the bank full, starts the bank's matcher
+   ``t_row_mask``, the groups' channel ranges ``t_k0``/``t_k1``, ``t_n_groups``, ``t_clear``
+   (first tile of a position block) and ``t_wgroups`` (bit g: group g reuses along ``w`` through
+   the PE row link, D4; the tile then holds whole image rows in raster order, `sim.dispatch`). Accepting it marks the bank full, starts the bank's matcher
    and moves loading to the other bank. ``ld_ready`` is low while the bank being loaded is full
    (its tile has not issued its last slot yet).
 2. ISSUE: the full bank whose turn it is issues its matcher's slots into `Top`, one per cycle:
@@ -182,7 +183,7 @@ class TileCore(wiring.Component):
             "ld_last": In(1),
             "t_dec": In(unsigned(R * G * 2)), "t_row_mask": In(unsigned(R)),
             "t_k0": In(unsigned(G * cb)), "t_k1": In(unsigned(G * cb)), "t_n_groups": In(range(G + 1)),
-            "t_clear": In(1), "x_unsigned": In(1),
+            "t_clear": In(1), "t_wgroups": In(unsigned(G)), "x_unsigned": In(1),
             "busy": Out(1),
             "out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * row_bits(cfg))),
             "out_data": Out(unsigned(d * C * cfg.acc_bits)),
@@ -212,6 +213,7 @@ class TileCore(wiring.Component):
         dec = [Signal.like(self.t_dec, name=f"dec{b}") for b in range(2)]
         row_mask_b = [Signal.like(self.t_row_mask, name=f"row_mask{b}") for b in range(2)]
         clear_b = [Signal(name=f"clear{b}") for b in range(2)]  # pending clear for the tile's first slot
+        wgrp_b = [Signal.like(self.t_wgroups, name=f"wgroups{b}") for b in range(2)]  # w-axis groups (row link)
 
         # Load side.
         m.d.comb += [self.ld_ready.eq(~full.bit_select(lb, 1)), self.busy.eq(full.any())]
@@ -226,7 +228,8 @@ class TileCore(wiring.Component):
             m.d.comb += [mt.start.eq(accept & (lb == b)), mt.dec.eq(self.t_dec), mt.row_mask.eq(self.t_row_mask),
                          mt.k0.eq(self.t_k0), mt.k1.eq(self.t_k1), mt.n_groups.eq(self.t_n_groups)]
             with m.If(accept & (lb == b)):
-                m.d.sync += [dec[b].eq(self.t_dec), row_mask_b[b].eq(self.t_row_mask), clear_b[b].eq(self.t_clear)]
+                m.d.sync += [dec[b].eq(self.t_dec), row_mask_b[b].eq(self.t_row_mask), clear_b[b].eq(self.t_clear),
+                             wgrp_b[b].eq(self.t_wgroups)]
         with m.If(accept):
             m.d.sync += lb.eq(~lb)
 
@@ -244,8 +247,9 @@ class TileCore(wiring.Component):
                      b_valid.eq(cur("b_valid")), a.eq(cur("a")), bch.eq(cur("b")), g_a.eq(cur("g_a")),
                      g_b.eq(cur("g_b")), first_a.eq(cur("first_a")), first_b.eq(cur("first_b")), last.eq(cur("last"))]
         cur_dec, cur_mask, cur_clear = Signal.like(self.t_dec), Signal.like(self.t_row_mask), Signal()
+        cur_wgrp = Signal.like(self.t_wgroups)
         m.d.comb += [cur_dec.eq(Mux(ib, dec[1], dec[0])), cur_mask.eq(Mux(ib, row_mask_b[1], row_mask_b[0])),
-                     cur_clear.eq(Mux(ib, clear_b[1], clear_b[0]))]
+                     cur_clear.eq(Mux(ib, clear_b[1], clear_b[0])), cur_wgrp.eq(Mux(ib, wgrp_b[1], wgrp_b[0]))]
         lane_bits = (P - 1).bit_length()
         for b in range(2):
             mt = mts[b]
@@ -299,8 +303,8 @@ class TileCore(wiring.Component):
             top.in_w_a.eq(Mux(a_valid, wa_w, 0)), top.in_w_b.eq(Mux(b_valid, wb_w, 0)),
             top.in_g_a.eq(g_a), top.in_g_b.eq(g_b),
             top.in_first_a.eq(first_a), top.in_first_b.eq(first_b),
-            # w-axis groups (the PE row link, D4) are not sequenced by this core yet: temporal only.
-            top.in_sp_a.eq(0), top.in_sp_b.eq(0),
+            # w-axis groups use the PE row link (D4): flag a lane whose channel's group is one.
+            top.in_sp_a.eq(a_valid & cur_wgrp.bit_select(g_a, 1)), top.in_sp_b.eq(b_valid & cur_wgrp.bit_select(g_b, 1)),
             top.in_last.eq(last), top.in_clear.eq(cur_clear),
             top.x_unsigned.eq(self.x_unsigned),
             self.out_valid.eq(top.out_valid), self.out_row.eq(top.out_row), self.out_data.eq(top.out_data),

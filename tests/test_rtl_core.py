@@ -18,7 +18,7 @@ from hw.core import TileCore
 from sim.core_timing import core_timeline, load_beats
 from sim.cycle_model import PIPELINE_CYCLES, op_cycles
 from sim.stream import OutputCollector, build_stream, port_values
-from tests.rtl.cases import complementary_case, core_load_beats, make_case
+from tests.rtl.cases import complementary_case, core_load_beats, make_case, spatial_cases
 
 BASE = load_config("tiny-8x8")
 CFG = AcceleratorConfig.model_validate({**BASE.model_dump(), "name": "core-4x4", "array_rows": 4,
@@ -81,10 +81,15 @@ CASES = {
     "mixed_uint8": lambda: make_case("mixed_uint8", 11, (3, 1, 6), 10, 6, [3, 3, 4], x_unsigned=True),
     # row-complementary int8 groups: cross-group pairs, lane-b selects, PAIRED.
     "complementary": lambda: complementary_case(12, CFG.array_rows, CFG.array_cols),
+    # w-axis groups over the PE row link (t_wgroups; whole image rows per tile): a spatial lane
+    # paired with a temporal one on lane a and on lane b; 1.5 tiles of whole rows per frame.
+    "spatial_pairs": lambda: spatial_cases(CFG.array_rows, CFG.array_cols)[2],
+    "spatial_rows": lambda: spatial_cases(CFG.array_rows, CFG.array_cols)[1],
 }
 
 
-@pytest.mark.parametrize(("name", "P"), [("mixed_uint8", 2), ("complementary", None), ("mixed_uint8", None)])
+@pytest.mark.parametrize(("name", "P"), [("mixed_uint8", 2), ("complementary", None), ("mixed_uint8", None),
+                                         ("spatial_pairs", None), ("spatial_rows", 2)])
 def test_core_issues_the_reference_stream_with_golden_results_and_predicted_cycles(name, P):  # noqa: N803
     """P = None: the smallest power of two >= K, so one beat holds a tile."""
     case = CASES[name]()
@@ -102,11 +107,13 @@ def test_core_issues_the_reference_stream_with_golden_results_and_predicted_cycl
     pred = core_timeline(stream.slots_per_tile, beats, R, C, d)
     assert last_slots == pred.last_slot.tolist(), name
     assert end + 1 == pred.cycles, name  # the last row leaves in the core's last cycle
+    model_cycles, _ = op_cycles(stream.slots_per_tile, R, C, d)
     if P >= K:  # one beat per tile: the loader keeps up, the array timeline is the cycle model's
-        model_cycles, _ = op_cycles(stream.slots_per_tile, R, C, d)
-        assert end + 1 == model_cycles + 1, (name, end, model_cycles)
-    else:  # two-channel beats stall on this case's reuse-heavy tiles
-        assert not pred.keeps_up and end + 1 > op_cycles(stream.slots_per_tile, R, C, d)[0] + beats[0]
+        assert pred.keeps_up and end + 1 == model_cycles + 1, (name, end, model_cycles)
+    elif name == "mixed_uint8":  # two-channel beats stall on this case's reuse-heavy tiles
+        assert not pred.keeps_up and end + 1 > model_cycles + beats[0]
+    if pred.keeps_up:  # then the cycle model's timeline shifted by the first tile's load
+        assert end + 1 == model_cycles + beats[0], (name, end, model_cycles)
 
 
 def test_core_timeline_hand_example():

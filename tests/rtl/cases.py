@@ -228,7 +228,7 @@ def core_load_beats(case: Case, stream, cfg, P: int):  # noqa: N803
     `sim.stream.pack_lanes`, zeros past K and past the tile's rows/columns), and on a tile's last
     beat its descriptor: ``t_dec`` (2 bits per (row, group), row-major over ``partial_regs``
     groups), ``t_row_mask``, ``t_k0`` / ``t_k1`` (group channel ranges, `channel_bits` each),
-    ``t_n_groups``, ``t_clear``. ``ld_valid`` is the caller's.
+    ``t_n_groups``, ``t_clear``, ``t_wgroups`` (bit g set for a ``w``-axis group). ``ld_valid`` is the caller's.
     """
     from hw.dispatcher.matcher import channel_bits
     from sim.stream import pack_lanes
@@ -255,5 +255,6 @@ def core_load_beats(case: Case, stream, cfg, P: int):  # noqa: N803
                 beat.update(t_dec=sum(int(dec[r, g]) << (2 * (r * G + g))
                                       for r in range(rows) for g in range(dec.shape[1])),
                             t_row_mask=(1 << rows) - 1, t_k0=k0, t_k1=k1, t_n_groups=len(case.groups),
-                            t_clear=int(tile.clear))
+                            t_clear=int(tile.clear),
+                            t_wgroups=sum(1 << g for g, grp in enumerate(case.groups) if grp[2] == "w"))
             yield beat

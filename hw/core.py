@@ -57,11 +57,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher, channel_bits, matcher_signature
-from hw.pe import PEMode
+from hw.pe import COMPUTE, PARTIAL, REUSE, PEMode
 from hw.top import TOP_MODULE_NAME, Top, row_bits, top_signature
-
-#: Decision codes (algo.golden, SPEC section 2).
-COMPUTE, PARTIAL, REUSE = 0, 1, 2
 
 #: Default channels per load beat. Source: a matcher slot carries at most two channels (SPEC
 #: section 3), so a tile whose n active channels need at least ceil(n / 2) slots is loaded in

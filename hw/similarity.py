@@ -24,10 +24,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, X_BITS
-
-#: Decision codes, as in algo.golden (0 = COMPUTE, 1 = PARTIAL, 2 = REUSE; SPEC section 2).
-COMPUTE, PARTIAL, REUSE = 0, 1, 2
+from hw.pe import COMPUTE, LO_BITS, PARTIAL, REUSE, X_BITS
 
 
 def sad_bits(cfg: AcceleratorConfig) -> int:

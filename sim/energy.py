@@ -32,12 +32,14 @@ import math
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
+from hw.pe import LO_BITS, W_BITS
 from sim.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.area import SPLIT_MULT_FRACTION, area_breakdown
 from sim.tech import TechTable, load_tech
 
-#: Fraction of an 8x8 multiplier's energy for a PARTIAL (4x8 low half) multiply (hw/pe.py LO_BITS = 4).
-MAC4_FRACTION = (4 * 8) / 64
+#: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
+#: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
+MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
 
 COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", *(f"sram_{b}" for b in SRAM_BUFFERS),
               "dram", "vector_unit", "leakage")

@@ -238,3 +238,10 @@ def test_spatial_cases_cover_the_link_modes():
         for s in build_stream(case.X, case.W, case.grid, case.groups, case.decisions, 4, CFG).slots:
             seen.update((int(s.mode[r]), int(s.sel[r]), int(s.sp_a), int(s.sp_b)) for r in range(CFG.array_rows))
     assert set(LINK_MODES) <= seen, sorted(set(LINK_MODES) - seen)
+
+
+def test_decision_codes_equal_golden():
+    import algo.golden as golden
+    import hw.pe as pe
+
+    assert (pe.COMPUTE, pe.PARTIAL, pe.REUSE) == (golden.COMPUTE, golden.PARTIAL, golden.REUSE) == (0, 1, 2)

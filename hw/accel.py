@@ -70,7 +70,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.core import LOAD_CHANNELS, TileCore, _instance, operand_channels
+from hw.core import LOAD_CHANNELS, TileCore, _instance, core_signature, operand_channels
 from hw.dispatcher.matcher import channel_bits
 from hw.dispatcher.scheduler import WINDOW_TILES, Scheduler
 from hw.pe import X_BITS
@@ -126,7 +126,6 @@ class Accel(wiring.Component):
                  load_channels: int = LOAD_CHANNELS, pe: str = "inline"):
         R, C, G, d = cfg.array_rows, cfg.array_cols, cfg.partial_regs, cfg.drain_rows_per_cycle  # noqa: N806
         P = load_channels  # noqa: N806
-        self._MustUse__silence = True  # not elaborated if the checks below raise (amaranth's unused warning)
         if P < 1 or P & (P - 1):
             raise ValueError(f"load_channels = {P}: must be a power of two")
         self.cfg, self.P, self.pe_kind = cfg, P, pe
@@ -150,12 +149,8 @@ class Accel(wiring.Component):
                 raise ValueError(f"pe='instance' wires the emitted kaleido_core (load_channels = {LOAD_CHANNELS}, "
                                  f"max_k = {operand_channels(cfg)}): got load_channels = {P}, max_k = {self.max_k}")
             # The emitted kaleido_core (hw.rtl: default max_k and load_channels): only its ports are used.
-            proto = TileCore(cfg, pe="instance", load_channels=P)
-            for obj in (proto, *proto.xbuf, *proto.wbuf):  # built for the signature only, never elaborated
-                obj._MustUse__silence = True
-            self.core_sig = proto.signature
-            self.core = proto.signature.flip().create()
-        self._MustUse__silence = False
+            self.core_sig = core_signature(cfg, load_channels=P)
+            self.core = self.core_sig.flip().create()
         cb, sb = channel_bits(cfg), sad_bits(cfg)
         self.addr_bits = max(_bits(self.max_tokens * self.KB), _bits(self.max_nb * self.KB))
         super().__init__({

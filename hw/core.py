@@ -141,6 +141,26 @@ class OperandBuffer(wiring.Component):
         return m
 
 
+def core_signature(cfg: AcceleratorConfig, max_k: int | None = None,
+                   load_channels: int = LOAD_CHANNELS) -> wiring.Signature:
+    """The ports of `TileCore` (module docstring) for `cfg`, ``max_k`` channels per bank (default
+    `operand_channels`) and P = ``load_channels`` channels per load beat."""
+    R, C, G, d = cfg.array_rows, cfg.array_cols, cfg.partial_regs, cfg.drain_rows_per_cycle  # noqa: N806
+    cb, P = channel_bits(cfg), load_channels  # noqa: N806
+    depth = -(-(max_k or operand_channels(cfg)) // P)
+    return wiring.Signature({
+        "ld_valid": In(1), "ld_ready": Out(1), "ld_beat": In(unsigned(max(1, (depth - 1).bit_length()))),
+        "ld_x": In(unsigned(P * R * 8)), "ld_w": In(unsigned(P * C * 8)),
+        "ld_last": In(1),
+        "t_dec": In(unsigned(R * G * 2)), "t_row_mask": In(unsigned(R)),
+        "t_k0": In(unsigned(G * cb)), "t_k1": In(unsigned(G * cb)), "t_n_groups": In(range(G + 1)),
+        "t_clear": In(1), "t_wgroups": In(unsigned(G)), "x_unsigned": In(1),
+        "busy": Out(1),
+        "out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * row_bits(cfg))),
+        "out_data": Out(unsigned(d * C * cfg.acc_bits)),
+    })
+
+
 class TileCore(wiring.Component):
     """Two banks of (operand buffers, decisions, matcher) + slot former + `Top` (module docstring).
 
@@ -158,10 +178,9 @@ class TileCore(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, pe: str = "inline", max_k: int | None = None,
                  load_channels: int = LOAD_CHANNELS):
-        R, C, G, d = cfg.array_rows, cfg.array_cols, cfg.partial_regs, cfg.drain_rows_per_cycle  # noqa: N806
+        R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
         if load_channels < 1 or load_channels & (load_channels - 1):
             raise ValueError(f"load_channels = {load_channels}: must be a power of two")
-        cb = channel_bits(cfg)
         self.cfg, self.pe_kind, self.P = cfg, pe, load_channels
         self.max_k = max_k or operand_channels(cfg)
         self.depth = -(-self.max_k // load_channels)
@@ -174,17 +193,7 @@ class TileCore(wiring.Component):
         #: Per bank: X and W operand buffers (beats of P channels).
         self.xbuf = [OperandBuffer(load_channels * R * 8, self.depth, kind) for _ in range(2)]
         self.wbuf = [OperandBuffer(load_channels * C * 8, self.depth, kind) for _ in range(2)]
-        super().__init__({
-            "ld_valid": In(1), "ld_ready": Out(1), "ld_beat": In(unsigned(self.xbuf[0].abits)),
-            "ld_x": In(unsigned(load_channels * R * 8)), "ld_w": In(unsigned(load_channels * C * 8)),
-            "ld_last": In(1),
-            "t_dec": In(unsigned(R * G * 2)), "t_row_mask": In(unsigned(R)),
-            "t_k0": In(unsigned(G * cb)), "t_k1": In(unsigned(G * cb)), "t_n_groups": In(range(G + 1)),
-            "t_clear": In(1), "t_wgroups": In(unsigned(G)), "x_unsigned": In(1),
-            "busy": Out(1),
-            "out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * row_bits(cfg))),
-            "out_data": Out(unsigned(d * C * cfg.acc_bits)),
-        })
+        super().__init__(core_signature(cfg, self.max_k, load_channels))
 
     def elaborate(self, platform):
         m = Module()

@@ -20,7 +20,7 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
 - ``array_io``: the input skew (row i: i + 1 registers of the row lane; column j: j + 1 registers of
   the column lane) and the de-skew (column j: C - 1 - j registers of d acc-bit ports plus d valid
   bits), from hw/array.py.
-- ``dispatcher`` (estimate): similarity unit with R lanes, each a 9-bit subtractor, a 9-bit
+- ``dispatcher`` (estimate): similarity unit with L lanes (`sim.memory.similarity_lanes`, default R), each a 9-bit subtractor, a 9-bit
   conditional negate and a 16-bit accumulator (34 adder bits) and two 16-bit compares (32 adder
   bits); matcher: a 2-bit adder and a compare per (group pair, row) (P^2 R x 4 adder bits) and a
   double-buffered tile of decisions (2 x R P x 2 register bits).
@@ -91,7 +91,9 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     col_lane = sum(mem["i_" + f].shape.width for f in COL_FIELDS)
     skew_bits = row_lane * R * (R + 1) // 2 + col_lane * C * (C + 1) // 2 + (d * acc + d) * C * (C - 1) // 2
     um2["array_io_skew"] = _um2(tech, reg_bits=skew_bits)
-    um2["dispatcher"] = _um2(tech, add_bits=R * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
+    from sim.memory import similarity_lanes
+
+    um2["dispatcher"] = _um2(tech, add_bits=similarity_lanes(cfg) * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
     um2["vector_unit"] = C * d * lane
     for buf in ("input", "weight", "output", "partial"):

@@ -136,7 +136,7 @@ def simulate_step(model: str, resolution: str, blocks: int | None = None, seed: 
             t1 = time.perf_counter()
             r = simulate_op(op, grid, 4, cfg)
             mem = op_memory_timing(name, batch, M, K, N, r["cycles"],
-                                   kaleido_dram_bytes(cfg, batch, M, K, N, grid), cfg)
+                                   kaleido_dram_bytes(cfg, batch, M, K, N, grid), cfg, similarity=True)
             t2 = time.perf_counter()
             gen_s, sim_s = gen_s + t1 - t0, sim_s + t2 - t1
             for k in ("cycles", "dense_cycles", "no_dispatcher_cycles"):

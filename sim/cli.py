@@ -148,8 +148,12 @@ def capture(
     derive_steps: Annotated[str, typer.Option(
         help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
     stream_blocks: Annotated[bool, _flag(
-        "--stream-blocks", help="Wan, seeded weights: build each block just before it runs and free it after "
-                                "(one block in memory: wan2.1-t2v-14b)")] = False,
+        "--stream-blocks", help="any model, seeded or --weights (safetensors): fill each block just before it "
+                                "runs and free it after (one block in memory: wan2.1-t2v-14b, hunyuanvideo); "
+                                "same trace as without")] = False,
+    attn_states: Annotated[bool, _flag(
+        "--attn-states/--no-attn-states", help="store the attention output and log-sum-exp per head on "
+                                               "self-attention pv ops (480p: ~201 MB per block and step)")] = True,
 ) -> None:
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
@@ -181,7 +185,7 @@ def capture(
                     thetas=thetas, model=model, size=size, derive_blocks=derive_blocks or "all",
                     derive_steps=derive_steps or "all", num_inference_steps=num_inference_steps, progress=cb,
                     seed=seed, b_msb=b_msb, ops=ops or None, include_cross=cross, resolution=resolution or None,
-                    weights=weights, dtype=dtype)
+                    weights=weights, dtype=dtype, attn_states=attn_states)
             n_der = sum(o.derived_from is not None for o in tr.ops)
             typer.echo(f"wrote {out}: derived decision trace, {len(tr.ops)} ops ({n_der} derived), grid {tr.grid}, "
                        f"model {tr.model}, {_size_label(tr.size)}")
@@ -199,7 +203,7 @@ def capture(
                 out, model=model, size=size, steps=step_list, num_inference_steps=num_inference_steps,
                 seed=seed, theta=th, b_msb=b_msb, progress=cb, blocks=block_list, include_cross=cross,
                 ops=ops or None, resolution=resolution or None, weights=weights, dtype=dtype,
-                thetas=thetas if decisions_only else None, stream_blocks=stream_blocks,
+                thetas=thetas if decisions_only else None, stream_blocks=stream_blocks, attn_states=attn_states,
             )
     except _known_errors() as err:
         _fail(str(err))
@@ -378,9 +382,9 @@ def simulate(
               f"{res['pe_utilization']:.1%} (dense {res['dense_pe_utilization']:.1%}); decisions C/P/R "
               f"{rf['compute']:.1%}/{rf['partial']:.1%}/{rf['reuse']:.1%}")
     st = res["stall_cycles"]
-    out.print(f"with DRAM and vector unit: {res['total_cycles']:,} cycles vs {res['dense_total_cycles']:,} dense "
-              f"-> {res['total_speedup']:.2f}x; stalls: drain {st['drain']:,} (in the array cycles), "
-              f"DRAM {st['dram']:,}, vector {st['vector']:,}")
+    out.print(f"with DRAM, vector and similarity units: {res['total_cycles']:,} cycles vs "
+              f"{res['dense_total_cycles']:,} dense -> {res['total_speedup']:.2f}x; stalls: drain {st['drain']:,} "
+              f"(in the array cycles), DRAM {st['dram']:,}, vector {st['vector']:,}, similarity {st['similarity']:,}")
     if (ds := res.get("dispatcher_stats")) is not None and no_dispatcher:
         out.print(f"dispatcher off (raster order): {ds['tiles']:,} tiles, {ds['skipped_groups']:,} skipped groups")
     elif ds is not None:  # sim.actions.dispatcher_stats

@@ -33,11 +33,21 @@ softmax numerators, 1/rowsum, GELU, residual) streams on the drained results (so
 streaming, with a running row max); the last tile's share ``min(R, M) * min(C, N) / (M * N)`` runs
 after the last result, tail ``Vt``. The rest, ``Vo = max(0, V_total - Vh - Vt)``, overlaps the array.
 
-Combination. With A = the array's cycles: ``vector stall = Vh + Vt + max(0, Vo - A)``; ``dram stall
-= Dh + Dt + max(0, Do - max(A, Vo))`` (double-buffered) or ``D`` (not): overlapped work longer than
-the array is charged to the vector unit up to its own excess, the remainder to DRAM, so that
-``total_cycles = A + dram stall + vector stall`` = ``Dh + Vh + max(A, Vo, Do) + Vt + Dt``. Ops run
-one after another (no overlap between ops, as in `sim.simulate`).
+Similarity unit, per op, Kaleido only (docs/decisions.md D31). It decides every (token, group) in
+its own pass over X, ahead of the array (D23): ``lanes = similarity_lanes`` channels per cycle
+(config; default ``array_rows``, the area model's size), ``S = ceil(batch * M * K / lanes)``. The
+first tile's decisions must exist before its first slot, head ``Sh = ceil(min(R, M) * K / lanes)``
+(a lower bound: with the scheduler, the first window's positions in every frame are decided before
+its first tile); the rest, ``So = S - Sh``, overlaps the array. For ``pv`` (K = M keys, N = d_h
+= 128 = C) the pass is as long as the dense array's op, so reuse cannot shorten pv unless the unit
+is wider than R lanes.
+
+Combination. With A = the array's cycles: ``vector stall = Vh + Vt + max(0, Vo - A)``;
+``similarity stall = Sh + max(0, So - max(A, Vo))``; ``dram stall = Dh + Dt + max(0, Do - max(A,
+Vo, So))`` (double-buffered) or ``D`` (not): overlapped work longer than the array is charged to
+the vector unit up to its own excess, then to the similarity unit, the remainder to DRAM, so that
+``total_cycles = A + dram + vector + similarity stalls`` = ``Dh + Vh + Sh + max(A, Vo, So, Do) + Vt
++ Dt``. Ops run one after another (no overlap between ops, as in `sim.simulate`).
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ from sim.actions import kaleido_dram, value_bytes, vector_work
 def vector_lanes(cfg: AcceleratorConfig) -> int:
     """Vector-unit lanes: ``cfg.vector_lanes``, or ``array_cols * drain_rows_per_cycle`` when unset."""
     return cfg.vector_lanes if cfg.vector_lanes is not None else cfg.array_cols * cfg.drain_rows_per_cycle
+
+
+def similarity_lanes(cfg: AcceleratorConfig) -> int:
+    """Similarity-unit lanes: ``cfg.similarity_lanes``, or ``array_rows`` when unset."""
+    return cfg.similarity_lanes if cfg.similarity_lanes is not None else cfg.array_rows
 
 
 def fold_bytes(cfg: AcceleratorConfig, K: int) -> dict[str, int]:  # noqa: N803
@@ -96,7 +111,7 @@ def kaleido_dram_bytes(cfg: AcceleratorConfig, batch: int, M: int, K: int, N: in
 
 
 def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,  # noqa: N803
-                     dram_bytes: float, cfg: AcceleratorConfig) -> dict:
+                     dram_bytes: float, cfg: AcceleratorConfig, similarity: bool = False) -> dict:
     """Stalls of one op beyond the array's ``cycles`` (module docstring rules).
 
     Args:
@@ -104,14 +119,16 @@ def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,
         batch, M, K, N: the op's shape per batch element.
         cycles: the array's cycles for the whole op (`sim.cycle_model`).
         dram_bytes: DRAM read + write bytes of the whole op (`sim.actions`).
+        similarity: the op's decisions come from the similarity unit (Kaleido; not the dense array).
 
     Returns:
-        ``stall_cycles`` (``dram``, ``vector``), ``total_cycles``, ``dram_cycles`` (D),
-        ``vector_cycles`` (V_total), ``double_buffered``; all cycles are ints.
+        ``stall_cycles`` (``dram``, ``vector``, ``similarity``), ``total_cycles``, ``dram_cycles``
+        (D), ``vector_cycles`` (V_total), ``similarity_cycles`` (S, 0 without `similarity`),
+        ``double_buffered``; all cycles are ints.
     """
     if cycles <= 0:
-        return {"stall_cycles": {"dram": 0, "vector": 0}, "total_cycles": 0, "dram_cycles": 0,
-                "vector_cycles": 0, "double_buffered": True}
+        return {"stall_cycles": {"dram": 0, "vector": 0, "similarity": 0}, "total_cycles": 0, "dram_cycles": 0,
+                "vector_cycles": 0, "similarity_cycles": 0, "double_buffered": True}
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     lanes = vector_lanes(cfg)
     r0, c0, kf = min(R, M), min(C, N), min(K, R)
@@ -120,27 +137,32 @@ def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,
     vh = _vcycles(pa * r0 / M, pm * r0 / M, lanes)
     vt = _vcycles(qa * r0 * c0 / (M * N), qm * r0 * c0 / (M * N), lanes)
     vo = max(0, v_total - vh - vt)
+    s_total = _vcycles(batch * M * K, 0, similarity_lanes(cfg)) if similarity else 0
+    sh = _vcycles(r0 * K, 0, similarity_lanes(cfg)) if similarity else 0
+    so = max(0, s_total - sh)
     d_total = dram_cycles(cfg, dram_bytes)
     db = double_buffered(cfg, K)
     if db:
         dh = min(d_total, dram_cycles(cfg, r0 * kf + kf * c0))
         dt = min(d_total - dh, dram_cycles(cfg, r0 * c0))
         do = max(0, d_total - dh - dt)
-        dram_stall = dh + dt + max(0, do - max(cycles, vo))
+        dram_stall = dh + dt + max(0, do - max(cycles, vo, so))
     else:
         dram_stall = d_total
     vec_stall = vh + vt + max(0, vo - cycles)
-    return {"stall_cycles": {"dram": int(dram_stall), "vector": int(vec_stall)},
-            "total_cycles": int(cycles + dram_stall + vec_stall), "dram_cycles": int(d_total),
-            "vector_cycles": int(v_total), "double_buffered": db}
+    sim_stall = sh + max(0, so - max(cycles, vo))
+    return {"stall_cycles": {"dram": int(dram_stall), "vector": int(vec_stall), "similarity": int(sim_stall)},
+            "total_cycles": int(cycles + dram_stall + vec_stall + sim_stall), "dram_cycles": int(d_total),
+            "vector_cycles": int(v_total), "similarity_cycles": int(s_total), "double_buffered": db}
 
 
 def annotate_memory(res: dict, cfg: AcceleratorConfig) -> dict:
     """Add the memory and vector timing to one op's result from `sim.simulate` (in place; returned).
 
     Reads ``name``, ``batch``, ``M``, ``K``, ``N``, ``cycles``, ``dense_cycles`` and the DRAM bytes of
-    ``actions`` and ``dense_actions`` (`sim.energy.EnergyModel.annotate_op`); adds ``dram`` and
-    ``vector`` to ``stall_cycles`` and ``dense_stall_cycles``, ``total_cycles`` and
+    ``actions`` and ``dense_actions`` (`sim.energy.EnergyModel.annotate_op`); adds ``dram``,
+    ``vector`` and ``similarity`` (Kaleido's similarity unit; 0 for dense) to ``stall_cycles`` and
+    ``dense_stall_cycles``, ``total_cycles`` and
     ``dense_total_cycles`` (array cycles + those stalls; the drain stall is already inside the array
     cycles), ``total_speedup`` and ``memory`` (``dram_cycles``, ``vector_cycles``,
     ``double_buffered``, ``dense_dram_cycles``).
@@ -150,12 +172,13 @@ def annotate_memory(res: dict, cfg: AcceleratorConfig) -> dict:
     for prefix, key in (("", "actions"), ("dense_", "dense_actions")):
         a = res[key]
         t = op_memory_timing(res["name"], *shape, res[f"{prefix}cycles"],
-                             a["dram_read_bytes"] + a["dram_write_bytes"], cfg)
+                             a["dram_read_bytes"] + a["dram_write_bytes"], cfg, similarity=prefix == "")
         res[f"{prefix}stall_cycles"].update(t["stall_cycles"])
         res[f"{prefix}total_cycles"] = t["total_cycles"]
         out[prefix] = t
     res["total_speedup"] = res["dense_total_cycles"] / res["total_cycles"] if res["total_cycles"] else 0.0
     res["memory"] = {"dram_cycles": out[""]["dram_cycles"], "vector_cycles": out[""]["vector_cycles"],
+                     "similarity_cycles": out[""]["similarity_cycles"],
                      "double_buffered": out[""]["double_buffered"],
                      "dense_dram_cycles": out["dense_"]["dram_cycles"]}
     return res

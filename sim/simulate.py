@@ -127,6 +127,8 @@ def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
             )
 
 
+#: Stall causes in the results (`sim.cycle_model`: drain; `sim.memory`: dram, vector, similarity).
+STALL_CAUSES = ("drain", "dram", "vector", "similarity")
 _ROLLUP_SUMS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles", "dense_total_cycles",
                 "useful_macs", "dense_macs")
 
@@ -229,7 +231,7 @@ def simulate_trace(
     weights, grid, b_msb, path), ``cycles``, ``dense_cycles``, ``speedup``, ``time_us`` and
     ``dense_time_us`` (at ``clock_mhz``), ``pe_utilization``, ``dense_pe_utilization``,
     ``reuse_fraction`` (``compute``/``partial``/``reuse``, fraction of streamed-operand elements),
-    ``stall_cycles`` by cause (``drain``: inside ``cycles``; ``dram``, ``vector``: `sim.memory`),
+    ``stall_cycles`` by cause (``drain``: inside ``cycles``; ``dram``, ``vector``, ``similarity``: `sim.memory`),
     ``total_cycles`` and ``dense_total_cycles`` (array cycles + DRAM and vector stalls),
     ``total_speedup``, ``total_time_us``, ``dispatcher``, ``by_block`` and ``by_step`` (`rollup`),
     and ``per_op`` (the same fields per op,
@@ -298,8 +300,8 @@ def simulate_trace(
         "no_dispatcher_cycles": nd_total,
         "no_dispatcher_pe_utilization": useful / (R * C * nd_total) if nd_total else 0.0,
         "reuse_fraction": _fractions(counts),
-        "stall_cycles": {k: sum(r["stall_cycles"][k] for r in per_op) for k in ("drain", "dram", "vector")},
-        "dense_stall_cycles": {k: sum(r["dense_stall_cycles"][k] for r in per_op) for k in ("drain", "dram", "vector")},
+        "stall_cycles": {k: sum(r["stall_cycles"][k] for r in per_op) for k in STALL_CAUSES},
+        "dense_stall_cycles": {k: sum(r["dense_stall_cycles"][k] for r in per_op) for k in STALL_CAUSES},
         "total_cycles": total, "dense_total_cycles": dense_total,
         "total_speedup": dense_total / total if total else 0.0, "total_time_us": total * us_per_cycle,
         "dispatcher": dispatcher,

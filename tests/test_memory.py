@@ -45,7 +45,7 @@ def test_compute_bound_ffn1_by_hand():
     total = 100 + 24 + 476 = 600 (= Dh + Vh + max(A, Vo, Do) + Vt + Dt = 16 + 64 + 272 + 240 + 8).
     """
     t = op_memory_timing("ffn1", 1, 16, 8, 8, 100, 800, cfg_of())
-    assert t["stall_cycles"] == {"dram": 24, "vector": 476}
+    assert t["stall_cycles"] == {"dram": 24, "vector": 476, "similarity": 0}
     assert (t["total_cycles"], t["dram_cycles"], t["vector_cycles"], t["double_buffered"]) == (600, 100, 576, True)
 
 
@@ -53,7 +53,7 @@ def test_dram_bound_by_hand():
     """The same op with 8,000 DRAM bytes: D = 1,000, Do = 976 > max(A, Vo) = 272, so the DRAM stall is
     24 + (976 - 272) = 728; the vector stall stays 476; total 1,304 = 16 + 64 + 976 + 240 + 8."""
     t = op_memory_timing("ffn1", 1, 16, 8, 8, 100, 8000, cfg_of())
-    assert t["stall_cycles"] == {"dram": 728, "vector": 476}
+    assert t["stall_cycles"] == {"dram": 728, "vector": 476, "similarity": 0}
     assert t["total_cycles"] == 1304
 
 
@@ -67,7 +67,7 @@ def test_no_double_buffering_serialises_dram():
     assert cfg.acc_bits == 28 and fold_bytes(cfg, 16) == {"input": 256, "weight": 256, "output": 1024}
     t = op_memory_timing("o_proj", 1, 16, 16, 16, 200, 800, cfg)
     assert t["double_buffered"] is False
-    assert t["stall_cycles"] == {"dram": 100, "vector": 128}
+    assert t["stall_cycles"] == {"dram": 100, "vector": 128, "similarity": 0}
     assert t["total_cycles"] == 428
 
 
@@ -79,7 +79,7 @@ def test_batch_scales_the_overlapped_part_only():
     Vo = 1152 - 192 = 960 < A: vector stall 192. DRAM: D = 0 bytes, so the prologue and epilogue
     (16 and 8 cycles for a full fold) are capped at 0."""
     t = op_memory_timing("qk", 2, 16, 8, 16, 1000, 0, cfg_of())
-    assert t["stall_cycles"] == {"dram": 0, "vector": 192}
+    assert t["stall_cycles"] == {"dram": 0, "vector": 192, "similarity": 0}
     assert t["total_cycles"] == 1192
 
 
@@ -135,3 +135,20 @@ def test_kaleido_dram_bytes_match_the_action_counts():
         dec[:16] = 0
         a = op_actions("qkv", [dec, dec], grid, groups, 48, 24, 20, 4, cfg, cycles=1000)
         assert kaleido_dram_bytes(cfg, 2, 48, 24, 20, grid) == a["dram_read_bytes"] + a["dram_write_bytes"]
+
+
+def test_similarity_unit_bounds_pv_by_hand():
+    """pv, 2 heads, M = 16 queries, K = 16 keys, N = 8, A = 40 array cycles, no DRAM bytes, on 8x8
+    with the default similarity lanes (R = 8) and a vector unit too wide to matter (10^6 lanes: its
+    post work rounds up to Vt = 1 cycle, V_total = 1, no pre work, Vo = 0).
+    Similarity unit: S = ceil(2 * 16 * 16 / 8) = 64; head Sh = ceil(min(8, 16) * 16 / 8) = 16; So = 48.
+    Stall = 16 + max(0, 48 - max(40, 0)) = 24; total = 40 + 0 + 1 + 24 = 65. The dense array makes no
+    decisions: stall 0, total 41."""
+    cfg = cfg_of(vector_lanes=10**6)
+    t = op_memory_timing("pv", 2, 16, 16, 8, 40, 0, cfg, similarity=True)
+    assert t["stall_cycles"] == {"dram": 0, "vector": 1, "similarity": 24}
+    assert (t["total_cycles"], t["similarity_cycles"]) == (65, 64)
+    assert op_memory_timing("pv", 2, 16, 16, 8, 40, 0, cfg)["total_cycles"] == 41
+    wide = op_memory_timing("pv", 2, 16, 16, 8, 40, 0, cfg_of(vector_lanes=10**6, similarity_lanes=32),
+                            similarity=True)
+    assert wide["stall_cycles"]["similarity"] == 4 and wide["similarity_cycles"] == 16  # Sh = 4, So = 12 < 40

@@ -18,6 +18,11 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
   within it the P chunks (12 heads x 21 frames = 252 chunks): time computing them and time deciding
   on them, total and per chunk (`pv_chunk_line`).
 
+- ``pv-probe`` (what ``make bench-capture`` runs instead of ``pv``, which takes about half an hour):
+  `algo.capture.pv_decisions` on 3 frame chunks of one head at 480p (1,560 queries x 32,760 keys,
+  d_h 128, seeded normal Q and K), reporting the same per-chunk times, extrapolated to the block's
+  252 chunks.
+
 Target (issue 4): capture of every op but pv within 1.3x of the bare forward, peak memory < 8 GB.
 Run: ``python -m algo.bench_capture`` (several minutes on 2 cores).
 """
@@ -96,6 +101,25 @@ def _capture(ops: str, thetas: str) -> dict:
     return {**tr.timing, "file_bytes": size, "ops": len(tr.ops), "peak_gb": _peak_gb()}
 
 
+def part_pv_probe(frames: int = 3) -> dict:
+    """P chunks and their decisions for one head, ``frames`` latent frames of 480p (see module docstring)."""
+    from algo.capture import pv_decisions
+    from algo.golden import block_groups
+    from algo.trace import Group
+
+    f_all, h, w = 21, 30, 52  # 480p latent grid (SPEC section 1)
+    m, d_h = f_all * h * w, 128
+    gen = torch.Generator().manual_seed(SEED)
+    q = torch.randn(1, frames * h * w, d_h, generator=gen)
+    k = torch.randn(1, m, d_h, generator=gen)
+    groups = [Group(*g) for g in block_groups(m)]
+    timing: dict = {}
+    pv_decisions(q, k, (frames, h, w), groups, [(4.0, 12.0)], 4, timing=timing)
+    chunks = 12 * f_all
+    per = (timing["p_chunk_s"] + timing["p_decide_s"]) / max(1, timing["p_chunks"])
+    return {**timing, "block_estimate_s": per * chunks, "block_chunks": chunks, "peak_gb": _peak_gb()}
+
+
 def run_part(name: str) -> dict:
     out = subprocess.run([sys.executable, "-m", "algo.bench_capture", name], capture_output=True, text=True,
                          check=True)
@@ -105,7 +129,7 @@ def run_part(name: str) -> dict:
 def main() -> None:
     bare = run_part("bare")
     cap = run_part("capture")
-    pv = run_part("pv")
+    pv = run_part("pv-probe")
     ratio = cap["blocks_s"] / bare["bare_block_s"]
     print(f"capture, one Wan2.1-1.3B block at 480p (32,760 tokens), bf16, step {STEP}, 2-core CPU:")
     gemm = "oneDNN bf16" if bare["native_bf16_gemm"] else "float32 GEMMs of bf16 operands (no oneDNN bf16)"
@@ -116,9 +140,10 @@ def main() -> None:
           f"(embeddings too) {cap['forward_s']:.1f} s ({cap['forward_s'] / bare['bare_block_s']:.2f}x); model build "
           f"{cap['build_s']:.1f} s; trace {cap['file_bytes'] / 1e6:.2f} MB; peak {cap['peak_gb']:.2f} GB "
           "(target < 8 GB)")
-    print(f"  pv (P in 1,560-query frame chunks, 12 heads, theta 4,12): P + decisions {pv['pv_s']:.1f} s, "
-          f"whole forward {pv['forward_s']:.1f} s; peak {pv['peak_gb']:.2f} GB")
-    print("  " + pv_chunk_line(pv))
+    print(f"  pv probe (one head, {int(pv['p_chunks'])} frame chunks of 1,560 queries x 32,760 keys, theta 4,12; "
+          f"peak {pv['peak_gb']:.2f} GB): " + pv_chunk_line(pv))
+    print(f"  pv whole block, extrapolated: {pv['block_chunks']} chunks x per-chunk time = "
+          f"{pv['block_estimate_s'] / 60:.1f} min (`python -m algo.bench_capture pv` runs it)")
 
 
 def pv_chunk_line(t: dict) -> str:
@@ -132,7 +157,8 @@ def pv_chunk_line(t: dict) -> str:
 if __name__ == "__main__":
     if len(sys.argv) > 1:
         part = {"bare": lambda: part_bare(*(int(a) for a in sys.argv[2:3]), fp32_gemm="ref" not in sys.argv[3:]),
-                "capture": lambda: _capture(OPS, THETAS), "pv": lambda: _capture("pv", "4,12")}
+                "capture": lambda: _capture(OPS, THETAS), "pv": lambda: _capture("pv", "4,12"),
+                "pv-probe": part_pv_probe}
         print(json.dumps(part[sys.argv[1]]()))
     else:
         main()

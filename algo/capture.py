@@ -31,7 +31,8 @@ dispatch_attention_fn``) and CogVideoX (``F.scaled_dot_product_attention`` insid
 joint text+video attention maps onto the same op names with the video tokens as GEMM rows and
 text tokens as extra keys (`_register`, docs/capture.md "How ops map"). Exact traces also hold the
 attention output and log-sum-exp per head of every self-attention ``pv`` (`softmax_numerators`
-with ``v``; trace format version 3); `write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
+with ``v``; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
+`write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.
 
@@ -198,7 +199,7 @@ def _decide_packed(x_q: np.ndarray, grid, groups: list[Group], thetas, b_msb: in
 
 
 def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], groups: list[Group],
-                 thetas, b_msb: int, timing: dict | None = None) -> np.ndarray:
+                 thetas, b_msb: int, timing: dict | None = None, v: torch.Tensor | None = None):
     """Packed decisions of ``pv``'s streamed operand P without ever holding P whole.
 
     P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
@@ -212,12 +213,17 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     Args:
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
+        v: ``[heads, L, d_v]`` float, or None: with it, the attention states are computed in the
+            same frame chunks (`softmax_numerators` with ``v``: float32, from the unrounded
+            exponentials), at no extra score computation.
 
         timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
             ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
 
     Returns:
-        uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical to packing `decide` on the whole P.
+        v None: uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical to packing `decide` on
+        the whole P. v given: ``(packed, out, lse)`` with ``out`` float32 ``[heads, M, d_v]``
+        (``softmax(s) V``) and ``lse`` float32 ``[heads, M]`` (``log sum_j exp s_ij``).
 
     Raises:
         CaptureError: a group that does not reuse along frames.
@@ -229,6 +235,9 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     gt = [g.as_tuple() for g in groups]
     heads = q.shape[0]
     dec = np.empty((len(thetas), heads, q.shape[1], len(groups)), dtype=np.int8)
+    if v is not None:
+        att = np.empty((heads, q.shape[1], v.shape[2]), dtype=np.float32)
+        lse = np.empty((heads, q.shape[1]), dtype=np.float32)
     tm = timing if timing is not None else {}
     for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
         tm.setdefault(key, 0)
@@ -236,7 +245,13 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         prev = None  # int16 [T, H*W, L]: effective P of the previous frame, per theta
         for f in range(f_n):
             t0 = time.perf_counter()
-            p = softmax_numerators(q[hd:hd + 1, f * hw:(f + 1) * hw], k[hd:hd + 1])[0]  # [hw, L] uint8
+            rows = slice(f * hw, (f + 1) * hw)
+            if v is None:
+                p = softmax_numerators(q[hd:hd + 1, rows], k[hd:hd + 1])[0]  # [hw, L] uint8
+            else:
+                p, att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = softmax_numerators(
+                    q[hd:hd + 1, rows], k[hd:hd + 1], v=v[hd:hd + 1])
+                p = p[0]
             t1 = time.perf_counter()
             tm["p_chunks"] += 1
             tm["p_chunk_s"] += t1 - t0
@@ -246,7 +261,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
             else:
                 dec[:, hd, f * hw:(f + 1) * hw] = decide_multi(p, (1, h_n, w_n), gt, thetas, b_msb, prev=prev)
             tm["p_decide_s"] += time.perf_counter() - t1
-    return np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
+    packed = np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
+    return packed if v is None else (packed, att, lse)
 
 
 class _Recorder:
@@ -394,10 +410,15 @@ class _Recorder:
             self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False,
                       states=(out, lse) if states else None)
         else:
-            packed = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb, timing=self.timing)
+            states = kind == "self" and self.attn_states
+            res = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb, timing=self.timing,
+                               v=vh if states else None)
+            packed = res[0] if states else res
             dims = (qh.shape[0], qh.shape[1], kh.shape[1], vh.shape[2])
-            self._emit(self._decision_op(prefix + "pv", block, dims, packed, pv_groups, False, 1.0 / 255.0,
-                                         _scale_of(vh)))
+            op = self._decision_op(prefix + "pv", block, dims, packed, pv_groups, False, 1.0 / 255.0, _scale_of(vh))
+            if states:
+                op.attn_out, op.lse = np.ascontiguousarray(res[1]), np.ascontiguousarray(res[2])
+            self._emit(op)
         self.timing["pv_s"] += time.perf_counter() - t0
 
     # -- context and progress hooks --------------------------------------------------------------
@@ -738,12 +759,14 @@ def capture(
         thetas: None for an exact trace (int8 operands); else a decision trace holding packed
             decisions for each pair (``"2,6;4,12;8,24"`` or a list of pairs), no operands.
         image, pan_px, shift: latent content and schedule (`algo.latents`).
-        stream_blocks: Wan models with seeded weights: keep the blocks on the meta device and
-            build each one just before it runs, freeing it after (`algo.models.StreamedBlocks`:
-            one block in memory at a time, e.g. Wan2.1-14B; block b seeded with
-            ``seed * 100003 + b + 1``, so weights differ from the unstreamed model's).
-        attn_states: exact traces: store the attention output and log-sum-exp per head on every
-            self-attention ``pv`` op (`algo.trace`, version 3).
+        stream_blocks: any model, seeded or with `weights`: keep the blocks on the meta device and
+            fill each one just before it runs, freeing it after (`algo.models.build_streamed`:
+            one block in memory at a time, e.g. Wan2.1-14B, HunyuanVideo; seeded blocks are
+            rebuilt from their recorded RNG state, checkpoint blocks read lazily with
+            ``safe_open``; the trace equals the unstreamed capture bit for bit).
+        attn_states: store the attention output and log-sum-exp per head on every self-attention
+            ``pv`` op (`algo.trace`: exact traces version 3; decision traces version 4, computed in
+            `pv_decisions`' frame chunks).
         out: write the trace here as it is captured (`algo.trace.TraceWriter`: op arrays stream
             into a temporary file, renamed into place at the end; nothing is left on error). The
             returned trace then holds the decision ops (decision traces) or only op shapes (exact).
@@ -800,10 +823,8 @@ def capture(
     folder = weights is not None and Path(weights).expanduser().is_dir()
     streamer = None
     if stream_blocks:
-        if weights is not None:
-            raise CaptureError("--stream-blocks builds seeded blocks; it cannot load --weights")
         net, weights_desc, streamer = build_streamed(spec.name, size, seed, dtype=DTYPES[dtype] if dtype else None,
-                                                     num_layers=last + 1)
+                                                     num_layers=last + 1, weights=weights)
         run_dtype = DTYPES[dtype] if dtype else spec.dtype.get(size, torch.float32)
     else:
         net, weights_desc = build_model(spec.name, size, seed, weights=weights,

@@ -163,6 +163,8 @@ def derive_trace(out: str | Path | None, *, from_blocks: Sequence[int], from_ste
                                    f"block {sb}'s")
             d = dataclasses.replace(o, block=tgt.block, step=tgt.step,
                                     derived_from=None if (ss, sb) == (tgt.step, tgt.block) else (ss, sb))
+            if d.derived_from is not None:  # attention states are the captured block's own (D28)
+                d.attn_out = d.lse = None
             if writer is not None:
                 writer.add(d)
             ops.append(d)

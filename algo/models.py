@@ -34,8 +34,10 @@ Further models (issue 4), every ``full`` config copied from the model's publishe
 
 - ``wan2.1-t2v-14b`` (``Wan-AI/Wan2.1-T2V-14B-Diffusers``): `diffusers.WanTransformer3DModel`,
   40 heads x 128 (d = 5120), 40 layers, ffn_dim 13824, otherwise as 1.3B; RoPE 44/42/42. 28 GB in
-  bf16: capture builds only the blocks up to the last recorded one; full-size traces come from
-  ``--shape-only`` or `algo.derive`. ``tiny``: the 1.3B tiny config (same architecture).
+  bf16: capture builds only the blocks up to the last recorded one, and `build_streamed`
+  (``--stream-blocks``, any model, seeded or from a safetensors checkpoint) holds one block at a
+  time; full-size traces come from ``--shape-only`` or `algo.derive`. ``tiny``: the 1.3B tiny
+  config (same architecture).
 - ``hunyuanvideo`` (``hunyuanvideo-community/HunyuanVideo``, the diffusers conversion of
   tencent/HunyuanVideo): `diffusers.HunyuanVideoTransformer3DModel`, 24 heads x 128 (d = 3072),
   20 dual-stream + 40 single-stream blocks, mlp_ratio 4 (d_ffn 12288), 2 token-refiner layers,
@@ -59,6 +61,7 @@ Further models (issue 4), every ``full`` config copied from the model's publishe
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -318,8 +321,18 @@ def _norm(v):
     return list(v) if isinstance(v, (list, tuple)) else v
 
 
-def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.Module, str]:
-    """A diffusers-format folder: ``config.json`` + weights, or a pipeline folder with ``transformer/``."""
+def _folder_root(spec: ModelSpec, size: str, path: Path) -> Path:
+    """The folder holding the transformer's ``config.json`` and weights (`path` or ``path/transformer``),
+    after checking that config against ``(spec, size)``.
+
+    Raises:
+        CaptureError: no or unreadable ``config.json``, another class, or an architecture mismatch.
+    """
+    return path / (_folder_config(spec, size, path) or "")
+
+
+def _folder_config(spec: ModelSpec, size: str, path: Path) -> str | None:
+    """Check a diffusers folder's config; returns the subfolder (None or ``"transformer"``)."""
     import json
 
     sub = None
@@ -336,6 +349,12 @@ def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.
     if found.get("_class_name") not in (None, spec.diffusers_class):
         raise CaptureError(f"--weights {path}: holds a {found.get('_class_name')}, expected {spec.diffusers_class}")
     _check_config(found, spec, size, str(path))
+    return sub
+
+
+def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.Module, str]:
+    """A diffusers-format folder: ``config.json`` + weights, or a pipeline folder with ``transformer/``."""
+    sub = _folder_config(spec, size, path)
     try:
         model = cls.from_pretrained(str(path), subfolder=sub, local_files_only=True)
     except (OSError, ValueError, RuntimeError, KeyError) as err:
@@ -343,6 +362,15 @@ def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.
         if "low_cpu_mem_usage" in msg:
             msg += "; diffusers needs the `accelerate` package to load this class (pip install accelerate)"
         raise CaptureError(f"--weights {path}: cannot load the diffusers checkpoint ({msg})") from None
+    # A sharded folder leaves tensors as views into the memory-mapped shards at any 8-byte offset;
+    # MKL's float32 GEMM rounds differently for differently aligned operands (measured: Q of a tiny
+    # Wan differed in the last bit between the single-file and the sharded folder of one model).
+    # Misaligned tensors are copied into fresh, 64-byte aligned memory (PyTorch's CPU allocator), as
+    # every other loader's tensors are.
+    for tensors in (model.parameters(), model.buffers()):
+        for t in tensors:
+            if t.data_ptr() % 64:
+                t.data = t.data.clone()
     return model, f"checkpoint (diffusers folder): {path}"
 
 
@@ -536,83 +564,326 @@ def _resize_crop_region(src: tuple[int, int], tgt_width: int, tgt_height: int):
     return (top, left), (top + rh, left + rw)
 
 
-def block_seed(seed: int, block: int) -> int:
-    """Seed of block ``block`` in a streamed model (`StreamedBlocks`): ``seed * 100003 + block + 1``
-    (project choice: distinct per block, reproducible)."""
-    return int(seed) * 100003 + int(block) + 1
+#: File names of a diffusers model folder's safetensors weights (diffusers ``SAFETENSORS_WEIGHTS_NAME``
+#: and ``SAFE_WEIGHTS_INDEX_NAME``, 0.42.1): one file, or shards listed by the index's ``weight_map``.
+SAFETENSORS_FILE = "diffusion_pytorch_model.safetensors"
+SAFETENSORS_INDEX = "diffusion_pytorch_model.safetensors.index.json"
 
 
-def init_block(block: torch.nn.Module, seed: int, dtype: torch.dtype) -> None:
-    """Materialise a meta-device block on the CPU and initialise it as diffusers' constructor does:
-    every submodule's ``reset_parameters`` (nn.Linear kaiming-uniform a=sqrt(5) and U(+-1/sqrt(fan_in))
-    bias; norms weight 1, bias 0), ``scale_shift_table`` randn / sqrt(d) (Wan's
-    `WanTransformerBlock.__init__`), under ``torch.manual_seed(seed)``; then cast to `dtype` except
-    Wan's ``_keep_in_fp32_modules`` (norm1/2/3, scale_shift_table)."""
-    block.to_empty(device="cpu")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
-        for mod in block.modules():
-            if hasattr(mod, "reset_parameters") and mod is not block:
-                mod.reset_parameters()
-        if hasattr(block, "scale_shift_table"):
-            d = block.scale_shift_table.shape[-1]
-            block.scale_shift_table.data = torch.randn(block.scale_shift_table.shape) / d**0.5
-    keep = {"norm1", "norm2", "norm3", "scale_shift_table"}
-    for tensors in (block.named_parameters(), block.named_buffers()):
+def _cast(module: torch.nn.Module, dtype: torch.dtype, keep: set[str]) -> None:
+    """Cast floating tensors of `module` to `dtype` in place, except those under a submodule named
+    in `keep` (the class's ``_keep_in_fp32_modules``), which become float32 (as `_to_dtype`)."""
+    for tensors in (module.named_parameters(), module.named_buffers()):
         for name, t in tensors:
-            t.data = t.data.to(torch.float32 if keep & set(name.split(".")) else dtype)
+            if t.is_floating_point():
+                t.data = t.data.to(torch.float32 if keep & set(name.split(".")) else dtype)
+
+
+@dataclass
+class _BlockRecipe:
+    """How to rebuild one block: its class, constructor arguments and the torch CPU RNG state at
+    the start of its construction inside the model's constructor."""
+
+    cls: type
+    args: tuple
+    kwargs: dict
+    rng_state: torch.Tensor
+    module: torch.nn.Module
+
+
+@contextlib.contextmanager
+def _recording_blocks(classes, materialise: bool, recipes: list[_BlockRecipe]):
+    """Patch the ``__init__`` of the block classes while a model is constructed: each block records
+    a `_BlockRecipe`, is built on the CPU (`materialise`: same RNG draws as an ordinary build) or on
+    the meta device (no memory, no RNG draws), and ends on the meta device. Restored on exit."""
+    saved = {c: c.__dict__.get("__init__") for c in classes}
+
+    def patched(orig):
+        def init(self, *args, **kwargs):
+            state = torch.get_rng_state()
+            if materialise:
+                orig(self, *args, **kwargs)
+            else:
+                with torch.device("meta"):
+                    orig(self, *args, **kwargs)
+            self.to(device="meta")  # frees a materialised block at once: one block in memory
+            recipes.append(_BlockRecipe(type(self), args, dict(kwargs), state, self))
+        return init
+
+    try:
+        for c in classes:
+            c.__init__ = patched(c.__init__)
+        yield
+    finally:
+        for c, orig in saved.items():
+            if orig is None:
+                del c.__init__
+            else:
+                c.__init__ = orig
+
+
+def _block_prefixes(model: torch.nn.Module) -> list[str]:
+    """State-dict prefix of every block in trace order, e.g. ``"blocks.3."``,
+    ``"single_transformer_blocks.0."``."""
+    names = {id(m): n for n, m in model.named_modules()}
+    return [names[id(blk)] + "." for _, blk in blocks_of(model)]
+
+
+#: State-dict prefixes of the block lists of every family (Wan ``blocks``; Hunyuan and CogVideoX
+#: ``transformer_blocks``, Hunyuan ``single_transformer_blocks``; diffusers 0.42.1 attribute names).
+_BLOCK_LISTS = ("blocks.", "transformer_blocks.", "single_transformer_blocks.")
+
+
+class _Checkpoint:
+    """Lazy reader of a diffusers-keyed safetensors checkpoint: a folder (single file or shards
+    with an index) or one ``.safetensors`` file. Opening reads only the headers (keys, shapes);
+    `tensors` reads the named tensors with ``safetensors.safe_open`` (memory-mapped, only those
+    tensors' bytes are read).
+
+    Raises:
+        CaptureError: no safetensors weights, unreadable index or file, or keys / shapes that do
+            not match the full model of ``(spec, size)`` (missing, unexpected, wrong shape: named).
+    """
+
+    def __init__(self, path: Path, spec: ModelSpec, size: str):
+        import json
+
+        from safetensors import SafetensorError, safe_open
+
+        self.path = path
+        if path.is_dir():
+            root = _folder_root(spec, size, path)
+            index, single = root / SAFETENSORS_INDEX, root / SAFETENSORS_FILE
+            if index.is_file():
+                try:
+                    wmap = json.loads(index.read_text())["weight_map"]
+                    self.file_of = {str(k): root / str(v) for k, v in wmap.items()}
+                except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+                    raise CaptureError(f"--weights {path}: unreadable {SAFETENSORS_INDEX} ({err})") from None
+            elif single.is_file():
+                self.file_of = None
+                files = [single]
+            else:
+                raise CaptureError(f"--weights {path}: --stream-blocks needs safetensors weights "
+                                   f"({SAFETENSORS_FILE} or {SAFETENSORS_INDEX} in {root})")
+            if self.file_of is not None:
+                files = sorted(set(self.file_of.values()))
+            self.desc = f"checkpoint (diffusers folder): {path}"
+        else:
+            if path.suffix != ".safetensors":
+                raise CaptureError(f"--weights {path}: expected a diffusers folder or a .safetensors file")
+            files, self.file_of = [path], None
+            self.desc = f"checkpoint (safetensors file): {path}"
+        shapes: dict[str, tuple] = {}
+        for f in files:
+            try:
+                with safe_open(str(f), framework="pt") as fh:
+                    for k in fh.keys():
+                        shapes[k] = tuple(fh.get_slice(k).get_shape())
+            except (SafetensorError, OSError, ValueError) as err:
+                raise CaptureError(f"--weights {path}: not a readable safetensors file {f.name} ({err})") from None
+        if self.file_of is None:
+            self.file_of = {k: files[0] for k in shapes}
+        elif set(shapes) != set(self.file_of):
+            odd = sorted(set(shapes) ^ set(self.file_of))[:3]
+            raise CaptureError(f"--weights {path}: {SAFETENSORS_INDEX} and the shard files disagree on keys, "
+                               f"e.g. {', '.join(odd)}")
+        own = {k: tuple(v.shape) for k, v in meta_model(spec.name, size).state_dict().items()}
+        missing, unexpected = sorted(set(own) - set(shapes)), sorted(set(shapes) - set(own))
+        wrong = sorted(k for k in set(own) & set(shapes) if own[k] != shapes[k])
+        parts = []
+        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+            if keys:
+                extra = f" (+{len(keys) - 3} more)" if len(keys) > 3 else ""
+                detail = [f"{k} {list(shapes[k])} vs {list(own[k])}" for k in keys[:3]] \
+                    if label == "wrong shape" else keys[:3]
+                parts.append(f"{label} keys {', '.join(detail)}{extra}")
+        if parts:
+            raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): "
+                               + "; ".join(parts))
+        self.keys = sorted(shapes)
+        self.reads = 0  # tensors read so far (tests: only the blocks that ran are read)
+
+    def tensors(self, keys) -> dict[str, torch.Tensor]:
+        """The named tensors, float32 (the dtype the model is constructed in), read lazily.
+
+        Each is a fresh copy from PyTorch's allocator (64-byte aligned): ``get_tensor`` may return
+        a tensor at any offset, and MKL's float32 GEMM rounds differently for differently aligned
+        operands, which made streamed and plain captures of one checkpoint differ in the last bit."""
+        from safetensors import safe_open
+
+        by_file: dict[Path, list[str]] = {}
+        for k in keys:
+            by_file.setdefault(self.file_of[k], []).append(k)
+        out = {}
+        for f, ks in sorted(by_file.items()):
+            with safe_open(str(f), framework="pt") as fh:
+                for k in ks:
+                    out[k] = fh.get_tensor(k).to(torch.float32, copy=True)
+                    self.reads += 1
+        return out
+
+
+_LIBC = []
+
+
+def _release_freed_memory() -> None:
+    """Return freed heap memory to the OS: glibc ``malloc_trim(0)`` (a no-op where there is none).
+
+    Without it, a freed block's tensors below glibc's mmap threshold (up to 32 MB, e.g. a 3072 x
+    3072 bf16 weight of 18.9 MB) stay in the heap, fragmented: RSS grew by about 144 MB per
+    streamed full-size HunyuanVideo block (measured, 2026-11-29), 3 GB over 21 blocks."""
+    if not _LIBC:
+        import ctypes
+
+        try:
+            _LIBC.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    if _LIBC[0] is not None:
+        _LIBC[0](0)
 
 
 class StreamedBlocks:
-    """Run a Wan model whose blocks are built one at a time (issue 4: Wan2.1-14B is 28 GB in bf16).
+    """Run a model whose transformer blocks are materialised one at a time (issue 4: Wan2.1-14B is
+    28 GB and HunyuanVideo 26 GB in bf16).
 
-    The blocks live on the meta device; a forward pre-hook materialises block b (`init_block` with
-    `block_seed`) just before it runs and a forward hook returns it to the meta device afterwards,
-    so at most one block's weights are in memory. Use `release` to remove the hooks.
+    Every block (`blocks_of`: Wan ``blocks``, Hunyuan ``transformer_blocks`` then
+    ``single_transformer_blocks``, CogVideoX ``transformer_blocks``) stays on the meta device. A
+    forward pre-hook fills block b just before it runs, ``load_state_dict(..., assign=True)`` with
+    the tensors of `source` (b), casts them like `_to_dtype`, and a forward hook returns the block
+    to the meta device after it ran, so at most one block's weights are in memory.
+
+    Attributes:
+        max_live: most blocks holding real tensors at once, seen in any pre-hook (1 when streaming works).
+        built, freed: per trace block, how many times it was materialised / returned to meta.
     """
 
-    def __init__(self, model: torch.nn.Module, seed: int, dtype: torch.dtype):
+    def __init__(self, model: torch.nn.Module, source, dtype: torch.dtype):
         self.max_live = 0
+        self._blocks = [blk for _, blk in blocks_of(model)]
+        self.built = [0] * len(self._blocks)
+        self.freed = [0] * len(self._blocks)
+        self._keep = set(getattr(type(model), "_keep_in_fp32_modules", None) or ())
         self._handles = []
-        for b, blk in enumerate(model.blocks):
-            self._handles.append(blk.register_forward_pre_hook(self._build(b, seed, dtype)))
-            self._handles.append(blk.register_forward_hook(self._free))
-        self._blocks = list(model.blocks)
+        for b, blk in enumerate(self._blocks):
+            self._handles.append(blk.register_forward_pre_hook(self._build(b, source, dtype)))
+            self._handles.append(blk.register_forward_hook(self._free(b)))
 
-    def _build(self, b, seed, dtype):
+    def _build(self, b, source, dtype):
         def hook(module, _args):
-            init_block(module, block_seed(seed, b), dtype)
-            live = sum(not blk.scale_shift_table.is_meta for blk in self._blocks)
+            module.load_state_dict(source(b), strict=True, assign=True)
+            _cast(module, dtype, self._keep)
+            self.built[b] += 1
+            live = sum(any(not p.is_meta for p in blk.parameters()) for blk in self._blocks)
             self.max_live = max(self.max_live, live)
         return hook
 
-    @staticmethod
-    def _free(module, _args, _out):
-        module.to(device="meta")
+    def _free(self, b):
+        def hook(module, _args, _out):
+            module.to(device="meta")
+            _release_freed_memory()
+            self.freed[b] += 1
+        return hook
 
     def release(self) -> None:
+        """Remove the hooks and return every block to the meta device."""
         for h in self._handles:
             h.remove()
+        for blk in self._blocks:
+            blk.to(device="meta")
 
 
 def build_streamed(name: str, size: str, seed: int = 0, dtype: torch.dtype | None = None,
-                   num_layers: int | None = None) -> tuple[torch.nn.Module, str, StreamedBlocks]:
-    """A Wan model whose non-block parts are built seeded (as `build_model`) and whose blocks are
-    meta-device shells materialised one at a time when they run (`StreamedBlocks`).
+                   num_layers: int | None = None, *, weights: str | Path | None = None,
+                   ) -> tuple[torch.nn.Module, str, StreamedBlocks]:
+    """A model of any family whose non-block parts are in memory and whose blocks are meta-device
+    shells filled one at a time when they run (`StreamedBlocks`; docs/decisions.md D27).
+
+    The model is constructed exactly as `build_model` does (``torch.manual_seed(seed)`` then the
+    diffusers class with the first `num_layers` trace blocks), with each block class's ``__init__``
+    wrapped (`_recording_blocks`) so that every block is moved to the meta device as soon as it is
+    constructed, after recording its constructor arguments and the torch RNG state at its start.
+
+    - Seeded (`weights` None): blocks are constructed on the CPU during the build (same random
+      draws as an ordinary build, so the non-block parts are identical), then freed; block b is
+      rebuilt from its recorded RNG state when it runs. The streamed weights therefore equal
+      `build_model`'s bit for bit (`WEIGHTS_INIT`), at the cost of initialising each block once at
+      build time and once per forward pass.
+    - Checkpoint (`weights`: a diffusers folder with ``diffusion_pytorch_model.safetensors`` or its
+      sharded index, or one ``.safetensors`` file, same keys as `build_model` loads): blocks are
+      constructed on the meta device; keys and shapes are checked against the full model from the
+      file headers; the non-block tensors are read once; block b's tensors (its state-dict prefix,
+      e.g. ``blocks.3.``) are read with ``safe_open`` when it runs. Peak memory: non-block
+      parameters plus one block (float32 while loading), never the whole checkpoint.
+
+    Args:
+        name, size, seed, dtype, num_layers: as `build_model` (`num_layers`: blocks built, None all).
+        weights: None (seeded) or a checkpoint path as above.
+
+    Returns:
+        ``(model, weights, streamer)``: `weights` is the `build_model` description plus how blocks
+        are streamed; call ``streamer.release()`` when done.
 
     Raises:
-        CaptureError: not a Wan-family model (the per-block initialisation follows Wan's block).
+        CaptureError: as `build_model`; a folder without safetensors weights (``.bin`` only).
     """
+    import diffusers
+
     spec = get_spec(name, size)
-    if spec.family != "wan":
-        raise CaptureError(f"--stream-blocks supports the Wan models only, not {spec.name}")
+    cls = getattr(diffusers, spec.diffusers_class)
     run_dtype = dtype or spec.dtype.get(size, torch.float32)
-    n = num_blocks(name, size) if num_layers is None else int(num_layers)
-    model, _ = build_model(name, size, seed, dtype=run_dtype, num_layers=1)
-    shells = meta_model(name, size).blocks[:n]
-    model.blocks = torch.nn.ModuleList(list(shells))
-    model.blocks.requires_grad_(False)
-    desc = (WEIGHTS_INIT.format(seed=int(seed)).replace("; no checkpoint", "")
-            + f"; blocks built one at a time: block b initialised on use with torch.manual_seed(seed * 100003 + b + 1)"
-            f" (streamed, {n} of {num_blocks(name, size)} blocks); no checkpoint")
-    return model, desc, StreamedBlocks(model, seed, run_dtype)
+    full_layers = num_blocks(name, size)
+    n = full_layers if num_layers is None else int(num_layers)
+    if not 1 <= n <= full_layers:
+        raise CaptureError(f"num_layers must be in 1..{full_layers}, got {num_layers}")
+    ckpt = None
+    if weights is not None:
+        path = Path(weights).expanduser().resolve()
+        if not path.exists():
+            raise CaptureError(f"--weights: checkpoint not found: {path}")
+        ckpt = _Checkpoint(path, spec, size)
+    classes = {type(blk) for _, blk in blocks_of(meta_model(name, size))}
+    recipes: list[_BlockRecipe] = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        with _recording_blocks(classes, ckpt is None, recipes):
+            model = cls(**_layers_config(spec, size, n))
+    order = {id(r.module): r for r in recipes}
+    blocks = blocks_of(model)
+    if len(recipes) != len(blocks) or any(id(blk) not in order for _, blk in blocks):
+        raise CaptureError(f"{spec.diffusers_class}: block construction was not recorded as expected")
+    prefixes = _block_prefixes(model)
+    if ckpt is None:
+        desc = WEIGHTS_INIT.format(seed=int(seed)).replace("; no checkpoint", "")
+        if n != full_layers:
+            desc += f"; blocks 0..{n - 1} of {full_layers} built"
+        desc += ("; streamed: each block rebuilt from its recorded RNG state just before it runs "
+                 "(same weights as unstreamed); no checkpoint")
+        recipe_of = [order[id(blk)] for _, blk in blocks]
+
+        def source(b: int) -> dict:
+            r = recipe_of[b]
+            with torch.random.fork_rng(devices=[]):
+                torch.set_rng_state(r.rng_state)
+                return r.cls(*r.args, **r.kwargs).state_dict()
+    else:
+        non_block = [k for k in model.state_dict() if not k.startswith(_BLOCK_LISTS)]
+        missing = set(non_block) - set(ckpt.keys)
+        if missing:  # cannot happen after the full-model check; guards a changed diffusers class
+            raise CaptureError(f"--weights {ckpt.path}: missing keys {sorted(missing)[:3]}")
+        res = model.load_state_dict(ckpt.tensors(non_block), strict=False)
+        if res.unexpected_keys:
+            raise CaptureError(f"--weights {ckpt.path}: unexpected keys {res.unexpected_keys[:3]}")
+        desc = ckpt.desc + "; streamed: each block's tensors read from the checkpoint just before it runs"
+        block_keys = [[k for k in ckpt.keys if k.startswith(p)] for p in prefixes]
+
+        def source(b: int) -> dict:
+            p = prefixes[b]
+            return {k[len(p):]: t for k, t in ckpt.tensors(block_keys[b]).items()}
+    model = _to_dtype(model, run_dtype)
+    model.eval()
+    model.requires_grad_(False)
+    streamer = StreamedBlocks(model, source, run_dtype)
+    streamer.checkpoint = ckpt
+    return model, desc, streamer

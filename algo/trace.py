@@ -3,7 +3,8 @@
 A trace is a NumPy ``.npz`` archive (uncompressed zip) with
 
 - ``meta``: a uint8 array holding UTF-8 JSON: ``format`` (``"kaleido-trace"``), ``version``
-  (`TRACE_VERSION` = 3 when written; versions 1 and 2 are still read), ``kind`` (``"exact"``,
+  (the lowest version describing the file: 4 when a decision op holds attention states, else 3;
+  versions 1 and 2 are still read), ``kind`` (``"exact"``,
   ``"decisions"`` or, from version 3, ``"shapes"``; absent in version 1, which is always exact),
   ``model``, ``size``, ``weights``
   (where the weights came from), ``seed``, ``grid`` ``[F, H, W]`` (latent token grid, raster order
@@ -27,8 +28,9 @@ A trace is a NumPy ``.npz`` archive (uncompressed zip) with
 - shape traces (version 3, ``kind: "shapes"``; `algo.capture.write_shape_trace`): no arrays, only
   the op records (shapes, groups, theta; scales 1.0 as placeholders): full-size workloads without
   a forward pass.
-- attention states (version 3, exact traces, self-attention ``pv`` ops whose record has
-  ``attn_states: true``): ``op{i:05d}_O`` float32 ``[heads, M, d_h]``, the attention output
+- attention states (self-attention ``pv`` ops whose record has ``attn_states: true``; exact
+  traces from version 3, decision traces from version 4, never on derived ops):
+  ``op{i:05d}_O`` float32 ``[heads, M, d_h]``, the attention output
   ``softmax(s) V`` per head of the video-token queries, and ``op{i:05d}_L`` float32 ``[heads, M]``,
   the log-sum-exp ``log sum_j exp(s_ij)`` of each query row, with ``s = Q K^T / sqrt(d_h)`` over
   every key (text keys too for joint attention), computed in float32 from the float (not
@@ -61,10 +63,15 @@ from pathlib import Path
 import numpy as np
 
 TRACE_FORMAT = "kaleido-trace"
-#: Version written. 1: exact traces only (meta first); 2: adds ``kind`` and decision traces;
-#: 3: adds shape traces and attention states (output and log-sum-exp) on exact ``pv`` ops.
-TRACE_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: Newest version. 1: exact traces only (meta first); 2: adds ``kind`` and decision traces;
+#: 3: adds shape traces and attention states (output and log-sum-exp) on exact ``pv`` ops;
+#: 4: attention states on decision ``pv`` ops too (docs/decisions.md D28). A file is written with
+#: the lowest version that describes it (`STATES_ON_DECISIONS_VERSION` only when a decision op
+#: holds states), so a version-3 reader, which would drop such states silently, refuses exactly
+#: the files that have them and still reads every other file.
+TRACE_VERSION = 4
+STATES_ON_DECISIONS_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 TRACE_KINDS = ("exact", "decisions", "shapes")
 
 OP_TYPES = ("qkv", "qk", "pv", "o_proj", "cross_q", "cross_qk", "cross_pv", "cross_o", "ffn1", "ffn2")
@@ -154,8 +161,8 @@ class OpRecord:
         dims: ``(batch, M, K, N)`` when X is None.
         decisions: uint8 ``[len(thetas), batch, packed_length(M * G)]`` (`pack_decisions`), or None.
         thetas: the threshold pairs the rows of `decisions` were decided with.
-        attn_out: exact self-attention ``pv`` ops only (else None): float32 ``[batch, M, N]``,
-            the attention output per head (``softmax(s) V``, float).
+        attn_out: self-attention ``pv`` ops only (exact or captured decision ops; else None):
+            float32 ``[batch, M, N]``, the attention output per head (``softmax(s) V``, float).
         lse: with `attn_out`: float32 ``[batch, M]``, log-sum-exp of each query's scaled scores.
         derived_from: ``(step, block)`` of the captured op whose decisions this op copies
             (`algo.derive`); None for a captured op.
@@ -244,7 +251,8 @@ class OpRecord:
 class Trace:
     """A whole trace: metadata plus op records in execution order.
 
-    ``version`` is the format version the trace was read from (`TRACE_VERSION` for new traces);
+    ``version`` is the format version the trace was read from (`TRACE_VERSION` for new traces, which
+    are written as the lowest version describing them: 3, or 4 with states on decision ops);
     ``timing`` holds capture timings in seconds (not stored in the file).
     """
 
@@ -326,13 +334,17 @@ def _check_decisions(op: OpRecord, grid: tuple[int, int, int], where: str) -> No
 
 
 def _check_states(op: OpRecord, where: str) -> None:
-    """Attention states: both or neither; float32, ``[batch, M, N]`` and ``[batch, M]``, finite."""
+    """Attention states: both or neither; only on captured exact or decision ``pv`` ops; float32,
+    ``[batch, M, N]`` and ``[batch, M]``, finite."""
     if (op.attn_out is None) != (op.lse is None):
         raise TraceError(f"{where}attention output and log-sum-exp must be stored together")
     if op.attn_out is None:
         return
-    if op.kind != "exact" or op.name != "pv":
-        raise TraceError(f"{where}attention states belong to exact pv ops only")
+    if op.kind not in ("exact", "decisions") or op.name != "pv":
+        raise TraceError(f"{where}attention states belong to exact or decision pv ops only")
+    if op.derived_from is not None:
+        raise TraceError(f"{where}a derived op cannot hold attention states (they would be those of "
+                         f"step {op.derived_from[0]}, block {op.derived_from[1]})")
     for nm, arr, shape in (("attention output", op.attn_out, (op.batch, op.M, op.N)),
                            ("log-sum-exp", op.lse, (op.batch, op.M))):
         if not isinstance(arr, np.ndarray) or arr.dtype != np.float32:
@@ -423,6 +435,7 @@ class TraceWriter:
         if meta:
             raise TypeError(f"unknown trace fields {sorted(meta)}")
         self.op_meta: list[dict] = []
+        self.version = 3  # raised by `add` (`STATES_ON_DECISIONS_VERSION`); see TRACE_VERSION
         self._done = False
         from algo.fileio import check_output_file, new_file_mode
 
@@ -454,12 +467,16 @@ class TraceWriter:
                 self._write(f"op{i:05d}_L", op.lse)
         elif self.kind == "decisions":
             self._write(f"op{i:05d}_D", op.decisions)
+            if op.attn_out is not None:
+                self._write(f"op{i:05d}_O", op.attn_out)
+                self._write(f"op{i:05d}_L", op.lse)
+                self.version = STATES_ON_DECISIONS_VERSION
         self.op_meta.append(op.meta())
 
     def commit(self) -> None:
         """Write the metadata and rename the file into place."""
         meta = {
-            "format": TRACE_FORMAT, "version": TRACE_VERSION, "kind": self.kind,
+            "format": TRACE_FORMAT, "version": self.version, "kind": self.kind,
             "model": self.model, "size": self.size, "weights": self.weights, "seed": self.seed,
             "grid": list(self.grid), "b_msb": self.b_msb, "group_size_rule": self.group_size_rule,
             "steps": self.steps, "notes": self.notes, "ops": self.op_meta,
@@ -499,7 +516,8 @@ class TraceWriter:
 
 
 def save_trace(trace: Trace, path: str | Path) -> None:
-    """Write `trace` to `path` atomically (nothing is left behind on failure), format version 3.
+    """Write `trace` to `path` atomically (nothing is left behind on failure), format version 3 (4 when a
+    decision op holds attention states).
 
     Raises:
         TraceError: the trace is inconsistent (checked before anything is written) or mixes kinds.
@@ -522,8 +540,18 @@ def _as_pair(t) -> tuple[float, float]:
     return (float(t[0]), float(t[1]))
 
 
+def _states(npz, files, om: dict, i: int, where: str) -> dict:
+    """``attn_out``/``lse`` keyword arguments of op i when its record says ``attn_states`` (else {})."""
+    if not om.get("attn_states"):
+        return {}
+    ko, kl = f"op{i:05d}_O", f"op{i:05d}_L"
+    if ko not in files or kl not in files:
+        raise TraceError(f"{where}attention state arrays missing from the file")
+    return dict(attn_out=npz[ko], lse=npz[kl])
+
+
 def load_trace(path: str | Path) -> Trace:
-    """Read and validate a trace (format version 1, 2 or 3; exact, decisions or shapes).
+    """Read and validate a trace (format version 1 to 4; exact, decisions or shapes).
 
     Raises:
         TraceError: missing file, not a trace, wrong format, version or kind, missing arrays,
@@ -581,13 +609,7 @@ def load_trace(path: str | Path) -> Trace:
                         kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
                         if kx not in files or kw not in files:
                             raise TraceError(f"{where}operand arrays missing from the file")
-                        states = {}
-                        if om.get("attn_states"):
-                            ko, kl = f"op{i:05d}_O", f"op{i:05d}_L"
-                            if ko not in files or kl not in files:
-                                raise TraceError(f"{where}attention state arrays missing from the file")
-                            states = dict(attn_out=npz[ko], lse=npz[kl])
-                        op = OpRecord(X=npz[kx], W=npz[kw], **common, **states)
+                        op = OpRecord(X=npz[kx], W=npz[kw], **common, **_states(npz, files, om, i, where))
                     elif kind == "shapes":
                         op = OpRecord(X=None, W=None, dims=dims, **common)
                     else:
@@ -595,7 +617,10 @@ def load_trace(path: str | Path) -> Trace:
                         if kd not in files:
                             raise TraceError(f"{where}decision array missing from the file")
                         src = om.get("derived_from")
-                        op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd],
+                        if om.get("attn_states") and version < STATES_ON_DECISIONS_VERSION:
+                            raise TraceError(f"{where}attention states on a decision op need format version "
+                                             f"{STATES_ON_DECISIONS_VERSION}, file says {version}")
+                        op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd], **_states(npz, files, om, i, where),
                                       thetas=tuple(_as_pair(t) for t in om["thetas"]),
                                       derived_from=None if src is None else (int(src[0]), int(src[1])), **common)
                     _check_op(op, grid, where, shapes_ok=kind == "shapes")

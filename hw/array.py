@@ -45,9 +45,9 @@ module kaleido_delay #(
     input [WIDTH-1:0] d,
     output [WIDTH-1:0] q
 );
-  reg [WIDTH*DEPTH-1:0] sr = {WIDTH*DEPTH{1'b0}};
+  reg [WIDTH*DEPTH-1:0] sr = 0;  // zero-extended (no replication: Verilator's WIDTHCONCAT limit)
   always @(posedge clk)
-    if (rst) sr <= {WIDTH*DEPTH{1'b0}};
+    if (rst) sr <= 0;
     else sr <= {d, sr[WIDTH*DEPTH-1:WIDTH]};
   assign q = sr[WIDTH-1:0];
 endmodule

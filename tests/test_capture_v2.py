@@ -63,7 +63,7 @@ def test_pack_by_hand():
 
 def test_decisions_equal_golden_on_exact_operands(pair):
     exact, dec, _ = pair
-    assert exact.version == dec.version == 3
+    assert exact.version == 3 and dec.version == 4  # version 4: the decision pv carries attention states (D28)
     assert exact.kind == "exact" and dec.kind == "decisions"
     assert [(o.name, o.block, o.step) for o in exact.ops] == [(o.name, o.block, o.step) for o in dec.ops]
     assert len(dec.ops) == 10
@@ -268,7 +268,7 @@ def test_inspect_and_simulate_cli_on_decision_trace(pair):
     res = kaleido("inspect", str(d / "dec.npz"), "--json", "--theta-index", "1")
     assert res.returncode == 0, res.stderr
     js = json.loads(res.stdout)
-    assert js["format_version"] == 3 and js["kind"] == "decisions"
+    assert js["format_version"] == 4 and js["kind"] == "decisions"
     first = js["ops"][0]
     assert {k: first[k] for k in ("name", "block", "step", "M", "K", "N")} == {
         "name": "qkv", "block": 1, "step": 49, "M": 256, "K": 64, "N": 192}

@@ -62,6 +62,7 @@ Further models (issue 4), every ``full`` config copied from the model's publishe
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -374,6 +375,27 @@ def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.
     return model, f"checkpoint (diffusers folder): {path}"
 
 
+def _check_keys(path, spec, size: str, shapes: Mapping[str, tuple]) -> None:
+    """Strict check of a checkpoint's ``{key: shape}`` against the full model's (built on the meta
+    device: no memory).
+
+    Raises:
+        CaptureError: missing, unexpected or wrong-shape keys (up to three of each named).
+    """
+    own = {k: tuple(v.shape) for k, v in meta_model(spec.name, size).state_dict().items()}
+    missing, unexpected = sorted(set(own) - set(shapes)), sorted(set(shapes) - set(own))
+    wrong = sorted(k for k in set(own) & set(shapes) if own[k] != tuple(shapes[k]))
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+        if keys:
+            extra = f" (+{len(keys) - 3} more)" if len(keys) > 3 else ""
+            detail = [f"{k} {list(shapes[k])} vs {list(own[k])}" for k in keys[:3]] \
+                if label == "wrong shape" else keys[:3]
+            parts.append(f"{label} keys {', '.join(detail)}{extra}")
+    if parts:
+        raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): " + "; ".join(parts))
+
+
 def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: Path,
                       num_layers: int) -> str:
     """Load a diffusers-keyed state dict from one safetensors file into `model` (strict)."""
@@ -392,25 +414,9 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
                                f"({len(present)} blocks), {spec.name} ({size}) has {full_layers}")
     # Strict check against the full model's keys and shapes (meta device: no memory), then load
     # the tensors of the blocks that were built.
-    own = {k: v for k, v in meta_model(spec.name, size).state_dict().items()}
+    _check_keys(path, spec, size, {k: tuple(v.shape) for k, v in sd.items()})
     built = set(model.state_dict())
-    missing = sorted(set(own) - set(sd))
-    unexpected = sorted(set(sd) - set(own))
-    wrong = sorted(k for k in set(own) & set(sd) if tuple(own[k].shape) != tuple(sd[k].shape))
-    if not (missing or unexpected or wrong):
-        sd = {k: v for k, v in sd.items() if k in built}
-        own = model.state_dict()
-    if missing or unexpected or wrong:
-        parts = []
-        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
-            if keys:
-                extra = f" (+{len(keys) - 3} more)" if len(keys) > 3 else ""
-                detail = [f"{k} {list(sd[k].shape)} vs {list(own[k].shape)}" for k in keys[:3]] \
-                    if label == "wrong shape" else keys[:3]
-                parts.append(f"{label} keys {', '.join(detail)}{extra}")
-        raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): "
-                           + "; ".join(parts))
-    model.load_state_dict(sd, strict=True)
+    model.load_state_dict({k: v for k, v in sd.items() if k in built}, strict=True)
     return f"checkpoint (safetensors file): {path}"
 
 
@@ -688,19 +694,7 @@ class _Checkpoint:
             odd = sorted(set(shapes) ^ set(self.file_of))[:3]
             raise CaptureError(f"--weights {path}: {SAFETENSORS_INDEX} and the shard files disagree on keys, "
                                f"e.g. {', '.join(odd)}")
-        own = {k: tuple(v.shape) for k, v in meta_model(spec.name, size).state_dict().items()}
-        missing, unexpected = sorted(set(own) - set(shapes)), sorted(set(shapes) - set(own))
-        wrong = sorted(k for k in set(own) & set(shapes) if own[k] != shapes[k])
-        parts = []
-        for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
-            if keys:
-                extra = f" (+{len(keys) - 3} more)" if len(keys) > 3 else ""
-                detail = [f"{k} {list(shapes[k])} vs {list(own[k])}" for k in keys[:3]] \
-                    if label == "wrong shape" else keys[:3]
-                parts.append(f"{label} keys {', '.join(detail)}{extra}")
-        if parts:
-            raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): "
-                               + "; ".join(parts))
+        _check_keys(path, spec, size, shapes)
         self.keys = sorted(shapes)
         self.reads = 0  # tensors read so far (tests: only the blocks that ran are read)
 

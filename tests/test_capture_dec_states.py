@@ -33,7 +33,7 @@ import torch
 from algo.capture import capture, capture_to_file
 from algo.derive import derive_trace
 from algo.trace import TraceError, load_trace
-from tests.trace_files import rewrite_trace
+from tests.trace_files import rewrite_trace, set_array, with_nan
 
 U = 2.0 ** -24
 KW = dict(steps=(49,), ops="qk,pv", seed=0)
@@ -150,27 +150,15 @@ def test_derived_ops_carry_no_states(wan):
     assert pv[1].derived_from == (49, 0) and pv[1].lse is None and pv[1].attn_out is None
 
 
-def _set(key, fn):
-    def arr_fn(a):
-        a[key] = fn(a[key])
-    return arr_fn
-
-
-def _nan(x):
-    x = x.copy()
-    x.flat[5] = np.nan
-    return x
-
-
 def _derive(m):
     m["ops"][1]["derived_from"] = [49, 1]
 
 
 @pytest.mark.parametrize("arr_fn, meta_fn, match", [
-    (_set("op00001_L", _nan), None, "log-sum-exp holds NaN"),
-    (_set("op00001_O", lambda x: x * np.inf), None, "attention output holds NaN or infinity"),
-    (_set("op00001_O", lambda x: x[:, :, :-1]), None, r"attention output has shape \[2, 256, 31\], expected \[2, 256, 32\]"),
-    (_set("op00001_L", lambda x: x.astype(np.float16)), None, "log-sum-exp must be float32"),
+    (set_array("op00001_L", lambda x: with_nan(x, 5)), None, "log-sum-exp holds NaN"),
+    (set_array("op00001_O", lambda x: x * np.inf), None, "attention output holds NaN or infinity"),
+    (set_array("op00001_O", lambda x: x[:, :, :-1]), None, r"attention output has shape \[2, 256, 31\], expected \[2, 256, 32\]"),
+    (set_array("op00001_L", lambda x: x.astype(np.float16)), None, "log-sum-exp must be float32"),
     (lambda a: a.pop("op00001_O"), None, "attention state arrays missing"),
     (None, lambda m: m.update(version=3), "attention states on a decision op need format version 4, file says 3"),
     (None, _derive, "a derived op cannot hold attention states"),

@@ -11,7 +11,7 @@ import torch
 
 from algo.capture import capture_to_file
 from algo.trace import TraceError, load_trace, save_trace
-from tests.trace_files import rewrite_trace
+from tests.trace_files import rewrite_trace, set_array, with_nan
 
 
 @pytest.fixture(scope="module")
@@ -80,23 +80,11 @@ def test_round_trip_identical(states, tmp_path):
         assert a.meta() == b.meta()
 
 
-def _set(key, fn):
-    def arr_fn(a):
-        a[key] = fn(a[key])
-    return arr_fn
-
-
-def _nan(x):
-    x = x.copy()
-    x.flat[3] = np.nan
-    return x
-
-
 @pytest.mark.parametrize("arr_fn,meta_fn,match", [
-    (_set("op00001_L", _nan), None, "log-sum-exp holds NaN"),
-    (_set("op00001_O", _nan), None, "attention output holds NaN"),
-    (_set("op00001_L", lambda x: x[:, :-1]), None, r"log-sum-exp has shape"),
-    (_set("op00001_O", lambda x: x.astype(np.float64)), None, "attention output must be float32"),
+    (set_array("op00001_L", with_nan), None, "log-sum-exp holds NaN"),
+    (set_array("op00001_O", with_nan), None, "attention output holds NaN"),
+    (set_array("op00001_L", lambda x: x[:, :-1]), None, r"log-sum-exp has shape"),
+    (set_array("op00001_O", lambda x: x.astype(np.float64)), None, "attention output must be float32"),
     (lambda a: a.pop("op00001_L"), None, "attention state arrays missing"),
 ])
 def test_bad_states_rejected(states, tmp_path, arr_fn, meta_fn, match):

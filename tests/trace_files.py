@@ -24,3 +24,17 @@ def rewrite_trace(src: Path, dst: Path, meta_fn=None, arr_fn=None) -> Path:
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     np.savez(dst, **arrays)
     return dst
+
+
+def set_array(key: str, fn):
+    """An ``arr_fn`` for `rewrite_trace` that replaces array ``key`` by ``fn(array)``."""
+    def arr_fn(a):
+        a[key] = fn(a[key])
+    return arr_fn
+
+
+def with_nan(x: np.ndarray, at: int = 3) -> np.ndarray:
+    """A copy of ``x`` with element ``at`` (flat index) set to NaN."""
+    x = x.copy()
+    x.flat[at] = np.nan
+    return x

@@ -38,6 +38,7 @@ import numpy as np
 
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, ProgressFn, capture, plan_ops
 from algo.models import CaptureError, blocks_of, get_spec, meta_model, num_blocks
+from algo.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceWriter
 
 RULE = "nearest (step, block): same op type, nearest captured step in sigma (ties: later), then nearest block"
@@ -183,8 +184,7 @@ def derive_trace(out: str | Path | None, *, from_blocks: Sequence[int], from_ste
 def _fractions(op: OpRecord, ti: int) -> np.ndarray:
     """COMPUTE/PARTIAL/REUSE fractions of one op, weighted by group width (as `algo.stats`)."""
     dec = op.decisions_for(ti)  # [batch, M, G]
-    w = np.array([g.k_stop - g.k_start for g in op.groups], dtype=np.float64)
-    c = np.array([((dec == k) * w).sum() for k in range(3)], dtype=np.float64)
+    c = decision_counts(dec, [g.k_stop - g.k_start for g in op.groups]).astype(np.float64)
     return c / c.sum()
 
 

@@ -25,6 +25,17 @@ from algo.trace import Trace
 DELTA_EDGES = np.concatenate([np.arange(0.0, 32.0 + 1e-9, 0.5), [np.inf]])
 
 
+def decision_counts(dec: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """Streamed-operand elements per decision code: int64 ``[3]`` (COMPUTE, PARTIAL, REUSE).
+
+    Args:
+        dec: int8 decision codes ``[..., G]`` (last axis: channel groups).
+        widths: ``[G]`` channels per group; a (token, group) decision weighs ``widths[g]`` elements.
+    """
+    w = np.asarray(widths, dtype=np.int64)
+    return np.array([int(((dec == code) * w).sum()) for code in (COMPUTE, PARTIAL, REUSE)], dtype=np.int64)
+
+
 def _fractions(counts: np.ndarray) -> dict[str, float]:
     total = counts.sum()
     return {n: float(counts[i] / total) if total else 0.0 for i, n in enumerate(DECISION_NAMES)}
@@ -62,8 +73,7 @@ def trace_statistics(trace: Trace, theta_index: int = 0) -> dict:
             else:
                 dec, sad = stored[b], None
             for gi, kind in enumerate(kinds):
-                d = dec[:, gi]
-                c = np.array([(d == code).sum() for code in (COMPUTE, PARTIAL, REUSE)], np.int64) * widths[gi]
+                c = decision_counts(dec[:, gi:gi + 1], widths[gi:gi + 1])
                 kind_counts[kind] += c
                 op_counts += c
                 if sad is not None:

@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE, decide
+from algo.golden import COMPUTE, PARTIAL, decide
+from algo.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
 from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
@@ -184,8 +185,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
             seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
         nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False))
         decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher), dispatcher))
-        for code in (COMPUTE, PARTIAL, REUSE):
-            counts[code] += int(((dec == code) * widths).sum())
+        counts += decision_counts(dec, widths)
     nd_seq = np.concatenate(nd_seqs)
     nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)
     if dispatcher:

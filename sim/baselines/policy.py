@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.stats import decision_counts
 from algo.trace import OpRecord
 from hw.config import AcceleratorConfig
 from sim.actions import add_actions, empty_actions, op_actions
@@ -35,10 +36,7 @@ FULL, HALF, SKIP = COMPUTE, PARTIAL, REUSE
 def work_fractions(decisions: list[np.ndarray], groups) -> dict[str, float]:
     """``{"full", "half", "skip"}``: fractions of streamed-operand elements (group width weighted)."""
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    c = np.zeros(3)
-    for dec in decisions:
-        for code in (FULL, HALF, SKIP):
-            c[code] += float(((dec == code) * widths).sum())
+    c = sum((decision_counts(dec, widths) for dec in decisions), np.zeros(3, np.int64))  # codes: FULL, HALF, SKIP
     tot = c.sum()
     return {k: (float(c[i] / tot) if tot else 0.0) for i, k in enumerate(("full", "half", "skip"))}
 

@@ -134,12 +134,13 @@ _ROLLUP_SUMS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles"
                 "useful_macs", "dense_macs")
 
 
-def rollup(per_op: list[dict], key: str, cfg: AcceleratorConfig) -> dict[str, dict]:
-    """Per-op results summed by ``key`` (``"block"`` or ``"step"``): `_ROLLUP_SUMS`, ``stall_cycles``
-    by cause, ``speedup`` and ``pe_utilization``; keyed by the block or step index as a string."""
+def rollup(per_op: list[dict], key: str | None, cfg: AcceleratorConfig) -> dict[str, dict]:
+    """Per-op results summed by ``key`` (``"block"`` or ``"step"``; None: all ops under ``"all"``):
+    `_ROLLUP_SUMS`, ``stall_cycles`` by cause, ``speedup`` and ``pe_utilization``; keyed by the block
+    or step index as a string."""
     out: dict[str, dict] = {}
     for r in per_op:
-        g = out.setdefault(str(r[key]), {k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})
+        g = out.setdefault(str(r[key]) if key else "all", {k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})
         for k in _ROLLUP_SUMS:
             g[k] += r[k]
         for c, v in r["stall_cycles"].items():
@@ -270,19 +271,15 @@ def simulate_trace(
         r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index, dispatcher)
         energy.annotate_op(r, op.name, r.pop("_decisions"), trace.grid, [g.as_tuple() for g in op.groups],
                            trace.b_msb)  # sim.energy: actions, energy_pj, dense_energy_pj
-        annotate_memory(r, cfg)  # sim.memory: DRAM and vector stalls, total_cycles
+        annotate_memory(r, cfg)  # sim.memory: DRAM, vector and similarity stalls, total_cycles
         counts += r.pop("_counts")
         per_op.append(r)
     if progress:
         progress(len(trace.ops), len(trace.ops), "done")
-    cycles = sum(r["cycles"] for r in per_op)
-    dense = sum(r["dense_cycles"] for r in per_op)
-    useful = sum(r["useful_macs"] for r in per_op)
-    dense_macs = sum(r["dense_macs"] for r in per_op)
+    t = rollup(per_op, None, cfg).get("all") or ({k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})
+    cycles, dense, useful, dense_macs = t["cycles"], t["dense_cycles"], t["useful_macs"], t["dense_macs"]
+    nd_total, total, dense_total = t["no_dispatcher_cycles"], t["total_cycles"], t["dense_total_cycles"]
     us_per_cycle = 1.0 / cfg.clock_mhz
-    nd_total = sum(r["no_dispatcher_cycles"] for r in per_op)
-    total = sum(r["total_cycles"] for r in per_op)
-    dense_total = sum(r["dense_total_cycles"] for r in per_op)
     return energy.annotate_total({
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION,
         "config": cfg.model_dump(mode="json"),
@@ -300,7 +297,7 @@ def simulate_trace(
         "no_dispatcher_cycles": nd_total,
         "no_dispatcher_pe_utilization": useful / (R * C * nd_total) if nd_total else 0.0,
         "reuse_fraction": _fractions(counts),
-        "stall_cycles": {k: sum(r["stall_cycles"][k] for r in per_op) for k in STALL_CAUSES},
+        "stall_cycles": {k: t["stall_cycles"].get(k, 0) for k in STALL_CAUSES},
         "dense_stall_cycles": {k: sum(r["dense_stall_cycles"][k] for r in per_op) for k in STALL_CAUSES},
         "total_cycles": total, "dense_total_cycles": dense_total,
         "total_speedup": dense_total / total if total else 0.0, "total_time_us": total * us_per_cycle,

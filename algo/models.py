@@ -354,15 +354,31 @@ def _folder_config(spec: ModelSpec, size: str, path: Path) -> str | None:
 
 
 def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.Module, str]:
-    """A diffusers-format folder: ``config.json`` + weights, or a pipeline folder with ``transformer/``."""
+    """A diffusers-format folder: ``config.json`` + safetensors weights (one file or an index of shards), or a
+    pipeline folder with ``transformer/``.
+
+    Raises:
+        CaptureError: no safetensors weights (``.bin`` pickles are refused), a config that is not the
+            model's, or weights diffusers cannot load.
+    """
     sub = _folder_config(spec, size, path)
+    folder = path / sub if sub else path
+    if not ((folder / "diffusion_pytorch_model.safetensors").is_file() or (folder / SAFETENSORS_INDEX).is_file()):
+        raise CaptureError(f"--weights {path}: no diffusion_pytorch_model.safetensors or {SAFETENSORS_INDEX} in "
+                           f"{folder} (only safetensors checkpoints are read: .bin pickles can run code when loaded)")
+    from diffusers.utils import logging as dlog
+
+    level = dlog.get_verbosity()
+    dlog.set_verbosity_error()  # diffusers' own fetch/serialisation chatter; errors still raise
     try:
-        model = cls.from_pretrained(str(path), subfolder=sub, local_files_only=True)
+        model = cls.from_pretrained(str(path), subfolder=sub, local_files_only=True, use_safetensors=True)
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "low_cpu_mem_usage" in msg:
             msg += "; diffusers needs the `accelerate` package to load this class (pip install accelerate)"
         raise CaptureError(f"--weights {path}: cannot load the diffusers checkpoint ({msg})") from None
+    finally:
+        dlog.set_verbosity(level)
     # A sharded folder leaves tensors as views into the memory-mapped shards at any 8-byte offset;
     # MKL's float32 GEMM rounds differently for differently aligned operands (measured: Q of a tiny
     # Wan differed in the last bit between the single-file and the sharded folder of one model).

@@ -133,10 +133,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for parent in (args.out, *args.out.parents):  # the nearest existing ancestor must be a folder
+        if parent.exists():
+            if not parent.is_dir():
+                print(f"error: cannot write Verilog under {args.out}: {parent} is a file, not a folder",
+                      file=sys.stderr)
+                return 2
+            break
     for cfg in cfgs:
         t0 = time.perf_counter()
-        paths = emit(cfg, args.out / cfg.name)
-        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e6:.1f} MB)" for p in paths)
+        try:
+            paths = emit(cfg, args.out / cfg.name)
+        except OSError as err:
+            print(f"error: cannot write Verilog under {args.out / cfg.name}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB)" for p in paths)
         print(f"{cfg.name}: {sizes} in {time.perf_counter() - t0:.1f} s")
     return 0
 

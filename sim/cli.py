@@ -240,6 +240,8 @@ def inspect(
             stats = trace_statistics(tr, theta_index)
     except _known_errors() as err:
         _fail(str(err))
+    for item, o in zip(stats["ops"], tr.ops, strict=True):  # attention output + log-sum-exp stored (pv ops)
+        item["attn_states"] = o.attn_out is not None
     summary = {"format_version": tr.version, "kind": tr.kind, "model": tr.model, "size": tr.size, "weights": tr.weights,
                "grid": list(tr.grid), "b_msb": tr.b_msb, "steps": tr.steps, **stats}
     if as_json:
@@ -253,6 +255,9 @@ def inspect(
     out.print(f"[bold]{trace}[/]: format v{tr.version} ({tr.kind}), model {tr.model}, {_size_label(tr.size)}, grid "
               f"{'x'.join(map(str, tr.grid))} = {tr.tokens} tokens, b_msb {tr.b_msb}")
     out.print(f"weights: {tr.weights}")
+    n_states = sum(o.attn_out is not None for o in tr.ops)
+    if n_states:
+        out.print(f"attention states (output and log-sum-exp per head): {n_states} pv ops")
     t = Table("op", "block", "step", "batch", "M", "K", "N", "groups", "theta", "C/P/R %")
     for o in stats["ops"]:
         t.add_row(o["name"], str(o["block"]), str(o["step"]), str(o["batch"]), str(o["M"]), str(o["K"]),
@@ -300,6 +305,9 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
+        # Measured on tiny-8x8 (2-core machine, 2026-11-29): about 4,000 simulated cycles per second.
+        print(f"RTL engine: {len(tr.ops)} ops; Verilator runs about 4,000 cycles per second here (the tiny demo "
+              "trace, 2 M cycles, takes about 9 minutes); progress is per op", file=sys.stderr)
         with _progress_callback("simulate (RTL)", len(tr.ops)) as cb:
             res = simulate_trace_rtl(tr, cfg, progress=cb, trace_path=str(trace),
                                      waves=os.environ.get("KALEIDO_WAVES") == "1")
@@ -430,6 +438,12 @@ def _result_notes(res: dict, tr, cfg) -> list[str]:
         else:
             why = "reuse slots cost more than they save on these ops (per-op cycles in the --json results)"
         notes.append(f"Kaleido is slower than dense here ({res['speedup']:.2f}x): {why}")
+    elif res.get("total_cycles", 0) > res.get("dense_total_cycles", 0):
+        st, dst = res["stall_cycles"], res["dense_stall_cycles"]
+        extra = max((st.get(k, 0) - dst.get(k, 0), k) for k in st)
+        notes.append(f"with stalls Kaleido is slower than dense ({res['total_cycles']:,} vs "
+                     f"{res['dense_total_cycles']:,} cycles): mostly {extra[1]} stalls, +{extra[0]:,} cycles "
+                     "(docs/architecture.md, 'Beyond the array')")
     if "energy_pj" in res and res["energy_pj"] > res["dense_energy_pj"]:
         eb, db = res["energy_breakdown_pj"], res["dense_energy_breakdown_pj"]
         extra = sorted(((eb[k] - db.get(k, 0.0), k) for k in eb), reverse=True)[:2]

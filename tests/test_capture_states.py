@@ -103,3 +103,14 @@ def test_shape_trace_version_and_kind(tmp_path):
     bad = rewrite_trace(tmp_path / "s.npz", tmp_path / "v2.npz", lambda m: m.update(version=2))
     with pytest.raises(TraceError, match="shape traces exist from format version 3"):
         load_trace(bad)
+
+
+def test_inspect_reports_states(states):
+    import json
+    import subprocess
+    import sys
+
+    _, _, d = states
+    res = subprocess.run([sys.executable, "-m", "sim.cli", "inspect", str(d / "t.npz"), "--json"],
+                         capture_output=True, text=True, check=True)
+    assert [(o["name"], o["attn_states"]) for o in json.loads(res.stdout)["ops"]] == [("qk", False), ("pv", True)]

@@ -152,6 +152,8 @@ def test_streamed_checkpoint_errors(ckpts, tmp_path):
     net.save_pretrained(tmp_path / "bin", safe_serialization=False)
     with pytest.raises(CaptureError, match="needs safetensors weights"):
         capture(model="cogvideox-5b", weights=tmp_path / "bin", stream_blocks=True, **KW)
+    with pytest.raises(CaptureError, match=r"no diffusion_pytorch_model.safetensors .*\.bin pickles"):
+        capture(model="cogvideox-5b", weights=tmp_path / "bin", **KW)  # plain loading refuses pickles too
     broken = tmp_path / "broken"
     broken.mkdir()
     for f in (ckpts["cogvideox-5b"] / "sharded").iterdir():

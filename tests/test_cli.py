@@ -257,3 +257,12 @@ def test_help_flags_show_no_value_and_piped_tables_are_not_cut(tmp_path):
     res = kaleido("inspect", str(small_trace(tmp_path / "t.npz")))
     assert res.returncode == 0 and "…" not in res.stdout, res.stdout
     assert "size test" in res.stdout
+
+
+def test_rtl_out_that_is_a_file_is_a_clean_error(tmp_path):
+    f = tmp_path / "t.npz"
+    f.write_bytes(b"x")
+    for out in (f, f / "sub"):
+        res = kaleido("rtl", "tiny-8x8", "--out", str(out))
+        assert_one_line_error(res, str(f), "is a file, not a folder")
+    assert f.read_bytes() == b"x"

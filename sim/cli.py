@@ -27,6 +27,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console(stderr=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"kaleido {version('kaleido')}")
+        raise typer.Exit
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, metavar="",
+                                                 help="print the version and exit")] = False) -> None:
+    """Kaleido: cycle-accurate simulator and RTL generator for a channel-wise reuse video-DiT accelerator."""
+
+
 #: An on/off option: metavar "" so --help shows the flag without a "<bool>" value.
 _flag = functools.partial(typer.Option, metavar="")
 #: Width of piped (non-terminal) output: rich would cut tables at 80 columns with "…".

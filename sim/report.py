@@ -76,6 +76,9 @@ def load_results(path: str | Path) -> dict:
                           "`kaleido baselines --json`)")
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise ReportError(f"{path}: not a Kaleido results file")
+    if data.get("engine") == "rtl":
+        raise ReportError(f"{path} is a `kaleido simulate --engine rtl` result (cycles and output checksums only); "
+                          "`kaleido report` reads cycle-model results (`kaleido simulate TRACE --json`)")
     if data.get("version") != RESULTS_VERSION:
         raise ReportError(f"{path}: results version {data.get('version')} not supported (expected {RESULTS_VERSION})")
     for key in ("cycles", "dense_cycles", "per_op", "config", "trace"):

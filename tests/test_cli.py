@@ -266,3 +266,16 @@ def test_rtl_out_that_is_a_file_is_a_clean_error(tmp_path):
         res = kaleido("rtl", "tiny-8x8", "--out", str(out))
         assert_one_line_error(res, str(f), "is a file, not a folder")
     assert f.read_bytes() == b"x"
+
+
+def test_version_and_report_of_rtl_results(tmp_path):
+    from importlib.metadata import version
+
+    res = kaleido("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"kaleido {version('kaleido')}"
+    rtl = tmp_path / "rtl.json"
+    from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION
+
+    rtl.write_text(json.dumps({"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "cycles": 5}))
+    assert_one_line_error(kaleido("report", str(rtl), "--out", str(tmp_path / "r")), "--engine rtl")
+    assert not (tmp_path / "r").exists()

@@ -221,9 +221,9 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
             ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
 
     Returns:
-        v None: uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical to packing `decide` on
-        the whole P. v given: ``(packed, out, lse)`` with ``out`` float32 ``[heads, M, d_v]``
-        (``softmax(s) V``) and ``lse`` float32 ``[heads, M]`` (``log sum_j exp s_ij``).
+        ``(packed, out, lse)``: ``packed`` uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical
+        to packing `decide` on the whole P; with `v`, ``out`` float32 ``[heads, M, d_v]``
+        (``softmax(s) V``) and ``lse`` float32 ``[heads, M]`` (``log sum_j exp s_ij``), else None.
 
     Raises:
         CaptureError: a group that does not reuse along frames.
@@ -262,7 +262,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
                 dec[:, hd, f * hw:(f + 1) * hw] = decide_multi(p, (1, h_n, w_n), gt, thetas, b_msb, prev=prev)
             tm["p_decide_s"] += time.perf_counter() - t1
     packed = np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
-    return packed if v is None else (packed, att, lse)
+    return (packed, None, None) if v is None else (packed, att, lse)
 
 
 class _Recorder:
@@ -411,13 +411,12 @@ class _Recorder:
                       states=(out, lse) if states else None)
         else:
             states = kind == "self" and self.attn_states
-            res = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb, timing=self.timing,
-                               v=vh if states else None)
-            packed = res[0] if states else res
+            packed, out, lse = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb,
+                                            timing=self.timing, v=vh if states else None)
             dims = (qh.shape[0], qh.shape[1], kh.shape[1], vh.shape[2])
             op = self._decision_op(prefix + "pv", block, dims, packed, pv_groups, False, 1.0 / 255.0, _scale_of(vh))
             if states:
-                op.attn_out, op.lse = np.ascontiguousarray(res[1]), np.ascontiguousarray(res[2])
+                op.attn_out, op.lse = out, lse
             self._emit(op)
         self.timing["pv_s"] += time.perf_counter() - t0
 

@@ -24,9 +24,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from algo.golden import AXIS_INDEX, COMPUTE, PARTIAL, REUSE, _check, theta_bounds
-
-GroupSpec = tuple[int, int, str]
+from algo.golden import AXIS_INDEX, COMPUTE, PARTIAL, REUSE, GroupSpec, _check, theta_bounds
 
 
 @numba.njit(cache=True, parallel=True)

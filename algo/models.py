@@ -332,6 +332,21 @@ def _folder_root(spec: ModelSpec, size: str, path: Path) -> Path:
     return path / (_folder_config(spec, size, path) or "")
 
 
+def _safetensors_kind(path: Path, root: Path) -> str:
+    """``"index"`` (sharded) or ``"single"``: which safetensors weights the model folder `root` of
+    ``--weights path`` holds (`SAFETENSORS_INDEX`, `SAFETENSORS_FILE`).
+
+    Raises:
+        CaptureError: neither (e.g. ``.bin`` pickles only, which are never loaded: they can run code).
+    """
+    if (root / SAFETENSORS_INDEX).is_file():
+        return "index"
+    if (root / SAFETENSORS_FILE).is_file():
+        return "single"
+    raise CaptureError(f"--weights {path}: needs safetensors weights: no {SAFETENSORS_FILE} or {SAFETENSORS_INDEX} "
+                       f"in {root} (.bin pickles are not loaded: they can run code)")
+
+
 def _folder_config(spec: ModelSpec, size: str, path: Path) -> str | None:
     """Check a diffusers folder's config; returns the subfolder (None or ``"transformer"``)."""
     import json
@@ -362,10 +377,7 @@ def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.
             model's, or weights diffusers cannot load.
     """
     sub = _folder_config(spec, size, path)
-    folder = path / sub if sub else path
-    if not ((folder / "diffusion_pytorch_model.safetensors").is_file() or (folder / SAFETENSORS_INDEX).is_file()):
-        raise CaptureError(f"--weights {path}: no diffusion_pytorch_model.safetensors or {SAFETENSORS_INDEX} in "
-                           f"{folder} (only safetensors checkpoints are read: .bin pickles can run code when loaded)")
+    _safetensors_kind(path, path / (sub or ""))
     from diffusers.utils import logging as dlog
 
     level = dlog.get_verbosity()
@@ -675,21 +687,15 @@ class _Checkpoint:
         self.path = path
         if path.is_dir():
             root = _folder_root(spec, size, path)
-            index, single = root / SAFETENSORS_INDEX, root / SAFETENSORS_FILE
-            if index.is_file():
+            if _safetensors_kind(path, root) == "index":
                 try:
-                    wmap = json.loads(index.read_text())["weight_map"]
+                    wmap = json.loads((root / SAFETENSORS_INDEX).read_text())["weight_map"]
                     self.file_of = {str(k): root / str(v) for k, v in wmap.items()}
                 except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
                     raise CaptureError(f"--weights {path}: unreadable {SAFETENSORS_INDEX} ({err})") from None
-            elif single.is_file():
-                self.file_of = None
-                files = [single]
-            else:
-                raise CaptureError(f"--weights {path}: --stream-blocks needs safetensors weights "
-                                   f"({SAFETENSORS_FILE} or {SAFETENSORS_INDEX} in {root})")
-            if self.file_of is not None:
                 files = sorted(set(self.file_of.values()))
+            else:
+                self.file_of, files = None, [root / SAFETENSORS_FILE]
             self.desc = f"checkpoint (diffusers folder): {path}"
         else:
             if path.suffix != ".safetensors":

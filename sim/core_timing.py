@@ -36,8 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cycle_model import PIPELINE_CYCLES
-from sim.dispatch import count_slots, reuse_tiles, schedule_positions
+from sim.cycle_model import PIPELINE_CYCLES, reuse_slot_sequence
 
 
 @dataclass
@@ -124,8 +123,8 @@ def accel_timeline(grid, groups, decisions: np.ndarray, N: int, rows: int, cols:
     - SCHED: per window of n positions, 1 start cycle + ``L * (2n + 1) + n`` (the scheduler's
       latency, `hw.dispatcher.scheduler`; L = groups * (F - 1)), digits streamed with no stall.
     - TILES from ``T0 = 1 + S + sum(windows)``: `core_timeline` of the op's tiles
-      (`sim.dispatch.reuse_tiles` in the scheduler's order, slots from `sim.dispatch.count_slots`,
-      ``ceil(K / P)`` beats each); the last row leaves at ``T0 + core.cycles - 1`` and ``done``
+      (`sim.cycle_model.reuse_slot_sequence`: `sim.dispatch.reuse_tiles` in the scheduler's order,
+      the matcher's slots; ``ceil(K / P)`` beats each); the last row leaves at ``T0 + core.cycles - 1`` and ``done``
       pulses one cycle later.
 
     Args:
@@ -152,11 +151,6 @@ def accel_timeline(grid, groups, decisions: np.ndarray, N: int, rows: int, cols:
     L = len(groups) * (F - 1)  # noqa: N806
     sched = sum(1 + L * (2 * min(window, hw - w0) + 1) + min(window, hw - w0) for w0 in range(0, hw, window))
     t0 = 1 + sim_cycles + sched
-    order = schedule_positions(decisions, (F, H, W), rows, window_tiles=window // rows)
-    tiles = reuse_tiles((F, H, W), N, rows, cols, order)
-    k0 = np.array([g[0] for g in groups], np.int64)
-    k1 = np.array([g[1] for g in groups], np.int64)
-    dec = np.ascontiguousarray(decisions, dtype=np.int8)
-    s = np.array([count_slots(dec[t.tokens], k0, k1, 4, k0, k1) for t in tiles], np.int64)
-    core = core_timeline(s, load_beats(len(tiles), K, P), rows, cols, ports)
+    s = reuse_slot_sequence(decisions, (F, H, W), groups, N, rows, cols, 4, window_tiles=window // rows)
+    core = core_timeline(s, load_beats(len(s), K, P), rows, cols, ports)
     return AccelTimeline(sim_cycles, sched, t0, core, t0 + core.cycles, t0 + core.cycles)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from sim.dispatch import count_slots, count_slots_unpaired, position_block, position_order
+from sim.dispatch import WINDOW_TILES, count_slots, count_slots_unpaired, position_block, position_order
 
 #: Register stages between a slot's issue and its result row leaving the array beyond the
 #: R + C skew/de-skew path: the PE result register and the column port register (hw/top.py).
@@ -85,9 +85,10 @@ def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb, order, paired):
 
 def reuse_slot_sequence(
     decisions: np.ndarray, grid: tuple[int, int, int], groups, N: int, rows: int, cols: int, b_msb: int,  # noqa: N803
-    dispatcher: bool = True,
+    dispatcher: bool = True, window_tiles: int = WINDOW_TILES,
 ) -> np.ndarray:
-    """Per-tile slot counts of one GEMM under the reuse tiling, in issue order.
+    """Per-tile slot counts of one GEMM under the reuse tiling, in issue order (scheduler windows of
+    ``window_tiles`` tiles, `sim.dispatch.WINDOW_TILES` by default).
 
     Issue order (sim.dispatch.reuse_tiles): column block, then position block, then frame. With
     ``dispatcher`` the scheduler's position order (`sim.dispatch.schedule_positions`) and the
@@ -107,7 +108,7 @@ def reuse_slot_sequence(
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
     block = position_block(grid, groups, rows)
-    order = position_order(dec, grid, groups, rows, dispatcher)
+    order = position_order(dec, grid, groups, rows, dispatcher, window_tiles)
     per_pos = _reuse_slots(dec, F, H * W, block, k0, k1, b_msb, order, dispatcher)
     n_col_blocks = -(-N // cols)
     return np.tile(per_pos.reshape(-1), n_col_blocks)

@@ -264,11 +264,13 @@ def position_block(grid, groups, rows: int) -> int:
     return (rows // W) * W
 
 
-def position_order(decisions: np.ndarray, grid, groups, rows: int, dispatcher: bool = True) -> np.ndarray:
-    """The tiling's position order: the scheduler's (`schedule_positions`) with the dispatcher,
-    raster order without it or for an op with a ``w``-axis group (module docstring)."""
+def position_order(decisions: np.ndarray, grid, groups, rows: int, dispatcher: bool = True,
+                   window_tiles: int = WINDOW_TILES) -> np.ndarray:
+    """The tiling's position order: the scheduler's (`schedule_positions`, windows of
+    ``window_tiles`` tiles) with the dispatcher, raster order without it or for an op with a
+    ``w``-axis group (module docstring)."""
     if dispatcher and not has_w_groups(groups):
-        return schedule_positions(decisions, tuple(grid), rows)
+        return schedule_positions(decisions, tuple(grid), rows, window_tiles)
     F, H, W = grid  # noqa: N806
     return np.arange(H * W, dtype=np.int64)
 

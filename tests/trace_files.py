@@ -44,7 +44,7 @@ def decision_video(path: Path, steps: int = 2, blocks: int = 2, grid=(2, 4, 4), 
     """A small full-model-like decision trace: every (step, block) holds qkv, qk (a w-axis RoPE group and
     an f group, 2 heads), pv (2 heads) and ffn1, with two stored theta pairs and seeded random decisions
     (COMPUTE wherever a token has no neighbour along its group's axis)."""
-    from algo.golden import block_groups
+    from algo.reuse.golden import block_groups
     from algo.trace import Group, OpRecord, Trace, pack_decisions, save_trace
 
     rng = np.random.default_rng(seed)

@@ -101,8 +101,8 @@ SELF_OPS = ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2")
 CROSS_OPS = ("cross_q", "cross_qk", "cross_pv", "cross_o")
 #: Number of seeded text-embedding tokens (real Wan pads UMT5 output to 512; project stand-in).
 TEXT_TOKENS = 8
-#: Query rows per chunk when computing P (bounds the float32 score buffer to heads x chunk x M;
-#: project choice: 12 heads x 1024 x 32,760 tokens x 4 B = 1.6 GB at 480p).
+#: Query rows per chunk of the float attention states (`attention_states`, one head at a time:
+#: bounds the float32 score buffer to chunk x L; project choice: 1024 x 32,760 keys x 4 B = 134 MB at 480p).
 P_CHUNK = 1024
 
 ProgressFn = Callable[[int, int, str], None]
@@ -147,13 +147,14 @@ def attention_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: i
     att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
     lse = np.empty((heads, m), dtype=np.float32)
     inv = 1.0 / math.sqrt(d_h)
-    for i0 in range(0, m, chunk):
-        s = torch.matmul(q[:, i0:i0 + chunk], k_t) * inv
-        mx = s.amax(dim=-1, keepdim=True)
-        p = torch.exp(s - mx)
-        rs = p.sum(dim=-1, keepdim=True)
-        att[:, i0:i0 + chunk] = (torch.matmul(p, v) / rs).numpy()
-        lse[:, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
+    for hd in range(heads):  # one head at a time: the score buffer is chunk x L (134 MB at 480p)
+        for i0 in range(0, m, chunk):
+            s = torch.matmul(q[hd, i0:i0 + chunk], k_t[hd]).mul_(inv)
+            mx = s.amax(dim=-1, keepdim=True)
+            p = s.sub_(mx).exp_()
+            rs = p.sum(dim=-1, keepdim=True)
+            att[hd, i0:i0 + chunk] = (torch.matmul(p, v[hd]) / rs).numpy()
+            lse[hd, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
     return att, lse
 
 

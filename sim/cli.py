@@ -170,6 +170,9 @@ def capture(
     attn_states: Annotated[bool, _flag(
         "--attn-states/--no-attn-states", help="store the attention output and log-sum-exp per head on "
                                                "self-attention pv ops (480p: ~201 MB per block and step)")] = True,
+    dry_run: Annotated[bool, _flag(
+        "--dry-run", help="print the estimated file size and peak memory (from the shape plan, before any "
+                          "weight is built) against this machine's free disk and memory, write nothing")] = False,
 ) -> None:
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
@@ -190,7 +193,25 @@ def capture(
         _fail("--shape-only and --decisions-only exclude each other")
     if (derive_blocks or derive_steps) and not decisions_only:
         _fail("--derive-blocks/--derive-steps write a decision trace: add --decisions-only")
+    if dry_run and (shape_only or derive_blocks or derive_steps):
+        _fail("--dry-run estimates a capture (exact or --decisions-only), not --shape-only or --derive-blocks")
     try:
+        if dry_run:
+            from algo.capture import capture as run_capture
+            from algo.capture.estimate import CaptureTooLarge, check_fits
+
+            est = run_capture(model=model, size=size, steps=step_list, num_inference_steps=num_inference_steps,
+                              seed=seed, theta=th, b_msb=b_msb, blocks=block_list, include_cross=cross,
+                              ops=ops or None, resolution=resolution or None, weights=weights, dtype=dtype,
+                              thetas=thetas if decisions_only else None, stream_blocks=stream_blocks,
+                              attn_states=attn_states, dry_run=True)
+            typer.echo(f"estimate: {est.summary()}")
+            try:
+                check_fits(est, out)
+                typer.echo(f"fits this machine; nothing written to {out} (--dry-run)")
+            except CaptureTooLarge as err:
+                typer.echo(f"does not fit: {err}")
+            return
         if derive_blocks or derive_steps:
             from algo.models import num_blocks
             from algo.trace.derive import derive_trace

@@ -65,6 +65,7 @@ import numpy as np
 import torch
 
 from algo import latents as lat
+from algo.capture.estimate import check_fits, estimate_capture, human
 from algo.models import (
     DTYPES,
     CaptureError,
@@ -675,6 +676,7 @@ def capture(
     out: str | Path | None = None,
     attn_states: bool = True,
     stream_blocks: bool = False,
+    dry_run: bool = False,
 ) -> Trace:
     """Run the model on real-content latents and return an exact or a decision trace.
 
@@ -717,6 +719,10 @@ def capture(
         out: write the trace here as it is captured (`algo.trace.TraceWriter`: op arrays stream
             into a temporary file, renamed into place at the end; nothing is left on error). The
             returned trace then holds the decision ops (decision traces) or only op shapes (exact).
+            Before any weight is built the file size and peak memory are estimated from the shape
+            plan (`algo.capture.estimate`); if either exceeds the free disk at ``out``'s folder or
+            the available memory, `algo.capture.estimate.CaptureTooLarge` is raised, nothing written.
+        dry_run: return that `algo.capture.estimate.CaptureEstimate` instead of capturing.
 
     Returns:
         A `Trace` with ops in execution order: for each step, for each block, the selected op types
@@ -728,7 +734,8 @@ def capture(
 
     Raises:
         CaptureError: unknown model or size, bad steps, grid, resolution, blocks, ops, theta(s),
-            b_msb, dtype or weights; a captured shape that disagrees with the config (`plan_ops`).
+            b_msb, dtype or weights; a captured shape that disagrees with the config (`plan_ops`);
+            `CaptureTooLarge` (a subclass) when the estimate does not fit the machine.
     """
     t_start = time.perf_counter()
     spec = get_spec(model, size)
@@ -766,9 +773,17 @@ def capture(
 
     last = block_list[-1]
     n_total = len(step_list) * (last + 1)
+    folder = weights is not None and Path(weights).expanduser().is_dir()
+    run_dt = DTYPES[dtype] if dtype else spec.dtype.get(size, torch.float32)
+    est = estimate_capture(spec.name, size, grid, step_list, block_list, op_names, thetas=theta_list,
+                           attn_states=attn_states, itemsize=torch.empty((), dtype=run_dt).element_size(),
+                           stream_blocks=stream_blocks, n_built=n_layers if folder else last + 1)
+    if dry_run:
+        return est
+    if out is not None:
+        check_fits(est, out)
     if progress is not None:
         progress(0, n_total, f"building {spec.name} ({size})")
-    folder = weights is not None and Path(weights).expanduser().is_dir()
     streamer = None
     if stream_blocks:
         net, weights_desc, streamer = build_streamed(spec.name, size, seed, dtype=DTYPES[dtype] if dtype else None,
@@ -808,6 +823,11 @@ def capture(
     if out is not None:
         writer = TraceWriter(out, grid, kind, b_msb=int(b_msb), model=spec.name, size=size,
                              weights=weights_desc, seed=int(seed), notes=notes)
+    if progress is not None and writer is not None:
+        user_progress = progress
+
+        def progress(done, total, label):  # noqa: F811 - the same callback, with the bytes written so far
+            user_progress(done, total, f"{label}, {human(writer.bytes_written)} written")
     rec = _Recorder(rope_groups(net), theta, block_list, op_names, f * h * w, progress, n_total, grid,
                     int(b_msb), thetas=theta_list, sink=writer.add if writer else None,
                     keep=writer is None or kind == "decisions", plan=plan_dims,
@@ -839,7 +859,7 @@ def capture(
             streamer.release()
     t_end = time.perf_counter()
     timing = dict(rec.timing, build_s=t_built - t_start, forward_s=t_end - t_built - rec.timing["write_s"],
-                  total_s=t_end - t_start)
+                  total_s=t_end - t_start, est_file_bytes=est.file_bytes, est_peak_bytes=est.peak_bytes)
     return Trace(
         grid=grid, ops=rec.ops, b_msb=int(b_msb), model=spec.name, size=size, weights=weights_desc,
         seed=int(seed), steps=step_meta, notes=notes, timing=timing,

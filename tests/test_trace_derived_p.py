@@ -7,6 +7,7 @@ independently, the rule computed here from scratch in int64 / float64 numpy.
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 
 import numpy as np
 import pytest
@@ -112,3 +113,25 @@ def test_bad_p_source_rejected(files, tmp_path):
         meta["version"] = 3
     with pytest.raises(TraceError, match="derived P needs format version 5"):
         load_trace(rewrite_trace(new, tmp_path / "v3.npz", meta_fn=old_version))
+
+
+def test_truncated_or_corrupted_file_rejected_with_one_line(files, tmp_path):
+    _, new, _ = files
+    data = new.read_bytes()
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceError) as err:
+        load_trace(cut)
+    assert "\n" not in str(err.value) and "truncated" in str(err.value)
+    with TraceReader(new) as rd:  # flip one byte inside the stored Q of the qk op
+        qk = [i for i, m in enumerate(rd.op_meta) if m["name"] == "qk"][0]
+    with zipfile.ZipFile(new) as zf:
+        info = zf.getinfo(f"op{qk:05d}_X.npy")
+    at = info.header_offset + 30 + len(info.filename) + len(info.extra) + 200
+    bad = bytearray(data)
+    bad[at] ^= 0xFF
+    flipped = tmp_path / "flip.npz"
+    flipped.write_bytes(bytes(bad))
+    with pytest.raises(TraceError) as err:
+        load_trace(flipped)
+    assert "\n" not in str(err.value) and "corrupt" in str(err.value)

@@ -128,7 +128,7 @@ def _param_bytes(net, n_built: int, itemsize: int, streamed: bool) -> int:
 def estimate_capture(model: str, size: str, grid: tuple[int, int, int], steps: Sequence[int],
                      blocks: Sequence[int], ops: Sequence[str], *, thetas: Sequence | None = None,
                      attn_states: bool = True, itemsize: int = 4, stream_blocks: bool = False,
-                     n_built: int | None = None, chunk: int = 1024) -> CaptureEstimate:
+                     n_built: int | None = None, chunk: int = 1024, net=None) -> CaptureEstimate:
     """Estimate a capture (`algo.capture.capture`'s arguments, already checked) from its shape plan.
 
     Args:
@@ -136,6 +136,7 @@ def estimate_capture(model: str, size: str, grid: tuple[int, int, int], steps: S
         thetas: None for an exact trace, else the decision trace's threshold pairs.
         itemsize: bytes per weight and activation of the run's dtype (4 float32, 2 bf16).
         n_built: blocks built (default: up to the last recorded one).
+        net: the model on the meta device (`algo.models.meta_model`), if already built.
 
     Returns:
         A `CaptureEstimate`.
@@ -144,7 +145,7 @@ def estimate_capture(model: str, size: str, grid: tuple[int, int, int], steps: S
     from algo.models import meta_model
     from algo.trace import packed_length
 
-    net = meta_model(model, size)
+    net = meta_model(model, size) if net is None else net
     _, plan = plan_ops(model, size, grid, steps, blocks, ops, net=net)
     ops = set(ops)
     arrays, members = 0, 0

@@ -775,7 +775,8 @@ def capture(
     n_total = len(step_list) * (last + 1)
     folder = weights is not None and Path(weights).expanduser().is_dir()
     run_dt = DTYPES[dtype] if dtype else spec.dtype.get(size, torch.float32)
-    est = estimate_capture(spec.name, size, grid, step_list, block_list, op_names, thetas=theta_list,
+    meta_net = meta_model(spec.name, size)
+    est = estimate_capture(spec.name, size, grid, step_list, block_list, op_names, thetas=theta_list, net=meta_net,
                            attn_states=attn_states, itemsize=torch.empty((), dtype=run_dt).element_size(),
                            stream_blocks=stream_blocks, n_built=n_layers if folder else last + 1)
     if dry_run:
@@ -795,8 +796,7 @@ def capture(
                                         num_layers=None if folder else last + 1)
         run_dtype = _run_dtype(net)
     t_built = time.perf_counter()
-    _, plan = plan_ops(spec.name, size, grid, step_list, block_list, op_names, theta=theta,
-                       net=meta_model(spec.name, size))
+    _, plan = plan_ops(spec.name, size, grid, step_list, block_list, op_names, theta=theta, net=meta_net)
     plan_dims = {(o.step, o.block, o.name): (o.batch, o.M, o.K, o.N) for o in plan}
     p_t, p_h, p_w = patch_of(cfg)
     f, h, w = grid

@@ -1,8 +1,8 @@
-// Batch driver of the Verilated kaleido_top (sim/engines/verilator.py builds it with
+// Batch driver of the Verilated kaleido_engine (kaleido_top with a registered reset; sim/engines/verilator.py builds it with
 // `verilator --cc --exe --build`): the whole stimulus of a run lies in memory-mapped files, the
 // clock loop is compiled, no Python runs per cycle.
 //
-// Usage: Vkaleido_top <job dir> [--fst FILE --waves-from TICK --waves-cycles N]
+// Usage: Vkaleido_engine <job dir> [--fst FILE --waves-from TICK --waves-cycles N]
 //
 // Files in the job dir (all little-endian, written by sim/engines/verilator.py):
 //   meta.bin   int64[16]: version, n_runs, n_slots, n_tiles, rec_bytes, R, C, d, acc_bits, row_bits,
@@ -22,7 +22,7 @@
 // Exit status: 0 done; 2 bad job files (message on stderr); 3 the RTL broke the output protocol
 // (row out of order, a row for no pending tile, tiles not drained in time).
 
-#include "Vkaleido_top.h"
+#include "Vkaleido_engine.h"
 #include "verilated.h"
 #ifdef KALEIDO_WAVES
 #include "verilated_fst_c.h"
@@ -41,6 +41,7 @@
 #include <vector>
 
 static const int64_t JOB_VERSION = 1;
+static const int64_t RESET = 5;  // ticks before a run's first slot (RESET_TICKS in verilator.py)
 
 [[noreturn]] static void fail(int code, const std::string& msg) {
     std::fprintf(stderr, "%s\n", msg.c_str());
@@ -109,7 +110,7 @@ static inline int64_t lane(const uint8_t* buf, size_t off, int bits) {
 }
 
 int main(int argc, char** argv) {
-    if (argc < 2) fail(2, "usage: Vkaleido_top JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
+    if (argc < 2) fail(2, "usage: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
     const std::string dir = argv[1];
     std::string fst;
     int64_t wfrom = 0, wcycles = 0;
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> result(n_runs * 4, 0), tile_done(n_tiles, -1);
 
     VerilatedContext ctx;
-    Vkaleido_top top(&ctx);
+    Vkaleido_engine top(&ctx);
     // Byte images in stimulus order; each must fit the Verilated port's storage.
     Port ports[8] = {
         {bytes_of(top.in_x_a), size_of(top.in_x_a), (size_t)R},
@@ -185,12 +186,13 @@ int main(int argc, char** argv) {
         (void)t;
 #endif
     };
+    // Rising edge; the falling edge is evaluated together with the next cycle's inputs (the
+    // design has no negative-edge logic), so a cycle costs two evaluations.
     auto clock = [&]() {
         top.clk = 1;
         top.eval();
         dump(2 * tick + 1);
         top.clk = 0;
-        top.eval();
         ++tick;
     };
 
@@ -202,14 +204,13 @@ int main(int argc, char** argv) {
         top.in_valid = 0; top.in_first_a = 0; top.in_first_b = 0; top.in_sp_a = 0; top.in_sp_b = 0;
         top.in_last = 0; top.in_clear = 0;
         top.x_unsigned = (uint8_t)runs[ri * 5 + 4];
+        // The wrapper registers rst (engine_wrapper in verilator.py): 3 cycles high, then 2 low, so
+        // the design sees 4 reset cycles and one idle one before the first slot.
         top.rst = 1;
         top.clk = 0;
-        top.eval();
-        for (int i = 0; i < 3; ++i) { dump(2 * tick); clock(); }
+        for (int i = 0; i < 3; ++i) { top.eval(); dump(2 * tick); clock(); }
         top.rst = 0;
-        top.eval();
-        dump(2 * tick);
-        clock();
+        for (int i = 0; i < 2; ++i) { top.eval(); dump(2 * tick); clock(); }
 
         std::vector<int64_t> rows_seen(D, 0), done_on_port(D, 0);
         int64_t tiles_left = nt, idx = 0, cycle = 0, first_accept = -1, last_output = -1;
@@ -269,8 +270,8 @@ int main(int argc, char** argv) {
             fail(3, "run " + std::to_string(ri) + ": " + std::to_string(tiles_left) + " tiles never drained within " +
                         std::to_string(limit) + " cycles");
         result[ri * 4] = last_output - first_accept + 1;
-        result[ri * 4 + 1] = result[ri * 4 + 3] + 4 + first_accept;
-        result[ri * 4 + 2] = result[ri * 4 + 3] + 4 + last_output;
+        result[ri * 4 + 1] = result[ri * 4 + 3] + RESET + first_accept;
+        result[ri * 4 + 2] = result[ri * 4 + 3] + RESET + last_output;
     }
 #ifdef KALEIDO_WAVES
     if (tfp) { tfp->close(); delete tfp; }

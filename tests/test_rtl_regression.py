@@ -1,5 +1,5 @@
 """Seeded random RTL regression on the compiled engine (tests/rtl/regression.py): at least 1,000
-tiles of tiny-8x8, each bit-exact against `algo.golden` and cycle-exact (per tile) against the
+tiles of tiny-8x8, each bit-exact against `algo.reuse.golden` and cycle-exact (per tile) against the
 cycle model. ``KALEIDO_RTL_SEED`` picks another seed; a failure prints the seed and the command
 that replays the case with waveforms.
 

@@ -382,7 +382,7 @@ def check_stream(gemm: Gemm, cfg: AcceleratorConfig) -> None:
     """The checks of `sim.stream.build_stream`: raises ValueError for a b_msb the hardware does not
     split, more groups than ``partial_regs``, reuse along ``h``, a ``w``-axis group with ``W > R``
     or a ``w = 0`` token that does not COMPUTE a ``w``-axis group."""
-    from algo.golden import COMPUTE
+    from algo.reuse.golden import COMPUTE
     from sim.dispatch import position_block
 
     if gemm.b_msb not in cfg.msb_splits:
@@ -558,7 +558,7 @@ def simulate_trace_rtl(
     timings: dict | None = None,
 ) -> dict:
     """Run every op of an exact trace through the compiled RTL engine, one run per op (every batch
-    index, e.g. the heads of ``qk``/``pv``, back to back), decisions from `algo.golden.decide` at
+    index, e.g. the heads of ``qk``/``pv``, back to back), decisions from `algo.reuse.golden.decide` at
     each op's theta (what `sim.simulate` times).
 
     Returns the results object: ``format``, ``version``, ``engine`` (``"rtl"``), ``config``,
@@ -574,7 +574,7 @@ def simulate_trace_rtl(
             RTL cannot run (reuse along ``h``, ``W > R`` with a ``w`` group; names the op).
         RtlEngineError: as `Engine`.
     """
-    from algo.golden import decide
+    from algo.reuse.golden import decide
     from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
 
     check_rtl_config(cfg)

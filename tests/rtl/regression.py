@@ -6,7 +6,7 @@ lock-step array: one slot stream, every PE row on the same channel pair), random
 select lane b, ``w``-axis groups on the PE row link, dense ops), shapes that are no multiple of the
 array (grid, K, N), int8 and uint8 operands, and the accumulator-width corners at the longest K the
 preset allows (every operand -128; uint8 255 against -128). `check_case` holds one case's engine
-result against `algo.golden.apply_decisions` (bit-exact) and against the cycle model (per-tile
+result against `algo.reuse.golden.apply_decisions` (bit-exact) and against the cycle model (per-tile
 slots, op cycles, and every tile's finish cycle ``L_t + R + C + 1`` from the timing contract).
 
 Replay one case with waveforms (the command a failure prints)::
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
 from hw.config import AcceleratorConfig, load_config
 from sim.cycle_model import PIPELINE_CYCLES, op_cycles, reuse_slot_sequence
 from sim.engines.verilator import RESET_TICKS, Gemm, RunResult
@@ -158,7 +158,7 @@ def check_case(case: RegressionCase, r: RunResult, cfg: AcceleratorConfig) -> li
     bad = np.argwhere(r.ys[0] != want)
     if bad.size:
         i, j = bad[0]
-        errs.append(f"{len(bad)} outputs differ from algo.golden, first Y[{i}, {j}] = {r.ys[0][i, j]} "
+        errs.append(f"{len(bad)} outputs differ from algo.reuse.golden, first Y[{i}, {j}] = {r.ys[0][i, j]} "
                     f"(golden {want[i, j]})")
     seq = reuse_slot_sequence(g.decisions, g.grid, list(g.groups), g.W.shape[1], R, C, g.b_msb)
     if np.maximum(seq, 1).tolist() != r.slots_per_tile.tolist():  # S_t = max(1, slots_t): a bubble slot
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     errs = check_case(case, r, cfg)
-    print("\n".join(errs) if errs else "equal to algo.golden and the cycle model")
+    print("\n".join(errs) if errs else "equal to algo.reuse.golden and the cycle model")
     return 1 if errs else 0
 
 

@@ -163,7 +163,7 @@ def test_all_p_schedule_speedup_one_and_kaleido_reuse(tmp_path):
     assert res["unique_ops_timed"] == 12
     w2 = _small(tmp_path, "1,1,1,4")
     js2 = tmp_path / "k2.json"
-    r = kaleido("simulate", str(w2), "--devices", "kaleido-16nm-128x128", "--reuse", "0.2,0.2,0.6", "--json", str(js2))
+    r = kaleido("simulate", str(w2), "--devices", "kaleido-16nm-128x128", "--reuse", "0.6,0.2", "--json", str(js2))
     assert r.returncode == 0, r.stderr
     res2 = json.loads(js2.read_text())
     # 256 tokens: the similarity pass and vector work dominate, so reuse may lose here (docs/workloads.md)
@@ -191,7 +191,7 @@ def test_bad_inputs_exit_2(tmp_path):
         load_workload(bad_n)
     assert_one_line_error(kaleido("simulate", str(w), "--devices", "a100:x"), "--devices")
     assert_one_line_error(kaleido("simulate", str(w), "--devices", "a100:4"), "1 device")
-    assert_one_line_error(kaleido("simulate", str(w), "--devices", "a100", "--reuse", "0.5,0.5,0.5"), "--reuse")
+    assert_one_line_error(kaleido("simulate", str(w), "--devices", "a100", "--reuse", "0.7,0.5"), "--reuse")
 
 
 def test_save_refuses_inconsistent_workload(tmp_path):

@@ -189,7 +189,8 @@ def _step_ops(net, spec, latent_grid, patch, m: int, step: int, branches: int) -
     pt, ph, pw = patch
     grid, padded = coarse_token_grid(latent_grid, (pt, m * ph, m * pw))
     cfg = spec.sizes["full"]
-    _, plan = plan_ops(spec.name, "full", grid, [step], [0], (*SELF_OPS, *CROSS_OPS), net=net)
+    _, plan = plan_ops(spec.name, "full", grid, [step], [0], (*SELF_OPS, *CROSS_OPS), net=net,
+                       text_tokens=WAN_TEXT_TOKENS)
     layers = len(blocks_of(net))
     d = int(cfg["num_attention_heads"]) * int(cfg["attention_head_dim"])
     m_tok = math.prod(grid)
@@ -204,14 +205,9 @@ def _step_ops(net, spec, latent_grid, patch, m: int, step: int, branches: int) -
     k_in = int(cfg["in_channels"]) * pt * m * ph * m * pw
     ops = [mk("patch_embed", 1, m_tok, k_in, d, g(k_in), None, branches)]
     for op in plan:
-        batch, K, N = op.batch, op.K, op.N  # noqa: N806
         groups = [(x.k_start, x.k_stop, x.axis, x.kind) for x in op.groups]
-        if op.name == "cross_qk":
-            N = WAN_TEXT_TOKENS  # noqa: N806
-        elif op.name == "cross_pv":
-            K, groups = WAN_TEXT_TOKENS, g(WAN_TEXT_TOKENS)  # noqa: N806
         phase = "attention" if op.name in ("qk", "pv", "cross_qk", "cross_pv") else "linear"
-        ops.append(mk(op.name, batch, m_tok, K, N, groups, 0, layers * branches, op.x_signed, phase))
+        ops.append(mk(op.name, op.batch, m_tok, op.K, op.N, groups, 0, layers * branches, op.x_signed, phase))
     n_out = int(cfg["out_channels"]) * pt * m * ph * m * pw
     ops.append(mk("proj_out", 1, m_tok, d, n_out, g(d), None, branches))
     return ops, {"grid": list(grid), "tokens": m_tok, "padded": padded,

@@ -125,17 +125,27 @@ def inspect_workload(path: Path, as_json: bool) -> None:
                   f"({wl.reference['label']}): {summary['reference_macs'] / summary['macs']:.2f}x fewer")
 
 
-def _parse_reuse(text: str | None) -> tuple[float, float, float] | None:
+def _parse_reuse(text: str | None):
+    """``"r,p"`` or ``"r,p,HxW,q"`` -> `algo.synth.SynthField` (region and persistence default 8x8, 0.9)."""
+    from algo.synth import SynthError, SynthField, parse_region
+
     _cli = _c()
     if text is None:
         return None
+    parts = [v.strip() for v in text.split(",")]
     try:
-        vals = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        vals = ()
-    if len(vals) != 3 or min(vals) < 0 or abs(sum(vals) - 1.0) > 1e-6:
-        _cli._fail(f"--reuse must be three fractions 'compute,partial,reuse' summing to 1, got {text!r}")
-    return vals
+        if len(parts) not in (2, 4):
+            raise ValueError
+        kw = {"reuse": float(parts[0]), "partial": float(parts[1])}
+        if len(parts) == 4:
+            kw.update(region=parse_region(parts[2]), persist=float(parts[3]))
+        fld = SynthField(**kw)
+        fld.check()
+    except ValueError as err:
+        msg = str(err) if isinstance(err, SynthError) else "not numbers"
+        _cli._fail(f"--reuse must be 'r,p' or 'r,p,HxW,q' (REUSE and PARTIAL shares, region, persistence; "
+                   f"algo.synth), got {text!r}: {msg}")
+    return fld
 
 
 def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out: Path | None, reuse: str | None,

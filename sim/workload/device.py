@@ -8,14 +8,11 @@ Kaleido (`KaleidoDevice`): the op becomes a decision `algo.trace.OpRecord` and r
 `sim.simulate.simulate_op`, `sim.energy.EnergyModel.annotate_op` and `sim.memory.annotate_memory`,
 exactly as a trace op: ``dense_time_us`` is the array with reuse off (``dense_total_cycles``),
 ``time_us`` the array with reuse (``total_cycles``, similarity unit included). The decisions are
-synthetic (`synthetic_decisions`) when ``reuse = (c, p, r)`` fractions are given — one draw per
-spatial position shared by its frames and channel groups, i.i.d. over positions, seeded by the op signature, COMPUTE
-wherever the group's axis has no neighbour (first frame for ``f``, first row/column for ``h``/``w``)
-— and all COMPUTE otherwise (then ``time_us`` = ``dense_time_us``: no reuse is claimed). An op
-without a token grid runs dense. The array reuses a position's previous-frame partial sums in a
-fixed position order, so decisions that changed at random from frame to frame would leave the
-dispatcher nothing to cluster; captured decisions also differ per group. The synthetic ones say
-what given fractions buy on the array when static regions stay static (docs/workloads.md).
+synthetic when a field is given (``reuse``: `algo.synth.SynthField` — shares r and p, regions of
+positions, frame persistence; `algo.synth.field_decisions`, one generator seeded by ``seed`` and
+the op signature), and all COMPUTE otherwise (then ``time_us`` = ``dense_time_us``: no reuse is
+claimed). An op without a token grid runs dense. Synthetic decisions say what given shares buy on
+the array, not what a model's activations would decide (docs/workloads.md).
 
 A100 (`A100Device`): `sim.baselines.a100.op_time_us` (roofline, stated efficiencies).
 """
@@ -26,7 +23,8 @@ import zlib
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE, block_groups
+from algo.golden import block_groups
+from algo.synth import SynthField, field_decisions
 from algo.trace import Group, OpRecord, Trace, pack_decisions
 from algo.workloads.format import WorkloadOp
 from hw.config import AcceleratorConfig
@@ -36,41 +34,17 @@ from sim.memory import annotate_memory
 from sim.simulate import SimError, check_compatible, simulate_op
 
 
-def _first_without_neighbour(grid, axis: str) -> np.ndarray:
-    f, h, w = grid
-    idx = np.arange(f * h * w)
-    return {"f": idx < h * w, "h": (idx // w) % h == 0, "w": idx % w == 0}[axis]
-
-
-def synthetic_decisions(grid: tuple[int, int, int], groups, fractions: tuple[float, float, float],
-                        seed: int) -> np.ndarray:
-    """Seeded decisions ``int8 [M, G]``: one draw per spatial position ``(h, w)`` with
-    COMPUTE/PARTIAL/REUSE probabilities ``fractions``, shared by every frame and every channel group
-    of that position (a static region stays static), i.i.d. over positions. Tokens without a
-    neighbour along a group's axis are COMPUTE (`algo.golden`'s rule), so the realised fractions are
-    a little below the asked ones.
-    """
-    rng = np.random.default_rng(seed)
-    f, h, w = grid
-    c, p, _ = fractions
-    u = np.tile(rng.random((1, h * w, 1)), (f, 1, len(groups))).reshape(f * h * w, len(groups))
-    dec = np.where(u < c, COMPUTE, np.where(u < c + p, PARTIAL, REUSE)).astype(np.int8)
-    for j, g in enumerate(groups):
-        dec[_first_without_neighbour(grid, g[2]), j] = COMPUTE
-    return dec
-
-
 def op_signature(op: WorkloadOp) -> tuple:
     """What makes two ops time the same: type, shape, token grid and channel groups."""
     return (op.name, op.batch, op.M, op.K, op.N, op.grid, op.groups, op.x_signed)
 
 
 class KaleidoDevice:
-    """One Kaleido chip (module docstring). ``reuse``: None (dense) or ``(c, p, r)`` summing to 1."""
+    """One Kaleido chip (module docstring). ``reuse``: None (dense) or an `algo.synth.SynthField`."""
 
     kind = "kaleido"
 
-    def __init__(self, cfg: AcceleratorConfig, reuse: tuple[float, float, float] | None = None, seed: int = 0,
+    def __init__(self, cfg: AcceleratorConfig, reuse: SynthField | None = None, seed: int = 0,
                  b_msb: int = 4, tech=None):
         self.cfg, self.reuse, self.seed, self.b_msb = cfg, reuse, int(seed), int(b_msb)
         self.energy = EnergyModel(cfg, tech)
@@ -79,9 +53,11 @@ class KaleidoDevice:
 
     def describe(self) -> dict:
         return {"kind": self.kind, "name": self.name, "config": self.cfg.model_dump(mode="json"),
-                "reuse": None if self.reuse is None else list(self.reuse),
-                "decisions": ("synthetic i.i.d. (sim.workload.device.synthetic_decisions), seed "
-                              f"{self.seed}" if self.reuse else "all COMPUTE (reuse off)")}
+                "reuse": None if self.reuse is None else {
+                    "reuse": self.reuse.reuse, "partial": self.reuse.partial, "region": list(self.reuse.region),
+                    "persist": self.reuse.persist},
+                "decisions": (f"synthetic field (algo.synth.field_decisions), seed {self.seed}" if self.reuse
+                              else "all COMPUTE (reuse off)")}
 
     def time(self, op: WorkloadOp) -> dict:
         """``{"time_us", "dense_time_us", "cycles", "dense_cycles", "energy_pj", "dense_energy_pj"}`` of one copy.
@@ -99,13 +75,11 @@ class KaleidoDevice:
         groups = [tuple(g[:3]) for g in op.groups] or list(block_groups(op.K))
         kinds = [g[3] for g in op.groups] or ["block"] * len(groups)
         use_reuse = self.reuse is not None and op.grid is not None
-        seed = zlib.crc32(repr(op_signature(op)).encode()) ^ self.seed
-        decs = []
-        for b in range(op.batch):
-            if use_reuse:
-                decs.append(synthetic_decisions(grid, groups, self.reuse, seed + b))
-            else:
-                decs.append(np.zeros((op.M, len(groups)), dtype=np.int8))
+        if use_reuse:
+            rng = np.random.default_rng([self.seed, zlib.crc32(repr(op_signature(op)).encode())])
+            decs = field_decisions(rng, tuple(grid), groups, op.batch, self.reuse)
+        else:
+            decs = np.zeros((op.batch, op.M, len(groups)), dtype=np.int8)
         packed = np.stack([pack_decisions(d) for d in decs])[None]
         rec = OpRecord(name=op.name, block=op.block or 0, step=op.step, X=None, W=None,
                        groups=[Group(*g, k) for g, k in zip(groups, kinds, strict=True)], theta=(0.0, 0.0),
@@ -154,7 +128,7 @@ class A100Device:
 A100_NAME = "a100"
 
 
-def make_device(preset: str, reuse: tuple[float, float, float] | None = None, seed: int = 0, b_msb: int = 4,
+def make_device(preset: str, reuse: SynthField | None = None, seed: int = 0, b_msb: int = 4,
                 a100_params: dict | None = None):
     """A device from a preset name: ``"a100"`` or an accelerator preset / TOML (`hw.config.load_config`).
 

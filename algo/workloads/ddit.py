@@ -183,8 +183,9 @@ def schedule_from_trajectory(trajectory: np.ndarray, steps: int, base_patch: Seq
 
 def _step_ops(net, spec, latent_grid, patch, m: int, step: int, branches: int) -> tuple[list[WorkloadOp], dict]:
     """The ops of one step at patch multiple m (module docstring) and the step's grid facts."""
-    from algo.capture import CROSS_OPS, SELF_OPS, _blocks_of, plan_ops
+    from algo.capture import CROSS_OPS, SELF_OPS, plan_ops
     from algo.models import blocks_of
+    from algo.reuse.golden import block_groups
 
     pt, ph, pw = patch
     grid, padded = coarse_token_grid(latent_grid, (pt, m * ph, m * pw))
@@ -200,7 +201,7 @@ def _step_ops(net, spec, latent_grid, patch, m: int, step: int, branches: int) -
                           x_signed=x_signed, grid=grid, groups=tuple(groups), phase=phase)
 
     def g(k):
-        return [(x.k_start, x.k_stop, x.axis, x.kind) for x in _blocks_of(k)]
+        return [(k0, k1, axis, "block") for k0, k1, axis in block_groups(k)]
 
     k_in = int(cfg["in_channels"]) * pt * m * ph * m * pw
     ops = [mk("patch_embed", 1, m_tok, k_in, d, g(k_in), None, branches)]

@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-from algo.golden import block_groups
+from algo.reuse.golden import block_groups
 from algo.synth import SynthField, field_decisions
 from algo.trace import Group, OpRecord, Trace, pack_decisions
 from algo.workloads.format import WorkloadOp

@@ -133,7 +133,7 @@ def test_simulate_json_fields_and_dense_cycles(simulated):
         assert key in r
     assert set(r["reuse_fraction"]) == {"compute", "partial", "reuse"}
     qkv, qk = r["per_op"]
-    # Dense on tiny-8x8 (R = C = 8, d = 2), by hand from the timing contract (sim/cycle_model.py):
+    # Dense on tiny-8x8 (R = C = 8, d = 2), by hand from the timing contract (sim/timing/cycle_model.py):
     # qkv: M=16, K=16, N=12 -> ceil(16/8)*ceil(12/8) = 4 tiles of 16 slots, K*d >= R so no drain stall:
     #   last issue L = 4*16 - 1 = 63, cycles = L + R + C + 2 = 63 + 18 = 81.
     assert qkv["dense_cycles"] == 81
@@ -274,7 +274,7 @@ def test_version_and_report_of_rtl_results(tmp_path):
     res = kaleido("--version")
     assert res.returncode == 0 and res.stdout.strip() == f"kaleido {version('kaleido')}"
     rtl = tmp_path / "rtl.json"
-    from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION
+    from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION
 
     rtl.write_text(json.dumps({"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "cycles": 5}))
     assert_one_line_error(kaleido("report", str(rtl), "--out", str(tmp_path / "r")), "--engine rtl")

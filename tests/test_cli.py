@@ -274,7 +274,7 @@ def test_version_and_report_of_rtl_results(tmp_path):
     res = kaleido("--version")
     assert res.returncode == 0 and res.stdout.strip() == f"kaleido {version('kaleido')}"
     rtl = tmp_path / "rtl.json"
-    from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION
+    from sim.results import RESULTS_FORMAT, RESULTS_VERSION
 
     rtl.write_text(json.dumps({"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "cycles": 5}))
     assert_one_line_error(kaleido("report", str(rtl), "--out", str(tmp_path / "r")), "--engine rtl")

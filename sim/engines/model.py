@@ -27,11 +27,9 @@ from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_grou
 from hw.config import AcceleratorConfig
 from sim.cost.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
 from sim.cost.energy import EnergyModel
+from sim.results import RESULTS_FORMAT, RESULTS_VERSION
 from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
-
-RESULTS_FORMAT = "kaleido-results"
-RESULTS_VERSION = 1
 
 
 class SimError(ValueError):

@@ -324,7 +324,8 @@ def simulate_trace_rtl(
         RtlEngineError: as `RtlModel`.
     """
     from algo.golden import decide
-    from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
+    from sim.engines.model import SimError, check_compatible
+    from sim.results import RESULTS_FORMAT, RESULTS_VERSION
     from sim.timing.stream import build_stream
 
     check_rtl_config(cfg)

@@ -54,7 +54,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from algo.fileio import atomic_write_bytes, check_output_dir  # noqa: E402
-from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
+from sim.results import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
 
 
 class ReportError(ValueError):

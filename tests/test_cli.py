@@ -58,6 +58,24 @@ def test_missing_trace(tmp_path):
     assert not out.exists()
 
 
+#: Libraries a bad-input error must not wait for (each takes seconds to import on 2 cores).
+HEAVY_MODULES = ("torch", "diffusers", "numba", "matplotlib", "amaranth")
+
+
+@pytest.mark.parametrize("args", [("simulate", "missing.npz"), ("baselines", "missing.npz"),
+                                  ("inspect", "missing.npz"), ("report", "missing.json")])
+def test_error_path_imports_no_heavy_library(tmp_path, args):
+    """A missing input answers before torch, diffusers, numba, matplotlib or amaranth are imported
+    (``kaleido simulate missing.npz`` took 4.7 s when it imported torch to catch the error)."""
+    code = ("import sys\nfrom sim.cli import main\nsys.argv = ['kaleido', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"
+            f"print(rc, sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    assert res.stdout.split("\n")[-2] == "2 []", (res.stdout, res.stderr)
+    assert res.stderr.startswith("error: ") and "not found" in res.stderr, res.stderr
+
+
 def test_corrupt_and_truncated_trace(tmp_path):
     good = small_trace(tmp_path / "good.npz")
     junk = tmp_path / "junk.npz"

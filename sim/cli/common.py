@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -59,16 +60,19 @@ def fail(msg: str) -> None:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
-def known_errors() -> tuple[type[Exception], ...]:
-    from algo.fileio import OutputPathError
-    from algo.models import CaptureError
-    from algo.trace import TraceError
-    from hw.config import ConfigError
-    from sim.cost.tech import TechError
-    from sim.engines.model import SimError
-    from sim.report import ReportError
+#: The project's bad-input errors, as (module, class): each ends a command with exit code 2.
+KNOWN_ERRORS = (("algo.trace", "TraceError"), ("hw.config", "ConfigError"), ("algo.models", "CaptureError"),
+                ("sim.engines.model", "SimError"), ("sim.report", "ReportError"), ("sim.cost.tech", "TechError"),
+                ("algo.fileio", "OutputPathError"), ("sim.baselines", "BaselineError"))
 
-    return (TraceError, ConfigError, CaptureError, SimError, ReportError, TechError, OutputPathError)
+
+def known_errors() -> tuple[type[Exception], ...]:
+    """The `KNOWN_ERRORS` classes of the modules imported so far (``except known_errors() as err``).
+
+    An error can only come from a module that is imported, and Python evaluates an ``except``
+    clause's expression only when an exception reaches it; so this never imports anything (no
+    torch, numba or matplotlib on a fast error path such as a missing trace file)."""
+    return tuple(getattr(sys.modules[mod], name) for mod, name in KNOWN_ERRORS if mod in sys.modules)
 
 
 def check_out(path: Path | None, folder: bool = False) -> None:

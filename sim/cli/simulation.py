@@ -27,7 +27,7 @@ from sim.results import result_notes
 
 def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out: Path | None) -> None:
     """``kaleido simulate --gemm M,K,N``: time one dense GEMM (reuse off) with `sim.timing.dataflow`."""
-    from hw.config import ConfigError, load_config  # not known_errors(): that imports torch
+    from hw.config import ConfigError, load_config
     from sim.timing.dataflow import gemm_result
 
     shape = parse_ints(gemm, "--gemm")
@@ -101,10 +101,6 @@ def simulate(
                            "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
-    from algo.trace import load_trace
-    from hw.config import load_config
-    from sim.engines.model import simulate_trace
-
     if (trace is None) == (gemm is None):
         fail("give exactly one of TRACE or --gemm M,K,N")
     check_out(json_out)
@@ -121,10 +117,15 @@ def simulate(
     if engine == "rtl":
         _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None)
         return
+    from algo.trace import load_trace
+    from hw.config import load_config
+
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
         check_theta_index(tr, trace, theta_index)
+        from sim.engines.model import simulate_trace  # numba: only once the inputs are known good
+
         with progress_callback("simulate", len(tr.ops)) as cb:
             res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
                                  dispatcher=not no_dispatcher)
@@ -192,25 +193,26 @@ def baselines(
     Cambricon-D-like) on the same config and energy table; `kaleido report` reads the JSON."""
     from algo.trace import load_trace
     from hw.config import load_config
-    from sim.baselines import (
-        BASELINES,
-        BaselineError,
-        attach_baselines,
-        measure_quality,
-        parse_params,
-        run_baselines,
-    )
-    from sim.engines.model import simulate_trace
 
-    names = tuple(v.strip() for v in only.split(",") if v.strip()) or BASELINES
     check_out(json_out)
     if quality_steps < 0:
         fail(f"--quality-steps must be >= 0, got {quality_steps}")
     try:
-        params = parse_params(param)
         cfg = load_config(config)
         tr = load_trace(trace)
         check_theta_index(tr, trace, theta_index)
+        # numba, amaranth: only once the inputs are known good
+        from sim.baselines import (
+            BASELINES,
+            attach_baselines,
+            measure_quality,
+            parse_params,
+            run_baselines,
+        )
+        from sim.engines.model import simulate_trace
+
+        names = tuple(v.strip() for v in only.split(",") if v.strip()) or BASELINES
+        params = parse_params(param)
         with progress_callback("simulate", len(tr.ops)) as cb:
             res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech)
         with progress_callback("baselines", len(names)) as cb:
@@ -218,7 +220,7 @@ def baselines(
         if quality_steps:
             with progress_callback("quality") as cb:
                 measure_quality(res, tr, quality_steps, params=params, progress=cb)
-    except (*known_errors(), BaselineError) as err:
+    except known_errors() as err:
         fail(str(err))
     if json_out is not None:
         from algo.quality import to_jsonable

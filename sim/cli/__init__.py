@@ -1,10 +1,10 @@
-"""The ``kaleido`` command line: capture, inspect, simulate, report, baselines, quality, quality-sweep, area, rtl, presets.
+"""The ``kaleido`` command line: capture, synth, inspect, simulate, report, baselines, quality, quality-sweep, area, rtl, presets, sweep.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
 leaves no partial output file behind (outputs are written atomically).
 
-One module per command group: `traces` (capture, inspect), `simulation` (simulate, baselines),
+One module per command group: `traces` (capture, synth, inspect), `simulation` (simulate, baselines, sweep),
 `reports` (report), `quality` (quality, quality-sweep), `hardware` (area, rtl, presets); `common`
 holds the app, the error contract and the option parsers. Commands are registered here, in the
 order ``--help`` lists them.
@@ -20,6 +20,7 @@ from sim.cli import hardware, quality, reports, simulation, traces
 from sim.cli.common import app
 
 app.command()(traces.capture)
+app.command()(traces.synth)
 app.command()(traces.inspect)
 app.command()(simulation.simulate)
 app.command()(reports.report)
@@ -29,6 +30,7 @@ app.command("quality-sweep")(quality.quality_sweep)
 app.command()(hardware.area)
 app.command()(hardware.rtl)
 app.command()(hardware.presets)
+app.command()(simulation.sweep)
 
 
 def _no_value_help(cls):

@@ -159,6 +159,11 @@ def size_label(size: str) -> str:
 
 def check_theta_index(tr, path: Path, theta_index: int) -> None:
     """--theta-index picks a stored pair of a decision trace; anywhere else it would be silently ignored."""
-    if theta_index != 0 and tr.kind != "decisions":
-        fail(f"--theta-index applies to decision traces only; {path} is an {tr.kind} trace (its ops carry "
-              "their own theta, set at capture with --theta)")
+    check_theta_kind(tr.kind, path, theta_index)
+
+
+def check_theta_kind(kind: str, path: Path, theta_index: int) -> None:
+    """`check_theta_index` from the trace's kind alone."""
+    if theta_index != 0 and kind != "decisions":
+        fail(f"--theta-index applies to decision traces only; {path} is an {kind} trace (its ops carry "
+             "their own theta, set at capture with --theta)")

@@ -37,7 +37,7 @@ def quality(
     vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
 ) -> None:
     """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
     try:

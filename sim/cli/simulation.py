@@ -1,4 +1,5 @@
-"""``kaleido simulate`` (cycle model, one dense GEMM, or the RTL engine) and ``kaleido baselines``."""
+"""``kaleido simulate`` (cycle model, one dense GEMM, or the RTL engine; split by (step, block) on Dask),
+``kaleido baselines`` and ``kaleido sweep`` (design-space sweeps on Dask, `sim.sweep`)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from rich.table import Table
 from sim.cli.common import (
     check_out,
     check_theta_index,
+    check_theta_kind,
     db,
     fail,
     flag,
     known_errors,
     parse_ints,
+    progress,
     progress_callback,
     stdout_console,
     write_json_atomic,
@@ -99,6 +102,11 @@ def simulate(
     checksum: Annotated[bool, flag(
         "--checksum", help="model engine, exact traces: add outputs_sha256 (sha256 of the golden int64 outputs, "
                            "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
+    workers: Annotated[int, typer.Option(
+        help="split the trace by (step, block) over N local Dask worker processes (1: in this process; decision "
+             "traces are read one (step, block) at a time either way; same results)")] = 1,
+    scheduler: Annotated[str | None, typer.Option(
+        help="split the trace over a running Dask cluster, e.g. tcp://HOST:8786 (README)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     if (trace is None) == (gemm is None):
@@ -115,20 +123,41 @@ def simulate(
     if engine not in ("model", "rtl"):
         fail(f"--engine must be model or rtl, got {engine!r}")
     if engine == "rtl":
+        if workers != 1 or scheduler:
+            fail("--workers and --scheduler apply to --engine model only")
         _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None)
         return
+    if workers < 1:
+        fail(f"--workers must be >= 1, got {workers}")
+    if checksum and (workers != 1 or scheduler):
+        fail("--checksum runs in this process: drop --workers/--scheduler")
     from algo.trace import load_trace
     from hw.config import load_config
 
     try:
         cfg = load_config(config)
-        tr = load_trace(trace)
-        check_theta_index(tr, trace, theta_index)
-        from sim.engines.model import simulate_trace  # numba: only once the inputs are known good
+        tr, kind = _trace_meta(trace)
+        if workers != 1 or scheduler is not None or kind == "decisions":
+            # one (step, block) at a time (sim.sweep.video); in this process with --workers 1
+            check_theta_kind(kind, trace, theta_index)
+            from sim.sweep.engine import EngineError  # numba, dask: only once the inputs are known good
+            from sim.sweep.video import simulate_trace_file
 
-        with progress_callback("simulate", len(tr.ops)) as cb:
-            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
-                                 dispatcher=not no_dispatcher)
+            with progress_callback("simulate (blocks)") as cb:
+                try:
+                    res = simulate_trace_file(trace, cfg, workers=0 if workers == 1 and not scheduler else workers,
+                                              scheduler=scheduler, theta_index=theta_index, tech=tech,
+                                              dispatcher=not no_dispatcher, progress=cb)
+                except EngineError as err:
+                    fail(str(err))
+        else:
+            tr = load_trace(trace)
+            check_theta_index(tr, trace, theta_index)
+            from sim.engines.model import simulate_trace  # numba: only once the inputs are known good
+
+            with progress_callback("simulate", len(tr.ops)) as cb:
+                res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index,
+                                     tech=tech, dispatcher=not no_dispatcher)
         if checksum:
             from sim.engines.rtl import golden_checksums
 
@@ -162,6 +191,14 @@ def simulate(
         out.print(f"outputs sha256 {res['outputs_sha256'][:16]}... (full hash in --json: outputs_sha256)")
     if json_out is not None:
         out.print(f"results: {json_out}")
+
+
+def _trace_meta(path: Path):
+    """``(trace, kind)``: the trace at ``path`` with its ops' metadata only (no arrays) and its kind."""
+    from algo.trace import TraceReader
+
+    with TraceReader(path) as rd:
+        return rd.trace(rd.shape_ops()), rd.kind
 
 
 def _energy_line(res: dict) -> str:
@@ -245,3 +282,46 @@ def baselines(
     out.print(t)
     if json_out is not None:
         out.print(f"results: {json_out}")
+
+
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace and the axes (README, \"Sweeps\")")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder: results.parquet, results.csv, points/")],
+    workers: Annotated[int | None, typer.Option(
+        help="local Dask worker processes (default: one per core; 0: in this process, no Dask)")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="run on a running Dask cluster, e.g. tcp://HOST:8786 (`dask scheduler`, `dask worker`; README)")] = None,
+) -> None:
+    """Simulate every point of a design-space sweep (configs, config overrides, theta, energy table,
+    dispatcher, traces) on Dask; one row per point in OUT/results.parquet and OUT/results.csv. Finished
+    points are kept under OUT/points/ (a content hash of their inputs): run it again to resume."""
+    from sim.sweep.engine import EngineError
+    from sim.sweep.runner import run_sweep
+    from sim.sweep.spec import SweepError, load_sweep
+
+    check_out(out, folder=True)
+    if workers is not None and workers < 0:
+        fail(f"--workers must be >= 0, got {workers}")
+    try:
+        sw = load_sweep(sweep_file)
+    except SweepError as err:
+        fail(str(err))
+    with progress() as prog:
+        task = prog.add_task(f"sweep {sw.name}", total=len(sw.points), label="")
+
+        def cb(done: int, failed: int, total: int, label: str) -> None:
+            prog.update(task, completed=done, total=total,
+                        label=f"done {done - failed}, failed {failed}, remaining {total - done}")
+
+        try:
+            res = run_sweep(sw, out, workers=workers, scheduler=scheduler, progress=cb)
+        except EngineError as err:
+            fail(str(err))
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted: finished points are kept in {out / 'points'}; run the same command again "
+                       "to resume", err=True)
+            sys.exit(130)
+    typer.echo(f"{len(sw.points)} points: {len(res.ran)} run now, {len(res.skipped)} finished before, "
+               f"{len(res.failed)} failed")
+    for p in res.files:
+        typer.echo(f"wrote {p}")

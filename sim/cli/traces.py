@@ -1,4 +1,5 @@
-"""``kaleido capture`` and ``kaleido inspect``: write a trace from a model, summarise a trace."""
+"""``kaleido capture``, ``kaleido synth`` and ``kaleido inspect``: write a trace from a model or a
+synthetic decision field, summarise a trace."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def capture(
                              "config, no weights, no forward (any size, e.g. --size full --resolution 720p)")] = False,
     derive_blocks: Annotated[str, typer.Option(
         help="full-model decision trace: output blocks 'all' or a list; the decisions of blocks not in "
-             "--blocks are copied from the nearest captured (step, block) (algo/derive.py, docs/capture.md); "
+             "--blocks are copied from the nearest captured (step, block) (algo/trace/derive.py, docs/capture.md); "
              "needs --decisions-only")] = "",
     derive_steps: Annotated[str, typer.Option(
         help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
@@ -66,7 +67,7 @@ def capture(
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
     Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
     from algo.capture import capture_to_file, write_shape_trace
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
     check_out(out)
@@ -83,8 +84,8 @@ def capture(
         fail("--derive-blocks/--derive-steps write a decision trace: add --decisions-only")
     try:
         if derive_blocks or derive_steps:
-            from algo.derive import derive_trace
             from algo.models import num_blocks
+            from algo.trace.derive import derive_trace
 
             with progress_callback("capture + derive") as cb:
                 tr = derive_trace(
@@ -119,6 +120,45 @@ def capture(
                f"weights: {tr.weights}")
 
 
+def synth(
+    out: Annotated[Path, typer.Option("--out", "-o", help="decision trace to write (.npz)")],
+    model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
+                                            "cogvideox-5b (published config)")] = "wan2.1-t2v-1.3b",
+    resolution: Annotated[str, typer.Option(help="video size 480p, 720p or WxHxF pixels x frames")] = "480p",
+    blocks: Annotated[str, typer.Option(help="block indices, e.g. 0,1 (default: all)")] = "",
+    steps: Annotated[str, typer.Option(help="denoising step indices (labels; each draws a fresh field)")] = "0",
+    reuse: Annotated[float, typer.Option(help="r: share of REUSE codes per frame, in [0, 1]")] = 0.8,
+    partial: Annotated[float, typer.Option(help="p: share of PARTIAL codes (COMPUTE = 1 - r - p)")] = 0.04,
+    region: Annotated[str, typer.Option(help="HxW positions sharing one decision per group and frame")] = "8x8",
+    persist: Annotated[float, typer.Option(help="q: chance a region keeps its previous frame's code")] = 0.9,
+    seed: Annotated[int, typer.Option(help="seed of the decision field")] = 0,
+) -> None:
+    """Write a deterministic synthetic decision trace for every op of the named blocks and steps
+    (algo/synth.py): regions of HxW positions share a code per channel group, drawn with
+    (COMPUTE, PARTIAL, REUSE) = (1 - r - p, p, r) and kept from frame to frame with chance q.
+    `kaleido simulate OUT` runs it like a captured decision trace."""
+    from algo.synth import SynthError, SynthField, parse_region, synth_trace
+
+    check_out(out)
+    step_list = parse_ints(steps, "--steps")
+    block_list = parse_ints(blocks, "--blocks") or None
+    if not step_list:
+        fail("--steps must name at least one step")
+    try:
+        fld = SynthField(reuse, partial, parse_region(region), persist)
+        fld.check()
+    except SynthError as err:  # before the model registry (torch) is imported
+        fail(str(err))
+    try:
+        with progress_callback("synth") as cb:
+            tr = synth_trace(out, model, resolution, fld, blocks=block_list, steps=step_list, seed=seed, progress=cb)
+    except (SynthError, *known_errors()) as err:
+        fail(str(err))
+    typer.echo(f"wrote {out}: synthetic decision trace, {len(tr.ops)} ops, grid {tr.grid} = {tr.tokens:,} tokens, "
+               f"model {tr.model}; (C, P, R) = {tuple(round(v, 6) for v in fld.probabilities)}, region "
+               f"{fld.region[0]}x{fld.region[1]}, persist {fld.persist:g}, seed {seed}")
+
+
 def inspect(
     trace: Annotated[Path, typer.Argument(help="trace file")],
     as_json: Annotated[bool, flag("--json", help="print a JSON object instead of a table")] = False,
@@ -126,7 +166,7 @@ def inspect(
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
-    from algo.stats import trace_statistics
+    from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
 
     try:

@@ -48,6 +48,15 @@ def _no_value_help(cls):
 
 for _cmd in app.registered_commands:
     _cmd.cls = _no_value_help(_cmd.cls or typer.core.TyperCommand)
+
+
+def _register_workload() -> None:
+    from sim.workload.cli import workload_app
+
+    app.add_typer(workload_app, name="workload")
+
+
+_register_workload()
 app.info.cls = _no_value_help(app.info.cls or typer.core.TyperGroup)
 
 

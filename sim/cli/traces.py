@@ -168,7 +168,13 @@ def inspect(
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
     from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
+    from algo.workloads.format import is_workload_file
 
+    if is_workload_file(trace):  # a workload (`kaleido workload ...`), not a trace
+        from sim.workload.cli import inspect_workload
+
+        inspect_workload(trace, as_json)
+        return
     try:
         tr = load_trace(trace)
         if tr.kind == "shapes":  # no operands, no decisions: shapes only

@@ -31,6 +31,9 @@ With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.base
   run versus each design's speedup over the dense array (dense time / design time; ``baselines.png``
   shows Kaleido over each baseline instead, and both axes say which), one hollow marker shape per
   design, with the Pareto front when it has two or more points;
+- workload results (`kaleido simulate W.npz --json`; `sim.workload.report`): ``workload_summary.md``,
+  ``workload_steps.csv`` and ``workload_schedule.png``/``.pdf`` (time per step against the
+  reference and the schedule, e.g. DDiT's patch size per step).
 - ``scaling.png``/``.pdf`` (when results of one model at two or more grids are given, e.g. 480p and
   720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.
 
@@ -81,6 +84,17 @@ def load_results(path: str | Path) -> dict:
         raise ReportError(f"{path} is a `kaleido simulate --gemm` result (one dense GEMM, already printed in full); "
                           "`kaleido report` reads trace results (`kaleido simulate TRACE --json` or "
                           "`kaleido baselines --json`)")
+    from sim.workload.simulate import RESULTS_FORMAT as WORKLOAD_RESULTS_FORMAT
+    from sim.workload.simulate import RESULTS_VERSION as WORKLOAD_RESULTS_VERSION
+
+    if isinstance(data, dict) and data.get("format") == WORKLOAD_RESULTS_FORMAT:  # `kaleido simulate W.npz`
+        if data.get("version") != WORKLOAD_RESULTS_VERSION:
+            raise ReportError(f"{path}: workload results version {data.get('version')} not supported "
+                              f"(expected {WORKLOAD_RESULTS_VERSION})")
+        for key in ("total_time_us", "per_step", "workload", "device"):
+            if key not in data:
+                raise ReportError(f"{path}: missing field {key!r}")
+        return data
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise ReportError(f"{path}: not a Kaleido results file")
     if data.get("engine") == "rtl":
@@ -149,8 +163,12 @@ REPORT_FIGURES = ("cycles_per_op", "energy_utilization", "area_breakdown", "reus
 
 
 def report_file_names() -> list[str]:
-    """The names of every file `write_report` may write (`REPORT_TABLES`, `REPORT_FIGURES` x png/pdf)."""
-    return [*REPORT_TABLES, *(f"{s}.{e}" for s in REPORT_FIGURES for e in ("png", "pdf"))]
+    """The names of every file `write_report` may write (`REPORT_TABLES`, `REPORT_FIGURES` x png/pdf,
+    and the workload report's `sim.workload.report.TABLES` and ``FIGURES``)."""
+    from sim.workload import report as workload_report
+
+    tables, figures = (*REPORT_TABLES, *workload_report.TABLES), (*REPORT_FIGURES, *workload_report.FIGURES)
+    return [*tables, *(f"{s}.{e}" for s in figures for e in ("png", "pdf"))]
 
 
 def write_report(results_paths: list[str | Path], out_dir: str | Path,
@@ -174,7 +192,17 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path,
     out = check_output_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    _write_all(items, out, written)
+    from sim.workload import report as workload_report
+    from sim.workload.simulate import RESULTS_FORMAT as WORKLOAD_RESULTS_FORMAT
+
+    wl_items = [(lb, d) for lb, d in items if d["format"] == WORKLOAD_RESULTS_FORMAT]
+    tr_items = [(lb, d) for lb, d in items if d["format"] != WORKLOAD_RESULTS_FORMAT]
+    if tr_items:
+        _write_all(tr_items, out, written)
+    if wl_items:
+        from sim.report.figures import _save_figure
+
+        workload_report.write(wl_items, out, written, _save_figure, atomic_write_bytes)
     for name in report_file_names():
         stale = out / name
         if stale not in written and stale.is_file():

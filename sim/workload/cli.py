@@ -186,7 +186,7 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
 
         res["time_to_first_frame_us"] = time_to_first_frame_us(res)
         if json_out is not None:
-            _cli._write_json_atomic(json_out, res)
+            _cli.write_json_atomic(json_out, res)
         out.print(f"time to first frame (block 0's 4 denoising forwards): {res['time_to_first_frame_us'] / 1e6:.4g} s")
     out.print(f"{res['unique_ops_timed']} distinct op shapes timed")
     if json_out is not None:
@@ -211,12 +211,12 @@ def ditango_cmd(
     from algo.workloads.format import save_workload
 
     _cli = _c()
-    _cli._check_out(out)
+    _cli.check_out(out)
     try:
         wl = generate_ditango(model, resolution, devices, steps, cfg_branches=1 if no_cfg else 2)
         save_workload(wl, out)
     except (*_errors(), ValueError) as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
     full = sum(s["full"] for s in wl.steps)
     typer.echo(f"DiTango workload {out}: {wl.model} {wl.resolution} on {devices} ranks, {steps} steps, {full} full; "
                f"{len(wl.ops)} op records, {len(wl.comms)} comm records")
@@ -235,13 +235,13 @@ def causal_sp_cmd(
     from algo.workloads.format import save_workload
 
     _cli = _c()
-    _cli._check_out(out)
+    _cli.check_out(out)
     if resolution not in ("480p", "832x480x81"):
-        _cli._fail(f"--resolution: Self-Forcing generates 832x480x81 (480p) only, got {resolution!r}")
+        _cli.fail(f"--resolution: Self-Forcing generates 832x480x81 (480p) only, got {resolution!r}")
     try:
         wl = generate_causal_sp(devices, model)
         save_workload(wl, out)
     except _errors() as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
     typer.echo(f"Causal-RoPE SP workload {out}: {wl.model} on {devices} ranks, {len(wl.steps)} forwards, heads per "
                f"rank {wl.params['heads_per_rank']}")

@@ -29,7 +29,13 @@ def _run(args, env=None, timeout=300):
                           env={**os.environ, **(env or {})})
 
 
+WARM = "import numpy as np; from algo.reuse.kernels import quantize_int8_fast; quantize_int8_fast(np.ones(9, np.float32))"
+
+
 def test_estimate_within_ten_percent(tmp_path):
+    # fill numba's on-disk cache first: compiling (after a source change) costs extra transient
+    # memory that a user's runs, which load the cached kernels, never see
+    assert _run(["-c", WARM]).returncode == 0
     res = _run(["-c", MEASURE, str(tmp_path)])
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])

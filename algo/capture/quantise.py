@@ -1,5 +1,5 @@
-"""The numbers capture records: symmetric int8 quantisation (`quantize_int8`), the softmax numerators P
-(`softmax_numerators`), decisions of the streamed operand for several thresholds (`pv_decisions` without
+"""The numbers capture records: symmetric int8 quantisation (`quantize_int8`), the float attention
+states (`attention_states`), decisions of the streamed operand for several thresholds (`pv_decisions` without
 ever holding P whole), and bf16 linears as float32 GEMMs on CPUs without oneDNN bf16."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import torch
 from algo.models import CaptureError
 from algo.reuse.golden import COMPUTE
 from algo.reuse.kernels import decide_multi, quantize_int8_fast
+from algo.reuse.softmax import softmax_numerators_int8
 from algo.trace import Group, pack_decisions
 
-__all__ = ["P_CHUNK", "bf16_gemm_in_fp32", "native_bf16_gemm", "pv_decisions", "quantize_int8", "softmax_numerators"]
+__all__ = ["P_CHUNK", "attention_states", "bf16_gemm_in_fp32", "native_bf16_gemm", "pv_decisions", "quantize_int8"]
 
-#: Query rows per chunk when computing P (bounds the float32 score buffer to heads x chunk x M;
-#: project choice: 12 heads x 1024 x 32,760 tokens x 4 B = 1.6 GB at 480p).
+#: Query rows per chunk of the float attention states (`attention_states`, one head at a time:
+#: bounds the float32 score buffer to chunk x L; project choice: 1024 x 32,760 keys x 4 B = 134 MB at 480p).
 P_CHUNK = 1024
 
 
@@ -44,40 +45,33 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     return out
 
 
-def softmax_numerators(q: torch.Tensor, k: torch.Tensor, chunk: int = P_CHUNK, v: torch.Tensor | None = None):
-    """``P = round(255 * exp(s - rowmax s))`` with ``s = q k^T / sqrt(d_h)``, float32, in query chunks.
+def attention_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = P_CHUNK):
+    """Float attention states of every query, in query chunks (P itself is `algo.reuse.softmax`'s).
 
     Args:
-        q: ``[heads, M, d_h]`` float.
-        k: ``[heads, L, d_h]`` float.
-        v: ``[heads, L, d_v]`` float, or None.
+        q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float; v: ``[heads, L, d_v]`` float.
 
     Returns:
-        v None: ``[heads, M, L]`` uint8 (``torch.round``: half to even; the row maximum gives 255).
-        v given: ``(P, out, lse)`` with the attention states computed in the same chunks, in
-        float32 from the float (unrounded) exponentials: ``out = (e @ v) / rowsum e`` float32
-        ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and ``lse = rowmax + log(rowsum e)``
-        float32 ``[heads, M]``.
+        ``(out, lse)`` in float32 from the float (unquantised) operands, ``s = q k^T / sqrt(d_h)``:
+        ``out = (e @ v) / rowsum e`` ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and
+        ``lse = rowmax + log(rowsum e)`` ``[heads, M]``.
     """
     q = q.to(torch.float32)
     k_t = k.to(torch.float32).transpose(1, 2)
+    v = v.to(torch.float32)
     heads, m, d_h = q.shape
-    out = np.empty((heads, m, k_t.shape[2]), dtype=np.uint8)
-    if v is not None:
-        v = v.to(torch.float32)
-        att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
-        lse = np.empty((heads, m), dtype=np.float32)
+    att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
+    lse = np.empty((heads, m), dtype=np.float32)
     inv = 1.0 / math.sqrt(d_h)
-    for i0 in range(0, m, chunk):
-        s = torch.matmul(q[:, i0:i0 + chunk], k_t) * inv
-        mx = s.amax(dim=-1, keepdim=True)
-        p = torch.exp(s - mx)
-        out[:, i0:i0 + chunk] = torch.round(p * 255.0).to(torch.uint8).numpy()
-        if v is not None:
+    for hd in range(heads):  # one head at a time: the score buffer is chunk x L (134 MB at 480p)
+        for i0 in range(0, m, chunk):
+            s = torch.matmul(q[hd, i0:i0 + chunk], k_t[hd]).mul_(inv)
+            mx = s.amax(dim=-1, keepdim=True)
+            p = s.sub_(mx).exp_()
             rs = p.sum(dim=-1, keepdim=True)
-            att[:, i0:i0 + chunk] = (torch.matmul(p, v) / rs).numpy()
-            lse[:, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
-    return out if v is None else (out, att, lse)
+            att[hd, i0:i0 + chunk] = (torch.matmul(p, v[hd]) / rs).numpy()
+            lse[hd, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
+    return att, lse
 
 
 def _scale_of(t: torch.Tensor) -> float:
@@ -100,7 +94,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
                  thetas, b_msb: int, timing: dict | None = None, v: torch.Tensor | None = None):
     """Packed decisions of ``pv``'s streamed operand P without ever holding P whole.
 
-    P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
+    P = `algo.reuse.softmax.softmax_numerators_int8` of the int8 Q and K^T (quantised here as
+    ``qk`` quantises them; uint8 ``[heads, M, L]``) is computed one latent frame of queries
     (``H*W`` rows) at a time per head. Every group of ``pv`` reuses along frames (axis ``"f"``,
     `algo.reuse.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
     rows of frame f-1: `algo.reuse.kernels.decide_multi` decides frame f against the carried effective
@@ -112,8 +107,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
         v: ``[heads, L, d_v]`` float, or None: with it, the attention states are computed in the
-            same frame chunks (`softmax_numerators` with ``v``: float32, from the unrounded
-            exponentials), at no extra score computation.
+            same frame chunks (`attention_states`: float32, from the float operands).
 
         timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
             ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
@@ -136,6 +130,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     if v is not None:
         att = np.empty((heads, q.shape[1], v.shape[2]), dtype=np.float32)
         lse = np.empty((heads, q.shape[1]), dtype=np.float32)
+    q_q, q_s = quantize_int8(q)
+    k_q, k_s = quantize_int8(k.transpose(1, 2))
     tm = timing if timing is not None else {}
     for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
         tm.setdefault(key, 0)
@@ -144,12 +140,10 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         for f in range(f_n):
             t0 = time.perf_counter()
             rows = slice(f * hw, (f + 1) * hw)
-            if v is None:
-                p = softmax_numerators(q[hd:hd + 1, rows], k[hd:hd + 1])[0]  # [hw, L] uint8
-            else:
-                p, att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = softmax_numerators(
-                    q[hd:hd + 1, rows], k[hd:hd + 1], v=v[hd:hd + 1])
-                p = p[0]
+            p = softmax_numerators_int8(q_q, k_q, q_s, k_s, rows=rows, heads=slice(hd, hd + 1))[0]  # [hw, L]
+            if v is not None:
+                att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = attention_states(
+                    q[hd:hd + 1, rows], k[hd:hd + 1], v[hd:hd + 1])
             t1 = time.perf_counter()
             tm["p_chunks"] += 1
             tm["p_chunk_s"] += t1 - t0

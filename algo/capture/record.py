@@ -10,8 +10,9 @@ import numpy as np
 import torch
 
 from algo.capture.plan import _blocks_of
-from algo.capture.quantise import _decide_packed, _scale_of, pv_decisions, quantize_int8, softmax_numerators
+from algo.capture.quantise import _decide_packed, _scale_of, attention_states, pv_decisions, quantize_int8
 from algo.models import CaptureError, model_family
+from algo.reuse.softmax import softmax_numerators_int8
 from algo.reuse.thresholds import resolve_theta
 from algo.trace import OpRecord
 
@@ -85,7 +86,7 @@ class Recorder:
         if self.keep:
             self.ops.append(op)
         else:  # exact op already on disk: keep only its shape
-            self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got))
+            self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got, scores=None))
 
     def video(self, t: torch.Tensor, axis: int = 1) -> torch.Tensor:
         """The video-token rows of a sequence: all (Wan), the first M (Hunyuan: ``[video, text]``)
@@ -95,18 +96,21 @@ class Recorder:
             return t
         return t.narrow(axis, 0 if self.video_first else n - self.tokens, self.tokens)
 
-    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None):
-        if x_q.ndim == 2:
+    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None,
+             scores=None):
+        if x_q is not None and x_q.ndim == 2:
             x_q = x_q[None]
         if w_q is not None and w_q.ndim == 2:
             w_q = w_q[None]
-        if x_q.shape[1] != self.tokens:
-            raise CaptureError(f"{name} of block {block}: {x_q.shape[1]} rows, expected {self.tokens} tokens")
+        rows = (x_q if x_q is not None else scores[0]).shape[1]
+        if rows != self.tokens:
+            raise CaptureError(f"{name} of block {block}: {rows} rows, expected {self.tokens} tokens")
         theta = resolve_theta(self.theta, self.step, name)
         if self.thetas is None:
-            op = OpRecord(name=name, block=block, step=self.step, X=np.ascontiguousarray(x_q),
+            op = OpRecord(name=name, block=block, step=self.step,
+                          X=None if x_q is None else np.ascontiguousarray(x_q),
                           W=np.ascontiguousarray(w_q), groups=list(groups), theta=theta, x_signed=x_signed,
-                          x_scale=float(x_scale), w_scale=float(w_scale))
+                          x_scale=float(x_scale), w_scale=float(w_scale), scores=scores)
             if states is not None:
                 op.attn_out = np.ascontiguousarray(states[0])
                 op.lse = np.ascontiguousarray(states[1])
@@ -159,12 +163,13 @@ class Recorder:
         qh, kh, vh = _per_head(query), _per_head(key), _per_head(value)
         qh = self.video(qh, axis=1)
         groups = self.qk_groups if kind == "self" else _blocks_of(qh.shape[-1])
-        if want_qk:
+        if want_qk or (want_pv and self.thetas is None):
             q_q, q_s = quantize_int8(qh)
             if self.thetas is None:
                 k_q, k_s = quantize_int8(kh.transpose(1, 2))
             else:
                 k_q, k_s = None, _scale_of(kh)
+        if want_qk:
             self._add(prefix + "qk", block, q_q, q_s, k_q, k_s, groups, w_shape=(kh.shape[1],))
         if not want_pv:
             return
@@ -172,10 +177,14 @@ class Recorder:
         pv_groups = _blocks_of(kh.shape[1])
         if self.thetas is None:
             states = kind == "self" and self.attn_states
-            p, out, lse = softmax_numerators(qh, kh, v=vh) if states else (softmax_numerators(qh, kh), None, None)
+            out, lse = attention_states(qh, kh, vh) if states else (None, None)
             v_q, v_s = quantize_int8(vh)
+            # P is derived from the int8 Q and K (`algo.reuse.softmax`): materialised only when the
+            # trace stays in memory; a trace streamed to a file stores Q and K, never P
+            scores = (q_q, k_q, q_s, k_s)
+            p = None if self.sink is not None else softmax_numerators_int8(*scores)
             self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False,
-                      states=(out, lse) if states else None)
+                      states=(out, lse) if states else None, scores=scores)
         else:
             states = kind == "self" and self.attn_states
             packed, out, lse = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb,

@@ -10,13 +10,16 @@ tokens):
   W = ``[to_q; to_k; to_v].weight^T`` ``[1, d, 3d]``.
 - ``qk``: X = Q after RMSNorm and RoPE, per head ``[heads, M, d_h]``;
   W = K after RoPE, transposed ``[heads, d_h, M]``.
-- ``pv``: X = P = ``round(255 exp(s - rowmax s))`` uint8 ``[heads, M, M]``; W = V ``[heads, M, d_h]``.
+- ``pv``: X = P = ``round(255 exp(c (S - rowmax S)))`` uint8 ``[heads, M, M]`` from ``qk``'s exact int8
+  scores S, ``c = q_scale k_scale / sqrt(d_h)`` (`algo.reuse.softmax`, the one P rule); W = V
+  ``[heads, M, d_h]``. A trace streamed to a file (``out``) stores no P: the pv record names the
+  qk op whose Q and K regenerate it (`algo.trace` format version 5).
 - ``o_proj``: X = input of ``attn1.to_out[0]`` ``[1, M, d]``; W = its weight^T ``[1, d, d]``.
 - ``ffn1``: X = input of ``ffn.net[0].proj`` ``[1, M, d]``; W = its weight^T ``[1, d, d_ffn]``.
 - ``ffn2``: X = input of ``ffn.net[2]`` (after GELU) ``[1, M, d_ffn]``; W = its weight^T ``[1, d_ffn, d]``.
 
-with ``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K (the 1/rowsum normalisation runs on
-the vector unit, SPEC section 1). With ``include_cross=True`` the cross-attention GEMMs whose streamed
+(the 1/rowsum normalisation runs on the vector unit, SPEC section 1); the attention states use
+``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K. With ``include_cross=True`` the cross-attention GEMMs whose streamed
 operand is the video tokens are recorded too: ``cross_q`` (``attn2`` input, ``to_q`` weight^T),
 ``cross_qk`` (Q after RMSNorm [M, d_h] against K^T [d_h, L]; no RoPE), ``cross_pv`` (P [M, L] against
 V [L, d_h]) and ``cross_o``. The text-side K/V projections (L rows, not the token grid) are not
@@ -27,11 +30,10 @@ How: Wan's attention processor calls the module-level
 rotated; it is wrapped for the duration of the capture (restored in ``finally``); forward
 pre-hooks on the linear layers capture their inputs. HunyuanVideo (``transformer_hunyuan_video.
 dispatch_attention_fn``) and CogVideoX (``F.scaled_dot_product_attention`` inside
-``diffusers.models.attention_processor``) are hooked the same way (`_attention_patched`); their
+``diffusers.models.attention_processor``) are hooked the same way (each family's `attention_patch`); their
 joint text+video attention maps onto the same op names with the video tokens as GEMM rows and
-text tokens as extra keys (`_register`, docs/capture.md "How ops map"). Exact traces also hold the
-attention output and log-sum-exp per head of every self-attention ``pv`` (`softmax_numerators`
-with ``v``; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
+text tokens as extra keys (`algo.capture.record.register` at the family's `sites`, docs/capture.md "How ops map"). Exact traces also hold the
+attention output and log-sum-exp per head of every self-attention ``pv`` (`attention_states`; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
 `write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.
@@ -143,7 +145,9 @@ def capture_request(request: CaptureRequest, progress: ProgressFn | None = None)
         f"dtype: {str(run_dtype).replace('torch.', '')}"
         + (" (linears as float32 GEMMs of the bf16 operands: CPU without oneDNN bf16)"
            if run_dtype == torch.bfloat16 and not native_bf16_gemm() else "")
-        + "; pv X = round(255 exp(s - rowmax)), x_scale 1/255"
+        + "; pv X = P = round(255 exp(c (S - rowmax S))) from qk's int8 scores S (algo.reuse.softmax), "
+          "x_scale 1/255" + ("; P not stored: regenerated from Q and K" if theta_list is None and out is not None
+                             else "")
         + ("; pv decisions from P computed one latent frame of queries at a time (exact)"
            if theta_list is not None else "")
     )

@@ -20,6 +20,9 @@ Prints wall-clock seconds for:
   (traces/demo.npz, captured as `make demo` does when missing) through the engine (target < 60 s
   after the build) and through the small-32x32 preset, both equal to the cycle model and the golden
   outputs;
+- a 50-step Wan2.1-14B 720p DiTango workload (`algo.workloads.ditango`) on 32 simulated A100s and
+  on 32 Kaleido chips (`bench_ditango`: generation + `sim.workload.simulate`, each op shape timed
+  once; target < 2 min each);
 - SCALE-Sim 3.0.0 against `sim.dataflow` (``timing="scalesim"``, identical cycle counts) on dense
   GEMMs of about 2k to 50k cycles on an 8x8 array, and the wall-time ratio (skipped with a reason
   when scalesim is not installed).
@@ -245,6 +248,20 @@ SCALESIM_BENCH = [(32, 100, 32, "os"), (64, 256, 64, "os"), (128, 256, 96, "os")
                   (64, 256, 64, "ws"), (64, 256, 64, "is")]
 
 
+def bench_ditango() -> list[tuple[str, float, float, int]]:
+    """``(device, wall s, simulated total s, distinct op shapes)`` for the 32-device DiTango workload."""
+    from algo.workloads.ditango import generate_ditango
+    from sim.workload.device import A100Device, KaleidoDevice
+    from sim.workload.simulate import simulate_workload
+
+    out = []
+    for dev in (A100Device(), KaleidoDevice(load_config("kaleido-16nm-128x128"))):
+        t = time.perf_counter()
+        res = simulate_workload(generate_ditango("wan2.1-t2v-14b", "720p", 32, 50), dev)
+        out.append((f"32 x {dev.name}", time.perf_counter() - t, res["total_time_us"] / 1e6, res["unique_ops_timed"]))
+    return out
+
+
 def bench_scalesim(rows: int = 8, cols: int = 8) -> list[tuple] | str:
     """Wall time of SCALE-Sim 3.0.0 and of `sim.dataflow.gemm_cycles` on the same dense GEMMs.
 
@@ -421,6 +438,10 @@ def main() -> None:
           f"CPU time, not wall time: best-of-N wall times of ms-long runs grow faster than the work on a shared "
           f"machine (longer runs are preempted more often)")
     _print_rtl(bench_rtl())
+    print("DiTango, Wan2.1-14B 720p, 50 steps, 32 devices (generate + simulate; target < 120 s each):")
+    for name, wall, total, shapes in bench_ditango():
+        print(f"  {name}: {wall:.2f} s wall ({wall / 120:.3f} of the target), simulated {total:.4g} s, "
+              f"{shapes} distinct op shapes timed")
     rows = bench_scalesim()
     if isinstance(rows, str):
         print(f"SCALE-Sim comparison skipped: {rows}")

@@ -74,6 +74,10 @@ class AcceleratorConfig(BaseModel):
     vector_lanes: int | None = Field(
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
         "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/area.py estimate)")
+    score_sram_kib: int = Field(
+        0, ge=0, description="score buffer of fused attention (sim/attention.py): fp16 scores of one query tile "
+        "(tile rows x keys x 2 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P to DRAM and pv "
+        "reads it back, unfused)")
 
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",

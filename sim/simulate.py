@@ -26,6 +26,7 @@ from algo.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
 from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
+from sim.attention import annotate_fused, fused_pairs
 from sim.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.energy import EnergyModel
 from sim.memory import annotate_memory, fold_bytes, fold_shortfall
@@ -159,7 +160,7 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
-                dispatcher: bool = True) -> dict:
+                dispatcher: bool = True, tile_like=None) -> dict:
     """Timing and decision statistics of one op; see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
@@ -183,9 +184,10 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     for b in range(op.batch):
         dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
-            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
-        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False))
-        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher), dispatcher))
+            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like))
+        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False,
+                                           tile_like=tile_like))
+        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher, tile_like), dispatcher))
         counts += decision_counts(dec, widths)
     nd_seq = np.concatenate(nd_seqs)
     nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)
@@ -265,15 +267,21 @@ def simulate_trace(
     per_op = []
     counts = np.zeros(3, dtype=np.int64)
     energy = EnergyModel(cfg, tech)
+    pairs = fused_pairs(trace.ops, cfg)  # sim.attention: {score op: P op} that run fused
+    p_of = {j: i for i, j in pairs.items()}
     for i, op in enumerate(trace.ops):
         if progress:
             progress(i, len(trace.ops), f"{op.name} block {op.block} step {op.step}")
-        r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index, dispatcher)
+        tile_like = [g.as_tuple() for g in trace.ops[p_of[i]].groups] if i in p_of else None
+        r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index, dispatcher, tile_like)
         energy.annotate_op(r, op.name, r.pop("_decisions"), trace.grid, [g.as_tuple() for g in op.groups],
-                           trace.b_msb)  # sim.energy: actions, energy_pj, dense_energy_pj
+                           trace.b_msb, fused=i in pairs or i in p_of)  # sim.energy: actions, energy_pj
         annotate_memory(r, cfg)  # sim.memory: DRAM, vector and similarity stalls, total_cycles
         counts += r.pop("_counts")
         per_op.append(r)
+    for i, j in pairs.items():  # fused attention: one timing for both ops (sim.attention)
+        annotate_fused(per_op[i], per_op[j], cfg, trace.grid, [g.as_tuple() for g in trace.ops[i].groups],
+                       [g.as_tuple() for g in trace.ops[j].groups])
     if progress:
         progress(len(trace.ops), len(trace.ops), "done")
     t = rollup(per_op, None, cfg).get("all") or ({k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})

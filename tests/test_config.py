@@ -25,7 +25,7 @@ TINY_TEXT = (PRESETS / "tiny-8x8.toml").read_text()
 
 
 def test_preset_names():
-    assert preset_names() == ["kaleido-16nm-128x128", "tiny-8x8"]
+    assert preset_names() == ["kaleido-16nm-128x128", "kaleido-16nm-128x128-balanced", "tiny-8x8"]
     assert DEFAULT_PRESET == "kaleido-16nm-128x128"
 
 
@@ -43,6 +43,21 @@ def test_reference_preset_values():
     assert cfg.dram_gbps == 460.0
     # Default preset is this one.
     assert load_config() == cfg
+
+
+def test_balanced_preset_follows_its_rules():
+    """The sizing rules written in the preset (docs/decisions.md D33), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
+    ref, cfg = load_config("kaleido-16nm-128x128"), load_config("kaleido-16nm-128x128-balanced")
+    R, keys, dh, s_t = 128, 21 * 30 * 52, 128, 5  # noqa: N806  480p: 32,760 tokens; d_h = 128
+    assert cfg.vector_lanes == 7 * R * s_t == 4480
+    assert cfg.similarity_lanes == R * s_t == 640
+    kv, scores = 2 * keys * dh, R * keys * 2  # one head's K and V; fp16 scores of one query tile
+    for kib, need in ((cfg.weight_sram_kib, kv), (cfg.score_sram_kib, scores)):
+        assert need <= kib * 1024 < 2 * need  # the next power of two
+    same = ("array_rows", "array_cols", "clock_mhz", "partial_regs", "drain_rows_per_cycle", "input_sram_kib",
+            "output_sram_kib", "partial_sram_kib", "dram_gbps", "max_tokens", "max_k")
+    assert all(getattr(cfg, k) == getattr(ref, k) for k in same)
+    assert ref.score_sram_kib == 0  # the reference design has no score buffer: attention unfused
 
 
 def test_tiny_preset_values():

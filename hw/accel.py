@@ -30,7 +30,7 @@ Ports:
 - config registers (`op_descriptor` gives their values; they must stay stable from ``start``
   until ``done``): ``c_frames`` F, ``c_positions`` HW = H*W, ``c_k`` K, ``c_n`` N, ``c_n_groups``,
   ``c_k0``/``c_k1`` (group g's channel range at bits ``cb*g``, cb = `channel_bits`), ``c_b1``/
-  ``c_b2`` (integer SAD bounds, `algo.golden.theta_bounds`, ``sad_bits`` each), ``x_unsigned``.
+  ``c_b2`` (integer SAD bounds, `algo.reuse.golden.theta_bounds`, ``sad_bits`` each), ``x_unsigned``.
 - ``start`` (one cycle, while idle), ``busy``, ``done`` (one-cycle pulse when the op's last result
   row has left).
 - result port (valid only, no back-pressure, as `hw.core.TileCore`'s; tile t drains on port
@@ -425,7 +425,7 @@ def op_descriptor(accel: Accel, grid, groups, N: int, b1, b2, x_unsigned: bool) 
     Args:
         accel: the controller (its capacity is checked).
         grid: ``(F, H, W)``; groups: ``(k_start, k_stop, axis)`` partitioning ``0..K``;
-        N: output channels; b1, b2: integer SAD bounds per group (`algo.golden.theta_bounds`).
+        N: output channels; b1, b2: integer SAD bounds per group (`algo.reuse.golden.theta_bounds`).
 
     Raises:
         ValueError: a group whose axis is not ``"f"`` (h/w reuse stays on the driver-sequenced

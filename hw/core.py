@@ -41,7 +41,7 @@ one beat, two asynchronous read ports), a stand-in for the banked SRAM macro; in
 hand-written module `OPBUF_VERILOG` without initial values (so 128x128 emits quickly, D25), in the
 Amaranth simulator an `amaranth.lib.memory.Memory`. tests/test_rtl_core.py checks under Amaranth's
 simulator that the slots reaching `Top` equal `sim.stream.build_stream`'s, slot for slot, the
-results equal `algo.golden.apply_decisions` and the cycles equal `sim.core_timing`'s.
+results equal `algo.reuse.golden.apply_decisions` and the cycles equal `sim.core_timing`'s.
 
 Not in this version (docs/decisions.md D21): the similarity unit and the scheduler are not part of
 this module; `hw.accel.Accel` (D26) is the op-level controller that runs them and feeds this core

@@ -159,7 +159,7 @@ def capture(
                              "config, no weights, no forward (any size, e.g. --size full --resolution 720p)")] = False,
     derive_blocks: Annotated[str, typer.Option(
         help="full-model decision trace: output blocks 'all' or a list; the decisions of blocks not in "
-             "--blocks are copied from the nearest captured (step, block) (algo/derive.py, docs/capture.md); "
+             "--blocks are copied from the nearest captured (step, block) (algo/trace/derive.py, docs/capture.md); "
              "needs --decisions-only")] = "",
     derive_steps: Annotated[str, typer.Option(
         help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
@@ -175,7 +175,7 @@ def capture(
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
     Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
     from algo.capture import capture_to_file, write_shape_trace
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
     _check_out(out)
@@ -192,8 +192,8 @@ def capture(
         _fail("--derive-blocks/--derive-steps write a decision trace: add --decisions-only")
     try:
         if derive_blocks or derive_steps:
-            from algo.derive import derive_trace
             from algo.models import num_blocks
+            from algo.trace.derive import derive_trace
 
             with _progress_callback("capture + derive") as cb:
                 tr = derive_trace(
@@ -243,10 +243,10 @@ def synth(
     seed: Annotated[int, typer.Option(help="seed of the decision field")] = 0,
 ) -> None:
     """Write a deterministic synthetic decision trace for every op of the named blocks and steps
-    (algo/synth.py): regions of HxW positions share a code per channel group, drawn with
+    (algo/workloads/synth.py): regions of HxW positions share a code per channel group, drawn with
     (COMPUTE, PARTIAL, REUSE) = (1 - r - p, p, r) and kept from frame to frame with chance q.
     `kaleido simulate OUT` runs it like a captured decision trace."""
-    from algo.synth import SynthError, SynthField, parse_region, synth_trace
+    from algo.workloads.synth import SynthError, SynthField, parse_region, synth_trace
 
     _check_out(out)
     step_list = _parse_ints(steps, "--steps")
@@ -282,7 +282,7 @@ def inspect(
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
-    from algo.stats import trace_statistics
+    from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
 
     try:
@@ -641,7 +641,7 @@ def quality(
     vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
 ) -> None:
     """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
     try:

@@ -1,7 +1,7 @@
 """Simulate a trace on an accelerator configuration: decisions, tiles, cycles, utilization.
 
 For every op of the trace (and every batch index: heads of ``qk``/``pv``), the decisions come from
-the golden model (`algo.golden.decide`, with the op's theta and the trace's b_msb) for exact traces,
+the golden model (`algo.reuse.golden.decide`, with the op's theta and the trace's b_msb) for exact traces,
 or from the trace itself for decision traces (``thetas[theta_index]``; `algo.trace`), the dispatcher
 (`sim.dispatch`) turns each tile's decisions into cycle slots, and the cycle model
 (`sim.cycle_model`) times the tile sequence. The dense baseline is the same array with reuse off
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, decide
-from algo.stats import decision_counts
+from algo.reuse.golden import COMPUTE, PARTIAL, decide
+from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
 from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats

@@ -1,7 +1,7 @@
 """The compute core with the hardware dispatcher (hw/core.py) under Amaranth's simulator, on a
 4x4 array (a tiny-8x8 variant, to keep the Python simulation short): the slots the two banks'
 matchers and the slot former hand to the array equal `sim.stream.build_stream`'s, slot for slot
-(operands, modes, selects, groups, flags); the result rows equal `algo.golden.apply_decisions` bit
+(operands, modes, selects, groups, flags); the result rows equal `algo.reuse.golden.apply_decisions` bit
 for bit; and the cycle of every tile's last slot and of the last result row equal
 `sim.core_timing`'s prediction, and, when one beat holds a tile, `sim.cycle_model`'s plus the
 one-beat prologue."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from algo.golden import apply_decisions
+from algo.reuse.golden import apply_decisions
 from hw.config import AcceleratorConfig, load_config
 from hw.core import TileCore
 from sim.core_timing import core_timeline, load_beats

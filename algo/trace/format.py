@@ -23,7 +23,7 @@ A trace is a NumPy ``.npz`` archive (uncompressed zip) with
     (token, group), G = number of channel groups, for each threshold pair of ``thetas``, flattened
     token-major (group fastest, ``index = m * G + g``) and packed 2 bits each, 4 per byte, first
     decision in the high bits as `np.packbits` orders bits (`pack_decisions`); codes 0 COMPUTE,
-    1 PARTIAL, 2 REUSE (`algo.golden`); code 3 and non-zero padding are invalid.
+    1 PARTIAL, 2 REUSE (`algo.reuse.golden`); code 3 and non-zero padding are invalid.
 
 - shape traces (version 3, ``kind: "shapes"``; `algo.capture.write_shape_trace`): no arrays, only
   the op records (shapes, groups, theta; scales 1.0 as placeholders): full-size workloads without
@@ -42,7 +42,7 @@ ffn2), ``block``, ``step``, ``batch`` (heads for per-head ops, else 1), ``M``, `
 f/h/w is the reuse direction, kind in t/h/w/block), ``theta`` ``[theta1, theta2]`` (mean absolute
 difference per channel, int8 units; for decision ops ``thetas[0]``), ``x_scale`` and ``w_scale``
 (float: real = int * scale); decision ops also carry ``thetas`` (list of pairs, one per row of D)
-and, when derived rather than captured (`algo.derive`), ``derived_from`` ``[step, block]``.
+and, when derived rather than captured (`algo.trace.derive`), ``derived_from`` ``[step, block]``.
 
 Writing is atomic (temporary file in the target folder + rename; `TraceWriter` streams op arrays
 into the temporary zip as they are produced, so a large capture never holds the whole trace in
@@ -142,7 +142,7 @@ class Group:
     kind: str = "block"
 
     def as_tuple(self) -> tuple[int, int, str]:
-        """The ``(k_start, k_stop, axis)`` form `algo.golden` takes."""
+        """The ``(k_start, k_stop, axis)`` form `algo.reuse.golden` takes."""
         return (self.k_start, self.k_stop, self.axis)
 
 
@@ -167,7 +167,7 @@ class OpRecord:
             float32 ``[batch, M, N]``, the attention output per head (``softmax(s) V``, float).
         lse: with `attn_out`: float32 ``[batch, M]``, log-sum-exp of each query's scaled scores.
         derived_from: ``(step, block)`` of the captured op whose decisions this op copies
-            (`algo.derive`); None for a captured op.
+            (`algo.trace.derive`); None for a captured op.
     """
 
     name: str

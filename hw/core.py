@@ -55,6 +55,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.config import AcceleratorConfig
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher, channel_bits, matcher_signature
 from hw.pe import COMPUTE, PARTIAL, REUSE, PEMode
@@ -180,6 +181,7 @@ class TileCore(wiring.Component):
                  load_channels: int = LOAD_CHANNELS):
         R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
         if load_channels < 1 or load_channels & (load_channels - 1):
+            discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning
             raise ValueError(f"load_channels = {load_channels}: must be a power of two")
         self.cfg, self.pe_kind, self.P = cfg, pe, load_channels
         self.max_k = max_k or operand_channels(cfg)

@@ -1,4 +1,4 @@
-"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D33).
+"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D34).
 
 When a config has a score buffer that holds one query tile's fp16 scores (``score_sram_kib * 1024
 >= R * keys * 2``) and a trace holds both ops of an attention pair (`sim.actions.FUSED_PAIRS`: ``qk``

@@ -1,4 +1,4 @@
-"""The ``kaleido`` command line: capture, synth, inspect, explain, simulate, baselines, report, quality, quality-sweep, area, rtl, presets.
+"""The ``kaleido`` command line: capture, synth, inspect, explain, simulate, sweep, baselines, report, quality, quality-sweep, area, rtl, presets.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
@@ -400,6 +400,11 @@ def simulate(
     checksum: Annotated[bool, _flag(
         "--checksum", help="model engine, exact traces: add outputs_sha256 (sha256 of the golden int64 outputs, "
                            "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
+    workers: Annotated[int, typer.Option(
+        help="split the trace by (step, block) over N local Dask worker processes (1: in this process; decision "
+             "traces are read one (step, block) at a time either way; same results)")] = 1,
+    scheduler: Annotated[str | None, typer.Option(
+        help="split the trace over a running Dask cluster, e.g. tcp://HOST:8786 (README)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
@@ -420,15 +425,36 @@ def simulate(
     if engine not in ("model", "rtl"):
         _fail(f"--engine must be model or rtl, got {engine!r}")
     if engine == "rtl":
+        if workers != 1 or scheduler:
+            _fail("--workers and --scheduler apply to --engine model only")
         _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None)
         return
+    if workers < 1:
+        _fail(f"--workers must be >= 1, got {workers}")
+    if checksum and (workers != 1 or scheduler):
+        _fail("--checksum runs in this process: drop --workers/--scheduler")
     try:
         cfg = load_config(config)
-        tr = load_trace(trace)
-        _check_theta_index(tr, trace, theta_index)
-        with _progress_callback("simulate", len(tr.ops)) as cb:
-            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
-                                 dispatcher=not no_dispatcher)
+        tr, kind = _trace_meta(trace)
+        if workers != 1 or scheduler is not None or kind == "decisions":
+            # one (step, block) at a time (sim.sweep.video); in this process with --workers 1
+            from sim.sweep.engine import EngineError
+            from sim.sweep.video import simulate_trace_file
+
+            _check_theta_kind(kind, trace, theta_index)
+            with _progress_callback("simulate (blocks)") as cb:
+                try:
+                    res = simulate_trace_file(trace, cfg, workers=0 if workers == 1 and not scheduler else workers,
+                                              scheduler=scheduler, theta_index=theta_index, tech=tech,
+                                              dispatcher=not no_dispatcher, progress=cb)
+                except EngineError as err:
+                    _fail(str(err))
+        else:
+            tr = load_trace(trace)
+            _check_theta_index(tr, trace, theta_index)
+            with _progress_callback("simulate", len(tr.ops)) as cb:
+                res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index,
+                                     tech=tech, dispatcher=not no_dispatcher)
         if checksum:
             from sim.rtl_engine import golden_checksums
 
@@ -464,10 +490,23 @@ def simulate(
         out.print(f"results: {json_out}")
 
 
+def _trace_meta(path: Path):
+    """``(trace, kind)``: the trace at ``path`` with its ops' metadata only (no arrays) and its kind."""
+    from algo.trace import TraceReader
+
+    with TraceReader(path) as rd:
+        return rd.trace(rd.shape_ops()), rd.kind
+
+
 def _check_theta_index(tr, path: Path, theta_index: int) -> None:
     """--theta-index picks a stored pair of a decision trace; anywhere else it would be silently ignored."""
-    if theta_index != 0 and tr.kind != "decisions":
-        _fail(f"--theta-index applies to decision traces only; {path} is an {tr.kind} trace (its ops carry "
+    _check_theta_kind(tr.kind, path, theta_index)
+
+
+def _check_theta_kind(kind: str, path: Path, theta_index: int) -> None:
+    """`_check_theta_index` from the trace's kind alone."""
+    if theta_index != 0 and kind != "decisions":
+        _fail(f"--theta-index applies to decision traces only; {path} is an {kind} trace (its ops carry "
               "their own theta, set at capture with --theta)")
 
 
@@ -833,6 +872,50 @@ def presets() -> None:
         t.add_row(name, f"{c.array_rows}x{c.array_cols}", f"{c.clock_mhz:g}", str(c.partial_regs),
                   str(c.drain_rows_per_cycle), str(c.acc_bits), f"{c.max_tokens:,}")
     _stdout_console().print(t)
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace and the axes (README, \"Sweeps\")")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder: results.parquet, results.csv, points/")],
+    workers: Annotated[int | None, typer.Option(
+        help="local Dask worker processes (default: one per core; 0: in this process, no Dask)")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="run on a running Dask cluster, e.g. tcp://HOST:8786 (`dask scheduler`, `dask worker`; README)")] = None,
+) -> None:
+    """Simulate every point of a design-space sweep (configs, config overrides, theta, energy table,
+    dispatcher, traces) on Dask; one row per point in OUT/results.parquet and OUT/results.csv. Finished
+    points are kept under OUT/points/ (a content hash of their inputs): run it again to resume."""
+    from sim.sweep.engine import EngineError
+    from sim.sweep.runner import run_sweep
+    from sim.sweep.spec import SweepError, load_sweep
+
+    _check_out(out, folder=True)
+    if workers is not None and workers < 0:
+        _fail(f"--workers must be >= 0, got {workers}")
+    try:
+        sw = load_sweep(sweep_file)
+    except SweepError as err:
+        _fail(str(err))
+    with _progress() as prog:
+        task = prog.add_task(f"sweep {sw.name}", total=len(sw.points), label="")
+
+        def cb(done: int, failed: int, total: int, label: str) -> None:
+            prog.update(task, completed=done, total=total,
+                        label=f"done {done - failed}, failed {failed}, remaining {total - done}")
+
+        try:
+            res = run_sweep(sw, out, workers=workers, scheduler=scheduler, progress=cb)
+        except EngineError as err:
+            _fail(str(err))
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted: finished points are kept in {out / 'points'}; run the same command again "
+                       "to resume", err=True)
+            sys.exit(130)
+    typer.echo(f"{len(sw.points)} points: {len(res.ran)} run now, {len(res.skipped)} finished before, "
+               f"{len(res.failed)} failed")
+    for p in res.files:
+        typer.echo(f"wrote {p}")
 
 
 def _no_value_help(cls):

@@ -219,6 +219,26 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     }
 
 
+def check_simulable(trace: Trace, cfg: AcceleratorConfig, trace_path: str = "", theta_index: int = 0,
+                    kind: str | None = None) -> None:
+    """Every check `simulate_trace` makes before simulating: not a shape trace, `check_compatible`, and
+    ``theta_index`` within every decision op's stored pairs. ``kind`` overrides ``trace.kind`` (a trace
+    of ops read without their arrays, `algo.trace.TraceReader.shape_ops`). Raises `SimError`."""
+    kind = trace.kind if kind is None else kind
+    if kind == "shapes":  # checked first: the real cause, before any size limit of the config
+        raise SimError(
+            f"{trace_path or 'trace'} is a shape trace (op shapes only: no operands, no decisions), which plans "
+            "workloads (`kaleido inspect`) but cannot be simulated; simulate an exact trace (`kaleido capture`) or "
+            "a decision trace (`kaleido capture --decisions-only`, full size with --derive-blocks), or time one "
+            "op's GEMM with `kaleido simulate --gemm M,K,N`")
+    check_compatible(trace, cfg)
+    if kind == "decisions":
+        n = min(len(op.thetas) for op in trace.ops)
+        if not 0 <= theta_index < n:
+            raise SimError(f"theta index {theta_index} out of range: the trace stores {n} threshold pairs "
+                           f"{[list(t) for t in trace.ops[0].thetas]}")
+
+
 def simulate_trace(
     trace: Trace,
     cfg: AcceleratorConfig,
@@ -251,39 +271,50 @@ def simulate_trace(
         SimError: a shape trace (nothing to simulate); the trace does not fit the configuration;
             theta_index out of range.
     """
-    if trace.kind == "shapes":  # checked first: the real cause, before any size limit of the config
-        raise SimError(
-            f"{trace_path or 'trace'} is a shape trace (op shapes only: no operands, no decisions), which plans "
-            "workloads (`kaleido inspect`) but cannot be simulated; simulate an exact trace (`kaleido capture`) or "
-            "a decision trace (`kaleido capture --decisions-only`, full size with --derive-blocks), or time one "
-            "op's GEMM with `kaleido simulate --gemm M,K,N`")
-    check_compatible(trace, cfg)
-    if trace.kind == "decisions":
-        n = min(len(op.thetas) for op in trace.ops)
-        if not 0 <= theta_index < n:
-            raise SimError(f"theta index {theta_index} out of range: the trace stores {n} threshold pairs "
-                           f"{[list(t) for t in trace.ops[0].thetas]}")
-    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    check_simulable(trace, cfg, trace_path, theta_index)
+    energy = EnergyModel(cfg, tech)
+    per_op, counts = simulate_ops(trace.ops, trace.grid, trace.b_msb, cfg, energy, theta_index, dispatcher, progress)
+    if progress:
+        progress(len(trace.ops), len(trace.ops), "done")
+    return assemble_results(trace, per_op, counts, cfg, energy, trace_path, theta_index, dispatcher)
+
+
+def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel,
+                 theta_index: int = 0, dispatcher: bool = True,
+                 progress: Callable[[int, int, str], None] | None = None) -> tuple[list[dict], np.ndarray]:
+    """Per-op results of ``ops`` (`simulate_op` + energy + memory annotations), in order, and their
+    decision counts summed: int64 ``[3]`` (X elements under COMPUTE, PARTIAL, REUSE).
+
+    Ops are independent (each from an empty pipeline) except the two ops of a fused attention pair
+    (`sim.attention`, one (step, block)), so any split of a trace's ops into consecutive pieces that
+    keeps each (step, block) whole, simulated apart and concatenated in order, gives the same list
+    (`sim.sweep.video`)."""
     per_op = []
     counts = np.zeros(3, dtype=np.int64)
-    energy = EnergyModel(cfg, tech)
-    pairs = fused_pairs(trace.ops, cfg)  # sim.attention: {score op: P op} that run fused
+    pairs = fused_pairs(ops, cfg)  # sim.attention: {score op: P op} that run fused
     p_of = {j: i for i, j in pairs.items()}
-    for i, op in enumerate(trace.ops):
+    for i, op in enumerate(ops):
         if progress:
-            progress(i, len(trace.ops), f"{op.name} block {op.block} step {op.step}")
-        tile_like = [g.as_tuple() for g in trace.ops[p_of[i]].groups] if i in p_of else None
-        r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index, dispatcher, tile_like)
-        energy.annotate_op(r, op.name, r.pop("_decisions"), trace.grid, [g.as_tuple() for g in op.groups],
-                           trace.b_msb, fused=i in pairs or i in p_of)  # sim.energy: actions, energy_pj
+            progress(i, len(ops), f"{op.name} block {op.block} step {op.step}")
+        tile_like = [g.as_tuple() for g in ops[p_of[i]].groups] if i in p_of else None
+        r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like)
+        energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
+                           b_msb, fused=i in pairs or i in p_of)  # sim.energy: actions, energy_pj
         annotate_memory(r, cfg)  # sim.memory: DRAM, vector and similarity stalls, total_cycles
         counts += r.pop("_counts")
         per_op.append(r)
     for i, j in pairs.items():  # fused attention: one timing for both ops (sim.attention)
-        annotate_fused(per_op[i], per_op[j], cfg, trace.grid, [g.as_tuple() for g in trace.ops[i].groups],
-                       [g.as_tuple() for g in trace.ops[j].groups])
-    if progress:
-        progress(len(trace.ops), len(trace.ops), "done")
+        annotate_fused(per_op[i], per_op[j], cfg, grid, [g.as_tuple() for g in ops[i].groups],
+                       [g.as_tuple() for g in ops[j].groups])
+    return per_op, counts
+
+
+def assemble_results(trace: Trace, per_op: list[dict], counts: np.ndarray, cfg: AcceleratorConfig,
+                     energy: EnergyModel, trace_path: str = "", theta_index: int = 0,
+                     dispatcher: bool = True, kind: str | None = None) -> dict:
+    """The results object of `simulate_trace` from the per-op results of every op of ``trace``, in
+    trace order (``trace.ops`` may hold the ops without their arrays: only metadata is read)."""
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     t = rollup(per_op, None, cfg).get("all") or ({k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})
     cycles, dense, useful, dense_macs = t["cycles"], t["dense_cycles"], t["useful_macs"], t["dense_macs"]
     nd_total, total, dense_total = t["no_dispatcher_cycles"], t["total_cycles"], t["dense_total_cycles"]
@@ -294,7 +325,7 @@ def simulate_trace(
         "trace": {
             "path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
             "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops),
-            "kind": trace.kind, "theta_index": theta_index,
+            "kind": trace.kind if kind is None else kind, "theta_index": theta_index,
             "steps": sorted({op.step for op in trace.ops}),
         },
         "cycles": cycles, "dense_cycles": dense,

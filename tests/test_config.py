@@ -46,7 +46,7 @@ def test_reference_preset_values():
 
 
 def test_balanced_preset_follows_its_rules():
-    """The sizing rules written in the preset (docs/decisions.md D33), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
+    """The sizing rules written in the preset (docs/decisions.md D34), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
     ref, cfg = load_config("kaleido-16nm-128x128"), load_config("kaleido-16nm-128x128-balanced")
     R, keys, dh, s_t = 128, 21 * 30 * 52, 128, 5  # noqa: N806  480p: 32,760 tokens; d_h = 128
     assert cfg.vector_lanes == 7 * R * s_t == 4480

@@ -129,7 +129,6 @@ def test_core_timeline_hand_example():
         assert t.keeps_up and t.cycles == op_cycles(np.array(s), 4, 4, 2)[0] + 1
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")  # the rejected core is never elaborated
 def test_bad_parameters_raise():
     with pytest.raises(ValueError, match="power of two"):
         TileCore(CFG, load_channels=3)
@@ -139,3 +138,30 @@ def test_bad_parameters_raise():
         core_timeline(np.array([1]), np.array([0]), 4, 4, 2)
     with pytest.raises(ValueError, match="must be >= 1"):
         load_beats(3, 0, 2)
+
+
+def test_rejected_components_leave_no_unused_warning():
+    """A core or controller whose constructor rejects its parameters warns nothing when collected.
+
+    Amaranth's `UnusedElaboratable` is silent until the first elaboration of a process
+    (amaranth/hdl/_ir.py), so the check turns it on the way a test session does after elaborating.
+    """
+    import gc
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+
+    from hw.accel import Accel
+
+    was = UnusedElaboratable.__dict__.get("_MustUse__silence", False)
+    UnusedElaboratable._MustUse__silence = False
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for cls in (TileCore, Accel):
+                with pytest.raises(ValueError, match="power of two"):
+                    cls(CFG, load_channels=3)
+            gc.collect()
+    finally:
+        UnusedElaboratable._MustUse__silence = was
+    assert [w.category for w in seen if issubclass(w.category, UnusedElaboratable)] == []

@@ -18,6 +18,7 @@ from algo.trace.format import (
     OpRecord,
     Trace,
     TraceError,
+    TraceReader,
     TraceWriter,
     load_trace,
     pack_decisions,
@@ -29,6 +30,6 @@ from algo.trace.format import (
 
 __all__ = [
     "AXES", "BASE_WRITE_VERSION", "GROUP_KINDS", "OP_TYPES", "READABLE_VERSIONS", "STATES_ON_DECISIONS_VERSION",
-    "TRACE_FORMAT", "TRACE_KINDS", "TRACE_VERSION", "Group", "OpRecord", "Trace", "TraceError", "TraceWriter",
+    "TRACE_FORMAT", "TRACE_KINDS", "TRACE_VERSION", "Group", "OpRecord", "Trace", "TraceError", "TraceReader", "TraceWriter",
     "load_trace", "pack_decisions", "packed_length", "save_trace", "unpack_decisions", "validate_groups",
 ]

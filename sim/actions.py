@@ -97,6 +97,13 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   dense ``ceil(M / R)``, Kaleido ``ceil(HW / R) x F`` per column block (D5: a partly filled last
   position block per frame). For an op with a ``w``-axis group, R reads ``floor(R / W) * W`` here
   (a Kaleido position block holds whole image rows, D4).
+  Kaleido also has a window order (`kaleido_dram`; docs/decisions.md D34): when one scheduler
+  window's X over all frames (``w x R x F x K`` bytes, plus the X_eff state; the op's window w is
+  the largest up to ``scheduler_window_tiles`` that fits, `scheduler_window`)
+  fits the input SRAM and ``s_w >= 1``, the similarity pass decides the window from the SRAM (no
+  second DRAM read of X; the decision codes stay on chip) and the array runs its tiles for each
+  group of ``s_w`` resident column blocks: X read ``ceil(n_cb / s_w)`` times, W once. It is taken
+  when cheaper than the better of A and B plus the similarity pass.
 
 Vector unit (same for both designs; fp16 adds and multiplies, per batch element):
 - every op: requantise each output (1 mult + 1 add, M N);
@@ -122,7 +129,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.dispatch import pair_runs, position_block, position_order
+from sim.dispatch import WINDOW_TILES, pair_runs, position_block, position_order
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -246,7 +253,7 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
 
 
 def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True,
-               tile_like=None) -> dict[str, int]:
+               tile_like=None, window_tiles: int = WINDOW_TILES) -> dict[str, int]:
     """Per-column-block sums over the reuse tiling of one GEMM and one batch element.
 
     With ``dispatcher`` the tiling is the cycle model's: the scheduler's position order
@@ -280,6 +287,7 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
             ``floor(R / W) * W`` positions in raster order (`sim.dispatch.position_block`, D4).
         tile_like: groups whose tiling the op follows (a fused ``pv`` takes its ``qk``'s query
             tiles, sim/attention.py); None = its own.
+        window_tiles: scheduler window in position blocks (`sim.dispatch.schedule_positions`).
     """
     F, H, W = grid  # noqa: N806
     hw = H * W
@@ -288,7 +296,7 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
     tiling = groups if tile_like is None else tile_like
     block = position_block(grid, tiling, rows)  # R, or whole image rows for a w-axis op (D4)
-    order = position_order(dec, grid, tiling, rows, dispatcher)
+    order = position_order(dec, grid, tiling, rows, dispatcher, window_tiles)
     v = _tile_counts(dec, F, hw, block, k0, k1, b_msb, order, dispatcher)
     out = {k: int(x) for k, x in zip(_STAT_KEYS, v, strict=True)}
     pattern = dec.reshape(F, hw, -1)[1:].transpose(1, 2, 0).reshape(hw, -1)[order]
@@ -397,6 +405,21 @@ def xeff_state_bytes(groups, grid) -> int:
     return sum((k1 - k0) * per[ax] for k0, k1, ax in groups)
 
 
+def scheduler_window(cfg: AcceleratorConfig, K: int, grid, groups=None) -> int:  # noqa: N803
+    """Scheduler window (position blocks) of one op: with ``fit_scheduler_window``, the largest ``w <=
+    scheduler_window_tiles`` whose X over all frames (``w x R x F x K`` bytes, R = the op's position block)
+    plus the X_eff state fits the input SRAM, so that the window order applies (`kaleido_dram`);
+    otherwise, or when none fits, ``scheduler_window_tiles``."""
+    if not cfg.fit_scheduler_window:
+        return cfg.scheduler_window_tiles
+    groups = groups if groups is not None else [(0, K, "f")]
+    R = position_block(grid, groups, cfg.array_rows)  # noqa: N806
+    room = cfg.input_sram_kib * 1024 - xeff_state_bytes(groups, grid)
+    per = min(R, grid[1] * grid[2]) * grid[0] * K
+    fit = min(cfg.scheduler_window_tiles, room // per) if per else cfg.scheduler_window_tiles
+    return int(fit) if fit >= 1 else cfg.scheduler_window_tiles
+
+
 def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=None) -> dict:  # noqa: N803
     """Kaleido's DRAM traffic of one GEMM (one batch element) by the module docstring's rules.
 
@@ -414,6 +437,15 @@ def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=No
     npb = -(-hw // R)
     d = dram_bytes(cfg, M, K, N, npb * F, npb, min(R, hw) * F * K, 0 if spill else state)
     sim_pass = 0 if d["order"] == "resident" else M * K
+    # Window order: one scheduler window of X over all frames stays in the input SRAM, the similarity
+    # pass decides it there (codes kept on chip) and the array runs its tiles for every resident column block.
+    C = cfg.array_cols  # noqa: N806
+    n_cb, s_w = -(-N // C), cfg.weight_sram_kib * 1024 // (K * min(N, C))
+    win = min(scheduler_window(cfg, K, grid, groups) * R, hw) * F * K
+    if d["order"] != "resident" and s_w and win + (0 if spill else state) <= cfg.input_sram_kib * 1024:
+        xw = M * K * -(-n_cb // s_w)
+        if xw + K * N < d["x"] + d["w"] + sim_pass:
+            d, sim_pass = {"x": xw, "w": K * N, "y": M * N, "order": "window"}, 0
     return {**d, "sim_pass": sim_pass, "spill": spill, "state": state,
             "read": d["x"] + d["w"] + sim_pass + spill, "write": d["y"] + spill}
 

@@ -25,7 +25,7 @@ from algo.reuse.golden import COMPUTE, PARTIAL, decide
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
-from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
+from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, scheduler_window, tile_stats
 from sim.attention import annotate_fused, fused_pairs
 from sim.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.energy import EnergyModel
@@ -181,13 +181,16 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
             raise SimError(str(err)) from None
+    window = scheduler_window(cfg, op.K, grid, [g.as_tuple() for g in op.groups])
     for b in range(op.batch):
         dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
-            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like))
+            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like,
+                                            window_tiles=window))
         nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False,
                                            tile_like=tile_like))
-        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher, tile_like), dispatcher))
+        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher, tile_like,
+                                                   window), dispatcher))
         counts += decision_counts(dec, widths)
     nd_seq = np.concatenate(nd_seqs)
     nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)

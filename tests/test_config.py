@@ -52,11 +52,13 @@ def test_balanced_preset_follows_its_rules():
     assert cfg.vector_lanes == 7 * R * s_t == 4480
     assert cfg.similarity_lanes == R * s_t == 640
     kv, scores = 2 * keys * dh, R * keys * 2  # one head's K and V; fp16 scores of one query tile
-    for kib, need in ((cfg.weight_sram_kib, kv), (cfg.score_sram_kib, scores)):
+    window = 1 * R * 21 * 1536  # one scheduler window of X over 21 frames at K = d = 1536
+    for kib, need in ((cfg.weight_sram_kib, kv), (cfg.score_sram_kib, scores), (cfg.input_sram_kib, window)):
         assert need <= kib * 1024 < 2 * need  # the next power of two
-    same = ("array_rows", "array_cols", "clock_mhz", "partial_regs", "drain_rows_per_cycle", "input_sram_kib",
+    same = ("array_rows", "array_cols", "clock_mhz", "partial_regs", "drain_rows_per_cycle",
             "output_sram_kib", "partial_sram_kib", "dram_gbps", "max_tokens", "max_k")
     assert all(getattr(cfg, k) == getattr(ref, k) for k in same)
+    assert cfg.fit_scheduler_window and not ref.fit_scheduler_window
     assert ref.score_sram_kib == 0  # the reference design has no score buffer: attention unfused
 
 

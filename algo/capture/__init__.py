@@ -15,6 +15,7 @@ from algo.capture.run import (
     TEXT_TOKENS,
     CaptureError,
     ProgressFn,
+    attention_states,
     bf16_gemm_in_fp32,
     capture,
     capture_to_file,
@@ -26,13 +27,12 @@ from algo.capture.run import (
     pv_decisions,
     quantize_int8,
     resolution_grid,
-    softmax_numerators,
     write_shape_trace,
 )
 
 __all__ = [
     "CROSS_OPS", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "RESOLUTIONS", "SELF_OPS",
-    "TEXT_TOKENS", "CaptureError", "ProgressFn", "bf16_gemm_in_fp32", "capture", "capture_to_file",
+    "TEXT_TOKENS", "CaptureError", "ProgressFn", "attention_states", "bf16_gemm_in_fp32", "capture", "capture_to_file",
     "native_bf16_gemm", "parse_ops", "parse_resolution", "patch_of", "plan_ops", "pv_decisions", "quantize_int8",
-    "resolution_grid", "softmax_numerators", "write_shape_trace",
+    "resolution_grid", "write_shape_trace",
 ]

@@ -81,9 +81,9 @@ class AcceleratorConfig(BaseModel):
         False, description="each op's scheduler window is the largest of up to scheduler_window_tiles whose X over "
         "all frames fits the input SRAM (sim.actions.scheduler_window), so the similarity pass reads X there")
     score_sram_kib: int = Field(
-        0, ge=0, description="score buffer of fused attention (sim/attention.py): fp16 scores of one query tile "
-        "(tile rows x keys x 2 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P to DRAM and pv "
-        "reads it back, unfused)")
+        0, ge=0, description="score buffer of fused attention (sim/attention.py): one query tile's integer scores "
+        "and P_eff state (tile rows x keys x 4 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P "
+        "to DRAM and pv reads it back, unfused)")
 
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",

@@ -494,7 +494,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         dispatcher: False = raster tiling without pairing (``--no-dispatcher``): the matcher does
             no work (``dispatch_add8`` = 0); the similarity unit still decides.
         fused: the op is half of a fused attention pair (sim/attention.py): DRAM by `fused_dram`;
-            a score op writes and reads its fp16 scores in the score SRAM (2 + 2 bytes per score); a
+            a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score); a
             P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill,
             and the similarity unit's neighbour state P_eff (read and written, M K each) lives in
             the score SRAM.
@@ -550,9 +550,9 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         else:
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
             a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
-        if fused and not p_op:  # fp16 scores of the query tile, written on drain, read by the exp pass
-            a["sram_score_write_bytes"] += 2 * M * N
-            a["sram_score_read_bytes"] += 2 * M * N
+        if fused and not p_op:  # integer scores of the query tile, written on drain, read by the exp pass
+            a["sram_score_write_bytes"] += 3 * M * N  # sim.attention.SCORE_BYTES
+            a["sram_score_read_bytes"] += 3 * M * N
         a["sram_weight_read_bytes"] += t["channels"] * N
         a["sram_weight_write_bytes"] += dram["w"]
         a["sram_output_write_bytes"] += t["rows"] * N * ob
@@ -574,7 +574,7 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
     """Action counts of the dense baseline (plain int8 MAC PEs, raster tiling), summed over the batch.
 
     ``fused``: half of a fused attention pair (`op_actions`' rules without the similarity unit): DRAM
-    by `fused_dram` with ``ceil(M / R)`` query tiles, scores 2 + 2 bytes each in the score SRAM, P
+    by `fused_dram` with ``ceil(M / R)`` query tiles, scores 3 + 3 bytes each in the score SRAM, P
     written into the input SRAM by the vector unit."""
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -595,7 +595,7 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
         "vec_fp16_add": va, "vec_fp16_mult": vm,
     }
     if fused and name in FUSED_PAIRS:
-        per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 2 * M * N
+        per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 3 * M * N  # sim.attention.SCORE_BYTES
     elif fused:
         per["sram_input_write_bytes"] = M * K
     for k, v in per.items():

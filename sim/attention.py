@@ -1,24 +1,26 @@
-"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D34).
+"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D38).
 
-When a config has a score buffer that holds one query tile's fp16 scores (``score_sram_kib * 1024
->= R * keys * 2``) and a trace holds both ops of an attention pair (`sim.actions.FUSED_PAIRS`: ``qk``
+When a config has a score buffer that holds one query tile's integer scores (``score_sram_kib * 1024
+>= R * keys * 4``: 3 score bytes + 1 P_eff byte) and a trace holds both ops of an attention pair (`sim.actions.FUSED_PAIRS`: ``qk``
 and ``pv``, ``cross_qk`` and ``cross_pv``) in the same (step, block), the pair runs fused, for the
-dense baseline and for Kaleido alike. Per query tile (R query rows; Kaleido: the tiling of ``qk``,
+dense baseline and for Kaleido alike (the buffer also holds Kaleido's P_eff state, 1 byte per
+score). Per query tile (R query rows; Kaleido: the tiling of ``qk``,
 whose ``w``-axis RoPE group makes it ``floor(R / W) * W`` whole image rows, and pv follows it, in
 raster position order, because both ops must see the same query rows):
 
 1. the array runs the tile's ``qk`` (every key column block); the vector unit takes each drained
-   score (dequantise, running row max: 1 fp16 add + 1 mult per score) and stores it as fp16 in the
-   score buffer;
-2. with the row max known, the vector unit's exp pass (subtract, exp, scale, row sum, quantise to
-   uint8 P: 7 adds + 6 mults per score; together with phase 1 the `sim.actions.vector_work` count
-   of requantise + softmax, 8 + 7) makes P key by key; Kaleido's similarity unit decides pv's
+   integer score (running row max: 1 add per score, counted with 1 mult as the requantise work of
+   `sim.actions.vector_work`) and stores it exactly, in `SCORE_BYTES` bytes, in the score buffer;
+2. with the row max known, the vector unit's exp pass makes P = T[rowmax - S] key by key (the
+   int8-score rule of `algo.reuse.softmax`, D34) and its row sums; it is charged as
+   `sim.actions.vector_work`'s softmax, 7 adds + 6 mults per score (an upper bound: the table
+   lookup is cheaper than the polynomial exp that count assumes); Kaleido's similarity unit decides pv's
    (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
    frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
 
 So P (and S) never reach DRAM, the int8 P semantics are those of the unfused trace (the row max
-over all keys is known before any P value is quantised: `algo.capture` ``round(255 exp(s -
-rowmax))``), and the ``pv`` decisions are the trace's. Timing per pair, summed over the heads (op
+over all keys is known before any P value is made: ``round(255 exp(c (S - rowmax S)))`` from the
+exact integer scores, D34), and the ``pv`` decisions are the trace's. Timing per pair, summed over the heads (op
 aggregates: each op's work is taken as spread evenly over its query tiles, so a phase's time is
 the longest of its units' totals; an optimistic bound where tiles differ):
 
@@ -47,13 +49,17 @@ from sim.actions import FUSED_PAIRS, vector_work
 from sim.dispatch import position_block
 from sim.memory import _vcycles, dram_cycles, similarity_lanes, vector_lanes
 
-#: Bytes per score in the score buffer (fp16).
-SCORE_BYTES = 2
+#: Bytes per score in the score buffer: the exact integer score S = Q Kt of int8 operands, |S| <= d_h x 2^14,
+#: so 24 bits hold it for d_h <= 512 (P = T[rowmax - S] needs S exactly, docs/decisions.md D34).
+SCORE_BYTES = 3
+#: Bytes per (query, key) of Kaleido's P_eff neighbour state (the previous frame's uint8 P of the same positions).
+P_EFF_BYTES = 1
 
 
 def fits_score_buffer(cfg: AcceleratorConfig, keys: int) -> bool:
-    """The score buffer holds one query tile's fp16 scores: ``R x keys x 2 <= score_sram_kib x 1024``."""
-    return cfg.array_rows * keys * SCORE_BYTES <= cfg.score_sram_kib * 1024
+    """The score buffer holds one query tile's integer scores and P_eff state:
+    ``R x keys x (SCORE_BYTES + P_EFF_BYTES) <= score_sram_kib x 1024``."""
+    return cfg.array_rows * keys * (SCORE_BYTES + P_EFF_BYTES) <= cfg.score_sram_kib * 1024
 
 
 def fused_pairs(ops, cfg: AcceleratorConfig) -> dict[int, int]:

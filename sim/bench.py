@@ -14,7 +14,7 @@ Prints wall-clock seconds for:
   what `kaleido simulate` runs, energy action counts and dispatcher statistics included; target < 60 s);
 - a scaling table: CPU time of one qkv op over token counts x widths (`bench_scaling`: linear in
   tokens, flat in channels, and why it is CPU time);
-- the balance targets of docs/decisions.md D34 as ratios (`bench_balance`): total/array speedup,
+- the balance targets of docs/decisions.md D38 as ratios (`bench_balance`): total/array speedup,
   energy saving at r = 0.8 and 0.3, ops whose Kaleido DRAM bytes exceed dense, and the dense block
   time of the balanced preset against the reference preset's;
 - SCALE-Sim 3.0.0 against `sim.dataflow` (``timing="scalesim"``, identical cycle counts) on dense
@@ -287,7 +287,7 @@ def _print_step(label: str, r: dict, target: float | None = None, layers: int | 
           f"vector stalls {r['total_cycles']:,} cycles (generated decisions: not a result)")
 
 
-#: The balance targets' workload (docs/decisions.md D34): `kaleido synth` arguments, one Wan2.1-1.3B block at 480p.
+#: The balance targets' workload (docs/decisions.md D38): `kaleido synth` arguments, one Wan2.1-1.3B block at 480p.
 BALANCE_FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "blocks": [0], "steps": [0], "partial": 0.04,
                  "region": (8, 8), "persist": 0.9, "seed": 1}
 BALANCED, REFERENCE = "kaleido-16nm-128x128-balanced", "kaleido-16nm-128x128"
@@ -322,7 +322,7 @@ def bench_balance(reuses=(0.8, 0.3)) -> dict:
 
 def _print_balance(res: dict) -> None:
     f = BALANCE_FIELD
-    print(f"Balance targets (docs/decisions.md D34): kaleido synth --model {f['model']} --resolution {f['resolution']} "
+    print(f"Balance targets (docs/decisions.md D38): kaleido synth --model {f['model']} --resolution {f['resolution']} "
           f"--blocks 0 --steps 0 --partial {f['partial']} --region 8x8 --persist {f['persist']} --seed {f['seed']}, "
           f"on {BALANCED} (targets in brackets):")
     for r, runs in res.items():

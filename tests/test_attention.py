@@ -35,7 +35,7 @@ def _pair(pv_dec=None):
 def test_pairs_need_the_score_buffer():
     tr = _pair()
     assert fused_pairs(tr.ops, _cfg()) == {0: 1}
-    # R x keys x 2 = 8 x 16 x 2 = 256 bytes: a 0 KiB buffer cannot hold them.
+    # R x keys x (3 + 1) = 8 x 16 x 4 = 512 bytes: a 0 KiB buffer cannot hold them.
     assert fused_pairs(tr.ops, _cfg(0)) == {}
     assert fused_pairs(tr.ops[:1], _cfg()) == {}  # no partner, no fusion
 
@@ -62,8 +62,8 @@ def test_dense_fused_pair_by_hand():
     assert pv["dense_stall_cycles"] == {"drain": 0, "dram": 1, "vector": vt + (v_exp - 49) + h2, "similarity": 0}
     assert pv["dense_total_cycles"] == v_exp + h2 + vt + 1 == 131
     assert qk["fused"] == "pv" and pv["fused"] == "qk"
-    # Scores in the score SRAM (2 B written, 2 B read each), never in DRAM; P written into the input SRAM.
-    assert qk["dense_actions"]["sram_score_write_bytes"] == qk["dense_actions"]["sram_score_read_bytes"] == 512
+    # Integer scores in the score SRAM (3 B written, 3 B read each), never in DRAM; P written into the input SRAM.
+    assert qk["dense_actions"]["sram_score_write_bytes"] == qk["dense_actions"]["sram_score_read_bytes"] == 768
     assert pv["dense_actions"]["sram_input_write_bytes"] == 256
 
 

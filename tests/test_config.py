@@ -46,12 +46,12 @@ def test_reference_preset_values():
 
 
 def test_balanced_preset_follows_its_rules():
-    """The sizing rules written in the preset (docs/decisions.md D34), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
+    """The sizing rules written in the preset (docs/decisions.md D38), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
     ref, cfg = load_config("kaleido-16nm-128x128"), load_config("kaleido-16nm-128x128-balanced")
     R, keys, dh, s_t = 128, 21 * 30 * 52, 128, 5  # noqa: N806  480p: 32,760 tokens; d_h = 128
     assert cfg.vector_lanes == 7 * R * s_t == 4480
     assert cfg.similarity_lanes == R * s_t == 640
-    kv, scores = 2 * keys * dh, R * keys * 2  # one head's K and V; fp16 scores of one query tile
+    kv, scores = 2 * keys * dh, R * keys * (3 + 1)  # one head's K and V; one query tile's int24 scores + P_eff
     window = 1 * R * 21 * 1536  # one scheduler window of X over 21 frames at K = d = 1536
     for kib, need in ((cfg.weight_sram_kib, kv), (cfg.score_sram_kib, scores), (cfg.input_sram_kib, window)):
         assert need <= kib * 1024 < 2 * need  # the next power of two

@@ -26,6 +26,7 @@ from algo.capture.run import (
     plan_ops,
     pv_decisions,
     quantize_int8,
+    record_trajectory,
     resolution_grid,
     write_shape_trace,
 )
@@ -34,5 +35,5 @@ __all__ = [
     "CROSS_OPS", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "RESOLUTIONS", "SELF_OPS",
     "TEXT_TOKENS", "CaptureError", "ProgressFn", "attention_states", "bf16_gemm_in_fp32", "capture", "capture_to_file",
     "native_bf16_gemm", "parse_ops", "parse_resolution", "patch_of", "plan_ops", "pv_decisions", "quantize_int8",
-    "resolution_grid", "write_shape_trace",
+    "record_trajectory", "resolution_grid", "write_shape_trace",
 ]

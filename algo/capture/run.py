@@ -88,7 +88,7 @@ __all__ = [
     "CaptureError", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "SELF_OPS",
     "CROSS_OPS", "TEXT_TOKENS", "RESOLUTIONS", "capture", "capture_to_file", "quantize_int8",
     "attention_states", "parse_ops", "parse_resolution", "plan_ops", "pv_decisions", "resolution_grid",
-    "write_shape_trace", "patch_of", "native_bf16_gemm", "bf16_gemm_in_fp32",
+    "write_shape_trace", "patch_of", "record_trajectory", "native_bf16_gemm", "bf16_gemm_in_fp32",
 ]
 
 DEFAULT_MODEL = "wan2.1-t2v-1.3b"
@@ -959,3 +959,59 @@ def capture_to_file(out: str | Path, **kwargs) -> Trace:
         The captured `Trace` (op shapes only for exact traces: the operands are on disk).
     """
     return capture(out=out, **kwargs)
+
+
+def record_trajectory(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, latent_grid: tuple[int, int, int] = (3, 16, 16),
+                      num_inference_steps: int = 50, seed: int = 0, shift: float = lat.DEFAULT_SHIFT,
+                      weights: str | Path | None = None, progress: ProgressFn | None = None) -> tuple[np.ndarray, str]:
+    """The latent trajectory of a real sampling run: text-to-video from pure noise, Euler flow matching.
+
+    ``z_0 = eps`` (`algo.latents.noise_like` of the latent shape, seed ``seed``), then for each step i
+    of the N-step schedule (`algo.latents.flow_sigmas` with ``shift``, terminal sigma 0 appended)
+    ``z_{i+1} = z_i + (sigma_{i+1} - sigma_i) v(z_i, 1000 sigma_i)`` in float32, batch 1, one
+    conditional branch (no classifier-free guidance), 8 seeded text tokens (`TEXT_TOKENS`, stream
+    ``[seed, 1]`` as `capture`). Wan family only.
+
+    Args:
+        latent_grid: ``(F, H, W)`` latent frames and pixels (before the model's patch; H and W
+            multiples of the patch).
+        weights: as `algo.models.build_model` (None: seeded weights).
+
+    Returns:
+        ``(trajectory, weights_description)``: float32 ``[N + 1, 16, F, H, W]``, entry i the latent
+        step i starts from (entry N the final latent).
+
+    Raises:
+        CaptureError: unknown model or size, a non-Wan family, a bad grid or step count.
+    """
+    spec = get_spec(model, size)
+    if spec.family != "wan":
+        raise CaptureError(f"trajectory recording supports the Wan family (Euler flow-matching loop); {spec.name!r} "
+                           f"is {spec.family!r}")
+    cfg = spec.sizes[size]
+    pt, ph, pw = patch_of(cfg)
+    grid = tuple(int(v) for v in latent_grid)
+    if len(grid) != 3 or min(grid) <= 0 or grid[0] % pt or grid[1] % ph or grid[2] % pw:
+        raise CaptureError(f"latent grid must be 3 positive sizes, H and W multiples of the patch {(pt, ph, pw)}; "
+                           f"got {latent_grid}")
+    if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
+        raise CaptureError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
+    net, wdesc = build_model(spec.name, size, seed, weights=weights)
+    dtype = next(net.parameters()).dtype
+    sig = np.append(lat.flow_sigmas(num_inference_steps, shift), np.float32(0.0)).astype(np.float32)
+    z = lat.noise_like(np.zeros((1, lat.LATENT_CHANNELS, *grid), dtype=np.float32), seed)
+    text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, int(cfg["text_dim"])))
+    text_t = torch.from_numpy(text.astype(np.float32)).to(dtype)
+    out = np.empty((num_inference_steps + 1, *z.shape[1:]), dtype=np.float32)
+    x = torch.from_numpy(z)
+    with torch.inference_mode():
+        for i in range(num_inference_steps):
+            out[i] = x[0].numpy()
+            t = torch.tensor([float(sig[i] * np.float32(lat.NUM_TRAIN_TIMESTEPS))], dtype=torch.float32)
+            v = net(hidden_states=x.to(dtype), timestep=t, encoder_hidden_states=text_t,
+                    return_dict=False)[0].to(torch.float32)
+            x = x + float(sig[i + 1] - sig[i]) * v
+            if progress is not None:
+                progress(i + 1, num_inference_steps, f"step {i} (sigma {float(sig[i]):.3f})")
+    out[num_inference_steps] = x[0].numpy()
+    return out, wdesc

@@ -1,4 +1,4 @@
-"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D38).
+"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D41).
 
 When a config has a score buffer that holds one query tile's integer scores (``score_sram_kib * 1024
 >= R * keys * 4``: 3 score bytes + 1 P_eff byte) and a trace holds both ops of an attention pair (`sim.actions.FUSED_PAIRS`: ``qk``

@@ -25,7 +25,7 @@ TINY_TEXT = (PRESETS / "tiny-8x8.toml").read_text()
 
 
 def test_preset_names():
-    assert preset_names() == ["kaleido-16nm-128x128", "kaleido-16nm-128x128-balanced", "tiny-8x8"]
+    assert preset_names() == ["kaleido-16nm-128x128", "kaleido-16nm-128x128-balanced", "small-32x32", "tiny-8x8"]
     assert DEFAULT_PRESET == "kaleido-16nm-128x128"
 
 
@@ -46,7 +46,7 @@ def test_reference_preset_values():
 
 
 def test_balanced_preset_follows_its_rules():
-    """The sizing rules written in the preset (docs/decisions.md D38), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
+    """The sizing rules written in the preset (docs/decisions.md D41), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
     ref, cfg = load_config("kaleido-16nm-128x128"), load_config("kaleido-16nm-128x128-balanced")
     R, keys, dh, s_t = 128, 21 * 30 * 52, 128, 5  # noqa: N806  480p: 32,760 tokens; d_h = 128
     assert cfg.vector_lanes == 7 * R * s_t == 4480

@@ -13,9 +13,9 @@ Defaults (`PRESETS`):
 - ``a100``: NVLink3 through NVSwitch (DGX A100): 12 NVLink3 links per GPU of 25 GB/s per
   direction, 300 GB/s per direction in total (NVIDIA A100 datasheet, 2021: "NVLink 600 GB/s",
   bidirectional), topology Switch; per-hop latency 1,000 ns (project default, the order of a
-  small-message NVLink/NCCL step; docs/decisions.md D41).
+  small-message NVLink/NCCL step; docs/decisions.md D38).
 - ``kaleido``: a ring of chips, 4 links of 25 GB/s per direction per neighbour pair (100 GB/s),
-  500 ns per hop (project default, docs/decisions.md D41: a chip with NVLink3-class SerDes on a third
+  500 ns per hop (project default, docs/decisions.md D38: a chip with NVLink3-class SerDes on a third
   of the A100's links).
 """
 

@@ -69,19 +69,19 @@ class AcceleratorConfig(BaseModel):
         "accel_max_k = 64 x 256 int8 weights = 16 KiB, tiny-8x8's weight_sram_kib")
     similarity_lanes: int | None = Field(
         None, gt=0, description="similarity-unit lanes (channels compared per cycle: one |x - nb| and one add "
-        "each, hw/similarity.py); None = array_rows, the sim/area.py estimate (R lanes keep pace with a tile's K "
+        "each, hw/similarity.py); None = array_rows, the sim/cost/area.py estimate (R lanes keep pace with a tile's K "
         "slots for R tokens)")
     vector_lanes: int | None = Field(
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
-        "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/area.py estimate)")
+        "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/cost/area.py estimate)")
     scheduler_window_tiles: int = Field(
-        8, gt=0, description="tiles per scheduler window (sim.dispatch.schedule_positions sorts positions within "
-        "windows of this many position blocks); default sim.dispatch.WINDOW_TILES")
+        8, gt=0, description="tiles per scheduler window (sim.timing.dispatch.schedule_positions sorts positions within "
+        "windows of this many position blocks); default sim.timing.dispatch.WINDOW_TILES")
     fit_scheduler_window: bool = Field(
         False, description="each op's scheduler window is the largest of up to scheduler_window_tiles whose X over "
-        "all frames fits the input SRAM (sim.actions.scheduler_window), so the similarity pass reads X there")
+        "all frames fits the input SRAM (sim.cost.actions.scheduler_window), so the similarity pass reads X there")
     score_sram_kib: int = Field(
-        0, ge=0, description="score buffer of fused attention (sim/attention.py): one query tile's integer scores "
+        0, ge=0, description="score buffer of fused attention (sim/timing/attention.py): one query tile's integer scores "
         "and P_eff state (tile rows x keys x 4 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P "
         "to DRAM and pv reads it back, unfused)")
 

@@ -1,4 +1,4 @@
-"""Fused attention (sim/attention.py): hand-derived cycles and bytes of a small qk -> pv pair."""
+"""Fused attention (sim/timing/attention.py): hand-derived cycles and bytes of a small qk -> pv pair."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 
 from algo.trace import Group, OpRecord, Trace, pack_decisions
 from hw.config import load_config
-from sim.attention import fused_pairs
-from sim.simulate import simulate_trace
+from sim.engines.model import simulate_trace
+from sim.timing.attention import fused_pairs
 
 GRID = (2, 2, 4)  # 16 tokens: 2 frames of 2 x 4 positions
 

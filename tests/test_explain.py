@@ -1,10 +1,10 @@
-"""`kaleido explain` (sim/explain.py): the binding rule on hand-made op results, the chain, errors."""
+"""`kaleido explain` (sim/report/explain.py): the binding rule on hand-made op results, the chain, errors."""
 
 from __future__ import annotations
 
 import json
 
-from sim.explain import binding, dense_slots, explain_rows
+from sim.report.explain import binding, dense_slots, explain_rows
 from tests.test_cli import assert_one_line_error, kaleido
 
 

@@ -9,7 +9,7 @@ Per op, the speedup chain (each a ratio against the dense design on the same arr
   set by its busiest rows: the lockstep loss);
 - ``array``: ``speedup`` (the array's cycles, RTL-exact: the slots plus fill, drain and drain stalls);
 - ``end to end``: ``total_speedup`` (with DRAM, vector and similarity stalls, `sim.memory`,
-  `sim.attention`).
+  `sim.timing.attention`).
 
 The binding mechanism of a design on an op is the array when its stalls (beyond the array's own
 cycles) are below `ARRAY_BOUND_SHARE` of its total, else the cause with the most stall cycles

@@ -1,13 +1,13 @@
 """Action counts of one op: the events the energy model charges (SPEC.md section 5, issue 7).
 
 Counts come from what the cycle model knows per op: the reuse tiling and the matcher's slots per
-tile (the choices of `sim.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
-equal group pairs in ``O(rows x G^2)`` per tile by `sim.dispatch.pair_runs`, the walk the cycle model's
-`sim.dispatch.count_slots` sums;
+tile (the choices of `sim.timing.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
+equal group pairs in ``O(rows x G^2)`` per tile by `sim.timing.dispatch.pair_runs`, the walk the cycle model's
+`sim.timing.dispatch.count_slots` sums;
 `tile_stats`), or, without the dispatcher (``--no-dispatcher``), raster order and one slot per needed
 channel, as the cycle model then times it; the per-(token, group) decisions, the GEMM shape, the array size R x C, b_msb and the config's SRAM
 sizes. They are summed over the op's batch (heads). Every rule is stated here; the per-action
-energies live in `sim/tech/*.toml` (`sim.energy`), so counts and energies stay apart (Accelergy
+energies live in `sim/cost/tech/*.toml` (`sim.cost.energy`), so counts and energies stay apart (Accelergy
 style). Counts are exact integers except where a rule says "upper bound" or "estimate".
 
 Notation per batch element: M tokens, K channels, N outputs, G groups, grid (F, H, W), HW = H*W,
@@ -18,7 +18,7 @@ position tiles, summing over column blocks multiplies row-slot counts by exactly
 
 Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
 - Mode of a row-slot carrying channels (a, b): COMPUTE if either channel's group is COMPUTE for the
-  row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`sim.stream._MODE_OF`).
+  row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`sim.timing.stream._MODE_OF`).
 - ``mac8`` = COMPUTE row-slots x N = COMPUTE (token, channel) pairs x N (both multiplier halves).
 - ``mac4`` = (PARTIAL + 2 PAIRED row-slots) x N = PARTIAL (token, channel) pairs x N (low half).
   (The hardware supports b_msb = 4 only, docs/decisions.md D6; the counts assume it.)
@@ -129,7 +129,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.dispatch import WINDOW_TILES, pair_runs, position_block, position_order
+from sim.timing.dispatch import WINDOW_TILES, pair_runs, position_block, position_order
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -178,8 +178,8 @@ COUNT_KEYS = _STAT_KEYS[:8]
 def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
     """Sums over the position tiles of one GEMM (one column block), in ``O(rows x G^2)`` per tile.
 
-    ``paired``: the matcher pairs channels (`sim.dispatch.pair_runs`); else one slot per channel of every
-    group some row needs (the no-dispatcher slot sequence, `sim.dispatch.count_slots_unpaired`).
+    ``paired``: the matcher pairs channels (`sim.timing.dispatch.pair_runs`); else one slot per channel of every
+    group some row needs (the no-dispatcher slot sequence, `sim.timing.dispatch.count_slots_unpaired`).
     Returns int64 ``[len(_STAT_KEYS)]`` in `_STAT_KEYS` order.
     """
     out = np.zeros(14, dtype=np.int64)
@@ -257,9 +257,9 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     """Per-column-block sums over the reuse tiling of one GEMM and one batch element.
 
     With ``dispatcher`` the tiling is the cycle model's: the scheduler's position order
-    (`sim.dispatch.schedule_positions`) and the matcher's slots (`sim.dispatch.match_tile`); without,
+    (`sim.timing.dispatch.schedule_positions`) and the matcher's slots (`sim.timing.dispatch.match_tile`); without,
     raster position order and one slot per channel of every group some row needs (no pairing), as
-    `sim.cycle_model.reuse_slot_sequence` times it. Counts over all (position block, frame) tiles:
+    `sim.timing.cycle_model.reuse_slot_sequence` times it. Counts over all (position block, frame) tiles:
 
     - ``issued``: issued slots, ``max(1, slots)`` per tile (a tile that carries nothing issues one
       bubble slot); ``slots``: slots carrying channels (no bubbles);
@@ -274,7 +274,7 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     - ``bubble_tiles``: tiles whose every group is skipped (they issue one bubble slot);
       ``tiles``: (position block, frame) tiles;
     - ``clusters``: runs of positions with an identical reuse pattern (decision string over
-      (group, frame >= 1), `sim.dispatch.schedule_positions`) that are consecutive in issue order
+      (group, frame >= 1), `sim.timing.dispatch.schedule_positions`) that are consecutive in issue order
       within one position block, summed over position blocks (a block of alike positions is 1);
       the scheduler's sort lowers it below the raster order's;
     - ``rows_moved``: token rows in a different position block than raster order puts them:
@@ -284,10 +284,10 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
         decisions: int8 ``[F*H*W, G]`` codes (0 COMPUTE, 1 PARTIAL, 2 REUSE), raster token order.
         groups: ``(k_start, k_stop, axis)`` per group, contiguous from channel 0.
         rows: the array's R (tile height). An op with a ``w``-axis group tiles
-            ``floor(R / W) * W`` positions in raster order (`sim.dispatch.position_block`, D4).
+            ``floor(R / W) * W`` positions in raster order (`sim.timing.dispatch.position_block`, D4).
         tile_like: groups whose tiling the op follows (a fused ``pv`` takes its ``qk``'s query
-            tiles, sim/attention.py); None = its own.
-        window_tiles: scheduler window in position blocks (`sim.dispatch.schedule_positions`).
+            tiles, sim/timing/attention.py); None = its own.
+        window_tiles: scheduler window in position blocks (`sim.timing.dispatch.schedule_positions`).
     """
     F, H, W = grid  # noqa: N806
     hw = H * W
@@ -319,7 +319,7 @@ def tile_counts(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, disp
 class TiledDecisions:
     """One batch element's decisions with the `tile_stats` of the tiling they were timed under.
 
-    `sim.simulate` passes these to `op_actions` (through `sim.energy`), so the action counts follow
+    `sim.engines.model` passes these to `op_actions` (through `sim.cost.energy`), so the action counts follow
     its ``dispatcher`` flag (``dispatcher``: the flag ``stats`` were made with) and the tiling is
     counted once per op.
     """
@@ -339,7 +339,7 @@ def vector_work(name: str, M: int, K: int, N: int) -> tuple[int, int, int, int]:
     Pre = before the GEMM (norm + modulation of the input, 4 adds + 3 mults per input element;
     RoPE, 1 add + 2 mults per Q and K element), post = on its M x N outputs (requantise 1 + 1;
     softmax 7 + 6 per score; 1/rowsum 1 mult per output + 4 per row; GELU 6 + 14; residual 1 add).
-    `sim.memory` splits the vector unit's timing by pre/post.
+    `sim.timing.memory` splits the vector unit's timing by pre/post.
     """
     pre_a = pre_m = 0
     if name in NORM_INPUT_OPS:
@@ -450,12 +450,12 @@ def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=No
             "read": d["x"] + d["w"] + sim_pass + spill, "write": d["y"] + spill}
 
 
-#: Fused attention pairs (sim/attention.py): the score op whose output P stays on chip, and the op consuming it.
+#: Fused attention pairs (sim/timing/attention.py): the score op whose output P stays on chip, and the op consuming it.
 FUSED_PAIRS = {"qk": "pv", "cross_qk": "cross_pv"}
 
 
 def fused_dram(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, query_tiles: int) -> dict:  # noqa: N803
-    """DRAM bytes of one head of a fused attention op (sim/attention.py rules), the same for both designs.
+    """DRAM bytes of one head of a fused attention op (sim/timing/attention.py rules), the same for both designs.
 
     ``qk``/``cross_qk`` (X = Q ``[M, d_h]``, W = K^T ``[d_h, keys]``): Q read once, no output (the scores
     stay in the score buffer); ``pv``/``cross_pv`` (X = P ``[M, keys]``, W = V ``[keys, d_h]``): no X (P is
@@ -493,7 +493,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         cycles: the op's cycles from the cycle model.
         dispatcher: False = raster tiling without pairing (``--no-dispatcher``): the matcher does
             no work (``dispatch_add8`` = 0); the similarity unit still decides.
-        fused: the op is half of a fused attention pair (sim/attention.py): DRAM by `fused_dram`;
+        fused: the op is half of a fused attention pair (sim/timing/attention.py): DRAM by `fused_dram`;
             a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score); a
             P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill,
             and the similarity unit's neighbour state P_eff (read and written, M K each) lives in
@@ -551,7 +551,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
             a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
         if fused and not p_op:  # integer scores of the query tile, written on drain, read by the exp pass
-            a["sram_score_write_bytes"] += 3 * M * N  # sim.attention.SCORE_BYTES
+            a["sram_score_write_bytes"] += 3 * M * N  # sim.timing.attention.SCORE_BYTES
             a["sram_score_read_bytes"] += 3 * M * N
         a["sram_weight_read_bytes"] += t["channels"] * N
         a["sram_weight_write_bytes"] += dram["w"]
@@ -595,7 +595,7 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
         "vec_fp16_add": va, "vec_fp16_mult": vm,
     }
     if fused and name in FUSED_PAIRS:
-        per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 3 * M * N  # sim.attention.SCORE_BYTES
+        per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 3 * M * N  # sim.timing.attention.SCORE_BYTES
     elif fused:
         per["sram_input_write_bytes"] = M * K
     for k, v in per.items():

@@ -1,7 +1,7 @@
 """Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D41).
 
 When a config has a score buffer that holds one query tile's integer scores (``score_sram_kib * 1024
->= R * keys * 4``: 3 score bytes + 1 P_eff byte) and a trace holds both ops of an attention pair (`sim.actions.FUSED_PAIRS`: ``qk``
+>= R * keys * 4``: 3 score bytes + 1 P_eff byte) and a trace holds both ops of an attention pair (`sim.cost.actions.FUSED_PAIRS`: ``qk``
 and ``pv``, ``cross_qk`` and ``cross_pv``) in the same (step, block), the pair runs fused, for the
 dense baseline and for Kaleido alike (the buffer also holds Kaleido's P_eff state, 1 byte per
 score). Per query tile (R query rows; Kaleido: the tiling of ``qk``,
@@ -10,10 +10,10 @@ raster position order, because both ops must see the same query rows):
 
 1. the array runs the tile's ``qk`` (every key column block); the vector unit takes each drained
    integer score (running row max: 1 add per score, counted with 1 mult as the requantise work of
-   `sim.actions.vector_work`) and stores it exactly, in `SCORE_BYTES` bytes, in the score buffer;
+   `sim.cost.actions.vector_work`) and stores it exactly, in `SCORE_BYTES` bytes, in the score buffer;
 2. with the row max known, the vector unit's exp pass makes P = T[rowmax - S] key by key (the
    int8-score rule of `algo.reuse.softmax`, D34) and its row sums; it is charged as
-   `sim.actions.vector_work`'s softmax, 7 adds + 6 mults per score (an upper bound: the table
+   `sim.cost.actions.vector_work`'s softmax, 7 adds + 6 mults per score (an upper bound: the table
    lookup is cheaper than the polynomial exp that count assumes); Kaleido's similarity unit decides pv's
    (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
    frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
@@ -34,7 +34,7 @@ the longest of its units' totals; an optimistic bound where tiles differ):
 - head: K's RoPE (all keys, before the first qk) and the first Q tile's, the first tile's Q decisions
   (Kaleido), the first DRAM fold (one Q tile and one key column block); tail: the last output
   tile's normalisation and its write;
-- DRAM (`sim.actions.fused_dram`: Q and K, V once per head when both fit the weight SRAM, O once)
+- DRAM (`sim.cost.actions.fused_dram`: Q and K, V once per head when both fit the weight SRAM, O once)
   overlaps both phases; its excess is a stall.
 
 Stalls by cause go to the op whose phase they fall in: head and phase-1 excess to ``qk``, phase-2
@@ -45,9 +45,9 @@ stalls`` and the pair's sum is the pair's time.
 from __future__ import annotations
 
 from hw.config import AcceleratorConfig
-from sim.actions import FUSED_PAIRS, vector_work
-from sim.dispatch import position_block
-from sim.memory import _vcycles, dram_cycles, similarity_lanes, vector_lanes
+from sim.cost.actions import FUSED_PAIRS, vector_work
+from sim.timing.dispatch import position_block
+from sim.timing.memory import _vcycles, dram_cycles, similarity_lanes, vector_lanes
 
 #: Bytes per score in the score buffer: the exact integer score S = Q Kt of int8 operands, |S| <= d_h x 2^14,
 #: so 24 bits hold it for d_h <= 512 (P = T[rowmax - S] needs S exactly, docs/decisions.md D34).
@@ -90,13 +90,13 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     """Stalls of one fused pair (module docstring rules) for Kaleido (``kaleido``) or the dense baseline.
 
     Args:
-        qk, pv: the ops' results from `sim.simulate.simulate_op` with ``actions``/``dense_actions``
-            (`sim.energy`): ``batch``, ``M``, ``K``, ``N``, ``cycles``/``dense_cycles`` and DRAM bytes.
+        qk, pv: the ops' results from `sim.engines.model.simulate_op` with ``actions``/``dense_actions``
+            (`sim.cost.energy`): ``batch``, ``M``, ``K``, ``N``, ``cycles``/``dense_cycles`` and DRAM bytes.
         qk_groups, pv_groups: ``(k0, k1, axis)`` channel groups (the tiling and pv's first group).
 
     Returns:
         Per op ``{"stall_cycles": {"dram", "vector", "similarity"}, "total_cycles", "dram_cycles",
-        "vector_cycles", "similarity_cycles", "double_buffered"}`` (as `sim.memory.op_memory_timing`).
+        "vector_cycles", "similarity_cycles", "double_buffered"}`` (as `sim.timing.memory.op_memory_timing`).
     """
     R = cfg.array_rows  # noqa: N806
     heads, M, dh, keys = qk["batch"], qk["M"], qk["K"], qk["N"]  # noqa: N806
@@ -156,7 +156,7 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
 def annotate_fused(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_groups, pv_groups) -> None:
     """Replace the unfused stalls and totals of a fused pair's two results (in place), both designs;
     sets ``fused`` (the partner's name) and the ``memory`` and ``total_speedup`` fields as
-    `sim.memory.annotate_memory` does."""
+    `sim.timing.memory.annotate_memory` does."""
     k = fused_pair_timing(qk, pv, cfg, grid, qk_groups, pv_groups, kaleido=True)
     d = fused_pair_timing(qk, pv, cfg, grid, qk_groups, pv_groups, kaleido=False)
     for res, kt, dt, partner in ((qk, k[0], d[0], pv["name"]), (pv, k[1], d[1], qk["name"])):

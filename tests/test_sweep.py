@@ -202,3 +202,33 @@ def test_point_config_is_validated_like_a_config_file(traces):
     (pt,) = sw.points
     assert pt.config == config_from_dict(load_config("tiny-8x8").model_dump() | {"vector_lanes": 8, "array_cols": 16})
     assert sw.columns == ["vector_lanes", "config", "array_cols"] and os.path.isabs(pt.trace)
+
+
+def test_op_memo_returns_what_computing_would(traces):
+    """Blocks 1 of each step copy block 0's decisions (as derived traces do): memo hits, equal results."""
+    import dataclasses
+
+    from sim.simulate import OP_MEMO
+
+    tr = load_trace(traces / "a.npz")
+    src = {(o.step, o.name): o for o in tr.ops if o.block == 0}
+    tr.ops = [dataclasses.replace(o, decisions=src[(o.step, o.name)].decisions.copy()) if o.block == 1 else o
+              for o in tr.ops]
+    cfg = load_config("tiny-8x8")
+    OP_MEMO.enabled = False
+    try:
+        want = simulate_trace(tr, cfg, theta_index=1)
+    finally:
+        OP_MEMO.enabled = True
+    OP_MEMO.clear()
+    got = simulate_trace(tr, cfg, theta_index=1)
+    assert (OP_MEMO.hits, OP_MEMO.misses) == (8, 8)  # 2 steps x 4 ops copied, 2 x 4 distinct
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    assert [(r["block"], r["step"]) for r in got["per_op"]] == [(o.block, o.step) for o in tr.ops]
+    other = simulate_trace(tr, cfg, theta_index=0, dispatcher=False)  # another theta and mode: no stale hit
+    OP_MEMO.enabled = False
+    try:
+        assert json.dumps(other, sort_keys=True) == json.dumps(simulate_trace(tr, cfg, theta_index=0, dispatcher=False),
+                                                                sort_keys=True)
+    finally:
+        OP_MEMO.enabled = True

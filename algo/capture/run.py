@@ -69,9 +69,10 @@ from algo.models import (
     blocks_of,
     build_model,
     build_streamed,
-    cogvideox_rotary_emb,
+    family_of,
     get_spec,
     meta_model,
+    model_family,
     num_blocks,
     rope_groups,
 )
@@ -375,7 +376,7 @@ class _Recorder:
 
         return hook
 
-    def attention(self, query, key, value, layout: str = "bshd") -> None:
+    def attention(self, query, key, value, layout: str = "bshd", attn_mask=None) -> None:
         """Called by the wrapped attention function with ``[1, S, heads, d_h]`` (``layout="bshd"``:
         Wan, Hunyuan ``dispatch_attention_fn``) or ``[1, heads, S, d_h]`` (``"bhsd"``: CogVideoX's
         ``F.scaled_dot_product_attention``) operands. Query rows are cut to the video tokens
@@ -447,83 +448,26 @@ class _Recorder:
 
 
 def _register(model, rec: _Recorder) -> list:
-    """Hooks on every transformer block (`algo.models.blocks_of`) for the ops of SPEC section 1."""
+    """Hooks on every transformer block (`algo.models.blocks_of`) at the family's GEMM sites
+    (`algo.models.families.base.Family.sites`) for the ops of SPEC section 1."""
+    from algo.models.families.base import Attention
+
+    fam = model_family(model)
     handles = []
 
     def pre(module, hook):
         handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
 
-    for b, (kind, blk) in enumerate(blocks_of(model)):
-        a1 = blk.attn1 if kind in ("wan", "cogvideox") else blk.attn
-        pre(a1, rec.linear_input("qkv", b, (a1.to_q, a1.to_k, a1.to_v)))
-        pre(a1, rec.enter(b, "self"))
-        handles.append(a1.register_forward_hook(rec.leave))
-        if kind == "single":  # proj_out([attn | mlp]) = attn @ W[:d] + mlp @ W[d:]: o_proj and ffn2
-            d = a1.to_q.out_features
-            pre(blk.proj_mlp, rec.linear_input("ffn1", b, (blk.proj_mlp,)))
-            pre(blk.proj_out, rec.linear_input("o_proj", b, (blk.proj_out,), cols=(0, d)))
-            pre(blk.proj_out, rec.linear_input("ffn2", b, (blk.proj_out,), cols=(d, blk.proj_out.in_features)))
-        else:
-            ffn = blk.ffn if kind == "wan" else blk.ff
-            pre(a1.to_out[0], rec.linear_input("o_proj", b, (a1.to_out[0],)))
-            pre(ffn.net[0].proj, rec.linear_input("ffn1", b, (ffn.net[0].proj,)))
-            pre(ffn.net[2], rec.linear_input("ffn2", b, (ffn.net[2],)))
-        if kind == "wan":
-            a2 = blk.attn2
-            pre(a2, rec.linear_input("cross_q", b, (a2.to_q,)))
-            pre(a2, rec.enter(b, "cross"))
-            handles.append(a2.register_forward_hook(rec.leave))
-            pre(a2.to_out[0], rec.linear_input("cross_o", b, (a2.to_out[0],)))
+    for b, (kind, blk) in enumerate(fam.blocks(model)):
+        for site in fam.sites(kind, blk):
+            if isinstance(site, Attention):
+                pre(site.module, rec.enter(b, site.kind))
+                handles.append(site.module.register_forward_hook(rec.leave))
+            else:
+                pre(site.hooked, rec.linear_input(site.op, b, site.linears, cols=site.cols))
         handles.append(blk.register_forward_hook(rec.block_done(b)))
         pre(blk, rec.block_start)
     return handles
-
-
-@contextlib.contextmanager
-def _attention_patched(family: str, rec: _Recorder):
-    """Wrap the function the family's attention processor calls, for the duration of a capture.
-
-    Wan and Hunyuan processors call their module's ``dispatch_attention_fn`` (Q, K after norm and
-    RoPE, ``[B, S, heads, d_h]``); CogVideoX's ``CogVideoXAttnProcessor2_0`` calls
-    ``F.scaled_dot_product_attention`` (``F`` = ``torch.nn.functional`` as bound in
-    ``diffusers.models.attention_processor``; ``[B, heads, S, d_h]``): that module's ``F`` is
-    replaced by a proxy whose ``scaled_dot_product_attention`` is wrapped (nothing else changes).
-    """
-    if family in ("wan", "hunyuan"):
-        if family == "wan":
-            import diffusers.models.transformers.transformer_wan as mod
-        else:
-            import diffusers.models.transformers.transformer_hunyuan_video as mod
-        original = mod.dispatch_attention_fn
-
-        def dispatch_wrapper(query, key, value, *args, **kwargs):
-            rec.attention(query, key, value)
-            return original(query, key, value, *args, **kwargs)
-
-        mod.dispatch_attention_fn = dispatch_wrapper
-        try:
-            yield
-        finally:
-            mod.dispatch_attention_fn = original
-    else:
-        import types
-
-        import diffusers.models.attention_processor as ap
-
-        original_f = ap.F
-        sdpa = original_f.scaled_dot_product_attention
-
-        def sdpa_wrapper(query, key, value, *args, **kwargs):
-            rec.attention(query, key, value, layout="bhsd")
-            return sdpa(query, key, value, *args, **kwargs)
-
-        proxy = types.SimpleNamespace(**{k: getattr(original_f, k) for k in dir(original_f) if not k.startswith("__")})
-        proxy.scaled_dot_product_attention = sdpa_wrapper
-        ap.F = proxy
-        try:
-            yield
-        finally:
-            ap.F = original_f
 
 
 def _check_thetas(theta: ThetaSpec, steps: Iterable[int], ops: Iterable[str]) -> None:
@@ -646,34 +590,13 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
         raise CaptureError(f"blocks must be indices in 0..{len(all_blocks) - 1}, got {blocks}")
     names = parse_ops(ops)
     _check_family_ops(spec, names)
-    # Keys of joint attention (Hunyuan, CogVideoX): the M video tokens and the TEXT_TOKENS text tokens.
-    n_keys = m if spec.family == "wan" else m + text_tokens
+    fam = family_of(spec)
+    # Keys of joint attention (Hunyuan, CogVideoX): the M video tokens and the text tokens.
+    n_keys = m + text_tokens if fam.joint_text else m
     out = []
     for s in sorted({int(v) for v in steps}):
         for b in block_list:
-            kind, blk = all_blocks[b]
-            a1 = blk.attn1 if kind in ("wan", "cogvideox") else blk.attn
-            heads = int(a1.heads)
-            d = a1.to_q.out_features
-            d_h = d // heads
-            dims = {
-                "qkv": (1, m, a1.to_q.in_features, a1.to_q.out_features + a1.to_k.out_features + a1.to_v.out_features),
-                "qk": (heads, m, d_h, n_keys), "pv": (heads, m, n_keys, d_h),
-            }
-            if kind == "single":
-                dims.update(o_proj=(1, m, d, blk.proj_out.out_features),
-                            ffn1=(1, m, blk.proj_mlp.in_features, blk.proj_mlp.out_features),
-                            ffn2=(1, m, blk.proj_out.in_features - d, blk.proj_out.out_features))
-            else:
-                ffn = blk.ffn if kind == "wan" else blk.ff
-                dims.update(o_proj=(1, m, a1.to_out[0].in_features, a1.to_out[0].out_features),
-                            ffn1=(1, m, ffn.net[0].proj.in_features, ffn.net[0].proj.out_features),
-                            ffn2=(1, m, ffn.net[2].in_features, ffn.net[2].out_features))
-            if kind == "wan":
-                a2 = blk.attn2
-                dims.update(cross_q=(1, m, a2.to_q.in_features, a2.to_q.out_features),
-                            cross_qk=(heads, m, d_h, text_tokens), cross_pv=(heads, m, text_tokens, d_h),
-                            cross_o=(1, m, a2.to_out[0].in_features, a2.to_out[0].out_features))
+            dims = _block_dims(fam, *all_blocks[b], m, {"self": n_keys, "cross": text_tokens})
             for name in names:
                 d = dims[name]
                 groups = qk_groups if name == "qk" else _blocks_of(d[2])
@@ -683,8 +606,27 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
     return grid, out
 
 
+def _block_dims(fam, kind: str, blk, m: int, keys: dict[str, int]) -> dict[str, tuple[int, int, int, int]]:
+    """``op -> (batch, M, K, N)`` of one block from its GEMM sites: linears ``(1, M, K, N)``;
+    ``qk``/``pv`` (``cross_`` too) ``(heads, M, d_h, keys)`` / ``(heads, M, keys, d_h)``, keys per
+    attention kind."""
+    from algo.models.families.base import Attention
+
+    dims = {}
+    for site in fam.sites(kind, blk):
+        if isinstance(site, Attention):
+            heads = int(site.module.heads)
+            d_h = site.module.to_q.out_features // heads
+            prefix = "" if site.kind == "self" else "cross_"
+            dims[prefix + "qk"] = (heads, m, d_h, keys[site.kind])
+            dims[prefix + "pv"] = (heads, m, keys[site.kind], d_h)
+        else:
+            dims[site.op] = (1, m, site.k, site.n)
+    return dims
+
+
 def _check_family_ops(spec, names) -> None:
-    if spec.family != "wan" and set(names) & set(CROSS_OPS):
+    if not family_of(spec).has_cross and set(names) & set(CROSS_OPS):
         raise CaptureError(f"{spec.name} has no cross-attention (text and video tokens attend jointly); "
                            f"op types: {', '.join(SELF_OPS)}")
 
@@ -812,6 +754,7 @@ def capture(
         raise CaptureError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     op_names = parse_ops(ops, include_cross)
     _check_family_ops(spec, op_names)
+    fam = family_of(spec)
     theta_list = _parse_thetas(thetas)
     _check_thetas(theta, step_list, op_names)
     if weights is not None and not Path(weights).expanduser().exists():
@@ -840,11 +783,12 @@ def capture(
     f, h, w = grid
     x0 = lat.image_latents((f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
     eps = lat.noise_like(x0, seed)
-    feed = _Feed(spec, cfg, net, grid, seed, run_dtype, num_inference_steps, shift)
+    schedule = fam.schedule(num_inference_steps, shift)
+    inputs = fam.inputs(cfg, net, grid, seed, run_dtype, TEXT_TOKENS)
 
     notes = (
         f"latents: {image} panned {pan_px} px/latent frame, stand-in encoder (algo.latents), "
-        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {feed.describe()}; blocks recorded: {block_list}; "
+        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {schedule.describe()}; text: {TEXT_TOKENS} seeded N(0,1) tokens of width {inputs.text.shape[-1]}; blocks recorded: {block_list}; "
         f"ops: {list(op_names)}; "
         f"dtype: {str(run_dtype).replace('torch.', '')}"
         + (" (linears as float32 GEMMs of the bf16 operands: CPU without oneDNN bf16)"
@@ -861,17 +805,18 @@ def capture(
     rec = _Recorder(rope_groups(net), theta, block_list, op_names, f * h * w, progress, n_total, grid,
                     int(b_msb), thetas=theta_list, sink=writer.add if writer else None,
                     keep=writer is None or kind == "decisions", plan=plan_dims,
-                    video_first=spec.family != "cogvideox", attn_states=attn_states)
+                    video_first=fam.video_first, attn_states=attn_states)
     step_meta = []
     handles = _register(net, rec)
     try:
-        with torch.inference_mode(), _attention_patched(spec.family, rec), bf16_gemm_in_fp32(run_dtype):
+        with torch.inference_mode(), fam.attention_patch(rec.attention), bf16_gemm_in_fp32(run_dtype):
             for s in step_list:
-                sigma, timestep, x_t = feed.step(s, x0, eps)
+                sigma, timestep = schedule.sigma(s), schedule.timestep(s)
+                x_t = torch.from_numpy(schedule.noised(x0, eps, s)).to(run_dtype)
                 step_meta.append({"index": s, "sigma": sigma, "timestep": timestep})
                 rec.step, rec.step_label = s, f"step {s} (sigma {sigma:.3f})"
                 try:
-                    net(**feed.inputs(x_t, timestep), return_dict=False)
+                    net(**fam.forward_kwargs(inputs, x_t, timestep), return_dict=False)
                 except _StopForward:
                     pass
         if writer is not None:
@@ -902,20 +847,6 @@ def patch_of(cfg: Mapping) -> tuple[int, int, int]:
     if isinstance(p, (list, tuple)):
         return tuple(int(v) for v in p)
     return (int(cfg.get("patch_size_t") or 1), int(p), int(p))
-
-
-#: Scheduler of CogVideoX-5B (``THUDM/CogVideoX-5b`` ``scheduler/scheduler_config.json``, class
-#: `diffusers.CogVideoXDDIMScheduler`): DDPM betas scaled_linear 0.00085..0.012, zero-terminal-SNR
-#: rescaling, v-prediction, trailing timestep spacing, no SNR shift.
-COGVIDEOX_SCHEDULER = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-                           rescale_betas_zero_snr=True, snr_shift_scale=1.0, timestep_spacing="trailing",
-                           set_alpha_to_one=True, prediction_type="v_prediction", clip_sample=False)
-#: HunyuanVideo's flow-matching shift (``hunyuanvideo-community/HunyuanVideo``
-#: ``scheduler/scheduler_config.json``: FlowMatchEulerDiscreteScheduler, shift 7.0).
-HUNYUAN_SHIFT = 7.0
-#: HunyuanVideo's embedded guidance scale (diffusers ``HunyuanVideoPipeline`` default 6.0; the
-#: transformer takes ``guidance = 1000 * scale``).
-HUNYUAN_GUIDANCE = 6.0
 
 
 def native_bf16_gemm() -> bool:
@@ -963,74 +894,9 @@ def bf16_gemm_in_fp32(dtype: torch.dtype) -> contextlib.AbstractContextManager:
 
 def _run_dtype(net: torch.nn.Module) -> torch.dtype:
     """The dtype the blocks compute in: that of the first block's query projection."""
-    kind, blk = blocks_of(net)[0]
-    return (blk.attn1 if kind in ("wan", "cogvideox") else blk.attn).to_q.weight.dtype
-
-
-class _Feed:
-    """The inputs of one forward pass per family: noised latents, timestep, text and extras.
-
-    Wan and Hunyuan: flow matching, ``x_t = (1 - sigma) x0 + sigma eps``, timestep ``1000 sigma``
-    (`algo.latents.flow_sigmas`; shift: the argument, Wan default 5.0; Hunyuan uses
-    `HUNYUAN_SHIFT` when the caller keeps the Wan default). CogVideoX: DDPM with
-    `COGVIDEOX_SCHEDULER`: timestep ``t`` of the scheduler's N-step list, ``x_t = sqrt(abar_t) x0 +
-    sqrt(1 - abar_t) eps``; ``sigma`` recorded as ``sqrt(1 - abar_t)``. Text: `TEXT_TOKENS` seeded
-    N(0, 1) tokens of the model's text width (stream ``[seed, 1]``); Hunyuan also gets an all-ones
-    text mask, seeded N(0, 1) pooled projections (stream ``[seed, 3]``) and `HUNYUAN_GUIDANCE`;
-    CogVideoX gets its RoPE tables as its pipeline computes them (`cogvideox_rotary_emb`).
-    """
-
-    def __init__(self, spec, cfg, net, grid, seed, dtype, n_steps, shift):
-        self.family, self.dtype, self.n_steps = spec.family, dtype, n_steps
-        width = int(cfg["text_dim"] if spec.family == "wan" else cfg["text_embed_dim"])
-        text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, width))
-        self.text = torch.from_numpy(text.astype(np.float32)).to(dtype)
-        self.extra: dict = {}
-        if spec.family == "hunyuan":
-            self.shift = HUNYUAN_SHIFT if shift == lat.DEFAULT_SHIFT else float(shift)
-            pooled = np.random.default_rng([int(seed), 3]).standard_normal((1, int(cfg["pooled_projection_dim"])))
-            self.extra = dict(encoder_attention_mask=torch.ones(1, TEXT_TOKENS, dtype=torch.int64),
-                              pooled_projections=torch.from_numpy(pooled.astype(np.float32)).to(dtype),
-                              guidance=torch.tensor([HUNYUAN_GUIDANCE * 1000.0], dtype=torch.float32))
-        else:
-            self.shift = float(shift)
-        if spec.family == "cogvideox":
-            from diffusers import CogVideoXDDIMScheduler
-
-            sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
-            sch.set_timesteps(n_steps)
-            self.timesteps = [int(t) for t in sch.timesteps]
-            self.abar = sch.alphas_cumprod.numpy()
-            cos, sin = cogvideox_rotary_emb(net.config, grid)
-            self.extra = dict(image_rotary_emb=(cos, sin))
-        else:
-            self.sigmas = lat.flow_sigmas(n_steps, self.shift)
-
-    def describe(self) -> str:
-        if self.family == "cogvideox":
-            sched = f"noise: x_t = sqrt(abar) x0 + sqrt(1-abar) eps, eps seeded; schedule: CogVideoXDDIM {self.n_steps} steps"
-        else:
-            sched = (f"noise: x_t = (1-sigma) x0 + sigma eps, eps seeded; schedule: FlowMatchEuler shift "
-                     f"{self.shift}, {self.n_steps} steps")
-        return f"{sched}; text: {TEXT_TOKENS} seeded N(0,1) tokens of width {self.text.shape[-1]}"
-
-    def step(self, s: int, x0: np.ndarray, eps: np.ndarray) -> tuple[float, float, torch.Tensor]:
-        """``(sigma, timestep, x_t)`` of step index s."""
-        if self.family == "cogvideox":
-            t = self.timesteps[s]
-            a = float(self.abar[t])
-            x = (np.float32(math.sqrt(a)) * x0 + np.float32(math.sqrt(1.0 - a)) * eps).astype(np.float32)
-            return math.sqrt(1.0 - a), float(t), torch.from_numpy(x).to(self.dtype)
-        sigma = float(self.sigmas[s])
-        timestep = float(np.float32(sigma) * np.float32(lat.NUM_TRAIN_TIMESTEPS))
-        return sigma, timestep, torch.from_numpy(lat.noisy_latents(x0, sigma, eps)).to(self.dtype)
-
-    def inputs(self, x_t: torch.Tensor, timestep: float) -> dict:
-        if self.family == "cogvideox":  # CogVideoX takes [B, F, C, H, W] and an integer timestep
-            return dict(hidden_states=x_t.permute(0, 2, 1, 3, 4), timestep=torch.tensor([int(timestep)]),
-                        encoder_hidden_states=self.text, **self.extra)
-        return dict(hidden_states=x_t, timestep=torch.tensor([timestep], dtype=torch.float32),
-                    encoder_hidden_states=self.text, **self.extra)
+    fam = model_family(net)
+    kind, blk = fam.blocks(net)[0]
+    return fam.self_attention(kind, blk).to_q.weight.dtype
 
 
 def write_shape_trace(out: str | Path, model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, *,
@@ -1067,19 +933,7 @@ def write_shape_trace(out: str | Path, model: str = DEFAULT_MODEL, size: str = D
     net = meta_model(spec.name, size)
     g, plan = plan_ops(spec.name, size, grid, step_list, blocks, op_names, resolution=resolution, theta=theta,
                        net=net)
-    if spec.family == "cogvideox":
-        from diffusers import CogVideoXDDIMScheduler
-
-        sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
-        sch.set_timesteps(num_inference_steps)
-        ts, abar = [int(t) for t in sch.timesteps], sch.alphas_cumprod.numpy()
-        step_meta = [{"index": s, "sigma": math.sqrt(1.0 - float(abar[ts[s]])), "timestep": float(ts[s])}
-                     for s in step_list]
-    else:
-        sig = lat.flow_sigmas(num_inference_steps, HUNYUAN_SHIFT if spec.family == "hunyuan" else lat.DEFAULT_SHIFT)
-        step_meta = [{"index": s, "sigma": float(sig[s]),
-                      "timestep": float(np.float32(sig[s]) * np.float32(lat.NUM_TRAIN_TIMESTEPS))}
-                     for s in step_list]
+    step_meta = family_of(spec).schedule(num_inference_steps).step_meta(step_list)
     notes = (f"shape trace: shapes from {spec.diffusers_class} built on the meta device ({spec.source}); "
              f"no weights, no forward, scales are placeholders; joint/cross attention text tokens: {TEXT_TOKENS}")
     with TraceWriter(out, g, "shapes", b_msb=int(b_msb), model=spec.name, size=size,

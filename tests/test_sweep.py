@@ -232,3 +232,27 @@ def test_op_memo_returns_what_computing_would(traces):
                                                                 sort_keys=True)
     finally:
         OP_MEMO.enabled = True
+
+
+def test_pareto_front_by_hand():
+    from sim.sweep.figures import pareto_front
+
+    rows = [{"total_speedup": 2.0, "energy_pj": 10.0, "area_mm2": 1.0},   # dominated by 1
+            {"total_speedup": 2.5, "energy_pj": 9.0, "area_mm2": 1.0},
+            {"total_speedup": 3.0, "energy_pj": 20.0, "area_mm2": 1.0},   # fastest
+            {"total_speedup": 1.0, "energy_pj": 20.0, "area_mm2": 0.5},   # smallest
+            {"total_speedup": None, "energy_pj": None, "area_mm2": None},  # failed: ignored
+            {"total_speedup": 1.0, "energy_pj": 20.0, "area_mm2": 0.5}]   # ties 3: neither dominates
+    assert pareto_front(rows) == [1, 2, 3, 5]
+
+
+def test_report_of_a_sweep_table(traces, tmp_path):
+    sw = load_sweep(_sweep_file(traces, SMALL))
+    run_sweep(sw, tmp_path / "s", workers=0)
+    res = kaleido("report", str(tmp_path / "s" / "results.parquet"), "-o", str(tmp_path / "rep"))
+    assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in (tmp_path / "rep").iterdir())
+    assert names == sorted(["sweep_pareto.png", "sweep_pareto.pdf", "sweep_speedup_vs_axes.png",
+                            "sweep_speedup_vs_axes.pdf", "sweep_summary.md"])
+    md = (tmp_path / "rep" / "sweep_summary.md").read_text()
+    assert "6 points, 4 ok, 2 failed" in md and "theta index 7 out of range" in md

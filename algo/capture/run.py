@@ -10,13 +10,16 @@ tokens):
   W = ``[to_q; to_k; to_v].weight^T`` ``[1, d, 3d]``.
 - ``qk``: X = Q after RMSNorm and RoPE, per head ``[heads, M, d_h]``;
   W = K after RoPE, transposed ``[heads, d_h, M]``.
-- ``pv``: X = P = ``round(255 exp(s - rowmax s))`` uint8 ``[heads, M, M]``; W = V ``[heads, M, d_h]``.
+- ``pv``: X = P = ``round(255 exp(c (S - rowmax S)))`` uint8 ``[heads, M, M]`` from ``qk``'s exact int8
+  scores S, ``c = q_scale k_scale / sqrt(d_h)`` (`algo.reuse.softmax`, the one P rule); W = V
+  ``[heads, M, d_h]``. A trace streamed to a file (``out``) stores no P: the pv record names the
+  qk op whose Q and K regenerate it (`algo.trace` format version 5).
 - ``o_proj``: X = input of ``attn1.to_out[0]`` ``[1, M, d]``; W = its weight^T ``[1, d, d]``.
 - ``ffn1``: X = input of ``ffn.net[0].proj`` ``[1, M, d]``; W = its weight^T ``[1, d, d_ffn]``.
 - ``ffn2``: X = input of ``ffn.net[2]`` (after GELU) ``[1, M, d_ffn]``; W = its weight^T ``[1, d_ffn, d]``.
 
-with ``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K (the 1/rowsum normalisation runs on
-the vector unit, SPEC section 1). With ``include_cross=True`` the cross-attention GEMMs whose streamed
+(the 1/rowsum normalisation runs on the vector unit, SPEC section 1); the attention states use
+``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K. With ``include_cross=True`` the cross-attention GEMMs whose streamed
 operand is the video tokens are recorded too: ``cross_q`` (``attn2`` input, ``to_q`` weight^T),
 ``cross_qk`` (Q after RMSNorm [M, d_h] against K^T [d_h, L]; no RoPE), ``cross_pv`` (P [M, L] against
 V [L, d_h]) and ``cross_o``. The text-side K/V projections (L rows, not the token grid) are not
@@ -30,8 +33,7 @@ dispatch_attention_fn``) and CogVideoX (``F.scaled_dot_product_attention`` insid
 ``diffusers.models.attention_processor``) are hooked the same way (`_attention_patched`); their
 joint text+video attention maps onto the same op names with the video tokens as GEMM rows and
 text tokens as extra keys (`_register`, docs/capture.md "How ops map"). Exact traces also hold the
-attention output and log-sum-exp per head of every self-attention ``pv`` (`softmax_numerators`
-with ``v``; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
+attention output and log-sum-exp per head of every self-attention ``pv`` (`attention_states`; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
 `write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.
@@ -78,14 +80,15 @@ from algo.models import (
 )
 from algo.reuse.golden import COMPUTE, block_groups
 from algo.reuse.kernels import decide_multi, quantize_int8_fast
+from algo.reuse.softmax import softmax_numerators_int8
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
 from algo.trace import OP_TYPES, Group, OpRecord, Trace, TraceWriter, pack_decisions
 
 __all__ = [
     "CaptureError", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "SELF_OPS",
     "CROSS_OPS", "TEXT_TOKENS", "RESOLUTIONS", "capture", "capture_to_file", "quantize_int8",
-    "softmax_numerators", "parse_ops", "parse_resolution", "plan_ops", "pv_decisions", "resolution_grid",
-    "write_shape_trace", "patch_of", "native_bf16_gemm", "bf16_gemm_in_fp32",
+    "attention_states", "parse_ops", "parse_resolution", "plan_ops", "pv_decisions", "resolution_grid",
+    "write_shape_trace", "patch_of", "record_trajectory", "native_bf16_gemm", "bf16_gemm_in_fp32",
 ]
 
 DEFAULT_MODEL = "wan2.1-t2v-1.3b"
@@ -99,8 +102,8 @@ SELF_OPS = ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2")
 CROSS_OPS = ("cross_q", "cross_qk", "cross_pv", "cross_o")
 #: Number of seeded text-embedding tokens (real Wan pads UMT5 output to 512; project stand-in).
 TEXT_TOKENS = 8
-#: Query rows per chunk when computing P (bounds the float32 score buffer to heads x chunk x M;
-#: project choice: 12 heads x 1024 x 32,760 tokens x 4 B = 1.6 GB at 480p).
+#: Query rows per chunk of the float attention states (`attention_states`, one head at a time:
+#: bounds the float32 score buffer to chunk x L; project choice: 1024 x 32,760 keys x 4 B = 134 MB at 480p).
 P_CHUNK = 1024
 
 ProgressFn = Callable[[int, int, str], None]
@@ -127,40 +130,33 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     return out
 
 
-def softmax_numerators(q: torch.Tensor, k: torch.Tensor, chunk: int = P_CHUNK, v: torch.Tensor | None = None):
-    """``P = round(255 * exp(s - rowmax s))`` with ``s = q k^T / sqrt(d_h)``, float32, in query chunks.
+def attention_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = P_CHUNK):
+    """Float attention states of every query, in query chunks (P itself is `algo.reuse.softmax`'s).
 
     Args:
-        q: ``[heads, M, d_h]`` float.
-        k: ``[heads, L, d_h]`` float.
-        v: ``[heads, L, d_v]`` float, or None.
+        q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float; v: ``[heads, L, d_v]`` float.
 
     Returns:
-        v None: ``[heads, M, L]`` uint8 (``torch.round``: half to even; the row maximum gives 255).
-        v given: ``(P, out, lse)`` with the attention states computed in the same chunks, in
-        float32 from the float (unrounded) exponentials: ``out = (e @ v) / rowsum e`` float32
-        ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and ``lse = rowmax + log(rowsum e)``
-        float32 ``[heads, M]``.
+        ``(out, lse)`` in float32 from the float (unquantised) operands, ``s = q k^T / sqrt(d_h)``:
+        ``out = (e @ v) / rowsum e`` ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and
+        ``lse = rowmax + log(rowsum e)`` ``[heads, M]``.
     """
     q = q.to(torch.float32)
     k_t = k.to(torch.float32).transpose(1, 2)
+    v = v.to(torch.float32)
     heads, m, d_h = q.shape
-    out = np.empty((heads, m, k_t.shape[2]), dtype=np.uint8)
-    if v is not None:
-        v = v.to(torch.float32)
-        att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
-        lse = np.empty((heads, m), dtype=np.float32)
+    att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
+    lse = np.empty((heads, m), dtype=np.float32)
     inv = 1.0 / math.sqrt(d_h)
-    for i0 in range(0, m, chunk):
-        s = torch.matmul(q[:, i0:i0 + chunk], k_t) * inv
-        mx = s.amax(dim=-1, keepdim=True)
-        p = torch.exp(s - mx)
-        out[:, i0:i0 + chunk] = torch.round(p * 255.0).to(torch.uint8).numpy()
-        if v is not None:
+    for hd in range(heads):  # one head at a time: the score buffer is chunk x L (134 MB at 480p)
+        for i0 in range(0, m, chunk):
+            s = torch.matmul(q[hd, i0:i0 + chunk], k_t[hd]).mul_(inv)
+            mx = s.amax(dim=-1, keepdim=True)
+            p = s.sub_(mx).exp_()
             rs = p.sum(dim=-1, keepdim=True)
-            att[:, i0:i0 + chunk] = (torch.matmul(p, v) / rs).numpy()
-            lse[:, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
-    return out if v is None else (out, att, lse)
+            att[hd, i0:i0 + chunk] = (torch.matmul(p, v[hd]) / rs).numpy()
+            lse[hd, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
+    return att, lse
 
 
 def _blocks_of(k: int) -> list[Group]:
@@ -203,7 +199,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
                  thetas, b_msb: int, timing: dict | None = None, v: torch.Tensor | None = None):
     """Packed decisions of ``pv``'s streamed operand P without ever holding P whole.
 
-    P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
+    P = `algo.reuse.softmax.softmax_numerators_int8` of the int8 Q and K^T (quantised here as
+    ``qk`` quantises them; uint8 ``[heads, M, L]``) is computed one latent frame of queries
     (``H*W`` rows) at a time per head. Every group of ``pv`` reuses along frames (axis ``"f"``,
     `algo.reuse.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
     rows of frame f-1: `algo.reuse.kernels.decide_multi` decides frame f against the carried effective
@@ -215,8 +212,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
         v: ``[heads, L, d_v]`` float, or None: with it, the attention states are computed in the
-            same frame chunks (`softmax_numerators` with ``v``: float32, from the unrounded
-            exponentials), at no extra score computation.
+            same frame chunks (`attention_states`: float32, from the float operands).
 
         timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
             ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
@@ -239,6 +235,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     if v is not None:
         att = np.empty((heads, q.shape[1], v.shape[2]), dtype=np.float32)
         lse = np.empty((heads, q.shape[1]), dtype=np.float32)
+    q_q, q_s = quantize_int8(q)
+    k_q, k_s = quantize_int8(k.transpose(1, 2))
     tm = timing if timing is not None else {}
     for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
         tm.setdefault(key, 0)
@@ -247,12 +245,10 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         for f in range(f_n):
             t0 = time.perf_counter()
             rows = slice(f * hw, (f + 1) * hw)
-            if v is None:
-                p = softmax_numerators(q[hd:hd + 1, rows], k[hd:hd + 1])[0]  # [hw, L] uint8
-            else:
-                p, att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = softmax_numerators(
-                    q[hd:hd + 1, rows], k[hd:hd + 1], v=v[hd:hd + 1])
-                p = p[0]
+            p = softmax_numerators_int8(q_q, k_q, q_s, k_s, rows=rows, heads=slice(hd, hd + 1))[0]  # [hw, L]
+            if v is not None:
+                att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = attention_states(
+                    q[hd:hd + 1, rows], k[hd:hd + 1], v[hd:hd + 1])
             t1 = time.perf_counter()
             tm["p_chunks"] += 1
             tm["p_chunk_s"] += t1 - t0
@@ -319,7 +315,7 @@ class _Recorder:
         if self.keep:
             self.ops.append(op)
         else:  # exact op already on disk: keep only its shape
-            self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got))
+            self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got, scores=None))
 
     def video(self, t: torch.Tensor, axis: int = 1) -> torch.Tensor:
         """The video-token rows of a sequence: all (Wan), the first M (Hunyuan: ``[video, text]``)
@@ -329,18 +325,21 @@ class _Recorder:
             return t
         return t.narrow(axis, 0 if self.video_first else n - self.tokens, self.tokens)
 
-    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None):
-        if x_q.ndim == 2:
+    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None,
+             scores=None):
+        if x_q is not None and x_q.ndim == 2:
             x_q = x_q[None]
         if w_q is not None and w_q.ndim == 2:
             w_q = w_q[None]
-        if x_q.shape[1] != self.tokens:
-            raise CaptureError(f"{name} of block {block}: {x_q.shape[1]} rows, expected {self.tokens} tokens")
+        rows = (x_q if x_q is not None else scores[0]).shape[1]
+        if rows != self.tokens:
+            raise CaptureError(f"{name} of block {block}: {rows} rows, expected {self.tokens} tokens")
         theta = resolve_theta(self.theta, self.step, name)
         if self.thetas is None:
-            op = OpRecord(name=name, block=block, step=self.step, X=np.ascontiguousarray(x_q),
+            op = OpRecord(name=name, block=block, step=self.step,
+                          X=None if x_q is None else np.ascontiguousarray(x_q),
                           W=np.ascontiguousarray(w_q), groups=list(groups), theta=theta, x_signed=x_signed,
-                          x_scale=float(x_scale), w_scale=float(w_scale))
+                          x_scale=float(x_scale), w_scale=float(w_scale), scores=scores)
             if states is not None:
                 op.attn_out = np.ascontiguousarray(states[0])
                 op.lse = np.ascontiguousarray(states[1])
@@ -393,12 +392,13 @@ class _Recorder:
         qh, kh, vh = _per_head(query), _per_head(key), _per_head(value)
         qh = self.video(qh, axis=1)
         groups = self.qk_groups if kind == "self" else _blocks_of(qh.shape[-1])
-        if want_qk:
+        if want_qk or (want_pv and self.thetas is None):
             q_q, q_s = quantize_int8(qh)
             if self.thetas is None:
                 k_q, k_s = quantize_int8(kh.transpose(1, 2))
             else:
                 k_q, k_s = None, _scale_of(kh)
+        if want_qk:
             self._add(prefix + "qk", block, q_q, q_s, k_q, k_s, groups, w_shape=(kh.shape[1],))
         if not want_pv:
             return
@@ -406,10 +406,14 @@ class _Recorder:
         pv_groups = _blocks_of(kh.shape[1])
         if self.thetas is None:
             states = kind == "self" and self.attn_states
-            p, out, lse = softmax_numerators(qh, kh, v=vh) if states else (softmax_numerators(qh, kh), None, None)
+            out, lse = attention_states(qh, kh, vh) if states else (None, None)
             v_q, v_s = quantize_int8(vh)
+            # P is derived from the int8 Q and K (`algo.reuse.softmax`): materialised only when the
+            # trace stays in memory; a trace streamed to a file stores Q and K, never P
+            scores = (q_q, k_q, q_s, k_s)
+            p = None if self.sink is not None else softmax_numerators_int8(*scores)
             self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False,
-                      states=(out, lse) if states else None)
+                      states=(out, lse) if states else None, scores=scores)
         else:
             states = kind == "self" and self.attn_states
             packed, out, lse = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb,
@@ -793,7 +797,9 @@ def capture(
         f"dtype: {str(run_dtype).replace('torch.', '')}"
         + (" (linears as float32 GEMMs of the bf16 operands: CPU without oneDNN bf16)"
            if run_dtype == torch.bfloat16 and not native_bf16_gemm() else "")
-        + "; pv X = round(255 exp(s - rowmax)), x_scale 1/255"
+        + "; pv X = P = round(255 exp(c (S - rowmax S))) from qk's int8 scores S (algo.reuse.softmax), "
+          "x_scale 1/255" + ("; P not stored: regenerated from Q and K" if theta_list is None and out is not None
+                             else "")
         + ("; pv decisions from P computed one latent frame of queries at a time (exact)"
            if theta_list is not None else "")
     )
@@ -953,3 +959,59 @@ def capture_to_file(out: str | Path, **kwargs) -> Trace:
         The captured `Trace` (op shapes only for exact traces: the operands are on disk).
     """
     return capture(out=out, **kwargs)
+
+
+def record_trajectory(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, latent_grid: tuple[int, int, int] = (3, 16, 16),
+                      num_inference_steps: int = 50, seed: int = 0, shift: float = lat.DEFAULT_SHIFT,
+                      weights: str | Path | None = None, progress: ProgressFn | None = None) -> tuple[np.ndarray, str]:
+    """The latent trajectory of a real sampling run: text-to-video from pure noise, Euler flow matching.
+
+    ``z_0 = eps`` (`algo.latents.noise_like` of the latent shape, seed ``seed``), then for each step i
+    of the N-step schedule (`algo.latents.flow_sigmas` with ``shift``, terminal sigma 0 appended)
+    ``z_{i+1} = z_i + (sigma_{i+1} - sigma_i) v(z_i, 1000 sigma_i)`` in float32, batch 1, one
+    conditional branch (no classifier-free guidance), 8 seeded text tokens (`TEXT_TOKENS`, stream
+    ``[seed, 1]`` as `capture`). Wan family only.
+
+    Args:
+        latent_grid: ``(F, H, W)`` latent frames and pixels (before the model's patch; H and W
+            multiples of the patch).
+        weights: as `algo.models.build_model` (None: seeded weights).
+
+    Returns:
+        ``(trajectory, weights_description)``: float32 ``[N + 1, 16, F, H, W]``, entry i the latent
+        step i starts from (entry N the final latent).
+
+    Raises:
+        CaptureError: unknown model or size, a non-Wan family, a bad grid or step count.
+    """
+    spec = get_spec(model, size)
+    if spec.family != "wan":
+        raise CaptureError(f"trajectory recording supports the Wan family (Euler flow-matching loop); {spec.name!r} "
+                           f"is {spec.family!r}")
+    cfg = spec.sizes[size]
+    pt, ph, pw = patch_of(cfg)
+    grid = tuple(int(v) for v in latent_grid)
+    if len(grid) != 3 or min(grid) <= 0 or grid[0] % pt or grid[1] % ph or grid[2] % pw:
+        raise CaptureError(f"latent grid must be 3 positive sizes, H and W multiples of the patch {(pt, ph, pw)}; "
+                           f"got {latent_grid}")
+    if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
+        raise CaptureError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
+    net, wdesc = build_model(spec.name, size, seed, weights=weights)
+    dtype = next(net.parameters()).dtype
+    sig = np.append(lat.flow_sigmas(num_inference_steps, shift), np.float32(0.0)).astype(np.float32)
+    z = lat.noise_like(np.zeros((1, lat.LATENT_CHANNELS, *grid), dtype=np.float32), seed)
+    text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, int(cfg["text_dim"])))
+    text_t = torch.from_numpy(text.astype(np.float32)).to(dtype)
+    out = np.empty((num_inference_steps + 1, *z.shape[1:]), dtype=np.float32)
+    x = torch.from_numpy(z)
+    with torch.inference_mode():
+        for i in range(num_inference_steps):
+            out[i] = x[0].numpy()
+            t = torch.tensor([float(sig[i] * np.float32(lat.NUM_TRAIN_TIMESTEPS))], dtype=torch.float32)
+            v = net(hidden_states=x.to(dtype), timestep=t, encoder_hidden_states=text_t,
+                    return_dict=False)[0].to(torch.float32)
+            x = x + float(sig[i + 1] - sig[i]) * v
+            if progress is not None:
+                progress(i + 1, num_inference_steps, f"step {i} (sigma {float(sig[i]):.3f})")
+    out[num_inference_steps] = x[0].numpy()
+    return out, wdesc

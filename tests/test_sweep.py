@@ -2,7 +2,7 @@
 
 The cluster starts once for the module (a few seconds) and the sweeps reach it by address, the
 ``--scheduler`` path; the embedded-cluster path (``--workers N``) runs once (determinism test).
-Expected values come from `sim.simulate.simulate_trace` run serially in this process, never from the
+Expected values come from `sim.engines.model.simulate_trace` run serially in this process, never from the
 sweep code under test.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from algo.trace import TraceReader, load_trace
 from hw.config import config_from_dict, load_config
-from sim.simulate import simulate_trace
+from sim.engines.model import simulate_trace
 from sim.sweep.engine import local_cluster
 from sim.sweep.runner import run_sweep
 from sim.sweep.spec import SweepError, load_sweep
@@ -208,7 +208,7 @@ def test_op_memo_returns_what_computing_would(traces):
     """Blocks 1 of each step copy block 0's decisions (as derived traces do): memo hits, equal results."""
     import dataclasses
 
-    from sim.simulate import OP_MEMO
+    from sim.engines.model import OP_MEMO
 
     tr = load_trace(traces / "a.npz")
     src = {(o.step, o.name): o for o in tr.ops if o.block == 0}

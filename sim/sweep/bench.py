@@ -2,7 +2,7 @@
 
 - `bench_workers`: one sweep (6 points: vector-lane counts on a 3-block Wan2.1-1.3B 480p step trace,
   a file) on a local cluster of 1 and of 2 worker processes; wall time with and without cluster start.
-- `bench_step_memo`: one 480p step through `sim.simulate.simulate_trace` without `OP_MEMO` (the old
+- `bench_step_memo`: one 480p step through `sim.engines.model.simulate_trace` without `OP_MEMO` (the old
   path), and with it on the same step derived from 3 captured blocks (the README's
   ``--blocks 0,15,29 --derive-blocks all``) and on a step whose 30 blocks are all distinct.
 - `bench_video`: a 50-step video derived from captured steps `CAPTURED_STEPS` x blocks
@@ -82,7 +82,7 @@ def bench_step_memo() -> dict:
     ``distinct`` (30 distinct blocks, memo on)."""
     from hw.config import load_config
     from sim.bench import step_trace
-    from sim.simulate import OP_MEMO, simulate_trace
+    from sim.engines.model import OP_MEMO, simulate_trace
 
     cfg = load_config("kaleido-16nm-128x128")
     out = {}
@@ -103,8 +103,8 @@ def bench_step_memo() -> dict:
 def bench_video(model: str, resolution: str) -> dict:
     """Seconds to simulate a 50-step derived video (module docstring) in this process, and its sizes."""
     from hw.config import load_config
-    from sim.energy import EnergyModel
-    from sim.simulate import OP_MEMO, simulate_ops
+    from sim.cost.energy import EnergyModel
+    from sim.engines.model import OP_MEMO, simulate_ops
 
     cfg = load_config("kaleido-16nm-128x128")
     t0 = time.perf_counter()

@@ -56,7 +56,8 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
     """
     import matplotlib.pyplot as plt
 
-    from sim.report import ReportError, _save_figure
+    from sim.report import ReportError
+    from sim.report.figures import _save_figure
 
     table = Path(table)
     try:

@@ -289,7 +289,7 @@ class OpMemo:
     once. The key is the SHA-256 of the op's packed decisions for the chosen theta and a JSON of its
     name, (batch, M, K, N), channel groups, theta, the grid, b_msb, the full accelerator config, the
     dispatcher flag and the energy table (its full repr and the area it yields): every input of
-    `simulate_op`, `sim.energy.EnergyModel.annotate_op` and `sim.memory.annotate_memory`, so a hit
+    `simulate_op`, `sim.cost.energy.EnergyModel.annotate_op` and `sim.timing.memory.annotate_memory`, so a hit
     returns exactly what computing would (tests compare). Exact ops (operands, not decisions) are not
     memoised. Held per process (a Dask worker keeps it across tasks), at most `capacity` entries,
     least recently used dropped first.

@@ -836,12 +836,12 @@ def capture(
     plan_dims = {(o.step, o.block, o.name): (o.batch, o.M, o.K, o.N) for o in plan}
     p_t, p_h, p_w = patch_of(cfg)
     f, h, w = grid
-    x0 = lat.image_latents((f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
+    x0 = lat.model_latents(spec, size, (f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
     eps = lat.noise_like(x0, seed)
-    feed = _Feed(spec, cfg, net, grid, seed, run_dtype, num_inference_steps, shift)
+    feed = _Feed(spec, cfg, net, grid, seed, run_dtype, num_inference_steps, shift, image=image, size=size)
 
     notes = (
-        f"latents: {image} panned {pan_px} px/latent frame, stand-in encoder (algo.latents), "
+        f"latents: {image} panned {pan_px} px/latent frame, {lat.encoder_name(spec, size)}, "
         f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {feed.describe()}; blocks recorded: {block_list}; "
         f"ops: {list(op_names)}; "
         f"dtype: {str(run_dtype).replace('torch.', '')}"
@@ -978,10 +978,14 @@ class _Feed:
     CogVideoX gets its RoPE tables as its pipeline computes them (`cogvideox_rotary_emb`).
     """
 
-    def __init__(self, spec, cfg, net, grid, seed, dtype, n_steps, shift):
+    def __init__(self, spec, cfg, net, grid, seed, dtype, n_steps, shift, image="astronaut", size=None):
         self.family, self.dtype, self.n_steps = spec.family, dtype, n_steps
         width = int(cfg["text_dim"] if spec.family == "wan" else cfg["text_embed_dim"])
-        text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, width))
+        self.prompt = lat.class_prompt(spec, size, image)
+        if self.prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
+            text = self.prompt[1](width)
+        else:
+            text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, width))
         self.text = torch.from_numpy(text.astype(np.float32)).to(dtype)
         self.extra: dict = {}
         if spec.family == "hunyuan":
@@ -1010,6 +1014,8 @@ class _Feed:
         else:
             sched = (f"noise: x_t = (1-sigma) x0 + sigma eps, eps seeded; schedule: FlowMatchEuler shift "
                      f"{self.shift}, {self.n_steps} steps")
+        if self.prompt is not None:
+            return f"{sched}; text: {self.prompt[0]}"
         return f"{sched}; text: {TEXT_TOKENS} seeded N(0,1) tokens of width {self.text.shape[-1]}"
 
     def step(self, s: int, x0: np.ndarray, eps: np.ndarray) -> tuple[float, float, torch.Tensor]:

@@ -104,6 +104,10 @@ class ModelSpec:
     dtype: dict[str, torch.dtype] = field(default_factory=dict)
     #: ``"wan"``, ``"hunyuan"`` or ``"cogvideox"``: how capture hooks and feeds the model.
     family: str = "wan"
+    #: size name -> latent encoder of capture and quality inputs: ``"standin"`` (default,
+    #: `algo.latents.encode_clip`) or ``"patch_pca"`` (`algo.train.patch_pca`, with the class
+    #: prompt of the image as text, `algo.train.clips.class_text`).
+    latents: dict[str, str] = field(default_factory=dict)
 
 
 _WAN_13B_FULL = dict(
@@ -132,6 +136,18 @@ _WAN_TINY = dict(
     freq_dim=32,
     ffn_dim=128,
     num_layers=2,
+)
+
+#: ``small`` (project choice): the trained model's config (algo/train, docs/training.md): 4 layers,
+#: 2 heads x 64 head dim (d = 128; RoPE t/h/w = 24/20/20), ffn_dim 512, text_dim 32, freq_dim 64.
+_WAN_SMALL = dict(
+    _WAN_13B_FULL,
+    num_attention_heads=2,
+    attention_head_dim=64,
+    text_dim=32,
+    freq_dim=64,
+    ffn_dim=512,
+    num_layers=4,
 )
 
 _WAN_14B_FULL = dict(_WAN_13B_FULL, num_attention_heads=40, ffn_dim=13824, num_layers=40)
@@ -229,6 +245,11 @@ MODELS: dict[str, ModelSpec] = {
                     dtype=dict(_DEFAULT_DTYPE), family=family)
     for name, cls, repo, full, tiny, family in _REGISTRY
 }
+# The trained size (algo.train): same class, its own latents (patch PCA) and class prompts.
+MODELS["wan2.1-t2v-1.3b"].sizes["small"] = _WAN_SMALL
+MODELS["wan2.1-t2v-1.3b"].default_grid["small"] = (4, 8, 8)
+MODELS["wan2.1-t2v-1.3b"].dtype["small"] = torch.float32
+MODELS["wan2.1-t2v-1.3b"].latents["small"] = "patch_pca"
 
 
 def _valid_names() -> str:
@@ -424,6 +445,32 @@ def _check_keys(path, spec, size: str, shapes: Mapping[str, tuple]) -> None:
         raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): " + "; ".join(parts))
 
 
+def _check_file_config(path: Path, spec: ModelSpec, size: str) -> None:
+    """A safetensors file may carry its diffusers config as JSON in the header metadata (``"config"``,
+    as `algo.train` writes it): check its class and architecture against ``(spec, size)``.
+
+    Raises:
+        CaptureError: unreadable config JSON, another class, or an architecture mismatch (named).
+    """
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        meta = fh.metadata() or {}
+    if "config" not in meta:
+        return
+    try:
+        found = json.loads(meta["config"])
+        if not isinstance(found, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as err:
+        raise CaptureError(f"--weights {path}: unreadable config in the safetensors metadata ({err})") from None
+    if found.get("_class_name") not in (None, spec.diffusers_class):
+        raise CaptureError(f"--weights {path}: holds a {found.get('_class_name')}, expected {spec.diffusers_class}")
+    _check_config(found, spec, size, str(path))
+
+
 def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: Path,
                       num_layers: int) -> str:
     """Load a diffusers-keyed state dict from one safetensors file into `model` (strict)."""
@@ -434,6 +481,7 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
         sd = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
         raise CaptureError(f"--weights {path}: not a readable safetensors file ({err})") from None
+    _check_file_config(path, spec, size)
     full_layers = int(spec.sizes[size]["num_layers"])
     if spec.family == "wan":
         present = {int(k.split(".")[1]) for k in sd if k.startswith("blocks.")}

@@ -1,4 +1,4 @@
-"""The ``kaleido`` command line: capture, inspect, simulate, baselines, report, quality, quality-sweep, area, rtl, presets.
+"""The ``kaleido`` command line: capture, inspect, simulate, baselines, report, quality, quality-sweep, train, area, rtl, presets.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
@@ -134,8 +134,10 @@ def capture(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace file to write (.npz)")],
     model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
                                             "cogvideox-5b")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests and the demo) or 'full' (the "
-                                           "published config) (default: tiny; full with --shape-only)")] = "",
+    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests), 'small' (the trained model's config: "
+                                           "give --weights algo/train/assets/wan-small/diffusion_pytorch_model.safetensors"
+                                           ") or 'full' (the published config) (default: tiny; full with "
+                                           "--shape-only)")] = "",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (mean |diff| per channel, int8 units); "
@@ -231,6 +233,7 @@ def capture(
 def _size_label(size: str) -> str:
     """``size tiny (reduced test model)`` / ``size full (published config)``: what a trace's size means."""
     return {"tiny": "size tiny (reduced test model, not the published config)",
+            "small": "size small (the trained model's config, not the published one)",
             "full": "size full (published config)"}.get(size, f"size {size}")
 
 
@@ -587,7 +590,8 @@ def _db(v: float) -> str:
 @app.command()
 def quality(
     model: Annotated[str, typer.Option(help="model name, e.g. wan2.1-t2v-1.3b")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
+    size: Annotated[str, typer.Option(help="'tiny', 'small' (the trained model's config, with --weights) or "
+                                           "'full'")] = "tiny",
     steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (int8 units per channel), or rules as "
@@ -599,6 +603,9 @@ def quality(
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full result JSON here")] = None,
     vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
+    weights: Annotated[Path | None, typer.Option(help="checkpoint (.safetensors or diffusers folder; default: seeded "
+                                                      "weights), e.g. the trained --size small model "
+                                                      "algo/train/assets/wan-small/diffusion_pytorch_model.safetensors")] = None,
 ) -> None:
     """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
     from algo.thresholds import parse_theta
@@ -613,18 +620,19 @@ def quality(
     g = _quality_grid(grid)
     if vae is not None and not vae.exists():
         _fail(f"VAE checkpoint not found: {vae}")
-    from algo.quality import run_quality, to_jsonable
+    from algo.quality import run_quality, to_jsonable, weights_label
 
     try:
         with _progress_callback("quality") as cb:
             res = run_quality(model=model, size=size, steps=steps, theta=th, ops=ops, seed=seed, grid=g,
-                              num_inference_steps=num_inference_steps, b_msb=b_msb, vae=vae, progress=cb)
+                              num_inference_steps=num_inference_steps, b_msb=b_msb, vae=vae, progress=cb,
+                              weights=weights)
     except _known_errors() as err:
         _fail(str(err))
     if json_out is not None:
         _write_json_atomic(json_out, to_jsonable(res))
     out = _stdout_console()
-    out.print(f"[bold]{res['model']}[/] ({res['size']}), weights seeded, untrained (seed {res['seed']}); "
+    out.print(f"[bold]{res['model']}[/] ({res['size']}), {weights_label(res['weights'], res['seed'])}; "
               f"{res['steps']} Euler steps (last {res['steps']} of {res['num_inference_steps']}), grid "
               f"{'x'.join(map(str, res['grid']))}; theta {theta}; b_msb {res['b_msb']}")
     t = Table("op", "reuse", "C/P/R % (elements)", "local SNR dB", "SNR vs exact dB")
@@ -646,7 +654,9 @@ def quality(
         out.print(f"context, int8 without reuse vs fp32: latent PSNR {_db(iv['psnr_db'])} dB, "
                   f"model-output SNR {_db(iv['velocity_snr_db'])} dB")
     fr = res["frames"]
-    out.print("frames: " + (fr if isinstance(fr, str) else f"PSNR {_db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f}"))
+    out.print("decoded frames vs exact: " + (fr if isinstance(fr, str) else
+                                             f"PSNR {_db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f} "
+                                             f"({fr.get('decoder') or 'VAE ' + str(fr.get('vae'))})"))
     lp = res["lpips"]
     out.print(f"lpips: {lp if isinstance(lp, str) else f'{lp:.4f}'}")
     if json_out is not None:
@@ -658,13 +668,15 @@ def quality_sweep(
     thetas: Annotated[str, typer.Option(help="theta pairs 't1,t2;t1,t2;...'")] = "0,0;1,4;2,8;4,12;8,24",
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("reports/quality"),
     model: Annotated[str, typer.Option(help="model name")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
+    size: Annotated[str, typer.Option(help="'tiny', 'small' (the trained model's config, with --weights) or "
+                                           "'full'")] = "tiny",
     steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     ops: Annotated[str, typer.Option(help="ops with reuse (as `kaleido quality`)")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
     grid: Annotated[str, typer.Option(help="token grid F,H,W (default: the size's default)")] = "",
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
+    weights: Annotated[Path | None, typer.Option(help="checkpoint (default: seeded weights); as `kaleido quality`")] = None,
 ) -> None:
     """Quality vs reuse fraction over several thresholds: CSV, JSON and a figure with the Pareto front."""
     pairs = [_parse_theta(p, "--thetas entry") for p in thetas.split(";") if p.strip()]
@@ -672,27 +684,102 @@ def quality_sweep(
         _fail("--thetas must list at least one pair 't1,t2'")
     g = _quality_grid(grid)
     _check_out(out, folder=True)
-    from algo.quality import sweep_quality
+    from algo.quality import sweep_quality, weights_label
 
     try:
         with _progress_callback("quality sweep") as cb:
             res = sweep_quality(thetas=pairs, out_dir=out, model=model, size=size, steps=steps, ops=ops, seed=seed,
-                                grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb)
+                                grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb,
+                                weights=weights)
     except _known_errors() as err:
         _fail(str(err))
     con = _stdout_console()
     c = res["config"]
-    con.print(f"[bold]{c['model']}[/] ({c['size']}), weights seeded, untrained; {c['steps']} steps; grid "
+    con.print(f"[bold]{c['model']}[/] ({c['size']}), {weights_label(c['weights'], c['seed'])}; {c['steps']} steps; grid "
               f"{'x'.join(map(str, c['grid']))}; reference: int8 without reuse")
-    t = Table("theta", "MACs C/P/R %", "saved %", "PSNR dB", "SSIM", "v SNR dB", "Pareto")
+    frames = bool(res["points"]) and "frame_psnr_db" in res["points"][0]
+    t = Table("theta", "MACs C/P/R %", "saved %", "PSNR dB", "SSIM", "v SNR dB",
+              *(("frame PSNR dB", "frame SSIM") if frames else ()), "Pareto")
     for i, p in enumerate(res["points"]):
         t.add_row(f"{p['theta1']:g},{p['theta2']:g}", f"{100 * p['compute']:.1f}/{100 * p['partial']:.1f}/"
                   f"{100 * p['reuse']:.1f}",
                   f"{p['mac_saved']:.1%}", _db(p["latent_psnr_db"]), f"{p['latent_ssim']:.4f}",
-                  _db(p["velocity_snr_db"]), "*" if i in res["pareto"] else "")
+                  _db(p["velocity_snr_db"]),
+                  *((_db(p["frame_psnr_db"]), f"{p['frame_ssim']:.4f}") if frames else ()),
+                  "*" if i in res["pareto"] else "")
     con.print(t)
     con.print(f"lpips: {res['lpips']}; frames: {res['frames'] if isinstance(res['frames'], str) else 'decoded'}")
     for f in res["files"]:
+        typer.echo(f"wrote {f}")
+
+
+@app.command()
+def train(
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="output folder of a training run: checkpoint "
+                                                               "(diffusion_pytorch_model.safetensors), train_log.json, "
+                                                               "loss_curve.png")] = None,
+    steps: Annotated[int, typer.Option(help="optimiser steps")] = 0,
+    batch: Annotated[int, typer.Option(help="clips per step")] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the initial weights and of the training data")] = 0,
+    lr: Annotated[float, typer.Option(help="peak learning rate (AdamW, warm-up then cosine)")] = 0.0,
+    eval_ckpt: Annotated[Path | None, typer.Option("--eval", help="evaluate this checkpoint (.safetensors) on held-out "
+                                                                "clips against the seeded model; no training")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="with --eval: write the held-out losses here")] = None,
+    samples: Annotated[Path | None, typer.Option("--samples", help="with --eval: also write a PNG grid of samples from "
+                                                                  "pure noise")] = None,
+    transform: Annotated[Path | None, typer.Option(help="latent transform file (.safetensors; default: the shipped "
+                                                        "algo/train/assets/patch_pca.safetensors)")] = None,
+) -> None:
+    """Train the small Wan DiT (wan2.1-t2v-1.3b, size small) on clips of real images, one torch thread
+    (algo.train; docs/training.md), or evaluate a checkpoint with --eval (held-out flow-matching loss per
+    noise level, trained vs seeded). The shipped checkpoint: algo/train/assets/wan-small/."""
+    from algo.train import patch_pca, trainer
+
+    try:
+        patch_pca.use(transform)
+    except _known_errors() as err:
+        _fail(str(err))
+    if eval_ckpt is None:
+        if out is None:
+            _fail("give --out DIR to train, or --eval CHECKPOINT to evaluate")
+        if json_out is not None or samples is not None:
+            _fail("--json and --samples go with --eval")
+        _check_out(out, folder=True)
+        n = steps or trainer.STEPS
+        try:
+            with _progress_callback("train", n) as cb:
+                log = trainer.train(out, steps=n, batch=batch or trainer.BATCH, seed=seed, lr=lr or trainer.LR,
+                                    progress=cb)
+        except _known_errors() as err:
+            _fail(str(err))
+        tail = log["loss"][-50:]
+        typer.echo(f"trained {log['steps']} steps in {log['wall_s']:.0f} s (1 torch thread); last-50-step loss "
+                   f"{sum(tail) / len(tail):.4f}; held-out loss at sigma 0.5: {log['heldout_sigma_0.5'][-1][1]:.4f}")
+        for f in log["files"]:
+            typer.echo(f"wrote {f}")
+        return
+    if out is not None or steps or batch or lr:
+        _fail("--eval evaluates a checkpoint: --out, --steps, --batch and --lr are for training")
+    _check_out(json_out)
+    _check_out(samples)
+    if not eval_ckpt.exists():
+        _fail(f"checkpoint not found: {eval_ckpt}")
+    try:
+        with _progress_callback("held-out loss") as cb:
+            res = trainer.evaluate(eval_ckpt, seed=seed, progress=cb)
+        written = [trainer.write_sample_grid(samples, eval_ckpt, seed=seed)] if samples is not None else []
+    except _known_errors() as err:
+        _fail(str(err))
+    if json_out is not None:
+        _write_json_atomic(json_out, res)
+    con = _stdout_console()
+    con.print(f"held-out flow-matching loss, {res['clips']} clips; trained: {res['weights']}")
+    t = Table("sigma", "trained", "seeded", "seeded / trained")
+    for s_, a, b, r in zip(res["sigma"], res["loss_trained"], res["loss_seeded"], res["ratio_seeded_over_trained"],
+                           strict=True):
+        t.add_row(f"{s_:g}", f"{a:.4f}", f"{b:.4f}", f"{r:.2f}x")
+    con.print(t)
+    for f in ([json_out] if json_out is not None else []) + written:
         typer.echo(f"wrote {f}")
 
 

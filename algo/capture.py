@@ -616,12 +616,14 @@ def parse_ops(ops: str | Sequence[str] | None, include_cross: bool = False) -> t
 def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[int, int, int] | None = None,
              steps: Sequence[int] = DEFAULT_STEPS, blocks: Sequence[int] | None = None,
              ops: str | Sequence[str] | None = None, *, resolution: str | None = None,
-             theta: ThetaSpec = DEFAULT_THETA, net: torch.nn.Module | None = None) -> tuple[tuple, list[OpRecord]]:
+             theta: ThetaSpec = DEFAULT_THETA, net: torch.nn.Module | None = None,
+             text_tokens: int = TEXT_TOKENS) -> tuple[tuple, list[OpRecord]]:
     """The op list a capture records, with shapes and groups, from the model built on the meta device.
 
     No forward pass and no memory: shapes are read from the model's own modules (linear layers'
     ``in_features``/``out_features``, ``attn1.heads``, ``model.rope``) and the token grid; ``L`` =
-    `TEXT_TOKENS` text tokens for cross-attention.
+    ``text_tokens`` text tokens for cross-attention and joint attention (default `TEXT_TOKENS`, the
+    capture's; `algo.synth` passes the real models' 512).
 
     Returns:
         ``(grid, ops)``: ops are ``"shape"`` `OpRecord` s (X = W = None, ``dims = (batch, M, K, N)``),
@@ -645,7 +647,7 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
     names = parse_ops(ops)
     _check_family_ops(spec, names)
     # Keys of joint attention (Hunyuan, CogVideoX): the M video tokens and the TEXT_TOKENS text tokens.
-    n_keys = m if spec.family == "wan" else m + TEXT_TOKENS
+    n_keys = m if spec.family == "wan" else m + text_tokens
     out = []
     for s in sorted({int(v) for v in steps}):
         for b in block_list:
@@ -670,7 +672,7 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
             if kind == "wan":
                 a2 = blk.attn2
                 dims.update(cross_q=(1, m, a2.to_q.in_features, a2.to_q.out_features),
-                            cross_qk=(heads, m, d_h, TEXT_TOKENS), cross_pv=(heads, m, TEXT_TOKENS, d_h),
+                            cross_qk=(heads, m, d_h, text_tokens), cross_pv=(heads, m, text_tokens, d_h),
                             cross_o=(1, m, a2.to_out[0].in_features, a2.to_out[0].out_features))
             for name in names:
                 d = dims[name]

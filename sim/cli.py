@@ -1,4 +1,5 @@
-"""The ``kaleido`` command line: capture, inspect, simulate, baselines, report, quality, quality-sweep, train, area, rtl, presets.
+"""The ``kaleido`` command line: capture, synth, inspect, simulate, baselines, report, quality, quality-sweep, train, area, rtl,
+presets.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
@@ -228,6 +229,46 @@ def capture(
     kind = "decision" if decisions_only else "exact"
     typer.echo(f"wrote {out}: {kind} trace, {len(tr.ops)} ops, grid {tr.grid}, model {tr.model}, {_size_label(tr.size)}, "
                f"weights: {tr.weights}")
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Option("--out", "-o", help="decision trace to write (.npz)")],
+    model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
+                                            "cogvideox-5b (published config)")] = "wan2.1-t2v-1.3b",
+    resolution: Annotated[str, typer.Option(help="video size 480p, 720p or WxHxF pixels x frames")] = "480p",
+    blocks: Annotated[str, typer.Option(help="block indices, e.g. 0,1 (default: all)")] = "",
+    steps: Annotated[str, typer.Option(help="denoising step indices (labels; each draws a fresh field)")] = "0",
+    reuse: Annotated[float, typer.Option(help="r: share of REUSE codes per frame, in [0, 1]")] = 0.8,
+    partial: Annotated[float, typer.Option(help="p: share of PARTIAL codes (COMPUTE = 1 - r - p)")] = 0.04,
+    region: Annotated[str, typer.Option(help="HxW positions sharing one decision per group and frame")] = "8x8",
+    persist: Annotated[float, typer.Option(help="q: chance a region keeps its previous frame's code")] = 0.9,
+    seed: Annotated[int, typer.Option(help="seed of the decision field")] = 0,
+) -> None:
+    """Write a deterministic synthetic decision trace for every op of the named blocks and steps
+    (algo/synth.py): regions of HxW positions share a code per channel group, drawn with
+    (COMPUTE, PARTIAL, REUSE) = (1 - r - p, p, r) and kept from frame to frame with chance q.
+    `kaleido simulate OUT` runs it like a captured decision trace."""
+    from algo.synth import SynthError, SynthField, parse_region, synth_trace
+
+    _check_out(out)
+    step_list = _parse_ints(steps, "--steps")
+    block_list = _parse_ints(blocks, "--blocks") or None
+    if not step_list:
+        _fail("--steps must name at least one step")
+    try:
+        fld = SynthField(reuse, partial, parse_region(region), persist)
+        fld.check()
+    except SynthError as err:  # before the model registry (torch) is imported
+        _fail(str(err))
+    try:
+        with _progress_callback("synth") as cb:
+            tr = synth_trace(out, model, resolution, fld, blocks=block_list, steps=step_list, seed=seed, progress=cb)
+    except (SynthError, *_known_errors()) as err:
+        _fail(str(err))
+    typer.echo(f"wrote {out}: synthetic decision trace, {len(tr.ops)} ops, grid {tr.grid} = {tr.tokens:,} tokens, "
+               f"model {tr.model}; (C, P, R) = {tuple(round(v, 6) for v in fld.probabilities)}, region "
+               f"{fld.region[0]}x{fld.region[1]}, persist {fld.persist:g}, seed {seed}")
 
 
 def _size_label(size: str) -> str:

@@ -496,6 +496,25 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
     return f"checkpoint (safetensors file): {path}"
 
 
+#: Prefixes of the trace ``weights`` descriptions of checkpoints (`build_model`, `build_streamed`).
+_CHECKPOINT_DESCS = ("checkpoint (safetensors file): ", "checkpoint (diffusers folder): ")
+
+
+def checkpoint_of(weights: str) -> Path | None:
+    """The checkpoint path a trace's ``weights`` description names (None for seeded weights).
+
+    Raises:
+        CaptureError: the description names a checkpoint that no longer exists.
+    """
+    for prefix in _CHECKPOINT_DESCS:
+        if str(weights).startswith(prefix):
+            path = Path(str(weights)[len(prefix):].split("; ")[0])
+            if not path.exists():
+                raise CaptureError(f"the trace was captured from checkpoint {path}, which is not found")
+            return path
+    return None
+
+
 def build_model(name: str, size: str, seed: int = 0, *, weights: str | Path | None = None,
                 dtype: torch.dtype | None = None, num_layers: int | None = None,
                 ) -> tuple[torch.nn.Module, str]:

@@ -695,9 +695,9 @@ def quality(
         out.print(f"context, int8 without reuse vs fp32: latent PSNR {_db(iv['psnr_db'])} dB, "
                   f"model-output SNR {_db(iv['velocity_snr_db'])} dB")
     fr = res["frames"]
-    out.print("decoded frames vs exact: " + (fr if isinstance(fr, str) else
-                                             f"PSNR {_db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f} "
-                                             f"({fr.get('decoder') or 'VAE ' + str(fr.get('vae'))})"))
+    out.print("frames: " + (fr if isinstance(fr, str) else
+                            f"decoded vs exact PSNR {_db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f} "
+                            f"({fr.get('decoder') or 'VAE ' + str(fr.get('vae'))})"))
     lp = res["lpips"]
     out.print(f"lpips: {lp if isinstance(lp, str) else f'{lp:.4f}'}")
     if json_out is not None:

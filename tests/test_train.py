@@ -97,7 +97,7 @@ def test_objective_and_schedule_by_hand():
     assert trainer.shifted_sigma(np.array([0.0, 0.5, 1.0]), 3.0).tolist() == [0.0, 0.75, 1.0]
     x0, eps = np.full((1, 1, 1, 1, 1), 2.0, np.float32), np.full((1, 1, 1, 1, 1), -1.0, np.float32)
     xt, v = trainer.flow_batch(x0, np.array([0.25]), eps)
-    assert float(xt) == 0.75 * 2 - 0.25 and float(v) == -3.0
+    assert float(xt.item()) == 0.75 * 2 - 0.25 and float(v.item()) == -3.0
     assert trainer.lr_at(0, 1000, 1.0, 100) == pytest.approx(0.01)
     assert trainer.lr_at(99, 1000, 1.0, 100) == pytest.approx(1.0)
     assert trainer.lr_at(999, 1000, 1.0, 100) == pytest.approx(0.1)

@@ -71,7 +71,7 @@ bench: setup
 
 # Capture of one Wan2.1-1.3B block at 480p vs a bare forward (about 10 minutes on 2 cores).
 bench-capture: setup
-	$(PY) -m algo.bench_capture
+	$(PY) -m algo.capture.bench
 
 lint: setup rtl
 	$(PY) -m ruff check algo hw sim tests

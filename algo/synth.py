@@ -17,7 +17,7 @@ The field (per op, per batch element = head, per channel group independently):
   ``persist`` sets how long a region keeps its kind (temporal coherence);
 - then every token without a neighbour along a group's reuse axis (index 0 on that axis: frame 0
   for ``f`` groups, ``w = 0`` for ``w`` groups, ``h = 0`` for ``h`` groups) is COMPUTE, as the
-  golden model decides it (`algo.golden.decide`; `algo.trace` rejects anything else). Hence the
+  golden model decides it (`algo.reuse.golden.decide`; `algo.trace` rejects anything else). Hence the
   trace's measured REUSE share is below ``r``: for ``f`` groups by the frame-0 share ``1/F``
   (1/21 at 480p); the simulator reports the measured fractions.
 

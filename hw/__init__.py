@@ -4,3 +4,17 @@
 `hw.pe`, `hw.array` and `hw.top` describe the PE, the R x C output-stationary array and the
 streaming top level; `hw.rtl` emits Verilog to `rtl_out/<preset>/`.
 """
+
+
+def discard(elaboratable):
+    """Mark an Amaranth ``Elaboratable`` that will never be elaborated, and return it.
+
+    Amaranth warns (``UnusedElaboratable``) when an elaboratable is garbage-collected without
+    having been elaborated. Two kinds of object here are never elaborated on purpose: one whose
+    constructor rejected its parameters (the half-built object lives on in the exception's
+    traceback), and one built only to read its parameters (port widths, buffer capacity).
+    Silencing goes through the attribute Amaranth's ``MustUse`` mixin reads
+    (``amaranth/_unused.py``: ``_MustUse__silence``).
+    """
+    elaboratable._MustUse__silence = True
+    return elaboratable

@@ -30,7 +30,7 @@ Ports:
 - config registers (`op_descriptor` gives their values; they must stay stable from ``start``
   until ``done``): ``c_frames`` F, ``c_positions`` HW = H*W, ``c_k`` K, ``c_n`` N, ``c_n_groups``,
   ``c_k0``/``c_k1`` (group g's channel range at bits ``cb*g``, cb = `channel_bits`), ``c_b1``/
-  ``c_b2`` (integer SAD bounds, `algo.golden.theta_bounds`, ``sad_bits`` each), ``x_unsigned``.
+  ``c_b2`` (integer SAD bounds, `algo.reuse.golden.theta_bounds`, ``sad_bits`` each), ``x_unsigned``.
 - ``start`` (one cycle, while idle), ``busy``, ``done`` (one-cycle pulse when the op's last result
   row has left).
 - result port (valid only, no back-pressure, as `hw.core.TileCore`'s; tile t drains on port
@@ -69,6 +69,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.config import AcceleratorConfig
 from hw.core import LOAD_CHANNELS, TileCore, _instance, core_signature, operand_channels
 from hw.dispatcher.matcher import channel_bits
@@ -127,6 +128,7 @@ class Accel(wiring.Component):
         R, C, G, d = cfg.array_rows, cfg.array_cols, cfg.partial_regs, cfg.drain_rows_per_cycle  # noqa: N806
         P = load_channels  # noqa: N806
         if P < 1 or P & (P - 1):
+            discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"load_channels = {P}: must be a power of two")
         self.cfg, self.P, self.pe_kind = cfg, P, pe
         self.max_tokens = max_tokens or cfg.accel_max_tokens
@@ -135,6 +137,7 @@ class Accel(wiring.Component):
         self.window = window or WINDOW_TILES * R
         self.max_frames = max_frames or self.max_tokens
         if min(self.max_tokens, self.max_k, self.max_n, self.window, self.max_frames) < 1:
+            discard(self)
             raise ValueError("Accel sizes must be >= 1")
         self.KB = _pow2ceil(-(-self.max_k // P))
         self.kbb = (self.KB - 1).bit_length()           # 0 when one word holds K
@@ -146,6 +149,7 @@ class Accel(wiring.Component):
         self.core = None
         if pe != "inline":
             if P != LOAD_CHANNELS or self.max_k > operand_channels(cfg):
+                discard(self)
                 raise ValueError(f"pe='instance' wires the emitted kaleido_core (load_channels = {LOAD_CHANNELS}, "
                                  f"max_k = {operand_channels(cfg)}): got load_channels = {P}, max_k = {self.max_k}")
             # The emitted kaleido_core (hw.rtl: default max_k and load_channels): only its ports are used.
@@ -425,7 +429,7 @@ def op_descriptor(accel: Accel, grid, groups, N: int, b1, b2, x_unsigned: bool) 
     Args:
         accel: the controller (its capacity is checked).
         grid: ``(F, H, W)``; groups: ``(k_start, k_stop, axis)`` partitioning ``0..K``;
-        N: output channels; b1, b2: integer SAD bounds per group (`algo.golden.theta_bounds`).
+        N: output channels; b1, b2: integer SAD bounds per group (`algo.reuse.golden.theta_bounds`).
 
     Raises:
         ValueError: a group whose axis is not ``"f"`` (h/w reuse stays on the driver-sequenced

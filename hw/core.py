@@ -41,7 +41,7 @@ one beat, two asynchronous read ports), a stand-in for the banked SRAM macro; in
 hand-written module `OPBUF_VERILOG` without initial values (so 128x128 emits quickly, D25), in the
 Amaranth simulator an `amaranth.lib.memory.Memory`. tests/test_rtl_core.py checks under Amaranth's
 simulator that the slots reaching `Top` equal `sim.stream.build_stream`'s, slot for slot, the
-results equal `algo.golden.apply_decisions` and the cycles equal `sim.core_timing`'s.
+results equal `algo.reuse.golden.apply_decisions` and the cycles equal `sim.core_timing`'s.
 
 Not in this version (docs/decisions.md D21): the similarity unit and the scheduler are not part of
 this module; `hw.accel.Accel` (D26) is the op-level controller that runs them and feeds this core
@@ -55,6 +55,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.config import AcceleratorConfig
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher, channel_bits, matcher_signature
 from hw.pe import COMPUTE, PARTIAL, REUSE, PEMode
@@ -180,6 +181,7 @@ class TileCore(wiring.Component):
                  load_channels: int = LOAD_CHANNELS):
         R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
         if load_channels < 1 or load_channels & (load_channels - 1):
+            discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning
             raise ValueError(f"load_channels = {load_channels}: must be a power of two")
         self.cfg, self.pe_kind, self.P = cfg, pe, load_channels
         self.max_k = max_k or operand_channels(cfg)

@@ -77,8 +77,8 @@ LINK_LSB_BITS = LO_BITS + W_BITS + 1
 LINK_FIELDS = (("lk_m", LINK_MSB_BITS), ("lk_l", LINK_LSB_BITS))
 
 
-#: Reuse decision codes, as in `algo.golden` (SPEC section 2), the one copy in `hw`
-#: (tests/test_pe.py checks them against algo.golden's; `hw` does not import `algo`).
+#: Reuse decision codes, as in `algo.reuse.golden` (SPEC section 2), the one copy in `hw`
+#: (tests/test_pe.py checks them against algo.reuse.golden's; `hw` does not import `algo`).
 COMPUTE, PARTIAL, REUSE = 0, 1, 2
 
 

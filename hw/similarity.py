@@ -5,7 +5,7 @@ SPEC section 2, in hardware form. For one token and one channel group, the group
 active lanes of a short last beat) with the neighbour's *effective* values (9-bit: int8 or uint8).
 The unit accumulates ``SAD = sum |x - nb|`` and, one cycle after the last beat, compares it with the
 integer bounds ``b1 = ceil(theta1 * |g|)``, ``b2 = ceil(theta2 * |g|)`` that software precomputes
-(`algo.golden.theta_bounds`): ``SAD < b1`` -> REUSE, else ``SAD < b2`` -> PARTIAL, else COMPUTE; a
+(`algo.reuse.golden.theta_bounds`): ``SAD < b1`` -> REUSE, else ``SAD < b2`` -> PARTIAL, else COMPUTE; a
 token without a neighbour (``no_nb``) always COMPUTEs.
 
 `EffectiveValue` turns a decision back into the token's effective operand lanes (REUSE: the

@@ -120,7 +120,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from sim.dispatch import pair_runs, position_block, position_order
 
@@ -427,7 +427,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     """Action counts of one op under Kaleido reuse (module docstring), summed over the batch.
 
     Args:
-        decisions: per batch element, an int8 ``[M, G]`` array (`algo.golden.decide`), tiled here by
+        decisions: per batch element, an int8 ``[M, G]`` array (`algo.reuse.golden.decide`), tiled here by
             `tile_stats` with ``dispatcher``, or a `TiledDecisions` whose stats are used as given
             (the tiling it was timed under; ``dispatcher`` is then ignored for it).
         groups: ``(k_start, k_stop, axis)`` per group.

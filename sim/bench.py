@@ -2,7 +2,7 @@
 
 Prints wall-clock seconds for:
 
-- `algo.golden.decide` on a 4,096-token x 1,536-channel int8 operand (target: < 2 s on a 2-core
+- `algo.reuse.golden.decide` on a 4,096-token x 1,536-channel int8 operand (target: < 2 s on a 2-core
   machine, issue 3), with spatially coherent content so every decision kind occurs;
 - one whole denoising step of Wan2.1-T2V-1.3B at 480p (30 blocks x every op of SPEC section 1:
   qkv, qk and pv per head, o_proj, cross_q, cross_qk and cross_pv per head, cross_o, ffn1, ffn2;
@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from algo.golden import block_groups, decide
+from algo.reuse.golden import block_groups, decide
 from algo.trace import Group, OpRecord, pack_decisions
 from hw.config import load_config
 from sim.memory import kaleido_dram_bytes, op_memory_timing
@@ -70,7 +70,7 @@ def block_ops(model: str, M: int) -> list[tuple[str, int, int, int, list]]:  # n
     """Every op of one block (SPEC section 1): ``(name, batch, K, N, groups)`` with M tokens.
 
     qk's groups are the RoPE t/h/w split of d_h (t reused along w, h and w along frames, SPEC
-    section 2); every other op uses `algo.golden.block_groups` (temporal).
+    section 2); every other op uses `algo.reuse.golden.block_groups` (temporal).
     """
     m = MODELS[model]
     d, heads, dh, ffn = m["d"], m["heads"], m["dh"], m["ffn"]

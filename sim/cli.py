@@ -1,5 +1,5 @@
-"""The ``kaleido`` command line: capture, synth, inspect, simulate, baselines, report, quality, quality-sweep, train, area, rtl,
-presets.
+"""The ``kaleido`` command line: capture, synth, inspect, simulate, sweep, baselines, report, quality, quality-sweep, train,
+area, rtl, presets.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
@@ -162,7 +162,7 @@ def capture(
                              "config, no weights, no forward (any size, e.g. --size full --resolution 720p)")] = False,
     derive_blocks: Annotated[str, typer.Option(
         help="full-model decision trace: output blocks 'all' or a list; the decisions of blocks not in "
-             "--blocks are copied from the nearest captured (step, block) (algo/derive.py, docs/capture.md); "
+             "--blocks are copied from the nearest captured (step, block) (algo/trace/derive.py, docs/capture.md); "
              "needs --decisions-only")] = "",
     derive_steps: Annotated[str, typer.Option(
         help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
@@ -178,7 +178,7 @@ def capture(
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
     Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
     from algo.capture import capture_to_file, write_shape_trace
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
     _check_out(out)
@@ -195,8 +195,8 @@ def capture(
         _fail("--derive-blocks/--derive-steps write a decision trace: add --decisions-only")
     try:
         if derive_blocks or derive_steps:
-            from algo.derive import derive_trace
             from algo.models import num_blocks
+            from algo.trace.derive import derive_trace
 
             with _progress_callback("capture + derive") as cb:
                 tr = derive_trace(
@@ -286,7 +286,7 @@ def inspect(
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
-    from algo.stats import trace_statistics
+    from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
 
     try:
@@ -404,6 +404,11 @@ def simulate(
     checksum: Annotated[bool, _flag(
         "--checksum", help="model engine, exact traces: add outputs_sha256 (sha256 of the golden int64 outputs, "
                            "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
+    workers: Annotated[int, typer.Option(
+        help="split the trace by (step, block) over N local Dask worker processes (1: in this process; decision "
+             "traces are read one (step, block) at a time either way; same results)")] = 1,
+    scheduler: Annotated[str | None, typer.Option(
+        help="split the trace over a running Dask cluster, e.g. tcp://HOST:8786 (README)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
@@ -424,15 +429,36 @@ def simulate(
     if engine not in ("model", "rtl"):
         _fail(f"--engine must be model or rtl, got {engine!r}")
     if engine == "rtl":
+        if workers != 1 or scheduler:
+            _fail("--workers and --scheduler apply to --engine model only")
         _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None)
         return
+    if workers < 1:
+        _fail(f"--workers must be >= 1, got {workers}")
+    if checksum and (workers != 1 or scheduler):
+        _fail("--checksum runs in this process: drop --workers/--scheduler")
     try:
         cfg = load_config(config)
-        tr = load_trace(trace)
-        _check_theta_index(tr, trace, theta_index)
-        with _progress_callback("simulate", len(tr.ops)) as cb:
-            res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index, tech=tech,
-                                 dispatcher=not no_dispatcher)
+        tr, kind = _trace_meta(trace)
+        if workers != 1 or scheduler is not None or kind == "decisions":
+            # one (step, block) at a time (sim.sweep.video); in this process with --workers 1
+            from sim.sweep.engine import EngineError
+            from sim.sweep.video import simulate_trace_file
+
+            _check_theta_kind(kind, trace, theta_index)
+            with _progress_callback("simulate (blocks)") as cb:
+                try:
+                    res = simulate_trace_file(trace, cfg, workers=0 if workers == 1 and not scheduler else workers,
+                                              scheduler=scheduler, theta_index=theta_index, tech=tech,
+                                              dispatcher=not no_dispatcher, progress=cb)
+                except EngineError as err:
+                    _fail(str(err))
+        else:
+            tr = load_trace(trace)
+            _check_theta_index(tr, trace, theta_index)
+            with _progress_callback("simulate", len(tr.ops)) as cb:
+                res = simulate_trace(tr, cfg, progress=cb, trace_path=str(trace), theta_index=theta_index,
+                                     tech=tech, dispatcher=not no_dispatcher)
         if checksum:
             from sim.rtl_engine import golden_checksums
 
@@ -468,10 +494,23 @@ def simulate(
         out.print(f"results: {json_out}")
 
 
+def _trace_meta(path: Path):
+    """``(trace, kind)``: the trace at ``path`` with its ops' metadata only (no arrays) and its kind."""
+    from algo.trace import TraceReader
+
+    with TraceReader(path) as rd:
+        return rd.trace(rd.shape_ops()), rd.kind
+
+
 def _check_theta_index(tr, path: Path, theta_index: int) -> None:
     """--theta-index picks a stored pair of a decision trace; anywhere else it would be silently ignored."""
-    if theta_index != 0 and tr.kind != "decisions":
-        _fail(f"--theta-index applies to decision traces only; {path} is an {tr.kind} trace (its ops carry "
+    _check_theta_kind(tr.kind, path, theta_index)
+
+
+def _check_theta_kind(kind: str, path: Path, theta_index: int) -> None:
+    """`_check_theta_index` from the trace's kind alone."""
+    if theta_index != 0 and kind != "decisions":
+        _fail(f"--theta-index applies to decision traces only; {path} is an {kind} trace (its ops carry "
               "their own theta, set at capture with --theta)")
 
 
@@ -649,7 +688,7 @@ def quality(
                                                       "algo/train/assets/wan-small/diffusion_pytorch_model.safetensors")] = None,
 ) -> None:
     """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
     try:
@@ -888,6 +927,50 @@ def presets() -> None:
         t.add_row(name, f"{c.array_rows}x{c.array_cols}", f"{c.clock_mhz:g}", str(c.partial_regs),
                   str(c.drain_rows_per_cycle), str(c.acc_bits), f"{c.max_tokens:,}")
     _stdout_console().print(t)
+
+
+@app.command()
+def sweep(
+    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace and the axes (README, \"Sweeps\")")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="output folder: results.parquet, results.csv, points/")],
+    workers: Annotated[int | None, typer.Option(
+        help="local Dask worker processes (default: one per core; 0: in this process, no Dask)")] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="run on a running Dask cluster, e.g. tcp://HOST:8786 (`dask scheduler`, `dask worker`; README)")] = None,
+) -> None:
+    """Simulate every point of a design-space sweep (configs, config overrides, theta, energy table,
+    dispatcher, traces) on Dask; one row per point in OUT/results.parquet and OUT/results.csv. Finished
+    points are kept under OUT/points/ (a content hash of their inputs): run it again to resume."""
+    from sim.sweep.engine import EngineError
+    from sim.sweep.runner import run_sweep
+    from sim.sweep.spec import SweepError, load_sweep
+
+    _check_out(out, folder=True)
+    if workers is not None and workers < 0:
+        _fail(f"--workers must be >= 0, got {workers}")
+    try:
+        sw = load_sweep(sweep_file)
+    except SweepError as err:
+        _fail(str(err))
+    with _progress() as prog:
+        task = prog.add_task(f"sweep {sw.name}", total=len(sw.points), label="")
+
+        def cb(done: int, failed: int, total: int, label: str) -> None:
+            prog.update(task, completed=done, total=total,
+                        label=f"done {done - failed}, failed {failed}, remaining {total - done}")
+
+        try:
+            res = run_sweep(sw, out, workers=workers, scheduler=scheduler, progress=cb)
+        except EngineError as err:
+            _fail(str(err))
+        except KeyboardInterrupt:
+            typer.echo(f"interrupted: finished points are kept in {out / 'points'}; run the same command again "
+                       "to resume", err=True)
+            sys.exit(130)
+    typer.echo(f"{len(sw.points)} points: {len(res.ran)} run now, {len(res.skipped)} finished before, "
+               f"{len(res.failed)} failed")
+    for p in res.files:
+        typer.echo(f"wrote {p}")
 
 
 def _no_value_help(cls):

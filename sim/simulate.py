@@ -1,7 +1,7 @@
 """Simulate a trace on an accelerator configuration: decisions, tiles, cycles, utilization.
 
 For every op of the trace (and every batch index: heads of ``qk``/``pv``), the decisions come from
-the golden model (`algo.golden.decide`, with the op's theta and the trace's b_msb) for exact traces,
+the golden model (`algo.reuse.golden.decide`, with the op's theta and the trace's b_msb) for exact traces,
 or from the trace itself for decision traces (``thetas[theta_index]``; `algo.trace`), the dispatcher
 (`sim.dispatch`) turns each tile's decisions into cycle slots, and the cycle model
 (`sim.cycle_model`) times the tile sequence. The dense baseline is the same array with reuse off
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, decide
-from algo.stats import decision_counts
+from algo.reuse.golden import COMPUTE, PARTIAL, decide
+from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
 from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
@@ -217,6 +217,26 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     }
 
 
+def check_simulable(trace: Trace, cfg: AcceleratorConfig, trace_path: str = "", theta_index: int = 0,
+                    kind: str | None = None) -> None:
+    """Every check `simulate_trace` makes before simulating: not a shape trace, `check_compatible`, and
+    ``theta_index`` within every decision op's stored pairs. ``kind`` overrides ``trace.kind`` (a trace
+    of ops read without their arrays, `algo.trace.TraceReader.shape_ops`). Raises `SimError`."""
+    kind = trace.kind if kind is None else kind
+    if kind == "shapes":  # checked first: the real cause, before any size limit of the config
+        raise SimError(
+            f"{trace_path or 'trace'} is a shape trace (op shapes only: no operands, no decisions), which plans "
+            "workloads (`kaleido inspect`) but cannot be simulated; simulate an exact trace (`kaleido capture`) or "
+            "a decision trace (`kaleido capture --decisions-only`, full size with --derive-blocks), or time one "
+            "op's GEMM with `kaleido simulate --gemm M,K,N`")
+    check_compatible(trace, cfg)
+    if kind == "decisions":
+        n = min(len(op.thetas) for op in trace.ops)
+        if not 0 <= theta_index < n:
+            raise SimError(f"theta index {theta_index} out of range: the trace stores {n} threshold pairs "
+                           f"{[list(t) for t in trace.ops[0].thetas]}")
+
+
 def simulate_trace(
     trace: Trace,
     cfg: AcceleratorConfig,
@@ -249,33 +269,42 @@ def simulate_trace(
         SimError: a shape trace (nothing to simulate); the trace does not fit the configuration;
             theta_index out of range.
     """
-    if trace.kind == "shapes":  # checked first: the real cause, before any size limit of the config
-        raise SimError(
-            f"{trace_path or 'trace'} is a shape trace (op shapes only: no operands, no decisions), which plans "
-            "workloads (`kaleido inspect`) but cannot be simulated; simulate an exact trace (`kaleido capture`) or "
-            "a decision trace (`kaleido capture --decisions-only`, full size with --derive-blocks), or time one "
-            "op's GEMM with `kaleido simulate --gemm M,K,N`")
-    check_compatible(trace, cfg)
-    if trace.kind == "decisions":
-        n = min(len(op.thetas) for op in trace.ops)
-        if not 0 <= theta_index < n:
-            raise SimError(f"theta index {theta_index} out of range: the trace stores {n} threshold pairs "
-                           f"{[list(t) for t in trace.ops[0].thetas]}")
-    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    check_simulable(trace, cfg, trace_path, theta_index)
+    energy = EnergyModel(cfg, tech)
+    per_op, counts = simulate_ops(trace.ops, trace.grid, trace.b_msb, cfg, energy, theta_index, dispatcher, progress)
+    if progress:
+        progress(len(trace.ops), len(trace.ops), "done")
+    return assemble_results(trace, per_op, counts, cfg, energy, trace_path, theta_index, dispatcher)
+
+
+def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel,
+                 theta_index: int = 0, dispatcher: bool = True,
+                 progress: Callable[[int, int, str], None] | None = None) -> tuple[list[dict], np.ndarray]:
+    """Per-op results of ``ops`` (`simulate_op` + energy + memory annotations), in order, and their
+    decision counts summed: int64 ``[3]`` (X elements under COMPUTE, PARTIAL, REUSE).
+
+    Ops are independent (each from an empty pipeline), so any split of a trace's ops into consecutive
+    pieces, simulated apart and concatenated in order, gives the same list (`sim.sweep.video`)."""
     per_op = []
     counts = np.zeros(3, dtype=np.int64)
-    energy = EnergyModel(cfg, tech)
-    for i, op in enumerate(trace.ops):
+    for i, op in enumerate(ops):
         if progress:
-            progress(i, len(trace.ops), f"{op.name} block {op.block} step {op.step}")
-        r = simulate_op(op, trace.grid, trace.b_msb, cfg, theta_index, dispatcher)
-        energy.annotate_op(r, op.name, r.pop("_decisions"), trace.grid, [g.as_tuple() for g in op.groups],
-                           trace.b_msb)  # sim.energy: actions, energy_pj, dense_energy_pj
+            progress(i, len(ops), f"{op.name} block {op.block} step {op.step}")
+        r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher)
+        energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
+                           b_msb)  # sim.energy: actions, energy_pj, dense_energy_pj
         annotate_memory(r, cfg)  # sim.memory: DRAM, vector and similarity stalls, total_cycles
         counts += r.pop("_counts")
         per_op.append(r)
-    if progress:
-        progress(len(trace.ops), len(trace.ops), "done")
+    return per_op, counts
+
+
+def assemble_results(trace: Trace, per_op: list[dict], counts: np.ndarray, cfg: AcceleratorConfig,
+                     energy: EnergyModel, trace_path: str = "", theta_index: int = 0,
+                     dispatcher: bool = True, kind: str | None = None) -> dict:
+    """The results object of `simulate_trace` from the per-op results of every op of ``trace``, in
+    trace order (``trace.ops`` may hold the ops without their arrays: only metadata is read)."""
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     t = rollup(per_op, None, cfg).get("all") or ({k: 0 for k in _ROLLUP_SUMS} | {"stall_cycles": {}})
     cycles, dense, useful, dense_macs = t["cycles"], t["dense_cycles"], t["useful_macs"], t["dense_macs"]
     nd_total, total, dense_total = t["no_dispatcher_cycles"], t["total_cycles"], t["dense_total_cycles"]
@@ -286,7 +315,7 @@ def simulate_trace(
         "trace": {
             "path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
             "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops),
-            "kind": trace.kind, "theta_index": theta_index,
+            "kind": trace.kind if kind is None else kind, "theta_index": theta_index,
             "steps": sorted({op.step for op in trace.ops}),
         },
         "cycles": cycles, "dense_cycles": dense,

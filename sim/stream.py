@@ -3,7 +3,7 @@
 This is the dispatcher's output in the form the hardware consumes: for every tile of the reuse
 tiling (`sim.dispatch.reuse_tiles`), the matcher's slots (`sim.dispatch.tile_schedule`), each
 turned into per-row operands and PE modes and per-column weights. RTL tests drive it into the
-Verilog and compare the result rows with `algo.golden.apply_decisions` and the cycle count with
+Verilog and compare the result rows with `algo.reuse.golden.apply_decisions` and the cycle count with
 `sim.cycle_model`. `port_values` gives a slot's top-level port values and `OutputCollector` places
 the result rows; the cocotb bench (tests/rtl/tb_top.py) and `sim.rtl_engine` share both.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import PEMode
 from hw.top import row_bits

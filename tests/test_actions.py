@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.golden import COMPUTE as C
-from algo.golden import PARTIAL as P
-from algo.golden import REUSE as R
+from algo.reuse.golden import COMPUTE as C
+from algo.reuse.golden import PARTIAL as P
+from algo.reuse.golden import REUSE as R
 from hw.config import load_config
 from sim.actions import TiledDecisions, op_actions, tile_counts, tile_stats
 from sim.dispatch import match_tile, schedule_positions

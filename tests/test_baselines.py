@@ -1,9 +1,9 @@
-"""Baselines (sim.baselines, algo.baseline_policies): hand-derived codes, cycles and roofline values,
+"""Baselines (sim.baselines, algo.reuse.policies): hand-derived codes, cycles and roofline values,
 lossless settings measured lossless in the PyTorch path, and the `kaleido baselines` CLI contract.
 
 The hand-built trace: tiny-8x8 (R = C = 8, d = 2), grid 3x2x4 (8 positions per frame, so each frame
 is one tile of 8 rows), x_scale 1. ``ffn1`` at steps 0 and 1 (M 24, K 16 in 2 groups of 8 channels,
-`algo.golden.block_groups`, N 8): step 0 has frame 1 = frame 0 and frame 2 = frame 0 + 5; step 1 =
+`algo.reuse.golden.block_groups`, N 8): step 0 has frame 1 = frame 0 and frame 2 = frame 0 + 5; step 1 =
 step 0 with token 8's channels 0-1 +3 and token 17's channels 2-3 +20 (both in group 0). ``pv`` at
 step 0: P (uint8, K 24 in 3 groups of 8, N 8) = 200 in channels 0-7, 1 in channels 8-15, 0 in 16-23.
 
@@ -19,7 +19,8 @@ import math
 import numpy as np
 import pytest
 
-from algo.baseline_policies import (
+from algo.reuse.golden import block_groups
+from algo.reuse.policies import (
     FULL,
     HALF,
     SKIP,
@@ -30,7 +31,6 @@ from algo.baseline_policies import (
     prune_scores,
     token_merge,
 )
-from algo.golden import block_groups
 from algo.trace import Group, OpRecord, Trace, save_trace
 from hw.config import load_config
 from sim.baselines import BaselineError, a100, attach_baselines, parse_params, run_baselines
@@ -155,7 +155,7 @@ def test_adaptiv_hand_cycles(run):
 def test_policy_with_kaleidos_decisions_matches_kaleido(run):
     """The shared path is Kaleido's own: feeding it the golden decisions gives Kaleido's cycles and energy."""
     tr, cfg, res = run
-    from algo.golden import decide
+    from algo.reuse.golden import decide
 
     op = tr.ops[2]
     dec = decide(op.X[0], GRID, [g.as_tuple() for g in op.groups], op.theta, tr.b_msb)[0]

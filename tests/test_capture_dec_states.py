@@ -31,8 +31,8 @@ import pytest
 import torch
 
 from algo.capture import capture, capture_to_file
-from algo.derive import derive_trace
 from algo.trace import TraceError, load_trace
+from algo.trace.derive import derive_trace
 from tests.trace_files import rewrite_trace, set_array, with_nan
 
 U = 2.0 ** -24

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-import algo.capture as cap
+import algo.capture.run as cap
 from algo.capture import CaptureError, capture
 from algo.models import SAFETENSORS_INDEX, blocks_of, build_model, build_streamed
 

@@ -2,7 +2,7 @@
 
 Expected values are derived independently: packed bytes by hand, full-size shapes from SPEC section 1
 (480p 21x30x52 = 32,760 tokens, 720p 21x45x80 = 75,600; Wan2.1-1.3B d = 1536, d_ffn = 8960,
-12 heads x 128, RoPE 44/42/42), decisions by running `algo.golden.decide` on an exact capture.
+12 heads x 128, RoPE 44/42/42), decisions by running `algo.reuse.golden.decide` on an exact capture.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from algo.capture import CaptureError, capture, capture_to_file, parse_ops, plan_ops, resolution_grid
-from algo.golden import decide
 from algo.models import build_model
+from algo.reuse.golden import decide
 from algo.trace import TraceError, load_trace, pack_decisions, save_trace, unpack_decisions
 from hw.config import load_config
 from sim.simulate import SimError, simulate_trace

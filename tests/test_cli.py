@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from algo.golden import block_groups
+from algo.reuse.golden import block_groups
 from algo.trace import Group, OpRecord, Trace, save_trace
 
 
@@ -194,7 +194,7 @@ def test_output_path_that_is_a_folder_or_file_fails_cleanly(tmp_path):
 
 
 def test_capture_shape_only_to_a_folder_and_theta_steps_outside_the_schedule(tmp_path):
-    from algo.thresholds import parse_theta
+    from algo.reuse.thresholds import parse_theta
 
     with pytest.raises(ValueError, match=r"step\(s\) 99-100 outside the schedule of 50 denoising steps \(0..49\)"):
         parse_theta("4,12; qk@99-100=8,24", num_steps=50)

@@ -1,4 +1,4 @@
-"""Full-model derivation (algo/derive.py): the nearest-(step, block) rule, the streamed trace, the CLI."""
+"""Full-model derivation (algo/trace/derive.py): the nearest-(step, block) rule, the streamed trace, the CLI."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from algo.capture import capture
-from algo.derive import derive_trace, parse_index_set, source_map
 from algo.models import CaptureError
 from algo.trace import load_trace
+from algo.trace.derive import derive_trace, parse_index_set, source_map
 
 
 def test_rule_by_hand():

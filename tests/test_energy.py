@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from algo.golden import COMPUTE as C
-from algo.golden import PARTIAL as P
-from algo.golden import REUSE as R
+from algo.reuse.golden import COMPUTE as C
+from algo.reuse.golden import PARTIAL as P
+from algo.reuse.golden import REUSE as R
 from algo.trace import load_trace
 from hw.config import load_config
 from sim.actions import dense_actions, dram_bytes, op_actions, tile_counts, xeff_state_bytes

@@ -1,4 +1,4 @@
-"""Golden reuse model (algo.golden) against hand-worked examples and a plain-Python reference.
+"""Golden reuse model (algo.reuse.golden) against hand-worked examples and a plain-Python reference.
 
 Every expected value is either worked out by hand in the comments below or computed by
 tests/reference.py, which is written from SPEC.md section 2 alone (Python ints and loops).
@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from algo.golden import (
+from algo.reuse.golden import (
     COMPUTE,
     PARTIAL,
     REUSE,
@@ -20,7 +20,7 @@ from algo.golden import (
     split_msb,
     theta_bounds,
 )
-from algo.golden import (
+from algo.reuse.golden import (
     reuse_gemm as spec_reuse_gemm,
 )
 from tests import reference as ref
@@ -29,7 +29,7 @@ C, P, R = 0, 1, 2  # COMPUTE, PARTIAL, REUSE as the SPEC numbers them
 
 
 def reuse_gemm(X, W, grid, groups, theta, b_msb=4):  # noqa: N803
-    """`algo.golden.reuse_gemm` (SPEC form: per-channel decisions [M, K]), decisions viewed per group."""
+    """`algo.reuse.golden.reuse_gemm` (SPEC form: per-channel decisions [M, K]), decisions viewed per group."""
     Y, dec = spec_reuse_gemm(X, W, grid, groups, theta, b_msb=b_msb)  # noqa: N806
     assert dec.shape == X.shape and dec.dtype == np.int8
     return Y, group_decisions(dec, groups)

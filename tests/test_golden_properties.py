@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from algo.golden import COMPUTE, PARTIAL, REUSE, apply_decisions, decide, group_decisions, reuse_gemm
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions, decide, group_decisions, reuse_gemm
 from tests import reference as ref
 
 

@@ -1,12 +1,12 @@
-"""`algo.kernels` against the NumPy golden model (`algo.golden.decide`) and a plain NumPy quantiser."""
+"""`algo.reuse.kernels` against the NumPy golden model (`algo.reuse.golden.decide`) and a plain NumPy quantiser."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from algo.golden import decide
-from algo.kernels import decide_multi, quantize_int8_fast
+from algo.reuse.golden import decide
+from algo.reuse.kernels import decide_multi, quantize_int8_fast
 
 THETAS = [(0.0, 0.0), (0.5, 2.0), (2.0, 6.0), (1.0, 1.0), (40.0, 90.0)]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.golden import block_groups
+from algo.reuse.golden import block_groups
 from hw.config import config_from_dict, load_config
 from sim.actions import _vector_counts, op_actions
 from sim.memory import (

@@ -106,7 +106,7 @@ def _rotate(x, cos, sin):
 @pytest.mark.parametrize("model,family", [("wan2.1-t2v-1.3b", "wan"), ("hunyuanvideo", "hunyuan"),
                                           ("cogvideox-5b", "cogvideox")])
 def test_q_and_k_in_trace_are_after_rope(model, family, monkeypatch):
-    import algo.capture as cap
+    import algo.capture.run as cap
 
     m = 256
     grid = (4, 8, 8)
@@ -188,7 +188,7 @@ def test_cli_shape_only_and_inspect_json(tmp_path):
 
 def test_stream_blocks_one_block_in_memory_same_trace(monkeypatch):
     """Streamed blocks (Wan2.1-14B path) give the trace of the same weights built the ordinary way."""
-    import algo.capture as cap
+    import algo.capture.run as cap
 
     seen = {}
     real_streamed = cap.build_streamed

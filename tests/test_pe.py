@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from algo.golden import apply_decisions, split_msb
+from algo.reuse.golden import apply_decisions, split_msb
 from hw.array import Column, row_lane_bits
 from hw.config import load_config
 from hw.pe import COL_FIELDS, PE, ROW_FIELDS, PEMode, pe_signature
@@ -110,7 +110,7 @@ def test_mode_transitions_are_covered():
 # ---- the row link (w-axis reuse, docs/decisions.md D4) ----------------------------------------
 
 def _msbp(x: int, w: int) -> int:
-    """msb(x) * w by the golden split (algo.golden.split_msb, b_msb = 4)."""
+    """msb(x) * w by the golden split (algo.reuse.golden.split_msb, b_msb = 4)."""
     return int(split_msb(np.array([x]), 4)[0][0]) * w
 
 
@@ -241,7 +241,7 @@ def test_spatial_cases_cover_the_link_modes():
 
 
 def test_decision_codes_equal_golden():
-    import algo.golden as golden
+    import algo.reuse.golden as golden
     import hw.pe as pe
 
     assert (pe.COMPUTE, pe.PARTIAL, pe.REUSE) == (golden.COMPUTE, golden.PARTIAL, golden.REUSE) == (0, 1, 2)

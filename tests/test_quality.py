@@ -1,6 +1,6 @@
-"""Reuse inside the PyTorch model and measured quality: algo.torch_reuse, algo.quality, `kaleido quality`.
+"""Reuse inside the PyTorch model and measured quality: algo.reuse.torch_hooks, algo.quality, `kaleido quality`.
 
-Expected values come from the golden model (`algo.golden.decide`), from trace capture (`algo.capture`,
+Expected values come from the golden model (`algo.reuse.golden.decide`), from trace capture (`algo.capture`,
 which quantises the same operands independently), and from hand arithmetic, not from the code under test.
 """
 
@@ -18,11 +18,11 @@ import torch
 
 from algo import latents as lat
 from algo.capture import TEXT_TOKENS, capture
-from algo.golden import block_groups, decide
 from algo.models import build_model, model_config, rope_groups
 from algo.quality import NO_VAE, pareto_front, run_quality, sweep_quality, to_jsonable
-from algo.thresholds import parse_theta
-from algo.torch_reuse import ReuseError, ReuseHooks, dequantize, snr_db, snr_db_energy, theta_for
+from algo.reuse.golden import block_groups, decide
+from algo.reuse.thresholds import parse_theta
+from algo.reuse.torch_hooks import ReuseError, ReuseHooks, dequantize, snr_db, snr_db_energy, theta_for
 
 SELF = ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2")
 GRID = (4, 8, 8)  # tiny default token grid
@@ -62,7 +62,7 @@ def test_theta_forms_and_errors():
     assert theta_for(lambda s, op: (s, s + 1), 7, "pv") == (7.0, 8.0)
     with pytest.raises(ReuseError, match="theta1 <= theta2"):
         theta_for((8, 4), 0, "qkv")
-    # Project rules (algo.thresholds): a mapping's missing ops take "default", else (4, 12).
+    # Project rules (algo.reuse.thresholds): a mapping's missing ops take "default", else (4, 12).
     assert theta_for({"qkv": (1, 2)}, 0, "ffn1") == (4.0, 12.0)
     assert theta_for({"qkv": (1, 2), "default": (0, 1)}, 0, "ffn1") == (0.0, 1.0)
     sched = parse_theta("4,12; ffn1@48-49=8,24")

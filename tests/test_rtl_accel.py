@@ -1,9 +1,9 @@
 """The op-level controller (hw/accel.py, D26) under Amaranth's simulator on a 4x4 array (the
 core-4x4 variant of tests/test_rtl_core.py): one op end to end in hardware, operands written
 through the buffer write port, then ``start``. Asserts the decision buffer equals
-`algo.golden.decide`, the order buffer equals `sim.dispatch.schedule_positions`, every tile's
+`algo.reuse.golden.decide`, the order buffer equals `sim.dispatch.schedule_positions`, every tile's
 descriptor (decisions, row mask, clear) equals `sim.dispatch.reuse_tiles`' tile in issue order,
-the result rows equal `algo.golden.reuse_gemm` bit for bit, and the cycles of the last result row
+the result rows equal `algo.reuse.golden.reuse_gemm` bit for bit, and the cycles of the last result row
 and of ``done`` equal `sim.core_timing.accel_timeline` (and a hand count for one tiny op)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from algo.golden import decide, reuse_gemm, theta_bounds
+from algo.reuse.golden import decide, reuse_gemm, theta_bounds
+from hw import discard
 from hw.accel import Accel, buffer_words, op_descriptor
 from sim.core_timing import accel_timeline
 from sim.dispatch import reuse_tiles, schedule_positions
@@ -197,7 +198,7 @@ def test_accel_tiny_op_hand_count(runs):
 
 def test_descriptor_rejects_spatial_groups_and_oversized_ops():
     dut = Accel(CFG, max_tokens=MAX_TOKENS, max_k=MAX_K, max_n=MAX_N, max_frames=MAX_FRAMES)
-    dut._MustUse__silence = True  # only its capacity is used here: never elaborated
+    discard(dut)  # only its capacity is used here: never elaborated
     for axis in ("h", "w"):
         with pytest.raises(ValueError, match=f"reuses along '{axis}'.*'f'"):
             op_descriptor(dut, (2, 2, 2), [(0, 4, "f"), (4, 8, axis)], 4, [1, 1], [2, 2], False)

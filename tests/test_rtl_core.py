@@ -1,7 +1,7 @@
 """The compute core with the hardware dispatcher (hw/core.py) under Amaranth's simulator, on a
 4x4 array (a tiny-8x8 variant, to keep the Python simulation short): the slots the two banks'
 matchers and the slot former hand to the array equal `sim.stream.build_stream`'s, slot for slot
-(operands, modes, selects, groups, flags); the result rows equal `algo.golden.apply_decisions` bit
+(operands, modes, selects, groups, flags); the result rows equal `algo.reuse.golden.apply_decisions` bit
 for bit; and the cycle of every tile's last slot and of the last result row equal
 `sim.core_timing`'s prediction, and, when one beat holds a tile, `sim.cycle_model`'s plus the
 one-beat prologue."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from algo.golden import apply_decisions
+from algo.reuse.golden import apply_decisions
 from hw.config import AcceleratorConfig, load_config
 from hw.core import TileCore
 from sim.core_timing import core_timeline, load_beats
@@ -129,7 +129,6 @@ def test_core_timeline_hand_example():
         assert t.keeps_up and t.cycles == op_cycles(np.array(s), 4, 4, 2)[0] + 1
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")  # the rejected core is never elaborated
 def test_bad_parameters_raise():
     with pytest.raises(ValueError, match="power of two"):
         TileCore(CFG, load_channels=3)
@@ -139,3 +138,30 @@ def test_bad_parameters_raise():
         core_timeline(np.array([1]), np.array([0]), 4, 4, 2)
     with pytest.raises(ValueError, match="must be >= 1"):
         load_beats(3, 0, 2)
+
+
+def test_rejected_components_leave_no_unused_warning():
+    """A core or controller whose constructor rejects its parameters warns nothing when collected.
+
+    Amaranth's `UnusedElaboratable` is silent until the first elaboration of a process
+    (amaranth/hdl/_ir.py), so the check turns it on the way a test session does after elaborating.
+    """
+    import gc
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+
+    from hw.accel import Accel
+
+    was = UnusedElaboratable.__dict__.get("_MustUse__silence", False)
+    UnusedElaboratable._MustUse__silence = False
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for cls in (TileCore, Accel):
+                with pytest.raises(ValueError, match="power of two"):
+                    cls(CFG, load_channels=3)
+            gc.collect()
+    finally:
+        UnusedElaboratable._MustUse__silence = was
+    assert [w.category for w in seen if issubclass(w.category, UnusedElaboratable)] == []

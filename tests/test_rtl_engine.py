@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from algo.golden import apply_decisions, decide
+from algo.reuse.golden import apply_decisions, decide
 from algo.trace import save_trace
 from tests.rtl.cases import engine_trace
 
@@ -90,7 +90,7 @@ def test_rtl_engine_equals_model(runs):
 
 
 def test_rtl_engine_outputs_are_golden(runs):
-    """The RTL's checksum equals one computed here from `algo.golden.apply_decisions` directly."""
+    """The RTL's checksum equals one computed here from `algo.reuse.golden.apply_decisions` directly."""
     _, rtl, res = runs
     tr = engine_trace()
     ys = []

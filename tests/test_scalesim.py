@@ -32,6 +32,11 @@ def scalesim_installed():
     pytest.importorskip("scalesim", reason="scalesim==3.0.0 (the dev extra) is not installed")
 
 
+# SCALE-Sim 3.0 reads its topology and layout CSVs without closing them (a ResourceWarning that
+# pytest reports as unraisable when the file objects are collected): its bug, not ours, so only
+# that warning is let through, and only here.
+@pytest.mark.filterwarnings(r"ignore:Exception ignored in.*scalesim/(topology|layout)\.csv"
+                            ":pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("dataflow", DATAFLOWS)
 @pytest.mark.parametrize(("rows", "cols"), ARRAYS, ids=[f"{r}x{c}" for r, c in ARRAYS])
 def test_scalesim_timing_equals_scalesim_live(scalesim_installed, tmp_path, monkeypatch, rows, cols, dataflow):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from sim.cycle_model import reuse_slot_sequence
 from sim.dispatch import reuse_tiles, schedule_positions
 

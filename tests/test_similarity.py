@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from algo.golden import decide, theta_bounds
+from algo.reuse.golden import decide, theta_bounds
 from hw.config import load_config
 from hw.similarity import EffectiveValue, SimilarityUnit
 from sim.stream import pack_lanes, unpack_lanes

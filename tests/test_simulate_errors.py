@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.golden import block_groups
+from algo.reuse.golden import block_groups
 from algo.trace import Group, OpRecord, Trace, save_trace
 from hw.config import config_from_dict, load_config
 from sim.simulate import SimError, simulate_trace

@@ -10,7 +10,7 @@ a tile of whole image rows (raster order), per channel k of a group and output n
 where the link of a ``w``-axis group carries the row above's *effective* increments (the row
 above is the ``w``-neighbour because a tile holds whole image rows), and a temporal (``f``) group's
 source is the same PE row's increments of the previous frame's tile (its registers). ``Y`` is the
-sum of the effective increments. It must equal `algo.golden.apply_decisions` exactly, chains of
+sum of the effective increments. It must equal `algo.reuse.golden.apply_decisions` exactly, chains of
 REUSE/PARTIAL along ``w`` included.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
 
 LO = 4  # b_lsb for b_msb = 4 (docs/decisions.md D6)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.stats import DELTA_EDGES, trace_statistics
-from algo.thresholds import DEFAULT_THETA, ThetaSchedule, parse_theta, resolve_theta
+from algo.reuse.stats import DELTA_EDGES, trace_statistics
+from algo.reuse.thresholds import DEFAULT_THETA, ThetaSchedule, parse_theta, resolve_theta
 from algo.trace import OP_TYPES, Group, OpRecord, Trace
 
 

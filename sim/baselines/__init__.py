@@ -63,7 +63,7 @@ def parse_params(items: list[str] | None) -> dict[str, dict]:
 
 def _policy_entry(mod, trace: Trace, cfg: AcceleratorConfig, energy: EnergyModel, params: dict,
                   theta_index: int) -> dict:
-    from algo.baseline_policies import check_policy
+    from algo.reuse.policies import check_policy
 
     p = check_policy(mod.NAME, params)
     if mod.NEEDS_OPERANDS and trace.kind != "exact":

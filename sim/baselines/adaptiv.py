@@ -1,4 +1,4 @@
-"""AdapTiV-like token merging on the Kaleido array (`algo.baseline_policies.token_merge`).
+"""AdapTiV-like token merging on the Kaleido array (`algo.reuse.policies.token_merge`).
 
 Every op: a token whose streamed row is within ``theta`` (mean |difference| per channel, int8 units;
 default: the op's Kaleido theta1) of its temporal neighbour's effective row over *all* K channels
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.baseline_policies import SKIP, rows_to_codes, token_merge
+from algo.reuse.policies import SKIP, rows_to_codes, token_merge
 
 NAME = "adaptiv"
 LABEL = "AdapTiV-like (token merging)"

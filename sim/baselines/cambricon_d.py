@@ -4,7 +4,7 @@ Linear ops (``qkv``, ``o_proj``, ``ffn1``, ``ffn2``, and ``cross_q``/``cross_o``
 ``Y_s = Y_{s-1} + (X_s - X_{s-1}) W`` against the previous captured step of the same op
 (`sim.baselines.history`): per (token, group), all deltas 0 -> SKIP, all within -8..7 -> HALF
 (4-bit multiplier half, paired two per slot by the matcher), else FULL
-(`algo.baseline_policies.delta_codes`). Memory: the previous step's X (``M K`` bytes) and Y
+(`algo.reuse.policies.delta_codes`). Memory: the previous step's X (``M K`` bytes) and Y
 (``M N`` values of ``ceil(acc_bits / 8)`` bytes, kept at accumulator width so that the sum stays
 exact) are read from DRAM and the new Y is written at that width, added to the DRAM actions.
 ``qk`` and ``pv`` (both operands change between steps) and the first captured step run dense.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.baseline_policies import delta_codes
+from algo.reuse.policies import delta_codes
 from sim.actions import value_bytes
 from sim.baselines.history import StepHistory
 from sim.baselines.policy import all_full

@@ -2,11 +2,11 @@
 
 - ``ffn1``: a token skips (SKIP on every group) when its input is within ``theta`` (mean |difference|
   per channel, int8 units; default: the op's Kaleido theta1) of the same block's ``ffn1`` input at
-  the previous captured step (`sim.baselines.history`), `algo.baseline_policies.interstep_rows`;
+  the previous captured step (`sim.baselines.history`), `algo.reuse.policies.interstep_rows`;
   ``ffn2`` skips the same tokens (the token's whole FFN output is reused). A skipped row's previous
   output is read back from DRAM: ``N`` bytes (int8) per skipped row, added to ``dram_read_bytes``.
   The first captured step of a block runs in full.
-- ``pv``: softmax numerators ``P <= p_min`` are dropped (`algo.baseline_policies.prune_scores`);
+- ``pv``: softmax numerators ``P <= p_min`` are dropped (`algo.reuse.policies.prune_scores`);
   a (token, group) whose P values are all dropped is SKIP. ``qk`` runs dense (see docs/baselines.md:
   on an output-stationary array a score can be skipped only with its whole R x C output tile).
 - Other ops run dense. Needs an exact trace (operands).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.baseline_policies import interstep_rows, prune_scores, rows_to_codes
+from algo.reuse.policies import interstep_rows, prune_scores, rows_to_codes
 from sim.baselines.history import StepHistory
 from sim.baselines.policy import all_full
 

@@ -2,7 +2,7 @@
 
 An accelerator baseline (`sim.baselines.adaptiv`, `exion`, `cambricon_d`) is modelled as a *policy*:
 for every op it assigns each (token, channel group) of the streamed operand one of the three work
-levels the array already knows -- full 8-bit work (code `algo.golden.COMPUTE`), half work on the
+levels the array already knows -- full 8-bit work (code `algo.reuse.golden.COMPUTE`), half work on the
 4-bit multiplier half (`PARTIAL`, paired two per slot by the matcher) or none (`REUSE`: the row's
 result is taken from elsewhere) -- and the op then runs through exactly the functions Kaleido's
 own simulation uses (nothing is forked):
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
-from algo.stats import decision_counts
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord
 from hw.config import AcceleratorConfig
 from sim.actions import add_actions, empty_actions, op_actions

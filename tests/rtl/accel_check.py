@@ -2,7 +2,7 @@
 other test reuses): the emitted ``kaleido_accel.v`` (hw/accel.py, D26; it instantiates the emitted
 ``kaleido_core`` by name) on tiny-8x8 under Verilator through `sim.rtl_engine.RtlModel`, on
 seeded ops run back to back on one build: operands written through the write port, ``start``,
-results bit-exact against `algo.golden.reuse_gemm`, and the cycle of ``done`` (one after the last
+results bit-exact against `algo.reuse.golden.reuse_gemm`, and the cycle of ``done`` (one after the last
 result row) equal to `sim.core_timing.accel_timeline`'s. Usage: ``python -m tests.rtl.accel_check``;
 exit status 1 on a mismatch. The build is cached in ``build/pyverilator/tiny-8x8-kaleido_accel/``.
 """
@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from algo.golden import decide, reuse_gemm, theta_bounds
+from algo.reuse.golden import decide, reuse_gemm, theta_bounds
+from hw import discard
 from hw.accel import Accel, buffer_words, op_descriptor
 from hw.config import load_config
 from sim.core_timing import accel_timeline
@@ -36,8 +37,7 @@ OPS = {
 def main() -> int:
     cfg = load_config("tiny-8x8")
     R, C, d, ab = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
-    ref = Accel(cfg, pe="instance")  # the emitted configuration: port widths and capacity
-    ref._MustUse__silence = True  # only its parameters are used here
+    ref = discard(Accel(cfg, pe="instance"))  # the emitted configuration: only its port widths and capacity are read
     t0 = time.time()
     mdl = RtlModel(cfg, sources=SOURCES)
     sim = mdl.sim

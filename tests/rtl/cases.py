@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 
 
 @dataclass

@@ -2,7 +2,7 @@
 cores, which no other test reuses): the emitted ``kaleido_core.v`` (two banks of operand buffers
 and matchers + slot former + ``kaleido_top``, hw/core.py) under Verilator through
 `sim.rtl_engine.RtlModel`, on every case of `tests.rtl.cases.cases_for`: results bit-exact against
-`algo.golden.apply_decisions`, and the cycle at which each tile's last result row leaves, and the
+`algo.reuse.golden.apply_decisions`, and the cycle at which each tile's last result row leaves, and the
 core's total cycles, equal `sim.core_timing.core_timeline`'s prediction (the emitted core loads
 ``hw.core.LOAD_CHANNELS`` channels per beat). Usage: ``python -m tests.rtl.core_check``; exit
 status 1 on a mismatch. The build is cached in ``build/pyverilator/tiny-8x8-kaleido_core/``.
@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from algo.golden import apply_decisions
+from algo.reuse.golden import apply_decisions
 from hw.config import load_config
 from hw.core import LOAD_CHANNELS
 from sim.core_timing import core_timeline, load_beats

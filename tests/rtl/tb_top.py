@@ -4,7 +4,7 @@ Run through `tests/test_rtl.py` (cocotb_tools.runner + Verilator). For each seed
 the dispatcher's slot stream (`sim.stream`) cycle by cycle honouring ``in_ready``, collects the
 result rows from every output port, and asserts that
 
-- every result equals `algo.golden.apply_decisions` bit for bit, and
+- every result equals `algo.reuse.golden.apply_decisions` bit for bit, and
 - the number of cycles from the first accepted slot to the last result row equals
   `sim.cycle_model.op_cycles` for the same tiles.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from algo.golden import apply_decisions
+from algo.reuse.golden import apply_decisions
 from hw.config import load_config
 from sim.cycle_model import op_cycles, reuse_slot_sequence
 from sim.stream import OutputCollector, build_stream, port_values

@@ -42,7 +42,7 @@ Quantisation (SPEC section 1): symmetric int8, one scale per (step, block, op, t
 ``x_scale = 1/255``.
 
 Channel groups: ``qk`` uses the model's RoPE t/h/w split (`algo.models.rope_groups`); every other op
-uses `algo.golden.block_groups` (blocks of ``G = 8 * ceil(K / 64)``, reuse axis ``"f"``, kind
+uses `algo.reuse.golden.block_groups` (blocks of ``G = 8 * ceil(K / 64)``, reuse axis ``"f"``, kind
 ``"block"``); for ``pv`` K is the key-token count M.
 
 Determinism: weights from ``torch.manual_seed(seed)``, text embeddings and noise from
@@ -63,8 +63,6 @@ import numpy as np
 import torch
 
 from algo import latents as lat
-from algo.golden import COMPUTE, block_groups
-from algo.kernels import decide_multi, quantize_int8_fast
 from algo.models import (
     DTYPES,
     CaptureError,
@@ -77,7 +75,9 @@ from algo.models import (
     num_blocks,
     rope_groups,
 )
-from algo.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
+from algo.reuse.golden import COMPUTE, block_groups
+from algo.reuse.kernels import decide_multi, quantize_int8_fast
+from algo.reuse.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
 from algo.trace import OP_TYPES, Group, OpRecord, Trace, TraceWriter, pack_decisions
 
 __all__ = [
@@ -109,7 +109,7 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     """Symmetric per-tensor int8: ``(q, scale)`` with ``x ~ q * scale``.
 
     ``scale = max|x| / 127`` (1.0 for an all-zero tensor); ``q = clip(rint(x / scale), -128, 127)``,
-    computed in float64, round half to even (`algo.kernels.quantize_int8_fast`, compiled and
+    computed in float64, round half to even (`algo.reuse.kernels.quantize_int8_fast`, compiled and
     parallel; a torch tensor is first converted to float32 by torch, which is exact for bf16/fp16).
 
     Raises:
@@ -192,7 +192,7 @@ def _scale_of(t: torch.Tensor) -> float:
 
 def _decide_packed(x_q: np.ndarray, grid, groups: list[Group], thetas, b_msb: int) -> np.ndarray:
     """Decisions of every batch index for every theta, packed: uint8 ``[T, batch, ceil(M*G/4)]``
-    (`algo.kernels.decide_multi`: `algo.golden.decide`'s decisions, all thetas in one pass)."""
+    (`algo.reuse.kernels.decide_multi`: `algo.reuse.golden.decide`'s decisions, all thetas in one pass)."""
     gt = [g.as_tuple() for g in groups]
     dec = [decide_multi(x_q[b], grid, gt, thetas, b_msb) for b in range(x_q.shape[0])]
     return np.stack([np.stack([pack_decisions(d[ti]) for d in dec]) for ti in range(len(thetas))])
@@ -204,10 +204,10 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
 
     P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
     (``H*W`` rows) at a time per head. Every group of ``pv`` reuses along frames (axis ``"f"``,
-    `algo.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
-    rows of frame f-1: `algo.kernels.decide_multi` decides frame f against the carried effective
+    `algo.reuse.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
+    rows of frame f-1: `algo.reuse.kernels.decide_multi` decides frame f against the carried effective
     rows of frame f-1 (``prev``, one per theta) and updates them, which gives exactly the
-    decisions of `algo.golden.decide` on the whole P (tests/test_capture.py). Peak memory per head:
+    decisions of `algo.reuse.golden.decide` on the whole P (tests/test_capture.py). Peak memory per head:
     one frame of float32 scores (``H*W x L x 4`` bytes) plus T int16 frames of state.
 
     Args:
@@ -743,7 +743,7 @@ def capture(
         seed: seeds the weights (torch, when `weights` is None), text embeddings and noise (numpy).
         theta: thresholds in int8 units per channel (SPEC section 2): a pair for every op, a
             mapping op type -> pair (``"default"`` for the rest), a callable ``(step, op) -> pair`` or
-            a `algo.thresholds.ThetaSchedule` (step-sensitive thresholds); resolved per recorded op.
+            a `algo.reuse.thresholds.ThetaSchedule` (step-sensitive thresholds); resolved per recorded op.
             Exact traces only; decision traces use `thetas`.
         b_msb: reused high bits for PARTIAL, 1..7 (stored in the trace).
         progress: called as ``progress(done, total, label)``: once with ``done = 0`` before the

@@ -11,7 +11,7 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
   --ops qkv,qk,o_proj,ffn1,ffn2 --decisions-only --thetas '2,6;4,12;8,24' --dtype bf16``, streamed to
   a temporary file; reports block 0's time with its hooks (``blocks_s``: quantisation and
   decisions included; the figure set against ``bare``), the whole forward (``forward_s``: the
-  embeddings too) and ``decide_s`` (`algo.kernels.decide_multi`);
+  embeddings too) and ``decide_s`` (`algo.reuse.kernels.decide_multi`);
 - ``pv``: the same capture with ``--ops pv --thetas 4,12``: P = round(255 exp(s - rowmax)) one latent
   frame of queries (1,560 rows) at a time per head, and its decisions (`algo.capture.pv_decisions`);
   ``pv_s`` is reported separately (issue 4: P never fits whole, 12 x 32,760^2 bytes = 12.9 GB), and
@@ -24,7 +24,7 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
   252 chunks.
 
 Target (issue 4): capture of every op but pv within 1.3x of the bare forward, peak memory < 8 GB.
-Run: ``python -m algo.bench_capture`` (several minutes on 2 cores).
+Run: ``python -m algo.capture.bench`` (several minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def _peak_gb() -> float:
 
 def part_bare(frames: int | None = None, fp32_gemm: bool = True) -> dict:
     """The bare block forward; ``frames`` latent frames instead of 480p's 21 (scaled check:
-    ``python -m algo.bench_capture bare 3`` is 3x30x52 = 4,680 tokens); ``fp32_gemm=False``
+    ``python -m algo.capture.bench bare 3`` is 3x30x52 = 4,680 tokens); ``fp32_gemm=False``
     (argument ``ref``) keeps PyTorch's own bf16 GEMM (docs/capture.md, "Speed at 480p")."""
     from algo import latents as lat
     from algo.capture import TEXT_TOKENS, bf16_gemm_in_fp32, native_bf16_gemm, resolution_grid
@@ -104,7 +104,7 @@ def _capture(ops: str, thetas: str) -> dict:
 def part_pv_probe(frames: int = 3) -> dict:
     """P chunks and their decisions for one head, ``frames`` latent frames of 480p (see module docstring)."""
     from algo.capture import pv_decisions
-    from algo.golden import block_groups
+    from algo.reuse.golden import block_groups
     from algo.trace import Group
 
     f_all, h, w = 21, 30, 52  # 480p latent grid (SPEC section 1)
@@ -121,7 +121,7 @@ def part_pv_probe(frames: int = 3) -> dict:
 
 
 def run_part(name: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "algo.bench_capture", name], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "algo.capture.bench", name], capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -143,7 +143,7 @@ def main() -> None:
     print(f"  pv probe (one head, {int(pv['p_chunks'])} frame chunks of 1,560 queries x 32,760 keys, theta 4,12; "
           f"peak {pv['peak_gb']:.2f} GB): " + pv_chunk_line(pv))
     print(f"  pv whole block, extrapolated: {pv['block_chunks']} chunks x per-chunk time = "
-          f"{pv['block_estimate_s'] / 60:.1f} min (`python -m algo.bench_capture pv` runs it)")
+          f"{pv['block_estimate_s'] / 60:.1f} min (`python -m algo.capture.bench pv` runs it)")
 
 
 def pv_chunk_line(t: dict) -> str:

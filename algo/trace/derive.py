@@ -21,7 +21,7 @@ The output streams op by op (`algo.trace.TraceWriter`): only the captured ops' p
 in memory (one op of each type per captured (block, step)), not the full-model trace.
 
 How far derived fractions are from captured ones is measured by `held_out_error` (``python -m
-algo.derive``): capture every block at a set of steps, derive the held-out blocks and steps from a
+algo.trace.derive``): capture every block at a set of steps, derive the held-out blocks and steps from a
 subset, and compare per-op reuse fractions; docs/capture.md records the table.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, ProgressFn, capture, plan_ops
 from algo.models import CaptureError, blocks_of, get_spec, meta_model, num_blocks
-from algo.stats import decision_counts
+from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceWriter
 
 RULE = "nearest (step, block): same op type, nearest captured step in sigma (ties: later), then nearest block"
@@ -89,7 +89,7 @@ def source_map(target_steps: Sequence[int], target_blocks: Sequence[int], from_s
 def _schedule(model: str, size: str, n_steps: int) -> dict[int, tuple[float, float]]:
     """Step index -> ``(sigma, timestep)`` as capture feeds the model (`algo.capture._Feed`)."""
     from algo import latents as lat
-    from algo.capture import COGVIDEOX_SCHEDULER, HUNYUAN_SHIFT
+    from algo.capture.run import COGVIDEOX_SCHEDULER, HUNYUAN_SHIFT
 
     spec = get_spec(model, size)
     if spec.family == "cogvideox":
@@ -182,7 +182,7 @@ def derive_trace(out: str | Path | None, *, from_blocks: Sequence[int], from_ste
 
 
 def _fractions(op: OpRecord, ti: int) -> np.ndarray:
-    """COMPUTE/PARTIAL/REUSE fractions of one op, weighted by group width (as `algo.stats`)."""
+    """COMPUTE/PARTIAL/REUSE fractions of one op, weighted by group width (as `algo.reuse.stats`)."""
     dec = op.decisions_for(ti)  # [batch, M, G]
     c = decision_counts(dec, [g.k_stop - g.k_start for g in op.groups]).astype(np.float64)
     return c / c.sum()
@@ -242,7 +242,7 @@ def held_out_error(model: str = DEFAULT_MODEL, size: str = "full", grid=(4, 8, 8
 
 
 def main(argv: Sequence[str]) -> None:
-    """``python -m algo.derive [JSON kwargs of held_out_error] [--from-steps-sets '0,40,49;0,30,43,47,49']``:
+    """``python -m algo.trace.derive [JSON kwargs of held_out_error] [--from-steps-sets '0,40,49;0,30,43,47,49']``:
     one capture of every block at ``all_steps``, then the held-out table for each set of captured
     steps (one JSON object per line)."""
     import inspect

@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from algo.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, decide
+from algo.reuse.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, decide
 from algo.trace import Trace
 
 #: Histogram bin edges of Δ in int8 units per channel: 0.5-unit bins up to 32, then one overflow bin.

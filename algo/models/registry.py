@@ -36,7 +36,7 @@ Further models (issue 4), every ``full`` config copied from the model's publishe
   40 heads x 128 (d = 5120), 40 layers, ffn_dim 13824, otherwise as 1.3B; RoPE 44/42/42. 28 GB in
   bf16: capture builds only the blocks up to the last recorded one, and `build_streamed`
   (``--stream-blocks``, any model, seeded or from a safetensors checkpoint) holds one block at a
-  time; full-size traces come from ``--shape-only`` or `algo.derive`. ``tiny``: the 1.3B tiny
+  time; full-size traces come from ``--shape-only`` or `algo.trace.derive`. ``tiny``: the 1.3B tiny
   config (same architecture).
 - ``hunyuanvideo`` (``hunyuanvideo-community/HunyuanVideo``, the diffusers conversion of
   tencent/HunyuanVideo): `diffusers.HunyuanVideoTransformer3DModel`, 24 heads x 128 (d = 3072),

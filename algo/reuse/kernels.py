@@ -1,6 +1,6 @@
 """Compiled kernels for capture at real size: reuse decisions for several thetas in one pass, int8 quantisation.
 
-`algo.golden.decide` is the reference: NumPy, one theta per call, about ten array passes per
+`algo.reuse.golden.decide` is the reference: NumPy, one theta per call, about ten array passes per
 reuse step (int16/int32 temporaries, ``where`` chains). At 480p (32,760 tokens) it took 15 s of a
 Wan2.1-1.3B block's capture hooks for five ops and three thetas (docs/capture.md). These kernels
 compute the same integers (tests/test_kernels.py compares them with `decide` and with the NumPy
@@ -13,7 +13,7 @@ quantiser on seeded inputs, every axis, int8 and uint8, carried state):
   element (the division, not a multiplication by ``1 / scale``, so the rounding is NumPy's),
   in parallel chunks.
 
-Codes as in `algo.golden` (COMPUTE 0, PARTIAL 1, REUSE 2; SPEC section 2).
+Codes as in `algo.reuse.golden` (COMPUTE 0, PARTIAL 1, REUSE 2; SPEC section 2).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from algo.golden import AXIS_INDEX, COMPUTE, PARTIAL, REUSE, GroupSpec, _check, theta_bounds
+from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, REUSE, GroupSpec, _check, theta_bounds
 
 
 @numba.njit(cache=True, parallel=True)
@@ -89,13 +89,13 @@ def decide_multi(
     b_msb: int = 4,
     prev: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Decisions of `algo.golden.decide` for several thetas at once.
+    """Decisions of `algo.reuse.golden.decide` for several thetas at once.
 
     Args:
         X: ``[M, K]`` int8 or uint8, raster token order (``M = F*H*W``).
         grid: ``(F, H, W)``.
         groups: ``(k_start, k_stop, axis)`` partitioning ``0..K``.
-        thetas: T pairs ``(theta1, theta2)`` (`algo.golden.theta_bounds`).
+        thetas: T pairs ``(theta1, theta2)`` (`algo.reuse.golden.theta_bounds`).
         b_msb: reused high bits for PARTIAL, 1..7.
         prev: optional int16 ``[T, H*W, K]``: the effective operand of the frame before X's first
             frame, per theta (every group must reuse along frames, axis ``"f"``). X's frame 0 is
@@ -108,7 +108,7 @@ def decide_multi(
         (with `prev`: equals the rows of `decide` on the grid extended by the previous frame).
 
     Raises:
-        ValueError: bad shapes, dtypes, groups, thresholds or `prev`, as `algo.golden.decide`.
+        ValueError: bad shapes, dtypes, groups, thresholds or `prev`, as `algo.reuse.golden.decide`.
     """
     n_f, n_h, n_w = _check(X, grid, groups)
     if not 1 <= b_msb <= 7:

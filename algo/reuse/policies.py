@@ -2,11 +2,11 @@
 
 Each rule takes the quantised streamed operand of one GEMM (``[M, K]``, int8, or uint8 for
 ``pv``'s P; raster token order, grid ``(F, H, W)``) and returns per-(token, group) *work codes*
-in the array's three levels -- `FULL` (= `algo.golden.COMPUTE`: 8-bit multiply), `HALF`
+in the array's three levels -- `FULL` (= `algo.reuse.golden.COMPUTE`: 8-bit multiply), `HALF`
 (= `PARTIAL`: a 4-bit-wide multiply on the low multiplier half) and `SKIP` (= `REUSE`: no
 multiply, the result comes from elsewhere) -- and, where the rule changes the values the GEMM
 sees, the effective operand ``x_eff`` (int16 ``[M, K]``). `sim.baselines` times and charges the
-codes on the Kaleido array; `algo.torch_reuse.PolicyHooks` applies ``x_eff`` inside a diffusers forward pass so that
+codes on the Kaleido array; `algo.reuse.torch_hooks.PolicyHooks` applies ``x_eff`` inside a diffusers forward pass so that
 `algo.quality.run_quality(policy=...)` *measures* each baseline's quality with Kaleido's metric.
 What each model keeps and leaves out of the published design: docs/baselines.md.
 
@@ -16,7 +16,7 @@ What each model keeps and leaves out of the published design: docs/baselines.md.
   previous frame) -- when the mean |difference| per channel over *all* K channels is
   ``<= theta`` (int8 units; by default the op's Kaleido theta1, so both use the same per-channel
   budget, at token instead of channel-group granularity). A merged token takes its neighbour's
-  effective row (chains follow, as `algo.golden.decide` does) and costs no multiply.
+  effective row (chains follow, as `algo.reuse.golden.decide` does) and costs no multiply.
 - **EXION-like** (Heo et al., "EXION: Exploiting Inter- and Intra-Iteration Output Sparsity for
   Diffusion Models", HPCA 2025): *inter-step FFN reuse* (`interstep_rows`): a token whose ``ffn1``
   input differs from its previous-step input by a mean |difference| per channel ``<= theta`` skips
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 
 FULL, HALF, SKIP = COMPUTE, PARTIAL, REUSE
 

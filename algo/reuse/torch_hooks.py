@@ -9,9 +9,9 @@ GEMM of the chosen op types runs the way the accelerator would run it (SPEC.md s
    tensors share one scale across heads). For ``pv`` X is ``P = round(255 exp(s - rowmax s))``
    (uint8, ``torch.round`` half to even, float32 scores);
 2. in a *reuse* pass, ``X`` is replaced by its effective operand ``X_eff`` from
-   `algo.golden.decide` (the bit-exact golden model itself, not a re-implementation), with the
+   `algo.reuse.golden.decide` (the bit-exact golden model itself, not a re-implementation), with the
    groups capture uses: ``qk`` the model's RoPE t/h/w groups (`algo.models.rope_groups`), every
-   other op `algo.golden.block_groups` (``G = 8 ceil(K/64)``, axis ``"f"``); token grid ``(F, H, W)``
+   other op `algo.reuse.golden.block_groups` (``G = 8 ceil(K/64)``, axis ``"f"``); token grid ``(F, H, W)``
    = the latent grid divided by the patch size;
 3. the result is dequantised (``X_eff * scale``, computed in float64 and rounded once to float32)
    and used in the op.
@@ -64,11 +64,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from algo import baseline_policies as bp
-from algo.capture import CROSS_OPS, SELF_OPS, _per_head, quantize_int8
-from algo.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, GroupSpec, block_groups, decide
+from algo.capture.run import CROSS_OPS, SELF_OPS, _per_head, quantize_int8
 from algo.models import CaptureError, rope_groups
-from algo.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
+from algo.reuse import policies as bp
+from algo.reuse.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, GroupSpec, block_groups, decide
+from algo.reuse.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
 
 __all__ = [
     "ALL_OPS", "CROSS_OPS", "SELF_OPS", "MODES", "PolicyHooks", "ReuseError", "ReuseHooks", "ReuseStats", "ThetaSpec",
@@ -148,10 +148,10 @@ def _check_pair(t, what: str) -> Pair:
 
 
 def theta_for(theta: ThetaSpec, step: int, op: str) -> Pair:
-    """Resolve ``theta`` for one (step, op) with `algo.thresholds.resolve_theta` (the project's rules).
+    """Resolve ``theta`` for one (step, op) with `algo.reuse.thresholds.resolve_theta` (the project's rules).
 
     ``theta`` is a pair, a mapping op -> pair (missing ops take its ``"default"`` entry, else
-    `algo.thresholds.DEFAULT_THETA`), a ``callable(step, op)`` or an `algo.thresholds.ThetaSchedule`.
+    `algo.reuse.thresholds.DEFAULT_THETA`), a ``callable(step, op)`` or an `algo.reuse.thresholds.ThetaSchedule`.
     ``step`` is the index in the sampling schedule (``0 .. num_inference_steps - 1``). Thresholds are
     mean |difference| per channel in int8 units (SPEC section 2).
 
@@ -207,7 +207,7 @@ def quantize_reuse(
         b_msb: reused high bits of PARTIAL (1..7).
 
     Returns:
-        `QuantReuse`; ``x_eff[b] = algo.golden.decide(x_q[b], grid, groups, theta, b_msb)[1]``.
+        `QuantReuse`; ``x_eff[b] = algo.reuse.golden.decide(x_q[b], grid, groups, theta, b_msb)[1]``.
     """
     groups = [tuple(g) for g in groups]
     if theta is None:
@@ -306,7 +306,7 @@ class ReuseHooks:
         grid: token grid ``(F, H, W)`` after patching; every forward must have ``F*H*W`` tokens.
         ops: op types with reuse enabled (names from `ALL_OPS`, or a string for `parse_ops`).
         theta: pair, mapping op -> pair (optional ``"default"``), ``callable(step, op) -> pair`` or an
-            `algo.thresholds.ThetaSchedule`; int8 units per channel (`theta_for`).
+            `algo.reuse.thresholds.ThetaSchedule`; int8 units per channel (`theta_for`).
         b_msb: reused high bits of PARTIAL (1..7; SPEC default 4).
         quant_ops: ops fake-quantised in ``"exact"`` and ``"reuse"`` passes; None: `SELF_OPS` plus the
             enabled cross ops. Must contain ``ops``.
@@ -618,7 +618,7 @@ class ReuseHooks:
 # -- baseline policies -----------------------------------------------------------------------------
 
 class PolicyHooks(ReuseHooks):
-    """`algo.torch_reuse.ReuseHooks` whose reuse pass applies a baseline policy instead of Kaleido's.
+    """`algo.reuse.torch_hooks.ReuseHooks` whose reuse pass applies a baseline policy instead of Kaleido's.
 
     ``ops`` default to the policy's ops (`POLICIES`); ``theta`` supplies theta1 where a policy's
     ``theta`` parameter is None. Inter-step policies keep each op's effective operand of the

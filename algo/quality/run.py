@@ -1,7 +1,7 @@
 """Measured output quality of Kaleido's reuse: a seeded flow-matching sampling run, exact vs reuse.
 
 `run_quality` runs the same seeded Euler sampling loop two (or three) times in lock step, on one
-model instance, with `algo.torch_reuse.ReuseHooks` switching the pass mode before each forward:
+model instance, with `algo.reuse.torch_hooks.ReuseHooks` switching the pass mode before each forward:
 
 - **exact**: every op in ``quant_ops`` fake-quantised to int8 (operand X and weight W), reuse off;
 - **reuse**: the same quantisation, and the ops in ``ops`` use the reuse algorithm's ``X_eff``;
@@ -66,8 +66,8 @@ from algo import latents as lat
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS, TEXT_TOKENS
 from algo.fileio import atomic_write_bytes
 from algo.models import build_model, get_spec
-from algo.thresholds import DEFAULT_THETA, ThetaSchedule, ThetaSpec
-from algo.torch_reuse import ReuseError, ReuseHooks, parse_ops, snr_db_energy, theta_for
+from algo.reuse.thresholds import DEFAULT_THETA, ThetaSchedule, ThetaSpec
+from algo.reuse.torch_hooks import ReuseError, ReuseHooks, parse_ops, snr_db_energy, theta_for
 
 __all__ = [
     "DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "NO_VAE", "frame_metrics", "latent_metrics", "lpips_status",
@@ -80,7 +80,7 @@ DEFAULT_STEPS = 10
 #: docs/capture.md "schedule").
 DEFAULT_NUM_INFERENCE_STEPS = 50
 #: Default sweep thresholds (theta1, theta2), int8 units per channel; (0, 0) is the no-reuse check.
-#: Project choice: points around `algo.thresholds.DEFAULT_THETA` (4, 12) from lossless to mostly
+#: Project choice: points around `algo.reuse.thresholds.DEFAULT_THETA` (4, 12) from lossless to mostly
 #: REUSE; the quality-sweep tables in docs/results.md use this list.
 DEFAULT_SWEEP_THETAS = ((0, 0), (0.5, 2), (1, 4), (2, 6), (2, 8), (4, 12), (4, 16), (6, 20), (8, 24), (12, 32))
 NO_VAE = "no VAE checkpoint given"
@@ -351,10 +351,10 @@ def _saved(fr: dict, b_msb: int) -> float:
 
 
 def _hooks(setup: _Setup, op_list, theta, b_msb, quant_ops, policy, policy_params) -> ReuseHooks:
-    """Kaleido's hooks, or a baseline policy's (`algo.torch_reuse.PolicyHooks`)."""
+    """Kaleido's hooks, or a baseline policy's (`algo.reuse.torch_hooks.PolicyHooks`)."""
     if policy is None:
         return ReuseHooks(setup.net, setup.grid, ops=op_list, theta=theta, b_msb=b_msb, quant_ops=quant_ops)
-    from algo.torch_reuse import PolicyHooks
+    from algo.reuse.torch_hooks import PolicyHooks
 
     return PolicyHooks(setup.net, setup.grid, policy, policy_params, ops=op_list, theta=theta, b_msb=b_msb,
                        quant_ops=quant_ops)
@@ -483,8 +483,8 @@ def run_quality(
         steps: Euler steps run: the last ``steps`` of the ``num_inference_steps`` schedule (1..N).
         theta: ``(theta1, theta2)``, a dict op -> pair (optional ``"default"``; missing ops take it, else
             (4, 12)), ``callable(step_index, op) -> pair`` with ``step_index`` in ``0..N-1``, or an
-            `algo.thresholds.ThetaSchedule` (``parse_theta("4,12; ffn1@45-49=8,24")``); int8 units per channel.
-        ops: op types with reuse (names from `algo.torch_reuse.ALL_OPS`, or "all"/"self"/"none"/"a,b").
+            `algo.reuse.thresholds.ThetaSchedule` (``parse_theta("4,12; ffn1@45-49=8,24")``); int8 units per channel.
+        ops: op types with reuse (names from `algo.reuse.torch_hooks.ALL_OPS`, or "all"/"self"/"none"/"a,b").
         seed: weights, text, noise.
         grid: token grid ``(F, H, W)``; None: the size's default (tiny: 4x8x8).
         b_msb: reused high bits of PARTIAL.
@@ -497,11 +497,11 @@ def run_quality(
         threads: torch intra-op threads during the run, restored afterwards (default 1: the same
             float results on any core count, and the fastest for tiny models: a tiny 10-step run
             took 1.0 s with 1 thread and 9.6 s with 2 on a busy 2-core machine); None: unchanged.
-        policy: None (Kaleido's reuse) or a baseline policy of `algo.baseline_policies.POLICIES`
+        policy: None (Kaleido's reuse) or a baseline policy of `algo.reuse.policies.POLICIES`
             (``"adaptiv"``, ``"exion"``, ``"cambricon_d"``): the reuse run applies that policy
             instead, on its own ops (``ops`` is then ignored) with ``theta``'s theta1 as its default
             threshold; the result's ``mac_saved_fraction`` is skip + half / 2 of the policy's ops.
-        policy_params: the policy's parameters (`algo.baseline_policies.check_policy`).
+        policy_params: the policy's parameters (`algo.reuse.policies.check_policy`).
         weights: None (seeded) or a checkpoint (`algo.models.build_model`), e.g. the trained
             ``small`` model's ``algo/train/assets/wan-small/diffusion_pytorch_model.safetensors``.
             The ``small`` size decodes frames with the patch PCA (frame PSNR/SSIM without a VAE).
@@ -519,7 +519,7 @@ def run_quality(
     if vae is not None and not Path(vae).exists():
         raise ReuseError(f"VAE checkpoint not found: {vae}")
     if policy is not None:
-        from algo.baseline_policies import POLICIES, PolicyError, check_policy
+        from algo.reuse.policies import POLICIES, PolicyError, check_policy
 
         try:
             check_policy(policy, policy_params)

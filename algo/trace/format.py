@@ -23,7 +23,7 @@ A trace is a NumPy ``.npz`` archive (uncompressed zip) with
     (token, group), G = number of channel groups, for each threshold pair of ``thetas``, flattened
     token-major (group fastest, ``index = m * G + g``) and packed 2 bits each, 4 per byte, first
     decision in the high bits as `np.packbits` orders bits (`pack_decisions`); codes 0 COMPUTE,
-    1 PARTIAL, 2 REUSE (`algo.golden`); code 3 and non-zero padding are invalid.
+    1 PARTIAL, 2 REUSE (`algo.reuse.golden`); code 3 and non-zero padding are invalid.
 
 - shape traces (version 3, ``kind: "shapes"``; `algo.capture.write_shape_trace`): no arrays, only
   the op records (shapes, groups, theta; scales 1.0 as placeholders): full-size workloads without
@@ -42,7 +42,7 @@ ffn2), ``block``, ``step``, ``batch`` (heads for per-head ops, else 1), ``M``, `
 f/h/w is the reuse direction, kind in t/h/w/block), ``theta`` ``[theta1, theta2]`` (mean absolute
 difference per channel, int8 units; for decision ops ``thetas[0]``), ``x_scale`` and ``w_scale``
 (float: real = int * scale); decision ops also carry ``thetas`` (list of pairs, one per row of D)
-and, when derived rather than captured (`algo.derive`), ``derived_from`` ``[step, block]``.
+and, when derived rather than captured (`algo.trace.derive`), ``derived_from`` ``[step, block]``.
 
 Writing is atomic (temporary file in the target folder + rename; `TraceWriter` streams op arrays
 into the temporary zip as they are produced, so a large capture never holds the whole trace in
@@ -142,7 +142,7 @@ class Group:
     kind: str = "block"
 
     def as_tuple(self) -> tuple[int, int, str]:
-        """The ``(k_start, k_stop, axis)`` form `algo.golden` takes."""
+        """The ``(k_start, k_stop, axis)`` form `algo.reuse.golden` takes."""
         return (self.k_start, self.k_stop, self.axis)
 
 
@@ -167,7 +167,7 @@ class OpRecord:
             float32 ``[batch, M, N]``, the attention output per head (``softmax(s) V``, float).
         lse: with `attn_out`: float32 ``[batch, M]``, log-sum-exp of each query's scaled scores.
         derived_from: ``(step, block)`` of the captured op whose decisions this op copies
-            (`algo.derive`); None for a captured op.
+            (`algo.trace.derive`); None for a captured op.
     """
 
     name: str
@@ -560,20 +560,63 @@ def load_trace(path: str | Path) -> Trace:
             bad shapes or dtypes, wrong packed length, invalid decision codes, non-finite values,
             inconsistent metadata, a truncated or corrupted (CRC) file.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"trace not found: {path}")
-    try:
-        is_zip = zipfile.is_zipfile(path)
-    except OSError as err:
-        raise TraceError(f"{path}: cannot read the trace file ({err})") from None
-    if not is_zip:  # np.load would try a pickle and talk about allow_pickle
-        raise TraceError(f"{path}: not a Kaleido trace (not a valid .npz archive: another kind of file, "
-                         "or a corrupt or truncated trace)")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            files = set(npz.files)
-            if "meta" not in files:
+    with TraceReader(path) as rd:
+        return rd.trace(rd.load_ops(range(rd.n_ops)))
+
+
+class TraceReader:
+    """A trace file opened for reading op by op: the metadata at once, each op's arrays on demand.
+
+    `load_trace` reads every op through it; a simulator that splits a large trace (a whole video's
+    decisions, gigabytes) by (step, block) loads only the ops it needs (`load_ops`), so no process
+    holds more than those ops' arrays. Use as a context manager (closes the file).
+
+    Attributes:
+        path: the file. kind: ``"exact"``, ``"decisions"`` or ``"shapes"``. version: format version.
+        grid: ``(F, H, W)``. n_ops: number of ops. op_meta: the ops' records (list of dicts, as stored).
+
+    Raises:
+        TraceError: (on opening) missing file, not a trace, wrong format, version or kind, bad grid,
+            corrupt metadata; (`load_ops`) as `load_trace` for the ops read.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = path = Path(path)
+        if not path.is_file():
+            raise TraceError(f"trace not found: {path}")
+        try:
+            is_zip = zipfile.is_zipfile(path)
+        except OSError as err:
+            raise TraceError(f"{path}: cannot read the trace file ({err})") from None
+        if not is_zip:  # np.load would try a pickle and talk about allow_pickle
+            raise TraceError(f"{path}: not a Kaleido trace (not a valid .npz archive: another kind of file, "
+                             "or a corrupt or truncated trace)")
+        try:
+            self._npz = np.load(path, allow_pickle=False)
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
+            raise TraceError(f"{path}: corrupt or truncated trace file ({err})") from None
+        try:
+            self._read_meta()
+        except BaseException:
+            self.close()
+            raise
+
+    def _guard(self, fn):
+        try:
+            return fn()
+        except TraceError:
+            raise
+        except (KeyError, TypeError, IndexError) as err:
+            raise TraceError(f"{self.path}: corrupt trace metadata (missing or bad field {err})") from None
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
+            raise TraceError(f"{self.path}: corrupt or truncated trace file ({err})") from None
+
+    def _read_meta(self) -> None:
+        path, npz = self.path, self._npz
+
+        def read():
+            self.files = set(npz.files)
+            if "meta" not in self.files:
                 raise TraceError(f"{path}: not a Kaleido trace (no 'meta' entry)")
             try:
                 meta = json.loads(bytes(npz["meta"]).decode())
@@ -593,54 +636,86 @@ def load_trace(path: str | Path) -> Trace:
                 raise TraceError(f"{path}: shape traces exist from format version 3 on, file says {version}")
             if kind not in TRACE_KINDS:
                 raise TraceError(f"{path}: unknown trace kind {kind!r} (expected one of {TRACE_KINDS})")
-            try:
-                grid = tuple(int(v) for v in meta["grid"])
-                if len(grid) != 3 or min(grid) <= 0:
-                    raise TraceError(f"{path}: bad token grid {meta['grid']}")
-                ops = []
-                for i, om in enumerate(meta["ops"]):
-                    where = f"{path}: op {i} ({om.get('name')}, block {om.get('block')}): "
-                    common = dict(
-                        name=om["name"], block=int(om["block"]), step=int(om["step"]),
-                        groups=[Group(int(g[0]), int(g[1]), str(g[2]), str(g[3])) for g in om["groups"]],
-                        theta=_as_pair(om["theta"]), x_signed=bool(om["x_signed"]),
-                        x_scale=float(om["x_scale"]), w_scale=float(om["w_scale"]),
-                    )
-                    dims = (int(om["batch"]), int(om["M"]), int(om["K"]), int(om["N"]))
-                    if kind == "exact":
-                        kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
-                        if kx not in files or kw not in files:
-                            raise TraceError(f"{where}operand arrays missing from the file")
-                        op = OpRecord(X=npz[kx], W=npz[kw], **common, **_states(npz, files, om, i, where))
-                    elif kind == "shapes":
-                        op = OpRecord(X=None, W=None, dims=dims, **common)
-                    else:
-                        kd = f"op{i:05d}_D"
-                        if kd not in files:
-                            raise TraceError(f"{where}decision array missing from the file")
-                        src = om.get("derived_from")
-                        if om.get("attn_states") and version < STATES_ON_DECISIONS_VERSION:
-                            raise TraceError(f"{where}attention states on a decision op need format version "
-                                             f"{STATES_ON_DECISIONS_VERSION}, file says {version}")
-                        op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd], **_states(npz, files, om, i, where),
-                                      thetas=tuple(_as_pair(t) for t in om["thetas"]),
-                                      derived_from=None if src is None else (int(src[0]), int(src[1])), **common)
-                    _check_op(op, grid, where, shapes_ok=kind == "shapes")
-                    if (op.batch, op.M, op.K, op.N) != dims:
-                        raise TraceError(f"{where}array shapes disagree with the recorded (batch, M, K, N)")
-                    ops.append(op)
-                b_msb = int(meta["b_msb"])
-                if not 1 <= b_msb <= 7:
-                    raise TraceError(f"{path}: b_msb must be in 1..7, got {b_msb}")
-                return Trace(
-                    grid=grid, ops=ops, b_msb=b_msb, model=meta["model"], size=meta["size"],
-                    weights=meta["weights"], seed=int(meta["seed"]),
-                    group_size_rule=meta["group_size_rule"], steps=list(meta["steps"]),
-                    notes=meta.get("notes", ""), version=int(version),
-                )
-            except (KeyError, TypeError, IndexError) as err:
-                raise TraceError(f"{path}: corrupt trace metadata (missing or bad field {err})") from None
-    except TraceError:
-        raise
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
-        raise TraceError(f"{path}: corrupt or truncated trace file ({err})") from None
+            grid = tuple(int(v) for v in meta["grid"])
+            if len(grid) != 3 or min(grid) <= 0:
+                raise TraceError(f"{path}: bad token grid {meta['grid']}")
+            b_msb = int(meta["b_msb"])
+            if not 1 <= b_msb <= 7:
+                raise TraceError(f"{path}: b_msb must be in 1..7, got {b_msb}")
+            self.meta, self.version, self.kind, self.grid, self.b_msb = meta, int(version), kind, grid, b_msb
+            self.op_meta = list(meta["ops"])
+            self.n_ops = len(self.op_meta)
+            self._fields = dict(model=meta["model"], size=meta["size"], weights=meta["weights"],
+                                seed=int(meta["seed"]), group_size_rule=meta["group_size_rule"],
+                                steps=list(meta["steps"]), notes=meta.get("notes", ""))
+
+        self._guard(read)
+
+    def _common(self, i: int) -> tuple[dict, tuple[int, int, int, int]]:
+        om = self.op_meta[i]
+        common = dict(
+            name=om["name"], block=int(om["block"]), step=int(om["step"]),
+            groups=[Group(int(g[0]), int(g[1]), str(g[2]), str(g[3])) for g in om["groups"]],
+            theta=_as_pair(om["theta"]), x_signed=bool(om["x_signed"]),
+            x_scale=float(om["x_scale"]), w_scale=float(om["w_scale"]),
+        )
+        return common, (int(om["batch"]), int(om["M"]), int(om["K"]), int(om["N"]))
+
+    def _load_op(self, i: int) -> OpRecord:
+        npz, files, om, kind, path = self._npz, self.files, self.op_meta[i], self.kind, self.path
+        where = f"{path}: op {i} ({om.get('name')}, block {om.get('block')}): "
+        common, dims = self._common(i)
+        if kind == "exact":
+            kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
+            if kx not in files or kw not in files:
+                raise TraceError(f"{where}operand arrays missing from the file")
+            op = OpRecord(X=npz[kx], W=npz[kw], **common, **_states(npz, files, om, i, where))
+        elif kind == "shapes":
+            op = OpRecord(X=None, W=None, dims=dims, **common)
+        else:
+            kd = f"op{i:05d}_D"
+            if kd not in files:
+                raise TraceError(f"{where}decision array missing from the file")
+            src = om.get("derived_from")
+            if om.get("attn_states") and self.version < STATES_ON_DECISIONS_VERSION:
+                raise TraceError(f"{where}attention states on a decision op need format version "
+                                 f"{STATES_ON_DECISIONS_VERSION}, file says {self.version}")
+            op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd], **_states(npz, files, om, i, where),
+                          thetas=tuple(_as_pair(t) for t in om["thetas"]),
+                          derived_from=None if src is None else (int(src[0]), int(src[1])), **common)
+        _check_op(op, self.grid, where, shapes_ok=kind == "shapes")
+        if (op.batch, op.M, op.K, op.N) != dims:
+            raise TraceError(f"{where}array shapes disagree with the recorded (batch, M, K, N)")
+        return op
+
+    def load_ops(self, indices) -> list[OpRecord]:
+        """The ops at ``indices`` (0-based, file order), arrays read and validated as `load_trace` does."""
+        return self._guard(lambda: [self._load_op(int(i)) for i in indices])
+
+    def shape_ops(self) -> list[OpRecord]:
+        """Every op without its arrays: shapes, groups, theta, thetas (decision ops) and ``derived_from``;
+        ``dims`` set, X, W and decisions None (what shape and compatibility checks need)."""
+        def build():
+            out = []
+            for i, om in enumerate(self.op_meta):
+                common, dims = self._common(i)
+                thetas = tuple(_as_pair(t) for t in om.get("thetas", ()))
+                src = om.get("derived_from")
+                out.append(OpRecord(X=None, W=None, dims=dims, thetas=thetas,
+                                    derived_from=None if src is None else (int(src[0]), int(src[1])), **common))
+            return out
+
+        return self._guard(build)
+
+    def trace(self, ops: list[OpRecord]) -> Trace:
+        """A `Trace` of this file's metadata holding ``ops``."""
+        return Trace(grid=self.grid, ops=ops, b_msb=self.b_msb, version=self.version, **self._fields)
+
+    def close(self) -> None:
+        self._npz.close()
+
+    def __enter__(self) -> TraceReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Workload generators: per-device workload files built from traces (one module per generator)."""

@@ -1,0 +1,204 @@
+"""Sweeps and split simulation on Dask (sim/sweep): a 2-process LocalCluster on tiny traces.
+
+The cluster starts once for the module (a few seconds) and the sweeps reach it by address, the
+``--scheduler`` path; the embedded-cluster path (``--workers N``) runs once (determinism test).
+Expected values come from `sim.simulate.simulate_trace` run serially in this process, never from the
+sweep code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from algo.trace import TraceReader, load_trace
+from hw.config import config_from_dict, load_config
+from sim.simulate import simulate_trace
+from sim.sweep.engine import local_cluster
+from sim.sweep.runner import run_sweep
+from sim.sweep.spec import SweepError, load_sweep
+from sim.sweep.table import read_table
+from sim.sweep.video import simulate_trace_file, split_by_block
+from tests.test_cli import assert_one_line_error, kaleido
+from tests.trace_files import decision_video
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with local_cluster(2) as c:
+        yield c.scheduler_address
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sweep")
+    decision_video(d / "a.npz", steps=2, blocks=2, seed=0)
+    decision_video(d / "b.npz", steps=1, blocks=2, seed=1)
+    return d
+
+
+def _sweep_file(d: Path, text: str, name: str = "s.toml") -> Path:
+    p = d / name
+    p.write_text(text)
+    return p
+
+
+SMALL = """trace = "a.npz"
+[axes]
+config = ["tiny-8x8", "kaleido-16nm-128x128"]
+theta_index = [0, 1, 7]
+"""
+
+
+def test_smallest_sweep_file_as_written(traces, cluster, tmp_path):
+    """trace = "T.npz" and [axes] config = [two presets]: one row per config with simulate's fields."""
+    sw = load_sweep(_sweep_file(traces, 'trace = "a.npz"\n[axes]\nconfig = ["tiny-8x8", "kaleido-16nm-128x128"]\n',
+                                "smallest.toml"))
+    out = run_sweep(sw, tmp_path, scheduler=cluster)
+    rows = read_table(tmp_path / "results.parquet")
+    assert [r["config"] for r in rows] == ["tiny-8x8", "kaleido-16nm-128x128"] and out.failed == []
+    tr = load_trace(traces / "a.npz")
+    for r in rows:
+        want = simulate_trace(tr, load_config(r["config"]))
+        assert (r["cycles"], r["total_cycles"], r["energy_pj"]) == (want["cycles"], want["total_cycles"],
+                                                                   want["energy_pj"])
+
+
+def test_table_equals_serial_runs_and_failures_are_one_line(traces, cluster, tmp_path):
+    sw = load_sweep(_sweep_file(traces, SMALL))
+    out = run_sweep(sw, tmp_path, scheduler=cluster)
+    rows = read_table(tmp_path / "results.parquet")
+    assert len(rows) == 6 and out.ran == sorted(out.ran) or sorted(out.ran) == list(range(6))
+    tr = load_trace(traces / "a.npz")
+    for r in rows:
+        if r["theta_index"] == 7:  # the trace stores 2 pairs: the point fails, the sweep goes on
+            assert r["status"] == "failed" and r["cycles"] is None
+            assert r["error"].startswith("SimError: theta index 7 out of range") and "\n" not in r["error"]
+            continue
+        want = simulate_trace(tr, load_config(r["config"]), theta_index=r["theta_index"])
+        assert r["status"] == "ok" and r["error"] == ""
+        for k in ("cycles", "dense_cycles", "total_cycles", "energy_pj", "dense_energy_pj", "speedup",
+                  "pe_utilization"):
+            assert r[k] == want[k], k
+        assert r["area_mm2"] == want["energy_model"]["area_mm2"]
+    assert sorted(out.failed) == [2, 5]
+
+
+def test_killed_sweep_resumes_without_rerunning_points(traces, cluster, tmp_path):
+    """Stopped after 2 points (as Ctrl-C), run again: the other 4 run, none twice, the same table bytes."""
+    sw = load_sweep(_sweep_file(traces, SMALL))
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(sw, tmp_path / "r", scheduler=cluster, stop_after=2)
+    first = sorted(int(json.loads(p.read_text())["status"] != "") for p in (tmp_path / "r" / "points").iterdir())
+    assert len(first) == 2 and not (tmp_path / "r" / "results.parquet").exists()
+    out = run_sweep(sw, tmp_path / "r", scheduler=cluster)
+    assert len(out.skipped) == 2 and len(out.ran) == 4 and not set(out.ran) & set(out.skipped)
+    again = run_sweep(sw, tmp_path / "r", scheduler=cluster)  # everything finished: nothing runs
+    assert again.ran == [] and len(again.skipped) == 6
+    fresh = run_sweep(sw, tmp_path / "fresh", workers=0)
+    assert out.files and fresh.files
+    for a, b in zip(out.files, fresh.files, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+
+
+def test_tables_byte_identical_whatever_the_worker_count(traces, tmp_path):
+    text = '[axes]\ntrace = ["a.npz", "b.npz"]\nvector_lanes = [4, 32]\n[[points]]\ntrace = "b.npz"\ndispatcher = false\n'
+    sw = load_sweep(_sweep_file(traces, text, "w.toml"))
+    assert len(sw.points) == 5
+    one = run_sweep(sw, tmp_path / "one", workers=0)
+    two = run_sweep(sw, tmp_path / "two", workers=2)  # the embedded LocalCluster, finishing in any order
+    for a, b in zip(one.files, two.files, strict=True):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    rows = read_table(tmp_path / "two" / "results.csv")
+    assert [(Path(r["trace"]).name, r["vector_lanes"], r["dispatcher"]) for r in rows] == [
+        ("a.npz", "4", ""), ("a.npz", "32", ""), ("b.npz", "4", ""), ("b.npz", "32", ""), ("b.npz", "", "false")]
+
+
+def test_restarted_process_after_sigkill_skips_finished_points(traces, tmp_path):
+    """A real kill: SIGKILL the command once 2 point files exist; the rerun runs only the rest."""
+    sw = _sweep_file(traces, 'trace = "a.npz"\n[axes]\nconfig = ["tiny-8x8"]\nvector_lanes = [1, 2, 4, 8, 16, 32]\n',
+                     "k.toml")
+    out = tmp_path / "k"
+    proc = subprocess.Popen([sys.executable, "-m", "sim.cli", "sweep", str(sw), "-o", str(out), "--workers", "0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if len(list((out / "points").glob("*.json"))) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list((out / "points").glob("*.json")))
+    assert not list((out / "points").glob(".*")), "a killed writer left a temporary file"
+    res = kaleido("sweep", str(sw), "-o", str(out), "--workers", "0")
+    assert res.returncode == 0, res.stderr
+    assert f"{6 - done} run now, {done} finished before, 0 failed" in res.stdout
+    assert len(read_table(out / "results.parquet")) == 6
+
+
+@pytest.mark.parametrize("text, needles", [
+    ('trace = "a.npz"\n[axes]\nconfig = ["tiny-8x8"]\nbogus = [1]\n', ("axes.bogus", "unknown axis")),
+    ('trace = "a.npz"\n[axes]\nconfig = []\n', ("axes.config", "empty")),
+    ('trace = "a.npz"\n[axes]\nconfig = ["tiny-8x8"]\narray_rows = [12]\n', ("array_rows", "power of two")),
+    ('trace = "missing.npz"\n[axes]\nconfig = ["tiny-8x8"]\n', ("trace", "not found")),
+    ('trace = "a.npz"\n[axes]\nconfig = ["nope"]\n', ("config", "unknown config preset")),
+    ('trace = "a.npz"\n[axes]\ntheta_index = ["x"]\n', ("theta_index", "non-negative integer")),
+])
+def test_bad_sweep_file_exits_2_naming_the_key_before_any_task(traces, tmp_path, text, needles):
+    sw = _sweep_file(tmp_path, text.replace('"a.npz"', f'"{traces / "a.npz"}"'), "bad.toml")
+    with pytest.raises(SweepError) as err:
+        load_sweep(sw)
+    for n in needles:
+        assert n in str(err.value)
+    if needles[0] in ("axes.bogus", "array_rows"):  # end to end: exit 2, one line, nothing written
+        res = kaleido("sweep", str(sw), "-o", str(tmp_path / "out"))
+        assert_one_line_error(res, *needles)
+        assert not (tmp_path / "out").exists()
+
+
+def test_split_simulation_equals_serial_and_reads_one_block_at_a_time(traces, cluster, monkeypatch):
+    path = traces / "a.npz"
+    cfg = load_config("tiny-8x8")
+    want = simulate_trace(load_trace(path), cfg, trace_path=str(path), theta_index=1)
+    got = simulate_trace_file(path, cfg, scheduler=cluster, theta_index=1)
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    with TraceReader(path) as rd:
+        pieces = split_by_block(rd.shape_ops())
+    assert len(pieces) == 4 and all(len(p) == 4 for p in pieces)
+    seen = []
+    orig = TraceReader.load_ops
+
+    def spy(self, indices):
+        ops = orig(self, indices)
+        seen.append({(o.step, o.block) for o in ops})
+        return ops
+
+    monkeypatch.setattr(TraceReader, "load_ops", spy)
+    serial = simulate_trace_file(path, cfg, workers=0, theta_index=1)  # in this process: the spy sees every read
+    assert json.dumps(serial, sort_keys=True) == json.dumps(want, sort_keys=True)
+    assert len(seen) == 4 and all(len(s) == 1 for s in seen)
+
+
+def test_cli_simulate_decision_trace_streams_with_the_same_json(traces, tmp_path):
+    path = traces / "a.npz"
+    res = kaleido("simulate", str(path), "--config", "tiny-8x8", "--json", str(tmp_path / "r.json"))
+    assert res.returncode == 0, res.stderr
+    want = simulate_trace(load_trace(path), load_config("tiny-8x8"), trace_path=str(path))
+    assert json.loads((tmp_path / "r.json").read_text()) == json.loads(json.dumps(want))
+    bad = kaleido("simulate", str(path), "--config", "tiny-8x8", "--workers", "0")
+    assert_one_line_error(bad, "--workers must be >= 1")
+
+
+def test_point_config_is_validated_like_a_config_file(traces):
+    sw = load_sweep(_sweep_file(traces, 'trace = "a.npz"\n[fixed]\nvector_lanes = 8\n[[points]]\nconfig = "tiny-8x8"\n'
+                                'array_cols = 16\n', "p.toml"))
+    (pt,) = sw.points
+    assert pt.config == config_from_dict(load_config("tiny-8x8").model_dump() | {"vector_lanes": 8, "array_cols": 16})
+    assert sw.columns == ["vector_lanes", "config", "array_cols"] and os.path.isabs(pt.trace)

@@ -130,11 +130,11 @@ def synth_ops(model: str, resolution: str, blocks: Sequence[int] | None, steps: 
     """``(grid, ops)``: the shape ops a capture of every op type records (`algo.capture.plan_ops`,
     size ``full``), cross-attention with `TEXT_TOKENS` text tokens. Raises `SynthError`."""
     from algo.capture import CROSS_OPS, SELF_OPS, plan_ops
-    from algo.models import CaptureError, get_spec
+    from algo.models import CaptureError, family_of, get_spec
 
     try:
         spec = get_spec(model, "full")
-        names = SELF_OPS + (CROSS_OPS if spec.family == "wan" else ())
+        names = SELF_OPS + (CROSS_OPS if family_of(spec).has_cross else ())
         grid, ops = plan_ops(spec.name, "full", resolution=resolution, blocks=blocks, steps=steps,
                              ops=",".join(names), text_tokens=TEXT_TOKENS)
     except CaptureError as err:

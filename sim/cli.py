@@ -288,7 +288,13 @@ def inspect(
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
     from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
+    from algo.workloads.format import is_workload_file
 
+    if is_workload_file(trace):  # a workload (`kaleido workload ...`), not a trace
+        from sim.workload.cli import inspect_workload
+
+        inspect_workload(trace, as_json)
+        return
     try:
         tr = load_trace(trace)
         if tr.kind == "shapes":  # no operands, no decisions: shapes only
@@ -409,15 +415,35 @@ def simulate(
              "traces are read one (step, block) at a time either way; same results)")] = 1,
     scheduler: Annotated[str | None, typer.Option(
         help="split the trace over a running Dask cluster, e.g. tcp://HOST:8786 (README)")] = None,
+    devices: Annotated[str | None, typer.Option(
+        help="workloads: PRESET[:P], an accelerator preset or `a100` (roofline), P devices (default: --config, "
+             "the workload's device count)")] = None,
+    reuse: Annotated[str | None, typer.Option(
+        help="workloads on Kaleido chips: synthetic decisions 'r,p' or 'r,p,HxW,q' (REUSE and PARTIAL shares, "
+             "region, frame persistence; `kaleido synth`'s field, default region 8x8, q 0.9) (default: reuse off)")]
+    = None,
+    seed: Annotated[int, typer.Option(help="workloads: seed of the synthetic decisions")] = 0,
 ) -> None:
-    """Cycle-simulate every op of a trace, dense and with Kaleido reuse; or one dense GEMM (--gemm)."""
+    """Cycle-simulate every op of a trace, dense and with Kaleido reuse; time a workload file
+    (`kaleido workload`) on P devices; or one dense GEMM (--gemm)."""
     from algo.trace import load_trace
+    from algo.workloads.format import is_workload_file
     from hw.config import load_config
     from sim.simulate import simulate_trace
 
     if (trace is None) == (gemm is None):
         _fail("give exactly one of TRACE or --gemm M,K,N")
     _check_out(json_out)
+    if trace is not None and is_workload_file(trace):
+        if (gemm or dataflow or timing or no_dispatcher or checksum or engine != "model" or theta_index or tech
+                or workers != 1 or scheduler):
+            _fail("a workload takes --devices, --config, --reuse, --seed and --json only")
+        from sim.workload.cli import simulate_workload_cmd
+
+        simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
+        return
+    if devices is not None or reuse is not None or seed:
+        _fail("--devices, --reuse and --seed apply to workload files (`kaleido workload`), not traces")
     if gemm is not None:
         if no_dispatcher:
             _fail("--no-dispatcher applies to traces only (--gemm times a dense GEMM, reuse off)")
@@ -988,6 +1014,13 @@ def _no_value_help(cls):
 
 for _cmd in app.registered_commands:
     _cmd.cls = _no_value_help(_cmd.cls or typer.core.TyperCommand)
+def _register_workload() -> None:
+    from sim.workload.cli import workload_app
+
+    app.add_typer(workload_app, name="workload")
+
+
+_register_workload()
 app.info.cls = _no_value_help(app.info.cls or typer.core.TyperGroup)
 
 

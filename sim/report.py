@@ -31,6 +31,9 @@ With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.base
   run versus each design's speedup over the dense array (dense time / design time; ``baselines.png``
   shows Kaleido over each baseline instead, and both axes say which), one hollow marker shape per
   design, with the Pareto front when it has two or more points;
+- workload results (`kaleido simulate W.npz --json`; `sim.workload.report`): ``workload_summary.md``,
+  ``workload_steps.csv`` and ``workload_schedule.png``/``.pdf`` (time per step against the
+  reference and the schedule, e.g. DDiT's patch size per step).
 - ``scaling.png``/``.pdf`` (when results of one model at two or more grids are given, e.g. 480p and
   720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.
 
@@ -55,6 +58,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from algo.fileio import atomic_write_bytes, check_output_dir  # noqa: E402
 from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION  # noqa: E402
+from sim.workload import report as workload_report  # noqa: E402
+from sim.workload.simulate import RESULTS_FORMAT as WORKLOAD_RESULTS_FORMAT  # noqa: E402
+from sim.workload.simulate import RESULTS_VERSION as WORKLOAD_RESULTS_VERSION  # noqa: E402
 
 
 class ReportError(ValueError):
@@ -74,6 +80,14 @@ def load_results(path: str | Path) -> dict:
         raise ReportError(f"{path} is a `kaleido simulate --gemm` result (one dense GEMM, already printed in full); "
                           "`kaleido report` reads trace results (`kaleido simulate TRACE --json` or "
                           "`kaleido baselines --json`)")
+    if isinstance(data, dict) and data.get("format") == WORKLOAD_RESULTS_FORMAT:  # `kaleido simulate W.npz`
+        if data.get("version") != WORKLOAD_RESULTS_VERSION:
+            raise ReportError(f"{path}: workload results version {data.get('version')} not supported "
+                              f"(expected {WORKLOAD_RESULTS_VERSION})")
+        for key in ("total_time_us", "per_step", "workload", "device"):
+            if key not in data:
+                raise ReportError(f"{path}: missing field {key!r}")
+        return data
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise ReportError(f"{path}: not a Kaleido results file")
     if data.get("engine") == "rtl":
@@ -666,9 +680,9 @@ def _write_issue7(items, out: Path, written: list[Path]) -> None:
 #: Every file `write_report` may write (figures as .png and .pdf); in the output folder, those of
 #: them an earlier report wrote and this one does not are stale and removed (nothing else is touched).
 REPORT_TABLES = ("summary.md", "per_op.csv", "area.csv", "baselines.csv", "baselines_per_op.csv",
-                 "energy_breakdown.csv")
+                 "energy_breakdown.csv", *workload_report.TABLES)
 REPORT_FIGURES = ("cycles_per_op", "energy_utilization", "area_breakdown", "reuse_heatmap", "baselines",
-                  "energy_breakdown", "quality_speedup", "scaling")
+                  "energy_breakdown", "quality_speedup", "scaling", *workload_report.FIGURES)
 
 
 def report_file_names() -> list[str]:
@@ -697,7 +711,12 @@ def write_report(results_paths: list[str | Path], out_dir: str | Path,
     out = check_output_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    _write_all(items, out, written)
+    wl_items = [(lb, d) for lb, d in items if d["format"] == WORKLOAD_RESULTS_FORMAT]
+    tr_items = [(lb, d) for lb, d in items if d["format"] != WORKLOAD_RESULTS_FORMAT]
+    if tr_items:
+        _write_all(tr_items, out, written)
+    if wl_items:
+        workload_report.write(wl_items, out, written, _save_figure, atomic_write_bytes)
     for name in report_file_names():
         stale = out / name
         if stale not in written and stale.is_file():

@@ -107,9 +107,14 @@ def test_int8_scores_track_float_scores(captured):
         s_int = (op.X.astype(np.float64) @ op.W.astype(np.float64)) * op.x_scale * op.w_scale / np.sqrt(DH)
         for h in range(HEADS):
             assert np.corrcoef(s_float[h].ravel(), s_int[h].ravel())[0, 1] > 0.999
-        # P was computed from the float scores: round(255 exp(s - rowmax)), up to float32 rounding
-        p_ref = np.rint(255 * np.exp(s_float - s_float.max(axis=2, keepdims=True)))
-        assert np.abs(p_ref - pv.X).max() <= 1
+        # P comes from the exact int8 scores (the accelerator's qk output): round(255 exp(c (S - rowmax)))
+        s_exact = op.X.astype(np.int64) @ op.W.astype(np.int64)
+        c = op.x_scale * op.w_scale / np.sqrt(DH)
+        p_int = np.rint(255 * np.exp(c * (s_exact - s_exact.max(axis=2, keepdims=True))))
+        assert np.array_equal(p_int, pv.X)
+        # ... and tracks the float-score P it replaces
+        p_float = np.rint(255 * np.exp(s_float - s_float.max(axis=2, keepdims=True)))
+        assert np.corrcoef(p_float.ravel(), pv.X.ravel().astype(float))[0, 1] > 0.99
 
 
 def test_deterministic_bytes(captured, tmp_path):

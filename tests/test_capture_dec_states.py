@@ -90,7 +90,7 @@ def wan(tmp_path_factory):
 
 def test_decision_states_equal_exact_states(wan):
     exact, dec, _, _ = wan
-    assert dec.version == 4 and exact.version == 3  # the lowest version that describes each file
+    assert dec.version == 4 and exact.version == 5  # the lowest version that describes each file (5: P derived)
     pairs = [(e, x) for e, x in zip(exact.ops, dec.ops, strict=True) if e.name == "pv"]
     assert len(pairs) == 2
     for i, (e, x) in enumerate(pairs):

@@ -63,7 +63,7 @@ def test_pack_by_hand():
 
 def test_decisions_equal_golden_on_exact_operands(pair):
     exact, dec, _ = pair
-    assert exact.version == 3 and dec.version == 4  # version 4: the decision pv carries attention states (D28)
+    assert exact.version == 5 and dec.version == 4  # 5: exact pv derives P from qk; 4: the decision pv carries attention states (D28)
     assert exact.kind == "exact" and dec.kind == "decisions"
     assert [(o.name, o.block, o.step) for o in exact.ops] == [(o.name, o.block, o.step) for o in dec.ops]
     assert len(dec.ops) == 10

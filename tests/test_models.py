@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from algo.capture import CaptureError, capture, plan_ops, write_shape_trace
-from algo.models import blocks_of, build_model, cogvideox_rotary_emb, meta_model, num_blocks, rope_split
+from algo.models import blocks_of, build_model, meta_model, num_blocks, rope_split
+from algo.models.families.cogvideox import rotary_emb as cogvideox_rotary_emb
 from algo.trace import load_trace
 
 # SPEC section 1: d = heads x d_h, layers, d_ffn, RoPE t/h/w.

@@ -15,6 +15,7 @@ from algo.capture.run import (
     TEXT_TOKENS,
     CaptureError,
     ProgressFn,
+    attention_states,
     bf16_gemm_in_fp32,
     capture,
     capture_to_file,
@@ -25,14 +26,14 @@ from algo.capture.run import (
     plan_ops,
     pv_decisions,
     quantize_int8,
+    record_trajectory,
     resolution_grid,
-    softmax_numerators,
     write_shape_trace,
 )
 
 __all__ = [
     "CROSS_OPS", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "RESOLUTIONS", "SELF_OPS",
-    "TEXT_TOKENS", "CaptureError", "ProgressFn", "bf16_gemm_in_fp32", "capture", "capture_to_file",
+    "TEXT_TOKENS", "CaptureError", "ProgressFn", "attention_states", "bf16_gemm_in_fp32", "capture", "capture_to_file",
     "native_bf16_gemm", "parse_ops", "parse_resolution", "patch_of", "plan_ops", "pv_decisions", "quantize_int8",
-    "resolution_grid", "softmax_numerators", "write_shape_trace",
+    "record_trajectory", "resolution_grid", "write_shape_trace",
 ]

@@ -10,13 +10,16 @@ tokens):
   W = ``[to_q; to_k; to_v].weight^T`` ``[1, d, 3d]``.
 - ``qk``: X = Q after RMSNorm and RoPE, per head ``[heads, M, d_h]``;
   W = K after RoPE, transposed ``[heads, d_h, M]``.
-- ``pv``: X = P = ``round(255 exp(s - rowmax s))`` uint8 ``[heads, M, M]``; W = V ``[heads, M, d_h]``.
+- ``pv``: X = P = ``round(255 exp(c (S - rowmax S)))`` uint8 ``[heads, M, M]`` from ``qk``'s exact int8
+  scores S, ``c = q_scale k_scale / sqrt(d_h)`` (`algo.reuse.softmax`, the one P rule); W = V
+  ``[heads, M, d_h]``. A trace streamed to a file (``out``) stores no P: the pv record names the
+  qk op whose Q and K regenerate it (`algo.trace` format version 5).
 - ``o_proj``: X = input of ``attn1.to_out[0]`` ``[1, M, d]``; W = its weight^T ``[1, d, d]``.
 - ``ffn1``: X = input of ``ffn.net[0].proj`` ``[1, M, d]``; W = its weight^T ``[1, d, d_ffn]``.
 - ``ffn2``: X = input of ``ffn.net[2]`` (after GELU) ``[1, M, d_ffn]``; W = its weight^T ``[1, d_ffn, d]``.
 
-with ``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K (the 1/rowsum normalisation runs on
-the vector unit, SPEC section 1). With ``include_cross=True`` the cross-attention GEMMs whose streamed
+(the 1/rowsum normalisation runs on the vector unit, SPEC section 1); the attention states use
+``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K. With ``include_cross=True`` the cross-attention GEMMs whose streamed
 operand is the video tokens are recorded too: ``cross_q`` (``attn2`` input, ``to_q`` weight^T),
 ``cross_qk`` (Q after RMSNorm [M, d_h] against K^T [d_h, L]; no RoPE), ``cross_pv`` (P [M, L] against
 V [L, d_h]) and ``cross_o``. The text-side K/V projections (L rows, not the token grid) are not
@@ -30,8 +33,7 @@ dispatch_attention_fn``) and CogVideoX (``F.scaled_dot_product_attention`` insid
 ``diffusers.models.attention_processor``) are hooked the same way (`_attention_patched`); their
 joint text+video attention maps onto the same op names with the video tokens as GEMM rows and
 text tokens as extra keys (`_register`, docs/capture.md "How ops map"). Exact traces also hold the
-attention output and log-sum-exp per head of every self-attention ``pv`` (`softmax_numerators`
-with ``v``; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
+attention output and log-sum-exp per head of every self-attention ``pv`` (`attention_states`; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
 `write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.
@@ -69,22 +71,24 @@ from algo.models import (
     blocks_of,
     build_model,
     build_streamed,
-    cogvideox_rotary_emb,
+    family_of,
     get_spec,
     meta_model,
+    model_family,
     num_blocks,
     rope_groups,
 )
 from algo.reuse.golden import COMPUTE, block_groups
 from algo.reuse.kernels import decide_multi, quantize_int8_fast
+from algo.reuse.softmax import softmax_numerators_int8
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
 from algo.trace import OP_TYPES, Group, OpRecord, Trace, TraceWriter, pack_decisions
 
 __all__ = [
     "CaptureError", "DEFAULT_MODEL", "DEFAULT_SIZE", "DEFAULT_STEPS", "DEFAULT_THETA", "SELF_OPS",
     "CROSS_OPS", "TEXT_TOKENS", "RESOLUTIONS", "capture", "capture_to_file", "quantize_int8",
-    "softmax_numerators", "parse_ops", "parse_resolution", "plan_ops", "pv_decisions", "resolution_grid",
-    "write_shape_trace", "patch_of", "native_bf16_gemm", "bf16_gemm_in_fp32",
+    "attention_states", "parse_ops", "parse_resolution", "plan_ops", "pv_decisions", "resolution_grid",
+    "write_shape_trace", "patch_of", "record_trajectory", "native_bf16_gemm", "bf16_gemm_in_fp32",
 ]
 
 DEFAULT_MODEL = "wan2.1-t2v-1.3b"
@@ -98,8 +102,8 @@ SELF_OPS = ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2")
 CROSS_OPS = ("cross_q", "cross_qk", "cross_pv", "cross_o")
 #: Number of seeded text-embedding tokens (real Wan pads UMT5 output to 512; project stand-in).
 TEXT_TOKENS = 8
-#: Query rows per chunk when computing P (bounds the float32 score buffer to heads x chunk x M;
-#: project choice: 12 heads x 1024 x 32,760 tokens x 4 B = 1.6 GB at 480p).
+#: Query rows per chunk of the float attention states (`attention_states`, one head at a time:
+#: bounds the float32 score buffer to chunk x L; project choice: 1024 x 32,760 keys x 4 B = 134 MB at 480p).
 P_CHUNK = 1024
 
 ProgressFn = Callable[[int, int, str], None]
@@ -126,40 +130,33 @@ def quantize_int8(x: np.ndarray | torch.Tensor) -> tuple[np.ndarray, float]:
     return out
 
 
-def softmax_numerators(q: torch.Tensor, k: torch.Tensor, chunk: int = P_CHUNK, v: torch.Tensor | None = None):
-    """``P = round(255 * exp(s - rowmax s))`` with ``s = q k^T / sqrt(d_h)``, float32, in query chunks.
+def attention_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = P_CHUNK):
+    """Float attention states of every query, in query chunks (P itself is `algo.reuse.softmax`'s).
 
     Args:
-        q: ``[heads, M, d_h]`` float.
-        k: ``[heads, L, d_h]`` float.
-        v: ``[heads, L, d_v]`` float, or None.
+        q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float; v: ``[heads, L, d_v]`` float.
 
     Returns:
-        v None: ``[heads, M, L]`` uint8 (``torch.round``: half to even; the row maximum gives 255).
-        v given: ``(P, out, lse)`` with the attention states computed in the same chunks, in
-        float32 from the float (unrounded) exponentials: ``out = (e @ v) / rowsum e`` float32
-        ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and ``lse = rowmax + log(rowsum e)``
-        float32 ``[heads, M]``.
+        ``(out, lse)`` in float32 from the float (unquantised) operands, ``s = q k^T / sqrt(d_h)``:
+        ``out = (e @ v) / rowsum e`` ``[heads, M, d_v]`` with ``e = exp(s - rowmax)``, and
+        ``lse = rowmax + log(rowsum e)`` ``[heads, M]``.
     """
     q = q.to(torch.float32)
     k_t = k.to(torch.float32).transpose(1, 2)
+    v = v.to(torch.float32)
     heads, m, d_h = q.shape
-    out = np.empty((heads, m, k_t.shape[2]), dtype=np.uint8)
-    if v is not None:
-        v = v.to(torch.float32)
-        att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
-        lse = np.empty((heads, m), dtype=np.float32)
+    att = np.empty((heads, m, v.shape[2]), dtype=np.float32)
+    lse = np.empty((heads, m), dtype=np.float32)
     inv = 1.0 / math.sqrt(d_h)
-    for i0 in range(0, m, chunk):
-        s = torch.matmul(q[:, i0:i0 + chunk], k_t) * inv
-        mx = s.amax(dim=-1, keepdim=True)
-        p = torch.exp(s - mx)
-        out[:, i0:i0 + chunk] = torch.round(p * 255.0).to(torch.uint8).numpy()
-        if v is not None:
+    for hd in range(heads):  # one head at a time: the score buffer is chunk x L (134 MB at 480p)
+        for i0 in range(0, m, chunk):
+            s = torch.matmul(q[hd, i0:i0 + chunk], k_t[hd]).mul_(inv)
+            mx = s.amax(dim=-1, keepdim=True)
+            p = s.sub_(mx).exp_()
             rs = p.sum(dim=-1, keepdim=True)
-            att[:, i0:i0 + chunk] = (torch.matmul(p, v) / rs).numpy()
-            lse[:, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
-    return out if v is None else (out, att, lse)
+            att[hd, i0:i0 + chunk] = (torch.matmul(p, v[hd]) / rs).numpy()
+            lse[hd, i0:i0 + chunk] = (mx + torch.log(rs))[..., 0].numpy()
+    return att, lse
 
 
 def _blocks_of(k: int) -> list[Group]:
@@ -202,7 +199,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
                  thetas, b_msb: int, timing: dict | None = None, v: torch.Tensor | None = None):
     """Packed decisions of ``pv``'s streamed operand P without ever holding P whole.
 
-    P = `softmax_numerators` (uint8, ``[heads, M, L]``) is computed one latent frame of queries
+    P = `algo.reuse.softmax.softmax_numerators_int8` of the int8 Q and K^T (quantised here as
+    ``qk`` quantises them; uint8 ``[heads, M, L]``) is computed one latent frame of queries
     (``H*W`` rows) at a time per head. Every group of ``pv`` reuses along frames (axis ``"f"``,
     `algo.reuse.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
     rows of frame f-1: `algo.reuse.kernels.decide_multi` decides frame f against the carried effective
@@ -214,8 +212,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
         v: ``[heads, L, d_v]`` float, or None: with it, the attention states are computed in the
-            same frame chunks (`softmax_numerators` with ``v``: float32, from the unrounded
-            exponentials), at no extra score computation.
+            same frame chunks (`attention_states`: float32, from the float operands).
 
         timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
             ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
@@ -238,6 +235,8 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     if v is not None:
         att = np.empty((heads, q.shape[1], v.shape[2]), dtype=np.float32)
         lse = np.empty((heads, q.shape[1]), dtype=np.float32)
+    q_q, q_s = quantize_int8(q)
+    k_q, k_s = quantize_int8(k.transpose(1, 2))
     tm = timing if timing is not None else {}
     for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
         tm.setdefault(key, 0)
@@ -246,12 +245,10 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         for f in range(f_n):
             t0 = time.perf_counter()
             rows = slice(f * hw, (f + 1) * hw)
-            if v is None:
-                p = softmax_numerators(q[hd:hd + 1, rows], k[hd:hd + 1])[0]  # [hw, L] uint8
-            else:
-                p, att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = softmax_numerators(
-                    q[hd:hd + 1, rows], k[hd:hd + 1], v=v[hd:hd + 1])
-                p = p[0]
+            p = softmax_numerators_int8(q_q, k_q, q_s, k_s, rows=rows, heads=slice(hd, hd + 1))[0]  # [hw, L]
+            if v is not None:
+                att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = attention_states(
+                    q[hd:hd + 1, rows], k[hd:hd + 1], v[hd:hd + 1])
             t1 = time.perf_counter()
             tm["p_chunks"] += 1
             tm["p_chunk_s"] += t1 - t0
@@ -318,7 +315,7 @@ class _Recorder:
         if self.keep:
             self.ops.append(op)
         else:  # exact op already on disk: keep only its shape
-            self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got))
+            self.ops.append(dataclasses.replace(op, X=None, W=None, dims=got, scores=None))
 
     def video(self, t: torch.Tensor, axis: int = 1) -> torch.Tensor:
         """The video-token rows of a sequence: all (Wan), the first M (Hunyuan: ``[video, text]``)
@@ -328,18 +325,21 @@ class _Recorder:
             return t
         return t.narrow(axis, 0 if self.video_first else n - self.tokens, self.tokens)
 
-    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None):
-        if x_q.ndim == 2:
+    def _add(self, name, block, x_q, x_scale, w_q, w_scale, groups, x_signed=True, w_shape=None, states=None,
+             scores=None):
+        if x_q is not None and x_q.ndim == 2:
             x_q = x_q[None]
         if w_q is not None and w_q.ndim == 2:
             w_q = w_q[None]
-        if x_q.shape[1] != self.tokens:
-            raise CaptureError(f"{name} of block {block}: {x_q.shape[1]} rows, expected {self.tokens} tokens")
+        rows = (x_q if x_q is not None else scores[0]).shape[1]
+        if rows != self.tokens:
+            raise CaptureError(f"{name} of block {block}: {rows} rows, expected {self.tokens} tokens")
         theta = resolve_theta(self.theta, self.step, name)
         if self.thetas is None:
-            op = OpRecord(name=name, block=block, step=self.step, X=np.ascontiguousarray(x_q),
+            op = OpRecord(name=name, block=block, step=self.step,
+                          X=None if x_q is None else np.ascontiguousarray(x_q),
                           W=np.ascontiguousarray(w_q), groups=list(groups), theta=theta, x_signed=x_signed,
-                          x_scale=float(x_scale), w_scale=float(w_scale))
+                          x_scale=float(x_scale), w_scale=float(w_scale), scores=scores)
             if states is not None:
                 op.attn_out = np.ascontiguousarray(states[0])
                 op.lse = np.ascontiguousarray(states[1])
@@ -375,7 +375,7 @@ class _Recorder:
 
         return hook
 
-    def attention(self, query, key, value, layout: str = "bshd") -> None:
+    def attention(self, query, key, value, layout: str = "bshd", attn_mask=None) -> None:
         """Called by the wrapped attention function with ``[1, S, heads, d_h]`` (``layout="bshd"``:
         Wan, Hunyuan ``dispatch_attention_fn``) or ``[1, heads, S, d_h]`` (``"bhsd"``: CogVideoX's
         ``F.scaled_dot_product_attention``) operands. Query rows are cut to the video tokens
@@ -392,12 +392,13 @@ class _Recorder:
         qh, kh, vh = _per_head(query), _per_head(key), _per_head(value)
         qh = self.video(qh, axis=1)
         groups = self.qk_groups if kind == "self" else _blocks_of(qh.shape[-1])
-        if want_qk:
+        if want_qk or (want_pv and self.thetas is None):
             q_q, q_s = quantize_int8(qh)
             if self.thetas is None:
                 k_q, k_s = quantize_int8(kh.transpose(1, 2))
             else:
                 k_q, k_s = None, _scale_of(kh)
+        if want_qk:
             self._add(prefix + "qk", block, q_q, q_s, k_q, k_s, groups, w_shape=(kh.shape[1],))
         if not want_pv:
             return
@@ -405,10 +406,14 @@ class _Recorder:
         pv_groups = _blocks_of(kh.shape[1])
         if self.thetas is None:
             states = kind == "self" and self.attn_states
-            p, out, lse = softmax_numerators(qh, kh, v=vh) if states else (softmax_numerators(qh, kh), None, None)
+            out, lse = attention_states(qh, kh, vh) if states else (None, None)
             v_q, v_s = quantize_int8(vh)
+            # P is derived from the int8 Q and K (`algo.reuse.softmax`): materialised only when the
+            # trace stays in memory; a trace streamed to a file stores Q and K, never P
+            scores = (q_q, k_q, q_s, k_s)
+            p = None if self.sink is not None else softmax_numerators_int8(*scores)
             self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False,
-                      states=(out, lse) if states else None)
+                      states=(out, lse) if states else None, scores=scores)
         else:
             states = kind == "self" and self.attn_states
             packed, out, lse = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb,
@@ -447,83 +452,26 @@ class _Recorder:
 
 
 def _register(model, rec: _Recorder) -> list:
-    """Hooks on every transformer block (`algo.models.blocks_of`) for the ops of SPEC section 1."""
+    """Hooks on every transformer block (`algo.models.blocks_of`) at the family's GEMM sites
+    (`algo.models.families.base.Family.sites`) for the ops of SPEC section 1."""
+    from algo.models.families.base import Attention
+
+    fam = model_family(model)
     handles = []
 
     def pre(module, hook):
         handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
 
-    for b, (kind, blk) in enumerate(blocks_of(model)):
-        a1 = blk.attn1 if kind in ("wan", "cogvideox") else blk.attn
-        pre(a1, rec.linear_input("qkv", b, (a1.to_q, a1.to_k, a1.to_v)))
-        pre(a1, rec.enter(b, "self"))
-        handles.append(a1.register_forward_hook(rec.leave))
-        if kind == "single":  # proj_out([attn | mlp]) = attn @ W[:d] + mlp @ W[d:]: o_proj and ffn2
-            d = a1.to_q.out_features
-            pre(blk.proj_mlp, rec.linear_input("ffn1", b, (blk.proj_mlp,)))
-            pre(blk.proj_out, rec.linear_input("o_proj", b, (blk.proj_out,), cols=(0, d)))
-            pre(blk.proj_out, rec.linear_input("ffn2", b, (blk.proj_out,), cols=(d, blk.proj_out.in_features)))
-        else:
-            ffn = blk.ffn if kind == "wan" else blk.ff
-            pre(a1.to_out[0], rec.linear_input("o_proj", b, (a1.to_out[0],)))
-            pre(ffn.net[0].proj, rec.linear_input("ffn1", b, (ffn.net[0].proj,)))
-            pre(ffn.net[2], rec.linear_input("ffn2", b, (ffn.net[2],)))
-        if kind == "wan":
-            a2 = blk.attn2
-            pre(a2, rec.linear_input("cross_q", b, (a2.to_q,)))
-            pre(a2, rec.enter(b, "cross"))
-            handles.append(a2.register_forward_hook(rec.leave))
-            pre(a2.to_out[0], rec.linear_input("cross_o", b, (a2.to_out[0],)))
+    for b, (kind, blk) in enumerate(fam.blocks(model)):
+        for site in fam.sites(kind, blk):
+            if isinstance(site, Attention):
+                pre(site.module, rec.enter(b, site.kind))
+                handles.append(site.module.register_forward_hook(rec.leave))
+            else:
+                pre(site.hooked, rec.linear_input(site.op, b, site.linears, cols=site.cols))
         handles.append(blk.register_forward_hook(rec.block_done(b)))
         pre(blk, rec.block_start)
     return handles
-
-
-@contextlib.contextmanager
-def _attention_patched(family: str, rec: _Recorder):
-    """Wrap the function the family's attention processor calls, for the duration of a capture.
-
-    Wan and Hunyuan processors call their module's ``dispatch_attention_fn`` (Q, K after norm and
-    RoPE, ``[B, S, heads, d_h]``); CogVideoX's ``CogVideoXAttnProcessor2_0`` calls
-    ``F.scaled_dot_product_attention`` (``F`` = ``torch.nn.functional`` as bound in
-    ``diffusers.models.attention_processor``; ``[B, heads, S, d_h]``): that module's ``F`` is
-    replaced by a proxy whose ``scaled_dot_product_attention`` is wrapped (nothing else changes).
-    """
-    if family in ("wan", "hunyuan"):
-        if family == "wan":
-            import diffusers.models.transformers.transformer_wan as mod
-        else:
-            import diffusers.models.transformers.transformer_hunyuan_video as mod
-        original = mod.dispatch_attention_fn
-
-        def dispatch_wrapper(query, key, value, *args, **kwargs):
-            rec.attention(query, key, value)
-            return original(query, key, value, *args, **kwargs)
-
-        mod.dispatch_attention_fn = dispatch_wrapper
-        try:
-            yield
-        finally:
-            mod.dispatch_attention_fn = original
-    else:
-        import types
-
-        import diffusers.models.attention_processor as ap
-
-        original_f = ap.F
-        sdpa = original_f.scaled_dot_product_attention
-
-        def sdpa_wrapper(query, key, value, *args, **kwargs):
-            rec.attention(query, key, value, layout="bhsd")
-            return sdpa(query, key, value, *args, **kwargs)
-
-        proxy = types.SimpleNamespace(**{k: getattr(original_f, k) for k in dir(original_f) if not k.startswith("__")})
-        proxy.scaled_dot_product_attention = sdpa_wrapper
-        ap.F = proxy
-        try:
-            yield
-        finally:
-            ap.F = original_f
 
 
 def _check_thetas(theta: ThetaSpec, steps: Iterable[int], ops: Iterable[str]) -> None:
@@ -646,34 +594,13 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
         raise CaptureError(f"blocks must be indices in 0..{len(all_blocks) - 1}, got {blocks}")
     names = parse_ops(ops)
     _check_family_ops(spec, names)
-    # Keys of joint attention (Hunyuan, CogVideoX): the M video tokens and the TEXT_TOKENS text tokens.
-    n_keys = m if spec.family == "wan" else m + text_tokens
+    fam = family_of(spec)
+    # Keys of joint attention (Hunyuan, CogVideoX): the M video tokens and the text tokens.
+    n_keys = m + text_tokens if fam.joint_text else m
     out = []
     for s in sorted({int(v) for v in steps}):
         for b in block_list:
-            kind, blk = all_blocks[b]
-            a1 = blk.attn1 if kind in ("wan", "cogvideox") else blk.attn
-            heads = int(a1.heads)
-            d = a1.to_q.out_features
-            d_h = d // heads
-            dims = {
-                "qkv": (1, m, a1.to_q.in_features, a1.to_q.out_features + a1.to_k.out_features + a1.to_v.out_features),
-                "qk": (heads, m, d_h, n_keys), "pv": (heads, m, n_keys, d_h),
-            }
-            if kind == "single":
-                dims.update(o_proj=(1, m, d, blk.proj_out.out_features),
-                            ffn1=(1, m, blk.proj_mlp.in_features, blk.proj_mlp.out_features),
-                            ffn2=(1, m, blk.proj_out.in_features - d, blk.proj_out.out_features))
-            else:
-                ffn = blk.ffn if kind == "wan" else blk.ff
-                dims.update(o_proj=(1, m, a1.to_out[0].in_features, a1.to_out[0].out_features),
-                            ffn1=(1, m, ffn.net[0].proj.in_features, ffn.net[0].proj.out_features),
-                            ffn2=(1, m, ffn.net[2].in_features, ffn.net[2].out_features))
-            if kind == "wan":
-                a2 = blk.attn2
-                dims.update(cross_q=(1, m, a2.to_q.in_features, a2.to_q.out_features),
-                            cross_qk=(heads, m, d_h, text_tokens), cross_pv=(heads, m, text_tokens, d_h),
-                            cross_o=(1, m, a2.to_out[0].in_features, a2.to_out[0].out_features))
+            dims = _block_dims(fam, *all_blocks[b], m, {"self": n_keys, "cross": text_tokens})
             for name in names:
                 d = dims[name]
                 groups = qk_groups if name == "qk" else _blocks_of(d[2])
@@ -683,8 +610,27 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
     return grid, out
 
 
+def _block_dims(fam, kind: str, blk, m: int, keys: dict[str, int]) -> dict[str, tuple[int, int, int, int]]:
+    """``op -> (batch, M, K, N)`` of one block from its GEMM sites: linears ``(1, M, K, N)``;
+    ``qk``/``pv`` (``cross_`` too) ``(heads, M, d_h, keys)`` / ``(heads, M, keys, d_h)``, keys per
+    attention kind."""
+    from algo.models.families.base import Attention
+
+    dims = {}
+    for site in fam.sites(kind, blk):
+        if isinstance(site, Attention):
+            heads = int(site.module.heads)
+            d_h = site.module.to_q.out_features // heads
+            prefix = "" if site.kind == "self" else "cross_"
+            dims[prefix + "qk"] = (heads, m, d_h, keys[site.kind])
+            dims[prefix + "pv"] = (heads, m, keys[site.kind], d_h)
+        else:
+            dims[site.op] = (1, m, site.k, site.n)
+    return dims
+
+
 def _check_family_ops(spec, names) -> None:
-    if spec.family != "wan" and set(names) & set(CROSS_OPS):
+    if not family_of(spec).has_cross and set(names) & set(CROSS_OPS):
         raise CaptureError(f"{spec.name} has no cross-attention (text and video tokens attend jointly); "
                            f"op types: {', '.join(SELF_OPS)}")
 
@@ -812,6 +758,7 @@ def capture(
         raise CaptureError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     op_names = parse_ops(ops, include_cross)
     _check_family_ops(spec, op_names)
+    fam = family_of(spec)
     theta_list = _parse_thetas(thetas)
     _check_thetas(theta, step_list, op_names)
     if weights is not None and not Path(weights).expanduser().exists():
@@ -840,16 +787,24 @@ def capture(
     f, h, w = grid
     x0 = lat.model_latents(spec, size, (f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
     eps = lat.noise_like(x0, seed)
-    feed = _Feed(spec, cfg, net, grid, seed, run_dtype, num_inference_steps, shift, image=image, size=size)
+    schedule = fam.schedule(num_inference_steps, shift)
+    inputs = fam.inputs(cfg, net, grid, seed, run_dtype, TEXT_TOKENS)
+    prompt = lat.class_prompt(spec, size, image)
+    if prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
+        inputs = dataclasses.replace(inputs, text=torch.from_numpy(prompt[1](inputs.text.shape[-1])).to(run_dtype))
+    text_desc = prompt[0] if prompt is not None else (f"{TEXT_TOKENS} seeded N(0,1) tokens of width "
+                                                      f"{inputs.text.shape[-1]}")
 
     notes = (
         f"latents: {image} panned {pan_px} px/latent frame, {lat.encoder_name(spec, size)}, "
-        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {feed.describe()}; blocks recorded: {block_list}; "
+        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {schedule.describe()}; text: {text_desc}; blocks recorded: {block_list}; "
         f"ops: {list(op_names)}; "
         f"dtype: {str(run_dtype).replace('torch.', '')}"
         + (" (linears as float32 GEMMs of the bf16 operands: CPU without oneDNN bf16)"
            if run_dtype == torch.bfloat16 and not native_bf16_gemm() else "")
-        + "; pv X = round(255 exp(s - rowmax)), x_scale 1/255"
+        + "; pv X = P = round(255 exp(c (S - rowmax S))) from qk's int8 scores S (algo.reuse.softmax), "
+          "x_scale 1/255" + ("; P not stored: regenerated from Q and K" if theta_list is None and out is not None
+                             else "")
         + ("; pv decisions from P computed one latent frame of queries at a time (exact)"
            if theta_list is not None else "")
     )
@@ -861,17 +816,18 @@ def capture(
     rec = _Recorder(rope_groups(net), theta, block_list, op_names, f * h * w, progress, n_total, grid,
                     int(b_msb), thetas=theta_list, sink=writer.add if writer else None,
                     keep=writer is None or kind == "decisions", plan=plan_dims,
-                    video_first=spec.family != "cogvideox", attn_states=attn_states)
+                    video_first=fam.video_first, attn_states=attn_states)
     step_meta = []
     handles = _register(net, rec)
     try:
-        with torch.inference_mode(), _attention_patched(spec.family, rec), bf16_gemm_in_fp32(run_dtype):
+        with torch.inference_mode(), fam.attention_patch(rec.attention), bf16_gemm_in_fp32(run_dtype):
             for s in step_list:
-                sigma, timestep, x_t = feed.step(s, x0, eps)
+                sigma, timestep = schedule.sigma(s), schedule.timestep(s)
+                x_t = torch.from_numpy(schedule.noised(x0, eps, s)).to(run_dtype)
                 step_meta.append({"index": s, "sigma": sigma, "timestep": timestep})
                 rec.step, rec.step_label = s, f"step {s} (sigma {sigma:.3f})"
                 try:
-                    net(**feed.inputs(x_t, timestep), return_dict=False)
+                    net(**fam.forward_kwargs(inputs, x_t, timestep), return_dict=False)
                 except _StopForward:
                     pass
         if writer is not None:
@@ -902,20 +858,6 @@ def patch_of(cfg: Mapping) -> tuple[int, int, int]:
     if isinstance(p, (list, tuple)):
         return tuple(int(v) for v in p)
     return (int(cfg.get("patch_size_t") or 1), int(p), int(p))
-
-
-#: Scheduler of CogVideoX-5B (``THUDM/CogVideoX-5b`` ``scheduler/scheduler_config.json``, class
-#: `diffusers.CogVideoXDDIMScheduler`): DDPM betas scaled_linear 0.00085..0.012, zero-terminal-SNR
-#: rescaling, v-prediction, trailing timestep spacing, no SNR shift.
-COGVIDEOX_SCHEDULER = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-                           rescale_betas_zero_snr=True, snr_shift_scale=1.0, timestep_spacing="trailing",
-                           set_alpha_to_one=True, prediction_type="v_prediction", clip_sample=False)
-#: HunyuanVideo's flow-matching shift (``hunyuanvideo-community/HunyuanVideo``
-#: ``scheduler/scheduler_config.json``: FlowMatchEulerDiscreteScheduler, shift 7.0).
-HUNYUAN_SHIFT = 7.0
-#: HunyuanVideo's embedded guidance scale (diffusers ``HunyuanVideoPipeline`` default 6.0; the
-#: transformer takes ``guidance = 1000 * scale``).
-HUNYUAN_GUIDANCE = 6.0
 
 
 def native_bf16_gemm() -> bool:
@@ -963,80 +905,9 @@ def bf16_gemm_in_fp32(dtype: torch.dtype) -> contextlib.AbstractContextManager:
 
 def _run_dtype(net: torch.nn.Module) -> torch.dtype:
     """The dtype the blocks compute in: that of the first block's query projection."""
-    kind, blk = blocks_of(net)[0]
-    return (blk.attn1 if kind in ("wan", "cogvideox") else blk.attn).to_q.weight.dtype
-
-
-class _Feed:
-    """The inputs of one forward pass per family: noised latents, timestep, text and extras.
-
-    Wan and Hunyuan: flow matching, ``x_t = (1 - sigma) x0 + sigma eps``, timestep ``1000 sigma``
-    (`algo.latents.flow_sigmas`; shift: the argument, Wan default 5.0; Hunyuan uses
-    `HUNYUAN_SHIFT` when the caller keeps the Wan default). CogVideoX: DDPM with
-    `COGVIDEOX_SCHEDULER`: timestep ``t`` of the scheduler's N-step list, ``x_t = sqrt(abar_t) x0 +
-    sqrt(1 - abar_t) eps``; ``sigma`` recorded as ``sqrt(1 - abar_t)``. Text: `TEXT_TOKENS` seeded
-    N(0, 1) tokens of the model's text width (stream ``[seed, 1]``); Hunyuan also gets an all-ones
-    text mask, seeded N(0, 1) pooled projections (stream ``[seed, 3]``) and `HUNYUAN_GUIDANCE`;
-    CogVideoX gets its RoPE tables as its pipeline computes them (`cogvideox_rotary_emb`).
-    """
-
-    def __init__(self, spec, cfg, net, grid, seed, dtype, n_steps, shift, image="astronaut", size=None):
-        self.family, self.dtype, self.n_steps = spec.family, dtype, n_steps
-        width = int(cfg["text_dim"] if spec.family == "wan" else cfg["text_embed_dim"])
-        self.prompt = lat.class_prompt(spec, size, image)
-        if self.prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
-            text = self.prompt[1](width)
-        else:
-            text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, width))
-        self.text = torch.from_numpy(text.astype(np.float32)).to(dtype)
-        self.extra: dict = {}
-        if spec.family == "hunyuan":
-            self.shift = HUNYUAN_SHIFT if shift == lat.DEFAULT_SHIFT else float(shift)
-            pooled = np.random.default_rng([int(seed), 3]).standard_normal((1, int(cfg["pooled_projection_dim"])))
-            self.extra = dict(encoder_attention_mask=torch.ones(1, TEXT_TOKENS, dtype=torch.int64),
-                              pooled_projections=torch.from_numpy(pooled.astype(np.float32)).to(dtype),
-                              guidance=torch.tensor([HUNYUAN_GUIDANCE * 1000.0], dtype=torch.float32))
-        else:
-            self.shift = float(shift)
-        if spec.family == "cogvideox":
-            from diffusers import CogVideoXDDIMScheduler
-
-            sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
-            sch.set_timesteps(n_steps)
-            self.timesteps = [int(t) for t in sch.timesteps]
-            self.abar = sch.alphas_cumprod.numpy()
-            cos, sin = cogvideox_rotary_emb(net.config, grid)
-            self.extra = dict(image_rotary_emb=(cos, sin))
-        else:
-            self.sigmas = lat.flow_sigmas(n_steps, self.shift)
-
-    def describe(self) -> str:
-        if self.family == "cogvideox":
-            sched = f"noise: x_t = sqrt(abar) x0 + sqrt(1-abar) eps, eps seeded; schedule: CogVideoXDDIM {self.n_steps} steps"
-        else:
-            sched = (f"noise: x_t = (1-sigma) x0 + sigma eps, eps seeded; schedule: FlowMatchEuler shift "
-                     f"{self.shift}, {self.n_steps} steps")
-        if self.prompt is not None:
-            return f"{sched}; text: {self.prompt[0]}"
-        return f"{sched}; text: {TEXT_TOKENS} seeded N(0,1) tokens of width {self.text.shape[-1]}"
-
-    def step(self, s: int, x0: np.ndarray, eps: np.ndarray) -> tuple[float, float, torch.Tensor]:
-        """``(sigma, timestep, x_t)`` of step index s."""
-        if self.family == "cogvideox":
-            t = self.timesteps[s]
-            a = float(self.abar[t])
-            x = (np.float32(math.sqrt(a)) * x0 + np.float32(math.sqrt(1.0 - a)) * eps).astype(np.float32)
-            return math.sqrt(1.0 - a), float(t), torch.from_numpy(x).to(self.dtype)
-        sigma = float(self.sigmas[s])
-        timestep = float(np.float32(sigma) * np.float32(lat.NUM_TRAIN_TIMESTEPS))
-        return sigma, timestep, torch.from_numpy(lat.noisy_latents(x0, sigma, eps)).to(self.dtype)
-
-    def inputs(self, x_t: torch.Tensor, timestep: float) -> dict:
-        if self.family == "cogvideox":  # CogVideoX takes [B, F, C, H, W] and an integer timestep
-            return dict(hidden_states=x_t.permute(0, 2, 1, 3, 4), timestep=torch.tensor([int(timestep)]),
-                        encoder_hidden_states=self.text, **self.extra)
-        return dict(hidden_states=x_t, timestep=torch.tensor([timestep], dtype=torch.float32),
-                    encoder_hidden_states=self.text, **self.extra)
+    fam = model_family(net)
+    kind, blk = fam.blocks(net)[0]
+    return fam.self_attention(kind, blk).to_q.weight.dtype
 
 
 def write_shape_trace(out: str | Path, model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, *,
@@ -1073,19 +944,7 @@ def write_shape_trace(out: str | Path, model: str = DEFAULT_MODEL, size: str = D
     net = meta_model(spec.name, size)
     g, plan = plan_ops(spec.name, size, grid, step_list, blocks, op_names, resolution=resolution, theta=theta,
                        net=net)
-    if spec.family == "cogvideox":
-        from diffusers import CogVideoXDDIMScheduler
-
-        sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
-        sch.set_timesteps(num_inference_steps)
-        ts, abar = [int(t) for t in sch.timesteps], sch.alphas_cumprod.numpy()
-        step_meta = [{"index": s, "sigma": math.sqrt(1.0 - float(abar[ts[s]])), "timestep": float(ts[s])}
-                     for s in step_list]
-    else:
-        sig = lat.flow_sigmas(num_inference_steps, HUNYUAN_SHIFT if spec.family == "hunyuan" else lat.DEFAULT_SHIFT)
-        step_meta = [{"index": s, "sigma": float(sig[s]),
-                      "timestep": float(np.float32(sig[s]) * np.float32(lat.NUM_TRAIN_TIMESTEPS))}
-                     for s in step_list]
+    step_meta = family_of(spec).schedule(num_inference_steps).step_meta(step_list)
     notes = (f"shape trace: shapes from {spec.diffusers_class} built on the meta device ({spec.source}); "
              f"no weights, no forward, scales are placeholders; joint/cross attention text tokens: {TEXT_TOKENS}")
     with TraceWriter(out, g, "shapes", b_msb=int(b_msb), model=spec.name, size=size,
@@ -1105,3 +964,59 @@ def capture_to_file(out: str | Path, **kwargs) -> Trace:
         The captured `Trace` (op shapes only for exact traces: the operands are on disk).
     """
     return capture(out=out, **kwargs)
+
+
+def record_trajectory(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, latent_grid: tuple[int, int, int] = (3, 16, 16),
+                      num_inference_steps: int = 50, seed: int = 0, shift: float = lat.DEFAULT_SHIFT,
+                      weights: str | Path | None = None, progress: ProgressFn | None = None) -> tuple[np.ndarray, str]:
+    """The latent trajectory of a real sampling run: text-to-video from pure noise, Euler flow matching.
+
+    ``z_0 = eps`` (`algo.latents.noise_like` of the latent shape, seed ``seed``), then for each step i
+    of the N-step schedule (`algo.latents.flow_sigmas` with ``shift``, terminal sigma 0 appended)
+    ``z_{i+1} = z_i + (sigma_{i+1} - sigma_i) v(z_i, 1000 sigma_i)`` in float32, batch 1, one
+    conditional branch (no classifier-free guidance), 8 seeded text tokens (`TEXT_TOKENS`, stream
+    ``[seed, 1]`` as `capture`). Wan family only.
+
+    Args:
+        latent_grid: ``(F, H, W)`` latent frames and pixels (before the model's patch; H and W
+            multiples of the patch).
+        weights: as `algo.models.build_model` (None: seeded weights).
+
+    Returns:
+        ``(trajectory, weights_description)``: float32 ``[N + 1, 16, F, H, W]``, entry i the latent
+        step i starts from (entry N the final latent).
+
+    Raises:
+        CaptureError: unknown model or size, a non-Wan family, a bad grid or step count.
+    """
+    spec = get_spec(model, size)
+    if spec.family != "wan":
+        raise CaptureError(f"trajectory recording supports the Wan family (Euler flow-matching loop); {spec.name!r} "
+                           f"is {spec.family!r}")
+    cfg = spec.sizes[size]
+    pt, ph, pw = patch_of(cfg)
+    grid = tuple(int(v) for v in latent_grid)
+    if len(grid) != 3 or min(grid) <= 0 or grid[0] % pt or grid[1] % ph or grid[2] % pw:
+        raise CaptureError(f"latent grid must be 3 positive sizes, H and W multiples of the patch {(pt, ph, pw)}; "
+                           f"got {latent_grid}")
+    if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
+        raise CaptureError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
+    net, wdesc = build_model(spec.name, size, seed, weights=weights)
+    dtype = next(net.parameters()).dtype
+    sig = np.append(lat.flow_sigmas(num_inference_steps, shift), np.float32(0.0)).astype(np.float32)
+    z = lat.noise_like(np.zeros((1, lat.LATENT_CHANNELS, *grid), dtype=np.float32), seed)
+    text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, int(cfg["text_dim"])))
+    text_t = torch.from_numpy(text.astype(np.float32)).to(dtype)
+    out = np.empty((num_inference_steps + 1, *z.shape[1:]), dtype=np.float32)
+    x = torch.from_numpy(z)
+    with torch.inference_mode():
+        for i in range(num_inference_steps):
+            out[i] = x[0].numpy()
+            t = torch.tensor([float(sig[i] * np.float32(lat.NUM_TRAIN_TIMESTEPS))], dtype=torch.float32)
+            v = net(hidden_states=x.to(dtype), timestep=t, encoder_hidden_states=text_t,
+                    return_dict=False)[0].to(torch.float32)
+            x = x + float(sig[i + 1] - sig[i]) * v
+            if progress is not None:
+                progress(i + 1, num_inference_steps, f"step {i} (sigma {float(sig[i]):.3f})")
+    out[num_inference_steps] = x[0].numpy()
+    return out, wdesc

@@ -18,10 +18,11 @@ from algo.models.registry import (
     build_model,
     build_streamed,
     checkpoint_of,
-    cogvideox_rotary_emb,
+    family_of,
     get_spec,
     meta_model,
     model_config,
+    model_family,
     num_blocks,
     rope_groups,
     rope_split,
@@ -29,6 +30,6 @@ from algo.models.registry import (
 
 __all__ = [
     "DTYPES", "MODELS", "SAFETENSORS_FILE", "SAFETENSORS_INDEX", "WEIGHTS_INIT", "CaptureError", "ModelSpec",
-    "StreamedBlocks", "blocks_of", "build_model", "build_streamed", "checkpoint_of", "cogvideox_rotary_emb", "get_spec",
-    "meta_model", "model_config", "num_blocks", "rope_groups", "rope_split",
+    "StreamedBlocks", "blocks_of", "build_model", "build_streamed", "checkpoint_of", "family_of", "get_spec",
+    "meta_model", "model_config", "model_family", "num_blocks", "rope_groups", "rope_split",
 ]

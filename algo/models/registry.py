@@ -1,62 +1,22 @@
 """Registry of the video-DiT models trace capture can run, and how to build each one.
 
-A model is named by ``(name, size)``. ``size`` picks a configuration of the same architecture:
-
-- ``wan2.1-t2v-1.3b``, diffusers class `diffusers.WanTransformer3DModel` (0.42.1):
-
-  ``full``: the published Wan2.1-T2V-1.3B transformer config (Hugging Face
-  ``Wan-AI/Wan2.1-T2V-1.3B-Diffusers``, ``transformer/config.json``; SPEC.md section 1 table):
-  12 heads x 128 head dim (d = 1536), 30 layers, ffn_dim 8960, in/out channels 16, text_dim 4096
-  (UMT5-XXL width), freq_dim 256, patch (1, 2, 2), qk_norm ``rms_norm_across_heads``,
-  cross_attn_norm True, eps 1e-6, rope_max_seq_len 1024 (class default). About 1.4e9 parameters,
-  5.7 GB in float32.
-
-  ``tiny`` (project choice, for tests and demos): the same structure shrunk to 2 layers, 2 heads x 32
-  head dim (d = 64), ffn_dim 128, text_dim 32, freq_dim 32. RoPE t/h/w = 12/10/10 channels per head
-  (diffusers' ``WanRotaryPosEmbed``: ``h = w = 2*(d_h // 6)``, ``t = d_h - 2h``).
+A model is named by ``(name, size)``; ``size`` picks a configuration of the same architecture:
+``full`` (the published diffusers ``transformer/config.json``) or ``tiny`` (project choice, the
+same structure shrunk for tests and demos). The models, their configs and everything else
+family-specific (blocks, hooks, RoPE, schedule, inputs) live in one module per family
+(`algo.models.families`: ``wan2.1-t2v-1.3b`` and ``wan2.1-t2v-14b`` in `algo.models.families.wan`,
+``hunyuanvideo`` in `algo.models.families.hunyuan`, ``cogvideox-5b`` in
+`algo.models.families.cogvideox`); `MODELS` collects their rows.
 
 No hub access exists, so weights are seeded: ``torch.manual_seed(seed)`` right before construction,
 then diffusers' default initialisation, i.e. PyTorch's module defaults (`WEIGHTS_INIT`). The global
-torch RNG state of the caller is restored afterwards.
+torch RNG state of the caller is restored afterwards. Checkpoints load from a diffusers folder or a
+``.safetensors`` file (`build_model`); `build_streamed` holds one block in memory at a time.
 
-RoPE channel groups (`rope_groups`) are read from the model's own rotary module, ``model.rope``
-(`WanRotaryPosEmbed`, attributes ``t_dim``, ``h_dim``, ``w_dim``). Layout inside each head, checked
-against diffusers 0.42.1 ``transformer_wan.py``: ``WanRotaryPosEmbed.forward`` concatenates the
-frequency tables in the order ``[freqs_f, freqs_h, freqs_w]`` along the channel axis, with each
-frequency repeated for an interleaved pair (``repeat_interleave_real=True``), and
-``WanAttnProcessor.apply_rotary_emb`` rotates channel pairs ``(2i, 2i+1)`` with entry ``2i`` of that
-table; so channels ``[0, t)`` encode time, ``[t, t+h)`` height and ``[t+h, d_h)`` width. Per SPEC
-section 2, t-channels are reused spatially (axis ``"w"``: the previous token along width) and
-h/w-channels temporally (axis ``"f"``: same position in the previous frame).
-
-Further models (issue 4), every ``full`` config copied from the model's published diffusers
-``transformer/config.json`` on the Hugging Face hub (values also in SPEC.md section 1's table):
-
-- ``wan2.1-t2v-14b`` (``Wan-AI/Wan2.1-T2V-14B-Diffusers``): `diffusers.WanTransformer3DModel`,
-  40 heads x 128 (d = 5120), 40 layers, ffn_dim 13824, otherwise as 1.3B; RoPE 44/42/42. 28 GB in
-  bf16: capture builds only the blocks up to the last recorded one, and `build_streamed`
-  (``--stream-blocks``, any model, seeded or from a safetensors checkpoint) holds one block at a
-  time; full-size traces come from ``--shape-only`` or `algo.trace.derive`. ``tiny``: the 1.3B tiny
-  config (same architecture).
-- ``hunyuanvideo`` (``hunyuanvideo-community/HunyuanVideo``, the diffusers conversion of
-  tencent/HunyuanVideo): `diffusers.HunyuanVideoTransformer3DModel`, 24 heads x 128 (d = 3072),
-  20 dual-stream + 40 single-stream blocks, mlp_ratio 4 (d_ffn 12288), 2 token-refiner layers,
-  patch 1x2x2, qk_norm rms_norm, guidance_embeds True, text_embed_dim 4096, pooled_projection_dim
-  768, rope_theta 256, rope_axes_dim (16, 56, 56). ``tiny``: 2 heads x 32, 1 dual + 1 single
-  block, 1 refiner layer, text width 32, pooled width 16, rope_axes_dim (8, 12, 12).
-  Trace block index b: ``0..num_layers-1`` are the dual-stream blocks
-  (``transformer_blocks[b]``), then the single-stream blocks (``single_transformer_blocks[b -
-  num_layers]``). RoPE split read from ``model.rope.rope_dim``; layout ``[t | h | w]``
-  (``HunyuanVideoRotaryPosEmbed.forward`` concatenates the three axes' tables), interleaved pairs.
-- ``cogvideox-5b`` (``THUDM/CogVideoX-5b``): `diffusers.CogVideoXTransformer3DModel`, 48 heads x 64
-  (d = 3072), 42 layers, ff inner 4d = 12288, time_embed_dim 512, text_embed_dim 4096, patch 2
-  (no temporal patch), attention_bias True, norm_eps 1e-5, use_rotary_positional_embeddings True,
-  sample 13x60x90 latent (base size of the RoPE crop). ``tiny``: 2 heads x 32, 2 layers, text
-  width 32, time_embed_dim 32. CogVideoX has no rotary module: its pipeline builds the tables
-  with ``diffusers.models.embeddings.get_3d_rotary_pos_embed`` (t = d_h/4, h = w = 3 d_h/8:
-  16/24/24 at d_h 64) and passes them to ``forward``; `rope_groups` reads the split from that
-  function's output (which channels vary with t, h or w), capture calls it as the pipeline does
-  (`cogvideox_rotary_emb`).
+RoPE channel groups (`rope_groups`) are read from the model's own rotary code (the family's
+`Family.rope_split`). Per docs/spec.md section 2, t-channels are reused spatially (axis ``"w"``: the
+previous token along width) and h/w-channels temporally (axis ``"f"``: same position in the previous
+frame).
 """
 
 from __future__ import annotations
@@ -68,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from algo.models.families import FAMILIES, Family, family_of_class
+from algo.models.families.wan import WAN_SMALL
 from algo.trace import Group
 
 
@@ -110,146 +72,29 @@ class ModelSpec:
     latents: dict[str, str] = field(default_factory=dict)
 
 
-_WAN_13B_FULL = dict(
-    patch_size=(1, 2, 2),
-    num_attention_heads=12,
-    attention_head_dim=128,
-    in_channels=16,
-    out_channels=16,
-    text_dim=4096,
-    freq_dim=256,
-    ffn_dim=8960,
-    num_layers=30,
-    cross_attn_norm=True,
-    qk_norm="rms_norm_across_heads",
-    eps=1e-6,
-    image_dim=None,
-    added_kv_proj_dim=None,
-    rope_max_seq_len=1024,
-)
-
-_WAN_TINY = dict(
-    _WAN_13B_FULL,
-    num_attention_heads=2,
-    attention_head_dim=32,
-    text_dim=32,
-    freq_dim=32,
-    ffn_dim=128,
-    num_layers=2,
-)
-
-#: ``small`` (project choice): the trained model's config (algo/train, docs/training.md): 4 layers,
-#: 2 heads x 64 head dim (d = 128; RoPE t/h/w = 24/20/20), ffn_dim 512, text_dim 32, freq_dim 64.
-_WAN_SMALL = dict(
-    _WAN_13B_FULL,
-    num_attention_heads=2,
-    attention_head_dim=64,
-    text_dim=32,
-    freq_dim=64,
-    ffn_dim=512,
-    num_layers=4,
-)
-
-_WAN_14B_FULL = dict(_WAN_13B_FULL, num_attention_heads=40, ffn_dim=13824, num_layers=40)
-
-_HUNYUAN_FULL = dict(
-    in_channels=16,
-    out_channels=16,
-    num_attention_heads=24,
-    attention_head_dim=128,
-    num_layers=20,
-    num_single_layers=40,
-    num_refiner_layers=2,
-    mlp_ratio=4.0,
-    patch_size=2,
-    patch_size_t=1,
-    qk_norm="rms_norm",
-    guidance_embeds=True,
-    text_embed_dim=4096,
-    pooled_projection_dim=768,
-    rope_theta=256.0,
-    rope_axes_dim=(16, 56, 56),
-)
-
-_HUNYUAN_TINY = dict(
-    _HUNYUAN_FULL,
-    num_attention_heads=2,
-    attention_head_dim=32,
-    num_layers=1,
-    num_single_layers=1,
-    num_refiner_layers=1,
-    text_embed_dim=32,
-    pooled_projection_dim=16,
-    rope_axes_dim=(8, 12, 12),
-)
-
-_COGVIDEOX_5B_FULL = dict(
-    num_attention_heads=48,
-    attention_head_dim=64,
-    in_channels=16,
-    out_channels=16,
-    flip_sin_to_cos=True,
-    freq_shift=0,
-    time_embed_dim=512,
-    text_embed_dim=4096,
-    num_layers=42,
-    dropout=0.0,
-    attention_bias=True,
-    sample_width=90,
-    sample_height=60,
-    sample_frames=49,
-    patch_size=2,
-    temporal_compression_ratio=4,
-    max_text_seq_length=226,
-    activation_fn="gelu-approximate",
-    timestep_activation_fn="silu",
-    norm_elementwise_affine=True,
-    norm_eps=1e-5,
-    spatial_interpolation_scale=1.875,
-    temporal_interpolation_scale=1.0,
-    use_rotary_positional_embeddings=True,
-    use_learned_positional_embeddings=False,
-)
-
-_COGVIDEOX_TINY = dict(
-    _COGVIDEOX_5B_FULL,
-    num_attention_heads=2,
-    attention_head_dim=32,
-    time_embed_dim=32,
-    text_embed_dim=32,
-    num_layers=2,
-)
-
-#: One row per model: registry name, diffusers class, Hugging Face repository of the ``full``
-#: config (its ``transformer/config.json``), ``full`` and ``tiny`` constructor arguments, family.
-_REGISTRY = (
-    ("wan2.1-t2v-1.3b", "WanTransformer3DModel", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", _WAN_13B_FULL, _WAN_TINY,
-     "wan"),
-    ("wan2.1-t2v-14b", "WanTransformer3DModel", "Wan-AI/Wan2.1-T2V-14B-Diffusers", _WAN_14B_FULL, _WAN_TINY,
-     "wan"),
-    ("hunyuanvideo", "HunyuanVideoTransformer3DModel", "hunyuanvideo-community/HunyuanVideo", _HUNYUAN_FULL,
-     _HUNYUAN_TINY, "hunyuan"),
-    ("cogvideox-5b", "CogVideoXTransformer3DModel", "THUDM/CogVideoX-5b", _COGVIDEOX_5B_FULL, _COGVIDEOX_TINY,
-     "cogvideox"),
-)
-
 # Token grids (F, H, W) after the patch, the same for every model. tiny: latent 4x16x16 (128x128
 # px, 13 video frames). full: the same small grid by default, because an exact trace stores P
 # (heads x M x M bytes per block and step); 480p is 21x30x52 tokens (SPEC section 1).
 _DEFAULT_GRID = {"tiny": (4, 8, 8), "full": (4, 8, 8)}
 _DEFAULT_DTYPE = {"tiny": torch.float32, "full": torch.float32}
 
+#: Every family's models (`algo.models.families`: one module per family holds its rows).
 MODELS: dict[str, ModelSpec] = {
-    name: ModelSpec(name=name, diffusers_class=cls, source=f"{repo} transformer/config.json",
-                    sizes={"full": full, "tiny": tiny}, default_grid=dict(_DEFAULT_GRID),
-                    dtype=dict(_DEFAULT_DTYPE), family=family)
-    for name, cls, repo, full, tiny, family in _REGISTRY
+    row.name: ModelSpec(name=row.name, diffusers_class=row.diffusers_class,
+                        source=f"{row.repo} transformer/config.json", sizes={"full": row.full, "tiny": row.tiny},
+                        default_grid=dict(_DEFAULT_GRID), dtype=dict(_DEFAULT_DTYPE), family=fam.name)
+    for fam in FAMILIES.values() for row in fam.models
 }
 # The trained size (algo.train): same class, its own latents (patch PCA) and class prompts.
-MODELS["wan2.1-t2v-1.3b"].sizes["small"] = _WAN_SMALL
+MODELS["wan2.1-t2v-1.3b"].sizes["small"] = WAN_SMALL
 MODELS["wan2.1-t2v-1.3b"].default_grid["small"] = (4, 8, 8)
 MODELS["wan2.1-t2v-1.3b"].dtype["small"] = torch.float32
 MODELS["wan2.1-t2v-1.3b"].latents["small"] = "patch_pca"
+
+
+def family_of(spec: ModelSpec) -> Family:
+    """The family plugin of a registry entry (`algo.models.families`)."""
+    return FAMILIES[spec.family]
 
 
 def _valid_names() -> str:
@@ -289,33 +134,37 @@ _ARCH_KEYS = ("num_attention_heads", "attention_head_dim", "num_layers", "ffn_di
 
 def num_blocks(name: str, size: str) -> int:
     """Transformer blocks of ``(name, size)`` as the trace numbers them (Hunyuan: dual + single)."""
-    cfg = get_spec(name, size).sizes[size]
-    return int(cfg["num_layers"]) + int(cfg.get("num_single_layers", 0))
+    spec = get_spec(name, size)
+    return family_of(spec).num_blocks(spec.sizes[size])
 
 
 def _layers_config(spec: ModelSpec, size: str, n: int) -> dict:
     """Constructor arguments building only the first ``n`` trace blocks (construction order)."""
-    cfg = dict(spec.sizes[size])
-    if spec.family == "hunyuan":
-        dual = int(cfg["num_layers"])
-        cfg.update(num_layers=min(n, dual), num_single_layers=max(0, n - dual))
-    else:
-        cfg["num_layers"] = n
-    return cfg
+    return family_of(spec).layers_config(dict(spec.sizes[size]), n)
 
 
 def blocks_of(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
-    """The transformer blocks in trace order, each as ``(kind, module)``.
+    """The transformer blocks in trace order, each as ``(kind, module)`` (the family's `Family.blocks`).
 
     kind: ``"wan"`` (`WanTransformerBlock`), ``"dual"`` / ``"single"`` (Hunyuan dual-stream /
     single-stream blocks) or ``"cogvideox"`` (`CogVideoXBlock`).
+
+    Raises:
+        CaptureError: a model of no registered family.
     """
-    if hasattr(model, "blocks"):
-        return [("wan", b) for b in model.blocks]
-    if hasattr(model, "single_transformer_blocks"):
-        return ([("dual", b) for b in model.transformer_blocks]
-                + [("single", b) for b in model.single_transformer_blocks])
-    return [("cogvideox", b) for b in model.transformer_blocks]
+    return model_family(model).blocks(model)
+
+
+def model_family(model: torch.nn.Module) -> Family:
+    """The family plugin of a built model, from its class.
+
+    Raises:
+        CaptureError: a model of no registered family.
+    """
+    fam = family_of_class(type(model).__name__)
+    if fam is None:
+        raise CaptureError(f"{type(model).__name__} is not a model of any family in algo.models.families")
+    return fam
 
 
 def _to_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
@@ -483,8 +332,9 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
         raise CaptureError(f"--weights {path}: not a readable safetensors file ({err})") from None
     _check_file_config(path, spec, size)
     full_layers = int(spec.sizes[size]["num_layers"])
-    if spec.family == "wan":
-        present = {int(k.split(".")[1]) for k in sd if k.startswith("blocks.")}
+    prefix = family_of(spec).block_prefix
+    if prefix is not None:
+        present = {int(k[len(prefix):].split(".")[0]) for k in sd if k.startswith(prefix)}
         if present and present != set(range(full_layers)):
             raise CaptureError(f"--weights {path}: holds blocks {min(present)}..{max(present)} "
                                f"({len(present)} blocks), {spec.name} ({size}) has {full_layers}")
@@ -588,31 +438,20 @@ def meta_model(name: str, size: str) -> torch.nn.Module:
 def rope_split(model: torch.nn.Module) -> tuple[int, int, int]:
     """The RoPE t/h/w channel counts of one head, read from the model's own rotary code.
 
-    Wan: ``model.rope.t_dim/h_dim/w_dim`` (`WanRotaryPosEmbed`); Hunyuan: ``model.rope.rope_dim``
-    (`HunyuanVideoRotaryPosEmbed`); CogVideoX (no rotary module): the tables of
-    `cogvideox_rotary_emb` on a 2x2x2 grid, a channel belonging to the axis along which its cosine
-    changes.
+    The family's `Family.rope_split`: Wan ``model.rope.t_dim/h_dim/w_dim`` (`WanRotaryPosEmbed`);
+    Hunyuan ``model.rope.rope_dim`` (`HunyuanVideoRotaryPosEmbed`); CogVideoX (no rotary module):
+    the tables of `algo.models.families.cogvideox.rotary_emb` on a 2x2x2 grid, a channel belonging
+    to the axis along which its cosine changes.
 
     Raises:
         CaptureError: no known rotary module, or dims that do not partition the head dim.
     """
-    rope = getattr(model, "rope", None)
-    if rope is not None and hasattr(rope, "t_dim"):
-        t, h, w = int(rope.t_dim), int(rope.h_dim), int(rope.w_dim)
-        d_h = int(rope.attention_head_dim)
-    elif rope is not None and hasattr(rope, "rope_dim"):
-        t, h, w = (int(v) for v in rope.rope_dim)
-        d_h = int(model.config.attention_head_dim)
-    elif type(model).__name__ == "CogVideoXTransformer3DModel":
-        d_h = int(model.config.attention_head_dim)
-        cos, _ = cogvideox_rotary_emb(model.config, (2, 2, 2))  # [8, d_h], raster (f, h, w)
-        c = cos.reshape(2, 2, 2, d_h)
-        var = [(c.select(a, 1) - c.select(a, 0)).abs().amax(dim=(0, 1)) > 0 for a in range(3)]
-        t, h, w = (int(v.sum()) for v in var)
-        axes = torch.stack(var).to(torch.int64).argmax(dim=0)  # per channel: 0 t, 1 h, 2 w
-        if not torch.equal(axes, torch.tensor([0] * t + [1] * h + [2] * w)):
-            raise CaptureError("CogVideoX RoPE tables are not laid out [t | h | w]")
-    else:
+    fam = family_of_class(type(model).__name__)
+    try:
+        t, h, w, d_h = fam.rope_split(model) if fam is not None else (None,) * 4
+    except (AttributeError, ValueError) as err:
+        raise CaptureError(f"{type(model).__name__}: {err}") from None
+    if fam is None:
         raise CaptureError(f"{type(model).__name__} has no known rotary module (Wan model.rope.t_dim, "
                            "Hunyuan model.rope.rope_dim, CogVideoX get_3d_rotary_pos_embed)")
     if min(t, h, w) <= 0 or t + h + w != d_h:
@@ -633,36 +472,6 @@ def rope_groups(model: torch.nn.Module) -> list[Group]:
     """
     t, h, w = rope_split(model)
     return [Group(0, t, "w", "t"), Group(t, t + h, "f", "h"), Group(t + h, t + h + w, "f", "w")]
-
-
-def cogvideox_rotary_emb(config, grid: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """CogVideoX's RoPE tables ``(cos, sin)``, each float32 ``[F*H*W, d_h]``, for a token grid.
-
-    Exactly what ``CogVideoXPipeline._prepare_rotary_positional_embeddings`` (diffusers 0.42.1) does
-    for CogVideoX 1.0 (``patch_size_t`` None): ``get_resize_crop_region_for_grid((H, W),
-    sample_width / p, sample_height / p)`` then ``get_3d_rotary_pos_embed(embed_dim=d_h,
-    crops_coords, grid_size=(H, W), temporal_size=F)``.
-    """
-    from diffusers.models.embeddings import get_3d_rotary_pos_embed
-
-    f, h, w = (int(v) for v in grid)
-    p = int(config.patch_size)
-    crops = _resize_crop_region((h, w), int(config.sample_width) // p, int(config.sample_height) // p)
-    cos, sin = get_3d_rotary_pos_embed(embed_dim=int(config.attention_head_dim), crops_coords=crops,
-                                       grid_size=(h, w), temporal_size=f, device=torch.device("cpu"))
-    return cos.to(torch.float32), sin.to(torch.float32)
-
-
-def _resize_crop_region(src: tuple[int, int], tgt_width: int, tgt_height: int):
-    """``get_resize_crop_region_for_grid`` of diffusers 0.42.1 ``pipelines/cogvideo/pipeline_cogvideox.py``,
-    copied: that module imports ``transformers`` (the text encoder), which capture does not need."""
-    h, w = src
-    if h / w > tgt_height / tgt_width:
-        rh, rw = tgt_height, int(round(tgt_height / h * w))
-    else:
-        rw, rh = tgt_width, int(round(tgt_width / w * h))
-    top, left = int(round((tgt_height - rh) / 2.0)), int(round((tgt_width - rw) / 2.0))
-    return (top, left), (top + rh, left + rw)
 
 
 #: File names of a diffusers model folder's safetensors weights (diffusers ``SAFETENSORS_WEIGHTS_NAME``

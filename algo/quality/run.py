@@ -8,18 +8,21 @@ model instance, with `algo.reuse.torch_hooks.ReuseHooks` switching the pass mode
 - **float** (optional, ``float_reference=True``): the unquantised model, for context: how far the
   int8 model itself is from fp32.
 
-Sampling (choice, documented): an N-step flow-matching schedule (`algo.latents.flow_sigmas`,
-diffusers ``FlowMatchEulerDiscreteScheduler``, shift 5.0, N = ``num_inference_steps`` = 50 by
-default, with the scheduler's terminal sigma 0 appended) of which the *last* ``steps`` are run,
+Every model family runs (`algo.models.families`: the family's schedule, inputs and hooks).
+Sampling (choice, documented): the family's N-step schedule (`algo.models.schedules`; Wan: flow
+matching, diffusers ``FlowMatchEulerDiscreteScheduler``, shift 5.0; HunyuanVideo: the same, shift
+7.0; CogVideoX: its DDIM, v-prediction; N = ``num_inference_steps`` = 50 by default, with the
+terminal sigma 0 appended) of which the *last* ``steps`` are run,
 starting from the real-image latents (`algo.latents.image_latents`, the panned astronaut) noised
 to ``sigma[start]``, ``start = N - steps`` (`algo.latents.noisy_latents`, seeded eps from
 `algo.latents.noise_like`): SDEdit-style image-to-video. With ``steps = N`` this is plain
 text-to-video sampling from pure noise (``sigma[0] = 1`` so ``x = eps``). Why: with seeded
 (untrained) weights, activations of neighbouring tokens only become similar once the noise level is
 low (docs/capture.md), so a run that starts from real content at a moderate noise level is the
-one where reuse has something to reuse. Each step is the scheduler's Euler update
-``x <- x + (sigma[i+1] - sigma[i]) * v(x, 1000 sigma[i])`` in float32, batch 1, with 8 seeded
-N(0, 1) text tokens (`algo.capture.TEXT_TOKENS`, stream ``[seed, 1]``, as capture).
+one where reuse has something to reuse. Each step is the scheduler's update (flow matching: the
+Euler step ``x <- x + (sigma[i+1] - sigma[i]) * v(x, 1000 sigma[i])``; CogVideoX: the DDIM step of
+``diffusers.CogVideoXDDIMScheduler``) in float32, batch 1, with 8 seeded N(0, 1) text tokens
+(`algo.capture.TEXT_TOKENS`, stream ``[seed, 1]``) and the family's extra inputs, as capture.
 
 Reported (`run_quality`'s dict): per op the decision fractions (elements of X and MAC-weighted),
 the local SNR (the op's own reuse error: ``X_eff W`` against ``X W`` on the same input) and the SNR
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import importlib.util
 import io
 import json
@@ -63,9 +67,9 @@ import numpy as np
 import torch
 
 from algo import latents as lat
-from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS, TEXT_TOKENS
+from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS, TEXT_TOKENS, patch_of
 from algo.fileio import atomic_write_bytes
-from algo.models import build_model, get_spec
+from algo.models import build_model, family_of, get_spec
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSchedule, ThetaSpec
 from algo.reuse.torch_hooks import ReuseError, ReuseHooks, parse_ops, snr_db_energy, theta_for
 
@@ -177,8 +181,15 @@ def _lpips(ref: np.ndarray, test: np.ndarray) -> float:
         return float(net(to_t(ref), to_t(test)).mean())
 
 
-def _load_vae(path: str | Path):
-    """A diffusers ``AutoencoderKLWan`` from a local folder (or a pipeline folder with ``vae/``)."""
+def _load_vae(path: str | Path, vae_class: str | None = "AutoencoderKLWan"):
+    """A diffusers ``AutoencoderKLWan`` (the family's `Family.vae_class`) from a local folder (or a
+    pipeline folder with ``vae/``).
+
+    Raises:
+        ReuseError: the family has no VAE decoding here, or the checkpoint does not load.
+    """
+    if vae_class != "AutoencoderKLWan":
+        raise ReuseError("decoded-frame metrics need a Wan VAE: only Wan-family latents are decoded")
     from diffusers import AutoencoderKLWan
 
     p = Path(path)
@@ -235,12 +246,7 @@ class _Setup:
     def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights=None):
         spec = get_spec(model, size)
         cfg = spec.sizes[size]
-        if spec.family != "wan":
-            raise ReuseError(
-                f"quality runs support the Wan family only (Euler flow-matching loop and reuse hooks of "
-                f"WanTransformer3DModel); {spec.name!r} is {spec.family!r}: capture and simulate it, but "
-                "its quality is not measured yet"
-            )
+        fam = family_of(spec)
         if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
             raise ReuseError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
         if not isinstance(steps, int) or not 1 <= steps <= num_inference_steps:
@@ -251,8 +257,10 @@ class _Setup:
             raise ReuseError(f"grid must be 3 positive token counts (F, H, W), each <= {max_len}; got {grid}")
         if image not in lat.IMAGES:
             raise ReuseError(f"unknown image {image!r}; choose one of {', '.join(lat.IMAGES)}")
-        self.spec, self.size, self.seed, self.grid = spec, size, int(seed), grid
-        self.steps, self.n_sched, self.shift, self.image, self.pan_px = steps, num_inference_steps, shift, image, pan_px
+        self.spec, self.family, self.size, self.seed, self.grid = spec, fam, size, int(seed), grid
+        self.schedule = fam.schedule(num_inference_steps, shift)
+        self.steps, self.n_sched, self.image, self.pan_px = steps, num_inference_steps, image, pan_px
+        self.shift = getattr(self.schedule, "shift", None)  # None: not a flow-matching schedule
         if weights is not None and not Path(weights).expanduser().exists():
             raise ReuseError(f"--weights: checkpoint not found: {Path(weights).expanduser().resolve()}")
         self.net, self.weights = build_model(spec.name, size, seed, weights=weights)
@@ -263,19 +271,18 @@ class _Setup:
 
             self.pca = patch_pca.load()
         self.dtype = next(self.net.parameters()).dtype
-        p_t, p_h, p_w = cfg["patch_size"]
+        p_t, p_h, p_w = patch_of(cfg)
         self.latent_grid = (grid[0] * p_t, grid[1] * p_h, grid[2] * p_w)
         x0 = lat.model_latents(spec, size, self.latent_grid, pan_px=pan_px, image=image)
         eps = lat.noise_like(x0, seed)
-        self.sigmas = np.append(lat.flow_sigmas(num_inference_steps, shift), np.float32(0.0)).astype(np.float32)
+        self.sigmas = self.schedule.sigmas
         self.start = num_inference_steps - steps
-        self.x_start = lat.noisy_latents(x0, float(self.sigmas[self.start]), eps)
+        self.x_start = self.schedule.noised(x0, eps, self.start)
+        self.inputs = fam.inputs(cfg, self.net, grid, seed, self.dtype, TEXT_TOKENS)
         self.prompt = lat.class_prompt(spec, size, image)
-        if self.prompt is not None:
-            text = self.prompt[1](int(cfg["text_dim"]))
-        else:
-            text = np.random.default_rng([int(seed), 1]).standard_normal((1, TEXT_TOKENS, int(cfg["text_dim"])))
-        self.text = torch.from_numpy(text.astype(np.float32)).to(self.dtype)
+        if self.prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
+            self.inputs = dataclasses.replace(
+                self.inputs, text=torch.from_numpy(self.prompt[1](self.inputs.text.shape[-1])).to(self.dtype))
 
     def describe(self) -> dict:
         return {
@@ -303,16 +310,14 @@ def _sample(setup: _Setup, hooks: ReuseHooks, modes: Sequence[str], progress, do
     done = done0
     with torch.inference_mode():
         for i in range(setup.start, setup.n_sched):
-            sigma, sigma_next = setup.sigmas[i], setup.sigmas[i + 1]
-            t = torch.tensor([float(sigma * np.float32(lat.NUM_TRAIN_TIMESTEPS))], dtype=torch.float32)
-            dt = float(sigma_next - sigma)  # float32 difference, as the scheduler's step
+            sigma, t = setup.sigmas[i], setup.schedule.timestep(i)
             vs = {}
             for m in modes:
                 hooks.set_pass(m, i)
-                v = setup.net(hidden_states=xs[m], timestep=t, encoder_hidden_states=setup.text,
-                              return_dict=False)[0].to(torch.float32)
+                kwargs = setup.family.forward_kwargs(setup.inputs, xs[m], t)
+                v = setup.family.output(setup.net(**kwargs, return_dict=False)[0]).to(torch.float32)
                 vs[m] = v
-                xs[m] = (xs[m].to(torch.float32) + dt * v).to(setup.dtype)
+                xs[m] = setup.schedule.update(xs[m], v, i).to(setup.dtype)
                 done += 1
                 if progress is not None:
                     progress(done, total, f"step {i} (sigma {float(sigma):.3f}) {m}")
@@ -419,7 +424,7 @@ def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, prog
         res["reuse_vs_float"] = latent_metrics(finals["float"], finals["reuse"])
     frames = None
     if vae is not None:
-        v = _load_vae(vae)
+        v = _load_vae(vae, setup.family.vae_class)
         frames = {m: decode_latents(v, finals[m]) for m in ("exact", "reuse")}
         res["frames"] = {"vae": str(vae), "shape": list(frames["exact"].shape),
                          **frame_metrics(frames["exact"], frames["reuse"])}
@@ -666,10 +671,13 @@ def weights_label(weights: str, seed: int) -> str:
 
 def caption(config: dict) -> str:
     """One-line figure caption: model, size, weights, steps, grid, seed, reference."""
+    shift = config["shift"]
+    sampler = "DDIM" if shift is None else "Euler"
+    sched = f"{config['num_inference_steps']}" + ("" if shift is None else f", shift {shift:g}")
     return (f"{config['model']} ({config['size']}), {weights_label(config['weights'], config['seed'])}; "
-            f"{config['steps']} Euler steps (last {config['steps']} of {config['num_inference_steps']}, "
-            f"shift {config['shift']:g}) from noised real-image latents; grid {'x'.join(map(str, config['grid']))} "
-            f"tokens; ops {','.join(config['ops'])}; reference: int8 run without reuse")
+            f"{config['steps']} {sampler} steps (last {config['steps']} of {sched}) from noised real-image latents; "
+            f"grid {'x'.join(map(str, config['grid']))} tokens; ops {','.join(config['ops'])}; "
+            "reference: int8 run without reuse")
 
 
 def write_sweep(res: dict, out_dir: str | Path) -> list[Path]:

@@ -1,6 +1,8 @@
-"""Kaleido's channel-wise reuse applied inside a diffusers Wan forward pass (fake-quantised int8).
+"""Kaleido's channel-wise reuse applied inside a diffusers video-DiT forward pass (fake-quantised int8).
 
-`ReuseHooks` is a context manager that installs hooks on a `WanTransformer3DModel` so that every
+`ReuseHooks` is a context manager that installs hooks on a model of any family
+(`algo.models.families`: Wan, HunyuanVideo, CogVideoX; the hooks sit at the family's GEMM sites,
+`Family.sites`) so that every
 GEMM of the chosen op types runs the way the accelerator would run it (SPEC.md sections 1-2):
 
 1. the streamed operand ``X`` (tokens x K) is quantised to int8 exactly as `algo.capture` does
@@ -35,10 +37,15 @@ Three pass modes (`ReuseHooks.set_pass`):
 of which ops have reuse enabled, so that the exact reference is the same int8 model whatever
 subset is switched on. Ops outside ``quant_ops`` run in float in every mode.
 
-Attention: the module-level ``diffusers.models.transformers.transformer_wan.dispatch_attention_fn``
-is wrapped (restored in ``finally``/``__exit__``); when ``qk`` or ``pv`` (or a cross counterpart) is
-quantised, attention is computed explicitly there: ``s = Q_used K_fq^T / sqrt(d_h)`` in float32,
-then P, then O. With neither quantised the original function runs.
+Attention: the function the family's attention processor calls is wrapped (`Family.attention_patch`,
+restored in ``__exit__``); when ``qk`` or ``pv`` (or a cross counterpart) is quantised, attention is
+computed explicitly there: ``s = Q_used K_fq^T / sqrt(d_h)`` in float32, then P, then O. With
+neither quantised the original function runs. Joint attention (HunyuanVideo, CogVideoX: text tokens
+in the sequence): the video-token rows of every linear op's input and of Q are the streamed operand
+(as capture records them); text-token rows pass through the fake-quantised weights in float, and
+text-token queries attend in float. A fused layer (HunyuanVideo's single-stream ``proj_out``, ops
+o_proj and ffn2 on its two input halves) has each half's weight columns quantised with their own
+scale, and each op's output is its own half's GEMM.
 
 Recorded per reuse pass (`ReuseStats`): decision counts per op and step, weighted by group width
 (element counts of X) and by N (MACs); the op's *local* error (``Y = X_eff W`` against ``X W`` on
@@ -48,8 +55,7 @@ before, the error of each op's output against the exact pass's output at the sam
 results without bias: ``qkv`` = [Q | K | V] projections, ``qk`` = scores ``s`` (scaled by
 1/sqrt(d_h)), ``pv`` = the normalised attention output ``O``, the linears ``x W^T``.
 
-Limits: batch size 1 (as capture); no attention mask; Wan only (``model.rope`` with
-``t_dim/h_dim/w_dim``, ``blocks[i].attn1/attn2/ffn``). Memory: the float and the fake-quantised
+Limits: batch size 1 (as capture); no attention mask (an all-True one is accepted). Memory: the float and the fake-quantised
 weights are both held while the context is open (2x the linear weights: 11.4 GB peak for the full
 Wan2.1-1.3B config at 256 tokens, measured); attention materialises ``heads x M x M`` float32
 scores and uint8 P at once (no query chunking), fine for the small grids quality runs use.
@@ -65,7 +71,8 @@ import numpy as np
 import torch
 
 from algo.capture.run import CROSS_OPS, SELF_OPS, _per_head, quantize_int8
-from algo.models import CaptureError, rope_groups
+from algo.models import CaptureError, model_family, rope_groups
+from algo.models.families.base import Attention
 from algo.reuse import policies as bp
 from algo.reuse.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, GroupSpec, block_groups, decide
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSpec, check_pair, resolve_theta
@@ -292,7 +299,7 @@ class ReuseStats:
 # -- the hooks -------------------------------------------------------------------------------------
 
 class ReuseHooks:
-    """Context manager: fake-quantised int8 GEMMs with Kaleido reuse inside a Wan transformer.
+    """Context manager: fake-quantised int8 GEMMs with Kaleido reuse inside a video-DiT transformer.
 
     Usage::
 
@@ -302,7 +309,7 @@ class ReuseHooks:
         rh.stats.fractions("ffn1")
 
     Args:
-        model: a diffusers ``WanTransformer3DModel`` (batch size 1 inputs).
+        model: a diffusers model of a registered family (`algo.models.families`; batch size 1 inputs).
         grid: token grid ``(F, H, W)`` after patching; every forward must have ``F*H*W`` tokens.
         ops: op types with reuse enabled (names from `ALL_OPS`, or a string for `parse_ops`).
         theta: pair, mapping op -> pair (optional ``"default"``), ``callable(step, op) -> pair`` or an
@@ -314,8 +321,8 @@ class ReuseHooks:
             memory grows with the run).
 
     Raises:
-        ReuseError: unknown ops, ``ops`` not inside ``quant_ops``, bad b_msb, a model without Wan's
-            structure, or a second `ReuseHooks` active at the same time.
+        ReuseError: unknown ops, ``ops`` not inside ``quant_ops``, bad b_msb, a model of no known
+            family, or a second `ReuseHooks` active at the same time.
     """
 
     _active = False
@@ -344,8 +351,10 @@ class ReuseHooks:
             unknown = sorted(set(theta) - set(ALL_OPS) - {"default"})
             if unknown:
                 raise ReuseError(f"theta given for unknown op types {unknown}; op types: {', '.join(ALL_OPS)}")
-        if not hasattr(model, "blocks"):
-            raise ReuseError(f"{type(model).__name__} has no .blocks: only Wan-style transformers are supported")
+        try:
+            self.family = model_family(model)
+        except CaptureError as err:
+            raise ReuseError(str(err)) from None
         self.qk_groups = [g.as_tuple() for g in rope_groups(model)]
         self.record_operands = bool(record_operands)
         self.operands: list[dict] = []
@@ -357,37 +366,28 @@ class ReuseHooks:
         self._ref_step: int | None = None
         self._handles: list = []
         self._weights: dict = {}  # module -> (float weight, fake-quant weight)
-        self._original_dispatch = None
+        self._patch = None
         self._theta_cache: dict = {}
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> ReuseHooks:
         if ReuseHooks._active:
             raise ReuseError("another ReuseHooks context is active (the attention wrapper is module-global)")
-        import diffusers.models.transformers.transformer_wan as wan_mod
-
-        self._wan_mod = wan_mod
         ReuseHooks._active = True
         try:
             self._prepare_weights()
             self._register()
-            self._original_dispatch = wan_mod.dispatch_attention_fn
-            original = self._original_dispatch
-
-            def dispatch_wrapper(query, key, value, *args, **kwargs):
-                out = self._attention(query, key, value, kwargs.get("attn_mask"))
-                return original(query, key, value, *args, **kwargs) if out is None else out
-
-            wan_mod.dispatch_attention_fn = dispatch_wrapper
+            self._patch = self.family.attention_patch(self._attention)
+            self._patch.__enter__()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._original_dispatch is not None:
-            self._wan_mod.dispatch_attention_fn = self._original_dispatch
-            self._original_dispatch = None
+        if self._patch is not None:
+            self._patch.__exit__(None, None, None)
+            self._patch = None
         for h in self._handles:
             h.remove()
         self._handles = []
@@ -409,29 +409,38 @@ class ReuseHooks:
         self._set_weights(quantised=mode != "float")
 
     # -- weights ---------------------------------------------------------------------------------
+    def _sites(self):
+        """``(block, site)`` of every GEMM site of the family (`algo.models.families.base.Family.sites`)."""
+        for b, (kind, blk) in enumerate(self.family.blocks(self.model)):
+            for site in self.family.sites(kind, blk):
+                yield b, site
+
     def _linears(self):
-        """``(block, op, [linears], hooked module)`` of every linear op; the hooked module's input is X."""
-        for b, blk in enumerate(self.model.blocks):
-            a1, a2, ffn = blk.attn1, blk.attn2, blk.ffn
-            yield b, "qkv", [a1.to_q, a1.to_k, a1.to_v], a1
-            yield b, "o_proj", [a1.to_out[0]], a1.to_out[0]
-            yield b, "cross_q", [a2.to_q], a2
-            yield b, "cross_o", [a2.to_out[0]], a2.to_out[0]
-            yield b, "ffn1", [ffn.net[0].proj], ffn.net[0].proj
-            yield b, "ffn2", [ffn.net[2]], ffn.net[2]
+        """``(block, Linear site)`` of every linear op; the hooked module's input is X."""
+        return ((b, site) for b, site in self._sites() if not isinstance(site, Attention))
 
     @torch.no_grad()
     def _prepare_weights(self) -> None:
-        """Fake-quantised copies of the quantised linear ops' weights (one scale per op, as capture)."""
-        for _b, op, lins, _hooked in self._linears():
-            if op not in self.quant_ops:
+        """Fake-quantised copies of the quantised linear ops' weights (one scale per op, as capture;
+        an op on input channels ``cols`` of a fused layer quantises those weight columns)."""
+        for _b, site in self._linears():
+            if site.op not in self.quant_ops:
                 continue
+            lins = site.linears
             for lin in lins:
                 if getattr(lin, "weight", None) is None:
-                    raise ReuseError(f"{op}: {type(lin).__name__} has no weight")
+                    raise ReuseError(f"{site.op}: {type(lin).__name__} has no weight")
             w_t = torch.cat([lin.weight.detach() for lin in lins], dim=0).t()  # [in, out], as capture
+            if site.cols is not None:
+                w_t = w_t[site.cols[0]:site.cols[1]]
             w_q, w_s = quantize_int8(w_t)
             w_fq = dequantize(w_q, w_s).t().to(lins[0].weight.dtype)  # [out_total, in]
+            if site.cols is not None:
+                lin = lins[0]
+                fused = self._weights[lin][1] if lin in self._weights else lin.weight.data.clone()
+                fused[:, site.cols[0]:site.cols[1]] = w_fq
+                self._weights[lin] = (lin.weight.data, fused)
+                continue
             row = 0
             for lin in lins:
                 n = lin.weight.shape[0]
@@ -445,17 +454,24 @@ class ReuseHooks:
     # -- registration ----------------------------------------------------------------------------
     def _register(self) -> None:
         h = self._handles
-        for b, op, lins, hooked in self._linears():
-            if op in self.quant_ops:
-                h.append(hooked.register_forward_pre_hook(self._linear_pre(b, op, lins), with_kwargs=True))
-                for part, lin in enumerate(lins):
-                    h.append(lin.register_forward_hook(self._linear_out(b, op, part)))
-        for b, blk in enumerate(self.model.blocks):
-            # Registered after the qkv / cross_q pre-hooks: context is set for the attention call.
-            h.append(blk.attn1.register_forward_pre_hook(self._enter(b, "self"), with_kwargs=True))
-            h.append(blk.attn1.register_forward_hook(self._leave))
-            h.append(blk.attn2.register_forward_pre_hook(self._enter(b, "cross"), with_kwargs=True))
-            h.append(blk.attn2.register_forward_hook(self._leave))
+        for b, site in self._linears():
+            if site.op in self.quant_ops:
+                h.append(site.hooked.register_forward_pre_hook(self._linear_pre(b, site), with_kwargs=True))
+                if site.cols is None:  # a fused layer's part is recorded by its pre-hook
+                    for part, lin in enumerate(site.linears):
+                        h.append(lin.register_forward_hook(self._linear_out(b, site.op, part)))
+        for b, site in self._sites():
+            if isinstance(site, Attention):
+                # Registered after the qkv / cross_q pre-hooks: context is set for the attention call.
+                h.append(site.module.register_forward_pre_hook(self._enter(b, site.kind), with_kwargs=True))
+                h.append(site.module.register_forward_hook(self._leave))
+
+    def _video_rows(self, n: int) -> slice | None:
+        """The video-token rows of an ``n``-row sequence: all (None), the first or the last `tokens`
+        (joint ``[video, text]`` or ``[text, video]`` sequences); None also when ``n`` fits neither."""
+        if n == self.tokens or not self.family.joint_text or n < self.tokens:
+            return None
+        return slice(0, self.tokens) if self.family.video_first else slice(n - self.tokens, n)
 
     def _enter(self, block: int, kind: str):
         def hook(_m, _a, _k):
@@ -527,23 +543,38 @@ class ReuseHooks:
         self.stats._add(self.stats.local, (op, self.step), [sig, noise])
         self._call(op, block, local_signal=sig, local_noise=noise)
 
-    def _linear_pre(self, block: int, op: str, lins):
+    def _linear_pre(self, block: int, site):
+        op, lins, cols = site.op, site.linears, site.cols
+
         def hook(_module, args, kwargs):
             if self.mode == "float":
                 return None
             x = args[0] if args else kwargs["hidden_states"]
-            if x.ndim != 3 or x.shape[0] != 1 or x.shape[1] != self.tokens:
+            rows = self._video_rows(x.shape[1]) if x.ndim == 3 else None
+            if x.ndim != 3 or x.shape[0] != 1 or (rows is None and x.shape[1] != self.tokens):
                 raise ReuseError(f"{op} block {block}: input {tuple(x.shape)}, expected [1, {self.tokens}, K]")
-            x_q, scale = quantize_int8(x)
-            n_out = sum(int(lin.weight.shape[0]) for lin in lins)
-            qr = self._operand(op, block, x_q, scale, block_groups(x_q.shape[-1]), n_out)
-            x_used = dequantize(qr.x_eff, scale).to(x.dtype)
+            xv = x if rows is None else x[:, rows]
+            if cols is not None:
+                xv = xv[..., cols[0]:cols[1]]
+            x_q, scale = quantize_int8(xv)
+            qr = self._operand(op, block, x_q, scale, block_groups(x_q.shape[-1]), site.n)
+            xv_used = dequantize(qr.x_eff, scale).to(x.dtype)
+            w = torch.cat([lin.weight for lin in lins], dim=0)
+            if cols is not None:
+                w = w[:, cols[0]:cols[1]]
             if self.mode == "reuse" and op in self.ops:
-                w = torch.cat([lin.weight for lin in lins], dim=0)
                 x_exact = dequantize(x_q, scale).to(x.dtype)
-                self._local(op, block, x_exact @ w.t(), (x_used - x_exact) @ w.t())
+                self._local(op, block, x_exact @ w.t(), (xv_used - x_exact) @ w.t())
             if self.record_operands:
-                self.operands[-1]["x_used"] = x_used
+                self.operands[-1]["x_used"] = xv_used
+            if cols is not None:  # the fused layer's output sums several ops: this op's part
+                self._record_output(op, block, 0, xv_used @ w.t())
+            if rows is None and cols is None:
+                x_used = xv_used
+            else:
+                x_used = x.clone()
+                ch = slice(None) if cols is None else slice(cols[0], cols[1])
+                x_used[:, slice(None) if rows is None else rows, ch] = xv_used
             if args:
                 return (x_used, *args[1:]), kwargs
             return args, {**kwargs, "hidden_states": x_used}
@@ -560,8 +591,14 @@ class ReuseHooks:
 
         return hook
 
-    def _attention(self, query, key, value, attn_mask) -> torch.Tensor | None:
-        """Explicit fake-quantised attention, or None to run the original function."""
+    def _attention(self, query, key, value, layout: str = "bshd", attn_mask=None) -> torch.Tensor | None:
+        """Explicit fake-quantised attention, or None to run the original function.
+
+        ``layout`` ``"bshd"`` (``[1, S, heads, d_h]``) or ``"bhsd"``; the output has the same layout.
+        Joint attention (S = M + L: text tokens in the sequence): the M video-token query rows run
+        the accelerator's GEMMs (quantised, with reuse); the L text-token rows are computed in float
+        from the float Q, K and V (they are no GEMM of the trace). An all-True boolean mask is no mask.
+        """
         if self.mode == "float" or self.context is None:
             return None
         block, kind = self.context
@@ -570,9 +607,13 @@ class ReuseHooks:
         q_quant, p_quant = op_qk in self.quant_ops, op_pv in self.quant_ops
         if not (q_quant or p_quant):
             return None
-        if attn_mask is not None:
+        if attn_mask is not None and not (attn_mask.dtype == torch.bool and bool(attn_mask.all())):
             raise ReuseError("attention masks are not supported by the reuse hooks")
-        qh, kh, vh = _per_head(query), _per_head(key), _per_head(value)
+        if layout == "bhsd":
+            query, key, value = (t.transpose(1, 2) for t in (query, key, value))
+        q_all, kh, vh = _per_head(query), _per_head(key), _per_head(value)
+        rows = self._video_rows(q_all.shape[1])
+        qh = q_all if rows is None else q_all[:, rows]
         heads, m, d_h = qh.shape
         if m != self.tokens:
             raise ReuseError(f"{op_qk} block {block}: {m} query tokens, expected {self.tokens}")
@@ -612,7 +653,13 @@ class ReuseHooks:
             self._record_output(op_pv, block, 0, out)
         else:
             out = torch.matmul(torch.softmax(s, dim=-1), vh)
-        return out.transpose(0, 1).unsqueeze(0).to(query.dtype)  # [1, M, heads, d_h]
+        if rows is not None:  # text-token query rows: float attention over every key
+            n = q_all.shape[1]
+            text = slice(self.tokens, n) if rows.start == 0 else slice(0, n - self.tokens)
+            out_t = torch.matmul(torch.softmax(torch.matmul(q_all[:, text], kh.transpose(1, 2)) * inv, dim=-1), vh)
+            out = torch.cat([out, out_t] if rows.start == 0 else [out_t, out], dim=1)
+        out = out.transpose(0, 1).unsqueeze(0).to(query.dtype)  # [1, S, heads, d_h]
+        return out.transpose(1, 2) if layout == "bhsd" else out
 
 
 # -- baseline policies -----------------------------------------------------------------------------

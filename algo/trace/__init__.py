@@ -7,6 +7,7 @@ The names below are the package's public API; the simulator reads traces through
 from algo.trace.format import (
     AXES,
     BASE_WRITE_VERSION,
+    DERIVED_P_VERSION,
     GROUP_KINDS,
     OP_TYPES,
     READABLE_VERSIONS,
@@ -29,7 +30,7 @@ from algo.trace.format import (
 )
 
 __all__ = [
-    "AXES", "BASE_WRITE_VERSION", "GROUP_KINDS", "OP_TYPES", "READABLE_VERSIONS", "STATES_ON_DECISIONS_VERSION",
+    "AXES", "BASE_WRITE_VERSION", "DERIVED_P_VERSION", "GROUP_KINDS", "OP_TYPES", "READABLE_VERSIONS", "STATES_ON_DECISIONS_VERSION",
     "TRACE_FORMAT", "TRACE_KINDS", "TRACE_VERSION", "Group", "OpRecord", "Trace", "TraceError", "TraceReader", "TraceWriter",
     "load_trace", "pack_decisions", "packed_length", "save_trace", "unpack_decisions", "validate_groups",
 ]

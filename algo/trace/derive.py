@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, ProgressFn, capture, plan_ops
-from algo.models import CaptureError, blocks_of, get_spec, meta_model, num_blocks
+from algo.models import CaptureError, blocks_of, family_of, get_spec, meta_model, num_blocks
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceWriter
 
@@ -87,20 +87,10 @@ def source_map(target_steps: Sequence[int], target_blocks: Sequence[int], from_s
 
 
 def _schedule(model: str, size: str, n_steps: int) -> dict[int, tuple[float, float]]:
-    """Step index -> ``(sigma, timestep)`` as capture feeds the model (`algo.capture._Feed`)."""
-    from algo import latents as lat
-    from algo.capture.run import COGVIDEOX_SCHEDULER, HUNYUAN_SHIFT
-
-    spec = get_spec(model, size)
-    if spec.family == "cogvideox":
-        from diffusers import CogVideoXDDIMScheduler
-
-        sch = CogVideoXDDIMScheduler(**COGVIDEOX_SCHEDULER)
-        sch.set_timesteps(n_steps)
-        abar = sch.alphas_cumprod.numpy()
-        return {i: (float(np.sqrt(1.0 - abar[int(t)])), float(t)) for i, t in enumerate(sch.timesteps)}
-    sig = lat.flow_sigmas(n_steps, HUNYUAN_SHIFT if spec.family == "hunyuan" else lat.DEFAULT_SHIFT)
-    return {i: (float(v), float(np.float32(v) * np.float32(lat.NUM_TRAIN_TIMESTEPS))) for i, v in enumerate(sig)}
+    """Step index -> ``(sigma, timestep)`` as capture feeds the model (the family's schedule at its
+    own shift, `algo.models.families.base.Family.schedule`)."""
+    sch = family_of(get_spec(model, size)).schedule(n_steps)
+    return {i: (sch.sigma(i), sch.timestep(i)) for i in range(n_steps)}
 
 
 def derive_trace(out: str | Path | None, *, from_blocks: Sequence[int], from_steps: Sequence[int],

@@ -69,11 +69,14 @@ TRACE_FORMAT = "kaleido-trace"
 #: the lowest version that describes it (`STATES_ON_DECISIONS_VERSION` only when a decision op
 #: holds states), so a version-3 reader, which would drop such states silently, refuses exactly
 #: the files that have them and still reads every other file.
-TRACE_VERSION = 4
+#: 5: exact ``pv`` ops may hold no P: it is regenerated from ``qk``'s int8 Q and K
+#: (`algo.reuse.softmax`; record field ``p_from``), written as version 5 only when an op does so.
+TRACE_VERSION = 5
 #: Version of every file without attention states on decision ops (readable by version-3 builds).
 BASE_WRITE_VERSION = 3
 STATES_ON_DECISIONS_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+DERIVED_P_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 TRACE_KINDS = ("exact", "decisions", "shapes")
 
 OP_TYPES = ("qkv", "qk", "pv", "o_proj", "cross_q", "cross_qk", "cross_pv", "cross_o", "ffn1", "ffn2")
@@ -168,6 +171,10 @@ class OpRecord:
         lse: with `attn_out`: float32 ``[batch, M]``, log-sum-exp of each query's scaled scores.
         derived_from: ``(step, block)`` of the captured op whose decisions this op copies
             (`algo.trace.derive`); None for a captured op.
+        scores: exact ``pv`` ops whose P is derived: ``(Q, Kt, q_scale, k_scale)``, ``qk``'s int8
+            operands ``[batch, M, d_h]`` and ``[batch, d_h, L]`` and their scales; P =
+            `algo.reuse.softmax.softmax_numerators_int8` of them (`p_rows`). X may then be None
+            (P never held whole) or the materialised P. None: P, if any, is X itself.
     """
 
     name: str
@@ -186,16 +193,20 @@ class OpRecord:
     attn_out: np.ndarray | None = None
     lse: np.ndarray | None = None
     derived_from: tuple[int, int] | None = None
+    scores: tuple[np.ndarray, np.ndarray, float, float] | None = None
 
     @property
     def kind(self) -> str:
-        if self.X is not None:
+        if self.X is not None or self.scores is not None:
             return "exact"
         return "decisions" if self.decisions is not None else "shape"
 
     def _dim(self, i: int) -> int:
         if self.X is not None and self.W is not None:
             return int(self.X.shape[i] if i < 3 else self.W.shape[2])
+        if self.scores is not None and self.W is not None:
+            q, k_t = self.scores[0], self.scores[1]
+            return int((q.shape[0], q.shape[1], k_t.shape[2], self.W.shape[2])[i])
         if self.dims is None:
             raise TraceError(f"op {self.name} (block {self.block}) has neither operands nor dims")
         return int(self.dims[i])
@@ -215,6 +226,25 @@ class OpRecord:
     @property
     def N(self) -> int:  # noqa: N802
         return self._dim(3)
+
+    def p_rows(self, rows: slice | None = None, heads: slice | None = None) -> np.ndarray:
+        """The streamed operand of query ``rows`` of batch indices ``heads`` (None: all), uint8
+        ``[n_heads, n_rows, K]``: regenerated from `scores` when the op holds them (bit for bit the
+        P capture made), else a slice of X. Holds only the rows asked for (plus one chunk of scores).
+
+        Raises:
+            TraceError: not an exact pv-like op (no X and no scores).
+        """
+        rs = slice(None) if rows is None else rows
+        hs = slice(None) if heads is None else heads
+        if self.scores is not None:
+            from algo.reuse.softmax import softmax_numerators_int8
+
+            q, k_t, qs, ks = self.scores
+            return softmax_numerators_int8(q, k_t, qs, ks, rows=rs, heads=hs)
+        if self.X is None:
+            raise TraceError(f"op {self.name} (block {self.block}) holds no streamed operand")
+        return self.X[hs, rs]
 
     def decisions_for(self, theta_index: int = 0) -> np.ndarray:
         """Unpacked decisions for ``thetas[theta_index]``: int8 ``[batch, M, len(groups)]``.
@@ -246,6 +276,8 @@ class OpRecord:
             out["attn_states"] = True
         if self.derived_from is not None:
             out["derived_from"] = [int(v) for v in self.derived_from]
+        if self.scores is not None:
+            out["p_from"] = {"q_scale": float(self.scores[2]), "k_scale": float(self.scores[3])}
         return out
 
 
@@ -357,11 +389,33 @@ def _check_states(op: OpRecord, where: str) -> None:
             raise TraceError(f"{where}{nm} holds NaN or infinity")
 
 
+def _check_scores(op: OpRecord, where: str) -> None:
+    """A pv op with derived P: int8 Q [b, M, d_h], Kt [b, d_h, L], W = V int8 [b, L, N], scales > 0;
+    a materialised X, if present, of shape [b, M, L] uint8."""
+    q, k_t, qs, ks = op.scores
+    if op.name not in ("pv", "cross_pv") or op.x_signed:
+        raise TraceError(f"{where}only pv ops (unsigned P) can derive P from scores")
+    for nm, a in (("Q", q), ("K^T", k_t), ("V", op.W)):
+        if not isinstance(a, np.ndarray) or a.dtype != np.int8 or a.ndim != 3:
+            raise TraceError(f"{where}{nm} must be a 3-D int8 array, got {getattr(a, 'dtype', type(a))} "
+                             f"{list(getattr(a, 'shape', []))}")
+    if not (q.shape[0] == k_t.shape[0] == op.W.shape[0] and q.shape[2] == k_t.shape[1]
+            and k_t.shape[2] == op.W.shape[1]):
+        raise TraceError(f"{where}shape mismatch: Q {list(q.shape)}, K^T {list(k_t.shape)}, V {list(op.W.shape)}")
+    for nm, v in (("q_scale", qs), ("k_scale", ks)):
+        if not math.isfinite(v) or v <= 0:
+            raise TraceError(f"{where}{nm} must be finite and positive, got {v}")
+    if op.X is not None and (op.X.dtype != np.uint8 or op.X.shape != (q.shape[0], q.shape[1], k_t.shape[2])):
+        raise TraceError(f"{where}materialised P must be uint8 {[q.shape[0], q.shape[1], k_t.shape[2]]}")
+
+
 def _check_op(op: OpRecord, grid: tuple[int, int, int], where: str, shapes_ok: bool = False) -> None:
     if op.name not in OP_TYPES:
         raise TraceError(f"{where}unknown op type {op.name!r}")
     kind = op.kind
-    if kind == "exact":
+    if kind == "exact" and op.scores is not None:
+        _check_scores(op, where)
+    elif kind == "exact":
         if op.W is None or op.X.ndim != 3 or op.W.ndim != 3:
             raise TraceError(f"{where}X and W must be 3-D [batch, rows, cols], got "
                              f"{op.X.shape} and {None if op.W is None else op.W.shape}")
@@ -437,6 +491,8 @@ class TraceWriter:
         if meta:
             raise TypeError(f"unknown trace fields {sorted(meta)}")
         self.op_meta: list[dict] = []
+        self._qk_at: dict[tuple[int, int, str], tuple[int, np.ndarray, np.ndarray, float, float]] = {}
+        self.bytes_written = 0
         self.version = BASE_WRITE_VERSION  # raised by `add` (`STATES_ON_DECISIONS_VERSION`); see TRACE_VERSION
         self._done = False
         from algo.fileio import check_output_file, new_file_mode
@@ -454,6 +510,7 @@ class TraceWriter:
         info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
         with self._zf.open(info, "w", force_zip64=True) as member:
             npformat.write_array(member, np.ascontiguousarray(arr), allow_pickle=False)
+        self.bytes_written = self._fh.tell()
 
     def add(self, op: OpRecord) -> None:
         """Validate `op` and append its arrays to the file."""
@@ -461,8 +518,22 @@ class TraceWriter:
         _check_op(op, self.grid, f"op {i} ({op.name}, block {op.block}): ", shapes_ok=self.kind == "shapes")
         if ("shapes" if op.kind == "shape" else op.kind) != self.kind:
             raise TraceError(f"op {i} ({op.name}) is a {op.kind} op in a {self.kind} trace")
+        meta = op.meta()
         if self.kind == "exact":
-            self._write(f"op{i:05d}_X", op.X)
+            if op.name in ("qk", "cross_qk"):
+                self._qk_at[(op.step, op.block, op.name)] = (i, op.X, op.W, op.x_scale, op.w_scale)
+            if op.scores is None:
+                self._write(f"op{i:05d}_X", op.X)
+            else:  # P derived: reference the qk op holding the same Q and K, else store them here
+                q, k_t, qs, ks = op.scores
+                src = self._qk_at.get((op.step, op.block, "qk" if op.name == "pv" else "cross_qk"))
+                if (src is not None and src[3] == qs and src[4] == ks and src[1].shape == q.shape
+                        and src[2].shape == k_t.shape and np.array_equal(src[1], q) and np.array_equal(src[2], k_t)):
+                    meta["p_from"]["qk"] = src[0]
+                else:
+                    self._write(f"op{i:05d}_Q", q)
+                    self._write(f"op{i:05d}_Kt", k_t)
+                self.version = max(self.version, DERIVED_P_VERSION)
             self._write(f"op{i:05d}_W", op.W)
             if op.attn_out is not None:
                 self._write(f"op{i:05d}_O", op.attn_out)
@@ -473,7 +544,7 @@ class TraceWriter:
                 self._write(f"op{i:05d}_O", op.attn_out)
                 self._write(f"op{i:05d}_L", op.lse)
                 self.version = STATES_ON_DECISIONS_VERSION
-        self.op_meta.append(op.meta())
+        self.op_meta.append(meta)
 
     def commit(self) -> None:
         """Write the metadata and rename the file into place."""
@@ -552,15 +623,17 @@ def _states(npz, files, om: dict, i: int, where: str) -> dict:
     return dict(attn_out=npz[ko], lse=npz[kl])
 
 
-def load_trace(path: str | Path) -> Trace:
-    """Read and validate a trace (format version 1 to 4; exact, decisions or shapes).
+def load_trace(path: str | Path, derive_p: bool = True) -> Trace:
+    """Read and validate a trace (format version 1 to 5; exact, decisions or shapes).
+
+    ``derive_p``: as `TraceReader` (True: every exact pv op's P regenerated whole into X).
 
     Raises:
         TraceError: missing file, not a trace, wrong format, version or kind, missing arrays,
             bad shapes or dtypes, wrong packed length, invalid decision codes, non-finite values,
             inconsistent metadata, a truncated or corrupted (CRC) file.
     """
-    with TraceReader(path) as rd:
+    with TraceReader(path, derive_p=derive_p) as rd:
         return rd.trace(rd.load_ops(range(rd.n_ops)))
 
 
@@ -574,13 +647,17 @@ class TraceReader:
     Attributes:
         path: the file. kind: ``"exact"``, ``"decisions"`` or ``"shapes"``. version: format version.
         grid: ``(F, H, W)``. n_ops: number of ops. op_meta: the ops' records (list of dicts, as stored).
+        derive_p: (argument) exact pv ops whose P is derived (version 5) get X = the whole regenerated
+            P (True; small grids) or X None with `OpRecord.scores` set, for `OpRecord.p_rows` chunks
+            (False; full sizes: P at 480p is 12.9 GB per block).
 
     Raises:
         TraceError: (on opening) missing file, not a trace, wrong format, version or kind, bad grid,
             corrupt metadata; (`load_ops`) as `load_trace` for the ops read.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, derive_p: bool = True):
+        self.derive_p = bool(derive_p)
         self.path = path = Path(path)
         if not path.is_file():
             raise TraceError(f"trace not found: {path}")
@@ -665,7 +742,13 @@ class TraceReader:
         npz, files, om, kind, path = self._npz, self.files, self.op_meta[i], self.kind, self.path
         where = f"{path}: op {i} ({om.get('name')}, block {om.get('block')}): "
         common, dims = self._common(i)
-        if kind == "exact":
+        if kind == "exact" and "p_from" in om:
+            op = OpRecord(X=None, W=self._array(f"op{i:05d}_W", where), scores=self._scores(i, where),
+                          **common, **_states(npz, files, om, i, where))
+            if self.derive_p:
+                _check_op(op, self.grid, where)
+                op.X = op.p_rows()
+        elif kind == "exact":
             kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
             if kx not in files or kw not in files:
                 raise TraceError(f"{where}operand arrays missing from the file")
@@ -687,6 +770,30 @@ class TraceReader:
         if (op.batch, op.M, op.K, op.N) != dims:
             raise TraceError(f"{where}array shapes disagree with the recorded (batch, M, K, N)")
         return op
+
+    def _array(self, key: str, where: str) -> np.ndarray:
+        if key not in self.files:
+            raise TraceError(f"{where}array {key} missing from the file")
+        return self._npz[key]
+
+    def _scores(self, i: int, where: str) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """``(Q, Kt, q_scale, k_scale)`` of a pv op with derived P: its own ``_Q``/``_Kt`` arrays or
+        those of the qk op its ``p_from`` names (same step and block, recorded earlier)."""
+        if self.version < DERIVED_P_VERSION:
+            raise TraceError(f"{where}derived P needs format version {DERIVED_P_VERSION}, file says {self.version}")
+        om, src = self.op_meta[i], self.op_meta[i]["p_from"]
+        qs, ks = float(src["q_scale"]), float(src["k_scale"])
+        if "qk" not in src:
+            return self._array(f"op{i:05d}_Q", where), self._array(f"op{i:05d}_Kt", where), qs, ks
+        j = int(src["qk"])
+        if not 0 <= j < i:
+            raise TraceError(f"{where}p_from names op {j}, not an earlier op")
+        qm = self.op_meta[j]
+        if (qm["name"] != ("qk" if om["name"] == "pv" else "cross_qk") or int(qm["step"]) != int(om["step"])
+                or int(qm["block"]) != int(om["block"]) or float(qm["x_scale"]) != qs or float(qm["w_scale"]) != ks):
+            raise TraceError(f"{where}p_from names op {j} ({qm['name']}, block {qm['block']}), not the qk op "
+                             "of the same step and block with the same scales")
+        return self._array(f"op{j:05d}_X", where), self._array(f"op{j:05d}_W", where), qs, ks
 
     def load_ops(self, indices) -> list[OpRecord]:
         """The ops at ``indices`` (0-based, file order), arrays read and validated as `load_trace` does."""

@@ -1,0 +1,159 @@
+"""Per-device op timing for workloads: one Kaleido chip (cycle model + memory) or one A100 (roofline).
+
+Each device times one `algo.workloads.format.WorkloadOp` copy and caches the result by the op's
+shape signature (type, batch, M, K, N, grid, groups): identical ops — every block of a step, every
+rank of a multi-device run, every step at the same patch size — are timed once.
+
+Kaleido (`KaleidoDevice`): the op becomes a decision `algo.trace.OpRecord` and runs through
+`sim.simulate.simulate_op`, `sim.energy.EnergyModel.annotate_op` and `sim.memory.annotate_memory`,
+exactly as a trace op: ``dense_time_us`` is the array with reuse off (``dense_total_cycles``),
+``time_us`` the array with reuse (``total_cycles``, similarity unit included). The decisions are
+synthetic when a field is given (``reuse``: `algo.synth.SynthField` — shares r and p, regions of
+positions, frame persistence; `algo.synth.field_decisions`, one generator seeded by ``seed`` and
+the op signature), and all COMPUTE otherwise (then ``time_us`` = ``dense_time_us``: no reuse is
+claimed). An op without a token grid runs dense. Synthetic decisions say what given shares buy on
+the array, not what a model's activations would decide (docs/workloads.md).
+
+A100 (`A100Device`): `sim.baselines.a100.op_time_us` (roofline, stated efficiencies).
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from algo.reuse.golden import block_groups
+from algo.synth import SynthField, field_decisions
+from algo.trace import Group, OpRecord, Trace, pack_decisions
+from algo.workloads.format import WorkloadOp
+from hw.config import AcceleratorConfig
+from sim.baselines import a100
+from sim.energy import EnergyModel
+from sim.memory import annotate_memory
+from sim.simulate import SimError, check_compatible, simulate_op
+
+
+def op_signature(op: WorkloadOp) -> tuple:
+    """What makes two ops time the same: type, shape, token grid and channel groups."""
+    return (op.name, op.batch, op.M, op.K, op.N, op.grid, op.groups, op.x_signed)
+
+
+class KaleidoDevice:
+    """One Kaleido chip (module docstring). ``reuse``: None (dense) or an `algo.synth.SynthField`."""
+
+    kind = "kaleido"
+
+    def __init__(self, cfg: AcceleratorConfig, reuse: SynthField | None = None, seed: int = 0,
+                 b_msb: int = 4, tech=None):
+        self.cfg, self.reuse, self.seed, self.b_msb = cfg, reuse, int(seed), int(b_msb)
+        self.energy = EnergyModel(cfg, tech)
+        self.name = cfg.name
+        self._cache: dict[tuple, dict] = {}
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "config": self.cfg.model_dump(mode="json"),
+                "reuse": None if self.reuse is None else {
+                    "reuse": self.reuse.reuse, "partial": self.reuse.partial, "region": list(self.reuse.region),
+                    "persist": self.reuse.persist},
+                "decisions": (f"synthetic field (algo.synth.field_decisions), seed {self.seed}" if self.reuse
+                              else "all COMPUTE (reuse off)")}
+
+    def time(self, op: WorkloadOp) -> dict:
+        """``{"time_us", "dense_time_us", "cycles", "dense_cycles", "energy_pj", "dense_energy_pj"}`` of one copy.
+
+        Raises:
+            SimError: the op does not fit the config (`sim.simulate.check_compatible`).
+        """
+        key = op_signature(op)
+        if key not in self._cache:
+            self._cache[key] = self._time(op)
+        return self._cache[key]
+
+    def _time(self, op: WorkloadOp) -> dict:
+        grid = op.grid if op.grid is not None else (1, 1, op.M)
+        groups = [tuple(g[:3]) for g in op.groups] or list(block_groups(op.K))
+        kinds = [g[3] for g in op.groups] or ["block"] * len(groups)
+        use_reuse = self.reuse is not None and op.grid is not None
+        if use_reuse:
+            rng = np.random.default_rng([self.seed, zlib.crc32(repr(op_signature(op)).encode())])
+            decs = field_decisions(rng, tuple(grid), groups, op.batch, self.reuse)
+        else:
+            decs = np.zeros((op.batch, op.M, len(groups)), dtype=np.int8)
+        packed = np.stack([pack_decisions(d) for d in decs])[None]
+        rec = OpRecord(name=op.name, block=op.block or 0, step=op.step, X=None, W=None,
+                       groups=[Group(*g, k) for g, k in zip(groups, kinds, strict=True)], theta=(0.0, 0.0),
+                       x_signed=op.x_signed, dims=(op.batch, op.M, op.K, op.N), decisions=packed,
+                       thetas=((0.0, 0.0),))
+        check_compatible(Trace(grid=tuple(grid), ops=[rec], b_msb=self.b_msb), self.cfg)
+        r = simulate_op(rec, tuple(grid), self.b_msb, self.cfg)
+        self.energy.annotate_op(r, op.name, r.pop("_decisions"), tuple(grid), groups, self.b_msb)
+        annotate_memory(r, self.cfg)
+        us = 1.0 / self.cfg.clock_mhz
+        dense = {"time_us": r["dense_total_cycles"] * us, "cycles": r["dense_total_cycles"],
+                 "energy_pj": r["dense_energy_pj"]}
+        if not use_reuse:
+            return {**dense, "dense_time_us": dense["time_us"], "dense_cycles": dense["cycles"],
+                    "dense_energy_pj": dense["energy_pj"], "reuse_fraction": None}
+        return {"time_us": r["total_cycles"] * us, "cycles": r["total_cycles"], "energy_pj": r["energy_pj"],
+                "dense_time_us": dense["time_us"], "dense_cycles": dense["cycles"],
+                "dense_energy_pj": dense["energy_pj"], "reuse_fraction": r["reuse_fraction"]}
+
+
+class A100Device:
+    """One NVIDIA A100 on the roofline (`sim.baselines.a100`); ``params`` as `a100.check_params`."""
+
+    kind = "a100"
+
+    def __init__(self, params: dict | None = None):
+        self.params = a100.check_params(params)
+        self.name = f"a100-{self.params['variant']}"
+        self._cache: dict[tuple, dict] = {}
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "params": self.params, "label": a100.LABEL}
+
+    def time(self, op: WorkloadOp) -> dict:
+        """Roofline time of one copy (reuse never applies: ``dense_time_us`` = ``time_us``)."""
+        key = op_signature(op)
+        if key not in self._cache:
+            t, tc, tm = a100.op_time_us(op.batch, op.M, op.K, op.N, self.params)
+            e = a100.VARIANTS[self.params["variant"]]["board_w"] * t * 1e6
+            self._cache[key] = {"time_us": t, "dense_time_us": t, "cycles": None, "dense_cycles": None,
+                                "energy_pj": e, "dense_energy_pj": e, "reuse_fraction": None,
+                                "bound": "compute" if tc >= tm else "memory"}
+        return self._cache[key]
+
+
+A100_NAME = "a100"
+
+
+def make_device(preset: str, reuse: SynthField | None = None, seed: int = 0, b_msb: int = 4,
+                a100_params: dict | None = None):
+    """A device from a preset name: ``"a100"`` or an accelerator preset / TOML (`hw.config.load_config`).
+
+    Raises:
+        hw.config.ConfigError: unknown preset; `sim.baselines.a100.A100Error`: bad A100 parameters;
+        SimError: ``reuse`` given for the A100.
+    """
+    if preset == A100_NAME:
+        if reuse is not None:
+            raise SimError("--reuse applies to Kaleido chips; the A100 roofline has no reuse")
+        return A100Device(a100_params)
+    from hw.config import load_config
+
+    return KaleidoDevice(load_config(preset), reuse, seed, b_msb)
+
+
+def parse_devices(text: str) -> tuple[str, int]:
+    """``"PRESET:P"`` or ``"PRESET"`` -> ``(preset, P)``. Raises `SimError` on a malformed count."""
+    preset, sep, count = str(text).rpartition(":")
+    if not sep:
+        return str(text), 1
+    try:
+        p = int(count)
+    except ValueError:
+        raise SimError(f"--devices must be PRESET or PRESET:P with P a positive integer, got {text!r}") from None
+    if p < 1 or not preset:
+        raise SimError(f"--devices must be PRESET or PRESET:P with P a positive integer, got {text!r}")
+    return preset, p

@@ -1,0 +1,95 @@
+"""Report tables and figures of workload results (`sim.workload.simulate`), for `sim.report.write_report`.
+
+- ``workload_summary.md``: per results file, the workload, device(s), total time, reference time
+  and speedup (scheduler alone and with reuse), and the schedule per step;
+- ``workload_steps.csv``: one row per results file and step: patch size, tokens, time, reference time;
+- ``workload_schedule.png``/``.pdf``: per results file, step time against the reference's per step
+  (bars, ms, log scale) with the patch multiple of each step (steps, right axis) and the speedup in
+  the title; a caption line names workload, device and notes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import textwrap
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+TABLES = ("workload_summary.md", "workload_steps.csv")
+FIGURES = ("workload_schedule",)
+STEP_FIELDS = ("results", "generator", "device", "devices", "step", "patch_multiple", "tokens", "time_us",
+               "dense_time_us", "reference_time_us")
+
+
+def _speed(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def summary_markdown(items: list[tuple[str, dict]]) -> str:
+    """The ``workload_summary.md`` text."""
+    lines = ["# Workloads", ""]
+    for label, d in items:
+        w, dev = d["workload"], d["device"]
+        lines += [f"## {label}: {w['generator']} on {dev['count']} x {dev['name']}", "",
+                  f"- workload: {w['model']} {w['resolution']}, grid {'x'.join(map(str, w['grid']))}; {w['notes']}",
+                  f"- total time: {d['total_time_us'] / 1e6:.4g} s (reuse off: {d['dense_total_time_us'] / 1e6:.4g} s)"]
+        if d.get("reference_total_time_us") is not None:
+            lines += [f"- reference ({w['reference']}): {d['reference_dense_total_time_us'] / 1e6:.4g} s",
+                      f"- speedup: {_speed(d['speedup'])} (scheduler alone {_speed(d['dense_speedup'])}, "
+                      f"reuse on top {_speed(d['reuse_speedup'])})"]
+        if any("patch_multiple" in r for r in d["per_step"]):
+            lines.append("- schedule (patch multiple per step): "
+                         + "".join(str(r.get("patch_multiple", "?")) for r in d["per_step"]))
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def step_rows(items) -> list[dict]:
+    return [{"results": lb, "generator": d["workload"]["generator"], "device": d["device"]["name"],
+             "devices": d["device"]["count"], "step": r["step"], "patch_multiple": r.get("patch_multiple", ""),
+             "tokens": r.get("tokens", ""), "time_us": round(r["time_us"], 6),
+             "dense_time_us": round(r["dense_time_us"], 6), "reference_time_us": round(r["reference_time_us"], 6)}
+            for lb, d in items for r in d["per_step"]]
+
+
+def schedule_figure(items):
+    """Per results file: time per step vs the reference (bars) and the patch multiple (steps)."""
+    fig, axes = plt.subplots(len(items), 1, figsize=(11.0, 3.8 * len(items)), squeeze=False)
+    for ax, (label, d) in zip(axes[:, 0], items, strict=True):
+        steps = [r["step"] for r in d["per_step"]]
+        ax.bar([s - 0.2 for s in steps], [r["reference_time_us"] / 1e3 for r in d["per_step"]], 0.4,
+               color="#c8c8c8", label=f"reference ({d['workload']['reference']})")
+        ax.bar([s + 0.2 for s in steps], [r["time_us"] / 1e3 for r in d["per_step"]], 0.4, color="#3c3c3c",
+               label=f"{d['workload']['generator']} schedule")
+        ax.set_yscale("log")
+        ax.set_xlabel("denoising step")
+        ax.set_ylabel("time per step (ms, log)")
+        ax.set_title(f"{label}: {d['workload']['model']} {d['workload']['resolution']} on {d['device']['count']} x "
+                     f"{d['device']['name']}, speedup {_speed(d['speedup'])}", fontsize=10)
+        if any("patch_multiple" in r for r in d["per_step"]):
+            ax2 = ax.twinx()
+            ax2.step(steps, [r.get("patch_multiple", 1) for r in d["per_step"]], where="mid", color="#d62728",
+                     label="patch multiple (p, 2p, 4p)")
+            ax2.set_ylabel("patch size (multiple of p)", color="#d62728")
+            ax2.set_yticks([1, 2, 4], ["p", "2p", "4p"])
+            ax2.set_ylim(0.5, 4.5)
+            ax2.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left")
+    cap = "; ".join(f"{lb}: {Path(d['workload']['path']).name or '?'}, device {d['device']['name']}"
+                    for lb, d in items)
+    fig.text(0.01, 0.005, "\n".join(textwrap.wrap(cap, 170)), fontsize=6, va="bottom")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def write(items, out: Path, written: list[Path], save_figure, atomic_write_bytes) -> None:
+    """Write the workload tables and figures into ``out`` (paths appended to ``written``)."""
+    written.append(atomic_write_bytes(out / "workload_summary.md", summary_markdown(items).encode()))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=STEP_FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(step_rows(items))
+    written.append(atomic_write_bytes(out / "workload_steps.csv", buf.getvalue().encode()))
+    save_figure(schedule_figure(items), out, "workload_schedule", written)

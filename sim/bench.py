@@ -14,6 +14,15 @@ Prints wall-clock seconds for:
   what `kaleido simulate` runs, energy action counts and dispatcher statistics included; target < 60 s);
 - a scaling table: CPU time of one qkv op over token counts x widths (`bench_scaling`: linear in
   tokens, flat in channels, and why it is CPU time);
+- the compiled RTL engine (`sim.engines.verilator`, `bench_rtl`): simulated cycles per second on
+  tiny-8x8 beside the pyverilator-mm path (`sim.rtl_engine.RtlModel`, Python per cycle) on the same op,
+  as a ratio from one run (targets >= 1,000,000 cycles/s and >= 100x); the demo trace
+  (traces/demo.npz, captured as `make demo` does when missing) through the engine (target < 60 s
+  after the build) and through the small-32x32 preset, both equal to the cycle model and the golden
+  outputs;
+- a 50-step Wan2.1-14B 720p DiTango workload (`algo.workloads.ditango`) on 32 simulated A100s and
+  on 32 Kaleido chips (`bench_ditango`: generation + `sim.workload.simulate`, each op shape timed
+  once; target < 2 min each);
 - SCALE-Sim 3.0.0 against `sim.dataflow` (``timing="scalesim"``, identical cycle counts) on dense
   GEMMs of about 2k to 50k cycles on an 8x8 array, and the wall-time ratio (skipped with a reason
   when scalesim is not installed).
@@ -239,6 +248,20 @@ SCALESIM_BENCH = [(32, 100, 32, "os"), (64, 256, 64, "os"), (128, 256, 96, "os")
                   (64, 256, 64, "ws"), (64, 256, 64, "is")]
 
 
+def bench_ditango() -> list[tuple[str, float, float, int]]:
+    """``(device, wall s, simulated total s, distinct op shapes)`` for the 32-device DiTango workload."""
+    from algo.workloads.ditango import generate_ditango
+    from sim.workload.device import A100Device, KaleidoDevice
+    from sim.workload.simulate import simulate_workload
+
+    out = []
+    for dev in (A100Device(), KaleidoDevice(load_config("kaleido-16nm-128x128"))):
+        t = time.perf_counter()
+        res = simulate_workload(generate_ditango("wan2.1-t2v-14b", "720p", 32, 50), dev)
+        out.append((f"32 x {dev.name}", time.perf_counter() - t, res["total_time_us"] / 1e6, res["unique_ops_timed"]))
+    return out
+
+
 def bench_scalesim(rows: int = 8, cols: int = 8) -> list[tuple] | str:
     """Wall time of SCALE-Sim 3.0.0 and of `sim.dataflow.gemm_cycles` on the same dense GEMMs.
 
@@ -284,7 +307,102 @@ def _print_step(label: str, r: dict, target: float | None = None, layers: int | 
           f"vector stalls {r['total_cycles']:,} cycles (generated decisions: not a result)")
 
 
+DEMO_TRACE = "traces/demo.npz"
+
+
+def _demo_trace():
+    """traces/demo.npz, captured as `make demo` does when it is missing (about a minute)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from algo.trace import load_trace
+
+    if not Path(DEMO_TRACE).exists():
+        print(f"capturing {DEMO_TRACE} (kaleido capture --model wan2.1-t2v-1.3b --size tiny) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "sim.cli", "capture", "--model", "wan2.1-t2v-1.3b", "--size", "tiny",
+                        "--out", DEMO_TRACE], check=True, capture_output=True)
+    return load_trace(DEMO_TRACE)
+
+
+def _model_side(trace, cfg) -> tuple[int, str, list[int]]:
+    """Cycles (total, per op) and output checksum of the cycle model + golden model on `trace`."""
+    from sim.rtl_engine import golden_checksums
+    from sim.simulate import simulate_trace
+
+    res = simulate_trace(trace, cfg)
+    return res["cycles"], golden_checksums(trace)[0], [r["cycles"] for r in res["per_op"]]
+
+
+def bench_rtl() -> dict:
+    """The compiled RTL engine against the pyverilator path and the models (module docstring).
+
+    Returns a dict of the measured figures (wall seconds, ``time.perf_counter``): ``op_cycles``,
+    ``engine_op_s``, ``pyverilator_op_s`` (op 0 of the demo trace on tiny-8x8), ``trace_cycles``,
+    ``trace_run_s`` (compiled loop), ``trace_s`` (whole call after the build), ``equal`` and the
+    same for small-32x32 (``s32_*``)."""
+    from algo.reuse.golden import decide
+    from hw.config import load_config
+    from sim.engines.verilator import Engine, Gemm, simulate_trace_rtl
+    from sim.rtl_engine import RtlModel
+    from sim.stream import build_stream
+
+    trace = _demo_trace()
+    cfg = load_config("tiny-8x8")
+    out: dict = {}
+    # Side by side on op 0 (qkv), from reset: the same slots through both drivers.
+    op = trace.ops[0]
+    groups = [g.as_tuple() for g in op.groups]
+    dec = decide(op.X[0], trace.grid, groups, op.theta, trace.b_msb)[0]
+    eng = Engine(cfg, log=print)
+    t0 = time.perf_counter()
+    r = eng.run([([Gemm(op.X[0], op.W[0], tuple(trace.grid), groups, dec, trace.b_msb)], not op.x_signed)])[0]
+    out["engine_op_s"] = time.perf_counter() - t0
+    out["op_cycles"] = r.cycles
+    stream = build_stream(op.X[0], op.W[0], trace.grid, groups, dec, trace.b_msb, cfg)
+    y = np.zeros((op.M, op.N), dtype=np.int64)
+    mdl = RtlModel(cfg)
+    t0 = time.perf_counter()
+    py_cycles = mdl.run(stream.slots, [(t, y) for t in stream.tiles], not op.x_signed)
+    out["pyverilator_op_s"] = time.perf_counter() - t0
+    out["op_equal"] = py_cycles == r.cycles and bool((y == r.ys[0]).all())
+    for name, c in (("", cfg), ("s32_", load_config("small-32x32"))):
+        Engine(c, log=print)  # build first: the trace time is after the one-time build
+        timings: dict = {}
+        t0 = time.perf_counter()
+        res = simulate_trace_rtl(trace, c, timings=timings)
+        out[f"{name}trace_s"] = time.perf_counter() - t0
+        out[f"{name}trace_run_s"] = timings["run_s"]
+        out[f"{name}trace_cycles"] = res["cycles"]
+        cycles, sha, per_op = _model_side(trace, c)
+        out[f"{name}equal"] = (res["cycles"] == cycles and res["outputs_sha256"] == sha
+                               and [p["cycles"] for p in res["per_op"]] == per_op)
+        out[f"{name}ops"] = sorted({o.name for o in trace.ops})
+    return out
+
+
+def _print_rtl(r: dict) -> None:
+    eng_rate = r["op_cycles"] / r["engine_op_s"]
+    py_rate = r["op_cycles"] / r["pyverilator_op_s"]
+    print(f"RTL engine on tiny-8x8, op 0 of {DEMO_TRACE} ({r['op_cycles']:,} cycles, from reset, job files "
+          f"and process start included): compiled {eng_rate:,.0f} cycles/s vs pyverilator-mm {py_rate:,.0f} "
+          f"cycles/s -> {eng_rate / py_rate:,.0f}x (targets >= 1,000,000 cycles/s, >= 100x); "
+          f"{'same cycles and outputs' if r['op_equal'] else 'MISMATCH between the two drivers'}")
+    for name, label in (("", "tiny-8x8"), ("s32_", "small-32x32")):
+        print(f"  {DEMO_TRACE} through the RTL on {label}: {r[name + 'trace_cycles']:,} cycles in "
+              f"{r[name + 'trace_s']:.1f} s after the build (target < 60 s on tiny-8x8), of which "
+              f"{r[name + 'trace_run_s']:.1f} s in the compiled loop "
+              f"({r[name + 'trace_cycles'] / r[name + 'trace_run_s']:,.0f} cycles/s); ops "
+              f"{', '.join(r[name + 'ops'])}: "
+              f"{'cycles per op and outputs equal to the cycle and golden models' if r[name + 'equal'] else 'MISMATCH'}")
+
+
 def main() -> None:
+    import sys
+
+    if sys.argv[1:] == ["rtl"]:  # `python -m sim.bench rtl`: the RTL-engine part only
+        _print_rtl(bench_rtl())
+        return
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
     _warm_up()
@@ -319,6 +437,11 @@ def main() -> None:
           f"matcher runs, tile statistics; G <= 8 channel groups per op): linear in tokens, flat in channels. "
           f"CPU time, not wall time: best-of-N wall times of ms-long runs grow faster than the work on a shared "
           f"machine (longer runs are preempted more often)")
+    _print_rtl(bench_rtl())
+    print("DiTango, Wan2.1-14B 720p, 50 steps, 32 devices (generate + simulate; target < 120 s each):")
+    for name, wall, total, shapes in bench_ditango():
+        print(f"  {name}: {wall:.2f} s wall ({wall / 120:.3f} of the target), simulated {total:.4g} s, "
+              f"{shapes} distinct op shapes timed")
     rows = bench_scalesim()
     if isinstance(rows, str):
         print(f"SCALE-Sim comparison skipped: {rows}")

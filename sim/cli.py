@@ -360,30 +360,49 @@ def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out:
         typer.echo(f"results: {json_out}")
 
 
-def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_options: bool) -> None:
-    """``kaleido simulate TRACE --engine rtl``: the exact trace through the Verilated top (`sim.rtl_engine`)."""
+def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_options: bool,
+                  waves: tuple[int | None, int | None, Path]) -> None:
+    """``kaleido simulate TRACE --engine rtl``: the exact trace through the compiled RTL engine
+    (`sim.engines.verilator`); ``KALEIDO_WAVES=1`` writes an FST of the ``--waves-from`` window."""
+    import time
+
     from algo.trace import load_trace
     from hw.config import load_config
-    from sim.rtl_engine import RtlEngineError, simulate_trace_rtl
+    from sim.engines.verilator import RtlEngineError, simulate_trace_rtl
 
     if model_only_options:
         _fail("--no-dispatcher, --theta-index and --tech apply to --engine model only")
+    waves_from, waves_cycles, waves_out = waves
+    want_waves = os.environ.get("KALEIDO_WAVES") == "1"
+    if not want_waves and (waves_from is not None or waves_cycles is not None):
+        _fail("--waves-from and --waves-cycles need KALEIDO_WAVES=1 in the environment")
+    if want_waves:
+        _check_out(waves_out)
+        if (waves_from or 0) < 0 or (waves_cycles if waves_cycles is not None else 1) <= 0:
+            _fail("--waves-from must be >= 0 and --waves-cycles > 0")
+    timings: dict = {}
     try:
         cfg = load_config(config)
         tr = load_trace(trace)
-        # Measured on tiny-8x8 (2-core machine, 2026-11-29): about 4,000 simulated cycles per second.
-        print(f"RTL engine: {len(tr.ops)} ops; Verilator runs about 4,000 cycles per second here (the tiny demo "
-              "trace, 2 M cycles, takes about 9 minutes); progress is per op", file=sys.stderr)
+        t0 = time.perf_counter()
         with _progress_callback("simulate (RTL)", len(tr.ops)) as cb:
-            res = simulate_trace_rtl(tr, cfg, progress=cb, trace_path=str(trace),
-                                     waves=os.environ.get("KALEIDO_WAVES") == "1")
+            res = simulate_trace_rtl(
+                tr, cfg, progress=cb, trace_path=str(trace), fst=waves_out if want_waves else None,
+                waves_from=waves_from or 0, waves_cycles=waves_cycles or 10_000, timings=timings,
+                log=lambda line: print(line, file=sys.stderr, flush=True))
     except (*_known_errors(), RtlEngineError) as err:
         _fail(str(err))
     if json_out is not None:
         _write_json_atomic(json_out, res)
     out = _stdout_console()
+    rate = res["cycles"] / timings["run_s"] if timings.get("run_s") else 0.0
     out.print(f"[bold]{trace}[/] on {cfg.name} (RTL, Verilator): {res['cycles']:,} array cycles; "
               f"outputs sha256 {res['outputs_sha256'][:16]}...")
+    print(f"RTL engine: {time.perf_counter() - t0:.1f} s in all, {timings.get('run_s', 0):.1f} s in the compiled "
+          f"loop ({rate:,.0f} array cycles per second)", file=sys.stderr)
+    if want_waves:
+        out.print(f"waveforms: {waves_out} (ticks {waves_from or 0}..{(waves_from or 0) + (waves_cycles or 10_000) - 1}; "
+                  "per_op first_tick in the results gives each op's first slot)")
     if json_out is not None:
         out.print(f"results: {json_out}")
 
@@ -405,8 +424,16 @@ def simulate(
     no_dispatcher: Annotated[bool, _flag(
         "--no-dispatcher", help="time with the data dispatcher off (raster position order, no channel pairing)")] = False,
     engine: Annotated[str, typer.Option(
-        help="model (cycle model) or rtl (the Verilated tiny-array RTL, exact traces only; reports cycles, "
-             "tiles, slots and outputs_sha256; build cached in build/pyverilator/; KALEIDO_WAVES=1 writes VCDs)")] = "model",
+        help="model (cycle model) or rtl (the RTL compiled by Verilator, arrays up to 32x32, exact traces only; "
+             "reports cycles, tiles, slots and outputs_sha256; build cached in build/verilator/; KALEIDO_WAVES=1 "
+             "writes an FST of the --waves-from window)")] = "model",
+    waves_from: Annotated[int | None, typer.Option(
+        help="--engine rtl with KALEIDO_WAVES=1: first tick (clock cycle of the run, reset included) to dump "
+             "(default 0)")] = None,
+    waves_cycles: Annotated[int | None, typer.Option(
+        help="--engine rtl with KALEIDO_WAVES=1: ticks to dump (default 10000)")] = None,
+    waves_out: Annotated[Path, typer.Option(
+        help="--engine rtl with KALEIDO_WAVES=1: FST file to write")] = Path("waves.fst"),
     checksum: Annotated[bool, _flag(
         "--checksum", help="model engine, exact traces: add outputs_sha256 (sha256 of the golden int64 outputs, "
                            "little-endian, row-major, op after op) to compare with --engine rtl")] = False,
@@ -457,8 +484,11 @@ def simulate(
     if engine == "rtl":
         if workers != 1 or scheduler:
             _fail("--workers and --scheduler apply to --engine model only")
-        _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None)
+        _simulate_rtl(trace, config, json_out, no_dispatcher or theta_index != 0 or tech is not None,
+                      (waves_from, waves_cycles, waves_out))
         return
+    if waves_from is not None or waves_cycles is not None:
+        _fail("--waves-from and --waves-cycles apply to --engine rtl only")
     if workers < 1:
         _fail(f"--workers must be >= 1, got {workers}")
     if checksum and (workers != 1 or scheduler):

@@ -25,7 +25,7 @@ TINY_TEXT = (PRESETS / "tiny-8x8.toml").read_text()
 
 
 def test_preset_names():
-    assert preset_names() == ["kaleido-16nm-128x128", "tiny-8x8"]
+    assert preset_names() == ["kaleido-16nm-128x128", "small-32x32", "tiny-8x8"]
     assert DEFAULT_PRESET == "kaleido-16nm-128x128"
 
 

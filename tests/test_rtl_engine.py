@@ -1,9 +1,11 @@
-"""``kaleido simulate --engine rtl`` (sim/rtl_engine.py): the Verilated tiny-8x8 top driven from
-Python through pyverilator-mm, against the cycle model (cycles) and the golden model (outputs).
+"""``kaleido simulate --engine rtl`` (sim/engines/verilator.py): the tiny-8x8 top compiled by
+Verilator with its C++ driver, against the cycle model (cycles) and the golden model (outputs); the
+slot records against `sim.stream.build_stream`; the build cache's stale/half-built detection; the
+pyverilator-mm adapter (sim/rtl_engine.py, kept for interactive poke/peek and the speed comparison).
 
-The Verilated library is built once into ``build/pyverilator/tiny-8x8`` (about 50 s on 2 cores)
-and reused by later runs while the emitted Verilog is unchanged (``stamp.json``), so a warm run of
-this module takes a few seconds plus the CLI start-ups.
+The engine is built once into ``build/verilator/tiny-8x8-<key>/`` (about 45 s of CPU on 2 cores)
+and reused while the emitted Verilog and the driver are unchanged, so a warm run of this module
+takes a few seconds plus the CLI start-ups.
 """
 
 from __future__ import annotations
@@ -119,15 +121,140 @@ def test_rtl_engine_bad_cli_input(tmp_path, args, needle):
 
 def test_rtl_engine_rejects_large_arrays_and_spatial_reuse(tmp_path):
     """A 128x128 array is refused before any build; reuse along h (it would need the partial-result
-    buffer, docs/decisions.md D4) is refused before the model loads, naming op and axis. (The CLI
+    buffer, docs/decisions.md D4) is refused before the engine builds, naming op and axis. (The CLI
     turns both into exit code 2 via its error contract, as for every SimError.)"""
     from hw.config import load_config
-    from sim.rtl_engine import RtlEngineError, simulate_trace_rtl
+    from sim.engines.verilator import RtlEngineError, simulate_trace_rtl
     from sim.simulate import SimError
 
     missing = tmp_path / "no-build"
-    with pytest.raises(RtlEngineError, match="up to 256 PEs"):
+    with pytest.raises(RtlEngineError, match="up to 1024 PEs"):
         simulate_trace_rtl(engine_trace(), load_config("kaleido-16nm-128x128"), build_root=missing)
     with pytest.raises(SimError, match="op ffn1 .*spatial axis 'h'"):
         simulate_trace_rtl(engine_trace(spatial=True), load_config("tiny-8x8"), build_root=missing)
     assert not missing.exists()
+
+
+def test_rtl_engine_cli_refuses_large_array(tmp_path):
+    trace = tmp_path / "t.npz"
+    save_trace(engine_trace(), trace)
+    res = kaleido("simulate", str(trace), "-c", "kaleido-16nm-128x128", "--engine", "rtl", "--json", str(tmp_path / "o.json"))
+    assert res.returncode == 2 and res.stderr.startswith("error: --engine rtl builds arrays up to 1024 PEs")
+    assert len(res.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.json").exists()
+
+
+def test_records_equal_build_stream():
+    """The compiled record builder (`sim.engines.verilator.gemm_records`) gives, slot for slot, the
+    port values of `sim.stream.build_stream` (`sim.stream.port_values`), and its tiling equals
+    `sim.dispatch.reuse_tiles`, on every shared RTL case (temporal, spatial, uint8, complementary)."""
+    from hw.config import load_config
+    from sim.engines.verilator import Gemm, gemm_records, record_layout
+    from sim.stream import build_stream, port_values
+    from tests.rtl.cases import acc_width_case, cases_for, spatial_cases, spatial_random_cases
+
+    cfg = load_config("tiny-8x8")
+    lay = record_layout(cfg)
+    cases = cases_for(8, 8) + spatial_cases(8, 8) + spatial_random_cases(8, 8) + [acc_width_case(8, 8, 64)]
+    for c in cases:
+        recs, per, (tok, ntok, n0, n1, clear) = gemm_records(Gemm(c.X, c.W, c.grid, c.groups, c.decisions, 4), cfg)
+        st = build_stream(c.X, c.W, c.grid, c.groups, c.decisions, 4, cfg)
+        assert per.tolist() == st.slots_per_tile.tolist(), c.name
+        assert len(st.tiles) == len(tok)
+        for t, tile in enumerate(st.tiles):
+            assert tok[t, :ntok[t]].tolist() == tile.tokens.tolist() and (tok[t, ntok[t]:] == -1).all()
+            assert (n0[t], n1[t], bool(clear[t])) == (tile.n0, tile.n1, tile.clear)
+        assert len(recs) == len(st.slots)
+        for rec, s in zip(recs, st.slots, strict=True):
+            pv = port_values(s, c.x_unsigned)
+            pv["flags"] = (pv["in_first_a"] | pv["in_first_b"] << 1 | pv["in_sp_a"] << 2 | pv["in_sp_b"] << 3
+                           | pv["in_last"] << 4 | pv["in_clear"] << 5)
+            off = 0
+            for name, n in lay:
+                assert int.from_bytes(rec[off:off + n].tobytes(), "little") == pv[name], (c.name, name)
+                off += n
+
+
+def _fake_verilator(tmp_path, monkeypatch, ok=True):
+    """Replace the Verilator call of `build` by a stand-in that writes an executable (or fails)."""
+    import sim.engines.verilator as eng
+
+    calls = []
+
+    def run(cmd, cwd, **kw):
+        calls.append(cmd)
+        if not ok:
+            return subprocess.CompletedProcess(cmd, 1, "", "%Error: kaleido_top.v:1: syntax error")
+        exe = Path(cwd) / "obj" / f"V{eng.TOP}"
+        exe.parent.mkdir()
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+        (Path(cwd) / "obj" / f"V{eng.TOP}.cpp").write_text("// generated\n")
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(eng.subprocess, "run", run)
+    return calls
+
+
+def test_build_cache_detects_stale_and_half_built(tmp_path, monkeypatch):
+    """Key = content hash: a folder under the final name without a matching stamp (half-built or
+    copied) is rebuilt; a finished build is reused; an older key of the preset is removed; a failed
+    build leaves nothing behind but its log, and says so in one line."""
+    from hw.config import load_config
+    from sim.engines.verilator import RtlEngineError, build
+
+    cfg = load_config("tiny-8x8")
+    calls = _fake_verilator(tmp_path, monkeypatch)
+    exe = build(cfg, build_root=tmp_path)
+    final = exe.parent
+    assert len(calls) == 1 and (final / "stamp.json").exists() and not (final / "obj").exists()
+    assert build(cfg, build_root=tmp_path) == exe and len(calls) == 1  # cached
+    (final / "stamp.json").unlink()  # as if the build had stopped before the stamp
+    assert build(cfg, build_root=tmp_path) == exe and len(calls) == 2
+    (final / "stamp.json").write_text('{"key": "0"}')  # stale key
+    build(cfg, build_root=tmp_path)
+    assert len(calls) == 3
+    old = tmp_path / f"{cfg.name}-{'0' * 16}"
+    old.mkdir()
+    (final / "stamp.json").unlink()
+    build(cfg, build_root=tmp_path)
+    assert not old.exists() and len(calls) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]  # no hidden work folders left
+
+    monkeypatch.undo()
+    _fake_verilator(tmp_path, monkeypatch, ok=False)
+    fresh = tmp_path / "fresh"
+    with pytest.raises(RtlEngineError) as err:
+        build(cfg, build_root=fresh)
+    assert "Verilator build of tiny-8x8 failed (%Error: kaleido_top.v:1: syntax error)" in str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+    assert [p.name for p in fresh.iterdir()] == ["failed-tiny-8x8.log"]
+
+
+def test_build_needs_compiler_only_when_building(tmp_path, monkeypatch):
+    """No C++ compiler: one line naming it and how to fix it, before any folder is made."""
+    from hw.config import load_config
+    from sim.engines.verilator import RtlEngineError, build
+
+    monkeypatch.setenv("CXX", "no-such-compiler-kaleido")
+    with pytest.raises(RtlEngineError, match="no C\\+\\+ compiler: 'no-such-compiler-kaleido' is not on PATH"):
+        build(load_config("tiny-8x8"), build_root=tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_captured_trace_through_rtl(tmp_path):
+    """A whole captured trace (tiny Wan2.1, step 49, block 0: every op of the block, heads of qk
+    and pv) through the compiled RTL: total and per-op cycles and the output checksum equal the
+    cycle model's (`--engine model --checksum`)."""
+    from algo.capture import capture
+
+    trace = tmp_path / "captured.npz"
+    save_trace(capture(steps=(49,), seed=0, blocks=(0,)), trace)
+    res_m = kaleido("simulate", str(trace), "-c", "tiny-8x8", "--checksum", "--json", str(tmp_path / "m.json"))
+    assert res_m.returncode == 0, res_m.stderr
+    res_r = kaleido("simulate", str(trace), "-c", "tiny-8x8", "--engine", "rtl", "--json", str(tmp_path / "r.json"))
+    assert res_r.returncode == 0, res_r.stderr
+    model, rtl = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("m", "r"))
+    assert len(rtl["per_op"]) == len(model["per_op"]) >= 6
+    assert [r["cycles"] for r in rtl["per_op"]] == [m["cycles"] for m in model["per_op"]]
+    assert rtl["cycles"] == model["cycles"] > 100_000
+    assert rtl["outputs_sha256"] == model["outputs_sha256"]

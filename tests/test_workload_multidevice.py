@@ -88,3 +88,41 @@ def test_anchor_list_50_steps():
     assert len(full) == 18 and full == [0, 1, 2, 3, 4, 9, 14, 19, 24, 29, 34, 39, 44, 45, 46, 47, 48, 49]
     with pytest.raises(ValueError):
         ditango.anchor_steps(8)
+
+
+def test_interval_rule_by_hand():
+    # r = max(1 - 0.5, 1/8) = 0.5; kappa 1, 8: cbrt 1, 2, mean 1.5 -> tau = round(1.5/0.5) = 3, round(0.75/0.5) = 2
+    assert list(ditango.interval([1.0, 8.0], 0.5)) == [3, 2]
+    assert list(ditango.interval([1.0, 1.0], 1.0)) == [8, 8]  # r floored at 1/tau_max
+    assert ditango.target_reuse(50) == pytest.approx(0.5 * 50 / 32)  # 32 steps not forced full
+
+
+def test_ditango_schedule_and_volumes_small(tmp_path):
+    from tests.test_workload_ddit import kaleido
+
+    wl = ditango.generate_ditango("wan2.1-t2v-1.3b", "256x128x5", devices=2, num_inference_steps=12)
+    # 12 steps: warm-up 0-4, cool-down 7-11, anchors [3, 4] (none between); target reuse 6/2 -> 1, r = 1/8,
+    # tau = 8, so steps 5 and 6 ((s - 4) mod 8 != 0) reuse the remote partition and skip its hop
+    assert [s["partitions_computed"] for s in wl.steps] == [2] * 5 + [1, 1] + [2] * 5
+    # 256 tokens / 2 ranks = 128 per rank; K and V of one partition in bf16: 2 * 128 * 1536 * 2 bytes
+    hop = 2 * 128 * 1536 * 2
+    assert {c.bytes for c in wl.comms} == {hop} and {c.repeat for c in wl.comms} == {30 * 2}
+    assert sorted({c.step for c in wl.comms}) == [0, 1, 2, 3, 4, 7, 8, 9, 10, 11]
+    assert len(wl.reference["comms"]) == 12
+    qk = [o for o in wl.ops if o.name == "qk"]
+    assert [o.repeat for o in qk] == [120] * 5 + [60, 60] + [120] * 5 and qk[0].M == 128 and qk[0].N == 128
+    out = tmp_path / "d.npz"
+    assert kaleido("workload", "ditango", "--model", "wan2.1-t2v-1.3b", "--resolution", "256x128x5", "--devices", "2",
+                   "--steps", "12", "-o", str(out)).returncode == 0
+    r = kaleido("simulate", str(out), "--devices", "a100:2", "--json", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    import json
+
+    res = json.loads((tmp_path / "r.json").read_text())
+    assert len(res["per_step"][0]["per_device"]) == 2 and res["speedup"] > 1.0
+    assert res["per_step"][5]["comm_us"] == 0.0 and res["per_step"][0]["comm_us"] > 0.0
+    from tests.test_cli import assert_one_line_error
+
+    assert_one_line_error(kaleido("workload", "ditango", "--devices", "0", "-o", str(tmp_path / "x.npz")), "devices")
+    assert_one_line_error(kaleido("workload", "ditango", "--steps", "8", "-o", str(tmp_path / "x.npz")), "cooldown")
+    assert_one_line_error(kaleido("simulate", str(out), "--devices", "a100:4"), "2 device")

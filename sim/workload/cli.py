@@ -22,7 +22,7 @@ def _c():
 
     return cli
 
-workload_app = typer.Typer(help="Write workload files from GPU-side schedulers (DDiT) for `kaleido simulate`.",
+workload_app = typer.Typer(help="Write workload files from GPU-side schedulers (DDiT, DiTango) for `kaleido simulate`.",
                            no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -176,6 +176,40 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
         out.print(f"reference ({wl.reference['label']}): {res['reference_dense_total_time_us'] / 1e6:.4g} s -> "
                   f"speedup {res['speedup']:.2f}x (scheduler alone {res['dense_speedup']:.2f}x"
                   + (f", reuse on top {res['reuse_speedup']:.2f}x" if fractions else "") + ")")
+    if res["per_step"] and "comm_us" in res["per_step"][0]:
+        comm = sum(r["comm_us"] for r in res["per_step"])
+        exp = sum(r["exposed_comm_us"] for r in res["per_step"])
+        out.print(f"communication {comm / 1e6:.4g} s, exposed {exp / 1e6:.4g} s ({res['network']['topology']}, "
+                  f"{res['network']['bandwidth_gbps']:g} GB/s per device)")
     out.print(f"{res['unique_ops_timed']} distinct op shapes timed")
     if json_out is not None:
         out.print(f"results: {json_out}")
+
+
+@workload_app.command("ditango")
+def ditango_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="workload file to write (.npz)")],
+    model: Annotated[str, typer.Option(help="Wan model at its published size (DiTango's paper: wan2.1-t2v-14b)")]
+    = "wan2.1-t2v-14b",
+    resolution: Annotated[str, typer.Option(help="480p, 720p or WxHxF (pixels, pixels, video frames)")] = "720p",
+    devices: Annotated[int, typer.Option(help="ranks P of the ring (sequence split P ways)")] = 8,
+    steps: Annotated[int, typer.Option(help="denoising steps (Wan2.1 default 50; >= 10: warm-up 5 + cool-down 5, "
+                                            "the reference code's defaults)")] = 50,
+    no_cfg: Annotated[bool, _flag("--no-cfg", help="one branch per step: DiTango plans nothing, every step full "
+                                                   "(default: two, classifier-free guidance as Wan2.1 samples)")] = False,
+) -> None:
+    """DiTango context parallelism: ring K/V hops over P ranks, full steps at warm-up, anchors and
+    cool-down, cached partition states elsewhere (uniform κ stand-in; docs/workloads.md)."""
+    from algo.workloads.ditango import generate_ditango
+    from algo.workloads.format import save_workload
+
+    _cli = _c()
+    _cli._check_out(out)
+    try:
+        wl = generate_ditango(model, resolution, devices, steps, cfg_branches=1 if no_cfg else 2)
+        save_workload(wl, out)
+    except (*_errors(), ValueError) as err:
+        _cli._fail(str(err))
+    full = sum(s["full"] for s in wl.steps)
+    typer.echo(f"DiTango workload {out}: {wl.model} {wl.resolution} on {devices} ranks, {steps} steps, {full} full; "
+               f"{len(wl.ops)} op records, {len(wl.comms)} comm records")

@@ -5,7 +5,10 @@
 - ``workload_steps.csv``: one row per results file and step: patch size, tokens, time, reference time;
 - ``workload_schedule.png``/``.pdf``: per results file, step time against the reference's per step
   (bars, ms, log scale) with the patch multiple of each step (steps, right axis) and the speedup in
-  the title; a caption line names workload, device and notes.
+  the title; a caption line names workload, device and notes;
+- ``workload_scaling.png``/``.pdf`` (when results of one generator, model, resolution and device
+  kind at two or more device counts are given): speedup against P, ``time(P_min) / time(P)``, for
+  the workload and for its reference, with the linear ``P / P_min`` line.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 TABLES = ("workload_summary.md", "workload_steps.csv")
-FIGURES = ("workload_schedule",)
+FIGURES = ("workload_schedule", "workload_scaling")
 STEP_FIELDS = ("results", "generator", "device", "devices", "step", "patch_multiple", "tokens", "time_us",
                "dense_time_us", "reference_time_us")
 
@@ -84,6 +87,42 @@ def schedule_figure(items):
     return fig
 
 
+def scaling_groups(items) -> dict[str, list[tuple[str, dict]]]:
+    """Results by (generator, model, resolution, device name) with two or more device counts, sorted by P."""
+    groups: dict[str, dict] = {}
+    for lb, d in items:
+        w = d["workload"]
+        key = f"{w['generator']} {w['model']} {w['resolution']} on {d['device']['name']}"
+        groups.setdefault(key, {}).setdefault(d["device"]["count"], (lb, d))
+    return {k: [v[p] for p in sorted(v)] for k, v in groups.items() if len(v) >= 2}
+
+
+def scaling_figure(groups):
+    fig, ax = plt.subplots(figsize=(8.0, 5.0))
+    p_all = set()
+    for i, (name, its) in enumerate(groups.items()):
+        ps = [d["device"]["count"] for _, d in its]
+        p_all.update(ps)
+        t0, r0 = its[0][1]["total_time_us"], its[0][1].get("reference_total_time_us")
+        c = plt.get_cmap("tab10")(i)
+        ax.plot(ps, [t0 / d["total_time_us"] for _, d in its], "o-", color=c, label=name)
+        if r0:
+            ax.plot(ps, [r0 / d["reference_total_time_us"] for _, d in its], "s--", color=c,
+                    label=f"reference ({its[0][1]['workload']['reference']})")
+    pmin = min(p_all)
+    ax.plot(sorted(p_all), [p / pmin for p in sorted(p_all)], ":", color="#808080", label="linear")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(sorted(p_all), [str(p) for p in sorted(p_all)])
+    ax.set_xlabel("devices P")
+    ax.set_ylabel(f"speedup over P = {pmin} (x, log)")
+    ax.set_title("Scaling with the device count", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def write(items, out: Path, written: list[Path], save_figure, atomic_write_bytes) -> None:
     """Write the workload tables and figures into ``out`` (paths appended to ``written``)."""
     written.append(atomic_write_bytes(out / "workload_summary.md", summary_markdown(items).encode()))
@@ -93,3 +132,6 @@ def write(items, out: Path, written: list[Path], save_figure, atomic_write_bytes
     w.writerows(step_rows(items))
     written.append(atomic_write_bytes(out / "workload_steps.csv", buf.getvalue().encode()))
     save_figure(schedule_figure(items), out, "workload_schedule", written)
+    groups = scaling_groups(items)
+    if groups:
+        save_figure(scaling_figure(groups), out, "workload_scaling", written)

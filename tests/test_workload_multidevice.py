@@ -126,3 +126,33 @@ def test_ditango_schedule_and_volumes_small(tmp_path):
     assert_one_line_error(kaleido("workload", "ditango", "--devices", "0", "-o", str(tmp_path / "x.npz")), "devices")
     assert_one_line_error(kaleido("workload", "ditango", "--steps", "8", "-o", str(tmp_path / "x.npz")), "cooldown")
     assert_one_line_error(kaleido("simulate", str(out), "--devices", "a100:4"), "2 device")
+
+
+def test_causal_sp_schedule_kv_heads_and_volumes(tmp_path):
+    from algo.workloads import causal_sp as csp
+    from tests.test_workload_ddit import kaleido
+
+    # shift 5: 1000 -> 1000, 750 -> 3.75/4 = 937.5, 500 -> 2.5/3 = 833.33, 250 -> 1.25/2 = 625
+    assert csp.warped_timesteps() == pytest.approx([1000.0, 937.5, 2500.0 / 3.0, 625.0])
+    assert [csp.kv_tokens(b) for b in range(7)] == [4680, 9360, 14040, 18720, 23400, 28080, 32760]
+    assert csp.heads_per_rank(12, 8) == [2, 2, 2, 2, 1, 1, 1, 1]
+    wl = csp.generate_causal_sp(8)
+    assert len(wl.steps) == 35 and [s["kind"] for s in wl.steps[:5]] == ["denoise"] * 4 + ["kv_rewrite"]
+    qk = [o for o in wl.ops if o.name == "qk" and o.step == 34]
+    assert [(o.rank, o.batch, o.M, o.N) for o in qk] == [(r, 2 if r < 4 else 1, 4680, 32760) for r in range(8)]
+    # 4680 / 8 = 585 tokens per rank; fused QKV all-to-all 3 * 585 * 1536 * 2 bytes, output 585 * 1536 * 2
+    assert sorted({c.bytes for c in wl.comms}) == [585 * 1536 * 2, 3 * 585 * 1536 * 2]
+    assert sum(o.name == "cross_kv" for o in wl.ops) == 1
+    out = tmp_path / "c.npz"
+    assert kaleido("workload", "causal-sp", "--devices", "4", "-o", str(out)).returncode == 0
+    r = kaleido("simulate", str(out), "--devices", "a100:4", "--json", str(tmp_path / "c.json"))
+    assert r.returncode == 0, r.stderr
+    assert "time to first frame" in r.stdout
+    import json
+
+    res = json.loads((tmp_path / "c.json").read_text())
+    ttff = sum(s["time_us"] for s in res["per_step"][:4])
+    assert res["time_to_first_frame_us"] == pytest.approx(ttff) and res["speedup"] > 1.0
+    from tests.test_cli import assert_one_line_error
+
+    assert_one_line_error(kaleido("workload", "causal-sp", "--devices", "13", "-o", str(tmp_path / "x.npz")), "heads")

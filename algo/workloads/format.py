@@ -46,9 +46,9 @@ from algo.trace import GROUP_KINDS, OP_TYPES, TraceError, validate_groups
 WORKLOAD_FORMAT = "kaleido-workload"
 WORKLOAD_VERSION = 1
 READABLE_VERSIONS = (1,)
-GENERATORS = ("ddit", "ditango")
+GENERATORS = ("ddit", "ditango", "causal-sp")
 #: Trace op types plus the per-patch-size embedding GEMMs (DDiT).
-WORKLOAD_OP_TYPES = (*OP_TYPES, "patch_embed", "proj_out")
+WORKLOAD_OP_TYPES = (*OP_TYPES, "patch_embed", "proj_out", "cross_kv")
 COMM_PATTERNS = ("ring_p2p", "all_to_all", "all_gather", "all_reduce")
 
 

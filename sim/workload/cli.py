@@ -22,7 +22,7 @@ def _c():
 
     return cli
 
-workload_app = typer.Typer(help="Write workload files from GPU-side schedulers (DDiT, DiTango) for `kaleido simulate`.",
+workload_app = typer.Typer(help="Write workload files from GPU-side schedulers (DDiT, DiTango, Causal-RoPE SP) for `kaleido simulate`.",
                            no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 
 
@@ -181,6 +181,13 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
         exp = sum(r["exposed_comm_us"] for r in res["per_step"])
         out.print(f"communication {comm / 1e6:.4g} s, exposed {exp / 1e6:.4g} s ({res['network']['topology']}, "
                   f"{res['network']['bandwidth_gbps']:g} GB/s per device)")
+    if wl.generator == "causal-sp":
+        from algo.workloads.causal_sp import time_to_first_frame_us
+
+        res["time_to_first_frame_us"] = time_to_first_frame_us(res)
+        if json_out is not None:
+            _cli._write_json_atomic(json_out, res)
+        out.print(f"time to first frame (block 0's 4 denoising forwards): {res['time_to_first_frame_us'] / 1e6:.4g} s")
     out.print(f"{res['unique_ops_timed']} distinct op shapes timed")
     if json_out is not None:
         out.print(f"results: {json_out}")
@@ -213,3 +220,28 @@ def ditango_cmd(
     full = sum(s["full"] for s in wl.steps)
     typer.echo(f"DiTango workload {out}: {wl.model} {wl.resolution} on {devices} ranks, {steps} steps, {full} full; "
                f"{len(wl.ops)} op records, {len(wl.comms)} comm records")
+
+
+@workload_app.command("causal-sp")
+def causal_sp_cmd(
+    out: Annotated[Path, typer.Option("--out", "-o", help="workload file to write (.npz)")],
+    devices: Annotated[int, typer.Option(help="sequence-parallel ranks P (Self-Forcing's paper: 4 to 8)")] = 8,
+    model: Annotated[str, typer.Option(help="the Self-Forcing base model (Wan2.1-T2V-1.3B)")] = "wan2.1-t2v-1.3b",
+    resolution: Annotated[str, typer.Option(help="fixed by the reference: 832x480x81 (480p, 81 frames)")] = "480p",
+) -> None:
+    """Causal-RoPE sequence parallelism (Self-Forcing): 7 blocks x (4 denoising + 1 KV-rewrite)
+    forwards over a growing KV cache, one fused QKV all-to-all per attention (docs/workloads.md)."""
+    from algo.workloads.causal_sp import generate_causal_sp
+    from algo.workloads.format import save_workload
+
+    _cli = _c()
+    _cli._check_out(out)
+    if resolution not in ("480p", "832x480x81"):
+        _cli._fail(f"--resolution: Self-Forcing generates 832x480x81 (480p) only, got {resolution!r}")
+    try:
+        wl = generate_causal_sp(devices, model)
+        save_workload(wl, out)
+    except _errors() as err:
+        _cli._fail(str(err))
+    typer.echo(f"Causal-RoPE SP workload {out}: {wl.model} on {devices} ranks, {len(wl.steps)} forwards, heads per "
+               f"rank {wl.params['heads_per_rank']}")

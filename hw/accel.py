@@ -5,7 +5,7 @@ scheduler (`hw.dispatcher.scheduler`) and the compute core (`hw.core.TileCore`: 
 matchers, slot former, array) with on-chip buffers and a sequential controller. It runs one op
 whose channel groups all reuse along frames (axis ``"f"``: the neighbour of token
 ``f*HW + p`` is ``(f-1)*HW + p``); `op_descriptor` rejects ``h``/``w``-axis groups (those ops stay
-on the driver-sequenced paths of `hw.core` / `sim.stream`).
+on the driver-sequenced paths of `hw.core` / `sim.timing.stream`).
 
 Buffers (behavioural register files, `amaranth.lib.memory.Memory`; stand-ins for the SRAMs):
 
@@ -34,13 +34,13 @@ Ports:
 - ``start`` (one cycle, while idle), ``busy``, ``done`` (one-cycle pulse when the op's last result
   row has left).
 - result port (valid only, no back-pressure, as `hw.core.TileCore`'s; tile t drains on port
-  t mod d, rows 0..R-1 in order, as `sim.stream.OutputCollector` reads them): per drain port p of d,
+  t mod d, rows 0..R-1 in order, as `sim.timing.stream.OutputCollector` reads them): per drain port p of d,
   ``out_valid[p]``, ``out_token`` (``tb`` bits per port: the raster token index of the row),
   ``out_col0`` (first output channel of the row, a multiple of C), ``out_data`` (C accumulators of
   ``acc_bits`` each, port p at lane ``p*C + c``; lanes past N are don't-care). Padding rows of a
   partial position block are not reported.
 
-Controller (sequential; cycle 0 = the ``start`` cycle; `sim.core_timing.accel_timeline` predicts
+Controller (sequential; cycle 0 = the ``start`` cycle; `sim.timing.core_timing.accel_timeline` predicts
 every phase from these registers):
 
 1. SIM (from cycle 1): for position p in 0..HW-1, frame f in 0..F-1, group g: phase A feeds the group's
@@ -52,9 +52,9 @@ every phase from these registers):
 2. SCHED: per window of ``window`` positions (n of them): one ``start`` cycle, then the
    `Scheduler`'s ``L * (2n + 1) + n`` cycles (L = groups * (F-1) digit columns, read from the
    decision buffer column ``L-1`` .. 0, streamed with no stall); its output goes to the order buffer.
-3. TILES: tiles in `sim.dispatch.reuse_tiles` order (column block, position block, frame), each
+3. TILES: tiles in `sim.timing.dispatch.reuse_tiles` order (column block, position block, frame), each
    loaded into the core in ``ceil(K / P)`` beats presented on consecutive cycles whenever
-   ``ld_ready`` (the loader policy of `sim.core_timing.core_timeline`), the last beat with the
+   ``ld_ready`` (the loader policy of `sim.timing.core_timing.core_timeline`), the last beat with the
    tile's decisions (from the decision buffer), row mask, group ranges and ``clear`` (frame 0).
 4. DRAIN: wait until every tile's R result rows have left; ``done`` the cycle after the last.
 
@@ -110,7 +110,7 @@ class Accel(wiring.Component):
         max_tokens, max_k, max_n: buffer capacity (tokens M, channels K, output channels N);
             defaults ``cfg.accel_max_tokens`` / ``accel_max_k`` / ``accel_max_n``.
         window: scheduler window in positions (default ``WINDOW_TILES * R``, the reference's
-            `sim.dispatch.WINDOW_TILES`); max_frames: most frames F (default ``max_tokens``),
+            `sim.timing.dispatch.WINDOW_TILES`); max_frames: most frames F (default ``max_tokens``),
             sets the scheduler's longest pattern ``G * (max_frames - 1)``.
         load_channels: P, channels per buffer word and per core load beat, a power of two
             (default `hw.core.LOAD_CHANNELS`).

@@ -69,11 +69,11 @@ class AcceleratorConfig(BaseModel):
         "accel_max_k = 64 x 256 int8 weights = 16 KiB, tiny-8x8's weight_sram_kib")
     similarity_lanes: int | None = Field(
         None, gt=0, description="similarity-unit lanes (channels compared per cycle: one |x - nb| and one add "
-        "each, hw/similarity.py); None = array_rows, the sim/area.py estimate (R lanes keep pace with a tile's K "
+        "each, hw/similarity.py); None = array_rows, the sim/cost/area.py estimate (R lanes keep pace with a tile's K "
         "slots for R tokens)")
     vector_lanes: int | None = Field(
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
-        "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/area.py estimate)")
+        "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/cost/area.py estimate)")
 
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",

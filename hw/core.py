@@ -1,7 +1,7 @@
 """Compute core with the hardware dispatcher: tiles' operands and decisions in, result rows out.
 
 `hw.top.Top` takes ready-made cycle slots (the "feed decisions directly" path the RTL tests use,
-with the slot stream of `sim.stream`). `TileCore` puts the dispatcher in front of it, with two
+with the slot stream of `sim.timing.stream`). `TileCore` puts the dispatcher in front of it, with two
 banks (0 and 1) so that tile t+1 loads while tile t issues (double buffering). Tile t uses bank
 ``t mod 2``. Each bank holds one tile: two operand buffers (``kaleido_opbuf``: X rows and W
 columns, ``max_k`` channels each), the tile's decisions and a matcher
@@ -16,20 +16,20 @@ columns, ``max_k`` channels each), the tile's decisions and a matcher
    (row r, group g at bits ``2*(r*G+g)``, codes COMPUTE 0 / PARTIAL 1 / REUSE 2),
    ``t_row_mask``, the groups' channel ranges ``t_k0``/``t_k1``, ``t_n_groups``, ``t_clear``
    (first tile of a position block) and ``t_wgroups`` (bit g: group g reuses along ``w`` through
-   the PE row link, D4; the tile then holds whole image rows in raster order, `sim.dispatch`). Accepting it marks the bank full, starts the bank's matcher
+   the PE row link, D4; the tile then holds whole image rows in raster order, `sim.timing.dispatch`). Accepting it marks the bank full, starts the bank's matcher
    and moves loading to the other bank. ``ld_ready`` is low while the bank being loaded is full
    (its tile has not issued its last slot yet).
 2. ISSUE: the full bank whose turn it is issues its matcher's slots into `Top`, one per cycle:
    operands of channels a and b read from its buffers, per row the PE mode and operand select
-   from the two groups' decisions (the table of `sim.stream`: (C, R) -> COMPUTE a, (R, C) ->
+   from the two groups' decisions (the table of `sim.timing.stream`: (C, R) -> COMPUTE a, (R, C) ->
    COMPUTE b, (P, P) -> PAIRED, (P, R) / (R, P) -> PARTIAL a / b, (R, R) -> REUSE; rows outside
    the mask REUSE), ``clear`` on the tile's first slot. The last slot waits on ``Top.in_ready``
    (drain credits). When it is accepted (cycle L_t) the bank is free again from cycle L_t + 1 and
    the other bank issues from L_t + 1 if its tile is loaded: a tile loaded while the previous one
    issues follows it with no bubble, so the issue timeline is the cycle model's
-   (`sim.cycle_model`); when the load is late the stall is `sim.core_timing`'s.
+   (`sim.timing.cycle_model`); when the load is late the stall is `sim.timing.core_timing`'s.
 
-Timing (derived from the registers above; `sim.core_timing.core_timeline` implements it, cycle 0
+Timing (derived from the registers above; `sim.timing.core_timing.core_timeline` implements it, cycle 0
 = the first load beat): tile t's n_t beats start at ``max(A_{t-1} + 1, L_{t-2} + 1)`` and its last
 beat is accepted at A_t; its matcher's first slot is at ``A_t + 1`` at the earliest, so
 ``L_t = max(max(L_{t-1}, A_t) + S_t, L_{t-d} + R)`` (``S_t = max(1, slots_t)``). With
@@ -40,8 +40,8 @@ Operand buffers: ``kaleido_opbuf`` is a behavioural register file (one synchrono
 one beat, two asynchronous read ports), a stand-in for the banked SRAM macro; in Verilog it is the
 hand-written module `OPBUF_VERILOG` without initial values (so 128x128 emits quickly, D25), in the
 Amaranth simulator an `amaranth.lib.memory.Memory`. tests/test_rtl_core.py checks under Amaranth's
-simulator that the slots reaching `Top` equal `sim.stream.build_stream`'s, slot for slot, the
-results equal `algo.reuse.golden.apply_decisions` and the cycles equal `sim.core_timing`'s.
+simulator that the slots reaching `Top` equal `sim.timing.stream.build_stream`'s, slot for slot, the
+results equal `algo.reuse.golden.apply_decisions` and the cycles equal `sim.timing.core_timing`'s.
 
 Not in this version (docs/decisions.md D21): the similarity unit and the scheduler are not part of
 this module; `hw.accel.Accel` (D26) is the op-level controller that runs them and feeds this core
@@ -65,7 +65,7 @@ from hw.top import TOP_MODULE_NAME, Top, row_bits, top_signature
 #: section 3), so a tile whose n active channels need at least ceil(n / 2) slots is loaded in
 #: ceil(K / 2) beats, within the previous tile's issue time whenever no group is skipped by every
 #: row; tiles that skip groups (or bubble tiles) can issue faster than the load and stall
-#: (`sim.core_timing`).
+#: (`sim.timing.core_timing`).
 LOAD_CHANNELS = 2
 
 #: Verilog module name of the operand buffer (`OPBUF_VERILOG`).

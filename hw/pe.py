@@ -50,7 +50,7 @@ SPEC section 2: the neighbour's effective msb increment is ``msb(X_eff[nb])*w`` 
 
 One link lane suffices for paired slots: every tile holds a ``w = 0`` row, which COMPUTEs every
 ``w`` group (demand 1), so the matcher never puts two ``w``-group channels in one slot (demand 2 > 1
-there); a pair is at most one spatial lane beside a temporal one (`sim.stream` asserts it).
+there); a pair is at most one spatial lane beside a temporal one (`sim.timing.stream` asserts it).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ W_BITS = 8
 #: Low-half width of the split multiplier: b_lsb = 8 - b_msb with b_msb = 4 (SPEC section 3).
 LO_BITS = 4
 #: Link increment widths: msb ``hi(x)*w << 4`` (5-bit signed x 8-bit signed, shifted: 17 bits signed),
-#: lsb ``lo(x)*w`` (4-bit unsigned x 8-bit signed: 13 bits signed). sim.actions.LINK_BITS = their sum.
+#: lsb ``lo(x)*w`` (4-bit unsigned x 8-bit signed: 13 bits signed). sim.cost.actions.LINK_BITS = their sum.
 LINK_MSB_BITS = X_BITS + W_BITS
 LINK_LSB_BITS = LO_BITS + W_BITS + 1
 #: Link fields (PE row i -> row i + 1): (name, width) of the spatial lane's msb and lsb increments.
@@ -182,7 +182,7 @@ class PE(wiring.Component):
         p_msb = Signal(signed(X_BITS + W_BITS))
         m.d.comb += p_msb.eq(p_hi << LO_BITS)
 
-        # Per-lane decisions, decoded from (mode, sel) as sim.stream._MODE_OF encodes them.
+        # Per-lane decisions, decoded from (mode, sel) as sim.timing.stream._MODE_OF encodes them.
         a_c = is_compute & ~sel
         a_p = (is_partial & ~sel) | is_paired
         a_r = ~a_c & ~a_p
@@ -194,7 +194,7 @@ class PE(wiring.Component):
         own_lsb_b = Mux(is_paired, p_hi, p_lo)
 
         # The spatial lane's effective increments (module docstring): own products or the link's.
-        # At most one lane of a slot is spatial (sim.stream asserts it), so one link serves both.
+        # At most one lane of a slot is spatial (sim.timing.stream asserts it), so one link serves both.
         sp_c = Mux(self.i_sp_b, b_c, a_c)
         sp_r = Mux(self.i_sp_b, b_r, a_r)
         eff_m, eff_l = Signal(signed(LINK_MSB_BITS)), Signal(signed(LINK_LSB_BITS))

@@ -1,7 +1,7 @@
 """Streaming top level of the Kaleido compute core: one slot per cycle in, result rows out.
 
 Input (valid/ready): one cycle slot per accepted cycle, already scheduled by the dispatcher
-(`sim.dispatch`; a hardware dispatcher comes later): per row i (packed, lane i at bits
+(`sim.timing.dispatch`; a hardware dispatcher comes later): per row i (packed, lane i at bits
 ``[8i+7:8i]``) the operands ``x_a``, ``x_b`` (int8, or uint8 when ``x_unsigned``), the PE mode
 (2 bits, `hw.pe.PEMode`) and operand select; per column j the weights ``w_a``, ``w_b``; and the
 slot control ``g_a``, ``g_b`` (channel-group indices), ``first_a``, ``first_b`` (first slot of the
@@ -12,7 +12,7 @@ slot of a tile that starts a position block: partial registers are reset).
 Drain credits: each tile's R result rows leave on one of ``d = drain_rows_per_cycle`` output ports
 (round robin), one row per cycle. A slot with ``last`` set is accepted only when its port finished
 its previous tile's rows, i.e. at least R cycles after that tile's last slot; ``in_ready`` is low
-otherwise. This is the drain bound of the cycle model (`sim.cycle_model`).
+otherwise. This is the drain bound of the cycle model (`sim.timing.cycle_model`).
 
 Output: per port p, ``out_valid[p]``, ``out_row`` (row index within the tile, ``p*RB``..) and
 ``out_data`` (C values of ``acc_bits`` each, port p at lane ``p*C + j``). Rows of one tile appear

@@ -10,12 +10,12 @@ Prints wall-clock seconds for:
   decisions (target: < 60 s on a 2-core machine, issue 6), and the same for 720p and Wan2.1-T2V-14B.
   The decisions come from `coherent_decisions`, a seeded spatially and temporally coherent
   generator: this is a speed benchmark, its cycle counts are not results;
-- the same Wan2.1-T2V-1.3B 480p step through `sim.simulate.simulate_trace` (`simulate_step_energy`:
+- the same Wan2.1-T2V-1.3B 480p step through `sim.engines.model.simulate_trace` (`simulate_step_energy`:
   what `kaleido simulate` runs, energy action counts and dispatcher statistics included; target < 60 s);
 - a scaling table: CPU time of one qkv op over token counts x widths (`bench_scaling`: linear in
   tokens, flat in channels, and why it is CPU time);
 - the compiled RTL engine (`sim.engines.verilator`, `bench_rtl`): simulated cycles per second on
-  tiny-8x8 beside the pyverilator-mm path (`sim.rtl_engine.RtlModel`, Python per cycle) on the same op,
+  tiny-8x8 beside the pyverilator-mm path (`sim.engines.rtl.RtlModel`, Python per cycle) on the same op,
   as a ratio from one run (targets >= 1,000,000 cycles/s and >= 100x); the demo trace
   (traces/demo.npz, captured as `make demo` does when missing) through the engine (target < 60 s
   after the build) and through the small-32x32 preset, both equal to the cycle model and the golden
@@ -23,7 +23,7 @@ Prints wall-clock seconds for:
 - a 50-step Wan2.1-14B 720p DiTango workload (`algo.workloads.ditango`) on 32 simulated A100s and
   on 32 Kaleido chips (`bench_ditango`: generation + `sim.workload.simulate`, each op shape timed
   once; target < 2 min each);
-- SCALE-Sim 3.0.0 against `sim.dataflow` (``timing="scalesim"``, identical cycle counts) on dense
+- SCALE-Sim 3.0.0 against `sim.timing.dataflow` (``timing="scalesim"``, identical cycle counts) on dense
   GEMMs of about 2k to 50k cycles on an 8x8 array, and the wall-time ratio (skipped with a reason
   when scalesim is not installed).
 """
@@ -37,8 +37,8 @@ import numpy as np
 from algo.reuse.golden import block_groups, decide
 from algo.trace import Group, OpRecord, pack_decisions
 from hw.config import load_config
-from sim.memory import kaleido_dram_bytes, op_memory_timing
-from sim.simulate import simulate_op
+from sim.engines.model import simulate_op
+from sim.timing.memory import kaleido_dram_bytes, op_memory_timing
 
 
 def _coherent_operand(rng, grid, K):  # noqa: N803
@@ -121,11 +121,11 @@ def coherent_decisions(rng, grid, groups, batch: int) -> np.ndarray:
 def simulate_step(model: str, resolution: str, blocks: int | None = None, seed: int = 1) -> dict:
     """Time one denoising step (every op of every block) on the 128x128 preset from generated decisions.
 
-    The timed path is `sim.simulate.simulate_op` (decision unpacking, scheduler, matcher, cycle model,
-    the dense and no-dispatcher timings) plus `sim.memory.op_memory_timing` (DRAM and vector stalls,
-    DRAM bytes by `sim.memory.kaleido_dram_bytes`); the energy model is not part of it, though the
+    The timed path is `sim.engines.model.simulate_op` (decision unpacking, scheduler, matcher, cycle model,
+    the dense and no-dispatcher timings) plus `sim.timing.memory.op_memory_timing` (DRAM and vector stalls,
+    DRAM bytes by `sim.timing.memory.kaleido_dram_bytes`); the energy model is not part of it, though the
     tile statistics its action counts use are (`simulate_op` makes them for its dispatcher
-    statistics); `simulate_step_energy` times the whole `sim.simulate.simulate_trace`.
+    statistics); `simulate_step_energy` times the whole `sim.engines.model.simulate_trace`.
     Generating and packing decisions is excluded from ``seconds`` and reported as ``gen_seconds``.
     """
     cfg = load_config("kaleido-16nm-128x128")
@@ -175,11 +175,11 @@ def step_trace(model: str, resolution: str, blocks: int | None = None, seed: int
 
 
 def simulate_step_energy(model: str, resolution: str, blocks: int | None = None, seed: int = 1) -> dict:
-    """Time `sim.simulate.simulate_trace` on `step_trace`: everything `kaleido simulate` does for a
+    """Time `sim.engines.model.simulate_trace` on `step_trace`: everything `kaleido simulate` does for a
     decision trace (checks, scheduler, matcher, cycle model with and without the dispatcher, dense
-    baseline, DRAM/vector stalls, the energy action counts `sim.actions` and energies `sim.energy`,
+    baseline, DRAM/vector stalls, the energy action counts `sim.cost.actions` and energies `sim.cost.energy`,
     dispatcher statistics). Building the trace is excluded from ``seconds`` (``gen_seconds``)."""
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
 
     cfg = load_config("kaleido-16nm-128x128")
     t0 = time.perf_counter()
@@ -263,14 +263,14 @@ def bench_ditango() -> list[tuple[str, float, float, int]]:
 
 
 def bench_scalesim(rows: int = 8, cols: int = 8) -> list[tuple] | str:
-    """Wall time of SCALE-Sim 3.0.0 and of `sim.dataflow.gemm_cycles` on the same dense GEMMs.
+    """Wall time of SCALE-Sim 3.0.0 and of `sim.timing.dataflow.gemm_cycles` on the same dense GEMMs.
 
     Returns rows ``(M, K, N, dataflow, scalesim_cycles, our_cycles, scalesim_s, ours_s)``, or the
     reason the comparison was skipped.
     """
     import timeit
 
-    from sim.dataflow import gemm_cycles, run_scalesim
+    from sim.timing.dataflow import gemm_cycles, run_scalesim
 
     try:
         run_scalesim([(1, 1, 1)], rows, cols, "os")  # import SCALE-Sim outside the timed runs
@@ -327,8 +327,8 @@ def _demo_trace():
 
 def _model_side(trace, cfg) -> tuple[int, str, list[int]]:
     """Cycles (total, per op) and output checksum of the cycle model + golden model on `trace`."""
-    from sim.rtl_engine import golden_checksums
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
+    from sim.engines.rtl import golden_checksums
 
     res = simulate_trace(trace, cfg)
     return res["cycles"], golden_checksums(trace)[0], [r["cycles"] for r in res["per_op"]]
@@ -343,9 +343,9 @@ def bench_rtl() -> dict:
     same for small-32x32 (``s32_*``)."""
     from algo.reuse.golden import decide
     from hw.config import load_config
+    from sim.engines.rtl import RtlModel
     from sim.engines.verilator import Engine, Gemm, simulate_trace_rtl
-    from sim.rtl_engine import RtlModel
-    from sim.stream import build_stream
+    from sim.timing.stream import build_stream
 
     trace = _demo_trace()
     cfg = load_config("tiny-8x8")
@@ -412,7 +412,7 @@ def main() -> None:
     _print_step("  Wan2.1-T2V-1.3B 480p", simulate_step("wan2.1-t2v-1.3b", "480p"), target=60)
     e = simulate_step_energy("wan2.1-t2v-1.3b", "480p")
     ds = e["dispatcher_stats"]
-    print(f"  the same step through sim.simulate.simulate_trace (as `kaleido simulate`: + energy action counts, "
+    print(f"  the same step through sim.engines.model.simulate_trace (as `kaleido simulate`: + energy action counts, "
           f"energies, dispatcher statistics): {e['seconds']:.1f} s (target < 60 s on 2 cores); trace built in "
           f"{e['gen_seconds']:.1f} s (not timed); {e['cycles']:,} cycles (same decisions as above); "
           f"{ds['tiles']:,} tiles, {ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups, "
@@ -446,7 +446,7 @@ def main() -> None:
     if isinstance(rows, str):
         print(f"SCALE-Sim comparison skipped: {rows}")
         return
-    print("SCALE-Sim 3.0.0 vs sim.dataflow (timing='scalesim'), dense GEMMs on 8x8:")
+    print("SCALE-Sim 3.0.0 vs sim.timing.dataflow (timing='scalesim'), dense GEMMs on 8x8:")
     bad = 0
     for M, K, N, df, ref, ours, t_ref, t_ours in rows:  # noqa: N806
         same = "identical" if ref == ours else f"MISMATCH (ours {ours:,})"

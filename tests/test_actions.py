@@ -1,4 +1,4 @@
-"""Action counting (`sim.actions`): the run-length tile counts equal the slot-by-slot reference,
+"""Action counting (`sim.cost.actions`): the run-length tile counts equal the slot-by-slot reference,
 the no-dispatcher tiling, and the dispatcher statistics on hand-derived cases."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from algo.reuse.golden import COMPUTE as C
 from algo.reuse.golden import PARTIAL as P
 from algo.reuse.golden import REUSE as R
 from hw.config import load_config
-from sim.actions import TiledDecisions, op_actions, tile_counts, tile_stats
-from sim.dispatch import match_tile, schedule_positions
+from sim.cost.actions import TiledDecisions, op_actions, tile_counts, tile_stats
+from sim.timing.dispatch import match_tile, schedule_positions
 
 KEYS = ("issued", "rows_x_channels", "channels", "rows", "compute", "partial", "paired", "reuse")
 
 
 def _reference_tile_stats(dec, grid, groups, rows, b_msb, dispatcher=True):
-    """The slot-by-slot counting `sim.actions._tile_counts` used before the run-length version
-    (kept in plain Python as the reference): every slot of `sim.dispatch.match_tile`, every row of
+    """The slot-by-slot counting `sim.cost.actions._tile_counts` used before the run-length version
+    (kept in plain Python as the reference): every slot of `sim.timing.dispatch.match_tile`, every row of
     the tile, classified one by one. Extended here with the dispatcher statistics counted from
     the slot list, and with the no-dispatcher tiling written out directly from its definition
     (raster order; one slot per channel of each group some row needs)."""
@@ -122,7 +122,7 @@ def test_run_length_counts_equal_reference(case, seed):
 
 def test_tile_counts_match_the_cycle_models_slots():
     """Σ issued slots equals the cycle model's slot sequence (one column block), both tilings."""
-    from sim.cycle_model import reuse_slot_sequence
+    from sim.timing.cycle_model import reuse_slot_sequence
 
     grid, widths, p, rows, b_msb = CASES[2]
     dec, groups = _random_case(np.random.default_rng(7), grid, widths, p)
@@ -194,7 +194,7 @@ def test_dispatcher_stats_hand_worked():
     pairs its two PARTIAL channels (1 pair slot), block 1 is all REUSE (skipped group of 2
     channels, a bubble tile). Without the dispatcher each frame-1 block needs both channels, one
     slot each. Two column blocks double the per-tile counts."""
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
 
     cfg = load_config("tiny-8x8")
     on = simulate_trace(_stats_trace(), cfg)

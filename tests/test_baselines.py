@@ -35,8 +35,8 @@ from algo.trace import Group, OpRecord, Trace, save_trace
 from hw.config import load_config
 from sim.baselines import BaselineError, a100, attach_baselines, parse_params, run_baselines
 from sim.baselines.policy import run_policy_op
-from sim.energy import EnergyModel
-from sim.simulate import simulate_op, simulate_trace
+from sim.cost.energy import EnergyModel
+from sim.engines.model import simulate_op, simulate_trace
 
 GRID = (3, 2, 4)
 

@@ -21,7 +21,7 @@ from algo.models import build_model
 from algo.reuse.golden import decide
 from algo.trace import TraceError, load_trace, pack_decisions, save_trace, unpack_decisions
 from hw.config import load_config
-from sim.simulate import SimError, simulate_trace
+from sim.engines.model import SimError, simulate_trace
 from tests.trace_files import rewrite_trace
 
 THETAS = [(2.0, 6.0), (4.0, 12.0)]

@@ -58,6 +58,24 @@ def test_missing_trace(tmp_path):
     assert not out.exists()
 
 
+#: Libraries a bad-input error must not wait for (each takes seconds to import on 2 cores).
+HEAVY_MODULES = ("torch", "diffusers", "numba", "matplotlib", "amaranth")
+
+
+@pytest.mark.parametrize("args", [("simulate", "missing.npz"), ("baselines", "missing.npz"),
+                                  ("inspect", "missing.npz"), ("report", "missing.json")])
+def test_error_path_imports_no_heavy_library(tmp_path, args):
+    """A missing input answers before torch, diffusers, numba, matplotlib or amaranth are imported
+    (``kaleido simulate missing.npz`` took 4.7 s when it imported torch to catch the error)."""
+    code = ("import sys\nfrom sim.cli import main\nsys.argv = ['kaleido', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    rc = e.code\n"
+            f"print(rc, sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=120)
+    assert res.stdout.split("\n")[-2] == "2 []", (res.stdout, res.stderr)
+    assert res.stderr.startswith("error: ") and "not found" in res.stderr, res.stderr
+
+
 def test_corrupt_and_truncated_trace(tmp_path):
     good = small_trace(tmp_path / "good.npz")
     junk = tmp_path / "junk.npz"
@@ -133,7 +151,7 @@ def test_simulate_json_fields_and_dense_cycles(simulated):
         assert key in r
     assert set(r["reuse_fraction"]) == {"compute", "partial", "reuse"}
     qkv, qk = r["per_op"]
-    # Dense on tiny-8x8 (R = C = 8, d = 2), by hand from the timing contract (sim/cycle_model.py):
+    # Dense on tiny-8x8 (R = C = 8, d = 2), by hand from the timing contract (sim/timing/cycle_model.py):
     # qkv: M=16, K=16, N=12 -> ceil(16/8)*ceil(12/8) = 4 tiles of 16 slots, K*d >= R so no drain stall:
     #   last issue L = 4*16 - 1 = 63, cycles = L + R + C + 2 = 63 + 18 = 81.
     assert qkv["dense_cycles"] == 81
@@ -274,7 +292,7 @@ def test_version_and_report_of_rtl_results(tmp_path):
     res = kaleido("--version")
     assert res.returncode == 0 and res.stdout.strip() == f"kaleido {version('kaleido')}"
     rtl = tmp_path / "rtl.json"
-    from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION
+    from sim.results import RESULTS_FORMAT, RESULTS_VERSION
 
     rtl.write_text(json.dumps({"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "cycles": 5}))
     assert_one_line_error(kaleido("report", str(rtl), "--out", str(tmp_path / "r")), "--engine rtl")

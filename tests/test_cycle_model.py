@@ -1,6 +1,6 @@
-"""Cycle model (sim.cycle_model) and data dispatcher (sim.dispatch) against hand derivations.
+"""Cycle model (sim.timing.cycle_model) and data dispatcher (sim.timing.dispatch) against hand derivations.
 
-Timing contract (sim/cycle_model.py module docstring), restated for the derivations below:
+Timing contract (sim/timing/cycle_model.py module docstring), restated for the derivations below:
   S_t = max(1, slots_t);  L_t = max(L_{t-1} + S_t, L_{t-d} + R)  with L_{-1} = -1 (cycle 0 is the
   first issue) and no port constraint for the first d tiles (tile t drains on port t mod d);
   op cycles = L_last + R + C + 2;  drain stall = sum over t of (L_t - (L_{t-1} + S_t)).
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from hw.config import load_config
-from sim.cycle_model import (
+from sim.timing.cycle_model import (
     PIPELINE_CYCLES,
     dense_cycles_formula,
     dense_slot_sequence,
     op_cycles,
     reuse_slot_sequence,
 )
-from sim.dispatch import Slot, count_slots, match_tile, reuse_tiles, tile_schedule
+from sim.timing.dispatch import Slot, count_slots, match_tile, reuse_tiles, tile_schedule
 
 C, P, R = 0, 1, 2  # COMPUTE, PARTIAL, REUSE
 

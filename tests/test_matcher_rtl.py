@@ -1,5 +1,5 @@
 """The hardware matcher (hw/dispatcher/matcher.py) makes the same choices as the reference
-matcher (sim.dispatch.tile_schedule): identical slot lists, flags included, on seeded random tiles."""
+matcher (sim.timing.dispatch.tile_schedule): identical slot lists, flags included, on seeded random tiles."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from amaranth.sim import Simulator
 
 from hw.config import load_config
 from hw.dispatcher.matcher import Matcher, channel_bits
-from sim.dispatch import tile_schedule
+from sim.timing.dispatch import tile_schedule
 
 CFG = load_config("tiny-8x8")
 

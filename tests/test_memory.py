@@ -1,6 +1,6 @@
-"""DRAM and vector-unit stalls (sim.memory) against hand derivations.
+"""DRAM and vector-unit stalls (sim.timing.memory) against hand derivations.
 
-Rules restated (sim/memory.py module docstring): B = dram_gbps * 1000 / clock_mhz bytes per cycle;
+Rules restated (sim/timing/memory.py module docstring): B = dram_gbps * 1000 / clock_mhz bytes per cycle;
 D = ceil(dram_bytes / B); prologue Dh = ceil((r0*kf + kf*c0) / B), epilogue Dt = ceil(r0*c0 / B)
 with r0 = min(R, M), c0 = min(C, N), kf = min(K, R); Do = max(0, D - Dh - Dt).
 Vector: V(a, m) = max(ceil(a / lanes), ceil(m / lanes)); Vh = V(pre x r0/M); Vt = V(post x r0 c0 / (M N));
@@ -15,8 +15,8 @@ import pytest
 
 from algo.reuse.golden import block_groups
 from hw.config import config_from_dict, load_config
-from sim.actions import _vector_counts, op_actions
-from sim.memory import (
+from sim.cost.actions import _vector_counts, op_actions
+from sim.timing.memory import (
     fold_bytes,
     fold_shortfall,
     kaleido_dram_bytes,
@@ -84,7 +84,7 @@ def test_batch_scales_the_overlapped_part_only():
 
 
 # Hand-derived (pre_adds, pre_mults, post_adds, post_mults) for M = 24, K = 16, N = 40 from the rules
-# in sim/actions.py's docstring: norm + modulation 4 adds + 3 mults per input element (M K = 384);
+# in sim/cost/actions.py's docstring: norm + modulation 4 adds + 3 mults per input element (M K = 384);
 # RoPE 1 add + 2 mults per Q and K element (M K + K N = 384 + 640 = 1,024); requantise 1 + 1 per
 # output (M N = 960); softmax 7 + 6 per score; 1/rowsum 1 mult per output + 4 per row (4 M = 96);
 # GELU 6 + 14 per output; residual 1 add per output.
@@ -126,7 +126,7 @@ def test_fold_bytes_and_shortfall():
 
 
 def test_kaleido_dram_bytes_match_the_action_counts():
-    """The shape-only DRAM rule (used by the benchmark) gives the same bytes as sim.actions."""
+    """The shape-only DRAM rule (used by the benchmark) gives the same bytes as sim.cost.actions."""
     rng = np.random.default_rng(0)
     grid = (3, 4, 4)
     groups = block_groups(24)

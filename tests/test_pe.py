@@ -1,7 +1,7 @@
 """The PE alone under Amaranth's simulator, against the golden model.
 
 A PE at row r, column j of the array sees, one slot per cycle, exactly the row lane r and the
-column lane j of the dispatcher's stream (`sim.stream`); here the skew is left out and the slots
+column lane j of the dispatcher's stream (`sim.timing.stream`); here the skew is left out and the slots
 are fed back to back. After each tile's last slot, the PE's result must equal the golden
 ``Y[token, n]`` of that tile's row r and column j. The cases mix every mode (COMPUTE on lane a
 and b, PARTIAL on a and b, PAIRED, REUSE), every transition between them, and -128 / 127 / 255
@@ -20,7 +20,7 @@ from algo.reuse.golden import apply_decisions, split_msb
 from hw.array import Column, row_lane_bits
 from hw.config import load_config
 from hw.pe import COL_FIELDS, PE, ROW_FIELDS, PEMode, pe_signature
-from sim.stream import build_stream
+from sim.timing.stream import build_stream
 from tests.rtl.cases import cases_for, make_case, spatial_cases
 
 CFG = load_config("tiny-8x8")

@@ -21,11 +21,12 @@ from PIL import Image
 from algo.quality import to_jsonable
 from algo.trace import load_trace
 from hw.config import load_config
-from sim.area import area_breakdown
 from sim.baselines import attach_baselines, run_baselines
-from sim.report import heatmap_matrix, write_report
-from sim.simulate import simulate_trace
-from sim.tech import load_tech
+from sim.cost.area import area_breakdown
+from sim.cost.tech import load_tech
+from sim.engines.model import simulate_trace
+from sim.report import write_report
+from sim.report.tables import heatmap_matrix
 from tests.test_baselines import hand_trace
 from tests.test_cli import small_trace
 
@@ -192,8 +193,9 @@ def test_report_out_folder_checks_and_stale_files(report, tmp_path):
 
 
 def test_gemm_result_is_named_and_energy_wording(tmp_path):
-    from sim.dataflow import gemm_result
-    from sim.report import ReportError, energy_vs_dense
+    from sim.report import ReportError
+    from sim.report.tables import energy_vs_dense
+    from sim.timing.dataflow import gemm_result
 
     g = tmp_path / "gemm.json"
     g.write_text(json.dumps(gemm_result(8, 8, 8, load_config("tiny-8x8"))))
@@ -205,7 +207,8 @@ def test_gemm_result_is_named_and_energy_wording(tmp_path):
 
 
 def test_quality_figure_pareto_line_needs_two_points_and_a100_bar_not_drawn(report):
-    from sim.report import _energy_breakdown_figure, _quality_figure, quality_points
+    from sim.report.figures import _energy_breakdown_figure, _quality_figure
+    from sim.report.tables import quality_points
 
     data, _, _ = report
     items = [("hand", data["hand"])]

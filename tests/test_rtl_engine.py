@@ -1,7 +1,7 @@
 """``kaleido simulate --engine rtl`` (sim/engines/verilator.py): the tiny-8x8 top compiled by
 Verilator with its C++ driver, against the cycle model (cycles) and the golden model (outputs); the
-slot records against `sim.stream.build_stream`; the build cache's stale/half-built detection; the
-pyverilator-mm adapter (sim/rtl_engine.py, kept for interactive poke/peek and the speed comparison).
+slot records against `sim.timing.stream.build_stream`; the build cache's stale/half-built detection; the
+pyverilator-mm adapter (sim/engines/rtl.py, kept for interactive poke/peek and the speed comparison).
 
 The engine is built once into ``build/verilator/tiny-8x8-<key>/`` (about 45 s of CPU on 2 cores)
 and reused while the emitted Verilog and the driver are unchanged, so a warm run of this module
@@ -37,7 +37,7 @@ def kaleido(*args: str) -> subprocess.CompletedProcess:
 def test_outputs_checksum_byte_order():
     """sha256 over int64 little-endian, row-major, matrices concatenated: checked against bytes
     packed by hand with `struct`."""
-    from sim.rtl_engine import outputs_checksum
+    from sim.engines.rtl import outputs_checksum
 
     a = np.array([[1, -1], [2**40, 0]], dtype=np.int64)
     b = np.array([[-(2**63)]], dtype=np.int64)
@@ -53,7 +53,7 @@ def test_pyverilator_adapter():
     import pyverilator.verilatorcpp as cpp
     from packaging.version import InvalidVersion, Version
 
-    from sim.rtl_engine import _adapt_pyverilator, verilator_env
+    from sim.engines.rtl import _adapt_pyverilator, verilator_env
 
     env = {**os.environ, **verilator_env()}
     out = subprocess.run(["verilator", "--version"], capture_output=True, text=True, env=env).stdout
@@ -124,8 +124,8 @@ def test_rtl_engine_rejects_large_arrays_and_spatial_reuse(tmp_path):
     buffer, docs/decisions.md D4) is refused before the engine builds, naming op and axis. (The CLI
     turns both into exit code 2 via its error contract, as for every SimError.)"""
     from hw.config import load_config
+    from sim.engines.model import SimError
     from sim.engines.verilator import RtlEngineError, simulate_trace_rtl
-    from sim.simulate import SimError
 
     missing = tmp_path / "no-build"
     with pytest.raises(RtlEngineError, match="up to 1024 PEs"):
@@ -145,11 +145,11 @@ def test_rtl_engine_cli_refuses_large_array(tmp_path):
 
 def test_records_equal_build_stream():
     """The compiled record builder (`sim.engines.verilator.gemm_records`) gives, slot for slot, the
-    port values of `sim.stream.build_stream` (`sim.stream.port_values`), and its tiling equals
-    `sim.dispatch.reuse_tiles`, on every shared RTL case (temporal, spatial, uint8, complementary)."""
+    port values of `sim.timing.stream.build_stream` (`sim.timing.stream.port_values`), and its tiling equals
+    `sim.timing.dispatch.reuse_tiles`, on every shared RTL case (temporal, spatial, uint8, complementary)."""
     from hw.config import load_config
     from sim.engines.verilator import Gemm, gemm_records, record_layout
-    from sim.stream import build_stream, port_values
+    from sim.timing.stream import build_stream, port_values
     from tests.rtl.cases import acc_width_case, cases_for, spatial_cases, spatial_random_cases
 
     cfg = load_config("tiny-8x8")

@@ -1,4 +1,4 @@
-"""Dense GEMM dataflow timing (`sim.dataflow`) against SCALE-Sim 3.0.0 run live, and `kaleido simulate --gemm`.
+"""Dense GEMM dataflow timing (`sim.timing.dataflow`) against SCALE-Sim 3.0.0 run live, and `kaleido simulate --gemm`.
 
 SCALE-Sim is the reference for ``timing="scalesim"`` (SPEC.md section 4): every shape below is run
 through SCALE-Sim 3.0.0 (pip ``scalesim``, the ``dev`` extra) in one batched run per array size and
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.cycle_model import dense_cycles_formula
-from sim.dataflow import DATAFLOWS, gemm_cycles, run_scalesim
+from sim.timing.cycle_model import dense_cycles_formula
+from sim.timing.dataflow import DATAFLOWS, gemm_cycles, run_scalesim
 
 # (M, K, N): non-multiples of every array size, M (and K, N) smaller than the array, single and
 # many folds; at most ~2,800 SCALE-Sim cycles each (SCALE-Sim simulates cycle by cycle).

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
-from sim.cycle_model import reuse_slot_sequence
-from sim.dispatch import reuse_tiles, schedule_positions
+from sim.timing.cycle_model import reuse_slot_sequence
+from sim.timing.dispatch import reuse_tiles, schedule_positions
 
 
 def test_schedule_is_a_permutation_within_windows():
@@ -84,7 +84,7 @@ def _hand_trace_and_config(tmp_path):
 
 
 def test_simulate_no_dispatcher_is_the_primary_result(tmp_path):
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
 
     trace, cfg, _, _ = _hand_trace_and_config(tmp_path)
     on = simulate_trace(trace, cfg)
@@ -120,7 +120,7 @@ def test_results_roll_up_by_block_and_step(tmp_path):
     block 1 step 5: each block and each step holds one op's figures; the totals hold both (42, 46)."""
     import dataclasses
 
-    from sim.simulate import simulate_trace
+    from sim.engines.model import simulate_trace
 
     trace, cfg, _, _ = _hand_trace_and_config(tmp_path)
     trace.ops.append(dataclasses.replace(trace.ops[0], block=1, step=5))

@@ -1,5 +1,5 @@
 """The hardware scheduler (hw/dispatcher/scheduler.py) makes the same choices as the reference
-scheduler (sim.dispatch.schedule_positions): identical position permutations on seeded random
+scheduler (sim.timing.dispatch.schedule_positions): identical position permutations on seeded random
 decisions, several grids (partial last window, one frame, identical patterns), under Amaranth's
 simulator; plus the emitted Verilog is lint-clean (verilator --lint-only -Wall)."""
 
@@ -15,7 +15,7 @@ from amaranth.sim import Simulator
 from hw.config import load_config
 from hw.dispatcher import scheduler as hw_sched
 from hw.dispatcher.scheduler import Scheduler
-from sim import dispatch
+from sim.timing import dispatch
 
 CFG = load_config("tiny-8x8")
 
@@ -151,7 +151,7 @@ def test_latency_as_documented():
 
 def test_emitted_scheduler_is_lint_clean(tmp_path):
     from hw.rtl import SCHEDULER_MODULE_NAME, emit
-    from sim.rtl_engine import RtlEngineError, verilator_env
+    from sim.engines.rtl import RtlEngineError, verilator_env
 
     try:
         env = {**os.environ, **verilator_env()}

@@ -9,7 +9,7 @@ from amaranth.sim import Simulator
 from algo.reuse.golden import decide, theta_bounds
 from hw.config import load_config
 from hw.similarity import EffectiveValue, SimilarityUnit
-from sim.stream import pack_lanes, unpack_lanes
+from sim.timing.stream import pack_lanes, unpack_lanes
 
 CFG = load_config("tiny-8x8")
 LANES = 4

@@ -9,7 +9,7 @@ import pytest
 from algo.reuse.golden import block_groups
 from algo.trace import Group, OpRecord, Trace, save_trace
 from hw.config import config_from_dict, load_config
-from sim.simulate import SimError, simulate_trace
+from sim.engines.model import SimError, simulate_trace
 from tests.test_cli import assert_one_line_error, kaleido
 
 RNG = np.random.default_rng(0)

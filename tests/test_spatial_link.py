@@ -107,11 +107,11 @@ def test_chains_along_w_occur():
     assert chained.sum() >= 4
 
 
-# ---- step 2: the tiling of ops with w-axis groups (sim.dispatch) ----------------------------------
+# ---- step 2: the tiling of ops with w-axis groups (sim.timing.dispatch) ----------------------------------
 
 def test_w_ops_tile_whole_image_rows_in_raster_order():
-    from sim.cycle_model import reuse_slot_sequence
-    from sim.dispatch import position_block, position_order, reuse_tiles
+    from sim.timing.cycle_model import reuse_slot_sequence
+    from sim.timing.dispatch import position_block, position_order, reuse_tiles
 
     grid = (2, 3, 3)  # W = 3, R = 8 -> floor(8 / 3) * 3 = 6 positions per tile: blocks {0..5}, {6..8}
     assert position_block(grid, [(0, 2, "w"), (2, 4, "f")], 8) == 6
@@ -134,7 +134,7 @@ def test_w_ops_tile_whole_image_rows_in_raster_order():
 
 
 def test_w_wider_than_the_array_is_rejected():
-    from sim.cycle_model import reuse_slot_sequence
+    from sim.timing.cycle_model import reuse_slot_sequence
 
     dec = np.zeros((2 * 9, 1), dtype=np.int8)
     with pytest.raises(ValueError, match="W = 9 positions exceed the array's R = 8 rows"):
@@ -144,13 +144,13 @@ def test_w_wider_than_the_array_is_rejected():
 # ---- step 4: the stream and the cycle model agree on w-axis ops -------------------------------
 
 def test_stream_and_cycle_model_tile_w_ops_alike():
-    """For the RTL's w-axis cases, the stream's slots per tile (matcher, `sim.dispatch.match_tile`)
-    equal the cycle model's run-length count (`sim.dispatch.count_slots`) and the action counts'
+    """For the RTL's w-axis cases, the stream's slots per tile (matcher, `sim.timing.dispatch.match_tile`)
+    equal the cycle model's run-length count (`sim.timing.dispatch.count_slots`) and the action counts'
     tiles, over the same whole-image-row tiles."""
     from hw.config import load_config
-    from sim.actions import tile_stats
-    from sim.cycle_model import reuse_slot_sequence
-    from sim.stream import build_stream
+    from sim.cost.actions import tile_stats
+    from sim.timing.cycle_model import reuse_slot_sequence
+    from sim.timing.stream import build_stream
     from tests.rtl.cases import spatial_cases, spatial_random_cases
 
     cfg = load_config("tiny-8x8")
@@ -167,7 +167,7 @@ def test_stream_and_cycle_model_tile_w_ops_alike():
 
 def test_stream_rejects_a_w0_token_that_reuses():
     from hw.config import load_config
-    from sim.stream import build_stream
+    from sim.timing.stream import build_stream
     from tests.rtl.cases import spatial_cases
 
     c = spatial_cases(8, 8)[0]
@@ -180,7 +180,7 @@ def test_stream_rejects_a_w0_token_that_reuses():
 def test_simulate_rejects_w_wider_than_the_array():
     from algo.trace import Group, OpRecord, Trace
     from hw.config import load_config
-    from sim.simulate import SimError, check_compatible
+    from sim.engines.model import SimError, check_compatible
 
     rng = np.random.default_rng(0)
     op = OpRecord("qk", 0, 0, rng.integers(-5, 5, size=(1, 18, 4)).astype(np.int8),

@@ -2,7 +2,7 @@
 
 The cluster starts once for the module (a few seconds) and the sweeps reach it by address, the
 ``--scheduler`` path; the embedded-cluster path (``--workers N``) runs once (determinism test).
-Expected values come from `sim.simulate.simulate_trace` run serially in this process, never from the
+Expected values come from `sim.engines.model.simulate_trace` run serially in this process, never from the
 sweep code under test.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 from algo.trace import TraceReader, load_trace
 from hw.config import config_from_dict, load_config
-from sim.simulate import simulate_trace
+from sim.engines.model import simulate_trace
 from sim.sweep.engine import local_cluster
 from sim.sweep.runner import run_sweep
 from sim.sweep.spec import SweepError, load_sweep

@@ -15,8 +15,8 @@ from algo.capture import capture, capture_to_file
 from algo.reuse.softmax import softmax_numerators_int8
 from algo.trace import TraceError, TraceReader, load_trace, save_trace
 from hw.config import load_config
-from sim.rtl_engine import golden_checksums
-from sim.simulate import simulate_trace
+from sim.engines.model import simulate_trace
+from sim.engines.rtl import golden_checksums
 from tests.trace_files import rewrite_trace
 
 #: tiny: the model's default grid (4 frames of 8x8); small: frames of 6x7 = 42 queries, 5 frames

@@ -1,6 +1,6 @@
 """The tile scheduler in hardware: positions of one window in, their clustered order out.
 
-Same result as the reference `sim.dispatch.schedule_positions` (SPEC section 3): inside a window
+Same result as the reference `sim.timing.dispatch.schedule_positions` (SPEC section 3): inside a window
 of at most ``window`` consecutive raster positions, the positions are sorted stably by their
 reuse pattern, the string of decision codes over (group, frame) group-major (frame 0 excluded),
 so positions with alike patterns land in the same tile. tests/test_scheduler_rtl.py compares the
@@ -38,7 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
 
-#: Default window in tiles: the reference's `sim.dispatch.WINDOW_TILES` (kept equal by
+#: Default window in tiles: the reference's `sim.timing.dispatch.WINDOW_TILES` (kept equal by
 #: tests/test_scheduler_rtl.py; `hw` does not import `sim`).
 WINDOW_TILES = 8
 #: Default longest pattern, in frames after the first: 20 (Wan2.1 at 480p and 81 video frames has

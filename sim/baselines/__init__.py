@@ -2,7 +2,7 @@
 
 One module per baseline:
 
-- `sim.baselines.dense`: the same array with reuse off (from `sim.simulate`'s results);
+- `sim.baselines.dense`: the same array with reuse off (from `sim.engines.model`'s results);
 - `sim.baselines.a100`: NVIDIA A100 roofline (published peaks, stated efficiencies), board energy;
 - `sim.baselines.adaptiv`, `sim.baselines.exion`, `sim.baselines.cambricon_d`: accelerators
   modelled by their published ideas as policies on the same decision/operand data, run on the
@@ -27,7 +27,7 @@ from hw.config import AcceleratorConfig
 from sim.baselines import a100, adaptiv, cambricon_d, dense, exion
 from sim.baselines.history import StepHistory
 from sim.baselines.policy import run_policy_op
-from sim.energy import EnergyModel
+from sim.cost.energy import EnergyModel
 
 POLICY_MODULES = {m.NAME: m for m in (adaptiv, exion, cambricon_d)}
 #: Every baseline name, in report order.
@@ -97,11 +97,11 @@ def run_baselines(trace: Trace, cfg: AcceleratorConfig, results: dict, names=BAS
     """Baseline entries ``{name: entry}`` for `trace` on `cfg` (module docstring).
 
     Args:
-        results: `sim.simulate.simulate_trace`'s results for the same trace, config and `tech`
+        results: `sim.engines.model.simulate_trace`'s results for the same trace, config and `tech`
             (the dense entry is taken from it).
         names: baselines to run (`BASELINES`).
         params: per-baseline parameters (`parse_params`).
-        tech: energy table (as `sim.simulate.simulate_trace`).
+        tech: energy table (as `sim.engines.model.simulate_trace`).
 
     Each entry: ``name``, ``label``, ``kind`` (array / roofline / array-policy), ``params``,
     ``cycles``, ``time_us``, ``energy_pj``, ``energy_breakdown_pj``, ``per_op`` (name, block, step,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from algo.reuse.policies import delta_codes
-from sim.actions import value_bytes
 from sim.baselines.history import StepHistory
 from sim.baselines.policy import all_full
+from sim.cost.actions import value_bytes
 
 NAME = "cambricon_d"
 LABEL = "Cambricon-D-like (inter-step delta)"

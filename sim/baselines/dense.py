@@ -1,7 +1,7 @@
 """The dense baseline: the same R x C array with reuse off (plain int8 MAC PEs, raster tiling).
 
-Its cycles and energy are computed by `sim.simulate` (``dense_cycles``, ``dense_energy_pj``, per op
-and in total; `sim.actions.dense_actions`); this module only presents them as a baseline entry.
+Its cycles and energy are computed by `sim.engines.model` (``dense_cycles``, ``dense_energy_pj``, per op
+and in total; `sim.cost.actions.dense_actions`); this module only presents them as a baseline entry.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ LABEL = "dense array (reuse off)"
 
 
 def from_results(results: dict) -> dict:
-    """The dense baseline entry from a Kaleido results object (`sim.simulate.simulate_trace`):
+    """The dense baseline entry from a Kaleido results object (`sim.engines.model.simulate_trace`):
     ``cycles`` (array cycles, int), ``time_us`` (cycles / clock_mhz), ``energy_pj`` (pJ), per op and total."""
     clock = results["config"]["clock_mhz"]
     per_op = [{"name": r["name"], "block": r["block"], "step": r["step"], "cycles": r["dense_cycles"],

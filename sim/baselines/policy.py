@@ -7,11 +7,11 @@ levels the array already knows -- full 8-bit work (code `algo.reuse.golden.COMPU
 result is taken from elsewhere) -- and the op then runs through exactly the functions Kaleido's
 own simulation uses (nothing is forked):
 
-- cycles: `sim.cycle_model.reuse_slot_sequence` (scheduler + matcher of `sim.dispatch`) and
-  `sim.cycle_model.op_cycles` (the RTL's timing contract);
-- actions: `sim.actions.op_actions` on the same decisions, plus the policy's extra DRAM bytes
+- cycles: `sim.timing.cycle_model.reuse_slot_sequence` (scheduler + matcher of `sim.timing.dispatch`) and
+  `sim.timing.cycle_model.op_cycles` (the RTL's timing contract);
+- actions: `sim.cost.actions.op_actions` on the same decisions, plus the policy's extra DRAM bytes
   (e.g. a previous step's outputs read back);
-- energy: `sim.energy.energy_of` with the same technology table and the Kaleido die area.
+- energy: `sim.cost.energy.energy_of` with the same technology table and the Kaleido die area.
 
 So a baseline differs from Kaleido only in *which* work it skips, which is the comparison the
 issue asks for. Giving every baseline Kaleido's scheduler and matcher is optimistic for the
@@ -26,9 +26,9 @@ from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord
 from hw.config import AcceleratorConfig
-from sim.actions import add_actions, empty_actions, op_actions
-from sim.cycle_model import op_cycles, reuse_slot_sequence
-from sim.energy import EnergyModel, energy_of
+from sim.cost.actions import add_actions, empty_actions, op_actions
+from sim.cost.energy import EnergyModel, energy_of
+from sim.timing.cycle_model import op_cycles, reuse_slot_sequence
 
 FULL, HALF, SKIP = COMPUTE, PARTIAL, REUSE
 

@@ -12,8 +12,8 @@ run the cycles from the first accepted slot to the last result row (the timing c
 docs/architecture.md) and per tile the cycle its last row leaves. No Python runs per cycle.
 
 The slot records are built by a compiled kernel (`_records`), the same tiling
-(`sim.dispatch.reuse_tiles`), matcher (`sim.dispatch.match_tile`) and mode table (`sim.stream`) as
-`sim.stream.build_stream`, which the tests compare it with record for record.
+(`sim.timing.dispatch.reuse_tiles`), matcher (`sim.timing.dispatch.match_tile`) and mode table (`sim.timing.stream`) as
+`sim.timing.stream.build_stream`, which the tests compare it with record for record.
 
 Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
 the driver source, this module's build flags and the Verilator version. A build goes into a
@@ -45,7 +45,7 @@ import numba
 import numpy as np
 
 from hw.config import AcceleratorConfig
-from sim.dispatch import count_slots, match_tile
+from sim.timing.dispatch import count_slots, match_tile
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Default cache folder of the compiled engines (one folder per preset, key and waves option).
@@ -247,8 +247,8 @@ def record_layout(cfg: AcceleratorConfig) -> list[tuple[str, int]]:
 
 def _mode_table() -> np.ndarray:
     """``[3, 4, 2]`` int8: (PE mode, sel) by (decision of a's group, decision of b's group + 1, 0 =
-    none); -1 where `sim.stream` has no entry (the matcher never pairs such channels)."""
-    from sim.stream import _MODE_OF
+    none); -1 where `sim.timing.stream` has no entry (the matcher never pairs such channels)."""
+    from sim.timing.stream import _MODE_OF
 
     lut = np.full((3, 4, 2), -1, dtype=np.int8)
     for (da, db), (mode, sel) in _MODE_OF.items():
@@ -350,10 +350,10 @@ class Gemm:
 
 
 def tiling(gemm: Gemm, cfg: AcceleratorConfig):
-    """The reuse tiling of `gemm` as arrays, equal to `sim.dispatch.reuse_tiles` (issue order):
+    """The reuse tiling of `gemm` as arrays, equal to `sim.timing.dispatch.reuse_tiles` (issue order):
     ``tok`` int64 ``[tiles, R]`` (token of each row, -1 past the tile's rows), ``ntok``, ``n0``,
     ``n1`` int64 ``[tiles]``, ``clear`` bool ``[tiles]``."""
-    from sim.dispatch import position_block, position_order
+    from sim.timing.dispatch import position_block, position_order
 
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     F, H, W = gemm.grid  # noqa: N806
@@ -379,11 +379,11 @@ def tiling(gemm: Gemm, cfg: AcceleratorConfig):
 
 
 def check_stream(gemm: Gemm, cfg: AcceleratorConfig) -> None:
-    """The checks of `sim.stream.build_stream`: raises ValueError for a b_msb the hardware does not
+    """The checks of `sim.timing.stream.build_stream`: raises ValueError for a b_msb the hardware does not
     split, more groups than ``partial_regs``, reuse along ``h``, a ``w``-axis group with ``W > R``
     or a ``w = 0`` token that does not COMPUTE a ``w``-axis group."""
     from algo.reuse.golden import COMPUTE
-    from sim.dispatch import position_block
+    from sim.timing.dispatch import position_block
 
     if gemm.b_msb not in cfg.msb_splits:
         raise ValueError(f"b_msb = {gemm.b_msb} is not supported by {cfg.name} (msb_splits {list(cfg.msb_splits)})")
@@ -411,7 +411,7 @@ def gemm_records(gemm: Gemm, cfg: AcceleratorConfig):
                               np.ascontiguousarray(gemm.decisions, dtype=np.int8), tok, ntok, n0, n1, clear,
                               k0, k1, gemm.b_msb, spatial, cfg.array_rows, cfg.array_cols, _mode_table())
     if err:
-        raise AssertionError("the matcher paired channels whose decisions have no PE mode (sim.stream._MODE_OF)")
+        raise AssertionError("the matcher paired channels whose decisions have no PE mode (sim.timing.stream._MODE_OF)")
     return recs, per, til
 
 
@@ -559,10 +559,10 @@ def simulate_trace_rtl(
 ) -> dict:
     """Run every op of an exact trace through the compiled RTL engine, one run per op (every batch
     index, e.g. the heads of ``qk``/``pv``, back to back), decisions from `algo.reuse.golden.decide` at
-    each op's theta (what `sim.simulate` times).
+    each op's theta (what `sim.engines.model` times).
 
     Returns the results object: ``format``, ``version``, ``engine`` (``"rtl"``), ``config``,
-    ``trace``, ``cycles``, ``outputs_sha256`` (`sim.rtl_engine.outputs_checksum` of the outputs)
+    ``trace``, ``cycles``, ``outputs_sha256`` (`sim.engines.rtl.outputs_checksum` of the outputs)
     and ``per_op`` (``name``, ``block``, ``step``, ``batch``, ``M``, ``K``, ``N``, ``tiles``,
     ``slots``, ``cycles``, ``outputs_sha256``, ``first_tick``: the tick of the op's first accepted
     slot, for ``--waves-from``). With `fst` the whole trace is one job and ticks
@@ -570,12 +570,12 @@ def simulate_trace_rtl(
     ``prepare_s`` (records) and ``run_s`` (the engine runs, build excluded) in wall seconds.
 
     Raises:
-        sim.simulate.SimError: the trace does not fit the config, is not exact, or holds an op the
+        sim.engines.model.SimError: the trace does not fit the config, is not exact, or holds an op the
             RTL cannot run (reuse along ``h``, ``W > R`` with a ``w`` group; names the op).
         RtlEngineError: as `Engine`.
     """
     from algo.reuse.golden import decide
-    from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
+    from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
 
     check_rtl_config(cfg)
     check_compatible(trace, cfg)

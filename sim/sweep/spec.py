@@ -78,7 +78,7 @@ class Point:
             key columns), key -> scalar.
         trace: absolute trace path.
         config: the validated accelerator config (preset or TOML with the overrides applied).
-        theta_index, tech, dispatcher: as `sim.simulate.simulate_trace` takes them.
+        theta_index, tech, dispatcher: as `sim.engines.model.simulate_trace` takes them.
     """
 
     index: int
@@ -143,7 +143,7 @@ def _resolve_config(path: Path, where: str, base, overrides: dict) -> Accelerato
 
 
 def _point(path: Path, index: int, where: str, values: dict, default_trace: str | None) -> Point:
-    from sim.tech import TechError, load_tech
+    from sim.cost.tech import TechError, load_tech
 
     merged = DEFAULTS | {"trace": default_trace} | values
     if merged["trace"] is None:

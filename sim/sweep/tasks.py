@@ -9,7 +9,7 @@ process imports them (and loads the numba caches, ``cache=True``) once.
 
 from __future__ import annotations
 
-#: Result columns of a point, from `sim.simulate.simulate_trace`'s results (same names where the
+#: Result columns of a point, from `sim.engines.model.simulate_trace`'s results (same names where the
 #: results have a top-level field; ``area_mm2``/``dense_area_mm2`` from ``energy_model``,
 #: ``reuse_*`` from ``reuse_fraction``, ``stall_*`` from ``stall_cycles``).
 RESULT_COLUMNS = (
@@ -56,7 +56,7 @@ def run_point(desc: dict) -> dict:
     try:
         from algo.trace import load_trace
         from hw.config import config_from_dict
-        from sim.simulate import simulate_trace
+        from sim.engines.model import simulate_trace
 
         cfg = config_from_dict(desc["config"], "sweep point")
         tr = load_trace(desc["trace"])
@@ -68,7 +68,7 @@ def run_point(desc: dict) -> dict:
 
 
 def run_ops(desc: dict) -> tuple[list[dict], list[int]]:
-    """Per-op results of some ops of a trace file (`sim.simulate.simulate_ops`), the file read op by op.
+    """Per-op results of some ops of a trace file (`sim.engines.model.simulate_ops`), the file read op by op.
 
     Args:
         desc: ``{"trace": path, "ops": [op indices], "config": AcceleratorConfig as JSON, "theta_index":
@@ -78,12 +78,12 @@ def run_ops(desc: dict) -> tuple[list[dict], list[int]]:
         (per-op results in index order, their decision counts [compute, partial, reuse] as ints).
 
     Raises:
-        algo.trace.TraceError, sim.simulate.SimError, sim.tech.TechError: as `simulate_trace`.
+        algo.trace.TraceError, sim.engines.model.SimError, sim.cost.tech.TechError: as `simulate_trace`.
     """
     from algo.trace import TraceReader
     from hw.config import config_from_dict
-    from sim.energy import EnergyModel
-    from sim.simulate import simulate_ops
+    from sim.cost.energy import EnergyModel
+    from sim.engines.model import simulate_ops
 
     cfg = config_from_dict(desc["config"], "simulate task")
     with TraceReader(desc["trace"]) as rd:

@@ -1,11 +1,11 @@
 """A whole trace (e.g. a 50-step video's decision trace) simulated piece by piece on an `Engine`.
 
 `simulate_trace_file` reads only the trace's metadata in this process, runs the same checks as
-`sim.simulate.simulate_trace`, and splits the ops by (step, block): one `sim.sweep.tasks.run_ops`
+`sim.engines.model.simulate_trace`, and splits the ops by (step, block): one `sim.sweep.tasks.run_ops`
 task per pair, which reads its own ops from the file (`algo.trace.TraceReader.load_ops`), so no
 process holds more than one (step, block)'s decisions. Ops are independent (each op starts from an
 empty pipeline), so the per-op results put back in trace order and summed by
-`sim.simulate.assemble_results` -- the serial run's own summation, in the same order -- give a results
+`sim.engines.model.assemble_results` -- the serial run's own summation, in the same order -- give a results
 object equal to `simulate_trace(load_trace(path), ...)` field for field (tests compare).
 """
 
@@ -18,8 +18,8 @@ import numpy as np
 
 from algo.trace import TraceReader
 from hw.config import AcceleratorConfig
-from sim.energy import EnergyModel
-from sim.simulate import assemble_results, check_simulable
+from sim.cost.energy import EnergyModel
+from sim.engines.model import assemble_results, check_simulable
 from sim.sweep.engine import Engine
 from sim.sweep.tasks import run_ops
 
@@ -35,7 +35,7 @@ def split_by_block(ops) -> list[list[int]]:
 def simulate_trace_file(path: str | Path, cfg: AcceleratorConfig, workers: int | None = 0,
                         scheduler: str | None = None, theta_index: int = 0, tech=None, dispatcher: bool = True,
                         progress: Callable[[int, int, str], None] | None = None) -> dict:
-    """`sim.simulate.simulate_trace` of the trace file at ``path``, one task per (step, block).
+    """`sim.engines.model.simulate_trace` of the trace file at ``path``, one task per (step, block).
 
     Args:
         workers, scheduler: as `sim.sweep.engine.Engine` (0: in this process, still one block at a time).
@@ -43,7 +43,7 @@ def simulate_trace_file(path: str | Path, cfg: AcceleratorConfig, workers: int |
         progress: ``progress(done, total, label)`` per (step, block) finished.
 
     Raises:
-        algo.trace.TraceError, sim.simulate.SimError, sim.tech.TechError: as `simulate_trace` (a bad op
+        algo.trace.TraceError, sim.engines.model.SimError, sim.cost.tech.TechError: as `simulate_trace` (a bad op
             is found when its block is read).
         sim.sweep.engine.EngineError: the cluster cannot be started or reached.
     """

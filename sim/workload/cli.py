@@ -12,15 +12,15 @@ from typing import Annotated
 
 import typer
 
-#: An on/off option without a value in --help (as `sim.cli._flag`).
+#: An on/off option without a value in --help (as `sim.cli.common.flag`).
 _flag = functools.partial(typer.Option, metavar="")
 
 
 def _c():
-    """`sim.cli` (imported late: it registers this module's sub-app when it loads)."""
-    from sim import cli
+    """`sim.cli.common`: the error contract and helpers every command shares."""
+    from sim.cli import common
 
-    return cli
+    return common
 
 workload_app = typer.Typer(help="Write workload files from GPU-side schedulers (DDiT, DiTango, Causal-RoPE SP) for `kaleido simulate`.",
                            no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -30,7 +30,7 @@ def _errors() -> tuple[type[Exception], ...]:
     from algo.workloads.format import WorkloadError
     from sim.baselines.a100 import A100Error
 
-    return (*_c()._known_errors(), WorkloadError, A100Error)
+    return (*_c().known_errors(), WorkloadError, A100Error)
 
 
 @workload_app.command("ddit")
@@ -62,16 +62,16 @@ def ddit(
     from algo.workloads.format import save_workload
 
     _cli = _c()
-    _cli._check_out(out)
-    sched = None if schedule is None else _cli._parse_ints(schedule, "--schedule")
+    _cli.check_out(out)
+    sched = None if schedule is None else _cli.parse_ints(schedule, "--schedule")
     try:
-        with _cli._progress_callback("sampling run", steps) as cb:
+        with _cli.progress_callback("sampling run", steps) as cb:
             wl = generate_ddit(model, resolution, steps, rho=rho, tau=tau, warmup=warmup, schedule=sched,
                                trajectory_size=trajectory_size, trajectory_frames=trajectory_frames,
                                trajectory_weights=weights, seed=seed, cfg_branches=1 if no_cfg else 2, progress=cb)
         save_workload(wl, out)
     except _errors() as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
     counts = {m: sum(s["patch_multiple"] == m for s in wl.steps) for m in wl.params["patch_multiples"]}
     typer.echo(f"DDiT workload {out}: {wl.model} {wl.resolution}, {steps} steps; patch p/2p/4p steps: "
                + "/".join(str(counts.get(m, 0)) for m in (1, 2, 4)) + f"; {len(wl.ops)} op records")
@@ -87,7 +87,7 @@ def inspect_workload(path: Path, as_json: bool) -> None:
     try:
         wl = load_workload(path)
     except _errors() as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
 
     def op_row(o):
         return {"step": o.step, "name": o.name, "rank": o.rank, "block": o.block, "repeat": o.repeat,
@@ -108,7 +108,7 @@ def inspect_workload(path: Path, as_json: bool) -> None:
         return
     from rich.table import Table
 
-    out = _cli._stdout_console()
+    out = _cli.stdout_console()
     out.print(f"[bold]{path}[/]: workload v{wl.version} ({wl.generator}), model {wl.model}, {wl.resolution}, grid "
               f"{'x'.join(map(str, wl.grid))}, {wl.devices} device(s), {len(wl.ops)} op records")
     out.print(f"notes: {wl.notes}")
@@ -143,7 +143,7 @@ def _parse_reuse(text: str | None):
         fld.check()
     except ValueError as err:
         msg = str(err) if isinstance(err, SynthError) else "not numbers"
-        _cli._fail(f"--reuse must be 'r,p' or 'r,p,HxW,q' (REUSE and PARTIAL shares, region, persistence; "
+        _cli.fail(f"--reuse must be 'r,p' or 'r,p,HxW,q' (REUSE and PARTIAL shares, region, persistence; "
                    f"algo.synth), got {text!r}: {msg}")
     return fld
 
@@ -162,13 +162,13 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
         wl = load_workload(path)
         dev = make_device(preset, fractions, seed, wl.b_msb)
         n = len(wl.ops) + (len(wl.reference["ops"]) if wl.reference else 0)
-        with _cli._progress_callback("simulate workload", n) as cb:
+        with _cli.progress_callback("simulate workload", n) as cb:
             res = simulate_workload(wl, dev, p, workload_path=str(path), progress=cb)
     except _errors() as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
     if json_out is not None:
-        _cli._write_json_atomic(json_out, res)
-    out = _cli._stdout_console()
+        _cli.write_json_atomic(json_out, res)
+    out = _cli.stdout_console()
     d = res["device"]
     out.print(f"[bold]{path}[/] ({wl.generator}, {wl.model} {wl.resolution}) on {d['count']} x {d['name']}: "
               f"{res['total_time_us'] / 1e6:.4g} s")
@@ -186,7 +186,7 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
 
         res["time_to_first_frame_us"] = time_to_first_frame_us(res)
         if json_out is not None:
-            _cli._write_json_atomic(json_out, res)
+            _cli.write_json_atomic(json_out, res)
         out.print(f"time to first frame (block 0's 4 denoising forwards): {res['time_to_first_frame_us'] / 1e6:.4g} s")
     out.print(f"{res['unique_ops_timed']} distinct op shapes timed")
     if json_out is not None:
@@ -211,12 +211,12 @@ def ditango_cmd(
     from algo.workloads.format import save_workload
 
     _cli = _c()
-    _cli._check_out(out)
+    _cli.check_out(out)
     try:
         wl = generate_ditango(model, resolution, devices, steps, cfg_branches=1 if no_cfg else 2)
         save_workload(wl, out)
     except (*_errors(), ValueError) as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
     full = sum(s["full"] for s in wl.steps)
     typer.echo(f"DiTango workload {out}: {wl.model} {wl.resolution} on {devices} ranks, {steps} steps, {full} full; "
                f"{len(wl.ops)} op records, {len(wl.comms)} comm records")
@@ -235,13 +235,13 @@ def causal_sp_cmd(
     from algo.workloads.format import save_workload
 
     _cli = _c()
-    _cli._check_out(out)
+    _cli.check_out(out)
     if resolution not in ("480p", "832x480x81"):
-        _cli._fail(f"--resolution: Self-Forcing generates 832x480x81 (480p) only, got {resolution!r}")
+        _cli.fail(f"--resolution: Self-Forcing generates 832x480x81 (480p) only, got {resolution!r}")
     try:
         wl = generate_causal_sp(devices, model)
         save_workload(wl, out)
     except _errors() as err:
-        _cli._fail(str(err))
+        _cli.fail(str(err))
     typer.echo(f"Causal-RoPE SP workload {out}: {wl.model} on {devices} ranks, {len(wl.steps)} forwards, heads per "
                f"rank {wl.params['heads_per_rank']}")

@@ -5,7 +5,7 @@ shape signature (type, batch, M, K, N, grid, groups): identical ops — every bl
 rank of a multi-device run, every step at the same patch size — are timed once.
 
 Kaleido (`KaleidoDevice`): the op becomes a decision `algo.trace.OpRecord` and runs through
-`sim.simulate.simulate_op`, `sim.energy.EnergyModel.annotate_op` and `sim.memory.annotate_memory`,
+`sim.engines.model.simulate_op`, `sim.cost.energy.EnergyModel.annotate_op` and `sim.timing.memory.annotate_memory`,
 exactly as a trace op: ``dense_time_us`` is the array with reuse off (``dense_total_cycles``),
 ``time_us`` the array with reuse (``total_cycles``, similarity unit included). The decisions are
 synthetic when a field is given (``reuse``: `algo.synth.SynthField` — shares r and p, regions of
@@ -29,9 +29,9 @@ from algo.trace import Group, OpRecord, Trace, pack_decisions
 from algo.workloads.format import WorkloadOp
 from hw.config import AcceleratorConfig
 from sim.baselines import a100
-from sim.energy import EnergyModel
-from sim.memory import annotate_memory
-from sim.simulate import SimError, check_compatible, simulate_op
+from sim.cost.energy import EnergyModel
+from sim.engines.model import SimError, check_compatible, simulate_op
+from sim.timing.memory import annotate_memory
 
 
 def op_signature(op: WorkloadOp) -> tuple:
@@ -63,7 +63,7 @@ class KaleidoDevice:
         """``{"time_us", "dense_time_us", "cycles", "dense_cycles", "energy_pj", "dense_energy_pj"}`` of one copy.
 
         Raises:
-            SimError: the op does not fit the config (`sim.simulate.check_compatible`).
+            SimError: the op does not fit the config (`sim.engines.model.check_compatible`).
         """
         key = op_signature(op)
         if key not in self._cache:

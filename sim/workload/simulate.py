@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from algo.workloads.format import Workload, WorkloadOp
-from sim.simulate import SimError
+from sim.engines.model import SimError
 
 RESULTS_FORMAT = "kaleido-workload-results"
 RESULTS_VERSION = 1

@@ -1,9 +1,9 @@
 """Manual check, not part of `make test` (its own Verilator build, minutes on 2 cores, which no
 other test reuses): the emitted ``kaleido_accel.v`` (hw/accel.py, D26; it instantiates the emitted
-``kaleido_core`` by name) on tiny-8x8 under Verilator through `sim.rtl_engine.RtlModel`, on
+``kaleido_core`` by name) on tiny-8x8 under Verilator through `sim.engines.rtl.RtlModel`, on
 seeded ops run back to back on one build: operands written through the write port, ``start``,
 results bit-exact against `algo.reuse.golden.reuse_gemm`, and the cycle of ``done`` (one after the last
-result row) equal to `sim.core_timing.accel_timeline`'s. Usage: ``python -m tests.rtl.accel_check``;
+result row) equal to `sim.timing.core_timing.accel_timeline`'s. Usage: ``python -m tests.rtl.accel_check``;
 exit status 1 on a mismatch. The build is cached in ``build/pyverilator/tiny-8x8-kaleido_accel/``.
 """
 
@@ -18,9 +18,9 @@ from algo.reuse.golden import decide, reuse_gemm, theta_bounds
 from hw import discard
 from hw.accel import Accel, buffer_words, op_descriptor
 from hw.config import load_config
-from sim.core_timing import accel_timeline
-from sim.rtl_engine import RtlModel
-from sim.stream import unpack_lanes
+from sim.engines.rtl import RtlModel
+from sim.timing.core_timing import accel_timeline
+from sim.timing.stream import unpack_lanes
 from tests.test_rtl_accel import make_op
 
 SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top", "kaleido_matcher", "kaleido_core", "kaleido_accel")

@@ -222,16 +222,16 @@ def engine_trace(seed: int = 0, spatial: bool = False):
 def core_load_beats(case: Case, stream, cfg, P: int):  # noqa: N803
     """The load beats that feed `hw.core.TileCore` (and the emitted ``kaleido_core``) one stream.
 
-    For every tile of ``stream`` (`sim.stream.build_stream`) and every beat ``j`` of ``ceil(K / P)``
+    For every tile of ``stream`` (`sim.timing.stream.build_stream`) and every beat ``j`` of ``ceil(K / P)``
     beats, yields a dict of the core's load-port values: ``ld_beat``, ``ld_last``, ``ld_x`` /
     ``ld_w`` (P channels x R rows of X and P channels x C columns of W, int8 lanes packed by
-    `sim.stream.pack_lanes`, zeros past K and past the tile's rows/columns), and on a tile's last
+    `sim.timing.stream.pack_lanes`, zeros past K and past the tile's rows/columns), and on a tile's last
     beat its descriptor: ``t_dec`` (2 bits per (row, group), row-major over ``partial_regs``
     groups), ``t_row_mask``, ``t_k0`` / ``t_k1`` (group channel ranges, `channel_bits` each),
     ``t_n_groups``, ``t_clear``, ``t_wgroups`` (bit g set for a ``w``-axis group). ``ld_valid`` is the caller's.
     """
     from hw.dispatcher.matcher import channel_bits
-    from sim.stream import pack_lanes
+    from sim.timing.stream import pack_lanes
 
     R, C, G, cb = cfg.array_rows, cfg.array_cols, cfg.partial_regs, channel_bits(cfg)  # noqa: N806
     K = case.X.shape[1]  # noqa: N806

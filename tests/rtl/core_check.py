@@ -1,9 +1,9 @@
 """Manual check, not part of `make test` (its own Verilator build of the core, about a minute on 2
 cores, which no other test reuses): the emitted ``kaleido_core.v`` (two banks of operand buffers
 and matchers + slot former + ``kaleido_top``, hw/core.py) under Verilator through
-`sim.rtl_engine.RtlModel`, on every case of `tests.rtl.cases.cases_for`: results bit-exact against
+`sim.engines.rtl.RtlModel`, on every case of `tests.rtl.cases.cases_for`: results bit-exact against
 `algo.reuse.golden.apply_decisions`, and the cycle at which each tile's last result row leaves, and the
-core's total cycles, equal `sim.core_timing.core_timeline`'s prediction (the emitted core loads
+core's total cycles, equal `sim.timing.core_timing.core_timeline`'s prediction (the emitted core loads
 ``hw.core.LOAD_CHANNELS`` channels per beat). Usage: ``python -m tests.rtl.core_check``; exit
 status 1 on a mismatch. The build is cached in ``build/pyverilator/tiny-8x8-kaleido_core/``.
 """
@@ -18,9 +18,9 @@ import numpy as np
 from algo.reuse.golden import apply_decisions
 from hw.config import load_config
 from hw.core import LOAD_CHANNELS
-from sim.core_timing import core_timeline, load_beats
-from sim.rtl_engine import RtlModel
-from sim.stream import OutputCollector, build_stream
+from sim.engines.rtl import RtlModel
+from sim.timing.core_timing import core_timeline, load_beats
+from sim.timing.stream import OutputCollector, build_stream
 from tests.rtl.cases import cases_for, core_load_beats
 
 CORE_SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top", "kaleido_matcher", "kaleido_core")

@@ -28,8 +28,8 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
 from hw.config import AcceleratorConfig, load_config
-from sim.cycle_model import PIPELINE_CYCLES, op_cycles, reuse_slot_sequence
 from sim.engines.verilator import RESET_TICKS, Gemm, RunResult
+from sim.timing.cycle_model import PIPELINE_CYCLES, op_cycles, reuse_slot_sequence
 
 #: Default regression seed (tests/test_rtl_regression.py; ``KALEIDO_RTL_SEED`` overrides it).
 DEFAULT_SEED = 2026

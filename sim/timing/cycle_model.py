@@ -20,7 +20,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from sim.dispatch import WINDOW_TILES, count_slots, count_slots_unpaired, position_block, position_order
+from sim.timing.dispatch import (
+    WINDOW_TILES,
+    count_slots,
+    count_slots_unpaired,
+    position_block,
+    position_order,
+)
 
 #: Register stages between a slot's issue and its result row leaving the array beyond the
 #: R + C skew/de-skew path: the PE result register and the column port register (hw/top.py).
@@ -61,8 +67,8 @@ def op_cycles(s_seq: np.ndarray, rows: int, cols: int, ports: int) -> tuple[int,
 def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb, order, paired):
     """Slots per (position block, frame) for one GEMM: int64 ``[n_pos_blocks, F]``.
 
-    ``rows``: positions per tile (`sim.dispatch.position_block`). ``O(rows * G^2)`` per tile:
-    `sim.dispatch.count_slots` counts the matcher's slots by runs.
+    ``rows``: positions per tile (`sim.timing.dispatch.position_block`). ``O(rows * G^2)`` per tile:
+    `sim.timing.dispatch.count_slots` counts the matcher's slots by runs.
     """
     npb = (hw + rows - 1) // rows
     out = np.zeros((npb, F), dtype=np.int64)
@@ -88,12 +94,12 @@ def reuse_slot_sequence(
     dispatcher: bool = True, window_tiles: int = WINDOW_TILES,
 ) -> np.ndarray:
     """Per-tile slot counts of one GEMM under the reuse tiling, in issue order (scheduler windows of
-    ``window_tiles`` tiles, `sim.dispatch.WINDOW_TILES` by default).
+    ``window_tiles`` tiles, `sim.timing.dispatch.WINDOW_TILES` by default).
 
-    Issue order (sim.dispatch.reuse_tiles): column block, then position block, then frame. With
-    ``dispatcher`` the scheduler's position order (`sim.dispatch.schedule_positions`) and the
+    Issue order (sim.timing.dispatch.reuse_tiles): column block, then position block, then frame. With
+    ``dispatcher`` the scheduler's position order (`sim.timing.dispatch.schedule_positions`) and the
     matcher's pairing apply; without, raster order and one slot per channel of every needed group.
-    An op with a ``w``-axis group tiles whole image rows in raster order (`sim.dispatch.position_block`).
+    An op with a ``w``-axis group tiles whole image rows in raster order (`sim.timing.dispatch.position_block`).
 
     Args:
         decisions: int8 ``[M, G]``.
@@ -101,7 +107,7 @@ def reuse_slot_sequence(
         int64 ``[tiles]``.
 
     Raises:
-        ValueError: a ``w``-axis group with ``W > rows`` (`sim.dispatch.position_block`).
+        ValueError: a ``w``-axis group with ``W > rows`` (`sim.timing.dispatch.position_block`).
     """
     F, H, W = grid  # noqa: N806
     k0 = np.array([g[0] for g in groups], dtype=np.int64)

@@ -1,15 +1,15 @@
 """Slot-by-slot input stream of the RTL top level (`hw/top.py`) for one GEMM.
 
 This is the dispatcher's output in the form the hardware consumes: for every tile of the reuse
-tiling (`sim.dispatch.reuse_tiles`), the matcher's slots (`sim.dispatch.tile_schedule`), each
+tiling (`sim.timing.dispatch.reuse_tiles`), the matcher's slots (`sim.timing.dispatch.tile_schedule`), each
 turned into per-row operands and PE modes and per-column weights. RTL tests drive it into the
 Verilog and compare the result rows with `algo.reuse.golden.apply_decisions` and the cycle count with
-`sim.cycle_model`. `port_values` gives a slot's top-level port values and `OutputCollector` places
-the result rows; the cocotb bench (tests/rtl/tb_top.py) and `sim.rtl_engine` share both.
+`sim.timing.cycle_model`. `port_values` gives a slot's top-level port values and `OutputCollector` places
+the result rows; the cocotb bench (tests/rtl/tb_top.py) and `sim.engines.rtl` share both.
 
 Reuse sources: each PE holds its position's previous-frame partials (temporal groups, axis
 ``"f"``), and for an op with a ``w``-axis group a tile holds whole image rows in raster order
-(`sim.dispatch.position_block`), so a token's ``w``-neighbour is the PE row above and the row link
+(`sim.timing.dispatch.position_block`), so a token's ``w``-neighbour is the PE row above and the row link
 serves it (slot flags ``sp_a``/``sp_b``, `hw.pe`; docs/decisions.md D4). Reuse along ``"h"`` needs
 the partial-result buffer, not built: it raises.
 """
@@ -24,7 +24,7 @@ from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import PEMode
 from hw.top import row_bits
-from sim.dispatch import position_block, position_order, reuse_tiles, tile_schedule
+from sim.timing.dispatch import position_block, position_order, reuse_tiles, tile_schedule
 
 
 @dataclass
@@ -52,7 +52,7 @@ class Stream:
     """The whole input stream of one GEMM plus the tiles' output placement."""
 
     slots: list[StreamSlot]
-    tiles: list  # sim.dispatch.TileSpec, in issue order (tile t leaves on port t mod d)
+    tiles: list  # sim.timing.dispatch.TileSpec, in issue order (tile t leaves on port t mod d)
     slots_per_tile: np.ndarray  # int64 [tiles]: issue cycles per tile (>= 1)
 
 

@@ -3,15 +3,15 @@
 For every op of the trace (and every batch index: heads of ``qk``/``pv``), the decisions come from
 the golden model (`algo.reuse.golden.decide`, with the op's theta and the trace's b_msb) for exact traces,
 or from the trace itself for decision traces (``thetas[theta_index]``; `algo.trace`), the dispatcher
-(`sim.dispatch`) turns each tile's decisions into cycle slots, and the cycle model
-(`sim.cycle_model`) times the tile sequence. The dense baseline is the same array with reuse off
+(`sim.timing.dispatch`) turns each tile's decisions into cycle slots, and the cycle model
+(`sim.timing.cycle_model`) times the tile sequence. The dense baseline is the same array with reuse off
 and raster tiling (``ceil(M/R) * ceil(N/C)`` tiles of K slots), under the same overlap rules.
 
 Ops run one after another, each from an empty pipeline (no overlap between ops in this version).
 PE utilization (SPEC section 4) = useful MAC-equivalents / (R * C * cycles), where a COMPUTE
 channel counts 1, a PARTIAL channel 1/2 and a REUSE channel 0, for each of the N outputs.
 Every result also carries ``no_dispatcher_cycles`` and ``no_dispatcher_pe_utilization``: the same
-decisions without the dispatcher (raster position order, no channel pairing; `sim.dispatch`), the
+decisions without the dispatcher (raster position order, no channel pairing; `sim.timing.dispatch`), the
 paper's "with vs without the data dispatcher" comparison.
 """
 
@@ -25,13 +25,11 @@ from algo.reuse.golden import COMPUTE, PARTIAL, decide
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
-from sim.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
-from sim.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
-from sim.energy import EnergyModel
-from sim.memory import annotate_memory, fold_bytes, fold_shortfall
-
-RESULTS_FORMAT = "kaleido-results"
-RESULTS_VERSION = 1
+from sim.cost.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
+from sim.cost.energy import EnergyModel
+from sim.results import RESULTS_FORMAT, RESULTS_VERSION
+from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
+from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
 
 
 class SimError(ValueError):
@@ -94,7 +92,7 @@ def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
     """Reject a trace the hardware cannot run, naming the parameter. Raises `SimError`.
 
     Also runs `check_consistent`, and rejects a config whose input, weight or output SRAM cannot
-    hold one fold of an op (`sim.memory.fold_shortfall`), naming the required bytes and the SRAM size.
+    hold one fold of an op (`sim.timing.memory.fold_shortfall`), naming the required bytes and the SRAM size.
     """
     check_consistent(trace)
     for op in trace.ops:
@@ -128,7 +126,7 @@ def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
             )
 
 
-#: Stall causes in the results (`sim.cycle_model`: drain; `sim.memory`: dram, vector, similarity).
+#: Stall causes in the results (`sim.timing.cycle_model`: drain; `sim.timing.memory`: dram, vector, similarity).
 STALL_CAUSES = ("drain", "dram", "vector", "similarity")
 _ROLLUP_SUMS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles", "dense_total_cycles",
                 "useful_macs", "dense_macs")
@@ -252,18 +250,18 @@ def simulate_trace(
     weights, grid, b_msb, path), ``cycles``, ``dense_cycles``, ``speedup``, ``time_us`` and
     ``dense_time_us`` (at ``clock_mhz``), ``pe_utilization``, ``dense_pe_utilization``,
     ``reuse_fraction`` (``compute``/``partial``/``reuse``, fraction of streamed-operand elements),
-    ``stall_cycles`` by cause (``drain``: inside ``cycles``; ``dram``, ``vector``, ``similarity``: `sim.memory`),
+    ``stall_cycles`` by cause (``drain``: inside ``cycles``; ``dram``, ``vector``, ``similarity``: `sim.timing.memory`),
     ``total_cycles`` and ``dense_total_cycles`` (array cycles + DRAM and vector stalls),
     ``total_speedup``, ``total_time_us``, ``dispatcher``, ``by_block`` and ``by_step`` (`rollup`),
     and ``per_op`` (the same fields per op,
     plus shape, theta, tiles, slots and ``memory``). ``cycles`` stays the array's (RTL-exact) count.
     ``dispatcher=False`` times every op without the dispatcher (raster order, no pairing) as the
     primary result (`simulate_op`), and the action counts (energy) follow the same raster, unpaired
-    tiling (`sim.actions.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
-    `sim.actions.dispatcher_stats` of the tiling used.
+    tiling (`sim.cost.actions.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
+    `sim.cost.actions.dispatcher_stats` of the tiling used.
     ``theta_index`` selects which stored threshold pair a decision trace is simulated with (0-based).
-    ``tech`` is the energy table (`sim.tech.load_tech` name such as ``"45nm"``, a ``.toml`` path or a
-    `sim.tech.TechTable`; None: the config's node); a bad one raises `sim.tech.TechError`.
+    ``tech`` is the energy table (`sim.cost.tech.load_tech` name such as ``"45nm"``, a ``.toml`` path or a
+    `sim.cost.tech.TechTable`; None: the config's node); a bad one raises `sim.cost.tech.TechError`.
 
     Raises:
         SimError: a shape trace (nothing to simulate); the trace does not fit the configuration;
@@ -292,8 +290,8 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
             progress(i, len(ops), f"{op.name} block {op.block} step {op.step}")
         r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher)
         energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
-                           b_msb)  # sim.energy: actions, energy_pj, dense_energy_pj
-        annotate_memory(r, cfg)  # sim.memory: DRAM, vector and similarity stalls, total_cycles
+                           b_msb)  # sim.cost.energy: actions, energy_pj, dense_energy_pj
+        annotate_memory(r, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
         counts += r.pop("_counts")
         per_op.append(r)
     return per_op, counts

@@ -18,7 +18,7 @@ arrays, and once by hand on 216 random shapes on arrays from 3x5 to 16x8 plus 15
 
 ``timing="native"`` -- our accelerator's own timing, where successive folds (tiles) overlap:
 
-- OS is the Kaleido array's contract (docs/architecture.md, "Timing contract"; `sim.cycle_model`):
+- OS is the Kaleido array's contract (docs/architecture.md, "Timing contract"; `sim.timing.cycle_model`):
   ``op_cycles(dense_slot_sequence(M, K, N, R, C), R, C, ports)``. Tiles of K slots issue back to
   back, limited only by the ``ports`` (``drain_rows_per_cycle``) output ports per column; the array
   fill/drain (R + C + 2 with the PE and port registers) is paid once per op, not once per tile.
@@ -89,13 +89,13 @@ def scalesim_cycles(M: int, K: int, N: int, rows: int, cols: int, dataflow: str)
 
 
 def native_cycles(M: int, K: int, N: int, rows: int, cols: int, dataflow: str, ports: int) -> int:  # noqa: N803
-    """Our overlapped timing of a dense GEMM (module docstring): OS from `sim.cycle_model`, WS/IS analogue.
+    """Our overlapped timing of a dense GEMM (module docstring): OS from `sim.timing.cycle_model`, WS/IS analogue.
 
     Inputs are not validated here; use `gemm_cycles`.
     """
     R, C = rows, cols  # noqa: N806
     if dataflow == "os":
-        from sim.cycle_model import dense_slot_sequence, op_cycles  # numba: imported only when needed
+        from sim.timing.cycle_model import dense_slot_sequence, op_cycles  # numba: imported only when needed
 
         return op_cycles(dense_slot_sequence(M, K, N, R, C), R, C, ports)[0]
     if dataflow == "ws":

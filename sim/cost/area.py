@@ -1,4 +1,4 @@
-"""Area model of a Kaleido accelerator from per-unit areas (`sim/tech/*.toml`), plus a Yosys cross-check.
+"""Area model of a Kaleido accelerator from per-unit areas (`sim/cost/tech/*.toml`), plus a Yosys cross-check.
 
 Units come from the technology table (um^2 per multiplier, adder bit, register bit, 2:1 mux bit,
 SRAM bit). Structure counts follow the RTL as written (hw/pe.py, hw/array.py); `synth_pe_cells`
@@ -7,20 +7,20 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
 
 - ``pe_plain``: a plain int8 output-stationary MAC PE, per PE: one 8x8 multiplier, one acc-bit
   adder, the accumulator and the double-buffered result (2 acc-bit registers) and
-  `sim.actions.PLAIN_PIPE_BITS` pass-through register bits. This is also the dense baseline's PE.
+  `sim.cost.actions.PLAIN_PIPE_BITS` pass-through register bits. This is also the dense baseline's PE.
 - ``pe_kaleido_extra`` (per PE, on top of the plain PE), counted from hw/pe.py:
   the split multiplier's extra partial products ((5x8 + 4x8) / (8x8) - 1 = 1/8 of a multiplier);
   2 P acc-bit partial registers; 9 more acc-bit adders (10 in all: the shared register adders
   ``new_a`` (3 terms, 2 adders), ``new_b`` and ``new_msb`` (1 each), and the accumulator, a 6-term
   ``add`` (5) plus ``acc + add`` (1)) and the row link's 18-bit adder (``inc_sp``, the spatial
-  lane's msb + lsb increments) and `sim.actions.LINK_BITS` link register bits; mux bits:
+  lane's msb + lsb increments) and `sim.cost.actions.LINK_BITS` link register bits; mux bits:
   3 register-read muxes of (P - 1) acc bits, 5 acc-bit gating muxes per register pair (lsb 3, msb 2),
   7 acc-bit muxes on the accumulator path and the operand selects
-  (`sim.actions.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
+  (`sim.cost.actions.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
 - ``array_io``: the input skew (row i: i + 1 registers of the row lane; column j: j + 1 registers of
   the column lane) and the de-skew (column j: C - 1 - j registers of d acc-bit ports plus d valid
   bits), from hw/array.py.
-- ``dispatcher`` (estimate): similarity unit with L lanes (`sim.memory.similarity_lanes`, default R), each a 9-bit subtractor, a 9-bit
+- ``dispatcher`` (estimate): similarity unit with L lanes (`sim.timing.memory.similarity_lanes`, default R), each a 9-bit subtractor, a 9-bit
   conditional negate and a 16-bit accumulator (34 adder bits) and two 16-bit compares (32 adder
   bits); matcher: a 2-bit adder and a compare per (group pair, row) (P^2 R x 4 adder bits) and a
   double-buffered tile of decisions (2 x R P x 2 register bits).
@@ -40,8 +40,8 @@ import tempfile
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from sim.actions import LINK_BITS, OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
-from sim.tech import TechTable, load_tech
+from sim.cost.actions import LINK_BITS, OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
+from sim.cost.tech import TechTable, load_tech
 
 #: Partial-product bits of the split multiplier relative to an 8x8 one: (5x8 + 4x8) / 64 (hw/pe.py).
 SPLIT_MULT_FRACTION = (5 * 8 + 4 * 8) / 64
@@ -91,7 +91,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     col_lane = sum(mem["i_" + f].shape.width for f in COL_FIELDS)
     skew_bits = row_lane * R * (R + 1) // 2 + col_lane * C * (C + 1) // 2 + (d * acc + d) * C * (C - 1) // 2
     um2["array_io_skew"] = _um2(tech, reg_bits=skew_bits)
-    from sim.memory import similarity_lanes
+    from sim.timing.memory import similarity_lanes
 
     um2["dispatcher"] = _um2(tech, add_bits=similarity_lanes(cfg) * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)

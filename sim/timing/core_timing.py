@@ -1,6 +1,6 @@
 """Issue timeline of `hw.core.TileCore`, the core with double-buffered operand loading.
 
-`sim.cycle_model` times the array alone: operands are there when a slot issues. `TileCore`
+`sim.timing.cycle_model` times the array alone: operands are there when a slot issues. `TileCore`
 (docs/decisions.md D25) loads each tile's operands into one of two banks while the other bank's
 tile issues, P channels per load beat, one beat per cycle. When a tile's load finishes before the
 previous tile's last slot, the issue timeline is the cycle model's; otherwise the array waits for
@@ -20,7 +20,7 @@ its last slot (both accepted at the end of that cycle), from the registers of `h
 - ``L_t = max(max(L_{t-1}, A_t) + S_t, L_{t-d} + R)`` with ``S_t = max(1, slots_t)`` and the drain
   bound of the cycle model (d = ``drain_rows_per_cycle``);
 - the last result row leaves at ``L_last + R + C + 1``; the core takes ``L_last + R + C + 2``
-  cycles (`sim.cycle_model.PIPELINE_CYCLES`).
+  cycles (`sim.timing.cycle_model.PIPELINE_CYCLES`).
 
 The loader keeps up when ``A_t <= L_{t-1}`` for every t >= 1; then ``L_t`` is the cycle model's
 plus ``n_0`` (the first tile's load, a prologue) and the core's cycles are
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.cycle_model import PIPELINE_CYCLES, reuse_slot_sequence
+from sim.timing.cycle_model import PIPELINE_CYCLES, reuse_slot_sequence
 
 
 @dataclass
@@ -70,7 +70,7 @@ def core_timeline(s_seq: np.ndarray, beats: np.ndarray, rows: int, cols: int, po
 
     Args:
         s_seq: int64 ``[tiles]`` matcher slots per tile in issue order (0 = bubble tile, 1 cycle),
-            e.g. `sim.stream.Stream.slots_per_tile` or `sim.cycle_model.reuse_slot_sequence`.
+            e.g. `sim.timing.stream.Stream.slots_per_tile` or `sim.timing.cycle_model.reuse_slot_sequence`.
         beats: int64 ``[tiles]`` load beats per tile (>= 1), e.g. `load_beats`.
         rows, cols: array size R, C; ports: ``drain_rows_per_cycle`` d.
 
@@ -123,7 +123,7 @@ def accel_timeline(grid, groups, decisions: np.ndarray, N: int, rows: int, cols:
     - SCHED: per window of n positions, 1 start cycle + ``L * (2n + 1) + n`` (the scheduler's
       latency, `hw.dispatcher.scheduler`; L = groups * (F - 1)), digits streamed with no stall.
     - TILES from ``T0 = 1 + S + sum(windows)``: `core_timeline` of the op's tiles
-      (`sim.cycle_model.reuse_slot_sequence`: `sim.dispatch.reuse_tiles` in the scheduler's order,
+      (`sim.timing.cycle_model.reuse_slot_sequence`: `sim.timing.dispatch.reuse_tiles` in the scheduler's order,
       the matcher's slots; ``ceil(K / P)`` beats each); the last row leaves at ``T0 + core.cycles - 1`` and ``done``
       pulses one cycle later.
 
@@ -137,7 +137,7 @@ def accel_timeline(grid, groups, decisions: np.ndarray, N: int, rows: int, cols:
         (`hw.config.AcceleratorConfig.msb_splits`).
 
     Raises:
-        ValueError: a window that is not a whole number of tiles (``sim.dispatch`` windows are
+        ValueError: a window that is not a whole number of tiles (``sim.timing.dispatch`` windows are
             ``window_tiles * rows`` positions).
     """
     if window < rows or window % rows:

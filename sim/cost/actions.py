@@ -1,13 +1,13 @@
 """Action counts of one op: the events the energy model charges (SPEC.md section 5, issue 7).
 
 Counts come from what the cycle model knows per op: the reuse tiling and the matcher's slots per
-tile (the choices of `sim.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
-equal group pairs in ``O(rows x G^2)`` per tile by `sim.dispatch.pair_runs`, the walk the cycle model's
-`sim.dispatch.count_slots` sums;
+tile (the choices of `sim.timing.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
+equal group pairs in ``O(rows x G^2)`` per tile by `sim.timing.dispatch.pair_runs`, the walk the cycle model's
+`sim.timing.dispatch.count_slots` sums;
 `tile_stats`), or, without the dispatcher (``--no-dispatcher``), raster order and one slot per needed
 channel, as the cycle model then times it; the per-(token, group) decisions, the GEMM shape, the array size R x C, b_msb and the config's SRAM
 sizes. They are summed over the op's batch (heads). Every rule is stated here; the per-action
-energies live in `sim/tech/*.toml` (`sim.energy`), so counts and energies stay apart (Accelergy
+energies live in `sim/cost/tech/*.toml` (`sim.cost.energy`), so counts and energies stay apart (Accelergy
 style). Counts are exact integers except where a rule says "upper bound" or "estimate".
 
 Notation per batch element: M tokens, K channels, N outputs, G groups, grid (F, H, W), HW = H*W,
@@ -18,7 +18,7 @@ position tiles, summing over column blocks multiplies row-slot counts by exactly
 
 Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
 - Mode of a row-slot carrying channels (a, b): COMPUTE if either channel's group is COMPUTE for the
-  row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`sim.stream._MODE_OF`).
+  row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`sim.timing.stream._MODE_OF`).
 - ``mac8`` = COMPUTE row-slots x N = COMPUTE (token, channel) pairs x N (both multiplier halves).
 - ``mac4`` = (PARTIAL + 2 PAIRED row-slots) x N = PARTIAL (token, channel) pairs x N (low half).
   (The hardware supports b_msb = 4 only, docs/decisions.md D6; the counts assume it.)
@@ -122,7 +122,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.dispatch import pair_runs, position_block, position_order
+from sim.timing.dispatch import pair_runs, position_block, position_order
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -171,8 +171,8 @@ COUNT_KEYS = _STAT_KEYS[:8]
 def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
     """Sums over the position tiles of one GEMM (one column block), in ``O(rows x G^2)`` per tile.
 
-    ``paired``: the matcher pairs channels (`sim.dispatch.pair_runs`); else one slot per channel of every
-    group some row needs (the no-dispatcher slot sequence, `sim.dispatch.count_slots_unpaired`).
+    ``paired``: the matcher pairs channels (`sim.timing.dispatch.pair_runs`); else one slot per channel of every
+    group some row needs (the no-dispatcher slot sequence, `sim.timing.dispatch.count_slots_unpaired`).
     Returns int64 ``[len(_STAT_KEYS)]`` in `_STAT_KEYS` order.
     """
     out = np.zeros(14, dtype=np.int64)
@@ -249,9 +249,9 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     """Per-column-block sums over the reuse tiling of one GEMM and one batch element.
 
     With ``dispatcher`` the tiling is the cycle model's: the scheduler's position order
-    (`sim.dispatch.schedule_positions`) and the matcher's slots (`sim.dispatch.match_tile`); without,
+    (`sim.timing.dispatch.schedule_positions`) and the matcher's slots (`sim.timing.dispatch.match_tile`); without,
     raster position order and one slot per channel of every group some row needs (no pairing), as
-    `sim.cycle_model.reuse_slot_sequence` times it. Counts over all (position block, frame) tiles:
+    `sim.timing.cycle_model.reuse_slot_sequence` times it. Counts over all (position block, frame) tiles:
 
     - ``issued``: issued slots, ``max(1, slots)`` per tile (a tile that carries nothing issues one
       bubble slot); ``slots``: slots carrying channels (no bubbles);
@@ -266,7 +266,7 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     - ``bubble_tiles``: tiles whose every group is skipped (they issue one bubble slot);
       ``tiles``: (position block, frame) tiles;
     - ``clusters``: runs of positions with an identical reuse pattern (decision string over
-      (group, frame >= 1), `sim.dispatch.schedule_positions`) that are consecutive in issue order
+      (group, frame >= 1), `sim.timing.dispatch.schedule_positions`) that are consecutive in issue order
       within one position block, summed over position blocks (a block of alike positions is 1);
       the scheduler's sort lowers it below the raster order's;
     - ``rows_moved``: token rows in a different position block than raster order puts them:
@@ -276,7 +276,7 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
         decisions: int8 ``[F*H*W, G]`` codes (0 COMPUTE, 1 PARTIAL, 2 REUSE), raster token order.
         groups: ``(k_start, k_stop, axis)`` per group, contiguous from channel 0.
         rows: the array's R (tile height). An op with a ``w``-axis group tiles
-            ``floor(R / W) * W`` positions in raster order (`sim.dispatch.position_block`, D4).
+            ``floor(R / W) * W`` positions in raster order (`sim.timing.dispatch.position_block`, D4).
     """
     F, H, W = grid  # noqa: N806
     hw = H * W
@@ -307,7 +307,7 @@ def tile_counts(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, disp
 class TiledDecisions:
     """One batch element's decisions with the `tile_stats` of the tiling they were timed under.
 
-    `sim.simulate` passes these to `op_actions` (through `sim.energy`), so the action counts follow
+    `sim.engines.model` passes these to `op_actions` (through `sim.cost.energy`), so the action counts follow
     its ``dispatcher`` flag (``dispatcher``: the flag ``stats`` were made with) and the tiling is
     counted once per op.
     """
@@ -327,7 +327,7 @@ def vector_work(name: str, M: int, K: int, N: int) -> tuple[int, int, int, int]:
     Pre = before the GEMM (norm + modulation of the input, 4 adds + 3 mults per input element;
     RoPE, 1 add + 2 mults per Q and K element), post = on its M x N outputs (requantise 1 + 1;
     softmax 7 + 6 per score; 1/rowsum 1 mult per output + 4 per row; GELU 6 + 14; residual 1 add).
-    `sim.memory` splits the vector unit's timing by pre/post.
+    `sim.timing.memory` splits the vector unit's timing by pre/post.
     """
     pre_a = pre_m = 0
     if name in NORM_INPUT_OPS:

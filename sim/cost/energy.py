@@ -1,4 +1,4 @@
-"""Energy = Σ action counts (`sim.actions`) x per-action energies (`sim/tech/*.toml`).
+"""Energy = Σ action counts (`sim.cost.actions`) x per-action energies (`sim/cost/tech/*.toml`).
 
 Per-action energies derived from table rows (the rule for each; every number used is a table row
 or a bit width of the RTL):
@@ -16,7 +16,7 @@ or a bit width of the RTL):
   (exponents 0.5 below 32 KiB, log 5 / log 32 = 0.464 above). Reads and writes cost the same.
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each.
-- leakage: ``leak_mm2_ns x die area (sim.area) x cycles / clock``; the dense baseline leaks over its
+- leakage: ``leak_mm2_ns x die area (sim.cost.area) x cycles / clock``; the dense baseline leaks over its
   own (smaller) die, ``dense_total_mm2``.
 
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
@@ -33,9 +33,9 @@ from pathlib import Path
 
 from hw.config import AcceleratorConfig
 from hw.pe import LO_BITS, W_BITS
-from sim.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
-from sim.area import SPLIT_MULT_FRACTION, area_breakdown
-from sim.tech import TechTable, load_tech
+from sim.cost.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
+from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
+from sim.cost.tech import TechTable, load_tech
 
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).

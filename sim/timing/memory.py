@@ -1,16 +1,16 @@
 """Buffer, DRAM and vector-unit timing of one op: stall cycles by cause beyond the array's cycles.
 
-The array's cycles (`sim.cycle_model`, RTL-exact, including the output-drain stall) stay the op's
+The array's cycles (`sim.timing.cycle_model`, RTL-exact, including the output-drain stall) stay the op's
 ``cycles``; this module adds what the memory system and the vector unit cost on top, per op, from
-the op's DRAM bytes (`sim.actions` rules) and its vector work (the same per-element counts as
-`sim.actions`, split into work before and after the GEMM). Rules (docs/decisions.md D10, D11):
+the op's DRAM bytes (`sim.cost.actions` rules) and its vector work (the same per-element counts as
+`sim.cost.actions`, split into work before and after the GEMM). Rules (docs/decisions.md D10, D11):
 
 Fold (the buffers' unit of work). A fold is one output tile (R tokens x C output channels) over one
 K-chunk of ``kf = min(K, R)`` channels, the reduction depth of a weight- or input-stationary fold on
 the same array (SCALE-Sim's ``ceil(K/R)`` folds); the output-stationary PEs keep accumulating across
 K-chunks, so the buffers never need a tile's whole K. One fold needs ``R * kf`` input bytes (int8 X),
 ``kf * C`` weight bytes (int8 W) and ``R * C * ob`` output bytes (acc-width results, ``ob =
-ceil(acc_bits / 8)``, `sim.actions.value_bytes`). A config whose buffer cannot hold one fold cannot
+ceil(acc_bits / 8)``, `sim.cost.actions.value_bytes`). A config whose buffer cannot hold one fold cannot
 run the op (`fold_shortfall`; the simulator raises). When every buffer holds two folds, the buffers
 are double-buffered: the next fold's DRAM transfer overlaps the current fold's compute.
 
@@ -47,7 +47,7 @@ Combination. With A = the array's cycles: ``vector stall = Vh + Vt + max(0, Vo -
 Vo, So))`` (double-buffered) or ``D`` (not): overlapped work longer than the array is charged to
 the vector unit up to its own excess, then to the similarity unit, the remainder to DRAM, so that
 ``total_cycles = A + dram + vector + similarity stalls`` = ``Dh + Vh + Sh + max(A, Vo, So, Do) + Vt
-+ Dt``. Ops run one after another (no overlap between ops, as in `sim.simulate`).
++ Dt``. Ops run one after another (no overlap between ops, as in `sim.engines.model`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 
 from hw.config import AcceleratorConfig
-from sim.actions import kaleido_dram, value_bytes, vector_work
+from sim.cost.actions import kaleido_dram, value_bytes, vector_work
 
 
 def vector_lanes(cfg: AcceleratorConfig) -> int:
@@ -104,7 +104,7 @@ def _vcycles(adds: float, mults: float, lanes: int) -> int:
 
 
 def kaleido_dram_bytes(cfg: AcceleratorConfig, batch: int, M: int, K: int, N: int, grid) -> int:  # noqa: N803
-    """DRAM bytes (read + write) of one op under Kaleido reuse: `sim.actions.kaleido_dram` (the action
+    """DRAM bytes (read + write) of one op under Kaleido reuse: `sim.cost.actions.kaleido_dram` (the action
     counts' rules, docs/decisions.md D23, D24), taking every channel group as temporal."""
     d = kaleido_dram(cfg, M, K, N, grid)
     return batch * (d["read"] + d["write"])
@@ -117,8 +117,8 @@ def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,
     Args:
         name: op type (vector work depends on it).
         batch, M, K, N: the op's shape per batch element.
-        cycles: the array's cycles for the whole op (`sim.cycle_model`).
-        dram_bytes: DRAM read + write bytes of the whole op (`sim.actions`).
+        cycles: the array's cycles for the whole op (`sim.timing.cycle_model`).
+        dram_bytes: DRAM read + write bytes of the whole op (`sim.cost.actions`).
         similarity: the op's decisions come from the similarity unit (Kaleido; not the dense array).
 
     Returns:
@@ -157,10 +157,10 @@ def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,
 
 
 def annotate_memory(res: dict, cfg: AcceleratorConfig) -> dict:
-    """Add the memory and vector timing to one op's result from `sim.simulate` (in place; returned).
+    """Add the memory and vector timing to one op's result from `sim.engines.model` (in place; returned).
 
     Reads ``name``, ``batch``, ``M``, ``K``, ``N``, ``cycles``, ``dense_cycles`` and the DRAM bytes of
-    ``actions`` and ``dense_actions`` (`sim.energy.EnergyModel.annotate_op`); adds ``dram``,
+    ``actions`` and ``dense_actions`` (`sim.cost.energy.EnergyModel.annotate_op`); adds ``dram``,
     ``vector`` and ``similarity`` (Kaleido's similarity unit; 0 for dense) to ``stall_cycles`` and
     ``dense_stall_cycles``, ``total_cycles`` and
     ``dense_total_cycles`` (array cycles + those stalls; the drain stall is already inside the array

@@ -53,7 +53,7 @@ class TechTable:
 
 def table_names() -> list[str]:
     """Names of the shipped tables (``45nm``, ``16nm``)."""
-    return sorted(p.name[:-5] for p in resources.files("sim.tech").iterdir() if p.name.endswith(".toml"))
+    return sorted(p.name[:-5] for p in resources.files("sim.cost.tech").iterdir() if p.name.endswith(".toml"))
 
 
 def energy_poly(coeffs, vdd: float) -> float:
@@ -83,7 +83,7 @@ def load_tech(name: str | int | Path) -> TechTable:
     """Load a shipped table by name (``"16nm"``) or node (``16``), or a user table from a ``.toml`` path.
 
     A user table has the shipped schema (module docstring); ``derived_from`` may name a shipped
-    table. Every row `sim.energy` and `sim.area` read (`REQUIRED_ENERGY`, `REQUIRED_AREA`) must be
+    table. Every row `sim.cost.energy` and `sim.cost.area` read (`REQUIRED_ENERGY`, `REQUIRED_AREA`) must be
     present after derivation. Raises `TechError` (unknown name, missing file, bad TOML, missing row).
     """
     if isinstance(name, Path) or str(name).endswith(".toml"):
@@ -103,7 +103,7 @@ def load_tech(name: str | int | Path) -> TechTable:
     name = f"{name}nm" if isinstance(name, int) else str(name)
     if name not in table_names():
         raise TechError(f"no technology table {name!r}; shipped: {', '.join(table_names())} (or give a .toml path)")
-    data = tomllib.loads(resources.files("sim.tech").joinpath(f"{name}.toml").read_text())
+    data = tomllib.loads(resources.files("sim.cost.tech").joinpath(f"{name}.toml").read_text())
     return _resolve(data, name)
 
 

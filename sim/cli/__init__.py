@@ -1,0 +1,70 @@
+"""The ``kaleido`` command line: capture, synth, inspect, simulate, report, baselines, quality, quality-sweep, train, area, rtl, presets, sweep.
+
+Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
+model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
+leaves no partial output file behind (outputs are written atomically).
+
+One module per command group: `traces` (capture, synth, inspect), `simulation` (simulate, baselines, sweep),
+`reports` (report), `quality` (quality, quality-sweep), `training` (train), `hardware` (area, rtl, presets); `common`
+holds the app, the error contract and the option parsers. Commands are registered here, in the
+order ``--help`` lists them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from sim.cli import hardware, quality, reports, simulation, traces, training
+from sim.cli.common import app
+
+app.command()(traces.capture)
+app.command()(traces.synth)
+app.command()(traces.inspect)
+app.command()(simulation.simulate)
+app.command()(reports.report)
+app.command()(simulation.baselines)
+app.command()(quality.quality)
+app.command("quality-sweep")(quality.quality_sweep)
+app.command()(training.train)
+app.command()(hardware.area)
+app.command()(hardware.rtl)
+app.command()(hardware.presets)
+app.command()(simulation.sweep)
+
+
+def _no_value_help(cls):
+    """``cls`` whose ``--help`` option shows no ``<bool>`` value in the help table (as `sim.cli.common.flag`)."""
+
+    class NoValueHelp(cls):
+        def get_help_option(self, ctx):
+            opt = super().get_help_option(ctx)
+            if opt is not None:
+                opt.metavar = ""
+            return opt
+
+    return NoValueHelp
+
+
+for _cmd in app.registered_commands:
+    _cmd.cls = _no_value_help(_cmd.cls or typer.core.TyperCommand)
+
+
+def _register_workload() -> None:
+    from sim.workload.cli import workload_app
+
+    app.add_typer(workload_app, name="workload")
+
+
+_register_workload()
+app.info.cls = _no_value_help(app.info.cls or typer.core.TyperGroup)
+
+
+def main() -> None:
+    """Console-script entry point (``kaleido``)."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)

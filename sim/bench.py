@@ -14,6 +14,9 @@ Prints wall-clock seconds for:
   what `kaleido simulate` runs, energy action counts and dispatcher statistics included; target < 60 s);
 - a scaling table: CPU time of one qkv op over token counts x widths (`bench_scaling`: linear in
   tokens, flat in channels, and why it is CPU time);
+- sweeps and whole videos (`sim.sweep.bench`): a sweep on 1 vs 2 local Dask workers (target >= 1.8x),
+  one 480p step with and without the op memo (`sim.engines.model.OP_MEMO`; target >= 2.5x on a derived
+  step), and 50-step derived videos of Wan2.1-1.3B 480p (target < 3 min) and Wan2.1-14B 720p (< 30 min);
 - the compiled RTL engine (`sim.engines.verilator`, `bench_rtl`): simulated cycles per second on
   tiny-8x8 beside the pyverilator-mm path (`sim.engines.rtl.RtlModel`, Python per cycle) on the same op,
   as a ratio from one run (targets >= 1,000,000 cycles/s and >= 100x); the demo trace
@@ -437,6 +440,9 @@ def main() -> None:
           f"matcher runs, tile statistics; G <= 8 channel groups per op): linear in tokens, flat in channels. "
           f"CPU time, not wall time: best-of-N wall times of ms-long runs grow faster than the work on a shared "
           f"machine (longer runs are preempted more often)")
+    from sim.sweep.bench import main as sweep_bench  # sweeps on Dask, the op memo, whole videos
+
+    sweep_bench()
     _print_rtl(bench_rtl())
     print("DiTango, Wan2.1-14B 720p, 50 steps, 32 devices (generate + simulate; target < 120 s each):")
     for name, wall, total, shapes in bench_ditango():

@@ -70,7 +70,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from algo.capture.run import CROSS_OPS, SELF_OPS, _per_head, quantize_int8
+from algo.capture.quantise import quantize_int8
+from algo.capture.record import _per_head
+from algo.capture.request import CROSS_OPS, SELF_OPS
 from algo.models import CaptureError, model_family, rope_groups
 from algo.models.families.base import Attention
 from algo.reuse import policies as bp

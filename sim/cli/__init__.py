@@ -52,7 +52,7 @@ for _cmd in app.registered_commands:
 
 
 def _register_workload() -> None:
-    from sim.workload.cli import workload_app
+    from sim.cli.workload import workload_app
 
     app.add_typer(workload_app, name="workload")
 

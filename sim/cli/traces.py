@@ -173,7 +173,7 @@ def inspect(
     from algo.workloads.format import is_workload_file
 
     if is_workload_file(trace):  # a workload (`kaleido workload ...`), not a trace
-        from sim.workload.cli import inspect_workload
+        from sim.cli.workload import inspect_workload
 
         inspect_workload(trace, as_json)
         return

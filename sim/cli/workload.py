@@ -160,6 +160,9 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
     try:
         preset, p = parse_devices(devices) if devices is not None else (config, None)
         wl = load_workload(path)
+        if fractions is not None and not any(o.grid is not None and o.groups for o in wl.ops):
+            _cli.fail(f"--reuse: the {wl.generator} workload's ops carry no token grid (contiguous sequence shards "
+                       "per rank), so Kaleido's reuse cannot apply to it yet; simulate it without --reuse")
         dev = make_device(preset, fractions, seed, wl.b_msb)
         n = len(wl.ops) + (len(wl.reference["ops"]) if wl.reference else 0)
         with _cli.progress_callback("simulate workload", n) as cb:

@@ -42,7 +42,7 @@ def plan_ops(model: str = DEFAULT_MODEL, size: str = DEFAULT_SIZE, grid: tuple[i
     No forward pass and no memory: shapes are read from the model's own modules (linear layers'
     ``in_features``/``out_features``, ``attn1.heads``, ``model.rope``) and the token grid; ``L`` =
     ``text_tokens`` text tokens for cross-attention and joint attention (default `TEXT_TOKENS`, the
-    capture's; `algo.synth` passes the real models' 512).
+    capture's; `algo.workloads.synth` passes the real models' 512).
 
     Returns:
         ``(grid, ops)``: ops are ``"shape"`` `OpRecord` s (X = W = None, ``dims = (batch, M, K, N)``),

@@ -29,9 +29,16 @@ from algo.reuse.golden import COMPUTE, PARTIAL, decide
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
-from sim.cost.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
+from sim.cost.actions import (
+    DISPATCHER_STAT_KEYS,
+    TiledDecisions,
+    dispatcher_stats,
+    scheduler_window,
+    tile_stats,
+)
 from sim.cost.energy import EnergyModel
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION
+from sim.timing.attention import annotate_fused, fused_pairs
 from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
 
@@ -161,7 +168,7 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
-                dispatcher: bool = True) -> dict:
+                dispatcher: bool = True, tile_like=None) -> dict:
     """Timing and decision statistics of one op; see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
@@ -182,12 +189,16 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
             raise SimError(str(err)) from None
+    window = scheduler_window(cfg, op.K, grid, [g.as_tuple() for g in op.groups])
     for b in range(op.batch):
         dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
-            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
-        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False))
-        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher), dispatcher))
+            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like,
+                                            window_tiles=window))
+        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False,
+                                           tile_like=tile_like))
+        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher, tile_like,
+                                                   window), dispatcher))
         counts += decision_counts(dec, widths)
     nd_seq = np.concatenate(nd_seqs)
     nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)
@@ -344,27 +355,38 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
     """Per-op results of ``ops`` (`simulate_op` + energy + memory annotations), in order, and their
     decision counts summed: int64 ``[3]`` (X elements under COMPUTE, PARTIAL, REUSE).
 
-    Ops are independent (each from an empty pipeline), so any split of a trace's ops into consecutive
-    pieces, simulated apart and concatenated in order, gives the same list (`sim.sweep.video`).
-    A decision op whose inputs were seen before in this process comes from `OP_MEMO`."""
+    Ops are independent (each from an empty pipeline) except the two ops of a fused attention pair
+    (`sim.timing.attention`, one (step, block)), so any split of a trace's ops into consecutive pieces that
+    keeps each (step, block) whole, simulated apart and concatenated in order, gives the same list
+    (`sim.sweep.video`).
+    A decision op whose inputs (and fused-attention role) were seen before in this process comes from
+    `OP_MEMO`."""
     per_op = []
     counts = np.zeros(3, dtype=np.int64)
+    pairs = fused_pairs(ops, cfg)  # sim.timing.attention: {score op: P op} that run fused
+    p_of = {j: i for i, j in pairs.items()}
     for i, op in enumerate(ops):
         if progress:
             progress(i, len(ops), f"{op.name} block {op.block} step {op.step}")
+        tile_like = [g.as_tuple() for g in ops[p_of[i]].groups] if i in p_of else None
+        fused = i in pairs or i in p_of
         key = OP_MEMO.key(op, grid, b_msb, cfg, energy, theta_index, dispatcher)
+        key = key and f"{key}|fused={fused}|tile_like={tile_like}"
         hit = OP_MEMO.get(key, op)
         if hit is not None:
             r, c = hit
         else:
-            r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher)
+            r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like)
             energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
-                               b_msb)  # sim.cost.energy: actions, energy_pj, dense_energy_pj
+                               b_msb, fused=fused)  # sim.cost.energy: actions, energy_pj, dense_energy_pj
             annotate_memory(r, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
             c = r.pop("_counts")
             OP_MEMO.put(key, r, c)
         counts += c
         per_op.append(r)
+    for i, j in pairs.items():  # fused attention: one timing for both ops (sim.timing.attention)
+        annotate_fused(per_op[i], per_op[j], cfg, grid, [g.as_tuple() for g in ops[i].groups],
+                       [g.as_tuple() for g in ops[j].groups])
     return per_op, counts
 
 

@@ -134,10 +134,10 @@ def synth(
     seed: Annotated[int, typer.Option(help="seed of the decision field")] = 0,
 ) -> None:
     """Write a deterministic synthetic decision trace for every op of the named blocks and steps
-    (algo/synth.py): regions of HxW positions share a code per channel group, drawn with
+    (algo/workloads/synth.py): regions of HxW positions share a code per channel group, drawn with
     (COMPUTE, PARTIAL, REUSE) = (1 - r - p, p, r) and kept from frame to frame with chance q.
     `kaleido simulate OUT` runs it like a captured decision trace."""
-    from algo.synth import SynthError, SynthField, parse_region, synth_trace
+    from algo.workloads.synth import SynthError, SynthField, parse_region, synth_trace
 
     check_out(out)
     step_list = parse_ints(steps, "--steps")

@@ -11,7 +11,7 @@ Models:
   2 layers, 2 heads x 32 head dim (d = 64), ffn_dim 128, text_dim 32, freq_dim 32.
 - ``wan2.1-t2v-14b`` (``Wan-AI/Wan2.1-T2V-14B-Diffusers``): 40 heads x 128 (d = 5120), 40 layers,
   ffn_dim 13824, otherwise as 1.3B; 28 GB in bf16 (build the recorded blocks only, or stream them:
-  `algo.models.registry.build_streamed`). ``tiny``: the 1.3B tiny config.
+  `algo.models.streaming.build_streamed`). ``tiny``: the 1.3B tiny config.
 
 Blocks: ``model.blocks`` (`WanTransformerBlock`, kind ``"wan"``): ``attn1`` (self-attention, its
 input the modulated norm1 output), ``attn2`` (cross-attention to the text), ``ffn.net[0].proj``

@@ -7,7 +7,7 @@ container: file size, write time, and the time to read 64 random 64 x 64 tiles o
 operand (``ffn2``'s X), each tile read on its own (open, read, close) as a consumer asking for one
 tile would. Stored ``.npz`` members are read through a memory map of the member's bytes (the
 member is uncompressed, so a tile is a strided slice); a deflated member must be inflated whole.
-docs/decisions.md D44 records the numbers and the choice.
+docs/decisions.md D47 records the numbers and the choice.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ states; decision traces: packed decisions and states), plus the fixed cost of ea
 the JSON metadata. The peak memory is this process's resident set now (interpreter, torch) plus
 the compiled kernels (`KERNELS_BYTES`), the weights that will be built (parameter counts of the model on the meta device, in the run's
 dtype), the int8 weights the recorder keeps, and the larger of the two phases of a recorded block
-(project rule, docs/decisions.md D43; all float32 except where said):
+(project rule, docs/decisions.md D46; all float32 except where said):
 
 - feed-forward: hidden state and its norm/residual copies ``6 M d`` values, and the larger of the
   FFN's intermediate with its GELU ``2 M d_ffn`` values and the GELU output with ``ffn2``'s recorded

@@ -54,6 +54,7 @@ on the same machine and library versions.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -150,14 +151,19 @@ def capture_request(request: CaptureRequest, progress: ProgressFn | None = None,
     plan_dims = {(o.step, o.block, o.name): (o.batch, o.M, o.K, o.N) for o in plan}
     p_t, p_h, p_w = patch_of(cfg)
     f, h, w = grid
-    x0 = lat.image_latents((f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
+    x0 = lat.model_latents(spec, size, (f * p_t, h * p_h, w * p_w), pan_px=pan_px, image=image)
     eps = lat.noise_like(x0, seed)
     schedule = fam.schedule(num_inference_steps, shift)
     inputs = fam.inputs(cfg, net, grid, seed, run_dtype, TEXT_TOKENS)
+    prompt = lat.class_prompt(spec, size, image)
+    if prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
+        inputs = dataclasses.replace(inputs, text=torch.from_numpy(prompt[1](inputs.text.shape[-1])).to(run_dtype))
+    text_desc = prompt[0] if prompt is not None else (f"{TEXT_TOKENS} seeded N(0,1) tokens of width "
+                                                      f"{inputs.text.shape[-1]}")
 
     notes = (
-        f"latents: {image} panned {pan_px} px/latent frame, stand-in encoder (algo.latents), "
-        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {schedule.describe()}; text: {TEXT_TOKENS} seeded N(0,1) tokens of width {inputs.text.shape[-1]}; blocks recorded: {block_list}; "
+        f"latents: {image} panned {pan_px} px/latent frame, {lat.encoder_name(spec, size)}, "
+        f"latent grid {f * p_t}x{h * p_h}x{w * p_w}; {schedule.describe()}; text: {text_desc}; blocks recorded: {block_list}; "
         f"ops: {list(op_names)}; "
         f"dtype: {str(run_dtype).replace('torch.', '')}"
         + (" (linears as float32 GEMMs of the bf16 operands: CPU without oneDNN bf16)"

@@ -6,7 +6,13 @@ weights), `streaming` (one block in memory at a time).
 The names below are the package's public API.
 """
 
-from algo.models.checkpoints import SAFETENSORS_FILE, SAFETENSORS_INDEX, Checkpoint, build_model
+from algo.models.checkpoints import (
+    SAFETENSORS_FILE,
+    SAFETENSORS_INDEX,
+    Checkpoint,
+    build_model,
+    checkpoint_of,
+)
 from algo.models.registry import (
     DTYPES,
     MODELS,
@@ -27,6 +33,6 @@ from algo.models.streaming import StreamedBlocks, build_streamed
 
 __all__ = [
     "DTYPES", "MODELS", "SAFETENSORS_FILE", "SAFETENSORS_INDEX", "WEIGHTS_INIT", "CaptureError", "Checkpoint", "ModelSpec",
-    "StreamedBlocks", "blocks_of", "build_model", "build_streamed", "family_of", "get_spec",
+    "StreamedBlocks", "blocks_of", "build_model", "build_streamed", "checkpoint_of", "family_of", "get_spec",
     "meta_model", "model_config", "model_family", "num_blocks", "rope_groups", "rope_split",
 ]

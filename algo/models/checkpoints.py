@@ -164,6 +164,51 @@ def _check_keys(path, spec, size: str, shapes: Mapping[str, tuple]) -> None:
         raise CaptureError(f"--weights {path}: state dict does not match {spec.name} ({size}): " + "; ".join(parts))
 
 
+def _check_file_config(path: Path, spec: ModelSpec, size: str) -> None:
+    """A safetensors file may carry its diffusers config as JSON in the header metadata (``"config"``,
+    as `algo.train` writes it): check its class and architecture against ``(spec, size)``.
+
+    Raises:
+        CaptureError: unreadable config JSON, another class, or an architecture mismatch (named).
+    """
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        meta = fh.metadata() or {}
+    if "config" not in meta:
+        return
+    try:
+        found = json.loads(meta["config"])
+        if not isinstance(found, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as err:
+        raise CaptureError(f"--weights {path}: unreadable config in the safetensors metadata ({err})") from None
+    if found.get("_class_name") not in (None, spec.diffusers_class):
+        raise CaptureError(f"--weights {path}: holds a {found.get('_class_name')}, expected {spec.diffusers_class}")
+    _check_config(found, spec, size, str(path))
+
+
+#: Prefixes of the trace ``weights`` descriptions of checkpoints (`build_model`, `build_streamed`).
+_CHECKPOINT_DESCS = ("checkpoint (safetensors file): ", "checkpoint (diffusers folder): ")
+
+
+def checkpoint_of(weights: str) -> Path | None:
+    """The checkpoint path a trace's ``weights`` description names (None for seeded weights).
+
+    Raises:
+        CaptureError: the description names a checkpoint that no longer exists.
+    """
+    for prefix in _CHECKPOINT_DESCS:
+        if str(weights).startswith(prefix):
+            path = Path(str(weights)[len(prefix):].split("; ")[0])
+            if not path.exists():
+                raise CaptureError(f"the trace was captured from checkpoint {path}, which is not found")
+            return path
+    return None
+
+
 def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: Path,
                       num_layers: int) -> str:
     """Load a diffusers-keyed state dict from one safetensors file into `model` (strict)."""
@@ -174,6 +219,7 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
         sd = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as err:
         raise CaptureError(f"--weights {path}: not a readable safetensors file ({err})") from None
+    _check_file_config(path, spec, size)
     full_layers = int(spec.sizes[size]["num_layers"])
     prefix = family_of(spec).block_prefix
     if prefix is not None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from algo.models.families import FAMILIES, Family, family_of_class
+from algo.models.families.wan import WAN_SMALL
 from algo.trace import Group
 
 
@@ -63,6 +64,10 @@ class ModelSpec:
     dtype: dict[str, torch.dtype] = field(default_factory=dict)
     #: ``"wan"``, ``"hunyuan"`` or ``"cogvideox"``: how capture hooks and feeds the model.
     family: str = "wan"
+    #: size name -> latent encoder of capture and quality inputs: ``"standin"`` (default,
+    #: `algo.latents.encode_clip`) or ``"patch_pca"`` (`algo.train.patch_pca`, with the class
+    #: prompt of the image as text, `algo.train.clips.class_text`).
+    latents: dict[str, str] = field(default_factory=dict)
 
 
 # Token grids (F, H, W) after the patch, the same for every model. tiny: latent 4x16x16 (128x128
@@ -81,6 +86,11 @@ MODELS: dict[str, ModelSpec] = {
                         default_grid=dict(_DEFAULT_GRID), dtype=dict(_DEFAULT_DTYPE), family=fam.name)
     for fam in FAMILIES.values() for row in fam.models
 }
+# The trained size (algo.train): same class, its own latents (patch PCA) and class prompts.
+MODELS["wan2.1-t2v-1.3b"].sizes["small"] = WAN_SMALL
+MODELS["wan2.1-t2v-1.3b"].default_grid["small"] = (4, 8, 8)
+MODELS["wan2.1-t2v-1.3b"].dtype["small"] = torch.float32
+MODELS["wan2.1-t2v-1.3b"].latents["small"] = "patch_pca"
 
 
 def family_of(spec: ModelSpec) -> Family:

@@ -8,13 +8,15 @@ from algo.quality.metrics import NO_VAE, frame_metrics, latent_metrics, lpips_st
 from algo.quality.run import (
     DEFAULT_STEPS,
     DEFAULT_SWEEP_THETAS,
+    PCA_DECODER,
     run_quality,
     sweep_quality,
     to_jsonable,
+    weights_label,
     write_sweep,
 )
 
 __all__ = [
-    "DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "NO_VAE", "frame_metrics", "latent_metrics", "lpips_status",
-    "pareto_front", "run_quality", "sweep_quality", "to_jsonable", "write_sweep",
+    "DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "NO_VAE", "PCA_DECODER", "frame_metrics", "latent_metrics", "lpips_status",
+    "pareto_front", "run_quality", "sweep_quality", "to_jsonable", "weights_label", "write_sweep",
 ]

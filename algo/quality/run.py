@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -93,6 +94,8 @@ DEFAULT_NUM_INFERENCE_STEPS = 50
 #: Project choice: points around `algo.reuse.thresholds.DEFAULT_THETA` (4, 12) from lossless to mostly
 #: REUSE; the quality-sweep tables in docs/results.md use this list.
 DEFAULT_SWEEP_THETAS = ((0, 0), (0.5, 2), (1, 4), (2, 6), (2, 8), (4, 12), (4, 16), (6, 20), (8, 24), (12, 32))
+#: How frames of the trained size are decoded (no VAE): the latent transform's pseudo-inverse.
+PCA_DECODER = "patch PCA pseudo-inverse (algo.train.patch_pca), clipped to [0, 1]"
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -118,7 +121,7 @@ def _threads(n: int | None):
 class _Setup:
     """Model, inputs and schedule shared by every run of one configuration."""
 
-    def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift):
+    def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights=None):
         spec = get_spec(model, size)
         cfg = spec.sizes[size]
         fam = family_of(spec)
@@ -136,16 +139,28 @@ class _Setup:
         self.schedule = fam.schedule(num_inference_steps, shift)
         self.steps, self.n_sched, self.image, self.pan_px = steps, num_inference_steps, image, pan_px
         self.shift = getattr(self.schedule, "shift", None)  # None: not a flow-matching schedule
-        self.net, self.weights = build_model(spec.name, size, seed)
+        if weights is not None and not Path(weights).expanduser().exists():
+            raise ReuseError(f"--weights: checkpoint not found: {Path(weights).expanduser().resolve()}")
+        self.net, self.weights = build_model(spec.name, size, seed, weights=weights)
+        #: decoded frames without a VAE: the patch PCA's pseudo-inverse for the trained size
+        self.pca = None
+        if spec.latents.get(size) == "patch_pca":
+            from algo.train import patch_pca
+
+            self.pca = patch_pca.load()
         self.dtype = next(self.net.parameters()).dtype
         p_t, p_h, p_w = patch_of(cfg)
         self.latent_grid = (grid[0] * p_t, grid[1] * p_h, grid[2] * p_w)
-        x0 = lat.image_latents(self.latent_grid, pan_px=pan_px, image=image)
+        x0 = lat.model_latents(spec, size, self.latent_grid, pan_px=pan_px, image=image)
         eps = lat.noise_like(x0, seed)
         self.sigmas = self.schedule.sigmas
         self.start = num_inference_steps - steps
         self.x_start = self.schedule.noised(x0, eps, self.start)
         self.inputs = fam.inputs(cfg, self.net, grid, seed, self.dtype, TEXT_TOKENS)
+        self.prompt = lat.class_prompt(spec, size, image)
+        if self.prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
+            self.inputs = dataclasses.replace(
+                self.inputs, text=torch.from_numpy(self.prompt[1](self.inputs.text.shape[-1])).to(self.dtype))
 
     def describe(self) -> dict:
         return {
@@ -154,8 +169,9 @@ class _Setup:
             "tokens": int(np.prod(self.grid)), "num_inference_steps": self.n_sched, "steps": self.steps,
             "start_step": self.start, "shift": self.shift,
             "sigmas": [float(s) for s in self.sigmas[self.start:]],
-            "start": (f"{self.image} panned {self.pan_px} px/latent frame (algo.latents stand-in encoder), "
+            "start": (f"{self.image} panned {self.pan_px} px/latent frame ({lat.encoder_name(self.spec, self.size)}), "
                       f"noised to sigma[{self.start}] = {float(self.sigmas[self.start]):.4f} with seeded eps"),
+            "text": self.prompt[0] if self.prompt else f"{TEXT_TOKENS} seeded N(0,1) tokens",
         }
 
 
@@ -290,6 +306,10 @@ def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, prog
         frames = {m: decode_latents(v, finals[m]) for m in ("exact", "reuse")}
         res["frames"] = {"vae": str(vae), "shape": list(frames["exact"].shape),
                          **frame_metrics(frames["exact"], frames["reuse"])}
+    elif setup.pca is not None:
+        frames = {m: np.clip(setup.pca.decode(finals[m]), 0.0, 1.0) for m in ("exact", "reuse")}
+        res["frames"] = {"decoder": PCA_DECODER, "shape": list(frames["exact"].shape),
+                         **frame_metrics(frames["exact"], frames["reuse"])}
     else:
         res["frames"] = NO_VAE
     why = lpips_status(frames is not None)
@@ -337,6 +357,7 @@ def run_quality(
     threads: int | None = 1,
     policy: str | None = None,
     policy_params: dict | None = None,
+    weights: str | Path | None = None,
 ) -> dict:
     """Sample with and without reuse and measure the difference (module docstring).
 
@@ -364,6 +385,9 @@ def run_quality(
             instead, on its own ops (``ops`` is then ignored) with ``theta``'s theta1 as its default
             threshold; the result's ``mac_saved_fraction`` is skip + half / 2 of the policy's ops.
         policy_params: the policy's parameters (`algo.reuse.policies.check_policy`).
+        weights: None (seeded) or a checkpoint (`algo.models.build_model`), e.g. the trained
+            ``small`` model's ``algo/train/assets/wan-small/diffusion_pytorch_model.safetensors``.
+            The ``small`` size decodes frames with the patch PCA (frame PSNR/SSIM without a VAE).
 
     Returns:
         A dict (JSON-ready through `to_jsonable`): the configuration, ``per_op`` (fractions, SNRs),
@@ -390,7 +414,7 @@ def run_quality(
         # fail on a bad theta before building the model (_Setup reports bad steps)
         _theta_table(theta, op_list, list(range(num_inference_steps - steps, num_inference_steps)))
     with _threads(threads):
-        setup = _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift)
+        setup = _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights)
         return _run(setup, theta, op_list, b_msb, quant_ops, float_reference, vae, progress,
                     keep_latents=keep_latents, policy=policy, policy_params=policy_params)
 
@@ -412,6 +436,7 @@ def sweep_quality(
     shift: float = lat.DEFAULT_SHIFT,
     progress: ProgressFn | None = None,
     threads: int | None = 1,
+    weights: str | Path | None = None,
 ) -> dict:
     """Quality against reuse fraction over a list of (theta1, theta2), one model instance.
 
@@ -439,7 +464,7 @@ def sweep_quality(
             _theta_table(tuple(t), op_list, [0])
     with _threads(threads):
         return _sweep(thetas, out_dir, op_list, b_msb, progress,
-                      _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift))
+                      _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights))
 
 
 def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: _Setup) -> dict:
@@ -457,12 +482,14 @@ def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: _Setup) -> dict:
             "theta1": th[0], "theta2": th[1], **fr, "mac_saved": r["mac_saved_fraction"],
             "latent_psnr_db": r["latents"]["psnr_db"], "latent_ssim": r["latents"]["ssim"],
             "velocity_snr_db": r["velocity_snr_db"], "update_snr_db": r["update_snr_db"],
+            **({"frame_psnr_db": r["frames"]["psnr_db"], "frame_ssim": r["frames"]["ssim"]}
+               if isinstance(r["frames"], dict) else {}),
             "snr_db": {op: r["per_op"][op]["snr_db"] for op in r["quant_ops"]},
             "local_snr_db": {op: r["per_op"][op]["local_snr_db"] for op in op_list},
         })
     config = {k: v for k, v in r.items() if k in (
         "model", "size", "weights", "seed", "grid", "latent_grid", "tokens", "num_inference_steps", "steps",
-        "start_step", "shift", "sigmas", "start", "ops", "quant_ops", "b_msb", "quantisation", "reference")}
+        "start_step", "shift", "sigmas", "start", "text", "ops", "quant_ops", "b_msb", "quantisation", "reference")}
     front = pareto_front([p["mac_saved"] for p in points], [p["latent_psnr_db"] for p in points])
     res = {"config": config, "points": points, "pareto": front, "int8_vs_float": int8_vs_float,
            "lpips": r["lpips"], "frames": r["frames"], "files": []}
@@ -496,12 +523,19 @@ def _fmt(v: float, nd: int = 2) -> str:
     return f"{v:.{nd}f}" if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
 
 
+def weights_label(weights: str, seed: int) -> str:
+    """``weights seeded, untrained (seed N)`` or ``weights trained (checkpoint NAME)``, from a weights description."""
+    if str(weights).startswith("seeded"):
+        return f"weights seeded, untrained (seed {seed})"
+    return f"weights trained (checkpoint {Path(str(weights).split(': ', 1)[-1]).name})"
+
+
 def caption(config: dict) -> str:
     """One-line figure caption: model, size, weights, steps, grid, seed, reference."""
     shift = config["shift"]
     sampler = "DDIM" if shift is None else "Euler"
     sched = f"{config['num_inference_steps']}" + ("" if shift is None else f", shift {shift:g}")
-    return (f"{config['model']} ({config['size']}), weights seeded, untrained (seed {config['seed']}); "
+    return (f"{config['model']} ({config['size']}), {weights_label(config['weights'], config['seed'])}; "
             f"{config['steps']} {sampler} steps (last {config['steps']} of {sched}) from noised real-image latents; "
             f"grid {'x'.join(map(str, config['grid']))} tokens; ops {','.join(config['ops'])}; "
             "reference: int8 run without reuse")
@@ -529,6 +563,8 @@ def write_sweep(res: dict, out_dir: str | Path) -> list[Path]:
 
     fields = ["theta1", "theta2", "compute", "partial", "reuse", "mac_saved", "latent_psnr_db", "latent_ssim",
               "velocity_snr_db", "update_snr_db", "pareto"] + [f"snr_db_{o}" for o in ops] + [f"local_snr_db_{o}" for o in cfg["ops"]]
+    frames = bool(pts) and "frame_psnr_db" in pts[0]
+    fields += ["frame_psnr_db", "frame_ssim"] if frames else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(fields)
@@ -537,7 +573,8 @@ def write_sweep(res: dict, out_dir: str | Path) -> list[Path]:
                     _fmt(p["reuse"], 5), _fmt(p["mac_saved"], 5), _fmt(p["latent_psnr_db"], 3),
                     _fmt(p["latent_ssim"], 5), _fmt(p["velocity_snr_db"], 3), _fmt(p["update_snr_db"], 3),
                     int(i in front)]
-                   + [_fmt(p["snr_db"][o], 3) for o in ops] + [_fmt(p["local_snr_db"][o], 3) for o in cfg["ops"]])
+                   + [_fmt(p["snr_db"][o], 3) for o in ops] + [_fmt(p["local_snr_db"][o], 3) for o in cfg["ops"]]
+                   + ([_fmt(p["frame_psnr_db"], 3), _fmt(p["frame_ssim"], 5)] if frames else []))
     written.append(atomic_write_bytes(out / "quality_sweep.csv", buf.getvalue().encode()))
     written.append(atomic_write_bytes(out / "quality_sweep.json",
                                       (json.dumps(to_jsonable({k: v for k, v in res.items() if k != "files"}),

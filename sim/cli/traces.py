@@ -26,8 +26,10 @@ def capture(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace file to write (.npz)")],
     model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
                                             "cogvideox-5b")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests and the demo) or 'full' (the "
-                                           "published config) (default: tiny; full with --shape-only)")] = "",
+    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests), 'small' (the trained model's config: "
+                                           "give --weights algo/train/assets/wan-small/diffusion_pytorch_model.safetensors"
+                                           ") or 'full' (the published config) (default: tiny; full with "
+                                           "--shape-only)")] = "",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (mean |diff| per channel, int8 units); "

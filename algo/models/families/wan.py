@@ -64,6 +64,19 @@ _WAN_TINY = dict(
     num_layers=2,
 )
 
+#: ``small`` of ``wan2.1-t2v-1.3b`` (project choice): the trained model's config (algo/train,
+#: docs/training.md): 4 layers, 2 heads x 64 head dim (d = 128; RoPE t/h/w = 24/20/20), ffn_dim 512,
+#: text_dim 32, freq_dim 64.
+WAN_SMALL = dict(
+    _WAN_13B_FULL,
+    num_attention_heads=2,
+    attention_head_dim=64,
+    text_dim=32,
+    freq_dim=64,
+    ffn_dim=512,
+    num_layers=4,
+)
+
 _WAN_14B_FULL = dict(_WAN_13B_FULL, num_attention_heads=40, ffn_dim=13824, num_layers=40)
 
 

@@ -10,10 +10,22 @@ STAMP  := $(VENV)/.stamp-setup
 # bare `torch` requirement would pull a multi-GB CUDA build (README, "The two commands").
 TORCH  := torch==2.13.0
 
-.PHONY: setup rtl demo test bench bench-capture lint clean distclean help
+# The demo captures the trained small model (algo/train/assets/wan-small) unless DEMO_WEIGHTS=seeded
+# (the seeded tiny model, as before training existed).
+TRAINED := algo/train/assets/wan-small/diffusion_pytorch_model.safetensors
+DEMO_WEIGHTS ?= trained
+ifeq ($(DEMO_WEIGHTS),seeded)
+DEMO_MODEL := --model wan2.1-t2v-1.3b --size tiny
+else
+DEMO_MODEL := --model wan2.1-t2v-1.3b --size small --weights $(TRAINED)
+endif
+
+.PHONY: setup rtl demo test bench bench-capture lint train clean distclean help
 
 help:
-	@echo "make demo   - capture a tiny Wan2.1 trace, simulate it with the baselines, write a report (sets up .venv first)"
+	@echo "make demo   - capture a trace of the trained small Wan DiT, simulate it with the baselines, write a report"
+	@echo "              (sets up .venv first; DEMO_WEIGHTS=seeded: the seeded tiny model instead)"
+	@echo "make train  - retrain the small Wan DiT (about 10 CPU minutes, one thread) into build/wan-small"
 	@echo "make test   - run the test suite (sets up .venv first)"
 	@echo "make rtl    - emit Verilog for every preset into rtl_out/"
 	@echo "make lint   - ruff on the Python, verilator --lint-only -Wall on every emitted Verilog file (hw.lint)"
@@ -34,7 +46,7 @@ rtl: setup
 	$(PY) -m hw.rtl --out rtl_out
 
 demo: setup
-	$(KALEIDO) capture --model wan2.1-t2v-1.3b --size tiny --out traces/demo.npz
+	$(KALEIDO) capture $(DEMO_MODEL) --out traces/demo.npz
 	$(KALEIDO) simulate traces/demo.npz --config tiny-8x8 --json reports/demo-results.json
 	$(KALEIDO) baselines traces/demo.npz --config tiny-8x8 --quality-steps 2 --json reports/demo-baselines.json
 	$(KALEIDO) report reports/demo-baselines.json --out reports/demo
@@ -45,6 +57,11 @@ demo: setup
 	@echo "  report         reports/demo/summary.md, per_op.csv, baselines.csv, baselines_per_op.csv, energy_breakdown.csv, area.csv"
 	@echo "  figures        reports/demo/{cycles_per_op,energy_utilization,baselines,energy_breakdown,area_breakdown,"
 	@echo "                 reuse_heatmap,quality_speedup}.png (.pdf)"
+
+# Reproduces the shipped checkpoint (algo/train/assets/wan-small) into build/wan-small; compare
+# with `kaleido train --eval build/wan-small/diffusion_pytorch_model.safetensors`.
+train: setup
+	$(KALEIDO) train --out build/wan-small
 
 test: setup
 	$(PY) -m pytest -q

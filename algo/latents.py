@@ -140,6 +140,39 @@ def image_latents(latent_grid: tuple[int, int, int], pan_px: int = DEFAULT_PAN_P
     return encode_clip(pan_clip(f, CELL_PX * h, CELL_PX * w, pan_px, image))
 
 
+def encoder_name(spec, size: str) -> str:
+    """How `model_latents` encodes clips for ``(spec, size)``: the registry's ``latents`` entry."""
+    if spec.latents.get(size, "standin") == "patch_pca":
+        return "patch PCA encoder (algo.train.patch_pca), training content scale"
+    return "stand-in encoder (algo.latents)"
+
+
+def model_latents(spec, size: str, latent_grid: tuple[int, int, int], pan_px: int = DEFAULT_PAN_PX,
+                  image: str = "astronaut") -> np.ndarray:
+    """Clean latents ``[1, 16, F, H, W]`` float32 of a panned real image, in the encoding the model of
+    ``(spec, size)`` was made for (`algo.models.ModelSpec.latents`): the stand-in encoder
+    (`image_latents`) or, for the trained size, the patch PCA at the training content scale
+    (`algo.train.clips.pan_latents`)."""
+    if spec.latents.get(size, "standin") == "patch_pca":
+        from algo.train.clips import pan_latents
+
+        return pan_latents(latent_grid, pan_px, image)
+    return image_latents(latent_grid, pan_px=pan_px, image=image)
+
+
+def class_prompt(spec, size: str | None, image: str):
+    """``(description, text_fn)`` of the class prompt the trained size is conditioned on for `image`
+    (`algo.train.clips.class_text`; ``text_fn(width)`` -> ``[1, 8, width]`` float32), or None for
+    models fed seeded random text."""
+    if size is None or spec.latents.get(size, "standin") != "patch_pca":
+        return None
+    from algo.train import clips
+
+    label = clips.IMAGES.index(image)
+    return (f"class prompt {label} ({image}): seeded embedding default_rng([{clips.PROMPT_SEED}, {label}])",
+            lambda width: clips.class_text(label, width))
+
+
 def flow_sigmas(num_inference_steps: int, shift: float = DEFAULT_SHIFT) -> np.ndarray:
     """Noise levels of the N inference steps, as diffusers' FlowMatchEulerDiscreteScheduler sets them.
 

@@ -74,6 +74,16 @@ class AcceleratorConfig(BaseModel):
     vector_lanes: int | None = Field(
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
         "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/cost/area.py estimate)")
+    scheduler_window_tiles: int = Field(
+        8, gt=0, description="tiles per scheduler window (sim.timing.dispatch.schedule_positions sorts positions within "
+        "windows of this many position blocks); default sim.timing.dispatch.WINDOW_TILES")
+    fit_scheduler_window: bool = Field(
+        False, description="each op's scheduler window is the largest of up to scheduler_window_tiles whose X over "
+        "all frames fits the input SRAM (sim.cost.actions.scheduler_window), so the similarity pass reads X there")
+    score_sram_kib: int = Field(
+        0, ge=0, description="score buffer of fused attention (sim/timing/attention.py): one query tile's integer scores "
+        "and P_eff state (tile rows x keys x 4 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P "
+        "to DRAM and pv reads it back, unfused)")
 
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",

@@ -14,6 +14,12 @@ Prints wall-clock seconds for:
   what `kaleido simulate` runs, energy action counts and dispatcher statistics included; target < 60 s);
 - a scaling table: CPU time of one qkv op over token counts x widths (`bench_scaling`: linear in
   tokens, flat in channels, and why it is CPU time);
+- the balance targets of docs/decisions.md D41 as ratios (`bench_balance`): total/array speedup,
+  energy saving at r = 0.8 and 0.3, ops whose Kaleido DRAM bytes exceed dense, and the dense block
+  time of the balanced preset against the reference preset's;
+- sweeps and whole videos (`sim.sweep.bench`): a sweep on 1 vs 2 local Dask workers (target >= 1.8x),
+  one 480p step with and without the op memo (`sim.engines.model.OP_MEMO`; target >= 2.5x on a derived
+  step), and 50-step derived videos of Wan2.1-1.3B 480p (target < 3 min) and Wan2.1-14B 720p (< 30 min);
 - the compiled RTL engine (`sim.engines.verilator`, `bench_rtl`): simulated cycles per second on
   tiny-8x8 beside the pyverilator-mm path (`sim.engines.rtl.RtlModel`, Python per cycle) on the same op,
   as a ratio from one run (targets >= 1,000,000 cycles/s and >= 100x); the demo trace
@@ -307,6 +313,59 @@ def _print_step(label: str, r: dict, target: float | None = None, layers: int | 
           f"vector stalls {r['total_cycles']:,} cycles (generated decisions: not a result)")
 
 
+#: The balance targets' workload (docs/decisions.md D41): `kaleido synth` arguments, one Wan2.1-1.3B block at 480p.
+BALANCE_FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "blocks": [0], "steps": [0], "partial": 0.04,
+                 "region": (8, 8), "persist": 0.9, "seed": 1}
+BALANCED, REFERENCE = "kaleido-16nm-128x128-balanced", "kaleido-16nm-128x128"
+
+
+def bench_balance(reuses=(0.8, 0.3)) -> dict:
+    """The balance targets, ratios from one run: for each reuse r, the `BALANCE_FIELD` synthetic trace
+    (`algo.workloads.synth`) simulated on the balanced preset (`sim.engines.model.simulate_trace`); the first r
+    also on the reference preset, for the dense design's time before the balancing.
+
+    Returns ``{r: {"balanced": results, "reference": results or None}}``.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from algo.trace import load_trace
+    from algo.workloads.synth import SynthField, synth_trace
+    from sim.engines.model import simulate_trace
+
+    out = {}
+    f = BALANCE_FIELD
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, r in enumerate(reuses):
+            path = Path(tmp, f"synth_{r}.npz")
+            synth_trace(path, f["model"], f["resolution"], SynthField(r, f["partial"], f["region"], f["persist"]),
+                        blocks=f["blocks"], steps=f["steps"], seed=f["seed"])
+            tr = load_trace(path)
+            out[r] = {"balanced": simulate_trace(tr, load_config(BALANCED)),
+                      "reference": simulate_trace(tr, load_config(REFERENCE)) if i == 0 else None}
+    return out
+
+
+def _print_balance(res: dict) -> None:
+    f = BALANCE_FIELD
+    print(f"Balance targets (docs/decisions.md D41): kaleido synth --model {f['model']} --resolution {f['resolution']} "
+          f"--blocks 0 --steps 0 --partial {f['partial']} --region 8x8 --persist {f['persist']} --seed {f['seed']}, "
+          f"on {BALANCED} (targets in brackets):")
+    for r, runs in res.items():
+        b = runs["balanced"]
+        over = [f"{o['name']} {(o['actions']['dram_read_bytes'] + o['actions']['dram_write_bytes']) / max(1, o['dense_actions']['dram_read_bytes'] + o['dense_actions']['dram_write_bytes']):.2f}x"
+                for o in b["per_op"]
+                if o["actions"]["dram_read_bytes"] + o["actions"]["dram_write_bytes"]
+                > o["dense_actions"]["dram_read_bytes"] + o["dense_actions"]["dram_write_bytes"]]
+        print(f"  r = {r}: speedup {b['speedup']:.3f}, total_speedup {b['total_speedup']:.3f}, total/array "
+              f"{b['total_speedup'] / b['speedup']:.3f} [>= 0.9]; energy_saving {b['energy_saving']:.3f} [>= 1.0]; "
+              f"ops with Kaleido DRAM bytes > dense: {', '.join(over) or 'none'} [none]")
+        ref = runs["reference"]
+        if ref is not None:
+            print(f"  dense block time: {b['dense_total_cycles']:,} cycles balanced vs {ref['dense_total_cycles']:,} on "
+                  f"{REFERENCE} -> {b['dense_total_cycles'] / ref['dense_total_cycles']:.3f} [<= 1]; Kaleido on "
+                  f"{REFERENCE}: total/array {ref['total_speedup'] / ref['speedup']:.3f}, energy_saving "
+                  f"{ref['energy_saving']:.3f}")
 DEMO_TRACE = "traces/demo.npz"
 
 
@@ -437,6 +496,10 @@ def main() -> None:
           f"matcher runs, tile statistics; G <= 8 channel groups per op): linear in tokens, flat in channels. "
           f"CPU time, not wall time: best-of-N wall times of ms-long runs grow faster than the work on a shared "
           f"machine (longer runs are preempted more often)")
+    _print_balance(bench_balance())
+    from sim.sweep.bench import main as sweep_bench  # sweeps on Dask, the op memo, whole videos
+
+    sweep_bench()
     _print_rtl(bench_rtl())
     print("DiTango, Wan2.1-14B 720p, 50 steps, 32 devices (generate + simulate; target < 120 s each):")
     for name, wall, total, shapes in bench_ditango():

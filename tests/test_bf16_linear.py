@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from algo.capture.run import _Bf16LinearInFp32, bf16_gemm_in_fp32, native_bf16_gemm
+from algo.capture.quantise import _Bf16LinearInFp32, bf16_gemm_in_fp32, native_bf16_gemm
 
 
 def test_bf16_linear_equals_float64_rounded_to_bf16() -> None:

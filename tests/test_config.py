@@ -25,7 +25,7 @@ TINY_TEXT = (PRESETS / "tiny-8x8.toml").read_text()
 
 
 def test_preset_names():
-    assert preset_names() == ["kaleido-16nm-128x128", "small-32x32", "tiny-8x8"]
+    assert preset_names() == ["kaleido-16nm-128x128", "kaleido-16nm-128x128-balanced", "small-32x32", "tiny-8x8"]
     assert DEFAULT_PRESET == "kaleido-16nm-128x128"
 
 
@@ -43,6 +43,23 @@ def test_reference_preset_values():
     assert cfg.dram_gbps == 460.0
     # Default preset is this one.
     assert load_config() == cfg
+
+
+def test_balanced_preset_follows_its_rules():
+    """The sizing rules written in the preset (docs/decisions.md D41), worked by hand: s_t = 1 / (1 - 0.8) = 5."""
+    ref, cfg = load_config("kaleido-16nm-128x128"), load_config("kaleido-16nm-128x128-balanced")
+    R, keys, dh, s_t = 128, 21 * 30 * 52, 128, 5  # noqa: N806  480p: 32,760 tokens; d_h = 128
+    assert cfg.vector_lanes == 7 * R * s_t == 4480
+    assert cfg.similarity_lanes == R * s_t == 640
+    kv, scores = 2 * keys * dh, R * keys * (3 + 1)  # one head's K and V; one query tile's int24 scores + P_eff
+    window = 1 * R * 21 * 1536  # one scheduler window of X over 21 frames at K = d = 1536
+    for kib, need in ((cfg.weight_sram_kib, kv), (cfg.score_sram_kib, scores), (cfg.input_sram_kib, window)):
+        assert need <= kib * 1024 < 2 * need  # the next power of two
+    same = ("array_rows", "array_cols", "clock_mhz", "partial_regs", "drain_rows_per_cycle",
+            "output_sram_kib", "partial_sram_kib", "dram_gbps", "max_tokens", "max_k")
+    assert all(getattr(cfg, k) == getattr(ref, k) for k in same)
+    assert cfg.fit_scheduler_window and not ref.fit_scheduler_window
+    assert ref.score_sram_kib == 0  # the reference design has no score buffer: attention unfused
 
 
 def test_tiny_preset_values():

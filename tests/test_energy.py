@@ -112,11 +112,17 @@ def test_dram_bytes_loop_orders_hand_worked():
 def test_op_actions_similarity_pass_and_no_xeff_spill():
     """X not resident: the similarity unit reads X once more (D23); X_eff state (one position's K
     bytes on temporal groups) stays on chip, however large a frame (before: 2 M K through DRAM)."""
-    cfg = load_config("tiny-8x8")  # R = C = 8, 16 KiB input / weight SRAM
+    # R = C = 8, 16 KiB input / weight SRAM; a scheduler window of 32 tiles = 256 positions x 2 frames
+    # x 64 = 32 KiB does not fit the input SRAM, so the window order (below) is out.
+    cfg = load_config("tiny-8x8").model_copy(update={"scheduler_window_tiles": 32})
     grid = (2, 16, 16)  # F = 2, HW = 256 (one frame of X_eff: 256 x 64 = 16 KiB > half the SRAM)
     M, K, N = 512, 64, 8  # noqa: N806
     groups = [(0, 32, "f"), (32, 64, "f")]
     dec = np.zeros((M, 2), dtype=np.int8)  # all COMPUTE
+    # Default window, 8 tiles: 64 positions x 2 frames x 64 = 8 KiB + 64 B state fit: the similarity pass
+    # decides from the SRAM, X is read ceil(n_cb / s_w) = 1 time, W once.
+    a = op_actions("o_proj", [dec], grid, groups, M, K, N, 4, load_config("tiny-8x8"), cycles=1000)
+    assert a["dram_read_bytes"] == 32768 + 512
     a = op_actions("o_proj", [dec], grid, groups, M, K, N, 4, cfg, cycles=1000)
     # X = 32768 B > 16384: not resident. n_cb = 1, s_w = 16384 // 512 = 32: order A reads X once;
     # W (512 B) once. Similarity pass: + M K. X_eff state = 64 B: on chip, no spill.

@@ -16,8 +16,9 @@ from algo.capture import TEXT_TOKENS, capture, patch_of, quantize_int8
 from algo.models import MODELS, build_model, family_of, get_spec
 from algo.models.families import FAMILIES
 from algo.quality import run_quality
+from algo.reuse.fake_quant import dequantize
 from algo.reuse.golden import decide
-from algo.reuse.torch_hooks import ReuseHooks, dequantize
+from algo.reuse.torch_hooks import ReuseHooks
 
 FAMILY_MODELS = [("wan2.1-t2v-1.3b", "wan"), ("hunyuanvideo", "hunyuan"), ("cogvideox-5b", "cogvideox")]
 GRID = (4, 8, 8)

@@ -20,9 +20,10 @@ from algo import latents as lat
 from algo.capture import TEXT_TOKENS, capture
 from algo.models import build_model, model_config, rope_groups
 from algo.quality import NO_VAE, pareto_front, run_quality, sweep_quality, to_jsonable
+from algo.reuse.fake_quant import ReuseError, dequantize, snr_db, snr_db_energy, theta_for
 from algo.reuse.golden import block_groups, decide
 from algo.reuse.thresholds import parse_theta
-from algo.reuse.torch_hooks import ReuseError, ReuseHooks, dequantize, snr_db, snr_db_energy, theta_for
+from algo.reuse.torch_hooks import ReuseHooks
 
 SELF = ("qkv", "qk", "pv", "o_proj", "ffn1", "ffn2")
 GRID = (4, 8, 8)  # tiny default token grid

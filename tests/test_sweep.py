@@ -202,3 +202,57 @@ def test_point_config_is_validated_like_a_config_file(traces):
     (pt,) = sw.points
     assert pt.config == config_from_dict(load_config("tiny-8x8").model_dump() | {"vector_lanes": 8, "array_cols": 16})
     assert sw.columns == ["vector_lanes", "config", "array_cols"] and os.path.isabs(pt.trace)
+
+
+def test_op_memo_returns_what_computing_would(traces):
+    """Blocks 1 of each step copy block 0's decisions (as derived traces do): memo hits, equal results."""
+    import dataclasses
+
+    from sim.engines.model import OP_MEMO
+
+    tr = load_trace(traces / "a.npz")
+    src = {(o.step, o.name): o for o in tr.ops if o.block == 0}
+    tr.ops = [dataclasses.replace(o, decisions=src[(o.step, o.name)].decisions.copy()) if o.block == 1 else o
+              for o in tr.ops]
+    cfg = load_config("tiny-8x8")
+    OP_MEMO.enabled = False
+    try:
+        want = simulate_trace(tr, cfg, theta_index=1)
+    finally:
+        OP_MEMO.enabled = True
+    OP_MEMO.clear()
+    got = simulate_trace(tr, cfg, theta_index=1)
+    assert (OP_MEMO.hits, OP_MEMO.misses) == (8, 8)  # 2 steps x 4 ops copied, 2 x 4 distinct
+    assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+    assert [(r["block"], r["step"]) for r in got["per_op"]] == [(o.block, o.step) for o in tr.ops]
+    other = simulate_trace(tr, cfg, theta_index=0, dispatcher=False)  # another theta and mode: no stale hit
+    OP_MEMO.enabled = False
+    try:
+        assert json.dumps(other, sort_keys=True) == json.dumps(simulate_trace(tr, cfg, theta_index=0, dispatcher=False),
+                                                                sort_keys=True)
+    finally:
+        OP_MEMO.enabled = True
+
+
+def test_pareto_front_by_hand():
+    from sim.sweep.figures import pareto_front
+
+    rows = [{"total_speedup": 2.0, "energy_pj": 10.0, "area_mm2": 1.0},   # dominated by 1
+            {"total_speedup": 2.5, "energy_pj": 9.0, "area_mm2": 1.0},
+            {"total_speedup": 3.0, "energy_pj": 20.0, "area_mm2": 1.0},   # fastest
+            {"total_speedup": 1.0, "energy_pj": 20.0, "area_mm2": 0.5},   # smallest
+            {"total_speedup": None, "energy_pj": None, "area_mm2": None},  # failed: ignored
+            {"total_speedup": 1.0, "energy_pj": 20.0, "area_mm2": 0.5}]   # ties 3: neither dominates
+    assert pareto_front(rows) == [1, 2, 3, 5]
+
+
+def test_report_of_a_sweep_table(traces, tmp_path):
+    sw = load_sweep(_sweep_file(traces, SMALL))
+    run_sweep(sw, tmp_path / "s", workers=0)
+    res = kaleido("report", str(tmp_path / "s" / "results.parquet"), "-o", str(tmp_path / "rep"))
+    assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in (tmp_path / "rep").iterdir())
+    assert names == sorted(["sweep_pareto.png", "sweep_pareto.pdf", "sweep_speedup_vs_axes.png",
+                            "sweep_speedup_vs_axes.pdf", "sweep_summary.md"])
+    md = (tmp_path / "rep" / "sweep_summary.md").read_text()
+    assert "6 points, 4 ok, 2 failed" in md and "theta index 7 out of range" in md

@@ -1,4 +1,4 @@
-"""Synthetic decision workloads (`algo.synth`, `kaleido synth`): the field's rules, determinism, errors."""
+"""Synthetic decision workloads (`algo.workloads.synth`, `kaleido synth`): the field's rules, determinism, errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from algo.synth import SynthError, SynthField, field_decisions, parse_region, synth_trace
 from algo.trace import load_trace
+from algo.workloads.synth import SynthError, SynthField, field_decisions, parse_region, synth_trace
 from tests.test_cli import assert_one_line_error, kaleido
 
 #: 64x64 pixels x 5 frames -> latent 2 x 8 x 8 -> tokens 2 x 4 x 4 = 32 (Wan: 8x VAE, 2x2 patch).

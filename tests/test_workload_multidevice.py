@@ -126,6 +126,8 @@ def test_ditango_schedule_and_volumes_small(tmp_path):
     assert_one_line_error(kaleido("workload", "ditango", "--devices", "0", "-o", str(tmp_path / "x.npz")), "devices")
     assert_one_line_error(kaleido("workload", "ditango", "--steps", "8", "-o", str(tmp_path / "x.npz")), "cooldown")
     assert_one_line_error(kaleido("simulate", str(out), "--devices", "a100:4"), "2 device")
+    assert_one_line_error(kaleido("simulate", str(out), "--devices", "kaleido-16nm-128x128:2", "--reuse", "0.5,0.2"),
+                          "no token grid")
 
 
 def test_causal_sp_schedule_kv_heads_and_volumes(tmp_path):

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import importlib.util
+import dataclasses
 import io
 import json
 import math
@@ -69,13 +69,21 @@ from algo import latents as lat
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS, TEXT_TOKENS, patch_of
 from algo.fileio import atomic_write_bytes
 from algo.models import build_model, family_of, get_spec
+from algo.quality.metrics import (
+    NO_VAE,
+    _load_vae,
+    _lpips,
+    decode_latents,
+    frame_metrics,
+    latent_metrics,
+    lpips_status,
+    pareto_front,
+)
+from algo.reuse.fake_quant import ReuseError, parse_ops, snr_db_energy, theta_for
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSchedule, ThetaSpec
-from algo.reuse.torch_hooks import ReuseError, ReuseHooks, parse_ops, snr_db_energy, theta_for
+from algo.reuse.torch_hooks import ReuseHooks
 
-__all__ = [
-    "DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "NO_VAE", "frame_metrics", "latent_metrics", "lpips_status",
-    "pareto_front", "run_quality", "sweep_quality", "to_jsonable", "write_sweep",
-]
+__all__ = ["DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "run_quality", "sweep_quality", "to_jsonable", "write_sweep"]
 
 #: Default number of Euler steps run (the last 10 of the 50-step schedule: sigma 0.54 -> 0).
 DEFAULT_STEPS = 10
@@ -86,137 +94,10 @@ DEFAULT_NUM_INFERENCE_STEPS = 50
 #: Project choice: points around `algo.reuse.thresholds.DEFAULT_THETA` (4, 12) from lossless to mostly
 #: REUSE; the quality-sweep tables in docs/results.md use this list.
 DEFAULT_SWEEP_THETAS = ((0, 0), (0.5, 2), (1, 4), (2, 6), (2, 8), (4, 12), (4, 16), (6, 20), (8, 24), (12, 32))
-NO_VAE = "no VAE checkpoint given"
-#: SSIM window (scikit-image default for 2-D images, 7); smaller odd windows for tiny frames.
-SSIM_WIN = 7
+#: How frames of the trained size are decoded (no VAE): the latent transform's pseudo-inverse.
+PCA_DECODER = "patch PCA pseudo-inverse (algo.train.patch_pca), clipped to [0, 1]"
 
 ProgressFn = Callable[[int, int, str], None]
-
-
-# -- metrics ---------------------------------------------------------------------------------------
-
-def _psnr(ref: np.ndarray, test: np.ndarray, data_range: float) -> float:
-    from skimage.metrics import peak_signal_noise_ratio
-
-    if np.array_equal(ref, test):
-        return math.inf  # skimage divides by a zero MSE
-    return float(peak_signal_noise_ratio(ref, test, data_range=data_range))
-
-
-def _ssim_frames(ref: np.ndarray, test: np.ndarray, data_range: float) -> float:
-    """Mean SSIM over frames of ``[T, H, W, C]`` arrays (channel axis last); NaN if frames < 3 px."""
-    from skimage.metrics import structural_similarity
-
-    side = min(ref.shape[1], ref.shape[2])
-    win = min(SSIM_WIN, side if side % 2 else side - 1)
-    if win < 3:
-        return math.nan
-    vals = [structural_similarity(r, t, win_size=win, data_range=data_range, channel_axis=-1)
-            for r, t in zip(ref, test, strict=True)]
-    return float(np.mean(vals))
-
-
-def latent_metrics(ref: np.ndarray, test: np.ndarray) -> dict:
-    """PSNR/SSIM of latents against a reference.
-
-    Args:
-        ref, test: ``[1, C, F, H, W]`` float latents (``ref`` = the exact run's final latents).
-
-    Returns:
-        ``{"psnr_db", "ssim", "data_range", "max_abs_diff", "bit_identical"}``: ``data_range`` =
-        ``ref.max() - ref.min()`` (used by both metrics); PSNR over all elements (inf when equal);
-        SSIM per latent frame as an ``H x W`` image with C channels, mean over frames.
-    """
-    r = np.asarray(ref, dtype=np.float64)[0]
-    t = np.asarray(test, dtype=np.float64)[0]
-    if r.shape != t.shape:
-        raise ReuseError(f"latent shapes differ: {r.shape} vs {t.shape}")
-    dr = float(r.max() - r.min()) or 1.0
-    return {
-        "psnr_db": _psnr(r, t, dr),
-        "ssim": _ssim_frames(np.moveaxis(r, 0, -1), np.moveaxis(t, 0, -1), dr),
-        "data_range": dr,
-        "max_abs_diff": float(np.max(np.abs(r - t))),
-        "bit_identical": bool(np.array_equal(np.asarray(ref), np.asarray(test))),
-    }
-
-
-def frame_metrics(ref: np.ndarray, test: np.ndarray) -> dict:
-    """PSNR/SSIM of decoded RGB frames ``[T, H, W, 3]`` in [0, 1] (data range 1)."""
-    return {"psnr_db": _psnr(ref, test, 1.0), "ssim": _ssim_frames(ref, test, 1.0), "data_range": 1.0}
-
-
-def lpips_status(frames_available: bool) -> str | None:
-    """None when LPIPS can be computed locally, else the explicit reason it is unavailable.
-
-    Needs the ``lpips`` package, its linear-layer weights (shipped in the package,
-    ``lpips/weights/v0.1/alex.pth``), torchvision's AlexNet backbone weights already in the torch hub
-    cache (``<torch.hub.get_dir()>/checkpoints/alexnet-owt-*.pth``; nothing is downloaded), and
-    decoded RGB frames (LPIPS is defined on images, not latents).
-    """
-    spec = importlib.util.find_spec("lpips")
-    if spec is None or spec.origin is None:
-        return "unavailable (no local weights: the lpips package is not installed)"
-    if importlib.util.find_spec("torchvision") is None:
-        return "unavailable (no local weights: torchvision, which lpips needs, is not installed)"
-    lin = Path(spec.origin).parent / "weights" / "v0.1" / "alex.pth"
-    hub = Path(torch.hub.get_dir()) / "checkpoints"
-    if not lin.exists() or not any(hub.glob("alexnet-owt-*.pth")):
-        return f"unavailable (no local weights: need {lin} and {hub}/alexnet-owt-*.pth)"
-    if not frames_available:
-        return f"unavailable (needs decoded frames: {NO_VAE})"
-    return None
-
-
-def _lpips(ref: np.ndarray, test: np.ndarray) -> float:
-    """Mean LPIPS (AlexNet) over frames of ``[T, H, W, 3]`` in [0, 1]; lpips expects [-1, 1]."""
-    import lpips
-
-    net = lpips.LPIPS(net="alex", verbose=False)
-    to_t = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).permute(0, 3, 1, 2) * 2 - 1  # noqa: E731
-    with torch.no_grad():
-        return float(net(to_t(ref), to_t(test)).mean())
-
-
-def _load_vae(path: str | Path, vae_class: str | None = "AutoencoderKLWan"):
-    """A diffusers ``AutoencoderKLWan`` (the family's `Family.vae_class`) from a local folder (or a
-    pipeline folder with ``vae/``).
-
-    Raises:
-        ReuseError: the family has no VAE decoding here, or the checkpoint does not load.
-    """
-    if vae_class != "AutoencoderKLWan":
-        raise ReuseError("decoded-frame metrics need a Wan VAE: only Wan-family latents are decoded")
-    from diffusers import AutoencoderKLWan
-
-    p = Path(path)
-    if not p.exists():
-        raise ReuseError(f"VAE checkpoint not found: {p}")
-    sub = "vae" if (p / "vae" / "config.json").exists() else None
-    try:
-        vae = AutoencoderKLWan.from_pretrained(p, subfolder=sub, local_files_only=True, low_cpu_mem_usage=False)
-    except Exception as err:  # diffusers raises OSError/ValueError/EnvironmentError variants
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ReuseError(f"cannot load a Wan VAE from {p}: {first}") from None
-    vae.eval()
-    vae.requires_grad_(False)
-    return vae
-
-
-def decode_latents(vae, latents: np.ndarray) -> np.ndarray:
-    """Decode normalised latents ``[1, 16, F, H, W]`` with a Wan VAE: frames ``[T, 8H, 8W, 3]`` in [0, 1].
-
-    As diffusers' ``WanPipeline``: ``z = latents * latents_std + latents_mean`` (per channel, from the
-    VAE config), ``vae.decode(z)``, output in [-1, 1] clamped and mapped to [0, 1].
-    """
-    z_dim = int(vae.config.z_dim)
-    x = torch.from_numpy(np.asarray(latents, dtype=np.float32)).to(vae.dtype)
-    mean = torch.tensor(vae.config.latents_mean, dtype=x.dtype).view(1, z_dim, 1, 1, 1)
-    std = torch.tensor(vae.config.latents_std, dtype=x.dtype).view(1, z_dim, 1, 1, 1)
-    with torch.no_grad():
-        video = vae.decode(x * std + mean, return_dict=False)[0]  # [1, 3, T, H, W]
-    frames = ((video.float().clamp(-1, 1) + 1) / 2)[0].permute(1, 2, 3, 0)
-    return frames.numpy().astype(np.float64)
 
 
 @contextlib.contextmanager
@@ -240,7 +121,7 @@ def _threads(n: int | None):
 class _Setup:
     """Model, inputs and schedule shared by every run of one configuration."""
 
-    def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift):
+    def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights=None):
         spec = get_spec(model, size)
         cfg = spec.sizes[size]
         fam = family_of(spec)
@@ -258,16 +139,28 @@ class _Setup:
         self.schedule = fam.schedule(num_inference_steps, shift)
         self.steps, self.n_sched, self.image, self.pan_px = steps, num_inference_steps, image, pan_px
         self.shift = getattr(self.schedule, "shift", None)  # None: not a flow-matching schedule
-        self.net, self.weights = build_model(spec.name, size, seed)
+        if weights is not None and not Path(weights).expanduser().exists():
+            raise ReuseError(f"--weights: checkpoint not found: {Path(weights).expanduser().resolve()}")
+        self.net, self.weights = build_model(spec.name, size, seed, weights=weights)
+        #: decoded frames without a VAE: the patch PCA's pseudo-inverse for the trained size
+        self.pca = None
+        if spec.latents.get(size) == "patch_pca":
+            from algo.train import patch_pca
+
+            self.pca = patch_pca.load()
         self.dtype = next(self.net.parameters()).dtype
         p_t, p_h, p_w = patch_of(cfg)
         self.latent_grid = (grid[0] * p_t, grid[1] * p_h, grid[2] * p_w)
-        x0 = lat.image_latents(self.latent_grid, pan_px=pan_px, image=image)
+        x0 = lat.model_latents(spec, size, self.latent_grid, pan_px=pan_px, image=image)
         eps = lat.noise_like(x0, seed)
         self.sigmas = self.schedule.sigmas
         self.start = num_inference_steps - steps
         self.x_start = self.schedule.noised(x0, eps, self.start)
         self.inputs = fam.inputs(cfg, self.net, grid, seed, self.dtype, TEXT_TOKENS)
+        self.prompt = lat.class_prompt(spec, size, image)
+        if self.prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
+            self.inputs = dataclasses.replace(
+                self.inputs, text=torch.from_numpy(self.prompt[1](self.inputs.text.shape[-1])).to(self.dtype))
 
     def describe(self) -> dict:
         return {
@@ -276,8 +169,9 @@ class _Setup:
             "tokens": int(np.prod(self.grid)), "num_inference_steps": self.n_sched, "steps": self.steps,
             "start_step": self.start, "shift": self.shift,
             "sigmas": [float(s) for s in self.sigmas[self.start:]],
-            "start": (f"{self.image} panned {self.pan_px} px/latent frame (algo.latents stand-in encoder), "
+            "start": (f"{self.image} panned {self.pan_px} px/latent frame ({lat.encoder_name(self.spec, self.size)}), "
                       f"noised to sigma[{self.start}] = {float(self.sigmas[self.start]):.4f} with seeded eps"),
+            "text": self.prompt[0] if self.prompt else f"{TEXT_TOKENS} seeded N(0,1) tokens",
         }
 
 
@@ -412,6 +306,10 @@ def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, prog
         frames = {m: decode_latents(v, finals[m]) for m in ("exact", "reuse")}
         res["frames"] = {"vae": str(vae), "shape": list(frames["exact"].shape),
                          **frame_metrics(frames["exact"], frames["reuse"])}
+    elif setup.pca is not None:
+        frames = {m: np.clip(setup.pca.decode(finals[m]), 0.0, 1.0) for m in ("exact", "reuse")}
+        res["frames"] = {"decoder": PCA_DECODER, "shape": list(frames["exact"].shape),
+                         **frame_metrics(frames["exact"], frames["reuse"])}
     else:
         res["frames"] = NO_VAE
     why = lpips_status(frames is not None)
@@ -459,6 +357,7 @@ def run_quality(
     threads: int | None = 1,
     policy: str | None = None,
     policy_params: dict | None = None,
+    weights: str | Path | None = None,
 ) -> dict:
     """Sample with and without reuse and measure the difference (module docstring).
 
@@ -468,7 +367,7 @@ def run_quality(
         theta: ``(theta1, theta2)``, a dict op -> pair (optional ``"default"``; missing ops take it, else
             (4, 12)), ``callable(step_index, op) -> pair`` with ``step_index`` in ``0..N-1``, or an
             `algo.reuse.thresholds.ThetaSchedule` (``parse_theta("4,12; ffn1@45-49=8,24")``); int8 units per channel.
-        ops: op types with reuse (names from `algo.reuse.torch_hooks.ALL_OPS`, or "all"/"self"/"none"/"a,b").
+        ops: op types with reuse (names from `algo.reuse.fake_quant.ALL_OPS`, or "all"/"self"/"none"/"a,b").
         seed: weights, text, noise.
         grid: token grid ``(F, H, W)``; None: the size's default (tiny: 4x8x8).
         b_msb: reused high bits of PARTIAL.
@@ -486,6 +385,9 @@ def run_quality(
             instead, on its own ops (``ops`` is then ignored) with ``theta``'s theta1 as its default
             threshold; the result's ``mac_saved_fraction`` is skip + half / 2 of the policy's ops.
         policy_params: the policy's parameters (`algo.reuse.policies.check_policy`).
+        weights: None (seeded) or a checkpoint (`algo.models.build_model`), e.g. the trained
+            ``small`` model's ``algo/train/assets/wan-small/diffusion_pytorch_model.safetensors``.
+            The ``small`` size decodes frames with the patch PCA (frame PSNR/SSIM without a VAE).
 
     Returns:
         A dict (JSON-ready through `to_jsonable`): the configuration, ``per_op`` (fractions, SNRs),
@@ -512,26 +414,9 @@ def run_quality(
         # fail on a bad theta before building the model (_Setup reports bad steps)
         _theta_table(theta, op_list, list(range(num_inference_steps - steps, num_inference_steps)))
     with _threads(threads):
-        setup = _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift)
+        setup = _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights)
         return _run(setup, theta, op_list, b_msb, quant_ops, float_reference, vae, progress,
                     keep_latents=keep_latents, policy=policy, policy_params=policy_params)
-
-
-# -- sweep -----------------------------------------------------------------------------------------
-
-def pareto_front(saved: Sequence[float], psnr: Sequence[float]) -> list[int]:
-    """Indices of points on the front "max PSNR for a given reuse fraction".
-
-    A point is on the front when no other point saves at least as much with at least the same
-    PSNR, one of them strictly more. Returned sorted by saved fraction, ascending.
-    """
-    idx = []
-    for i, (s, p) in enumerate(zip(saved, psnr, strict=True)):
-        dominated = any((s2 >= s and p2 >= p) and (s2 > s or p2 > p)
-                        for j, (s2, p2) in enumerate(zip(saved, psnr, strict=True)) if j != i)
-        if not dominated:
-            idx.append(i)
-    return sorted(idx, key=lambda i: (saved[i], -psnr[i] if math.isfinite(psnr[i]) else -math.inf))
 
 
 def sweep_quality(
@@ -551,6 +436,7 @@ def sweep_quality(
     shift: float = lat.DEFAULT_SHIFT,
     progress: ProgressFn | None = None,
     threads: int | None = 1,
+    weights: str | Path | None = None,
 ) -> dict:
     """Quality against reuse fraction over a list of (theta1, theta2), one model instance.
 
@@ -578,7 +464,7 @@ def sweep_quality(
             _theta_table(tuple(t), op_list, [0])
     with _threads(threads):
         return _sweep(thetas, out_dir, op_list, b_msb, progress,
-                      _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift))
+                      _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights))
 
 
 def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: _Setup) -> dict:
@@ -596,12 +482,14 @@ def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: _Setup) -> dict:
             "theta1": th[0], "theta2": th[1], **fr, "mac_saved": r["mac_saved_fraction"],
             "latent_psnr_db": r["latents"]["psnr_db"], "latent_ssim": r["latents"]["ssim"],
             "velocity_snr_db": r["velocity_snr_db"], "update_snr_db": r["update_snr_db"],
+            **({"frame_psnr_db": r["frames"]["psnr_db"], "frame_ssim": r["frames"]["ssim"]}
+               if isinstance(r["frames"], dict) else {}),
             "snr_db": {op: r["per_op"][op]["snr_db"] for op in r["quant_ops"]},
             "local_snr_db": {op: r["per_op"][op]["local_snr_db"] for op in op_list},
         })
     config = {k: v for k, v in r.items() if k in (
         "model", "size", "weights", "seed", "grid", "latent_grid", "tokens", "num_inference_steps", "steps",
-        "start_step", "shift", "sigmas", "start", "ops", "quant_ops", "b_msb", "quantisation", "reference")}
+        "start_step", "shift", "sigmas", "start", "text", "ops", "quant_ops", "b_msb", "quantisation", "reference")}
     front = pareto_front([p["mac_saved"] for p in points], [p["latent_psnr_db"] for p in points])
     res = {"config": config, "points": points, "pareto": front, "int8_vs_float": int8_vs_float,
            "lpips": r["lpips"], "frames": r["frames"], "files": []}
@@ -635,12 +523,19 @@ def _fmt(v: float, nd: int = 2) -> str:
     return f"{v:.{nd}f}" if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
 
 
+def weights_label(weights: str, seed: int) -> str:
+    """``weights seeded, untrained (seed N)`` or ``weights trained (checkpoint NAME)``, from a weights description."""
+    if str(weights).startswith("seeded"):
+        return f"weights seeded, untrained (seed {seed})"
+    return f"weights trained (checkpoint {Path(str(weights).split(': ', 1)[-1]).name})"
+
+
 def caption(config: dict) -> str:
     """One-line figure caption: model, size, weights, steps, grid, seed, reference."""
     shift = config["shift"]
     sampler = "DDIM" if shift is None else "Euler"
     sched = f"{config['num_inference_steps']}" + ("" if shift is None else f", shift {shift:g}")
-    return (f"{config['model']} ({config['size']}), weights seeded, untrained (seed {config['seed']}); "
+    return (f"{config['model']} ({config['size']}), {weights_label(config['weights'], config['seed'])}; "
             f"{config['steps']} {sampler} steps (last {config['steps']} of {sched}) from noised real-image latents; "
             f"grid {'x'.join(map(str, config['grid']))} tokens; ops {','.join(config['ops'])}; "
             "reference: int8 run without reuse")
@@ -668,6 +563,8 @@ def write_sweep(res: dict, out_dir: str | Path) -> list[Path]:
 
     fields = ["theta1", "theta2", "compute", "partial", "reuse", "mac_saved", "latent_psnr_db", "latent_ssim",
               "velocity_snr_db", "update_snr_db", "pareto"] + [f"snr_db_{o}" for o in ops] + [f"local_snr_db_{o}" for o in cfg["ops"]]
+    frames = bool(pts) and "frame_psnr_db" in pts[0]
+    fields += ["frame_psnr_db", "frame_ssim"] if frames else []
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(fields)
@@ -676,7 +573,8 @@ def write_sweep(res: dict, out_dir: str | Path) -> list[Path]:
                     _fmt(p["reuse"], 5), _fmt(p["mac_saved"], 5), _fmt(p["latent_psnr_db"], 3),
                     _fmt(p["latent_ssim"], 5), _fmt(p["velocity_snr_db"], 3), _fmt(p["update_snr_db"], 3),
                     int(i in front)]
-                   + [_fmt(p["snr_db"][o], 3) for o in ops] + [_fmt(p["local_snr_db"][o], 3) for o in cfg["ops"]])
+                   + [_fmt(p["snr_db"][o], 3) for o in ops] + [_fmt(p["local_snr_db"][o], 3) for o in cfg["ops"]]
+                   + ([_fmt(p["frame_psnr_db"], 3), _fmt(p["frame_ssim"], 5)] if frames else []))
     written.append(atomic_write_bytes(out / "quality_sweep.csv", buf.getvalue().encode()))
     written.append(atomic_write_bytes(out / "quality_sweep.json",
                                       (json.dumps(to_jsonable({k: v for k, v in res.items() if k != "files"}),

@@ -158,18 +158,21 @@ def measure_quality(results: dict, trace: Trace, steps: int, names=tuple(POLICY_
                     progress: Callable[[int, int, str], None] | None = None) -> dict:
     """Measured quality of Kaleido (the trace's first theta) and each policy baseline, in place.
 
-    Runs `algo.quality.run_quality` on the trace's model, size, seed and grid for the last ``steps``
+    Runs `algo.quality.run_quality` on the trace's model, size, seed, grid and weights (the checkpoint
+    named in the trace's ``weights``, `algo.models.checkpoint_of`) for the last ``steps``
     sampling steps (consecutive steps: inter-step policies see one-step neighbours), once with
     Kaleido's reuse (``results["quality"]``) and once per policy (``baselines[name]["quality"]``):
     ``latent_psnr_db``, ``latent_ssim``, ``velocity_snr_db``, ``mac_saved_fraction`` (of the
     policy's own ops), ``steps``, ``theta``. Dense and A100 are the exact run (quality = reference).
     """
+    from algo.models import checkpoint_of
     from algo.quality import run_quality
 
     params = params or {}
     theta = tuple(trace.ops[0].theta)
     common = {"model": trace.model, "size": trace.size, "steps": steps, "seed": trace.seed,
-              "grid": tuple(trace.grid), "theta": theta, "float_reference": False, "b_msb": trace.b_msb}
+              "grid": tuple(trace.grid), "theta": theta, "float_reference": False, "b_msb": trace.b_msb,
+              "weights": checkpoint_of(trace.weights)}
 
     def summary(r: dict) -> dict:
         return {"latent_psnr_db": r["latents"]["psnr_db"], "latent_ssim": r["latents"]["ssim"],

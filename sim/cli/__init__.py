@@ -1,11 +1,11 @@
-"""The ``kaleido`` command line: capture, synth, inspect, simulate, report, baselines, quality, quality-sweep, area, rtl, presets, sweep.
+"""The ``kaleido`` command line: capture, synth, inspect, simulate, report, explain, baselines, quality, quality-sweep, train, area, rtl, presets, sweep.
 
 Every subcommand has ``--help``. Invalid input (missing or corrupt trace, wrong version, unknown
 model or preset, bad config) ends with a one-line ``error: ...`` on stderr and exit code 2, and
 leaves no partial output file behind (outputs are written atomically).
 
 One module per command group: `traces` (capture, synth, inspect), `simulation` (simulate, baselines, sweep),
-`reports` (report), `quality` (quality, quality-sweep), `hardware` (area, rtl, presets); `common`
+`reports` (report, explain), `quality` (quality, quality-sweep), `training` (train), `hardware` (area, rtl, presets); `common`
 holds the app, the error contract and the option parsers. Commands are registered here, in the
 order ``--help`` lists them.
 """
@@ -16,7 +16,7 @@ import sys
 
 import typer
 
-from sim.cli import hardware, quality, reports, simulation, traces
+from sim.cli import hardware, quality, reports, simulation, traces, training
 from sim.cli.common import app
 
 app.command()(traces.capture)
@@ -24,9 +24,11 @@ app.command()(traces.synth)
 app.command()(traces.inspect)
 app.command()(simulation.simulate)
 app.command()(reports.report)
+app.command()(reports.explain)
 app.command()(simulation.baselines)
 app.command()(quality.quality)
 app.command("quality-sweep")(quality.quality_sweep)
+app.command()(training.train)
 app.command()(hardware.area)
 app.command()(hardware.rtl)
 app.command()(hardware.presets)
@@ -51,7 +53,7 @@ for _cmd in app.registered_commands:
 
 
 def _register_workload() -> None:
-    from sim.workload.cli import workload_app
+    from sim.cli.workload import workload_app
 
     app.add_typer(workload_app, name="workload")
 

@@ -161,6 +161,7 @@ def db(v: float) -> str:
 def size_label(size: str) -> str:
     """``size tiny (reduced test model)`` / ``size full (published config)``: what a trace's size means."""
     return {"tiny": "size tiny (reduced test model, not the published config)",
+            "small": "size small (the trained model's config, not the published one)",
             "full": "size full (published config)"}.get(size, f"size {size}")
 
 

@@ -23,7 +23,8 @@ from sim.cli.common import (
 
 def quality(
     model: Annotated[str, typer.Option(help="model name, e.g. wan2.1-t2v-1.3b")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
+    size: Annotated[str, typer.Option(help="'tiny', 'small' (the trained model's config, with --weights) or "
+                                           "'full'")] = "tiny",
     steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (int8 units per channel), or rules as "
@@ -35,6 +36,9 @@ def quality(
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full result JSON here")] = None,
     vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
+    weights: Annotated[Path | None, typer.Option(help="checkpoint (.safetensors or diffusers folder; default: seeded "
+                                                      "weights), e.g. the trained --size small model "
+                                                      "algo/train/assets/wan-small/diffusion_pytorch_model.safetensors")] = None,
 ) -> None:
     """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
     from algo.reuse.thresholds import parse_theta
@@ -49,18 +53,19 @@ def quality(
     g = parse_grid(grid)
     if vae is not None and not vae.exists():
         fail(f"VAE checkpoint not found: {vae}")
-    from algo.quality import run_quality, to_jsonable
+    from algo.quality import run_quality, to_jsonable, weights_label
 
     try:
         with progress_callback("quality") as cb:
             res = run_quality(model=model, size=size, steps=steps, theta=th, ops=ops, seed=seed, grid=g,
-                              num_inference_steps=num_inference_steps, b_msb=b_msb, vae=vae, progress=cb)
+                              num_inference_steps=num_inference_steps, b_msb=b_msb, vae=vae, progress=cb,
+                              weights=weights)
     except known_errors() as err:
         fail(str(err))
     if json_out is not None:
         write_json_atomic(json_out, to_jsonable(res))
     out = stdout_console()
-    out.print(f"[bold]{res['model']}[/] ({res['size']}), weights seeded, untrained (seed {res['seed']}); "
+    out.print(f"[bold]{res['model']}[/] ({res['size']}), {weights_label(res['weights'], res['seed'])}; "
               f"{res['steps']} Euler steps (last {res['steps']} of {res['num_inference_steps']}), grid "
               f"{'x'.join(map(str, res['grid']))}; theta {theta}; b_msb {res['b_msb']}")
     t = Table("op", "reuse", "C/P/R % (elements)", "local SNR dB", "SNR vs exact dB")
@@ -82,7 +87,9 @@ def quality(
         out.print(f"context, int8 without reuse vs fp32: latent PSNR {db(iv['psnr_db'])} dB, "
                   f"model-output SNR {db(iv['velocity_snr_db'])} dB")
     fr = res["frames"]
-    out.print("frames: " + (fr if isinstance(fr, str) else f"PSNR {db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f}"))
+    out.print("frames: " + (fr if isinstance(fr, str) else
+                            f"decoded vs exact PSNR {db(fr['psnr_db'])} dB, SSIM {fr['ssim']:.4f} "
+                            f"({fr.get('decoder') or 'VAE ' + str(fr.get('vae'))})"))
     lp = res["lpips"]
     out.print(f"lpips: {lp if isinstance(lp, str) else f'{lp:.4f}'}")
     if json_out is not None:
@@ -93,13 +100,15 @@ def quality_sweep(
     thetas: Annotated[str, typer.Option(help="theta pairs 't1,t2;t1,t2;...'")] = "0,0;1,4;2,8;4,12;8,24",
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("reports/quality"),
     model: Annotated[str, typer.Option(help="model name")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' or 'full'")] = "tiny",
+    size: Annotated[str, typer.Option(help="'tiny', 'small' (the trained model's config, with --weights) or "
+                                           "'full'")] = "tiny",
     steps: Annotated[int, typer.Option(help="Euler steps run: the last N of the schedule")] = 10,
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     ops: Annotated[str, typer.Option(help="ops with reuse (as `kaleido quality`)")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
     grid: Annotated[str, typer.Option(help="token grid F,H,W (default: the size's default)")] = "",
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
+    weights: Annotated[Path | None, typer.Option(help="checkpoint (default: seeded weights); as `kaleido quality`")] = None,
 ) -> None:
     """Quality vs reuse fraction over several thresholds: CSV, JSON and a figure with the Pareto front."""
     pairs = [parse_theta_pair(p, "--thetas entry") for p in thetas.split(";") if p.strip()]
@@ -107,24 +116,29 @@ def quality_sweep(
         fail("--thetas must list at least one pair 't1,t2'")
     g = parse_grid(grid)
     check_out(out, folder=True)
-    from algo.quality import sweep_quality
+    from algo.quality import sweep_quality, weights_label
 
     try:
         with progress_callback("quality sweep") as cb:
             res = sweep_quality(thetas=pairs, out_dir=out, model=model, size=size, steps=steps, ops=ops, seed=seed,
-                                grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb)
+                                grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb,
+                                weights=weights)
     except known_errors() as err:
         fail(str(err))
     con = stdout_console()
     c = res["config"]
-    con.print(f"[bold]{c['model']}[/] ({c['size']}), weights seeded, untrained; {c['steps']} steps; grid "
+    con.print(f"[bold]{c['model']}[/] ({c['size']}), {weights_label(c['weights'], c['seed'])}; {c['steps']} steps; grid "
               f"{'x'.join(map(str, c['grid']))}; reference: int8 without reuse")
-    t = Table("theta", "MACs C/P/R %", "saved %", "PSNR dB", "SSIM", "v SNR dB", "Pareto")
+    frames = bool(res["points"]) and "frame_psnr_db" in res["points"][0]
+    t = Table("theta", "MACs C/P/R %", "saved %", "PSNR dB", "SSIM", "v SNR dB",
+              *(("frame PSNR dB", "frame SSIM") if frames else ()), "Pareto")
     for i, p in enumerate(res["points"]):
         t.add_row(f"{p['theta1']:g},{p['theta2']:g}", f"{100 * p['compute']:.1f}/{100 * p['partial']:.1f}/"
                   f"{100 * p['reuse']:.1f}",
                   f"{p['mac_saved']:.1%}", db(p["latent_psnr_db"]), f"{p['latent_ssim']:.4f}",
-                  db(p["velocity_snr_db"]), "*" if i in res["pareto"] else "")
+                  db(p["velocity_snr_db"]),
+                  *((db(p["frame_psnr_db"]), f"{p['frame_ssim']:.4f}") if frames else ()),
+                  "*" if i in res["pareto"] else "")
     con.print(t)
     con.print(f"lpips: {res['lpips']}; frames: {res['frames'] if isinstance(res['frames'], str) else 'decoded'}")
     for f in res["files"]:

@@ -1,4 +1,5 @@
-"""``kaleido report``: tables and figures from results JSON files (`sim.report`)."""
+"""``kaleido report`` and ``kaleido explain``: tables and figures from results JSON files (`sim.report`), and why
+each op is as fast and as costly as it is (`sim.report.explain`)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ from sim.cli.common import (
     check_out,
     fail,
     known_errors,
+    stdout_console,
 )
 
 
 def report(
     results: Annotated[list[Path], typer.Argument(
-        help="results JSON files from `kaleido simulate --json` or `kaleido baselines --json`")],
+        help="results JSON files from `kaleido simulate --json` or `kaleido baselines --json`, or one sweep "
+             "table (results.parquet from `kaleido sweep`: Pareto and speedup-per-axis figures)")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder")] = Path("reports"),
 ) -> None:
     """Write Markdown/CSV tables and figures (cycles, energy, area, reuse heat map; with baselines:
@@ -25,11 +28,55 @@ def report(
 
     check_out(out, folder=True)
     removed: list[Path] = []
+    tables = [p for p in results if p.suffix == ".parquet"]
+    if tables and len(tables) != len(results):
+        fail("give either sweep tables (.parquet from `kaleido sweep`) or results JSON files, not both")
+    if len(tables) > 1:
+        fail("give one sweep table at a time")
     try:
-        paths = write_report(results, out, removed=removed)
+        if tables:
+            from sim.sweep.figures import write_sweep_report
+
+            paths = write_sweep_report(tables[0], out)
+        else:
+            paths = write_report(results, out, removed=removed)
     except known_errors() as err:
         fail(str(err))
     for p in paths:
         typer.echo(f"wrote {p}")
     for p in removed:
         typer.echo(f"removed stale {p} (an earlier report's file that this report does not write)")
+
+
+def explain(
+    results: Annotated[Path, typer.Argument(help="results JSON from `kaleido simulate TRACE --json`")],
+) -> None:
+    """Why each op is as fast and as costly as it is (sim/report/explain.py): the speedup chain ideal -> dispatcher
+    slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, drain,
+    vector, similarity, DRAM), and the energy components that differ most from dense."""
+    from sim.report.explain import ExplainError, explain_rows, load_results, totals
+
+    try:
+        res = load_results(results)
+    except ExplainError as err:
+        fail(str(err))
+    out = stdout_console()
+    from rich.table import Table
+
+    t = Table(title=f"{results}: speedup chain per op (x dense) and what binds")
+    for col in ("op", "block", "step", "ideal", "slots", "array", "end to end", "binds", "dense binds",
+                "energy / dense", "largest energy differences (uJ)"):
+        t.add_column(col)
+    for r in explain_rows(res):
+        name = r["name"] + (f" (fused with {r['fused']})" if r["fused"] else "")
+        diffs = ", ".join(f"{k} {d / 1e6:+,.0f}" for k, d in r["energy_top"])
+        t.add_row(name, str(r["block"]), str(r["step"]), f"{r['ideal']:.2f}", f"{r['slots']:.2f}", f"{r['array']:.2f}",
+                  f"{r['end_to_end']:.2f}", r["binds"], r["dense_binds"], f"{r['energy_ratio']:.2f}", diffs)
+    out.print(t)
+    tot = totals(res)
+    out.print(f"all ops: ideal {tot['ideal']:.2f}x -> array {tot['array']:.2f}x -> end to end {tot['end_to_end']:.2f}x"
+              + (f"; energy saving {tot['energy_saving']:.3f}" if tot["energy_saving"] is not None else ""))
+    if tot["energy"]:
+        parts = ", ".join(f"{k} {tot['energy'][k] / 1e6:,.0f}/{tot['dense_energy'].get(k, 0) / 1e6:,.0f}"
+                          for k in tot["energy"] if tot["energy"][k] or tot["dense_energy"].get(k))
+        out.print(f"energy by component, Kaleido/dense uJ: {parts}")

@@ -154,7 +154,7 @@ def simulate(
         if (gemm or dataflow or timing or no_dispatcher or checksum or engine != "model" or theta_index or tech
                 or workers != 1 or scheduler):
             fail("a workload takes --devices, --config, --reuse, --seed and --json only")
-        from sim.workload.cli import simulate_workload_cmd
+        from sim.cli.workload import simulate_workload_cmd
 
         simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
         return

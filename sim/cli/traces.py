@@ -26,8 +26,10 @@ def capture(
     out: Annotated[Path, typer.Option("--out", "-o", help="trace file to write (.npz)")],
     model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
                                             "cogvideox-5b")] = "wan2.1-t2v-1.3b",
-    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests and the demo) or 'full' (the "
-                                           "published config) (default: tiny; full with --shape-only)")] = "",
+    size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests), 'small' (the trained model's config: "
+                                           "give --weights algo/train/assets/wan-small/diffusion_pytorch_model.safetensors"
+                                           ") or 'full' (the published config) (default: tiny; full with "
+                                           "--shape-only)")] = "",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (mean |diff| per channel, int8 units); "
@@ -134,10 +136,10 @@ def synth(
     seed: Annotated[int, typer.Option(help="seed of the decision field")] = 0,
 ) -> None:
     """Write a deterministic synthetic decision trace for every op of the named blocks and steps
-    (algo/synth.py): regions of HxW positions share a code per channel group, drawn with
+    (algo/workloads/synth.py): regions of HxW positions share a code per channel group, drawn with
     (COMPUTE, PARTIAL, REUSE) = (1 - r - p, p, r) and kept from frame to frame with chance q.
     `kaleido simulate OUT` runs it like a captured decision trace."""
-    from algo.synth import SynthError, SynthField, parse_region, synth_trace
+    from algo.workloads.synth import SynthError, SynthField, parse_region, synth_trace
 
     check_out(out)
     step_list = parse_ints(steps, "--steps")
@@ -171,7 +173,7 @@ def inspect(
     from algo.workloads.format import is_workload_file
 
     if is_workload_file(trace):  # a workload (`kaleido workload ...`), not a trace
-        from sim.workload.cli import inspect_workload
+        from sim.cli.workload import inspect_workload
 
         inspect_workload(trace, as_json)
         return

@@ -97,6 +97,13 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   dense ``ceil(M / R)``, Kaleido ``ceil(HW / R) x F`` per column block (D5: a partly filled last
   position block per frame). For an op with a ``w``-axis group, R reads ``floor(R / W) * W`` here
   (a Kaleido position block holds whole image rows, D4).
+  Kaleido also has a window order (`kaleido_dram`; docs/decisions.md D34): when one scheduler
+  window's X over all frames (``w x R x F x K`` bytes, plus the X_eff state; the op's window w is
+  the largest up to ``scheduler_window_tiles`` that fits, `scheduler_window`)
+  fits the input SRAM and ``s_w >= 1``, the similarity pass decides the window from the SRAM (no
+  second DRAM read of X; the decision codes stay on chip) and the array runs its tiles for each
+  group of ``s_w`` resident column blocks: X read ``ceil(n_cb / s_w)`` times, W once. It is taken
+  when cheaper than the better of A and B plus the similarity pass.
 
 Vector unit (same for both designs; fp16 adds and multiplies, per batch element):
 - every op: requantise each output (1 mult + 1 add, M N);
@@ -122,7 +129,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.timing.dispatch import pair_runs, position_block, position_order
+from sim.timing.dispatch import WINDOW_TILES, pair_runs, position_block, position_order
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -134,7 +141,7 @@ LINK_BITS = 17 + 13
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
 ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits")
-SRAM_BUFFERS = ("input", "weight", "output", "partial")
+SRAM_BUFFERS = ("input", "weight", "output", "partial", "score")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
@@ -245,7 +252,8 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
     return out
 
 
-def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True) -> dict[str, int]:
+def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True,
+               tile_like=None, window_tiles: int = WINDOW_TILES) -> dict[str, int]:
     """Per-column-block sums over the reuse tiling of one GEMM and one batch element.
 
     With ``dispatcher`` the tiling is the cycle model's: the scheduler's position order
@@ -277,14 +285,18 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
         groups: ``(k_start, k_stop, axis)`` per group, contiguous from channel 0.
         rows: the array's R (tile height). An op with a ``w``-axis group tiles
             ``floor(R / W) * W`` positions in raster order (`sim.timing.dispatch.position_block`, D4).
+        tile_like: groups whose tiling the op follows (a fused ``pv`` takes its ``qk``'s query
+            tiles, sim/timing/attention.py); None = its own.
+        window_tiles: scheduler window in position blocks (`sim.timing.dispatch.schedule_positions`).
     """
     F, H, W = grid  # noqa: N806
     hw = H * W
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
-    block = position_block(grid, groups, rows)  # R, or whole image rows for a w-axis op (D4)
-    order = position_order(dec, grid, groups, rows, dispatcher)
+    tiling = groups if tile_like is None else tile_like
+    block = position_block(grid, tiling, rows)  # R, or whole image rows for a w-axis op (D4)
+    order = position_order(dec, grid, tiling, rows, dispatcher, window_tiles)
     v = _tile_counts(dec, F, hw, block, k0, k1, b_msb, order, dispatcher)
     out = {k: int(x) for k, x in zip(_STAT_KEYS, v, strict=True)}
     pattern = dec.reshape(F, hw, -1)[1:].transpose(1, 2, 0).reshape(hw, -1)[order]
@@ -393,6 +405,21 @@ def xeff_state_bytes(groups, grid) -> int:
     return sum((k1 - k0) * per[ax] for k0, k1, ax in groups)
 
 
+def scheduler_window(cfg: AcceleratorConfig, K: int, grid, groups=None) -> int:  # noqa: N803
+    """Scheduler window (position blocks) of one op: with ``fit_scheduler_window``, the largest ``w <=
+    scheduler_window_tiles`` whose X over all frames (``w x R x F x K`` bytes, R = the op's position block)
+    plus the X_eff state fits the input SRAM, so that the window order applies (`kaleido_dram`);
+    otherwise, or when none fits, ``scheduler_window_tiles``."""
+    if not cfg.fit_scheduler_window:
+        return cfg.scheduler_window_tiles
+    groups = groups if groups is not None else [(0, K, "f")]
+    R = position_block(grid, groups, cfg.array_rows)  # noqa: N806
+    room = cfg.input_sram_kib * 1024 - xeff_state_bytes(groups, grid)
+    per = min(R, grid[1] * grid[2]) * grid[0] * K
+    fit = min(cfg.scheduler_window_tiles, room // per) if per else cfg.scheduler_window_tiles
+    return int(fit) if fit >= 1 else cfg.scheduler_window_tiles
+
+
 def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=None) -> dict:  # noqa: N803
     """Kaleido's DRAM traffic of one GEMM (one batch element) by the module docstring's rules.
 
@@ -410,8 +437,39 @@ def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=No
     npb = -(-hw // R)
     d = dram_bytes(cfg, M, K, N, npb * F, npb, min(R, hw) * F * K, 0 if spill else state)
     sim_pass = 0 if d["order"] == "resident" else M * K
+    # Window order: one scheduler window of X over all frames stays in the input SRAM, the similarity
+    # pass decides it there (codes kept on chip) and the array runs its tiles for every resident column block.
+    C = cfg.array_cols  # noqa: N806
+    n_cb, s_w = -(-N // C), cfg.weight_sram_kib * 1024 // (K * min(N, C))
+    win = min(scheduler_window(cfg, K, grid, groups) * R, hw) * F * K
+    if d["order"] != "resident" and s_w and win + (0 if spill else state) <= cfg.input_sram_kib * 1024:
+        xw = M * K * -(-n_cb // s_w)
+        if xw + K * N < d["x"] + d["w"] + sim_pass:
+            d, sim_pass = {"x": xw, "w": K * N, "y": M * N, "order": "window"}, 0
     return {**d, "sim_pass": sim_pass, "spill": spill, "state": state,
             "read": d["x"] + d["w"] + sim_pass + spill, "write": d["y"] + spill}
+
+
+#: Fused attention pairs (sim/timing/attention.py): the score op whose output P stays on chip, and the op consuming it.
+FUSED_PAIRS = {"qk": "pv", "cross_qk": "cross_pv"}
+
+
+def fused_dram(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, query_tiles: int) -> dict:  # noqa: N803
+    """DRAM bytes of one head of a fused attention op (sim/timing/attention.py rules), the same for both designs.
+
+    ``qk``/``cross_qk`` (X = Q ``[M, d_h]``, W = K^T ``[d_h, keys]``): Q read once, no output (the scores
+    stay in the score buffer); ``pv``/``cross_pv`` (X = P ``[M, keys]``, W = V ``[keys, d_h]``): no X (P is
+    made on chip), O written once as int8. K (and V) are read once per head if both fit the weight SRAM
+    (``2 keys d_h`` bytes), else once per query tile (``query_tiles``). Returns `kaleido_dram`'s keys
+    (``order`` = ``"fused"``; ``sim_pass``, ``spill`` 0: the similarity unit decides P as it is made).
+    """
+    qk = name in FUSED_PAIRS
+    keys, dh = (N, K) if qk else (K, N)
+    per_tile = 2 * keys * dh > cfg.weight_sram_kib * 1024
+    w = keys * dh * (query_tiles if per_tile else 1)
+    x, y = (M * K, 0) if qk else (0, M * N)
+    return {"x": x, "w": w, "y": y, "order": "fused", "sim_pass": 0, "spill": 0, "state": 0,
+            "read": x + w, "write": y}
 
 
 def empty_actions() -> dict[str, float]:
@@ -423,7 +481,8 @@ def empty_actions() -> dict[str, float]:
 
 
 def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,  # noqa: N803
-               b_msb: int, cfg: AcceleratorConfig, cycles: int, dispatcher: bool = True) -> dict[str, float]:
+               b_msb: int, cfg: AcceleratorConfig, cycles: int, dispatcher: bool = True,
+               fused: bool = False, tile_like=None) -> dict[str, float]:
     """Action counts of one op under Kaleido reuse (module docstring), summed over the batch.
 
     Args:
@@ -434,6 +493,12 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         cycles: the op's cycles from the cycle model.
         dispatcher: False = raster tiling without pairing (``--no-dispatcher``): the matcher does
             no work (``dispatch_add8`` = 0); the similarity unit still decides.
+        fused: the op is half of a fused attention pair (sim/timing/attention.py): DRAM by `fused_dram`;
+            a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score); a
+            P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill,
+            and the similarity unit's neighbour state P_eff (read and written, M K each) lives in
+            the score SRAM.
+        tile_like: the groups whose tiling the op follows (`tile_stats`; a fused ``pv``: its ``qk``'s).
     """
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -447,14 +512,19 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     a = empty_actions()
     a["cycles"] = cycles
     pipe, pipe_b = pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
-    dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
+    if fused:
+        npb = -(-(grid[1] * grid[2]) // position_block(grid, tile_like or groups, R))
+        dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
+    else:
+        dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
     sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X
+    p_op = fused and name not in FUSED_PAIRS
     dec_bytes = -(-M * G // 4)  # 2-bit decision codes, written by the similarity unit, read by the dispatcher
     for item in decisions:
         if isinstance(item, TiledDecisions):
             dec, t, disp = item.decisions, item.stats, item.dispatcher
         else:
-            dec, t, disp = item, tile_stats(item, grid, groups, R, b_msb, dispatcher), dispatcher
+            dec, t, disp = item, tile_stats(item, grid, groups, R, b_msb, dispatcher, tile_like), dispatcher
         nc, npart, npair = t["compute"], t["partial"], t["paired"]
         active = nc + npart + npair
         updates = 3 * nc + 2 * npart + 3 * npair
@@ -472,8 +542,17 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += buf_values * ob
         a["sram_partial_write_bytes"] += buf_values * ob
-        a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
-        a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
+        if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit
+            a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + M * K + dec_bytes
+            a["sram_input_write_bytes"] += M * K + dec_bytes
+            a["sram_score_read_bytes"] += M * K
+            a["sram_score_write_bytes"] += M * K
+        else:
+            a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
+            a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
+        if fused and not p_op:  # integer scores of the query tile, written on drain, read by the exp pass
+            a["sram_score_write_bytes"] += 3 * M * N  # sim.timing.attention.SCORE_BYTES
+            a["sram_score_read_bytes"] += 3 * M * N
         a["sram_weight_read_bytes"] += t["channels"] * N
         a["sram_weight_write_bytes"] += dram["w"]
         a["sram_output_write_bytes"] += t["rows"] * N * ob
@@ -491,15 +570,20 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
 
 
 def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: AcceleratorConfig,  # noqa: N803
-                  cycles: int) -> dict[str, float]:
-    """Action counts of the dense baseline (plain int8 MAC PEs, raster tiling), summed over the batch."""
+                  cycles: int, fused: bool = False) -> dict[str, float]:
+    """Action counts of the dense baseline (plain int8 MAC PEs, raster tiling), summed over the batch.
+
+    ``fused``: half of a fused attention pair (`op_actions`' rules without the similarity unit): DRAM
+    by `fused_dram` with ``ceil(M / R)`` query tiles, scores 3 + 3 bytes each in the score SRAM, P
+    written into the input SRAM by the vector unit."""
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
     tiles_cb = -(-M // R)
     acc, ob = cfg.acc_bits, value_bytes(cfg)
     a = empty_actions()
     a["cycles"] = cycles
-    dram = dram_bytes(cfg, M, K, N, tiles_cb, tiles_cb, min(R, M) * K)
+    dram = (fused_dram(cfg, name, M, K, N, tiles_cb) if fused
+            else dram_bytes(cfg, M, K, N, tiles_cb, tiles_cb, min(R, M) * K))
     va, vm = _vector_counts(name, M, K, N)
     per = {
         "mac8_plain": M * K * N, "pe_add": M * K * N, "pe_reg_bits": acc * (M * K * N + M * N),
@@ -510,6 +594,10 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
         "dram_read_bytes": dram["x"] + dram["w"], "dram_write_bytes": dram["y"],
         "vec_fp16_add": va, "vec_fp16_mult": vm,
     }
+    if fused and name in FUSED_PAIRS:
+        per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 3 * M * N  # sim.timing.attention.SCORE_BYTES
+    elif fused:
+        per["sram_input_write_bytes"] = M * K
     for k, v in per.items():
         a[k] = v * batch
     a["idle_pe_cycles"] = R * C * cycles - a["mac8_plain"]

@@ -24,10 +24,11 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   conditional negate and a 16-bit accumulator (34 adder bits) and two 16-bit compares (32 adder
   bits); matcher: a 2-bit adder and a compare per (group pair, row) (P^2 R x 4 adder bits) and a
   double-buffered tile of decisions (2 x R P x 2 register bits).
-- ``vector_unit`` (estimate): C x d fp16 lanes (one per output value drained per cycle), each an
-  11x11 mantissa multiplier (8x8 multiplier area x (11/8)^2), three 16-bit adders (exponent,
-  alignment, sum) and 64 register bits.
-- SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output and partial buffers.
+- ``vector_unit`` (estimate): `sim.memory.vector_lanes` fp16 lanes (default C x d, one per output
+  value drained per cycle), each an 11x11 mantissa multiplier (8x8 multiplier area x (11/8)^2),
+  three 16-bit adders (exponent, alignment, sum) and 64 register bits.
+- SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output, partial and score buffers
+  (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline).
 """
 
 from __future__ import annotations
@@ -94,9 +95,11 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     from sim.timing.memory import similarity_lanes
 
     um2["dispatcher"] = _um2(tech, add_bits=similarity_lanes(cfg) * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
+    from sim.timing.memory import vector_lanes
+
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
-    um2["vector_unit"] = C * d * lane
-    for buf in ("input", "weight", "output", "partial"):
+    um2["vector_unit"] = vector_lanes(cfg) * lane
+    for buf in ("input", "weight", "output", "partial", "score"):
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial"))

@@ -101,12 +101,13 @@ class EnergyModel:
         area = area_breakdown(cfg, self.tech)
         self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
 
-    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int) -> dict:
+    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int, fused: bool = False) -> dict:
         """Add ``actions``, ``dense_actions``, ``energy_pj``, ``energy_breakdown_pj``, ``dense_energy_pj``,
-        ``dense_energy_breakdown_pj`` and ``energy_saving`` to one op's result (in place; returned)."""
+        ``dense_energy_breakdown_pj`` and ``energy_saving`` to one op's result (in place; returned).
+        ``fused``: half of a fused attention pair (`sim.actions.op_actions`)."""
         M, K, N = res["M"], res["K"], res["N"]  # noqa: N806
-        a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"])
-        d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"])
+        a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"], fused=fused)
+        d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"], fused=fused)
         self._put(res, a, d)
         return res
 

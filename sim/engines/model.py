@@ -17,6 +17,10 @@ paper's "with vs without the data dispatcher" comparison.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -25,9 +29,16 @@ from algo.reuse.golden import COMPUTE, PARTIAL, decide
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
-from sim.cost.actions import DISPATCHER_STAT_KEYS, TiledDecisions, dispatcher_stats, tile_stats
+from sim.cost.actions import (
+    DISPATCHER_STAT_KEYS,
+    TiledDecisions,
+    dispatcher_stats,
+    scheduler_window,
+    tile_stats,
+)
 from sim.cost.energy import EnergyModel
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION
+from sim.timing.attention import annotate_fused, fused_pairs
 from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
 
@@ -157,7 +168,7 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
-                dispatcher: bool = True) -> dict:
+                dispatcher: bool = True, tile_like=None) -> dict:
     """Timing and decision statistics of one op; see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
@@ -178,12 +189,16 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
             raise SimError(str(err)) from None
+    window = scheduler_window(cfg, op.K, grid, [g.as_tuple() for g in op.groups])
     for b in range(op.batch):
         dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
-            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
-        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False))
-        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher), dispatcher))
+            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like,
+                                            window_tiles=window))
+        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False,
+                                           tile_like=tile_like))
+        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher, tile_like,
+                                                   window), dispatcher))
         counts += decision_counts(dec, widths)
     nd_seq = np.concatenate(nd_seqs)
     nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)
@@ -275,25 +290,103 @@ def simulate_trace(
     return assemble_results(trace, per_op, counts, cfg, energy, trace_path, theta_index, dispatcher)
 
 
+class OpMemo:
+    """Per-op results of decision ops, keyed by a digest of everything they depend on.
+
+    A full-model trace repeats whole decision maps: `algo.trace.derive` copies each uncaptured
+    (step, block) from the nearest captured one, so a 30-block step derived from 3 captured blocks
+    holds 3 distinct maps per op type, and a 50-step video far fewer than 1,500. The scheduler sort,
+    matcher runs, tile statistics, action counts and memory timing of a repeated op are then computed
+    once. The key is the SHA-256 of the op's packed decisions for the chosen theta and a JSON of its
+    name, (batch, M, K, N), channel groups, theta, the grid, b_msb, the full accelerator config, the
+    dispatcher flag and the energy table (its full repr and the area it yields): every input of
+    `simulate_op`, `sim.cost.energy.EnergyModel.annotate_op` and `sim.timing.memory.annotate_memory`, so a hit
+    returns exactly what computing would (tests compare). Exact ops (operands, not decisions) are not
+    memoised. Held per process (a Dask worker keeps it across tasks), at most `capacity` entries,
+    least recently used dropped first.
+    """
+
+    def __init__(self, capacity: int = 4096):
+        self.capacity = capacity
+        self.enabled = True
+        self.hits = self.misses = 0
+        self._store: OrderedDict[str, tuple[dict, np.ndarray]] = OrderedDict()
+
+    def key(self, op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel, theta_index: int,
+            dispatcher: bool) -> str | None:
+        if not self.enabled or op.decisions is None or not 0 <= theta_index < op.decisions.shape[0]:
+            return None
+        h = hashlib.sha256(np.ascontiguousarray(op.decisions[theta_index]).tobytes())
+        h.update(json.dumps({
+            "name": op.name, "dims": [op.batch, op.M, op.K, op.N], "groups": [list(g.as_tuple()) for g in op.groups],
+            "theta": [float(v) for v in op.thetas[theta_index]], "grid": [int(v) for v in grid], "b_msb": b_msb,
+            "config": cfg.model_dump(mode="json"), "dispatcher": dispatcher, "tech": repr(energy.tech),
+            "area": [energy.area_mm2, energy.dense_area_mm2]}, sort_keys=True).encode())
+        return h.hexdigest()
+
+    def get(self, key: str | None, op: OpRecord) -> tuple[dict, np.ndarray] | None:
+        if key is None or key not in self._store:
+            self.misses += key is not None
+            return None
+        self.hits += 1
+        self._store.move_to_end(key)
+        r, c = self._store[key]
+        return copy.deepcopy(r) | {"block": op.block, "step": op.step}, c.copy()
+
+    def put(self, key: str | None, r: dict, counts: np.ndarray) -> None:
+        if key is None:
+            return
+        self._store[key] = (copy.deepcopy(r), counts.copy())
+        while len(self._store) > self.capacity:
+            self._store.popitem(last=False)
+
+    def clear(self) -> None:
+        self._store.clear()
+        self.hits = self.misses = 0
+
+
+#: The process's `OpMemo` (`simulate_ops` uses it; ``OP_MEMO.enabled = False`` turns it off).
+OP_MEMO = OpMemo()
+
+
 def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel,
                  theta_index: int = 0, dispatcher: bool = True,
                  progress: Callable[[int, int, str], None] | None = None) -> tuple[list[dict], np.ndarray]:
     """Per-op results of ``ops`` (`simulate_op` + energy + memory annotations), in order, and their
     decision counts summed: int64 ``[3]`` (X elements under COMPUTE, PARTIAL, REUSE).
 
-    Ops are independent (each from an empty pipeline), so any split of a trace's ops into consecutive
-    pieces, simulated apart and concatenated in order, gives the same list (`sim.sweep.video`)."""
+    Ops are independent (each from an empty pipeline) except the two ops of a fused attention pair
+    (`sim.timing.attention`, one (step, block)), so any split of a trace's ops into consecutive pieces that
+    keeps each (step, block) whole, simulated apart and concatenated in order, gives the same list
+    (`sim.sweep.video`).
+    A decision op whose inputs (and fused-attention role) were seen before in this process comes from
+    `OP_MEMO`."""
     per_op = []
     counts = np.zeros(3, dtype=np.int64)
+    pairs = fused_pairs(ops, cfg)  # sim.timing.attention: {score op: P op} that run fused
+    p_of = {j: i for i, j in pairs.items()}
     for i, op in enumerate(ops):
         if progress:
             progress(i, len(ops), f"{op.name} block {op.block} step {op.step}")
-        r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher)
-        energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
-                           b_msb)  # sim.cost.energy: actions, energy_pj, dense_energy_pj
-        annotate_memory(r, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
-        counts += r.pop("_counts")
+        tile_like = [g.as_tuple() for g in ops[p_of[i]].groups] if i in p_of else None
+        fused = i in pairs or i in p_of
+        key = OP_MEMO.key(op, grid, b_msb, cfg, energy, theta_index, dispatcher)
+        key = key and f"{key}|fused={fused}|tile_like={tile_like}"
+        hit = OP_MEMO.get(key, op)
+        if hit is not None:
+            r, c = hit
+        else:
+            r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like)
+            energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
+                               b_msb, fused=fused)  # sim.cost.energy: actions, energy_pj, dense_energy_pj
+            annotate_memory(r, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
+            c = r.pop("_counts")
+            OP_MEMO.put(key, r, c)
+        counts += c
         per_op.append(r)
+    for i, j in pairs.items():  # fused attention: one timing for both ops (sim.timing.attention)
+        annotate_fused(per_op[i], per_op[j], cfg, grid, [g.as_tuple() for g in ops[i].groups],
+                       [g.as_tuple() for g in ops[j].groups])
     return per_op, counts
 
 

@@ -52,6 +52,11 @@ class Engine:
     def in_process(self) -> bool:
         return self.scheduler is None and self.workers == 0
 
+    @property
+    def address(self) -> str | None:
+        """The scheduler's address once started (None in this process)."""
+        return self._client.scheduler.address if self._client is not None else None
+
     def describe(self) -> str:
         if self.scheduler:
             return f"Dask cluster at {self.scheduler}"

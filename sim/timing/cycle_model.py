@@ -91,7 +91,7 @@ def _reuse_slots(dec, F, hw, rows, k0, k1, b_msb, order, paired):
 
 def reuse_slot_sequence(
     decisions: np.ndarray, grid: tuple[int, int, int], groups, N: int, rows: int, cols: int, b_msb: int,  # noqa: N803
-    dispatcher: bool = True, window_tiles: int = WINDOW_TILES,
+    dispatcher: bool = True, window_tiles: int = WINDOW_TILES, tile_like=None,
 ) -> np.ndarray:
     """Per-tile slot counts of one GEMM under the reuse tiling, in issue order (scheduler windows of
     ``window_tiles`` tiles, `sim.timing.dispatch.WINDOW_TILES` by default).
@@ -103,6 +103,8 @@ def reuse_slot_sequence(
 
     Args:
         decisions: int8 ``[M, G]``.
+        tile_like: groups whose tiling (position block, order) the op follows instead of its own: a
+            fused ``pv`` takes its ``qk``'s query tiles (sim/timing/attention.py); None = its own groups.
     Returns:
         int64 ``[tiles]``.
 
@@ -113,8 +115,9 @@ def reuse_slot_sequence(
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
     k1 = np.array([g[1] for g in groups], dtype=np.int64)
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
-    block = position_block(grid, groups, rows)
-    order = position_order(dec, grid, groups, rows, dispatcher, window_tiles)
+    tiling = groups if tile_like is None else tile_like
+    block = position_block(grid, tiling, rows)
+    order = position_order(dec, grid, tiling, rows, dispatcher, window_tiles)
     per_pos = _reuse_slots(dec, F, H * W, block, k0, k1, b_msb, order, dispatcher)
     n_col_blocks = -(-N // cols)
     return np.tile(per_pos.reshape(-1), n_col_blocks)

@@ -8,8 +8,8 @@ Kaleido (`KaleidoDevice`): the op becomes a decision `algo.trace.OpRecord` and r
 `sim.engines.model.simulate_op`, `sim.cost.energy.EnergyModel.annotate_op` and `sim.timing.memory.annotate_memory`,
 exactly as a trace op: ``dense_time_us`` is the array with reuse off (``dense_total_cycles``),
 ``time_us`` the array with reuse (``total_cycles``, similarity unit included). The decisions are
-synthetic when a field is given (``reuse``: `algo.synth.SynthField` — shares r and p, regions of
-positions, frame persistence; `algo.synth.field_decisions`, one generator seeded by ``seed`` and
+synthetic when a field is given (``reuse``: `algo.workloads.synth.SynthField` — shares r and p, regions of
+positions, frame persistence; `algo.workloads.synth.field_decisions`, one generator seeded by ``seed`` and
 the op signature), and all COMPUTE otherwise (then ``time_us`` = ``dense_time_us``: no reuse is
 claimed). An op without a token grid runs dense. Synthetic decisions say what given shares buy on
 the array, not what a model's activations would decide (docs/workloads.md).
@@ -24,9 +24,9 @@ import zlib
 import numpy as np
 
 from algo.reuse.golden import block_groups
-from algo.synth import SynthField, field_decisions
 from algo.trace import Group, OpRecord, Trace, pack_decisions
 from algo.workloads.format import WorkloadOp
+from algo.workloads.synth import SynthField, field_decisions
 from hw.config import AcceleratorConfig
 from sim.baselines import a100
 from sim.cost.energy import EnergyModel
@@ -40,7 +40,7 @@ def op_signature(op: WorkloadOp) -> tuple:
 
 
 class KaleidoDevice:
-    """One Kaleido chip (module docstring). ``reuse``: None (dense) or an `algo.synth.SynthField`."""
+    """One Kaleido chip (module docstring). ``reuse``: None (dense) or an `algo.workloads.synth.SynthField`."""
 
     kind = "kaleido"
 
@@ -56,7 +56,7 @@ class KaleidoDevice:
                 "reuse": None if self.reuse is None else {
                     "reuse": self.reuse.reuse, "partial": self.reuse.partial, "region": list(self.reuse.region),
                     "persist": self.reuse.persist},
-                "decisions": (f"synthetic field (algo.synth.field_decisions), seed {self.seed}" if self.reuse
+                "decisions": (f"synthetic field (algo.workloads.synth.field_decisions), seed {self.seed}" if self.reuse
                               else "all COMPUTE (reuse off)")}
 
     def time(self, op: WorkloadOp) -> dict:

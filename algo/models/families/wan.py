@@ -11,7 +11,7 @@ Models:
   2 layers, 2 heads x 32 head dim (d = 64), ffn_dim 128, text_dim 32, freq_dim 32.
 - ``wan2.1-t2v-14b`` (``Wan-AI/Wan2.1-T2V-14B-Diffusers``): 40 heads x 128 (d = 5120), 40 layers,
   ffn_dim 13824, otherwise as 1.3B; 28 GB in bf16 (build the recorded blocks only, or stream them:
-  `algo.models.registry.build_streamed`). ``tiny``: the 1.3B tiny config.
+  `algo.models.streaming.build_streamed`). ``tiny``: the 1.3B tiny config.
 
 Blocks: ``model.blocks`` (`WanTransformerBlock`, kind ``"wan"``): ``attn1`` (self-attention, its
 input the modulated norm1 output), ``attn2`` (cross-attention to the text), ``ffn.net[0].proj``
@@ -62,6 +62,19 @@ _WAN_TINY = dict(
     freq_dim=32,
     ffn_dim=128,
     num_layers=2,
+)
+
+#: ``small`` of ``wan2.1-t2v-1.3b`` (project choice): the trained model's config (algo/train,
+#: docs/training.md): 4 layers, 2 heads x 64 head dim (d = 128; RoPE t/h/w = 24/20/20), ffn_dim 512,
+#: text_dim 32, freq_dim 64.
+WAN_SMALL = dict(
+    _WAN_13B_FULL,
+    num_attention_heads=2,
+    attention_head_dim=64,
+    text_dim=32,
+    freq_dim=64,
+    ffn_dim=512,
+    num_layers=4,
 )
 
 _WAN_14B_FULL = dict(_WAN_13B_FULL, num_attention_heads=40, ffn_dim=13824, num_layers=40)

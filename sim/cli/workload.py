@@ -126,8 +126,8 @@ def inspect_workload(path: Path, as_json: bool) -> None:
 
 
 def _parse_reuse(text: str | None):
-    """``"r,p"`` or ``"r,p,HxW,q"`` -> `algo.synth.SynthField` (region and persistence default 8x8, 0.9)."""
-    from algo.synth import SynthError, SynthField, parse_region
+    """``"r,p"`` or ``"r,p,HxW,q"`` -> `algo.workloads.synth.SynthField` (region and persistence default 8x8, 0.9)."""
+    from algo.workloads.synth import SynthError, SynthField, parse_region
 
     _cli = _c()
     if text is None:
@@ -144,7 +144,7 @@ def _parse_reuse(text: str | None):
     except ValueError as err:
         msg = str(err) if isinstance(err, SynthError) else "not numbers"
         _cli.fail(f"--reuse must be 'r,p' or 'r,p,HxW,q' (REUSE and PARTIAL shares, region, persistence; "
-                   f"algo.synth), got {text!r}: {msg}")
+                   f"algo.workloads.synth), got {text!r}: {msg}")
     return fld
 
 
@@ -160,6 +160,9 @@ def simulate_workload_cmd(path: Path, devices: str | None, config: str, json_out
     try:
         preset, p = parse_devices(devices) if devices is not None else (config, None)
         wl = load_workload(path)
+        if fractions is not None and not any(o.grid is not None and o.groups for o in wl.ops):
+            _cli.fail(f"--reuse: the {wl.generator} workload's ops carry no token grid (contiguous sequence shards "
+                       "per rank), so Kaleido's reuse cannot apply to it yet; simulate it without --reuse")
         dev = make_device(preset, fractions, seed, wl.b_msb)
         n = len(wl.ops) + (len(wl.reference["ops"]) if wl.reference else 0)
         with _cli.progress_callback("simulate workload", n) as cb:

@@ -1,0 +1,95 @@
+"""Why an op is as fast and as costly as it is (`kaleido explain RESULT.json`), from a results JSON.
+
+Per op, the speedup chain (each a ratio against the dense design on the same array):
+
+- ``ideal``: ``dense_macs / useful_macs`` = 1 / (C + P/2) of the op's decisions (every saved MAC
+  turned into time);
+- ``slots``: dense issued slots / Kaleido issued slots (``slots``; dense = ``batch ceil(M/R) ceil(N/C)
+  K``): what the dispatcher's tiling, skipping and pairing leave of the ideal (a tile's slots are
+  set by its busiest rows: the lockstep loss);
+- ``array``: ``speedup`` (the array's cycles, RTL-exact: the slots plus fill, drain and drain stalls);
+- ``end to end``: ``total_speedup`` (with DRAM, vector and similarity stalls, `sim.memory`,
+  `sim.timing.attention`).
+
+The binding mechanism of a design on an op is the array when its stalls (beyond the array's own
+cycles) are below `ARRAY_BOUND_SHARE` of its total, else the cause with the most stall cycles
+(``dram``, ``vector``, ``similarity``); within the array, ``drain`` when the drain stall is at least
+that share of the array cycles, else ``lockstep`` (Kaleido: slots above the ideal) or ``array``.
+Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+#: Stalls below this share of an op's total time: the array binds (project default, a reading aid).
+ARRAY_BOUND_SHARE = 0.05
+
+
+class ExplainError(ValueError):
+    """The file is not a results JSON of `kaleido simulate`."""
+
+
+def load_results(path: str | Path) -> dict:
+    """Read a results JSON; raises `ExplainError` (missing, not JSON, not a trace result)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ExplainError(f"results file not found: {p}")
+    try:
+        res = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ExplainError(f"{p} is not a results JSON ({err.__class__.__name__})") from None
+    if not isinstance(res, dict) or "per_op" not in res or "config" not in res:
+        raise ExplainError(f"{p} is not the results JSON of a trace (`kaleido simulate TRACE --json`)")
+    return res
+
+
+def binding(op: dict, dense: bool) -> str:
+    """The mechanism binding one design on one op (module docstring)."""
+    pre = "dense_" if dense else ""
+    total, cycles = op.get(f"{pre}total_cycles", 0), op[f"{pre}cycles"]
+    st = op.get(f"{pre}stall_cycles", {})
+    outside = {k: st.get(k, 0) for k in ("dram", "vector", "similarity")}
+    if total and sum(outside.values()) >= ARRAY_BOUND_SHARE * total:
+        return max(outside, key=outside.get)
+    if cycles and st.get("drain", 0) >= ARRAY_BOUND_SHARE * cycles:
+        return "drain"
+    if not dense and op.get("useful_macs") and op["dense_macs"] / op["useful_macs"] > 1.1 * op.get("speedup", 0):
+        return "lockstep"
+    return "array"
+
+
+def dense_slots(op: dict, cfg: dict) -> int:
+    """Issued slots of the dense design: ``batch ceil(M/R) ceil(N/C) K``."""
+    R, C = cfg["array_rows"], cfg["array_cols"]  # noqa: N806
+    return op["batch"] * -(-op["M"] // R) * -(-op["N"] // C) * op["K"]
+
+
+def explain_rows(res: dict) -> list[dict]:
+    """One row per op: ``name``, ``block``, ``step``, ``ideal``, ``slots``, ``array``, ``end_to_end``,
+    ``binds`` (Kaleido), ``dense_binds``, ``energy_ratio`` and ``energy_top`` (components by difference)."""
+    cfg = res["config"]
+    rows = []
+    for op in res["per_op"]:
+        e, de = op.get("energy_breakdown_pj", {}), op.get("dense_energy_breakdown_pj", {})
+        diff = sorted(((e.get(k, 0.0) - de.get(k, 0.0), k) for k in set(e) | set(de)), key=lambda t: -abs(t[0]))
+        rows.append({
+            "name": op["name"], "block": op["block"], "step": op["step"], "fused": op.get("fused"),
+            "ideal": op["dense_macs"] / op["useful_macs"] if op.get("useful_macs") else float("inf"),
+            "slots": dense_slots(op, cfg) / op["slots"] if op.get("slots") else 0.0,
+            "array": op["speedup"], "end_to_end": op.get("total_speedup", op["speedup"]),
+            "binds": binding(op, False), "dense_binds": binding(op, True),
+            "energy_ratio": op["energy_pj"] / op["dense_energy_pj"] if op.get("dense_energy_pj") else 0.0,
+            "energy_top": [(k, d) for d, k in diff[:3] if d],
+        })
+    return rows
+
+
+def totals(res: dict) -> dict:
+    """Whole-result chain: ideal, array, end to end, energy saving, and energy by component (pJ, both designs)."""
+    useful = sum(o["useful_macs"] for o in res["per_op"])
+    dense_macs = sum(o["dense_macs"] for o in res["per_op"])
+    return {"ideal": dense_macs / useful if useful else float("inf"), "array": res["speedup"],
+            "end_to_end": res.get("total_speedup", res["speedup"]), "energy_saving": res.get("energy_saving"),
+            "energy": res.get("energy_breakdown_pj", {}), "dense_energy": res.get("dense_energy_breakdown_pj", {})}

@@ -1,0 +1,182 @@
+"""`make bench` lines for sweeps and whole videos (called from `sim.bench.main`; ``python -m sim.sweep.bench``).
+
+- `bench_workers`: one sweep (6 points: vector-lane counts on a 3-block Wan2.1-1.3B 480p step trace,
+  a file) on a local cluster of 1 and of 2 worker processes; wall time with and without cluster start.
+- `bench_step_memo`: one 480p step through `sim.engines.model.simulate_trace` without `OP_MEMO` (the old
+  path), and with it on the same step derived from 3 captured blocks (the README's
+  ``--blocks 0,15,29 --derive-blocks all``) and on a step whose 30 blocks are all distinct.
+- `bench_video`: a 50-step video derived from captured steps `CAPTURED_STEPS` x blocks
+  `CAPTURED_BLOCKS` by `algo.trace.derive.source_map` (the rule `kaleido capture --derive-blocks all
+  --derive-steps all` writes), every (step, block) simulated in this process through `simulate_ops`
+  (one core: an upper bound of a 2-worker run). The video is held in memory (its captured maps are
+  shared by the derived ops, as a derived file repeats them), since the file would take 4.5 GB (1.3B
+  480p) or 42 GB (14B 720p). A video of all-distinct maps (e.g. `kaleido synth`) gets no memo hits:
+  its time is printed from the measured per-block cost, as an estimate.
+
+Decisions come from `sim.bench.coherent_decisions` (a speed workload, not a result).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: Captured steps and blocks of the derived video (the README's capture example: steps 0,40,47,49).
+CAPTURED_STEPS = (0, 40, 47, 49)
+CAPTURED_BLOCKS = (0, 15, 29)
+STEPS = 50
+
+
+def _block_ops(model, grid, blk, step, rng):
+    from algo.trace import Group, OpRecord, pack_decisions
+    from sim.bench import block_ops, coherent_decisions
+
+    M = grid[0] * grid[1] * grid[2]  # noqa: N806
+    ops = []
+    for name, batch, K, N, groups in block_ops(model, M):  # noqa: N806
+        dec = coherent_decisions(rng, grid, groups, batch)
+        packed = np.stack([pack_decisions(dec[b]) for b in range(batch)])[None]
+        ops.append(OpRecord(name, blk, step, None, None, [Group(*g) for g in groups], (4.0, 12.0),
+                            dims=(batch, M, K, N), decisions=packed, thetas=((4.0, 12.0),)))
+    return ops
+
+
+def derived_video(model: str, resolution: str, steps=None, blocks=None, seed: int = 1):
+    """``(trace, captured)``: a decision `Trace` of every (step, block) whose maps are the captured
+    (step, block)'s by `algo.trace.derive.source_map` (ops share the captured arrays), and the number
+    of captured (step, block) pairs."""
+    import dataclasses
+
+    from algo.latents import flow_sigmas
+    from algo.trace import Trace
+    from algo.trace.derive import source_map
+    from sim.bench import GRIDS, MODELS
+
+    grid = GRIDS[resolution]
+    n_blocks = MODELS[model]["layers"]
+    steps = list(range(STEPS)) if steps is None else list(steps)
+    blocks = list(range(n_blocks)) if blocks is None else list(blocks)
+    from_steps = [s for s in CAPTURED_STEPS if s < STEPS]
+    from_blocks = [b for b in CAPTURED_BLOCKS if b < n_blocks] or [0]
+    sig = flow_sigmas(STEPS)
+    smap = source_map(steps, blocks, from_steps, from_blocks, {s: float(sig[s]) for s in range(STEPS)},
+                      [""] * n_blocks)
+    rng = np.random.default_rng(seed)
+    captured = {}
+    ops = []
+    for s in steps:
+        for b in blocks:
+            src = smap[(s, b)]
+            if src not in captured:
+                captured[src] = _block_ops(model, grid, src[1], src[0], rng)
+            ops += [dataclasses.replace(o, block=b, step=s, derived_from=None if src == (s, b) else src)
+                    for o in captured[src]]
+    return Trace(grid=grid, ops=ops, b_msb=4, model=model, size=resolution, weights="none (generated)"), len(captured)
+
+
+def bench_step_memo() -> dict:
+    """Seconds of one Wan2.1-1.3B 480p step: ``plain`` (memo off), ``derived`` (3 captured blocks, memo on),
+    ``distinct`` (30 distinct blocks, memo on)."""
+    from hw.config import load_config
+    from sim.bench import step_trace
+    from sim.engines.model import OP_MEMO, simulate_trace
+
+    cfg = load_config("kaleido-16nm-128x128")
+    out = {}
+    distinct = step_trace("wan2.1-t2v-1.3b", "480p")
+    derived, _ = derived_video("wan2.1-t2v-1.3b", "480p", steps=[0])
+    for label, tr, memo in (("plain", distinct, False), ("derived", derived, True), ("distinct", distinct, True)):
+        OP_MEMO.clear()
+        OP_MEMO.enabled = memo
+        t0 = time.perf_counter()
+        res = simulate_trace(tr, cfg)
+        out[label] = time.perf_counter() - t0
+        out[f"{label}_cycles"] = res["cycles"]
+    OP_MEMO.enabled = True
+    OP_MEMO.clear()
+    return out
+
+
+def bench_video(model: str, resolution: str) -> dict:
+    """Seconds to simulate a 50-step derived video (module docstring) in this process, and its sizes."""
+    from hw.config import load_config
+    from sim.cost.energy import EnergyModel
+    from sim.engines.model import OP_MEMO, simulate_ops
+
+    cfg = load_config("kaleido-16nm-128x128")
+    t0 = time.perf_counter()
+    tr, n_captured = derived_video(model, resolution)
+    t1 = time.perf_counter()
+    OP_MEMO.clear()
+    energy = EnergyModel(cfg)
+    per_op, fresh_s = [], 0.0
+    for i in range(0, len(tr.ops), len(tr.ops) // (STEPS * len({o.block for o in tr.ops}))):
+        ops = tr.ops[i:i + len(tr.ops) // (STEPS * len({o.block for o in tr.ops}))]
+        m0, ta = OP_MEMO.misses, time.perf_counter()
+        per_op += simulate_ops(ops, tr.grid, tr.b_msb, cfg, energy)[0]
+        if OP_MEMO.misses > m0:  # a captured (step, block): computed, not recalled
+            fresh_s += time.perf_counter() - ta
+    t2 = time.perf_counter()
+    hits, misses = OP_MEMO.hits, OP_MEMO.misses
+    OP_MEMO.clear()
+    n_pairs = len({(o.step, o.block) for o in tr.ops})
+    return {"seconds": t2 - t1, "gen_seconds": t1 - t0, "fresh_seconds": fresh_s, "pairs": n_pairs, "captured": n_captured,
+            "hits": hits, "misses": misses, "cycles": sum(r["cycles"] for r in per_op)}
+
+
+def bench_workers(points: int = 6, blocks: int = 3) -> dict:
+    """Wall seconds of one sweep on local clusters of 1 and 2 workers (``w1``, ``w2``; ``*_tasks``: from
+    the cluster being up to the table written)."""
+    from algo.trace import save_trace
+    from sim.bench import step_trace
+    from sim.sweep.engine import Engine
+    from sim.sweep.runner import run_sweep
+    from sim.sweep.spec import load_sweep
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="kaleido-bench-") as d:
+        d = Path(d)
+        save_trace(step_trace("wan2.1-t2v-1.3b", "480p", blocks=blocks), d / "t.npz")
+        lanes = ", ".join(str(64 * (i + 1)) for i in range(points))
+        (d / "s.toml").write_text(f'trace = "t.npz"\n[axes]\nvector_lanes = [{lanes}]\n')
+        sw = load_sweep(d / "s.toml")
+        for n in (1, 2):
+            t0 = time.perf_counter()
+            with Engine(n) as eng:
+                t1 = time.perf_counter()
+                run_sweep(sw, d / f"o{n}", scheduler=eng.address)  # the cluster is up: the sweep on it
+            t2 = time.perf_counter()
+            out[f"w{n}"], out[f"w{n}_tasks"] = t2 - t0, t2 - t1
+        out["same_table"] = (d / "o1" / "results.parquet").read_bytes() == (d / "o2" / "results.parquet").read_bytes()
+    out["points"], out["blocks"] = points, blocks
+    return out
+
+
+def main() -> None:
+    w = bench_workers()
+    print(f"Sweep of {w['points']} points ({w['blocks']}-block Wan2.1-1.3B 480p step each) on a local Dask cluster: "
+          f"1 worker {w['w1']:.1f} s, 2 workers {w['w2']:.1f} s -> {w['w1'] / w['w2']:.2f}x (target >= 1.8x); "
+          f"without cluster start {w['w1_tasks']:.1f} s vs {w['w2_tasks']:.1f} s -> "
+          f"{w['w1_tasks'] / w['w2_tasks']:.2f}x; tables byte-identical: {w['same_table']}")
+    m = bench_step_memo()
+    print(f"One Wan2.1-1.3B 480p step through simulate_trace: {m['plain']:.1f} s without the op memo; with it "
+          f"{m['derived']:.1f} s on the step derived from blocks {list(CAPTURED_BLOCKS)} -> "
+          f"{m['plain'] / m['derived']:.2f}x (target >= 2.5x), {m['distinct']:.1f} s on 30 distinct blocks "
+          f"({m['plain'] / m['distinct']:.2f}x: nothing repeats)")
+    for model, res, target in (("wan2.1-t2v-1.3b", "480p", 180), ("wan2.1-t2v-14b", "720p", 1800)):
+        v = bench_video(model, res)
+        per_unique = v["fresh_seconds"] / v["captured"]
+        est = per_unique * v["pairs"] / 2
+        print(f"{STEPS}-step {model} {res} video on kaleido-16nm-128x128, derived from steps {list(CAPTURED_STEPS)} x "
+              f"blocks {list(CAPTURED_BLOCKS)} ({v['captured']} captured of {v['pairs']} (step, block)): "
+              f"{v['seconds']:.1f} s in one process (target < {target} s on 2 cores; {v['hits']:,} op memo hits, "
+              f"{v['misses']:,} misses; generated in {v['gen_seconds']:.1f} s, not timed); all-distinct maps "
+              f"would take about {est:,.0f} s on 2 workers (estimate: {per_unique:.2f} s per (step, block) x "
+              f"{v['pairs']:,} / 2)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D41).
+
+When a config has a score buffer that holds one query tile's integer scores (``score_sram_kib * 1024
+>= R * keys * 4``: 3 score bytes + 1 P_eff byte) and a trace holds both ops of an attention pair (`sim.cost.actions.FUSED_PAIRS`: ``qk``
+and ``pv``, ``cross_qk`` and ``cross_pv``) in the same (step, block), the pair runs fused, for the
+dense baseline and for Kaleido alike (the buffer also holds Kaleido's P_eff state, 1 byte per
+score). Per query tile (R query rows; Kaleido: the tiling of ``qk``,
+whose ``w``-axis RoPE group makes it ``floor(R / W) * W`` whole image rows, and pv follows it, in
+raster position order, because both ops must see the same query rows):
+
+1. the array runs the tile's ``qk`` (every key column block); the vector unit takes each drained
+   integer score (running row max: 1 add per score, counted with 1 mult as the requantise work of
+   `sim.cost.actions.vector_work`) and stores it exactly, in `SCORE_BYTES` bytes, in the score buffer;
+2. with the row max known, the vector unit's exp pass makes P = T[rowmax - S] key by key (the
+   int8-score rule of `algo.reuse.softmax`, D34) and its row sums; it is charged as
+   `sim.cost.actions.vector_work`'s softmax, 7 adds + 6 mults per score (an upper bound: the table
+   lookup is cheaper than the polynomial exp that count assumes); Kaleido's similarity unit decides pv's
+   (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
+   frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
+
+So P (and S) never reach DRAM, the int8 P semantics are those of the unfused trace (the row max
+over all keys is known before any P value is made: ``round(255 exp(c (S - rowmax S)))`` from the
+exact integer scores, D34), and the ``pv`` decisions are the trace's. Timing per pair, summed over the heads (op
+aggregates: each op's work is taken as spread evenly over its query tiles, so a phase's time is
+the longest of its units' totals; an optimistic bound where tiles differ):
+
+- phase 1 = ``max(A_qk, Vmax + Vnorm + Vrope_Q, S_qk)``: the qk array time against the vector
+  unit's max pass, the previous tile's output normalisation (pv's post work) and Q's RoPE, and the
+  similarity unit's pass over Q (Kaleido);
+- phase 2 = ``max(A_pv, Vexp, S_pv) + tiles x H2``: the pv array time against the exp pass and the
+  similarity unit's pass over P (Kaleido: ``heads x M x keys / similarity_lanes``); each tile's pv
+  waits for its first P group to be made and decided, ``H2 = V(7 R g, 6 R g) + ceil(R g /
+  similarity_lanes)`` with g the first group's keys (dense: one key column, ``V(7 R, 6 R)``);
+- head: K's RoPE (all keys, before the first qk) and the first Q tile's, the first tile's Q decisions
+  (Kaleido), the first DRAM fold (one Q tile and one key column block); tail: the last output
+  tile's normalisation and its write;
+- DRAM (`sim.cost.actions.fused_dram`: Q and K, V once per head when both fit the weight SRAM, O once)
+  overlaps both phases; its excess is a stall.
+
+Stalls by cause go to the op whose phase they fall in: head and phase-1 excess to ``qk``, phase-2
+excess, H2, the tail and the DRAM excess to ``pv``, so that each op's ``total_cycles = cycles +
+stalls`` and the pair's sum is the pair's time.
+"""
+
+from __future__ import annotations
+
+from hw.config import AcceleratorConfig
+from sim.cost.actions import FUSED_PAIRS, vector_work
+from sim.timing.dispatch import position_block
+from sim.timing.memory import _vcycles, dram_cycles, similarity_lanes, vector_lanes
+
+#: Bytes per score in the score buffer: the exact integer score S = Q Kt of int8 operands, |S| <= d_h x 2^14,
+#: so 24 bits hold it for d_h <= 512 (P = T[rowmax - S] needs S exactly, docs/decisions.md D34).
+SCORE_BYTES = 3
+#: Bytes per (query, key) of Kaleido's P_eff neighbour state (the previous frame's uint8 P of the same positions).
+P_EFF_BYTES = 1
+
+
+def fits_score_buffer(cfg: AcceleratorConfig, keys: int) -> bool:
+    """The score buffer holds one query tile's integer scores and P_eff state:
+    ``R x keys x (SCORE_BYTES + P_EFF_BYTES) <= score_sram_kib x 1024``."""
+    return cfg.array_rows * keys * (SCORE_BYTES + P_EFF_BYTES) <= cfg.score_sram_kib * 1024
+
+
+def fused_pairs(ops, cfg: AcceleratorConfig) -> dict[int, int]:
+    """Indices ``{score_op: p_op}`` of the attention pairs of a trace's ops that run fused (module docstring):
+    both ops in the same (step, block) and the keys fit the score buffer."""
+    where: dict[tuple[int, int, str], int] = {}
+    for i, op in enumerate(ops):
+        where.setdefault((op.step, op.block, op.name), i)
+    out = {}
+    for (step, block, name), i in where.items():
+        j = where.get((step, block, FUSED_PAIRS.get(name, "")))
+        if j is not None and fits_score_buffer(cfg, ops[i].N):
+            out[i] = j
+    return out
+
+
+def _phase_split(a: int, parts: dict[str, int]) -> dict[str, int]:
+    """Excess of the longest unit over the array time ``a``, charged to it (first key wins a tie)."""
+    out = dict.fromkeys(parts, 0)
+    if parts:
+        k = max(parts, key=lambda n: (parts[n], -list(parts).index(n)))
+        out[k] = max(0, parts[k] - a)
+    return out
+
+
+def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_groups, pv_groups,
+                      kaleido: bool) -> tuple[dict, dict]:
+    """Stalls of one fused pair (module docstring rules) for Kaleido (``kaleido``) or the dense baseline.
+
+    Args:
+        qk, pv: the ops' results from `sim.engines.model.simulate_op` with ``actions``/``dense_actions``
+            (`sim.cost.energy`): ``batch``, ``M``, ``K``, ``N``, ``cycles``/``dense_cycles`` and DRAM bytes.
+        qk_groups, pv_groups: ``(k0, k1, axis)`` channel groups (the tiling and pv's first group).
+
+    Returns:
+        Per op ``{"stall_cycles": {"dram", "vector", "similarity"}, "total_cycles", "dram_cycles",
+        "vector_cycles", "similarity_cycles", "double_buffered"}`` (as `sim.timing.memory.op_memory_timing`).
+    """
+    R = cfg.array_rows  # noqa: N806
+    heads, M, dh, keys = qk["batch"], qk["M"], qk["K"], qk["N"]  # noqa: N806
+    pre = "" if kaleido else "dense_"
+    a_qk, a_pv = qk[f"{pre}cycles"], pv[f"{pre}cycles"]
+    lanes, slanes = vector_lanes(cfg), similarity_lanes(cfg)
+    scores = heads * M * keys
+    rope_a, rope_m, _, _ = vector_work(qk["name"], M, dh, keys)  # RoPE of Q and K (0 for cross_qk)
+    _, _, norm_a, norm_m = vector_work(pv["name"], M, keys, dh)
+    rq_a, rq_m = (M * dh, 2 * M * dh) if rope_a else (0, 0)  # Q's share of the RoPE work
+    rk_a, rk_m = rope_a - rq_a, rope_m - rq_m
+    if kaleido:
+        rows = position_block(grid, qk_groups, R)
+        npb = -(-(grid[1] * grid[2]) // rows)
+        tiles = npb * grid[0]
+    else:
+        rows = min(R, M)
+        tiles = -(-M // R)
+    r0 = min(rows, M)
+    vh = _vcycles(heads * (rk_a + rq_a * r0 / M), heads * (rk_m + rq_m * r0 / M), lanes)
+    v_rope_rest = _vcycles(heads * rq_a * (1 - r0 / M), heads * rq_m * (1 - r0 / M), lanes)
+    vt = _vcycles(norm_a * r0 / M, norm_m * r0 / M, lanes)
+    v_norm = _vcycles(heads * norm_a, heads * norm_m, lanes) - vt
+    v_max = _vcycles(scores, scores, lanes)
+    v_exp = _vcycles(7 * scores, 6 * scores, lanes)
+    g0 = (pv_groups[0][1] - pv_groups[0][0]) if kaleido else 1
+    h2_v = _vcycles(7 * r0 * g0, 6 * r0 * g0, lanes)
+    h2_s = _vcycles(r0 * g0, 0, slanes) if kaleido else 0
+    s_qk = _vcycles(heads * M * dh, 0, slanes) if kaleido else 0
+    sh = _vcycles(r0 * dh, 0, slanes) if kaleido else 0
+    s_pv = _vcycles(scores, 0, slanes) if kaleido else 0
+    p1_parts = {"vector": v_max + v_norm + v_rope_rest, "similarity": max(0, s_qk - sh)}
+    p1x = _phase_split(a_qk, p1_parts)
+    p1 = a_qk + sum(p1x.values())
+    p2x = _phase_split(a_pv, {"vector": v_exp, "similarity": s_pv})
+    h2 = heads * tiles * (h2_v + h2_s)
+    p2 = a_pv + sum(p2x.values()) + h2
+    act = "actions" if kaleido else "dense_actions"
+    nbytes = sum(o[act]["dram_read_bytes"] + o[act]["dram_write_bytes"] for o in (qk, pv))
+    d = dram_cycles(cfg, nbytes)
+    dh_ = min(d, dram_cycles(cfg, r0 * dh + dh * min(cfg.array_cols, keys)))
+    dt = min(d - dh_, dram_cycles(cfg, r0 * dh))
+    d_excess = max(0, d - dh_ - dt - (p1 + p2))
+    qk_st = {"dram": dh_, "vector": vh + p1x["vector"], "similarity": sh + p1x["similarity"]}
+    pv_st = {"dram": dt + d_excess, "vector": vt + p2x["vector"] + heads * tiles * h2_v,
+             "similarity": p2x["similarity"] + heads * tiles * h2_s}
+    out = []
+    for a, st, op in ((a_qk, qk_st, qk), (a_pv, pv_st, pv)):
+        own = op[act]
+        out.append({"stall_cycles": {k: int(v) for k, v in st.items()}, "total_cycles": int(a + sum(st.values())),
+                    "dram_cycles": dram_cycles(cfg, own["dram_read_bytes"] + own["dram_write_bytes"]),
+                    "vector_cycles": int(v_max + vh + v_rope_rest if op is qk else v_exp + v_norm + vt),
+                    "similarity_cycles": int(s_qk if op is qk else s_pv), "double_buffered": True})
+    return out[0], out[1]
+
+
+def annotate_fused(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_groups, pv_groups) -> None:
+    """Replace the unfused stalls and totals of a fused pair's two results (in place), both designs;
+    sets ``fused`` (the partner's name) and the ``memory`` and ``total_speedup`` fields as
+    `sim.timing.memory.annotate_memory` does."""
+    k = fused_pair_timing(qk, pv, cfg, grid, qk_groups, pv_groups, kaleido=True)
+    d = fused_pair_timing(qk, pv, cfg, grid, qk_groups, pv_groups, kaleido=False)
+    for res, kt, dt, partner in ((qk, k[0], d[0], pv["name"]), (pv, k[1], d[1], qk["name"])):
+        res["stall_cycles"].update(kt["stall_cycles"])
+        res["dense_stall_cycles"].update(dt["stall_cycles"])
+        res["total_cycles"], res["dense_total_cycles"] = kt["total_cycles"], dt["total_cycles"]
+        res["total_speedup"] = res["dense_total_cycles"] / res["total_cycles"] if res["total_cycles"] else 0.0
+        res["memory"] = {"dram_cycles": kt["dram_cycles"], "vector_cycles": kt["vector_cycles"],
+                         "similarity_cycles": kt["similarity_cycles"], "double_buffered": True,
+                         "dense_dram_cycles": dt["dram_cycles"], "dense_vector_cycles": dt["vector_cycles"]}
+        res["fused"] = partner

@@ -1,0 +1,99 @@
+"""Fused attention (sim/timing/attention.py): hand-derived cycles and bytes of a small qk -> pv pair."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from algo.trace import Group, OpRecord, Trace, pack_decisions
+from hw.config import load_config
+from sim.engines.model import simulate_trace
+from sim.timing.attention import fused_pairs
+
+GRID = (2, 2, 4)  # 16 tokens: 2 frames of 2 x 4 positions
+
+
+def _cfg(score_kib: int = 16):
+    # tiny-8x8: R = C = 8, d = 2, vector lanes C*d = 16, similarity lanes R = 8, 460 B per cycle.
+    return load_config("tiny-8x8").model_copy(update={"score_sram_kib": score_kib})
+
+
+def _pair(pv_dec=None):
+    """qk: 1 head, M = 16, d_h = 8, 16 keys (RoPE t-group on w, one f-group); pv: 16 keys in groups of 8."""
+    qk_groups = [Group(0, 4, "w", "t"), Group(4, 8, "f", "h")]
+    pv_groups = [Group(0, 8, "f"), Group(8, 16, "f")]
+    qk_dec = np.zeros((16, 2), dtype=np.int8)
+    pv_dec = np.zeros((16, 2), dtype=np.int8) if pv_dec is None else pv_dec
+    ops = [OpRecord("qk", 0, 0, None, None, qk_groups, (0.0, 0.0), dims=(1, 16, 8, 16),
+                    decisions=pack_decisions(qk_dec)[None, None], thetas=((0.0, 0.0),)),
+           OpRecord("pv", 0, 0, None, None, pv_groups, (0.0, 0.0), x_signed=False, dims=(1, 16, 16, 8),
+                    decisions=pack_decisions(pv_dec)[None, None], thetas=((0.0, 0.0),))]
+    return Trace(grid=GRID, ops=ops, model="test", size="test", weights="none")
+
+
+def test_pairs_need_the_score_buffer():
+    tr = _pair()
+    assert fused_pairs(tr.ops, _cfg()) == {0: 1}
+    # R x keys x (3 + 1) = 8 x 16 x 4 = 512 bytes: a 0 KiB buffer cannot hold them.
+    assert fused_pairs(tr.ops, _cfg(0)) == {}
+    assert fused_pairs(tr.ops[:1], _cfg()) == {}  # no partner, no fusion
+
+
+def test_dense_fused_pair_by_hand():
+    res = simulate_trace(_pair(), _cfg())
+    qk, pv = res["per_op"]
+    # Dense array (closed form T*K + R + C + 1): qk 4 tiles x 8 slots + 17 = 49; pv 2 tiles x 16 + 17 = 49.
+    assert qk["dense_cycles"] == 49 and pv["dense_cycles"] == 49
+    # Vector unit, 16 lanes, V(a, m) = max(ceil(a/16), ceil(m/16)); 256 scores.
+    vh = max(math.ceil((128 + 128 * 8 / 16) / 16), math.ceil((256 + 256 * 8 / 16) / 16))  # K's + first Q tile's RoPE
+    v_max = 16  # V(256, 256)
+    v_rope_rest = max(math.ceil(64 / 16), math.ceil(128 / 16))
+    vt = max(math.ceil(64 / 16), math.ceil(160 / 16))  # last tile's normalisation: pv post (128, 320) x 8/16
+    v_norm = max(math.ceil(128 / 16), math.ceil(320 / 16)) - vt
+    v_exp = max(math.ceil(7 * 256 / 16), math.ceil(6 * 256 / 16))
+    h2 = 2 * max(math.ceil(7 * 8 / 16), math.ceil(6 * 8 / 16))  # 2 query tiles, one key column each
+    assert (vh, v_max + v_norm + v_rope_rest, v_exp, h2) == (24, 34, 112, 8)
+    # DRAM: Q 128 + K 128 (qk), V 128 + O 128 (pv) = 512 B -> 2 cycles: 1 head (first fold), 1 tail.
+    assert qk["dense_actions"]["dram_read_bytes"] == 256 and qk["dense_actions"]["dram_write_bytes"] == 0
+    assert pv["dense_actions"]["dram_read_bytes"] == 128 and pv["dense_actions"]["dram_write_bytes"] == 128
+    assert qk["dense_stall_cycles"] == {"drain": 0, "dram": 1, "vector": vh, "similarity": 0}
+    assert qk["dense_total_cycles"] == 49 + 1 + vh  # phase 1: the array (49) outlasts the vector unit (34)
+    assert pv["dense_stall_cycles"] == {"drain": 0, "dram": 1, "vector": vt + (v_exp - 49) + h2, "similarity": 0}
+    assert pv["dense_total_cycles"] == v_exp + h2 + vt + 1 == 131
+    assert qk["fused"] == "pv" and pv["fused"] == "qk"
+    # Integer scores in the score SRAM (3 B written, 3 B read each), never in DRAM; P written into the input SRAM.
+    assert qk["dense_actions"]["sram_score_write_bytes"] == qk["dense_actions"]["sram_score_read_bytes"] == 768
+    assert pv["dense_actions"]["sram_input_write_bytes"] == 256
+
+
+def test_kaleido_fused_pair_with_reuse_by_hand():
+    # pv: frame 1 REUSEs group 1 on every token (frame 0 has no neighbour: COMPUTE).
+    dec = np.zeros((16, 2), dtype=np.int8)
+    dec[8:, 1] = 2
+    res = simulate_trace(_pair(dec), _cfg())
+    qk, pv = res["per_op"]
+    # Kaleido's pv follows qk's tiling: whole image rows, floor(8/4)*4 = 8 positions = 1 block x 2 frames.
+    # Tile (frame 0): 16 slots; tile (frame 1): group 1 skipped, 8 slots: 24 slots + R + C + 1 = 41.
+    assert pv["cycles"] == 24 + 8 + 8 + 1 and pv["tiles"] == 2
+    a_qk = qk["cycles"]
+    # Similarity unit, 8 lanes: qk's pass over Q 16*8/8 = 16 (head: first tile 8*8/8 = 8); pv's over P 256/8 = 32.
+    # Per query tile the first P group (8 keys) is made and decided first: V(7*8*8, 6*8*8) = 28, 8*8/8 = 8.
+    h2_v, h2_s = max(math.ceil(448 / 16), math.ceil(384 / 16)), 8
+    assert qk["stall_cycles"]["similarity"] == 8 + max(0, (16 - 8) - a_qk)
+    assert qk["stall_cycles"]["vector"] == 24 + max(0, 34 - a_qk)
+    assert pv["stall_cycles"] == {"drain": pv["stall_cycles"]["drain"], "dram": 1,
+                                  "vector": 10 + (112 - 41) + 2 * h2_v, "similarity": 2 * h2_s}
+    assert pv["total_cycles"] == 112 + 2 * (h2_v + h2_s) + 10 + 1
+    # P is never read from DRAM, and no similarity pass re-reads it: V in, O out.
+    assert pv["actions"]["dram_read_bytes"] == 128 and pv["actions"]["dram_write_bytes"] == 128
+    # P_eff state (read and written, M*K = 256 B each) in the score SRAM.
+    assert pv["actions"]["sram_score_read_bytes"] == pv["actions"]["sram_score_write_bytes"] == 256
+
+
+def test_unfused_without_score_buffer():
+    res = simulate_trace(_pair(), _cfg(0))
+    qk, pv = res["per_op"]
+    assert "fused" not in qk
+    assert qk["dense_actions"]["dram_write_bytes"] == 16 * 16  # P written as uint8
+    assert pv["dense_actions"]["dram_read_bytes"] >= 16 * 16  # and read back

@@ -1,0 +1,51 @@
+"""`kaleido explain` (sim/report/explain.py): the binding rule on hand-made op results, the chain, errors."""
+
+from __future__ import annotations
+
+import json
+
+from sim.report.explain import binding, dense_slots, explain_rows
+from tests.test_cli import assert_one_line_error, kaleido
+
+
+def _op(**kw):
+    op = {"name": "qkv", "block": 0, "step": 0, "batch": 1, "M": 256, "K": 64, "N": 256, "cycles": 1000,
+          "dense_cycles": 2000, "total_cycles": 1000, "dense_total_cycles": 2000, "speedup": 2.0,
+          "total_speedup": 2.0, "stall_cycles": {"drain": 0, "dram": 0, "vector": 0, "similarity": 0},
+          "dense_stall_cycles": {"drain": 0, "dram": 0, "vector": 0, "similarity": 0},
+          "useful_macs": 2.0e6, "dense_macs": 4.0e6, "slots": 500, "energy_pj": 3.0, "dense_energy_pj": 4.0,
+          "energy_breakdown_pj": {"dram": 2.0, "array_macs": 1.0}, "dense_energy_breakdown_pj": {"dram": 1.0,
+                                                                                                  "array_macs": 3.0}}
+    op.update(kw)
+    return op
+
+
+def test_binding_rule():
+    assert binding(_op(), dense=False) == "array"  # ideal 2.0 = array 2.0, no stalls
+    assert binding(_op(speedup=1.5), dense=False) == "lockstep"  # ideal 2.0 > 1.1 x 1.5
+    st = {"drain": 0, "dram": 40, "vector": 60, "similarity": 0}
+    assert binding(_op(total_cycles=1100, stall_cycles=st), dense=False) == "vector"  # 100 >= 5 % of 1100
+    st = {"drain": 0, "dram": 30, "vector": 0, "similarity": 0}
+    assert binding(_op(total_cycles=1030, stall_cycles=st), dense=False) == "array"  # 30 < 5 % of 1030
+    assert binding(_op(dense_stall_cycles={"drain": 200}), dense=True) == "drain"  # 200 >= 5 % of 2000
+
+
+def test_chain_and_energy_rows():
+    cfg = {"array_rows": 128, "array_cols": 128}
+    (r,) = explain_rows({"config": cfg, "per_op": [_op()]})
+    assert dense_slots(_op(), cfg) == 1 * 2 * 2 * 64
+    assert (r["ideal"], r["slots"], r["array"]) == (2.0, 256 / 500, 2.0)
+    assert r["energy_ratio"] == 0.75 and r["energy_top"] == [("array_macs", -2.0), ("dram", 1.0)]
+
+
+def test_cli_explain(tmp_path):
+    bad = tmp_path / "x.json"
+    assert_one_line_error(kaleido("explain", str(bad)), "not found")
+    bad.write_text("{")
+    assert_one_line_error(kaleido("explain", str(bad)), "not a results JSON")
+    good = tmp_path / "r.json"
+    good.write_text(json.dumps({"config": {"array_rows": 128, "array_cols": 128}, "per_op": [_op()],
+                                "speedup": 2.0, "total_speedup": 2.0, "energy_saving": 1.33}))
+    res = kaleido("explain", str(good))
+    assert res.returncode == 0, res.stderr
+    assert "ideal 2.00x -> array 2.00x -> end to end 2.00x" in res.stdout

@@ -265,6 +265,10 @@ def test_simulate_summary_lines_and_theta_index_on_exact_trace(tmp_path):
     assert ("note: Kaleido is slower than dense" in text) == slower
     assert ("note: Kaleido spends more energy" in text) == (data["energy_pj"] > data["dense_energy_pj"])
     assert "…" not in text  # piped: no cell or line cut at 80 columns
+    # piped: plain lines are never wrapped, however long (the stall line is over 160 columns)
+    (stalls,) = [ln for ln in text.splitlines() if "stalls: drain" in ln]
+    st = data["stall_cycles"]
+    assert stalls.startswith("with DRAM") and stalls.endswith(f"similarity {st['similarity']:,}"), stalls
 
 
 def test_help_flags_show_no_value_and_piped_tables_are_not_cut(tmp_path):
@@ -297,3 +301,17 @@ def test_version_and_report_of_rtl_results(tmp_path):
     rtl.write_text(json.dumps({"format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "cycles": 5}))
     assert_one_line_error(kaleido("report", str(rtl), "--out", str(tmp_path / "r")), "--engine rtl")
     assert not (tmp_path / "r").exists()
+
+
+def test_piped_console_never_wraps_plain_lines(monkeypatch):
+    """A result line far wider than `PIPE_WIDTH` stays one line when stdout is not a terminal."""
+    import io
+
+    from sim.cli.common import PIPE_WIDTH, stdout_console
+
+    buf = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", buf)
+    line = "stalls: " + ", ".join(f"unit{i} {i * 1000:,}" for i in range(60))
+    assert len(line) > 2 * PIPE_WIDTH
+    stdout_console().print(line)
+    assert buf.getvalue() == line + "\n"

@@ -89,7 +89,8 @@ def test_baselines_csv_equals_json(report):
 def test_summary_markdown_equals_json(report):
     data, out, _ = report
     md = (out / "summary.md").read_text()
-    section = md.split("# Baselines", 1)[1]
+    assert [ln for ln in md.splitlines() if ln.startswith("# ")] == ["# Kaleido simulation report"]  # one title
+    section = md.split("\n## Baselines\n", 1)[1]
     for label, d in data.items():
         part = section.split(f"## {label}:", 1)[1].split("\n## ", 1)[0]
         for name, e in d["baselines"].items():
@@ -99,6 +100,10 @@ def test_summary_markdown_equals_json(report):
             assert float(cells[4].rstrip("x")) == pytest.approx(e["kaleido_speedup"], abs=5e-4)
             assert float(cells[5].rstrip("x")) == pytest.approx(e["kaleido_energy_saving"], abs=5e-4)
             assert float(cells[3].replace(",", "")) == pytest.approx(e["energy_pj"] / 1e6, abs=5e-4)
+            # an infinite PSNR (an exact design, QUALITY) reads "exact" with its footnote, never "inf"
+            assert cells[7] == ("exact¹" if math.isinf(QUALITY[name]) else f"{QUALITY[name]:.2f}"), line
+        assert ("¹ exact: the design computes without approximation" in part) == any(
+            math.isinf(QUALITY[n]) for n in d["baselines"])
 
 
 def test_per_op_and_breakdown_csv_equal_json(report):

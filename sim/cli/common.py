@@ -47,11 +47,18 @@ PIPE_WIDTH = 160
 
 
 def stdout_console() -> Console:
-    """The console for results on stdout; when piped, at least `PIPE_WIDTH` columns wide."""
+    """The console for results on stdout.
+
+    When piped (not a terminal) tables are laid out at least `PIPE_WIDTH` columns wide and plain
+    lines are never wrapped (``soft_wrap``), so a line such as ``stalls: ... similarity 4,864``
+    stays one line for grep and scripts.
+    """
     con = Console()
     if not con.is_terminal:
-        con = Console(width=max(PIPE_WIDTH, con.width))
+        con = Console(width=max(PIPE_WIDTH, con.width), soft_wrap=True)
     return con
+
+
 EXIT_BAD_INPUT = 2
 
 

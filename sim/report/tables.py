@@ -146,15 +146,23 @@ def _num(v) -> str | float:
     return v if math.isfinite(v) else ("inf" if v > 0 else "nan" if math.isnan(v) else "-inf")
 
 
+#: What the baselines table shows for an infinite latent PSNR, and the footnote that says why.
+EXACT_PSNR = "exact¹"
+EXACT_PSNR_NOTE = ("¹ exact: the design computes without approximation (no reuse, merging or pruning), so its "
+                   "final latents equal the exact int8 run bit for bit; the PSNR is infinite, with no error to "
+                   "measure (`baselines.csv` keeps `inf`).")
+
+
 def _baselines_markdown(items) -> str:
-    out = ["", "# Baselines", "",
+    out = ["", "## Baselines", "",
            "Kaleido speedup = baseline time / Kaleido time; energy saving = baseline energy / Kaleido energy "
            "(same trace, config and energy table; A100: roofline, `sim/baselines/a100.py`). Quality: PSNR of "
            "the final latents against the exact int8 run (`kaleido baselines --quality-steps`).", ""]
     for label, data in items:
         if "baselines" not in data:
             continue
-        out += [f"## {label}: {model_label(data)}", "", f"_{caption(data)}_", "",
+        any_exact = False
+        out += [f"### {label}: {model_label(data)}", "", f"_{caption(data)}_", "",
                 "| design | cycles | time (us) | energy (uJ) | Kaleido speedup | Kaleido energy saving | "
                 "skipped / half work | latent PSNR (dB) |", "|---|---:|---:|---:|---:|---:|---|---:|"]
         for r in baseline_rows(label, data):
@@ -164,10 +172,15 @@ def _baselines_markdown(items) -> str:
             work = (f"{100 * r['work_skip']:.1f} % / {100 * r['work_half']:.1f} %"
                     if r["work_skip"] != "" else "-")
             psnr = r["latent_psnr_db"]
+            exact = psnr == "inf"
+            any_exact |= exact
+            psnr = EXACT_PSNR if exact else psnr if isinstance(psnr, str) else f"{psnr:.2f}"
             out.append(f"| {r['baseline']} | {r['cycles']:,.0f} | {r['time_us']:,.3f} | {r['energy_pj'] / 1e6:,.3f} "
                        f"| {r['kaleido_speedup']:.3f}x | {r['kaleido_energy_saving']:.3f}x | {work} "
-                       f"| {psnr if isinstance(psnr, str) else f'{psnr:.2f}'} |")
+                       f"| {psnr} |")
         out.append("")
+        if any_exact:
+            out += [EXACT_PSNR_NOTE, ""]
     return "\n".join(out)
 
 

@@ -108,3 +108,19 @@ def test_hunyuan_fused_proj_out_weights_quantised_per_op():
     np.testing.assert_array_equal(q_o, cap["o_proj"].W[0])
     assert s_o == cap["o_proj"].w_scale
     assert not torch.equal(lin.weight, w)  # float weights restored on exit
+
+
+@pytest.mark.parametrize("name,table,convs", [("wan2.1-t2v-1.3b", True, ["nn.Conv3d"]),
+                                               ("hunyuanvideo", False, ["nn.Conv3d"]),
+                                               ("cogvideox-5b", False, ["nn.Conv2d"])])
+def test_seeded_weights_text_names_only_what_the_model_has(name, table, convs):
+    """The seeded-weights description names Wan's ``scale_shift_table`` only for Wan (diffusers'
+    transformer_wan.py defines it; HunyuanVideo and CogVideoX have none) and the model's conv layer
+    class (Wan and Hunyuan patch with nn.Conv3d, CogVideoX with nn.Conv2d)."""
+    net, desc = build_model(name, "tiny", 0)
+    names = {n.rsplit(".", 1)[-1] for n, _ in net.named_parameters()}
+    assert ("scale_shift_table" in names) == table  # the premise, from the model itself
+    assert ("scale_shift_table" in desc) == table
+    for conv in ("nn.Conv2d", "nn.Conv3d"):
+        assert (conv in desc) == (conv in convs)
+    assert desc.startswith("seeded: torch.manual_seed(0)") and "nn.Linear" in desc

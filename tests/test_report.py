@@ -219,7 +219,7 @@ def test_quality_figure_pareto_line_needs_two_points_and_a100_bar_not_drawn(repo
     items = [("hand", data["hand"])]
     pts = quality_points(data["hand"])
     fig = _quality_figure(items)
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     # a100 is the fastest design and at infinite PSNR (QUALITY): it alone is the Pareto front
     fastest = max(pts, key=lambda p: p["speedup_vs_dense"])
     assert fastest["design"] == "a100" and math.isinf(fastest["psnr_db"])
@@ -229,3 +229,31 @@ def test_quality_figure_pareto_line_needs_two_points_and_a100_bar_not_drawn(repo
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert "a100" not in ticks and "kaleido" in ticks
     assert any("not drawn: a100" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_speedup_clusters_split_at_wide_gaps():
+    from sim.report.figures import speedup_clusters
+
+    # hand-made: designs at 0.98-1.13x and the A100 roofline at 512x (ratio 453 > 4): two ranges
+    assert speedup_clusters([1.0, 1.13, 0.98, 512.0]) == [(0.98, 1.13), (512.0, 512.0)]
+    assert speedup_clusters([1.0, 3.9, 15.0]) == [(1.0, 15.0)]  # every neighbour within 4x: one
+    assert speedup_clusters([1.0, 4.5]) == [(1.0, 1.0), (4.5, 4.5)]
+
+
+def test_quality_figure_breaks_its_axis_when_the_a100_is_far_off(report):
+    """With the A100 hundreds of times faster than the designs near 1x, the figure draws two panels
+    (a broken x axis), each spanning only its own designs, so those near 1x stay apart."""
+    from sim.report.figures import _quality_figure
+    from sim.report.tables import quality_points
+
+    data, _, _ = report
+    d = json.loads(json.dumps(data["hand"]))
+    d["baselines"]["a100"]["time_us"] = d["dense_cycles"] / d["config"]["clock_mhz"] / 500.0  # 500x dense
+    xs = sorted(p["speedup_vs_dense"] for p in quality_points(d))
+    assert xs[-1] == pytest.approx(500.0) and xs[-2] < 2.0
+    fig = _quality_figure([("hand", d)])
+    assert len(fig.axes) == 2
+    lo, hi = fig.axes[0].get_xlim()
+    assert lo <= xs[0] and xs[-2] <= hi < 500.0 and hi / lo < 10  # the left panel: the designs near 1x
+    lo2, hi2 = fig.axes[1].get_xlim()
+    assert lo2 < 500.0 < hi2 and lo2 > xs[-2]

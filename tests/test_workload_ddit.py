@@ -115,6 +115,25 @@ def test_rule_on_a_recorded_trajectory_is_deterministic():
         assert pct[2] == pytest.approx(np.percentile(ddit.patch_stds(d3, 4, 4), 40.0))
 
 
+def test_default_trajectory_is_the_trained_model_with_its_class_prompt():
+    """Issue: "the trained model when it exists". The default sampling run is the shipped small
+    checkpoint, fed the class prompt it was trained on (the prompt changes the run), and the notes
+    say it is trained; the tiny size stays seeded with its caveat."""
+    from algo.capture import record_trajectory
+    from algo.train.trainer import CHECKPOINT
+
+    wl = ddit.generate_ddit("wan2.1-t2v-1.3b", "256x128x5", 5, trajectory_frames=1)
+    src = wl.params["schedule_source"]
+    assert wl.params["trajectory_size"] == "small" and str(CHECKPOINT) in src and "class prompt 0" in src
+    assert "CAVEAT: the trajectory comes from a trained small model" in wl.notes and "seeded (untrained)" not in wl.notes
+    a, _ = record_trajectory("wan2.1-t2v-1.3b", "small", (1, 16, 16), 2, seed=0, weights=CHECKPOINT)
+    b, _ = record_trajectory("wan2.1-t2v-1.3b", "small", (1, 16, 16), 2, seed=0, weights=CHECKPOINT, image="coffee")
+    np.testing.assert_array_equal(a[0], b[0])  # same noise
+    assert np.abs(a[2] - b[2]).max() > 1e-3  # another prompt, another run
+    tiny = ddit.generate_ddit("wan2.1-t2v-1.3b", "256x128x5", 4, trajectory_size="tiny", trajectory_frames=1)
+    assert "CAVEAT: the trajectory comes from the tiny model with seeded (untrained) weights" in tiny.notes
+
+
 # -- files and CLI ----------------------------------------------------------------------------------
 
 SCHED = "1,1,1,2,4,4"

@@ -28,6 +28,7 @@ from algo.models.registry import (
     num_blocks,
     rope_groups,
     rope_split,
+    seeded_weights_description,
 )
 from algo.models.streaming import StreamedBlocks, build_streamed
 
@@ -35,4 +36,5 @@ __all__ = [
     "DTYPES", "MODELS", "SAFETENSORS_FILE", "SAFETENSORS_INDEX", "WEIGHTS_INIT", "CaptureError", "Checkpoint", "ModelSpec",
     "StreamedBlocks", "blocks_of", "build_model", "build_streamed", "checkpoint_of", "family_of", "get_spec",
     "meta_model", "model_config", "model_family", "num_blocks", "rope_groups", "rope_split",
+    "seeded_weights_description",
 ]

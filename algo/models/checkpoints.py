@@ -12,7 +12,6 @@ from pathlib import Path
 import torch
 
 from algo.models.registry import (
-    WEIGHTS_INIT,
     CaptureError,
     ModelSpec,
     _layers_config,
@@ -20,6 +19,7 @@ from algo.models.registry import (
     get_spec,
     meta_model,
     num_blocks,
+    seeded_weights_description,
 )
 
 #: Config keys a checkpoint must agree on with the registered size (architecture, not runtime).
@@ -285,7 +285,7 @@ def build_model(name: str, size: str, seed: int = 0, *, weights: str | Path | No
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             model = cls(**cfg)
-        desc = WEIGHTS_INIT.format(seed=int(seed))
+        desc = seeded_weights_description(seed, model)
         if path is not None:
             desc = _load_safetensors(model, spec, size, path, n)
         elif n != full_layers:

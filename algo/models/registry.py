@@ -35,12 +35,25 @@ class CaptureError(ValueError):
     """Trace capture cannot run as asked: unknown model or size, bad grid, steps or thresholds."""
 
 
-#: The trace's ``weights`` field for seeded models; ``{seed}`` is filled in.
+#: The trace's ``weights`` field for seeded models; ``{seed}`` is filled in, ``{layers}`` and
+#: ``{extra}`` by `seeded_weights_description` from the modules the model has.
 WEIGHTS_INIT = (
     "seeded: torch.manual_seed({seed}) before construction, diffusers default init "
-    "(nn.Linear/nn.Conv3d kaiming-uniform a=sqrt(5), bias U(+-1/sqrt(fan_in)); norms weight 1, "
-    "bias 0; scale_shift_table randn/sqrt(d)); no checkpoint"
+    "({layers} kaiming-uniform a=sqrt(5), bias U(+-1/sqrt(fan_in)); norms weight 1, "
+    "bias 0{extra}); no checkpoint"
 )
+
+
+def seeded_weights_description(seed: int, model: torch.nn.Module) -> str:
+    """`WEIGHTS_INIT` for `model`: names the layer classes it holds (PyTorch's default init) and, only
+    where the model has one, Wan's ``scale_shift_table`` (``randn / sqrt(d)``, diffusers'
+    ``transformer_wan.py``); HunyuanVideo and CogVideoX have none."""
+    kinds = (torch.nn.Linear, torch.nn.Conv2d, torch.nn.Conv3d)
+    present = [k.__name__ for k in kinds if any(isinstance(m, k) for m in model.modules())]
+    layers = "/".join(f"nn.{n}" for n in present) or "layers"
+    has_table = any(n.rsplit(".", 1)[-1] == "scale_shift_table" for n, _ in model.named_parameters())
+    extra = "; scale_shift_table randn/sqrt(d)" if has_table else ""
+    return WEIGHTS_INIT.format(seed=int(seed), layers=layers, extra=extra)
 
 
 @dataclass(frozen=True)

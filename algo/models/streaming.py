@@ -12,13 +12,13 @@ import torch
 
 from algo.models.checkpoints import Checkpoint, _to_dtype
 from algo.models.registry import (
-    WEIGHTS_INIT,
     CaptureError,
     _layers_config,
     blocks_of,
     get_spec,
     meta_model,
     num_blocks,
+    seeded_weights_description,
 )
 
 
@@ -217,7 +217,7 @@ def build_streamed(name: str, size: str, seed: int = 0, dtype: torch.dtype | Non
         raise CaptureError(f"{spec.diffusers_class}: block construction was not recorded as expected")
     prefixes = _block_prefixes(model)
     if ckpt is None:
-        desc = WEIGHTS_INIT.format(seed=int(seed)).replace("; no checkpoint", "")
+        desc = seeded_weights_description(seed, model).replace("; no checkpoint", "")
         if n != full_layers:
             desc += f"; blocks 0..{n - 1} of {full_layers} built"
         desc += ("; streamed: each block rebuilt from its recorded RNG state just before it runs "

@@ -31,9 +31,12 @@ C_out·p_t·m p_h·m p_w); ``repeat`` = blocks × classifier-free-guidance branc
 samples with guidance by default). The reference is the same run at p on every step.
 
 The trajectory comes from a real sampling run (`algo.capture.record_trajectory`) of the registered
-model at ``trajectory_size`` — by default the *tiny seeded* Wan (untrained weights): its latents
-move the way an untrained network moves them, so the schedule it yields says what the rule does on
-that run, not what DDiT picks on trained Wan2.1. The run is open loop (the trajectory is sampled at
+model at ``trajectory_size`` — by default the *trained small* Wan shipped in ``algo/train/assets``
+(docs/training.md; a 4-block model trained here on patch-PCA latents, not Wan2.1: the schedule
+says what the rule does on a trained denoiser's trajectory, not what DDiT picks on Wan2.1, and τ
+was set for Wan's VAE latents, not for these); ``tiny`` is the seeded (untrained) tiny Wan, whose
+latents move the way an untrained network moves them (the workload notes carry a caveat). The run
+is open loop (the trajectory is sampled at
 p throughout; a real DDiT run samples coarse steps with the coarse embedding, which changes later
 latents). An explicit ``schedule`` replaces the rule (e.g. to replay a published schedule).
 """
@@ -218,7 +221,7 @@ def _step_ops(net, spec, latent_grid, patch, m: int, step: int, branches: int) -
 def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_inference_steps: int = 50, *,
                   rho: float = DEFAULT_RHO, tau: float = DEFAULT_TAU, warmup: int = WARMUP_STEPS,
                   multiples: Sequence[int] = PATCH_MULTIPLES, schedule: Sequence[int] | None = None,
-                  trajectory: np.ndarray | None = None, trajectory_size: str = "tiny",
+                  trajectory: np.ndarray | None = None, trajectory_size: str = "small",
                   trajectory_frames: int = TRAJECTORY_FRAMES, trajectory_weights=None, seed: int = 0,
                   cfg_branches: int = CFG_BRANCHES, progress: ProgressFn | None = None) -> Workload:
     """Build the DDiT workload of ``model`` at ``resolution`` (module docstring).
@@ -229,6 +232,9 @@ def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_
         trajectory: ``[>= steps, 16, F, H, W]`` latents to run the rule on; None: record one with
             `algo.capture.record_trajectory` (``trajectory_size`` model, seed ``seed``, the
             resolution's latent height and width, ``trajectory_frames`` latent frames).
+        trajectory_size: ``"small"`` (default: the trained checkpoint `algo.train.trainer.CHECKPOINT`
+            unless ``trajectory_weights`` names another), ``"tiny"`` or ``"full"`` (seeded unless
+            ``trajectory_weights``).
         cfg_branches: forwards per step (2 with classifier-free guidance, 1 without).
 
     Raises:
@@ -263,6 +269,10 @@ def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_
         source = "explicit schedule (the rule did not run)"
     else:
         if trajectory is None:
+            if trajectory_size == "small" and trajectory_weights is None:
+                from algo.train.trainer import CHECKPOINT
+
+                trajectory_weights = CHECKPOINT
             tf = int(trajectory_frames)
             if tf < 1 or tf > latent[0]:
                 raise WorkloadError(f"trajectory_frames must be in 1..{latent[0]}, got {trajectory_frames}")
@@ -286,9 +296,15 @@ def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_
                 cache[mult] = _step_ops(net, spec, latent, patch, mult, 0, int(cfg_branches))
             dst.extend(WorkloadOp(**{**o.__dict__, "step": t}) for o in cache[mult][0])
         steps_meta.append({"index": t, "patch_multiple": m, **cache[m][1], "percentiles": row["percentiles"]})
-    caveat = ("" if schedule is not None or trajectory_size != "tiny" or weights is None or "seeded" not in str(weights)
-              else " CAVEAT: the trajectory comes from the tiny model with seeded (untrained) weights; the schedule "
-                   "shows the rule on that run, not DDiT's choice on trained Wan2.1.")
+    if schedule is not None or trajectory is not None and weights is None:
+        caveat = ""
+    elif str(weights).startswith("seeded"):  # `algo.models.WEIGHTS_INIT`; a checkpoint names its file
+        caveat = (f" CAVEAT: the trajectory comes from the {trajectory_size} model with seeded (untrained) weights; "
+                  "the schedule shows the rule on that run, not DDiT's choice on trained Wan2.1.")
+    else:
+        caveat = (f" CAVEAT: the trajectory comes from a trained {trajectory_size} model (weights above), not "
+                  "Wan2.1, and on its own latents (tau was set for Wan's VAE latents): the schedule shows the rule "
+                  "on a trained denoiser's run, not DDiT's choice on Wan2.1.")
     notes = (f"DDiT dynamic patch scheduling; schedule from: {source}. Latent {latent[0]}x{latent[1]}x{latent[2]}; "
              f"padding rule: a latent side that does not divide the patch is zero-padded to the next multiple.{caveat}")
     params = {"num_inference_steps": num_inference_steps, "rho": float(rho), "tau": float(tau), "warmup": int(warmup),

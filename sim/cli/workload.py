@@ -46,12 +46,14 @@ def ddit(
     schedule: Annotated[str | None, typer.Option(
         help="explicit patch multiple per step, comma-separated (1, 2 or 4), instead of the rule")] = None,
     trajectory_size: Annotated[str, typer.Option(
-        help="model size of the sampling run the rule reads: tiny (seeded, untrained: see the caveat) or full")]
-    = "tiny",
+        help="model size of the sampling run the rule reads: small (default: the trained checkpoint shipped in "
+             "algo/train/assets, docs/training.md), tiny (seeded, untrained: see the caveat) or full (seeded)")]
+    = "small",
     trajectory_frames: Annotated[int, typer.Option(
         help="latent frames of that run (its height and width are the resolution's; default 3)")] = 3,
     weights: Annotated[str | None, typer.Option(
-        help="checkpoint for the sampling run (as `kaleido capture --weights`; default: seeded)")] = None,
+        help="checkpoint for the sampling run (as `kaleido capture --weights`; default: the trained one "
+             "for small, seeded for tiny and full)")] = None,
     seed: Annotated[int, typer.Option(help="seed of the sampling run (weights, noise, text)")] = 0,
     no_cfg: Annotated[bool, _flag("--no-cfg", help="one forward per step (default: two, "
                                                          "classifier-free guidance as Wan2.1 samples)")] = False,

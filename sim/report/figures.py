@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker as mticker  # noqa: E402
 
 from algo.fileio import atomic_write_bytes  # noqa: E402
 from sim.report.tables import (  # noqa: E402
@@ -236,10 +237,38 @@ def _heatmap_figure(items):
     return fig
 
 
+#: A gap between neighbouring speedups (sorted, ratio) wider than this splits the x axis of
+#: quality_speedup.png in two: designs at 0.9-1.5x and the A100 roofline at hundreds of x would
+#: otherwise share one log axis, on which every design near 1x collapses into one column.
+SPEEDUP_BREAK_RATIO = 4.0
+
+
+def speedup_clusters(speedups, ratio: float = SPEEDUP_BREAK_RATIO) -> list[tuple[float, float]]:
+    """``(low, high)`` ranges of `speedups` (positive floats) split at every gap wider than `ratio`
+    between sorted neighbours; one range when no gap is that wide (no broken axis)."""
+    xs = sorted(float(x) for x in speedups)
+    if not xs:
+        return [(1.0, 1.0)]
+    out = [[xs[0], xs[0]]]
+    for x in xs[1:]:
+        if x > out[-1][1] * ratio:
+            out.append([x, x])
+        else:
+            out[-1][1] = x
+    return [(lo, hi) for lo, hi in out]
+
+
 def _quality_figure(items):
     from algo.quality import pareto_front
 
-    fig, ax = plt.subplots(1, 1, figsize=figure_inches("quality_speedup"))
+    all_x = [p["speedup_vs_dense"] for _, d in items for p in quality_points(d)]
+    clusters = speedup_clusters(all_x)
+    # Panel widths by the designs each holds (1 to 4 parts): the crowded panel near 1x gets the room
+    # to separate its designs, a lone outlier (the A100 roofline) a narrow panel.
+    widths = [min(4, max(1, sum(lo <= x <= hi for x in all_x))) for lo, hi in clusters]
+    fig, axes = plt.subplots(1, len(clusters), figsize=figure_inches("quality_speedup"), sharey=True,
+                             squeeze=False, gridspec_kw={"width_ratios": widths})
+    axes = list(axes[0])
     finite = [p["psnr_db"] for _, d in items for p in quality_points(d) if math.isfinite(p["psnr_db"])]
     cap = (max(finite) if finite else 60.0) + 10.0
     # One marker shape per design, hollow, largest first: designs at the same point stay visible as
@@ -247,37 +276,61 @@ def _quality_figure(items):
     markers = "osD^vP*X<>"
     styles = ["-", "--", ":", "-."]
     designs = list(dict.fromkeys(p["design"] for _, d in items for p in quality_points(d)))
-    for k, (label, data) in enumerate(items):
-        pts = quality_points(data)
-        suffix = f" ({label})" if len(items) > 1 else ""
-        for p in pts:
-            i = designs.index(p["design"])
-            y = p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap
-            ax.scatter(p["speedup_vs_dense"], y, marker=markers[i % len(markers)], s=max(30, 190 - 30 * i),
-                       facecolors="none", edgecolors=plt.get_cmap("tab10")(i % 10), linewidths=1.6, zorder=3,
-                       label=f"{p['design']}{suffix}")
-        # one label per place; designs within 3 % in speedup and 1.5 dB share it (listed together)
-        at: dict[tuple[float, float], list[str]] = {}
-        for p in pts:
-            x, y = p["speedup_vs_dense"], (p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap)
-            near = next((key for key in at if abs(math.log(x / key[0])) < 0.03 and abs(y - key[1]) < 1.5), (x, y))
-            at.setdefault(near, []).append(p["design"])
-        for (x, y), names in at.items():
-            ax.annotate(" = ".join(names), (x, y), textcoords="offset points", xytext=(9, -3 - 9 * k), fontsize=7)
-        front = pareto_front([p["speedup_vs_dense"] for p in pts],
-                             [p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap for p in pts])
-        if len(front) >= 2:  # a front of one point is no line
-            ax.plot([pts[i]["speedup_vs_dense"] for i in front],
-                    [pts[i]["psnr_db"] if math.isfinite(pts[i]["psnr_db"]) else cap for i in front],
-                    styles[k % len(styles)], color="tab:red", lw=1, label=f"Pareto front{suffix}")
-    ax.axhline(cap, color="gray", ls=":", lw=0.8, label=f"∞ dB (identical to the exact run), drawn at {cap:.0f}")
-    ax.set_xscale("log")
-    ax.set_xlabel("each design's speedup over the dense array = dense time / design time (x, log; > 1: faster)")
-    ax.set_ylabel("PSNR of final latents vs exact int8 run (dB)")
-    ax.set_title("Quality vs speedup: Kaleido and baselines", fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5), markerscale=0.6)
-    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    for ax in axes:
+        for k, (label, data) in enumerate(items):
+            pts = quality_points(data)
+            suffix = f" ({label})" if len(items) > 1 else ""
+            for p in pts:
+                i = designs.index(p["design"])
+                y = p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap
+                ax.scatter(p["speedup_vs_dense"], y, marker=markers[i % len(markers)], s=max(30, 190 - 30 * i),
+                           facecolors="none", edgecolors=plt.get_cmap("tab10")(i % 10), linewidths=1.6, zorder=3,
+                           label=f"{p['design']}{suffix}")
+            # one label per place; designs within 3 % in speedup and 1.5 dB share it (listed together)
+            at: dict[tuple[float, float], list[str]] = {}
+            for p in pts:
+                x, y = p["speedup_vs_dense"], (p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap)
+                near = next((key for key in at if abs(math.log(x / key[0])) < 0.03 and abs(y - key[1]) < 1.5),
+                            (x, y))
+                at.setdefault(near, []).append(p["design"])
+            for (x, y), names in at.items():
+                ax.annotate(" = ".join(names) + f" ({x:.3g}x)", (x, y), textcoords="offset points",
+                            xytext=(9, -3 - 9 * k), fontsize=7, annotation_clip=True)
+            front = pareto_front([p["speedup_vs_dense"] for p in pts],
+                                 [p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap for p in pts])
+            if len(front) >= 2:  # a front of one point is no line
+                ax.plot([pts[i]["speedup_vs_dense"] for i in front],
+                        [pts[i]["psnr_db"] if math.isfinite(pts[i]["psnr_db"]) else cap for i in front],
+                        styles[k % len(styles)], color="tab:red", lw=1, label=f"Pareto front{suffix}")
+        ax.axhline(cap, color="gray", ls=":", lw=0.8, label=f"∞ dB (identical to the exact run), drawn at {cap:.0f}")
+        ax.set_xscale("log")
+        ax.grid(True, alpha=0.3)
+    for ax, (lo, hi) in zip(axes, clusters, strict=True):
+        pad = 10 ** (0.08 + 0.04 * math.log10(hi / lo))
+        ax.set_xlim(lo / pad, hi * pad * 1.3)  # room for the labels right of the markers
+        # within a decade: a few plain linear ticks (log ticks would give one label or overlap)
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(4) if hi / lo < 10 else mticker.LogLocator())
+        ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+    for left, right in zip(axes, axes[1:], strict=False):  # broken-axis marks: // on the shared edge
+        left.spines["right"].set_visible(False)
+        right.spines["left"].set_visible(False)
+        right.tick_params(axis="y", left=False)
+        kw = {"marker": [(-1, -1.5), (1, 1.5)], "markersize": 10, "linestyle": "none", "color": "k",
+              "mec": "k", "mew": 1, "clip_on": False}
+        left.plot([1, 1], [0, 1], transform=left.transAxes, **kw)
+        right.plot([0, 0], [0, 1], transform=right.transAxes, **kw)
+    broken = " (axis broken between the panels)" if len(axes) > 1 else ""
+    bottom = _caption_block(fig, items)
+    fig.supxlabel("each design's speedup over the dense array = dense time / design time (x, log; > 1: faster)"
+                  + broken, fontsize=9, y=bottom, va="bottom")
+    axes[0].set_ylabel("PSNR of final latents vs exact int8 run (dB)")
+    fig.suptitle("Quality vs speedup: Kaleido and baselines", fontsize=10)
+    handles, labels = axes[-1].get_legend_handles_labels()
+    axes[-1].legend(handles, labels, fontsize=6.5, loc="center left", bbox_to_anchor=(1.0, 0.5), markerscale=0.6)
+    fig.tight_layout(rect=(0, bottom + 0.03, 1, 1))  # tight_layout leaves supxlabel out: 0.03 for it
+    if len(axes) > 1:
+        fig.subplots_adjust(wspace=0.06)  # the panels of a broken axis sit close (after tight_layout)
     return fig
 
 

@@ -302,9 +302,9 @@ def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_
         caveat = (f" CAVEAT: the trajectory comes from the {trajectory_size} model with seeded (untrained) weights; "
                   "the schedule shows the rule on that run, not DDiT's choice on trained Wan2.1.")
     else:
-        caveat = (f" CAVEAT: the trajectory comes from a trained {trajectory_size} model (weights above), not "
-                  "Wan2.1, and on its own latents (tau was set for Wan's VAE latents): the schedule shows the rule "
-                  "on a trained denoiser's run, not DDiT's choice on Wan2.1.")
+        caveat = (f" CAVEAT: the trajectory comes from a trained {trajectory_size} model (params.schedule_source names "
+                  "the checkpoint), not Wan2.1, and on its own latents (tau was set for Wan's VAE latents): the schedule "
+                  "shows the rule on a trained denoiser's run, not DDiT's choice on Wan2.1.")
     notes = (f"DDiT dynamic patch scheduling; schedule from: {source}. Latent {latent[0]}x{latent[1]}x{latent[2]}; "
              f"padding rule: a latent side that does not divide the patch is zero-padded to the next multiple.{caveat}")
     params = {"num_inference_steps": num_inference_steps, "rho": float(rho), "tau": float(tau), "warmup": int(warmup),

@@ -403,6 +403,7 @@ def assemble_results(trace: Trace, per_op: list[dict], counts: np.ndarray, cfg: 
     return energy.annotate_total({
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION,
         "config": cfg.model_dump(mode="json"),
+        "organisation": cfg.organisation,
         "trace": {
             "path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
             "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops),

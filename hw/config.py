@@ -25,7 +25,7 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 #: ``compact`` -- per-group compaction: the tokens that compute group g are packed into full tiles of
 #: |g| slots (PARTIAL tokens at half width), REUSE costs no slot, a combine unit adds each token's
 #: per-group partials kept in the partial-sum SRAM (`sim.timing.compact`).
-ORGANISATIONS = ("lockstep",)
+ORGANISATIONS = ("lockstep", "compact")
 
 #: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (SPEC section 1).
 MAX_ABS_X = 255
@@ -100,6 +100,9 @@ class AcceleratorConfig(BaseModel):
         0, ge=0, description="partial-sum SRAM of the compact organisation (sim/timing/compact.py): per-group "
         "neighbour partials of a window's positions, the combine unit's staged outputs and the queued operand rows; "
         "0 = none (compact cannot be built)")
+    compact_bands: int = Field(
+        4, gt=0, description="compact organisation: row bands of array_rows / compact_bands rows, each with its own "
+        "weight lane per column, running its own band-tiles (power of two, <= array_rows)")
     combine_lanes: int | None = Field(
         None, gt=0, description="combine-unit adders of the compact organisation (acc-bit adds per cycle); None = "
         "4 x array_cols x drain_rows_per_cycle (sim.timing.compact.combine_lanes)")
@@ -113,7 +116,7 @@ class AcceleratorConfig(BaseModel):
 
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",
-        "input_sram_kib", "weight_sram_kib", "output_sram_kib", "partial_sram_kib",
+        "input_sram_kib", "weight_sram_kib", "output_sram_kib", "partial_sram_kib", "compact_bands",
     )
     @classmethod
     def _pow2(cls, v: int) -> int:
@@ -148,6 +151,8 @@ class AcceleratorConfig(BaseModel):
             raise ValueError(
                 f"drain_rows_per_cycle ({self.drain_rows_per_cycle}) exceeds array_rows ({self.array_rows})"
             )
+        if self.compact_bands > self.array_rows:
+            raise ValueError(f"compact_bands ({self.compact_bands}) exceeds array_rows ({self.array_rows})")
         if self.organisation == "compact" and self.psum_sram_kib == 0:
             raise ValueError(
                 "array organisation 'compact' cannot be built on this config: psum_sram_kib = 0 (it keeps per-group "

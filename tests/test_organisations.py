@@ -218,3 +218,17 @@ def test_compact_end_to_end_cycles_and_values(tmp_path):
     assert res["per_op"][0]["cycles"] == cyc
     assert np.array_equal(compact_gemm(op.X[0], op.W[0], tr.grid, groups, dec, 8, 4, 2),
                           apply_decisions(op.X[0], op.W[0], tr.grid, groups, dec, 4))
+
+
+def test_organisations_figure_and_floor(tmp_path):
+    from sim.report.organisations import energy_floor, plot
+
+    rows = [{"region": reg, "reuse": r, "organisation": org, "total_speedup": s, "ideal": 1 / (1 - r) - 0.1,
+             "energy_vs_dense": 1.0, "area_mm2": a, "dense_area_mm2": 40.0}
+            for reg in ("1x1", "8x8") for r in (0.3, 0.8)
+            for org, s, a in (("lockstep", 1.0, 80.0), ("compact", 2.0 + r, 54.0))]
+    paths = plot(rows, tmp_path / "figs")
+    assert all(p.is_file() and p.stat().st_size > 1000 for p in paths)
+    res = {"dense_energy_breakdown_pj": {"dram": 2.0, "vector_unit": 1.0, "sram_score": 3.0, "sram_output": 4.0,
+                                         "array_macs": 100.0}}
+    assert energy_floor(res) == 10.0  # the shared units only, at dense's energy

@@ -235,7 +235,8 @@ def simulate(
     st = res["stall_cycles"]
     out.print(f"with DRAM, vector and similarity units: {res['total_cycles']:,} cycles vs "
               f"{res['dense_total_cycles']:,} dense -> {res['total_speedup']:.2f}x; stalls: drain {st['drain']:,} "
-              f"(in the array cycles), DRAM {st['dram']:,}, vector {st['vector']:,}, similarity {st['similarity']:,}")
+              f"(in the array cycles), DRAM {st['dram']:,}, vector {st['vector']:,}, similarity {st['similarity']:,}"
+              + (f", combine unit {st['combine']:,}" if st.get("combine") else ""))
     if (ds := res.get("dispatcher_stats")) is not None and no_dispatcher:
         out.print(f"dispatcher off (raster order): {ds['tiles']:,} tiles, {ds['skipped_groups']:,} skipped groups")
     elif ds is not None:  # sim.cost.actions.dispatcher_stats

@@ -151,7 +151,7 @@ class AcceleratorConfig(BaseModel):
             raise ValueError(
                 f"drain_rows_per_cycle ({self.drain_rows_per_cycle}) exceeds array_rows ({self.array_rows})"
             )
-        if self.compact_bands > self.array_rows:
+        if self.organisation == "compact" and self.compact_bands > self.array_rows:
             raise ValueError(f"compact_bands ({self.compact_bands}) exceeds array_rows ({self.array_rows})")
         if self.organisation == "compact" and self.psum_sram_kib == 0:
             raise ValueError(

@@ -170,6 +170,12 @@ def test_ditango_volumes_small(tmp_path):
     assert res["comm"]["bytes_per_rank"] == pytest.approx(10 * 60 * hop + 2 * 30 * 2 * 4)
     assert res["comm"]["reference_bytes_per_rank"] == pytest.approx(12 * 60 * hop)
     assert res["per_step"][5]["reference_comm_bytes"] == pytest.approx(60 * hop)
+    rep = kaleido("report", str(tmp_path / "r.json"), "-o", str(tmp_path / "rep"))
+    assert rep.returncode == 0, rep.stderr
+    summary = (tmp_path / "rep" / "workload_summary.md").read_text()
+    # 10 * 60 * hop + 480 bytes = 0.4719 GB of 0.5662 GB (83.3 %)
+    assert "communication per rank: 0.4719 GB (reference 0.5662 GB, 83.3%)" in summary
+    assert "comm_bytes" in (tmp_path / "rep" / "workload_steps.csv").read_text().splitlines()[0]
     # the same workload on 2 Kaleido chips with reuse: every op has a shard grid, so --reuse applies
     r = kaleido("simulate", str(out), "--devices", "kaleido-16nm-128x128:2", "--reuse", "0.5,0.2", "--json",
                 str(tmp_path / "k.json"))
@@ -191,8 +197,8 @@ def test_ditango_ulysses_volumes_by_hand():
     # 4 ranks as 2 ring groups of 2 Ulysses ranks; grid (2, 8, 16): ceil(16 / 4) = 4 rows of 16 = 64 tokens per rank
     wl = ditango.generate_ditango("wan2.1-t2v-1.3b", "256x128x5", devices=4, num_inference_steps=10, ulysses=2)
     assert wl.params["groups"] == 2 and wl.params["tokens_per_rank"] == 64
-    a2a = sorted({c.bytes for c in wl.comms if c.pattern == "all_to_all"})
-    assert a2a == [64 * 1536 * 2, 3 * 64 * 1536 * 2]  # output; fused Q, K, V (bf16)
+    a2a = {(c.bytes, c.repeat, c.group) for c in wl.comms if c.pattern == "all_to_all"}
+    assert a2a == {(64 * 1536 * 2, 4 * 2, 2)}  # Q, K, V and the output (bf16), one call each, both branches
     # a ring hop carries one group's K and V: 2 * 128 tokens * 6 heads * 128 * 2 bytes, to the rank 2 along
     rings = [c for c in wl.comms if c.pattern == "ring_p2p"]
     assert {(c.bytes, c.distance, c.group) for c in rings} == {(2 * 128 * 6 * 128 * 2, 2, 4)}
@@ -258,8 +264,13 @@ def test_causal_sp_schedule_kv_heads_and_volumes(tmp_path):
     assert len(wl.steps) == 35 and [s["kind"] for s in wl.steps[:5]] == ["denoise"] * 4 + ["kv_rewrite"]
     qk = [o for o in wl.ops if o.name == "qk" and o.step == 34]
     assert [(o.rank, o.batch, o.M, o.N) for o in qk] == [(r, 2 if r < 4 else 1, 4680, 32760) for r in range(8)]
-    # 4680 / 8 = 585 tokens per rank; fused QKV all-to-all 3 * 585 * 1536 * 2 bytes, output 585 * 1536 * 2
-    assert sorted({c.bytes for c in wl.comms}) == [585 * 1536 * 2, 3 * 585 * 1536 * 2]
+    # 90 latent rows of 52 over 8 ranks: 12 whole rows = 624 tokens per rank (the last padded);
+    # fused QKV all-to-all 3 * 624 * 1536 * 2 bytes, output 624 * 1536 * 2
+    assert sorted({c.bytes for c in wl.comms}) == [624 * 1536 * 2, 3 * 624 * 1536 * 2]
+    assert {o.grid for o in wl.ops if o.name == "ffn1"} == {(1, 12, 52)}
+    assert {o.grid for o in wl.ops if o.name == "qk"} == {(3, 30, 52)}
+    # KV cache per rank: 30 layers x K and V x 32,760 slots x 2 heads x 128 x 2 bytes
+    assert wl.params["kv_cache_bytes_per_rank"] == 30 * 2 * 32760 * 2 * 128 * 2
     assert sum(o.name == "cross_kv" for o in wl.ops) == 1
     out = tmp_path / "c.npz"
     assert kaleido("workload", "causal-sp", "--devices", "4", "-o", str(out)).returncode == 0
@@ -308,3 +319,28 @@ def test_device_times_attention_pairs_fused_as_the_trace_path():
                   steps=[{"index": 0}])
     res = simulate_workload(wl, KaleidoDevice(cfg), 1)
     assert res["total_time_us"] == pytest.approx(4 * (t_qk["dense_time_us"] + t_pv["dense_time_us"]))
+
+
+def test_workload_v1_comms_read_as_distance_1_and_bad_distance_exits_2(tmp_path):
+    from algo.workloads.format import WorkloadError, load_workload, save_workload
+    from tests.test_cli import assert_one_line_error
+    from tests.test_workload_ddit import kaleido
+    from tests.trace_files import rewrite_trace
+
+    wl = Workload(generator="ditango", model="m", size="full", resolution="r", grid=(1, 1, 4),
+                  ops=[WorkloadOp(step=0, name="qk", batch=1, M=4, K=8, N=4)], devices=4, steps=[{"index": 0}],
+                  comms=[CommEvent(step=0, pattern="ring_p2p", bytes=64.0, group=4, distance=3)])
+    path = save_workload(wl, tmp_path / "w.npz")
+    assert load_workload(path).comms[0].distance == 3
+
+    def v1(m):
+        m["version"] = 1
+        for c in m["comms"]:
+            del c["distance"]
+
+    old = rewrite_trace(path, tmp_path / "v1.npz", meta_fn=v1)
+    assert load_workload(old).comms[0].distance == 1
+    bad = rewrite_trace(path, tmp_path / "bad.npz", meta_fn=lambda m: m["comms"][0].update(distance=4))
+    with pytest.raises(WorkloadError, match="distance 4"):
+        load_workload(bad)
+    assert_one_line_error(kaleido("simulate", str(bad), "--devices", "a100:4"), "distance")

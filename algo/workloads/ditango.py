@@ -269,16 +269,29 @@ def uniform_kappa(layers: int, groups: int):
     return lambda step, prev: None if prev < 0 else np.ones((layers, groups))
 
 
+def reuse_axis(grid: tuple[int, int, int]) -> str:
+    """The reuse axis of a shard's channel groups: ``f`` (the previous frame) when the shard holds
+    more than one frame, else ``h`` (the row above): a shard of rows within a frame has the previous
+    frame's tokens on another rank, so temporal reuse has no neighbour there (docs/decisions.md D48)."""
+    return "f" if grid[0] > 1 else "h"
+
+
+def shard_groups(k: int, grid: tuple[int, int, int]) -> tuple:
+    """Channel groups ``(k0, k1, axis, "block")`` of K = k on a shard (`reuse_axis`)."""
+    from algo.reuse.golden import block_groups
+
+    return tuple((g0, g1, ax, "block") for g0, g1, ax in block_groups(k, axis=reuse_axis(grid)))
+
+
 def _linear_ops(s: int, m: int, d: int, ffn: int, heads: int, d_h: int, rep: int, grid) -> list:
     """One step's per-rank linear ops (every layer and branch: ``repeat = rep``) on m query rows."""
-    from algo.reuse.golden import block_groups
     from algo.workloads.format import WorkloadOp
 
     lin = [("qkv", 1, d, 3 * d), ("o_proj", 1, d, d), ("cross_q", 1, d, d), ("cross_qk", heads, d_h, TEXT_TOKENS),
            ("cross_pv", heads, TEXT_TOKENS, d_h), ("cross_o", 1, d, d), ("ffn1", 1, d, ffn), ("ffn2", 1, ffn, d)]
     return [WorkloadOp(step=s, name=n, batch=b, M=m, K=k, N=nn, block=0, repeat=rep, phase="linear",
                        x_signed=n != "cross_pv", grid=grid,
-                       groups=tuple((g0, g1, ax, "block") for g0, g1, ax in block_groups(k)))
+                       groups=shard_groups(k, grid))
             for n, b, k, nn in lin]
 
 
@@ -289,8 +302,8 @@ def generate_ditango(model: str = "wan2.1-t2v-14b", resolution: str = "720p", de
     (the same layout, every step full) as its reference.
 
     Per rank and step: the linear ops on its ``M_r`` tokens (block 0, every layer and branch);
-    per layer l (block l): with ``U > 1`` an all-to-all of Q, K and V (``3 · M_r · d · 2`` bytes,
-    bf16) and one of the output (``M_r · d · 2``) over the U ranks, not overlapped; ``qk``/``pv`` of
+    per layer l (block l): with ``U > 1`` four all-to-alls over the U ranks, not overlapped: Q, K
+    and V (three calls, as the reference makes them) and the output, ``M_r · d · 2`` bytes each (bf16); ``qk``/``pv`` of
     ``H/U`` heads, ``U·M_r`` queries against ``U·M_r`` keys once per computed partition, and one
     ``ring_p2p`` of that partition's K and V (``2 · U·M_r · (d/U) · 2`` bytes, bf16) per computed
     remote partition, at ``distance`` U·jump ranks, overlapping the layer's attention; a layer that
@@ -344,15 +357,13 @@ def generate_ditango(model: str = "wan2.1-t2v-14b", resolution: str = "720p", de
         for layer in range(layers):
             c = int(comp[layer].sum())
             if u > 1:
-                comms += [CommEvent(step=s, pattern="all_to_all", bytes=3.0 * m_r * d * 2, group=u, block=layer,
-                                    repeat=b),
-                          CommEvent(step=s, pattern="all_to_all", bytes=1.0 * m_r * d * 2, group=u, block=layer,
-                                    repeat=b)]
+                comms.append(CommEvent(step=s, pattern="all_to_all", bytes=1.0 * m_r * d * 2, group=u, block=layer,
+                                       repeat=4 * b))  # Q, K, V and the output, one call each as the reference
             if c:
                 ops += [WorkloadOp(step=s, name="qk", batch=h_r, M=m_q, K=d_h, N=m_q, block=layer, repeat=b * c,
-                                   phase="attention", grid=qgrid),
+                                   phase="attention", grid=qgrid, groups=shard_groups(d_h, qgrid)),
                         WorkloadOp(step=s, name="pv", batch=h_r, M=m_q, K=m_q, N=d_h, block=layer, repeat=b * c,
-                                   x_signed=False, phase="attention", grid=qgrid)]
+                                   x_signed=False, phase="attention", grid=qgrid, groups=shard_groups(m_q, qgrid))]
             for jump, n in sorted(_count(hop_jumps(comp[layer])).items()):
                 if g_num > 1:
                     comms.append(CommEvent(step=s, pattern="ring_p2p", bytes=hop, group=p, block=layer,

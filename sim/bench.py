@@ -382,7 +382,7 @@ def bench_organisations(reuses=(0.3, 0.6, 0.8, 0.9), regions=((8, 8), (1, 1))) -
 def _print_organisations(res: dict) -> None:
     from sim.report.organisations import LINEAR_OPS
 
-    print(f"Array organisations (docs/decisions.md D48) on {BALANCED}, the field of kaleido synth --model "
+    print(f"Array organisations (docs/decisions.md D50) on {BALANCED}, the field of kaleido synth --model "
           f"{BALANCE_FIELD['model']} --resolution {BALANCE_FIELD['resolution']} --blocks 0 --steps 0 --reuse R "
           f"--partial {BALANCE_FIELD['partial']} --region HxW --persist {BALANCE_FIELD['persist']} --seed "
           f"{BALANCE_FIELD['seed']} (targets in brackets; figure: reports/organisations/organisations.png):")

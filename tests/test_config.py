@@ -60,7 +60,7 @@ def test_balanced_preset_follows_its_rules():
     assert all(getattr(cfg, k) == getattr(ref, k) for k in same)
     assert cfg.fit_scheduler_window and not ref.fit_scheduler_window
     assert ref.score_sram_kib == 0  # the reference design has no score buffer: attention unfused
-    # the compact organisation's rules (preset comment, docs/decisions.md D48)
+    # the compact organisation's rules (preset comment, docs/decisions.md D50)
     from sim.timing.compact import chunk_frames
 
     assert cfg.organisation == "compact" and ref.organisation == "lockstep"

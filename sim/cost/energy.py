@@ -77,7 +77,7 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     }
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
-        if b == "psum":  # C column banks: a column's partials are only touched by its own combine lanes (D48)
+        if b == "psum":  # C column banks: a column's partials are only touched by its own combine lanes (D50)
             kib = kib / cfg.array_cols
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)

@@ -1,5 +1,5 @@
 """The compact array organisation: per-group compaction in row bands (docs/architecture.md "Array
-organisations", docs/decisions.md D48).
+organisations", docs/decisions.md D50).
 
 The lockstep array (`sim.timing.cycle_model`) gives all R rows of a tile one slot sequence, so a
 slot is saved only where every row agrees. Here a tile's rows need not agree:
@@ -68,7 +68,7 @@ class CompactError(ValueError):
 def combine_lanes(cfg: AcceleratorConfig) -> int:
     """Combine-unit adders: ``cfg.combine_lanes``, or ``4 x array_cols x drain_rows_per_cycle`` when unset.
 
-    Rule (docs/decisions.md D48): the combine unit keeps pace with ``qk`` at the target reuse r_t = 0.8,
+    Rule (docs/decisions.md D50): the combine unit keeps pace with ``qk`` at the target reuse r_t = 0.8,
     the op with the most combine work per slot: per pool and column block it adds ``R x G x C``
     values (G = 3 RoPE groups) while the array issues about ``K (1 - r_t)`` = 25.6 slots at K = 128,
     so ``3 x 128 x 128 / 25.6 = 1,920`` adds per cycle -> 2,048 = 4 x C x d on 128 x 128, d = 4."""

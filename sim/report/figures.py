@@ -294,7 +294,8 @@ def _quality_figure(items):
                             (x, y))
                 at.setdefault(near, []).append(p["design"])
             for (x, y), names in at.items():
-                ax.annotate(" = ".join(names) + f" ({x:.3g}x)", (x, y), textcoords="offset points",
+                ax.annotate(" = ".join(names) + (f" ({x:,.0f}x)" if x >= 100 else f" ({x:.3g}x)"), (x, y),
+                            textcoords="offset points",
                             xytext=(9, -3 - 9 * k), fontsize=7, annotation_clip=True)
             front = pareto_front([p["speedup_vs_dense"] for p in pts],
                                  [p["psnr_db"] if math.isfinite(p["psnr_db"]) else cap for p in pts])
@@ -305,12 +306,14 @@ def _quality_figure(items):
         ax.axhline(cap, color="gray", ls=":", lw=0.8, label=f"∞ dB (identical to the exact run), drawn at {cap:.0f}")
         ax.set_xscale("log")
         ax.grid(True, alpha=0.3)
-    for ax, (lo, hi) in zip(axes, clusters, strict=True):
+    for ax, (lo, hi), width in zip(axes, clusters, widths, strict=True):
         pad = 10 ** (0.08 + 0.04 * math.log10(hi / lo))
         ax.set_xlim(lo / pad, hi * pad * 1.3)  # room for the labels right of the markers
         # within a decade: a few plain linear ticks (log ticks would give one label or overlap)
-        ax.xaxis.set_major_locator(mticker.MaxNLocator(4) if hi / lo < 10 else mticker.LogLocator())
-        ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        # (two on a one-part panel, whose labels would otherwise overlap)
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(2 if width == 1 else 4) if hi / lo < 10
+                                   else mticker.LogLocator())
+        ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 100 else f"{v:g}"))
         ax.xaxis.set_minor_formatter(mticker.NullFormatter())
     for left, right in zip(axes, axes[1:], strict=False):  # broken-axis marks: // on the shared edge
         left.spines["right"].set_visible(False)

@@ -89,6 +89,7 @@ class KaleidoDevice:
         r = simulate_op(rec, tuple(grid), self.b_msb, self.cfg)
         self.energy.annotate_op(r, op.name, r.pop("_decisions"), tuple(grid), groups, self.b_msb)
         annotate_memory(r, self.cfg)
+        self.energy.charge_wall_time(r)  # leakage over the op's wall time (sim.cost.energy)
         us = 1.0 / self.cfg.clock_mhz
         dense = {"time_us": r["dense_total_cycles"] * us, "cycles": r["dense_total_cycles"],
                  "energy_pj": r["dense_energy_pj"]}

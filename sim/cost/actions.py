@@ -141,7 +141,7 @@ LINK_BITS = 17 + 13
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
 ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits")
-SRAM_BUFFERS = ("input", "weight", "output", "partial", "score")
+SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
@@ -373,7 +373,7 @@ SCORE_BITS = 24
 
 def fused_vector_counts(name: str, M: int, K: int, N: int) -> dict[str, int]:  # noqa: N803
     """Vector-unit actions of one batch element of a fused attention op (sim/timing/attention.py), what the
-    hardware does with the exact integer scores (docs/decisions.md D50):
+    hardware does with the exact integer scores (docs/decisions.md D51):
 
     - score op (``qk``, ``cross_qk``; M queries x N keys): RoPE of Q and K as `vector_work` (fp16); per score
       `FUSED_INT_ADDS_PER_SCORE` integer adds of `SCORE_BITS` bits (running row max; ``d = rowmax - S``;
@@ -502,7 +502,7 @@ def fused_dram(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, query_
 
 def empty_actions() -> dict[str, float]:
     """Every action key at zero (so that per-op objects all have the same keys)."""
-    keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8",
+    keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8", "gather_mux_bits", "combine_add",
             *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
             "dram_read_bytes", "dram_write_bytes", "vec_fp16_add", "vec_fp16_mult", "vec_int_add", "vec_lut_read",
             "cycles"]
@@ -543,7 +543,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     a["cycles"] = cycles
     pipe, pipe_b = pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
     if fused:
-        npb = -(-(grid[1] * grid[2]) // position_block(grid, tile_like or groups, R))
+        block = position_block(grid, tile_like or groups, R) if cfg.organisation == "lockstep" else R
+        npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
@@ -572,7 +573,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += buf_values * ob
         a["sram_partial_write_bytes"] += buf_values * ob
-        # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D50)
+        # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D51)
         xeff_w = M * K - int(((dec == REUSE) * (widths * temporal)[None, :]).sum())
         if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + M * K + dec_bytes

@@ -14,7 +14,7 @@ raster position order, because both ops must see the same query rows):
 2. with the row max known, the vector unit's exp pass makes P = T[rowmax - S] key by key (the
    int8-score rule of `algo.reuse.softmax`, D34: a table read, no exp) and its row sums: `EXP_ADDS`
    = 3 integer adds per score (subtract, clamp, row sum; `sim.cost.actions.fused_vector_counts`,
-   docs/decisions.md D50); Kaleido's similarity unit decides pv's
+   docs/decisions.md D51); Kaleido's similarity unit decides pv's
    (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
    frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
 
@@ -105,7 +105,8 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     R = cfg.array_rows  # noqa: N806
     heads, M, dh, keys = qk["batch"], qk["M"], qk["K"], qk["N"]  # noqa: N806
     pre = "" if kaleido else "dense_"
-    a_qk, a_pv = qk[f"{pre}cycles"], pv[f"{pre}cycles"]
+    # the array's time, with the compact organisation's combine stall (sim.timing.compact) inside it
+    a_qk, a_pv = (o[f"{pre}cycles"] + o[f"{pre}stall_cycles"].get("combine", 0) for o in (qk, pv))
     lanes, slanes = vector_lanes(cfg), similarity_lanes(cfg)
     scores = heads * M * keys
     rope_a, rope_m, _, _ = vector_work(qk["name"], M, dh, keys)  # RoPE of Q and K (0 for cross_qk)
@@ -113,7 +114,8 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     rq_a, rq_m = (M * dh, 2 * M * dh) if rope_a else (0, 0)  # Q's share of the RoPE work
     rk_a, rk_m = rope_a - rq_a, rope_m - rq_m
     if kaleido:
-        rows = position_block(grid, qk_groups, R)
+        # lockstep: qk's whole-image-row tiles (row link, D4); compact: R positions (no row link)
+        rows = position_block(grid, qk_groups, R) if cfg.organisation == "lockstep" else R
         npb = -(-(grid[1] * grid[2]) // rows)
         tiles = npb * grid[0]
     else:

@@ -152,7 +152,7 @@ class PE(wiring.Component):
             """A named comb signal driven by `expr`. Amaranth re-emits an expression at every use,
             so a term used in several places (the write enables of all 2P registers) would be
             rebuilt each time in the Verilog; behind a signal it is written once and is visible by
-            name in waveforms (docs/decisions.md D48: kaleido_pe.v 2,582 to 996 lines on tiny-8x8)."""
+            name in waveforms (docs/decisions.md D51: kaleido_pe.v 2,582 to 996 lines on tiny-8x8)."""
             s = Signal(shape if shape is not None else expr.shape(), name=name)
             m.d.comb += s.eq(expr)
             return s

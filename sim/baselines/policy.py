@@ -12,7 +12,7 @@ own simulation uses (nothing is forked):
 - actions: `sim.cost.actions.op_actions` on the same decisions, plus the policy's extra DRAM bytes
   (e.g. a previous step's outputs read back);
 - energy: `sim.cost.energy.energy_of` with the same technology table and the Kaleido die area, leaking over
-  the op's wall time (`sim.timing.memory.op_memory_timing`'s ``total_cycles``, as Kaleido's, D51).
+  the op's wall time (`sim.timing.memory.op_memory_timing`'s ``total_cycles``, as Kaleido's, D52).
 
 So a baseline differs from Kaleido only in *which* work it skips, which is the comparison the
 issue asks for. Giving every baseline Kaleido's scheduler and matcher is optimistic for the

@@ -373,7 +373,7 @@ SCORE_BITS = 24
 
 def fused_vector_counts(name: str, M: int, K: int, N: int) -> dict[str, int]:  # noqa: N803
     """Vector-unit actions of one batch element of a fused attention op (sim/timing/attention.py), what the
-    hardware does with the exact integer scores (docs/decisions.md D51):
+    hardware does with the exact integer scores (docs/decisions.md D52):
 
     - score op (``qk``, ``cross_qk``; M queries x N keys): RoPE of Q and K as `vector_work` (fp16); per score
       `FUSED_INT_ADDS_PER_SCORE` integer adds of `SCORE_BITS` bits (running row max; ``d = rowmax - S``;
@@ -573,7 +573,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += buf_values * ob
         a["sram_partial_write_bytes"] += buf_values * ob
-        # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D51)
+        # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D52)
         xeff_w = M * K - int(((dec == REUSE) * (widths * temporal)[None, :]).sum())
         if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + M * K + dec_bytes

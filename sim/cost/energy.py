@@ -23,7 +23,7 @@ or a bit width of the RTL):
   time, ``total_cycles`` (the array's cycles plus the DRAM, vector and similarity stalls,
   `sim.timing.memory`, `sim.timing.attention`; `EnergyModel.charge_wall_time`): the die leaks while
   the array waits too. Each design leaks over its own time and its own die (the dense baseline over
-  ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D51.
+  ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52.
 
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and

@@ -14,7 +14,7 @@ raster position order, because both ops must see the same query rows):
 2. with the row max known, the vector unit's exp pass makes P = T[rowmax - S] key by key (the
    int8-score rule of `algo.reuse.softmax`, D34: a table read, no exp) and its row sums: `EXP_ADDS`
    = 3 integer adds per score (subtract, clamp, row sum; `sim.cost.actions.fused_vector_counts`,
-   docs/decisions.md D51); Kaleido's similarity unit decides pv's
+   docs/decisions.md D52); Kaleido's similarity unit decides pv's
    (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
    frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
 

@@ -16,7 +16,7 @@ The lane write mask has ``width // lane`` bits (one per ``lane``-bit lane; ``lan
 word-only write). A macro's Verilog module is named `macro_name` (``kaleido_sram_<kind>_<depth>x
 <width>`` plus ``_l<lane>`` with a lane mask), so a user can replace the file `emit_macro` writes
 by a memory compiler's macro of the same name and ports. Banking the controller's buffers over
-these macros is not done yet (docs/decisions.md D50 gives the design and why).
+these macros is not done yet (docs/decisions.md D53 gives the design and why).
 """
 
 from __future__ import annotations

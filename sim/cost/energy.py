@@ -15,9 +15,15 @@ or a bit width of the RTL):
   ``sram_32kib``, ``sram_1mib``) and extrapolated with the nearest segment's slope outside them
   (exponents 0.5 below 32 KiB, log 5 / log 32 = 0.464 above). Reads and writes cost the same.
 - DRAM: ``dram_byte`` per byte read or written.
-- vector unit: ``fp16_add``, ``fp16_mult`` each.
-- leakage: ``leak_mm2_ns x die area (sim.cost.area) x cycles / clock``; the dense baseline leaks over its
-  own (smaller) die, ``dense_total_mm2``.
+- vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
+  ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
+  ``8 x reg_bit`` (one uint8 entry of the per-lane numerator table, a latch array read like a register,
+  Aladdin's register row charges reads per bit).
+- leakage: ``leak_mm2_ns x die area (sim.cost.area) x cycles / clock`` with ``cycles`` the op's wall
+  time, ``total_cycles`` (the array's cycles plus the DRAM, vector and similarity stalls,
+  `sim.timing.memory`, `sim.timing.attention`; `EnergyModel.charge_wall_time`): the die leaks while
+  the array waits too. Each design leaks over its own time and its own die (the dense baseline over
+  ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52.
 
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
@@ -33,15 +39,17 @@ from pathlib import Path
 
 from hw.config import AcceleratorConfig
 from hw.pe import LO_BITS, W_BITS
-from sim.cost.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
+from sim.cost.actions import SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
+from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
 
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
 MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
 
-COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", *(f"sram_{b}" for b in SRAM_BUFFERS),
+COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
+              *(f"sram_{b}" for b in SRAM_BUFFERS),
               "dram", "vector_unit", "leakage")
 
 
@@ -65,14 +73,21 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "pipe_reg_bits": ("pe_registers", reg),
         "pe_mux_bits": ("pe_muxes", mux),
         "sim_add8": ("dispatcher", a8),
+        "gather_mux_bits": ("gather_network", mux),  # sim.cost.compact_actions
+        "combine_add": ("combine_unit", tech.e("add32") * cfg.acc_bits / 32),
         "dispatch_add8": ("dispatcher", a8),
         "dram_read_bytes": ("dram", tech.e("dram_byte")),
         "dram_write_bytes": ("dram", tech.e("dram_byte")),
         "vec_fp16_add": ("vector_unit", tech.e("fp16_add")),
         "vec_fp16_mult": ("vector_unit", tech.e("fp16_mult")),
+        "vec_int_add": ("vector_unit", tech.e("add32") * SCORE_BITS / 32),
+        "vec_lut_read": ("vector_unit", 8 * reg),
     }
     for b in SRAM_BUFFERS:
-        per_byte = sram_access_pj(tech, getattr(cfg, f"{b}_sram_kib")) / 8
+        kib = getattr(cfg, f"{b}_sram_kib")
+        if b == "psum":  # C column banks: a column's partials are only touched by its own combine lanes (D50)
+            kib = kib / cfg.array_cols
+        per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)
     return out
@@ -101,13 +116,28 @@ class EnergyModel:
         area = area_breakdown(cfg, self.tech)
         self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
 
-    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int, fused: bool = False) -> dict:
+    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int, fused: bool = False,
+                    compact: dict | None = None) -> dict:
         """Add ``actions``, ``dense_actions``, ``energy_pj``, ``energy_breakdown_pj``, ``dense_energy_pj``,
         ``dense_energy_breakdown_pj`` and ``energy_saving`` to one op's result (in place; returned).
-        ``fused``: half of a fused attention pair (`sim.actions.op_actions`)."""
+        ``fused``: half of a fused attention pair (`sim.actions.op_actions`). ``compact``: the op's
+        `sim.engines.model` compact timing (band-tiles), whose array counts replace the lockstep's
+        (`sim.cost.compact_actions`)."""
         M, K, N = res["M"], res["K"], res["N"]  # noqa: N806
         a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"], fused=fused)
+        if compact is not None:  # the compact organisation's array (sim.timing.compact)
+            a = compact_actions(a, decisions, compact["band_tiles"], groups, N, self.cfg)
         d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"], fused=fused)
+        self._put(res, a, d)
+        return res
+
+    def charge_wall_time(self, res: dict) -> dict:
+        """Re-charge one op's leakage over its wall time (in place; returned): the ``cycles`` action of
+        ``actions`` and ``dense_actions`` becomes ``total_cycles`` and ``dense_total_cycles`` (set by
+        `sim.timing.memory.annotate_memory` or `sim.timing.attention.annotate_fused`), and the energies
+        are recomputed. Call once the op's stalls are final."""
+        a, d = dict(res["actions"]), dict(res["dense_actions"])
+        a["cycles"], d["cycles"] = res["total_cycles"], res["dense_total_cycles"]
         self._put(res, a, d)
         return res
 

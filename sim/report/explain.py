@@ -13,9 +13,17 @@ Per op, the speedup chain (each a ratio against the dense design on the same arr
 
 The binding mechanism of a design on an op is the array when its stalls (beyond the array's own
 cycles) are below `ARRAY_BOUND_SHARE` of its total, else the cause with the most stall cycles
-(``dram``, ``vector``, ``similarity``); within the array, ``drain`` when the drain stall is at least
-that share of the array cycles, else ``lockstep`` (Kaleido: slots above the ideal) or ``array``.
-Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first.
+(``dram``, ``vector``, ``similarity``, and the compact organisation's ``combine`` unit,
+`sim.timing.compact`); within the array, ``drain`` when the drain stall is at least that share of the
+array cycles, else the organisation's own loss when Kaleido's slots are above the ideal -- ``lockstep``
+(a tile's slots are set by its busiest rows) or, for the compact organisation, ``packing`` (partly
+filled band-tiles at pool and chunk ends) -- or ``array``. For the compact organisation ``slots`` are
+band-tile slots divided by the bands (the array-equivalent issue time).
+Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first; the
+compact organisation's own components are ``gather_network``, ``combine_unit`` and ``sram_psum``.
+The whole result's energy difference is split into the array's share (`ARRAY_COMPONENTS`: what reuse saves
+and what the PE extras cost) and the share of the units around it (SRAMs, DRAM, vector unit, leakage), where
+a floor that no array can remove shows (`energy_ledger`), with the ops whose DRAM bytes exceed dense's.
 """
 
 from __future__ import annotations
@@ -45,18 +53,22 @@ def load_results(path: str | Path) -> dict:
     return res
 
 
-def binding(op: dict, dense: bool) -> str:
+#: The loss within the array named for each organisation when its slots exceed the ideal (module docstring).
+ORGANISATION_LOSS = {"lockstep": "lockstep", "compact": "packing"}
+
+
+def binding(op: dict, dense: bool, organisation: str = "lockstep") -> str:
     """The mechanism binding one design on one op (module docstring)."""
     pre = "dense_" if dense else ""
     total, cycles = op.get(f"{pre}total_cycles", 0), op[f"{pre}cycles"]
     st = op.get(f"{pre}stall_cycles", {})
-    outside = {k: st.get(k, 0) for k in ("dram", "vector", "similarity")}
+    outside = {k: st.get(k, 0) for k in ("dram", "vector", "similarity", "combine")}
     if total and sum(outside.values()) >= ARRAY_BOUND_SHARE * total:
         return max(outside, key=outside.get)
     if cycles and st.get("drain", 0) >= ARRAY_BOUND_SHARE * cycles:
         return "drain"
     if not dense and op.get("useful_macs") and op["dense_macs"] / op["useful_macs"] > 1.1 * op.get("speedup", 0):
-        return "lockstep"
+        return ORGANISATION_LOSS.get(organisation, "lockstep")
     return "array"
 
 
@@ -79,7 +91,7 @@ def explain_rows(res: dict) -> list[dict]:
             "ideal": op["dense_macs"] / op["useful_macs"] if op.get("useful_macs") else float("inf"),
             "slots": dense_slots(op, cfg) / op["slots"] if op.get("slots") else 0.0,
             "array": op["speedup"], "end_to_end": op.get("total_speedup", op["speedup"]),
-            "binds": binding(op, False), "dense_binds": binding(op, True),
+            "binds": binding(op, False, res.get("organisation", "lockstep")), "dense_binds": binding(op, True),
             "energy_ratio": op["energy_pj"] / op["dense_energy_pj"] if op.get("dense_energy_pj") else 0.0,
             "energy_top": [(k, d) for d, k in diff[:3] if d],
         })
@@ -93,3 +105,30 @@ def totals(res: dict) -> dict:
     return {"ideal": dense_macs / useful if useful else float("inf"), "array": res["speedup"],
             "end_to_end": res.get("total_speedup", res["speedup"]), "energy_saving": res.get("energy_saving"),
             "energy": res.get("energy_breakdown_pj", {}), "dense_energy": res.get("dense_energy_breakdown_pj", {})}
+
+
+#: Energy components of the array itself (`sim.cost.energy.COMPONENTS`); the rest are the units around it.
+ARRAY_COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher")
+
+
+def _dram(op: dict, key: str) -> float:
+    a = op.get(key, {})
+    return a.get("dram_read_bytes", 0) + a.get("dram_write_bytes", 0)
+
+
+def energy_ledger(res: dict) -> dict:
+    """Kaleido minus dense energy (pJ) of a whole result, by component, split at the array:
+
+    ``{"array": {component: pJ}, "around": {component: pJ}, "array_pj", "around_pj", "dram_over": [(op name,
+    block, step, Kaleido / dense DRAM bytes)]}`` (components with a zero difference left out; ``dram_over``:
+    the ops whose Kaleido DRAM bytes exceed dense's). A positive ``around_pj`` is energy that the units
+    around the array spend beyond dense's whatever the array saves (`ARRAY_COMPONENTS`).
+    """
+    e, de = res.get("energy_breakdown_pj", {}), res.get("dense_energy_breakdown_pj", {})
+    diff = {k: e.get(k, 0.0) - de.get(k, 0.0) for k in dict.fromkeys([*e, *de])}
+    arr = {k: v for k, v in diff.items() if k in ARRAY_COMPONENTS and v}
+    around = {k: v for k, v in diff.items() if k not in ARRAY_COMPONENTS and v}
+    over = [(o["name"], o["block"], o["step"], _dram(o, "actions") / _dram(o, "dense_actions"))
+            for o in res["per_op"] if _dram(o, "dense_actions") and _dram(o, "actions") > _dram(o, "dense_actions")]
+    return {"array": arr, "around": around, "array_pj": sum(arr.values()), "around_pj": sum(around.values()),
+            "dram_over": over}

@@ -257,3 +257,34 @@ def test_quality_figure_breaks_its_axis_when_the_a100_is_far_off(report):
     assert lo <= xs[0] and xs[-2] <= hi < 500.0 and hi / lo < 10  # the left panel: the designs near 1x
     lo2, hi2 = fig.axes[1].get_xlim()
     assert lo2 < 500.0 < hi2 and lo2 > xs[-2]
+
+
+def test_speedup_vs_reuse_figure_and_why_section(report, tmp_path):
+    """Two results of one config, model and grid at two reuse levels draw speedup_vs_reuse; one level draws none.
+    The second point is the small result with its reuse share and speedups replaced by hand (report plumbing)."""
+    from sim.report.tables import reuse_points
+
+    data, out, written = report
+    assert "speedup_vs_reuse.png" not in {p.name for p in written}  # two grids: no group has two reuse levels
+    assert "## Why, per op" in (out / "summary.md").read_text()
+    small = data["small"]
+    other = json.loads(json.dumps(small))
+    other["reuse_fraction"] = {"compute": 0.1, "partial": 0.1, "reuse": 0.8}
+    other["speedup"], other["total_speedup"] = 3.0, 2.5
+    pts = reuse_points([("a", small), ("b", other)])
+    useful = sum(o["useful_macs"] for o in small["per_op"])
+    dense = sum(o["dense_macs"] for o in small["per_op"])
+    assert [p["label"] for p in pts] == (["a", "b"] if small["reuse_fraction"]["reuse"] < 0.8 else ["b", "a"])
+    assert pts[-1]["ideal"] == pytest.approx(dense / useful) and pts[-1]["end_to_end"] == 2.5
+    assert reuse_points([("a", small), ("c", json.loads(json.dumps(small)))]) == []
+    paths = []
+    for name, d in (("a", small), ("b", other)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(d))
+        paths.append(p)
+    names = {p.name for p in write_report(paths, tmp_path / "out")}
+    assert {"speedup_vs_reuse.png", "speedup_vs_reuse.pdf"} <= names
+    with Image.open(tmp_path / "out" / "speedup_vs_reuse.png") as im:
+        assert im.size == (1200, 750)  # 8 x 5 in at 150 dpi
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert md.count("| qkv |") >= 2 and "Kaleido − dense energy" in md

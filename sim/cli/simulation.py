@@ -336,7 +336,7 @@ def baselines(
 
 
 def sweep(
-    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace and the axes (README, \"Sweeps\")")],
+    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace or workload and the axes (README, \"Sweeps\")")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder: results.parquet, results.csv, points/")],
     workers: Annotated[int | None, typer.Option(
         help="local Dask worker processes (default: one per core; 0: in this process, no Dask)")] = None,

@@ -119,18 +119,21 @@ def bench_video(model: str, resolution: str) -> dict:
     t1 = time.perf_counter()
     OP_MEMO.clear()
     energy = EnergyModel(cfg)
-    per_op, fresh_s = [], 0.0
+    per_op, fresh_s, fresh_cpu = [], 0.0, 0.0
+    c1 = time.process_time()
     for i in range(0, len(tr.ops), len(tr.ops) // (STEPS * len({o.block for o in tr.ops}))):
         ops = tr.ops[i:i + len(tr.ops) // (STEPS * len({o.block for o in tr.ops}))]
-        m0, ta = OP_MEMO.misses, time.perf_counter()
+        m0, ta, ca = OP_MEMO.misses, time.perf_counter(), time.process_time()
         per_op += simulate_ops(ops, tr.grid, tr.b_msb, cfg, energy)[0]
         if OP_MEMO.misses > m0:  # a captured (step, block): computed, not recalled
             fresh_s += time.perf_counter() - ta
-    t2 = time.perf_counter()
+            fresh_cpu += time.process_time() - ca
+    t2, c2 = time.perf_counter(), time.process_time()
     hits, misses = OP_MEMO.hits, OP_MEMO.misses
     OP_MEMO.clear()
     n_pairs = len({(o.step, o.block) for o in tr.ops})
-    return {"seconds": t2 - t1, "gen_seconds": t1 - t0, "fresh_seconds": fresh_s, "pairs": n_pairs, "captured": n_captured,
+    return {"seconds": t2 - t1, "cpu_seconds": c2 - c1, "gen_seconds": t1 - t0, "fresh_seconds": fresh_s,
+            "fresh_cpu_seconds": fresh_cpu, "pairs": n_pairs, "captured": n_captured,
             "hits": hits, "misses": misses, "cycles": sum(r["cycles"] for r in per_op)}
 
 
@@ -270,7 +273,9 @@ def main() -> None:
           f"1 worker {w['w1']:.1f} s, 2 workers {w['w2']:.1f} s wall -> {w['w1'] / w['w2']:.2f}x (target >= 1.8x); "
           f"without cluster start {w['w1_tasks']:.1f} s vs {w['w2_tasks']:.1f} s -> "
           f"{w['w1_tasks'] / w['w2_tasks']:.2f}x; worker CPU {sum(w['w1_cpu']):.1f} s vs "
-          f"{' + '.join(f'{c:.1f}' for c in w['w2_cpu'])} s -> {w['cpu_ratio']:.2f}x on two idle cores; "
+          f"{' + '.join(f'{c:.1f}' for c in w['w2_cpu'])} s -> {w['cpu_ratio']:.2f}x on two idle cores "
+          f"(per point {sum(w['w1_cpu']) / w['points']:.2f} s CPU alone, {sum(w['w2_cpu']) / w['points']:.2f} s "
+          f"with both workers busy; work balance {sum(w['w2_cpu']) / max(w['w2_cpu']):.2f}x); "
           f"load average {w['load'][0]:.1f} -> {w['load'][1]:.1f} on {os.cpu_count()} cores (wall ratios need a "
           f"quiet machine); tables byte-identical: {w['same_table']}")
     st = bench_serial_step()
@@ -289,14 +294,14 @@ def main() -> None:
           f"({m['plain'] / m['distinct']:.2f}x: nothing repeats)")
     for model, res, target in (("wan2.1-t2v-1.3b", "480p", 180), ("wan2.1-t2v-14b", "720p", 1800)):
         v = bench_video(model, res)
-        per_unique = v["fresh_seconds"] / v["captured"]
+        per_unique = v["fresh_cpu_seconds"] / v["captured"]
         est = per_unique * v["pairs"] / 2
         print(f"{STEPS}-step {model} {res} video on kaleido-16nm-128x128, derived from steps {list(CAPTURED_STEPS)} x "
               f"blocks {list(CAPTURED_BLOCKS)} ({v['captured']} captured of {v['pairs']} (step, block)): "
-              f"{v['seconds']:.1f} s in one process (target < {target} s on 2 cores; {v['hits']:,} op memo hits, "
-              f"{v['misses']:,} misses; generated in {v['gen_seconds']:.1f} s, not timed); all-distinct maps "
-              f"would take about {est:,.0f} s on 2 workers (estimate: {per_unique:.2f} s per (step, block) x "
-              f"{v['pairs']:,} / 2)")
+              f"{v['seconds']:.1f} s wall, {v['cpu_seconds']:.1f} s CPU in one process (target < {target} s on 2 "
+              f"cores; {v['hits']:,} op memo hits, {v['misses']:,} misses; generated in {v['gen_seconds']:.1f} s, "
+              f"not timed; load average {os.getloadavg()[0]:.1f}); all-distinct maps would take about {est:,.0f} s "
+              f"CPU per worker on 2 workers (estimate: {per_unique:.2f} s CPU per (step, block) x {v['pairs']:,} / 2)")
 
 
 if __name__ == "__main__":

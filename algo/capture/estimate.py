@@ -4,7 +4,7 @@
 W of each op, no P for ``pv`` (format version 5: regenerated from ``qk``'s Q and K), the attention
 states; decision traces: packed decisions and states), plus the fixed cost of each zip member and
 the JSON metadata. The peak memory is this process's resident set now (interpreter, torch) plus
-the compiled kernels (`KERNELS_BYTES`), the weights that will be built (parameter counts of the model on the meta device, in the run's
+the compiled kernels (`KERNELS_BYTES`, unless this process has loaded them already), the weights that will be built (parameter counts of the model on the meta device, in the run's
 dtype), the int8 weights the recorder keeps, and the larger of the two phases of a recorded block
 (project rule, docs/decisions.md D46; all float32 except where said):
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,13 @@ def human(n: int | float) -> str:
         if n >= f:
             return f"{n / f:.3g} {unit}"
     return f"{int(n)} B"
+
+
+def kernels_loaded() -> bool:
+    """Whether this process has already loaded the compiled capture kernels (`algo.reuse.kernels`: the
+    int8 quantiser has a compiled signature), so that their memory is part of the resident set now."""
+    mod = sys.modules.get("algo.reuse.kernels")
+    return bool(mod is not None and mod._quantize.signatures)
 
 
 def rss_bytes() -> int:
@@ -188,10 +196,11 @@ def estimate_capture(model: str, size: str, grid: tuple[int, int, int], steps: S
                                               if op.name in ("qkv", "o_proj", "ffn1", "ffn2", "cross_q", "cross_o"))
     block = max(ffn_phase, attn_phase)
     baseline = rss_bytes()
-    parts = dict(baseline=baseline, kernels=KERNELS_BYTES, weights=weights, weights_int8=w_int8, block=block,
+    kernels = 0 if kernels_loaded() else KERNELS_BYTES  # already in ``baseline`` once loaded
+    parts = dict(baseline=baseline, kernels=kernels, weights=weights, weights_int8=w_int8, block=block,
                  arrays=arrays)
     return CaptureEstimate(file_bytes=int(file_bytes),
-                           peak_bytes=int(baseline + KERNELS_BYTES + weights + w_int8 + block),
+                           peak_bytes=int(baseline + kernels + weights + w_int8 + block),
                            parts=parts)
 
 

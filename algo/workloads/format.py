@@ -24,7 +24,8 @@ empty: no reuse), ``phase`` (free text, e.g. ``"attention"``: what comms overlap
 
 Comm event (`CommEvent`): ``step``, ``block``, ``repeat``, ``pattern`` (`COMM_PATTERNS`),
 ``bytes`` (payload per rank, bytes), ``group`` (ranks taking part), ``overlap`` (the op phase it
-may overlap with, or null: fully exposed).
+may overlap with, or null: fully exposed), ``distance`` (``ring_p2p`` only: every rank sends to
+the rank that many positions along the ring, all at once; >= 1; version 1 files: 1).
 
 Loading checks format, version, every field's type and range, group partitions, ``M = F*H*W``
 when a grid is given, ranks below ``devices``, and raises `WorkloadError` with a one-line reason.
@@ -44,8 +45,8 @@ import numpy as np
 from algo.trace import GROUP_KINDS, OP_TYPES, TraceError, validate_groups
 
 WORKLOAD_FORMAT = "kaleido-workload"
-WORKLOAD_VERSION = 1
-READABLE_VERSIONS = (1,)
+WORKLOAD_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # 2 added CommEvent.distance
 GENERATORS = ("ddit", "ditango", "causal-sp")
 #: Trace op types plus the per-patch-size embedding GEMMs (DDiT).
 WORKLOAD_OP_TYPES = (*OP_TYPES, "patch_embed", "proj_out", "cross_kv")
@@ -97,10 +98,11 @@ class CommEvent:
     block: int | None = None
     repeat: int = 1
     overlap: str | None = None
+    distance: int = 1
 
     def meta(self) -> dict:
         return {"step": self.step, "block": self.block, "repeat": self.repeat, "pattern": self.pattern,
-                "bytes": self.bytes, "group": self.group, "overlap": self.overlap}
+                "bytes": self.bytes, "group": self.group, "overlap": self.overlap, "distance": self.distance}
 
 
 @dataclass
@@ -191,7 +193,7 @@ def parse_op(om, devices: int, where: str) -> WorkloadOp:
         raise WorkloadError(f"{where}missing field {err}") from None
 
 
-def parse_comm(cm, devices: int, where: str) -> CommEvent:
+def parse_comm(cm, devices: int, where: str, version: int = WORKLOAD_VERSION) -> CommEvent:
     """One comm event from its JSON form, validated. Raises `WorkloadError`."""
     if not isinstance(cm, dict):
         raise WorkloadError(f"{where}comm record must be an object")
@@ -206,9 +208,12 @@ def parse_comm(cm, devices: int, where: str) -> CommEvent:
             raise WorkloadError(f"{where}group of {group} ranks > devices = {devices}")
         if cm["overlap"] is not None and not isinstance(cm["overlap"], str):
             raise WorkloadError(f"{where}overlap must be a phase name or null")
+        dist = 1 if version < 2 else _int(cm["distance"], f"{where}distance", 1)
+        if dist >= max(group, 2):
+            raise WorkloadError(f"{where}distance {dist} must be below the group of {group} ranks")
         return CommEvent(step=_int(cm["step"], f"{where}step"), pattern=cm["pattern"], bytes=float(b), group=group,
                          block=_opt_int(cm["block"], f"{where}block"), repeat=_int(cm["repeat"], f"{where}repeat", 1),
-                         overlap=cm["overlap"])
+                         overlap=cm["overlap"], distance=dist)
     except KeyError as err:
         raise WorkloadError(f"{where}missing field {err}") from None
 
@@ -233,7 +238,7 @@ def _parse(meta: dict, where: str) -> Workload:
             raise WorkloadError(f"{where}steps must be a list of objects with an integer index")
         step_ids = {s["index"] for s in steps}
         ops = [parse_op(om, devices, f"{where}op {i} ") for i, om in enumerate(meta["ops"])]
-        comms = [parse_comm(cm, devices, f"{where}comm {i} ") for i, cm in enumerate(meta["comms"])]
+        comms = [parse_comm(cm, devices, f"{where}comm {i} ", meta["version"]) for i, cm in enumerate(meta["comms"])]
         for kind, items in (("op", ops), ("comm", comms)):
             bad = sorted({o.step for o in items} - step_ids)
             if bad:
@@ -244,7 +249,7 @@ def _parse(meta: dict, where: str) -> Workload:
                 raise WorkloadError(f"{where}reference must be an object with a label")
             ref = {"label": ref["label"],
                    "ops": [parse_op(om, devices, f"{where}reference op {i} ") for i, om in enumerate(ref["ops"])],
-                   "comms": [parse_comm(cm, devices, f"{where}reference comm {i} ")
+                   "comms": [parse_comm(cm, devices, f"{where}reference comm {i} ", meta["version"])
                              for i, cm in enumerate(ref["comms"])]}
         for k in ("model", "size", "resolution", "notes"):
             if not isinstance(meta[k], str):

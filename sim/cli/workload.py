@@ -202,27 +202,36 @@ def ditango_cmd(
     model: Annotated[str, typer.Option(help="Wan model at its published size (DiTango's paper: wan2.1-t2v-14b)")]
     = "wan2.1-t2v-14b",
     resolution: Annotated[str, typer.Option(help="480p, 720p or WxHxF (pixels, pixels, video frames)")] = "720p",
-    devices: Annotated[int, typer.Option(help="ranks P of the ring (sequence split P ways)")] = 8,
+    devices: Annotated[int, typer.Option(help="ranks P (sequence split P ways)")] = 8,
     steps: Annotated[int, typer.Option(help="denoising steps (Wan2.1 default 50; >= 10: warm-up 5 + cool-down 5, "
                                             "the reference code's defaults)")] = 50,
     no_cfg: Annotated[bool, _flag("--no-cfg", help="one branch per step: DiTango plans nothing, every step full "
                                                    "(default: two, classifier-free guidance as Wan2.1 samples)")] = False,
+    kappa: Annotated[str, typer.Option(help="'uniform' (every group the same curvature: a stand-in) or an exact "
+                                            "capture (kaleido capture) holding the anchor steps, whose attention "
+                                            "outputs and Q/K give the curvature and LSE importance")] = "uniform",
+    ulysses: Annotated[int, typer.Option(help="Ulysses ranks U per ring group (all-to-all heads inside a group of U, "
+                                              "ring over P/U groups; the reference's 'up', default 1: pure ring)")]
+    = 1,
 ) -> None:
-    """DiTango context parallelism: ring K/V hops over P ranks, full steps at warm-up, anchors and
-    cool-down, cached partition states elsewhere (uniform κ stand-in; docs/workloads.md)."""
+    """DiTango context parallelism as thu-pacman/ChituDiffusion runs it: K/V partitions on a ring (optionally
+    Ulysses inside groups), full steps at warm-up, anchors and cool-down, cached partition states
+    elsewhere by curvature intervals (docs/workloads.md, docs/decisions.md D48)."""
     from algo.workloads.ditango import generate_ditango
     from algo.workloads.format import save_workload
 
     _cli = _c()
     _cli.check_out(out)
     try:
-        wl = generate_ditango(model, resolution, devices, steps, cfg_branches=1 if no_cfg else 2)
+        wl = generate_ditango(model, resolution, devices, steps, cfg_branches=1 if no_cfg else 2, kappa=kappa,
+                              ulysses=ulysses)
         save_workload(wl, out)
     except (*_errors(), ValueError) as err:
         _cli.fail(str(err))
     full = sum(s["full"] for s in wl.steps)
-    typer.echo(f"DiTango workload {out}: {wl.model} {wl.resolution} on {devices} ranks, {steps} steps, {full} full; "
-               f"{len(wl.ops)} op records, {len(wl.comms)} comm records")
+    typer.echo(f"DiTango workload {out}: {wl.model} {wl.resolution} on {devices} ranks ({wl.params['groups']} ring "
+               f"groups), {steps} steps, {full} full, {wl.params['partition_steps_computed']:.1%} of partition-steps "
+               f"computed; {len(wl.ops)} op records, {len(wl.comms)} comm records")
 
 
 @workload_app.command("causal-sp")

@@ -6,7 +6,8 @@ in the group, α = one step's latency and B = one device's bandwidth into the di
 
 Ring algorithms (topology ``Ring``):
 
-- ``ring_p2p`` (one hop to the next rank): ``α + S/B``;
+- ``ring_p2p`` (every rank sends S to the rank ``k`` = ``distance`` positions along, all at once:
+  each link carries k of the messages, store-and-forward): ``k (α + S/B)``;
 - ``all_gather`` (each rank contributes S): ``P − 1`` steps of S: ``(P−1)(α + S/B)``;
 - ``all_reduce`` (each rank holds S; reduce-scatter then all-gather of S/P chunks):
   ``2(P−1)(α + S/(P B))``;
@@ -17,7 +18,7 @@ Ring algorithms (topology ``Ring``):
 Direct algorithms (``Switch``, ``FullyConnected``: every peer one hop away, the device's bandwidth
 shared by its concurrent sends):
 
-- ``ring_p2p``: ``α + S/B``;
+- ``ring_p2p``: ``α + S/B`` whatever the distance;
 - ``all_gather``: one step sending S to each of P − 1 peers: ``α + (P−1) S/B``;
 - ``all_reduce``: direct reduce-scatter + direct all-gather of S/P chunks: ``2(α + (P−1) S/(P B))``;
 - ``all_to_all``: one step of ``(P−1) S/P``: ``α + (P−1) S/(P B)``.
@@ -30,7 +31,7 @@ from __future__ import annotations
 from sim.workload.network import Network
 
 
-def collective_time_us(pattern: str, nbytes: float, group: int, net: Network) -> float:
+def collective_time_us(pattern: str, nbytes: float, group: int, net: Network, distance: int = 1) -> float:
     """Time of one collective in microseconds (module docstring). Raises ValueError on an unknown pattern."""
     p, s = int(group), float(nbytes)
     if p <= 1:
@@ -40,7 +41,7 @@ def collective_time_us(pattern: str, nbytes: float, group: int, net: Network) ->
 
     ring = net.dim.topology == "Ring"
     if pattern == "ring_p2p":
-        return step(s)
+        return int(distance) * step(s) if ring else step(s)
     if pattern == "all_gather":
         return (p - 1) * step(s) if ring else step((p - 1) * s)
     if pattern == "all_reduce":

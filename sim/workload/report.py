@@ -1,8 +1,10 @@
 """Report tables and figures of workload results (`sim.workload.simulate`), for `sim.report.write_report`.
 
 - ``workload_summary.md``: per results file, the workload, device(s), total time, reference time
-  and speedup (scheduler alone and with reuse), and the schedule per step;
-- ``workload_steps.csv``: one row per results file and step: patch size, tokens, time, reference time;
+  and speedup (scheduler alone and with reuse), communication per rank (bytes against the
+  reference's, time, exposed time, by pattern) and the schedule per step;
+- ``workload_steps.csv``: one row per results file and step: patch size, tokens, time, reference
+  time, communication bytes (and the reference's), communication and exposed time;
 - ``workload_schedule.png``/``.pdf``: per results file, step time against the reference's per step
   (bars, ms, log scale) with the patch multiple of each step (steps, right axis) and the speedup in
   the title; a caption line names workload, device and notes;
@@ -23,7 +25,8 @@ import matplotlib.pyplot as plt
 TABLES = ("workload_summary.md", "workload_steps.csv")
 FIGURES = ("workload_schedule", "workload_scaling")
 STEP_FIELDS = ("results", "generator", "device", "devices", "step", "patch_multiple", "tokens", "time_us",
-               "dense_time_us", "reference_time_us")
+               "dense_time_us", "reference_time_us", "comm_bytes", "reference_comm_bytes", "comm_us",
+               "exposed_comm_us")
 
 
 def _speed(v) -> str:
@@ -42,6 +45,14 @@ def summary_markdown(items: list[tuple[str, dict]]) -> str:
             lines += [f"- reference ({w['reference']}): {d['reference_dense_total_time_us'] / 1e6:.4g} s",
                       f"- speedup: {_speed(d['speedup'])} (scheduler alone {_speed(d['dense_speedup'])}, "
                       f"reuse on top {_speed(d['reuse_speedup'])})"]
+        c = d.get("comm")
+        if c and (c["bytes_per_rank"] or c.get("reference_bytes_per_rank")):
+            ref = c.get("reference_bytes_per_rank")
+            pats = ", ".join(f"{k} {v['bytes'] / 1e9:.4g} GB in {v['time_us'] / 1e6:.4g} s" for k, v in c["by_pattern"].items())
+            lines.append(f"- communication per rank: {c['bytes_per_rank'] / 1e9:.4g} GB"
+                         + (f" (reference {ref / 1e9:.4g} GB, {c['bytes_per_rank'] / ref:.1%})" if ref else "")
+                         + f"; time {c['time_us'] / 1e6:.4g} s, exposed {c['exposed_time_us'] / 1e6:.4g} s"
+                         + (f" ({pats})" if pats else ""))
         if any("patch_multiple" in r for r in d["per_step"]):
             lines.append("- schedule (patch multiple per step): "
                          + "".join(str(r.get("patch_multiple", "?")) for r in d["per_step"]))
@@ -53,7 +64,10 @@ def step_rows(items) -> list[dict]:
     return [{"results": lb, "generator": d["workload"]["generator"], "device": d["device"]["name"],
              "devices": d["device"]["count"], "step": r["step"], "patch_multiple": r.get("patch_multiple", ""),
              "tokens": r.get("tokens", ""), "time_us": round(r["time_us"], 6),
-             "dense_time_us": round(r["dense_time_us"], 6), "reference_time_us": round(r["reference_time_us"], 6)}
+             "dense_time_us": round(r["dense_time_us"], 6), "reference_time_us": round(r["reference_time_us"], 6),
+             "comm_bytes": r.get("comm_bytes", ""), "reference_comm_bytes": r.get("reference_comm_bytes", ""),
+             "comm_us": round(r["comm_us"], 6) if "comm_us" in r else "",
+             "exposed_comm_us": round(r["exposed_comm_us"], 6) if "exposed_comm_us" in r else ""}
             for lb, d in items for r in d["per_step"]]
 
 

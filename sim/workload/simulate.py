@@ -1,7 +1,8 @@
 """Time a workload (`algo.workloads.format`) on P identical devices: results per step and per device.
 
 Compute: each device runs, per step, the ops of its rank (``rank`` null: every rank) one after
-another; an op copy takes the device's time (`sim.workload.device`: timed once per shape), times
+another; an op copy takes the device's time (`sim.workload.device`: timed once per shape; the two
+ops of an attention pair timed together, fused where the chip's score buffer holds the keys), times
 its ``repeat``. Per step and device: ``compute_us`` = that sum.
 
 Communication (P > 1; `sim.workload.collectives` on `sim.workload.network`): every event's time
@@ -19,7 +20,10 @@ generator, model, resolution, grid, devices, params, notes), ``device`` (kind, n
 roofline parameters, ``count`` P), ``total_time_us``, ``dense_total_time_us``,
 ``reference_total_time_us``, ``speedup``, ``dense_speedup``, ``per_step`` (one row per step: step
 fields of the workload such as the patch size and tokens, ``time_us``, ``dense_time_us``,
-``reference_time_us`` and ``per_device`` ``[{"rank", "compute_us", "dense_compute_us"}]``),
+``reference_time_us``, ``comm_us``/``exposed_comm_us`` (slowest rank), ``comm_bytes`` and
+``reference_comm_bytes`` (payload per rank, `comm_volume`) and ``per_device`` ``[{"rank",
+"compute_us", "dense_compute_us", "comm_us", "exposed_comm_us"}]``), ``comm`` (run totals: payload
+bytes per rank, communication and exposed time, both by pattern, and the reference's bytes),
 ``by_op_type`` (time per op type over the run) and ``unique_ops_timed`` (how many distinct op
 shapes were timed).
 """
@@ -37,13 +41,16 @@ RESULTS_VERSION = 1
 
 def _rank_compute(ops: list[WorkloadOp], device, devices: int, progress=None, label: str = "") -> tuple[dict, dict, dict]:
     """``({(step, rank): (t, dense_t)}, {op type: t}, {op type: dense t})`` over the ops."""
+    from sim.workload.device import pair_partners
+
     per: dict[tuple[int, int], list[float]] = {}
     by_type: dict[str, float] = {}
     by_type_dense: dict[str, float] = {}
+    partners = pair_partners(ops)
     for i, op in enumerate(ops):
         if progress is not None:
             progress(i, len(ops), f"{label}{op.name} step {op.step}")
-        r = device.time(op)
+        r = device.time(op, ops[partners[i]] if i in partners else None)
         t, td = r["time_us"] * op.repeat, r["dense_time_us"] * op.repeat
         for rank in (range(devices) if op.rank is None else (op.rank,)):
             acc = per.setdefault((op.step, rank), [0.0, 0.0])
@@ -57,9 +64,12 @@ def _rank_compute(ops: list[WorkloadOp], device, devices: int, progress=None, la
 
 def _phase_compute(ops: list[WorkloadOp], device, devices: int) -> dict:
     """``{(step, block, phase, rank): compute time}`` (x repeat) of the ops."""
+    from sim.workload.device import pair_partners
+
     out: dict[tuple, float] = {}
-    for op in ops:
-        t = device.time(op)["time_us"] * op.repeat
+    partners = pair_partners(ops)
+    for i, op in enumerate(ops):
+        t = device.time(op, ops[partners[i]] if i in partners else None)["time_us"] * op.repeat
         for rank in (range(devices) if op.rank is None else (op.rank,)):
             k = (op.step, op.block, op.phase, rank)
             out[k] = out.get(k, 0.0) + t
@@ -75,7 +85,7 @@ def comm_exposure(ops: list[WorkloadOp], comms: list, device, devices: int, net)
     comp = _phase_compute(ops, device, devices)
     groups: dict[tuple, float] = {}
     for c in comms:
-        t = collective_time_us(c.pattern, c.bytes, c.group, net) * c.repeat
+        t = collective_time_us(c.pattern, c.bytes, c.group, net, c.distance) * c.repeat
         k = (c.step, c.block, c.overlap)
         groups[k] = groups.get(k, 0.0) + t
     out: dict[tuple, list[float]] = {}
@@ -86,6 +96,23 @@ def comm_exposure(ops: list[WorkloadOp], comms: list, device, devices: int, net)
             acc[0] += t
             acc[1] += t - hidden
     return {k: tuple(v) for k, v in out.items()}
+
+
+def comm_volume(comms: list, net) -> tuple[dict, dict]:
+    """``({step: bytes}, {pattern: {"bytes", "time_us"}})``: payload bytes each rank puts in (event
+    ``bytes`` x ``repeat``; an all-to-all's or all-reduce's payload counted once, whatever the
+    algorithm forwards) and the collectives' time (`sim.workload.collectives`), per step and pattern."""
+    from sim.workload.collectives import collective_time_us
+
+    per_step: dict[int, float] = {}
+    by_pattern: dict[str, dict] = {}
+    for c in comms:
+        n = c.bytes * c.repeat
+        per_step[c.step] = per_step.get(c.step, 0.0) + n
+        acc = by_pattern.setdefault(c.pattern, {"bytes": 0.0, "time_us": 0.0})
+        acc["bytes"] += n
+        acc["time_us"] += collective_time_us(c.pattern, c.bytes, c.group, net, c.distance) * c.repeat
+    return per_step, {k: by_pattern[k] for k in sorted(by_pattern)}
 
 
 def simulate_workload(wl: Workload, device, devices: int | None = None, workload_path: str = "",
@@ -117,6 +144,8 @@ def simulate_workload(wl: Workload, device, devices: int | None = None, workload
     comm = comm_exposure(wl.ops, wl.comms, device, p, net)
     ref_comm = {} if wl.reference is None else comm_exposure(wl.reference["ops"], wl.reference["comms"], device, p,
                                                              net)
+    vol, vol_by = comm_volume(wl.comms, net)
+    ref_vol, ref_vol_by = comm_volume(wl.reference["comms"] if wl.reference else [], net)
     if progress is not None:
         progress(total_ops, total_ops, "done")
     rows = []
@@ -131,6 +160,7 @@ def simulate_workload(wl: Workload, device, devices: int | None = None, workload
                      "time_us": max(d["compute_us"] + d["exposed_comm_us"] for d in pd),
                      "dense_time_us": max(d["dense_compute_us"] + d["exposed_comm_us"] for d in pd),
                      "comm_us": max(d["comm_us"] for d in pd), "exposed_comm_us": max(d["exposed_comm_us"] for d in pd),
+                     "comm_bytes": vol.get(t, 0.0), "reference_comm_bytes": ref_vol.get(t, 0.0),
                      "reference_time_us": ref_t, "reference_dense_time_us": ref_dense, "per_device": pd})
     total = sum(r["time_us"] for r in rows)
     dense_total = sum(r["dense_time_us"] for r in rows)
@@ -150,7 +180,12 @@ def simulate_workload(wl: Workload, device, devices: int | None = None, workload
         "speedup": (ref_dense / total) if ref_total and total else None,
         "dense_speedup": (ref_dense / dense_total) if ref_total and dense_total else None,
         "reuse_speedup": dense_total / total if total else None,
+        "comm": {"bytes_per_rank": sum(vol.values()), "time_us": sum(r["comm_us"] for r in rows),
+                 "exposed_time_us": sum(r["exposed_comm_us"] for r in rows), "by_pattern": vol_by,
+                 "reference_bytes_per_rank": sum(ref_vol.values()) if wl.reference else None,
+                 "reference_by_pattern": ref_vol_by if wl.reference else None},
         "per_step": rows,
         "by_op_type": {k: {"time_us": by_type[k], "dense_time_us": by_type_dense[k]} for k in sorted(by_type)},
-        "unique_ops_timed": len(device._cache),
+        # distinct op shapes timed: an attention pair timed together counts its two shapes
+        "unique_ops_timed": sum(2 if k and k[0] == "pair" else 1 for k in device._cache),
     }

@@ -19,6 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 DEFAULT_PRESET = "kaleido-16nm-128x128"
 
+#: Array organisations the cycle model, the reference and the cost model know (docs/architecture.md
+#: "Array organisations", docs/decisions.md): ``lockstep`` -- a tile's rows share one slot sequence, a
+#: slot is saved only where every row agrees (the paper's organisation as we read it, SPEC section 3);
+#: ``compact`` -- per-group compaction: the tokens that compute group g are packed into full tiles of
+#: |g| slots (PARTIAL tokens at half width), REUSE costs no slot, a combine unit adds each token's
+#: per-group partials kept in the partial-sum SRAM (`sim.timing.compact`).
+ORGANISATIONS = ("lockstep", "compact")
+
 #: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (SPEC section 1).
 MAX_ABS_X = 255
 #: Largest |W| of a symmetric int8 operand: -128 (SPEC section 1 quantisation clamps to [-128, 127]).
@@ -85,9 +93,30 @@ class AcceleratorConfig(BaseModel):
         "and P_eff state (tile rows x keys x 4 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P "
         "to DRAM and pv reads it back, unfused)")
 
+    organisation: str = Field(
+        "lockstep", description="array organisation, one of hw.config.ORGANISATIONS: lockstep (a tile's rows share "
+        "one slot sequence) or compact (per-group compaction, combine unit, partial-sum SRAM; needs psum_sram_kib > 0)")
+    psum_sram_kib: int = Field(
+        0, ge=0, description="partial-sum SRAM of the compact organisation (sim/timing/compact.py): per-group "
+        "neighbour partials of a window's positions, the combine unit's staged outputs and the queued operand rows; "
+        "0 = none (compact cannot be built)")
+    compact_bands: int = Field(
+        4, gt=0, description="compact organisation: row bands of array_rows / compact_bands rows, each with its own "
+        "weight lane per column, running its own band-tiles (power of two, <= array_rows)")
+    combine_lanes: int | None = Field(
+        None, gt=0, description="combine-unit adders of the compact organisation (acc-bit adds per cycle); None = "
+        "4 x array_cols x drain_rows_per_cycle (sim.timing.compact.combine_lanes)")
+
+    @field_validator("organisation")
+    @classmethod
+    def _org(cls, v: str) -> str:
+        if v not in ORGANISATIONS:
+            raise ValueError(f"unknown array organisation {v!r}; known organisations: {', '.join(ORGANISATIONS)}")
+        return v
+
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",
-        "input_sram_kib", "weight_sram_kib", "output_sram_kib", "partial_sram_kib",
+        "input_sram_kib", "weight_sram_kib", "output_sram_kib", "partial_sram_kib", "compact_bands",
     )
     @classmethod
     def _pow2(cls, v: int) -> int:
@@ -122,6 +151,12 @@ class AcceleratorConfig(BaseModel):
             raise ValueError(
                 f"drain_rows_per_cycle ({self.drain_rows_per_cycle}) exceeds array_rows ({self.array_rows})"
             )
+        if self.organisation == "compact" and self.compact_bands > self.array_rows:
+            raise ValueError(f"compact_bands ({self.compact_bands}) exceeds array_rows ({self.array_rows})")
+        if self.organisation == "compact" and self.psum_sram_kib == 0:
+            raise ValueError(
+                "array organisation 'compact' cannot be built on this config: psum_sram_kib = 0 (it keeps per-group "
+                f"partial sums in that SRAM); known organisations: {', '.join(ORGANISATIONS)}")
         return self
 
     # ---- derived quantities (shared by hw and sim) -------------------------------------------
@@ -171,6 +206,18 @@ def config_from_dict(data: dict, source: str = "<dict>") -> AcceleratorConfig:
         return AcceleratorConfig.model_validate(data)
     except ValidationError as err:
         raise ConfigError(_format_error(err, source)) from None
+
+
+def with_organisation(cfg: AcceleratorConfig, name: str | None) -> AcceleratorConfig:
+    """``cfg`` with its ``organisation`` replaced by ``name`` (None: unchanged), validated again.
+
+    Raises:
+        ConfigError: ``name`` is not in `ORGANISATIONS`, or ``cfg`` cannot build it (e.g. compact with
+            ``psum_sram_kib = 0``); the message names it and the known organisations.
+    """
+    if name is None or name == cfg.organisation:
+        return cfg
+    return config_from_dict(cfg.model_dump() | {"organisation": name}, f"{cfg.name!r} with --organisation")
 
 
 def preset_names() -> list[str]:

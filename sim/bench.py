@@ -366,6 +366,48 @@ def _print_balance(res: dict) -> None:
                   f"{REFERENCE} -> {b['dense_total_cycles'] / ref['dense_total_cycles']:.3f} [<= 1]; Kaleido on "
                   f"{REFERENCE}: total/array {ref['total_speedup'] / ref['speedup']:.3f}, energy_saving "
                   f"{ref['energy_saving']:.3f}")
+def bench_organisations(reuses=(0.3, 0.6, 0.8, 0.9), regions=((8, 8), (1, 1))) -> dict:
+    """Every array organisation on the issue-15 field (`sim.report.organisations`), balanced preset:
+    ``{(region, r): {organisation: summary}}``; also writes ``reports/organisations/organisations.png``."""
+    from sim.report.organisations import compare, plot
+
+    out = {(reg, r): compare(BALANCED, r, reg) for reg in regions for r in reuses}
+    rows = [{"region": f"{reg[0]}x{reg[1]}", "reuse": r, "organisation": org,
+             **{k: s[k] for k in ("total_speedup", "ideal", "energy_vs_dense", "area_mm2", "dense_area_mm2")}}
+            for (reg, r), orgs in out.items() for org, s in orgs.items()]
+    plot(rows, "reports/organisations")
+    return out
+
+
+def _print_organisations(res: dict) -> None:
+    from sim.report.organisations import LINEAR_OPS
+
+    print(f"Array organisations (docs/decisions.md D50) on {BALANCED}, the field of kaleido synth --model "
+          f"{BALANCE_FIELD['model']} --resolution {BALANCE_FIELD['resolution']} --blocks 0 --steps 0 --reuse R "
+          f"--partial {BALANCE_FIELD['partial']} --region HxW --persist {BALANCE_FIELD['persist']} --seed "
+          f"{BALANCE_FIELD['seed']} (targets in brackets; figure: reports/organisations/organisations.png):")
+    for (reg, r), orgs in res.items():
+        if r not in (0.3, 0.8):
+            continue
+        lock = orgs["lockstep"]
+        for org, s in orgs.items():
+            lin = min(s["per_op"][n]["share"] for n in LINEAR_OPS if n in s["per_op"])
+            tgt = "" if r != 0.8 else (" [>= 3.5]" if reg == (8, 8) else "")
+            print(f"  {reg[0]}x{reg[1]} r = {r} {org:9s}: total_speedup {s['total_speedup']:.3f}{tgt} (ideal "
+                  f"{s['ideal']:.2f}, array {s['speedup']:.3f}); energy {s['energy_vs_dense']:.3f}x dense "
+                  f"[<= {1.0 if r == 0.3 else 0.6}] (shared-unit floor {s['floor_vs_dense']:.3f}x, "
+                  f"{s['floor_saving_share']:.2f} of the saving it allows [>= 0.9]); area {s['area_mm2']:.1f} mm^2 = "
+                  f"{s['area_mm2'] / lock['area_mm2']:.2f}x lockstep, {s['area_mm2'] / s['dense_area_mm2']:.2f}x dense")
+            if r == 0.8:
+                lin_t = " [>= 0.8 each linear op]" if reg == (8, 8) else ""
+                print("    per op total/ideal (array/ideal): " + ", ".join(
+                    f"{n} {v['share']:.2f} ({v['array_share']:.2f})" for n, v in s["per_op"].items())
+                    + f"; linear-op minimum {lin:.2f}{lin_t}")
+                if reg == (1, 1):
+                    low = min(s["per_op"][n]["total"] for n in LINEAR_OPS if n in s["per_op"])
+                    print(f"    scattered: slowest linear op {low:.2f}x [>= 3]")
+
+
 DEMO_TRACE = "traces/demo.npz"
 
 
@@ -497,6 +539,7 @@ def main() -> None:
           f"CPU time, not wall time: best-of-N wall times of ms-long runs grow faster than the work on a shared "
           f"machine (longer runs are preempted more often)")
     _print_balance(bench_balance())
+    _print_organisations(bench_organisations())
     from sim.sweep.bench import main as sweep_bench  # sweeps on Dask, the op memo, whole videos
 
     sweep_bench()

@@ -57,9 +57,9 @@ def test_dense_fused_pair_by_hand():
     # DRAM: Q 128 + K 128 (qk), V 128 + O 128 (pv) = 512 B -> 2 cycles: 1 head (first fold), 1 tail.
     assert qk["dense_actions"]["dram_read_bytes"] == 256 and qk["dense_actions"]["dram_write_bytes"] == 0
     assert pv["dense_actions"]["dram_read_bytes"] == 128 and pv["dense_actions"]["dram_write_bytes"] == 128
-    assert qk["dense_stall_cycles"] == {"drain": 0, "dram": 1, "vector": vh, "similarity": 0}
+    assert qk["dense_stall_cycles"] == {"drain": 0, "combine": 0, "dram": 1, "vector": vh, "similarity": 0}
     assert qk["dense_total_cycles"] == 49 + 1 + vh  # phase 1: the array (49) outlasts the vector unit (34)
-    assert pv["dense_stall_cycles"] == {"drain": 0, "dram": 1, "vector": vt + (v_exp - 49) + h2, "similarity": 0}
+    assert pv["dense_stall_cycles"] == {"drain": 0, "combine": 0, "dram": 1, "vector": vt + (v_exp - 49) + h2, "similarity": 0}
     assert pv["dense_total_cycles"] == v_exp + h2 + vt + 1 == 131
     assert qk["fused"] == "pv" and pv["fused"] == "qk"
     # Integer scores in the score SRAM (3 B written, 3 B read each), never in DRAM; P written into the input SRAM.
@@ -82,7 +82,7 @@ def test_kaleido_fused_pair_with_reuse_by_hand():
     h2_v, h2_s = max(math.ceil(448 / 16), math.ceil(384 / 16)), 8
     assert qk["stall_cycles"]["similarity"] == 8 + max(0, (16 - 8) - a_qk)
     assert qk["stall_cycles"]["vector"] == 24 + max(0, 34 - a_qk)
-    assert pv["stall_cycles"] == {"drain": pv["stall_cycles"]["drain"], "dram": 1,
+    assert pv["stall_cycles"] == {"drain": pv["stall_cycles"]["drain"], "combine": 0, "dram": 1,
                                   "vector": 10 + (112 - 41) + 2 * h2_v, "similarity": 2 * h2_s}
     assert pv["total_cycles"] == 112 + 2 * (h2_v + h2_s) + 10 + 1
     # P is never read from DRAM, and no similarity pass re-reads it: V in, O out.

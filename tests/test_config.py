@@ -60,6 +60,17 @@ def test_balanced_preset_follows_its_rules():
     assert all(getattr(cfg, k) == getattr(ref, k) for k in same)
     assert cfg.fit_scheduler_window and not ref.fit_scheduler_window
     assert ref.score_sram_kib == 0  # the reference design has no score buffer: attention unfused
+    # the compact organisation's rules (preset comment, docs/decisions.md D50)
+    from sim.timing.compact import chunk_frames
+
+    assert cfg.organisation == "compact" and ref.organisation == "lockstep"
+    assert cfg.compact_bands == R // 16 and R // cfg.compact_bands <= R * (1 - 0.8)  # 16 rows <= 25.6 tokens
+    pv_groups = [(k, min(k + 4096, keys), "f") for k in range(0, keys, 4096)]  # 8 * ceil(32760 / 64) = 4096
+    # pv: 4 B partials (4096 x 255 x 128 < 2^31); a frame's staged partials 128 x 8 x 128 x 4 = 512 KiB, x 2
+    # buffers; state 2 x 512 KiB; queued P rows 16 x 32,760 -> (8 MiB - 1 MiB - 524,160 B) / 1 MiB = 6.5 -> 6
+    assert chunk_frames(cfg, 21, keys, dh, pv_groups) == 6
+    qkv_groups = [(k, k + 192, "f") for k in range(0, 1536, 192)]  # 3 B partials: 192 x 255 x 128 < 2^23
+    assert chunk_frames(cfg, 21, 1536, 4608, qkv_groups) == (8 * 2**20 - 2 * 393_216 - 16 * 1536) // 786_432 == 9
 
 
 def test_tiny_preset_values():

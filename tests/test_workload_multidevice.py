@@ -176,6 +176,14 @@ def test_ditango_volumes_small(tmp_path):
     # 10 * 60 * hop + 480 bytes = 0.4719 GB of 0.5662 GB (83.3 %)
     assert "communication per rank: 0.4719 GB (reference 0.5662 GB, 83.3%)" in summary
     assert "comm_bytes" in (tmp_path / "rep" / "workload_steps.csv").read_text().splitlines()[0]
+    # per step and layer: step 5 reuses every partition (no hop); the reference sends one hop per CFG
+    # branch in each of the 30 layers
+    by = {(r["step"], r["layer"]): r for r in res["comm"]["by_step_layer"]}
+    assert by[(5, 0)]["bytes"] == 0.0 and by[(5, 0)]["reference_bytes"] == pytest.approx(2 * hop)
+    assert sum(1 for s, b in by if s == 5 and b is not None) == 30
+    layers = (tmp_path / "rep" / "workload_comm_layers.csv").read_text().splitlines()
+    assert layers[0] == "results,generator,devices,step,layer,bytes,reference_bytes,ratio"
+    assert len(layers) - 1 == len(by)
     # the same workload on 2 Kaleido chips with reuse: every op has a shard grid, so --reuse applies
     r = kaleido("simulate", str(out), "--devices", "kaleido-16nm-128x128:2", "--reuse", "0.5,0.2", "--json",
                 str(tmp_path / "k.json"))

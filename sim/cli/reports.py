@@ -63,7 +63,8 @@ def explain(
     out = stdout_console()
     from rich.table import Table
 
-    t = Table(title=f"{results}: speedup chain per op (x dense) and what binds")
+    t = Table(title=f"{results} ({res.get('organisation', 'lockstep')} array): speedup chain per op (x dense) and "
+                    "what binds")
     for col in ("op", "block", "step", "ideal", "slots", "array", "end to end", "binds", "dense binds",
                 "energy / dense", "largest energy differences (uJ)"):
         t.add_column(col)

@@ -142,6 +142,10 @@ def simulate(
              "region, frame persistence; `kaleido synth`'s field, default region 8x8, q 0.9) (default: reuse off)")]
     = None,
     seed: Annotated[int, typer.Option(help="workloads: seed of the synthetic decisions")] = 0,
+    organisation: Annotated[str | None, typer.Option(
+        "--organisation", help="array organisation, overriding the config's: lockstep (a tile's rows share one slot "
+                               "sequence) or compact (per-group compaction with a combine unit; needs the config's "
+                               "psum_sram_kib > 0) (default: the config's; docs/architecture.md)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; time a workload file
     (`kaleido workload`) on P devices; or one dense GEMM (--gemm)."""
@@ -152,12 +156,14 @@ def simulate(
 
     if trace is not None and is_workload_file(trace):
         if (gemm or dataflow or timing or no_dispatcher or checksum or engine != "model" or theta_index or tech
-                or workers != 1 or scheduler):
+                or workers != 1 or scheduler or organisation):
             fail("a workload takes --devices, --config, --reuse, --seed and --json only")
         from sim.cli.workload import simulate_workload_cmd
 
         simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
         return
+    if organisation is not None and (trace is None or engine != "model"):
+        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; the RTL is lockstep)")
     if devices is not None or reuse is not None or seed:
         fail("--devices, --reuse and --seed apply to workload files (`kaleido workload`), not traces")
     if gemm is not None:
@@ -183,10 +189,10 @@ def simulate(
     if checksum and (workers != 1 or scheduler):
         fail("--checksum runs in this process: drop --workers/--scheduler")
     from algo.trace import load_trace
-    from hw.config import load_config
+    from hw.config import load_config, with_organisation
 
     try:
-        cfg = load_config(config)
+        cfg = with_organisation(load_config(config), organisation)
         tr, kind = _trace_meta(trace)
         if workers != 1 or scheduler is not None or kind == "decisions" or (kind == "exact" and not checksum):
             # one (step, block) at a time (sim.sweep.video; exact pv ops regenerate P in frame chunks), in this
@@ -222,14 +228,16 @@ def simulate(
         write_json_atomic(json_out, res)
     rf = res["reuse_fraction"]
     out = stdout_console()
-    out.print(f"[bold]{trace}[/] on {cfg.name}{' (dispatcher off)' if no_dispatcher else ''}: {res['cycles']:,} "
+    out.print(f"[bold]{trace}[/] on {cfg.name} ({cfg.organisation}){' (dispatcher off)' if no_dispatcher else ''}: "
+              f"{res['cycles']:,} "
               f"array cycles vs {res['dense_cycles']:,} dense -> [bold]{res['speedup']:.2f}x[/]; PE utilization "
               f"{res['pe_utilization']:.1%} (dense {res['dense_pe_utilization']:.1%}); decisions C/P/R "
               f"{rf['compute']:.1%}/{rf['partial']:.1%}/{rf['reuse']:.1%}")
     st = res["stall_cycles"]
     out.print(f"with DRAM, vector and similarity units: {res['total_cycles']:,} cycles vs "
               f"{res['dense_total_cycles']:,} dense -> {res['total_speedup']:.2f}x; stalls: drain {st['drain']:,} "
-              f"(in the array cycles), DRAM {st['dram']:,}, vector {st['vector']:,}, similarity {st['similarity']:,}")
+              f"(in the array cycles), DRAM {st['dram']:,}, vector {st['vector']:,}, similarity {st['similarity']:,}"
+              + (f", combine unit {st['combine']:,}" if st.get("combine") else ""))
     if (ds := res.get("dispatcher_stats")) is not None and no_dispatcher:
         out.print(f"dispatcher off (raster order): {ds['tiles']:,} tiles, {ds['skipped_groups']:,} skipped groups")
     elif ds is not None:  # sim.cost.actions.dispatcher_stats

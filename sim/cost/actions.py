@@ -141,7 +141,7 @@ LINK_BITS = 17 + 13
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
 ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits")
-SRAM_BUFFERS = ("input", "weight", "output", "partial", "score")
+SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
@@ -474,7 +474,7 @@ def fused_dram(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, query_
 
 def empty_actions() -> dict[str, float]:
     """Every action key at zero (so that per-op objects all have the same keys)."""
-    keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8",
+    keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8", "gather_mux_bits", "combine_add",
             *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
             "dram_read_bytes", "dram_write_bytes", "vec_fp16_add", "vec_fp16_mult", "cycles"]
     return {k: 0 for k in keys}
@@ -513,7 +513,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     a["cycles"] = cycles
     pipe, pipe_b = pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
     if fused:
-        npb = -(-(grid[1] * grid[2]) // position_block(grid, tile_like or groups, R))
+        block = position_block(grid, tile_like or groups, R) if cfg.organisation == "lockstep" else R
+        npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24

@@ -28,7 +28,22 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   value drained per cycle), each an 11x11 mantissa multiplier (8x8 multiplier area x (11/8)^2),
   three 16-bit adders (exponent, alignment, sum) and 64 register bits.
 - SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output, partial and score buffers
-  (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline).
+  (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
+  compact organisation's partial-sum SRAM (``psum_sram_kib``, not in the dense die).
+
+Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras:
+
+- ``pe_kaleido_extra`` (`compact_pe_extra`): the split multiplier's extra partial products (1/8), one
+  acc-bit adder summing the two halves' products before the accumulator, the second-channel lanes of
+  the pass-through (a PARTIAL band-tile pairs two channels per slot: `sim.cost.actions.pe_pipe_bits` less
+  the plain PE's) and the operand and first selects (`sim.cost.actions.OPERAND_MUX_BITS` + 2): no
+  per-group partial registers, no register muxes, no row link (the combine unit does their work);
+- ``band_weight_lanes``: each of the B - 1 extra bands has its own weight lane per column: its input
+  skew (column j: j + 1 registers of the column lane, as hw/array.py's) and a column-lane-wide 2:1
+  mux per column at the band boundary;
+- ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
+  to any band-tile row): R x 8 x (R - 1) 2:1 mux bits;
+- ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders, each with an acc-bit register.
 """
 
 from __future__ import annotations
@@ -69,6 +84,12 @@ def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
     return {"plain": plain, "kaleido_extra": extra}
 
 
+def compact_pe_extra(cfg: AcceleratorConfig) -> dict[str, float]:
+    """Counts per PE on top of the plain PE for the compact organisation (module docstring)."""
+    return {"mult": SPLIT_MULT_FRACTION - 1.0, "adders": 1, "add_bits": cfg.acc_bits,
+            "reg_bits": pe_pipe_bits(cfg) - PLAIN_PIPE_BITS, "mux_bits": OPERAND_MUX_BITS + 2}
+
+
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
     """Area in mm^2 by component: ``{"technology", "total_mm2", "breakdown", "dense_total_mm2"}``.
 
@@ -80,6 +101,8 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
                        cfg.partial_regs)
     s = pe_structure(cfg)
     n_pe = R * C
+    if cfg.organisation == "compact":
+        s["kaleido_extra"] = compact_pe_extra(cfg)
     um2 = {
         "array_pe_plain": n_pe * _um2(tech, s["plain"]["mult"], s["plain"]["add_bits"], s["plain"]["reg_bits"]),
         "array_pe_kaleido_extra": n_pe * _um2(tech, s["kaleido_extra"]["mult"], s["kaleido_extra"]["add_bits"],
@@ -92,6 +115,14 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     col_lane = sum(mem["i_" + f].shape.width for f in COL_FIELDS)
     skew_bits = row_lane * R * (R + 1) // 2 + col_lane * C * (C + 1) // 2 + (d * acc + d) * C * (C - 1) // 2
     um2["array_io_skew"] = _um2(tech, reg_bits=skew_bits)
+    if cfg.organisation == "compact":
+        from sim.timing.compact import combine_lanes
+
+        bands = cfg.compact_bands
+        um2["band_weight_lanes"] = _um2(tech, reg_bits=(bands - 1) * col_lane * C * (C + 1) // 2,
+                                        mux_bits=(bands - 1) * col_lane * C)
+        um2["gather_network"] = _um2(tech, mux_bits=R * 8 * (R - 1))
+        um2["combine_unit"] = _um2(tech, add_bits=combine_lanes(cfg) * acc, reg_bits=combine_lanes(cfg) * acc)
     from sim.timing.memory import similarity_lanes
 
     um2["dispatcher"] = _um2(tech, add_bits=similarity_lanes(cfg) * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
@@ -99,10 +130,16 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
     um2["vector_unit"] = vector_lanes(cfg) * lane
-    for buf in ("input", "weight", "output", "partial", "score"):
+    for buf in ("input", "weight", "output", "partial", "score", "psum"):
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
+    if cfg.organisation == "compact":  # the lockstep array's partial-result buffer is not built
+        um2["sram_partial"] = 0.0
+    else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
+        um2["sram_psum"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
-    dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial"))
+    dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial",
+                                                      "sram_psum", "band_weight_lanes", "gather_network",
+                                                      "combine_unit"))
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),
             "dense_total_mm2": dense, "breakdown": mm2,
             "pe_um2": {"plain": um2["array_pe_plain"] / n_pe,

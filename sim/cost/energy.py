@@ -35,13 +35,15 @@ from hw.config import AcceleratorConfig
 from hw.pe import LO_BITS, W_BITS
 from sim.cost.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
+from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
 
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
 MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
 
-COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", *(f"sram_{b}" for b in SRAM_BUFFERS),
+COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
+              *(f"sram_{b}" for b in SRAM_BUFFERS),
               "dram", "vector_unit", "leakage")
 
 
@@ -65,6 +67,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "pipe_reg_bits": ("pe_registers", reg),
         "pe_mux_bits": ("pe_muxes", mux),
         "sim_add8": ("dispatcher", a8),
+        "gather_mux_bits": ("gather_network", mux),  # sim.cost.compact_actions
+        "combine_add": ("combine_unit", tech.e("add32") * cfg.acc_bits / 32),
         "dispatch_add8": ("dispatcher", a8),
         "dram_read_bytes": ("dram", tech.e("dram_byte")),
         "dram_write_bytes": ("dram", tech.e("dram_byte")),
@@ -72,7 +76,10 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "vec_fp16_mult": ("vector_unit", tech.e("fp16_mult")),
     }
     for b in SRAM_BUFFERS:
-        per_byte = sram_access_pj(tech, getattr(cfg, f"{b}_sram_kib")) / 8
+        kib = getattr(cfg, f"{b}_sram_kib")
+        if b == "psum":  # C column banks: a column's partials are only touched by its own combine lanes (D50)
+            kib = kib / cfg.array_cols
+        per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)
     return out
@@ -101,12 +108,17 @@ class EnergyModel:
         area = area_breakdown(cfg, self.tech)
         self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
 
-    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int, fused: bool = False) -> dict:
+    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int, fused: bool = False,
+                    compact: dict | None = None) -> dict:
         """Add ``actions``, ``dense_actions``, ``energy_pj``, ``energy_breakdown_pj``, ``dense_energy_pj``,
         ``dense_energy_breakdown_pj`` and ``energy_saving`` to one op's result (in place; returned).
-        ``fused``: half of a fused attention pair (`sim.actions.op_actions`)."""
+        ``fused``: half of a fused attention pair (`sim.actions.op_actions`). ``compact``: the op's
+        `sim.engines.model` compact timing (band-tiles), whose array counts replace the lockstep's
+        (`sim.cost.compact_actions`)."""
         M, K, N = res["M"], res["K"], res["N"]  # noqa: N806
         a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"], fused=fused)
+        if compact is not None:  # the compact organisation's array (sim.timing.compact)
+            a = compact_actions(a, decisions, compact["band_tiles"], groups, N, self.cfg)
         d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"], fused=fused)
         self._put(res, a, d)
         return res

@@ -32,6 +32,7 @@ from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_grou
 from hw.config import AcceleratorConfig
 from sim.cost.actions import (
     DISPATCHER_STAT_KEYS,
+    FUSED_PAIRS,
     TiledDecisions,
     dispatcher_stats,
     scheduler_window,
@@ -40,6 +41,14 @@ from sim.cost.actions import (
 from sim.cost.energy import EnergyModel
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION
 from sim.timing.attention import annotate_fused, fused_pairs
+from sim.timing.compact import (
+    CompactError,
+    band_cycles,
+    chunk_frames,
+    combine_adds,
+    combine_stall,
+    compact_tiles,
+)
 from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
 
@@ -139,7 +148,7 @@ def check_compatible(trace: Trace, cfg: AcceleratorConfig) -> None:
 
 
 #: Stall causes in the results (`sim.timing.cycle_model`: drain; `sim.timing.memory`: dram, vector, similarity).
-STALL_CAUSES = ("drain", "dram", "vector", "similarity")
+STALL_CAUSES = ("drain", "combine", "dram", "vector", "similarity")
 _ROLLUP_SUMS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles", "dense_total_cycles",
                 "useful_macs", "dense_macs")
 
@@ -168,8 +177,35 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
     return {n: (float(counts[i] / total) if total else 0.0) for i, n in enumerate(names)}
 
 
+def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: int, cfg: AcceleratorConfig,
+                    fused: bool) -> dict:
+    """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots in issue
+    order over the batch and column blocks, cycles, drain stall, combine stall and the tiles' counts.
+
+    Raises:
+        SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
+    try:
+        # a fused score op's scores must be complete per query tile (the softmax follows): one frame per chunk
+        fw = chunk_frames(cfg, grid[0], op.K, op.N, groups, fused and op.name in FUSED_PAIRS, op.name)
+    except CompactError as err:
+        raise SimError(str(err)) from None
+    n_cb = -(-op.N // cfg.array_cols)
+    seqs, valid, tiles, adds = [], [], [], 0
+    for dec in decs:
+        t = compact_tiles(dec, grid, groups, cfg, fw, b_msb)
+        seqs.append(np.tile(t[0], n_cb))
+        valid.append(np.tile(t[2] + t[3], n_cb))
+        tiles.append(t)
+        adds += combine_adds(dec, op.N)
+    s_seq = np.concatenate(seqs)
+    cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg)
+    pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
+    return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
+            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles}
+
+
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
-                dispatcher: bool = True, tile_like=None) -> dict:
+                dispatcher: bool = True, tile_like=None, fused: bool = False) -> dict:
     """Timing and decision statistics of one op; see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
@@ -208,6 +244,10 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         cycles, stall = op_cycles(s_seq, R, C, d)
     else:
         s_seq, cycles, stall = nd_seq, nd_cycles, nd_stall
+    compact = None
+    if cfg.organisation == "compact":  # sim.timing.compact: band-tiles, combine unit
+        compact = _compact_timing([t.decisions for t in decs], op, grid, groups, b_msb, cfg, fused)
+        s_seq, cycles, stall = compact["s_seq"], compact["cycles"], compact["drain"]
     dense_seq = np.tile(dense_slot_sequence(op.M, op.K, op.N, R, C), op.batch)
     dense_cycles, dense_stall = op_cycles(dense_seq, R, C, d)
     useful = (counts[COMPUTE] + 0.5 * counts[PARTIAL]) * op.N
@@ -216,10 +256,13 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     return {
         "name": op.name, "block": op.block, "step": op.step, "theta": theta,
         "batch": op.batch, "M": op.M, "K": op.K, "N": op.N,
-        "tiles": int(s_seq.size), "slots": int(np.maximum(s_seq, 1).sum()),
+        "tiles": int(s_seq.size),
+        # compact: band-tile slots over the bands, the array-equivalent issue time (sim.report.explain)
+        "slots": -(-int(np.maximum(s_seq, 1).sum()) // (cfg.compact_bands if compact else 1)),
         "cycles": cycles, "dense_cycles": dense_cycles,
         "speedup": dense_cycles / cycles if cycles else 0.0,
-        "stall_cycles": {"drain": stall}, "dense_stall_cycles": {"drain": dense_stall},
+        "stall_cycles": {"drain": stall, "combine": compact["combine"] if compact else 0},
+        "dense_stall_cycles": {"drain": dense_stall, "combine": 0},
         "useful_macs": float(useful), "dense_macs": dense_macs,
         "pe_utilization": float(useful / (R * C * cycles)) if cycles else 0.0,
         "dense_pe_utilization": float(dense_macs / (R * C * dense_cycles)) if dense_cycles else 0.0,
@@ -227,7 +270,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         "no_dispatcher_pe_utilization": float(useful / (R * C * nd_cycles)) if nd_cycles else 0.0,
         "reuse_fraction": _fractions(counts),
         "dispatcher_stats": dispatcher_stats([t.stats for t in decs], -(-op.N // C)),
-        "_counts": counts, "_decisions": decs,
+        "_counts": counts, "_decisions": decs, "_compact": compact,
     }
 
 
@@ -377,9 +420,9 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
         if hit is not None:
             r, c = hit
         else:
-            r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like)
+            r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like, fused)
             energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
-                               b_msb, fused=fused)  # sim.cost.energy: actions, energy_pj, dense_energy_pj
+                               b_msb, fused=fused, compact=r.pop("_compact"))  # sim.cost.energy: actions, energy_pj, dense_energy_pj
             annotate_memory(r, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
             c = r.pop("_counts")
             OP_MEMO.put(key, r, c)
@@ -404,6 +447,7 @@ def assemble_results(trace: Trace, per_op: list[dict], counts: np.ndarray, cfg: 
     return energy.annotate_total({
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION,
         "config": cfg.model_dump(mode="json"),
+        "organisation": cfg.organisation,
         "trace": {
             "path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
             "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops),

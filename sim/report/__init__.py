@@ -32,7 +32,8 @@ With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.base
   shows Kaleido over each baseline instead, and both axes say which), one hollow marker shape per
   design, with the Pareto front when it has two or more points;
 - workload results (`kaleido simulate W.npz --json`; `sim.workload.report`): ``workload_summary.md``,
-  ``workload_steps.csv`` and ``workload_schedule.png``/``.pdf`` (time per step against the
+  ``workload_steps.csv``, ``workload_comm_layers.csv`` (bytes per rank per step and layer against
+  the reference's) and ``workload_schedule.png``/``.pdf`` (time per step against the
   reference and the schedule, e.g. DDiT's patch size per step).
 - ``scaling.png``/``.pdf`` (when results of one model at two or more grids are given, e.g. 480p and
   720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.

@@ -13,9 +13,14 @@ Per op, the speedup chain (each a ratio against the dense design on the same arr
 
 The binding mechanism of a design on an op is the array when its stalls (beyond the array's own
 cycles) are below `ARRAY_BOUND_SHARE` of its total, else the cause with the most stall cycles
-(``dram``, ``vector``, ``similarity``); within the array, ``drain`` when the drain stall is at least
-that share of the array cycles, else ``lockstep`` (Kaleido: slots above the ideal) or ``array``.
-Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first.
+(``dram``, ``vector``, ``similarity``, and the compact organisation's ``combine`` unit,
+`sim.timing.compact`); within the array, ``drain`` when the drain stall is at least that share of the
+array cycles, else the organisation's own loss when Kaleido's slots are above the ideal -- ``lockstep``
+(a tile's slots are set by its busiest rows) or, for the compact organisation, ``packing`` (partly
+filled band-tiles at pool and chunk ends) -- or ``array``. For the compact organisation ``slots`` are
+band-tile slots divided by the bands (the array-equivalent issue time).
+Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first; the
+compact organisation's own components are ``gather_network``, ``combine_unit`` and ``sram_psum``.
 """
 
 from __future__ import annotations
@@ -45,18 +50,22 @@ def load_results(path: str | Path) -> dict:
     return res
 
 
-def binding(op: dict, dense: bool) -> str:
+#: The loss within the array named for each organisation when its slots exceed the ideal (module docstring).
+ORGANISATION_LOSS = {"lockstep": "lockstep", "compact": "packing"}
+
+
+def binding(op: dict, dense: bool, organisation: str = "lockstep") -> str:
     """The mechanism binding one design on one op (module docstring)."""
     pre = "dense_" if dense else ""
     total, cycles = op.get(f"{pre}total_cycles", 0), op[f"{pre}cycles"]
     st = op.get(f"{pre}stall_cycles", {})
-    outside = {k: st.get(k, 0) for k in ("dram", "vector", "similarity")}
+    outside = {k: st.get(k, 0) for k in ("dram", "vector", "similarity", "combine")}
     if total and sum(outside.values()) >= ARRAY_BOUND_SHARE * total:
         return max(outside, key=outside.get)
     if cycles and st.get("drain", 0) >= ARRAY_BOUND_SHARE * cycles:
         return "drain"
     if not dense and op.get("useful_macs") and op["dense_macs"] / op["useful_macs"] > 1.1 * op.get("speedup", 0):
-        return "lockstep"
+        return ORGANISATION_LOSS.get(organisation, "lockstep")
     return "array"
 
 
@@ -79,7 +88,7 @@ def explain_rows(res: dict) -> list[dict]:
             "ideal": op["dense_macs"] / op["useful_macs"] if op.get("useful_macs") else float("inf"),
             "slots": dense_slots(op, cfg) / op["slots"] if op.get("slots") else 0.0,
             "array": op["speedup"], "end_to_end": op.get("total_speedup", op["speedup"]),
-            "binds": binding(op, False), "dense_binds": binding(op, True),
+            "binds": binding(op, False, res.get("organisation", "lockstep")), "dense_binds": binding(op, True),
             "energy_ratio": op["energy_pj"] / op["dense_energy_pj"] if op.get("dense_energy_pj") else 0.0,
             "energy_top": [(k, d) for d, k in diff[:3] if d],
         })

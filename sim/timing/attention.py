@@ -101,7 +101,8 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     R = cfg.array_rows  # noqa: N806
     heads, M, dh, keys = qk["batch"], qk["M"], qk["K"], qk["N"]  # noqa: N806
     pre = "" if kaleido else "dense_"
-    a_qk, a_pv = qk[f"{pre}cycles"], pv[f"{pre}cycles"]
+    # the array's time, with the compact organisation's combine stall (sim.timing.compact) inside it
+    a_qk, a_pv = (o[f"{pre}cycles"] + o[f"{pre}stall_cycles"].get("combine", 0) for o in (qk, pv))
     lanes, slanes = vector_lanes(cfg), similarity_lanes(cfg)
     scores = heads * M * keys
     rope_a, rope_m, _, _ = vector_work(qk["name"], M, dh, keys)  # RoPE of Q and K (0 for cross_qk)
@@ -109,7 +110,8 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     rq_a, rq_m = (M * dh, 2 * M * dh) if rope_a else (0, 0)  # Q's share of the RoPE work
     rk_a, rk_m = rope_a - rq_a, rope_m - rq_m
     if kaleido:
-        rows = position_block(grid, qk_groups, R)
+        # lockstep: qk's whole-image-row tiles (row link, D4); compact: R positions (no row link)
+        rows = position_block(grid, qk_groups, R) if cfg.organisation == "lockstep" else R
         npb = -(-(grid[1] * grid[2]) // rows)
         tiles = npb * grid[0]
     else:

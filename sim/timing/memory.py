@@ -171,7 +171,9 @@ def annotate_memory(res: dict, cfg: AcceleratorConfig) -> dict:
     out = {}
     for prefix, key in (("", "actions"), ("dense_", "dense_actions")):
         a = res[key]
-        t = op_memory_timing(res["name"], *shape, res[f"{prefix}cycles"],
+        # the compact organisation's combine unit (sim.timing.compact) extends the array's time
+        a_cycles = res[f"{prefix}cycles"] + res[f"{prefix}stall_cycles"].get("combine", 0)
+        t = op_memory_timing(res["name"], *shape, a_cycles,
                              a["dram_read_bytes"] + a["dram_write_bytes"], cfg, similarity=prefix == "")
         res[f"{prefix}stall_cycles"].update(t["stall_cycles"])
         res[f"{prefix}total_cycles"] = t["total_cycles"]

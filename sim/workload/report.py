@@ -5,6 +5,8 @@
   reference's, time, exposed time, by pattern) and the schedule per step;
 - ``workload_steps.csv``: one row per results file and step: patch size, tokens, time, reference
   time, communication bytes (and the reference's), communication and exposed time;
+- ``workload_comm_layers.csv``: one row per results file, step and layer (transformer block):
+  bytes each rank sends against the reference's (plain ring context parallelism for DiTango);
 - ``workload_schedule.png``/``.pdf``: per results file, step time against the reference's per step
   (bars, ms, log scale) with the patch multiple of each step (steps, right axis) and the speedup in
   the title; a caption line names workload, device and notes;
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-TABLES = ("workload_summary.md", "workload_steps.csv")
+TABLES = ("workload_summary.md", "workload_steps.csv", "workload_comm_layers.csv")
 FIGURES = ("workload_schedule", "workload_scaling")
 STEP_FIELDS = ("results", "generator", "device", "devices", "step", "patch_multiple", "tokens", "time_us",
                "dense_time_us", "reference_time_us", "comm_bytes", "reference_comm_bytes", "comm_us",
@@ -69,6 +71,24 @@ def step_rows(items) -> list[dict]:
              "comm_us": round(r["comm_us"], 6) if "comm_us" in r else "",
              "exposed_comm_us": round(r["exposed_comm_us"], 6) if "exposed_comm_us" in r else ""}
             for lb, d in items for r in d["per_step"]]
+
+
+LAYER_FIELDS = ("results", "generator", "devices", "step", "layer", "bytes", "reference_bytes", "ratio")
+
+
+def layer_rows(items) -> list[dict]:
+    """One row per results file, denoising step and layer (transformer block; empty: events of no
+    block) with the bytes each rank sends and the reference's (plain ring context parallelism for
+    DiTango), from the results' ``comm.by_step_layer``."""
+    rows = []
+    for lb, d in items:
+        for r in (d.get("comm") or {}).get("by_step_layer", []):
+            ref = r["reference_bytes"]
+            rows.append({"results": lb, "generator": d["workload"]["generator"], "devices": d["device"]["count"],
+                         "step": r["step"], "layer": "" if r["layer"] is None else r["layer"],
+                         "bytes": r["bytes"], "reference_bytes": "" if ref is None else ref,
+                         "ratio": round(r["bytes"] / ref, 6) if ref else ""})
+    return rows
 
 
 def schedule_figure(items):
@@ -145,6 +165,11 @@ def write(items, out: Path, written: list[Path], save_figure, atomic_write_bytes
     w.writeheader()
     w.writerows(step_rows(items))
     written.append(atomic_write_bytes(out / "workload_steps.csv", buf.getvalue().encode()))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=LAYER_FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(layer_rows(items))
+    written.append(atomic_write_bytes(out / "workload_comm_layers.csv", buf.getvalue().encode()))
     save_figure(schedule_figure(items), out, "workload_schedule", written)
     groups = scaling_groups(items)
     if groups:

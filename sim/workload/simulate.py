@@ -98,6 +98,25 @@ def comm_exposure(ops: list[WorkloadOp], comms: list, device, devices: int, net)
     return {k: tuple(v) for k, v in out.items()}
 
 
+def comm_by_layer(comms: list) -> dict[tuple[int, int | None], float]:
+    """``{(step, layer): bytes}``: payload bytes each rank puts in per denoising step and transformer
+    block (event ``bytes`` x ``repeat``, counted as `comm_volume` does; layer None: events that belong
+    to no block, e.g. DiTango's plan all-reduce)."""
+    out: dict[tuple[int, int | None], float] = {}
+    for c in comms:
+        k = (c.step, c.block)
+        out[k] = out.get(k, 0.0) + c.bytes * c.repeat
+    return out
+
+
+def _layer_rows(comms: list, ref_comms: list | None) -> list[dict]:
+    """Rows ``{"step", "layer", "bytes", "reference_bytes"}`` over the union of both runs' (step, layer)."""
+    got, ref = comm_by_layer(comms), comm_by_layer(ref_comms or [])
+    keys = sorted(set(got) | set(ref), key=lambda k: (k[0], -1 if k[1] is None else k[1]))
+    return [{"step": s, "layer": b, "bytes": got.get((s, b), 0.0),
+             "reference_bytes": ref.get((s, b), 0.0) if ref_comms is not None else None} for s, b in keys]
+
+
 def comm_volume(comms: list, net) -> tuple[dict, dict]:
     """``({step: bytes}, {pattern: {"bytes", "time_us"}})``: payload bytes each rank puts in (event
     ``bytes`` x ``repeat``; an all-to-all's or all-reduce's payload counted once, whatever the
@@ -183,7 +202,9 @@ def simulate_workload(wl: Workload, device, devices: int | None = None, workload
         "comm": {"bytes_per_rank": sum(vol.values()), "time_us": sum(r["comm_us"] for r in rows),
                  "exposed_time_us": sum(r["exposed_comm_us"] for r in rows), "by_pattern": vol_by,
                  "reference_bytes_per_rank": sum(ref_vol.values()) if wl.reference else None,
-                 "reference_by_pattern": ref_vol_by if wl.reference else None},
+                 "reference_by_pattern": ref_vol_by if wl.reference else None,
+                 # per denoising step and transformer block (layer), against the reference's
+                 "by_step_layer": _layer_rows(wl.comms, wl.reference["comms"] if wl.reference else None)},
         "per_step": rows,
         "by_op_type": {k: {"time_us": by_type[k], "dense_time_us": by_type_dense[k]} for k in sorted(by_type)},
         # distinct op shapes timed: an attention pair timed together counts its two shapes

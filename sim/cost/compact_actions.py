@@ -1,0 +1,87 @@
+"""Action counts of the compact organisation (`sim.timing.compact`): what differs from the lockstep array.
+
+`sim.cost.actions.op_actions` counts the units both organisations share (similarity unit, DRAM,
+vector unit, input-SRAM fills and the similarity pass, output SRAM, score SRAM) and the decision-exact
+multiplies (``mac8`` = COMPUTE (token, channel) pairs x N, ``mac4`` = PARTIAL pairs x N, the same
+products in either organisation); `compact_actions` replaces the array-side terms, per batch
+element, with Cc / Pc = COMPUTE / PARTIAL (token, channel) pairs, Cg / Pg / Rg = COMPUTE / PARTIAL /
+REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks:
+
+- PE (no per-group partial registers: a band-tile row accumulates one group's partial in ``acc``):
+  ``pe_add`` = N (2 Cc + Pc) (COMPUTE: the two halves' products summed, then accumulated; PARTIAL: one
+  low-half product accumulated, two per paired slot); ``pe_reg_bits`` = acc x N (Cc + ceil(Pc / 2)
+  accumulator writes + one ``out`` write per band-tile row); ``pe_mux_bits`` = (OPERAND_MUX_BITS + 2)
+  per active row-slot and column (operand and first selects; no group selects);
+  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x `sim.cost.actions.pe_pipe_bits` x n_cb (a band's
+  slots pass only its R/B rows).
+- Gather network (``gather_mux_bits``): every operand byte a band-tile row receives passes an R:1
+  byte crossbar from the input SRAM's row ports (any token to any row): 8 log2(R) 2:1 mux bits per
+  byte, bytes = n_cb (Cc + Pc).
+- Input SRAM read by the array: n_cb (Cc + Pc) bytes (each needed channel of each token once per
+  column block; REUSE channels are never read). Weight SRAM: each band-tile reads |g| x C bytes
+  (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb.
+- Partial-sum SRAM (``sram_psum``): each COMPUTE (token, group) stages 2 partials (msb, lsb) and a
+  PARTIAL one 1 (the lsb), written by the drain and read once by the combine unit; the neighbour state
+  is read for PARTIAL (1 partial) and REUSE (2) and written for COMPUTE (2) and PARTIAL (1, its
+  lsb); all per output column, pb bytes each. The lockstep array's ``h``-axis partial buffer
+  (``sram_partial``) is not used.
+- Combine unit (``combine_add``): `sim.timing.compact.combine_adds`, acc-bit adds.
+- Dispatcher (``dispatch_add8``): the queues count one (token, group) each (M G); no matcher.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from hw.config import AcceleratorConfig
+from sim.cost.actions import OPERAND_MUX_BITS, pe_pipe_bits
+from sim.timing.compact import band_rows, combine_adds, partial_bytes
+
+
+def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
+                    cfg: AcceleratorConfig) -> dict:
+    """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
+    compact organisation's (module docstring); returns ``a``, changed in place.
+
+    Args:
+        tiled: per batch element, the `sim.cost.actions.TiledDecisions` ``a`` was counted from (its
+            decisions, and the lockstep tiling's array reads, which are taken out); band_tiles: per batch element the
+            ``(slots, group, n_compute, n_partial)`` arrays of `sim.timing.compact.compact_tiles`.
+    """
+    C = cfg.array_cols  # noqa: N806
+    n_cb = -(-N // C)
+    acc = cfg.acc_bits
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    pb = partial_bytes(groups)
+    keys = ("pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
+            "sram_psum_write_bytes", "sram_partial_read_bytes", "sram_partial_write_bytes", "combine_add",
+            "dispatch_add8")
+    for k in keys:
+        a[k] = 0
+    array_input = weight = lock_input = lock_weight = 0
+    for td, (slots, grp, nc, npart) in zip(tiled, band_tiles, strict=True):
+        dec = td.decisions
+        lock_input += td.stats["rows_x_channels"] * n_cb
+        lock_weight += td.stats["channels"] * N
+        cc = int(((dec == COMPUTE) * widths).sum())
+        pc = int(((dec == PARTIAL) * widths).sum())
+        cg, pg, rg = (int((dec == v).sum()) for v in (COMPUTE, PARTIAL, REUSE))
+        rows_out = int((nc + npart).sum()) * n_cb  # band-tile rows, all column blocks
+        a["pe_add"] += N * (2 * cc + pc)
+        a["pe_reg_bits"] += acc * (N * (cc + math.ceil(pc / 2)) + rows_out * min(C, N))
+        a["pe_mux_bits"] += N * (cc + math.ceil(pc / 2)) * (OPERAND_MUX_BITS + 2)
+        a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * pe_pipe_bits(cfg) * n_cb
+        a["gather_mux_bits"] += n_cb * (cc + pc) * 8 * max(1, math.ceil(math.log2(cfg.array_rows)))
+        array_input += n_cb * (cc + pc)
+        weight += int(widths[grp].sum()) * min(C, N) * n_cb
+        staged = (2 * cg + pg) * N * pb
+        a["sram_psum_write_bytes"] += staged + (2 * cg + pg) * N * pb
+        a["sram_psum_read_bytes"] += staged + (pg + 2 * rg) * N * pb
+        a["combine_add"] += combine_adds(dec, N)
+        a["dispatch_add8"] += dec.size
+    a["sram_input_read_bytes"] += array_input - lock_input
+    a["sram_weight_read_bytes"] += weight - lock_weight
+    return a

@@ -1,0 +1,137 @@
+"""Array organisations side by side (issue 15): speedup against reuse, per-op share of the ideal, energy
+against dense with the floor the shared units set, and area, for every organisation of `hw.config.ORGANISATIONS`.
+
+`compare` simulates one synthetic decision field (`algo.workloads.synth`, the issue's field) on one preset
+under each organisation (`hw.config.with_organisation`); `sweep` does it for several reuse levels and
+regions (scattered 1x1 and coherent 8x8 decisions); `plot` draws end-to-end speedup against r per
+organisation with the ideal bound ``1 / (C + P/2)`` of the measured decisions, and the area and
+energy of each organisation beside it (`make bench` writes it to ``reports/organisations/``).
+
+Energy floor (`energy_floor`): the components that do the same work in every design -- DRAM, the
+vector unit, the score SRAM (fused attention) and the output SRAM -- taken at the dense design's
+energy. No array organisation can go below it, so the saving it allows is ``1 - floor / dense``,
+and an organisation's share of that saving is ``(dense - kaleido) / (dense - floor)``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from hw.config import ORGANISATIONS, load_config, with_organisation
+
+#: Components doing the same work in every design (module docstring): the floor of any organisation's energy.
+SHARED_COMPONENTS = ("dram", "vector_unit", "sram_score", "sram_output")
+#: The issue's synthetic field (issue 15 / 14): Wan2.1-1.3B 480p, block 0, step 0.
+FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "partial": 0.04, "persist": 0.9, "seed": 1,
+         "blocks": [0], "steps": [0]}
+#: Linear ops (the issue's per-op target applies to these).
+LINEAR_OPS = ("qkv", "o_proj", "cross_q", "cross_o", "ffn1", "ffn2")
+
+
+def _ideal(op: dict) -> float:
+    rf = op["reuse_fraction"]
+    return 1.0 / (rf["compute"] + rf["partial"] / 2) if rf["compute"] + rf["partial"] else float("inf")
+
+
+def energy_floor(res: dict) -> float:
+    """pJ of the `SHARED_COMPONENTS` in the dense design's breakdown (module docstring)."""
+    return sum(res["dense_energy_breakdown_pj"].get(k, 0.0) for k in SHARED_COMPONENTS)
+
+
+def summary(res: dict) -> dict:
+    """The figures the bench prints for one result: totals, per-op share of the ideal, energy and floor."""
+    dense_e, e, floor = res["dense_energy_pj"], res["energy_pj"], energy_floor(res)
+    per_op = {o["name"]: {"total": o["total_speedup"], "array": o["speedup"], "ideal": _ideal(o),
+                          "share": o["total_speedup"] / _ideal(o), "array_share": o["speedup"] / _ideal(o)}
+              for o in res["per_op"]}
+    rf = res["reuse_fraction"]
+    return {"organisation": res["organisation"], "total_speedup": res["total_speedup"], "speedup": res["speedup"],
+            "ideal": 1.0 / (rf["compute"] + rf["partial"] / 2), "energy_vs_dense": e / dense_e,
+            "floor_vs_dense": floor / dense_e,
+            "floor_saving_share": (dense_e - e) / (dense_e - floor) if dense_e > floor else 0.0,
+            "area_mm2": res["energy_model"]["area_mm2"], "dense_area_mm2": res["energy_model"]["dense_area_mm2"],
+            "per_op": per_op}
+
+
+def compare(preset: str, reuse: float, region: tuple[int, int], organisations=ORGANISATIONS,
+            progress: Callable[[str], None] | None = None) -> dict[str, dict]:
+    """`summary` of the issue's field at ``reuse`` and ``region`` on ``preset`` under each organisation."""
+    from algo.trace import load_trace
+    from algo.workloads.synth import SynthField, synth_trace
+    from sim.engines.model import simulate_trace
+
+    base = load_config(preset)
+    f = FIELD
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "synth.npz")
+        synth_trace(path, f["model"], f["resolution"], SynthField(reuse, f["partial"], region, f["persist"]),
+                    blocks=f["blocks"], steps=f["steps"], seed=f["seed"])
+        tr = load_trace(path)
+        out = {}
+        for org in organisations:
+            if progress:
+                progress(f"{org} r={reuse} region {region[0]}x{region[1]}")
+            out[org] = summary(simulate_trace(tr, with_organisation(base, org)))
+    return out
+
+
+def sweep(preset: str, reuses, regions, organisations=ORGANISATIONS,
+          progress: Callable[[str], None] | None = None) -> list[dict]:
+    """Rows ``{region, reuse, organisation, total_speedup, ideal, energy_vs_dense, area_mm2, dense_area_mm2}``."""
+    rows = []
+    for region in regions:
+        for r in reuses:
+            for org, s in compare(preset, r, region, organisations, progress).items():
+                rows.append({"region": f"{region[0]}x{region[1]}", "reuse": r, "organisation": org,
+                             **{k: s[k] for k in ("total_speedup", "ideal", "energy_vs_dense", "area_mm2",
+                                                  "dense_area_mm2")}})
+    return rows
+
+
+def plot(rows: list[dict], out_dir: str | Path) -> list[Path]:
+    """Speedup against r per organisation (one panel per region, ideal drawn) and area and energy per
+    organisation: ``organisations.png`` and ``.pdf`` in ``out_dir`` (created); returns the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    regions = sorted({r["region"] for r in rows}, key=lambda s: int(s.split("x")[0]))
+    orgs = list(dict.fromkeys(r["organisation"] for r in rows))
+    fig, axes = plt.subplots(1, len(regions) + 1, figsize=(4.2 * (len(regions) + 1), 3.6))
+    for ax, region in zip(axes, regions, strict=False):
+        sel = [r for r in rows if r["region"] == region]
+        reuses = sorted({r["reuse"] for r in sel})
+        ideal = [next(r["ideal"] for r in sel if r["reuse"] == x) for x in reuses]
+        ax.plot(reuses, ideal, "k--", label="ideal 1/(C+P/2)")
+        for org in orgs:
+            ax.plot(reuses, [next(r["total_speedup"] for r in sel if r["reuse"] == x and r["organisation"] == org)
+                             for x in reuses], "o-", label=org)
+        ax.set_title(f"{'scattered' if region == '1x1' else 'coherent'} decisions ({region} regions)")
+        ax.set_xlabel("reuse r (REUSE share drawn)")
+        ax.set_ylabel("end-to-end speedup vs dense")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    ax = axes[-1]
+    top = max(rows, key=lambda r: r["reuse"])
+    sel = [r for r in rows if r["reuse"] == top["reuse"] and r["region"] == top["region"]]
+    xs = range(len(sel) + 1)
+    areas = [sel[0]["dense_area_mm2"]] + [r["area_mm2"] for r in sel]
+    ax.bar(xs, areas, color=["grey"] + [f"C{i}" for i in range(len(sel))])
+    ax.set_xticks(list(xs), ["dense"] + [r["organisation"] for r in sel])
+    ax.set_ylabel("area mm^2")
+    ax2 = ax.twinx()
+    ax2.plot(xs, [1.0] + [r["energy_vs_dense"] for r in sel], "kD", label="energy / dense")
+    ax2.set_ylabel(f"energy / dense at r = {top['reuse']} ({top['region']})")
+    ax2.set_ylim(0, max(2.0, max(r["energy_vs_dense"] for r in sel) * 1.1))
+    ax.set_title("area (bars) and energy (diamonds)")
+    fig.tight_layout()
+    paths = [out / "organisations.png", out / "organisations.pdf"]
+    for p in paths:
+        fig.savefig(p, dpi=120, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
+    plt.close(fig)
+    return paths

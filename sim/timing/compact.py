@@ -1,0 +1,253 @@
+"""The compact array organisation: per-group compaction in row bands (docs/architecture.md "Array
+organisations", docs/decisions.md D50).
+
+The lockstep array (`sim.timing.cycle_model`) gives all R rows of a tile one slot sequence, so a
+slot is saved only where every row agrees. Here a tile's rows need not agree:
+
+- **Band-tiles.** The R rows are cut into ``B = compact_bands`` bands of ``R / B`` rows; each band
+  has its own weight lane per column (B weights enter each column per cycle, one per band), so each
+  band runs its own slot sequence. A *band-tile* is ``R / B`` tokens x C output channels of **one
+  channel group g**: ``|g|`` slots when any of its tokens COMPUTEs g, ``ceil(|g| / 2)`` when all are
+  PARTIAL (two channels per slot, one on each 4-bit multiplier half, as the lockstep matcher pairs;
+  ``|g|`` when ``b_msb < 4``). REUSE costs no slot: a token that REUSEs g is in no band-tile of g.
+- **Queues.** Tokens are taken pool by pool: a pool is one frame of one position block (R raster
+  positions; issue order: column block, position block, frame -- the lockstep order). For each
+  group two queues (COMPUTE tokens, PARTIAL tokens) collect the pool's tokens that need g, in pool
+  order then group order; whenever a queue holds ``R / B`` tokens it issues a band-tile. Queues
+  carry over from frame to frame within a *chunk* of ``Fw`` frames (`chunk_frames`) and are flushed
+  at its end: the rest of g's COMPUTE queue (c tokens) and PARTIAL queue (p tokens) make one band-tile
+  of ``|g|`` slots if ``c + p <= R / B`` (``ceil(|g|/2)`` if c = 0), else a full-width band-tile of
+  the c COMPUTE and ``R / B - c`` PARTIAL tokens and one half-width band-tile of the rest.
+- **Bands.** Band-tiles go, in issue order, to the band whose last slot issued first (list
+  scheduling; ties to the lowest band). A band issues its band-tiles back to back under the drain
+  rule of the lockstep contract scaled to a band: its valid partial rows (its tokens; idle rows have
+  nothing to drain) leave on its share of the column's ``d`` output ports, one row per cycle:
+  ``d_b = max(1, d / B)`` ports per band, used round robin, a band-tile holding its port for
+  ``valid rows x max(1, B / d)`` cycles after its last slot, so ``L_t >= L_{t - d_b} + occ_{t - d_b}``
+  on a band (B = 1 with full band-tiles is `sim.timing.cycle_model.op_cycles`'s rule). The op's array cycles are the
+  latest band's last issue + R + C + `PIPELINE_CYCLES` (the same skew and drain path).
+- **Combine unit.** Each drained row is one token's partial sum of one group for C outputs; the
+  combine unit (``combine_lanes`` acc-bit adders) adds, per (token, group, output), the partial
+  into the token's output (COMPUTE: the new partial; PARTIAL: the neighbour's msb partial + the new
+  lsb partial, 2 adds; REUSE: the neighbour's stored partial) and keeps each position's per-group
+  msb/lsb partials as the next frame's neighbour state, in the partial-sum SRAM (``psum_sram_kib``).
+  A ``w``-axis group's neighbour is the previous position of the same frame, an ``h``-axis group's
+  the previous image row: the combine walks a pool in raster order, so no row link is needed and
+  ``qk`` tiles like every other op (its band-tiles take any tokens). Combine work per op:
+  ``adds = N x (M G + PARTIAL (token, group) pairs)``; it overlaps the array pool by pool (staging
+  double-buffered), so its stall is one pool's share after the last band-tile plus any excess of its
+  total over the array's cycles (`combine_stall`).
+
+Sizes (`chunk_frames`): per chunk the partial-sum SRAM holds, double-buffered, the staged partials of
+every (token, group) of the chunk (``2 x Fw x R x G x min(C, N) x pb`` bytes, ``pb`` =
+`partial_bytes`), the neighbour state (``2 x R x G x min(C, N) x pb``: msb and lsb) and the queued
+operand rows of the open band-tiles (``R / B x K`` bytes at most: a queue issues whenever it holds
+R / B tokens). A fused score op (``qk``, ``cross_qk``: its scores must be complete per query tile for
+the softmax, sim/timing/attention.py) has ``Fw = 1``; a fused P op's queued P rows wait in that stash. An op whose ``Fw`` would be
+0 cannot run (`CompactError`).
+
+This module is the reference tiling that `sim.timing.compact_reference` computes values with and
+`sim.cost.compact_actions` counts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
+from sim.timing.cycle_model import PIPELINE_CYCLES
+
+
+class CompactError(ValueError):
+    """An op that the compact organisation cannot run on this config (partial-sum SRAM too small)."""
+
+
+def combine_lanes(cfg: AcceleratorConfig) -> int:
+    """Combine-unit adders: ``cfg.combine_lanes``, or ``4 x array_cols x drain_rows_per_cycle`` when unset.
+
+    Rule (docs/decisions.md D50): the combine unit keeps pace with ``qk`` at the target reuse r_t = 0.8,
+    the op with the most combine work per slot: per pool and column block it adds ``R x G x C``
+    values (G = 3 RoPE groups) while the array issues about ``K (1 - r_t)`` = 25.6 slots at K = 128,
+    so ``3 x 128 x 128 / 25.6 = 1,920`` adds per cycle -> 2,048 = 4 x C x d on 128 x 128, d = 4."""
+    return cfg.combine_lanes if cfg.combine_lanes is not None else 4 * cfg.array_cols * cfg.drain_rows_per_cycle
+
+
+def band_rows(cfg: AcceleratorConfig) -> int:
+    """Rows per band ``R / B`` (``B = compact_bands``)."""
+    return cfg.array_rows // cfg.compact_bands
+
+
+def partial_bytes(groups) -> int:
+    """Bytes of one stored per-group partial sum: the widest group's ``|g| x 255 x 128`` bound, signed."""
+    widest = max(k1 - k0 for k0, k1, _ in groups)
+    return -(-((widest * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
+
+
+def psum_need_bytes(cfg: AcceleratorConfig, frames: int, K: int, N: int, groups) -> int:  # noqa: N803
+    """Partial-sum SRAM bytes a chunk of ``frames`` frames needs (module docstring, "Sizes")."""
+    R = cfg.array_rows  # noqa: N806
+    words = R * len(groups) * min(cfg.array_cols, N) * partial_bytes(groups)
+    return 2 * frames * words + 2 * words + band_rows(cfg) * K
+
+
+def chunk_frames(cfg: AcceleratorConfig, F: int, K: int, N: int, groups, fused: bool = False,  # noqa: N803
+                 name: str = "op") -> int:
+    """Frames per chunk ``Fw``: the most (up to F; 1 with ``fused``, a fused score op) whose needs fit
+    ``psum_sram_kib``.
+
+    Raises:
+        CompactError: not even one frame fits; the message names the op, the need and the SRAM size.
+    """
+    cap = cfg.psum_sram_kib * 1024
+    need1 = psum_need_bytes(cfg, 1, K, N, groups)
+    if need1 > cap:
+        raise CompactError(
+            f"array organisation 'compact' cannot run {name} (K = {K}, N = {N}, {len(groups)} groups) on "
+            f"{cfg.name}: one frame's partial sums need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, "
+            f"psum_sram_kib = {cfg.psum_sram_kib:,}")
+    if fused:
+        return 1
+    per = psum_need_bytes(cfg, 2, K, N, groups) - need1
+    return int(min(F, 1 + (cap - need1) // per))
+
+
+@numba.njit(cache=True)
+def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
+    """Band-tiles of one column block in issue order (module docstring).
+
+    Args:
+        dec: int8 ``[F * hw, G]`` decisions, raster token order.
+        F, hw: frames, positions per frame; R: positions per pool; brows: tokens per band-tile;
+        fw: frames per chunk; widths: int64 ``[G]`` group widths; half_ok: PARTIAL tiles take half slots.
+    Returns:
+        ``(slots, group, n_compute, n_partial)``: int64 ``[T]`` each -- slots of each band-tile, its
+        group, and how many of its tokens COMPUTE / are PARTIAL.
+    """
+    G = widths.shape[0]  # noqa: N806
+    npb = (hw + R - 1) // R
+    cap = 2 * (F * hw * G // max(1, brows) + 2 * G * npb * ((F + fw - 1) // fw) + 1)
+    slots = np.empty(cap, dtype=np.int64)
+    grp = np.empty(cap, dtype=np.int64)
+    nc = np.empty(cap, dtype=np.int64)
+    npt = np.empty(cap, dtype=np.int64)
+    half = np.empty(G, dtype=np.int64)
+    for g in range(G):
+        half[g] = (widths[g] + 1) // 2 if half_ok else widths[g]
+    qc = np.zeros(G, dtype=np.int64)
+    qp = np.zeros(G, dtype=np.int64)
+    t = 0
+    for pb in range(npb):
+        p0 = pb * R
+        p1 = min(p0 + R, hw)
+        for f in range(F):
+            for p in range(p0, p1):
+                row = f * hw + p
+                for g in range(G):
+                    d = dec[row, g]
+                    if d == 0:
+                        qc[g] += 1
+                    elif d == 1:
+                        qp[g] += 1
+            for g in range(G):
+                while qc[g] >= brows:
+                    slots[t], grp[t], nc[t], npt[t] = widths[g], g, brows, 0
+                    t += 1
+                    qc[g] -= brows
+                while qp[g] >= brows:
+                    slots[t], grp[t], nc[t], npt[t] = half[g], g, 0, brows
+                    t += 1
+                    qp[g] -= brows
+            if (f + 1) % fw == 0 or f == F - 1:  # chunk end: flush
+                for g in range(G):
+                    c, q = qc[g], qp[g]
+                    if c + q == 0:
+                        continue
+                    if c + q <= brows:
+                        slots[t], grp[t], nc[t], npt[t] = (widths[g] if c > 0 else half[g]), g, c, q
+                        t += 1
+                    else:
+                        slots[t], grp[t], nc[t], npt[t] = widths[g], g, c, brows - c
+                        t += 1
+                        slots[t], grp[t], nc[t], npt[t] = half[g], g, 0, q - (brows - c)
+                        t += 1
+                    qc[g] = 0
+                    qp[g] = 0
+    return slots[:t], grp[:t], nc[:t], npt[:t]
+
+
+@numba.njit(cache=True)
+def _band_issue(s_seq, occ, bands, ports_b):
+    """List-schedule band-tiles on ``bands`` bands: ``(last issue cycle, drain-stall cycles)``.
+
+    ``occ[t]``: cycles band-tile t holds its output port after its last slot (its valid rows, scaled
+    when bands share a port); a port is free again ``occ`` cycles after the last slot of its previous
+    band-tile."""
+    prev = np.full(bands, -1, dtype=np.int64)
+    free = np.full((bands, ports_b), -(1 << 40), dtype=np.int64)
+    count = np.zeros(bands, dtype=np.int64)
+    stall = 0
+    for t in range(s_seq.shape[0]):
+        b = 0
+        for j in range(1, bands):
+            if prev[j] < prev[b]:
+                b = j
+        want = prev[b] + max(1, s_seq[t])
+        k = count[b] % ports_b
+        lt = max(want, free[b, k])
+        stall += lt - want
+        free[b, k] = lt + occ[t]
+        prev[b] = lt
+        count[b] += 1
+    return prev.max(), stall
+
+
+def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> tuple[int, int]:
+    """Array cycles of one op from its band-tiles in issue order: ``(cycles, drain_stall_cycles)``.
+
+    Args:
+        s_seq: int64 ``[T]`` slots per band-tile; rows_valid: int64 ``[T]`` its tokens (valid rows).
+
+    Band rule of the module docstring: B bands, ``d_b = max(1, d / B)`` ports each, used round robin;
+    a band-tile holds its port for its valid rows x ``max(1, B / d)`` cycles after its last slot (only
+    valid rows drain); ``cycles = the latest band's last issue + R + C + 2``. With B = 1 and full
+    band-tiles this is `sim.timing.cycle_model.op_cycles` exactly (tests)."""
+    if s_seq.size == 0:
+        return 0, 0
+    R, C, d, B = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.compact_bands  # noqa: N806
+    occ = np.ascontiguousarray(rows_valid, dtype=np.int64) * max(1, B // d)
+    last, stall = _band_issue(np.ascontiguousarray(s_seq, dtype=np.int64), occ, B, max(1, d // B))
+    return int(last + R + C + PIPELINE_CYCLES), int(stall)
+
+
+def compact_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, fw: int, b_msb: int):
+    """Band-tiles of one column block of one GEMM (`band_tile_sequence` with the config's sizes).
+
+    Args:
+        dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fw: `chunk_frames`.
+    Returns:
+        ``(slots, group, n_compute, n_partial)`` int64 ``[T]`` arrays.
+    """
+    F, H, W = grid  # noqa: N806
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    return band_tile_sequence(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, band_rows(cfg),
+                              fw, widths, b_msb >= 4)
+
+
+def combine_adds(dec: np.ndarray, N: int) -> int:  # noqa: N803
+    """Combine-unit adds of one GEMM: ``N x (M G + PARTIAL (token, group) pairs)`` (module docstring)."""
+    M, G = dec.shape  # noqa: N806
+    return int(N * (M * G + int((dec == 1).sum())))
+
+
+def combine_stall(adds: int, pools: int, array_cycles: int, cfg: AcceleratorConfig) -> int:
+    """Cycles the combine unit adds beyond the array's: the last pool's share after the last band-tile
+    (``ceil(adds / pools / lanes)``) plus any excess of the rest over the array's cycles."""
+    if adds <= 0 or pools <= 0:
+        return 0
+    lanes = combine_lanes(cfg)
+    total = math.ceil(adds / lanes)
+    tail = math.ceil(adds / pools / lanes)
+    return int(tail + max(0, total - tail - array_cycles))

@@ -1,0 +1,234 @@
+"""Array organisations as a config parameter (issue 15): the field, the `--organisation` override,
+its one-line errors, and the results JSON naming the organisation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
+from hw.config import ORGANISATIONS, ConfigError, config_from_dict, load_config, with_organisation
+from sim.cost.actions import TiledDecisions, op_actions, tile_stats
+from sim.cost.area import area_breakdown
+from sim.cost.compact_actions import compact_actions
+from sim.cost.tech import load_tech
+from sim.timing.compact import band_cycles, chunk_frames, combine_adds, compact_tiles, partial_bytes
+from sim.timing.compact_reference import band_tiles, compact_gemm
+from tests.test_cli import assert_one_line_error, kaleido, small_trace
+
+
+def test_presets_default_to_lockstep():
+    for name in ("tiny-8x8", "kaleido-16nm-128x128"):
+        assert load_config(name).organisation == "lockstep"
+
+
+def test_unknown_organisation_names_the_known_ones():
+    with pytest.raises(ConfigError) as err:
+        with_organisation(load_config("tiny-8x8"), "systolic-magic")
+    msg = str(err.value)
+    assert "systolic-magic" in msg and all(o in msg for o in ORGANISATIONS)
+
+
+def test_cli_unknown_organisation_exits_2_and_writes_nothing(tmp_path):
+    tr = small_trace(tmp_path / "t.npz")
+    out = tmp_path / "r.json"
+    res = kaleido("simulate", str(tr), "--config", "tiny-8x8", "--organisation", "nope", "--json", str(out))
+    assert_one_line_error(res, "'nope'", *ORGANISATIONS)
+    assert not out.exists()
+
+
+def test_results_name_the_organisation(tmp_path):
+    tr = small_trace(tmp_path / "t.npz")
+    out = tmp_path / "r.json"
+    res = kaleido("simulate", str(tr), "--config", "tiny-8x8", "--organisation", "lockstep", "--json", str(out))
+    assert res.returncode == 0, res.stderr
+    r = json.loads(out.read_text())
+    assert r["organisation"] == "lockstep" and r["config"]["organisation"] == "lockstep"
+
+
+# ---- the compact organisation (sim/timing/compact.py) ------------------------------------------
+
+def tiny_compact(**kw):
+    """tiny-8x8 (R = C = 8, d = 2) as the compact organisation, 2 bands of 4 rows, 64 KiB partial-sum SRAM."""
+    d = load_config("tiny-8x8").model_dump() | {"organisation": "compact", "psum_sram_kib": 64, "compact_bands": 2}
+    return config_from_dict(d | kw)
+
+
+def _timed(dec, grid, groups, cfg, fw=None):
+    fw = fw or chunk_frames(cfg, grid[0], groups[-1][1], cfg.array_cols, groups)
+    slots, _, nc, npart = compact_tiles(dec.astype(np.int8), grid, groups, cfg, fw, 4)
+    return list(slots), list(nc + npart), band_cycles(slots, nc + npart, cfg)
+
+
+def test_compact_all_compute_two_bands_in_parallel():
+    # 8 tokens COMPUTE one group of 8 channels: two band-tiles of 4 rows x 8 slots, one per band, both
+    # ending their last slot at cycle 7: cycles = 7 + R + C + 2 = 25 (the lockstep tile: 8 slots, also 25).
+    slots, valid, (cyc, stall) = _timed(np.zeros((8, 1)), (1, 1, 8), [(0, 8, "f")], tiny_compact())
+    assert slots == [8, 8] and valid == [4, 4] and (cyc, stall) == (25, 0)
+
+
+def test_compact_scattered_partials_pair_at_half_width():
+    # F = 4 frames of 8 positions, one group of 8 channels. Frame 0 COMPUTEs (2 band-tiles of 8 slots);
+    # frames 1-3 each have 2 scattered PARTIAL tokens, the rest REUSE. The PARTIAL queue reaches 4 after
+    # frame 2 (a half-width band-tile: 4 slots, 4 rows); frame 3's 2 are flushed at the chunk end (4 slots,
+    # 2 rows). Bands (1 port each, a port busy one cycle per valid row after a band-tile's last slot):
+    # t0 band 0 L = 7 (port free at 11); t1 band 1 L = 7 (free 11); t2 band 0 L = max(7 + 4, 11) = 11;
+    # t3 band 1 L = max(7 + 4, 11) = 11 -> cycles 11 + 18 = 29.
+    dec = np.full((32, 1), REUSE)
+    dec[:8] = COMPUTE
+    for f, (a, b) in zip((1, 2, 3), ((1, 6), (0, 3), (5, 7)), strict=True):
+        dec[8 * f + a] = dec[8 * f + b] = PARTIAL
+    slots, valid, (cyc, stall) = _timed(dec, (4, 1, 8), [(0, 8, "f")], tiny_compact())
+    assert slots == [8, 8, 4, 4] and valid == [4, 4, 4, 2] and (cyc, stall) == (29, 0)
+
+
+def test_compact_non_multiple_shape_two_column_blocks():
+    # HW = 10 positions (pools of 8 and 2), K = 12 in groups of 8 and 4, N = 10 (column blocks of 8 and 2),
+    # F = 1 (all COMPUTE). Per column block: pool 0 -> [8, 8] (group 0) and [4, 4] (group 1); pool 1 ->
+    # flushed [8] and [4] with 2 valid rows each. List schedule over 2 bands (hand, docstring of
+    # sim.timing.compact): last slots 7, 7, 11, 11, 19, 15 | 23, 27, 27, 31, 35, 35 -> 35 + 18 = 53
+    # (dense lockstep: 4 tiles x 12 slots, 47 + 18 = 65).
+    cfg = tiny_compact()
+    groups = [(0, 8, "f"), (8, 12, "f")]
+    slots, _, nc, npart = compact_tiles(np.zeros((10, 2), np.int8), (1, 2, 5), groups, cfg, 1, 4)
+    assert list(slots) == [8, 8, 4, 4, 8, 4] and list(nc + npart) == [4, 4, 4, 4, 2, 2]
+    seq, valid = np.tile(slots, 2), np.tile(nc + npart, 2)
+    assert band_cycles(seq, valid, cfg) == (53, 0)
+
+
+def test_compact_one_band_full_tiles_is_the_lockstep_contract():
+    from sim.timing.cycle_model import op_cycles
+
+    cfg = tiny_compact(compact_bands=1)
+    seq = np.array([8, 3, 1, 12, 2, 2, 9])
+    assert band_cycles(seq, np.full(7, 8), cfg) == op_cycles(seq, 8, 8, 2)
+
+
+def _random_decisions(rng, grid, groups, p=(0.3, 0.2, 0.5)):
+    F, H, W = grid  # noqa: N806
+    dec = rng.choice([COMPUTE, PARTIAL, REUSE], size=(F, H, W, len(groups)), p=p).astype(np.int8)
+    for g, (_, _, axis) in enumerate(groups):  # a token without a neighbour COMPUTEs (golden rule)
+        idx = [slice(None)] * 3
+        idx["fhw".index(axis)] = 0
+        dec[(*idx, g)] = COMPUTE
+    return dec.reshape(F * H * W, len(groups))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compact_reference_is_bit_exact_to_golden(seed):
+    rng = np.random.default_rng(seed)
+    grid = (3, 3, 5)
+    M = 45  # noqa: N806
+    groups = [(0, 6, "w"), (6, 11, "f"), (11, 16, "h"), (16, 20, "f")]
+    X = rng.integers(0, 256, size=(M, 20)).astype(np.uint8) if seed % 2 else \
+        rng.integers(-128, 128, size=(M, 20)).astype(np.int8)  # noqa: N806
+    W = rng.integers(-128, 128, size=(20, 7)).astype(np.int8)  # noqa: N806
+    dec = _random_decisions(rng, grid, groups)
+    want = apply_decisions(X, W, grid, groups, dec, 4)
+    for rows, brows, fw in ((8, 4, 1), (8, 2, 3), (16, 16, 2), (4, 1, 2)):
+        assert np.array_equal(compact_gemm(X, W, grid, groups, dec, rows, brows, fw), want)
+        # the numba tiling equals the reference's band-tiles
+        cfg = tiny_compact(array_rows=rows, array_cols=8, compact_bands=rows // brows,
+                           drain_rows_per_cycle=min(2, rows))
+        slots, grp, nc, npart = compact_tiles(dec, grid, groups, cfg, fw, 4)
+        ref = band_tiles(dec, grid, [k1 - k0 for k0, k1, _ in groups], rows, brows, fw)
+        assert list(slots) == [b.slots for b in ref] and list(grp) == [b.group for b in ref]
+        assert list(nc) == [len(b.compute) for b in ref] and list(npart) == [len(b.partial) for b in ref]
+
+
+def test_compact_actions_hand_counts():
+    # the scattered-PARTIAL case above: 32 tokens, 1 group of 8 channels, N = 8 (one column block)
+    cfg = tiny_compact()
+    groups = [(0, 8, "f")]
+    dec = np.full((32, 1), REUSE, np.int8)
+    dec[:8] = COMPUTE
+    for f, (a, b) in zip((1, 2, 3), ((1, 6), (0, 3), (5, 7)), strict=True):
+        dec[8 * f + a] = dec[8 * f + b] = PARTIAL
+    grid = (4, 1, 8)
+    bt = compact_tiles(dec, grid, groups, cfg, 4, 4)
+    td = TiledDecisions(dec, tile_stats(dec, grid, groups, 8, 4), True)
+    a = op_actions("qkv", [td], grid, groups, 32, 8, 8, 4, cfg, 29)
+    lock_in, lock_w = a["sram_input_read_bytes"], a["sram_weight_read_bytes"]
+    lock_rows_x_ch, lock_ch = td.stats["rows_x_channels"], td.stats["channels"]
+    c = compact_actions(dict(a), [td], [bt], groups, 8, cfg)
+    pb = partial_bytes(groups)
+    assert pb == 3  # 8 x 255 x 128 = 261,120: 18 bits + sign -> 3 bytes
+    # Cc = 64, Pc = 48 (token, channel) pairs; Cg = 8, Pg = 6, Rg = 18 (token, group) pairs
+    assert c["mac8"] == 64 * 8 and c["mac4"] == 48 * 8
+    assert c["pe_add"] == 8 * (2 * 64 + 48)
+    assert c["combine_add"] == 8 * (32 + 6) == combine_adds(dec, 8)
+    assert c["sram_psum_write_bytes"] == 2 * (2 * 8 + 6) * 8 * 3
+    assert c["sram_psum_read_bytes"] == (2 * 8 + 6) * 8 * 3 + (6 + 2 * 18) * 8 * 3
+    assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
+    assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
+    assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8  # 4 band-tiles x |g| x C
+    assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
+
+
+def test_compact_area_rules():
+    tech = load_tech(16)
+    cfg = tiny_compact()
+    lock = area_breakdown(load_config("tiny-8x8"), tech)["breakdown"]
+    b = area_breakdown(cfg, tech)["breakdown"]
+    um = 1e-6
+    assert b["gather_network"] == pytest.approx(8 * 8 * 7 * tech.a("mux2_bit") * um)
+    assert b["combine_unit"] == pytest.approx(4 * 8 * 2 * cfg.acc_bits * (tech.a("add_bit") + tech.a("reg_bit")) * um)
+    assert b["sram_psum"] == pytest.approx(64 * 8192 * tech.a("sram_bit") * um) and b["sram_partial"] == 0
+    assert "sram_psum" not in lock or lock["sram_psum"] == 0
+    assert b["array_pe_kaleido_extra"] < lock["array_pe_kaleido_extra"]  # no per-group partial registers
+
+
+def test_compact_cannot_be_built_without_psum(tmp_path):
+    tr = small_trace(tmp_path / "t.npz")
+    out = tmp_path / "r.json"
+    res = kaleido("simulate", str(tr), "--config", "tiny-8x8", "--organisation", "compact", "--json", str(out))
+    assert_one_line_error(res, "compact", "psum_sram_kib = 0", *ORGANISATIONS)
+    assert not out.exists()
+
+
+def test_compact_psum_too_small_for_an_op_is_a_clean_error(tmp_path):
+    d = load_config("tiny-8x8").model_dump() | {"organisation": "compact", "psum_sram_kib": 1, "name": "tiny-psum1"}
+    toml = tmp_path / "c.toml"
+    toml.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in d.items() if v is not None) + "\n")
+    tr = small_trace(tmp_path / "t.npz")
+    out = tmp_path / "r.json"
+    res = kaleido("simulate", str(tr), "--config", str(toml), "--json", str(out))
+    assert_one_line_error(res, "compact", "psum_sram_kib = 1")
+    assert not out.exists()
+
+
+def test_compact_end_to_end_cycles_and_values(tmp_path):
+    # small_trace's qkv op (grid 2x2x4: 16 tokens, K = 16 in 2 groups of 8, N = 12) times as the band-tiles
+    # say, and the JSON names the organisation
+    from algo.reuse.golden import decide
+    from algo.trace import load_trace
+    from sim.engines.model import simulate_trace
+
+    tr = load_trace(small_trace(tmp_path / "t.npz"))
+    cfg = tiny_compact()
+    res = simulate_trace(tr, cfg)
+    assert res["organisation"] == "compact"
+    op = tr.ops[0]
+    groups = [g.as_tuple() for g in op.groups]
+    dec = decide(op.X[0], tr.grid, groups, op.theta, 4)[0]
+    slots, _, nc, npart = compact_tiles(dec, tr.grid, groups, cfg, 2, 4)
+    cyc, _ = band_cycles(np.tile(slots, 2), np.tile(nc + npart, 2), cfg)  # N = 12: two column blocks
+    assert res["per_op"][0]["cycles"] == cyc
+    assert np.array_equal(compact_gemm(op.X[0], op.W[0], tr.grid, groups, dec, 8, 4, 2),
+                          apply_decisions(op.X[0], op.W[0], tr.grid, groups, dec, 4))
+
+
+def test_organisations_figure_and_floor(tmp_path):
+    from sim.report.organisations import energy_floor, plot
+
+    rows = [{"region": reg, "reuse": r, "organisation": org, "total_speedup": s, "ideal": 1 / (1 - r) - 0.1,
+             "energy_vs_dense": 1.0, "area_mm2": a, "dense_area_mm2": 40.0}
+            for reg in ("1x1", "8x8") for r in (0.3, 0.8)
+            for org, s, a in (("lockstep", 1.0, 80.0), ("compact", 2.0 + r, 54.0))]
+    paths = plot(rows, tmp_path / "figs")
+    assert all(p.is_file() and p.stat().st_size > 1000 for p in paths)
+    res = {"dense_energy_breakdown_pj": {"dram": 2.0, "vector_unit": 1.0, "sram_score": 3.0, "sram_output": 4.0,
+                                         "array_macs": 100.0}}
+    assert energy_floor(res) == 10.0  # the shared units only, at dense's energy

@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algo.reuse.golden import COMPUTE, PARTIAL, decide
+from algo.reuse.chunked import op_decisions
+from algo.reuse.golden import COMPUTE, PARTIAL
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
 from sim.cost.actions import (
@@ -221,7 +222,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     seqs, nd_seqs, decs = [], [], []
     counts = np.zeros(3, dtype=np.int64)  # X elements under COMPUTE, PARTIAL, REUSE
     stored = None
-    if op.X is None:
+    if op.kind != "exact":
         try:
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
@@ -234,7 +235,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     # `reuse_slot_sequence`, one column block) and the action statistics (`tile_stats`): the scheduler's
     # order and the matcher's runs are computed once (tests compare with the separate functions).
     for b in range(op.batch):
-        dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
+        dec = stored[b] if stored is not None else op_decisions(op, b, grid, op.theta, b_msb)
         dec = np.ascontiguousarray(dec, dtype=np.int8)
         cc = group_code_counts(dec)
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one

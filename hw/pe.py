@@ -148,6 +148,15 @@ class PE(wiring.Component):
         msb = [Signal(signed(ab), name=f"msb{r}") for r in range(P)]
         lsb = [Signal(signed(ab), name=f"lsb{r}") for r in range(P)]
 
+        def wire(name, expr, shape=None):
+            """A named comb signal driven by `expr`. Amaranth re-emits an expression at every use,
+            so a term used in several places (the write enables of all 2P registers) would be
+            rebuilt each time in the Verilog; behind a signal it is written once and is visible by
+            name in waveforms (docs/decisions.md D51: kaleido_pe.v 2,582 to 996 lines on tiny-8x8)."""
+            s = Signal(shape if shape is not None else expr.shape(), name=name)
+            m.d.comb += s.eq(expr)
+            return s
+
         # Systolic pass-through.
         for f in ROW_FIELDS:
             m.d.sync += getattr(self, "o_" + f).eq(getattr(self, "i_" + f))
@@ -155,14 +164,14 @@ class PE(wiring.Component):
             m.d.sync += getattr(self, "o_" + f).eq(getattr(self, "i_" + f))
 
         valid, mode, sel = self.i_valid, self.i_mode, self.i_sel
-        is_compute = valid & (mode == PEMode.COMPUTE)
-        is_partial = valid & (mode == PEMode.PARTIAL)
-        is_paired = valid & (mode == PEMode.PAIRED)
+        is_compute = wire("is_compute", valid & (mode == PEMode.COMPUTE))
+        is_partial = wire("is_partial", valid & (mode == PEMode.PARTIAL))
+        is_paired = wire("is_paired", valid & (mode == PEMode.PAIRED))
 
-        x_sel = Mux(sel, self.i_x_b, self.i_x_a)
-        w_sel = Mux(sel, self.i_w_b, self.i_w_a)
-        g_sel = Mux(sel, self.i_g_b, self.i_g_a)
-        first_sel = Mux(sel, self.i_first_b, self.i_first_a)
+        x_sel = wire("x_sel", Mux(sel, self.i_x_b, self.i_x_a))
+        w_sel = wire("w_sel", Mux(sel, self.i_w_b, self.i_w_a))
+        g_sel = wire("g_sel", Mux(sel, self.i_g_b, self.i_g_a))
+        first_sel = wire("first_sel", Mux(sel, self.i_first_b, self.i_first_a))
 
         def lo(v):
             return v[:LO_BITS].as_unsigned()
@@ -183,20 +192,20 @@ class PE(wiring.Component):
         m.d.comb += p_msb.eq(p_hi << LO_BITS)
 
         # Per-lane decisions, decoded from (mode, sel) as sim.timing.stream._MODE_OF encodes them.
-        a_c = is_compute & ~sel
-        a_p = (is_partial & ~sel) | is_paired
-        a_r = ~a_c & ~a_p
-        b_c = is_compute & sel
-        b_p = (is_partial & sel) | is_paired
-        b_r = ~b_c & ~b_p
-        sp_a, sp_b = valid & self.i_sp_a, valid & self.i_sp_b
-        sp_sel = Mux(sel, self.i_sp_b, self.i_sp_a)
-        own_lsb_b = Mux(is_paired, p_hi, p_lo)
+        a_c = wire("a_c", is_compute & ~sel)
+        a_p = wire("a_p", (is_partial & ~sel) | is_paired)
+        a_r = wire("a_r", ~a_c & ~a_p)
+        b_c = wire("b_c", is_compute & sel)
+        b_p = wire("b_p", (is_partial & sel) | is_paired)
+        b_r = wire("b_r", ~b_c & ~b_p)
+        sp_a, sp_b = wire("sp_a", valid & self.i_sp_a), wire("sp_b", valid & self.i_sp_b)
+        sp_sel = wire("sp_sel", Mux(sel, self.i_sp_b, self.i_sp_a))
+        own_lsb_b = wire("own_lsb_b", Mux(is_paired, p_hi, p_lo))
 
         # The spatial lane's effective increments (module docstring): own products or the link's.
         # At most one lane of a slot is spatial (sim.timing.stream asserts it), so one link serves both.
-        sp_c = Mux(self.i_sp_b, b_c, a_c)
-        sp_r = Mux(self.i_sp_b, b_r, a_r)
+        sp_c = wire("sp_c", Mux(self.i_sp_b, b_c, a_c))
+        sp_r = wire("sp_r", Mux(self.i_sp_b, b_r, a_r))
         eff_m, eff_l = Signal(signed(LINK_MSB_BITS)), Signal(signed(LINK_LSB_BITS))
         m.d.comb += [
             eff_m.eq(Mux(sp_c, p_msb, self.i_lk_m)),
@@ -214,13 +223,13 @@ class PE(wiring.Component):
             inc_a.eq(Mux(self.i_sp_a, inc_sp, p_lo)),
             inc_b.eq(Mux(self.i_sp_b, inc_sp, own_lsb_b)),
         ]
-        wl_a = valid & (self.i_sp_a | a_c | a_p)
-        wl_b = valid & (self.i_sp_b | b_c | b_p)
-        wm = is_compute & ~sp_sel
+        wl_a = wire("wl_a", valid & (self.i_sp_a | a_c | a_p))
+        wl_b = wire("wl_b", valid & (self.i_sp_b | b_c | b_p))
+        wm = wire("wm", is_compute & ~sp_sel)
         g_a, g_b = self.i_g_a, self.i_g_b
-        merge = wl_a & wl_b & (g_a == g_b)
-        wr_b = wl_b & ~merge
-        clear = valid & self.i_clear
+        merge = wire("merge", wl_a & wl_b & (g_a == g_b))
+        wr_b = wire("wr_b", wl_b & ~merge)
+        clear = wire("clear", valid & self.i_clear)
 
         def rd(regs, idx):
             v = Const(0, signed(ab))
@@ -229,9 +238,9 @@ class PE(wiring.Component):
             return Mux(clear, 0, v)
 
         # Overwrite ("first") flags per distinct register, and the old values they drop.
-        clr_a = wl_a & (self.i_first_a | (merge & self.i_first_b))
-        clr_b = wr_b & self.i_first_b
-        clr_msb = wm & first_sel
+        clr_a = wire("clr_a", wl_a & (self.i_first_a | (merge & self.i_first_b)))
+        clr_b = wire("clr_b", wr_b & self.i_first_b)
+        clr_msb = wire("clr_msb", wm & first_sel)
         old_a, old_b, old_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
         m.d.comb += [old_a.eq(rd(lsb, g_a)), old_b.eq(rd(lsb, g_b)), old_msb.eq(rd(msb, g_sel))]
 
@@ -266,12 +275,11 @@ class PE(wiring.Component):
             with m.Elif(clear):
                 m.d.sync += msb[r].eq(0)
 
+        last = wire("last", valid & self.i_last)
         m.d.sync += [
-            self.out_valid.eq(valid & self.i_last),
+            self.out_valid.eq(last),
             self.out_port.eq(self.i_port),
         ]
-        with m.If(valid & self.i_last):
+        with m.If(last):
             m.d.sync += self.out.eq(acc_next)
         return m
-
-

@@ -47,20 +47,21 @@ def test_dense_fused_pair_by_hand():
     assert qk["dense_cycles"] == 49 and pv["dense_cycles"] == 49
     # Vector unit, 16 lanes, V(a, m) = max(ceil(a/16), ceil(m/16)); 256 scores.
     vh = max(math.ceil((128 + 128 * 8 / 16) / 16), math.ceil((256 + 256 * 8 / 16) / 16))  # K's + first Q tile's RoPE
-    v_max = 16  # V(256, 256)
+    v_max = 16  # V(256, 0): the running max, 1 integer compare per score
     v_rope_rest = max(math.ceil(64 / 16), math.ceil(128 / 16))
     vt = max(math.ceil(64 / 16), math.ceil(160 / 16))  # last tile's normalisation: pv post (128, 320) x 8/16
     v_norm = max(math.ceil(128 / 16), math.ceil(320 / 16)) - vt
-    v_exp = max(math.ceil(7 * 256 / 16), math.ceil(6 * 256 / 16))
-    h2 = 2 * max(math.ceil(7 * 8 / 16), math.ceil(6 * 8 / 16))  # 2 query tiles, one key column each
-    assert (vh, v_max + v_norm + v_rope_rest, v_exp, h2) == (24, 34, 112, 8)
+    v_exp = math.ceil(3 * 256 / 16)  # P = T[rowmax - S]: subtract, clamp, row sum per score (a table read, no exp)
+    h2 = 2 * math.ceil(3 * 8 / 16)  # 2 query tiles, one key column each
+    assert (vh, v_max + v_norm + v_rope_rest, v_exp, h2) == (24, 34, 48, 4)
     # DRAM: Q 128 + K 128 (qk), V 128 + O 128 (pv) = 512 B -> 2 cycles: 1 head (first fold), 1 tail.
     assert qk["dense_actions"]["dram_read_bytes"] == 256 and qk["dense_actions"]["dram_write_bytes"] == 0
     assert pv["dense_actions"]["dram_read_bytes"] == 128 and pv["dense_actions"]["dram_write_bytes"] == 128
     assert qk["dense_stall_cycles"] == {"drain": 0, "combine": 0, "dram": 1, "vector": vh, "similarity": 0}
     assert qk["dense_total_cycles"] == 49 + 1 + vh  # phase 1: the array (49) outlasts the vector unit (34)
-    assert pv["dense_stall_cycles"] == {"drain": 0, "combine": 0, "dram": 1, "vector": vt + (v_exp - 49) + h2, "similarity": 0}
-    assert pv["dense_total_cycles"] == v_exp + h2 + vt + 1 == 131
+    # phase 2: the array (49) outlasts the exp pass (48): only the first P column per tile and the tail wait
+    assert pv["dense_stall_cycles"] == {"drain": 0, "combine": 0, "dram": 1, "vector": vt + h2, "similarity": 0}
+    assert pv["dense_total_cycles"] == 49 + h2 + vt + 1 == 64
     assert qk["fused"] == "pv" and pv["fused"] == "qk"
     # Integer scores in the score SRAM (3 B written, 3 B read each), never in DRAM; P written into the input SRAM.
     assert qk["dense_actions"]["sram_score_write_bytes"] == qk["dense_actions"]["sram_score_read_bytes"] == 768
@@ -78,17 +79,20 @@ def test_kaleido_fused_pair_with_reuse_by_hand():
     assert pv["cycles"] == 24 + 8 + 8 + 1 and pv["tiles"] == 2
     a_qk = qk["cycles"]
     # Similarity unit, 8 lanes: qk's pass over Q 16*8/8 = 16 (head: first tile 8*8/8 = 8); pv's over P 256/8 = 32.
-    # Per query tile the first P group (8 keys) is made and decided first: V(7*8*8, 6*8*8) = 28, 8*8/8 = 8.
-    h2_v, h2_s = max(math.ceil(448 / 16), math.ceil(384 / 16)), 8
+    # Per query tile the first P group (8 keys) is made and decided first: V(3*8*8, 0) = 12, 8*8/8 = 8.
+    h2_v, h2_s = math.ceil(192 / 16), 8
     assert qk["stall_cycles"]["similarity"] == 8 + max(0, (16 - 8) - a_qk)
     assert qk["stall_cycles"]["vector"] == 24 + max(0, 34 - a_qk)
     assert pv["stall_cycles"] == {"drain": pv["stall_cycles"]["drain"], "combine": 0, "dram": 1,
-                                  "vector": 10 + (112 - 41) + 2 * h2_v, "similarity": 2 * h2_s}
-    assert pv["total_cycles"] == 112 + 2 * (h2_v + h2_s) + 10 + 1
+                                  "vector": 10 + (48 - 41) + 2 * h2_v, "similarity": 2 * h2_s}
+    assert pv["total_cycles"] == 48 + 2 * (h2_v + h2_s) + 10 + 1
     # P is never read from DRAM, and no similarity pass re-reads it: V in, O out.
     assert pv["actions"]["dram_read_bytes"] == 128 and pv["actions"]["dram_write_bytes"] == 128
-    # P_eff state (read and written, M*K = 256 B each) in the score SRAM.
-    assert pv["actions"]["sram_score_read_bytes"] == pv["actions"]["sram_score_write_bytes"] == 256
+    # P_eff state in the score SRAM: read M*K = 256 B; written in place except where frame 1 REUSEs
+    # group 1 (8 tokens x 8 keys = 64 B keep their entry): 192 B.
+    assert pv["actions"]["sram_score_read_bytes"] == 256 and pv["actions"]["sram_score_write_bytes"] == 192
+    # The vector unit's softmax on qk: 4 integer adds and one table read per score, RoPE in fp16, no exp.
+    assert qk["actions"]["vec_int_add"] == 4 * 256 and qk["actions"]["vec_lut_read"] == 256
 
 
 def test_unfused_without_score_buffer():

@@ -177,6 +177,26 @@ def test_kaleido_ratios_and_decision_trace_skip(run):
 
 # -- A100 roofline ---------------------------------------------------------------------------------
 
+def test_a100_normalised_three_ways():
+    # 128 x 128 int8 MACs at 1 GHz: 2 x 16,384 x 1e9 = 32.768 TOPS; A100 int8 peak 624 -> 19.04x; die 826 mm^2.
+    assert a100.peak_tops(128, 128, 1000) == pytest.approx(32.768)
+    n = a100.normalised(10.0, 40.0, 82.6, 32.768)
+    assert n["raw"] == pytest.approx(0.25)
+    assert n["per_mm2"] == pytest.approx(0.25 * 10.0)
+    assert n["per_peak_tops"] == pytest.approx(0.25 * 624 / 32.768)
+    with pytest.raises(a100.A100Error):
+        a100.normalised(10.0, 0.0, 82.6, 32.768)
+    from sim.report.tables import a100_normalised_rows
+
+    data = {"baselines": {"a100": {"time_us": 10.0, "params": {"variant": "80gb-sxm"}}},
+            "energy_model": {"area_mm2": 82.6, "dense_area_mm2": 41.3},
+            "config": {"array_rows": 128, "array_cols": 128, "clock_mhz": 1000},
+            "cycles": 30_000, "total_cycles": 40_000, "dense_cycles": 80_000, "dense_total_cycles": 80_000}
+    k, d = a100_normalised_rows(data)
+    assert (k["design"], k["time_us"], k["per_mm2"]) == ("kaleido", 40.0, pytest.approx(2.5))
+    assert (d["raw"], d["per_mm2"]) == (pytest.approx(0.125), pytest.approx(0.125 * 20))
+
+
 def test_a100_roofline_hand_values():
     p = a100.check_params(None)
     # 1024^3 GEMM, int8: 2 x 2^30 FLOPs / (624e12 x 0.7) = 4.9164 us; bytes 2 x 2^20 + 2 x 2^20 = 4 MiB

@@ -229,3 +229,34 @@ def test_quality_figure_pareto_line_needs_two_points_and_a100_bar_not_drawn(repo
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert "a100" not in ticks and "kaleido" in ticks
     assert any("not drawn: a100" in t.get_text() for t in fig.axes[0].texts)
+
+
+def test_speedup_vs_reuse_figure_and_why_section(report, tmp_path):
+    """Two results of one config, model and grid at two reuse levels draw speedup_vs_reuse; one level draws none.
+    The second point is the small result with its reuse share and speedups replaced by hand (report plumbing)."""
+    from sim.report.tables import reuse_points
+
+    data, out, written = report
+    assert "speedup_vs_reuse.png" not in {p.name for p in written}  # two grids: no group has two reuse levels
+    assert "## Why, per op" in (out / "summary.md").read_text()
+    small = data["small"]
+    other = json.loads(json.dumps(small))
+    other["reuse_fraction"] = {"compute": 0.1, "partial": 0.1, "reuse": 0.8}
+    other["speedup"], other["total_speedup"] = 3.0, 2.5
+    pts = reuse_points([("a", small), ("b", other)])
+    useful = sum(o["useful_macs"] for o in small["per_op"])
+    dense = sum(o["dense_macs"] for o in small["per_op"])
+    assert [p["label"] for p in pts] == (["a", "b"] if small["reuse_fraction"]["reuse"] < 0.8 else ["b", "a"])
+    assert pts[-1]["ideal"] == pytest.approx(dense / useful) and pts[-1]["end_to_end"] == 2.5
+    assert reuse_points([("a", small), ("c", json.loads(json.dumps(small)))]) == []
+    paths = []
+    for name, d in (("a", small), ("b", other)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps(d))
+        paths.append(p)
+    names = {p.name for p in write_report(paths, tmp_path / "out")}
+    assert {"speedup_vs_reuse.png", "speedup_vs_reuse.pdf"} <= names
+    with Image.open(tmp_path / "out" / "speedup_vs_reuse.png") as im:
+        assert im.size == (1200, 750)  # 8 x 5 in at 150 dpi
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert md.count("| qkv |") >= 2 and "Kaleido − dense energy" in md

@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from algo.trace import Trace
 
+#: GA100 die area, mm^2 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020: 826 mm^2, TSMC 7 nm).
+A100_DIE_MM2 = 826.0
+
 NAME = "a100"
 LABEL = "NVIDIA A100 (roofline)"
 
@@ -95,3 +98,27 @@ def run(trace: Trace, clock_mhz: float, params: dict | None = None) -> dict:
             "time_us": t, "cycles": t * clock_mhz, "energy_pj": watts * t * 1e6,
             "energy_breakdown_pj": {"board": watts * t * 1e6}, "per_op": per_op,
             "notes": "roofline with assumed efficiencies (sim/baselines/a100.py); not measured"}
+
+
+def peak_tops(rows: int, cols: int, clock_mhz: float) -> float:
+    """Peak int8 TOPS of an R x C MAC array: ``2 R C clock`` (one multiply and one add per PE per cycle)."""
+    return 2.0 * rows * cols * clock_mhz * 1e6 / 1e12
+
+
+def normalised(a100_time_us: float, time_us: float, die_mm2: float, tops: float, variant: str = "80gb-sxm") -> dict:
+    """A design's speedup over the A100 three ways (the paper's "6.6x over an A100" does not say which):
+
+    - ``raw``: ``a100_time / time`` (the same work, chip against chip);
+    - ``per_mm2``: throughput per mm^2 of die, ``raw x A100_DIE_MM2 / die_mm2`` (the design's die from the area
+      model, at its own node; the A100 is 7 nm, so this favours the A100 when the design is at 16 nm);
+    - ``per_peak_tops``: throughput per peak int8 TOPS, ``raw x A100 int8 peak / tops``: how well each chip
+      uses what it has (a 128 x 128 int8 array at 1 GHz has 32.8 TOPS, 1/19 of the A100's 624).
+
+    Also returns the two ratios used (``area_ratio``, ``peak_ratio``). Raises `A100Error` on a non-positive input.
+    """
+    if min(a100_time_us, time_us, die_mm2, tops) <= 0:
+        raise A100Error("a100: times, die area and peak TOPS must be > 0")
+    raw = a100_time_us / time_us
+    area_ratio, peak_ratio = A100_DIE_MM2 / die_mm2, VARIANTS[variant]["int8_tops"] / tops
+    return {"raw": raw, "per_mm2": raw * area_ratio, "per_peak_tops": raw * peak_ratio,
+            "area_ratio": area_ratio, "peak_ratio": peak_ratio}

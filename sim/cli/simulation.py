@@ -142,6 +142,9 @@ def simulate(
              "region, frame persistence; `kaleido synth`'s field, default region 8x8, q 0.9) (default: reuse off)")]
     = None,
     seed: Annotated[int, typer.Option(help="workloads: seed of the synthetic decisions")] = 0,
+    timeline: Annotated[Path | None, typer.Option(
+        "--timeline", help="traces, model engine: write a Chrome/Perfetto trace-event timeline here (one track per "
+                           "unit: array, vector, similarity, DRAM; Kaleido and dense; sim/report/timeline.py)")] = None,
     organisation: Annotated[str | None, typer.Option(
         "--organisation", help="array organisation, overriding the config's: lockstep (a tile's rows share one slot "
                                "sequence) or compact (per-group compaction with a combine unit; needs the config's "
@@ -152,11 +155,17 @@ def simulate(
     if (trace is None) == (gemm is None):
         fail("give exactly one of TRACE or --gemm M,K,N")
     check_out(json_out)
+    check_out(timeline)
+    if timeline is not None:
+        if not timeline.parent.is_dir():
+            fail(f"--timeline: folder {timeline.parent} does not exist")
+        if gemm is not None or engine != "model":
+            fail("--timeline applies to traces on the model engine")
     from algo.workloads.format import is_workload_file
 
     if trace is not None and is_workload_file(trace):
         if (gemm or dataflow or timing or no_dispatcher or checksum or engine != "model" or theta_index or tech
-                or workers != 1 or scheduler or organisation):
+                or workers != 1 or scheduler or timeline or organisation):
             fail("a workload takes --devices, --config, --reuse, --seed and --json only")
         from sim.cli.workload import simulate_workload_cmd
 
@@ -225,6 +234,10 @@ def simulate(
         fail(str(err))
     if json_out is not None:
         write_json_atomic(json_out, res)
+    if timeline is not None:
+        from sim.report.timeline import timeline_events
+
+        write_json_atomic(timeline, timeline_events(res))
     rf = res["reuse_fraction"]
     out = stdout_console()
     out.print(f"[bold]{trace}[/] on {cfg.name} ({cfg.organisation}){' (dispatcher off)' if no_dispatcher else ''}: "
@@ -250,6 +263,8 @@ def simulate(
         out.print(f"outputs sha256 {res['outputs_sha256'][:16]}... (full hash in --json: outputs_sha256)")
     if json_out is not None:
         out.print(f"results: {json_out}")
+    if timeline is not None:
+        out.print(f"timeline: {timeline} (open in ui.perfetto.dev or chrome://tracing)")
 
 
 def _trace_meta(path: Path):

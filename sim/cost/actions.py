@@ -364,6 +364,34 @@ def _vector_counts(name: str, M: int, K: int, N: int) -> tuple[int, int]:  # noq
     return pa + qa, pm + qm
 
 
+#: Integer adds per score of fused attention's softmax (`fused_vector_counts`): the max pass's compare, and in
+#: the exp pass ``d = rowmax - S``, the clamp ``d < len(T)`` and the row sum ``+= T[d]``.
+FUSED_INT_ADDS_PER_SCORE = 4
+#: Bits of those integer adds: the exact score width (sim.timing.attention.SCORE_BYTES x 8).
+SCORE_BITS = 24
+
+
+def fused_vector_counts(name: str, M: int, K: int, N: int) -> dict[str, int]:  # noqa: N803
+    """Vector-unit actions of one batch element of a fused attention op (sim/timing/attention.py), what the
+    hardware does with the exact integer scores (docs/decisions.md D52):
+
+    - score op (``qk``, ``cross_qk``; M queries x N keys): RoPE of Q and K as `vector_work` (fp16); per score
+      `FUSED_INT_ADDS_PER_SCORE` integer adds of `SCORE_BITS` bits (running row max; ``d = rowmax - S``;
+      clamp to the table; row sum) and one read of the uint8 table ``T = rint(255 exp(-c d))``
+      (`algo.reuse.softmax.numerator_table`, the int8 rule of D34): no exp is computed, and the scores are
+      not requantised (they stay exact in the score buffer);
+    - P op (``pv``, ``cross_pv``): `vector_work` (1/rowsum, normalise, requantise; fp16).
+
+    Returns ``{"vec_fp16_add", "vec_fp16_mult", "vec_int_add", "vec_lut_read"}``.
+    """
+    if name in FUSED_PAIRS:
+        pa, pm, _, _ = vector_work(name, M, K, N)
+        return {"vec_fp16_add": pa, "vec_fp16_mult": pm, "vec_int_add": FUSED_INT_ADDS_PER_SCORE * M * N,
+                "vec_lut_read": M * N}
+    va, vm = _vector_counts(name, M, K, N)
+    return {"vec_fp16_add": va, "vec_fp16_mult": vm, "vec_int_add": 0, "vec_lut_read": 0}
+
+
 def dram_bytes(cfg: AcceleratorConfig, M: int, K: int, N: int, tiles: int, row_blocks: int,  # noqa: N803
                row_block_bytes: int, state: int = 0) -> dict[str, int]:
     """DRAM bytes ``{"x", "w", "y", "order"}`` of one GEMM (one batch element), D24 (module docstring).
@@ -476,7 +504,8 @@ def empty_actions() -> dict[str, float]:
     """Every action key at zero (so that per-op objects all have the same keys)."""
     keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8", "gather_mux_bits", "combine_add",
             *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
-            "dram_read_bytes", "dram_write_bytes", "vec_fp16_add", "vec_fp16_mult", "cycles"]
+            "dram_read_bytes", "dram_write_bytes", "vec_fp16_add", "vec_fp16_mult", "vec_int_add", "vec_lut_read",
+            "cycles"]
     return {k: 0 for k in keys}
 
 
@@ -508,6 +537,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     spatial = np.array([ax != "f" for _, _, ax in groups])   # neighbour partial added (buffer or link)
     buffered = np.array([ax == "h" for _, _, ax in groups])  # neighbour partial from the buffer (D4)
+    temporal = np.array([ax == "f" for _, _, ax in groups], dtype=np.int64)  # X_eff entry kept in place on REUSE
     w_channels = int(sum(k1 - k0 for k0, k1, ax in groups if ax == "w"))
     a = empty_actions()
     a["cycles"] = cycles
@@ -543,14 +573,16 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += buf_values * ob
         a["sram_partial_write_bytes"] += buf_values * ob
+        # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D52)
+        xeff_w = M * K - int(((dec == REUSE) * (widths * temporal)[None, :]).sum())
         if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + M * K + dec_bytes
             a["sram_input_write_bytes"] += M * K + dec_bytes
             a["sram_score_read_bytes"] += M * K
-            a["sram_score_write_bytes"] += M * K
+            a["sram_score_write_bytes"] += xeff_w
         else:
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
-            a["sram_input_write_bytes"] += dram["x"] + sim_pass + M * K + dec_bytes
+            a["sram_input_write_bytes"] += dram["x"] + sim_pass + xeff_w + dec_bytes
         if fused and not p_op:  # integer scores of the query tile, written on drain, read by the exp pass
             a["sram_score_write_bytes"] += 3 * M * N  # sim.timing.attention.SCORE_BYTES
             a["sram_score_read_bytes"] += 3 * M * N
@@ -562,9 +594,13 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         a["dram_write_bytes"] += dram["write"]
         a["sim_add8"] += 3 * M * K + 4 * M * G
         a["dispatch_add8"] += G * G * t["rows"] * n_cb if disp else 0
-        va, vm = _vector_counts(name, M, K, N)
-        a["vec_fp16_add"] += va
-        a["vec_fp16_mult"] += vm
+        if fused:
+            for k, v in fused_vector_counts(name, M, K, N).items():
+                a[k] += v
+        else:
+            va, vm = _vector_counts(name, M, K, N)
+            a["vec_fp16_add"] += va
+            a["vec_fp16_mult"] += vm
         assert nc == int(((dec == COMPUTE) * widths).sum()), "row-slot COMPUTE count disagrees with decisions"
     a["idle_pe_cycles"] = R * C * cycles - a["mac8"] - a["mac4"] / 2
     return a
@@ -586,6 +622,7 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
     dram = (fused_dram(cfg, name, M, K, N, tiles_cb) if fused
             else dram_bytes(cfg, M, K, N, tiles_cb, tiles_cb, min(R, M) * K))
     va, vm = _vector_counts(name, M, K, N)
+    vec = fused_vector_counts(name, M, K, N) if fused else {"vec_fp16_add": va, "vec_fp16_mult": vm}
     per = {
         "mac8_plain": M * K * N, "pe_add": M * K * N, "pe_reg_bits": acc * (M * K * N + M * N),
         "pipe_reg_bits": R * C * tiles_cb * n_cb * K * PLAIN_PIPE_BITS,
@@ -593,7 +630,7 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
         "sram_weight_read_bytes": tiles_cb * K * N, "sram_weight_write_bytes": dram["w"],
         "sram_output_write_bytes": M * N * ob, "sram_output_read_bytes": M * N * ob,
         "dram_read_bytes": dram["x"] + dram["w"], "dram_write_bytes": dram["y"],
-        "vec_fp16_add": va, "vec_fp16_mult": vm,
+        **vec,
     }
     if fused and name in FUSED_PAIRS:
         per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 3 * M * N  # sim.timing.attention.SCORE_BYTES

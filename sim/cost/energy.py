@@ -15,9 +15,15 @@ or a bit width of the RTL):
   ``sram_32kib``, ``sram_1mib``) and extrapolated with the nearest segment's slope outside them
   (exponents 0.5 below 32 KiB, log 5 / log 32 = 0.464 above). Reads and writes cost the same.
 - DRAM: ``dram_byte`` per byte read or written.
-- vector unit: ``fp16_add``, ``fp16_mult`` each.
-- leakage: ``leak_mm2_ns x die area (sim.cost.area) x cycles / clock``; the dense baseline leaks over its
-  own (smaller) die, ``dense_total_mm2``.
+- vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
+  ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
+  ``8 x reg_bit`` (one uint8 entry of the per-lane numerator table, a latch array read like a register,
+  Aladdin's register row charges reads per bit).
+- leakage: ``leak_mm2_ns x die area (sim.cost.area) x cycles / clock`` with ``cycles`` the op's wall
+  time, ``total_cycles`` (the array's cycles plus the DRAM, vector and similarity stalls,
+  `sim.timing.memory`, `sim.timing.attention`; `EnergyModel.charge_wall_time`): the die leaks while
+  the array waits too. Each design leaks over its own time and its own die (the dense baseline over
+  ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52.
 
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
@@ -33,7 +39,7 @@ from pathlib import Path
 
 from hw.config import AcceleratorConfig
 from hw.pe import LO_BITS, W_BITS
-from sim.cost.actions import SRAM_BUFFERS, add_actions, dense_actions, op_actions
+from sim.cost.actions import SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
@@ -74,6 +80,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "dram_write_bytes": ("dram", tech.e("dram_byte")),
         "vec_fp16_add": ("vector_unit", tech.e("fp16_add")),
         "vec_fp16_mult": ("vector_unit", tech.e("fp16_mult")),
+        "vec_int_add": ("vector_unit", tech.e("add32") * SCORE_BITS / 32),
+        "vec_lut_read": ("vector_unit", 8 * reg),
     }
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
@@ -120,6 +128,16 @@ class EnergyModel:
         if compact is not None:  # the compact organisation's array (sim.timing.compact)
             a = compact_actions(a, decisions, compact["band_tiles"], groups, N, self.cfg)
         d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"], fused=fused)
+        self._put(res, a, d)
+        return res
+
+    def charge_wall_time(self, res: dict) -> dict:
+        """Re-charge one op's leakage over its wall time (in place; returned): the ``cycles`` action of
+        ``actions`` and ``dense_actions`` becomes ``total_cycles`` and ``dense_total_cycles`` (set by
+        `sim.timing.memory.annotate_memory` or `sim.timing.attention.annotate_fused`), and the energies
+        are recomputed. Call once the op's stalls are final."""
+        a, d = dict(res["actions"]), dict(res["dense_actions"])
+        a["cycles"], d["cycles"] = res["total_cycles"], res["dense_total_cycles"]
         self._put(res, a, d)
         return res
 

@@ -430,6 +430,8 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
     for i, j in pairs.items():  # fused attention: one timing for both ops (sim.timing.attention)
         annotate_fused(per_op[i], per_op[j], cfg, grid, [g.as_tuple() for g in ops[i].groups],
                        [g.as_tuple() for g in ops[j].groups])
+    for r in per_op:  # leakage over each design's wall time, now that every op's stalls are final
+        energy.charge_wall_time(r)
     return per_op, counts
 
 

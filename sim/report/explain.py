@@ -21,6 +21,9 @@ filled band-tiles at pool and chunk ends) -- or ``array``. For the compact organ
 band-tile slots divided by the bands (the array-equivalent issue time).
 Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first; the
 compact organisation's own components are ``gather_network``, ``combine_unit`` and ``sram_psum``.
+The whole result's energy difference is split into the array's share (`ARRAY_COMPONENTS`: what reuse saves
+and what the PE extras cost) and the share of the units around it (SRAMs, DRAM, vector unit, leakage), where
+a floor that no array can remove shows (`energy_ledger`), with the ops whose DRAM bytes exceed dense's.
 """
 
 from __future__ import annotations
@@ -102,3 +105,30 @@ def totals(res: dict) -> dict:
     return {"ideal": dense_macs / useful if useful else float("inf"), "array": res["speedup"],
             "end_to_end": res.get("total_speedup", res["speedup"]), "energy_saving": res.get("energy_saving"),
             "energy": res.get("energy_breakdown_pj", {}), "dense_energy": res.get("dense_energy_breakdown_pj", {})}
+
+
+#: Energy components of the array itself (`sim.cost.energy.COMPONENTS`); the rest are the units around it.
+ARRAY_COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher")
+
+
+def _dram(op: dict, key: str) -> float:
+    a = op.get(key, {})
+    return a.get("dram_read_bytes", 0) + a.get("dram_write_bytes", 0)
+
+
+def energy_ledger(res: dict) -> dict:
+    """Kaleido minus dense energy (pJ) of a whole result, by component, split at the array:
+
+    ``{"array": {component: pJ}, "around": {component: pJ}, "array_pj", "around_pj", "dram_over": [(op name,
+    block, step, Kaleido / dense DRAM bytes)]}`` (components with a zero difference left out; ``dram_over``:
+    the ops whose Kaleido DRAM bytes exceed dense's). A positive ``around_pj`` is energy that the units
+    around the array spend beyond dense's whatever the array saves (`ARRAY_COMPONENTS`).
+    """
+    e, de = res.get("energy_breakdown_pj", {}), res.get("dense_energy_breakdown_pj", {})
+    diff = {k: e.get(k, 0.0) - de.get(k, 0.0) for k in dict.fromkeys([*e, *de])}
+    arr = {k: v for k, v in diff.items() if k in ARRAY_COMPONENTS and v}
+    around = {k: v for k, v in diff.items() if k not in ARRAY_COMPONENTS and v}
+    over = [(o["name"], o["block"], o["step"], _dram(o, "actions") / _dram(o, "dense_actions"))
+            for o in res["per_op"] if _dram(o, "dense_actions") and _dram(o, "actions") > _dram(o, "dense_actions")]
+    return {"array": arr, "around": around, "array_pj": sum(arr.values()), "around_pj": sum(around.values()),
+            "dram_over": over}

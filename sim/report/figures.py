@@ -24,6 +24,7 @@ from sim.report.tables import (  # noqa: E402
     heatmap_matrix,
     model_label,
     quality_points,
+    reuse_points,
 )
 
 
@@ -108,7 +109,8 @@ def _save_figure(fig, out: Path, stem: str, written: list[Path]) -> None:
 
 #: Figure sizes in inches (width, height per results panel); PNGs at `PNG_DPI`.
 FIGURE_SIZES = {"baselines": (11.0, 4.6), "energy_breakdown": (12.0, 4.8), "area_breakdown": (10.0, 4.8),
-                "reuse_heatmap": (9.0, 4.2), "quality_speedup": (9.0, 6.0), "scaling": (11.0, 4.8)}
+                "reuse_heatmap": (9.0, 4.2), "quality_speedup": (9.0, 6.0), "scaling": (11.0, 4.8),
+                "speedup_vs_reuse": (8.0, 5.0)}
 
 
 PNG_DPI = 150
@@ -318,4 +320,28 @@ def _scaling_figure(groups):
         ax.grid(True, alpha=0.3)
     axes[1].legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.tight_layout(rect=(0, _caption_block(fig, all_items), 1, 1))
+    return fig
+
+
+def _reuse_figure(items):
+    """End-to-end and array speedup against the measured REUSE share, with the ideal bound 1 / (C + P/2)
+    (`sim.report.tables.reuse_points`)."""
+    pts = reuse_points(items)
+    fig, ax = plt.subplots(figsize=figure_inches("speedup_vs_reuse"))
+    styles = ["-", "--", ":", "-."]
+    for gi, g in enumerate(dict.fromkeys(p["group"] for p in pts)):
+        gp = [p for p in pts if p["group"] == g]
+        x = [p["reuse"] for p in gp]
+        ls = styles[gi % len(styles)]
+        ax.plot(x, [p["ideal"] for p in gp], "k" + ls, label=f"ideal 1/(C + P/2): {g}")
+        ax.plot(x, [p["array"] for p in gp], "o" + ls, color="tab:blue", label=f"array (speedup): {g}")
+        ax.plot(x, [p["end_to_end"] for p in gp], "s" + ls, color="tab:red", label=f"end to end (total_speedup): {g}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("measured REUSE share of the X elements (R)")
+    ax.set_ylabel("speedup over dense (x, log)")
+    ax.set_title("Kaleido speedup against reuse, with the ideal bound", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig

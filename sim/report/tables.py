@@ -183,7 +183,44 @@ def _baselines_markdown(items) -> str:
         out.append("")
         if any_exact:
             out += [EXACT_PSNR_NOTE, ""]
+        out += _a100_normalised_markdown(data)
     return "\n".join(out)
+
+
+def a100_normalised_rows(data: dict) -> list[dict]:
+    """Kaleido's and the dense array's speedup over the A100 roofline three ways (`sim.baselines.a100.normalised`):
+    ``[{"design", "time_us", "die_mm2", "peak_tops", "raw", "per_mm2", "per_peak_tops"}]``; empty without an
+    A100 baseline or the area model's figures. Time: end to end (``total_cycles``) where the results have it."""
+    from sim.baselines.a100 import normalised, peak_tops
+
+    a = data.get("baselines", {}).get("a100")
+    em, cfg = data.get("energy_model", {}), data.get("config", {})
+    if not a or not a.get("time_us") or "area_mm2" not in em:
+        return []
+    tops = peak_tops(cfg["array_rows"], cfg["array_cols"], cfg["clock_mhz"])
+    rows = []
+    for design, cyc, mm2 in (("kaleido", data.get("total_cycles") or data["cycles"], em["area_mm2"]),
+                             ("dense", data.get("dense_total_cycles") or data["dense_cycles"], em["dense_area_mm2"])):
+        t = cyc / cfg["clock_mhz"]
+        n = normalised(a["time_us"], t, mm2, tops, a.get("params", {}).get("variant", "80gb-sxm"))
+        rows.append({"design": design, "time_us": t, "die_mm2": mm2, "peak_tops": tops,
+                     **{k: n[k] for k in ("raw", "per_mm2", "per_peak_tops")}})
+    return rows
+
+
+def _a100_normalised_markdown(data: dict) -> list[str]:
+    rows = a100_normalised_rows(data)
+    if not rows:
+        return []
+    out = ["Speedup over the A100 roofline normalised three ways (`sim.baselines.a100.normalised`: raw = A100 time "
+           "/ design time; per mm² = raw × 826 mm² / the design's die (area model, its own node; the A100 is 7 nm); "
+           "per peak TOPS = raw × 624 / the array's peak int8 TOPS). Only per peak TOPS can reach a figure like the "
+           "paper's 6.6×: a 128×128 array at 1 GHz has 1/19 of the A100's int8 peak.", "",
+           "| design | time (us) | die (mm²) | peak TOPS | raw | per mm² | per peak TOPS |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['design']} | {r['time_us']:,.1f} | {r['die_mm2']:.1f} | {r['peak_tops']:.1f} | {r['raw']:.3f}x "
+                   f"| {r['per_mm2']:.3f}x | {r['per_peak_tops']:.3f}x |")
+    return out + [""]
 
 
 def _energy_breakdown_rows(label: str, data: dict) -> list[tuple[str, dict]]:
@@ -272,3 +309,61 @@ def _csv_bytes(fields, rows) -> bytes:
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue().encode()
+
+
+def reuse_points(items) -> list[dict]:
+    """Speedup against the measured REUSE share, one point per results file, for a figure drawn when at least two
+    results of one (config, model, grid) differ in reuse (e.g. `kaleido synth --reuse r` at several r):
+    ``[{"label", "group", "reuse", "compute", "partial", "ideal", "array", "end_to_end"}]`` sorted by group and
+    reuse. ``ideal`` = dense MACs / useful MACs = 1 / (C + P/2) of the MACs (every saved MAC turned into time);
+    ``array`` = ``speedup``; ``end_to_end`` = ``total_speedup``. Empty when no group has two reuse levels."""
+    groups: dict[tuple, list[dict]] = {}
+    for label, d in items:
+        useful = sum(o.get("useful_macs", 0) for o in d["per_op"])
+        dense = sum(o.get("dense_macs", 0) for o in d["per_op"])
+        rf = d.get("reuse_fraction", {})
+        if not useful or "reuse" not in rf:
+            continue
+        key = (d["config"].get("name"), d["trace"].get("model"), tuple(d["trace"].get("grid", ())))
+        groups.setdefault(key, []).append({
+            "label": label, "group": f"{key[0]}, {key[1]} {'x'.join(map(str, key[2]))}", "reuse": rf["reuse"],
+            "compute": rf.get("compute", 0.0), "partial": rf.get("partial", 0.0), "ideal": dense / useful,
+            "array": d["speedup"], "end_to_end": d.get("total_speedup", d["speedup"])})
+    out = []
+    for pts in groups.values():
+        if len({round(p["reuse"], 6) for p in pts}) >= 2:
+            out += sorted(pts, key=lambda p: p["reuse"])
+    return out
+
+
+def explain_markdown(items) -> str:
+    """The "Why, per op" section of summary.md: `sim.report.explain` rows (speedup chain, binding mechanism of
+    Kaleido and dense, energy against dense) and the energy split at the array (`sim.report.explain.energy_ledger`)."""
+    from sim.report.explain import energy_ledger, explain_rows, totals
+
+    out = ["", "## Why, per op (`kaleido explain`)", "",
+           "Speedup chain against dense: ideal (1 / (C + P/2) of the MACs) → dispatcher slots → array cycles → end to "
+           "end, and the mechanism that binds each design (sim/report/explain.py).", ""]
+    for label, d in items:
+        if "per_op" not in d or "config" not in d:
+            continue
+        out += [f"### {label}", "", "| op | block | step | ideal | slots | array | end to end | binds | dense binds "
+                "| energy / dense |", "|---|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+        for r in explain_rows(d):
+            name = r["name"] + (f" (fused with {r['fused']})" if r["fused"] else "")
+            out.append(f"| {name} | {r['block']} | {r['step']} | {r['ideal']:.2f} | {r['slots']:.2f} | {r['array']:.2f} "
+                       f"| {r['end_to_end']:.2f} | {r['binds']} | {r['dense_binds']} | {r['energy_ratio']:.2f} |")
+        t = totals(d)
+        out += ["", f"All ops: ideal {t['ideal']:.2f}× → array {t['array']:.2f}× → end to end {t['end_to_end']:.2f}×."]
+        if "energy_breakdown_pj" in d:
+            led = energy_ledger(d)
+
+            def fmt(x):
+                return ", ".join(f"{k} {v / 1e6:+,.0f}" for k, v in sorted(x.items(), key=lambda kv: kv[1])) or "none"
+            out.append(f"Kaleido − dense energy (µJ): the array {led['array_pj'] / 1e6:+,.0f} ({fmt(led['array'])}); "
+                       f"the units around it {led['around_pj'] / 1e6:+,.0f} ({fmt(led['around'])}).")
+            if led["dram_over"]:
+                out.append("DRAM bytes above dense's: " + ", ".join(f"{n} (block {b}, step {s_}) {x:.2f}×"
+                                                                    for n, b, s_, x in led["dram_over"]) + ".")
+        out.append("")
+    return "\n".join(out)

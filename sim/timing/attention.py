@@ -9,12 +9,12 @@ whose ``w``-axis RoPE group makes it ``floor(R / W) * W`` whole image rows, and 
 raster position order, because both ops must see the same query rows):
 
 1. the array runs the tile's ``qk`` (every key column block); the vector unit takes each drained
-   integer score (running row max: 1 add per score, counted with 1 mult as the requantise work of
-   `sim.cost.actions.vector_work`) and stores it exactly, in `SCORE_BYTES` bytes, in the score buffer;
+   integer score (running row max: 1 integer compare per score, on a lane's adder) and stores it
+   exactly, in `SCORE_BYTES` bytes, in the score buffer (no requantise);
 2. with the row max known, the vector unit's exp pass makes P = T[rowmax - S] key by key (the
-   int8-score rule of `algo.reuse.softmax`, D34) and its row sums; it is charged as
-   `sim.cost.actions.vector_work`'s softmax, 7 adds + 6 mults per score (an upper bound: the table
-   lookup is cheaper than the polynomial exp that count assumes); Kaleido's similarity unit decides pv's
+   int8-score rule of `algo.reuse.softmax`, D34: a table read, no exp) and its row sums: `EXP_ADDS`
+   = 3 integer adds per score (subtract, clamp, row sum; `sim.cost.actions.fused_vector_counts`,
+   docs/decisions.md D52); Kaleido's similarity unit decides pv's
    (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
    frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
 
@@ -29,8 +29,8 @@ the longest of its units' totals; an optimistic bound where tiles differ):
   similarity unit's pass over Q (Kaleido);
 - phase 2 = ``max(A_pv, Vexp, S_pv) + tiles x H2``: the pv array time against the exp pass and the
   similarity unit's pass over P (Kaleido: ``heads x M x keys / similarity_lanes``); each tile's pv
-  waits for its first P group to be made and decided, ``H2 = V(7 R g, 6 R g) + ceil(R g /
-  similarity_lanes)`` with g the first group's keys (dense: one key column, ``V(7 R, 6 R)``);
+  waits for its first P group to be made and decided, ``H2 = V(3 R g, 0) + ceil(R g /
+  similarity_lanes)`` with g the first group's keys (dense: one key column, ``V(3 R, 0)``);
 - head: K's RoPE (all keys, before the first qk) and the first Q tile's, the first tile's Q decisions
   (Kaleido), the first DRAM fold (one Q tile and one key column block); tail: the last output
   tile's normalisation and its write;
@@ -45,13 +45,17 @@ stalls`` and the pair's sum is the pair's time.
 from __future__ import annotations
 
 from hw.config import AcceleratorConfig
-from sim.cost.actions import FUSED_PAIRS, vector_work
+from sim.cost.actions import FUSED_INT_ADDS_PER_SCORE, FUSED_PAIRS, vector_work
 from sim.timing.dispatch import position_block
 from sim.timing.memory import _vcycles, dram_cycles, similarity_lanes, vector_lanes
 
 #: Bytes per score in the score buffer: the exact integer score S = Q Kt of int8 operands, |S| <= d_h x 2^14,
 #: so 24 bits hold it for d_h <= 512 (P = T[rowmax - S] needs S exactly, docs/decisions.md D34).
 SCORE_BYTES = 3
+#: Integer adds per score of the exp pass on a vector lane (one adder per lane, `sim.timing.memory`):
+#: ``d = rowmax - S``, the table clamp and the row sum; the table read rides along
+#: (`sim.cost.actions.fused_vector_counts`: the max pass is the remaining one).
+EXP_ADDS = FUSED_INT_ADDS_PER_SCORE - 1
 #: Bytes per (query, key) of Kaleido's P_eff neighbour state (the previous frame's uint8 P of the same positions).
 P_EFF_BYTES = 1
 
@@ -122,10 +126,10 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     v_rope_rest = _vcycles(heads * rq_a * (1 - r0 / M), heads * rq_m * (1 - r0 / M), lanes)
     vt = _vcycles(norm_a * r0 / M, norm_m * r0 / M, lanes)
     v_norm = _vcycles(heads * norm_a, heads * norm_m, lanes) - vt
-    v_max = _vcycles(scores, scores, lanes)
-    v_exp = _vcycles(7 * scores, 6 * scores, lanes)
+    v_max = _vcycles(scores, 0, lanes)  # running row max: 1 integer compare per score
+    v_exp = _vcycles(EXP_ADDS * scores, 0, lanes)
     g0 = (pv_groups[0][1] - pv_groups[0][0]) if kaleido else 1
-    h2_v = _vcycles(7 * r0 * g0, 6 * r0 * g0, lanes)
+    h2_v = _vcycles(EXP_ADDS * r0 * g0, 0, lanes)
     h2_s = _vcycles(r0 * g0, 0, slanes) if kaleido else 0
     s_qk = _vcycles(heads * M * dh, 0, slanes) if kaleido else 0
     sh = _vcycles(r0 * dh, 0, slanes) if kaleido else 0

@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             issue_end = fin - (cfg.array_rows + cfg.array_cols + PIPELINE_CYCLES - 1)
             first = issue_end[args.tile] - max(1, int(seq[args.tile])) + 1
             start = r.start_tick + RESET_TICKS + int(first) - 2
-            stop = r.start_tick + RESET_TICKS + int(fin[args.tile]) + 2
+            stop = min(r.start_tick + RESET_TICKS + int(fin[args.tile]) + 2, r.last_tick + 1)  # the run ends there
         if waves:
             eng.run([([case.gemm], case.x_unsigned)], fst=out, waves_from=start, waves_cycles=stop - start)
             print(f"waveforms: {out} (ticks {start}..{stop - 1})")

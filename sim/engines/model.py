@@ -25,7 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algo.reuse.golden import COMPUTE, PARTIAL, decide
+from algo.reuse.chunked import op_decisions
+from algo.reuse.golden import COMPUTE, PARTIAL
 from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
@@ -220,14 +221,14 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     seqs, nd_seqs, decs = [], [], []
     counts = np.zeros(3, dtype=np.int64)  # X elements under COMPUTE, PARTIAL, REUSE
     stored = None
-    if op.X is None:
+    if op.kind != "exact":
         try:
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
             raise SimError(str(err)) from None
     window = scheduler_window(cfg, op.K, grid, [g.as_tuple() for g in op.groups])
     for b in range(op.batch):
-        dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
+        dec = stored[b] if stored is not None else op_decisions(op, b, grid, op.theta, b_msb)
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
             seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like,
                                             window_tiles=window))

@@ -103,6 +103,7 @@ CASES = [  # grid, group widths, P(C, P, R), rows, b_msb
     ((3, 5, 5), [2, 3, 4], (0.0, 0.0, 1.0), 8, 4),      # all REUSE: bubble tiles
     ((4, 4, 6), [5, 3, 6, 2], (0.3, 0.4, 0.3), 8, 2),    # b_msb < 4: PARTIAL needs the full multiplier
     ((2, 7, 3), [9, 1, 4], (0.5, 0.25, 0.25), 128, 4),  # fewer positions than rows
+    ((2, 10, 20), [3, 4, 5], (0.3, 0.3, 0.4), 96, 4),   # tiles of more than 64 rows (two mask words)
 ]
 
 

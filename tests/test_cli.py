@@ -176,6 +176,7 @@ def test_report_writes_table_and_figure(simulated, tmp_path):
     assert (tmp_path / "rep" / "per_op.csv").read_text().startswith("results,name,block")
     assert (tmp_path / "rep" / "energy_utilization.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "without the dispatcher" in md
+    assert "## Baselines" not in md  # a `simulate` result has no baselines: no empty section
 
 
 def test_simulate_is_deterministic(simulated, tmp_path):
@@ -276,6 +277,9 @@ def test_help_flags_show_no_value_and_piped_tables_are_not_cut(tmp_path):
     for flag in ("--no-dispatcher", "--checksum", "--help "):
         line = next(ln for ln in res.stdout.splitlines() if flag in ln)
         assert "<bool>" not in line, line
+    for cmd in (("workload",), ("workload", "ditango")):
+        line = next(ln for ln in kaleido(*cmd, "--help").stdout.splitlines() if "--help " in ln)
+        assert "<bool>" not in line, (cmd, line)
     res = kaleido("inspect", str(small_trace(tmp_path / "t.npz")))
     assert res.returncode == 0 and "…" not in res.stdout, res.stdout
     assert "size test" in res.stdout

@@ -208,6 +208,34 @@ def test_torch_operand_equals_golden_on_captured_operand():
     assert rec["pv"]["x_q"].dtype == np.uint8
 
 
+def test_pv_operand_is_p_from_the_int8_scores():
+    """The hooks' P follows the trace's rule (int8 scores of qk's operands): block 0 with only qk and pv
+    quantised sees the float model's Q and K, as capture does, so the exact pass's P is the captured P,
+    and the reuse pass's P comes from qk's effective Q (what the accelerator's qk GEMM outputs)."""
+    theta = (4.0, 12.0)
+    tr = capture(steps=(49,), blocks=[0], ops="qk,pv", theta=theta)
+    cap = {op.name: op for op in tr.ops}
+    net, _ = build_model("wan2.1-t2v-1.3b", "tiny", 0)
+    x, t, text = _inputs()
+    recs = {}
+    with ReuseHooks(net, GRID, ops=("qk",), quant_ops=("qk", "pv"), theta=theta, record_operands=True) as rh, \
+            torch.inference_mode():
+        for mode in ("exact", "reuse"):
+            rh.operands.clear()
+            rh.set_pass(mode, 49)
+            net(hidden_states=x, timestep=t, encoder_hidden_states=text, return_dict=False)
+            recs[mode] = {o["op"]: o for o in rh.operands if o["block"] == 0}
+    qk = cap["qk"]
+    np.testing.assert_array_equal(recs["exact"]["qk"]["x_q"], qk.X)
+    np.testing.assert_array_equal(recs["exact"]["pv"]["x_q"], cap["pv"].X)
+    q_eff = recs["reuse"]["qk"]["x_eff"]
+    assert not np.array_equal(q_eff, qk.X)  # qk reused something
+    s = q_eff.astype(np.int64) @ qk.W.astype(np.int64)  # exact integer scores, K from the capture
+    c = qk.x_scale * qk.w_scale / math.sqrt(qk.K)
+    want = np.rint(255.0 * np.exp(c * (s - s.max(axis=2, keepdims=True)))).astype(np.uint8)
+    np.testing.assert_array_equal(recs["reuse"]["pv"]["x_q"], want)
+
+
 # -- sweep, determinism, VAE -----------------------------------------------------------------------
 
 def test_sweep_writes_outputs_and_is_deterministic(tmp_path):

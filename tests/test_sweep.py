@@ -256,3 +256,80 @@ def test_report_of_a_sweep_table(traces, tmp_path):
                             "sweep_speedup_vs_axes.pdf", "sweep_summary.md"])
     md = (tmp_path / "rep" / "sweep_summary.md").read_text()
     assert "6 points, 4 ok, 2 failed" in md and "theta index 7 out of range" in md
+
+
+@pytest.fixture(scope="module")
+def workloads(tmp_path_factory):
+    """DiTango ring workloads for 2 and 4 devices (small 256x128x5 video, 12 steps) and a 3-step DDiT one."""
+    from algo.workloads import ddit, ditango
+    from algo.workloads.format import save_workload
+
+    d = tmp_path_factory.mktemp("workloads")
+    for p in (2, 4):
+        save_workload(ditango.generate_ditango("wan2.1-t2v-1.3b", "256x128x5", devices=p, num_inference_steps=12),
+                      d / f"dt-{p}.npz")
+    save_workload(ddit.generate_ddit("wan2.1-t2v-1.3b", "256x128x5", 3, schedule=[1, 2, 1]), d / "ddit.npz")
+    return d
+
+
+def _serial_workload(path, config, devices=None, reuse=None, seed=0):
+    """`kaleido simulate W.npz` run serially here: the expected values of a workload point."""
+    from algo.workloads.format import load_workload
+    from algo.workloads.synth import SynthField
+    from sim.workload.device import A100Device, KaleidoDevice
+    from sim.workload.simulate import simulate_workload
+
+    wl = load_workload(path)
+    field = None if reuse is None else SynthField(*(float(v) for v in reuse.split(",")))
+    dev = A100Device(None) if config == "a100" else KaleidoDevice(load_config(config), field, seed, wl.b_msb)
+    return simulate_workload(wl, dev, devices)
+
+
+def test_workload_and_device_count_axes(workloads, cluster, tmp_path):
+    """devices x config over DiTango files named per count, and a DDiT workload with synthetic reuse as
+    listed points: one row per point, equal to the serial workload run; comm sums over the steps."""
+    text = ('workload = "dt-{devices}.npz"\n[axes]\ndevices = [2, 4]\nconfig = ["kaleido-16nm-128x128", "a100"]\n'
+            '[[points]]\nworkload = "ddit.npz"\nreuse = "0.5,0.2"\n'
+            '[[points]]\nworkload = "ddit.npz"\n')
+    sw = load_sweep(_sweep_file(workloads, text, "wl.toml"))
+    assert [pt.kind for pt in sw.points] == ["workload"] * 6
+    out = run_sweep(sw, tmp_path, scheduler=cluster)
+    assert out.failed == []
+    rows = read_table(tmp_path / "results.parquet")
+    assert "cycles" not in rows[0] and "total_time_us" in rows[0]
+    assert [(r["devices"], r["config"]) for r in rows[:4]] == [(2, "kaleido-16nm-128x128"), (2, "a100"),
+                                                                (4, "kaleido-16nm-128x128"), (4, "a100")]
+    for r in rows[:4]:
+        want = _serial_workload(workloads / f"dt-{r['devices']}.npz", r["config"], r["devices"])
+        assert (r["total_time_us"], r["speedup"], r["reference_total_time_us"]) == (
+            want["total_time_us"], want["speedup"], want["reference_total_time_us"])
+        assert r["comm_us"] == sum(s["comm_us"] for s in want["per_step"]) > 0
+        assert r["exposed_comm_us"] == sum(s["exposed_comm_us"] for s in want["per_step"])
+    reuse, dense = rows[4], rows[5]
+    want = _serial_workload(workloads / "ddit.npz", "kaleido-16nm-128x128", reuse="0.5,0.2")
+    assert (reuse["total_time_us"], reuse["reuse_speedup"]) == (want["total_time_us"], want["reuse_speedup"])
+    assert reuse["reuse_speedup"] > 1.0 and dense["reuse_speedup"] == 1.0  # no --reuse: dense, no claim
+    from sim.sweep.figures import write_sweep_report
+
+    files = write_sweep_report(tmp_path / "results.parquet", tmp_path / "report")
+    assert sorted(f.name for f in files) == ["sweep_speedup_vs_axes.pdf", "sweep_speedup_vs_axes.png",
+                                             "sweep_summary.md"]
+    summary = (tmp_path / "report" / "sweep_summary.md").read_text()
+    assert "## Workload points" in summary and summary.count("\n| ") == 7  # header + 6 points
+
+
+@pytest.mark.parametrize("text, needles", [
+    ('workload = "dt-{devices}.npz"\n[axes]\ndevices = [2, 3]\n', ("workload", "not found")),
+    ('workload = "dt-2.npz"\n[axes]\ndevices = [4]\n', ("devices", "generated for 2 device(s)")),
+    ('workload = "dt-{devices}.npz"\n[axes]\nconfig = ["tiny-8x8"]\n', ("workload", "sets no devices")),
+    ('workload = "dt-2.npz"\n[axes]\ntheta_index = [0]\n', ("theta_index", "trace points only")),
+    ('workload = "dt-2.npz"\n[axes]\nconfig = ["a100"]\nreuse = ["0.5,0.2"]\n', ("reuse", "A100")),
+    ('workload = "ddit.npz"\n[axes]\nreuse = ["0.9,0.2"]\n', ("reuse", "<= 1")),
+    ('workload = "ddit.npz"\ntrace = "x.npz"\n[axes]\nseed = [0]\n', ("workload", "both")),
+])
+def test_bad_workload_sweep_names_the_key(workloads, tmp_path, text, needles):
+    sw = _sweep_file(workloads, text, "bad-wl.toml")
+    with pytest.raises(SweepError) as err:
+        load_sweep(sw)
+    for n in needles:
+        assert n in str(err.value), str(err.value)

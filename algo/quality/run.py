@@ -284,8 +284,8 @@ def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, prog
         "ops": list(op_list), "quant_ops": list(hooks.quant_ops), "b_msb": int(b_msb),
         "theta": _theta_repr(theta), "theta_table": table,
         "quantisation": ("int8 symmetric per tensor per call (scale max|x|/127, rint half-even, clamp), X and "
-                         "W of every quant op, in the exact and the reuse run; pv: P = round(255 exp(s - "
-                         "rowmax)) uint8, O = P_eff V / rowsum(P); biases float; other ops float"),
+                         "W of every quant op, in the exact and the reuse run; pv: P = rint(255 exp(c (S - "
+                         "rowmax S))) uint8 from qk's int8 scores S (algo.reuse.softmax), O = P_eff V / rowsum(P); biases float; other ops float"),
         "reference": "exact run: same int8 fake-quantisation, reuse off",
         "reuse_fraction": st.fractions(None),
         "mac_fractions": mac_fr,

@@ -8,8 +8,11 @@ GEMM of the chosen op types runs the way the accelerator would run it (SPEC.md s
 1. the streamed operand ``X`` (tokens x K) is quantised to int8 exactly as `algo.capture` does
    (`algo.capture.quantize_int8`: symmetric, one scale per tensor per call, ``scale = max|x| / 127``
    (1 for an all-zero tensor), ``np.rint`` half to even in float64, clamp to [-128, 127]; per-head
-   tensors share one scale across heads). For ``pv`` X is ``P = round(255 exp(s - rowmax s))``
-   (uint8, ``torch.round`` half to even, float32 scores);
+   tensors share one scale across heads). For ``pv`` X is P from ``qk``'s int8 operands by the one
+   rule capture, the trace format and the golden checks use (`algo.reuse.softmax.softmax_numerators_int8`:
+   ``P = rint(255 exp(c (S - rowmax S)))``, S the exact integer scores of the int8 Q -- its effective
+   operand when ``qk`` reuses -- and K, ``c = q_scale k_scale / sqrt(d_h)``; uint8). With ``qk`` outside
+   ``quant_ops`` Q and K are still quantised for P, as the accelerator's ``qk`` GEMM always is;
 2. in a *reuse* pass, ``X`` is replaced by its effective operand ``X_eff`` from
    `algo.reuse.golden.decide` (the bit-exact golden model itself, not a re-implementation), with the
    groups capture uses: ``qk`` the model's RoPE t/h/w groups (`algo.models.rope_groups`), every
@@ -91,6 +94,7 @@ from algo.reuse.fake_quant import (
     theta_for,
 )
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, block_groups
+from algo.reuse.softmax import softmax_numerators_int8
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSpec
 
 __all__ = ["PolicyHooks", "ReuseHooks"]
@@ -424,6 +428,7 @@ class ReuseHooks:
             groups = self.qk_groups if kind == "self" else block_groups(d_h)
             qr = self._operand(op_qk, block, q_q, q_s, groups, kh.shape[1])
             q_used, k_used = dequantize(qr.x_eff, q_s), dequantize(k_q, k_s)
+            q_int = qr.x_eff  # the integers the qk GEMM multiplies (reused in a reuse pass)
             if self.record_operands:
                 self.operands[-1]["x_used"] = q_used
             if self.mode == "reuse" and op_qk in self.ops:
@@ -436,8 +441,15 @@ class ReuseHooks:
         if q_quant:
             self._record_output(op_qk, block, 0, s)
         if p_quant:
-            p = torch.round(torch.exp(s - s.amax(dim=-1, keepdim=True)) * 255.0).to(torch.uint8)
-            p_np = p.numpy()
+            if not q_quant:  # qk in float: P still comes from the int8 scores the accelerator's qk makes
+                q_int, q_s = quantize_int8(qh)
+                k_q, k_s = quantize_int8(kh)
+            if q_int.min(initial=0) < -128 or q_int.max(initial=0) > 127:
+                raise ReuseError(f"{op_qk} block {block}: effective Q leaves the int8 range")
+            # P by the one rule (algo.reuse.softmax): capture, the trace and the golden checks use it too
+            p_np = softmax_numerators_int8(q_int.astype(np.int8), np.ascontiguousarray(k_q.transpose(0, 2, 1)),
+                                           q_s, k_s)
+            p = torch.from_numpy(p_np)
             v_q, v_s = quantize_int8(vh)
             v_used = dequantize(v_q, v_s)
             qr = self._operand(op_pv, block, p_np, 1.0 / 255.0, block_groups(p_np.shape[-1]), d_h)

@@ -55,6 +55,9 @@ for _cmd in app.registered_commands:
 def _register_workload() -> None:
     from sim.cli.workload import workload_app
 
+    for cmd in workload_app.registered_commands:  # `--help` without a `<bool>` value, as every other command
+        cmd.cls = _no_value_help(cmd.cls or typer.core.TyperCommand)
+    workload_app.info.cls = _no_value_help(workload_app.info.cls or typer.core.TyperGroup)
     app.add_typer(workload_app, name="workload")
 
 

@@ -58,7 +58,12 @@ def rtl(
     presets: Annotated[list[str] | None, typer.Argument(help="presets or TOML files (default: all presets)")] = None,
     out: Annotated[Path, typer.Option("--out", help="output root")] = Path("rtl_out"),
 ) -> None:
-    """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`)."""
+    """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`).
+
+    The RTL covers the compute core, dispatcher pieces and (arrays of at most 16 rows) the op-level
+    controller `kaleido_accel`. The vector unit and the fused-attention control are modelled only
+    (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
+    """
     from hw.rtl import main as rtl_main
 
     args = [*(presets or []), "--out", str(out)]

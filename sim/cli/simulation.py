@@ -76,7 +76,7 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
     timings: dict = {}
     try:
         cfg = load_config(config)
-        tr = load_trace(trace)
+        tr = load_trace(trace, derive_p=False)  # pv's P regenerated per head (algo.reuse.chunked)
         t0 = time.perf_counter()
         with progress_callback("simulate (RTL)", len(tr.ops)) as cb:
             res = simulate_trace_rtl(
@@ -203,8 +203,9 @@ def simulate(
     try:
         cfg = with_organisation(load_config(config), organisation)
         tr, kind = _trace_meta(trace)
-        if workers != 1 or scheduler is not None or kind == "decisions":
-            # one (step, block) at a time (sim.sweep.video); in this process with --workers 1
+        if workers != 1 or scheduler is not None or kind == "decisions" or (kind == "exact" and not checksum):
+            # one (step, block) at a time (sim.sweep.video; exact pv ops regenerate P in frame chunks), in this
+            # process with --workers 1: memory bounded by one block's operands, not the trace's
             check_theta_kind(kind, trace, theta_index)
             from sim.sweep.engine import EngineError  # numba, dask: only once the inputs are known good
             from sim.sweep.video import simulate_trace_file
@@ -217,7 +218,7 @@ def simulate(
                 except EngineError as err:
                     fail(str(err))
         else:
-            tr = load_trace(trace)
+            tr = load_trace(trace, derive_p=False)  # pv's P regenerated in frame chunks (algo.reuse.chunked)
             check_theta_index(tr, trace, theta_index)
             from sim.engines.model import simulate_trace  # numba: only once the inputs are known good
 
@@ -359,7 +360,7 @@ def baselines(
 
 
 def sweep(
-    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace and the axes (README, \"Sweeps\")")],
+    sweep_file: Annotated[Path, typer.Argument(help="sweep file (TOML): the trace or workload and the axes (README, \"Sweeps\")")],
     out: Annotated[Path, typer.Option("--out", "-o", help="output folder: results.parquet, results.csv, points/")],
     workers: Annotated[int | None, typer.Option(
         help="local Dask worker processes (default: one per core; 0: in this process, no Dask)")] = None,

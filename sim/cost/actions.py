@@ -121,6 +121,7 @@ Vector unit (same for both designs; fp16 adds and multiplies, per batch element)
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -129,7 +130,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.timing.dispatch import WINDOW_TILES, pair_runs, position_block, position_order
+from sim.timing.dispatch import WINDOW_TILES, position_block, position_order, runs_from_compat
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
 #: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
@@ -162,6 +163,13 @@ def pe_pipe_b_bits(cfg: AcceleratorConfig) -> int:
     return sum(mem[f"o_{f}"].shape.width for f in ("x_b", "w_b", "g_b", "first_b", "sp_b"))
 
 
+@functools.lru_cache(maxsize=64)
+def _pipe_bits(cfg: AcceleratorConfig) -> tuple[int, int]:
+    """(`pe_pipe_bits`, `pe_pipe_b_bits`) of a config, kept per config (building the PE's signature
+    takes about 2 ms, once per op otherwise)."""
+    return pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
+
+
 def value_bytes(cfg: AcceleratorConfig) -> int:
     """Bytes of one stored partial or output value: ceil(acc_bits / 8)."""
     return -(-cfg.acc_bits // 8)
@@ -175,12 +183,35 @@ COUNT_KEYS = _STAT_KEYS[:8]
 
 
 @numba.njit(cache=True)
-def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
-    """Sums over the position tiles of one GEMM (one column block), in ``O(rows x G^2)`` per tile.
+def _popcount(x):
+    """Set bits of a uint64 (SWAR bit count)."""
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
+
+
+@numba.njit(cache=True)
+def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired, modes, slots):  # noqa: N803
+    """Sums over the position tiles of one GEMM (one column block), in ``O(rows x G + G^2 x rows / 64)``
+    per tile.
 
     ``paired``: the matcher pairs channels (`sim.timing.dispatch.pair_runs`); else one slot per channel of every
     group some row needs (the no-dispatcher slot sequence, `sim.timing.dispatch.count_slots_unpaired`).
+    ``modes``: count the row-slots by mode (``compute`` .. ``reuse``; left 0 otherwise).
+    ``slots``: int64 ``[ceil(hw / rows) * F]`` output, the slots of each (position block,
+    frame) tile in issue order (`sim.timing.cycle_model.reuse_slot_sequence`'s one column block: the same
+    walk, the sum of the run lengths, `sim.timing.dispatch.count_slots`).
     Returns int64 ``[len(_STAT_KEYS)]`` in `_STAT_KEYS` order.
+
+    Each tile's decisions are held as bit masks over its rows, per group: ``cm`` (COMPUTE) and ``pm``
+    (PARTIAL), 64 rows a word. The matcher's compatibility (`sim.timing.dispatch._compat`: every row's
+    demand of g and h together <= 2 halves) is then "no row where one needs 2 halves and the other any
+    (``d2[g] & (d2[h] | d1[h])``) or one needs 1 and the other 2 (``d1[g] & d2[h]``)", with ``d2`` the
+    rows needing a full slot (COMPUTE, and PARTIAL when b_msb < 4) and ``d1`` half (PARTIAL, b_msb >= 4);
+    the greedy walk is `sim.timing.dispatch.runs_from_compat`, the one `pair_runs` uses. A run's row
+    modes are bit counts: COMPUTE ``|cm_a | cm_b|``, PAIRED ``|pm_a & pm_b|``, PARTIAL
+    ``|(pm_a ^ pm_b) & ~(cm_a | cm_b)|``, the other valid rows REUSE.
     """
     out = np.zeros(14, dtype=np.int64)
     ng = k0.shape[0]
@@ -188,24 +219,42 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
     run_b = np.empty(2 * ng + 1, dtype=np.int64)
     run_n = np.empty(2 * ng + 1, dtype=np.int64)
     npb = (hw + rows - 1) // rows
-    tile = np.empty((rows, ng), dtype=np.int8)
+    nw = (rows + 63) // 64
+    cm = np.zeros((ng, nw), dtype=np.uint64)
+    pm = np.zeros((ng, nw), dtype=np.uint64)
+    d1 = np.zeros((ng, nw), dtype=np.uint64)
+    d2 = np.zeros((ng, nw), dtype=np.uint64)
+    compat = np.ones((ng, ng), dtype=np.bool_)
+    active = np.zeros(ng, dtype=np.bool_)
+    one = np.uint64(1)
+    zero = np.uint64(0)
     for pb in range(npb):
         p0 = pb * rows
         p1 = min(p0 + rows, hw)
         rt = p1 - p0
         for f in range(F):
+            cm[:] = 0
+            pm[:] = 0
             for r in range(rt):
-                tile[r] = dec[f * hw + order[p0 + r]]
-            d = tile[:rt]
+                tok = f * hw + order[p0 + r]
+                bit = one << np.uint64(r & 63)
+                w = r >> 6
+                for g in range(ng):
+                    v = dec[tok, g]
+                    if v == 0:
+                        cm[g, w] |= bit
+                    elif v == 1:
+                        pm[g, w] |= bit
             skipped = 0
             skipped_ch = 0
             nr = 0
             for g in range(ng):
                 used = False
-                for r in range(rt):
-                    if d[r, g] != 2:
+                for w in range(nw):
+                    if (cm[g, w] | pm[g, w]) != zero:
                         used = True
                         break
+                active[g] = used
                 if not used:
                     skipped += 1
                     skipped_ch += k1[g] - k0[g]
@@ -213,7 +262,23 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
                     run_a[nr], run_b[nr], run_n[nr] = g, -1, k1[g] - k0[g]
                     nr += 1
             if paired:
-                nr = pair_runs(d, k0, k1, b_msb, run_a, run_b, run_n)
+                for g in range(ng):
+                    for w in range(nw):
+                        if b_msb >= 4:
+                            d2[g, w] = cm[g, w]
+                            d1[g, w] = pm[g, w]
+                        else:
+                            d2[g, w] = cm[g, w] | pm[g, w]
+                            d1[g, w] = zero
+                for g in range(ng):
+                    for h in range(ng):
+                        ok = True
+                        for w in range(nw):
+                            if ((d2[g, w] & (d2[h, w] | d1[h, w])) | (d1[g, w] & d2[h, w])) != zero:
+                                ok = False
+                                break
+                        compat[g, h] = ok
+                nr = runs_from_compat(compat, active, k0, k1, run_a, run_b, run_n)
             n = 0
             ch = 0
             for i in range(nr):
@@ -224,22 +289,21 @@ def _tile_counts(dec, F, hw, rows, k0, k1, b_msb, order, paired):  # noqa: N803
                     out[8] += c
                 else:
                     ch += c
-                nc = npart = npair = nreuse = 0
-                for r in range(rt):
-                    da = d[r, ga]
-                    db = d[r, gb] if gb >= 0 else 2
-                    if da == 0 or db == 0:
-                        nc += 1
-                    elif da == 1 and db == 1:
-                        npair += 1
-                    elif da == 1 or db == 1:
-                        npart += 1
-                    else:
-                        nreuse += 1
+                if not modes:
+                    continue
+                nc = npart = npair = 0
+                for w in range(nw):
+                    ca, pa = cm[ga, w], pm[ga, w]
+                    cb = cm[gb, w] if gb >= 0 else zero
+                    pbm = pm[gb, w] if gb >= 0 else zero
+                    nc += _popcount(ca | cb)
+                    npair += _popcount(pa & pbm)
+                    npart += _popcount((pa ^ pbm) & ~(ca | cb))
                 out[4] += c * nc
                 out[5] += c * npart
                 out[6] += c * npair
-                out[7] += c * nreuse
+                out[7] += c * (rt - nc - npart - npair)
+            slots[pb * F + f] = n
             out[0] += max(1, n)
             out[1] += rt * ch
             out[2] += ch
@@ -289,6 +353,49 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
             tiles, sim/timing/attention.py); None = its own.
         window_tiles: scheduler window in position blocks (`sim.timing.dispatch.schedule_positions`).
     """
+    return tile_pass(decisions, grid, groups, rows, b_msb, dispatcher, tile_like, window_tiles)[0]
+
+
+@numba.njit(cache=True)
+def _clusters(dec, F, hw, block, order):  # noqa: N803
+    """`tile_stats`' ``clusters``: positions in issue order that start a position block or whose
+    decisions over (frame >= 1, group) differ from the previous position's."""
+    ng = dec.shape[1]
+    n = 0
+    for i in range(hw):
+        if i % block == 0:
+            n += 1
+            continue
+        a, b = order[i], order[i - 1]
+        same = True
+        for f in range(1, F):
+            for g in range(ng):
+                if dec[f * hw + a, g] != dec[f * hw + b, g]:
+                    same = False
+                    break
+            if not same:
+                break
+        n += not same
+    return n
+
+
+def tile_pass(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True,
+              tile_like=None, window_tiles: int = WINDOW_TILES, order: np.ndarray | None = None,
+              modes: bool = True) -> tuple[dict[str, int], np.ndarray]:
+    """`tile_stats` and the tiling's slots per tile from one walk over the tiles.
+
+    Args:
+        decisions, grid, groups, rows, b_msb, dispatcher, tile_like, window_tiles: as `tile_stats`.
+        order: the position order if already computed (`sim.timing.dispatch.position_order` with the same
+            arguments); None computes it.
+        modes: count the row-slots by mode (``compute``/``partial``/``paired``/``reuse``) and the
+            ``clusters`` (all 0 when False: only the slots are wanted).
+
+    Returns:
+        (the `tile_stats` dict, int64 ``[ceil(HW / block) * F]`` slots per (position block, frame) tile
+        in issue order: one column block of `sim.timing.cycle_model.reuse_slot_sequence` with the same
+        ``dispatcher``, window and ``tile_like``).
+    """
     F, H, W = grid  # noqa: N806
     hw = H * W
     k0 = np.array([g[0] for g in groups], dtype=np.int64)
@@ -296,17 +403,40 @@ def tile_stats(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispa
     dec = np.ascontiguousarray(decisions, dtype=np.int8)
     tiling = groups if tile_like is None else tile_like
     block = position_block(grid, tiling, rows)  # R, or whole image rows for a w-axis op (D4)
-    order = position_order(dec, grid, tiling, rows, dispatcher, window_tiles)
-    v = _tile_counts(dec, F, hw, block, k0, k1, b_msb, order, dispatcher)
+    if order is None:
+        order = position_order(dec, grid, tiling, rows, dispatcher, window_tiles)
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    slots = np.zeros(-(-hw // block) * F, dtype=np.int64)
+    v = _tile_counts(dec, F, hw, block, k0, k1, b_msb, order, dispatcher, modes, slots)
     out = {k: int(x) for k, x in zip(_STAT_KEYS, v, strict=True)}
-    pattern = dec.reshape(F, hw, -1)[1:].transpose(1, 2, 0).reshape(hw, -1)[order]
-    starts = np.ones(hw, dtype=bool)
-    if hw > 1:
-        starts[1:] = (pattern[1:] != pattern[:-1]).any(axis=1)
-    starts[::block] = True
-    out["clusters"] = int(starts.sum())
+    out["clusters"] = int(_clusters(dec, F, hw, block, order)) if modes else 0
     out["rows_moved"] = int((order // block != np.arange(hw) // block).sum()) * F
+    return out, slots
+
+
+@numba.njit(cache=True)
+def _code_counts(dec):
+    ng = dec.shape[1]
+    out = np.zeros((3, ng), dtype=np.int64)
+    for i in range(dec.shape[0]):
+        for g in range(ng):
+            out[dec[i, g], g] += 1
     return out
+
+
+def group_code_counts(decisions: np.ndarray) -> np.ndarray:
+    """(token, group) decisions per code and group: int64 ``[3, G]`` (rows COMPUTE, PARTIAL, REUSE).
+
+    Args:
+        decisions: int8 ``[M, G]`` codes 0..2.
+
+    Raises:
+        ValueError: a code outside 0..2.
+    """
+    dec = np.ascontiguousarray(decisions, dtype=np.int8)
+    if dec.size and (dec.min() < 0 or dec.max() > 2):
+        raise ValueError("decisions must be 0 (COMPUTE), 1 (PARTIAL) or 2 (REUSE)")
+    return _code_counts(dec.reshape(dec.shape[0], -1))
 
 
 def tile_counts(decisions: np.ndarray, grid, groups, rows: int, b_msb: int, dispatcher: bool = True) -> dict[str, int]:
@@ -327,6 +457,8 @@ class TiledDecisions:
     decisions: np.ndarray
     stats: dict[str, int]
     dispatcher: bool = True
+    #: `group_code_counts` of ``decisions`` if already made (None: `op_actions` counts them).
+    code_counts: np.ndarray | None = None
 
 
 #: Ops whose input goes through LayerNorm + adaLN modulation on the vector unit (module docstring).
@@ -541,7 +673,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     w_channels = int(sum(k1 - k0 for k0, k1, ax in groups if ax == "w"))
     a = empty_actions()
     a["cycles"] = cycles
-    pipe, pipe_b = pe_pipe_bits(cfg), pe_pipe_b_bits(cfg)
+    pipe, pipe_b = _pipe_bits(cfg)
     if fused:
         block = position_block(grid, tile_like or groups, R) if cfg.organisation == "lockstep" else R
         npb = -(-(grid[1] * grid[2]) // block)
@@ -552,21 +684,22 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     p_op = fused and name not in FUSED_PAIRS
     dec_bytes = -(-M * G // 4)  # 2-bit decision codes, written by the similarity unit, read by the dispatcher
     for item in decisions:
+        cc = None
         if isinstance(item, TiledDecisions):
-            dec, t, disp = item.decisions, item.stats, item.dispatcher
+            dec, t, disp, cc = item.decisions, item.stats, item.dispatcher, item.code_counts
         else:
             dec, t, disp = item, tile_stats(item, grid, groups, R, b_msb, dispatcher, tile_like), dispatcher
+        cc = group_code_counts(dec) if cc is None else cc  # [code, group]
         nc, npart, npair = t["compute"], t["partial"], t["paired"]
         active = nc + npart + npair
         updates = 3 * nc + 2 * npart + 3 * npair
         a["mac8"] += nc * N
         a["mac4"] += (npart + 2 * npair) * N
         # Neighbour partials of spatial groups (buffer for h, link for w; D4): values per (token, group) x N.
-        sp_reuse = int(((dec == REUSE) & spatial[None, :]).sum())
-        sp_partial = int(((dec == PARTIAL) & spatial[None, :]).sum())
+        sp_reuse = int(cc[REUSE][spatial].sum())
+        sp_partial = int(cc[PARTIAL][spatial].sum())
         part_values = (2 * sp_reuse + sp_partial) * N
-        buf_values = (2 * int(((dec == REUSE) & buffered[None, :]).sum())
-                      + int(((dec == PARTIAL) & buffered[None, :]).sum())) * N
+        buf_values = (2 * int(cc[REUSE][buffered].sum()) + int(cc[PARTIAL][buffered].sum())) * N
         a["pe_add"] += updates * N + part_values
         a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N) + LINK_BITS * w_channels * dec.shape[0] * N
         a["pe_mux_bits"] += active * N * (OPERAND_MUX_BITS + 2 * gb + 2) + (2 * nc + npart + 2 * npair) * N * acc * lg
@@ -601,7 +734,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
             va, vm = _vector_counts(name, M, K, N)
             a["vec_fp16_add"] += va
             a["vec_fp16_mult"] += vm
-        assert nc == int(((dec == COMPUTE) * widths).sum()), "row-slot COMPUTE count disagrees with decisions"
+        assert nc == int((cc[COMPUTE] * widths).sum()), "row-slot COMPUTE count disagrees with decisions"
     a["idle_pe_cycles"] = R * C * cycles - a["mac8"] - a["mac4"] / 2
     return a
 

@@ -17,16 +17,16 @@ paper's "with vs without the data dispatcher" comparison.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
+import pickle
 from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
 
-from algo.reuse.golden import COMPUTE, PARTIAL, decide
-from algo.reuse.stats import decision_counts
+from algo.reuse.chunked import op_decisions
+from algo.reuse.golden import COMPUTE, PARTIAL
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
 from sim.cost.actions import (
@@ -34,8 +34,9 @@ from sim.cost.actions import (
     FUSED_PAIRS,
     TiledDecisions,
     dispatcher_stats,
+    group_code_counts,
     scheduler_window,
-    tile_stats,
+    tile_pass,
 )
 from sim.cost.energy import EnergyModel
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION
@@ -48,7 +49,8 @@ from sim.timing.compact import (
     combine_stall,
     compact_tiles,
 )
-from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
+from sim.timing.cycle_model import op_cycles_tiled
+from sim.timing.dispatch import position_order
 from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
 
 
@@ -220,44 +222,57 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     seqs, nd_seqs, decs = [], [], []
     counts = np.zeros(3, dtype=np.int64)  # X elements under COMPUTE, PARTIAL, REUSE
     stored = None
-    if op.X is None:
+    if op.kind != "exact":
         try:
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
             raise SimError(str(err)) from None
     window = scheduler_window(cfg, op.K, grid, [g.as_tuple() for g in op.groups])
+    tiling = groups if tile_like is None else tile_like
+    hw = grid[1] * grid[2]
+    raster = np.arange(hw, dtype=np.int64)
+    # One walk over the tiles per tiling gives both the slots per tile (the cycle model's
+    # `reuse_slot_sequence`, one column block) and the action statistics (`tile_stats`): the scheduler's
+    # order and the matcher's runs are computed once (tests compare with the separate functions).
     for b in range(op.batch):
-        dec = stored[b] if stored is not None else decide(op.X[b], grid, groups, op.theta, b_msb)[0]
+        dec = stored[b] if stored is not None else op_decisions(op, b, grid, op.theta, b_msb)
+        dec = np.ascontiguousarray(dec, dtype=np.int8)
+        cc = group_code_counts(dec)
         if dispatcher:  # without it, the no-dispatcher sequence below is the primary one
-            seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, tile_like=tile_like,
-                                            window_tiles=window))
-        nd_seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb, dispatcher=False,
-                                           tile_like=tile_like))
-        decs.append(TiledDecisions(dec, tile_stats(dec, grid, groups, R, b_msb, dispatcher, tile_like,
-                                                   window), dispatcher))
-        counts += decision_counts(dec, widths)
-    nd_seq = np.concatenate(nd_seqs)
-    nd_cycles, nd_stall = op_cycles(nd_seq, R, C, d)
+            order = position_order(dec, grid, tiling, R, True, window)
+            stats, seq = tile_pass(dec, grid, groups, R, b_msb, True, tile_like, window, order=order)
+            seqs.append(seq)
+            nd_seq = tile_pass(dec, grid, groups, R, b_msb, False, tile_like, order=raster, modes=False)[1]
+        else:
+            stats, nd_seq = tile_pass(dec, grid, groups, R, b_msb, False, tile_like, order=raster)
+        nd_seqs.append(nd_seq)
+        decs.append(TiledDecisions(dec, stats, dispatcher, cc))
+        counts += cc @ widths
+    n_cb = -(-op.N // C)
+    nd_seq = np.stack(nd_seqs)
+    nd_cycles, nd_stall = op_cycles_tiled(nd_seq, n_cb, R, C, d)
     if dispatcher:
-        s_seq = np.concatenate(seqs)
-        cycles, stall = op_cycles(s_seq, R, C, d)
+        s_seq = np.stack(seqs)
+        cycles, stall = op_cycles_tiled(s_seq, n_cb, R, C, d)
     else:
         s_seq, cycles, stall = nd_seq, nd_cycles, nd_stall
     compact = None
     if cfg.organisation == "compact":  # sim.timing.compact: band-tiles, combine unit
         compact = _compact_timing([t.decisions for t in decs], op, grid, groups, b_msb, cfg, fused)
         s_seq, cycles, stall = compact["s_seq"], compact["cycles"], compact["drain"]
-    dense_seq = np.tile(dense_slot_sequence(op.M, op.K, op.N, R, C), op.batch)
-    dense_cycles, dense_stall = op_cycles(dense_seq, R, C, d)
+        # band-tile slots over the bands, the array-equivalent issue time (sim.report.explain)
+        tiles, slots = int(s_seq.size), -(-int(np.maximum(s_seq, 1).sum()) // cfg.compact_bands)
+    else:  # s_seq: one column block per batch element, repeated for each of the n_cb column blocks
+        tiles, slots = int(s_seq.size) * n_cb, int(np.maximum(s_seq, 1).sum()) * n_cb
+    n_dense = -(-op.M // R) * n_cb  # dense_slot_sequence: raster tiles of K slots each, per batch element
+    dense_cycles, dense_stall = op_cycles_tiled(np.array([[op.K]]), n_dense * op.batch, R, C, d)
     useful = (counts[COMPUTE] + 0.5 * counts[PARTIAL]) * op.N
     dense_macs = op.batch * op.M * op.K * op.N
     theta = list(op.thetas[theta_index]) if stored is not None else list(op.theta)
     return {
         "name": op.name, "block": op.block, "step": op.step, "theta": theta,
         "batch": op.batch, "M": op.M, "K": op.K, "N": op.N,
-        "tiles": int(s_seq.size),
-        # compact: band-tile slots over the bands, the array-equivalent issue time (sim.report.explain)
-        "slots": -(-int(np.maximum(s_seq, 1).sum()) // (cfg.compact_bands if compact else 1)),
+        "tiles": tiles, "slots": slots,
         "cycles": cycles, "dense_cycles": dense_cycles,
         "speedup": dense_cycles / cycles if cycles else 0.0,
         "stall_cycles": {"drain": stall, "combine": compact["combine"] if compact else 0},
@@ -353,7 +368,7 @@ class OpMemo:
         self.capacity = capacity
         self.enabled = True
         self.hits = self.misses = 0
-        self._store: OrderedDict[str, tuple[dict, np.ndarray]] = OrderedDict()
+        self._store: OrderedDict[str, tuple[bytes, np.ndarray]] = OrderedDict()
 
     def key(self, op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel, theta_index: int,
             dispatcher: bool) -> str | None:
@@ -374,12 +389,14 @@ class OpMemo:
         self.hits += 1
         self._store.move_to_end(key)
         r, c = self._store[key]
-        return copy.deepcopy(r) | {"block": op.block, "step": op.step}, c.copy()
+        return pickle.loads(r) | {"block": op.block, "step": op.step}, c.copy()
 
     def put(self, key: str | None, r: dict, counts: np.ndarray) -> None:
         if key is None:
             return
-        self._store[key] = (copy.deepcopy(r), counts.copy())
+        # Stored pickled: a deep copy (callers change results in place afterwards) at a fraction of
+        # `copy.deepcopy`'s cost on these nested dicts of numbers; floats round-trip bit for bit.
+        self._store[key] = (pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL), counts.copy())
         while len(self._store) > self.capacity:
             self._store.popitem(last=False)
 

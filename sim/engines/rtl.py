@@ -74,25 +74,27 @@ def golden_checksums(trace) -> tuple[str, list[str]]:
     """`outputs_checksum` of the golden outputs of an exact trace: ``Y = X_eff @ W`` with the
     decisions `algo.reuse.golden.decide` makes at each op's theta (what `sim.engines.model` times), for the
     whole trace and per op. This is the model side of the ``--engine model`` / ``rtl`` comparison.
+    Outputs are hashed as they are made (`algo.reuse.chunked.op_outputs`: a ``pv`` op with derived P one
+    latent frame at a time), so no op's whole P or Y is held.
 
     Raises:
         sim.engines.model.SimError: the trace is not exact (decision traces carry no operands).
     """
-    from algo.reuse.golden import apply_decisions, decide
+    from algo.reuse.chunked import op_outputs
     from sim.engines.model import SimError
 
     if trace.kind != "exact":
         raise SimError(f"output checksums need an exact trace (operands X and W); this one is a {trace.kind!r} trace")
-    per_op, all_ys = [], []
+    per_op, whole = [], hashlib.sha256()
     for op in trace.ops:
-        groups = [g.as_tuple() for g in op.groups]
-        ys = []
+        h = hashlib.sha256()
         for b in range(op.batch):
-            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
-            ys.append(apply_decisions(op.X[b], op.W[b], trace.grid, groups, dec, trace.b_msb))
-        per_op.append(outputs_checksum(ys))
-        all_ys += ys
-    return outputs_checksum(all_ys), per_op
+            for y in op_outputs(op, b, trace.grid, op.theta, trace.b_msb):
+                raw = np.ascontiguousarray(y, dtype="<i8").tobytes()
+                h.update(raw)
+                whole.update(raw)
+        per_op.append(h.hexdigest())
+    return whole.hexdigest(), per_op
 
 
 def verilator_env() -> dict[str, str]:
@@ -323,6 +325,7 @@ def simulate_trace_rtl(
             link, docs/decisions.md D4).
         RtlEngineError: as `RtlModel`.
     """
+    from algo.reuse.chunked import streamed_operand
     from algo.reuse.golden import decide
     from sim.engines.model import SimError, check_compatible
     from sim.results import RESULTS_FORMAT, RESULTS_VERSION
@@ -338,9 +341,10 @@ def simulate_trace_rtl(
         groups = [g.as_tuple() for g in op.groups]
         slots, placed, ys = [], [], []
         for b in range(op.batch):
-            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
+            x = streamed_operand(op, b)  # head b's P regenerated for a pv op without stored P
+            dec = decide(x, trace.grid, groups, op.theta, trace.b_msb)[0]
             try:
-                stream = build_stream(op.X[b], op.W[b], trace.grid, groups, dec, trace.b_msb, cfg)
+                stream = build_stream(x, op.W[b], trace.grid, groups, dec, trace.b_msb, cfg)
             except ValueError as err:
                 raise SimError(f"op {op.name} (block {op.block}): {err}") from None
             y = np.zeros((op.M, op.N), dtype=np.int64)

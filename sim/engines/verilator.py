@@ -643,6 +643,7 @@ def simulate_trace_rtl(
             RTL cannot run (reuse along ``h``, ``W > R`` with a ``w`` group; names the op).
         RtlEngineError: as `Engine`.
     """
+    from algo.reuse.chunked import streamed_operand
     from algo.reuse.golden import decide
     from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
 
@@ -657,8 +658,9 @@ def simulate_trace_rtl(
         groups = [g.as_tuple() for g in op.groups]
         gemms, recs = [], []
         for b in range(op.batch):
-            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
-            g = Gemm(op.X[b], op.W[b], tuple(trace.grid), groups, dec, trace.b_msb)
+            x = streamed_operand(op, b)  # head b's P regenerated whole for a pv op without stored P
+            dec = decide(x, trace.grid, groups, op.theta, trace.b_msb)[0]
+            g = Gemm(x, op.W[b], tuple(trace.grid), groups, dec, trace.b_msb)
             try:
                 recs.append(gemm_records(g, cfg))
             except ValueError as err:

@@ -154,6 +154,8 @@ EXACT_PSNR_NOTE = ("¹ exact: the design computes without approximation (no reus
 
 
 def _baselines_markdown(items) -> str:
+    if not any("baselines" in data for _, data in items):
+        return ""  # no `kaleido baselines` result: no empty section
     out = ["", "## Baselines", "",
            "Kaleido speedup = baseline time / Kaleido time; energy saving = baseline energy / Kaleido energy "
            "(same trace, config and energy table; A100: roofline, `sim/baselines/a100.py`). Quality: PSNR of "

@@ -18,14 +18,28 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 
+#: Dask settings of the embedded cluster's workers: no statistical profiler (Dask samples every thread's
+#: stack every 10 ms by default, for the dashboard this cluster does not serve; on a 1-thread worker running
+#: long compiled tasks it is CPU spent for nothing, measured by `sim.sweep.bench.bench_workers`).
+LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+
+
+#: Module every local worker preloads (`sim.sweep.warm`: imports and numba caches before the first task).
+WORKER_PRELOAD = "sim.sweep.warm"
+
 
 def local_cluster(workers: int):
     """A `dask.distributed.LocalCluster` of ``workers`` single-threaded processes, quiet, without the
-    dashboard (its HTTP server on a free port, so clusters of other users on the machine do not clash)."""
+    dashboard (its HTTP server on a free port, so clusters of other users on the machine do not clash),
+    with `LOCAL_WORKER_CONFIG` (the nannies pass the config to their workers), each worker preloading
+    `WORKER_PRELOAD`."""
+    import dask
     from dask.distributed import LocalCluster
 
-    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                        scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR)
+    with dask.config.set(LOCAL_WORKER_CONFIG):
+        return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                            scheduler_kwargs={"dashboard": False}, silence_logs=logging.ERROR,
+                            preload=[WORKER_PRELOAD])
 
 
 class EngineError(RuntimeError):

@@ -5,7 +5,9 @@
   die area (mm^2), the Pareto points (`pareto_front`) marked and joined;
 - ``sweep_speedup_vs_axes.png``/``.pdf``: ``total_speedup`` against each key column that takes more
   than one value (numbers on a numeric axis, other values in sweep order), one panel per column;
-- ``sweep_summary.md``: the Pareto points and the failed points with their errors.
+- ``sweep_summary.md``: the Pareto points, the workload points (speedup, time, exposed communication)
+  and the failed points with their errors. A sweep of workload points only gets the speedup-per-axis
+  figure (its speedup over the workload's reference run) and the summary; no Pareto (no energy or area).
 
 Figures are written with fixed metadata (`sim.report._save_figure`): equal tables give equal files.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from algo.fileio import atomic_write_bytes, check_output_dir
 from sim.sweep.table import FIXED_COLUMNS, STATUS_COLUMNS, read_table
-from sim.sweep.tasks import RESULT_COLUMNS
+from sim.sweep.tasks import ALL_RESULT_COLUMNS
 
 #: Objectives of the Pareto front: (column, +1 to maximise / -1 to minimise).
 OBJECTIVES = (("total_speedup", 1), ("energy_pj", -1), ("area_mm2", -1))
@@ -44,7 +46,7 @@ def _label(r: dict, keys: list[str]) -> str:
 
 def key_columns(rows: list[dict]) -> list[str]:
     """The sweep's key columns, in table order (everything but point, key, status, error, results)."""
-    skip = {*FIXED_COLUMNS, *STATUS_COLUMNS, *RESULT_COLUMNS}
+    skip = {*FIXED_COLUMNS, *STATUS_COLUMNS, *ALL_RESULT_COLUMNS}
     return [c for c in rows[0] if c not in skip] if rows else []
 
 
@@ -64,16 +66,20 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
         rows = read_table(table)
     except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a bad file
         raise ReportError(f"{table}: not a readable sweep table ({type(err).__name__}: {err})") from None
-    if not rows or "status" not in rows[0] or "total_speedup" not in rows[0]:
-        raise ReportError(f"{table}: not a sweep table (no status/total_speedup columns; `kaleido sweep` writes it)")
-    ok = [r for r in rows if r["status"] == "ok"]
-    if not ok:
+    if not rows or "status" not in rows[0] or not ({"total_speedup", "speedup"} & set(rows[0])):
+        raise ReportError(f"{table}: not a sweep table (no status/speedup columns; `kaleido sweep` writes it)")
+    ok_all = [r for r in rows if r["status"] == "ok"]
+    if not ok_all:
         raise ReportError(f"{table}: no point of the sweep succeeded (see its error column)")
     keys = key_columns(rows)
     out = check_output_dir(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
+    ok = [r for r in ok_all if r.get("total_speedup") is not None]  # trace points
+    wl = [r for r in ok_all if r.get("total_speedup") is None and _wl_speedup(r) is not None]  # workload points
     front = pareto_front(ok)
+    if not ok:
+        return written + _workload_report(table, rows, wl, keys, out, written)
 
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.6))
     for ax, col, xl in ((axes[0], "energy_pj", "energy (uJ)"), (axes[1], "area_mm2", "area (mm^2)")):
@@ -121,11 +127,64 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
         cells = [str(r["point"]), *(str(r.get(k)) if r.get(k) is not None else "" for k in keys)]
         cells += [f"{r['total_speedup']:.3f}", f"{r['energy_pj'] / 1e6:.3f}", f"{r['area_mm2']:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
-    failed = [r for r in rows if r["status"] != "ok"]
-    if failed:
-        lines += ["", "## Failed points", ""]
-        lines += [f"- point {r['point']} ({_label(r, keys)}): {r['error']}" for r in failed]
+    if wl:
+        lines += _workload_lines(wl, keys)
+    lines += _failed_lines(rows, keys)
     md = out / "sweep_summary.md"
     atomic_write_bytes(md, ("\n".join(lines) + "\n").encode())
     written.append(md)
     return written
+
+
+def _wl_speedup(r: dict):
+    """A workload point's speedup: over its reference run (``speedup``), else reuse on dense (``reuse_speedup``)."""
+    return r.get("speedup") if r.get("speedup") is not None else r.get("reuse_speedup")
+
+
+def _failed_lines(rows: list[dict], keys: list[str]) -> list[str]:
+    failed = [r for r in rows if r["status"] != "ok"]
+    if not failed:
+        return []
+    return ["", "## Failed points", ""] + [f"- point {r['point']} ({_label(r, keys)}): {r['error']}" for r in failed]
+
+
+def _workload_lines(wl: list[dict], keys: list[str]) -> list[str]:
+    lines = ["", "## Workload points", "", "Speedup: over the workload's reference run (`speedup`), or of reuse "
+             "over the same chips dense (`reuse_speedup`) when it has none; time: the whole run.", "",
+             "| point | " + " | ".join(keys) + " | speedup | time (s) | exposed comm (s) |", "|---" * (len(keys) + 4) + "|"]
+    for r in wl:
+        cells = [str(r["point"]), *(str(r.get(k)) if r.get(k) is not None else "" for k in keys)]
+        cells += [f"{_wl_speedup(r):.3f}", f"{r['total_time_us'] / 1e6:.4g}", f"{(r.get('exposed_comm_us') or 0) / 1e6:.4g}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _workload_report(table: Path, rows: list[dict], wl: list[dict], keys: list[str], out: Path,
+                     written: list[Path]) -> list[Path]:
+    """A sweep of workload points only: ``sweep_speedup_vs_axes`` of `_wl_speedup` and the summary."""
+    import matplotlib.pyplot as plt
+
+    from sim.report.figures import _save_figure
+
+    varying = [k for k in keys if len({repr(r.get(k)) for r in rows}) > 1] or keys[:1]
+    fig, axes = plt.subplots(1, max(1, len(varying)), figsize=(4.2 * max(1, len(varying)), 4.0), squeeze=False)
+    for ax, k in zip(axes[0], varying, strict=False):
+        order = list(dict.fromkeys(str(r.get(k)) for r in rows))
+        vals = [r.get(k) for r in wl]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals)
+        xs = vals if numeric else [order.index(str(v)) for v in vals]
+        if not numeric:
+            ax.set_xticks(range(len(order)), [Path(o).name if k == "workload" else o for o in order], rotation=20,
+                          fontsize=7)
+        ax.scatter(xs, [_wl_speedup(r) for r in wl], s=18, color="C0")
+        ax.axhline(1.0, color="0.3", lw=0.8, ls=":")
+        ax.set_xlabel(k)
+        ax.set_ylabel("speedup (workload)")
+    fig.suptitle(f"{table.parent.name or table.stem}: {len(wl)} workload points ({len(rows) - len(wl)} failed)")
+    fig.tight_layout()
+    _save_figure(fig, out, "sweep_speedup_vs_axes", written)
+    lines = [f"# Sweep {table}", "", f"{len(rows)} points, {len(wl)} ok, {len(rows) - len(wl)} failed.",
+             *_workload_lines(wl, keys), *_failed_lines(rows, keys)]
+    md = out / "sweep_summary.md"
+    atomic_write_bytes(md, ("\n".join(lines) + "\n").encode())
+    return [md]

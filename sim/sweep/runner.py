@@ -35,7 +35,11 @@ class SweepOutcome:
 
 def point_desc(pt) -> dict:
     """The small description a task receives for a `sim.sweep.spec.Point`."""
-    return {"trace": pt.trace, "config": pt.config.model_dump(mode="json"), "theta_index": pt.theta_index,
+    cfg = None if pt.config is None else pt.config.model_dump(mode="json")
+    if pt.kind == "workload":
+        return {"workload": pt.workload, "config": cfg, "devices": pt.devices, "reuse": pt.reuse,
+                "seed": pt.seed, "tech": pt.tech}
+    return {"trace": pt.trace, "config": cfg, "theta_index": pt.theta_index,
             "tech": pt.tech, "dispatcher": pt.dispatcher}
 
 
@@ -78,6 +82,6 @@ def run_sweep(sweep: Sweep, out_dir: str | Path, workers: int | None = None, sch
                 if stop_after is not None and len(out.ran) >= stop_after and len(out.ran) < len(todo):
                     raise KeyboardInterrupt
     out.failed = [i for i, o in enumerate(outcomes) if o["status"] != "ok"]
-    cols, rows = table_rows(sweep, keys, outcomes)
+    cols, rows = table_rows(sweep, keys, outcomes)  # result columns of the point kinds present
     out.files = write_table(out_dir, cols, rows)
     return out

@@ -2,7 +2,8 @@
 
 A point's key is the SHA-256 of a canonical JSON of everything its result depends on: the trace
 file's SHA-256, the full accelerator config, theta index, energy table (a TOML path by its content's
-digest), dispatcher on/off, and the code version (`code_version`: a digest of the simulator's own
+digest), dispatcher on/off (a workload point: the workload file's SHA-256, the config or A100, device
+count, synthetic decisions and seed, energy table), and the code version (`code_version`: a digest of the simulator's own
 source files, so a changed model never reuses stale results). Results live in
 ``DIR/points/<key>.json``; a file there is a finished point (written by `atomic_write_json`: a killed
 writer leaves no half file), so a restarted sweep skips exactly the points that finished.
@@ -57,6 +58,11 @@ def point_inputs(point) -> dict:
     tech = point.tech
     if tech is not None and Path(tech).suffix == ".toml":
         tech = {"file_sha256": file_digest(tech)}
+    if point.kind == "workload":
+        return {"kind": "workload", "workload_sha256": file_digest(point.workload),
+                "config": None if point.config is None else point.config.model_dump(mode="json"),
+                "devices": point.devices, "reuse": point.reuse, "seed": point.seed, "tech": tech,
+                "code": code_version()}
     return {"trace_sha256": file_digest(point.trace), "config": point.config.model_dump(mode="json"),
             "theta_index": point.theta_index, "tech": tech, "dispatcher": point.dispatcher,
             "code": code_version()}

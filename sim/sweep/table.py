@@ -3,7 +3,9 @@
 Columns, in order: ``point`` (0-based index), ``key`` (the point's content hash, `sim.store`), the
 sweep's key columns (axes, fixed values, listed-point keys, in file order; empty where a listed point
 does not set one), ``status`` (``ok`` or ``failed``), ``error`` (one line, empty when ok) and the
-result columns (`sim.sweep.tasks.RESULT_COLUMNS`, empty for a failed point). Rows come in point
+result columns (`sim.sweep.tasks.RESULT_COLUMNS` when the sweep has trace points, then the
+`sim.sweep.tasks.WORKLOAD_COLUMNS` not among them when it has workload points; empty for a failed
+point and for a point of the other kind). Rows come in point
 order from the stored point files, so the table depends only on the sweep and the results, never on
 how many workers ran them or in which order they finished. Both files are written atomically.
 
@@ -19,7 +21,7 @@ import io
 from pathlib import Path
 
 from algo.fileio import atomic_write_bytes
-from sim.sweep.tasks import INT_COLUMNS, RESULT_COLUMNS
+from sim.sweep.tasks import ALL_RESULT_COLUMNS, INT_COLUMNS, RESULT_COLUMNS, WORKLOAD_COLUMNS
 
 FIXED_COLUMNS = ("point", "key")
 STATUS_COLUMNS = ("status", "error")
@@ -27,14 +29,17 @@ STATUS_COLUMNS = ("status", "error")
 
 def table_rows(sweep, keys: list[str], outcomes: list[dict]) -> tuple[list[str], list[dict]]:
     """The header and rows (dicts) of a finished sweep: ``outcomes[i]`` is point i's stored outcome."""
-    cols = [*FIXED_COLUMNS, *sweep.columns, *STATUS_COLUMNS, *RESULT_COLUMNS]
+    kinds = {pt.kind for pt in sweep.points}
+    result_cols = [c for c in ALL_RESULT_COLUMNS if ("trace" in kinds and c in RESULT_COLUMNS)
+                   or ("workload" in kinds and c in WORKLOAD_COLUMNS)]
+    cols = [*FIXED_COLUMNS, *sweep.columns, *STATUS_COLUMNS, *result_cols]
     rows = []
     for pt, key, out in zip(sweep.points, keys, outcomes, strict=True):
         row = {"point": pt.index, "key": key} | {c: pt.values.get(c) for c in sweep.columns}
         row["status"] = out["status"]
         row["error"] = out.get("error", "")
         res = out.get("result") or {}
-        row |= {c: res.get(c) for c in RESULT_COLUMNS}
+        row |= {c: res.get(c) for c in result_cols}
         rows.append(row)
     return cols, rows
 
@@ -44,7 +49,7 @@ def _arrow_column(name: str, values: list):
 
     if name in INT_COLUMNS or name == "point":
         return pa.array(values, type=pa.int64())
-    if name in RESULT_COLUMNS:
+    if name in ALL_RESULT_COLUMNS:
         return pa.array([None if v is None else float(v) for v in values], type=pa.float64())
     if name in ("key", *STATUS_COLUMNS):
         return pa.array(values, type=pa.string())

@@ -19,9 +19,18 @@ RESULT_COLUMNS = (
     "reuse_compute", "reuse_partial", "reuse_reuse",
     "stall_drain", "stall_dram", "stall_vector", "stall_similarity",
 )
-#: Columns holding integers (cycle counts); the others are floats.
+#: Result columns of a workload point, from `sim.workload.simulate.simulate_workload`'s results (the
+#: top-level fields of ``kaleido simulate W.npz --json``; ``comm_us``/``exposed_comm_us``: their
+#: ``per_step`` values summed, the communication time and the part of it not hidden behind compute).
+WORKLOAD_COLUMNS = (
+    "total_time_us", "dense_total_time_us", "reference_total_time_us", "reference_dense_total_time_us",
+    "speedup", "dense_speedup", "reuse_speedup", "comm_us", "exposed_comm_us", "unique_ops_timed",
+)
+#: Every result column a table may hold, trace columns first (`sim.sweep.table`).
+ALL_RESULT_COLUMNS = RESULT_COLUMNS + tuple(c for c in WORKLOAD_COLUMNS if c not in RESULT_COLUMNS)
+#: Columns holding integers (cycle counts, op shapes); the others are floats.
 INT_COLUMNS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles", "dense_total_cycles",
-               "stall_drain", "stall_dram", "stall_vector", "stall_similarity")
+               "stall_drain", "stall_dram", "stall_vector", "stall_similarity", "unique_ops_timed")
 
 
 def one_line(err: BaseException) -> str:
@@ -42,24 +51,60 @@ def summary_row(res: dict) -> dict:
     return {k: row[k] for k in RESULT_COLUMNS}
 
 
+def workload_row(res: dict) -> dict:
+    """The `WORKLOAD_COLUMNS` of one workload results object."""
+    row = {k: res.get(k) for k in WORKLOAD_COLUMNS}
+    steps = res.get("per_step") or []
+    row["comm_us"] = float(sum(r.get("comm_us", 0.0) for r in steps))
+    row["exposed_comm_us"] = float(sum(r.get("exposed_comm_us", 0.0) for r in steps))
+    return row
+
+
+def _run_workload(desc: dict) -> dict:
+    from algo.workloads.format import load_workload
+    from hw.config import config_from_dict
+    from sim.engines.model import SimError
+    from sim.sweep.spec import parse_reuse
+    from sim.workload.device import A100Device, KaleidoDevice
+    from sim.workload.simulate import simulate_workload
+
+    wl = load_workload(desc["workload"])
+    field = None
+    if desc["reuse"] is not None:
+        field = parse_reuse(desc["reuse"])
+        if not any(o.grid is not None and o.groups for o in wl.ops):
+            raise SimError(f"reuse: the {wl.generator} workload's ops carry no token grid, so Kaleido's reuse "
+                           "cannot apply to it yet")
+    if desc["config"] is None:
+        dev = A100Device(None)
+    else:
+        dev = KaleidoDevice(config_from_dict(desc["config"], "sweep point"), field, desc["seed"], wl.b_msb,
+                            desc["tech"])
+    return workload_row(simulate_workload(wl, dev, desc["devices"], workload_path=desc["workload"]))
+
+
 def run_point(desc: dict) -> dict:
     """Simulate one sweep point.
 
     Args:
         desc: ``{"trace": path, "config": AcceleratorConfig as JSON, "theta_index": int, "tech": str or
-            None, "dispatcher": bool}``.
+            None, "dispatcher": bool}``, or for a workload point ``{"workload": path, "config": JSON or
+            None (A100s), "devices": int, "reuse": "r,p[,HxW,q]" or None, "seed": int, "tech": ...}``.
 
     Returns:
-        ``{"status": "ok", "result": {column: value}}`` (`RESULT_COLUMNS`) or ``{"status": "failed",
+        ``{"status": "ok", "result": {column: value}}`` (`RESULT_COLUMNS`, `WORKLOAD_COLUMNS` for a
+        workload) or ``{"status": "failed",
         "error": one line}``; never raises for a bad point (any exception becomes its error line).
     """
     try:
+        if "workload" in desc:
+            return {"status": "ok", "result": _run_workload(desc)}
         from algo.trace import load_trace
         from hw.config import config_from_dict
         from sim.engines.model import simulate_trace
 
         cfg = config_from_dict(desc["config"], "sweep point")
-        tr = load_trace(desc["trace"])
+        tr = load_trace(desc["trace"], derive_p=False)
         res = simulate_trace(tr, cfg, trace_path=desc["trace"], theta_index=desc["theta_index"],
                              tech=desc["tech"], dispatcher=desc["dispatcher"])
         return {"status": "ok", "result": summary_row(res)}
@@ -86,7 +131,7 @@ def run_ops(desc: dict) -> tuple[list[dict], list[int]]:
     from sim.engines.model import simulate_ops
 
     cfg = config_from_dict(desc["config"], "simulate task")
-    with TraceReader(desc["trace"]) as rd:
+    with TraceReader(desc["trace"], derive_p=False) as rd:
         ops = rd.load_ops(desc["ops"])
         grid, b_msb = rd.grid, rd.b_msb
     per_op, counts = simulate_ops(ops, grid, b_msb, cfg, EnergyModel(cfg, desc["tech"]), desc["theta_index"],

@@ -49,6 +49,42 @@ def _issue(s_seq, rows, ports):
     return prev, stall
 
 
+@numba.njit(cache=True)
+def _issue_tiled(seqs, reps, rows, ports):
+    """`_issue` of the sequence ``concatenate([tile(seqs[b], reps) for b in batch])`` without building it."""
+    last = np.full(ports, -(1 << 40), dtype=np.int64)
+    prev = -1
+    stall = 0
+    t = 0
+    for b in range(seqs.shape[0]):
+        for _ in range(reps):
+            for i in range(seqs.shape[1]):
+                s = max(1, seqs[b, i])
+                want = prev + s
+                lt = max(want, last[t % ports] + rows)
+                stall += lt - want
+                last[t % ports] = lt
+                prev = lt
+                t += 1
+    return prev, stall
+
+
+def op_cycles_tiled(seqs: np.ndarray, reps: int, rows: int, cols: int, ports: int) -> tuple[int, int]:
+    """`op_cycles` of ``concatenate([np.tile(seqs[b], reps) for b in range(batch)])``: the batch
+    elements one after another, each repeating its per-column-block tiles ``reps`` times (the column
+    blocks, `reuse_slot_sequence`), without building the sequence.
+
+    Args:
+        seqs: int64 ``[batch, tiles]`` slots per tile of one column block.
+        reps: column blocks (``ceil(N / C)``), or the tile count of a constant sequence of one tile.
+    """
+    seqs = np.ascontiguousarray(np.atleast_2d(seqs), dtype=np.int64)
+    if seqs.size == 0 or reps <= 0:
+        return 0, 0
+    last, stall = _issue_tiled(seqs, int(reps), rows, ports)
+    return int(last + rows + cols + PIPELINE_CYCLES), int(stall)
+
+
 def op_cycles(s_seq: np.ndarray, rows: int, cols: int, ports: int) -> tuple[int, int]:
     """Cycles of one op from its per-tile slot counts (issue order): ``(cycles, drain_stall_cycles)``.
 

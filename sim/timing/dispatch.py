@@ -138,6 +138,13 @@ def pair_runs(dec, k0, k1, b_msb, run_a, run_b, run_n):
     """
     dem = _group_demand(dec, b_msb)
     compat, active = _compat(dem)
+    return runs_from_compat(compat, active, k0, k1, run_a, run_b, run_n)
+
+
+@numba.njit(cache=True)
+def runs_from_compat(compat, active, k0, k1, run_a, run_b, run_n):
+    """`pair_runs`' greedy walk given the tile's group compatibility (bool ``[G, G]``) and which groups
+    some row needs (bool ``[G]``); the same outputs and return value (the run count)."""
     ng = k0.shape[0]
     left = np.zeros(ng, dtype=np.int64)
     for g in range(ng):
@@ -228,18 +235,47 @@ def schedule_positions(decisions: np.ndarray, grid, rows: int, window_tiles: int
     """
     F, H, W = grid  # noqa: N806
     hw = H * W
-    d = np.asarray(decisions).reshape(F, hw, -1)
-    pattern = d[1:].transpose(1, 2, 0).reshape(hw, -1)  # [positions, groups * (F-1)]
+    d = np.ascontiguousarray(decisions, dtype=np.int8).reshape(F, hw, -1)
     order = np.arange(hw, dtype=np.int64)
     win = max(1, window_tiles) * rows
-    if pattern.shape[1] == 0:
+    if F < 2 or d.shape[2] == 0:
         return order
+    words = _pattern_words(d)  # [positions, words]: the pattern packed, order-preserving
     for w0 in range(0, hw, win):
         w1 = min(w0 + win, hw)
-        block = pattern[w0:w1]
+        block = words[w0:w1]
         keys = [block[:, c] for c in range(block.shape[1] - 1, -1, -1)]  # lexsort: last key is primary
         order[w0:w1] = w0 + np.lexsort(keys)
     return order
+
+
+#: Decision codes (2 bits each) packed into one uint64 word of a reuse pattern (`_pattern_words`).
+CODES_PER_WORD = 32
+
+
+@numba.njit(cache=True)
+def _pattern_words(d):
+    """Each position's reuse pattern (codes over (group, frame >= 1), group major, as
+    `schedule_positions` defines it) packed 2 bits a code, `CODES_PER_WORD` codes a uint64 word, the
+    first code in the top bits and the last word zero-padded: uint64 ``[positions, words]``.
+
+    Codes are 0..2 and every position has the same pattern length, so comparing the word rows
+    lexicographically compares the patterns lexicographically (the stable sort of either gives the
+    same permutation), with a 32nd of the sort keys.
+    """
+    F, hw, ng = d.shape
+    n = ng * (F - 1)
+    nw = (n + CODES_PER_WORD - 1) // CODES_PER_WORD
+    out = np.zeros((hw, nw), dtype=np.uint64)
+    for p in range(hw):
+        c = 0
+        for g in range(ng):
+            for f in range(1, F):
+                w = c // CODES_PER_WORD
+                shift = 2 * (CODES_PER_WORD - 1 - c % CODES_PER_WORD)
+                out[p, w] |= np.uint64(d[f, p, g] & 3) << np.uint64(shift)
+                c += 1
+    return out
 
 
 def has_w_groups(groups) -> bool:

@@ -1,0 +1,100 @@
+"""Golden decisions and outputs of one exact op, one batch index at a time, without holding ``pv``'s P whole.
+
+An exact trace of format version 5 stores no P for ``pv``: the op holds ``qk``'s int8 Q and K
+(`algo.trace.OpRecord.scores`) and `algo.trace.OpRecord.p_rows` regenerates any query rows bit for bit
+(`algo.reuse.softmax`). Consumers that run the golden model on an exact op (the cycle model's decisions,
+the output checksums, the RTL engine's inputs) go through this module:
+
+- `op_decisions`: int8 ``[M, G]`` decisions of batch index ``b`` at the op's theta;
+- `op_outputs`: the golden ``Y = X_eff @ W`` of batch index ``b`` as int64 row blocks, in row order.
+
+For a ``pv`` op whose P is derived (X None) and whose every channel group reuses along frames (axis
+``"f"``, `algo.reuse.golden.block_groups`: always so for captured ``pv``), P is regenerated one latent
+frame of queries (``H*W`` rows) at a time: frame f's decisions depend only on frame f and the effective
+rows of frame f-1, which `algo.reuse.kernels.decide_multi` carries (``prev``) -- the scheme capture's
+`algo.capture.quantise.pv_decisions` uses, equal to `algo.reuse.golden.decide` on the whole P
+(tests/test_chunked.py). Peak memory per call: one frame of float32 scores (``H*W x L x 4`` bytes), its
+uint8 P, two int16 frames of effective rows, and the decisions ``[M, G]`` int8: at 480p
+(1,560 x 32,760 keys, G = 4,096) 204 + 51 + 204 + 134 MB. Any other op uses its stored X (or the whole
+regenerated P of head b when its groups do not all reuse along frames).
+
+Decisions come from `algo.reuse.kernels.decide_multi` (one theta), outputs from `algo.reuse.golden.decide`
+and `algo.reuse.golden.apply_decisions` (whole X) or the carried effective rows (frames); both are the
+golden model's integers (tests/test_kernels.py, tests/test_chunked.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from algo.reuse.golden import COMPUTE, _gemm_exact, apply_decisions, decide
+from algo.reuse.kernels import decide_multi
+
+
+def by_frames(op) -> bool:
+    """True when `op` is a ``pv`` op with derived P (no X) whose groups all reuse along frames."""
+    return op.X is None and op.scores is not None and all(g.axis == "f" for g in op.groups)
+
+
+def streamed_operand(op, b: int) -> np.ndarray:
+    """The whole streamed operand of batch index ``b``: ``X[b]`` ``[M, K]``, or head b's regenerated P
+    (uint8 ``[M, L]``: 1.07 GB per head at 480p; `op_decisions` and `op_outputs` avoid it).
+
+    Raises:
+        algo.trace.TraceError: the op holds neither X nor scores (a decision or shape op).
+    """
+    if op.X is not None:
+        return op.X[b]
+    return op.p_rows(heads=slice(b, b + 1))[0]
+
+
+def _frames(op, b: int, grid, theta, b_msb: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """``(rows, decisions int8 [H*W, G], x_eff int16 [H*W, K])`` of each latent frame of head ``b``."""
+    f_n, h_n, w_n = (int(v) for v in grid)
+    hw = h_n * w_n
+    gt = [g.as_tuple() for g in op.groups]
+    prev = None  # int16 [1, H*W, K]: the effective rows of the previous frame
+    for f in range(f_n):
+        rows = slice(f * hw, (f + 1) * hw)
+        p = op.p_rows(rows, slice(b, b + 1))[0]  # uint8 [H*W, L]
+        if prev is None:  # frame 0 has no neighbour along f: every group computes, X_eff = P
+            dec = np.full((hw, len(gt)), COMPUTE, dtype=np.int8)
+            prev = p.astype(np.int16)[None]
+        else:
+            dec = decide_multi(p, (1, h_n, w_n), gt, [theta], b_msb, prev=prev)[0]
+        yield rows, dec, prev[0]
+
+
+def op_decisions(op, b: int, grid, theta, b_msb: int) -> np.ndarray:
+    """Golden decisions of batch index ``b`` of an exact op at ``theta``: int8 ``[M, len(groups)]``,
+    equal to ``algo.reuse.golden.decide(X[b], grid, groups, theta, b_msb)[0]``.
+
+    Raises:
+        ValueError: as `algo.reuse.golden.decide`. algo.trace.TraceError: not an exact op.
+    """
+    if by_frames(op):
+        out = np.empty((op.M, len(op.groups)), dtype=np.int8)
+        for rows, dec, _ in _frames(op, b, grid, theta, b_msb):
+            out[rows] = dec
+        return out
+    return decide_multi(streamed_operand(op, b), grid, [g.as_tuple() for g in op.groups], [theta], b_msb)[0]
+
+
+def op_outputs(op, b: int, grid, theta, b_msb: int) -> Iterator[np.ndarray]:
+    """Golden outputs of batch index ``b``: int64 row blocks of ``Y = X_eff @ W[b]`` (``[rows, N]``), in
+    row order; concatenated they equal `algo.reuse.golden.apply_decisions` of the whole X with `decide`'s
+    decisions (one block for an op with X, one per latent frame for derived P).
+
+    Raises:
+        ValueError: as `algo.reuse.golden.decide`. algo.trace.TraceError: not an exact op.
+    """
+    if by_frames(op):
+        for _, _, x_eff in _frames(op, b, grid, theta, b_msb):
+            yield _gemm_exact(x_eff, op.W[b])
+        return
+    groups = [g.as_tuple() for g in op.groups]
+    x = streamed_operand(op, b)
+    dec = decide(x, grid, groups, theta, b_msb)[0]
+    yield apply_decisions(x, op.W[b], grid, groups, dec, b_msb)

@@ -1,0 +1,107 @@
+"""Behavioural SRAM macros: the port counts a memory compiler offers, one Verilog module per kind.
+
+The op-level controller's buffers (`hw.accel`) are register files with R + 1 asynchronous read
+ports today (docs/decisions.md D26), which no memory compiler builds. This module is the first
+step of issue 16's "buffers as banked single- or dual-port SRAM macros": the two macro kinds a
+compiled SRAM offers, as behavioural models with the same ports and timing:
+
+- ``"1rw"`` single-port: one address; per cycle either a write (``we``, lane write mask ``wmask``)
+  or a read (``re``). Synchronous read: ``rdata`` is the word at the address of a read cycle from
+  the next cycle on, and holds until the next read (a write cycle does not change it).
+- ``"1r1w"`` simple dual-port: one write port (``waddr``/``wdata``/``we``/``wmask``) and one read
+  port (``raddr``/``re``), usable in the same cycle. A read of the word written in the same cycle
+  returns the old word (read-before-write), the common compiled-macro behaviour.
+
+The lane write mask has ``width // lane`` bits (one per ``lane``-bit lane; ``lane = width`` for a
+word-only write). A macro's Verilog module is named `macro_name` (``kaleido_sram_<kind>_<depth>x
+<width>`` plus ``_l<lane>`` with a lane mask), so a user can replace the file `emit_macro` writes
+by a memory compiler's macro of the same name and ports. Banking the controller's buffers over
+these macros is not done yet (docs/decisions.md D53 gives the design and why).
+"""
+
+from __future__ import annotations
+
+from amaranth.back import verilog
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw import discard
+
+#: The macro kinds (module docstring).
+KINDS = ("1rw", "1r1w")
+
+
+def macro_name(kind: str, depth: int, width: int, lane: int | None = None) -> str:
+    """Verilog module name of one macro: ``kaleido_sram_<kind>_<depth>x<width>[_l<lane>]``.
+
+    Raises:
+        ValueError: unknown kind, depth or width < 1, or a lane that does not divide width.
+    """
+    lane = width if lane is None else lane
+    if kind not in KINDS:
+        raise ValueError(f"SRAM kind {kind!r}: must be one of {', '.join(KINDS)}")
+    if depth < 1 or width < 1 or lane < 1 or width % lane:
+        raise ValueError(f"SRAM {depth}x{width} lane {lane}: sizes must be >= 1 and lane must divide width")
+    return f"kaleido_sram_{kind}_{depth}x{width}" + ("" if lane == width else f"_l{lane}")
+
+
+class Sram(wiring.Component):
+    """One behavioural SRAM macro (module docstring).
+
+    Args:
+        kind: ``"1rw"`` or ``"1r1w"``; depth: words; width: bits per word; lane: bits per
+            write-mask lane (default width: one mask bit).
+
+    Ports (``a = ceil(log2 depth)`` address bits, at least 1; ``m = width // lane`` mask bits):
+        1rw: ``addr`` a, ``re`` 1, ``we`` 1, ``wmask`` m, ``wdata`` width, ``rdata`` width (out);
+        1r1w: ``raddr`` a, ``re`` 1, ``waddr`` a, ``we`` 1, ``wmask`` m, ``wdata`` width,
+        ``rdata`` width (out). ``re`` and ``we`` together on a 1rw macro: the write wins, no read.
+
+    Raises:
+        ValueError: as `macro_name`.
+    """
+
+    def __init__(self, kind: str, depth: int, width: int, lane: int | None = None):
+        try:
+            self.name = macro_name(kind, depth, width, lane)
+        except ValueError:
+            discard(self)
+            raise
+        self.kind, self.depth, self.width = kind, depth, width
+        self.lane = width if lane is None else lane
+        ab, mb = max(1, (depth - 1).bit_length()), width // self.lane
+        ports = {"re": In(1), "we": In(1), "wmask": In(mb), "wdata": In(width), "rdata": Out(width)}
+        if kind == "1rw":
+            ports["addr"] = In(ab)
+        else:
+            ports.update(raddr=In(ab), waddr=In(ab))
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.mem = mem = Memory(shape=self.width, depth=self.depth, init=[])
+        wp = mem.write_port(granularity=self.lane)
+        rp = mem.read_port(domain="sync", transparent_for=())  # read-before-write
+        waddr, raddr = (self.addr, self.addr) if self.kind == "1rw" else (self.waddr, self.raddr)
+        read = self.re & ~self.we if self.kind == "1rw" else self.re
+        m.d.comb += [wp.addr.eq(waddr), wp.data.eq(self.wdata), wp.en.eq(self.wmask & self.we.replicate(len(wp.en))),
+                     rp.addr.eq(raddr), rp.en.eq(read), self.rdata.eq(rp.data)]
+        return m
+
+
+def emit_macro(kind: str, depth: int, width: int, lane: int | None = None) -> str:
+    """Verilog text of one macro, module `macro_name` (ports as `Sram`, plus ``clk`` and ``rst``).
+
+    Raises:
+        ValueError: as `macro_name`.
+    """
+    sram = Sram(kind, depth, width, lane)
+    header = (f"// Behavioural SRAM macro {sram.name} ({kind}, {depth} words x {width} bits, write lanes of "
+              f"{sram.lane} bits), generated by hw/sram.py.\n"
+              "// Replace this file by a memory compiler's macro of the same module name and ports.\n"
+              "// Lint waiver (verilator --lint-only -Wall): UNUSEDSIGNAL: Amaranth keeps its memory ports' named\n"
+              "// wires for debug visibility, and a macro has no reset (rst is the Amaranth domain's, unused).\n"
+              "/* verilator lint_off UNUSEDSIGNAL */\n")
+    return header + verilog.convert(sram, name=sram.name, emit_src=False)

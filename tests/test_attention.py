@@ -91,6 +91,9 @@ def test_kaleido_fused_pair_with_reuse_by_hand():
     # P_eff state in the score SRAM: read M*K = 256 B; written in place except where frame 1 REUSEs
     # group 1 (8 tokens x 8 keys = 64 B keep their entry): 192 B.
     assert pv["actions"]["sram_score_read_bytes"] == 256 and pv["actions"]["sram_score_write_bytes"] == 192
+    # Input SRAM reads: the array's rows x carried channels (frame 0: 8 x 16; frame 1: 8 x 8, group 1 skipped) and
+    # the 2-bit codes (16 x 2 / 4 = 8 B); the similarity unit sees P on its way from the vector unit, not from the SRAM.
+    assert pv["actions"]["sram_input_read_bytes"] == 8 * 16 + 8 * 8 + 8
     # The vector unit's softmax on qk: 4 integer adds and one table read per score, RoPE in fp16, no exp.
     assert qk["actions"]["vec_int_add"] == 4 * 256 and qk["actions"]["vec_lut_read"] == 256
 

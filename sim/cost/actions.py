@@ -656,9 +656,9 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
             no work (``dispatch_add8`` = 0); the similarity unit still decides.
         fused: the op is half of a fused attention pair (sim/timing/attention.py): DRAM by `fused_dram`;
             a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score); a
-            P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill,
-            and the similarity unit's neighbour state P_eff (read and written, M K each) lives in
-            the score SRAM.
+            P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill, the
+            similarity unit decides each P group on its way from the vector unit (no read of P from the
+            input SRAM), and its neighbour state P_eff (read M K, written in place) lives in the score SRAM.
         tile_like: the groups whose tiling the op follows (`tile_stats`; a fused ``pv``: its ``qk``'s).
     """
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
@@ -708,8 +708,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         a["sram_partial_write_bytes"] += buf_values * ob
         # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D52)
         xeff_w = M * K - int(((dec == REUSE) * (widths * temporal)[None, :]).sum())
-        if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit
-            a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + M * K + dec_bytes
+        if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit, decided on its way in (D52)
+            a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + dec_bytes
             a["sram_input_write_bytes"] += M * K + dec_bytes
             a["sram_score_read_bytes"] += M * K
             a["sram_score_write_bytes"] += xeff_w

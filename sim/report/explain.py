@@ -108,7 +108,8 @@ def totals(res: dict) -> dict:
 
 
 #: Energy components of the array itself (`sim.cost.energy.COMPONENTS`); the rest are the units around it.
-ARRAY_COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher")
+ARRAY_COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
+                    "sram_psum")  # the last three: the compact organisation's own units (sim.cost.compact_actions)
 
 
 def _dram(op: dict, key: str) -> float:

@@ -106,6 +106,22 @@ def test_summary_markdown_equals_json(report):
             math.isinf(QUALITY[n]) for n in d["baselines"])
 
 
+def test_summary_headline_names_organisation_and_end_to_end(report):
+    data, out, _ = report
+    md = (out / "summary.md").read_text()
+    for label, d in data.items():
+        part = md.split(f"## {label}\n", 1)[1].split("\n## ", 1)[0]
+        # the organisation of the config (tiny-8x8: lockstep) beside the array size in the caption
+        assert f"(8x8 {d['config']['organisation']}, " in part
+        rows = {c[0]: c[1:] for c in ([x.strip() for x in ln.strip("|").split("|")] for ln in part.splitlines()
+                                      if ln.startswith("| "))}
+        assert rows["speedup, array"][1] == f"{d['dense_cycles'] / d['cycles']:.2f}x"
+        end = rows["speedup end to end"][1]
+        assert end == f"{d['dense_total_cycles'] / d['total_cycles']:.2f}x"
+        cyc = rows["cycles end to end (array, vector and similarity units, DRAM)"]
+        assert [int(c.replace(",", "")) for c in cyc] == [d["dense_total_cycles"], d["total_cycles"]]
+
+
 def test_per_op_and_breakdown_csv_equal_json(report):
     data, out, _ = report
     for r in _csv(out / "per_op.csv"):

@@ -37,9 +37,14 @@ def caption(data: dict) -> str:
     """One line naming the config, trace and weights behind a figure or table."""
     t, c = data["trace"], data["config"]
     tech = data.get("energy_model", {}).get("technology")
-    return (f"config {c['name']} ({c['array_rows']}x{c['array_cols']}, {c['clock_mhz']:g} MHz); "
+    return (f"config {c['name']} ({c['array_rows']}x{c['array_cols']} {_organisation(data)}, {c['clock_mhz']:g} MHz); "
             f"trace {Path(t['path']).name or '?'} ({t['model']} {t['size']}, grid {'x'.join(map(str, t['grid']))}, "
             f"b_msb {t['b_msb']}); weights: {t['weights']}" + (f"; energy table: {tech}" if tech else ""))
+
+
+def _organisation(data: dict) -> str:
+    """The array organisation of a result (``lockstep`` for results written before the field existed)."""
+    return str(data.get("organisation") or data["config"].get("organisation") or "lockstep")
 
 
 def _markdown(items: list[tuple[str, dict]]) -> str:
@@ -53,7 +58,10 @@ def _markdown(items: list[tuple[str, dict]]) -> str:
             f"| time (us) | {data['dense_time_us']:,.2f} | {data['time_us']:,.2f} |",
             f"| PE utilization | {data['dense_pe_utilization']:.1%} | {data['pe_utilization']:.1%} |",
             f"| PE utilization without the dispatcher | | {data.get('no_dispatcher_pe_utilization', 0):.1%} |",
-            f"| speedup | 1.00x | {data['speedup']:.2f}x |",
+            f"| speedup, array | 1.00x | {data['speedup']:.2f}x |",
+            *([f"| cycles end to end (array, vector and similarity units, DRAM) | {data['dense_total_cycles']:,} "
+               f"| {data['total_cycles']:,} |",
+               f"| speedup end to end | 1.00x | {data['total_speedup']:.2f}x |"] if "total_speedup" in data else []),
             "",
             f"Decisions (fraction of streamed-operand elements): COMPUTE {rf['compute']:.1%}, "
             f"PARTIAL {rf['partial']:.1%}, REUSE {rf['reuse']:.1%}.",
@@ -99,7 +107,7 @@ def _captions(items) -> str:
     cfgs, traces, weights = {}, {}, {}
     for _, d in items:
         t, c = d["trace"], d["config"]
-        cfgs[f"{c['name']} ({c['array_rows']}x{c['array_cols']}, {c['clock_mhz']:g} MHz)"] = 1
+        cfgs[f"{c['name']} ({c['array_rows']}x{c['array_cols']} {_organisation(d)}, {c['clock_mhz']:g} MHz)"] = 1
         traces[f"{Path(t['path']).name or '?'} ({t['model']} {t['size']}, grid {'x'.join(map(str, t['grid']))}, "
                f"b_msb {t['b_msb']})"] = 1
         weights[t["weights"]] = 1

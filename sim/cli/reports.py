@@ -54,7 +54,7 @@ def explain(
     """Why each op is as fast and as costly as it is (sim/report/explain.py): the speedup chain ideal -> dispatcher
     slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, drain,
     vector, similarity, DRAM), and the energy components that differ most from dense."""
-    from sim.report.explain import ExplainError, energy_ledger, explain_rows, load_results, totals
+    from sim.report.explain import ExplainError, energy_ledger_lines, explain_rows, load_results, totals
 
     try:
         res = load_results(results)
@@ -81,12 +81,5 @@ def explain(
         parts = ", ".join(f"{k} {tot['energy'][k] / 1e6:,.0f}/{tot['dense_energy'].get(k, 0) / 1e6:,.0f}"
                           for k in tot["energy"] if tot["energy"][k] or tot["dense_energy"].get(k))
         out.print(f"energy by component, Kaleido/dense uJ: {parts}")
-        led = energy_ledger(res)
-
-        def _fmt(d):
-            return ", ".join(f"{k} {v / 1e6:+,.0f}" for k, v in sorted(d.items(), key=lambda kv: kv[1])) or "none"
-        out.print(f"Kaleido - dense energy, uJ: the array {led['array_pj'] / 1e6:+,.0f} ({_fmt(led['array'])}); "
-                  f"the units around it {led['around_pj'] / 1e6:+,.0f} ({_fmt(led['around'])})")
-        if led["dram_over"]:
-            out.print("DRAM bytes above dense's: " + ", ".join(f"{n} (block {b}, step {s}) {x:.2f}x"
-                                                                for n, b, s, x in led["dram_over"]))
+        for line in energy_ledger_lines(res, ascii_only=True):
+            out.print(line)

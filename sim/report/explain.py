@@ -133,3 +133,20 @@ def energy_ledger(res: dict) -> dict:
             for o in res["per_op"] if _dram(o, "dense_actions") and _dram(o, "actions") > _dram(o, "dense_actions")]
     return {"array": arr, "around": around, "array_pj": sum(arr.values()), "around_pj": sum(around.values()),
             "dram_over": over}
+
+
+def energy_ledger_lines(res: dict, ascii_only: bool = False) -> list[str]:
+    """The `energy_ledger` of ``res`` as sentences: the Kaleido − dense energy of the array and of the units
+    around it (µJ, by component, most saved first), then the ops whose DRAM bytes exceed dense's (when any).
+    ``ascii_only``: ``-``, ``uJ`` and ``x`` for the minus, micro and multiplication signs (terminals)."""
+    minus, micro, times = ("-", "uJ", "x") if ascii_only else ("−", "µJ", "×")
+    led = energy_ledger(res)
+
+    def fmt(x):
+        return ", ".join(f"{k} {v / 1e6:+,.0f}" for k, v in sorted(x.items(), key=lambda kv: kv[1])) or "none"
+    lines = [f"Kaleido {minus} dense energy ({micro}): the array {led['array_pj'] / 1e6:+,.0f} ({fmt(led['array'])}); "
+             f"the units around it {led['around_pj'] / 1e6:+,.0f} ({fmt(led['around'])})"]
+    if led["dram_over"]:
+        lines.append("DRAM bytes above dense's: " + ", ".join(f"{n} (block {b}, step {s_}) {x:.2f}{times}"
+                                                             for n, b, s_, x in led["dram_over"]))
+    return lines

@@ -347,7 +347,7 @@ def reuse_points(items) -> list[dict]:
 def explain_markdown(items) -> str:
     """The "Why, per op" section of summary.md: `sim.report.explain` rows (speedup chain, binding mechanism of
     Kaleido and dense, energy against dense) and the energy split at the array (`sim.report.explain.energy_ledger`)."""
-    from sim.report.explain import energy_ledger, explain_rows, totals
+    from sim.report.explain import energy_ledger_lines, explain_rows, totals
 
     out = ["", "## Why, per op (`kaleido explain`)", "",
            "Speedup chain against dense: ideal (1 / (C + P/2) of the MACs) → dispatcher slots → array cycles → end to "
@@ -364,14 +364,6 @@ def explain_markdown(items) -> str:
         t = totals(d)
         out += ["", f"All ops: ideal {t['ideal']:.2f}× → array {t['array']:.2f}× → end to end {t['end_to_end']:.2f}×."]
         if "energy_breakdown_pj" in d:
-            led = energy_ledger(d)
-
-            def fmt(x):
-                return ", ".join(f"{k} {v / 1e6:+,.0f}" for k, v in sorted(x.items(), key=lambda kv: kv[1])) or "none"
-            out.append(f"Kaleido − dense energy (µJ): the array {led['array_pj'] / 1e6:+,.0f} ({fmt(led['array'])}); "
-                       f"the units around it {led['around_pj'] / 1e6:+,.0f} ({fmt(led['around'])}).")
-            if led["dram_over"]:
-                out.append("DRAM bytes above dense's: " + ", ".join(f"{n} (block {b}, step {s_}) {x:.2f}×"
-                                                                    for n, b, s_, x in led["dram_over"]) + ".")
+            out += [line + "." for line in energy_ledger_lines(d)]
         out.append("")
     return "\n".join(out)

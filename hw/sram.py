@@ -15,14 +15,15 @@ compiled SRAM offers, as behavioural models with the same ports and timing:
 The lane write mask has ``width // lane`` bits (one per ``lane``-bit lane; ``lane = width`` for a
 word-only write). A macro's Verilog module is named `macro_name` (``kaleido_sram_<kind>_<depth>x
 <width>`` plus ``_l<lane>`` with a lane mask), so a user can replace the file `emit_macro` writes
-by a memory compiler's macro of the same name and ports. Banking the controller's buffers over
-these macros is not done yet (docs/decisions.md D53 gives the design and why).
+by a memory compiler's macro of the same name and ports. `macro` gives one macro to a parent
+design, inline (Amaranth simulation) or as an instance of the emitted module by name (Verilog);
+`hw.accel.Accel` banks its buffers over these macros (docs/decisions.md D53).
 """
 
 from __future__ import annotations
 
 from amaranth.back import verilog
-from amaranth.hdl import Module
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -81,7 +82,9 @@ class Sram(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.mem = mem = Memory(shape=self.width, depth=self.depth, init=[])
+        #: The storage (an `amaranth.lib.memory.Memory`, for test benches that inspect it), set on elaboration.
+        self.mem = mem = Memory(shape=self.width, depth=self.depth, init=[])
+        m.submodules.mem = mem
         wp = mem.write_port(granularity=self.lane)
         rp = mem.read_port(domain="sync", transparent_for=())  # read-before-write
         waddr, raddr = (self.addr, self.addr) if self.kind == "1rw" else (self.waddr, self.raddr)
@@ -89,6 +92,27 @@ class Sram(wiring.Component):
         m.d.comb += [wp.addr.eq(waddr), wp.data.eq(self.wdata), wp.en.eq(self.wmask & self.we.replicate(len(wp.en))),
                      rp.addr.eq(raddr), rp.en.eq(read), self.rdata.eq(rp.data)]
         return m
+
+
+def macro(kind: str, depth: int, width: int, lane: int | None = None, instance: bool = False):
+    """One macro for a parent design: ``(ports, elaboratable)``.
+
+    ``instance=False``: the `Sram` itself (both items; Amaranth simulation). ``instance=True``: an
+    interface with the `Sram` ports and an ``Instance`` of the module `macro_name` wired to it
+    (the parent's Verilog instantiates the file `emit_macro` writes by name).
+
+    Raises:
+        ValueError: as `macro_name`.
+    """
+    sram = Sram(kind, depth, width, lane)
+    if not instance:
+        return sram, sram
+    discard(sram)  # only its signature is used
+    ports = sram.signature.flip().create()
+    kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+    for name, member in sram.signature.members.items():
+        kw[("i_" if member.flow == In else "o_") + name] = getattr(ports, name)
+    return ports, Instance(sram.name, **kw)
 
 
 def emit_macro(kind: str, depth: int, width: int, lane: int | None = None) -> str:

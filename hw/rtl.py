@@ -1,6 +1,8 @@
-"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher,scheduler,core}.v``,
-and ``kaleido_accel.v`` (the op-level controller, hw/accel.py) for presets with at most
-``hw.accel.ACCEL_MAX_ROWS`` rows (tiny-8x8, not 128x128: docs/decisions.md D26).
+"""Emit Verilog for a preset: ``rtl_out/<preset>/kaleido_{pe,column,top,similarity,matcher,scheduler,core,accel}.v``
+(``kaleido_accel``: the op-level controller, hw/accel.py) and one ``kaleido_sram_*.v`` per SRAM macro
+the controller's banked buffers use (hw/sram.py; replace those files by a memory compiler's macros of
+the same names and ports, docs/decisions.md D53). The vector unit and the fused-attention control
+are modelled only (sim/): no RTL.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
@@ -20,7 +22,8 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from hw.accel import ACCEL_MODULE_NAME, Accel, accel_emitted
+from hw import discard
+from hw.accel import ACCEL_MODULE_NAME, Accel
 from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import OPBUF_VERILOG, TileCore
@@ -28,6 +31,7 @@ from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
 from hw.similarity import SimilarityUnit
+from hw.sram import emit_macro, macro_name
 from hw.top import TOP_MODULE_NAME, Top
 
 CORE_MODULE_NAME = "kaleido_core"
@@ -88,8 +92,8 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
     """Write one ``<module>.v`` per emitted module for `cfg` into `out_dir` (PE, column, top,
-    similarity unit, matcher, scheduler, core, and the op-level controller where
-    `hw.accel.accel_emitted`; module docstring); returns the paths written.
+    similarity unit, matcher, scheduler, core, the op-level controller, then its SRAM macros in
+    `hw.sram.macro_name` order; module docstring); returns the paths written.
     ``only``: module names to emit (default: all); names not listed here are ignored."""
     parts = [  # (module name, description, component factory): built only when emitted
         (PE_MODULE_NAME, "Kaleido PE", lambda: PE(cfg)),
@@ -105,9 +109,9 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
     # values, docs/decisions.md D25), appended to kaleido_core.v.
     parts.append((CORE_MODULE_NAME, "Kaleido core: two banks of operand buffers and matchers + slot former + kaleido_top",
                   lambda: TileCore(cfg, pe="instance")))
-    if accel_emitted(cfg):  # instantiates kaleido_core by name
-        parts.append((ACCEL_MODULE_NAME, "Kaleido op-level controller: buffers + similarity pass + scheduler + kaleido_core",
-                      lambda: Accel(cfg, pe="instance")))
+    # The controller instantiates kaleido_core and its buffers' SRAM macros by name.
+    parts.append((ACCEL_MODULE_NAME, "Kaleido op-level controller: banked SRAM buffers + similarity pass + scheduler + "
+                  "kaleido_core", lambda: Accel(cfg, pe="instance")))
     paths = []
     for name, what, make in parts:
         if only is not None and name not in only:
@@ -119,6 +123,13 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
             text += "\n" + DELAY_VERILOG
         path = out_dir / f"{name}.v"
         _write_atomic(path, _header(cfg, what) + text)
+        paths.append(path)
+    for kind, depth, width, lane in discard(Accel(cfg, pe="instance")).macros():
+        name = macro_name(kind, depth, width, lane)
+        if only is not None and name not in only:
+            continue
+        path = out_dir / f"{name}.v"
+        _write_atomic(path, emit_macro(kind, depth, width, lane))
         paths.append(path)
     return paths
 

@@ -1,6 +1,6 @@
 """Manual check, not part of `make test` (its own Verilator build, minutes on 2 cores, which no
 other test reuses): the emitted ``kaleido_accel.v`` (hw/accel.py, D26; it instantiates the emitted
-``kaleido_core`` by name) on tiny-8x8 under Verilator through `sim.engines.rtl.RtlModel`, on
+``kaleido_core`` and its buffers' SRAM macros by name) on tiny-8x8 under Verilator through `sim.engines.rtl.RtlModel`, on
 seeded ops run back to back on one build: operands written through the write port, ``start``,
 results bit-exact against `algo.reuse.golden.reuse_gemm`, and the cycle of ``done`` (one after the last
 result row) equal to `sim.timing.core_timing.accel_timeline`'s. Usage: ``python -m tests.rtl.accel_check``;
@@ -18,12 +18,13 @@ from algo.reuse.golden import decide, reuse_gemm, theta_bounds
 from hw import discard
 from hw.accel import Accel, buffer_words, op_descriptor
 from hw.config import load_config
+from hw.sram import macro_name
 from sim.engines.rtl import RtlModel
 from sim.timing.core_timing import accel_timeline
 from sim.timing.stream import unpack_lanes
 from tests.test_rtl_accel import make_op
 
-SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top", "kaleido_matcher", "kaleido_core", "kaleido_accel")
+CORE_SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top", "kaleido_matcher", "kaleido_core")
 
 #: Ops sized for tiny-8x8 (R = C = 8, window 64 positions): partial position blocks, two windows,
 #: two column blocks, K not a multiple of the group size, int8 and uint8, mixed and REUSE-heavy.
@@ -38,8 +39,9 @@ def main() -> int:
     cfg = load_config("tiny-8x8")
     R, C, d, ab = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
     ref = discard(Accel(cfg, pe="instance"))  # the emitted configuration: only its port widths and capacity are read
+    macros = tuple(macro_name(*k) for k in ref.macros())  # the banked buffers' SRAM macros (hw/sram.py)
     t0 = time.time()
-    mdl = RtlModel(cfg, sources=SOURCES)
+    mdl = RtlModel(cfg, sources=CORE_SOURCES + macros + ("kaleido_accel",))
     sim = mdl.sim
     print(f"Verilated kaleido_accel ready in {time.time() - t0:.1f} s")
 

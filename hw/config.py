@@ -11,6 +11,7 @@ power of two raise `ConfigError` naming the key.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -34,7 +35,11 @@ MAX_ABS_W = 128
 
 
 class ConfigError(ValueError):
-    """A configuration file or value is invalid; the message names the offending key."""
+    """A configuration file or value is invalid; the message names the offending key. The message is
+    one line (line breaks in a file's own keys or values become spaces)."""
+
+    def __init__(self, msg: object = ""):
+        super().__init__(re.sub(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*", " ", str(msg)).strip())
 
 
 def _is_pow2(v: int) -> bool:
@@ -49,7 +54,8 @@ class AcceleratorConfig(BaseModel):
     derive them the same way.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: NaN and infinity are refused in every float field (a clock or bandwidth must be a number).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str
     description: str = ""
@@ -237,7 +243,13 @@ def load_config(name_or_path: str | Path = DEFAULT_PRESET) -> AcceleratorConfig:
     if p.suffix == ".toml" or p.exists():
         if not p.is_file():
             raise ConfigError(f"config file not found: {p}")
-        text, source = p.read_text(), str(p)
+        source = str(p)
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except OSError as err:
+            raise ConfigError(f"cannot read config file {p} ({err.strerror or err})") from None
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"config file {p} is not UTF-8 text (byte {err.start}: {err.reason})") from None
     else:
         name = str(name_or_path)
         if name not in preset_names():

@@ -56,6 +56,7 @@ This module holds the format itself: versions, names, the record types and the d
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -83,7 +84,16 @@ GROUP_KINDS = ("t", "h", "w", "block")
 
 
 class TraceError(ValueError):
-    """A trace file is missing, corrupt, of another version, or inconsistent."""
+    """A trace file is missing, corrupt, of another version, or inconsistent. The message is one line:
+    line breaks (from a file's own strings or a library's message) become spaces."""
+
+    def __init__(self, msg: object = ""):
+        super().__init__(one_line(msg))
+
+
+def one_line(msg: object) -> str:
+    """``msg`` as one line: every run of whitespace holding a line break becomes one space."""
+    return re.sub(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*", " ", str(msg)).strip()
 
 
 def packed_length(n: int) -> int:

@@ -6,7 +6,9 @@ demand (`algo.trace.validate`); `load_trace` reads a whole trace. Every problem 
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,13 @@ from algo.trace.format import (
 )
 from algo.trace.validate import check_op
 
+#: What reading a damaged zip member can raise besides `TraceError`: zipfile's own errors, an unknown
+#: or mis-flagged compression method (NotImplementedError, zlib.error), an "encrypted" flag
+#: (RuntimeError), truncated structures (struct.error, EOFError), numpy's header and size checks
+#: (ValueError, MemoryError for an absurd shape), and the OS.
+FILE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError,
+               RuntimeError, zlib.error, struct.error, MemoryError, OverflowError)
+
 
 def _as_pair(t) -> tuple[float, float]:
     if len(t) != 2:
@@ -38,7 +47,16 @@ def _states(npz, files, om: dict, i: int, where: str) -> dict:
     ko, kl = f"op{i:05d}_O", f"op{i:05d}_L"
     if ko not in files or kl not in files:
         raise TraceError(f"{where}attention state arrays missing from the file")
-    return dict(attn_out=npz[ko], lse=npz[kl])
+    return dict(attn_out=_member(npz, ko, where), lse=_member(npz, kl, where))
+
+
+def _member(npz, key: str, where: str) -> np.ndarray:
+    """Array ``key`` of the archive: a member that is not a ``.npy`` array (np.load hands back its raw
+    bytes) is refused."""
+    arr = npz[key]
+    if not isinstance(arr, np.ndarray):
+        raise TraceError(f"{where}member {key} is not a NumPy array")
+    return arr
 
 
 def load_trace(path: str | Path, derive_p: bool = True) -> Trace:
@@ -86,11 +104,17 @@ class TraceReader:
         if not is_zip:  # np.load would try a pickle and talk about allow_pickle
             raise TraceError(f"{path}: not a Kaleido trace (not a valid .npz archive: another kind of file, "
                              "or a corrupt or truncated trace)")
+        # Opened here, not by np.load: np.load leaves its own file open when the zip directory is bad.
         try:
-            self._npz = np.load(path, allow_pickle=False)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
-            raise TraceError(f"{path}: corrupt or truncated trace file ({err})") from None
+            self._fh = open(path, "rb")  # noqa: SIM115 - closed by `close`
+        except OSError as err:
+            raise TraceError(f"{path}: cannot read the trace file ({err})") from None
+        self._npz = None
         try:
+            try:
+                self._npz = np.load(self._fh, allow_pickle=False)
+            except FILE_ERRORS as err:
+                raise TraceError(f"{path}: corrupt or truncated trace file ({err})") from None
             self._read_meta()
         except BaseException:
             self.close()
@@ -101,10 +125,10 @@ class TraceReader:
             return fn()
         except TraceError:
             raise
-        except (KeyError, TypeError, IndexError) as err:
+        except (KeyError, TypeError, IndexError, AttributeError, OverflowError) as err:
             raise TraceError(f"{self.path}: corrupt trace metadata (missing or bad field {err})") from None
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
-            raise TraceError(f"{self.path}: corrupt or truncated trace file ({err})") from None
+        except FILE_ERRORS as err:
+            raise TraceError(f"{self.path}: corrupt or truncated trace file ({type(err).__name__}: {err})") from None
 
     def _read_meta(self) -> None:
         path, npz = self.path, self._npz
@@ -121,7 +145,7 @@ class TraceReader:
                 fmt = meta.get("format") if isinstance(meta, dict) else None
                 raise TraceError(f"{path}: not a Kaleido trace (format {fmt!r})")
             version = meta.get("version")
-            if version not in READABLE_VERSIONS:
+            if type(version) is not int or version not in READABLE_VERSIONS:
                 raise TraceError(
                     f"{path}: trace format version {version} is not supported "
                     f"(this build reads versions {', '.join(map(str, READABLE_VERSIONS))}); re-capture the trace"
@@ -139,6 +163,8 @@ class TraceReader:
                 raise TraceError(f"{path}: b_msb must be in 1..7, got {b_msb}")
             self.meta, self.version, self.kind, self.grid, self.b_msb = meta, int(version), kind, grid, b_msb
             self.op_meta = list(meta["ops"])
+            if not all(isinstance(om, dict) for om in self.op_meta):
+                raise TraceError(f"{path}: corrupt trace metadata (an op record is not an object)")
             self.n_ops = len(self.op_meta)
             self._fields = dict(model=meta["model"], size=meta["size"], weights=meta["weights"],
                                 seed=int(meta["seed"]), group_size_rule=meta["group_size_rule"],
@@ -170,7 +196,7 @@ class TraceReader:
             kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
             if kx not in files or kw not in files:
                 raise TraceError(f"{where}operand arrays missing from the file")
-            op = OpRecord(X=npz[kx], W=npz[kw], **common, **_states(npz, files, om, i, where))
+            op = OpRecord(X=_member(npz, kx, where), W=_member(npz, kw, where), **common, **_states(npz, files, om, i, where))
         elif kind == "shapes":
             op = OpRecord(X=None, W=None, dims=dims, **common)
         else:
@@ -181,7 +207,7 @@ class TraceReader:
             if om.get("attn_states") and self.version < STATES_ON_DECISIONS_VERSION:
                 raise TraceError(f"{where}attention states on a decision op need format version "
                                  f"{STATES_ON_DECISIONS_VERSION}, file says {self.version}")
-            op = OpRecord(X=None, W=None, dims=dims, decisions=npz[kd], **_states(npz, files, om, i, where),
+            op = OpRecord(X=None, W=None, dims=dims, decisions=_member(npz, kd, where), **_states(npz, files, om, i, where),
                           thetas=tuple(_as_pair(t) for t in om["thetas"]),
                           derived_from=None if src is None else (int(src[0]), int(src[1])), **common)
         check_op(op, self.grid, where, shapes_ok=kind == "shapes")
@@ -192,7 +218,7 @@ class TraceReader:
     def _array(self, key: str, where: str) -> np.ndarray:
         if key not in self.files:
             raise TraceError(f"{where}array {key} missing from the file")
-        return self._npz[key]
+        return _member(self._npz, key, where)
 
     def _scores(self, i: int, where: str) -> tuple[np.ndarray, np.ndarray, float, float]:
         """``(Q, Kt, q_scale, k_scale)`` of a pv op with derived P: its own ``_Q``/``_Kt`` arrays or
@@ -237,7 +263,9 @@ class TraceReader:
         return Trace(grid=self.grid, ops=ops, b_msb=self.b_msb, version=self.version, **self._fields)
 
     def close(self) -> None:
-        self._npz.close()
+        if self._npz is not None:
+            self._npz.close()
+        self._fh.close()
 
     def __enter__(self) -> TraceReader:
         return self

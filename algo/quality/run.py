@@ -41,7 +41,7 @@ package, its weights and decoded frames are all available locally (otherwise an 
 (``vae=PATH``, otherwise "no VAE checkpoint given").
 
 Reuse fraction used as the x-axis of `sweep_quality`: the MAC-weighted fraction of work saved,
-``reuse + partial / 2`` over the enabled ops (SPEC section 3: PARTIAL takes half a multiplier slot
+``reuse + partial / 2`` over the enabled ops (docs/spec.md §3: PARTIAL takes half a multiplier slot
 when ``b_msb >= 4``; with ``b_msb < 4`` it takes a full slot and saves nothing, so the value is
 ``reuse`` only).
 

@@ -14,10 +14,10 @@ A trace is a NumPy ``.npz`` archive (uncompressed zip) with
 - exact traces, per op i:
 
   - ``op{i:05d}_X``: the streamed operand, ``[batch, M, K]``, int8 (or uint8 when ``x_signed`` is
-    false: softmax numerators of ``pv``), symmetric per-tensor quantised (SPEC section 1).
+    false: softmax numerators of ``pv``), symmetric per-tensor quantised (docs/spec.md §1).
   - ``op{i:05d}_W``: the stationary operand, ``[batch, K, N]``, int8.
 
-- decision traces (large sizes, SPEC section 1 "large traces"), per op i:
+- decision traces (large sizes, docs/spec.md §1 "large traces"), per op i:
 
   - ``op{i:05d}_D``: uint8 ``[n_thetas, batch, ceil(M * G / 4)]``: the reuse decisions of every
     (token, group), G = number of channel groups, for each threshold pair of ``thetas``, flattened

@@ -1,7 +1,7 @@
-"""Array organisations side by side: speedup against reuse, per-op share of the ideal, energy
+"""Array organisations side by side (docs/decisions.md D50): speedup against reuse, per-op share of the ideal, energy
 against dense with the floor the shared units set, and area, for every organisation of `hw.config.ORGANISATIONS`.
 
-`compare` simulates one synthetic decision field (`algo.workloads.synth`, the issue's field) on one preset
+`compare` simulates one synthetic decision field (`algo.workloads.synth`, the D41/D50 field) on one preset
 under each organisation (`hw.config.with_organisation`); `sweep` does it for several reuse levels and
 regions (scattered 1x1 and coherent 8x8 decisions); `plot` draws end-to-end speedup against r per
 organisation with the ideal bound ``1 / (C + P/2)`` of the measured decisions, and the area and
@@ -24,10 +24,10 @@ from hw.config import ORGANISATIONS, load_config, with_organisation
 
 #: Components doing the same work in every design (module docstring): the floor of any organisation's energy.
 SHARED_COMPONENTS = ("dram", "vector_unit", "sram_score", "sram_output")
-#: The synthetic field the organisation targets are set on (docs/results.md): Wan2.1-1.3B 480p, block 0, step 0.
+#: The synthetic field of docs/decisions.md D41 and D50: Wan2.1-1.3B 480p, block 0, step 0.
 FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "partial": 0.04, "persist": 0.9, "seed": 1,
          "blocks": [0], "steps": [0]}
-#: Linear ops (the per-op share-of-ideal target applies to these; docs/results.md).
+#: Linear ops (the per-op share-of-ideal target of D50 applies to these).
 LINEAR_OPS = ("qkv", "o_proj", "cross_q", "cross_o", "ffn1", "ffn2")
 
 
@@ -63,7 +63,7 @@ def summary(res: dict) -> dict:
 
 def compare(preset: str, reuse: float, region: tuple[int, int], organisations=ORGANISATIONS,
             progress: Callable[[str], None] | None = None) -> dict[str, dict]:
-    """`summary` of the issue's field at ``reuse`` and ``region`` on ``preset`` under each organisation."""
+    """`summary` of the D50 field at ``reuse`` and ``region`` on ``preset`` under each organisation."""
     from algo.trace import load_trace
     from algo.workloads.synth import SynthField, synth_trace
     from sim.engines.model import simulate_trace

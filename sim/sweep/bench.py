@@ -137,7 +137,7 @@ def bench_video(model: str, resolution: str) -> dict:
             "hits": hits, "misses": misses, "cycles": sum(r["cycles"] for r in per_op)}
 
 
-#: The code the serial-speed target compares with: main when issue 20's serial target was set, before
+#: The code the serial-speed target compares with: main when the serial-speed target was set (D55), before
 #: the one-walk tiling (`sim.cost.actions.tile_pass`), the bit-mask matcher and the packed scheduler sort.
 BASELINE_COMMIT = "c82929810264806990313d42beccc340d1ca9b42"
 

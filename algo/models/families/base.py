@@ -5,7 +5,7 @@ A family module (one file in this package) defines a `Family` subclass instance 
 - ``models``: its registry rows (`ModelRow`: name, diffusers class, source of the ``full`` config,
   ``full`` and ``tiny`` constructor arguments);
 - the block structure: `Family.blocks` (trace order, each with a kind), `Family.sites` (where each
-  GEMM of SPEC section 1 is hooked in a block: `Linear` and `Attention` sites, in hook order),
+  GEMM of docs/spec.md §1 is hooked in a block: `Linear` and `Attention` sites, in hook order),
   `Family.layers_config` (build only the first n blocks);
 - the token layout of joint attention (`video_first`, `joint_text`) and whether there is
   cross-attention (`has_cross`);

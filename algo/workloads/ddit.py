@@ -242,11 +242,11 @@ def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_
         resolution (re-raised as WorkloadError).
     """
     from algo.capture import patch_of, record_trajectory, resolution_grid
-    from algo.models import CaptureError, get_spec, meta_model
+    from algo.models import CaptureError, family_of, get_spec, meta_model
 
     try:
         spec = get_spec(model, "full")
-        if spec.family != "wan":
+        if not family_of(spec).ddit_trajectory:
             raise WorkloadError(f"the DDiT generator supports the Wan family (patch triple, Euler trajectory); "
                                 f"{spec.name!r} is {spec.family!r}")
         patch = patch_of(spec.sizes["full"])

@@ -111,6 +111,9 @@ class Family:
     block_prefix: str | None = None
     #: The diffusers VAE class that decodes the family's latents for frame metrics, or None.
     vae_class: str | None = None
+    #: The DDiT workload generator can run the family (`algo.workloads.ddit`: a patch triple that
+    #: scales by 2 and 4, and a flow-matching Euler trajectory to take Δ³z of).
+    ddit_trajectory: bool = False
 
     # -- structure (override) ----------------------------------------------------------------------
     def blocks(self, model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:

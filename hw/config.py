@@ -1,7 +1,7 @@
 """The accelerator configuration: one frozen type shared by `hw/` (RTL) and `sim/` (cycle model).
 
 A configuration describes hardware only. Algorithm parameters (thresholds theta, b_msb, group
-size G) belong to the trace (SPEC.md section 1); a trace whose b_msb is not in `msb_splits` is
+size G) belong to the trace (docs/spec.md §1); a trace whose b_msb is not in `msb_splits` is
 rejected by the simulator.
 
 Presets ship as TOML files in `hw/presets/` (`kaleido-16nm-128x128`, the default, and `tiny-8x8`
@@ -21,15 +21,15 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 
 #: Array organisations the cycle model, the reference and the cost model know (docs/architecture.md
 #: "Array organisations", docs/decisions.md): ``lockstep`` -- a tile's rows share one slot sequence, a
-#: slot is saved only where every row agrees (the paper's organisation as we read it, SPEC section 3);
+#: slot is saved only where every row agrees (the paper's organisation as we read it, docs/spec.md §3);
 #: ``compact`` -- per-group compaction: the tokens that compute group g are packed into full tiles of
 #: |g| slots (PARTIAL tokens at half width), REUSE costs no slot, a combine unit adds each token's
 #: per-group partials kept in the partial-sum SRAM (`sim.timing.compact`).
 ORGANISATIONS = ("lockstep", "compact")
 
-#: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (SPEC section 1).
+#: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (docs/spec.md §1).
 MAX_ABS_X = 255
-#: Largest |W| of a symmetric int8 operand: -128 (SPEC section 1 quantisation clamps to [-128, 127]).
+#: Largest |W| of a symmetric int8 operand: -128 (docs/spec.md §1 quantisation clamps to [-128, 127]).
 MAX_ABS_W = 128
 
 
@@ -145,7 +145,7 @@ class AcceleratorConfig(BaseModel):
             if not 1 <= s <= 7:
                 raise ValueError(f"b_msb must be in 1..7, got {s}")
         if v != (4,):
-            # The RTL multiplier is two 4-bit halves (SPEC section 3); other splits are
+            # The RTL multiplier is two 4-bit halves (docs/spec.md §3); other splits are
             # modelled by the golden model only (docs/decisions.md).
             raise ValueError(f"the hardware supports b_msb = 4 only, got {list(v)}")
         return v

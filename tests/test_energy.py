@@ -233,7 +233,7 @@ def test_simulate_results_have_energy(tmp_path: Path):
         assert r["energy_pj"] == pytest.approx(sum(r["energy_breakdown_pj"].values()))
         assert r["dense_energy_pj"] == pytest.approx(sum(r["dense_energy_breakdown_pj"].values()))
         assert r["energy_pj"] > 0 and r["dense_energy_pj"] > 0
-    for r in res["per_op"]:  # useful MAC-equivalents (SPEC section 4) = mac8 + mac4 / 2
+    for r in res["per_op"]:  # useful MAC-equivalents (docs/spec.md §4) = mac8 + mac4 / 2
         assert r["actions"]["mac8"] + r["actions"]["mac4"] / 2 == pytest.approx(r["useful_macs"])
     assert res["energy_pj"] == pytest.approx(sum(r["energy_pj"] for r in res["per_op"]))
     assert res["actions"]["mac8"] == sum(r["actions"]["mac8"] for r in res["per_op"])

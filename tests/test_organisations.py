@@ -1,4 +1,4 @@
-"""Array organisations as a config parameter (issue 15): the field, the `--organisation` override,
+"""Array organisations as a config parameter (D50): the field, the `--organisation` override,
 its one-line errors, and the results JSON naming the organisation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Action counts of one op: the events the energy model charges (SPEC.md section 5, issue 7).
+"""Action counts of one op: the events the energy model charges (docs/spec.md §5).
 
 Counts come from what the cycle model knows per op: the reuse tiling and the matcher's slots per
 tile (the choices of `sim.timing.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
@@ -788,7 +788,7 @@ DISPATCHER_STAT_KEYS = ("tiles", "clusters", "rows_moved", "pair_slots", "skippe
 
 
 def dispatcher_stats(stats: list[dict[str, int]], n_col_blocks: int) -> dict[str, int]:
-    """Dispatcher statistics of one op from its batch elements' `tile_stats` (issue 6).
+    """Dispatcher statistics of one op from its batch elements' `tile_stats`.
 
     Summed over the batch; counts per tile are also summed over the ``n_col_blocks = ceil(N / C)``
     column blocks, which repeat the same position tiles:

@@ -98,6 +98,11 @@ class AcceleratorConfig(BaseModel):
         0, ge=0, description="score buffer of fused attention (sim/timing/attention.py): one query tile's integer scores "
         "and P_eff state (tile rows x keys x 4 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P "
         "to DRAM and pv reads it back, unfused)")
+    peff_sram_kib: int = Field(
+        0, ge=0, description="Kaleido's P_eff buffer (sim/timing/attention.py): the similarity unit's neighbour state for "
+        "fused pv, one query tile's previous-frame P (tile rows x keys x 1 byte), in its own buffer read at its own "
+        "size (docs/decisions.md D58; not in the dense die); 0 = P_eff shares the score buffer (tile rows x keys x 4 "
+        "bytes there)")
 
     organisation: str = Field(
         "lockstep", description="array organisation, one of hw.config.ORGANISATIONS: lockstep (a tile's rows share "

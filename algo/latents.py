@@ -8,13 +8,13 @@ scikit-image (`IMAGES`; nothing downloaded), panned into a clip and reduced to t
 a fixed deterministic encoder:
 
 1. `pan_clip`: the image is resized (``skimage.transform.resize``, order 1, anti-aliased) to the
-   content scale of a 480p video (height `CONTENT_HEIGHT_PX` = 480 px, the SPEC's 832x480), or
+   content scale of a 480p video (height `CONTENT_HEIGHT_PX` = 480 px, 832x480, docs/spec.md §1), or
    larger if the clip needs more, so that a small grid is a *crop* of a 480p-scale video rather
    than a thumbnail of the whole picture (a thumbnail makes neighbouring tokens far apart in
    content and understates similarity). A window of ``8H x 8W`` pixels slides horizontally by
    ``pan_px`` pixels per *latent* frame; frame ``f`` is the window at column offset
    ``f * pan_px`` (centred vertically, the pan centred horizontally). Wan's VAE compresses 4 video
-   frames into one latent frame (SPEC section 1), so the default ``pan_px = 4`` is 1 px per video
+   frames into one latent frame (docs/spec.md §1), so the default ``pan_px = 4`` is 1 px per video
    frame, a slow pan; the content moves by half a latent cell per latent frame.
 2. `encode_clip`: each 8x8-pixel latent cell (Wan VAE: 8x8 spatial compression, 16 channels) is
    split into 4x4 sub-cells of 2x2 pixels; their RGB means give 48 features, projected to 16
@@ -46,14 +46,14 @@ import numpy as np
 
 #: Seed of the fixed 48 -> 16 projection of the stand-in encoder (project constant).
 PROJECTION_SEED = 20240801
-#: Latent cell in pixels and latent channels (Wan VAE: 8x8 spatial, 16 channels; SPEC section 1).
+#: Latent cell in pixels and latent channels (Wan VAE: 8x8 spatial, 16 channels; docs/spec.md §1).
 CELL_PX = 8
 LATENT_CHANNELS = 16
 #: Sub-cell size inside a latent cell for the stand-in encoder (4x4 sub-cells of 2x2 px).
 SUB_PX = 2
 #: Default horizontal pan in pixels per latent frame (project default, see module docstring).
 DEFAULT_PAN_PX = 4
-#: Image height after resizing: the content scale of a 480p (832x480) video (SPEC section 1).
+#: Image height after resizing: the content scale of a 480p (832x480) video (docs/spec.md §1).
 CONTENT_HEIGHT_PX = 480
 #: Wan2.1 text-to-video sample shift (Wan2.1 repository generate.py default).
 DEFAULT_SHIFT = 5.0

@@ -1,7 +1,7 @@
 """The accelerator configuration: one frozen type shared by `hw/` (RTL) and `sim/` (cycle model).
 
 A configuration describes hardware only. Algorithm parameters (thresholds theta, b_msb, group
-size G) belong to the trace (SPEC.md section 1); a trace whose b_msb is not in `msb_splits` is
+size G) belong to the trace (docs/spec.md §1); a trace whose b_msb is not in `msb_splits` is
 rejected by the simulator.
 
 Presets ship as TOML files in `hw/presets/` (`kaleido-16nm-128x128`, the default, and `tiny-8x8`
@@ -11,6 +11,7 @@ power of two raise `ConfigError` naming the key.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -21,20 +22,24 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 
 #: Array organisations the cycle model, the reference and the cost model know (docs/architecture.md
 #: "Array organisations", docs/decisions.md): ``lockstep`` -- a tile's rows share one slot sequence, a
-#: slot is saved only where every row agrees (the paper's organisation as we read it, SPEC section 3);
+#: slot is saved only where every row agrees (the paper's organisation as we read it, docs/spec.md §3);
 #: ``compact`` -- per-group compaction: the tokens that compute group g are packed into full tiles of
 #: |g| slots (PARTIAL tokens at half width), REUSE costs no slot, a combine unit adds each token's
 #: per-group partials kept in the partial-sum SRAM (`sim.timing.compact`).
 ORGANISATIONS = ("lockstep", "compact")
 
-#: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (SPEC section 1).
+#: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (docs/spec.md §1).
 MAX_ABS_X = 255
-#: Largest |W| of a symmetric int8 operand: -128 (SPEC section 1 quantisation clamps to [-128, 127]).
+#: Largest |W| of a symmetric int8 operand: -128 (docs/spec.md §1 quantisation clamps to [-128, 127]).
 MAX_ABS_W = 128
 
 
 class ConfigError(ValueError):
-    """A configuration file or value is invalid; the message names the offending key."""
+    """A configuration file or value is invalid; the message names the offending key. The message is
+    one line (line breaks in a file's own keys or values become spaces)."""
+
+    def __init__(self, msg: object = ""):
+        super().__init__(re.sub(r"\s*[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]+\s*", " ", str(msg)).strip())
 
 
 def _is_pow2(v: int) -> bool:
@@ -49,7 +54,8 @@ class AcceleratorConfig(BaseModel):
     derive them the same way.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    #: NaN and infinity are refused in every float field (a clock or bandwidth must be a number).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str
     description: str = ""
@@ -92,6 +98,11 @@ class AcceleratorConfig(BaseModel):
         0, ge=0, description="score buffer of fused attention (sim/timing/attention.py): one query tile's integer scores "
         "and P_eff state (tile rows x keys x 4 bytes), so P never goes to DRAM; 0 = no score buffer (qk writes P "
         "to DRAM and pv reads it back, unfused)")
+    peff_sram_kib: int = Field(
+        0, ge=0, description="Kaleido's P_eff buffer (sim/timing/attention.py): the similarity unit's neighbour state for "
+        "fused pv, one query tile's previous-frame P (tile rows x keys x 1 byte), in its own buffer read at its own "
+        "size (docs/decisions.md D58; not in the dense die); 0 = P_eff shares the score buffer (tile rows x keys x 4 "
+        "bytes there)")
 
     organisation: str = Field(
         "lockstep", description="array organisation, one of hw.config.ORGANISATIONS: lockstep (a tile's rows share "
@@ -140,7 +151,7 @@ class AcceleratorConfig(BaseModel):
             if not 1 <= s <= 7:
                 raise ValueError(f"b_msb must be in 1..7, got {s}")
         if v != (4,):
-            # The RTL multiplier is two 4-bit halves (SPEC section 3); other splits are
+            # The RTL multiplier is two 4-bit halves (docs/spec.md §3); other splits are
             # modelled by the golden model only (docs/decisions.md).
             raise ValueError(f"the hardware supports b_msb = 4 only, got {list(v)}")
         return v
@@ -237,7 +248,13 @@ def load_config(name_or_path: str | Path = DEFAULT_PRESET) -> AcceleratorConfig:
     if p.suffix == ".toml" or p.exists():
         if not p.is_file():
             raise ConfigError(f"config file not found: {p}")
-        text, source = p.read_text(), str(p)
+        source = str(p)
+        try:
+            text = p.read_bytes().decode("utf-8")
+        except OSError as err:
+            raise ConfigError(f"cannot read config file {p} ({err.strerror or err})") from None
+        except UnicodeDecodeError as err:
+            raise ConfigError(f"config file {p} is not UTF-8 text (byte {err.start}: {err.reason})") from None
     else:
         name = str(name_or_path)
         if name not in preset_names():

@@ -61,8 +61,8 @@ from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher, channel_bits, ma
 from hw.pe import COMPUTE, PARTIAL, REUSE, PEMode
 from hw.top import TOP_MODULE_NAME, Top, row_bits, top_signature
 
-#: Default channels per load beat. Source: a matcher slot carries at most two channels (SPEC
-#: section 3), so a tile whose n active channels need at least ceil(n / 2) slots is loaded in
+#: Default channels per load beat. Source: a matcher slot carries at most two channels (docs/spec.md
+#: §3), so a tile whose n active channels need at least ceil(n / 2) slots is loaded in
 #: ceil(K / 2) beats, within the previous tile's issue time whenever no group is skipped by every
 #: row; tiles that skip groups (or bubble tiles) can issue faster than the load and stall
 #: (`sim.timing.core_timing`).

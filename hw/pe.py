@@ -2,7 +2,7 @@
 
 Each PE accumulates one output ``Y[token, n]``. Per channel group g it keeps the group's partial
 sum split into an MSB part ``msb[g] = sum msb(X_eff) * W`` and an LSB part
-``lsb[g] = sum lsb(X_eff) * W`` (SPEC.md section 3). A tile processes R spatial positions frame
+``lsb[g] = sum lsb(X_eff) * W`` (docs/spec.md §3). A tile processes R spatial positions frame
 after frame, so at the start of a tile the registers hold the *previous frame's* partials of the
 same position, i.e. the temporal neighbour's. Per slot and row the PE runs in one of four modes:
 
@@ -44,7 +44,7 @@ adds their sum to ``lsb[g]`` (a ``w`` group keeps its tile sum there; ``msb[g]``
 ``clear``, the msb/lsb split travels on the link) and registers both onto its link output
 ``o_lk_m``/``o_lk_l`` (only on slots with a spatial lane). The PE below sees the same slot one
 cycle later, exactly when the registered link arrives (the one-cycle row skew). This is exact by
-SPEC section 2: the neighbour's effective msb increment is ``msb(X_eff[nb])*w`` and its whole one
+docs/spec.md §2: the neighbour's effective msb increment is ``msb(X_eff[nb])*w`` and its whole one
 ``X_eff[nb]*w``; chains hold because the link carries effective values. The top PE's link input is 0
 (its row is a ``w = 0`` token, which COMPUTEs).
 
@@ -65,9 +65,9 @@ from hw.config import AcceleratorConfig
 
 #: Operand width inside the array: int8 sign-extended or uint8 zero-extended (pv's P) to 9 bits.
 X_BITS = 9
-#: Stationary operand width (int8, SPEC section 1).
+#: Stationary operand width (int8, docs/spec.md §1).
 W_BITS = 8
-#: Low-half width of the split multiplier: b_lsb = 8 - b_msb with b_msb = 4 (SPEC section 3).
+#: Low-half width of the split multiplier: b_lsb = 8 - b_msb with b_msb = 4 (docs/spec.md §3).
 LO_BITS = 4
 #: Link increment widths: msb ``hi(x)*w << 4`` (5-bit signed x 8-bit signed, shifted: 17 bits signed),
 #: lsb ``lo(x)*w`` (4-bit unsigned x 8-bit signed: 13 bits signed). sim.cost.actions.LINK_BITS = their sum.
@@ -77,7 +77,7 @@ LINK_LSB_BITS = LO_BITS + W_BITS + 1
 LINK_FIELDS = (("lk_m", LINK_MSB_BITS), ("lk_l", LINK_LSB_BITS))
 
 
-#: Reuse decision codes, as in `algo.reuse.golden` (SPEC section 2), the one copy in `hw`
+#: Reuse decision codes, as in `algo.reuse.golden` (docs/spec.md §2), the one copy in `hw`
 #: (tests/test_pe.py checks them against algo.reuse.golden's; `hw` does not import `algo`).
 COMPUTE, PARTIAL, REUSE = 0, 1, 2
 

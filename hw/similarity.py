@@ -1,6 +1,6 @@
 """The similarity unit: SAD per (token, channel group) against the neighbour's effective value.
 
-SPEC section 2, in hardware form. For one token and one channel group, the group's channels arrive
+docs/spec.md §2, in hardware form. For one token and one channel group, the group's channels arrive
 ``lanes`` at a time (beats; ``first``/``last`` mark the group's first and last beat, ``mask`` the
 active lanes of a short last beat) with the neighbour's *effective* values (9-bit: int8 or uint8).
 The unit accumulates ``SAD = sum |x - nb|`` and, one cycle after the last beat, compares it with the

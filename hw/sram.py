@@ -2,7 +2,7 @@
 
 The op-level controller's buffers (`hw.accel`) are register files with R + 1 asynchronous read
 ports today (docs/decisions.md D26), which no memory compiler builds. This module is the first
-step of issue 16's "buffers as banked single- or dual-port SRAM macros": the two macro kinds a
+step towards buffers as banked single- or dual-port SRAM macros (D53): the two macro kinds a
 compiled SRAM offers, as behavioural models with the same ports and timing:
 
 - ``"1rw"`` single-port: one address; per cycle either a write (``we``, lane write mask ``wmask``)

@@ -3,11 +3,11 @@
 Prints wall-clock seconds for:
 
 - `algo.reuse.golden.decide` on a 4,096-token x 1,536-channel int8 operand (target: < 2 s on a 2-core
-  machine, issue 3), with spatially coherent content so every decision kind occurs;
-- one whole denoising step of Wan2.1-T2V-1.3B at 480p (30 blocks x every op of SPEC section 1:
+  machine), with spatially coherent content so every decision kind occurs;
+- one whole denoising step of Wan2.1-T2V-1.3B at 480p (30 blocks x every op of docs/spec.md §1:
   qkv, qk and pv per head, o_proj, cross_q, cross_qk and cross_pv per head, cross_o, ffn1, ffn2;
   32,760 tokens = 21x30x52, 512 text tokens) on the 128x128 preset, timed from per-(token, group)
-  decisions (target: < 60 s on a 2-core machine, issue 6), and the same for 720p and Wan2.1-T2V-14B.
+  decisions (target: < 60 s on a 2-core machine), and the same for 720p and Wan2.1-T2V-14B.
   The decisions come from `coherent_decisions`, a seeded spatially and temporally coherent
   generator: this is a speed benchmark, its cycle counts are not results;
 - the same Wan2.1-T2V-1.3B 480p step through `sim.engines.model.simulate_trace` (`simulate_step_energy`:
@@ -66,12 +66,12 @@ def bench_golden() -> float:
     return time.perf_counter() - t0
 
 
-#: Published configurations (SPEC section 1): d = heads x d_h, layers, d_ffn, RoPE t/h/w split of d_h.
+#: Published configurations (docs/spec.md §1): d = heads x d_h, layers, d_ffn, RoPE t/h/w split of d_h.
 MODELS = {
     "wan2.1-t2v-1.3b": {"d": 1536, "heads": 12, "dh": 128, "layers": 30, "ffn": 8960, "rope": (44, 42, 42)},
     "wan2.1-t2v-14b": {"d": 5120, "heads": 40, "dh": 128, "layers": 40, "ffn": 13824, "rope": (44, 42, 42)},
 }
-#: Latent token grids (F, H, W) after the VAE (4x time, 8x8 space) and 1x2x2 patches, 81 frames (SPEC section 1).
+#: Latent token grids (F, H, W) after the VAE (4x time, 8x8 space) and 1x2x2 patches, 81 frames (docs/spec.md §1).
 GRIDS = {"480p": (21, 30, 52), "720p": (21, 45, 80)}
 #: Text tokens of the cross-attention (Wan2.1's T5 context length, 512).
 TEXT_TOKENS = 512
@@ -83,10 +83,10 @@ REGION, REDRAW = 8, 0.1
 
 
 def block_ops(model: str, M: int) -> list[tuple[str, int, int, int, list]]:  # noqa: N803
-    """Every op of one block (SPEC section 1): ``(name, batch, K, N, groups)`` with M tokens.
+    """Every op of one block (docs/spec.md §1): ``(name, batch, K, N, groups)`` with M tokens.
 
-    qk's groups are the RoPE t/h/w split of d_h (t reused along w, h and w along frames, SPEC
-    section 2); every other op uses `algo.reuse.golden.block_groups` (temporal).
+    qk's groups are the RoPE t/h/w split of d_h (t reused along w, h and w along frames, docs/spec.md
+    §2); every other op uses `algo.reuse.golden.block_groups` (temporal).
     """
     m = MODELS[model]
     d, heads, dh, ffn = m["d"], m["heads"], m["dh"], m["ffn"]
@@ -368,7 +368,7 @@ def _print_balance(res: dict) -> None:
                   f"{REFERENCE}: total/array {ref['total_speedup'] / ref['speedup']:.3f}, energy_saving "
                   f"{ref['energy_saving']:.3f}")
 def bench_organisations(reuses=(0.3, 0.6, 0.8, 0.9), regions=((8, 8), (1, 1))) -> dict:
-    """Every array organisation on the issue-15 field (`sim.report.organisations`), balanced preset:
+    """Every array organisation on the D50 synthetic field (`sim.report.organisations`), balanced preset:
     ``{(region, r): {organisation: summary}}``; also writes ``reports/organisations/organisations.png``."""
     from sim.report.organisations import compare, plot
 
@@ -517,7 +517,7 @@ def main() -> None:
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
     _warm_up()
-    print("One denoising step, every op of every block (SPEC section 1), kaleido-16nm-128x128, decisions from the "
+    print("One denoising step, every op of every block (docs/spec.md §1), kaleido-16nm-128x128, decisions from the "
           f"seeded coherent generator ({REGION}x{REGION}-position regions, P(C,P,R) = {DECISION_P}, redraw "
           f"{REDRAW:.0%} per frame):")
     _print_step("  Wan2.1-T2V-1.3B 480p", simulate_step("wan2.1-t2v-1.3b", "480p"), target=60)

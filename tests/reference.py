@@ -1,6 +1,6 @@
-"""Plain-Python reference of the reuse algorithm (SPEC.md section 2), used only by tests.
+"""Plain-Python reference of the reuse algorithm (docs/spec.md §2), used only by tests.
 
-Written from the SPEC text alone, independently of `algo.reuse.golden`: Python ints, explicit loops, no
+Written from the text of docs/spec.md §2 alone, independently of `algo.reuse.golden`: Python ints, explicit loops, no
 numpy arithmetic. Inputs may be numpy arrays or nested lists; they are converted to lists of Python
 ints first, so int8/uint8 wrap-around can never happen here.
 

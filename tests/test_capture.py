@@ -250,3 +250,25 @@ def test_quantize_int8_rounding():
     assert s == 1.0 and q.tolist() == [0, 0, 0]
     with pytest.raises(CaptureError):
         quantize_int8(np.array([np.nan]))
+
+
+def test_capture_is_byte_identical_across_processes(tmp_path):
+    """The same `kaleido capture` in two fresh processes with different hash seeds and thread counts
+    writes byte-identical files (a decision trace of two theta pairs with attention states; the exact
+    trace's bytes are compared within one process by `test_deterministic_bytes`)."""
+    import os
+    import subprocess
+    import sys
+
+    args = ["capture", "--model", "wan2.1-t2v-1.3b", "--size", "tiny", "--steps", "48,49", "--ops", "qkv,qk,pv,ffn1"]
+    args += ["--decisions-only", "--thetas", "2,6;4,12", "--attn-states"]
+    outs = []
+    for hash_seed, threads in (("1", "1"), ("2", "2")):
+        out = tmp_path / f"{hash_seed}.npz"
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed, OMP_NUM_THREADS=threads)
+        res = subprocess.run([sys.executable, "-m", "sim.cli", *args, "--out", str(out)], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert res.returncode == 0, res.stderr
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    assert load_trace(tmp_path / "1.npz").kind == "decisions"

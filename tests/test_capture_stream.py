@@ -1,4 +1,4 @@
-"""Block streaming (`--stream-blocks`, issue 4) for every family, seeded and from checkpoints.
+"""Block streaming (`--stream-blocks`, D27) for every family, seeded and from checkpoints.
 
 What is checked, with values obtained independently of the streaming code:
 

@@ -1,6 +1,6 @@
-"""Trace format v2 (decision traces), checkpoint loading, resolutions and shape plans (issue 4).
+"""Trace format v2 (decision traces), checkpoint loading, resolutions and shape plans.
 
-Expected values are derived independently: packed bytes by hand, full-size shapes from SPEC section 1
+Expected values are derived independently: packed bytes by hand, full-size shapes from docs/spec.md §1
 (480p 21x30x52 = 32,760 tokens, 720p 21x45x80 = 75,600; Wan2.1-1.3B d = 1536, d_ffn = 8960,
 12 heads x 128, RoPE 44/42/42), decisions by running `algo.reuse.golden.decide` on an exact capture.
 """
@@ -192,7 +192,7 @@ def test_resolution_grids():
 def test_full_size_shape_plan(res, grid, m):
     g, ops = plan_ops("wan2.1-t2v-1.3b", "full", steps=(0,), blocks=(0, 29), ops="all", resolution=res)
     assert g == grid and grid[0] * grid[1] * grid[2] == m
-    # SPEC section 1: d = 12 x 128 = 1536, d_ffn = 8960, RoPE t/h/w 44/42/42; L = 8 seeded text tokens
+    # docs/spec.md §1: d = 12 x 128 = 1536, d_ffn = 8960, RoPE t/h/w 44/42/42; L = 8 seeded text tokens
     want = {"qkv": (1, m, 1536, 4608), "qk": (12, m, 128, m), "pv": (12, m, m, 128), "o_proj": (1, m, 1536, 1536),
             "cross_q": (1, m, 1536, 1536), "cross_qk": (12, m, 128, 8), "cross_pv": (12, m, 8, 128),
             "cross_o": (1, m, 1536, 1536), "ffn1": (1, m, 1536, 8960), "ffn2": (1, m, 8960, 1536)}

@@ -51,10 +51,12 @@ def test_balanced_preset_follows_its_rules():
     R, keys, dh, s_t = 128, 21 * 30 * 52, 128, 5  # noqa: N806  480p: 32,760 tokens; d_h = 128
     assert cfg.vector_lanes == 7 * R * s_t == 4480
     assert cfg.similarity_lanes == R * s_t == 640
-    kv, scores = 2 * keys * dh, R * keys * (3 + 1)  # one head's K and V; one query tile's int24 scores + P_eff
+    kv, peff = 2 * keys * dh, R * keys * 1  # one head's K and V; one query tile's P_eff state (D58)
     window = 1 * R * 21 * 1536  # one scheduler window of X over 21 frames at K = d = 1536
-    for kib, need in ((cfg.weight_sram_kib, kv), (cfg.score_sram_kib, scores), (cfg.input_sram_kib, window)):
+    for kib, need in ((cfg.weight_sram_kib, kv), (cfg.peff_sram_kib, peff), (cfg.input_sram_kib, window)):
         assert need <= kib * 1024 < 2 * need  # the next power of two
+    scores = R * keys * 3  # one query tile's int24 scores: 12,579,840 B, rounded up to whole MiB (12 MiB)
+    assert cfg.score_sram_kib == -(-scores // 2**20) * 1024 == 12288
     same = ("array_rows", "array_cols", "clock_mhz", "partial_regs", "drain_rows_per_cycle",
             "output_sram_kib", "partial_sram_kib", "dram_gbps", "max_tokens", "max_k")
     assert all(getattr(cfg, k) == getattr(ref, k) for k in same)

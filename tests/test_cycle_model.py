@@ -4,7 +4,7 @@ Timing contract (sim/timing/cycle_model.py module docstring), restated for the d
   S_t = max(1, slots_t);  L_t = max(L_{t-1} + S_t, L_{t-d} + R)  with L_{-1} = -1 (cycle 0 is the
   first issue) and no port constraint for the first d tiles (tile t drains on port t mod d);
   op cycles = L_last + R + C + 2;  drain stall = sum over t of (L_t - (L_{t-1} + S_t)).
-Matcher rule (SPEC section 3): demand COMPUTE = 1, PARTIAL = 1/2 (b_msb >= 4; a full slot otherwise),
+Matcher rule (docs/spec.md §3): demand COMPUTE = 1, PARTIAL = 1/2 (b_msb >= 4; a full slot otherwise),
 REUSE = 0; channels in index order, each unpaired channel pairs with the lowest-index later compatible
 channel (every row: demand(a) + demand(b) <= 1); a group every row REUSEs takes no slot.
 """
@@ -218,12 +218,12 @@ def test_match_tile_raw_buffers():
 # ---- matcher: plain-Python reference on random tiles ---------------------------------------------
 
 def _demand(d, b_msb):
-    """Demand in half slots (SPEC section 3)."""
+    """Demand in half slots (docs/spec.md §3)."""
     return {C: 2, P: 1 if b_msb >= 4 else 2, R: 0}[d]
 
 
 def reference_schedule(dec, groups, b_msb):
-    """Channel-level greedy, literally as the SPEC words it: list of (a, b, g_a, g_b, first_a, first_b)."""
+    """Channel-level greedy, literally as docs/spec.md §3 words it: list of (a, b, g_a, g_b, first_a, first_b)."""
     rows = len(dec)
     group_of = [gi for gi, (k0, k1, _) in enumerate(groups) for _ in range(k0, k1)]
     K = len(group_of)  # noqa: N806
@@ -355,7 +355,7 @@ def test_fast_slot_count_equals_the_matcher_on_random_tiles():
 
 
 def test_benchmark_step_has_every_op_with_published_shapes():
-    """SPEC section 1, Wan2.1-T2V-1.3B at 480p: d = 1536 = 12 x 128, d_ffn = 8960, M = 21*30*52 = 32,760,
+    """docs/spec.md §1, Wan2.1-T2V-1.3B at 480p: d = 1536 = 12 x 128, d_ffn = 8960, M = 21*30*52 = 32,760,
     512 text tokens; RoPE split 44/42/42 of d_h."""
     from sim.bench import block_ops
 

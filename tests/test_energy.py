@@ -233,7 +233,7 @@ def test_simulate_results_have_energy(tmp_path: Path):
         assert r["energy_pj"] == pytest.approx(sum(r["energy_breakdown_pj"].values()))
         assert r["dense_energy_pj"] == pytest.approx(sum(r["dense_energy_breakdown_pj"].values()))
         assert r["energy_pj"] > 0 and r["dense_energy_pj"] > 0
-    for r in res["per_op"]:  # useful MAC-equivalents (SPEC section 4) = mac8 + mac4 / 2
+    for r in res["per_op"]:  # useful MAC-equivalents (docs/spec.md §4) = mac8 + mac4 / 2
         assert r["actions"]["mac8"] + r["actions"]["mac4"] / 2 == pytest.approx(r["useful_macs"])
     assert res["energy_pj"] == pytest.approx(sum(r["energy_pj"] for r in res["per_op"]))
     assert res["actions"]["mac8"] == sum(r["actions"]["mac8"] for r in res["per_op"])
@@ -297,3 +297,48 @@ def test_simulate_tech_option(tmp_path: Path):
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.exit_code == 2 and len(lines) == 1 and "not found" in lines[0], bad.output
     assert not (tmp_path / "x.json").exists()
+
+
+def test_weight_sram_charged_per_column_bank():
+    # tiny-8x8: weight SRAM 16 KiB in C = 8 column banks of 2 KiB; an access of a 2 KiB array, 45 nm:
+    # below 8 KiB the 8 -> 32 KiB slope (exponent 0.5) extrapolates: 10 pJ x sqrt(2 / 8) = 5 pJ per 64 bits.
+    cfg = load_config("tiny-8x8")
+    assert cfg.weight_sram_kib == 16 and cfg.array_cols == 8
+    e = energy_of({"sram_weight_read_bytes": 16, "sram_weight_write_bytes": 8}, cfg, load_tech("45nm"), 0.0)
+    assert e["sram_weight"] == pytest.approx(3 * 5.0)  # 24 bytes = 3 accesses
+
+
+def test_peff_buffer_counts_energy_and_area():
+    # a fused pv of one head (M = 4 queries, K = 6 keys, N = 8): the P_eff state read M K = 24 bytes and written
+    # M K less the temporal-REUSE (query, key)s: DEC has 6 REUSE entries of 2-key groups -> 24 - 12 = 12.
+    base = load_config("tiny-8x8").model_dump() | {"score_sram_kib": 16}
+    from hw.config import config_from_dict
+    with_buf = config_from_dict(base | {"peff_sram_kib": 4, "name": "tiny-peff"})
+    without = config_from_dict(base | {"name": "tiny-score"})
+    grid = (1, 1, 4)
+    for cfg, buf in ((with_buf, "peff"), (without, "score")):
+        a = op_actions("pv", [DEC], grid, GROUPS, 4, 6, 8, 4, cfg, 10, fused=True)
+        assert a[f"sram_{buf}_read_bytes"] == 24 and a[f"sram_{buf}_write_bytes"] == 12
+        other = "score" if buf == "peff" else "peff"
+        assert a[f"sram_{other}_read_bytes"] == 0 and a[f"sram_{other}_write_bytes"] == 0
+    tech = load_tech("45nm")
+    e = energy_of({"sram_peff_read_bytes": 24, "sram_peff_write_bytes": 8}, with_buf, tech, 0.0)
+    assert e["sram_peff"] == pytest.approx(4 * 10 * math.sqrt(4 / 8))  # 4 accesses of a 4 KiB array
+    ab = area_breakdown(with_buf, tech)
+    assert ab["breakdown"]["sram_peff"] == pytest.approx(4 * 8192 * tech.a("sram_bit") * 1e-6)
+    # Kaleido's own buffer: not in the dense die
+    assert ab["total_mm2"] - ab["dense_total_mm2"] == pytest.approx(
+        area_breakdown(without, tech)["total_mm2"] - area_breakdown(without, tech)["dense_total_mm2"]
+        + ab["breakdown"]["sram_peff"])
+
+
+def test_score_buffer_fit_with_and_without_peff_buffer():
+    from hw.config import config_from_dict
+    from sim.timing.attention import fits_score_buffer
+    base = load_config("tiny-8x8").model_dump()
+    # R = 8 rows x 512 keys: scores 3 x 4,096 B = 12 KiB, P_eff 4 KiB
+    assert fits_score_buffer(config_from_dict(base | {"score_sram_kib": 16, "name": "a"}), 512)
+    assert not fits_score_buffer(config_from_dict(base | {"score_sram_kib": 12, "name": "b"}), 512)
+    assert fits_score_buffer(config_from_dict(base | {"score_sram_kib": 12, "peff_sram_kib": 4, "name": "c"}), 512)
+    assert not fits_score_buffer(config_from_dict(base | {"score_sram_kib": 12, "peff_sram_kib": 3, "name": "d"}),
+                                 512)

@@ -1,4 +1,4 @@
-"""The one-walk tiling of `sim.engines.model.simulate_op` (issue 20's serial speed) against the separate
+"""The one-walk tiling of `sim.engines.model.simulate_op` (D55) against the separate
 functions it replaces: the scheduler's packed sort against a lexsort of the unpacked patterns, and every
 timing field of `simulate_op` against `reuse_slot_sequence` + `op_cycles` (cycle model), `tile_stats`
 (actions) and `decision_counts`, computed apart."""

@@ -1,7 +1,7 @@
 """Golden reuse model (algo.reuse.golden) against hand-worked examples and a plain-Python reference.
 
 Every expected value is either worked out by hand in the comments below or computed by
-tests/reference.py, which is written from SPEC.md section 2 alone (Python ints and loops).
+tests/reference.py, which is written from docs/spec.md §2 alone (Python ints and loops).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from algo.reuse.golden import (
 )
 from tests import reference as ref
 
-C, P, R = 0, 1, 2  # COMPUTE, PARTIAL, REUSE as the SPEC numbers them
+C, P, R = 0, 1, 2  # COMPUTE, PARTIAL, REUSE as docs/spec.md §2 numbers them
 
 
 def reuse_gemm(X, W, grid, groups, theta, b_msb=4):  # noqa: N803
-    """`algo.reuse.golden.reuse_gemm` (SPEC form: per-channel decisions [M, K]), decisions viewed per group."""
+    """`algo.reuse.golden.reuse_gemm` (docs/spec.md §2 form: per-channel decisions [M, K]), decisions viewed per group."""
     Y, dec = spec_reuse_gemm(X, W, grid, groups, theta, b_msb=b_msb)  # noqa: N806
     assert dec.shape == X.shape and dec.dtype == np.int8
     return Y, group_decisions(dec, groups)
@@ -323,7 +323,7 @@ def test_reuse_gemm_matches_reference(axis, b_msb, dtype):
         assert Y.dtype == np.int64
         assert dec.tolist() == ref_dec, (grid, theta)
         assert Y.tolist() == ref_y, (grid, theta)
-        # SPEC consequences checked on the reference too: theta1 == theta2 leaves no PARTIAL,
+        # Consequences of docs/spec.md §2 checked on the reference too: theta1 == theta2 leaves no PARTIAL,
         # theta1 == 0 leaves no REUSE.
         if theta[0] == theta[1]:
             assert P not in {d for row in ref_dec for d in row}

@@ -1,7 +1,7 @@
-"""Registered models (issue 4): published shapes from shape traces, tiny captures of every family,
+"""Registered models: published shapes from shape traces, tiny captures of every family,
 and Q/K in traces after RoPE, recomputed from each model's own rotary tables.
 
-Expected numbers are SPEC.md section 1's table and token counts, written out here by hand.
+Expected numbers are docs/spec.md §1's table and token counts, written out here by hand.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from algo.models import blocks_of, build_model, meta_model, num_blocks, rope_spl
 from algo.models.families.cogvideox import rotary_emb as cogvideox_rotary_emb
 from algo.trace import load_trace
 
-# SPEC section 1: d = heads x d_h, layers, d_ffn, RoPE t/h/w.
-SPEC_TABLE = {
+# docs/spec.md §1: d = heads x d_h, layers, d_ffn, RoPE t/h/w.
+PUBLISHED_CONFIGS = {
     "wan2.1-t2v-1.3b": (12, 128, 30, 8960, (44, 42, 42)),
     "wan2.1-t2v-14b": (40, 128, 40, 13824, (44, 42, 42)),
     "hunyuanvideo": (24, 128, 60, 12288, (16, 56, 56)),  # 20 dual + 40 single blocks
@@ -32,7 +32,7 @@ def test_wan_shape_trace_full_size(tmp_path, res, grid, tokens):
     tr = load_trace(path)
     assert tr.kind == "shapes" and tr.version == 3
     assert tr.grid == grid and tr.tokens == tokens
-    assert len(tr.ops) == 2 * 30 * 10  # steps x layers x every op type of SPEC section 1 (Wan has cross-attention)
+    assert len(tr.ops) == 2 * 30 * 10  # steps x layers x every op type of docs/spec.md §1 (Wan has cross-attention)
     qk = next(o for o in tr.ops if o.name == "qk")
     assert (qk.batch, qk.M, qk.K, qk.N) == (12, tokens, 128, tokens)
     assert [g.k_stop - g.k_start for g in qk.groups] == [44, 42, 42]
@@ -43,9 +43,9 @@ def test_wan_shape_trace_full_size(tmp_path, res, grid, tokens):
     assert rope_split(meta_model("wan2.1-t2v-1.3b", "full")) == (44, 42, 42)
 
 
-@pytest.mark.parametrize("model", sorted(SPEC_TABLE))
+@pytest.mark.parametrize("model", sorted(PUBLISHED_CONFIGS))
 def test_published_configs_in_shape_plans(model):
-    heads, d_h, layers, d_ffn, rope = SPEC_TABLE[model]
+    heads, d_h, layers, d_ffn, rope = PUBLISHED_CONFIGS[model]
     d = heads * d_h
     net = meta_model(model, "full")
     assert rope_split(net) == rope

@@ -1,4 +1,4 @@
-"""Array organisations as a config parameter (issue 15): the field, the `--organisation` override,
+"""Array organisations as a config parameter (D50): the field, the `--organisation` override,
 its one-line errors, and the results JSON naming the organisation."""
 
 from __future__ import annotations
@@ -152,15 +152,18 @@ def test_compact_actions_hand_counts():
     a = op_actions("qkv", [td], grid, groups, 32, 8, 8, 4, cfg, 29)
     lock_in, lock_w = a["sram_input_read_bytes"], a["sram_weight_read_bytes"]
     lock_rows_x_ch, lock_ch = td.stats["rows_x_channels"], td.stats["channels"]
-    c = compact_actions(dict(a), [td], [bt], groups, 8, cfg)
+    c = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid)
     pb = partial_bytes(groups)
     assert pb == 3  # 8 x 255 x 128 = 261,120: 18 bits + sign -> 3 bytes
     # Cc = 64, Pc = 48 (token, channel) pairs; Cg = 8, Pg = 6, Rg = 18 (token, group) pairs
     assert c["mac8"] == 64 * 8 and c["mac4"] == 48 * 8
     assert c["pe_add"] == 8 * (2 * 64 + 48)
     assert c["combine_add"] == 8 * (32 + 6) == combine_adds(dec, 8)
-    assert c["sram_psum_write_bytes"] == 2 * (2 * 8 + 6) * 8 * 3
-    assert c["sram_psum_read_bytes"] == (2 * 8 + 6) * 8 * 3 + (6 + 2 * 18) * 8 * 3
+    # neighbour state (D58): frame 0's 8 COMPUTEs all have a non-COMPUTE successor (frame 1 has no COMPUTE),
+    # Cs = 8; of the 6 PARTIALs the 4 in frames 1 and 2 have a REUSE successor, Ps = 4 (frame 3 has none).
+    # Staged: Cg + Cs + Pg = 8 + 8 + 6 = 22 values; state writes 2 Cs + Ps = 20; state reads Pg + Rg = 24.
+    assert c["sram_psum_write_bytes"] == (22 + 20) * 8 * 3
+    assert c["sram_psum_read_bytes"] == (22 + 24) * 8 * 3
     assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8  # 4 band-tiles x |g| x C
@@ -232,3 +235,27 @@ def test_organisations_figure_and_floor(tmp_path):
     res = {"dense_energy_breakdown_pj": {"dram": 2.0, "vector_unit": 1.0, "sram_score": 3.0, "sram_output": 4.0,
                                          "array_macs": 100.0}}
     assert energy_floor(res) == 10.0  # the shared units only, at dense's energy
+
+
+def test_successor_reads_and_psum_state_hand_counts():
+    from sim.cost.compact_actions import successor_reads
+    # grid (2, 2, 2), 8 tokens; group 0 temporal, group 1 on w, group 2 on h
+    groups = [(0, 2, "f"), (2, 4, "w"), (4, 6, "h")]
+    dec = np.full((8, 3), COMPUTE, np.int8)
+    dec[4, 0] = REUSE   # frame 1, (0, 0): token 0's temporal successor
+    dec[1, 1] = PARTIAL  # frame 0, (0, 1): token 0's w successor
+    dec[7, 2] = REUSE   # frame 1, (1, 1): token 5's h successor
+    s = successor_reads(dec, (2, 2, 2), groups)
+    want = np.zeros((8, 3), bool)
+    want[0, 0] = want[0, 1] = want[5, 2] = True
+    assert np.array_equal(s, want)
+    # all COMPUTE, one temporal group: no state written or read, each token stages its total only
+    cfg = tiny_compact()
+    g1 = [(0, 8, "f")]
+    grid = (4, 1, 8)
+    dec = np.full((32, 1), COMPUTE, np.int8)
+    bt = compact_tiles(dec, grid, g1, cfg, 4, 4)
+    td = TiledDecisions(dec, tile_stats(dec, grid, g1, 8, 4), True)
+    a = op_actions("qkv", [td], grid, g1, 32, 8, 8, 4, cfg, 29)
+    c = compact_actions(dict(a), [td], [bt], g1, 8, cfg, grid)
+    assert c["sram_psum_write_bytes"] == c["sram_psum_read_bytes"] == 32 * 8 * 3  # 32 totals x N = 8 x pb = 3

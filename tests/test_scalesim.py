@@ -1,6 +1,6 @@
 """Dense GEMM dataflow timing (`sim.timing.dataflow`) against SCALE-Sim 3.0.0 run live, and `kaleido simulate --gemm`.
 
-SCALE-Sim is the reference for ``timing="scalesim"`` (SPEC.md section 4): every shape below is run
+SCALE-Sim is the reference for ``timing="scalesim"`` (docs/spec.md §4): every shape below is run
 through SCALE-Sim 3.0.0 (pip ``scalesim``, the ``dev`` extra) in one batched run per array size and
 dataflow, and its compute cycles ("Total Cycles" column of COMPUTE_REPORT.csv, zero stall cycles)
 must equal ours exactly. The native timings are checked against hand derivations.

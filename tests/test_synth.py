@@ -120,3 +120,16 @@ def test_synth_shape_errors(tmp_path):
         with pytest.raises(SynthError, match=needle):
             synth_trace(out, args["model"], args["resolution"], fld, blocks=args.get("blocks"))
     assert not list(tmp_path.iterdir())
+
+
+def test_weights_text_round_trip(tmp_path):
+    """A synthetic trace's weights text names its field, and `field_of_weights` reads the field back; a
+    captured trace's weights name none."""
+    from algo.workloads.synth import field_of_weights
+
+    fld = SynthField(0.8, 0.04, (8, 4), 0.9)
+    tr = synth_trace(tmp_path / "s.npz", "wan2.1-t2v-1.3b", SMALL, fld, blocks=[0], seed=7)
+    assert field_of_weights(tr.weights) == (fld, 7)
+    assert field_of_weights(load_trace(tmp_path / "s.npz").weights) == (fld, 7)
+    assert field_of_weights("seeded (torch.manual_seed 0)") is None
+    assert field_of_weights(None) is None

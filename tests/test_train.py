@@ -120,7 +120,7 @@ def test_shipped_checkpoint_is_small_and_trained():
     log = json.loads((CKPT.parent / "train_log.json").read_text())
     assert log["threads"] == 1 and log["steps"] == len(log["loss"])
     res = trainer.evaluate(CKPT, sigmas=(0.3, 0.5, 0.7), n_clips=8)
-    # The issue asks for >= 3x at sigma 0.3-0.7 (docs/training.md: measured on 48 clips); 2x here on 8 clips.
+    # The training target is >= 3x at sigma 0.3-0.7 (docs/training.md: measured on 48 clips); 2x here on 8 clips.
     for s, t, r in zip(res["sigma"], res["loss_trained"], res["loss_seeded"], strict=True):
         assert r / t >= 2.0, (s, t, r)
 

@@ -1,9 +1,9 @@
-"""Capture speed and memory at real size (``make bench``; issue 4): one Wan2.1-T2V-1.3B block at 480p.
+"""Capture speed and memory at real size (``make bench-capture``): one Wan2.1-T2V-1.3B block at 480p.
 
 Each part runs in its own subprocess so that its peak resident memory (``ru_maxrss``) is its own:
 
 - ``bare``: the model built with block 0 only (seeded, bf16; `algo.models.build_model`), its inputs
-  to block 0 recorded at 480p (21x30x52 = 32,760 tokens, SPEC section 1; step 49 latents), then one
+  to block 0 recorded at 480p (21x30x52 = 32,760 tokens, docs/spec.md §1; step 49 latents), then one
   bare ``model.blocks[0](...)`` call timed (no hooks). Its linears run as `capture` runs them: on a
   CPU without oneDNN bf16 (AVX2 only) as float32 GEMMs of the bf16 operands
   (`algo.capture.bf16_gemm_in_fp32`; PyTorch's reference bf16 GEMM is 7-15x slower there);
@@ -14,7 +14,7 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
   embeddings too) and ``decide_s`` (`algo.reuse.kernels.decide_multi`);
 - ``pv``: the same capture with ``--ops pv --thetas 4,12``: P = round(255 exp(s - rowmax)) one latent
   frame of queries (1,560 rows) at a time per head, and its decisions (`algo.capture.pv_decisions`);
-  ``pv_s`` is reported separately (issue 4: P never fits whole, 12 x 32,760^2 bytes = 12.9 GB), and
+  ``pv_s`` is reported separately (P never fits whole, 12 x 32,760^2 bytes = 12.9 GB), and
   within it the P chunks (12 heads x 21 frames = 252 chunks): time computing them and time deciding
   on them, total and per chunk (`pv_chunk_line`).
 
@@ -28,8 +28,8 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
   and K, not stored); ``simulate-exact``: `sim.sweep.video.simulate_trace_file` of that file on
   ``kaleido-16nm-128x128``, as ``kaleido simulate`` runs it (P regenerated one frame of one head at a time).
 
-Targets: issue 4, capture of every op but pv within 1.3x of the bare forward, peak memory < 8 GB;
-issue 22, the exact capture within 1.5x of the bare forward, peak <= 4 GB, file <= 1 GB, and its
+Targets: the decision capture of every op but pv within 1.3x of the bare forward, peak memory < 8 GB;
+the exact capture within 1.5x of the bare forward, peak <= 4 GB, file <= 1 GB, and its
 simulation peak <= 4 GB.
 Run: ``python -m algo.capture.bench`` (several minutes on 2 cores).
 """
@@ -114,7 +114,7 @@ def part_pv_probe(frames: int = 3) -> dict:
     from algo.reuse.golden import block_groups
     from algo.trace import Group
 
-    f_all, h, w = 21, 30, 52  # 480p latent grid (SPEC section 1)
+    f_all, h, w = 21, 30, 52  # 480p latent grid (docs/spec.md §1)
     m, d_h = f_all * h * w, 128
     gen = torch.Generator().manual_seed(SEED)
     q = torch.randn(1, frames * h * w, d_h, generator=gen)
@@ -157,7 +157,7 @@ def run_part(name: str, *args: str) -> dict:
 
 
 def exact_lines(bare: dict, ex: dict, sim: dict) -> list[str]:
-    """The exact-trace figures of issue 22 against its targets."""
+    """The exact-trace figures against their targets (module docstring)."""
     ratio = ex["blocks_s"] / bare["bare_block_s"]
     return [
         f"  exact capture (qkv,qk,pv,o_proj,ffn1,ffn2, attention states, P derived not stored): block with hooks "
@@ -195,7 +195,7 @@ def main() -> None:
 
 
 def pv_chunk_line(t: dict) -> str:
-    """P chunk timing, reported apart from the rest of the capture (issue 4)."""
+    """P chunk timing, reported apart from the rest of the capture."""
     n = max(int(t.get("p_chunks", 0)), 1)
     return (f"P chunks: {int(t.get('p_chunks', 0))} (one latent frame of queries x one head each), computing P "
             f"{t.get('p_chunk_s', 0.0):.1f} s ({1e3 * t.get('p_chunk_s', 0.0) / n:.1f} ms per chunk), their "

@@ -224,7 +224,7 @@ class Recorder:
 
 def register(model, rec: Recorder) -> list:
     """Hooks on every transformer block (`algo.models.blocks_of`) at the family's GEMM sites
-    (`algo.models.families.base.Family.sites`) for the ops of SPEC section 1."""
+    (`algo.models.families.base.Family.sites`) for the ops of docs/spec.md §1."""
     from algo.models.families.base import Attention
 
     fam = model_family(model)

@@ -58,12 +58,12 @@ def _check_thetas(theta: ThetaSpec, steps: Iterable[int], ops: Iterable[str]) ->
                 raise CaptureError(str(err)) from None
 
 
-#: Named video sizes ``(frames, height_px, width_px)`` (SPEC section 1: Wan 480p 832x480 and 720p
+#: Named video sizes ``(frames, height_px, width_px)`` (docs/spec.md §1: Wan 480p 832x480 and 720p
 #: 1280x720, 81 frames).
 RESOLUTIONS = {"480p": (81, 480, 832), "720p": (81, 720, 1280)}
 
 
-#: Wan VAE compression (SPEC section 1): 4x in time (causal: 1 + 4n frames -> 1 + n latent frames),
+#: Wan VAE compression (docs/spec.md §1): 4x in time (causal: 1 + 4n frames -> 1 + n latent frames),
 #: 8x8 in space.
 VAE_TIME, VAE_SPACE = 4, 8
 
@@ -91,7 +91,7 @@ def resolution_grid(resolution: str | tuple[int, int, int], patch: Sequence[int]
     """Token grid ``(F, H, W)`` of a video: latent ``((frames-1)/4 + 1, height/8, width/8)`` divided by the patch.
 
     480p (81 x 480 x 832) -> latent 21 x 60 x 104 -> tokens 21 x 30 x 52 = 32,760; 720p -> 21 x 45 x 80
-    = 75,600 (SPEC section 1).
+    = 75,600 (docs/spec.md §1).
 
     Raises:
         CaptureError: frames not 1 + 4n, or a side not a multiple of 8 x the patch.
@@ -177,7 +177,7 @@ class CaptureRequest:
         grid: token grid ``(F, H, W)`` after patching (latent = grid * patch size); None: the
             size's default, ``(4, 8, 8)`` = 256 tokens. Not together with `resolution`.
         seed: seeds the weights (torch, when `weights` is None), text embeddings and noise (numpy).
-        theta: thresholds in int8 units per channel (SPEC section 2): a pair for every op, a
+        theta: thresholds in int8 units per channel (docs/spec.md §2): a pair for every op, a
             mapping op type -> pair (``"default"`` for the rest), a callable ``(step, op) -> pair`` or
             a `algo.reuse.thresholds.ThetaSchedule` (step-sensitive thresholds); resolved per recorded op.
             Exact traces only; decision traces use `thetas`.

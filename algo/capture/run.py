@@ -3,7 +3,7 @@
 `capture` builds a registered model (`algo.models`), makes latents from a panned real image mixed
 with noise at each requested step's flow-matching noise level (`algo.latents`), runs one forward
 pass per step and records, for every transformer block, the operands of these GEMMs
-``Y[b] = X[b] @ W[b]`` (SPEC.md section 1; shapes for M tokens, d = heads * d_h, d_ffn, L text
+``Y[b] = X[b] @ W[b]`` (docs/spec.md §1; shapes for M tokens, d = heads * d_h, d_ffn, L text
 tokens):
 
 - ``qkv``: X = ``attn1`` input (modulated norm1 output) ``[1, M, d]``;
@@ -18,7 +18,7 @@ tokens):
 - ``ffn1``: X = input of ``ffn.net[0].proj`` ``[1, M, d]``; W = its weight^T ``[1, d, d_ffn]``.
 - ``ffn2``: X = input of ``ffn.net[2]`` (after GELU) ``[1, M, d_ffn]``; W = its weight^T ``[1, d_ffn, d]``.
 
-(the 1/rowsum normalisation runs on the vector unit, SPEC section 1); the attention states use
+(the 1/rowsum normalisation runs on the vector unit, docs/spec.md §1); the attention states use
 ``s = Q K^T / sqrt(d_h)`` in float32 from the float Q and K. With ``include_cross=True`` the cross-attention GEMMs whose streamed
 operand is the video tokens are recorded too: ``cross_q`` (``attn2`` input, ``to_q`` weight^T),
 ``cross_qk`` (Q after RMSNorm [M, d_h] against K^T [d_h, L]; no RoPE), ``cross_pv`` (P [M, L] against
@@ -38,7 +38,7 @@ attention output and log-sum-exp per head of every self-attention ``pv`` (`atten
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.
 
-Quantisation (SPEC section 1): symmetric int8, one scale per (step, block, op, tensor):
+Quantisation (docs/spec.md §1): symmetric int8, one scale per (step, block, op, tensor):
 ``scale = max|x| / 127`` (1 when x is all zero), ``q = clip(rint(x / scale), -128, 127)``
 (``np.rint``: round half to even); per-head tensors share one scale across heads. P is uint8 with
 ``x_scale = 1/255``.

@@ -85,7 +85,7 @@ class ModelSpec:
 
 # Token grids (F, H, W) after the patch, the same for every model. tiny: latent 4x16x16 (128x128
 # px, 13 video frames). full: the same small grid by default, because an exact trace stores P
-# (heads x M x M bytes per block and step); 480p is 21x30x52 tokens (SPEC section 1).
+# (heads x M x M bytes per block and step); 480p is 21x30x52 tokens (docs/spec.md §1).
 _DEFAULT_GRID = {"tiny": (4, 8, 8), "full": (4, 8, 8)}
 
 

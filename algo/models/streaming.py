@@ -107,7 +107,7 @@ def _release_freed_memory() -> None:
 
 
 class StreamedBlocks:
-    """Run a model whose transformer blocks are materialised one at a time (issue 4: Wan2.1-14B is
+    """Run a model whose transformer blocks are materialised one at a time (D27: Wan2.1-14B is
     28 GB and HunyuanVideo 26 GB in bf16).
 
     Every block (`blocks_of`: Wan ``blocks``, Hunyuan ``transformer_blocks`` then

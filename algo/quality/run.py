@@ -40,8 +40,11 @@ package, its weights and decoded frames are all available locally (otherwise an 
 "unavailable (...)" string); decoded-frame PSNR/SSIM only with a local Wan VAE checkpoint
 (``vae=PATH``, otherwise "no VAE checkpoint given").
 
+The shared setup of a run (model, inputs, schedule) is `algo.quality.setup.Setup`; θ sweeps are
+`algo.quality.sweep`, their files `algo.quality.output`.
+
 Reuse fraction used as the x-axis of `sweep_quality`: the MAC-weighted fraction of work saved,
-``reuse + partial / 2`` over the enabled ops (SPEC section 3: PARTIAL takes half a multiplier slot
+``reuse + partial / 2`` over the enabled ops (docs/spec.md §3: PARTIAL takes half a multiplier slot
 when ``b_msb >= 4``; with ``b_msb < 4`` it takes a full slot and saves nothing, so the value is
 ``reuse`` only).
 
@@ -53,11 +56,7 @@ paper measured on trained HunyuanVideo/Wan.
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import dataclasses
-import io
-import json
+import importlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -66,9 +65,7 @@ import numpy as np
 import torch
 
 from algo import latents as lat
-from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS, TEXT_TOKENS, patch_of
-from algo.fileio import atomic_write_bytes
-from algo.models import build_model, family_of, get_spec
+from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS
 from algo.quality.metrics import (
     NO_VAE,
     _load_vae,
@@ -77,105 +74,21 @@ from algo.quality.metrics import (
     frame_metrics,
     latent_metrics,
     lpips_status,
-    pareto_front,
 )
+from algo.quality.setup import DEFAULT_NUM_INFERENCE_STEPS, DEFAULT_STEPS, Setup, torch_threads
 from algo.reuse.fake_quant import ReuseError, parse_ops, snr_db_energy, theta_for
 from algo.reuse.thresholds import DEFAULT_THETA, ThetaSchedule, ThetaSpec
 from algo.reuse.torch_hooks import ReuseHooks
 
-__all__ = ["DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "run_quality", "sweep_quality", "to_jsonable", "write_sweep"]
+__all__ = ["DEFAULT_STEPS", "PCA_DECODER", "run_quality"]
 
-#: Default number of Euler steps run (the last 10 of the 50-step schedule: sigma 0.54 -> 0).
-DEFAULT_STEPS = 10
-#: Length of the sampling schedule (Wan2.1 repo default for t2v: 50 FlowMatchEuler steps, shift 5;
-#: docs/capture.md "schedule").
-DEFAULT_NUM_INFERENCE_STEPS = 50
-#: Default sweep thresholds (theta1, theta2), int8 units per channel; (0, 0) is the no-reuse check.
-#: Project choice: points around `algo.reuse.thresholds.DEFAULT_THETA` (4, 12) from lossless to mostly
-#: REUSE; the quality-sweep tables in docs/results.md use this list.
-DEFAULT_SWEEP_THETAS = ((0, 0), (0.5, 2), (1, 4), (2, 6), (2, 8), (4, 12), (4, 16), (6, 20), (8, 24), (12, 32))
 #: How frames of the trained size are decoded (no VAE): the latent transform's pseudo-inverse.
 PCA_DECODER = "patch PCA pseudo-inverse (algo.train.patch_pca), clipped to [0, 1]"
 
 ProgressFn = Callable[[int, int, str], None]
 
 
-@contextlib.contextmanager
-def _threads(n: int | None):
-    """Set torch's intra-op thread count for the block (None: leave it)."""
-    if n is None:
-        yield
-        return
-    if int(n) < 1:
-        raise ReuseError(f"threads must be >= 1 or None, got {n}")
-    old = torch.get_num_threads()
-    torch.set_num_threads(int(n))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
-# -- the sampling run ------------------------------------------------------------------------------
-
-class _Setup:
-    """Model, inputs and schedule shared by every run of one configuration."""
-
-    def __init__(self, model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights=None):
-        spec = get_spec(model, size)
-        cfg = spec.sizes[size]
-        fam = family_of(spec)
-        if not isinstance(num_inference_steps, int) or num_inference_steps < 1:
-            raise ReuseError(f"num_inference_steps must be a positive integer, got {num_inference_steps!r}")
-        if not isinstance(steps, int) or not 1 <= steps <= num_inference_steps:
-            raise ReuseError(f"steps must be an integer in 1..{num_inference_steps}, got {steps!r}")
-        grid = tuple(int(v) for v in (spec.default_grid[size] if grid is None else grid))
-        max_len = int(cfg.get("rope_max_seq_len", 1024))
-        if len(grid) != 3 or min(grid) <= 0 or max(grid) > max_len:
-            raise ReuseError(f"grid must be 3 positive token counts (F, H, W), each <= {max_len}; got {grid}")
-        if image not in lat.IMAGES:
-            raise ReuseError(f"unknown image {image!r}; choose one of {', '.join(lat.IMAGES)}")
-        self.spec, self.family, self.size, self.seed, self.grid = spec, fam, size, int(seed), grid
-        self.schedule = fam.schedule(num_inference_steps, shift)
-        self.steps, self.n_sched, self.image, self.pan_px = steps, num_inference_steps, image, pan_px
-        self.shift = getattr(self.schedule, "shift", None)  # None: not a flow-matching schedule
-        if weights is not None and not Path(weights).expanduser().exists():
-            raise ReuseError(f"--weights: checkpoint not found: {Path(weights).expanduser().resolve()}")
-        self.net, self.weights = build_model(spec.name, size, seed, weights=weights)
-        #: decoded frames without a VAE: the patch PCA's pseudo-inverse for the trained size
-        self.pca = None
-        if spec.latents.get(size) == "patch_pca":
-            from algo.train import patch_pca
-
-            self.pca = patch_pca.load()
-        self.dtype = next(self.net.parameters()).dtype
-        p_t, p_h, p_w = patch_of(cfg)
-        self.latent_grid = (grid[0] * p_t, grid[1] * p_h, grid[2] * p_w)
-        x0 = lat.model_latents(spec, size, self.latent_grid, pan_px=pan_px, image=image)
-        eps = lat.noise_like(x0, seed)
-        self.sigmas = self.schedule.sigmas
-        self.start = num_inference_steps - steps
-        self.x_start = self.schedule.noised(x0, eps, self.start)
-        self.inputs = fam.inputs(cfg, self.net, grid, seed, self.dtype, TEXT_TOKENS)
-        self.prompt = lat.class_prompt(spec, size, image)
-        if self.prompt is not None:  # the trained size: the class prompt of the image (algo.train.clips)
-            self.inputs = dataclasses.replace(
-                self.inputs, text=torch.from_numpy(self.prompt[1](self.inputs.text.shape[-1])).to(self.dtype))
-
-    def describe(self) -> dict:
-        return {
-            "model": self.spec.name, "size": self.size, "weights": self.weights, "seed": self.seed,
-            "grid": list(self.grid), "latent_grid": list(self.latent_grid),
-            "tokens": int(np.prod(self.grid)), "num_inference_steps": self.n_sched, "steps": self.steps,
-            "start_step": self.start, "shift": self.shift,
-            "sigmas": [float(s) for s in self.sigmas[self.start:]],
-            "start": (f"{self.image} panned {self.pan_px} px/latent frame ({lat.encoder_name(self.spec, self.size)}), "
-                      f"noised to sigma[{self.start}] = {float(self.sigmas[self.start]):.4f} with seeded eps"),
-            "text": self.prompt[0] if self.prompt else f"{TEXT_TOKENS} seeded N(0,1) tokens",
-        }
-
-
-def _sample(setup: _Setup, hooks: ReuseHooks, modes: Sequence[str], progress, done0, total):
+def _sample(setup: Setup, hooks: ReuseHooks, modes: Sequence[str], progress, done0, total):
     """Run the Euler loop for each mode in lock step.
 
     Returns:
@@ -233,7 +146,7 @@ def _saved(fr: dict, b_msb: int) -> float:
     return fr["reuse"] + (fr["partial"] / 2 if b_msb >= 4 else 0.0)
 
 
-def _hooks(setup: _Setup, op_list, theta, b_msb, quant_ops, policy, policy_params) -> ReuseHooks:
+def _hooks(setup: Setup, op_list, theta, b_msb, quant_ops, policy, policy_params) -> ReuseHooks:
     """Kaleido's hooks, or a baseline policy's (`algo.reuse.torch_hooks.PolicyHooks`)."""
     if policy is None:
         return ReuseHooks(setup.net, setup.grid, ops=op_list, theta=theta, b_msb=b_msb, quant_ops=quant_ops)
@@ -243,7 +156,7 @@ def _hooks(setup: _Setup, op_list, theta, b_msb, quant_ops, policy, policy_param
                        quant_ops=quant_ops)
 
 
-def _run(setup: _Setup, theta, ops, b_msb, quant_ops, float_reference, vae, progress, done0=0, total=None,
+def _run(setup: Setup, theta, ops, b_msb, quant_ops, float_reference, vae, progress, done0=0, total=None,
          keep_latents=False, policy=None, policy_params=None) -> dict:
     op_list = parse_ops(ops)
     step_ids = list(range(setup.start, setup.n_sched))
@@ -411,210 +324,21 @@ def run_quality(
         ops = POLICIES[policy]["ops"]
     op_list = parse_ops(ops)
     if isinstance(steps, int) and isinstance(num_inference_steps, int) and 1 <= steps <= num_inference_steps:
-        # fail on a bad theta before building the model (_Setup reports bad steps)
+        # fail on a bad theta before building the model (Setup reports bad steps)
         _theta_table(theta, op_list, list(range(num_inference_steps - steps, num_inference_steps)))
-    with _threads(threads):
-        setup = _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights)
+    with torch_threads(threads):
+        setup = Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights)
         return _run(setup, theta, op_list, b_msb, quant_ops, float_reference, vae, progress,
                     keep_latents=keep_latents, policy=policy, policy_params=policy_params)
 
 
-def sweep_quality(
-    thetas: Sequence[tuple[float, float]] = DEFAULT_SWEEP_THETAS,
-    out_dir: str | Path | None = None,
-    model: str = DEFAULT_MODEL,
-    size: str = DEFAULT_SIZE,
-    steps: int = DEFAULT_STEPS,
-    ops: str | Iterable[str] = SELF_OPS,
-    seed: int = 0,
-    grid: tuple[int, int, int] | None = None,
-    *,
-    num_inference_steps: int = DEFAULT_NUM_INFERENCE_STEPS,
-    b_msb: int = 4,
-    image: str = "astronaut",
-    pan_px: int = lat.DEFAULT_PAN_PX,
-    shift: float = lat.DEFAULT_SHIFT,
-    progress: ProgressFn | None = None,
-    threads: int | None = 1,
-    weights: str | Path | None = None,
-) -> dict:
-    """Quality against reuse fraction over a list of (theta1, theta2), one model instance.
-
-    Each theta is one `run_quality` (same theta for every enabled op and step); the float model runs
-    once (with the first point) for the int8-vs-float context line.
-
-    Args:
-        thetas: pairs ``(theta1, theta2)``, each ``0 <= theta1 <= theta2``.
-        out_dir: if given, `write_sweep` writes ``quality_sweep.csv``, ``.json``, ``.png``, ``.pdf`` there.
-        other arguments: as `run_quality`.
-
-    Returns:
-        ``{"config": ..., "points": [...], "pareto": [indices], "int8_vs_float": ..., "files": [...]}``;
-        each point: theta1, theta2, compute/partial/reuse (MAC-weighted), mac_saved, latent_psnr_db,
-        latent_ssim, velocity_snr_db, update_snr_db, snr_db and local_snr_db per op.
-
-    Raises:
-        ReuseError: no thetas, a bad pair, or as `run_quality`.
-    """
-    if not thetas:
-        raise ReuseError("no thetas given")
-    op_list = parse_ops(ops)
-    if isinstance(steps, int):
-        for t in thetas:
-            _theta_table(tuple(t), op_list, [0])
-    with _threads(threads):
-        return _sweep(thetas, out_dir, op_list, b_msb, progress,
-                      _Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights))
+#: Names that live in `algo.quality.sweep` and `algo.quality.output`, still importable from here.
+_MOVED = {"DEFAULT_SWEEP_THETAS": "algo.quality.sweep", "sweep_quality": "algo.quality.sweep",
+          "to_jsonable": "algo.quality.output", "weights_label": "algo.quality.output",
+          "caption": "algo.quality.output", "write_sweep": "algo.quality.output"}
 
 
-def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: _Setup) -> dict:
-    per_run = [setup.steps * 3] + [setup.steps * 2] * (len(thetas) - 1)
-    total, done = sum(per_run), 0
-    points, int8_vs_float = [], None
-    for k, t in enumerate(thetas):
-        th = (float(t[0]), float(t[1]))
-        r = _run(setup, th, op_list, b_msb, None, k == 0, None, progress, done, total)
-        done += per_run[k]
-        if k == 0:
-            int8_vs_float = r["int8_vs_float"]
-        fr = r["mac_fractions"]
-        points.append({
-            "theta1": th[0], "theta2": th[1], **fr, "mac_saved": r["mac_saved_fraction"],
-            "latent_psnr_db": r["latents"]["psnr_db"], "latent_ssim": r["latents"]["ssim"],
-            "velocity_snr_db": r["velocity_snr_db"], "update_snr_db": r["update_snr_db"],
-            **({"frame_psnr_db": r["frames"]["psnr_db"], "frame_ssim": r["frames"]["ssim"]}
-               if isinstance(r["frames"], dict) else {}),
-            "snr_db": {op: r["per_op"][op]["snr_db"] for op in r["quant_ops"]},
-            "local_snr_db": {op: r["per_op"][op]["local_snr_db"] for op in op_list},
-        })
-    config = {k: v for k, v in r.items() if k in (
-        "model", "size", "weights", "seed", "grid", "latent_grid", "tokens", "num_inference_steps", "steps",
-        "start_step", "shift", "sigmas", "start", "text", "ops", "quant_ops", "b_msb", "quantisation", "reference")}
-    front = pareto_front([p["mac_saved"] for p in points], [p["latent_psnr_db"] for p in points])
-    res = {"config": config, "points": points, "pareto": front, "int8_vs_float": int8_vs_float,
-           "lpips": r["lpips"], "frames": r["frames"], "files": []}
-    if out_dir is not None:
-        res["files"] = [str(p) for p in write_sweep(res, out_dir)]
-    return res
-
-
-# -- output ----------------------------------------------------------------------------------------
-
-def to_jsonable(obj):
-    """Plain JSON types: numpy scalars/arrays to Python, tuples to lists, non-finite floats to
-    the strings ``"inf"``, ``"-inf"``, ``"nan"`` (strict JSON has no infinity)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        f = float(obj)
-        return f if math.isfinite(f) else ("nan" if math.isnan(f) else ("inf" if f > 0 else "-inf"))
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    return obj
-
-
-def _fmt(v: float, nd: int = 2) -> str:
-    return f"{v:.{nd}f}" if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-
-
-def weights_label(weights: str, seed: int) -> str:
-    """``weights seeded, untrained (seed N)`` or ``weights trained (checkpoint NAME)``, from a weights description."""
-    if str(weights).startswith("seeded"):
-        return f"weights seeded, untrained (seed {seed})"
-    return f"weights trained (checkpoint {Path(str(weights).split(': ', 1)[-1]).name})"
-
-
-def caption(config: dict) -> str:
-    """One-line figure caption: model, size, weights, steps, grid, seed, reference."""
-    shift = config["shift"]
-    sampler = "DDIM" if shift is None else "Euler"
-    sched = f"{config['num_inference_steps']}" + ("" if shift is None else f", shift {shift:g}")
-    return (f"{config['model']} ({config['size']}), {weights_label(config['weights'], config['seed'])}; "
-            f"{config['steps']} {sampler} steps (last {config['steps']} of {sched}) from noised real-image latents; "
-            f"grid {'x'.join(map(str, config['grid']))} tokens; ops {','.join(config['ops'])}; "
-            "reference: int8 run without reuse")
-
-
-def write_sweep(res: dict, out_dir: str | Path) -> list[Path]:
-    """Write ``quality_sweep.csv``, ``quality_sweep.json``, ``quality_sweep.png`` and ``.pdf`` atomically.
-
-    The figure plots PSNR (dB) and SSIM of the final latents and the SNR (dB) of the model output
-    against the MAC-weighted work saved (%), marks the PSNR Pareto front and draws the int8-vs-fp32
-    values (no reuse) as context lines; points with
-    infinite PSNR (no reuse) are listed in the legend, not plotted. Fixed metadata: equal inputs give
-    byte-identical files.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pts, front, cfg = res["points"], set(res["pareto"]), res["config"]
-    ops = cfg["quant_ops"]
-    written = []
-
-    fields = ["theta1", "theta2", "compute", "partial", "reuse", "mac_saved", "latent_psnr_db", "latent_ssim",
-              "velocity_snr_db", "update_snr_db", "pareto"] + [f"snr_db_{o}" for o in ops] + [f"local_snr_db_{o}" for o in cfg["ops"]]
-    frames = bool(pts) and "frame_psnr_db" in pts[0]
-    fields += ["frame_psnr_db", "frame_ssim"] if frames else []
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(fields)
-    for i, p in enumerate(pts):
-        w.writerow([_fmt(p["theta1"], 3), _fmt(p["theta2"], 3), _fmt(p["compute"], 5), _fmt(p["partial"], 5),
-                    _fmt(p["reuse"], 5), _fmt(p["mac_saved"], 5), _fmt(p["latent_psnr_db"], 3),
-                    _fmt(p["latent_ssim"], 5), _fmt(p["velocity_snr_db"], 3), _fmt(p["update_snr_db"], 3),
-                    int(i in front)]
-                   + [_fmt(p["snr_db"][o], 3) for o in ops] + [_fmt(p["local_snr_db"][o], 3) for o in cfg["ops"]]
-                   + ([_fmt(p["frame_psnr_db"], 3), _fmt(p["frame_ssim"], 5)] if frames else []))
-    written.append(atomic_write_bytes(out / "quality_sweep.csv", buf.getvalue().encode()))
-    written.append(atomic_write_bytes(out / "quality_sweep.json",
-                                      (json.dumps(to_jsonable({k: v for k, v in res.items() if k != "files"}),
-                                                  indent=2) + "\n").encode()))
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
-    fin = [i for i, p in enumerate(pts) if math.isfinite(p["latent_psnr_db"])]
-    inf_pts = [p for p in pts if not math.isfinite(p["latent_psnr_db"])]
-    for ax, key, ylabel in ((axes[0], "latent_psnr_db", "PSNR of final latents vs exact int8 run (dB)"),
-                            (axes[1], "latent_ssim", "SSIM of final latents vs exact int8 run (1 = equal)"),
-                            (axes[2], "velocity_snr_db", "SNR of model output v vs exact int8 run (dB)")):
-        xs = [100 * pts[i]["mac_saved"] for i in fin]
-        ys = [pts[i][key] for i in fin]
-        ax.plot(xs, ys, "o", color="tab:blue", label="sweep point (label: θ1,θ2)")
-        for i in fin:
-            ax.annotate(f"{pts[i]['theta1']:g},{pts[i]['theta2']:g}", (100 * pts[i]["mac_saved"], pts[i][key]),
-                        textcoords="offset points", xytext=(4, 3), fontsize=7)
-        fr = [i for i in res["pareto"] if i in fin]
-        if key == "latent_psnr_db" and fr:
-            ax.plot([100 * pts[i]["mac_saved"] for i in fr], [pts[i][key] for i in fr], "-", color="tab:red",
-                    label="Pareto front (max PSNR per reuse)")
-        ivf_key = {"latent_psnr_db": "psnr_db", "velocity_snr_db": "velocity_snr_db"}.get(key)
-        ivf = (res.get("int8_vs_float") or {}).get(ivf_key) if ivf_key else None
-        if ivf is not None and math.isfinite(ivf):
-            ax.axhline(ivf, ls="--", color="gray", label=f"int8 vs fp32, no reuse ({ivf:.1f} dB)")
-        if inf_pts:
-            ax.plot([], [], " ", label="not plotted (identical, PSNR ∞): θ = "
-                    + "; ".join(f"{p['theta1']:g},{p['theta2']:g}" for p in inf_pts))
-        ax.set_xlabel("work saved: REUSE + ½ PARTIAL (% of enabled ops' MACs)")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
-    fig.suptitle("Kaleido reuse: output quality vs reuse fraction")
-    fig.text(0.5, 0.01, caption(cfg), ha="center", va="bottom", fontsize=7, wrap=True)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    for ext, kw in (("png", {"dpi": 150}), ("pdf", {})):
-        b = io.BytesIO()
-        meta = {"Software": None} if ext == "png" else {"CreationDate": None, "Producer": None, "Creator": None}
-        fig.savefig(b, format=ext, metadata=meta, **kw)
-        written.append(atomic_write_bytes(out / f"quality_sweep.{ext}", b.getvalue()))
-    plt.close(fig)
-    return written
-
+def __getattr__(name: str):
+    if name in _MOVED:
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -104,7 +104,7 @@ def theta_for(theta: ThetaSpec, step: int, op: str) -> Pair:
     ``theta`` is a pair, a mapping op -> pair (missing ops take its ``"default"`` entry, else
     `algo.reuse.thresholds.DEFAULT_THETA`), a ``callable(step, op)`` or an `algo.reuse.thresholds.ThetaSchedule`.
     ``step`` is the index in the sampling schedule (``0 .. num_inference_steps - 1``). Thresholds are
-    mean |difference| per channel in int8 units (SPEC section 2).
+    mean |difference| per channel in int8 units (docs/spec.md §2).
 
     Raises:
         ReuseError: the resolved pair is not finite with ``0 <= theta1 <= theta2``.

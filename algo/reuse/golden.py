@@ -1,4 +1,4 @@
-"""Bit-exact golden model of Kaleido's channel-wise reuse (SPEC.md section 2).
+"""Bit-exact golden model of Kaleido's channel-wise reuse (docs/spec.md §2).
 
 For one GEMM ``Y = X_eff @ W`` with a streamed int8 (or uint8) operand ``X`` of M tokens in raster
 order ``f*(H*W) + h*W + w`` and K channels partitioned into channel groups, each (token, group) gets
@@ -13,7 +13,7 @@ where ``nb`` is the token one step back along the group's reuse axis (``"f"`` te
 integer bounds ``ceil(theta * |g|)`` (`theta_bounds`): ``SAD < b1`` -> REUSE, else ``SAD < b2`` ->
 PARTIAL, else COMPUTE. Tokens without a neighbour (grid edge) always COMPUTE.
 
-Public entry points (SPEC section 2): `reuse_gemm` and `apply_decisions`; `decide` is the
+Public entry points (docs/spec.md §2): `reuse_gemm` and `apply_decisions`; `decide` is the
 building block they share (per-group decisions and ``X_eff``). Values are exact: Y is int64.
 """
 
@@ -244,7 +244,7 @@ def reuse_gemm(
     theta: tuple[float, float],
     b_msb: int = 4,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run the reuse algorithm and the GEMM: ``(Y, decisions)`` (SPEC section 2).
+    """Run the reuse algorithm and the GEMM: ``(Y, decisions)`` (docs/spec.md §2).
 
     Args:
         X: ``[M, K]`` int8 or uint8 streamed operand, raster token order.
@@ -271,7 +271,7 @@ def apply_decisions(
     decisions: np.ndarray,
     b_msb: int = 4,
 ) -> np.ndarray:
-    """``Y = X_eff @ W`` (int64 ``[M, N]``) for given decisions (SPEC section 2).
+    """``Y = X_eff @ W`` (int64 ``[M, N]``) for given decisions (docs/spec.md §2).
 
     Args:
         decisions: int8 ``[M, len(groups)]`` (one per token and group), or the ``[M, K]`` per-channel
@@ -306,7 +306,7 @@ def decision_fractions(decisions: np.ndarray, groups: Sequence[GroupSpec]) -> di
 
 
 def default_group_size(K: int) -> int:  # noqa: N803
-    """Project default G = 8 * ceil(K / 64): at most 8 blocks of G channels (SPEC section 2)."""
+    """Project default G = 8 * ceil(K / 64): at most 8 blocks of G channels (docs/spec.md §2)."""
     return 8 * math.ceil(K / 64)
 
 

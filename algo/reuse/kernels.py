@@ -13,7 +13,7 @@ quantiser on seeded inputs, every axis, int8 and uint8, carried state):
   element (the division, not a multiplication by ``1 / scale``, so the rounding is NumPy's),
   in parallel chunks.
 
-Codes as in `algo.reuse.golden` (COMPUTE 0, PARTIAL 1, REUSE 2; SPEC section 2).
+Codes as in `algo.reuse.golden` (COMPUTE 0, PARTIAL 1, REUSE 2; docs/spec.md §2).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Δ is the similarity the decision compares, per channel: ``SAD(i, g) / |g|``, the mean absolute
 difference between a token and its neighbour's effective value over the group, in int8 units (the
-unit of theta, SPEC section 2). Tokens without a neighbour have no Δ and always COMPUTE.
+unit of theta, docs/spec.md §2). Tokens without a neighbour have no Δ and always COMPUTE.
 
 Fractions count streamed-operand elements (a (token, group) decision weighs |g| channels), so
 they are the share of X's values computed, partially reused or reused.

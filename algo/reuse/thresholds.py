@@ -1,4 +1,4 @@
-"""Reuse thresholds per denoising step and op type ("step-sensitive thresholds", SPEC section 2).
+"""Reuse thresholds per denoising step and op type ("step-sensitive thresholds", docs/spec.md §2).
 
 A threshold pair ``(theta1, theta2)`` (mean absolute difference per channel, int8 units,
 ``0 <= theta1 <= theta2``) can be given as

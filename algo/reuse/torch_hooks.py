@@ -3,7 +3,7 @@
 `ReuseHooks` is a context manager that installs hooks on a model of any family
 (`algo.models.families`: Wan, HunyuanVideo, CogVideoX; the hooks sit at the family's GEMM sites,
 `Family.sites`) so that every
-GEMM of the chosen op types runs the way the accelerator would run it (SPEC.md sections 1-2):
+GEMM of the chosen op types runs the way the accelerator would run it (docs/spec.md §1-2):
 
 1. the streamed operand ``X`` (tokens x K) is quantised to int8 exactly as `algo.capture` does
    (`algo.capture.quantize_int8`: symmetric, one scale per tensor per call, ``scale = max|x| / 127``
@@ -26,7 +26,7 @@ so its exact reference is the all-int8 model): linear weights with one scale per
 the concatenation ``[to_q; to_k; to_v]``, as capture quantises it), K and V of attention with one
 scale per call across heads. Biases stay float (capture: they are not part of the GEMM).
 For ``pv`` the output is ``O = (P_eff @ V_fq) / rowsum(P)``: the 1/rowsum normalisation runs on the
-vector unit with the row sum of the *exact* (un-reused) uint8 P (SPEC section 1), so with reuse off
+vector unit with the row sum of the *exact* (un-reused) uint8 P (docs/spec.md §1), so with reuse off
 each row's weights sum to exactly 1.
 
 Three pass modes (`ReuseHooks.set_pass`):
@@ -118,7 +118,7 @@ class ReuseHooks:
         ops: op types with reuse enabled (names from `ALL_OPS`, or a string for `parse_ops`).
         theta: pair, mapping op -> pair (optional ``"default"``), ``callable(step, op) -> pair`` or an
             `algo.reuse.thresholds.ThetaSchedule`; int8 units per channel (`theta_for`).
-        b_msb: reused high bits of PARTIAL (1..7; SPEC default 4).
+        b_msb: reused high bits of PARTIAL (1..7; project default 4, docs/spec.md §2).
         quant_ops: ops fake-quantised in ``"exact"`` and ``"reuse"`` passes; None: `SELF_OPS` plus the
             enabled cross ops. Must contain ``ops``.
         record_operands: keep every streamed operand of reuse/exact passes in ``operands`` (tests;

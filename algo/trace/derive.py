@@ -1,4 +1,4 @@
-"""Full-model decision traces from a few captured blocks and steps (issue 4, "full-model workloads").
+"""Full-model decision traces from a few captured blocks and steps (docs/decisions.md D14).
 
 A full-model workload (every block of every denoising step) at 480p or 720p cannot be captured on a
 CPU: one Wan2.1-1.3B block at 480p takes minutes (docs/capture.md). `derive_trace` captures the

@@ -1,8 +1,8 @@
 """The latent transform of the trained model: a PCA of 8x8x3 RGB pixel patches, 16 components.
 
 No VAE checkpoint can be downloaded, so the model's latents come from a fixed linear transform
-that keeps what a video VAE's latent grid has (8x8 spatial reduction, 16 channels; Wan VAE, SPEC
-section 1) and can be decoded back to frames for PSNR/SSIM:
+that keeps what a video VAE's latent grid has (8x8 spatial reduction, 16 channels; Wan VAE, docs/spec.md
+§1) and can be decoded back to frames for PSNR/SSIM:
 
 - Encode: each non-overlapping 8x8-pixel cell of an RGB frame in [0, 1] is flattened in
   ``(row, column, rgb)`` order to 192 values ``p``; latent ``z = C (p - mean) / scale``, with ``C``
@@ -13,7 +13,7 @@ section 1) and can be decoded back to frames for PSNR/SSIM:
   rows), i.e. the projection of the frame onto the 16-dimensional patch subspace; values are not
   clipped (callers clip to [0, 1] for display).
 - No temporal reduction: one latent frame per video frame (Wan's VAE compresses 4 frames into one;
-  the issue allows leaving that out).
+  left out here, docs/decisions.md D44).
 
 Fit (`fit`, run once; the result is shipped as `TRANSFORM_FILE`): every non-overlapping 8x8 patch
 of the training images (`algo.train.clips.IMAGES`), each resized (scikit-image ``resize``, order 1,

@@ -15,7 +15,7 @@ The rule (`choose_patch`, `schedule_from_trajectory`):
    linear interpolation; ρ = `DEFAULT_RHO` = 0.4) and compare with τ (`DEFAULT_TAU` = 0.001): the
    size passes when the percentile is ≤ τ. The step uses the largest passing size, p when none
    passes (p is the model's own, always allowed). The first `WARMUP_STEPS` = 3 steps use p (Δ³
-   needs four latents). ρ, τ and the warm-up follow the issue's reading of the paper (defaults
+   needs four latents). ρ, τ and the warm-up follow our reading of the paper (docs/spec.md §7) (defaults
    configurable).
 3. Token grid at patch ``m·p`` (`coarse_token_grid`): ``(F/p_t, ⌈H/(m p_h)⌉, ⌈W/(m p_w)⌉)`` for a
    latent of F × H × W: a side that does not divide is zero-padded at the bottom / right to the
@@ -52,7 +52,7 @@ from algo.workloads.format import Workload, WorkloadError, WorkloadOp
 
 #: Candidate patch sizes as multiples of the model's spatial patch (DDiT: p, 2p, 4p).
 PATCH_MULTIPLES = (1, 2, 4)
-#: Percentile over patches (DDiT's ρ, as a fraction) and threshold on it (τ), issue 19's reading of the paper.
+#: Percentile over patches (DDiT's ρ, as a fraction) and threshold on it (τ), our reading of the paper (docs/spec.md §7).
 DEFAULT_RHO = 0.4
 DEFAULT_TAU = 0.001
 #: Steps at the base patch before the rule can run (Δ³ needs four latents).
@@ -68,8 +68,8 @@ TRAJECTORY_FRAMES = 3
 
 SOURCES = {
     "patch_multiples": "DDiT (arXiv:2602.16968): patch sizes p, 2p, 4p with one patch embedding per size",
-    "rho": "DDiT rule as read in issue 19: 0.4-th quantile (40th percentile) of per-patch std of Δ³z",
-    "tau": "DDiT rule as read in issue 19: threshold 0.001",
+    "rho": "DDiT rule as we read the paper: 0.4-th quantile (40th percentile) of per-patch std of Δ³z",
+    "tau": "DDiT rule as we read the paper: threshold 0.001",
     "warmup": "Δ³z needs the latents of four steps: the first 3 steps use p",
     "text_tokens": "Wan2.1 shared_config.py text_len = 512",
     "cfg_branches": "Wan2.1 generate.py: classifier-free guidance (sample_guide_scale 5.0) runs both branches",
@@ -242,11 +242,11 @@ def generate_ddit(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", num_
         resolution (re-raised as WorkloadError).
     """
     from algo.capture import patch_of, record_trajectory, resolution_grid
-    from algo.models import CaptureError, get_spec, meta_model
+    from algo.models import CaptureError, family_of, get_spec, meta_model
 
     try:
         spec = get_spec(model, "full")
-        if spec.family != "wan":
+        if not family_of(spec).ddit_trajectory:
             raise WorkloadError(f"the DDiT generator supports the Wan family (patch triple, Euler trajectory); "
                                 f"{spec.name!r} is {spec.family!r}")
         patch = patch_of(spec.sizes["full"])

@@ -34,6 +34,7 @@ Thresholds are not meaningful for synthetic decisions; every op stores ``thetas 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,26 @@ def field_decisions(rng: np.random.Generator, grid: tuple[int, int, int], groups
     return np.ascontiguousarray(d.reshape(batch, F * H * W, G))
 
 
+def weights_text(fld: SynthField, seed: int) -> str:
+    """The ``weights`` text a synthetic trace carries (and its results JSON's ``trace.weights``): names the
+    field; `field_of_weights` reads it back."""
+    return (f"none (synthetic decisions: reuse {fld.reuse:g}, partial {fld.partial:g}, region "
+            f"{fld.region[0]}x{fld.region[1]}, persist {fld.persist:g}, seed {seed})")
+
+
+_WEIGHTS_RE = re.compile(r"synthetic decisions: reuse ([0-9.e+-]+), partial ([0-9.e+-]+), region (\d+)x(\d+), "
+                         r"persist ([0-9.e+-]+), seed (\d+)\)")
+
+
+def field_of_weights(weights: str | None) -> tuple[SynthField, int] | None:
+    """``(field, seed)`` of a `weights_text`, or None when ``weights`` names no synthetic field (a captured trace)."""
+    m = _WEIGHTS_RE.search(weights or "")
+    if m is None:
+        return None
+    r, p, rh, rw, q, seed = m.groups()
+    return SynthField(float(r), float(p), (int(rh), int(rw)), float(q)), int(seed)
+
+
 def synth_ops(model: str, resolution: str, blocks: Sequence[int] | None, steps: Sequence[int]):
     """``(grid, ops)``: the shape ops a capture of every op type records (`algo.capture.plan_ops`,
     size ``full``), cross-attention with `TEXT_TOKENS` text tokens. Raises `SynthError`."""
@@ -164,8 +185,7 @@ def synth_trace(out: str | Path, model: str, resolution: str, fld: SynthField, b
     rng = np.random.default_rng(seed)
     notes = json.dumps({"synthetic": {"reuse": fld.reuse, "partial": fld.partial, "region": list(fld.region),
                                       "persist": fld.persist, "seed": seed}}, sort_keys=True)
-    weights = (f"none (synthetic decisions: reuse {fld.reuse:g}, partial {fld.partial:g}, region "
-               f"{fld.region[0]}x{fld.region[1]}, persist {fld.persist:g}, seed {seed})")
+    weights = weights_text(fld, seed)
     out_ops = []
     with TraceWriter(out, grid, "decisions", b_msb=4, model=model, size="full", weights=weights,
                      seed=seed, notes=notes, steps=[{"index": s} for s in sorted(set(steps))]) as wr:

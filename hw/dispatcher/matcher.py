@@ -1,6 +1,6 @@
 """The channel matcher in hardware: one tile's decisions in, one cycle slot per cycle out.
 
-Same algorithm as the reference `sim.timing.dispatch.match_tile` (SPEC section 3), so both make identical
+Same algorithm as the reference `sim.timing.dispatch.match_tile` (docs/spec.md §3), so both make identical
 choices (tests/test_matcher_rtl.py compares the slot lists):
 
 1. On ``start`` the unit latches the tile's decisions (``R x G`` two-bit codes, COMPUTE = 0,

@@ -1,6 +1,6 @@
 """The tile scheduler in hardware: positions of one window in, their clustered order out.
 
-Same result as the reference `sim.timing.dispatch.schedule_positions` (SPEC section 3): inside a window
+Same result as the reference `sim.timing.dispatch.schedule_positions` (docs/spec.md §3): inside a window
 of at most ``window`` consecutive raster positions, the positions are sorted stably by their
 reuse pattern, the string of decision codes over (group, frame) group-major (frame 0 excluded),
 so positions with alike patterns land in the same tile. tests/test_scheduler_rtl.py compares the
@@ -42,7 +42,7 @@ from hw.config import AcceleratorConfig
 #: tests/test_scheduler_rtl.py; `hw` does not import `sim`).
 WINDOW_TILES = 8
 #: Default longest pattern, in frames after the first: 20 (Wan2.1 at 480p and 81 video frames has
-#: 21 latent frames, SPEC section 1); the pattern length is partial_regs * this.
+#: 21 latent frames, docs/spec.md §1); the pattern length is partial_regs * this.
 MAX_REUSE_FRAMES = 20
 
 

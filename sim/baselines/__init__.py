@@ -1,4 +1,4 @@
-"""Baselines on the same trace, configuration and technology table as Kaleido (issue 7, SPEC section 6).
+"""Baselines on the same trace, configuration and technology table as Kaleido (docs/spec.md §6).
 
 One module per baseline:
 

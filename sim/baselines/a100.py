@@ -19,7 +19,7 @@ large cuBLAS/CUTLASS tensor-core GEMMs run at roughly 70-80 % of peak, the low e
 DiT blocks mix in small per-head GEMMs -- and memory 0.8 of the HBM peak (sustained streaming
 bandwidth is below the pin rate). Board power at the full 400 W TDP for the op's whole duration
 is an upper bound on energy (the GPU draws less on memory-bound kernels). A measured PyTorch run on
-an A100 would replace both factors (optional in issue 7; no A100 is available to this project).
+an A100 would replace both factors (no A100 is available to this project).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Action counts of one op: the events the energy model charges (SPEC.md section 5, issue 7).
+"""Action counts of one op: the events the energy model charges (docs/spec.md §5).
 
 Counts come from what the cycle model knows per op: the reuse tiling and the matcher's slots per
 tile (the choices of `sim.timing.dispatch.match_tile`, the function the RTL stream uses, counted by runs of
@@ -142,7 +142,7 @@ LINK_BITS = 17 + 13
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
 ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits")
-SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum")
+SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
@@ -658,7 +658,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
             a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score); a
             P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill, the
             similarity unit decides each P group on its way from the vector unit (no read of P from the
-            input SRAM), and its neighbour state P_eff (read M K, written in place) lives in the score SRAM.
+            input SRAM), and its neighbour state P_eff (read M K, written in place) lives in the P_eff buffer
+            (``sram_peff``, `hw.config.AcceleratorConfig.peff_sram_kib`), or in the score SRAM on a config without one.
         tile_like: the groups whose tiling the op follows (`tile_stats`; a fused ``pv``: its ``qk``'s).
     """
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
@@ -711,8 +712,9 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit, decided on its way in (D52)
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + dec_bytes
             a["sram_input_write_bytes"] += M * K + dec_bytes
-            a["sram_score_read_bytes"] += M * K
-            a["sram_score_write_bytes"] += xeff_w
+            peff = "peff" if cfg.peff_sram_kib else "score"  # its own buffer where the config has one (D58)
+            a[f"sram_{peff}_read_bytes"] += M * K
+            a[f"sram_{peff}_write_bytes"] += xeff_w
         else:
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + 2 * M * K + dec_bytes
             a["sram_input_write_bytes"] += dram["x"] + sim_pass + xeff_w + dec_bytes
@@ -786,7 +788,7 @@ DISPATCHER_STAT_KEYS = ("tiles", "clusters", "rows_moved", "pair_slots", "skippe
 
 
 def dispatcher_stats(stats: list[dict[str, int]], n_col_blocks: int) -> dict[str, int]:
-    """Dispatcher statistics of one op from its batch elements' `tile_stats` (issue 6).
+    """Dispatcher statistics of one op from its batch elements' `tile_stats`.
 
     Summed over the batch; counts per tile are also summed over the ``n_col_blocks = ceil(N / C)``
     column blocks, which repeat the same position tiles:

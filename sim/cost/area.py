@@ -29,7 +29,9 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   three 16-bit adders (exponent, alignment, sum) and 64 register bits.
 - SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output, partial and score buffers
   (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
-  compact organisation's partial-sum SRAM (``psum_sram_kib``, not in the dense die).
+  compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
+  docs/decisions.md D58), neither in the dense die. Banking (the weight and partial-sum SRAMs in column banks,
+  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras:
 
@@ -130,7 +132,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
     um2["vector_unit"] = vector_lanes(cfg) * lane
-    for buf in ("input", "weight", "output", "partial", "score", "psum"):
+    for buf in ("input", "weight", "output", "partial", "score", "psum", "peff"):
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
     if cfg.organisation == "compact":  # the lockstep array's partial-result buffer is not built
         um2["sram_partial"] = 0.0
@@ -138,7 +140,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_psum"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial",
-                                                      "sram_psum", "band_weight_lanes", "gather_network",
+                                                      "sram_psum", "sram_peff", "band_weight_lanes", "gather_network",
                                                       "combine_unit"))
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),
             "dense_total_mm2": dense, "breakdown": mm2,

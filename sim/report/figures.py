@@ -111,7 +111,7 @@ def _save_figure(fig, out: Path, stem: str, written: list[Path]) -> None:
 #: Figure sizes in inches (width, height per results panel); PNGs at `PNG_DPI`.
 FIGURE_SIZES = {"baselines": (11.0, 4.6), "energy_breakdown": (12.0, 4.8), "area_breakdown": (10.0, 4.8),
                 "reuse_heatmap": (9.0, 4.2), "quality_speedup": (9.0, 6.0), "scaling": (11.0, 4.8),
-                "speedup_vs_reuse": (8.0, 5.0)}
+                "speedup_vs_reuse": (8.0, 5.0), "organisations": (4.2, 4.2)}
 
 
 PNG_DPI = 150
@@ -399,5 +399,14 @@ def _reuse_figure(items):
     ax.set_title("Kaleido speedup against reuse, with the ideal bound", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
+    fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
+    return fig
+
+
+def _organisations_figure(items, rows):
+    """`sim.report.organisations.figure` with the report's caption (width per panel from `FIGURE_SIZES`)."""
+    from sim.report.organisations import figure
+
+    fig = figure(rows, figure_inches("organisations"))
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig

@@ -1,11 +1,12 @@
-"""Array organisations side by side (issue 15): speedup against reuse, per-op share of the ideal, energy
+"""Array organisations side by side (docs/decisions.md D50): speedup against reuse, per-op share of the ideal, energy
 against dense with the floor the shared units set, and area, for every organisation of `hw.config.ORGANISATIONS`.
 
-`compare` simulates one synthetic decision field (`algo.workloads.synth`, the issue's field) on one preset
+`compare` simulates one synthetic decision field (`algo.workloads.synth`, the D41/D50 field) on one preset
 under each organisation (`hw.config.with_organisation`); `sweep` does it for several reuse levels and
 regions (scattered 1x1 and coherent 8x8 decisions); `plot` draws end-to-end speedup against r per
 organisation with the ideal bound ``1 / (C + P/2)`` of the measured decisions, and the area and
-energy of each organisation beside it (`make bench` writes it to ``reports/organisations/``).
+energy of each organisation beside it (`make bench` writes it to ``reports/organisations/``; `kaleido report`
+writes the same figure, ``organisations.png``, from results files by `result_rows`).
 
 Energy floor (`energy_floor`): the components that do the same work in every design -- DRAM, the
 vector unit, the score SRAM (fused attention) and the output SRAM -- taken at the dense design's
@@ -23,16 +24,22 @@ from hw.config import ORGANISATIONS, load_config, with_organisation
 
 #: Components doing the same work in every design (module docstring): the floor of any organisation's energy.
 SHARED_COMPONENTS = ("dram", "vector_unit", "sram_score", "sram_output")
-#: The issue's synthetic field (issue 15 / 14): Wan2.1-1.3B 480p, block 0, step 0.
+#: The synthetic field of docs/decisions.md D41 and D50: Wan2.1-1.3B 480p, block 0, step 0.
 FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "partial": 0.04, "persist": 0.9, "seed": 1,
          "blocks": [0], "steps": [0]}
-#: Linear ops (the issue's per-op target applies to these).
+#: Linear ops (the per-op share-of-ideal target of D50 applies to these).
 LINEAR_OPS = ("qkv", "o_proj", "cross_q", "cross_o", "ffn1", "ffn2")
 
 
-def _ideal(op: dict) -> float:
-    rf = op["reuse_fraction"]
-    return 1.0 / (rf["compute"] + rf["partial"] / 2) if rf["compute"] + rf["partial"] else float("inf")
+def _ideal(rec: dict) -> float:
+    """Dense over useful MACs of an op's (or a whole result's) decisions, 1 / (C + P/2) weighted by each op's
+    MACs: the one ideal `sim.report.explain` and the report's figures use."""
+    if "per_op" in rec:
+        useful = sum(o.get("useful_macs", 0) for o in rec["per_op"])
+        dense = sum(o.get("dense_macs", 0) for o in rec["per_op"])
+    else:
+        useful, dense = rec.get("useful_macs", 0), rec.get("dense_macs", 0)
+    return dense / useful if useful else float("inf")
 
 
 def energy_floor(res: dict) -> float:
@@ -46,9 +53,8 @@ def summary(res: dict) -> dict:
     per_op = {o["name"]: {"total": o["total_speedup"], "array": o["speedup"], "ideal": _ideal(o),
                           "share": o["total_speedup"] / _ideal(o), "array_share": o["speedup"] / _ideal(o)}
               for o in res["per_op"]}
-    rf = res["reuse_fraction"]
     return {"organisation": res["organisation"], "total_speedup": res["total_speedup"], "speedup": res["speedup"],
-            "ideal": 1.0 / (rf["compute"] + rf["partial"] / 2), "energy_vs_dense": e / dense_e,
+            "ideal": _ideal(res), "energy_vs_dense": e / dense_e,
             "floor_vs_dense": floor / dense_e,
             "floor_saving_share": (dense_e - e) / (dense_e - floor) if dense_e > floor else 0.0,
             "area_mm2": res["energy_model"]["area_mm2"], "dense_area_mm2": res["energy_model"]["dense_area_mm2"],
@@ -57,7 +63,7 @@ def summary(res: dict) -> dict:
 
 def compare(preset: str, reuse: float, region: tuple[int, int], organisations=ORGANISATIONS,
             progress: Callable[[str], None] | None = None) -> dict[str, dict]:
-    """`summary` of the issue's field at ``reuse`` and ``region`` on ``preset`` under each organisation."""
+    """`summary` of the D50 field at ``reuse`` and ``region`` on ``preset`` under each organisation."""
     from algo.trace import load_trace
     from algo.workloads.synth import SynthField, synth_trace
     from sim.engines.model import simulate_trace
@@ -90,46 +96,98 @@ def sweep(preset: str, reuses, regions, organisations=ORGANISATIONS,
     return rows
 
 
-def plot(rows: list[dict], out_dir: str | Path) -> list[Path]:
-    """Speedup against r per organisation (one panel per region, ideal drawn) and area and energy per
-    organisation: ``organisations.png`` and ``.pdf`` in ``out_dir`` (created); returns the paths."""
+def result_rows(items) -> list[dict]:
+    """`sweep`'s rows from results files (``[(label, results)]``), for `kaleido report`: one row per trace
+    result whose per-op records carry MAC counts. ``region`` is the synthetic field's (read back from the
+    trace's weights text by `algo.workloads.synth.field_of_weights`) or ``"captured"``; ``reuse`` is the
+    measured REUSE share; ``ideal`` the dense over useful MACs of its decisions (`sim.report.explain`'s ideal).
+    Rows are kept only for the (config, model, grid, region) groups in which at least two organisations each
+    have at least two reuse levels (what the figure needs); empty otherwise."""
+    from algo.workloads.synth import field_of_weights
+
+    groups: dict[tuple, list[dict]] = {}
+    for _, d in items:
+        if "per_op" not in d or "reuse_fraction" not in d or "energy_model" not in d:
+            continue
+        useful = sum(o.get("useful_macs", 0) for o in d["per_op"])
+        dense = sum(o.get("dense_macs", 0) for o in d["per_op"])
+        if not useful or "reuse" not in d["reuse_fraction"]:
+            continue
+        tr = d.get("trace", {})
+        fld = field_of_weights(tr.get("weights"))
+        region = f"{fld[0].region[0]}x{fld[0].region[1]}" if fld else "captured"
+        key = (d["config"].get("name"), tr.get("model"), tuple(tr.get("grid", ())), region)
+        groups.setdefault(key, []).append({
+            "region": region, "reuse": d["reuse_fraction"]["reuse"], "organisation": d.get("organisation", "lockstep"),
+            "total_speedup": d.get("total_speedup", d["speedup"]), "ideal": dense / useful,
+            "energy_vs_dense": d["energy_pj"] / d["dense_energy_pj"] if d.get("dense_energy_pj") else float("nan"),
+            "area_mm2": d["energy_model"]["area_mm2"], "dense_area_mm2": d["energy_model"]["dense_area_mm2"]})
+    out = []
+    for rows in groups.values():
+        levels = {}
+        for r in rows:
+            levels.setdefault(r["organisation"], set()).add(round(r["reuse"], 6))
+        if sum(len(v) >= 2 for v in levels.values()) >= 2:
+            out += sorted(rows, key=lambda r: (r["organisation"], r["reuse"]))
+    return out
+
+
+def _region_order(region: str) -> tuple:
+    return (1, 0) if region == "captured" else (0, int(region.split("x")[0]) * int(region.split("x")[1]))
+
+
+def figure(rows: list[dict], panel_inches: tuple[float, float] = (4.2, 3.6)):
+    """The figure of `plot`: one panel per region (end-to-end speedup against r per organisation, the
+    ideal bound drawn per region as measured), and a panel of area (bars) and energy against dense
+    (diamonds) per organisation at the highest r of the first region. Returns the matplotlib figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    regions = sorted({r["region"] for r in rows}, key=lambda s: int(s.split("x")[0]))
+    regions = sorted({r["region"] for r in rows}, key=_region_order)
     orgs = list(dict.fromkeys(r["organisation"] for r in rows))
-    fig, axes = plt.subplots(1, len(regions) + 1, figsize=(4.2 * (len(regions) + 1), 3.6))
+    fig, axes = plt.subplots(1, len(regions) + 1, figsize=(panel_inches[0] * (len(regions) + 1), panel_inches[1]))
     for ax, region in zip(axes, regions, strict=False):
         sel = [r for r in rows if r["region"] == region]
-        reuses = sorted({r["reuse"] for r in sel})
-        ideal = [next(r["ideal"] for r in sel if r["reuse"] == x) for x in reuses]
-        ax.plot(reuses, ideal, "k--", label="ideal 1/(C+P/2)")
+        ideal = sorted({(round(r["reuse"], 6), r["ideal"]) for r in sel})
+        ax.plot([x for x, _ in ideal], [y for _, y in ideal], "k--", label="ideal 1/(C+P/2)")
         for org in orgs:
-            ax.plot(reuses, [next(r["total_speedup"] for r in sel if r["reuse"] == x and r["organisation"] == org)
-                             for x in reuses], "o-", label=org)
-        ax.set_title(f"{'scattered' if region == '1x1' else 'coherent'} decisions ({region} regions)")
-        ax.set_xlabel("reuse r (REUSE share drawn)")
-        ax.set_ylabel("end-to-end speedup vs dense")
+            pts = sorted((r["reuse"], r["total_speedup"]) for r in sel if r["organisation"] == org)
+            ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=org)
+        kind = {"1x1": "scattered", "captured": "captured"}.get(region, "coherent")
+        ax.set_title(f"{kind} decisions" + ("" if region == "captured" else f" ({region} regions)"))
+        ax.set_xlabel("REUSE share r")
+        ax.set_ylabel("end-to-end speedup vs dense (x)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     ax = axes[-1]
-    top = max(rows, key=lambda r: r["reuse"])
-    sel = [r for r in rows if r["reuse"] == top["reuse"] and r["region"] == top["region"]]
+    first = [r for r in rows if r["region"] == regions[0]]
+    top = max(r["reuse"] for r in first)
+    sel = [next(r for r in first if r["organisation"] == org and r["reuse"] == max(
+        x["reuse"] for x in first if x["organisation"] == org)) for org in orgs if any(
+        r["organisation"] == org for r in first)]
     xs = range(len(sel) + 1)
     areas = [sel[0]["dense_area_mm2"]] + [r["area_mm2"] for r in sel]
     ax.bar(xs, areas, color=["grey"] + [f"C{i}" for i in range(len(sel))])
     ax.set_xticks(list(xs), ["dense"] + [r["organisation"] for r in sel])
-    ax.set_ylabel("area mm^2")
+    ax.set_ylabel("area (mm^2)")
     ax2 = ax.twinx()
     ax2.plot(xs, [1.0] + [r["energy_vs_dense"] for r in sel], "kD", label="energy / dense")
-    ax2.set_ylabel(f"energy / dense at r = {top['reuse']} ({top['region']})")
+    ax2.set_ylabel(f"energy / dense at r = {top:.2g} ({regions[0]})")
     ax2.set_ylim(0, max(2.0, max(r["energy_vs_dense"] for r in sel) * 1.1))
     ax.set_title("area (bars) and energy (diamonds)")
     fig.tight_layout()
+    return fig
+
+
+def plot(rows: list[dict], out_dir: str | Path) -> list[Path]:
+    """`figure` as ``organisations.png`` and ``.pdf`` in ``out_dir`` (created); returns the paths."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = figure(rows)
     paths = [out / "organisations.png", out / "organisations.pdf"]
     for p in paths:
         fig.savefig(p, dpi=120, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)

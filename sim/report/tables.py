@@ -321,7 +321,7 @@ def _csv_bytes(fields, rows) -> bytes:
 
 def reuse_points(items) -> list[dict]:
     """Speedup against the measured REUSE share, one point per results file, for a figure drawn when at least two
-    results of one (config, model, grid) differ in reuse (e.g. `kaleido synth --reuse r` at several r):
+    results of one (config, organisation, model, grid) differ in reuse (e.g. `kaleido synth --reuse r` at several r):
     ``[{"label", "group", "reuse", "compute", "partial", "ideal", "array", "end_to_end"}]`` sorted by group and
     reuse. ``ideal`` = dense MACs / useful MACs = 1 / (C + P/2) of the MACs (every saved MAC turned into time);
     ``array`` = ``speedup``; ``end_to_end`` = ``total_speedup``. Empty when no group has two reuse levels."""
@@ -332,9 +332,10 @@ def reuse_points(items) -> list[dict]:
         rf = d.get("reuse_fraction", {})
         if not useful or "reuse" not in rf:
             continue
-        key = (d["config"].get("name"), d["trace"].get("model"), tuple(d["trace"].get("grid", ())))
+        key = (d["config"].get("name"), d.get("organisation", "lockstep"), d["trace"].get("model"),
+               tuple(d["trace"].get("grid", ())))
         groups.setdefault(key, []).append({
-            "label": label, "group": f"{key[0]}, {key[1]} {'x'.join(map(str, key[2]))}", "reuse": rf["reuse"],
+            "label": label, "group": f"{key[0]} {key[1]}, {key[2]} {'x'.join(map(str, key[3]))}", "reuse": rf["reuse"],
             "compute": rf.get("compute", 0.0), "partial": rf.get("partial", 0.0), "ideal": dense / useful,
             "array": d["speedup"], "end_to_end": d.get("total_speedup", d["speedup"])})
     out = []

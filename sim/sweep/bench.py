@@ -1,10 +1,13 @@
 """`make bench` lines for sweeps and whole videos (called from `sim.bench.main`; ``python -m sim.sweep.bench``).
 
-- `bench_workers`: one sweep (6 points: vector-lane counts on a 6-block Wan2.1-1.3B 480p step trace,
+- `bench_workers`: one sweep (12 points: vector-lane counts on a 12-block Wan2.1-1.3B 480p step trace,
   a file) on a local cluster of 1 and of 2 worker processes: wall time with and without cluster
   start, and each worker process's CPU time, whose ratio (1 worker's over the busiest of 2) is what
   two idle cores would give on a machine whose other load makes wall ratios meaningless (the load
-  average is printed beside; on a quiet machine the wall ratio is the target's figure).
+  average is printed beside; on a quiet machine the wall ratio is the target's figure). The sweep is
+  sized (about 30 s of one worker's CPU) so that what does not divide -- the cluster's start, a few
+  seconds of scheduler and worker processes loading the numba caches, in parallel -- is a small part,
+  as in a real sweep of minutes; with 6 points of 6 blocks (11 s) it was a fifth of the 2-worker run.
 - `bench_serial_step`: one whole 480p step of 30 distinct blocks (op memo off) through
   `simulate_trace` with this tree's code and with `BASELINE_COMMIT`'s (extracted by ``git archive``),
   each in a fresh interpreter, CPU time, and whether both give the same results.
@@ -137,7 +140,7 @@ def bench_video(model: str, resolution: str) -> dict:
             "hits": hits, "misses": misses, "cycles": sum(r["cycles"] for r in per_op)}
 
 
-#: The code the serial-speed target compares with: main when issue 20's serial target was set, before
+#: The code the serial-speed target compares with: main when the serial-speed target was set (D55), before
 #: the one-walk tiling (`sim.cost.actions.tile_pass`), the bit-mask matcher and the packed scheduler sort.
 BASELINE_COMMIT = "c82929810264806990313d42beccc340d1ca9b42"
 
@@ -224,7 +227,7 @@ def bench_serial_step(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", 
             "load": (load0, os.getloadavg()[0])}
 
 
-def bench_workers(points: int = 6, blocks: int = 6) -> dict:
+def bench_workers(points: int = 12, blocks: int = 12) -> dict:
     """One sweep on local clusters of 1 and 2 workers.
 
     Returns ``w1``, ``w2``: wall seconds including the cluster's start; ``w1_tasks``, ``w2_tasks``: from

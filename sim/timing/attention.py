@@ -1,10 +1,10 @@
 """Fused attention: ``qk -> softmax -> pv`` per query tile on chip, P never in DRAM (docs/decisions.md D41).
 
-When a config has a score buffer that holds one query tile's integer scores (``score_sram_kib * 1024
->= R * keys * 4``: 3 score bytes + 1 P_eff byte) and a trace holds both ops of an attention pair (`sim.cost.actions.FUSED_PAIRS`: ``qk``
+When a config has a score buffer that holds one query tile's integer scores and Kaleido's P_eff state
+(`fits_score_buffer`: 3 score bytes + 1 P_eff byte per (query, key), the P_eff byte in its own buffer where the
+config has one, docs/decisions.md D58) and a trace holds both ops of an attention pair (`sim.cost.actions.FUSED_PAIRS`: ``qk``
 and ``pv``, ``cross_qk`` and ``cross_pv``) in the same (step, block), the pair runs fused, for the
-dense baseline and for Kaleido alike (the buffer also holds Kaleido's P_eff state, 1 byte per
-score). Per query tile (R query rows; Kaleido: the tiling of ``qk``,
+dense baseline and for Kaleido alike (Kaleido's P_eff state is 1 byte per score). Per query tile (R query rows; Kaleido: the tiling of ``qk``,
 whose ``w``-axis RoPE group makes it ``floor(R / W) * W`` whole image rows, and pv follows it, in
 raster position order, because both ops must see the same query rows):
 
@@ -16,7 +16,8 @@ raster position order, because both ops must see the same query rows):
    = 3 integer adds per score (subtract, clamp, row sum; `sim.cost.actions.fused_vector_counts`,
    docs/decisions.md D52); Kaleido's similarity unit decides pv's
    (query, key group) codes on each P group as it is made (its neighbour state P_eff, the previous
-   frame's P of the same positions, in the score buffer); the array runs the tile's ``pv`` on P.
+   frame's P of the same positions, in the P_eff buffer, or in the score buffer on a config without one); the
+   array runs the tile's ``pv`` on P.
 
 So P (and S) never reach DRAM, the int8 P semantics are those of the unfused trace (the row max
 over all keys is known before any P value is made: ``round(255 exp(c (S - rowmax S)))`` from the
@@ -61,9 +62,14 @@ P_EFF_BYTES = 1
 
 
 def fits_score_buffer(cfg: AcceleratorConfig, keys: int) -> bool:
-    """The score buffer holds one query tile's integer scores and P_eff state:
-    ``R x keys x (SCORE_BYTES + P_EFF_BYTES) <= score_sram_kib x 1024``."""
-    return cfg.array_rows * keys * (SCORE_BYTES + P_EFF_BYTES) <= cfg.score_sram_kib * 1024
+    """The score buffer holds one query tile's integer scores and the P_eff state its own buffer:
+    ``R x keys x SCORE_BYTES <= score_sram_kib x 1024`` and ``R x keys x P_EFF_BYTES <= peff_sram_kib x 1024``;
+    without a P_eff buffer (``peff_sram_kib = 0``) both in the score buffer, ``R x keys x (SCORE_BYTES +
+    P_EFF_BYTES) <= score_sram_kib x 1024`` (docs/decisions.md D58)."""
+    rk = cfg.array_rows * keys
+    if cfg.peff_sram_kib:
+        return rk * SCORE_BYTES <= cfg.score_sram_kib * 1024 and rk * P_EFF_BYTES <= cfg.peff_sram_kib * 1024
+    return rk * (SCORE_BYTES + P_EFF_BYTES) <= cfg.score_sram_kib * 1024
 
 
 def fused_pairs(ops, cfg: AcceleratorConfig) -> dict[int, int]:

@@ -1,4 +1,4 @@
-"""Tile-level cycle model of the output-stationary Kaleido array (SPEC.md sections 3-4).
+"""Tile-level cycle model of the output-stationary Kaleido array (docs/spec.md §3-4).
 
 The timing contract is the RTL's (`hw/top.py`), derived register by register in
 docs/architecture.md ("Timing contract"):

@@ -2,13 +2,13 @@
 
 The GEMM is ``Y[M, N] = X[M, K] @ W[K, N]`` (M tokens, K reduction channels, N output channels),
 run with reuse off on an array of ``rows`` (R) x ``cols`` (C) PEs. All results are clock cycles
-(ints); ``ceil(a/b)`` is written ``⌈a/b⌉``. Two timing modes (SPEC.md section 4):
+(ints); ``ceil(a/b)`` is written ``⌈a/b⌉``. Two timing modes (docs/spec.md §4):
 
 ``timing="scalesim"`` -- exactly the compute cycles SCALE-Sim 3.0.0 reports ("Total Cycles" column of
 its COMPUTE_REPORT.csv, GEMM input mode, CALC bandwidth, no stalls). SCALE-Sim runs the folds of
 a GEMM one after another with no overlap, each fold paying its own fill and drain, and reports the
 0-indexed cycle of the last output write, hence the ``- 1``. Measured on SCALE-Sim 3.0.0
-(/work/shared/TOOLCHAIN.md; re-checked live by tests/test_scalesim.py on 4x4, 8x8, 8x4 and 4x8
+(docs/toolchain.md; re-checked live by tests/test_scalesim.py on 4x4, 8x8, 8x4 and 4x8
 arrays, and once by hand on 216 random shapes on arrays from 3x5 to 16x8 plus 15 larger runs up to
 128x128 and 58k cycles):
 
@@ -77,7 +77,7 @@ def _check_choice(name: str, value, choices: tuple[str, ...]) -> str:
 def scalesim_cycles(M: int, K: int, N: int, rows: int, cols: int, dataflow: str) -> int:  # noqa: N803
     """SCALE-Sim 3.0.0's reported compute cycles for a dense ``[M, K] @ [K, N]`` GEMM on rows x cols.
 
-    Formulas in the module docstring (measured, /work/shared/TOOLCHAIN.md). Inputs are not validated
+    Formulas in the module docstring (measured, docs/toolchain.md). Inputs are not validated
     here; use `gemm_cycles`.
     """
     R, C = rows, cols  # noqa: N806
@@ -237,7 +237,7 @@ def run_scalesim(
         layout.write_text("Layer name,\n")
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             # 3.0.0 calls int() on a 1-element array: a DeprecationWarning on numpy 1.25-2.3 (numpy 2.4
-            # crashes in the same file, TOOLCHAIN.md; hence the numpy < 2.4 pin)
+            # crashes in the same file, docs/toolchain.md; hence the numpy < 2.4 pin)
             warnings.simplefilter("ignore", DeprecationWarning)
             sim = scalesim(save_disk_space=True, verbose=False, config=str(cfg), topology=str(topo),
                            layout=str(layout), input_type_gemm=True)

@@ -1,9 +1,9 @@
-"""Reference data dispatcher: the tile scheduler and the channel matcher (SPEC.md section 3).
+"""Reference data dispatcher: the tile scheduler and the channel matcher (docs/spec.md §3).
 
 Scheduler: a tile holds R spatial positions of one frame, and a position block is processed frame
 after frame, so each PE keeps its position's partial sums of the previous frame in local registers
 (temporal neighbour, no SRAM traffic). Which positions share a tile is a permutation of the
-positions, fixed over all frames (SPEC section 3 reference): `schedule_positions` clusters
+positions, fixed over all frames (docs/spec.md §3 reference): `schedule_positions` clusters
 positions whose reuse patterns -- the binary strings of their decisions over (group, frame) --
 are alike, by sorting the strings inside windows of ``window_tiles * R`` consecutive positions
 (so data stays local), then cutting the sorted order into tiles of R. Without the scheduler
@@ -36,7 +36,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 
-#: Demand in half slots per (row, group) decision (SPEC section 3: COMPUTE = 1, PARTIAL = 1/2, REUSE = 0).
+#: Demand in half slots per (row, group) decision (docs/spec.md §3: COMPUTE = 1, PARTIAL = 1/2, REUSE = 0).
 DEMAND_HALVES = {COMPUTE: 2, PARTIAL: 1, REUSE: 0}
 
 

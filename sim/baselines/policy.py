@@ -63,7 +63,7 @@ def run_policy_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy
         acts = add_actions(acts, {k: v for k, v in extra_actions.items() if k in empty_actions()})
     from sim.timing.memory import op_memory_timing
 
-    # leakage over the op's wall time, as Kaleido's (sim.cost.energy.EnergyModel.charge_wall_time)
+    # leakage over the op's wall time, as Kaleido's (sim.cost.energy.EnergyModel.op_energy)
     acts["cycles"] = op_memory_timing(op.name, op.batch, op.M, op.K, op.N, cycles,
                                       acts["dram_read_bytes"] + acts["dram_write_bytes"], cfg,
                                       similarity=True)["total_cycles"]

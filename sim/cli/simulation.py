@@ -228,9 +228,9 @@ def simulate(
         if checksum:
             from sim.engines.rtl import golden_checksums
 
-            res["outputs_sha256"], per_op_sums = golden_checksums(tr)
-            for r, h in zip(res["per_op"], per_op_sums, strict=True):
-                r["outputs_sha256"] = h
+            total_sum, per_op_sums = golden_checksums(tr)
+            per_op = [r | {"outputs_sha256": h} for r, h in zip(res["per_op"], per_op_sums, strict=True)]
+            res = res | {"per_op": per_op, "outputs_sha256": total_sum}  # a new object: res itself stays as made
     except known_errors() as err:
         fail(str(err))
     if json_out is not None:

@@ -28,7 +28,7 @@ or a bit width of the RTL):
   Aladdin's register row charges reads per bit).
 - leakage: ``leak_mm2_ns x die area (sim.cost.area) x cycles / clock`` with ``cycles`` the op's wall
   time, ``total_cycles`` (the array's cycles plus the DRAM, vector and similarity stalls,
-  `sim.timing.memory`, `sim.timing.attention`; `EnergyModel.charge_wall_time`): the die leaks while
+  `sim.timing.memory`, `sim.timing.attention`; `EnergyModel.op_energy`): the die leaks while
   the array waits too. Each design leaks over its own time and its own die (the dense baseline over
   ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52.
 
@@ -50,6 +50,7 @@ from sim.cost.actions import SCORE_BITS, SRAM_BUFFERS, add_actions, dense_action
 from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
+from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
 
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
@@ -126,45 +127,39 @@ class EnergyModel:
         area = area_breakdown(cfg, self.tech)
         self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
 
-    def annotate_op(self, res: dict, name: str, decisions, grid, groups, b_msb: int, fused: bool = False,
-                    compact: dict | None = None) -> dict:
-        """Add ``actions``, ``dense_actions``, ``energy_pj``, ``energy_breakdown_pj``, ``dense_energy_pj``,
-        ``dense_energy_breakdown_pj`` and ``energy_saving`` to one op's result (in place; returned).
-        ``fused``: half of a fused attention pair (`sim.actions.op_actions`). ``compact``: the op's
-        `sim.engines.model` compact timing (band-tiles), whose array counts replace the lockstep's
-        (`sim.cost.compact_actions`)."""
-        M, K, N = res["M"], res["K"], res["N"]  # noqa: N806
-        a = op_actions(name, decisions, grid, groups, M, K, N, b_msb, self.cfg, res["cycles"], fused=fused)
-        if compact is not None:  # the compact organisation's array (sim.timing.compact)
-            a = compact_actions(a, decisions, compact["band_tiles"], groups, N, self.cfg, grid)
-        d = dense_actions(name, res["batch"], M, K, N, self.cfg, res["dense_cycles"], fused=fused)
-        self._put(res, a, d)
-        return res
+    def op_actions(self, timing: OpTiming, grid, groups, b_msb: int, fused: bool = False) -> OpActions:
+        """Kaleido's and the dense baseline's action counts of one op from its timing (``cycles``: the array's).
+        ``fused``: half of a fused attention pair (`sim.cost.actions.op_actions`). A compact timing's
+        band-tiles replace the lockstep's array counts (`sim.cost.compact_actions`)."""
+        t = timing
+        decisions = list(t.tiled)
+        a = op_actions(t.name, decisions, grid, groups, t.M, t.K, t.N, b_msb, self.cfg, t.cycles, fused=fused)
+        if t.compact is not None:  # the compact organisation's array (sim.timing.compact)
+            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid)
+        d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
+        return OpActions(a, d)
 
-    def charge_wall_time(self, res: dict) -> dict:
-        """Re-charge one op's leakage over its wall time (in place; returned): the ``cycles`` action of
-        ``actions`` and ``dense_actions`` becomes ``total_cycles`` and ``dense_total_cycles`` (set by
-        `sim.timing.memory.annotate_memory` or `sim.timing.attention.annotate_fused`), and the energies
-        are recomputed. Call once the op's stalls are final."""
-        a, d = dict(res["actions"]), dict(res["dense_actions"])
-        a["cycles"], d["cycles"] = res["total_cycles"], res["dense_total_cycles"]
-        self._put(res, a, d)
-        return res
+    def op_energy(self, actions: OpActions, memory: OpMemory) -> OpEnergy:
+        """One op's energy with leakage over its wall time: the ``cycles`` action of ``actions`` and
+        ``dense_actions`` becomes ``total_cycles`` and ``dense_total_cycles`` (`sim.timing.memory.op_memory`
+        or `sim.timing.attention.fused_memory`). Call once the op's stalls are final."""
+        a, d = dict(actions.actions), dict(actions.dense_actions)
+        a["cycles"], d["cycles"] = memory.total_cycles, memory.dense_total_cycles
+        return OpEnergy(**self._energies(a, d))
 
-    def annotate_total(self, res: dict) -> dict:
-        """Sum the per-op actions into the results' totals and add the total energies (in place)."""
+    def totals(self, per_op: list[dict]) -> dict:
+        """The results' total actions and energies from the per-op results (JSON objects), and
+        ``energy_model`` (technology, die areas in mm2): the keys `sim.engines.model.assemble_results` appends."""
         a, d = {}, {}
-        for r in res["per_op"]:
+        for r in per_op:
             a, d = add_actions(a, r["actions"]), add_actions(d, r["dense_actions"])
-        self._put(res, a, d)
-        res["energy_model"] = {"technology": self.tech.name, "area_mm2": self.area_mm2,
-                               "dense_area_mm2": self.dense_area_mm2}
-        return res
+        return self._energies(a, d) | {"energy_model": {"technology": self.tech.name, "area_mm2": self.area_mm2,
+                                                        "dense_area_mm2": self.dense_area_mm2}}
 
-    def _put(self, res: dict, a: dict, d: dict) -> None:
+    def _energies(self, a: dict, d: dict) -> dict:
         eb = energy_of(a, self.cfg, self.tech, self.area_mm2)
         db = energy_of(d, self.cfg, self.tech, self.dense_area_mm2)
         e, de = sum(eb.values()), sum(db.values())
-        res.update({"actions": a, "dense_actions": d, "energy_pj": e, "energy_breakdown_pj": eb,
-                    "dense_energy_pj": de, "dense_energy_breakdown_pj": db,
-                    "energy_saving": de / e if e else 0.0})
+        return {"actions": a, "dense_actions": d, "energy_pj": e, "energy_breakdown_pj": eb,
+                "dense_energy_pj": de, "dense_energy_breakdown_pj": db,
+                "energy_saving": de / e if e else 0.0}

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -39,8 +39,8 @@ from sim.cost.actions import (
     tile_pass,
 )
 from sim.cost.energy import EnergyModel
-from sim.results import RESULTS_FORMAT, RESULTS_VERSION
-from sim.timing.attention import annotate_fused, fused_pairs
+from sim.results import RESULTS_FORMAT, RESULTS_VERSION, OpActions, OpMemory, OpResult, OpTiming
+from sim.timing.attention import fused_memory, fused_pairs
 from sim.timing.compact import (
     CompactError,
     band_cycles,
@@ -51,7 +51,7 @@ from sim.timing.compact import (
 )
 from sim.timing.cycle_model import op_cycles_tiled
 from sim.timing.dispatch import position_order
-from sim.timing.memory import annotate_memory, fold_bytes, fold_shortfall
+from sim.timing.memory import fold_bytes, fold_shortfall, op_memory
 
 
 class SimError(ValueError):
@@ -206,8 +206,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
-                dispatcher: bool = True, tile_like=None, fused: bool = False) -> dict:
-    """Timing and decision statistics of one op; see the module docstring for definitions.
+                dispatcher: bool = True, tile_like=None, fused: bool = False) -> OpTiming:
+    """Timing and decision statistics of one op (`sim.results.OpTiming`, with the tiled decisions and the
+    compact timing the cost stage reads); see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
     ``dispatcher=False`` makes the no-dispatcher timing (raster order, no pairing) the primary
@@ -269,23 +270,23 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     useful = (counts[COMPUTE] + 0.5 * counts[PARTIAL]) * op.N
     dense_macs = op.batch * op.M * op.K * op.N
     theta = list(op.thetas[theta_index]) if stored is not None else list(op.theta)
-    return {
-        "name": op.name, "block": op.block, "step": op.step, "theta": theta,
-        "batch": op.batch, "M": op.M, "K": op.K, "N": op.N,
-        "tiles": tiles, "slots": slots,
-        "cycles": cycles, "dense_cycles": dense_cycles,
-        "speedup": dense_cycles / cycles if cycles else 0.0,
-        "stall_cycles": {"drain": stall, "combine": compact["combine"] if compact else 0},
-        "dense_stall_cycles": {"drain": dense_stall, "combine": 0},
-        "useful_macs": float(useful), "dense_macs": dense_macs,
-        "pe_utilization": float(useful / (R * C * cycles)) if cycles else 0.0,
-        "dense_pe_utilization": float(dense_macs / (R * C * dense_cycles)) if dense_cycles else 0.0,
-        "no_dispatcher_cycles": nd_cycles,
-        "no_dispatcher_pe_utilization": float(useful / (R * C * nd_cycles)) if nd_cycles else 0.0,
-        "reuse_fraction": _fractions(counts),
-        "dispatcher_stats": dispatcher_stats([t.stats for t in decs], -(-op.N // C)),
-        "_counts": counts, "_decisions": decs, "_compact": compact,
-    }
+    return OpTiming(
+        name=op.name, block=op.block, step=op.step, theta=theta,
+        batch=op.batch, M=op.M, K=op.K, N=op.N,
+        tiles=tiles, slots=slots,
+        cycles=cycles, dense_cycles=dense_cycles,
+        speedup=dense_cycles / cycles if cycles else 0.0,
+        stall_cycles={"drain": stall, "combine": compact["combine"] if compact else 0},
+        dense_stall_cycles={"drain": dense_stall, "combine": 0},
+        useful_macs=float(useful), dense_macs=dense_macs,
+        pe_utilization=float(useful / (R * C * cycles)) if cycles else 0.0,
+        dense_pe_utilization=float(dense_macs / (R * C * dense_cycles)) if dense_cycles else 0.0,
+        no_dispatcher_cycles=nd_cycles,
+        no_dispatcher_pe_utilization=float(useful / (R * C * nd_cycles)) if nd_cycles else 0.0,
+        reuse_fraction=_fractions(counts),
+        dispatcher_stats=dispatcher_stats([t.stats for t in decs], -(-op.N // C)),
+        counts=counts, tiled=tuple(decs), compact=compact,
+    )
 
 
 def check_simulable(trace: Trace, cfg: AcceleratorConfig, trace_path: str = "", theta_index: int = 0,
@@ -358,7 +359,7 @@ class OpMemo:
     once. The key is the SHA-256 of the op's packed decisions for the chosen theta and a JSON of its
     name, (batch, M, K, N), channel groups, theta, the grid, b_msb, the full accelerator config, the
     dispatcher flag and the energy table (its full repr and the area it yields): every input of
-    `simulate_op`, `sim.cost.energy.EnergyModel.annotate_op` and `sim.timing.memory.annotate_memory`, so a hit
+    `simulate_op`, `sim.cost.energy.EnergyModel.op_actions` and `sim.timing.memory.op_memory`, so a hit
     returns exactly what computing would (tests compare). Exact ops (operands, not decisions) are not
     memoised. Held per process (a Dask worker keeps it across tasks), at most `capacity` entries,
     least recently used dropped first.
@@ -368,7 +369,7 @@ class OpMemo:
         self.capacity = capacity
         self.enabled = True
         self.hits = self.misses = 0
-        self._store: OrderedDict[str, tuple[bytes, np.ndarray]] = OrderedDict()
+        self._store: OrderedDict[str, tuple[OpTiming, OpActions, OpMemory]] = OrderedDict()
 
     def key(self, op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel, theta_index: int,
             dispatcher: bool) -> str | None:
@@ -382,21 +383,22 @@ class OpMemo:
             "area": [energy.area_mm2, energy.dense_area_mm2]}, sort_keys=True).encode())
         return h.hexdigest()
 
-    def get(self, key: str | None, op: OpRecord) -> tuple[dict, np.ndarray] | None:
+    def get(self, key: str | None, op: OpRecord) -> tuple[OpTiming, OpActions, OpMemory] | None:
+        """The stored parts of an op with this key, its timing relabelled with ``op``'s block and step."""
         if key is None or key not in self._store:
             self.misses += key is not None
             return None
         self.hits += 1
         self._store.move_to_end(key)
-        r, c = self._store[key]
-        return pickle.loads(r) | {"block": op.block, "step": op.step}, c.copy()
+        t, a, m = self._store[key]
+        return replace(t, block=op.block, step=op.step), a, m
 
-    def put(self, key: str | None, r: dict, counts: np.ndarray) -> None:
+    def put(self, key: str | None, timing: OpTiming, actions: OpActions, memory: OpMemory) -> None:
+        """Keep an op's parts (the timing without its tiled decisions). The parts are frozen and no stage
+        changes another's part (`OpResult.to_json` serialises into fresh dicts), so no copy is taken."""
         if key is None:
             return
-        # Stored pickled: a deep copy (callers change results in place afterwards) at a fraction of
-        # `copy.deepcopy`'s cost on these nested dicts of numbers; floats round-trip bit for bit.
-        self._store[key] = (pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL), counts.copy())
+        self._store[key] = (timing.stripped(), actions, memory)
         while len(self._store) > self.capacity:
             self._store.popitem(last=False)
 
@@ -421,7 +423,7 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
     (`sim.sweep.video`).
     A decision op whose inputs (and fused-attention role) were seen before in this process comes from
     `OP_MEMO`."""
-    per_op = []
+    parts: list[tuple[OpTiming, OpActions, OpMemory]] = []
     counts = np.zeros(3, dtype=np.int64)
     pairs = fused_pairs(ops, cfg)  # sim.timing.attention: {score op: P op} that run fused
     p_of = {j: i for i, j in pairs.items()}
@@ -434,21 +436,20 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
         key = key and f"{key}|fused={fused}|tile_like={tile_like}"
         hit = OP_MEMO.get(key, op)
         if hit is not None:
-            r, c = hit
+            t, a, m = hit
         else:
-            r = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like, fused)
-            energy.annotate_op(r, op.name, r.pop("_decisions"), grid, [g.as_tuple() for g in op.groups],
-                               b_msb, fused=fused, compact=r.pop("_compact"))  # sim.cost.energy: actions, energy_pj, dense_energy_pj
-            annotate_memory(r, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
-            c = r.pop("_counts")
-            OP_MEMO.put(key, r, c)
-        counts += c
-        per_op.append(r)
+            t = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like, fused)  # timing
+            a = energy.op_actions(t, grid, [g.as_tuple() for g in op.groups], b_msb, fused=fused)  # sim.cost
+            m = op_memory(t, a, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
+            OP_MEMO.put(key, t, a, m)
+        counts += t.counts
+        parts.append((t.stripped(), a, m))
     for i, j in pairs.items():  # fused attention: one timing for both ops (sim.timing.attention)
-        annotate_fused(per_op[i], per_op[j], cfg, grid, [g.as_tuple() for g in ops[i].groups],
-                       [g.as_tuple() for g in ops[j].groups])
-    for r in per_op:  # leakage over each design's wall time, now that every op's stalls are final
-        energy.charge_wall_time(r)
+        mi, mj = fused_memory(parts[i][:2], parts[j][:2], cfg, grid, [g.as_tuple() for g in ops[i].groups],
+                              [g.as_tuple() for g in ops[j].groups])
+        parts[i], parts[j] = (*parts[i][:2], mi), (*parts[j][:2], mj)
+    # leakage over each design's wall time, now that every op's stalls are final
+    per_op = [OpResult(t, a, m, energy.op_energy(a, m)).to_json() for t, a, m in parts]
     return per_op, counts
 
 
@@ -462,7 +463,7 @@ def assemble_results(trace: Trace, per_op: list[dict], counts: np.ndarray, cfg: 
     cycles, dense, useful, dense_macs = t["cycles"], t["dense_cycles"], t["useful_macs"], t["dense_macs"]
     nd_total, total, dense_total = t["no_dispatcher_cycles"], t["total_cycles"], t["dense_total_cycles"]
     us_per_cycle = 1.0 / cfg.clock_mhz
-    return energy.annotate_total({
+    return {
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION,
         "config": cfg.model_dump(mode="json"),
         "organisation": cfg.organisation,
@@ -488,4 +489,4 @@ def assemble_results(trace: Trace, per_op: list[dict], counts: np.ndarray, cfg: 
         "dispatcher_stats": {k: sum(r["dispatcher_stats"][k] for r in per_op) for k in DISPATCHER_STAT_KEYS},
         "by_block": rollup(per_op, "block", cfg), "by_step": rollup(per_op, "step", cfg),
         "per_op": per_op,
-    })
+    } | energy.totals(per_op)

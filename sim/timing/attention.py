@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from hw.config import AcceleratorConfig
 from sim.cost.actions import FUSED_INT_ADDS_PER_SCORE, FUSED_PAIRS, vector_work
+from sim.results import OpActions, OpMemory, OpTiming
 from sim.timing.dispatch import position_block
 from sim.timing.memory import _vcycles, dram_cycles, similarity_lanes, vector_lanes
 
@@ -100,8 +101,8 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     """Stalls of one fused pair (module docstring rules) for Kaleido (``kaleido``) or the dense baseline.
 
     Args:
-        qk, pv: the ops' results from `sim.engines.model.simulate_op` with ``actions``/``dense_actions``
-            (`sim.cost.energy`): ``batch``, ``M``, ``K``, ``N``, ``cycles``/``dense_cycles`` and DRAM bytes.
+        qk, pv: the ops' timings (`sim.results.OpTiming.json`) with ``actions``/``dense_actions``
+            (`sim.results.OpActions`): ``batch``, ``M``, ``K``, ``N``, ``cycles``/``dense_cycles`` and DRAM bytes.
         qk_groups, pv_groups: ``(k0, k1, axis)`` channel groups (the tiling and pv's first group).
 
     Returns:
@@ -165,18 +166,21 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     return out[0], out[1]
 
 
-def annotate_fused(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_groups, pv_groups) -> None:
-    """Replace the unfused stalls and totals of a fused pair's two results (in place), both designs;
-    sets ``fused`` (the partner's name) and the ``memory`` and ``total_speedup`` fields as
-    `sim.timing.memory.annotate_memory` does."""
-    k = fused_pair_timing(qk, pv, cfg, grid, qk_groups, pv_groups, kaleido=True)
-    d = fused_pair_timing(qk, pv, cfg, grid, qk_groups, pv_groups, kaleido=False)
-    for res, kt, dt, partner in ((qk, k[0], d[0], pv["name"]), (pv, k[1], d[1], qk["name"])):
-        res["stall_cycles"].update(kt["stall_cycles"])
-        res["dense_stall_cycles"].update(dt["stall_cycles"])
-        res["total_cycles"], res["dense_total_cycles"] = kt["total_cycles"], dt["total_cycles"]
-        res["total_speedup"] = res["dense_total_cycles"] / res["total_cycles"] if res["total_cycles"] else 0.0
-        res["memory"] = {"dram_cycles": kt["dram_cycles"], "vector_cycles": kt["vector_cycles"],
-                         "similarity_cycles": kt["similarity_cycles"], "double_buffered": True,
-                         "dense_dram_cycles": dt["dram_cycles"], "dense_vector_cycles": dt["vector_cycles"]}
-        res["fused"] = partner
+def fused_memory(qk: tuple[OpTiming, OpActions], pv: tuple[OpTiming, OpActions], cfg: AcceleratorConfig, grid,
+                 qk_groups, pv_groups) -> tuple[OpMemory, OpMemory]:
+    """The memory parts of a fused pair's two ops (module docstring rules), both designs, in place of their
+    unfused ones (`sim.timing.memory.op_memory`): ``fused`` names the partner."""
+    views = [t.json() | {"actions": a.actions, "dense_actions": a.dense_actions} for t, a in (qk, pv)]
+    k = fused_pair_timing(*views, cfg, grid, qk_groups, pv_groups, kaleido=True)
+    d = fused_pair_timing(*views, cfg, grid, qk_groups, pv_groups, kaleido=False)
+    out = []
+    for kt, dt, partner in ((k[0], d[0], pv[0].name), (k[1], d[1], qk[0].name)):
+        out.append(OpMemory(
+            stall_cycles=kt["stall_cycles"], dense_stall_cycles=dt["stall_cycles"],
+            total_cycles=kt["total_cycles"], dense_total_cycles=dt["total_cycles"],
+            total_speedup=dt["total_cycles"] / kt["total_cycles"] if kt["total_cycles"] else 0.0,
+            memory={"dram_cycles": kt["dram_cycles"], "vector_cycles": kt["vector_cycles"],
+                    "similarity_cycles": kt["similarity_cycles"], "double_buffered": True,
+                    "dense_dram_cycles": dt["dram_cycles"], "dense_vector_cycles": dt["vector_cycles"]},
+            fused=partner))
+    return out[0], out[1]

@@ -56,6 +56,7 @@ import math
 
 from hw.config import AcceleratorConfig
 from sim.cost.actions import kaleido_dram, value_bytes, vector_work
+from sim.results import OpActions, OpMemory, OpTiming
 
 
 def vector_lanes(cfg: AcceleratorConfig) -> int:
@@ -156,31 +157,30 @@ def op_memory_timing(name: str, batch: int, M: int, K: int, N: int, cycles: int,
             "vector_cycles": int(v_total), "similarity_cycles": int(s_total), "double_buffered": db}
 
 
-def annotate_memory(res: dict, cfg: AcceleratorConfig) -> dict:
-    """Add the memory and vector timing to one op's result from `sim.engines.model` (in place; returned).
+def op_memory(timing: OpTiming, actions: OpActions, cfg: AcceleratorConfig) -> OpMemory:
+    """The memory and vector timing of one op (module docstring rules), Kaleido and dense.
 
-    Reads ``name``, ``batch``, ``M``, ``K``, ``N``, ``cycles``, ``dense_cycles`` and the DRAM bytes of
-    ``actions`` and ``dense_actions`` (`sim.cost.energy.EnergyModel.annotate_op`); adds ``dram``,
-    ``vector`` and ``similarity`` (Kaleido's similarity unit; 0 for dense) to ``stall_cycles`` and
-    ``dense_stall_cycles``, ``total_cycles`` and
-    ``dense_total_cycles`` (array cycles + those stalls; the drain stall is already inside the array
-    cycles), ``total_speedup`` and ``memory`` (``dram_cycles``, ``vector_cycles``,
-    ``double_buffered``, ``dense_dram_cycles``).
+    Reads the op's shape, ``cycles``, ``dense_cycles`` and combine stall (`OpTiming`) and the DRAM bytes of
+    ``actions`` and ``dense_actions`` (`OpActions`); gives the ``dram``, ``vector`` and ``similarity``
+    (Kaleido's similarity unit; 0 for dense) stalls, ``total_cycles`` and ``dense_total_cycles`` (array
+    cycles + those stalls; the drain stall is already inside the array cycles), ``total_speedup`` and
+    ``memory`` (``dram_cycles``, ``vector_cycles``, ``similarity_cycles``, ``double_buffered``,
+    ``dense_dram_cycles``).
     """
-    shape = (res["batch"], res["M"], res["K"], res["N"])
+    t = timing
+    shape = (t.batch, t.M, t.K, t.N)
     out = {}
-    for prefix, key in (("", "actions"), ("dense_", "dense_actions")):
-        a = res[key]
+    for prefix, a, cycles, st in (("", actions.actions, t.cycles, t.stall_cycles),
+                                  ("dense_", actions.dense_actions, t.dense_cycles, t.dense_stall_cycles)):
         # the compact organisation's combine unit (sim.timing.compact) extends the array's time
-        a_cycles = res[f"{prefix}cycles"] + res[f"{prefix}stall_cycles"].get("combine", 0)
-        t = op_memory_timing(res["name"], *shape, a_cycles,
-                             a["dram_read_bytes"] + a["dram_write_bytes"], cfg, similarity=prefix == "")
-        res[f"{prefix}stall_cycles"].update(t["stall_cycles"])
-        res[f"{prefix}total_cycles"] = t["total_cycles"]
-        out[prefix] = t
-    res["total_speedup"] = res["dense_total_cycles"] / res["total_cycles"] if res["total_cycles"] else 0.0
-    res["memory"] = {"dram_cycles": out[""]["dram_cycles"], "vector_cycles": out[""]["vector_cycles"],
-                     "similarity_cycles": out[""]["similarity_cycles"],
-                     "double_buffered": out[""]["double_buffered"],
-                     "dense_dram_cycles": out["dense_"]["dram_cycles"]}
-    return res
+        a_cycles = cycles + st.get("combine", 0)
+        out[prefix] = op_memory_timing(t.name, *shape, a_cycles, a["dram_read_bytes"] + a["dram_write_bytes"], cfg,
+                                       similarity=prefix == "")
+    k, d = out[""], out["dense_"]
+    return OpMemory(
+        stall_cycles=k["stall_cycles"], dense_stall_cycles=d["stall_cycles"],
+        total_cycles=k["total_cycles"], dense_total_cycles=d["total_cycles"],
+        total_speedup=d["total_cycles"] / k["total_cycles"] if k["total_cycles"] else 0.0,
+        memory={"dram_cycles": k["dram_cycles"], "vector_cycles": k["vector_cycles"],
+                "similarity_cycles": k["similarity_cycles"], "double_buffered": k["double_buffered"],
+                "dense_dram_cycles": d["dram_cycles"]})

@@ -9,7 +9,7 @@ whose score buffer holds the keys it runs fused (`sim.timing.attention`, P never
 is cached by both signatures.
 
 Kaleido (`KaleidoDevice`): the op becomes a decision `algo.trace.OpRecord` and runs through
-`sim.engines.model.simulate_op`, `sim.cost.energy.EnergyModel.annotate_op` and `sim.timing.memory.annotate_memory`,
+`sim.engines.model.simulate_op`, `sim.cost.energy.EnergyModel.op_actions` and `sim.timing.memory.op_memory`,
 exactly as a trace op (through `sim.engines.model.simulate_ops`, the trace path, so a pair fuses
 under the same rule): ``dense_time_us`` is the array with reuse off (``dense_total_cycles``),
 ``time_us`` the array with reuse (``total_cycles``, similarity unit included). The decisions are

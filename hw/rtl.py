@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB)" for p in paths)
         print(f"{cfg.name}: {sizes} in {time.perf_counter() - t0:.1f} s")
+        if cfg.organisation != "lockstep":
+            print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}, which has no RTL yet: "
+                  "the emitted array is the lockstep one (docs/decisions.md D60)")
     return 0
 
 

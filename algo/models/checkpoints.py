@@ -140,7 +140,7 @@ def _load_folder(cls, spec: ModelSpec, size: str, path: Path) -> tuple[torch.nn.
         for t in tensors:
             if t.data_ptr() % 64:
                 t.data = t.data.clone()
-    return model, f"checkpoint (diffusers folder): {path}"
+    return model, f"checkpoint (diffusers folder): {shown_path(path)}"
 
 
 def _check_keys(path, spec, size: str, shapes: Mapping[str, tuple]) -> None:
@@ -190,6 +190,21 @@ def _check_file_config(path: Path, spec: ModelSpec, size: str) -> None:
     _check_config(found, spec, size, str(path))
 
 
+#: The repository's root (this file is algo/models/checkpoints.py): checkpoints shipped inside it are named
+#: relative to it, so traces, results and reports do not depend on the folder the checkout is in.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def shown_path(path: str | Path) -> str:
+    """How a trace's ``weights`` description names a checkpoint: relative to `REPO_ROOT` (POSIX
+    separators) when it lies inside the repository (the shipped model), else absolute."""
+    p = Path(path).resolve()
+    try:
+        return p.relative_to(REPO_ROOT).as_posix()
+    except ValueError:
+        return str(p)
+
+
 #: Prefixes of the trace ``weights`` descriptions of checkpoints (`build_model`, `build_streamed`).
 _CHECKPOINT_DESCS = ("checkpoint (safetensors file): ", "checkpoint (diffusers folder): ")
 
@@ -203,6 +218,8 @@ def checkpoint_of(weights: str) -> Path | None:
     for prefix in _CHECKPOINT_DESCS:
         if str(weights).startswith(prefix):
             path = Path(str(weights)[len(prefix):].split("; ")[0])
+            if not path.is_absolute():  # a checkpoint shipped in the repository (`shown_path`)
+                path = REPO_ROOT / path
             if not path.exists():
                 raise CaptureError(f"the trace was captured from checkpoint {path}, which is not found")
             return path
@@ -232,7 +249,7 @@ def _load_safetensors(model: torch.nn.Module, spec: ModelSpec, size: str, path: 
     _check_keys(path, spec, size, {k: tuple(v.shape) for k, v in sd.items()})
     built = set(model.state_dict())
     model.load_state_dict({k: v for k, v in sd.items() if k in built}, strict=True)
-    return f"checkpoint (safetensors file): {path}"
+    return f"checkpoint (safetensors file): {shown_path(path)}"
 
 
 def build_model(name: str, size: str, seed: int = 0, *, weights: str | Path | None = None,
@@ -324,12 +341,12 @@ class Checkpoint:
                 files = sorted(set(self.file_of.values()))
             else:
                 self.file_of, files = None, [root / SAFETENSORS_FILE]
-            self.desc = f"checkpoint (diffusers folder): {path}"
+            self.desc = f"checkpoint (diffusers folder): {shown_path(path)}"
         else:
             if path.suffix != ".safetensors":
                 raise CaptureError(f"--weights {path}: expected a diffusers folder or a .safetensors file")
             files, self.file_of = [path], None
-            self.desc = f"checkpoint (safetensors file): {path}"
+            self.desc = f"checkpoint (safetensors file): {shown_path(path)}"
         shapes: dict[str, tuple] = {}
         for f in files:
             try:

@@ -60,8 +60,10 @@ def rtl(
 ) -> None:
     """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`).
 
-    The RTL covers the compute core, dispatcher pieces and (arrays of at most 16 rows) the op-level
-    controller `kaleido_accel`. The vector unit and the fused-attention control are modelled only
+    The RTL covers the compute core, dispatcher pieces and the op-level controller `kaleido_accel`
+    with its buffers as banked SRAM macros (`kaleido_sram_*`, one file per macro, swappable for a
+    memory compiler's of the same name; docs/decisions.md D60). Only the lockstep organisation
+    exists in RTL. The vector unit and the fused-attention control are modelled only
     (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
     """
     from hw.rtl import main as rtl_main

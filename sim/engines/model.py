@@ -29,16 +29,15 @@ from algo.reuse.chunked import op_decisions
 from algo.reuse.golden import COMPUTE, PARTIAL
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
-from sim.cost.actions import (
+from sim.cost.actions import FUSED_PAIRS, scheduler_window
+from sim.cost.energy import EnergyModel
+from sim.cost.tiling import (
     DISPATCHER_STAT_KEYS,
-    FUSED_PAIRS,
     TiledDecisions,
     dispatcher_stats,
     group_code_counts,
-    scheduler_window,
     tile_pass,
 )
-from sim.cost.energy import EnergyModel
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION, OpActions, OpMemory, OpResult, OpTiming
 from sim.timing.attention import fused_memory, fused_pairs
 from sim.timing.compact import (
@@ -331,8 +330,8 @@ def simulate_trace(
     plus shape, theta, tiles, slots and ``memory``). ``cycles`` stays the array's (RTL-exact) count.
     ``dispatcher=False`` times every op without the dispatcher (raster order, no pairing) as the
     primary result (`simulate_op`), and the action counts (energy) follow the same raster, unpaired
-    tiling (`sim.cost.actions.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
-    `sim.cost.actions.dispatcher_stats` of the tiling used.
+    tiling (`sim.cost.tiling.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
+    `sim.cost.tiling.dispatcher_stats` of the tiling used.
     ``theta_index`` selects which stored threshold pair a decision trace is simulated with (0-based).
     ``tech`` is the energy table (`sim.cost.tech.load_tech` name such as ``"45nm"``, a ``.toml`` path or a
     `sim.cost.tech.TechTable`; None: the config's node); a bad one raises `sim.cost.tech.TechError`.

@@ -18,7 +18,7 @@ position tiles, summing over column blocks multiplies row-slot counts by exactly
 
 Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
 - Mode of a row-slot carrying channels (a, b): COMPUTE if either channel's group is COMPUTE for the
-  row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`sim.timing.stream._MODE_OF`).
+  row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`hw.pe.MODE_OF`).
 - ``mac8`` = COMPUTE row-slots x N = COMPUTE (token, channel) pairs x N (both multiplier halves).
 - ``mac4`` = (PARTIAL + 2 PAIRED row-slots) x N = PARTIAL (token, channel) pairs x N (low half).
   (The hardware supports b_msb = 4 only, docs/decisions.md D6; the counts assume it.)

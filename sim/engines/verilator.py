@@ -310,10 +310,10 @@ def record_layout(cfg: AcceleratorConfig) -> list[tuple[str, int]]:
 def _mode_table() -> np.ndarray:
     """``[3, 4, 2]`` int8: (PE mode, sel) by (decision of a's group, decision of b's group + 1, 0 =
     none); -1 where `sim.timing.stream` has no entry (the matcher never pairs such channels)."""
-    from sim.timing.stream import _MODE_OF
+    from hw.pe import MODE_OF
 
     lut = np.full((3, 4, 2), -1, dtype=np.int8)
-    for (da, db), (mode, sel) in _MODE_OF.items():
+    for (da, db), (mode, sel) in MODE_OF.items():
         lut[da, 0 if db is None else db + 1] = (int(mode), sel)
     return lut
 
@@ -473,7 +473,7 @@ def gemm_records(gemm: Gemm, cfg: AcceleratorConfig):
                               np.ascontiguousarray(gemm.decisions, dtype=np.int8), tok, ntok, n0, n1, clear,
                               k0, k1, gemm.b_msb, spatial, cfg.array_rows, cfg.array_cols, _mode_table())
     if err:
-        raise AssertionError("the matcher paired channels whose decisions have no PE mode (sim.timing.stream._MODE_OF)")
+        raise AssertionError("the matcher paired channels whose decisions have no PE mode (hw.pe.MODE_OF)")
     return recs, per, til
 
 

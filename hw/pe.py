@@ -91,6 +91,23 @@ class PEMode(enum.IntEnum):
     PAIRED = 3
 
 
+#: The decision -> PE-mode rule, the one copy: ``(decision of channel a's group, decision of channel
+#: b's group, or None when the slot carries a alone) -> (PEMode, sel)``; ``sel`` = 1 runs the mode on
+#: the b operands. PAIRED packs two PARTIAL channels' low-half products in one PE (docs/spec.md §3); a
+#: REUSE channel costs no product, so a pair with one REUSE runs the other's mode. The matcher only
+#: forms these pairs (`hw.dispatcher.matcher`, `sim.timing.dispatch`). Users: the cycle model's
+#: stream builder (`sim.timing.stream`), the RTL engine's stimulus (`sim.engines.verilator`) and the
+#: tests; `hw.core.TileCore`'s slot former implements it as logic (its per-row mux), which the
+#: RTL-against-model tests check slot by slot.
+MODE_OF: dict[tuple[int, int | None], tuple[PEMode, int]] = {
+    (COMPUTE, None): (PEMode.COMPUTE, 0), (PARTIAL, None): (PEMode.PARTIAL, 0), (REUSE, None): (PEMode.REUSE, 0),
+    (COMPUTE, REUSE): (PEMode.COMPUTE, 0), (REUSE, COMPUTE): (PEMode.COMPUTE, 1),
+    (PARTIAL, PARTIAL): (PEMode.PAIRED, 0),
+    (PARTIAL, REUSE): (PEMode.PARTIAL, 0), (REUSE, PARTIAL): (PEMode.PARTIAL, 1),
+    (REUSE, REUSE): (PEMode.REUSE, 0),
+}
+
+
 def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     """Flat port list of the PE (flat so the emitted Verilog port names are plain)."""
     gb, pb, ab = cfg.group_bits, cfg.port_bits, cfg.acc_bits
@@ -191,7 +208,7 @@ class PE(wiring.Component):
         p_msb = Signal(signed(X_BITS + W_BITS))
         m.d.comb += p_msb.eq(p_hi << LO_BITS)
 
-        # Per-lane decisions, decoded from (mode, sel) as sim.timing.stream._MODE_OF encodes them.
+        # Per-lane decisions, decoded from (mode, sel) as `MODE_OF` encodes them.
         a_c = wire("a_c", is_compute & ~sel)
         a_p = wire("a_p", (is_partial & ~sel) | is_paired)
         a_r = wire("a_r", ~a_c & ~a_p)

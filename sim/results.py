@@ -77,10 +77,10 @@ class OpTiming:
     no_dispatcher_cycles: int  #: array cycles without the dispatcher (raster order, no pairing)
     no_dispatcher_pe_utilization: float  #: useful_macs / (R x C x no_dispatcher_cycles)
     reuse_fraction: dict  #: ``compute``/``partial``/``reuse``: fraction of streamed-operand elements
-    dispatcher_stats: dict  #: `sim.cost.actions.dispatcher_stats` of the tiling used (counts)
+    dispatcher_stats: dict  #: `sim.cost.tiling.dispatcher_stats` of the tiling used (counts)
     #: int64 [3]: X elements under COMPUTE, PARTIAL, REUSE (in memory only, not serialised)
     counts: np.ndarray = field(**_not_json())
-    #: the op's tiled decisions per batch element (`sim.cost.actions.TiledDecisions`; in memory only)
+    #: the op's tiled decisions per batch element (`sim.cost.tiling.TiledDecisions`; in memory only)
     tiled: tuple = field(default=(), **_not_json())
     #: the compact organisation's timing (`sim.engines.model._compact_timing`; None: lockstep; in memory only)
     compact: dict | None = field(default=None, **_not_json())

@@ -10,14 +10,15 @@ from algo.reuse.golden import COMPUTE as C
 from algo.reuse.golden import PARTIAL as P
 from algo.reuse.golden import REUSE as R
 from hw.config import load_config
-from sim.cost.actions import TiledDecisions, op_actions, tile_counts, tile_stats
+from sim.cost.actions import op_actions
+from sim.cost.tiling import TiledDecisions, tile_counts, tile_stats
 from sim.timing.dispatch import match_tile, schedule_positions
 
 KEYS = ("issued", "rows_x_channels", "channels", "rows", "compute", "partial", "paired", "reuse")
 
 
 def _reference_tile_stats(dec, grid, groups, rows, b_msb, dispatcher=True):
-    """The slot-by-slot counting `sim.cost.actions._tile_counts` used before the run-length version
+    """The slot-by-slot counting `sim.cost.tiling._tile_counts` used before the run-length version
     (kept in plain Python as the reference): every slot of `sim.timing.dispatch.match_tile`, every row of
     the tile, classified one by one. Extended here with the dispatcher statistics counted from
     the slot list, and with the no-dispatcher tiling written out directly from its definition

@@ -16,10 +16,11 @@ from algo.reuse.golden import PARTIAL as P
 from algo.reuse.golden import REUSE as R
 from algo.trace import load_trace
 from hw.config import load_config
-from sim.cost.actions import dense_actions, dram_bytes, op_actions, tile_counts, xeff_state_bytes
+from sim.cost.actions import dense_actions, dram_bytes, op_actions, xeff_state_bytes
 from sim.cost.area import area_breakdown, synth_pe_cells
 from sim.cost.energy import COMPONENTS, EnergyModel, energy_of, sram_access_pj
 from sim.cost.tech import energy_poly, load_tech, table_names
+from sim.cost.tiling import tile_counts
 from sim.engines.model import simulate_trace
 from tests.test_cli import small_trace
 

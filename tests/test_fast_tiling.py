@@ -11,7 +11,8 @@ import pytest
 from algo.reuse.stats import decision_counts
 from algo.trace import Group, OpRecord, pack_decisions
 from hw.config import load_config
-from sim.cost.actions import dispatcher_stats, group_code_counts, scheduler_window, tile_pass, tile_stats
+from sim.cost.actions import scheduler_window
+from sim.cost.tiling import dispatcher_stats, group_code_counts, tile_pass, tile_stats
 from sim.engines.model import simulate_op
 from sim.timing.cycle_model import dense_slot_sequence, op_cycles, reuse_slot_sequence
 from sim.timing.dispatch import schedule_positions

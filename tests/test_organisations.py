@@ -10,10 +10,11 @@ import pytest
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions
 from hw.config import ORGANISATIONS, ConfigError, config_from_dict, load_config, with_organisation
-from sim.cost.actions import TiledDecisions, op_actions, tile_stats
+from sim.cost.actions import op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import load_tech
+from sim.cost.tiling import TiledDecisions, tile_stats
 from sim.timing.compact import band_cycles, chunk_frames, combine_adds, compact_tiles, partial_bytes
 from sim.timing.compact_reference import band_tiles, compact_gemm
 from tests.test_cli import assert_one_line_error, kaleido, small_trace

@@ -240,8 +240,12 @@ def test_pv_operand_is_p_from_the_int8_scores():
 
 def test_sweep_writes_outputs_and_is_deterministic(tmp_path):
     kw = dict(thetas=[(0, 0), BIG], steps=1, ops="ffn1,ffn2")
-    a = sweep_quality(out_dir=tmp_path / "a", **kw)
-    b = sweep_quality(out_dir=tmp_path / "b", **kw)
+    from sim.report.quality import write_quality_sweep
+
+    a = sweep_quality(**kw)
+    write_quality_sweep(a, tmp_path / "a")
+    b = sweep_quality(**kw)
+    write_quality_sweep(b, tmp_path / "b")
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == ["quality_sweep.csv", "quality_sweep.json", "quality_sweep.pdf", "quality_sweep.png"]
     for n in names:

@@ -148,7 +148,7 @@ def test_stream_and_cycle_model_tile_w_ops_alike():
     equal the cycle model's run-length count (`sim.timing.dispatch.count_slots`) and the action counts'
     tiles, over the same whole-image-row tiles."""
     from hw.config import load_config
-    from sim.cost.actions import tile_stats
+    from sim.cost.tiling import tile_stats
     from sim.timing.cycle_model import reuse_slot_sequence
     from sim.timing.stream import build_stream
     from tests.rtl.cases import spatial_cases, spatial_random_cases

@@ -6,12 +6,12 @@ The names below are the package's public API.
 """
 
 from algo.quality.metrics import NO_VAE, frame_metrics, latent_metrics, lpips_status, pareto_front
-from algo.quality.output import to_jsonable, weights_label, write_sweep
+from algo.quality.output import to_jsonable, weights_label
 from algo.quality.run import PCA_DECODER, run_quality
 from algo.quality.setup import DEFAULT_STEPS
 from algo.quality.sweep import DEFAULT_SWEEP_THETAS, sweep_quality
 
 __all__ = [
     "DEFAULT_STEPS", "DEFAULT_SWEEP_THETAS", "NO_VAE", "PCA_DECODER", "frame_metrics", "latent_metrics", "lpips_status",
-    "pareto_front", "run_quality", "sweep_quality", "to_jsonable", "weights_label", "write_sweep",
+    "pareto_front", "run_quality", "sweep_quality", "to_jsonable", "weights_label",
 ]

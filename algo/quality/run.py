@@ -335,7 +335,7 @@ def run_quality(
 #: Names that live in `algo.quality.sweep` and `algo.quality.output`, still importable from here.
 _MOVED = {"DEFAULT_SWEEP_THETAS": "algo.quality.sweep", "sweep_quality": "algo.quality.sweep",
           "to_jsonable": "algo.quality.output", "weights_label": "algo.quality.output",
-          "caption": "algo.quality.output", "write_sweep": "algo.quality.output"}
+          "caption": "algo.quality.output"}
 
 
 def __getattr__(name: str):

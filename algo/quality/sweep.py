@@ -1,5 +1,5 @@
 """Quality against reuse: one `algo.quality.run` per threshold pair on one shared setup, the Pareto
-front of work saved against latent PSNR, and the sweep's files (`algo.quality.output.write_sweep`).
+front of work saved against latent PSNR (its files: `sim.report.quality.write_quality_sweep`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 from algo import latents as lat
 from algo.capture import DEFAULT_MODEL, DEFAULT_SIZE, SELF_OPS
 from algo.quality.metrics import pareto_front
-from algo.quality.output import write_sweep
 from algo.quality.run import ProgressFn, _run, _theta_table
 from algo.quality.setup import DEFAULT_NUM_INFERENCE_STEPS, DEFAULT_STEPS, Setup, torch_threads
 from algo.reuse.fake_quant import ReuseError, parse_ops
@@ -23,7 +22,6 @@ DEFAULT_SWEEP_THETAS = ((0, 0), (0.5, 2), (1, 4), (2, 6), (2, 8), (4, 12), (4, 1
 
 def sweep_quality(
     thetas: Sequence[tuple[float, float]] = DEFAULT_SWEEP_THETAS,
-    out_dir: str | Path | None = None,
     model: str = DEFAULT_MODEL,
     size: str = DEFAULT_SIZE,
     steps: int = DEFAULT_STEPS,
@@ -47,11 +45,11 @@ def sweep_quality(
 
     Args:
         thetas: pairs ``(theta1, theta2)``, each ``0 <= theta1 <= theta2``.
-        out_dir: if given, `write_sweep` writes ``quality_sweep.csv``, ``.json``, ``.png``, ``.pdf`` there.
         other arguments: as `run_quality`.
 
     Returns:
-        ``{"config": ..., "points": [...], "pareto": [indices], "int8_vs_float": ..., "files": [...]}``;
+        ``{"config": ..., "points": [...], "pareto": [indices], "int8_vs_float": ...}``
+        (`sim.report.quality.write_quality_sweep` writes its files);
         each point: theta1, theta2, compute/partial/reuse (MAC-weighted), mac_saved, latent_psnr_db,
         latent_ssim, velocity_snr_db, update_snr_db, snr_db and local_snr_db per op.
 
@@ -65,11 +63,11 @@ def sweep_quality(
         for t in thetas:
             _theta_table(tuple(t), op_list, [0])
     with torch_threads(threads):
-        return _sweep(thetas, out_dir, op_list, b_msb, progress,
+        return _sweep(thetas, op_list, b_msb, progress,
                       Setup(model, size, steps, seed, grid, num_inference_steps, image, pan_px, shift, weights))
 
 
-def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: Setup) -> dict:
+def _sweep(thetas, op_list, b_msb, progress, setup: Setup) -> dict:
     per_run = [setup.steps * 3] + [setup.steps * 2] * (len(thetas) - 1)
     total, done = sum(per_run), 0
     points, int8_vs_float = [], None
@@ -94,7 +92,5 @@ def _sweep(thetas, out_dir, op_list, b_msb, progress, setup: Setup) -> dict:
         "start_step", "shift", "sigmas", "start", "text", "ops", "quant_ops", "b_msb", "quantisation", "reference")}
     front = pareto_front([p["mac_saved"] for p in points], [p["latent_psnr_db"] for p in points])
     res = {"config": config, "points": points, "pareto": front, "int8_vs_float": int8_vs_float,
-           "lpips": r["lpips"], "frames": r["frames"], "files": []}
-    if out_dir is not None:
-        res["files"] = [str(p) for p in write_sweep(res, out_dir)]
+           "lpips": r["lpips"], "frames": r["frames"]}
     return res

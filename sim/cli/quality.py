@@ -120,11 +120,14 @@ def quality_sweep(
 
     try:
         with progress_callback("quality sweep") as cb:
-            res = sweep_quality(thetas=pairs, out_dir=out, model=model, size=size, steps=steps, ops=ops, seed=seed,
+            res = sweep_quality(thetas=pairs, model=model, size=size, steps=steps, ops=ops, seed=seed,
                                 grid=g, num_inference_steps=num_inference_steps, b_msb=b_msb, progress=cb,
                                 weights=weights)
     except known_errors() as err:
         fail(str(err))
+    from sim.report.quality import write_quality_sweep
+
+    files = write_quality_sweep(res, out)
     con = stdout_console()
     c = res["config"]
     con.print(f"[bold]{c['model']}[/] ({c['size']}), {weights_label(c['weights'], c['seed'])}; {c['steps']} steps; grid "
@@ -141,5 +144,5 @@ def quality_sweep(
                   "*" if i in res["pareto"] else "")
     con.print(t)
     con.print(f"lpips: {res['lpips']}; frames: {res['frames'] if isinstance(res['frames'], str) else 'decoded'}")
-    for f in res["files"]:
+    for f in files:
         typer.echo(f"wrote {f}")

@@ -253,7 +253,7 @@ def simulate(
               + (f", combine unit {st['combine']:,}" if st.get("combine") else ""))
     if (ds := res.get("dispatcher_stats")) is not None and no_dispatcher:
         out.print(f"dispatcher off (raster order): {ds['tiles']:,} tiles, {ds['skipped_groups']:,} skipped groups")
-    elif ds is not None:  # sim.cost.actions.dispatcher_stats
+    elif ds is not None:  # sim.cost.tiling.dispatcher_stats
         out.print(f"dispatcher: {ds['tiles']:,} tiles, {ds['clusters']:,} clusters, {ds['rows_moved']:,} rows moved, "
                   f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
     if "energy_pj" in res:

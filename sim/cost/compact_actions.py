@@ -73,7 +73,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     compact organisation's (module docstring); returns ``a``, changed in place.
 
     Args:
-        tiled: per batch element, the `sim.cost.actions.TiledDecisions` ``a`` was counted from (its
+        tiled: per batch element, the `sim.cost.tiling.TiledDecisions` ``a`` was counted from (its
             decisions, and the lockstep tiling's array reads, which are taken out); band_tiles: per batch element the
             ``(slots, group, n_compute, n_partial)`` arrays of `sim.timing.compact.compact_tiles`; grid: the op's
             ``(F, H, W)`` (the neighbour state's successors, `successor_reads`).

@@ -29,16 +29,16 @@ from algo.reuse.chunked import op_decisions
 from algo.reuse.golden import COMPUTE, PARTIAL
 from algo.trace import OpRecord, Trace, TraceError, packed_length, validate_groups
 from hw.config import AcceleratorConfig
-from sim.cost.actions import (
+from sim.cost.actions import FUSED_PAIRS
+from sim.cost.energy import EnergyModel
+from sim.cost.tiling import (
     DISPATCHER_STAT_KEYS,
-    FUSED_PAIRS,
     TiledDecisions,
     dispatcher_stats,
     group_code_counts,
-    scheduler_window,
     tile_pass,
 )
-from sim.cost.energy import EnergyModel
+from sim.plan import OpPlan, plan_op
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION, OpActions, OpMemory, OpResult, OpTiming
 from sim.timing.attention import fused_memory, fused_pairs
 from sim.timing.compact import (
@@ -206,19 +206,21 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
-                dispatcher: bool = True, tile_like=None, fused: bool = False) -> OpTiming:
+                dispatcher: bool = True, tile_like=None, fused: bool = False, plan: OpPlan | None = None) -> OpTiming:
     """Timing and decision statistics of one op (`sim.results.OpTiming`, with the tiled decisions and the
     compact timing the cost stage reads); see the module docstring for definitions.
 
     ``theta_index`` picks the row of a decision op's stored decisions (ignored for exact ops).
     ``dispatcher=False`` makes the no-dispatcher timing (raster order, no pairing) the primary
-    ``cycles``; ``no_dispatcher_cycles`` is reported either way.
+    ``cycles``; ``no_dispatcher_cycles`` is reported either way. ``plan``: the op's `sim.plan.OpPlan`
+    (None: made here from ``tile_like`` and ``fused``).
 
     Raises:
         SimError: theta_index out of range for a decision op.
     """
     R, C, d = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle  # noqa: N806
-    groups = [g.as_tuple() for g in op.groups]
+    plan = plan_op(op, grid, cfg, tile_like, fused) if plan is None else plan
+    groups, tile_like, fused = plan.groups, plan.tile_like, plan.fused
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     seqs, nd_seqs, decs = [], [], []
     counts = np.zeros(3, dtype=np.int64)  # X elements under COMPUTE, PARTIAL, REUSE
@@ -228,8 +230,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
             stored = op.decisions_for(theta_index)  # int8 [batch, M, G]
         except TraceError as err:
             raise SimError(str(err)) from None
-    window = scheduler_window(cfg, op.K, grid, [g.as_tuple() for g in op.groups])
-    tiling = groups if tile_like is None else tile_like
+    window, tiling = plan.window, plan.tiling
     hw = grid[1] * grid[2]
     raster = np.arange(hw, dtype=np.int64)
     # One walk over the tiles per tiling gives both the slots per tile (the cycle model's
@@ -249,7 +250,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         nd_seqs.append(nd_seq)
         decs.append(TiledDecisions(dec, stats, dispatcher, cc))
         counts += cc @ widths
-    n_cb = -(-op.N // C)
+    n_cb = plan.n_cb
     nd_seq = np.stack(nd_seqs)
     nd_cycles, nd_stall = op_cycles_tiled(nd_seq, n_cb, R, C, d)
     if dispatcher:
@@ -284,7 +285,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         no_dispatcher_cycles=nd_cycles,
         no_dispatcher_pe_utilization=float(useful / (R * C * nd_cycles)) if nd_cycles else 0.0,
         reuse_fraction=_fractions(counts),
-        dispatcher_stats=dispatcher_stats([t.stats for t in decs], -(-op.N // C)),
+        dispatcher_stats=dispatcher_stats([t.stats for t in decs], n_cb),
         counts=counts, tiled=tuple(decs), compact=compact,
     )
 
@@ -331,8 +332,8 @@ def simulate_trace(
     plus shape, theta, tiles, slots and ``memory``). ``cycles`` stays the array's (RTL-exact) count.
     ``dispatcher=False`` times every op without the dispatcher (raster order, no pairing) as the
     primary result (`simulate_op`), and the action counts (energy) follow the same raster, unpaired
-    tiling (`sim.cost.actions.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
-    `sim.cost.actions.dispatcher_stats` of the tiling used.
+    tiling (`sim.cost.tiling.TiledDecisions`). ``dispatcher_stats`` (per op and total) are
+    `sim.cost.tiling.dispatcher_stats` of the tiling used.
     ``theta_index`` selects which stored threshold pair a decision trace is simulated with (0-based).
     ``tech`` is the energy table (`sim.cost.tech.load_tech` name such as ``"45nm"``, a ``.toml`` path or a
     `sim.cost.tech.TechTable`; None: the config's node); a bad one raises `sim.cost.tech.TechError`.
@@ -424,29 +425,30 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
     A decision op whose inputs (and fused-attention role) were seen before in this process comes from
     `OP_MEMO`."""
     parts: list[tuple[OpTiming, OpActions, OpMemory]] = []
+    plans: list[OpPlan] = []
     counts = np.zeros(3, dtype=np.int64)
     pairs = fused_pairs(ops, cfg)  # sim.timing.attention: {score op: P op} that run fused
     p_of = {j: i for i, j in pairs.items()}
     for i, op in enumerate(ops):
         if progress:
             progress(i, len(ops), f"{op.name} block {op.block} step {op.step}")
-        tile_like = [g.as_tuple() for g in ops[p_of[i]].groups] if i in p_of else None
-        fused = i in pairs or i in p_of
+        plan = plan_op(op, grid, cfg, [g.as_tuple() for g in ops[p_of[i]].groups] if i in p_of else None,
+                       i in pairs or i in p_of)  # the op's tiling, once (sim.plan)
+        plans.append(plan)
         key = OP_MEMO.key(op, grid, b_msb, cfg, energy, theta_index, dispatcher)
-        key = key and f"{key}|fused={fused}|tile_like={tile_like}"
+        key = key and f"{key}|fused={plan.fused}|tile_like={plan.tile_like}"
         hit = OP_MEMO.get(key, op)
         if hit is not None:
             t, a, m = hit
         else:
-            t = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, tile_like, fused)  # timing
-            a = energy.op_actions(t, grid, [g.as_tuple() for g in op.groups], b_msb, fused=fused)  # sim.cost
+            t = simulate_op(op, grid, b_msb, cfg, theta_index, dispatcher, plan=plan)  # timing
+            a = energy.op_actions(t, grid, plan.groups, b_msb, fused=plan.fused)  # sim.cost
             m = op_memory(t, a, cfg)  # sim.timing.memory: DRAM, vector and similarity stalls, total_cycles
             OP_MEMO.put(key, t, a, m)
         counts += t.counts
         parts.append((t.stripped(), a, m))
     for i, j in pairs.items():  # fused attention: one timing for both ops (sim.timing.attention)
-        mi, mj = fused_memory(parts[i][:2], parts[j][:2], cfg, grid, [g.as_tuple() for g in ops[i].groups],
-                              [g.as_tuple() for g in ops[j].groups])
+        mi, mj = fused_memory(parts[i][:2], parts[j][:2], cfg, grid, plans[i].groups, plans[j].groups)
         parts[i], parts[j] = (*parts[i][:2], mi), (*parts[j][:2], mj)
     # leakage over each design's wall time, now that every op's stalls are final
     per_op = [OpResult(t, a, m, energy.op_energy(a, m)).to_json() for t, a, m in parts]

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.config import AcceleratorConfig
+from sim.engines.verilator_build import RtlEngineError  # one error class for both RTL engines
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Default cache folder of the Verilated builds (one sub-folder per preset).
@@ -54,10 +55,6 @@ VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC")
 #: to link (docs/decisions.md D8); -O1/-O0 keep the C++ build short (runs are thousands of cycles).
 MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O1 OPT_SLOW=-O0 OPT_GLOBAL=-O1"
 SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top")
-
-
-class RtlEngineError(ValueError):
-    """The RTL engine cannot run this input (config too large, no operands, no Verilator)."""
 
 
 def outputs_checksum(ys: Iterable[np.ndarray]) -> str:

@@ -141,7 +141,7 @@ def bench_video(model: str, resolution: str) -> dict:
 
 
 #: The code the serial-speed target compares with: main when the serial-speed target was set (D55), before
-#: the one-walk tiling (`sim.cost.actions.tile_pass`), the bit-mask matcher and the packed scheduler sort.
+#: the one-walk tiling (`sim.cost.tiling.tile_pass`), the bit-mask matcher and the packed scheduler sort.
 BASELINE_COMMIT = "c82929810264806990313d42beccc340d1ca9b42"
 
 #: Runs in a fresh interpreter on a source tree (cwd): warms the numba caches on a 1-block step, then times

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.golden import COMPUTE
 from hw.config import AcceleratorConfig
-from hw.pe import PEMode
+from hw.pe import MODE_OF
 from hw.top import row_bits
 from sim.timing.dispatch import position_block, position_order, reuse_tiles, tile_schedule
 
@@ -54,16 +54,6 @@ class Stream:
     slots: list[StreamSlot]
     tiles: list  # sim.timing.dispatch.TileSpec, in issue order (tile t leaves on port t mod d)
     slots_per_tile: np.ndarray  # int64 [tiles]: issue cycles per tile (>= 1)
-
-
-_MODE_OF = {
-    # (decision of a's group, decision of b's group or None) -> (PE mode, sel)
-    (COMPUTE, None): (PEMode.COMPUTE, 0), (PARTIAL, None): (PEMode.PARTIAL, 0), (REUSE, None): (PEMode.REUSE, 0),
-    (COMPUTE, REUSE): (PEMode.COMPUTE, 0), (REUSE, COMPUTE): (PEMode.COMPUTE, 1),
-    (PARTIAL, PARTIAL): (PEMode.PAIRED, 0),
-    (PARTIAL, REUSE): (PEMode.PARTIAL, 0), (REUSE, PARTIAL): (PEMode.PARTIAL, 1),
-    (REUSE, REUSE): (PEMode.REUSE, 0),
-}
 
 
 def build_stream(
@@ -125,9 +115,9 @@ def build_stream(
                 w_b[:ncols] = W16[s.b, tile.n0:tile.n1]
             for r in range(rows):
                 key = (int(dec[r, s.g_a]), int(dec[r, s.g_b]) if s.b >= 0 else None)
-                if key not in _MODE_OF:
+                if key not in MODE_OF:
                     raise AssertionError(f"matcher paired incompatible channels {s.a}, {s.b} (row {r}: {key})")
-                mode[r], sel[r] = _MODE_OF[key]
+                mode[r], sel[r] = MODE_OF[key]
             sp_a, sp_b = spatial[s.g_a], s.b >= 0 and spatial[s.g_b]
             if sp_a and sp_b:  # impossible: both groups COMPUTE the tile's w = 0 rows (hw/pe.py)
                 raise AssertionError(f"matcher paired two w-axis channels {s.a}, {s.b}")

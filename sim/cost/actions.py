@@ -129,6 +129,8 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
+from sim.timing.delta import eligible as delta_eligible
+from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
 
 #: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
@@ -323,6 +325,30 @@ def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=No
             "read": d["x"] + d["w"] + sim_pass + spill, "write": d["y"] + spill}
 
 
+def delta_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, col_blocks: int) -> dict:  # noqa: N803
+    """DRAM traffic of one GEMM on the delta organisation (`sim.timing.delta`, docs/decisions.md D68): its state is
+    one carried output per (position, column) in the partial-sum SRAM, so a pool (R positions of one frame, ``R K``
+    bytes) is the row block, as dense's ``R K`` is: X is read once if it fits the input SRAM beside the similarity
+    unit's X_eff state (the previous frame of the pool's positions, ``R K`` bytes), else once per group of
+    ``col_blocks`` column blocks when one pool fits beside that state (`dram_bytes`' order A with ``s`` in place
+    of the weight SRAM's column blocks), else once per column block; W once when a column block fits the weight SRAM,
+    else once per tile. The similarity unit decides each pool as it arrives (no pass of its own, no spill).
+    Returns `kaleido_dram`'s keys, ``order`` = ``"delta"``."""
+    F, H, W = grid  # noqa: N806
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    pool = min(R, H * W) * K
+    in_b = cfg.input_sram_kib * 1024
+    n_cb = -(-N // C)
+    x1 = M * K
+    if x1 + pool <= in_b:
+        x = x1
+    else:
+        x = x1 * (-(-n_cb // col_blocks) if in_b - pool >= pool else n_cb)
+    w = K * N if cfg.weight_sram_kib * 1024 >= K * min(N, C) else K * N * -(-(H * W) // R) * F
+    return {"x": x, "w": w, "y": M * N, "order": "delta", "sim_pass": 0, "spill": 0, "state": pool,
+            "read": x + w, "write": M * N}
+
+
 #: Fused attention pairs (sim/timing/attention.py): the score op whose output P stays on chip, and the op consuming it.
 FUSED_PAIRS = {"qk": "pv", "cross_qk": "cross_pv"}
 
@@ -392,6 +418,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         block = position_block(grid, tile_like or groups, R) if cfg.organisation == "lockstep" else R
         npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
+    elif cfg.organisation == "delta" and delta_eligible(groups):  # column-block groups (sim.timing.delta, D68)
+        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name)[1])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
     sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X

@@ -46,6 +46,10 @@ Compact organisation (``organisation = "compact"``, `sim.timing.compact`), inste
 - ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
   to any band-tile row): R x 8 x (R - 1) 2:1 mux bits;
 - ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders, each with an acc-bit register.
+
+The delta organisation (`sim.timing.delta`) is built from the same parts; its gather network carries 9-bit
+differences (R x 9 x (R - 1) mux bits), and its PE adds to compact's one adder of W_BITS + LO_BITS + 1 = 13 bits
+for a PAIRED slot's sign correction (`sim.timing.delta.paired_product`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ import tempfile
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
+from hw.pe import LO_BITS, W_BITS
 from sim.cost.actions import LINK_BITS, OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
 from sim.cost.tech import TechTable, load_tech
 
@@ -103,8 +108,12 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
                        cfg.partial_regs)
     s = pe_structure(cfg)
     n_pe = R * C
-    if cfg.organisation == "compact":
+    banded = cfg.organisation in ("compact", "delta")  # band-tiles, combine unit, partial-sum SRAM
+    if banded:
         s["kaleido_extra"] = compact_pe_extra(cfg)
+    if cfg.organisation == "delta":  # the PAIRED slot's sign correction -16 w (sim.timing.delta.paired_product)
+        s["kaleido_extra"]["adders"] += 1
+        s["kaleido_extra"]["add_bits"] += W_BITS + LO_BITS + 1
     um2 = {
         "array_pe_plain": n_pe * _um2(tech, s["plain"]["mult"], s["plain"]["add_bits"], s["plain"]["reg_bits"]),
         "array_pe_kaleido_extra": n_pe * _um2(tech, s["kaleido_extra"]["mult"], s["kaleido_extra"]["add_bits"],
@@ -117,13 +126,15 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     col_lane = sum(mem["i_" + f].shape.width for f in COL_FIELDS)
     skew_bits = row_lane * R * (R + 1) // 2 + col_lane * C * (C + 1) // 2 + (d * acc + d) * C * (C - 1) // 2
     um2["array_io_skew"] = _um2(tech, reg_bits=skew_bits)
-    if cfg.organisation == "compact":
+    if banded:
         from sim.timing.compact import combine_lanes
+        from sim.timing.delta import DIFF_BITS
 
         bands = cfg.compact_bands
         um2["band_weight_lanes"] = _um2(tech, reg_bits=(bands - 1) * col_lane * C * (C + 1) // 2,
                                         mux_bits=(bands - 1) * col_lane * C)
-        um2["gather_network"] = _um2(tech, mux_bits=R * 8 * (R - 1))
+        byte = DIFF_BITS if cfg.organisation == "delta" else 8  # a delta operand is a 9-bit difference
+        um2["gather_network"] = _um2(tech, mux_bits=R * byte * (R - 1))
         um2["combine_unit"] = _um2(tech, add_bits=combine_lanes(cfg) * acc, reg_bits=combine_lanes(cfg) * acc)
     from sim.timing.memory import similarity_lanes
 
@@ -134,7 +145,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     um2["vector_unit"] = vector_lanes(cfg) * lane
     for buf in ("input", "weight", "output", "partial", "score", "psum", "peff"):
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
-    if cfg.organisation == "compact":  # the lockstep array's partial-result buffer is not built
+    if banded:  # the lockstep array's partial-result buffer is not built
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0

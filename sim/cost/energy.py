@@ -135,7 +135,8 @@ class EnergyModel:
         decisions = list(t.tiled)
         a = op_actions(t.name, decisions, grid, groups, t.M, t.K, t.N, b_msb, self.cfg, t.cycles, fused=fused)
         if t.compact is not None:  # the compact organisation's array (sim.timing.compact)
-            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid)
+            blocks = t.compact["col_blocks"] if t.compact.get("delta") else None  # sim.timing.delta
+            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks)
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

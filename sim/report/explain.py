@@ -54,7 +54,7 @@ def load_results(path: str | Path) -> dict:
 
 
 #: The loss within the array named for each organisation when its slots exceed the ideal (module docstring).
-ORGANISATION_LOSS = {"lockstep": "lockstep", "compact": "packing"}
+ORGANISATION_LOSS = {"lockstep": "lockstep", "compact": "packing", "delta": "packing"}
 
 
 def binding(op: dict, dense: bool, organisation: str = "lockstep") -> str:

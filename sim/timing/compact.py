@@ -105,7 +105,7 @@ def chunk_frames(cfg: AcceleratorConfig, F: int, K: int, N: int, groups, fused: 
     need1 = psum_need_bytes(cfg, 1, K, N, groups)
     if need1 > cap:
         raise CompactError(
-            f"array organisation 'compact' cannot run {name} (K = {K}, N = {N}, {len(groups)} groups) on "
+            f"array organisation {cfg.organisation!r} cannot run {name} (K = {K}, N = {N}, {len(groups)} groups) on "
             f"{cfg.name}: one frame's partial sums need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, "
             f"psum_sram_kib = {cfg.psum_sram_kib:,}")
     if fused:

@@ -72,7 +72,7 @@ from hw import discard
 from hw.config import AcceleratorConfig
 from hw.core import LOAD_CHANNELS, TileCore, _instance, core_signature, operand_channels
 from hw.dispatcher.matcher import channel_bits
-from hw.dispatcher.scheduler import WINDOW_TILES, Scheduler
+from hw.dispatcher.scheduler import Scheduler
 from hw.pe import X_BITS
 from hw.similarity import EffectiveValue, SimilarityUnit, sad_bits
 from hw.sram import macro, macro_name
@@ -101,8 +101,8 @@ class Accel(wiring.Component):
         cfg: accelerator config (R, C, partial_regs G, drain ports d, acc_bits).
         max_tokens, max_k, max_n: buffer capacity (tokens M, channels K, output channels N);
             defaults ``cfg.accel_max_tokens`` / ``accel_max_k`` / ``accel_max_n``.
-        window: scheduler window in positions (default ``WINDOW_TILES * R``, the reference's
-            `sim.timing.dispatch.WINDOW_TILES`); max_frames: most frames F (default ``max_tokens``),
+        window: scheduler window in positions (default ``cfg.scheduler_window_tiles * R``, the window
+            `sim.plan` gives every op this controller can hold, docs/decisions.md D63); max_frames: most frames F (default ``max_tokens``),
             sets the scheduler's longest pattern ``G * (max_frames - 1)``.
         load_channels: P, channels per buffer word and per core load beat, a power of two
             (default `hw.core.LOAD_CHANNELS`).
@@ -129,7 +129,7 @@ class Accel(wiring.Component):
         self.max_tokens = max_tokens or cfg.accel_max_tokens
         self.max_k = max_k or cfg.accel_max_k
         self.max_n = max_n or cfg.accel_max_n
-        self.window = window or WINDOW_TILES * R
+        self.window = window or cfg.scheduler_window_tiles * R
         self.max_frames = max_frames or self.max_tokens
         if min(self.max_tokens, self.max_k, self.max_n, self.window, self.max_frames) < 1:
             discard(self)

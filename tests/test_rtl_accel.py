@@ -42,10 +42,10 @@ def make_op(seed, grid, K, N, sizes, theta, unsigned=False, noise=4):  # noqa: N
     return X, Wt, tuple(grid), groups, theta, unsigned
 
 
-def run_accel(ops):
-    """Run the ops back to back on ONE elaborated `Accel` (one build serves every op: the
+def run_accel(ops, cfg=CFG):
+    """Run the ops back to back on ONE elaborated `Accel` of `cfg` (one build serves every op: the
     descriptor and thresholds are run-time inputs); returns one result dict per op."""
-    dut = Accel(CFG, max_tokens=MAX_TOKENS, max_k=MAX_K, max_n=MAX_N, max_frames=MAX_FRAMES)
+    dut = Accel(cfg, max_tokens=MAX_TOKENS, max_k=MAX_K, max_n=MAX_N, max_frames=MAX_FRAMES)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     tb = dut.tb
@@ -58,7 +58,8 @@ def run_accel(ops):
         N = Wt.shape[1]  # noqa: N806
         M = X.shape[0]  # noqa: N806
         Y = np.full((M, N), np.iinfo(np.int64).min, dtype=np.int64)  # noqa: N806
-        res = {"tiles": [], "last_row": None, "core_last_row": None, "done": None, "rows": 0, "Y": Y}
+        res = {"tiles": [], "last_row": None, "core_last_row": None, "done": None, "rows": 0, "Y": Y,
+               "window": dut.window}
         for name, v in op_descriptor(dut, grid, groups, N, b1, b2, unsigned).items():
             ctx.set(getattr(dut, name), v)
         for sel, addr, data in buffer_words(dut, X, Wt):  # the write port: one word per cycle while idle
@@ -108,11 +109,14 @@ def run_accel(ops):
     return results
 
 
-def check(op, res, expect_cycles=None):
+def check(op, res, expect_cycles=None, window_tiles=CFG.scheduler_window_tiles):
+    """Assert one op's run (module docstring) against the golden model and the reference scheduler,
+    tiling and timeline for a scheduler window of `window_tiles` tiles (the config's)."""
     X, Wt, grid, groups, theta, unsigned = op  # noqa: N806
     dec, _ = decide(X, grid, groups, theta, 4)
     np.testing.assert_array_equal(res["dec"], dec)
-    order = schedule_positions(dec, grid, R, window_tiles=8)
+    assert res["window"] == window_tiles * R
+    order = schedule_positions(dec, grid, R, window_tiles=window_tiles)
     np.testing.assert_array_equal(res["order"], order)
     N = Wt.shape[1]  # noqa: N806
     tiles = reuse_tiles(grid, N, R, C, order)
@@ -125,7 +129,7 @@ def check(op, res, expect_cycles=None):
     Y, _ = reuse_gemm(X, Wt, grid, groups, theta, 4)  # noqa: N806
     np.testing.assert_array_equal(res["Y"], Y)
     assert res["rows"] == X.shape[0] * len(range(0, N, C))
-    tl = accel_timeline(grid, groups, dec, N, R, C, D, 2, 8 * R)
+    tl = accel_timeline(grid, groups, dec, N, R, C, D, 2, window_tiles * R)
     assert res["core_last_row"] + 1 == tl.cycles and res["done"] == tl.done
     assert res["last_row"] <= res["core_last_row"]
     if expect_cycles is not None:
@@ -211,7 +215,7 @@ def test_bank_conflicts_stretch_the_beats(runs):
     for name in ("mostly_reuse", "many_groups"):
         X, Wt, grid, groups, theta, _ = runs[name][0]  # noqa: N806
         dec, _ = decide(X, grid, groups, theta, 4)
-        tl = accel_timeline(grid, groups, dec, Wt.shape[1], R, C, D, 2, 8 * R)
+        tl = accel_timeline(grid, groups, dec, Wt.shape[1], R, C, D, 2, CFG.scheduler_window_tiles * R)
         assert tl.bank_cycles.max() == 2 and tl.core.load_stall > 0, name
 
 

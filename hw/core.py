@@ -68,6 +68,9 @@ from hw.top import TOP_MODULE_NAME, Top, row_bits, top_signature
 #: (`sim.timing.core_timing`).
 LOAD_CHANNELS = 2
 
+#: Verilog module name of `TileCore` (hw/rtl.py emits it; `hw.accel.Accel` instantiates it by name).
+CORE_MODULE_NAME = "kaleido_core"
+
 #: Verilog module name of the operand buffer (`OPBUF_VERILOG`).
 OPBUF_MODULE_NAME = "kaleido_opbuf"
 

@@ -34,7 +34,9 @@ Ports:
 - ``start`` (one cycle, while idle), ``busy``, ``done`` (one-cycle pulse when the op's last result
   row has left).
 - result port (valid only, no back-pressure, as `hw.core.TileCore`'s; tile t drains on port
-  t mod d, rows 0..R-1 in order, as `sim.timing.stream.OutputCollector` reads them): per drain port p of d,
+  (p0 + t) mod d, rows 0..R-1 in order, as `sim.timing.stream.OutputCollector` reads them, where p0 =
+  the tiles of the ops run since reset, mod d: the core's round robin runs on across ops, so the
+  controller keeps p0 (``port0``, docs/decisions.md D63)): per drain port p of d,
   ``out_valid[p]``, ``out_token`` (``tb`` bits per port: the raster token index of the row),
   ``out_col0`` (first output channel of the row, a multiple of C), ``out_data`` (C accumulators of
   ``acc_bits`` each, port p at lane ``p*C + c``; lanes past N are don't-care). Padding rows of a

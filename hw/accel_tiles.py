@@ -159,7 +159,7 @@ class TilePhases:
             m.d.sync += served.eq(served | granted)
         return accept & pres_final, tiles_loaded
 
-    # ---- result side: one cursor per drain port, port p starts at tile p ----
+    # ---- result side: one cursor per drain port, the op's tile k on port (port0 + k) mod d ----
     def _drain(self, m, st, core):
         cfg, lr, lc, tb = self.cfg, self.lr, self.lc, self.tb
         R, d = cfg.array_rows, cfg.drain_rows_per_cycle  # noqa: N806
@@ -167,6 +167,13 @@ class TilePhases:
         tiles_out = Signal(range(self.max_nb * self.max_pb * self.max_frames + 1))
         drained = []
         cw = len(self.out_col0) // d
+        # The core's drain-port round robin (hw.top) runs on from op to op: tile t of this op drains on
+        # port (port0 + t) mod d, port0 = the earlier ops' tiles mod d, kept here (a mirror of the core's).
+        pbits = (d - 1).bit_length()
+        port0 = Signal(range(d), name="port0") if d > 1 else None
+        if d > 1:
+            with m.If(self.done):
+                m.d.sync += port0.eq((port0 + tiles_out)[:pbits])
         for p in range(d):
             oc = self._cursor(f"out{p}")
             ob = self.banks["order_out"][p]
@@ -190,11 +197,13 @@ class TilePhases:
                 m.d.comb += [ob.addr.eq(Mux(fin, Cat(Const(0, lr), nxt[1]) if lr else nxt[1], nrow)), ob.re.eq(1)]
             with m.If(fin):
                 m.d.sync += [a.eq(b) for a, b in zip(oc, nxt, strict=True)]
-            with m.If(st["IDLE"]):
+            with m.If(st["IDLE"]):  # the port's first tile: the op's k-th, k = (p - port0) mod d
                 init = tuple(Const(0) for _ in range(4))
-                for _ in range(p):
+                for k in range(d):
+                    first_k = Const(1) if d == 1 else ((p - port0)[:pbits] == k)
+                    with m.If(first_k):
+                        m.d.sync += [a.eq(b) for a, b in zip(oc, init, strict=True)]
                     init = self._step(init)
-                m.d.sync += [a.eq(b) for a, b in zip(oc, init, strict=True)]
         m.d.comb += self.out_data.eq(core.out_data)
         m.d.sync += tiles_out.eq(Mux(st["IDLE"], 0, tiles_out + sum(drained)))
         return tiles_out

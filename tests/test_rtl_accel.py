@@ -202,6 +202,24 @@ def test_accel_tiny_op_hand_count(runs):
     assert runs["tiny"][1]["core_last_row"] == 42 and runs["tiny"][1]["done"] == 43
 
 
+def test_accel_honours_the_config_window():
+    """An Accel built for ``scheduler_window_tiles = 2`` sorts in windows of 2 R = 8 positions, as the
+    reference does for that config: an op of 20 positions runs three windows (8, 8, 4 positions), an
+    op of 35 positions five; decisions, order, tiles, results and cycles as `check` asserts.
+
+    The first op has 5 position blocks x 3 frames x 1 column block = 15 tiles, an odd number, so the
+    core's drain-port round robin (d = 2) hands the second op's first tile to port 1: the controller's
+    result tokens must follow it (``port0``; every op of OPS has an even tile count)."""
+    cfg = CFG.model_copy(update={"scheduler_window_tiles": 2})
+    ops = [make_op(6, (3, 4, 5), 6, 4, [3, 3], (2.5, 4.0)), OPS["all_compute"]()]
+    assert len(reuse_tiles(ops[0][2], ops[0][1].shape[1], R, C, np.arange(20))) == 15 and D == 2
+    results = run_accel(ops, cfg)
+    dec = check(ops[0], results[0], window_tiles=2)
+    assert len(np.unique(dec[20:])) == 3
+    dec = check(ops[1], results[1], window_tiles=2)
+    assert (dec == 0).all()
+
+
 def test_bank_conflicts_stretch_the_beats(runs):
     """Tiles whose rows share an X bank (token mod R) take more than one cycle per beat: the sorted
     ops have such tiles (so the cycle-exact checks above cover the banked loader's stall), and

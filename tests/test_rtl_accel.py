@@ -253,3 +253,21 @@ def test_descriptor_rejects_spatial_groups_and_oversized_ops():
         Accel(CFG, load_channels=3)
     with pytest.raises(ValueError, match="multiple of rows"):
         accel_timeline((1, 1, 4), [(0, 2, "f")], np.zeros((4, 1), np.int8), 4, R, C, D, 2, 6)
+
+
+@pytest.mark.parametrize("preset", ["tiny-8x8", "small-32x32", "kaleido-16nm-128x128", "kaleido-16nm-128x128-balanced"])
+def test_model_window_is_the_accel_window(preset):
+    """The Accel's window is fixed at elaboration (``scheduler_window_tiles * R``); the cycle model's
+    window of an op (`sim.cost.actions.scheduler_window`) shrinks below it only with
+    ``fit_scheduler_window`` and an op whose window of X does not fit the input SRAM. Every op the
+    emitted Accel can hold (``accel_max_tokens`` tokens, ``accel_max_k`` channels: at most 16 KiB of X)
+    fits, so on every preset the model and the RTL sort in the same windows."""
+    from hw.config import load_config
+    from sim.cost.actions import scheduler_window
+
+    cfg = load_config(preset)
+    acc = discard(Accel(cfg, pe="instance"))
+    assert acc.window == cfg.scheduler_window_tiles * cfg.array_rows
+    T, K = cfg.accel_max_tokens, cfg.accel_max_k  # noqa: N806
+    for grid in [(1, 1, T), (T, 1, 1), (2, 8, T // 16), (T // 16, 4, 4)]:
+        assert scheduler_window(cfg, K, grid, [(0, K, "f")]) == cfg.scheduler_window_tiles, grid

@@ -55,10 +55,8 @@ there); a pair is at most one spatial lane beside a temporal one (`sim.timing.st
 
 from __future__ import annotations
 
-import enum
-
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import enum, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
@@ -97,13 +95,19 @@ SPLIT_MULT_FRACTION = (HI_BITS * W_BITS + LO_BITS * W_BITS) / (8 * 8)
 COMPUTE, PARTIAL, REUSE = 0, 1, 2
 
 
-class PEMode(enum.IntEnum):
-    """Per-row, per-slot PE mode (2 bits on the row lane)."""
+class PEMode(enum.IntEnum, shape=2):
+    """Per-row, per-slot PE mode: an Amaranth enum of shape ``unsigned(2)``, the width of the row
+    lane's ``mode`` field (`pe_signature` takes it from ``PEMode.as_shape()``). An ``IntEnum``, so
+    the members are also the integer codes the cycle model's streams (`sim.timing.stream`) carry."""
 
     REUSE = 0
     COMPUTE = 1
     PARTIAL = 2
     PAIRED = 3
+
+
+#: Bits of the row lane's ``mode`` field: the width of `PEMode`'s shape (2).
+MODE_BITS = PEMode.as_shape().width
 
 
 #: The decision -> PE-mode rule, the one copy: ``(decision of channel a's group, decision of channel
@@ -131,7 +135,7 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     for d, pre in ((In, "i_"), (Out, "o_")):
         members[pre + "x_a"] = d(signed(X_BITS))
         members[pre + "x_b"] = d(signed(X_BITS))
-        members[pre + "mode"] = d(unsigned(2))
+        members[pre + "mode"] = d(PEMode.as_shape())
         members[pre + "sel"] = d(unsigned(1))
     # Column lane (weights and slot control), from above and to below.
     for d, pre in ((In, "i_"), (Out, "o_")):

@@ -263,3 +263,26 @@ def test_cost_widths_are_the_pe_signals():
     assert pe.OPERAND_MUX_BITS == 42
     assert pe.LINK_BITS == len(dut.o_lk_m) + len(dut.o_lk_l) == 30
     assert pe.SPLIT_MULT_FRACTION == 1.125
+
+
+def test_mode_of_follows_the_rule():
+    """`hw.pe.MODE_OF`, the one decision -> PE-mode table, against docs/spec.md §3's rule stated case by
+    case: a slot carries one channel, or two whose demands (COMPUTE 2 half slots, PARTIAL 1, REUSE 0) fit
+    one slot; a REUSE channel costs nothing, so the other one's decision sets the mode on its own lane
+    (``sel`` = 1 for lane b); two PARTIAL channels share the multiplier (PAIRED); no work is REUSE."""
+    from hw.pe import COMPUTE, MODE_OF, PARTIAL, REUSE
+
+    demand = {COMPUTE: 2, PARTIAL: 1, REUSE: 0}
+    codes = (COMPUTE, PARTIAL, REUSE)
+    slots = {(a, None) for a in codes} | {(a, b) for a in codes for b in codes if demand[a] + demand[b] <= 2}
+    assert set(MODE_OF) == slots
+    for (a, b), (mode, sel) in MODE_OF.items():
+        lanes = [a] if b is None else [a, b]
+        work = [(i, d) for i, d in enumerate(lanes) if d != REUSE]
+        if not work:
+            assert (mode, sel) == (PEMode.REUSE, 0), (a, b)
+        elif len(work) == 2:
+            assert (a, b) == (PARTIAL, PARTIAL) and (mode, sel) == (PEMode.PAIRED, 0), (a, b)
+        else:
+            i, d = work[0]
+            assert (mode, sel) == ({COMPUTE: PEMode.COMPUTE, PARTIAL: PEMode.PARTIAL}[d], i), (a, b)

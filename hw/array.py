@@ -25,7 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.pe import COL_FIELDS, LINK_FIELDS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
+from hw.pe import COL_FIELDS, LINK_FIELDS, MODE_BITS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
 
 PE_MODULE_NAME = "kaleido_pe"
 COLUMN_MODULE_NAME = "kaleido_column"
@@ -152,7 +152,7 @@ def array_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     return wiring.Signature({
         "valid": In(1),
         "x_a": In(unsigned(R * X_BITS)), "x_b": In(unsigned(R * X_BITS)),
-        "mode": In(unsigned(R * 2)), "sel": In(unsigned(R)),
+        "mode": In(unsigned(R * MODE_BITS)), "sel": In(unsigned(R)),
         "w_a": In(unsigned(C * W_BITS)), "w_b": In(unsigned(C * W_BITS)),
         "g_a": In(unsigned(gb)), "g_b": In(unsigned(gb)),
         "first_a": In(1), "first_b": In(1), "sp_a": In(1), "sp_b": In(1), "last": In(1), "clear": In(1),
@@ -210,7 +210,7 @@ class Array(wiring.Component):
         for i in range(R):
             packed = _pack(m, [
                 self.x_a[i * X_BITS:(i + 1) * X_BITS], self.x_b[i * X_BITS:(i + 1) * X_BITS],
-                self.mode[i * 2:(i + 1) * 2], self.sel[i],
+                self.mode.word_select(i, MODE_BITS), self.sel[i],
             ], widths, f"row{i}_lane")
             m.d.comb += lanes[i * lb:(i + 1) * lb].eq(self._delay(m, packed, i + 1, f"row{i}_skew"))
 

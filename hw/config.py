@@ -31,6 +31,12 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 #: read once per group of resident column blocks (`sim.timing.delta`, docs/decisions.md D68).
 ORGANISATIONS = ("lockstep", "compact", "delta")
 
+#: Default scheduler window in tiles (``scheduler_window_tiles``), the one home of the value: positions
+#: are clustered within windows of this many position blocks (8 tiles = 1,024 positions on 128 rows,
+#: about two-thirds of a 480p frame's 1,560 positions; docs/decisions.md D20). `sim.timing.dispatch`
+#: imports it as its functions' default.
+WINDOW_TILES = 8
+
 #: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (docs/spec.md §1).
 MAX_ABS_X = 255
 #: Largest |W| of a symmetric int8 operand: -128 (docs/spec.md §1 quantisation clamps to [-128, 127]).
@@ -92,8 +98,9 @@ class AcceleratorConfig(BaseModel):
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
         "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/cost/area.py estimate)")
     scheduler_window_tiles: int = Field(
-        8, gt=0, description="tiles per scheduler window (sim.timing.dispatch.schedule_positions sorts positions within "
-        "windows of this many position blocks); default sim.timing.dispatch.WINDOW_TILES")
+        WINDOW_TILES, gt=0, description="tiles per scheduler window (sim.timing.dispatch.schedule_positions and "
+        "hw.dispatcher.scheduler sort positions within windows of this many position blocks; hw.accel sizes its "
+        "window from it); default WINDOW_TILES")
     fit_scheduler_window: bool = Field(
         False, description="each op's scheduler window is the largest of up to scheduler_window_tiles whose X over "
         "all frames fits the input SRAM (sim.cost.actions.scheduler_window), so the similarity pass reads X there")

@@ -26,7 +26,7 @@ from hw import discard
 from hw.accel import ACCEL_MODULE_NAME, Accel
 from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
-from hw.core import OPBUF_VERILOG, TileCore
+from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
@@ -34,7 +34,6 @@ from hw.similarity import SimilarityUnit
 from hw.sram import emit_macro, macro_name
 from hw.top import TOP_MODULE_NAME, Top
 
-CORE_MODULE_NAME = "kaleido_core"
 SIMILARITY_MODULE_NAME = "kaleido_similarity"
 SCHEDULER_MODULE_NAME = "kaleido_scheduler"
 

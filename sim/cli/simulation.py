@@ -25,7 +25,6 @@ from sim.cli.common import (
     stdout_console,
     write_json_atomic,
 )
-from sim.results import result_notes
 
 
 def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out: Path | None) -> None:
@@ -162,6 +161,8 @@ def simulate(
             fail(f"--timeline: folder {timeline.parent} does not exist")
         if gemm is not None or engine != "model":
             fail("--timeline applies to traces on the model engine")
+    if trace is not None and not trace.is_file():  # before numpy and the models load (issue 13: under 1 s)
+        fail(f"trace not found: {trace}")
     from algo.workloads.format import is_workload_file
 
     if trace is not None and is_workload_file(trace):
@@ -259,6 +260,8 @@ def simulate(
                   f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
     if "energy_pj" in res:
         out.print(_energy_line(res))
+    from sim.results import result_notes
+
     for note in result_notes(res, tr, cfg):
         out.print(f"note: {note}")
     if checksum:

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from sim.cli.common import (
+    check_model,
     check_out,
     fail,
     flag,
@@ -71,11 +72,12 @@ def capture(
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
     Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
+    check_out(out)
+    check_model(model)
     from algo.capture import capture_to_file, write_shape_trace
     from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
-    check_out(out)
     size = size or ("full" if shape_only else "tiny")  # a shape trace costs nothing at full size
     try:
         th = parse_theta(theta, OP_TYPES, num_inference_steps)

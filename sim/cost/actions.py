@@ -28,7 +28,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   add and one acc-bit register write. The subtraction of an overwritten value on a group's first
   slot is folded into the same add (under-counts by at most one add per group per tile).
 - ``pe_reg_bits`` = acc x (register updates + one ``out`` write per valid PE per tile).
-- ``pe_mux_bits``: each non-REUSE row-slot switches the PE's operand selects (`OPERAND_MUX_BITS`:
+- ``pe_mux_bits``: each non-REUSE row-slot switches the PE's operand selects (`hw.pe.OPERAND_MUX_BITS`:
   x_sel 9, w_sel 8, lo_x 4, lo_w 8, hi_x 5, hi_w 8 bits, g_sel/g_lo 2 x group_bits, first_sel/first_lo
   2), and each partial-register update reads the old value through the P:1 read mux, charged as
   acc x log2(P) 2:1 mux bits (the selected path only): every update reads the register it
@@ -61,7 +61,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   output column, ob bytes each; each value read was written once (writes = reads). The added
   neighbour partial (buffer or link, axes ``h`` and ``w``) costs one ``pe_add`` per value.
 - Link registers (``w``-axis groups, hw/pe.py): every (token, channel) of a ``w`` group passes its
-  effective (msb, lsb) increments, `LINK_BITS` register bits, to the PE below, per output column:
+  effective (msb, lsb) increments, `hw.pe.LINK_BITS` register bits, to the PE below, per output column:
   charged as ``pe_reg_bits`` (``w`` groups never skip a tile: its ``w = 0`` rows COMPUTE).
 - Dispatcher: similarity unit ``sim_add8`` = 3 M K (subtract, absolute value as a conditional negate,
   accumulate) + 4 M G (two 16-bit threshold compares per (token, group), 2 add8 each); matcher
@@ -128,17 +128,12 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
+from hw.pe import LINK_BITS, OPERAND_MUX_BITS
 from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
 from sim.timing.delta import eligible as delta_eligible
 from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
 
-#: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
-#: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
-OPERAND_MUX_BITS = 9 + 8 + 4 + 8 + 5 + 8
-#: Link register bits (hw/pe.py ``LINK_MSB_BITS + LINK_LSB_BITS``): the msb increment
-#: ``hi(x)*w << 4`` (17 bits signed) and the lsb increment ``lo(x)*w`` (13 bits signed).
-LINK_BITS = 17 + 13
 #: Pass-through register bits of a plain int8 output-stationary MAC PE: x (8), w (8), valid, last.
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
@@ -148,7 +143,7 @@ SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff")
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
     """Pass-through register bits of one Kaleido PE: the widths of its ``o_*`` lane ports (hw/pe.py),
-    less the row link's (``o_lk_*``, not a pass-through: charged by `LINK_BITS` where it loads)."""
+    less the row link's (``o_lk_*``, not a pass-through: charged by `hw.pe.LINK_BITS` where it loads)."""
     from hw.pe import pe_signature
 
     return sum(m.shape.width for name, m in pe_signature(cfg).members.items()

@@ -9,14 +9,15 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   adder, the accumulator and the double-buffered result (2 acc-bit registers) and
   `sim.cost.actions.PLAIN_PIPE_BITS` pass-through register bits. This is also the dense baseline's PE.
 - ``pe_kaleido_extra`` (per PE, on top of the plain PE), counted from hw/pe.py:
-  the split multiplier's extra partial products ((5x8 + 4x8) / (8x8) - 1 = 1/8 of a multiplier);
+  the split multiplier's extra partial products (`hw.pe.SPLIT_MULT_FRACTION` - 1 = (5x8 + 4x8) / (8x8) - 1
+  = 1/8 of a multiplier);
   2 P acc-bit partial registers; 9 more acc-bit adders (10 in all: the shared register adders
   ``new_a`` (3 terms, 2 adders), ``new_b`` and ``new_msb`` (1 each), and the accumulator, a 6-term
   ``add`` (5) plus ``acc + add`` (1)) and the row link's 18-bit adder (``inc_sp``, the spatial
-  lane's msb + lsb increments) and `sim.cost.actions.LINK_BITS` link register bits; mux bits:
+  lane's msb + lsb increments) and `hw.pe.LINK_BITS` link register bits; mux bits:
   3 register-read muxes of (P - 1) acc bits, 5 acc-bit gating muxes per register pair (lsb 3, msb 2),
   7 acc-bit muxes on the accumulator path and the operand selects
-  (`sim.cost.actions.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
+  (`hw.pe.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
 - ``array_io``: the input skew (row i: i + 1 registers of the row lane; column j: j + 1 registers of
   the column lane) and the de-skew (column j: C - 1 - j registers of d acc-bit ports plus d valid
   bits), from hw/array.py.
@@ -38,7 +39,7 @@ Compact organisation (``organisation = "compact"``, `sim.timing.compact`), inste
 - ``pe_kaleido_extra`` (`compact_pe_extra`): the split multiplier's extra partial products (1/8), one
   acc-bit adder summing the two halves' products before the accumulator, the second-channel lanes of
   the pass-through (a PARTIAL band-tile pairs two channels per slot: `sim.cost.actions.pe_pipe_bits` less
-  the plain PE's) and the operand and first selects (`sim.cost.actions.OPERAND_MUX_BITS` + 2): no
+  the plain PE's) and the operand and first selects (`hw.pe.OPERAND_MUX_BITS` + 2): no
   per-group partial registers, no register muxes, no row link (the combine unit does their work);
 - ``band_weight_lanes``: each of the B - 1 extra bands has its own weight lane per column: its input
   skew (column j: j + 1 registers of the column lane, as hw/array.py's) and a column-lane-wide 2:1
@@ -62,12 +63,9 @@ import tempfile
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, W_BITS
-from sim.cost.actions import LINK_BITS, OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
+from hw.pe import LINK_BITS, LINK_MSB_BITS, LO_BITS, OPERAND_MUX_BITS, SPLIT_MULT_FRACTION, W_BITS
+from sim.cost.actions import PLAIN_PIPE_BITS, pe_pipe_bits
 from sim.cost.tech import TechTable, load_tech
-
-#: Partial-product bits of the split multiplier relative to an 8x8 one: (5x8 + 4x8) / 64 (hw/pe.py).
-SPLIT_MULT_FRACTION = (5 * 8 + 4 * 8) / 64
 
 
 def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float = 0, mux_bits: float = 0) -> float:
@@ -77,8 +75,6 @@ def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float 
 
 def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
     """Counts per PE (multipliers, adder bits, register bits, mux bits): ``plain`` and ``kaleido_extra``."""
-    from hw.pe import LINK_MSB_BITS
-
     acc, P, gb = cfg.acc_bits, cfg.partial_regs, cfg.group_bits  # noqa: N806
     plain = {"mult": 1.0, "adders": 1, "add_bits": acc, "reg_bits": 2 * acc + PLAIN_PIPE_BITS, "mux_bits": 0}
     extra_adders = 9  # 10 acc-bit adders in hw/pe.py (shared register adders + accumulator) minus the plain PE's 1

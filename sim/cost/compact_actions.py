@@ -65,7 +65,8 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
-from sim.cost.actions import OPERAND_MUX_BITS, pe_pipe_bits
+from hw.pe import OPERAND_MUX_BITS
+from sim.cost.actions import pe_pipe_bits
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
 from sim.timing.delta import DIFF_BITS, combine_adds_delta, output_bytes, token_terms
 

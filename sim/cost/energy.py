@@ -45,9 +45,9 @@ import math
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, W_BITS
+from hw.pe import LO_BITS, SPLIT_MULT_FRACTION, W_BITS
 from sim.cost.actions import SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
-from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
+from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming

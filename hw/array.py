@@ -146,6 +146,33 @@ class Column(wiring.Component):
         return m
 
 
+def delay(m, src, n: int, name: str, instance: bool):
+    """``src`` delayed by ``n`` cycles (``src`` itself when n == 0), built into module ``m``.
+
+    One shift register of ``n * width`` bits rather than n signals. For Verilog emission
+    (``instance``) a chain of two or more stages is an instance of the hand-written
+    `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
+    not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
+    took most of the conversion time (docs/decisions.md D30).
+    """
+    if n == 0:
+        return src
+    w = len(src)
+    out = Signal.like(src, name=f"{name}_d")
+    if n == 1:
+        m.d.sync += out.eq(src)
+        return out
+    if instance:
+        m.submodules[f"{name}_sr"] = Instance(
+            DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
+            i_d=src, o_q=out)
+        return out
+    sr = Signal(unsigned(n * w), name=f"{name}_sr")
+    m.d.sync += sr.eq(Cat(sr[w:], src))
+    m.d.comb += out.eq(sr[:w])
+    return out
+
+
 def array_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     R, C, d = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle  # noqa: N806
     gb, pb, ab = cfg.group_bits, cfg.port_bits, cfg.acc_bits
@@ -172,30 +199,8 @@ class Array(wiring.Component):
         super().__init__(array_signature(cfg))
 
     def _delay(self, m, src, n, name):
-        """``src`` delayed by ``n`` cycles (``src`` itself when n == 0).
-
-        One shift register of ``n * width`` bits rather than n signals. For Verilog emission
-        (``pe="instance"``) a chain of two or more stages is an instance of the hand-written
-        `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
-        not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
-        took most of the conversion time (docs/decisions.md D30).
-        """
-        if n == 0:
-            return src
-        w = len(src)
-        out = Signal.like(src, name=f"{name}_d")
-        if n == 1:
-            m.d.sync += out.eq(src)
-            return out
-        if self.pe_kind == "instance":
-            m.submodules[f"{name}_sr"] = Instance(
-                DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
-                i_d=src, o_q=out)
-            return out
-        sr = Signal(unsigned(n * w), name=f"{name}_sr")
-        m.d.sync += sr.eq(Cat(sr[w:], src))
-        m.d.comb += out.eq(sr[:w])
-        return out
+        """``src`` delayed by ``n`` cycles (`delay`)."""
+        return delay(m, src, n, name, self.pe_kind == "instance")
 
     def elaborate(self, platform):
         m = Module()

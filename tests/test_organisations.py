@@ -65,9 +65,10 @@ def _timed(dec, grid, groups, cfg, fw=None):
 
 def test_compact_all_compute_two_bands_in_parallel():
     # 8 tokens COMPUTE one group of 8 channels: two band-tiles of 4 rows x 8 slots, one per band, both
-    # ending their last slot at cycle 7: cycles = 7 + R + C + 2 = 25 (the lockstep tile: 8 slots, also 25).
+    # ending their last slot at cycle 7; each band's 4 rows are read at 8..11 on its own port and leave
+    # C + 1 cycles later: cycles = 7 + 4 + C + 2 = 21 (the lockstep tile: 8 slots, 8 rows: 7 + R + C + 2 = 25).
     slots, valid, (cyc, stall) = _timed(np.zeros((8, 1)), (1, 1, 8), [(0, 8, "f")], tiny_compact())
-    assert slots == [8, 8] and valid == [4, 4] and (cyc, stall) == (25, 0)
+    assert slots == [8, 8] and valid == [4, 4] and (cyc, stall) == (21, 0)
 
 
 def test_compact_scattered_partials_pair_at_half_width():
@@ -76,27 +77,43 @@ def test_compact_scattered_partials_pair_at_half_width():
     # frame 2 (a half-width band-tile: 4 slots, 4 rows); frame 3's 2 are flushed at the chunk end (4 slots,
     # 2 rows). Bands (1 port each, a port busy one cycle per valid row after a band-tile's last slot):
     # t0 band 0 L = 7 (port free at 11); t1 band 1 L = 7 (free 11); t2 band 0 L = max(7 + 4, 11) = 11;
-    # t3 band 1 L = max(7 + 4, 11) = 11 -> cycles 11 + 18 = 29.
+    # t3 band 1 L = max(7 + 4, 11) = 11. Last row reads: t2's 4th row at 11 + 4 = 15, t3's 2nd at 13
+    # -> cycles 15 + C + 2 = 25.
     dec = np.full((32, 1), REUSE)
     dec[:8] = COMPUTE
     for f, (a, b) in zip((1, 2, 3), ((1, 6), (0, 3), (5, 7)), strict=True):
         dec[8 * f + a] = dec[8 * f + b] = PARTIAL
     slots, valid, (cyc, stall) = _timed(dec, (4, 1, 8), [(0, 8, "f")], tiny_compact())
-    assert slots == [8, 8, 4, 4] and valid == [4, 4, 4, 2] and (cyc, stall) == (29, 0)
+    assert slots == [8, 8, 4, 4] and valid == [4, 4, 4, 2] and (cyc, stall) == (25, 0)
 
 
 def test_compact_non_multiple_shape_two_column_blocks():
     # HW = 10 positions (pools of 8 and 2), K = 12 in groups of 8 and 4, N = 10 (column blocks of 8 and 2),
     # F = 1 (all COMPUTE). Per column block: pool 0 -> [8, 8] (group 0) and [4, 4] (group 1); pool 1 ->
     # flushed [8] and [4] with 2 valid rows each. List schedule over 2 bands (hand, docstring of
-    # sim.timing.compact): last slots 7, 7, 11, 11, 19, 15 | 23, 27, 27, 31, 35, 35 -> 35 + 18 = 53
-    # (dense lockstep: 4 tiles x 12 slots, 47 + 18 = 65).
+    # sim.timing.compact): last slots 7, 7, 11, 11, 19, 15 | 23, 27, 27, 31, 35, 35; the last two hold 2
+    # rows each, read at 36..37 -> 37 + C + 2 = 47 (dense lockstep: 4 tiles x 12 slots, 47 + 18 = 65).
     cfg = tiny_compact()
     groups = [(0, 8, "f"), (8, 12, "f")]
     slots, _, nc, npart = compact_tiles(np.zeros((10, 2), np.int8), (1, 2, 5), groups, cfg, 1, 4)
     assert list(slots) == [8, 8, 4, 4, 8, 4] and list(nc + npart) == [4, 4, 4, 4, 2, 2]
     seq, valid = np.tile(slots, 2), np.tile(nc + npart, 2)
-    assert band_cycles(seq, valid, cfg) == (53, 0)
+    assert band_cycles(seq, valid, cfg) == (47, 0)
+
+
+def test_compact_bands_sharing_a_port_read_in_turns():
+    # B = 4 bands of 2 rows on d = 2 ports: q = 2 bands per port, band b on port b mod 2 in the cycles c
+    # with c mod 2 = b // 2. 6 tokens COMPUTE one group of 3 channels: band-tiles of 2 rows x 3 slots on
+    # bands 0, 1, 2, each last slot at cycle 2. Reads: bands 0, 1 (turn 0) rows at 4 and 6; band 2 (turn 1)
+    # at 3 and 5 -> cycles 6 + C + 2 = 16.
+    from sim.timing.compact import band_schedule, drain_reads
+
+    cfg = tiny_compact(compact_bands=4)
+    slots, valid, (cyc, stall) = _timed(np.zeros((6, 1)), (1, 1, 6), [(0, 3, "f")], cfg)
+    assert slots == [3, 3, 3] and valid == [2, 2, 2] and (cyc, stall) == (16, 0)
+    band, _, last = band_schedule(np.array(slots), np.array(valid), cfg)
+    assert list(band) == [0, 1, 2] and list(last) == [2, 2, 2]
+    assert list(drain_reads(band, last, np.array(valid), cfg)) == [6, 6, 5]
 
 
 def test_compact_one_band_full_tiles_is_the_lockstep_contract():

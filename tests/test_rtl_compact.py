@@ -11,8 +11,8 @@ mixing COMPUTE and PARTIAL tokens):
   combines them equal `algo.reuse.golden.apply_decisions` bit for bit;
 - every band-tile's last slot issues at the cycle `sim.timing.compact.band_schedule` gives (band-tile
   level cycle equality; the band choice is the model's, fed by the bench, as the controller is not RTL
-  yet, docs/decisions.md D65), and the last row leaves no later than `sim.timing.compact.band_cycles`'s
-  op total.
+  yet, docs/decisions.md D65), and the op's last row leaves in the cycle `sim.timing.compact.band_cycles`'s
+  op total ends.
 """
 
 from __future__ import annotations
@@ -182,4 +182,4 @@ def test_compact_top_values_and_band_tile_cycles(shape, ci):
     want_y = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert np.array_equal(combine(case, runs), want_y)
     cycles, _ = band_cycles(np.array([len(r.slots) for r in runs]), np.array([len(r.tokens) for r in runs]), cfg)
-    assert end + 1 <= cycles
+    assert end + 1 == cycles  # the op's array cycles: its last row's cycle + 1

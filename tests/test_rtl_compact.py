@@ -24,11 +24,12 @@ import pytest
 from amaranth.sim import Simulator
 
 from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, apply_decisions
+from hw.combine import Combine, combine_sizes
 from hw.compact_array import CompactTop, band_geometry
 from hw.config import AcceleratorConfig, load_config
 from sim.timing.compact import band_cycles
 from tests.rtl.cases import make_case
-from tests.rtl.compact_bench import build_runs, pack, unpack_signed
+from tests.rtl.compact_bench import build_runs, combine_program, pack, unpack_signed
 
 
 def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
@@ -96,6 +97,7 @@ def run_top(cfg, runs, x_unsigned):
                         run.got_last = cycle
                         port = geo["seqs"][mine[b][ended[b] % len(mine[b])]][1]
                         fifo[(port, b)].append(run)
+                        run.port = port
                         ended[b] += 1
                         pos[b] = [ti + 1, 0]
                     else:
@@ -144,6 +146,45 @@ def combine(case, runs):
     return Y
 
 
+def run_combine(cfg, writes, cmds):
+    """Drive `hw.combine.Combine` (inline macros): the staged writes (one per port and cycle), then one
+    command per cycle; returns the output rows and, per row, its cycle counted from the first command."""
+    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
+    sa = max(1, (combine_sizes(cfg)["stage_depth"] - 1).bit_length())
+    dut = Combine(cfg)
+    rows, at = [], []
+
+    async def bench(ctx):
+        per_port = [[w for w in writes if w[0] == p] for p in range(d)]
+        for i in range(max(len(q) for q in per_port)):
+            we = addr = data = 0
+            for p, q in enumerate(per_port):
+                if i < len(q):
+                    we |= 1 << p
+                    addr |= q[i][1] << (p * sa)
+                    data |= q[i][2] << (p * 2 * C * ab)
+            ctx.set(dut.st_we, we)
+            ctx.set(dut.st_waddr, addr)
+            ctx.set(dut.st_wdata, data)
+            await ctx.tick()
+        ctx.set(dut.st_we, 0)
+        for cycle in range(len(cmds) + 3):
+            ctx.set(dut.c_valid, int(cycle < len(cmds)))
+            if cycle < len(cmds):
+                for k, v in cmds[cycle].items():
+                    ctx.set(getattr(dut, k), v)
+            if ctx.get(dut.y_valid):
+                rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
+                at.append(cycle)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(rows, dtype=np.int64), at
+
+
 def _case(seed, grid, K, N, sizes, x_unsigned, axes, fw, coherent=False):  # noqa: N803
     """A seeded case (`tests.rtl.cases.make_case`) with these group axes; a token without a neighbour
     along its group's axis COMPUTEs. ``coherent``: each (frame, group) takes one decision for all tokens."""
@@ -165,6 +206,8 @@ CASES = [
     _case(2, (3, 2, 4), 12, 8, [4, 5, 3], True, "fwh", None),
     # coherent decisions (a whole frame agrees per group), int8
     _case(3, (4, 2, 4), 8, 5, [4, 4], False, "ff", None, coherent=True),
+    # one w group: a token's command reads the state word the previous command writes (forwarded)
+    _case(4, (2, 2, 4), 5, 8, [5], False, "w", None),
 ]
 
 
@@ -183,3 +226,10 @@ def test_compact_top_values_and_band_tile_cycles(shape, ci):
     assert np.array_equal(combine(case, runs), want_y)
     cycles, _ = band_cycles(np.array([len(r.slots) for r in runs]), np.array([len(r.tokens) for r in runs]), cfg)
     assert end + 1 == cycles  # the op's array cycles: its last row's cycle + 1
+    if shape == (8, 8, 2, 2):  # the drained rows through the partial-sum SRAM and the combine unit
+        M, N, C, G = case.X.shape[0], case.W.shape[1], cfg.array_cols, len(case.groups)  # noqa: N806
+        for n0, writes, cmds in combine_program(case, runs, cfg):
+            y, at = run_combine(cfg, writes, cmds)
+            n = min(C, N - n0)
+            assert np.array_equal(y[:, :n], want_y[:, n0:n0 + n])
+            assert at == [G * t + G - 1 + 2 for t in range(M)]  # a token's row 2 cycles after its last command

@@ -13,6 +13,7 @@ the RTL.
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,7 @@ class BandTileRun:
     first: int = -1
     last: int = -1
     got_last: int = -1
+    port: int = -1
     drained: list = field(default_factory=list)
 
 
@@ -112,4 +114,49 @@ def unpack_signed(word: int, bits: int, n: int) -> list[int]:
     for i in range(n):
         v = (word >> (bits * i)) & ((1 << bits) - 1)
         out.append(v - (1 << bits) if v >> (bits - 1) else v)
+    return out
+
+
+def combine_program(case, runs, cfg):
+    """The partial-sum SRAM writes and the combine commands of ``case`` (`hw.combine.Combine`), per column
+    block: ``[(n0, writes, commands)]`` with writes ``(port, addr, word)`` (each drained row at the next
+    free address of the staging macro of the port it left on) and commands (dicts of the ``c_*`` ports)
+    in raster order, per token its groups in order. State word of (position p, group g): ``p x
+    partial_regs + g`` (one pool: the cases' H W <= R); a ``w``/``h`` REUSE run points its successor at
+    the chain's last written word (`hw.combine` docstring); ``keep`` = `successor_reads`."""
+    from hw.combine import combine_sizes
+    from sim.cost.compact_actions import successor_reads
+
+    F, H, W = case.grid  # noqa: N806
+    G, P, ab = len(case.groups), cfg.partial_regs, cfg.acc_bits  # noqa: N806
+    assert H * W <= cfg.array_rows
+    depth = combine_sizes(cfg)["stage_depth"]
+    keep = successor_reads(case.decisions, case.grid, case.groups)
+    out = []
+    for n0 in sorted({r.n0 for r in runs}):
+        writes, where, nxt = [], {}, collections.Counter()
+        for r in runs:
+            if r.n0 != n0:
+                continue
+            for t, got in zip(r.tokens, r.drained, strict=True):
+                assert nxt[r.port] < depth
+                writes.append((r.port, nxt[r.port], pack(got.reshape(-1), ab)))
+                where[(t, r.group)] = (r.port, nxt[r.port])
+                nxt[r.port] += 1
+        head = {}  # (token, group) -> state word holding its chain's state
+        cmds = []
+        for t in range(case.X.shape[0]):
+            f, h, w = (int(v) for v in np.unravel_index(t, case.grid))
+            p = h * W + w
+            for g, (_k0, _k1, ax) in enumerate(case.groups):
+                dec = int(case.decisions[t, g])
+                own = p * P + g
+                nb = {"f": (f - 1, h, w), "h": (f, h - 1, w), "w": (f, h, w - 1)}[ax]
+                nbt = int(np.ravel_multi_index(nb, case.grid)) if min(nb) >= 0 else -1
+                raddr = head.get((nbt, g), own) if ax != "f" else own
+                head[(t, g)] = raddr if dec == 2 else own
+                port, saddr = where.get((t, g), (0, 0))
+                cmds.append({"c_dec": dec, "c_port": port, "c_saddr": saddr, "c_raddr": raddr, "c_waddr": own,
+                             "c_keep": int(keep[t, g]), "c_first": int(g == 0), "c_last": int(g == G - 1)})
+        out.append((n0, writes, cmds))
     return out

@@ -99,6 +99,11 @@ class Combine(wiring.Component):
         self.cfg, self.instance = cfg, instance
         super().__init__(combine_signature(cfg))
 
+    def macros(self) -> list[tuple[str, int, int, None]]:
+        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates (staging, then state)."""
+        sz = combine_sizes(self.cfg)
+        return sorted({("1r1w", sz["stage_depth"], sz["word"], None), ("1r1w", sz["state_depth"], sz["word"], None)})
+
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg

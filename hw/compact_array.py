@@ -176,7 +176,7 @@ class CompactTop(wiring.Component):
         credit = [Signal(range(brows * q), name=f"credit{s}") for s in range(len(seqs))]
         left = [Signal(range(brows + 1), name=f"left{s}") for s in range(len(seqs))]
         row = [Signal(range(brows), name=f"row{s}") for s in range(len(seqs))]
-        ptr = [Signal(range(ports_b), name=f"ptr{b}") for b in range(B)]
+        ptr = [Signal(range(ports_b), name=f"ptr{b}") if ports_b > 1 else Const(0, 1) for b in range(B)]
         accept = []
         for b in range(B):
             mine = [s for s, (band, _p, _ph) in enumerate(seqs) if band == b]

@@ -175,7 +175,15 @@ def test_compact_actions_hand_counts():
     assert pb == 3  # 8 x 255 x 128 = 261,120: 18 bits + sign -> 3 bytes
     # Cc = 64, Pc = 48 (token, channel) pairs; Cg = 8, Pg = 6, Rg = 18 (token, group) pairs
     assert c["mac8"] == 64 * 8 and c["mac4"] == 48 * 8
-    assert c["pe_add"] == 8 * (2 * 64 + 48)
+    # PE (hw/compact_pe.py): band-tiles [8 slots x 4 COMPUTE rows] x 2, [4 slots x 4 PARTIAL rows] (paired),
+    # [4 slots x 2 PARTIAL rows]: PARTIAL row-slots Ps = 16 + 8 = 24; a COMPUTE row-slot adds 3 times (halves,
+    # acc, accm), a PARTIAL one twice; acc writes 2 per COMPUTE row-slot, 1 per PARTIAL one, + out per row
+    # (14) and out_m per COMPUTE row (8), per column; 60 product-path mux bits per active row-slot; 39 lane
+    # bits per PE and slot over a band's 4 rows
+    assert c["pe_add"] == 8 * (3 * 64 + 2 * 24)
+    assert c["pe_reg_bits"] == cfg.acc_bits * (8 * (2 * 64 + 24) + (14 + 8) * 8)
+    assert c["pe_mux_bits"] == 8 * (64 + 24) * 60
+    assert c["pipe_reg_bits"] == (8 + 8 + 4 + 4) * 4 * 8 * 39
     assert c["combine_add"] == 8 * (32 + 6) == combine_adds(dec, 8)
     # neighbour state (D58): frame 0's 8 COMPUTEs all have a non-COMPUTE successor (frame 1 has no COMPUTE),
     # Cs = 8; of the 6 PARTIALs the 4 in frames 1 and 2 have a REUSE successor, Ps = 4 (frame 3 has none).
@@ -195,7 +203,17 @@ def test_compact_area_rules():
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["gather_network"] == pytest.approx(8 * 8 * 7 * tech.a("mux2_bit") * um)
-    assert b["combine_unit"] == pytest.approx(4 * 8 * 2 * cfg.acc_bits * (tech.a("add_bit") + tech.a("reg_bit")) * um)
+    # combine unit: 4 C d = 64 adders, 2 acc-bit registers each (hw/combine.py: 2 C adders, 4 C registers per way)
+    assert b["combine_unit"] == pytest.approx(64 * cfg.acc_bits * (tech.a("add_bit") + 2 * tech.a("reg_bit")) * um)
+    # around the array (hw/compact_array.py, B = 2 bands of 4 rows, d = 2, C = 8, acc = 28, row lane 20 bits,
+    # band lane 19, Σ_j (j + 1) = 36): row skew 2 x 20 x 10 = 400, band 0's lane 19 x 36 = 684, read strobes
+    # 2 x (1 + 2) x 36 = 216, 2 sequencers x (2 + 3 + 2) = 14, de-skew 2 x 2 x 28 x 28 = 3,136 + valid 2 x 7 = 14,
+    # row tags 2 x 3 x 9 = 54 -> 4,518; band 1's lane 684
+    assert cfg.acc_bits == 28
+    assert b["array_io_skew"] == pytest.approx(4518 * tech.a("reg_bit") * um)
+    assert b["band_weight_lanes"] == pytest.approx(684 * tech.a("reg_bit") * um)
+    assert area_breakdown(cfg, tech)["dense_total_mm2"] == pytest.approx(
+        area_breakdown(load_config("tiny-8x8"), tech)["dense_total_mm2"])  # the dense die does not change
     assert b["sram_psum"] == pytest.approx(64 * 8192 * tech.a("sram_bit") * um) and b["sram_partial"] == 0
     assert "sram_psum" not in lock or lock["sram_psum"] == 0
     assert b["array_pe_kaleido_extra"] < lock["array_pe_kaleido_extra"]  # no per-group partial registers

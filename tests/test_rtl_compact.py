@@ -233,3 +233,13 @@ def test_compact_top_values_and_band_tile_cycles(shape, ci):
             n = min(C, N - n0)
             assert np.array_equal(y[:, :n], want_y[:, n0:n0 + n])
             assert at == [G * t + G - 1 + 2 for t in range(M)]  # a token's row 2 cycles after its last command
+
+
+def test_compact_pe_counts_equal_yosys():
+    # sim.cost.area.compact_pe_extra + the plain PE against Yosys's coarse cells of kaleido_cpe
+    from sim.cost.area import synth_pe_cells
+
+    s = synth_pe_cells(compact_cfg())
+    for k in ("adders", "register_bits", "mux_bits"):
+        assert s["compare"][k]["yosys"] == s["compare"][k]["model"], k
+    assert s["cells"]["$add"]["bits"] == s["model"]["add_bits"]

@@ -136,11 +136,14 @@ class Combine(wiring.Component):
         m.d.comb += [state.re.eq(self.c_valid), state.raddr.eq(self.c_raddr),
                      state.we.eq(we), state.wmask.eq(1), state.waddr.eq(b_waddr), state.wdata.eq(wdata)]
 
-        staged = stage[0].rdata
+        # Named signals: Amaranth re-emits an expression at every use, and each column slices these words.
+        staged_e = stage[0].rdata
         for p in range(1, d):
-            staged = Mux(b_port == p, stage[p].rdata, staged)
-        st = Mux(b_fwd, last_w, state.rdata)
-        is_c, is_p = b_dec == COMPUTE, b_dec == PARTIAL
+            staged_e = Mux(b_port == p, stage[p].rdata, staged_e)
+        staged, st = Signal(word, name="staged"), Signal(word, name="state_word")
+        m.d.comb += [staged.eq(staged_e), st.eq(Mux(b_fwd, last_w, state.rdata))]
+        is_c, is_p = Signal(name="is_compute"), Signal(name="is_partial")
+        m.d.comb += [is_c.eq(b_dec == COMPUTE), is_p.eq(b_dec == PARTIAL)]
         y = Signal(unsigned(C * ab), name="y_acc")
         for j in range(C):
             s_t, s_m = staged[2 * j * ab:(2 * j + 1) * ab].as_signed(), staged[(2 * j + 1) * ab:(2 * j + 2) * ab].as_signed()

@@ -78,6 +78,19 @@ def _connect(m, kind, name, module_name, component_factory, inputs, outputs):
         m.d.comb += [v.eq(getattr(sub, k)) for k, v in outputs.items()]
 
 
+def unpack_lane(m, word, pos: int, fields, shapes: dict, prefix: str) -> dict:
+    """The row lane at bit ``pos`` of ``word`` as named signals ``{prefix}_{field}_in``, keyed ``i_<field>``
+    (a PE's inputs), fields packed in ``fields`` order with the widths of ``shapes["i_<field>"]``."""
+    ins = {}
+    for f in fields:
+        w = shapes["i_" + f].width
+        sig = Signal(shapes["i_" + f], name=f"{prefix}_{f}_in")
+        m.d.comb += sig.eq(word[pos:pos + w])
+        ins["i_" + f] = sig
+        pos += w
+    return ins
+
+
 def _pack(m, values, widths, name):
     total = sum(widths)
     out = Signal(unsigned(total), name=name)
@@ -119,13 +132,7 @@ class Column(wiring.Component):
         widths = [shapes["i_" + f].width for f in ROW_FIELDS]
         pes = []
         for i in range(R):
-            ins = {}
-            pos = i * lb
-            for f, w in zip(ROW_FIELDS, widths, strict=True):
-                sig = Signal(shapes["i_" + f], name=f"r{i}_{f}_in")
-                m.d.comb += sig.eq(self.x_in[pos:pos + w])
-                ins["i_" + f] = sig
-                pos += w
+            ins = unpack_lane(m, self.x_in, i * lb, ROW_FIELDS, shapes, f"r{i}")
             for f in COL_FIELDS:
                 ins["i_" + f] = getattr(self, "c_" + f) if i == 0 else pes[i - 1]["o_" + f]
             for f, w in LINK_FIELDS:  # the row link (w-axis reuse, hw/pe.py); the top PE's is 0

@@ -33,7 +33,7 @@ from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.array import _connect, _pack, delay
+from hw.array import _connect, _pack, delay, unpack_lane
 from hw.compact_pe import CCOL_FIELDS, CPE_MODULE_NAME, CROW_FIELDS, CompactPE, cpe_lane_bits, cpe_signature
 from hw.config import AcceleratorConfig
 from hw.pe import W_BITS, X_BITS
@@ -98,13 +98,7 @@ class CompactColumn(wiring.Component):
         pes = []
         for r in range(R):
             b, i = divmod(r, brows)
-            ins = {}
-            pos = r * lb
-            for f, w in zip(CROW_FIELDS, widths, strict=True):
-                sig = Signal(shapes["i_" + f], name=f"r{r}_{f}_in")
-                m.d.comb += sig.eq(self.x_in[pos:pos + w])
-                ins["i_" + f] = sig
-                pos += w
+            ins = unpack_lane(m, self.x_in, r * lb, CROW_FIELDS, shapes, f"r{r}")
             for f in CCOL_FIELDS:  # a band's top row takes the band's lane: no mux at the boundary
                 ins["i_" + f] = getattr(self, f"c{b}_{f}") if i == 0 else pes[r - 1]["o_" + f]
             outs = {n: Signal(shapes[n], name=f"r{r}_{n}") for n in shapes if not n.startswith("i_")}

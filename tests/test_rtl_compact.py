@@ -243,3 +243,26 @@ def test_compact_pe_counts_equal_yosys():
     for k in ("adders", "register_bits", "mux_bits"):
         assert s["compare"][k]["yosys"] == s["compare"][k]["model"], k
     assert s["cells"]["$add"]["bits"] == s["model"]["add_bits"]
+
+
+def test_compact_modules_emit_reproducibly_and_lint_clean(tmp_path):
+    # the compact organisation's files of hw.rtl.emit (kaleido_top.v brings kaleido_delay): Verilator -Wall
+    # clean per file and over the whole hierarchy from kaleido_ctop and kaleido_combine; the same bytes twice
+    from hw import discard
+    from hw.combine import COMBINE_MODULE_NAME
+    from hw.compact_array import CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME
+    from hw.compact_pe import CPE_MODULE_NAME
+    from hw.lint import lint_folder
+    from hw.rtl import emit
+    from hw.sram import macro_name
+
+    cfg = compact_cfg(8, 8, 4, 2)
+    names = (CPE_MODULE_NAME, CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME, COMBINE_MODULE_NAME, "kaleido_top",
+             "kaleido_column", "kaleido_pe", *(macro_name(*mc) for mc in discard(Combine(cfg)).macros()))
+    paths = emit(cfg, tmp_path / "a", only=names)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
+    for q in emit(cfg, tmp_path / "b", only=names[:4]):
+        assert q.read_bytes() == (tmp_path / "a" / q.name).read_bytes(), q.name
+    runs = lint_folder(tmp_path / "a", full=True)
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
+    assert any(label == "kaleido_ctop.v whole hierarchy" for label, *_ in runs)

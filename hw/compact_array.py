@@ -22,9 +22,15 @@ band (docs/architecture.md "Array organisations", `sim.timing.compact`, docs/dec
   ``rows x q`` cycles later at the earliest). A row read at cycle T leaves at ``T + C + 1`` on its port
   with ``out_row`` its array row; with B = d = 1 and full band-tiles this is `hw.top.Top`'s timing.
 
-The queues that form band-tiles, the band choice (`sim.timing.compact.band_schedule`) and the gather
-of each row's token operands from the input SRAM are the controller's (not built yet: D65); the
-combine unit is `hw.combine`.
+- *Band choice* (`sim.timing.compact.band_schedule`'s list schedule): band-tiles are numbered in issue
+  order; band b starts with band-tile b, and a band whose last slot is accepted takes the next unnumbered
+  one (several in one cycle: in band order), shown on ``b{b}_tile`` from the next cycle, when its first
+  slot is due. This is the model's rule (the band whose last slot issued first, ties to the lowest band)
+  in event order: the model's picks come at non-decreasing last-slot cycles.
+
+The queues that form band-tiles and the gather of each band-tile row's token operands from the input
+SRAM (what the ``b{b}_*`` operand ports carry) are the controller's (not built yet: D65); the combine
+unit is `hw.combine`.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ from hw.pe import W_BITS, X_BITS
 
 CCOLUMN_MODULE_NAME = "kaleido_ccolumn"
 CTOP_MODULE_NAME = "kaleido_ctop"
+#: Bits of a band-tile number (``b{b}_tile``): 16 M band-tiles per op (a 480p ffn1 at 128 x 128 has
+#: about 1.1 M: 32,760 tokens x 8 groups / 16 rows x 70 column blocks).
+TILE_BITS = 24
 
 
 def band_geometry(cfg: AcceleratorConfig) -> dict:
@@ -129,6 +138,7 @@ def ctop_signature(cfg: AcceleratorConfig) -> wiring.Signature:
             f"b{b}_mode": In(unsigned(brows * 2)),
             f"b{b}_w_a": In(unsigned(C * W_BITS)), f"b{b}_w_b": In(unsigned(C * W_BITS)),
             f"b{b}_first": In(1), f"b{b}_last": In(1), f"b{b}_rows": In(range(brows + 1)),
+            f"b{b}_tile": Out(unsigned(TILE_BITS), init=b),
         })
     members.update({"out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * _idx_bits(cfg.array_rows))),
                     "out_data": Out(unsigned(d * C * 2 * ab))})
@@ -171,7 +181,7 @@ class CompactTop(wiring.Component):
         left = [Signal(range(brows + 1), name=f"left{s}") for s in range(len(seqs))]
         row = [Signal(range(brows), name=f"row{s}") for s in range(len(seqs))]
         ptr = [Signal(range(ports_b), name=f"ptr{b}") if ports_b > 1 else Const(0, 1) for b in range(B)]
-        accept = []
+        accept, dones = [], []
         for b in range(B):
             mine = [s for s, (band, _p, _ph) in enumerate(seqs) if band == b]
             free = credit[mine[0]] == 0
@@ -197,6 +207,15 @@ class CompactTop(wiring.Component):
             if ports_b > 1:
                 with m.If(done):
                     m.d.sync += ptr[b].eq(Mux(ptr[b] == ports_b - 1, 0, ptr[b] + 1))
+            dones.append(done)
+        # Band choice (module docstring): the bands done this cycle take the next band-tile numbers in band order.
+        nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
+        taken = Const(0, unsigned(TILE_BITS))
+        for b in range(B):
+            with m.If(dones[b]):
+                m.d.sync += getattr(self, f"b{b}_tile").eq(nxt + taken)
+            taken = taken + dones[b]
+        m.d.sync += nxt.eq(nxt + taken)
         # Read strobes per port: the sequencer whose turn it is (one per port and cycle).
         rd_valid = Signal(unsigned(d), name="rd_valid")
         rd_idx = Signal(unsigned(d * ib), name="rd_idx")

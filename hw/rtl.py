@@ -7,7 +7,7 @@ are modelled only (sim/): no RTL.
 A preset whose ``organisation`` is ``compact`` also gets the compact organisation's datapath
 (docs/decisions.md D65): ``kaleido_cpe`` (hw/compact_pe.py), ``kaleido_ccolumn`` and ``kaleido_ctop``
 (hw/compact_array.py), ``kaleido_combine`` (hw/combine.py) and its partial-sum SRAM macros. Its
-controller (queues, band choice, gather) is not RTL yet, so the core and the op-level controller
+controller (queues, gather) is not RTL yet, so the core and the op-level controller
 emitted beside it are the lockstep ones.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
@@ -182,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{cfg.name}: {sizes} in {time.perf_counter() - t0:.1f} s")
         if cfg.organisation == "compact":
             print(f"note: {cfg.name}'s array organisation is 'compact': its PE, array and combine unit are emitted "
-                  "(kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine); its controller (queues, band choice, "
-                  "gather) is not RTL yet, so kaleido_core and kaleido_accel are the lockstep ones (docs/decisions.md D65)")
+                  "(kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine); its controller (queues, gather) is not RTL "
+                  "yet, so kaleido_core and kaleido_accel are the lockstep ones (docs/decisions.md D65)")
     return 0
 
 

@@ -9,10 +9,10 @@ mixing COMPUTE and PARTIAL tokens):
 - every drained word equals the group partial computed from X and W apart from the RTL
   (`tests.rtl.compact_bench`), and the drained partials combined as `sim.timing.compact_reference`
   combines them equal `algo.reuse.golden.apply_decisions` bit for bit;
-- every band-tile's last slot issues at the cycle `sim.timing.compact.band_schedule` gives (band-tile
-  level cycle equality; the band choice is the model's, fed by the bench, as the controller is not RTL
-  yet, docs/decisions.md D65), and the op's last row leaves in the cycle `sim.timing.compact.band_cycles`'s
-  op total ends.
+- every band-tile runs on the band and its last slot issues at the cycle `sim.timing.compact.band_schedule`
+  gives (the band choice is the RTL's, ``b{b}_tile``; the bench only presents the chosen band-tile's
+  operands, the controller's gather, not RTL yet, docs/decisions.md D65), and the op's last row leaves in
+  the cycle `sim.timing.compact.band_cycles`'s op total ends.
 """
 
 from __future__ import annotations
@@ -40,31 +40,34 @@ def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
 
 
 def run_top(cfg, runs, x_unsigned):
-    """Drive `CompactTop` (inline PEs) band by band; returns the cycle of the last drained row."""
+    """Drive `CompactTop` (inline PEs): each band runs the band-tile its ``b{b}_tile`` names (the RTL's band
+    choice), slot by slot as ``ready`` allows; returns the cycle of the last drained row."""
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     geo = band_geometry(cfg)
     brows, d, B = geo["brows"], cfg.drain_rows_per_cycle, cfg.compact_bands  # noqa: N806
     rb = max(1, (cfg.array_rows - 1).bit_length())
     dut = CompactTop(cfg, pe="inline")
-    per_band = [[r for r in runs if r.band == b] for b in range(B)]
     mine = [[s for s, (band, _p, _ph) in enumerate(geo["seqs"]) if band == b] for b in range(B)]
     fifo = collections.defaultdict(collections.deque)  # (port, band) -> band-tiles draining there, in order
     end = []
 
     async def bench(ctx):
         ctx.set(dut.x_unsigned, int(x_unsigned))
-        pos = [[0, 0] for _ in range(B)]  # per band: band-tile index, slot index
+        pos = [[-1, 0] for _ in range(B)]  # per band: the band-tile it runs (kaleido_ctop's b{b}_tile), slot index
         ended = [0] * B
         left = sum(len(r.tokens) for r in runs)
         cycle = 0
         while left:
             assert cycle < 50 * (sum(len(r.slots) for r in runs) + 10), "the array stopped draining"
             for b in range(B):
-                ti, si = pos[b]
-                live = ti < len(per_band[b])
+                ti = ctx.get(getattr(dut, f"b{b}_tile"))
+                if ti != pos[b][0]:
+                    pos[b] = [ti, 0]
+                si = pos[b][1]
+                live = ti < len(runs)
                 ctx.set(getattr(dut, f"b{b}_valid"), int(live))
                 if live:
-                    s = per_band[b][ti].slots[si]
+                    s = runs[ti].slots[si]
                     for f in ("x_a", "x_b"):
                         ctx.set(getattr(dut, f"b{b}_{f}"), pack(getattr(s, f), 8))
                     ctx.set(getattr(dut, f"b{b}_mode"), pack(s.mode, 2))
@@ -91,17 +94,15 @@ def run_top(cfg, runs, x_unsigned):
                     end.append(cycle)
             for b in range(B):
                 ti, si = pos[b]
-                if ti < len(per_band[b]) and ctx.get(getattr(dut, f"b{b}_ready")):
-                    run = per_band[b][ti]
+                if ti < len(runs) and ctx.get(getattr(dut, f"b{b}_ready")):
+                    run = runs[ti]
                     if si == len(run.slots) - 1:
-                        run.got_last = cycle
+                        run.got_last, run.got_band = cycle, b
                         port = geo["seqs"][mine[b][ended[b] % len(mine[b])]][1]
                         fifo[(port, b)].append(run)
                         run.port = port
                         ended[b] += 1
-                        pos[b] = [ti + 1, 0]
-                    else:
-                        pos[b] = [ti, si + 1]
+                    pos[b][1] = si + 1
             await ctx.tick()
             cycle += 1
 
@@ -221,6 +222,7 @@ def test_compact_top_values_and_band_tile_cycles(shape, ci):
     end = run_top(cfg, runs, case.x_unsigned)
     for r in runs:
         assert np.array_equal(np.array(r.drained), r.want), f"band-tile of group {r.group} at n0 = {r.n0}"
+    assert [r.got_band for r in runs] == [r.band for r in runs]  # the RTL's band choice is the list schedule's
     assert [r.got_last for r in runs] == [r.last for r in runs]
     want_y = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert np.array_equal(combine(case, runs), want_y)

@@ -65,7 +65,7 @@ def rtl(
     memory compiler's of the same name; docs/decisions.md D60), for the lockstep organisation. A preset
     whose organisation is compact also gets the compact organisation's PE, array and combine unit
     (kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its partial-sum SRAM macros;
-    docs/decisions.md D65); its controller (queues, band choice, gather) is not RTL yet, so the core
+    docs/decisions.md D65); its controller (queues, gather) is not RTL yet, so the core
     and kaleido_accel beside them are the lockstep ones. The vector unit and the fused-attention control
     are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
     """

@@ -47,7 +47,8 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
 - ``array_io_skew`` (`compact_io_bits`): each band's row skew (local row i: i + 1 registers of the 20-bit
   row lane), band 0's weight-lane skew (column j: j + 1 registers of the 19-bit lane), the read strobes'
   skew (d valid + d row-index bits, j + 1), the drain sequencers (per sequencer a port credit, a row
-  counter and the rows left; per band its port pointer; the turn counter), the de-skew (column j: C - 1 - j
+  counter and the rows left; per band its port pointer; the turn counter), the band choice (B + 1
+  band-tile numbers of `hw.compact_array.TILE_BITS`), the de-skew (column j: C - 1 - j
   registers of d ports of 2 acc bits; the valid bits once, C - 1) and the output row tags (d x C + 1). The
   dense die keeps the lockstep rule's skew (its own array).
 - ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
@@ -116,7 +117,7 @@ def compact_pe_extra(cfg: AcceleratorConfig) -> dict[str, float]:
 def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
     """Register bits around the compact array (module docstring): ``{"io": ..., "band_lanes": ...}``,
     ``io`` for ``array_io_skew`` and ``band_lanes`` for ``band_weight_lanes``."""
-    from hw.compact_array import band_geometry
+    from hw.compact_array import TILE_BITS, band_geometry
     from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 
     R, C, B, d, acc = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
@@ -131,7 +132,7 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
     tri = C * (C + 1) // 2
     seq_regs = seqs * (bits(brows * q) + bits(brows + 1) + bits(brows)) + (B * bits(geo["ports_b"])
                                                                            if geo["ports_b"] > 1 else 0)
-    seq_regs += bits(q) if q > 1 else 0
+    seq_regs += (bits(q) if q > 1 else 0) + (B + 1) * TILE_BITS
     io = (B * row * brows * (brows + 1) // 2 + col * tri + d * (1 + bits(len(geo["port_rows"][0]))) * tri
           + seq_regs + 2 * d * acc * C * (C - 1) // 2 + d * (C - 1) + d * bits(R) * (C + 1))
     return {"io": io, "band_lanes": (B - 1) * col * tri}

@@ -53,6 +53,7 @@ class BandTileRun:
     first: int = -1
     last: int = -1
     got_last: int = -1
+    got_band: int = -1
     port: int = -1
     drained: list = field(default_factory=list)
 

@@ -1,6 +1,7 @@
 """The compact organisation's RTL (hw/compact_pe.py, hw/compact_array.py) under Amaranth's simulator on
-tiny-8x8 as the compact organisation: 2 bands of 4 rows (a band per output port, B = d) and 4 bands of 2
-rows (two bands per port, B > d), and one other shape (4 x 8, 2 bands, d = 1).
+tiny-8x8 as the compact organisation: 2 bands of 4 rows (a band per output port, B = d), 4 bands of 2
+rows (two bands per port, B > d) and 2 bands on 4 ports (two ports per band, B < d), and one other shape
+(4 x 8, 2 bands, d = 1).
 
 Seeded random band-tile workloads (every mode mix, scattered and coherent decisions, int8 and uint8, a
 non-multiple shape: N not a multiple of C, a partial position block, odd group widths, chunk flushes
@@ -213,8 +214,12 @@ CASES = [
 
 
 
-@pytest.mark.parametrize("shape", [(8, 8, 2, 2), (8, 8, 4, 2), (4, 8, 2, 1)], ids=["8x8-B2-d2", "8x8-B4-d2", "4x8-B2-d1"])
-@pytest.mark.parametrize("ci", range(len(CASES)))
+SHAPES = {"8x8-B2-d2": (8, 8, 2, 2), "8x8-B4-d2": (8, 8, 4, 2), "4x8-B2-d1": (4, 8, 2, 1), "8x8-B2-d4": (8, 8, 2, 4)}
+#: (shape, case): every case on the first three shapes; two bands with two ports each (round robin) on two cases.
+RUNS = [(s, c) for s in list(SHAPES)[:3] for c in range(len(CASES))] + [("8x8-B2-d4", 0), ("8x8-B2-d4", 1)]
+
+
+@pytest.mark.parametrize(("shape", "ci"), [(SHAPES[s], c) for s, c in RUNS], ids=[f"{s}-{c}" for s, c in RUNS])
 def test_compact_top_values_and_band_tile_cycles(shape, ci):
     case, fw = CASES[ci]
     cfg = compact_cfg(*shape)

@@ -78,6 +78,19 @@ def _connect(m, kind, name, module_name, component_factory, inputs, outputs):
         m.d.comb += [v.eq(getattr(sub, k)) for k, v in outputs.items()]
 
 
+def unpack_lane(m, word, pos: int, fields, shapes: dict, prefix: str) -> dict:
+    """The row lane at bit ``pos`` of ``word`` as named signals ``{prefix}_{field}_in``, keyed ``i_<field>``
+    (a PE's inputs), fields packed in ``fields`` order with the widths of ``shapes["i_<field>"]``."""
+    ins = {}
+    for f in fields:
+        w = shapes["i_" + f].width
+        sig = Signal(shapes["i_" + f], name=f"{prefix}_{f}_in")
+        m.d.comb += sig.eq(word[pos:pos + w])
+        ins["i_" + f] = sig
+        pos += w
+    return ins
+
+
 def _pack(m, values, widths, name):
     total = sum(widths)
     out = Signal(unsigned(total), name=name)
@@ -119,13 +132,7 @@ class Column(wiring.Component):
         widths = [shapes["i_" + f].width for f in ROW_FIELDS]
         pes = []
         for i in range(R):
-            ins = {}
-            pos = i * lb
-            for f, w in zip(ROW_FIELDS, widths, strict=True):
-                sig = Signal(shapes["i_" + f], name=f"r{i}_{f}_in")
-                m.d.comb += sig.eq(self.x_in[pos:pos + w])
-                ins["i_" + f] = sig
-                pos += w
+            ins = unpack_lane(m, self.x_in, i * lb, ROW_FIELDS, shapes, f"r{i}")
             for f in COL_FIELDS:
                 ins["i_" + f] = getattr(self, "c_" + f) if i == 0 else pes[i - 1]["o_" + f]
             for f, w in LINK_FIELDS:  # the row link (w-axis reuse, hw/pe.py); the top PE's is 0
@@ -144,6 +151,33 @@ class Column(wiring.Component):
                 hit = hit | sel
             m.d.sync += [self.out_data[p * ab:(p + 1) * ab].eq(data), self.out_valid[p].eq(hit)]
         return m
+
+
+def delay(m, src, n: int, name: str, instance: bool):
+    """``src`` delayed by ``n`` cycles (``src`` itself when n == 0), built into module ``m``.
+
+    One shift register of ``n * width`` bits rather than n signals. For Verilog emission
+    (``instance``) a chain of two or more stages is an instance of the hand-written
+    `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
+    not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
+    took most of the conversion time (docs/decisions.md D30).
+    """
+    if n == 0:
+        return src
+    w = len(src)
+    out = Signal.like(src, name=f"{name}_d")
+    if n == 1:
+        m.d.sync += out.eq(src)
+        return out
+    if instance:
+        m.submodules[f"{name}_sr"] = Instance(
+            DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
+            i_d=src, o_q=out)
+        return out
+    sr = Signal(unsigned(n * w), name=f"{name}_sr")
+    m.d.sync += sr.eq(Cat(sr[w:], src))
+    m.d.comb += out.eq(sr[:w])
+    return out
 
 
 def array_signature(cfg: AcceleratorConfig) -> wiring.Signature:
@@ -172,30 +206,8 @@ class Array(wiring.Component):
         super().__init__(array_signature(cfg))
 
     def _delay(self, m, src, n, name):
-        """``src`` delayed by ``n`` cycles (``src`` itself when n == 0).
-
-        One shift register of ``n * width`` bits rather than n signals. For Verilog emission
-        (``pe="instance"``) a chain of two or more stages is an instance of the hand-written
-        `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
-        not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
-        took most of the conversion time (docs/decisions.md D30).
-        """
-        if n == 0:
-            return src
-        w = len(src)
-        out = Signal.like(src, name=f"{name}_d")
-        if n == 1:
-            m.d.sync += out.eq(src)
-            return out
-        if self.pe_kind == "instance":
-            m.submodules[f"{name}_sr"] = Instance(
-                DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
-                i_d=src, o_q=out)
-            return out
-        sr = Signal(unsigned(n * w), name=f"{name}_sr")
-        m.d.sync += sr.eq(Cat(sr[w:], src))
-        m.d.comb += out.eq(sr[:w])
-        return out
+        """``src`` delayed by ``n`` cycles (`delay`)."""
+        return delay(m, src, n, name, self.pe_kind == "instance")
 
     def elaborate(self, platform):
         m = Module()

@@ -174,7 +174,7 @@ def simulate(
         simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
         return
     if organisation is not None and (trace is None or engine != "model"):
-        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; the RTL is lockstep)")
+        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; the RTL engine runs the lockstep array)")
     if devices is not None or reuse is not None or seed:
         fail("--devices, --reuse and --seed apply to workload files (`kaleido workload`), not traces")
     if gemm is not None:

@@ -7,12 +7,15 @@ products in either organisation); `compact_actions` replaces the array-side term
 element, with Cc / Pc = COMPUTE / PARTIAL (token, channel) pairs, Cg / Pg / Rg = COMPUTE / PARTIAL /
 REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks, grid (F, H, W):
 
-- PE (no per-group partial registers: a band-tile row accumulates one group's partial in ``acc``):
-  ``pe_add`` = N (2 Cc + Pc) (COMPUTE: the two halves' products summed, then accumulated; PARTIAL: one
-  low-half product accumulated, two per paired slot); ``pe_reg_bits`` = acc x N (Cc + ceil(Pc / 2)
-  accumulator writes + one ``out`` write per band-tile row); ``pe_mux_bits`` = (OPERAND_MUX_BITS + 2)
-  per active row-slot and column (operand and first selects; no group selects);
-  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x `sim.cost.actions.pe_pipe_bits` x n_cb (a band's
+- PE (hw/compact_pe.py; no per-group partial registers: a band-tile row accumulates one group's partial
+  in ``acc``, a COMPUTE row its msb partial in ``accm`` too), with Ps = PARTIAL row-slots (Σ over band-tiles
+  of its PARTIAL rows x its slots: a paired slot carries two channels): ``pe_add`` = N (3 Cc + 2 Ps)
+  (a COMPUTE row-slot: the halves' adder, ``acc`` and ``accm``; a PARTIAL one: the halves' adder and
+  ``acc``); ``pe_reg_bits`` = acc x (N (2 Cc + Ps) accumulator writes + one ``out`` write per band-tile row
+  and column, and one ``out_m`` write per COMPUTE row and column); ``pe_mux_bits`` =
+  `sim.cost.area.COMPACT_PRODUCT_MUX_BITS` per active row-slot and column (the product path's selects and
+  gates; the accumulators' ``first`` gates are not charged, as the lockstep PE's ``clear`` gates are not);
+  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x the compact PE's lane bits (39) x n_cb (a band's
   slots pass only its R/B rows).
 - Gather network (``gather_mux_bits``): every operand byte a band-tile row receives passes an R:1
   byte crossbar from the input SRAM's row ports (any token to any row): 8 log2(R) 2:1 mux bits per
@@ -38,12 +41,14 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
 
 The delta organisation (`sim.timing.delta`, ``delta_blocks`` given: an op whose groups share one axis) has
 the same band-tiles, gather network and weight reads, with these rules instead (docs/decisions.md D68):
-- Multiplies: a COMPUTE (token, channel) is one 9 x 8 product through both halves (``mac8``, 2 adds: the
-  halves' sum and the accumulate, as compact's); a PARTIAL pair (`sim.timing.delta.paired_product`) puts one
-  channel on the 5-bit signed high half, charged as ``mac8`` (an over-count: the split multiplier's whole
-  72/64), and the other on the 4-bit low half (``mac4``), with 3 adds per pair (the halves' sum, the sign
-  correction, the accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` =
-  N (2 Cc + 3 ceil(Pc / 2)); accumulator writes and operand selects per active row-slot as compact's.
+- PE (one accumulator: a row's result is one difference sum, so no ``accm``/``out_m`` of the compact PE):
+  a COMPUTE (token, channel) is one 9 x 8 product through both halves (``mac8``; 2 adds: the halves' sum and
+  the accumulate); a PARTIAL pair (`sim.timing.delta.paired_product`) puts one channel on the 5-bit signed
+  high half, charged as ``mac8`` (an over-count: the split multiplier's whole 72/64), and the other on the
+  4-bit low half (``mac4``), with 3 adds per PARTIAL row-slot (the halves' sum, the sign correction, the
+  accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (2 Cc + 3 Ps)
+  with Ps the PARTIAL row-slots; ``pe_reg_bits`` = acc (N (Cc + Ps) accumulator writes + one ``out`` per
+  band-tile row and column); operand selects and lanes as compact's.
 - Operands: the similarity unit forms each needed (token, channel)'s 9-bit difference once per X pass
   (``passes = ceil(n_cb / s)`` column-block groups) into the queue stash, and each band-tile row reads it once
   per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
@@ -64,9 +69,9 @@ import math
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
-from hw.pe import OPERAND_MUX_BITS
-from sim.cost.actions import pe_pipe_bits
+from sim.cost.area import COMPACT_PRODUCT_MUX_BITS
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
 from sim.timing.delta import DIFF_BITS, combine_adds_delta, output_bytes, token_terms
 
@@ -140,6 +145,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     acc = cfg.acc_bits
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     pb = partial_bytes(groups)
+    lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
     keys = ("pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
             "sram_psum_write_bytes", "sram_partial_read_bytes", "sram_partial_write_bytes", "combine_add",
             "dispatch_add8")
@@ -156,11 +162,15 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         pc = int(((dec == PARTIAL) * widths).sum())
         cg, pg, rg = (int((dec == v).sum()) for v in (COMPUTE, PARTIAL, REUSE))
         rows_out = int((nc + npart).sum()) * n_cb  # band-tile rows, all column blocks
-        products = cc + math.ceil(pc / 2)  # row-slots doing work
-        a["pe_add"] += N * (2 * cc + (3 * math.ceil(pc / 2) if delta_blocks is not None else pc))
-        a["pe_reg_bits"] += acc * (N * products + rows_out * min(C, N))
-        a["pe_mux_bits"] += N * products * (OPERAND_MUX_BITS + 2)
-        a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * pe_pipe_bits(cfg) * n_cb
+        ps = int((npart * slots).sum())  # PARTIAL row-slots
+        if delta_blocks is not None:  # one accumulator; a PAIRED slot adds its sign correction (module docstring)
+            a["pe_add"] += N * (2 * cc + 3 * ps)
+            a["pe_reg_bits"] += acc * (N * (cc + ps) + rows_out * min(C, N))
+        else:
+            a["pe_add"] += N * (3 * cc + 2 * ps)
+            a["pe_reg_bits"] += acc * (N * (2 * cc + ps) + (rows_out + int(nc.sum()) * n_cb) * min(C, N))
+        a["pe_mux_bits"] += N * (cc + ps) * COMPACT_PRODUCT_MUX_BITS
+        a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * lane_bits * n_cb
         bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb

@@ -155,14 +155,17 @@ def test_delta_end_to_end_on_a_small_trace(tmp_path):
         assert a["dram_read_bytes"] + a["dram_write_bytes"] <= d["dram_read_bytes"] + d["dram_write_bytes"]
 
 
-def test_delta_area_is_compacts_with_a_9_bit_gather_and_a_sign_correction():
+def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
+    """The delta PE: compact's without the msb accumulator's adder, accm, out_m and one first gate, with a 13-bit
+    sign-correction adder; the gather carries 9 bits; the rest of the die is compact's."""
     cfg = tiny_delta()
     tech = load_tech(cfg.technology_nm)
     comp = area_breakdown(tiny_delta(organisation="compact"))["breakdown"]
     dlt = area_breakdown(cfg)["breakdown"]
     assert dlt["gather_network"] == pytest.approx(comp["gather_network"] * 9 / 8)
-    um = 1e-6  # um^2 -> mm^2
-    assert dlt["array_pe_kaleido_extra"] - comp["array_pe_kaleido_extra"] == pytest.approx(64 * 13 * tech.a("add_bit") * um)
+    acc, um = cfg.acc_bits, 1e-6  # um^2 -> mm^2
+    per_pe = (13 - acc) * tech.a("add_bit") - 2 * acc * tech.a("reg_bit") - acc * tech.a("mux2_bit")
+    assert dlt["array_pe_kaleido_extra"] - comp["array_pe_kaleido_extra"] == pytest.approx(64 * per_pe * um)
     same = set(dlt) - {"gather_network", "array_pe_kaleido_extra"}
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 

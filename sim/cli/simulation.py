@@ -26,6 +26,9 @@ from sim.cli.common import (
     write_json_atomic,
 )
 
+#: The error of --dataflow/--timing given with a trace.
+GEMM_ONLY = ("--dataflow and --timing apply to --gemm only (a trace runs on the output-stationary "
+             "Kaleido array with native timing)")
 
 def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out: Path | None) -> None:
     """``kaleido simulate --gemm M,K,N``: time one dense GEMM (reuse off) with `sim.timing.dataflow`."""
@@ -162,6 +165,8 @@ def simulate(
         if gemm is not None or engine != "model":
             fail("--timeline applies to traces on the model engine")
     if trace is not None and not trace.is_file():  # before numpy and the models load (issue 13: under 1 s)
+        if gemm is None and (dataflow is not None or timing is not None):  # the option's error names the real cause
+            fail(GEMM_ONLY)
         fail(f"trace not found: {trace}")
     from algo.workloads.format import is_workload_file
 
@@ -183,8 +188,7 @@ def simulate(
         _simulate_gemm(gemm, config, dataflow or "os", timing or "native", json_out)
         return
     if dataflow is not None or timing is not None:
-        fail("--dataflow and --timing apply to --gemm only (a trace runs on the output-stationary "
-              "Kaleido array with native timing)")
+        fail(GEMM_ONLY)
     if engine not in ("model", "rtl"):
         fail(f"--engine must be model or rtl, got {engine!r}")
     if engine == "rtl":

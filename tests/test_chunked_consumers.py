@@ -19,7 +19,7 @@ from algo.reuse.chunked import decision_chunks
 from algo.reuse.golden import block_groups, decide
 from algo.reuse.policies import FULL, SKIP, prune_codes, token_merge
 from algo.reuse.stats import trace_statistics
-from algo.trace import OpRecord, load_trace, save_trace
+from algo.trace import load_trace, save_trace
 from hw.config import load_config
 from sim.baselines import run_baselines
 from sim.engines.model import simulate_trace
@@ -41,20 +41,6 @@ def files(request, tmp_path_factory):
     old = d / "old.npz"
     save_trace(dataclasses.replace(tr, ops=[dataclasses.replace(o, scores=None) for o in tr.ops]), old)
     return grid, new, old
-
-
-@pytest.fixture
-def row_log(monkeypatch):
-    """Every ``p_rows`` call's number of rows and heads, as (rows, heads) pairs."""
-    calls = []
-    real = OpRecord.p_rows
-
-    def logged(self, rows=None, heads=None):
-        out = real(self, rows, heads)
-        calls.append((out.shape[1], out.shape[0]))
-        return out
-    monkeypatch.setattr(OpRecord, "p_rows", logged)
-    return calls
 
 
 def _one_frame_one_head(row_log, grid) -> bool:

@@ -12,8 +12,6 @@ design: docs/baselines.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 
 from algo.reuse.chunked import frame_operands
@@ -24,9 +22,8 @@ LABEL = "AdapTiV-like (token merging)"
 NEEDS_OPERANDS = False
 
 
-def decisions(op, ctx, params) -> tuple[Iterable[np.ndarray], dict, str]:
-    """Work codes per batch element (an iterable read once, `sim.baselines.policy.run_policy_op`), extra
-    actions (none) and a note; see the module docstring."""
+def decisions(op, ctx, params) -> tuple[list[np.ndarray], dict, str]:
+    """Work codes per batch element, extra actions (none) and a note; see the module docstring."""
     G = len(op.groups)  # noqa: N806
     if op.kind != "exact":
         stored = op.decisions_for(ctx.theta_index)
@@ -37,4 +34,4 @@ def decisions(op, ctx, params) -> tuple[Iterable[np.ndarray], dict, str]:
     def merged(b: int) -> np.ndarray:
         return np.concatenate([m for m, _ in merge_frames((x for _, x in frame_operands(op, b, ctx.grid)), theta)])
 
-    return (rows_to_codes(merged(b), G) for b in range(op.batch)), {}, ""  # one head's codes at a time
+    return [rows_to_codes(merged(b), G) for b in range(op.batch)], {}, ""

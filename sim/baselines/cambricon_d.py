@@ -13,8 +13,6 @@ Needs an exact trace.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 
 from algo.reuse.policies import delta_codes
@@ -28,7 +26,7 @@ NEEDS_OPERANDS = True
 LINEAR_OPS = ("qkv", "o_proj", "ffn1", "ffn2", "cross_q", "cross_o")
 
 
-def decisions(op, ctx, params) -> tuple[Iterable[np.ndarray], dict, str]:
+def decisions(op, ctx, params) -> tuple[list[np.ndarray], dict, str]:
     """Work codes per batch element, extra DRAM actions and a note; see the module docstring."""
     if op.name not in LINEAR_OPS:
         return all_full(op), {}, ""

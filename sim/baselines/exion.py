@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 
 from algo.reuse.chunked import frame_operands
@@ -42,15 +40,14 @@ def _ffn_skip(op, ctx, params) -> list[np.ndarray] | None:
     return [interstep_rows(ffn1.X[b], xp[b], theta) for b in range(ffn1.batch)]
 
 
-def decisions(op, ctx, params) -> tuple[Iterable[np.ndarray], dict, str]:
-    """Work codes per batch element (an iterable read once, `sim.baselines.policy.run_policy_op`), extra
-    actions and a note; see the module docstring."""
+def decisions(op, ctx, params) -> tuple[list[np.ndarray], dict, str]:
+    """Work codes per batch element, extra actions and a note; see the module docstring."""
     G = len(op.groups)  # noqa: N806
     groups = [g.as_tuple() for g in op.groups]
     if op.name == "pv":
         p_min = int(params["p_min"])
-        return (np.concatenate([prune_codes(p, groups, p_min) for _, p in frame_operands(op, b, ctx.grid)])
-                for b in range(op.batch)), {}, ""  # one head's codes at a time
+        return [np.concatenate([prune_codes(p, groups, p_min) for _, p in frame_operands(op, b, ctx.grid)])
+                for b in range(op.batch)], {}, ""
     if op.name in ("ffn1", "ffn2"):
         skip = _ffn_skip(op, ctx, params)
         if skip is None:

@@ -21,37 +21,33 @@ baselines (docs/baselines.md, docs/decisions.md D16).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord
 from hw.config import AcceleratorConfig
 from sim.cost.actions import add_actions, empty_actions, op_actions
 from sim.cost.energy import EnergyModel, energy_of
-from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
 from sim.timing.cycle_model import op_cycles, reuse_slot_sequence
 
 FULL, HALF, SKIP = COMPUTE, PARTIAL, REUSE
 
 
-def work_fractions(c: np.ndarray) -> dict[str, float]:
-    """``{"full", "half", "skip"}``: fractions of streamed-operand elements from their counts per code
-    (int ``[3]``: FULL, HALF, SKIP elements, each (token, group) weighted by its group's width)."""
+def work_fractions(decisions: list[np.ndarray], groups) -> dict[str, float]:
+    """``{"full", "half", "skip"}``: fractions of streamed-operand elements (group width weighted)."""
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    c = sum((decision_counts(dec, widths) for dec in decisions), np.zeros(3, np.int64))  # codes: FULL, HALF, SKIP
     tot = c.sum()
     return {k: (float(c[i] / tot) if tot else 0.0) for i, k in enumerate(("full", "half", "skip"))}
 
 
 def run_policy_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy: EnergyModel,
-                  decisions: Iterable[np.ndarray], extra_actions: dict | None = None) -> dict:
+                  decisions: list[np.ndarray], extra_actions: dict | None = None) -> dict:
     """Cycles, actions and energy of one op whose work levels are `decisions` (module docstring).
 
     Args:
-        decisions: one int8 ``[M, G]`` array per batch element, codes FULL/HALF/SKIP; any iterable, read
-            once, one element at a time: each is reduced to its slot sequence, tile statistics and code
-            counts before the next is read, so a generator (the policies' ``pv`` codes, made from P one
-            frame at a time) keeps one head's codes in memory, not the op's (12 x 714 MB at 720p).
+        decisions: one int8 ``[M, G]`` array per batch element, codes FULL/HALF/SKIP.
         extra_actions: action counts added on top (e.g. ``dram_read_bytes``).
 
     Returns:
@@ -60,15 +56,9 @@ def run_policy_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy
     """
     R, C, d = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle  # noqa: N806
     groups = [g.as_tuple() for g in op.groups]
-    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    seqs, tiled = [], []
-    for dec in decisions:  # what `op_actions` would tile from the array itself (dispatcher on, own groups)
-        cc = group_code_counts(dec)
-        seqs.append(reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb))
-        tiled.append(TiledDecisions(None, tile_stats(dec, grid, groups, R, b_msb, True), True, cc))
-    seq = np.concatenate(seqs)
+    seq = np.concatenate([reuse_slot_sequence(dec, grid, groups, op.N, R, C, b_msb) for dec in decisions])
     cycles, _ = op_cycles(seq, R, C, d)
-    acts = op_actions(op.name, tiled, grid, groups, op.M, op.K, op.N, b_msb, cfg, cycles)
+    acts = op_actions(op.name, decisions, grid, groups, op.M, op.K, op.N, b_msb, cfg, cycles)
     if extra_actions:
         acts = add_actions(acts, {k: v for k, v in extra_actions.items() if k in empty_actions()})
     from sim.timing.memory import op_memory_timing
@@ -78,15 +68,14 @@ def run_policy_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy
                                       acts["dram_read_bytes"] + acts["dram_write_bytes"], cfg,
                                       similarity=True)["total_cycles"]
     eb = energy_of(acts, cfg, energy.tech, energy.area_mm2)
-    work = work_fractions(sum((t.code_counts @ widths for t in tiled), np.zeros(3, np.int64)))
+    work = work_fractions(decisions, groups)
     return {"name": op.name, "block": op.block, "step": op.step, "cycles": int(cycles),
             "time_us": cycles / cfg.clock_mhz, "energy_pj": float(sum(eb.values())),
             "energy_breakdown_pj": eb, "actions": acts, "work": work,
             "useful_macs": float(acts["mac8"] + acts["mac4"] / 2)}
 
 
-def all_full(op: OpRecord) -> Iterator[np.ndarray]:
-    """FULL for every (token, group) of every batch element: the op runs as dense work (one ``[M, G]``
-    array made per batch element as `run_policy_op` reads it)."""
-    return (np.zeros((op.M, len(op.groups)), dtype=np.int8) for _ in range(op.batch))
+def all_full(op: OpRecord) -> list[np.ndarray]:
+    """FULL for every (token, group) of every batch element: the op runs as dense work."""
+    return [np.zeros((op.M, len(op.groups)), dtype=np.int8) for _ in range(op.batch)]
 

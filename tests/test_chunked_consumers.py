@@ -128,22 +128,3 @@ def test_cli_baselines_and_inspect_equal_between_formats(files, tmp_path):
         stats.pop("format_version")
         outs[name] = (res, stats)
     assert outs["new"] == outs["old"]
-
-
-def test_lockstep_timing_keeps_counts_not_decisions(files):
-    """The cycle model under the lockstep organisation keeps no head's decisions once it is timed (a 720p pv
-    op's would be 12 x 75,600 x 9,450 bytes); the action counts equal those of the golden decisions."""
-    from sim.cost.actions import op_actions
-    from sim.cost.energy import EnergyModel
-    from sim.engines.model import simulate_op
-
-    grid, new, old = files
-    cfg = load_config("tiny-8x8")
-    pv_old = [o for o in load_trace(old).ops if o.name == "pv"][0]
-    pv_new = [o for o in load_trace(new, derive_p=False).ops if o.name == "pv"][0]
-    t = simulate_op(pv_new, grid, 4, cfg)
-    assert t.tiled and all(td.decisions is None and td.code_counts is not None for td in t.tiled)
-    groups = [g.as_tuple() for g in pv_old.groups]
-    golden = [decide(pv_old.X[b], grid, groups, pv_old.theta, 4)[0] for b in range(pv_old.batch)]
-    ref = op_actions("pv", golden, grid, groups, pv_old.M, pv_old.K, pv_old.N, 4, cfg, t.cycles)
-    assert EnergyModel(cfg).op_actions(t, grid, groups, 4).actions == ref

@@ -362,8 +362,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
     Args:
         decisions: per batch element, an int8 ``[M, G]`` array (`algo.reuse.golden.decide`), tiled here by
             `tile_stats` with ``dispatcher``, or a `TiledDecisions` whose stats are used as given
-            (the tiling it was timed under; ``dispatcher`` is then ignored for it); only its stats and code
-            counts are read, so its ``decisions`` may be None when ``code_counts`` is given.
+            (the tiling it was timed under; ``dispatcher`` is then ignored for it).
         groups: ``(k_start, k_stop, axis)`` per group.
         cycles: the op's cycles from the cycle model.
         dispatcher: False = raster tiling without pairing (``--no-dispatcher``): the matcher does
@@ -416,13 +415,13 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         part_values = (2 * sp_reuse + sp_partial) * N
         buf_values = (2 * int(cc[REUSE][buffered].sum()) + int(cc[PARTIAL][buffered].sum())) * N
         a["pe_add"] += updates * N + part_values
-        a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N) + LINK_BITS * w_channels * M * N
+        a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N) + LINK_BITS * w_channels * dec.shape[0] * N
         a["pe_mux_bits"] += active * N * (OPERAND_MUX_BITS + 2 * gb + 2) + (2 * nc + npart + 2 * npair) * N * acc * lg
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += buf_values * ob
         a["sram_partial_write_bytes"] += buf_values * ob
         # X_eff state updated in place: a temporal REUSE leaves its position's entry as it is (D52)
-        xeff_w = M * K - int((cc[REUSE] * widths * temporal).sum())
+        xeff_w = M * K - int(((dec == REUSE) * (widths * temporal)[None, :]).sum())
         if p_op:  # X_eff (P_eff) state in the score SRAM; P written by the vector unit, decided on its way in (D52)
             a["sram_input_read_bytes"] += t["rows_x_channels"] * n_cb + dec_bytes
             a["sram_input_write_bytes"] += M * K + dec_bytes

@@ -297,10 +297,7 @@ class TiledDecisions:
     counted once per op.
     """
 
-    #: int8 ``[M, G]``; None where only the counts are kept (`sim.engines.model.simulate_op` under the
-    #: lockstep organisation, whose action counts need ``stats`` and ``code_counts`` alone: an op's
-    #: decisions are not held for every batch element at once, 8.6 GB for a 720p ``pv``)
-    decisions: np.ndarray | None
+    decisions: np.ndarray
     stats: dict[str, int]
     dispatcher: bool = True
     #: `group_code_counts` of ``decisions`` if already made (None: `op_actions` counts them).

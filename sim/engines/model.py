@@ -248,9 +248,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         else:
             stats, nd_seq = tile_pass(dec, grid, groups, R, b_msb, False, tile_like, order=raster)
         nd_seqs.append(nd_seq)
-        # the compact timing below re-tiles the decisions; the lockstep's actions need only stats and counts
-        decs.append(TiledDecisions(dec if cfg.organisation == "compact" else None, stats, dispatcher, cc))
-        del dec
+        decs.append(TiledDecisions(dec, stats, dispatcher, cc))
         counts += cc @ widths
     n_cb = plan.n_cb
     nd_seq = np.stack(nd_seqs)

@@ -5,7 +5,7 @@ An exact trace of format version 5 stores no P for ``pv``: the op holds ``qk``'s
 (`algo.reuse.softmax`). Consumers that run the golden model on an exact op (the cycle model's decisions,
 the output checksums, the RTL engine's inputs) go through this module:
 
-- `op_decisions`: int8 ``[M, G]`` decisions of batch index ``b`` at the op's theta;
+- `op_decisions`: int8 ``[M, n_groups]`` decisions of batch index ``b`` at the op's theta;
 - `decision_chunks`: the same decisions with the similarity SAD of every (token, group), in row chunks
   (`algo.reuse.stats`: fractions and Δ histograms);
 - `op_outputs`: the golden ``Y = X_eff @ W`` of batch index ``b`` as int64 row blocks, in row order;
@@ -17,11 +17,13 @@ For a ``pv`` op whose P is derived (X None) and whose every channel group reuses
 frame of queries (``H*W`` rows) at a time: frame f's decisions depend only on frame f and the effective
 rows of frame f-1, which `algo.reuse.kernels.decide_multi` carries (``prev``) -- the scheme capture's
 `algo.capture.quantise.pv_decisions` uses, equal to `algo.reuse.golden.decide` on the whole P
-(tests/test_chunked.py). Peak memory per call: one frame of float32 scores (``H*W x L x 4`` bytes), its
-uint8 P, two int16 frames of effective rows, and the decisions ``[M, G]`` int8: at 480p
-(1,560 x 32,760 keys, G = 4,096) 204 + 51 + 204 + 134 MB; `decision_chunks` adds two int16 frames for
-the SAD (204 MB) and its int64 ``[H*W, G]`` (51 MB) but no ``[M, G]`` array. Any other op uses its
-stored X (or the whole regenerated P of head b when its groups do not all reuse along frames).
+(tests/test_chunked.py). Peak memory per call, at 480p (frames of 1,560 queries x 32,760 keys): one
+1,024-query chunk of float32 scores and its int32 gaps (`algo.reuse.softmax.softmax_numerators_int8`,
+2 x 134 MB), the frame's uint8 P (51 MB), two int16 frames of effective rows (204 MB) and the head's
+decisions, int8 ``[M, n_groups]`` (captured ``pv`` has 8 groups of 4,096 channels, `block_groups`:
+262 kB); `decision_chunks` adds the frame's int16 ``|P - prev|`` (102 MB) and its int64 SAD
+``[H*W, n_groups]``. Any other op uses its stored X (or the whole regenerated P of head b when its groups
+do not all reuse along frames).
 
 Decisions come from `algo.reuse.kernels.decide_multi` (one theta), outputs from `algo.reuse.golden.decide`
 and `algo.reuse.golden.apply_decisions` (whole X) or the carried effective rows (frames); both are the
@@ -72,8 +74,8 @@ def frame_operands(op, b: int, grid) -> Iterator[tuple[slice, np.ndarray]]:
 
 def _frames(op, b: int, grid, theta, b_msb: int, with_sad: bool = False
             ) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray | None]]:
-    """``(rows, decisions int8 [H*W, G], x_eff int16 [H*W, K], sad)`` of each latent frame of head ``b``;
-    ``sad``: with `with_sad`, int64 ``[H*W, G]`` (`algo.reuse.golden.decide`'s ``return_sad``: the sum of
+    """``(rows, decisions int8 [H*W, n_groups], x_eff int16 [H*W, K], sad)`` of each latent frame of head ``b``;
+    ``sad``: with `with_sad`, int64 ``[H*W, n_groups]`` (`algo.reuse.golden.decide`'s ``return_sad``: the sum of
     |X - X_eff[nb]| over the group, -1 on frame 0, which has no neighbour), else None."""
     _, h_n, w_n = (int(v) for v in grid)
     gt = [g.as_tuple() for g in op.groups]
@@ -110,7 +112,7 @@ def op_decisions(op, b: int, grid, theta, b_msb: int) -> np.ndarray:
 
 def decision_chunks(op, b: int, grid, theta, b_msb: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
     """Golden decisions and similarity of batch index ``b`` in row chunks, in row order: ``(rows,
-    decisions int8 [n, G], sad int64 [n, G])``; concatenated they equal
+    decisions int8 [n, n_groups], sad int64 [n, n_groups])``; concatenated they equal
     ``algo.reuse.golden.decide(X[b], grid, groups, theta, b_msb, return_sad=True)``'s decisions and SAD
     (one chunk for an op with X, one per latent frame for derived P; tests/test_chunked.py).
 

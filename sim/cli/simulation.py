@@ -319,7 +319,7 @@ def baselines(
         fail(f"--quality-steps must be >= 0, got {quality_steps}")
     try:
         cfg = load_config(config)
-        tr = load_trace(trace)
+        tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D66)
         check_theta_index(tr, trace, theta_index)
         # numba, amaranth: only once the inputs are known good
         from sim.baselines import (

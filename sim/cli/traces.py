@@ -201,7 +201,7 @@ def inspect(
         inspect_workload(trace, as_json)
         return
     try:
-        tr = load_trace(trace)
+        tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D66)
         if tr.kind == "shapes":  # no operands, no decisions: shapes only
             stats = {"ops": [{"name": o.name, "block": o.block, "step": o.step, "batch": o.batch, "M": o.M,
                               "K": o.K, "N": o.N, "groups": len(o.groups), "theta": list(o.theta),

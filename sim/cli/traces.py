@@ -191,6 +191,8 @@ def inspect(
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
+    if not trace.is_file():  # before numpy and numba load (algo.reuse.stats reads P through the compiled kernels)
+        fail(f"trace not found: {trace}")
     from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
     from algo.workloads.format import is_workload_file

@@ -97,16 +97,8 @@ def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
 def delta_successor_reads(dec: np.ndarray, grid, axis: str) -> np.ndarray:
     """bool ``[M]``: the token's successor along ``axis`` (raster order, `successor_reads`' neighbours) exists and
     does not COMPUTE every group, so it reads the token's carried ``Y`` (module docstring, delta rules)."""
-    F, H, W = grid  # noqa: N806
-    carried = ~(np.asarray(dec) == COMPUTE).all(axis=1).reshape(F, H, W)
-    out = np.zeros((F, H, W), dtype=bool)
-    if axis == "f":
-        out[:-1] = carried[1:]
-    elif axis == "h":
-        out[:, :-1] = carried[:, 1:]
-    else:
-        out[:, :, :-1] = carried[:, :, 1:]
-    return out.reshape(-1)
+    whole = np.where((np.asarray(dec) == COMPUTE).all(axis=1), COMPUTE, REUSE)[:, None]  # one group: the token
+    return successor_reads(whole, grid, [(0, 1, axis)])[:, 0]
 
 
 def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803

@@ -102,17 +102,26 @@ def chunk_frames(cfg: AcceleratorConfig, F: int, K: int, N: int, groups, fused: 
     Raises:
         CompactError: not even one frame fits; the message names the op, the need and the SRAM size.
     """
+    return frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, K, N, groups), fused,
+                           f"{name} (K = {K}, N = {N}, {len(groups)} groups)")
+
+
+def frames_that_fit(cfg: AcceleratorConfig, F: int, need, fused: bool, what: str) -> int:  # noqa: N803
+    """The most frames (up to F; 1 with ``fused``) whose partial-sum SRAM need ``need(frames)`` (bytes, affine in
+    the frames) fits ``psum_sram_kib``; shared by `chunk_frames` and `sim.timing.delta.plan`.
+
+    Raises:
+        CompactError: not even one frame fits; the message names ``what``, the need and the SRAM size.
+    """
     cap = cfg.psum_sram_kib * 1024
-    need1 = psum_need_bytes(cfg, 1, K, N, groups)
+    need1 = need(1)
     if need1 > cap:
         raise CompactError(
-            f"array organisation {cfg.organisation!r} cannot run {name} (K = {K}, N = {N}, {len(groups)} groups) on "
-            f"{cfg.name}: one frame's partial sums need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, "
-            f"psum_sram_kib = {cfg.psum_sram_kib:,}")
+            f"array organisation {cfg.organisation!r} cannot run {what} on {cfg.name}: one frame's partial sums "
+            f"need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, psum_sram_kib = {cfg.psum_sram_kib:,}")
     if fused:
         return 1
-    per = psum_need_bytes(cfg, 2, K, N, groups) - need1
-    return int(min(F, 1 + (cap - need1) // per))
+    return int(min(F, 1 + (cap - need1) // (need(2) - need1)))
 
 
 @numba.njit(cache=True)

@@ -52,11 +52,12 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, REUSE
 from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
-from sim.timing.compact import CompactError, band_rows
+from hw.pe import X_BITS
+from sim.timing.compact import band_rows, frames_that_fit
 
 #: Bits of one queued difference value: the array's operand width (hw/pe.py ``X_BITS``: 9 bits signed
 #: holds X - X_eff[nb] of int8 and of uint8 operands, -255..255).
-DIFF_BITS = 9
+DIFF_BITS = X_BITS
 
 
 def paired_product(da: int, db: int, wa: int, wb: int) -> int:
@@ -98,16 +99,9 @@ def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  #
     s = min(n_cb, s_w)
     while s > 1 and psum_need_bytes(cfg, 1, s, K, N) > cap:
         s -= 1
-    need1 = psum_need_bytes(cfg, 1, s, K, N)
-    if need1 > cap:
-        raise CompactError(
-            f"array organisation 'delta' cannot run {name} (K = {K}, N = {N}) on {cfg.name}: one frame of one "
-            f"column block needs {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, psum_sram_kib = "
-            f"{cfg.psum_sram_kib:,}")
-    if fused:
-        return 1, s
-    per = psum_need_bytes(cfg, 2, s, K, N) - need1
-    return int(min(F, 1 + (cap - need1) // per)), s
+    fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N), fused,
+                         f"{name} (K = {K}, N = {N}, {s} column block{'s' if s > 1 else ''})")
+    return fw, s
 
 
 def column_groups(n_cb: int, s: int) -> list[int]:

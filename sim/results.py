@@ -30,12 +30,35 @@ def result_notes(res: dict, tr, cfg) -> list[str]:
         notes.append(f"with stalls Kaleido is slower than dense ({res['total_cycles']:,} vs "
                      f"{res['dense_total_cycles']:,} cycles): mostly {extra[1]} stalls, +{extra[0]:,} cycles "
                      "(docs/architecture.md, 'Beyond the array')")
+    notes += state_notes(res, tr, cfg)
     if "energy_pj" in res and res["energy_pj"] > res["dense_energy_pj"]:
         eb, db = res["energy_breakdown_pj"], res["dense_energy_breakdown_pj"]
         extra = sorted(((eb[k] - db.get(k, 0.0), k) for k in eb), reverse=True)[:2]
         parts = ", ".join(f"{k} +{v / 1e6:.3g} uJ" for v, k in extra if v > 0)
         notes.append(f"Kaleido spends more energy than dense (mostly {parts}); see docs/energy.md")
     return notes
+
+
+def state_notes(res: dict, tr, cfg) -> list[str]:
+    """One line per fused score op whose cross-frame neighbour state does not fit what the organisation has
+    for it (`sim.timing.attention.cross_frame_state`, docs/decisions.md D70): the model counts that op's
+    temporal reuse as if it did, so its figures are an upper bound."""
+    from sim.cost.actions import FUSED_PAIRS
+    from sim.timing.attention import cross_frame_state
+
+    ops = {(o.name, o.step, o.block): o for o in tr.ops}
+    out, seen = [], set()
+    for r in res.get("per_op", []):
+        o = ops.get((r["name"], r["step"], r["block"]))
+        if not r.get("fused") or o is None or r["name"] in seen or r["name"] not in FUSED_PAIRS:
+            continue
+        need, holds = cross_frame_state(cfg, [g.as_tuple() for g in o.groups], r["K"], r["N"])
+        if need > holds:
+            seen.add(r["name"])
+            out.append(f"{r['name']} (fused): its f-axis neighbour state over all {r['N']:,} keys needs "
+                       f"{need / 2**20:,.1f} MiB, {cfg.organisation} has {holds / 2**20:,.1f} MiB for it; its temporal "
+                       "reuse is counted as if it fit, an upper bound (docs/decisions.md D70)")
+    return out
 
 
 # --- Typed per-op results -------------------------------------------------------------------------------

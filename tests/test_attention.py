@@ -104,3 +104,37 @@ def test_unfused_without_score_buffer():
     assert "fused" not in qk
     assert qk["dense_actions"]["dram_write_bytes"] == 16 * 16  # P written as uint8
     assert pv["dense_actions"]["dram_read_bytes"] >= 16 * 16  # and read back
+
+
+def test_cross_frame_state_by_hand():
+    """D70: a fused score op's f-axis state spans every key of the query tile (R x N pairs), per organisation."""
+    from sim.timing.attention import cross_frame_state
+
+    qk = [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]  # Wan2.1's RoPE groups of one head
+    cfg = load_config("kaleido-16nm-128x128-balanced")  # R = C = 128, psum 8 MiB
+    # partial bound of the widest group: 44 x 255 x 128 = 1,436,160 < 2^21 -> 21 bits + sign = 22 -> 3 bytes;
+    # two f-groups, msb and total each: 128 x 32,760 x 2 x 2 x 3 bytes.
+    need = 128 * 32760 * 2 * 2 * 3
+    assert cross_frame_state(cfg, qk, 128, 32760) == (need, 8 * 2**20)
+    assert cross_frame_state(cfg.model_copy(update={"organisation": "compact"}), qk, 128, 32760) == (need, 8 * 2**20)
+    lock = cfg.model_copy(update={"organisation": "lockstep"})
+    assert cross_frame_state(lock, qk, 128, 32760) == (need, 128 * 128 * 2 * 2 * 3)  # one column block in the PEs
+    assert cross_frame_state(lock, qk, 128, 100) == (128 * 100 * 12, 128 * 100 * 12)  # N <= C: it fits
+    # delta on groups that all reuse along f (cross_qk: 8 groups of 16 over 128 channels, 512 text keys): one
+    # carried output per (row, key), Y's bound 128 x 255 x 128 = 4,177,920 < 2^22 -> 23 bits -> 3 bytes.
+    cross = [(16 * i, 16 * i + 16, "f") for i in range(8)]
+    assert cross_frame_state(cfg, cross, 128, 512) == (128 * 512 * 3, 8 * 2**20)
+    assert cross_frame_state(cfg, [(0, 128, "w")], 128, 512) == (0, 0)
+
+
+def test_state_note_names_an_unsized_state():
+    """The simulate note (sim.results.state_notes) appears exactly when the state does not fit."""
+    from sim.results import state_notes
+
+    tr = _pair()
+    cfg = _cfg()  # lockstep tiny-8x8: R = C = 8, 16 keys = two column blocks
+    res = simulate_trace(tr, cfg)
+    notes = state_notes(res, tr, cfg)
+    assert len(notes) == 1 and notes[0].startswith("qk (fused)") and "D70" in notes[0]
+    wide = cfg.model_copy(update={"array_cols": 16})  # one column block holds all 16 keys
+    assert state_notes(simulate_trace(tr, wide), tr, wide) == []

@@ -122,6 +122,11 @@ class AcceleratorConfig(BaseModel):
         0, ge=0, description="partial-sum SRAM of the compact organisation (sim/timing/compact.py): per-group "
         "neighbour partials of a window's positions, the combine unit's staged outputs and the queued operand rows; "
         "0 = none (compact cannot be built)")
+    state_sram_kib: int = Field(
+        0, ge=0, description="state SRAM of the delta organisation (sim/timing/delta.py, docs/decisions.md D71): the "
+        "per-axis-class carried outputs of a fused score op (qk) from one query tile to the next frame's tile of the same "
+        "positions, over every key; column banks; not in the dense die. 0 = none: such an op's temporal state is then "
+        "unsized (counted as if it fit, noted by kaleido simulate, D70)")
     compact_bands: int = Field(
         4, gt=0, description="compact organisation: row bands of array_rows / compact_bands rows, each with its own "
         "weight lane per column, running its own band-tiles (power of two, <= array_rows)")

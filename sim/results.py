@@ -52,10 +52,10 @@ def state_notes(res: dict, tr, cfg) -> list[str]:
         o = ops.get((r["name"], r["step"], r["block"]))
         if not r.get("fused") or o is None or r["name"] in seen or r["name"] not in FUSED_PAIRS:
             continue
-        need, holds = cross_frame_state(cfg, [g.as_tuple() for g in o.groups], r["K"], r["N"])
+        need, holds = cross_frame_state(cfg, [g.as_tuple() for g in o.groups], r["K"], r["N"], tr.grid)
         if need > holds:
             seen.add(r["name"])
-            out.append(f"{r['name']} (fused): its f-axis neighbour state over all {r['N']:,} keys needs "
+            out.append(f"{r['name']} (fused): its neighbour state over all {r['N']:,} keys needs "
                        f"{need / 2**20:,.1f} MiB, {cfg.organisation} has {holds / 2**20:,.1f} MiB for it; its temporal "
                        "reuse is counted as if it fit, an upper bound (docs/decisions.md D70)")
     return out

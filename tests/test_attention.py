@@ -115,16 +115,20 @@ def test_cross_frame_state_by_hand():
     # partial bound of the widest group: 44 x 255 x 128 = 1,436,160 < 2^21 -> 21 bits + sign = 22 -> 3 bytes;
     # two f-groups, msb and total each: 128 x 32,760 x 2 x 2 x 3 bytes.
     need = 128 * 32760 * 2 * 2 * 3
-    assert cross_frame_state(cfg, qk, 128, 32760) == (need, 8 * 2**20)
-    assert cross_frame_state(cfg.model_copy(update={"organisation": "compact"}), qk, 128, 32760) == (need, 8 * 2**20)
+    g480 = (21, 30, 52)
+    compact = cfg.model_copy(update={"organisation": "compact"})
+    assert cross_frame_state(compact, qk, 128, 32760, g480) == (need, 8 * 2**20)
     lock = cfg.model_copy(update={"organisation": "lockstep"})
-    assert cross_frame_state(lock, qk, 128, 32760) == (need, 128 * 128 * 2 * 2 * 3)  # one column block in the PEs
-    assert cross_frame_state(lock, qk, 128, 100) == (128 * 100 * 12, 128 * 100 * 12)  # N <= C: it fits
-    # delta on groups that all reuse along f (cross_qk: 8 groups of 16 over 128 channels, 512 text keys): one
-    # carried output per (row, key), Y's bound 128 x 255 x 128 = 4,177,920 < 2^22 -> 23 bits -> 3 bytes.
-    cross = [(16 * i, 16 * i + 16, "f") for i in range(8)]
-    assert cross_frame_state(cfg, cross, 128, 512) == (128 * 512 * 3, 8 * 2**20)
-    assert cross_frame_state(cfg, [(0, 128, "w")], 128, 512) == (0, 0)
+    assert cross_frame_state(lock, qk, 128, 32760, g480) == (need, 128 * 128 * 2 * 2 * 3)  # one column block in PEs
+    assert cross_frame_state(lock, qk, 128, 100, g480) == (128 * 100 * 12, 128 * 100 * 12)  # N <= C: it fits
+    assert cross_frame_state(lock, [(0, 128, "w")], 128, 512, g480) == (0, 0)
+    # delta (D71): one carried value per axis class and (row, key): Y's bound 128 x 255 x 128 = 4,177,920 < 2^22
+    # -> 23 bits -> 3 bytes; the f class R N, the w class F N, in the 14 MiB state SRAM.
+    assert cross_frame_state(cfg, qk, 128, 32760, g480) == ((128 + 21) * 32760 * 3, 14 * 2**20)
+    cross = [(16 * i, 16 * i + 16, "f") for i in range(8)]  # cross_qk: 8 groups, 512 text keys
+    assert cross_frame_state(cfg, cross, 128, 512, g480) == (128 * 512 * 3, 14 * 2**20)
+    no_state = cfg.model_copy(update={"state_sram_kib": 0})
+    assert cross_frame_state(no_state, qk, 128, 32760, g480) == ((128 + 21) * 32760 * 3, 8 * 2**20)
 
 
 def test_state_note_names_an_unsized_state():
@@ -138,3 +142,37 @@ def test_state_note_names_an_unsized_state():
     assert len(notes) == 1 and notes[0].startswith("qk (fused)") and "D70" in notes[0]
     wide = cfg.model_copy(update={"array_cols": 16})  # one column block holds all 16 keys
     assert state_notes(simulate_trace(tr, wide), tr, wide) == []
+
+
+def test_delta_fused_qk_class_state_by_hand():
+    """D71: the delta organisation's fused qk carries one value per axis class; the f class's in the state SRAM,
+    the w class's inside the pool in the combine lane's register."""
+    from algo.trace import Group, OpRecord, Trace, pack_decisions
+
+    cfg = _cfg().model_copy(update={"organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2,
+                                    "state_sram_kib": 1})
+    C, P, R_ = 0, 1, 2  # noqa: N806  COMPUTE, PARTIAL, REUSE
+    w_pos = np.tile(np.arange(4), 4)  # grid (2, 2, 4): w of each raster token
+    dec = np.zeros((16, 2), dtype=np.int8)
+    dec[:8, 0] = np.where(w_pos[:8] == 0, C, R_)  # frame 0: t group (w axis) REUSEs after each row's first
+    dec[8:, 0] = np.where(w_pos[8:] == 0, C, P)  # frame 1: PARTIAL after each row's first
+    dec[8:, 1] = R_  # frame 1: h group (f axis) REUSEs frame 0's
+    qk_groups = [Group(0, 4, "w", "t"), Group(4, 8, "f", "h")]
+    pv_groups = [Group(0, 8, "f"), Group(8, 16, "f")]
+    ops = [OpRecord("qk", 0, 0, None, None, qk_groups, (0.0, 0.0), dims=(1, 16, 8, 16),
+                    decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),)),
+           OpRecord("pv", 0, 0, None, None, pv_groups, (0.0, 0.0), x_signed=False, dims=(1, 16, 16, 8),
+                    decisions=pack_decisions(np.zeros((16, 2), np.int8))[None, None], thetas=((0.0, 0.0),))]
+    res = simulate_trace(Trace(grid=GRID, ops=ops, model="test", size="test", weights="none"), cfg)
+    qk = res["per_op"][0]["actions"]
+    yb, n = 3, 16  # Y's bound 8 x 255 x 128 = 261,120 < 2^18: 19 bits -> 3 bytes; 16 keys
+    # f class: frame 1's 8 tokens read S_f[nb]; frame 0's 8 tokens write it for them: the state SRAM.
+    assert qk["sram_state_read_bytes"] == 8 * n * yb and qk["sram_state_write_bytes"] == 8 * n * yb
+    # w class: one pool is a whole frame (8 positions), so every w neighbour is in the pool: no SRAM access;
+    # the 12 tokens with w >= 1 take S_w[t - 1] from the combine lane's register (acc bits each).
+    assert qk["combine_reg_bits"] == 12 * n * cfg.acc_bits
+    # D traffic in the partial-sum SRAM: the non-REUSE (token, group) pairs: w class 2 + 8, f class 8.
+    assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * yb
+    # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
+    assert qk["combine_add"] == (6 + 16) * n
+    assert res["energy_breakdown_pj"]["sram_state"] > 0 and res["dense_energy_breakdown_pj"]["sram_state"] == 0

@@ -73,11 +73,54 @@ def delta_edge(t, grid, axis):
     return {"f": f, "h": h, "w": w}[axis] == 0
 
 
-def test_differences_need_one_axis():
+def test_differences_refuse_a_neighbourless_reuse():
     X = np.zeros((4, 4), np.int8)  # noqa: N806
-    with pytest.raises(ValueError, match="one reuse axis"):
-        differences(X, (1, 2, 2), [(0, 2, "w"), (2, 4, "h")], np.zeros((4, 2), np.int8))
+    dec = np.zeros((4, 2), np.int8)
+    dec[0, 1] = REUSE  # token 0 has no h neighbour
+    with pytest.raises(ValueError, match="without a neighbour"):  # the golden model refuses it first
+        differences(X, (1, 2, 2), [(0, 2, "w"), (2, 4, "h")], dec)
     assert not delta.eligible([(0, 2, "w"), (2, 4, "f")]) and delta.eligible(block_groups(64))
+    assert delta.classes([(0, 2, "w"), (2, 3, "f"), (3, 4, "f"), (4, 6, "w")]) == [("w", [0, 3]), ("f", [1, 2])]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_axis_classes_bit_exact_against_golden(seed):
+    """D71: qk-like groups on two or three axes, one carried value per class, through the band-tiles."""
+    rng = np.random.default_rng(100 + seed)
+    grid = (int(rng.integers(2, 4)), int(rng.integers(1, 4)), int(rng.integers(2, 6)))
+    a, b = int(rng.integers(2, 7)), int(rng.integers(2, 7))
+    K, N = a + b + int(rng.integers(2, 7)), int(rng.integers(1, 8))  # noqa: N806
+    axes = ("w", "f", "f") if seed % 3 else ("w", "h", "f")
+    groups = [(0, a, axes[0]), (a, a + b, axes[1]), (a + b, K, axes[2])]
+    X = _field(rng, grid, K, "f", seed % 2 == 1, extreme=seed == 9)  # noqa: N806
+    W = rng.integers(-128, 128, (K, N)).astype(np.int8)  # noqa: N806
+    dec = decide(X, grid, groups, (float(rng.uniform(0, 3)), float(rng.uniform(3, 9))))[0]
+    if seed % 4 == 3:  # scattered: every mix, tokens without a neighbour COMPUTE that group
+        dec = rng.integers(0, 3, dec.shape).astype(np.int8)
+        for g, (_k0, _k1, ax) in enumerate(groups):
+            dec[np.asarray([delta_edge(t, grid, ax) for t in range(dec.shape[0])]), g] = COMPUTE
+    want = apply_decisions(X, W, grid, groups, dec)
+    for rows, brows, fw in ((4, 2, 1), (8, 4, 2), (3, 1, 5)):
+        assert np.array_equal(delta_gemm(X, W, grid, groups, dec, rows, brows, fw), want), (rows, brows, fw)
+
+
+def test_class_combine_and_state_by_hand():
+    # grid (2, 1, 2): tokens 0, 1 (frame 0), 2, 3 (frame 1); groups t (w axis) and h (f axis)
+    groups = [(0, 2, "w"), (2, 4, "f")]
+    dec = np.array([[COMPUTE, COMPUTE], [REUSE, COMPUTE], [COMPUTE, PARTIAL], [PARTIAL, REUSE]], np.int8)
+    # w class (group 0): rows 1, 0, 1, 1; direct: tokens 0 and 2; carried: 1, 3
+    # f class (group 1): rows 1, 1, 1, 0; direct: tokens 0 and 1; carried: 2, 3
+    assert delta.class_terms(dec, groups) == [("w", 3, 2, 2), ("f", 3, 2, 2)]
+    # adds per column: w: token 0: 0, token 1: copies -> 0, token 2: 0, token 3: 1 row + S[nb] -> 1;
+    # f: token 2: 1 row + S[nb] -> 1, token 3 copies -> 0; Y = S_w + S_f: 1 add for each of 4 tokens
+    assert delta.combine_adds_delta(dec, 3, groups) == 3 * (1 + 1 + 4)
+    assert delta.combine_adds_delta(dec[:, :1], 3) == delta.combine_adds_delta(dec[:, :1], 3, groups[:1]) == 3
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    # state SRAM of a fused qk at 480p: f class R N yb, w class F N yb; yb = 3 (128 x 255 x 128 < 2^22)
+    qk = [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]
+    assert delta.state_need_bytes(cfg, (21, 30, 52), 128, 32760, qk) == (128 + 21) * 32760 * 3
+    assert delta.state_need_bytes(cfg, (21, 30, 52), 128, 32760, [(0, 64, "h")]) == 21 * 52 * 32760 * 3
+    assert delta.state_need_bytes(cfg, (21, 30, 52), 128, 32760, qk) <= cfg.state_sram_kib * 1024
 
 
 def test_differences_by_hand():

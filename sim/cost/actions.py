@@ -130,7 +130,7 @@ from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import LINK_BITS, OPERAND_MUX_BITS
 from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
-from sim.timing.delta import eligible as delta_eligible
+from sim.timing.delta import classes as delta_classes
 from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
 
@@ -138,7 +138,7 @@ from sim.timing.dispatch import position_block
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
 ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits")
-SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff")
+SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff", "state")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
@@ -369,7 +369,7 @@ def fused_dram(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, query_
 def empty_actions() -> dict[str, float]:
     """Every action key at zero (so that per-op objects all have the same keys)."""
     keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8", "gather_mux_bits", "combine_add",
-            *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
+            "combine_reg_bits", *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
             "dram_read_bytes", "dram_write_bytes", "vec_fp16_add", "vec_fp16_mult", "vec_int_add", "vec_lut_read",
             "cycles"]
     return {k: 0 for k in keys}
@@ -413,8 +413,9 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         block = position_block(grid, tile_like or groups, R) if cfg.organisation == "lockstep" else R
         npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
-    elif cfg.organisation == "delta" and delta_eligible(groups):  # column-block groups (sim.timing.delta, D68)
-        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name)[1])
+    elif cfg.organisation == "delta":  # column-block groups (sim.timing.delta, D68)
+        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name,
+                                                          n_classes=len(delta_classes(groups)))[1])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
     sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X

@@ -31,7 +31,8 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
 - SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output, partial and score buffers
   (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
-  docs/decisions.md D58), neither in the dense die. Banking (the weight and partial-sum SRAMs in column banks,
+  docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71), none in the dense
+  die. Banking (the weight, partial-sum and state SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
@@ -193,15 +194,17 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
     um2["vector_unit"] = vector_lanes(cfg) * lane
-    for buf in ("input", "weight", "output", "partial", "score", "psum", "peff"):
+    for buf in ("input", "weight", "output", "partial", "score", "psum", "peff", "state"):
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
     if banded:  # the lockstep array's partial-result buffer is not built
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
+    if cfg.organisation != "delta":  # the state SRAM is the delta organisation's (D71)
+        um2["sram_state"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial",
-                                                      "sram_psum", "sram_peff", "band_weight_lanes", "gather_network",
+                                                      "sram_psum", "sram_peff", "sram_state", "band_weight_lanes", "gather_network",
                                                       "combine_unit")) - (um2["array_io_skew"] - dense_io) * 1e-6
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),
             "dense_total_mm2": dense, "breakdown": mm2,

@@ -54,12 +54,20 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
   ``n_cb (Cc + Pc)`` X bytes replaced). A pass after the first re-forms X_eff and the differences from the
   stored decisions: ``2 M K`` input-SRAM reads and ``M K`` subtracts (``sim_add8``) each.
-- Partial-sum SRAM, ``yb`` = `sim.timing.delta.output_bytes` bytes per value, per output column: each drained
-  difference row is written into ``D[t]`` (writes = the non-REUSE (token, group) pairs; reads = those less
-  one per token with any), the chunk's end reads ``D[t]`` (tokens with any) and ``Y[nb]`` (tokens that do
-  not COMPUTE every group) and writes ``Y[t]`` as state where the next token along the axis reads it (it
-  exists and does not COMPUTE every group): writes ``diffs + state``, reads ``diffs + carried``.
-- Combine unit: `sim.timing.delta.combine_adds_delta`.
+- Partial-sum SRAM, ``yb`` = `sim.timing.delta.output_bytes` bytes per value, per output column and per axis
+  class (`sim.timing.delta.classes`, D71; one class on every op but ``qk``): each drained difference row is
+  written into ``D[t]`` (writes = the class's non-REUSE (token, group) pairs; reads = those less one per token
+  with any), the chunk's end reads ``D[t]`` (tokens with any) and ``S[nb]`` (tokens that do not COMPUTE every
+  group of the class) and writes ``S[t]`` as state where the next token along the class's axis reads it (it
+  exists and does not COMPUTE every group of the class): writes ``diffs + state``, reads ``diffs + carried``.
+  On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
+  (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
+  partial-sum SRAM. The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
+  (or the successor) lies in the same pool -- a ``w`` or ``h`` class's previous position inside the pool's R
+  positions -- its ``S`` is still in the lane's register: that read or write is no SRAM access but one
+  acc-bit register write per value (``combine_reg_bits``, `in_pool`); an ``f`` class's neighbour is always in
+  another pool.
+- Combine unit: `sim.timing.delta.combine_adds_delta` (with ``classes - 1`` adds per token for ``Y = Σ S``).
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
-from sim.timing.delta import DIFF_BITS, combine_adds_delta, output_bytes, token_terms
+from sim.timing.delta import DIFF_BITS, classes, combine_adds_delta, output_bytes, token_terms
 
 
 def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
@@ -101,26 +109,53 @@ def delta_successor_reads(dec: np.ndarray, grid, axis: str) -> np.ndarray:
     return successor_reads(whole, grid, [(0, 1, axis)])[:, 0]
 
 
+def in_pool(grid, axis: str, rows: int) -> np.ndarray:
+    """bool ``[M]`` (raster tokens of ``grid``): the token's neighbour along ``axis`` lies in the same pool of
+    ``rows`` raster positions of its frame (`sim.timing.compact` pools), so the combine lane still holds its
+    carried value (module docstring); False on ``f`` and for tokens without a neighbour."""
+    F, H, W = grid  # noqa: N806
+    p = np.tile(np.arange(H * W), F)
+    step = {"w": 1, "h": W}.get(axis)
+    if step is None:
+        return np.zeros(F * H * W, dtype=bool)
+    has = (p % W >= 1) if axis == "w" else (p >= W)
+    return has & ((p - step) // rows == p // rows)
+
+
 def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803
-                 grid) -> None:
-    """Add the delta organisation's own counts of one batch element to ``a`` (module docstring)."""
+                 grid, cfg_rows: int, acc: int, state_buffer: bool = False) -> None:
+    """Add the delta organisation's own counts of one batch element to ``a`` (module docstring); ``cfg_rows``:
+    positions per pool (the array's rows), ``acc``: accumulator bits."""
     K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
     M = dec.shape[0]  # noqa: N806
     yb = output_bytes(K)
-    diffs, _direct, carried = token_terms(dec)
-    state = int(delta_successor_reads(dec, grid, groups[0][2]).sum())
+    carry = "sram_state" if state_buffer else "sram_psum"
+    F, H, W = grid  # noqa: N806
+    for axis, idx in classes(groups):
+        d = dec[:, idx]
+        diffs, _direct, _carried = token_terms(d)
+        near = in_pool(grid, axis, cfg_rows)  # the neighbour's value is still in the combine lane
+        reads = ~(d == COMPUTE).all(axis=1)  # tokens that read S[nb]
+        succ = delta_successor_reads(d, grid, axis)  # tokens whose S a successor reads
+        succ_near = np.zeros_like(near)  # ... from inside the same pool
+        shift = {"w": 1, "h": W}.get(axis, 0)
+        if shift:
+            succ_near[:-shift] = near[shift:]
+        a["sram_psum_write_bytes"] += diffs * N * yb
+        a["sram_psum_read_bytes"] += diffs * N * yb
+        a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb
+        a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * yb
+        a["combine_reg_bits"] += int((reads & near).sum()) * N * acc
     a["mac8"] += N * (cc + -(-pc // 2))
     a["mac4"] += N * (pc // 2)
-    a["sram_psum_write_bytes"] += (diffs + state) * N * yb
-    a["sram_psum_read_bytes"] += (diffs + carried) * N * yb
-    a["combine_add"] += combine_adds_delta(dec, N)
+    a["combine_add"] += combine_adds_delta(dec, N, groups)
     a["sram_input_write_bytes"] += math.ceil(passes * (cc + pc) * DIFF_BITS / 8)
     a["sram_input_read_bytes"] += math.ceil(n_cb * (cc + pc) * DIFF_BITS / 8) + (passes - 1) * 2 * M * K
     a["sim_add8"] += (passes - 1) * M * K
 
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
-                    cfg: AcceleratorConfig, grid, delta_blocks: int | None = None) -> dict:
+                    cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -130,7 +165,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             ``(slots, group, n_compute, n_partial)`` arrays of `sim.timing.compact.compact_tiles`; grid: the op's
             ``(F, H, W)`` (the neighbour state's successors, `successor_reads`).
         delta_blocks: the delta organisation's column blocks per group ``s`` (`sim.timing.delta.plan`) on an op it
-            runs in the delta form; None = the compact rules.
+            runs in the delta form; None = the compact rules. state_buffer: a fused score op's carried values go to
+            the state SRAM (delta only, module docstring).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -140,6 +176,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
     keys = ("pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
             "sram_psum_write_bytes", "sram_partial_read_bytes", "sram_partial_write_bytes", "combine_add",
+            "combine_reg_bits",
             "dispatch_add8")
     for k in keys:
         a[k] = 0
@@ -168,7 +205,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
-            _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid)
+            _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid, cfg.array_rows, acc,
+                         state_buffer)
             continue
         array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)

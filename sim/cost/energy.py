@@ -18,7 +18,8 @@ or a bit width of the RTL):
   lanes is built as C column banks and an access is charged at a bank of ``kib / C``: the weight SRAM (W[k, c]
   only ever enters column c, in the dense array, the lockstep array and every band of the compact
   organisation alike; docs/decisions.md D58) and the compact organisation's partial-sum SRAM (a column's
-  partials are only touched by its own combine lanes, D50). The other buffers are charged whole (the input
+  partials are only touched by its own combine lanes, D50), and the delta organisation's state SRAM (the carried
+  value of key column n is only touched by the combine lanes of column n mod C, D71). The other buffers are charged whole (the input
   SRAM feeds any row through the scheduler's order or the gather network; the output, score and P_eff buffers
   are read by the vector and similarity units' lanes across columns).
 - DRAM: ``dram_byte`` per byte read or written.
@@ -46,7 +47,7 @@ from pathlib import Path
 
 from hw.config import AcceleratorConfig
 from hw.pe import LO_BITS, SPLIT_MULT_FRACTION, W_BITS
-from sim.cost.actions import SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
+from sim.cost.actions import FUSED_PAIRS, SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
@@ -57,7 +58,7 @@ from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
 MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
 
 #: Buffers built as ``array_cols`` column banks, an access charged at one bank's size (module docstring).
-COLUMN_BANKED = ("weight", "psum")
+COLUMN_BANKED = ("weight", "psum", "state")
 
 COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
               *(f"sram_{b}" for b in SRAM_BUFFERS),
@@ -86,6 +87,7 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "sim_add8": ("dispatcher", a8),
         "gather_mux_bits": ("gather_network", mux),  # sim.cost.compact_actions
         "combine_add": ("combine_unit", tech.e("add32") * cfg.acc_bits / 32),
+        "combine_reg_bits": ("combine_unit", reg),  # sim.cost.compact_actions (delta: a class value kept in a lane)
         "dispatch_add8": ("dispatcher", a8),
         "dram_read_bytes": ("dram", tech.e("dram_byte")),
         "dram_write_bytes": ("dram", tech.e("dram_byte")),
@@ -136,7 +138,8 @@ class EnergyModel:
         a = op_actions(t.name, decisions, grid, groups, t.M, t.K, t.N, b_msb, self.cfg, t.cycles, fused=fused)
         if t.compact is not None:  # the compact organisation's array (sim.timing.compact)
             blocks = t.compact["col_blocks"] if t.compact.get("delta") else None  # sim.timing.delta
-            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks)
+            state = bool(fused and t.name in FUSED_PAIRS and self.cfg.state_sram_kib)  # D71: qk's carried values
+            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks, state)
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

@@ -186,14 +186,14 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
-    # the delta organisation's form (sim.timing.delta) on ops whose groups share one axis; else compact's
-    delta = cfg.organisation == "delta" and delta_rules.eligible(groups)
+    # the delta organisation's form (sim.timing.delta): one carried value per axis class on every op
+    delta = cfg.organisation == "delta"
     score_op = fused and op.name in FUSED_PAIRS
     n_cb = -(-op.N // cfg.array_cols)
     try:
         # a fused score op's scores must be complete per query tile (the softmax follows): one frame per chunk
         if delta:
-            fw, s = delta_rules.plan(cfg, grid[0], op.K, op.N, score_op, op.name)
+            fw, s = delta_rules.plan(cfg, grid[0], op.K, op.N, score_op, op.name, len(delta_rules.classes(groups)))
         else:
             fw, s = chunk_frames(cfg, grid[0], op.K, op.N, groups, score_op, op.name), 1
     except CompactError as err:
@@ -204,7 +204,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         if delta:  # each band-tile issues for the s column blocks of its group in turn
             seqs.append(delta_rules.issue_order(t[0], n_cb, s))
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
-            adds += delta_rules.combine_adds_delta(dec, op.N)
+            adds += delta_rules.combine_adds_delta(dec, op.N, groups)
         else:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))

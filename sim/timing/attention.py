@@ -186,35 +186,34 @@ def fused_memory(qk: tuple[OpTiming, OpActions], pv: tuple[OpTiming, OpActions],
     return out[0], out[1]
 
 
-def cross_frame_state(cfg: AcceleratorConfig, groups, K: int, N: int) -> tuple[int, int]:  # noqa: N803
-    """``(need, holds)`` in bytes: the neighbour state that a fused score op's temporal (axis ``f``) channel
-    groups carry from one query tile to the same positions' tile of the next frame, and what the organisation
-    has on chip for it (docs/decisions.md D70). ``(0, 0)`` when no group reuses along ``f``.
+def cross_frame_state(cfg: AcceleratorConfig, groups, K: int, N: int, grid) -> tuple[int, int]:  # noqa: N803
+    """``(need, holds)`` in bytes: the neighbour state that a fused score op's channel groups carry from one query
+    tile to the next tiles that read it, and what the organisation has on chip for it (docs/decisions.md D70).
+    ``(0, 0)`` for lockstep and compact when no group reuses along ``f``.
 
-    Fused attention issues query tiles position block by position block, frames innermost (the P_eff state of
+    Fused attention issues query tiles position block by position block with frames innermost (the P_eff state of
     pv is the previous frame's P of the same positions, `fits_score_buffer`), and each tile runs its score op
     over **all** ``N`` key columns before the softmax. So the state of the f-axis groups spans every key:
     ``R x N`` (query row, key) pairs, not one column block's ``R x C``:
 
-    - ``lockstep`` and ``compact`` (and ``delta`` on an op whose groups do not all share one axis, which it runs
-      as compact): per f-axis group, the chain's msb partial and its total (what a PARTIAL and a REUSE
-      successor read), `sim.timing.compact.partial_bytes` each: ``R N G_f 2 pb``. Lockstep holds them in the
-      PEs' partial registers, one column block at a time (``R min(C, N) G_f 2 pb``); compact in the
+    - ``lockstep`` and ``compact``: per f-axis group, the chain's msb partial and its total (what a PARTIAL and a
+      REUSE successor read), `sim.timing.compact.partial_bytes` each: ``R N G_f 2 pb``. Lockstep holds them in
+      the PEs' partial registers, one column block at a time (``R min(C, N) G_f 2 pb``); compact in the
       partial-sum SRAM (``psum_sram_kib``).
-    - ``delta`` on an op whose groups all reuse along ``f``: one carried output per (row, key),
-      ``R N output_bytes(K)``, in the partial-sum SRAM.
+    - ``delta``: one carried value per axis class (`sim.timing.delta.state_need_bytes`, D71), in the state SRAM
+      (``state_sram_kib``; the partial-sum SRAM on a config without one).
 
-    Shapes: ``groups`` ``(k0, k1, axis)`` triples; K channels, N keys. Pure arithmetic, no errors raised.
+    Shapes: ``groups`` ``(k0, k1, axis)`` triples; K channels, N keys, grid ``(F, H, W)``. No errors raised.
     """
     from sim.timing.compact import partial_bytes
-    from sim.timing.delta import eligible, output_bytes
+    from sim.timing.delta import state_need_bytes
 
+    if cfg.organisation == "delta":
+        return state_need_bytes(cfg, grid, K, N, groups), (cfg.state_sram_kib or cfg.psum_sram_kib) * 1024
     g_f = sum(1 for g in groups if g[2] == "f")
     if not g_f:
         return 0, 0
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
-    if cfg.organisation == "delta" and eligible(groups):
-        return R * N * output_bytes(K), cfg.psum_sram_kib * 1024
     per = g_f * 2 * partial_bytes(groups)
     if cfg.organisation == "lockstep":
         return R * N * per, R * min(C, N) * per

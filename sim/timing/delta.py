@@ -16,11 +16,22 @@ compact organisation keeps, per (position, group, output column), the chain's ms
 successor may REUSE or be PARTIAL in any group); here the state is Y itself: one value per (position,
 output column), G times less, and the combine unit adds differences instead of per-group partials.
 
-Which ops (`eligible`): those whose channel groups all share one axis -- every linear op, ``pv``,
-``cross_qk``, ``cross_pv`` (temporal blocks, `algo.reuse.golden.block_groups`). ``qk``'s RoPE groups reuse
-along ``w`` and ``f`` (two neighbours), so ``qk`` runs exactly as in the compact organisation.
+Axis classes (`classes`, docs/decisions.md D71). The identity needs one neighbour, so it is applied per *axis
+class*, the groups that reuse along one axis: ``S_a[t] = S_a[nb_a] + sum over g in a not REUSE of
+(X_eff[t, g] - X_eff[nb_a, g]) W[g]`` (``S_a[t]`` alone from X in the direct form, every group of a COMPUTE), and
+``Y[t] = sum_a S_a[t]``. Every op of a block but ``qk`` has one class (`eligible`: the single-carry form above);
+``qk``'s RoPE groups form two (t on ``w``; h and w on ``f``), so it carries two values per (token, column)
+instead of compact's msb partial and total per group.
 
-Timing (eligible ops): `sim.timing.compact`'s queues, band-tiles and bands -- a PARTIAL band-tile still
+Where the carried values live. An op that is not a fused score op keeps them, per chunk, in the partial-sum
+SRAM (`psum_need_bytes`, one set per class). A fused score op (``qk``) runs one query tile over **every** key
+before the softmax, position block by position block with frames innermost (sim/timing/attention.py), so its
+classes' carried values span all ``N`` keys (D70): the state SRAM (``state_sram_kib``, `state_need_bytes`)
+holds, per class, what the next query tile reads -- an ``f`` class the tile's ``R x N`` values, a ``w`` class
+the row of the pool's last position for each frame (``F x N``: the next pool of the same frame, F tiles later,
+starts there), an ``h`` class its last image row (``F x W x N``).
+
+Timing (every op): `sim.timing.compact`'s queues, band-tiles and bands -- a PARTIAL band-tile still
 pairs two channels per slot (`paired_product`: one 5-bit signed difference on the split multiplier's signed
 high half, the other on its 4-bit unsigned low half plus a sign correction ``-16 w`` when it is negative) --
 with one change:
@@ -35,7 +46,7 @@ with one change:
 Partial-sum SRAM of one chunk (`psum_need_bytes`), ``s`` column blocks of ``c = min(C, N)`` outputs:
 the difference sums ``D[t]`` of the chunk's tokens, double-buffered (``2 Fw R s c yb``), the carried
 ``Y`` of the pool's positions (``R s c yb``) and the queued difference rows (``R / B x K`` 9-bit values),
-``yb`` = `output_bytes` (Y's exact bound, signed).
+``yb`` = `output_bytes` (Y's exact bound, signed); with several axis classes, a ``D`` and a carried set per class.
 
 Combine unit: each drained band-tile row (a token's difference sum of one group, C outputs) is added into
 ``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
@@ -67,9 +78,27 @@ def paired_product(da: int, db: int, wa: int, wb: int) -> int:
     return da * wa + (db & 15) * wb - (16 * wb if db < 0 else 0)
 
 
+def classes(groups) -> list[tuple[str, list[int]]]:
+    """The op's axis classes (module docstring): ``(axis, group indices)`` per reuse axis, in the order the axes
+    first appear in ``groups`` (``(k0, k1, axis)`` triples)."""
+    out: dict[str, list[int]] = {}
+    for g, (_k0, _k1, ax) in enumerate(groups):
+        out.setdefault(ax, []).append(g)
+    return list(out.items())
+
+
 def eligible(groups) -> bool:
-    """True when every channel group reuses along the same axis (module docstring)."""
-    return len({ax for _k0, _k1, ax in groups}) == 1
+    """True when every channel group reuses along the same axis: one class, the single-carry form (module
+    docstring)."""
+    return len(classes(groups)) == 1
+
+
+def state_need_bytes(cfg: AcceleratorConfig, grid, K: int, N: int, groups) -> int:  # noqa: N803
+    """State-SRAM bytes a fused score op's classes carry from one query tile to the next (module docstring):
+    ``R N yb`` for an ``f`` class, ``F N yb`` for ``w``, ``F W N yb`` for ``h``; ``yb`` = `output_bytes` (K)."""
+    F, _H, W = grid  # noqa: N806
+    rows = {"f": cfg.array_rows, "w": F, "h": F * W}
+    return sum(rows[ax] for ax, _ in classes(groups)) * N * output_bytes(K)
 
 
 def output_bytes(K: int) -> int:  # noqa: N803
@@ -77,18 +106,19 @@ def output_bytes(K: int) -> int:  # noqa: N803
     return -(-((K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
 
 
-def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int, N: int) -> int:  # noqa: N803
+def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int, N: int,  # noqa: N803
+                    n_classes: int = 1) -> int:
     """Partial-sum SRAM bytes of one chunk of ``frames`` frames over ``col_blocks`` column blocks
-    (module docstring)."""
+    (module docstring), ``n_classes`` axis classes each with its own ``D`` and carried values."""
     R = cfg.array_rows  # noqa: N806
-    outs = R * col_blocks * min(cfg.array_cols, N) * output_bytes(K)
+    outs = R * col_blocks * min(cfg.array_cols, N) * output_bytes(K) * n_classes
     return 2 * frames * outs + outs + math.ceil(band_rows(cfg) * K * DIFF_BITS / 8)
 
 
 def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  # noqa: N803
-         name: str = "op") -> tuple[int, int]:
+         name: str = "op", n_classes: int = 1) -> tuple[int, int]:
     """``(Fw, s)``: frames per chunk and column blocks per group (module docstring). ``fused``: a fused
-    score op, one frame per chunk.
+    score op, one frame per chunk; ``n_classes``: the op's axis classes (`classes`).
 
     Raises:
         CompactError: not even one frame of one column block fits the partial-sum SRAM.
@@ -97,9 +127,9 @@ def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  #
     n_cb = -(-N // cfg.array_cols)
     s_w = max(1, cfg.weight_sram_kib * 1024 // (K * min(N, cfg.array_cols)))
     s = min(n_cb, s_w)
-    while s > 1 and psum_need_bytes(cfg, 1, s, K, N) > cap:
+    while s > 1 and psum_need_bytes(cfg, 1, s, K, N, n_classes) > cap:
         s -= 1
-    fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N), fused,
+    fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N, n_classes), fused,
                          f"{name} (K = {K}, N = {N}, {s} column block{'s' if s > 1 else ''})")
     return fw, s
 
@@ -126,12 +156,22 @@ def token_terms(dec: np.ndarray) -> tuple[int, int, int]:
     return diffs, direct, dec.shape[0] - direct
 
 
-def combine_adds_delta(dec: np.ndarray, N: int) -> int:  # noqa: N803
-    """Combine-unit adds of one GEMM (module docstring), per output column times N: ``D[t]`` takes
-    ``n_t - 1`` adds for n_t difference rows, and ``Y[nb] + D[t]`` one more where t reads ``Y[nb]`` and
-    has at least one difference (a token that REUSEs every group copies ``Y[nb]``)."""
+def class_terms(dec: np.ndarray, groups) -> list[tuple[str, int, int, int]]:
+    """``(axis, differences, direct, carried)`` of each axis class (`classes`, `token_terms` on its groups)."""
     dec = np.asarray(dec)
-    n = (dec != REUSE).sum(axis=1)
-    carried = ~(dec == COMPUTE).all(axis=1)
-    adds = np.maximum(n - 1, 0) + (carried & (n > 0))
-    return int(N * int(adds.sum()))
+    return [(ax, *token_terms(dec[:, idx])) for ax, idx in classes(groups)]
+
+
+def combine_adds_delta(dec: np.ndarray, N: int, groups=None) -> int:  # noqa: N803
+    """Combine-unit adds of one GEMM (module docstring), per output column times N, per axis class (``groups``;
+    None = one class): ``D[t]`` takes ``n_t - 1`` adds for n_t difference rows, and ``S[nb] + D[t]`` one more
+    where t reads ``S[nb]`` and has at least one difference (a token that REUSEs every group of the class
+    copies ``S[nb]``); ``Y[t] = sum_a S_a[t]`` adds ``classes - 1`` per token."""
+    dec = np.asarray(dec)
+    parts = [dec] if groups is None else [dec[:, idx] for _ax, idx in classes(groups)]
+    adds = dec.shape[0] * (len(parts) - 1)
+    for d in parts:
+        n = (d != REUSE).sum(axis=1)
+        carried = ~(d == COMPUTE).all(axis=1)
+        adds += int((np.maximum(n - 1, 0) + (carried & (n > 0))).sum())
+    return int(N * adds)

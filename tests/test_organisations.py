@@ -176,14 +176,15 @@ def test_compact_actions_hand_counts():
     # Cc = 64, Pc = 48 (token, channel) pairs; Cg = 8, Pg = 6, Rg = 18 (token, group) pairs
     assert c["mac8"] == 64 * 8 and c["mac4"] == 48 * 8
     # PE (hw/compact_pe.py): band-tiles [8 slots x 4 COMPUTE rows] x 2, [4 slots x 4 PARTIAL rows] (paired),
-    # [4 slots x 2 PARTIAL rows]: PARTIAL row-slots Ps = 16 + 8 = 24; a COMPUTE row-slot adds 3 times (halves,
-    # acc, accm), a PARTIAL one twice; acc writes 2 per COMPUTE row-slot, 1 per PARTIAL one, + out per row
-    # (14) and out_m per COMPUTE row (8), per column; 60 product-path mux bits per active row-slot; 39 lane
-    # bits per PE and slot over a band's 4 rows
-    assert c["pe_add"] == 8 * (3 * 64 + 2 * 24)
+    # [4 slots x 2 PARTIAL rows] (paired too: half width): PARTIAL row-slots Ps = 16 + 8 = 24; a COMPUTE
+    # row-slot adds into acc and accm, a PARTIAL one into acc, and every active row-slot uses the 18-bit halves'
+    # adder; acc writes 2 per COMPUTE row-slot, 1 per PARTIAL one, + out per row (14) and out_m per COMPUTE row
+    # (8), per column; 60 product-path mux bits per active row-slot; 39 lane bits per PE and slot over a band's
+    # 4 rows, of which x_b and w_b (9 + 8) only in the two paired band-tiles (D24's rule)
+    assert c["pe_add"] == 8 * (2 * 64 + 24) and c["pe_add_half"] == 8 * (64 + 24) and c["pe_add_corr"] == 0
     assert c["pe_reg_bits"] == cfg.acc_bits * (8 * (2 * 64 + 24) + (14 + 8) * 8)
     assert c["pe_mux_bits"] == 8 * (64 + 24) * 60
-    assert c["pipe_reg_bits"] == (8 + 8 + 4 + 4) * 4 * 8 * 39
+    assert c["pipe_reg_bits"] == (8 + 8 + 4 + 4) * 4 * 8 * (39 - 17) + (4 + 4) * 4 * 8 * 17
     assert c["combine_add"] == 8 * (32 + 6) == combine_adds(dec, 8)
     # neighbour state (D58): frame 0's 8 COMPUTEs all have a non-COMPUTE successor (frame 1 has no COMPUTE),
     # Cs = 8; of the 6 PARTIALs the 4 in frames 1 and 2 have a REUSE successor, Ps = 4 (frame 3 has none).
@@ -194,6 +195,12 @@ def test_compact_actions_hand_counts():
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8  # 4 band-tiles x |g| x C
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
+    # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,
+    # the 13-bit sign correction on each PARTIAL row-slot; acc writes per active row-slot + out per row (14)
+    d = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, delta_blocks=1)
+    assert d["pe_add"] == d["pe_add_half"] == 8 * (64 + 24) and d["pe_add_corr"] == 8 * 24
+    assert d["pe_reg_bits"] == cfg.acc_bits * (8 * (64 + 24) + 14 * 8)
+    assert d["pipe_reg_bits"] == c["pipe_reg_bits"]
 
 
 def test_compact_area_rules():

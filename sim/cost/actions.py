@@ -137,7 +137,8 @@ from sim.timing.dispatch import position_block
 #: Pass-through register bits of a plain int8 output-stationary MAC PE: x (8), w (8), valid, last.
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
-ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits")
+ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits",
+                 "pipe_reg_bits")
 SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff", "state")
 
 

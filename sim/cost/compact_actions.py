@@ -9,14 +9,16 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
 
 - PE (hw/compact_pe.py; no per-group partial registers: a band-tile row accumulates one group's partial
   in ``acc``, a COMPUTE row its msb partial in ``accm`` too), with Ps = PARTIAL row-slots (Σ over band-tiles
-  of its PARTIAL rows x its slots: a paired slot carries two channels): ``pe_add`` = N (3 Cc + 2 Ps)
-  (a COMPUTE row-slot: the halves' adder, ``acc`` and ``accm``; a PARTIAL one: the halves' adder and
-  ``acc``); ``pe_reg_bits`` = acc x (N (2 Cc + Ps) accumulator writes + one ``out`` write per band-tile row
+  of its PARTIAL rows x its slots: a paired slot carries two channels): ``pe_add`` = N (2 Cc + Ps)
+  acc-bit adds (a COMPUTE row-slot: ``acc`` and ``accm``; a PARTIAL one: ``acc``) and ``pe_add_half`` =
+  N (Cc + Ps) adds of the 18-bit halves' adder (`sim.cost.energy.HALF_ADD_BITS`); ``pe_reg_bits`` = acc x (N (2 Cc + Ps) accumulator writes + one ``out`` write per band-tile row
   and column, and one ``out_m`` write per COMPUTE row and column); ``pe_mux_bits`` =
   `sim.cost.area.COMPACT_PRODUCT_MUX_BITS` per active row-slot and column (the product path's selects and
   gates; the accumulators' ``first`` gates are not charged, as the lockstep PE's ``clear`` gates are not);
-  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x the compact PE's lane bits (39) x n_cb (a band's
-  slots pass only its R/B rows).
+  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x the compact PE's lane bits x n_cb (a band's
+  slots pass only its R/B rows), where the second channel's lanes (``x_b``, ``w_b``: 17 of the 39 bits) count
+  only in PAIRED band-tiles (all rows PARTIAL at half width): elsewhere the controller holds them constant and
+  they are taken as clock-gated, the lockstep array's rule (D24, `sim.cost.actions`).
 - Gather network (``gather_mux_bits``): every operand byte a band-tile row receives passes an R:1
   byte crossbar from the input SRAM's row ports (any token to any row): 8 log2(R) 2:1 mux bits per
   byte, bytes = n_cb (Cc + Pc).
@@ -46,7 +48,8 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   the accumulate); a PARTIAL pair (`sim.timing.delta.paired_product`) puts one channel on the 5-bit signed
   high half, charged as ``mac8`` (an over-count: the split multiplier's whole 72/64), and the other on the
   4-bit low half (``mac4``), with 3 adds per PARTIAL row-slot (the halves' sum, the sign correction, the
-  accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (2 Cc + 3 Ps)
+  accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (Cc + Ps) acc-bit
+  accumulates, ``pe_add_half`` = N (Cc + Ps), ``pe_add_corr`` = N Ps (13 bits, `sim.cost.energy.CORR_ADD_BITS`)
   with Ps the PARTIAL row-slots; ``pe_reg_bits`` = acc (N (Cc + Ps) accumulator writes + one ``out`` per
   band-tile row and column); operand selects and lanes as compact's.
 - Operands: the similarity unit forms each needed (token, channel)'s 9-bit difference once per X pass
@@ -174,7 +177,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     pb = partial_bytes(groups)
     lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
-    keys = ("pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
+    b_bits = cpe_lane_bits(cfg, ("x_b", "w_b"))  # the second channel's lanes: PAIRED band-tiles only (D24's rule)
+    keys = ("pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
             "sram_psum_write_bytes", "sram_partial_read_bytes", "sram_partial_write_bytes", "combine_add",
             "combine_reg_bits",
             "dispatch_add8")
@@ -192,14 +196,18 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         cg, pg, rg = (int((dec == v).sum()) for v in (COMPUTE, PARTIAL, REUSE))
         rows_out = int((nc + npart).sum()) * n_cb  # band-tile rows, all column blocks
         ps = int((npart * slots).sum())  # PARTIAL row-slots
-        if delta_blocks is not None:  # one accumulator; a PAIRED slot adds its sign correction (module docstring)
-            a["pe_add"] += N * (2 * cc + 3 * ps)
+        a["pe_add_half"] += N * (cc + ps)  # the halves' adder on every active row-slot
+        if delta_blocks is not None:  # one accumulator; a PARTIAL row-slot adds its sign correction (module docstring)
+            a["pe_add"] += N * (cc + ps)
+            a["pe_add_corr"] += N * ps
             a["pe_reg_bits"] += acc * (N * (cc + ps) + rows_out * min(C, N))
         else:
-            a["pe_add"] += N * (3 * cc + 2 * ps)
+            a["pe_add"] += N * (2 * cc + ps)
             a["pe_reg_bits"] += acc * (N * (2 * cc + ps) + (rows_out + int(nc.sum()) * n_cb) * min(C, N))
         a["pe_mux_bits"] += N * (cc + ps) * COMPACT_PRODUCT_MUX_BITS
-        a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * lane_bits * n_cb
+        paired = (nc == 0) & (npart > 0) & (widths[grp] > 1) & (slots == (widths[grp] + 1) // 2)  # two channels a slot
+        lane_slots = int(slots.sum()) * (lane_bits - b_bits) + int(slots[paired].sum()) * b_bits
+        a["pipe_reg_bits"] += lane_slots * band_rows(cfg) * C * n_cb
         bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb

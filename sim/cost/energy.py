@@ -7,7 +7,11 @@ or a bit width of the RTL):
   partial-product bits against 64 for an 8x8 multiplier (energy taken proportional to the
   partial-product array). ``mac4``: ``mult8 x 32/64`` (the 4x8 low half alone). ``mac8_plain``:
   ``mult8`` (the dense baseline's plain multiplier).
-- ``pe_add``: ``add32 x acc_bits / 32`` (ripple energy linear in width).
+- ``pe_add``: ``add32 x acc_bits / 32`` (ripple energy linear in width). The compact and delta PEs' narrower
+  adders at their RTL widths (`sim.cost.compact_actions`): ``pe_add_half``, the split multiplier's halves'
+  adder, ``add32 x HALF_ADD_BITS / 32`` (hw/compact_pe.py ``add``: X_BITS + W_BITS + 1 = 18 bits);
+  ``pe_add_corr``, the delta PE's PAIRED sign correction, ``add32 x CORR_ADD_BITS / 32`` (W_BITS + LO_BITS + 1
+  = 13 bits, `sim.cost.area.delta_pe_extra`).
 - ``pe_reg_bits``, ``pipe_reg_bits``: ``reg_bit`` each; ``pe_mux_bits``: ``mux2_bit`` each.
 - ``sim_add8``, ``dispatch_add8``: ``add8`` each.
 - SRAM: bytes / 8 = 64-bit accesses, each at the energy of an array of the buffer's size,
@@ -46,7 +50,7 @@ import math
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, SPLIT_MULT_FRACTION, W_BITS
+from hw.pe import LO_BITS, SPLIT_MULT_FRACTION, W_BITS, X_BITS
 from sim.cost.actions import FUSED_PAIRS, SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
@@ -56,6 +60,11 @@ from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
 MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
+
+#: Bits of the compact and delta PEs' halves' adder (hw/compact_pe.py ``add``) and of the delta PE's sign
+#: correction adder (docs/decisions.md D68).
+HALF_ADD_BITS = X_BITS + W_BITS + 1
+CORR_ADD_BITS = W_BITS + LO_BITS + 1
 
 #: Buffers built as ``array_cols`` column banks, an access charged at one bank's size (module docstring).
 COLUMN_BANKED = ("weight", "psum", "state")
@@ -81,6 +90,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "mac4": ("array_macs", m8 * MAC4_FRACTION),
         "mac8_plain": ("array_macs", m8),
         "pe_add": ("array_macs", tech.e("add32") * cfg.acc_bits / 32),
+        "pe_add_half": ("array_macs", tech.e("add32") * HALF_ADD_BITS / 32),
+        "pe_add_corr": ("array_macs", tech.e("add32") * CORR_ADD_BITS / 32),
         "pe_reg_bits": ("pe_registers", reg),
         "pipe_reg_bits": ("pe_registers", reg),
         "pe_mux_bits": ("pe_muxes", mux),

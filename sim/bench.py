@@ -509,14 +509,12 @@ def _print_rtl(r: dict) -> None:
               f"{'cycles per op and outputs equal to the cycle and golden models' if r[name + 'equal'] else 'MISMATCH'}")
 
 
-def main() -> None:
-    import sys
-
-    if sys.argv[1:] == ["rtl"]:  # `python -m sim.bench rtl`: the RTL-engine part only
-        _print_rtl(bench_rtl())
-        return
+def _bench_golden() -> None:
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
+
+
+def _bench_step() -> None:
     _warm_up()
     print("One denoising step, every op of every block (docs/spec.md §1), kaleido-16nm-128x128, decisions from the "
           f"seeded coherent generator ({REGION}x{REGION}-position regions, P(C,P,R) = {DECISION_P}, redraw "
@@ -533,6 +531,9 @@ def main() -> None:
     layers = MODELS["wan2.1-t2v-14b"]["layers"]
     _print_step("  Wan2.1-T2V-14B 480p", simulate_step("wan2.1-t2v-14b", "480p", blocks=4), layers=layers)
     _print_step("  Wan2.1-T2V-14B 720p", simulate_step("wan2.1-t2v-14b", "720p", blocks=2), layers=layers)
+
+
+def _bench_scaling() -> None:
     print("Scaling: one qkv op (K = d, N = 3d) from decisions, CPU seconds (best of 10, time.process_time) and ns "
           "per token x channel (M d):")
     rows = bench_scaling()
@@ -549,16 +550,22 @@ def main() -> None:
           f"matcher runs, tile statistics; G <= 8 channel groups per op): linear in tokens, flat in channels. "
           f"CPU time, not wall time: best-of-N wall times of ms-long runs grow faster than the work on a shared "
           f"machine (longer runs are preempted more often)")
-    _print_balance(bench_balance())
-    _print_organisations(bench_organisations())
+
+
+def _bench_sweep() -> None:
     from sim.sweep.bench import main as sweep_bench  # sweeps on Dask, the op memo, whole videos
 
     sweep_bench()
-    _print_rtl(bench_rtl())
+
+
+def _bench_ditango() -> None:
     print("DiTango, Wan2.1-14B 720p, 50 steps, 32 devices (generate + simulate; target < 120 s each):")
     for name, wall, total, shapes in bench_ditango():
         print(f"  {name}: {wall:.2f} s wall ({wall / 120:.3f} of the target), simulated {total:.4g} s, "
               f"{shapes} distinct op shapes timed")
+
+
+def _bench_scalesim() -> None:
     rows = bench_scalesim()
     if isinstance(rows, str):
         print(f"SCALE-Sim comparison skipped: {rows}")
@@ -572,6 +579,37 @@ def main() -> None:
               f"-> {t_ref / t_ours:,.0f}x faster")
     if bad:
         raise SystemExit(f"{bad} SCALE-Sim cycle mismatches")
+
+
+#: The bench's sections in the order `make bench` runs them (`python -m sim.bench [SECTION ...]`).
+SECTIONS = {
+    "golden": (_bench_golden, "the golden model's decide on 4,096 tokens x 1,536 channels"),
+    "step": (_bench_step, "one denoising step of Wan2.1-1.3B/14B at 480p/720p through the cycle model"),
+    "scaling": (_bench_scaling, "CPU time of one qkv op against tokens and width"),
+    "balance": (lambda: _print_balance(bench_balance()), "issue 14's balance targets on the balanced preset"),
+    "organisations": (lambda: _print_organisations(bench_organisations()),
+                      "lockstep, compact and delta on the synthetic field (and the figure)"),
+    "sweep": (_bench_sweep, "sweeps on Dask (1 vs 2 workers), the serial step, whole videos"),
+    "rtl": (lambda: _print_rtl(bench_rtl()), "the compiled RTL engine against pyverilator"),
+    "ditango": (_bench_ditango, "DiTango workloads, Wan2.1-14B 720p on 32 devices"),
+    "scalesim": (_bench_scalesim, "dense timing against SCALE-Sim 3.0.0"),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m sim.bench [SECTION ...]``: every section (`make bench`) or the named ones, in order."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m sim.bench", description="Kaleido's speed and target benchmarks "
+                                 "(`make bench` runs every section); ratios are measured in one run.",
+                                 epilog="sections: " + "; ".join(f"{k}: {v[1]}" for k, v in SECTIONS.items()))
+    ap.add_argument("sections", nargs="*", metavar="SECTION", help=f"one of {', '.join(SECTIONS)} (default: all)")
+    args = ap.parse_args(argv)
+    unknown = [x for x in args.sections if x not in SECTIONS]
+    if unknown:
+        ap.exit(2, f"unknown bench section {unknown[0]!r}; known: {', '.join(SECTIONS)}\n")
+    for name in args.sections or SECTIONS:
+        SECTIONS[name][0]()
 
 
 if __name__ == "__main__":

@@ -28,10 +28,17 @@ the longest of its units' totals; an optimistic bound where tiles differ):
 - phase 1 = ``max(A_qk, Vmax + Vnorm + Vrope_Q, S_qk)``: the qk array time against the vector
   unit's max pass, the previous tile's output normalisation (pv's post work) and Q's RoPE, and the
   similarity unit's pass over Q (Kaleido);
-- phase 2 = ``max(A_pv, Vexp, S_pv) + tiles x H2``: the pv array time against the exp pass and the
+- phase 2 = ``max(A_pv, Vexp, S_pv) + exposed H2``: the pv array time against the exp pass and the
   similarity unit's pass over P (Kaleido: ``heads x M x keys / similarity_lanes``); each tile's pv
   waits for its first P group to be made and decided, ``H2 = V(3 R g, 0) + ceil(R g /
-  similarity_lanes)`` with g the first group's keys (dense: one key column, ``V(3 R, 0)``);
+  similarity_lanes)`` with g the first group's keys (dense: one key column, ``V(3 R, 0)``). The array
+  does not idle through it (docs/decisions.md D75): it starts the next tile's qk, key column block by
+  column block, whose scores overwrite only keys whose P the vector unit has already made -- it makes
+  ``lanes / (3 R)`` keys of P per cycle from the start of H2, and qk writes ``keys / A_qk-tile`` --, stops
+  for pv when the first group is decided, and finishes that qk after pv. So each H2 but the last is
+  hidden up to one tile's qk time (``max(0, H2 - A_qk / tiles)`` stays exposed), the first group's exp
+  and decisions move from phase 2's unit loads to phase 1's, and the last tile's H2 is exposed whole. Where
+  P is made slower than qk writes scores, no H2 is overlapped (every tile's whole H2 exposed, as before);
 - head: K's RoPE (all keys, before the first qk) and the first Q tile's, the first tile's Q decisions
   (Kaleido), the first DRAM fold (one Q tile and one key column block); tail: the last output
   tile's normalisation and its write;
@@ -141,12 +148,22 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     s_qk = _vcycles(heads * M * dh, 0, slanes) if kaleido else 0
     sh = _vcycles(r0 * dh, 0, slanes) if kaleido else 0
     s_pv = _vcycles(scores, 0, slanes) if kaleido else 0
-    p1_parts = {"vector": v_max + v_norm + v_rope_rest, "similarity": max(0, s_qk - sh)}
+    n_t = heads * tiles
+    # H2 overlapped with the next tile's qk (module docstring) when the vector unit makes P faster than qk writes
+    # the scores it frees: lanes / (EXP_ADDS R) keys per cycle against keys per qk tile-time
+    ahead = lanes * a_qk >= EXP_ADDS * r0 * keys * n_t
+    hidden = n_t - 1 if ahead else 0  # every tile's H2 but the last one's
+    t_qk = a_qk / n_t  # one tile's qk on the array
+    e_v = max(0.0, h2_v - t_qk) if ahead else h2_v  # what the next tile's qk does not cover, per hidden H2
+    e_s = (max(0.0, h2_v + h2_s - t_qk) - e_v) if ahead else h2_s
+    p1_parts = {"vector": v_max + v_norm + v_rope_rest + hidden * h2_v,
+                "similarity": max(0, s_qk - sh) + hidden * h2_s}
     p1x = _phase_split(a_qk, p1_parts)
     p1 = a_qk + sum(p1x.values())
-    p2x = _phase_split(a_pv, {"vector": v_exp, "similarity": s_pv})
-    h2 = heads * tiles * (h2_v + h2_s)
-    p2 = a_pv + sum(p2x.values()) + h2
+    p2x = _phase_split(a_pv, {"vector": v_exp - hidden * h2_v, "similarity": s_pv - hidden * h2_s})
+    h2_vec = hidden * e_v + (n_t - hidden) * h2_v  # exposed: the uncovered parts, the last tile's whole H2
+    h2_sim = hidden * e_s + (n_t - hidden) * h2_s
+    p2 = a_pv + sum(p2x.values()) + h2_vec + h2_sim
     act = "actions" if kaleido else "dense_actions"
     nbytes = sum(o[act]["dram_read_bytes"] + o[act]["dram_write_bytes"] for o in (qk, pv))
     d = dram_cycles(cfg, nbytes)
@@ -154,8 +171,7 @@ def fused_pair_timing(qk: dict, pv: dict, cfg: AcceleratorConfig, grid, qk_group
     dt = min(d - dh_, dram_cycles(cfg, r0 * dh))
     d_excess = max(0, d - dh_ - dt - (p1 + p2))
     qk_st = {"dram": dh_, "vector": vh + p1x["vector"], "similarity": sh + p1x["similarity"]}
-    pv_st = {"dram": dt + d_excess, "vector": vt + p2x["vector"] + heads * tiles * h2_v,
-             "similarity": p2x["similarity"] + heads * tiles * h2_s}
+    pv_st = {"dram": dt + d_excess, "vector": vt + p2x["vector"] + h2_vec, "similarity": p2x["similarity"] + h2_sim}
     out = []
     for a, st, op in ((a_qk, qk_st, qk), (a_pv, pv_st, pv)):
         own = op[act]

@@ -187,3 +187,8 @@ def test_delta_fused_qk_class_state_by_hand():
     # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
     assert qk["combine_add"] == (6 + 16) * n
     assert res["energy_breakdown_pj"]["sram_state"] > 0 and res["dense_energy_breakdown_pj"]["sram_state"] == 0
+    # D76: pv's P is not staged in the input SRAM; only its 9-bit differences (every token COMPUTEs: the direct
+    # form, P itself, 16 x 16 values in one X pass: 288 bytes) and the 2-bit codes (16 x 2 x 2 / 8 = 8 bytes)
+    pv = res["per_op"][1]["actions"]
+    assert pv["sram_input_write_bytes"] == 16 * 16 * 9 // 8 + 8
+    assert res["per_op"][1]["dense_actions"]["sram_input_write_bytes"] == 16 * 16  # dense stages P

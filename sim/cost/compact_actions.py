@@ -56,7 +56,10 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   (``passes = ceil(n_cb / s)`` column-block groups) into the queue stash, and each band-tile row reads it once
   per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
   ``n_cb (Cc + Pc)`` X bytes replaced). A pass after the first re-forms X_eff and the differences from the
-  stored decisions: ``2 M K`` input-SRAM reads and ``M K`` subtracts (``sim_add8``) each.
+  stored decisions: ``2 M K`` input-SRAM reads and ``M K`` subtracts (``sim_add8``) each. A fused P op's P
+  (``pv``) goes from the vector unit through the similarity unit, which forms the differences against P_eff
+  as it decides (D52) and stashes only them: the ``M K`` bytes of P that the lockstep and compact arrays read
+  from the input SRAM are not written there (D76).
 - Partial-sum SRAM, ``yb`` = `sim.timing.delta.output_bytes` bytes per value, per output column and per axis
   class (`sim.timing.delta.classes`, D71; one class on every op but ``qk``): each drained difference row is
   written into ``D[t]`` (writes = the class's non-REUSE (token, group) pairs; reads = those less one per token
@@ -158,7 +161,8 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
-                    cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False) -> dict:
+                    cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
+                    p_op: bool = False) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -169,7 +173,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             ``(F, H, W)`` (the neighbour state's successors, `successor_reads`).
         delta_blocks: the delta organisation's column blocks per group ``s`` (`sim.timing.delta.plan`) on an op it
             runs in the delta form; None = the compact rules. state_buffer: a fused score op's carried values go to
-            the state SRAM (delta only, module docstring).
+            the state SRAM (delta only, module docstring). p_op: the op is a fused P op (``pv``), whose P the
+            delta organisation does not stage in the input SRAM (module docstring).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -213,6 +218,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
+            if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
+                a["sram_input_write_bytes"] -= dec.shape[0] * int(widths.sum())
             _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid, cfg.array_rows, acc,
                          state_buffer)
             continue

@@ -150,7 +150,9 @@ class EnergyModel:
         if t.compact is not None:  # the compact organisation's array (sim.timing.compact)
             blocks = t.compact["col_blocks"] if t.compact.get("delta") else None  # sim.timing.delta
             state = bool(fused and t.name in FUSED_PAIRS and self.cfg.state_sram_kib)  # D71: qk's carried values
-            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks, state)
+            p_op = fused and t.name in FUSED_PAIRS.values()  # D76: delta stashes pv's differences, not P
+            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks, state,
+                                p_op)
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

@@ -194,6 +194,11 @@ def test_compact_actions_hand_counts():
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8  # 4 band-tiles x |g| x C
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
+    # the delta rules on the same band-tiles (one column-block group): the delta PE's product path has 42 mux
+    # bits per active row-slot (hi_x 5, hi_w 8, the high term's select 17, the sign correction's operand 12;
+    # hw/compact_pe.py, D73)
+    d = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, delta_blocks=1)
+    assert d["pe_mux_bits"] == 8 * (64 + 24) * 42
 
 
 def test_compact_area_rules():

@@ -256,3 +256,14 @@ def test_delta_pe_paired_and_full_products():
     assert np.array_equal(got, np.array(want, dtype=np.int64))
     assert {(int(a), int(b)) for a, b in zip(da, db, strict=True)} == {(a, b) for a in range(-15, 16)
                                                                       for b in range(-15, 16)}
+
+
+def test_delta_pe_counts_equal_yosys():
+    # sim.cost.area.delta_pe_extra + the plain PE against Yosys's coarse cells of kaleido_dpe
+    from sim.cost.area import synth_pe_cells
+
+    s = synth_pe_cells(delta_cfg())
+    for k in ("adders", "register_bits", "mux_bits"):
+        assert s["compare"][k]["yosys"] == s["compare"][k]["model"], k
+    assert s["cells"]["$add"]["bits"] + s["cells"]["$sub"]["bits"] == s["model"]["add_bits"]
+    assert s["cells"]["$sub"]["bits"] == 13  # the sign-correction adder (W_BITS + LO_BITS + 1)

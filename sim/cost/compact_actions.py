@@ -48,7 +48,8 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   4-bit low half (``mac4``), with 3 adds per PARTIAL row-slot (the halves' sum, the sign correction, the
   accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (2 Cc + 3 Ps)
   with Ps the PARTIAL row-slots; ``pe_reg_bits`` = acc (N (Cc + Ps) accumulator writes + one ``out`` per
-  band-tile row and column); operand selects and lanes as compact's.
+  band-tile row and column); ``pe_mux_bits`` = `sim.cost.area.DELTA_PRODUCT_MUX_BITS` per active row-slot and
+  column (hw/compact_pe.py's delta product path, docs/decisions.md D73); lanes as compact's.
 - Operands: the similarity unit forms each needed (token, channel)'s 9-bit difference once per X pass
   (``passes = ceil(n_cb / s)`` column-block groups) into the queue stash, and each band-tile row reads it once
   per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
@@ -71,7 +72,7 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
-from sim.cost.area import COMPACT_PRODUCT_MUX_BITS
+from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
 from sim.timing.delta import DIFF_BITS, combine_adds_delta, output_bytes, token_terms
 
@@ -161,7 +162,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         else:
             a["pe_add"] += N * (3 * cc + 2 * ps)
             a["pe_reg_bits"] += acc * (N * (2 * cc + ps) + (rows_out + int(nc.sum()) * n_cb) * min(C, N))
-        a["pe_mux_bits"] += N * (cc + ps) * COMPACT_PRODUCT_MUX_BITS
+        mux = DELTA_PRODUCT_MUX_BITS if delta_blocks is not None else COMPACT_PRODUCT_MUX_BITS
+        a["pe_mux_bits"] += N * (cc + ps) * mux
         a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * lane_bits * n_cb
         bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))

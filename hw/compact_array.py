@@ -1,4 +1,4 @@
-"""The compact organisation's array: R rows in B bands, a weight lane per band and column, drain per
+"""The compact (and delta) organisation's array: R rows in B bands, a weight lane per band and column, drain per
 band (docs/architecture.md "Array organisations", `sim.timing.compact`, docs/decisions.md D50, D65).
 
 - `CompactColumn` (``kaleido_ccolumn``): R `hw.compact_pe.CompactPE` in B bands of ``brows = R / B``
@@ -27,6 +27,12 @@ band (docs/architecture.md "Array organisations", `sim.timing.compact`, docs/dec
   one (several in one cycle: in band order), shown on ``b{b}_tile`` from the next cycle, when its first
   slot is due. This is the model's rule (the band whose last slot issued first, ties to the lowest band)
   in event order: the model's picks come at non-decreasing last-slot cycles.
+
+*Delta organisation* (docs/decisions.md D73): on a config whose organisation is ``delta`` the same modules are
+``kaleido_dcolumn`` / ``kaleido_dtop`` with the delta PE (`hw.compact_pe`): the ``b{b}_x_a`` / ``b{b}_x_b``
+ports carry 9-bit two's-complement differences per row (no ``x_unsigned``: the similarity unit forms them),
+and a drained row is one ``out`` word per column (``drain_words``); bands, band choice, drain sequencers and
+credits are unchanged (`sim.timing.delta` issues its band-tiles through `sim.timing.compact.band_cycles`).
 
 The queues that form band-tiles and the gather of each band-tile row's token operands from the input
 SRAM (what the ``b{b}_*`` operand ports carry) are the controller's (not built yet: D65); the combine

@@ -1,4 +1,5 @@
-"""The compact organisation's PE (docs/architecture.md "Array organisations", docs/decisions.md D50, D65).
+"""The compact and delta organisations' PE (docs/architecture.md "Array organisations", docs/decisions.md D50,
+D65, D73).
 
 A band-tile (`sim.timing.compact`) runs R/B tokens x C outputs of ONE channel group g, so the PE needs
 no per-group registers: a band-tile row accumulates its token's partial sum of g, and the combine unit
@@ -23,6 +24,27 @@ until the PE's next band-tile ends, so the band's drain reads a row whenever its
 partial), ``out_m`` a COMPUTE token's msb partial, which the combine unit keeps as the chain's msb
 state for a PARTIAL successor (the golden model's rule, docs/spec.md §2). That second accumulator is
 what the RTL needs beyond D50's count (docs/decisions.md D65; `sim.cost.area.compact_pe_extra`).
+
+**Delta organisation** (``cfg.organisation == "delta"``, module ``kaleido_dpe``, docs/decisions.md D68, D73):
+the operands are 9-bit differences (`sim.timing.delta_reference.differences`: ``X - X_eff[nb]``, ``lsb(X) -
+lsb(X_eff[nb])`` in ``-15 .. 15``, or X for a direct token) and a row's result is one difference sum, so
+there is one accumulator and no ``out_m``:
+
+======== ======================================================== ============================
+mode     work                                                     multiplier use
+======== ======================================================== ============================
+REUSE    none (an idle row holds ``acc``; its result is never read) idle
+COMPUTE, ``acc += hi(x_a) w_a << 4 + lo(x_a) w_a`` (= x_a w_a)        both halves
+PARTIAL
+PAIRED   ``acc += x_b w_b + lo(x_a) w_a - 16 w_a [x_a < 0]``          both halves (two channels)
+         (= x_a w_a + x_b w_b for x_a, x_b in ``-15 .. 15``)
+======== ======================================================== ============================
+
+PAIRED is `sim.timing.delta.paired_product` with the roles of a and b swapped: ``x_b[:5]`` (signed) on the
+signed 5-bit high half, ``x_a``'s low four bits on the unsigned low half, and a 13-bit adder
+(``lo_term``, W_BITS + LO_BITS + 1) taking ``16 w_a`` back when x_a is negative. No PARTIAL-only mode:
+a single PARTIAL difference is a 9-bit operand like a COMPUTE one. Counts: `sim.cost.area.delta_pe_extra`
+(equal to Yosys's cells, tests/test_rtl_delta.py).
 
 Operands arrive registered from the left (row lane: ``x_a``, ``x_b``, ``mode``) and from above (the
 band's weight lane: ``w_a``, ``w_b``, ``valid``, ``first``, ``last``) and leave registered to the right

@@ -46,17 +46,29 @@ from hw.sram import macro
 DCOMBINE_MODULE_NAME = "kaleido_dcombine"
 
 
+#: Bits of one SRAM macro at most: a buffer larger than this is banked over macros of ``2^k`` words (a
+#: compiled macro is of this order; and Amaranth converts a behavioural macro in time growing with its bits,
+#: docs/decisions.md D73: one 5,295 x 4,224-bit macro took minutes).
+MACRO_MAX_BITS = 1 << 20
+
+
 def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:
-    """``{"word": bits, "state_depth": words, "d_depth": words per D buffer}`` (module docstring).
+    """``{"word": bits, "bank_depth": words per macro, "banks": macros per buffer, "state_depth": words,
+    "d_depth": words per D buffer}`` (module docstring): each buffer (the state, each D) takes a third of
+    ``psum_sram_kib`` in words of C acc bits, as ``banks`` macros of ``bank_depth`` words (one macro of the
+    whole third when it holds at most `MACRO_MAX_BITS`, else ``2^k`` words each, the high address bits
+    choosing the macro).
 
     Raises:
-        ValueError: ``psum_sram_kib`` holds fewer than ``array_rows`` words per macro (one pool's state)."""
+        ValueError: ``psum_sram_kib`` holds fewer than ``array_rows`` words per buffer (one pool's state)."""
     word = cfg.array_cols * cfg.acc_bits
     third = cfg.psum_sram_kib * 8192 // word // 3
     if third < cfg.array_rows:
         raise ValueError(f"{cfg.name}: psum_sram_kib = {cfg.psum_sram_kib} holds {third} words of {word} bits per "
-                         f"delta combine macro, fewer than array_rows = {cfg.array_rows}")
-    return {"word": word, "state_depth": third, "d_depth": third}
+                         f"delta combine buffer, fewer than array_rows = {cfg.array_rows}")
+    bank = third if third * word <= MACRO_MAX_BITS else 1 << (max(1, MACRO_MAX_BITS // word).bit_length() - 1)
+    banks = third // bank
+    return {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank, "d_depth": banks * bank}
 
 
 def dcombine_signature(cfg: AcceleratorConfig) -> wiring.Signature:
@@ -86,22 +98,17 @@ class DeltaCombine(wiring.Component):
         super().__init__(dcombine_signature(cfg))
 
     def macros(self) -> list[tuple[str, int, int, None]]:
-        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates."""
+        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates (one: every buffer's banks)."""
         sz = delta_combine_sizes(self.cfg)
-        return sorted({("1r1w", sz["d_depth"], sz["word"], None), ("1r1w", sz["state_depth"], sz["word"], None)})
+        return [("1r1w", sz["bank_depth"], sz["word"], None)]
 
     def elaborate(self, platform):
         m = Module()
         C, ab = self.cfg.array_cols, self.cfg.acc_bits  # noqa: N806
         sz = delta_combine_sizes(self.cfg)
         word = sz["word"]
-        dbuf = []
-        for i in range(2):
-            ports, mac = macro("1r1w", sz["d_depth"], word, instance=self.instance)
-            m.submodules[f"d{i}"] = mac
-            dbuf.append(ports)
-        state, mac = macro("1r1w", sz["state_depth"], word, instance=self.instance)
-        m.submodules.state = mac
+        dbuf = [_banked(m, f"d{i}", sz, self.instance) for i in range(2)]
+        state = _banked(m, "state", sz, self.instance)
 
         # Second-stage registers of both streams (the commands of the previous cycle).
         a_v, a_first, a_addr = Signal(name="a_v"), Signal(name="a_first_q"), Signal.like(self.a_addr, name="a_addr_q")
@@ -143,3 +150,37 @@ class DeltaCombine(wiring.Component):
             m.d.sync += self.y_data.eq(y)
         m.d.sync += self.y_valid.eq(c_v)
         return m
+
+
+class _Ports:
+    """The ports of one buffer (`hw.sram.Sram`'s 1r1w names), wired to its banks by `_banked`."""
+
+
+def _banked(m: Module, name: str, sz: dict, instance: bool) -> _Ports:
+    """One buffer of ``sz["banks"]`` 1r1w macros of ``sz["bank_depth"]`` words (`delta_combine_sizes`): the
+    address's high bits pick the macro; the read data is the macro read the cycle before (its bank registered)."""
+    banks, depth, word = sz["banks"], sz["bank_depth"], sz["word"]
+    ab = _abits(banks * depth)
+    p = _Ports()
+    for f, w in (("raddr", ab), ("waddr", ab), ("re", 1), ("we", 1), ("wmask", 1), ("wdata", word), ("rdata", word)):
+        setattr(p, f, Signal(w, name=f"{name}_{f}"))
+    if banks == 1:
+        ports, mac = macro("1r1w", depth, word, instance=instance)
+        m.submodules[name] = mac
+        m.d.comb += [ports.raddr.eq(p.raddr), ports.waddr.eq(p.waddr), ports.re.eq(p.re), ports.we.eq(p.we),
+                     ports.wmask.eq(p.wmask), ports.wdata.eq(p.wdata), p.rdata.eq(ports.rdata)]
+        return p
+    lo = _abits(depth)
+    rbank = Signal(range(banks), name=f"{name}_rbank")
+    with m.If(p.re):
+        m.d.sync += rbank.eq(p.raddr[lo:])
+    rdata = 0
+    for k in range(banks):
+        ports, mac = macro("1r1w", depth, word, instance=instance)
+        m.submodules[f"{name}_b{k}"] = mac
+        m.d.comb += [ports.raddr.eq(p.raddr[:lo]), ports.waddr.eq(p.waddr[:lo]),
+                     ports.re.eq(p.re & (p.raddr[lo:] == k)), ports.we.eq(p.we & (p.waddr[lo:] == k)),
+                     ports.wmask.eq(p.wmask), ports.wdata.eq(p.wdata)]
+        rdata = ports.rdata if k == 0 else Mux(rbank == k, ports.rdata, rdata)
+    m.d.comb += p.rdata.eq(rdata)
+    return p

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, apply_decisions
 from hw.combine import Combine, combine_sizes
 from hw.config import AcceleratorConfig, load_config
 from sim.timing.compact import band_cycles
 from tests.rtl.cases import make_case
-from tests.rtl.compact_bench import build_runs, combine_program, run_top, unpack_signed
+from tests.rtl.compact_bench import build_runs, check_emission, combine_program, run_top, simulate_combine
 
 
 def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
@@ -77,9 +76,8 @@ def run_combine(cfg, writes, cmds):
     C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
     sa = max(1, (combine_sizes(cfg)["stage_depth"] - 1).bit_length())
     dut = Combine(cfg)
-    rows, at = [], []
 
-    async def bench(ctx):
+    async def load(ctx):
         per_port = [[w for w in writes if w[0] == p] for p in range(d)]
         for i in range(max(len(q) for q in per_port)):
             we = addr = data = 0
@@ -93,21 +91,8 @@ def run_combine(cfg, writes, cmds):
             ctx.set(dut.st_wdata, data)
             await ctx.tick()
         ctx.set(dut.st_we, 0)
-        for cycle in range(len(cmds) + 3):
-            ctx.set(dut.c_valid, int(cycle < len(cmds)))
-            if cycle < len(cmds):
-                for k, v in cmds[cycle].items():
-                    ctx.set(getattr(dut, k), v)
-            if ctx.get(dut.y_valid):
-                rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
-                at.append(cycle)
-            await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(rows, dtype=np.int64), at
+    return simulate_combine(dut, load, cmds, C, ab)
 
 
 def _case(seed, grid, K, N, sizes, x_unsigned, axes, fw, coherent=False):  # noqa: N803
@@ -176,23 +161,5 @@ def test_compact_pe_counts_equal_yosys():
 
 
 def test_compact_modules_emit_reproducibly_and_lint_clean(tmp_path):
-    # the compact organisation's files of hw.rtl.emit (kaleido_top.v brings kaleido_delay): Verilator -Wall
-    # clean per file and over the whole hierarchy from kaleido_ctop and kaleido_combine; the same bytes twice
-    from hw import discard
-    from hw.combine import COMBINE_MODULE_NAME
-    from hw.compact_array import CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME
-    from hw.compact_pe import CPE_MODULE_NAME
-    from hw.lint import lint_folder
-    from hw.rtl import emit
-    from hw.sram import macro_name
-
-    cfg = compact_cfg(8, 8, 4, 2)
-    names = (CPE_MODULE_NAME, CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME, COMBINE_MODULE_NAME, "kaleido_top",
-             "kaleido_column", "kaleido_pe", *(macro_name(*mc) for mc in discard(Combine(cfg)).macros()))
-    paths = emit(cfg, tmp_path / "a", only=names)
-    assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
-    for q in emit(cfg, tmp_path / "b", only=names[:4]):
-        assert q.read_bytes() == (tmp_path / "a" / q.name).read_bytes(), q.name
-    runs = lint_folder(tmp_path / "a", full=True)
-    assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
-    assert any(label == "kaleido_ctop.v whole hierarchy" for label, *_ in runs)
+    # kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its macros (tests.rtl.compact_bench.check_emission)
+    check_emission(compact_cfg(8, 8, 4, 2), tmp_path)

@@ -35,7 +35,7 @@ from sim.timing.compact import band_cycles
 from sim.timing.compact_reference import _neighbour
 from sim.timing.delta_reference import delta_gemm
 from tests.rtl.cases import make_case
-from tests.rtl.compact_bench import build_runs, pack, run_top, unpack_signed
+from tests.rtl.compact_bench import build_runs, check_emission, pack, run_top, simulate_combine
 
 
 def delta_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
@@ -153,9 +153,8 @@ def run_dcombine(cfg, acc, out, sel=1):
     counted from the first output command."""
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     dut = DeltaCombine(cfg)
-    rows, at = [], []
 
-    async def bench(ctx):
+    async def load(ctx):
         ctx.set(dut.c_sel, sel)
         for cmd in acc:
             ctx.set(dut.a_valid, 1)
@@ -165,45 +164,41 @@ def run_dcombine(cfg, acc, out, sel=1):
         ctx.set(dut.a_valid, 0)
         await ctx.tick()  # the last accumulate's write
         ctx.set(dut.c_sel, 1 - sel)
-        for cycle in range(len(out) + 3):
-            ctx.set(dut.c_valid, int(cycle < len(out)))
-            if cycle < len(out):
-                for k, v in out[cycle].items():
-                    ctx.set(getattr(dut, k), v)
-            if ctx.get(dut.y_valid):
-                rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
-                at.append(cycle)
-            await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(rows, dtype=np.int64), at
+    return simulate_combine(dut, load, out, C, ab)
 
 
-def test_dcombine_forwarding_and_both_buffers():
-    # repeated D addresses back to back (forwarded), both D buffers, a Y written and read the next cycle
+@pytest.mark.parametrize("macro_bits", [None, 1 << 14], ids=["one-macro", "banked"])
+def test_dcombine_forwarding_and_both_buffers(macro_bits, monkeypatch):
+    # repeated D addresses back to back (forwarded), both D buffers, a Y written and read the next cycle; with
+    # macros of 2^14 bits at most, buffers of 12 banks of 64 words (addresses in banks 0, 1, 2 and 3)
+    import hw.delta_combine
+
+    if macro_bits:
+        monkeypatch.setattr(hw.delta_combine, "MACRO_MAX_BITS", macro_bits)
     cfg = delta_cfg()
+    sz = delta_combine_sizes(cfg)
+    assert (sz["banks"], sz["bank_depth"]) == ((12, 64) if macro_bits else (1, 780))  # 780 words of 224 bits
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     rng = np.random.default_rng(7)
     rows = rng.integers(-(1 << 20), 1 << 20, size=(12, C))
-    addrs = [3, 3, 3, 5, 3, 5, 5, 0, 1, 0, 0, 3]
+    addrs = [3, 3, 3, 70, 3, 70, 70, 130, 131, 130, 130, 3]
     acc, want_d = [], {}
     for a, row in zip(addrs, rows, strict=True):
         acc.append({"a_first": int(a not in want_d), "a_addr": a, "a_data": pack(row, ab)})
         want_d[a] = want_d.get(a, 0) + row
     # Y chain: word 2 written then read at once (forwarded), then read again from the macro
-    out = [{"c_direct": 1, "c_has": 1, "c_daddr": 3, "c_raddr": 0, "c_waddr": 2, "c_keep": 1},
-           {"c_direct": 0, "c_has": 1, "c_daddr": 5, "c_raddr": 2, "c_waddr": 2, "c_keep": 1},
-           {"c_direct": 0, "c_has": 0, "c_daddr": 0, "c_raddr": 2, "c_waddr": 4, "c_keep": 0},
-           {"c_direct": 0, "c_has": 1, "c_daddr": 0, "c_raddr": 2, "c_waddr": 4, "c_keep": 0}]
+    out = [{"c_direct": 1, "c_has": 1, "c_daddr": 3, "c_raddr": 0, "c_waddr": 200, "c_keep": 1},
+           {"c_direct": 0, "c_has": 1, "c_daddr": 70, "c_raddr": 200, "c_waddr": 200, "c_keep": 1},
+           {"c_direct": 0, "c_has": 0, "c_daddr": 0, "c_raddr": 200, "c_waddr": 4, "c_keep": 1},
+           {"c_direct": 0, "c_has": 1, "c_daddr": 130, "c_raddr": 200, "c_waddr": 5, "c_keep": 0},
+           {"c_direct": 0, "c_has": 1, "c_daddr": 131, "c_raddr": 4, "c_waddr": 5, "c_keep": 0}]
     y3 = want_d[3]
-    want = [y3, y3 + want_d[5], y3 + want_d[5], y3 + want_d[5] + want_d[0]]
+    want = [y3, y3 + want_d[70], y3 + want_d[70], y3 + want_d[70] + want_d[130], y3 + want_d[70] + want_d[131]]
     for sel in (0, 1):
         got, at = run_dcombine(cfg, acc, out, sel)
         assert np.array_equal(got, np.array(want)), sel
-        assert at == [2, 3, 4, 5]
+        assert at == [2, 3, 4, 5, 6]
 
 
 def test_delta_combine_sizes_refuse_small_sram():
@@ -267,3 +262,9 @@ def test_delta_pe_counts_equal_yosys():
         assert s["compare"][k]["yosys"] == s["compare"][k]["model"], k
     assert s["cells"]["$add"]["bits"] + s["cells"]["$sub"]["bits"] == s["model"]["add_bits"]
     assert s["cells"]["$sub"]["bits"] == 13  # the sign-correction adder (W_BITS + LO_BITS + 1)
+
+
+def test_delta_modules_emit_reproducibly_and_lint_clean(tmp_path):
+    # kaleido_dpe, kaleido_dcolumn, kaleido_dtop, kaleido_dcombine and its macro (tests.rtl.compact_bench.check_emission)
+    check_emission(delta_cfg(8, 8, 4, 2), tmp_path)
+    assert "out_m" not in (tmp_path / "a" / "kaleido_dpe.v").read_text()  # one accumulator

@@ -270,3 +270,63 @@ def combine_program(case, runs, cfg):
                              "c_keep": int(keep[t, g]), "c_first": int(g == 0), "c_last": int(g == G - 1)})
         out.append((n0, writes, cmds))
     return out
+
+
+def check_emission(cfg, folder):
+    """Emit the banded organisation's files of `hw.rtl.emit` for ``cfg`` (compact or delta; ``kaleido_top.v``
+    brings ``kaleido_delay``) into ``folder / "a"``, then assert: the same bytes a second time, Verilator -Wall
+    clean per file and over the whole hierarchy from the array top and the combine unit."""
+    from hw import discard
+    from hw.combine import COMBINE_MODULE_NAME, Combine
+    from hw.compact_array import column_module_name, top_module_name
+    from hw.compact_pe import is_delta, pe_module_name
+    from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
+    from hw.lint import lint_folder
+    from hw.rtl import emit
+    from hw.sram import macro_name
+
+    comb, unit = (DCOMBINE_MODULE_NAME, DeltaCombine) if is_delta(cfg) else (COMBINE_MODULE_NAME, Combine)
+    names = (pe_module_name(cfg), column_module_name(cfg), top_module_name(cfg), comb, "kaleido_top",
+             "kaleido_column", "kaleido_pe", *(macro_name(*mc) for mc in discard(unit(cfg)).macros()))
+    paths = emit(cfg, folder / "a", only=names)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
+    for q in emit(cfg, folder / "b", only=names[:4]):
+        assert q.read_bytes() == (folder / "a" / q.name).read_bytes(), q.name
+    runs = lint_folder(folder / "a", full=True)
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
+    assert {f"{top_module_name(cfg)}.v whole hierarchy", f"{comb}.v whole hierarchy"} <= {label for label, *_ in runs}
+
+
+async def output_commands(ctx, dut, cmds, C: int, ab: int):  # noqa: N803
+    """Testbench step shared by the combine units (`hw.combine`, `hw.delta_combine`): one command of ``cmds``
+    (dicts of ``c_*`` ports) per cycle with ``c_valid``, then 3 idle cycles; returns the ``y_data`` rows
+    (``C`` signed ``ab``-bit values each) and, per row, its cycle counted from the first command."""
+    rows, at = [], []
+    for cycle in range(len(cmds) + 3):
+        ctx.set(dut.c_valid, int(cycle < len(cmds)))
+        if cycle < len(cmds):
+            for k, v in cmds[cycle].items():
+                ctx.set(getattr(dut, k), v)
+        if ctx.get(dut.y_valid):
+            rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
+            at.append(cycle)
+        await ctx.tick()
+    return rows, at
+
+
+def simulate_combine(dut, load, cmds, C: int, ab: int):  # noqa: N803
+    """Run a combine unit ``dut`` under Amaranth's simulator: the async ``load(ctx)`` (what precedes the output
+    commands), then `output_commands`; returns the rows (int64 ``[n, C]``) and their cycles."""
+    from amaranth.sim import Simulator
+
+    out = {}
+
+    async def bench(ctx):
+        await load(ctx)
+        out["rows"], out["at"] = await output_commands(ctx, dut, cmds, C, ab)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(out["rows"], dtype=np.int64), out["at"]

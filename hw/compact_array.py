@@ -1,4 +1,4 @@
-"""The compact organisation's array: R rows in B bands, a weight lane per band and column, drain per
+"""The compact (and delta) organisation's array: R rows in B bands, a weight lane per band and column, drain per
 band (docs/architecture.md "Array organisations", `sim.timing.compact`, docs/decisions.md D50, D65).
 
 - `CompactColumn` (``kaleido_ccolumn``): R `hw.compact_pe.CompactPE` in B bands of ``brows = R / B``
@@ -28,6 +28,12 @@ band (docs/architecture.md "Array organisations", `sim.timing.compact`, docs/dec
   slot is due. This is the model's rule (the band whose last slot issued first, ties to the lowest band)
   in event order: the model's picks come at non-decreasing last-slot cycles.
 
+*Delta organisation* (docs/decisions.md D73): on a config whose organisation is ``delta`` the same modules are
+``kaleido_dcolumn`` / ``kaleido_dtop`` with the delta PE (`hw.compact_pe`): the ``b{b}_x_a`` / ``b{b}_x_b``
+ports carry 9-bit two's-complement differences per row (no ``x_unsigned``: the similarity unit forms them),
+and a drained row is one ``out`` word per column (``drain_words``); bands, band choice, drain sequencers and
+credits are unchanged (`sim.timing.delta` issues its band-tiles through `sim.timing.compact.band_cycles`).
+
 The queues that form band-tiles and the gather of each band-tile row's token operands from the input
 SRAM (what the ``b{b}_*`` operand ports carry) are the controller's (not built yet: D65); the combine
 unit is `hw.combine`.
@@ -40,12 +46,23 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.array import _connect, _pack, delay, unpack_lane
-from hw.compact_pe import CCOL_FIELDS, CPE_MODULE_NAME, CROW_FIELDS, CompactPE, cpe_lane_bits, cpe_signature
+from hw.compact_pe import (
+    CCOL_FIELDS,
+    CROW_FIELDS,
+    CompactPE,
+    cpe_lane_bits,
+    cpe_signature,
+    is_delta,
+    pe_module_name,
+)
 from hw.config import AcceleratorConfig
 from hw.pe import W_BITS, X_BITS
 
 CCOLUMN_MODULE_NAME = "kaleido_ccolumn"
 CTOP_MODULE_NAME = "kaleido_ctop"
+#: The delta organisation's column and top (the same modules with one-word drain ports and difference operands).
+DCOLUMN_MODULE_NAME = "kaleido_dcolumn"
+DTOP_MODULE_NAME = "kaleido_dtop"
 #: Bits of a band-tile number (``b{b}_tile``): 16 M band-tiles per op (a 480p ffn1 at 128 x 128 has
 #: about 1.1 M: 32,760 tokens x 8 groups / 16 rows x 70 column blocks).
 TILE_BITS = 24
@@ -66,6 +83,22 @@ def band_geometry(cfg: AcceleratorConfig) -> dict:
     return {"brows": brows, "q": q, "ports_b": ports_b, "seqs": seqs, "port_rows": rows}
 
 
+def column_module_name(cfg: AcceleratorConfig) -> str:
+    """`DCOLUMN_MODULE_NAME` for the delta organisation, else `CCOLUMN_MODULE_NAME`."""
+    return DCOLUMN_MODULE_NAME if is_delta(cfg) else CCOLUMN_MODULE_NAME
+
+
+def top_module_name(cfg: AcceleratorConfig) -> str:
+    """`DTOP_MODULE_NAME` for the delta organisation, else `CTOP_MODULE_NAME`."""
+    return DTOP_MODULE_NAME if is_delta(cfg) else CTOP_MODULE_NAME
+
+
+def drain_words(cfg: AcceleratorConfig) -> tuple[str, ...]:
+    """The PE result registers a drained row carries per column: ``("out", "out_m")`` (compact) or
+    ``("out",)`` (delta: one difference sum)."""
+    return ("out",) if is_delta(cfg) else ("out", "out_m")
+
+
 def _idx_bits(n: int) -> int:
     return max(1, (n - 1).bit_length())
 
@@ -82,7 +115,7 @@ def ccolumn_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     members["rd_valid"] = In(unsigned(d))
     members["rd_idx"] = In(unsigned(d * ib))
     members["out_valid"] = Out(unsigned(d))
-    members["out_data"] = Out(unsigned(d * 2 * ab))
+    members["out_data"] = Out(unsigned(d * len(drain_words(cfg)) * ab))
     return wiring.Signature(members)
 
 
@@ -100,7 +133,8 @@ class CompactColumn(wiring.Component):
         cfg = self.cfg
         R, d, ab = cfg.array_rows, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
         geo = band_geometry(cfg)
-        brows = geo["brows"]
+        brows, words = geo["brows"], drain_words(cfg)
+        nw = len(words)
         shapes = {n: mem.shape for n, mem in cpe_signature(cfg).members.items()}
         lb = cpe_lane_bits(cfg, CROW_FIELDS)
         widths = [shapes["i_" + f].width for f in CROW_FIELDS]
@@ -112,36 +146,37 @@ class CompactColumn(wiring.Component):
                 ins["i_" + f] = getattr(self, f"c{b}_{f}") if i == 0 else pes[r - 1]["o_" + f]
             outs = {n: Signal(shapes[n], name=f"r{r}_{n}") for n in shapes if not n.startswith("i_")}
             pes.append(outs)
-            _connect(m, self.pe_kind, f"pe{r}", CPE_MODULE_NAME, lambda: CompactPE(cfg), ins, outs)
+            _connect(m, self.pe_kind, f"pe{r}", pe_module_name(cfg), lambda: CompactPE(cfg), ins, outs)
             m.d.comb += self.x_out[r * lb:(r + 1) * lb].eq(
                 _pack(m, [outs["o_" + f] for f in CROW_FIELDS], widths, f"r{r}_x_out"))
         ib = _idx_bits(len(geo["port_rows"][0]))
         for p in range(d):
             idx = self.rd_idx[p * ib:(p + 1) * ib]
-            data = Const(0, unsigned(2 * ab))
+            data = Const(0, unsigned(nw * ab))
             for k, r in enumerate(geo["port_rows"][p]):
-                word = _pack(m, [pes[r]["out"], pes[r]["out_m"]], [ab, ab], f"p{p}_r{r}_word")
+                word = _pack(m, [pes[r][w] for w in words], [ab] * nw, f"p{p}_r{r}_word")
                 data = Mux(idx == k, word, data)
-            m.d.sync += [self.out_data[2 * p * ab:2 * (p + 1) * ab].eq(Mux(self.rd_valid[p], data, 0)),
+            m.d.sync += [self.out_data[nw * p * ab:nw * (p + 1) * ab].eq(Mux(self.rd_valid[p], data, 0)),
                          self.out_valid[p].eq(self.rd_valid[p])]
         return m
 
 
 def ctop_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     C, B, d, ab = cfg.array_cols, cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
-    brows = band_geometry(cfg)["brows"]
-    members = {"x_unsigned": In(1)}
+    brows, nw = band_geometry(cfg)["brows"], len(drain_words(cfg))
+    xb = X_BITS if is_delta(cfg) else 8  # delta: 9-bit differences from the similarity unit; compact: X bytes
+    members = {} if is_delta(cfg) else {"x_unsigned": In(1)}
     for b in range(B):
         members.update({
             f"b{b}_valid": In(1), f"b{b}_ready": Out(1),
-            f"b{b}_x_a": In(unsigned(brows * 8)), f"b{b}_x_b": In(unsigned(brows * 8)),
+            f"b{b}_x_a": In(unsigned(brows * xb)), f"b{b}_x_b": In(unsigned(brows * xb)),
             f"b{b}_mode": In(unsigned(brows * 2)),
             f"b{b}_w_a": In(unsigned(C * W_BITS)), f"b{b}_w_b": In(unsigned(C * W_BITS)),
             f"b{b}_first": In(1), f"b{b}_last": In(1), f"b{b}_rows": In(range(brows + 1)),
             f"b{b}_tile": Out(unsigned(TILE_BITS), init=b),
         })
     members.update({"out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * _idx_bits(cfg.array_rows))),
-                    "out_data": Out(unsigned(d * C * 2 * ab))})
+                    "out_data": Out(unsigned(d * C * nw * ab))})
     return wiring.Signature(members)
 
 
@@ -172,6 +207,7 @@ class CompactTop(wiring.Component):
         brows, q, ports_b, seqs = geo["brows"], geo["q"], geo["ports_b"], geo["seqs"]
         inst = self.pe_kind == "instance"
         ib, rb = _idx_bits(len(geo["port_rows"][0])), _idx_bits(R)
+        delta, nw = is_delta(cfg), len(drain_words(cfg))
 
         # ---- drain sequencers and port credits (sim.timing.compact.band_cycles's rule) ----
         tdm = Signal(range(q), name="tdm") if q > 1 else None
@@ -240,6 +276,9 @@ class CompactTop(wiring.Component):
             b, i = divmod(r, brows)
             ext = []
             for f in ("x_a", "x_b"):
+                if delta:  # a difference is already the PE's 9-bit signed operand
+                    ext.append(getattr(self, f"b{b}_{f}")[X_BITS * i:X_BITS * (i + 1)])
+                    continue
                 byte = getattr(self, f"b{b}_{f}")[8 * i:8 * i + 8]
                 ext.append(Mux(self.x_unsigned, byte.as_unsigned(), byte.as_signed()).as_unsigned()[:X_BITS])
             mode = getattr(self, f"b{b}_mode")[2 * i:2 * i + 2]
@@ -263,14 +302,14 @@ class CompactTop(wiring.Component):
             col_in["rd_idx"] = delay(m, rd_idx, j + 1, f"col{j}_rdi_skew", inst)
             x_out = Signal(unsigned(R * lb), name=f"col{j}_x_out")
             ov = Signal(unsigned(d), name=f"col{j}_out_valid")
-            od = Signal(unsigned(d * 2 * ab), name=f"col{j}_out_data")
-            _connect(m, self.pe_kind, f"col{j}", CCOLUMN_MODULE_NAME, lambda: CompactColumn(cfg, pe="inline"),
+            od = Signal(unsigned(d * nw * ab), name=f"col{j}_out_data")
+            _connect(m, self.pe_kind, f"col{j}", column_module_name(cfg), lambda: CompactColumn(cfg, pe="inline"),
                      {"x_in": x, **col_in}, {"x_out": x_out, "out_valid": ov, "out_data": od})
             x = x_out
             od_d = delay(m, od, C - 1 - j, f"col{j}_deskew", inst)
             for p in range(d):
-                m.d.comb += self.out_data[(p * C + j) * 2 * ab:(p * C + j + 1) * 2 * ab].eq(
-                    od_d[2 * p * ab:2 * (p + 1) * ab])
+                m.d.comb += self.out_data[(p * C + j) * nw * ab:(p * C + j + 1) * nw * ab].eq(
+                    od_d[nw * p * ab:nw * (p + 1) * ab])
             if j == 0:
                 m.d.comb += self.out_valid.eq(delay(m, ov, C - 1, "col0_vdeskew", inst))
         m.d.comb += self.out_row.eq(delay(m, rd_row, C + 1, "out_row", inst))

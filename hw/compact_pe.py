@@ -1,4 +1,5 @@
-"""The compact organisation's PE (docs/architecture.md "Array organisations", docs/decisions.md D50, D65).
+"""The compact and delta organisations' PE (docs/architecture.md "Array organisations", docs/decisions.md D50,
+D65, D73).
 
 A band-tile (`sim.timing.compact`) runs R/B tokens x C outputs of ONE channel group g, so the PE needs
 no per-group registers: a band-tile row accumulates its token's partial sum of g, and the combine unit
@@ -24,6 +25,27 @@ partial), ``out_m`` a COMPUTE token's msb partial, which the combine unit keeps 
 state for a PARTIAL successor (the golden model's rule, docs/spec.md §2). That second accumulator is
 what the RTL needs beyond D50's count (docs/decisions.md D65; `sim.cost.area.compact_pe_extra`).
 
+**Delta organisation** (``cfg.organisation == "delta"``, module ``kaleido_dpe``, docs/decisions.md D68, D73):
+the operands are 9-bit differences (`sim.timing.delta_reference.differences`: ``X - X_eff[nb]``, ``lsb(X) -
+lsb(X_eff[nb])`` in ``-15 .. 15``, or X for a direct token) and a row's result is one difference sum, so
+there is one accumulator and no ``out_m``:
+
+======== ======================================================== ============================
+mode     work                                                     multiplier use
+======== ======================================================== ============================
+REUSE    none (an idle row holds ``acc``; its result is never read) idle
+COMPUTE, ``acc += hi(x_a) w_a << 4 + lo(x_a) w_a`` (= x_a w_a)        both halves
+PARTIAL
+PAIRED   ``acc += x_b w_b + lo(x_a) w_a - 16 w_a [x_a < 0]``          both halves (two channels)
+         (= x_a w_a + x_b w_b for x_a, x_b in ``-15 .. 15``)
+======== ======================================================== ============================
+
+PAIRED is `sim.timing.delta.paired_product` with the roles of a and b swapped: ``x_b[:5]`` (signed) on the
+signed 5-bit high half, ``x_a``'s low four bits on the unsigned low half, and a 13-bit adder
+(``lo_term``, W_BITS + LO_BITS + 1) taking ``16 w_a`` back when x_a is negative. No PARTIAL-only mode:
+a single PARTIAL difference is a 9-bit operand like a COMPUTE one. Counts: `sim.cost.area.delta_pe_extra`
+(equal to Yosys's cells, tests/test_rtl_delta.py).
+
 Operands arrive registered from the left (row lane: ``x_a``, ``x_b``, ``mode``) and from above (the
 band's weight lane: ``w_a``, ``w_b``, ``valid``, ``first``, ``last``) and leave registered to the right
 and below: one systolic cell, as `hw.pe.PE`.
@@ -36,17 +58,30 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, W_BITS, X_BITS, PEMode
+from hw.pe import HI_BITS, LO_BITS, W_BITS, X_BITS, PEMode
 
-#: Verilog module name of `CompactPE` (emitted once by `hw.rtl`, instantiated by name in the column).
+#: Verilog module names of `CompactPE` for the compact and the delta organisation (emitted once by `hw.rtl`,
+#: instantiated by name in the column).
 CPE_MODULE_NAME = "kaleido_cpe"
+DPE_MODULE_NAME = "kaleido_dpe"
+
+
+def is_delta(cfg: AcceleratorConfig) -> bool:
+    """True for the delta organisation's datapath (`sim.timing.delta`), False for compact's."""
+    return cfg.organisation == "delta"
+
+
+def pe_module_name(cfg: AcceleratorConfig) -> str:
+    """`DPE_MODULE_NAME` for the delta organisation, else `CPE_MODULE_NAME`."""
+    return DPE_MODULE_NAME if is_delta(cfg) else CPE_MODULE_NAME
 #: Row-lane fields (left to right) and band weight-lane fields (top to bottom) of the compact PE.
 CROW_FIELDS = ("x_a", "x_b", "mode")
 CCOL_FIELDS = ("w_a", "w_b", "valid", "first", "last")
 
 
 def cpe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
-    """Flat port list of `CompactPE`: ``i_*``/``o_*`` lanes (`CROW_FIELDS`, `CCOL_FIELDS`), ``out``, ``out_m``."""
+    """Flat port list of `CompactPE`: ``i_*``/``o_*`` lanes (`CROW_FIELDS`, `CCOL_FIELDS`), ``out``, and
+    ``out_m`` except in the delta organisation (a row's result is one difference sum)."""
     shapes = {"x_a": signed(X_BITS), "x_b": signed(X_BITS), "mode": unsigned(2), "w_a": signed(W_BITS),
               "w_b": signed(W_BITS), "valid": unsigned(1), "first": unsigned(1), "last": unsigned(1)}
     members = {}
@@ -54,7 +89,8 @@ def cpe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
         for f in (*CROW_FIELDS, *CCOL_FIELDS):
             members[pre + f] = d(shapes[f])
     members["out"] = Out(signed(cfg.acc_bits))
-    members["out_m"] = Out(signed(cfg.acc_bits))
+    if not is_delta(cfg):
+        members["out_m"] = Out(signed(cfg.acc_bits))
     return wiring.Signature(members)
 
 
@@ -74,7 +110,7 @@ class CompactPE(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig):
         if cfg.b_msb != 8 - LO_BITS:
             raise ValueError(f"the PE is built for b_msb = {8 - LO_BITS}, config asks {cfg.b_msb}")
-        self.cfg = cfg
+        self.cfg, self.delta = cfg, is_delta(cfg)
         super().__init__(cpe_signature(cfg))
 
     def elaborate(self, platform):
@@ -89,25 +125,40 @@ class CompactPE(wiring.Component):
         m.d.comb += [is_compute.eq(mode == PEMode.COMPUTE), is_paired.eq(mode == PEMode.PAIRED),
                      is_active.eq(mode != PEMode.REUSE)]
 
-        # Split multiplier: low half lo(x_a) x w_a; high half hi(x_a) x w_a, or lo(x_b) x w_b when PAIRED.
+        # Split multiplier: low half lo(x_a) x w_a; high half hi(x_a) x w_a, or lo(x_b) x w_b when PAIRED
+        # (delta: the 5-bit signed difference x_b[:5] x w_b).
         lo_a = self.i_x_a[:LO_BITS].as_unsigned()
-        hi_x = Signal(signed(X_BITS - LO_BITS), name="hi_x")
+        pair_x = self.i_x_b[:HI_BITS].as_signed() if self.delta else self.i_x_b[:LO_BITS].as_unsigned()
+        hi_x = Signal(signed(HI_BITS), name="hi_x")
         hi_w = Signal(signed(W_BITS), name="hi_w")
-        m.d.comb += [hi_x.eq(Mux(is_paired, self.i_x_b[:LO_BITS].as_unsigned(), (self.i_x_a >> LO_BITS).as_signed())),
+        m.d.comb += [hi_x.eq(Mux(is_paired, pair_x, (self.i_x_a >> LO_BITS).as_signed())),
                      hi_w.eq(Mux(is_paired, self.i_w_b, self.i_w_a))]
         p_lo = Signal(signed(LO_BITS + W_BITS + 1), name="p_lo")
-        p_hi = Signal(signed(X_BITS - LO_BITS + W_BITS), name="p_hi")
+        p_hi = Signal(signed(HI_BITS + W_BITS), name="p_hi")
         m.d.comb += [p_lo.eq(lo_a * self.i_w_a), p_hi.eq(hi_x * hi_w)]
+        add = Signal(signed(X_BITS + W_BITS + 1), name="add")  # the halves' adder
+        acc = Signal(signed(ab), name="acc")
+        acc_next = Signal(signed(ab), name="acc_next")
+        if self.delta:
+            # PAIRED: x_a's low four bits are lo(da) = da + 16 [da < 0]; the sign-correction adder takes
+            # 16 w_a back (`sim.timing.delta.paired_product`). COMPUTE and PARTIAL: the full product.
+            lo_term = Signal(signed(LO_BITS + W_BITS + 1), name="lo_term")  # the 13-bit correction adder
+            m.d.comb += lo_term.eq(p_lo - Mux(is_paired & self.i_x_a[X_BITS - 1], self.i_w_a << LO_BITS, 0))
+            m.d.comb += add.eq(Mux(is_paired, p_hi, p_hi << LO_BITS) + lo_term)
+            m.d.comb += acc_next.eq(Mux(self.i_first, 0, acc) + add)
+            with m.If(valid & is_active):  # an idle row holds its accumulator (its result is never read)
+                m.d.sync += acc.eq(acc_next)
+            with m.If(valid & self.i_last):
+                m.d.sync += self.out.eq(acc_next)
+            return m
         # The high half's product: shifted into the msb position (COMPUTE), as is (PAIRED), or none.
         p_msb = Signal(signed(X_BITS + W_BITS), name="p_msb")
         hi_term = Signal(signed(X_BITS + W_BITS), name="hi_term")
         m.d.comb += [p_msb.eq(Mux(is_compute, p_hi << LO_BITS, 0)),
                      hi_term.eq(Mux(is_paired, p_hi, p_msb))]
-        add = Signal(signed(X_BITS + W_BITS + 1), name="add")  # the halves' adder
         m.d.comb += add.eq(hi_term + Mux(is_active, p_lo, 0))
 
-        acc, accm = Signal(signed(ab), name="acc"), Signal(signed(ab), name="accm")
-        acc_next, accm_next = Signal(signed(ab), name="acc_next"), Signal(signed(ab), name="accm_next")
+        accm, accm_next = Signal(signed(ab), name="accm"), Signal(signed(ab), name="accm_next")
         m.d.comb += [acc_next.eq(Mux(self.i_first, 0, acc) + add),
                      accm_next.eq(Mux(self.i_first, 0, accm) + p_msb)]
         with m.If(valid):

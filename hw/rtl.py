@@ -6,9 +6,11 @@ are modelled only (sim/): no RTL.
 
 A preset whose ``organisation`` is ``compact`` also gets the compact organisation's datapath
 (docs/decisions.md D65): ``kaleido_cpe`` (hw/compact_pe.py), ``kaleido_ccolumn`` and ``kaleido_ctop``
-(hw/compact_array.py), ``kaleido_combine`` (hw/combine.py) and its partial-sum SRAM macros. Its
-controller (queues, gather) is not RTL yet, so the core and the op-level controller
-emitted beside it are the lockstep ones.
+(hw/compact_array.py), ``kaleido_combine`` (hw/combine.py) and its partial-sum SRAM macros; one whose
+``organisation`` is ``delta`` the delta organisation's (D73): ``kaleido_dpe``, ``kaleido_dcolumn``,
+``kaleido_dtop`` (the same modules on a delta config) and ``kaleido_dcombine`` (hw/delta_combine.py) with
+its macros. Their controller (queues, gather) is not RTL yet, so the core and the op-level controller
+emitted beside them are the lockstep ones.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
@@ -32,10 +34,11 @@ from hw import discard
 from hw.accel import ACCEL_MODULE_NAME, Accel
 from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.combine import COMBINE_MODULE_NAME, Combine
-from hw.compact_array import CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME, CompactColumn, CompactTop
-from hw.compact_pe import CPE_MODULE_NAME, CompactPE
+from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_module_name
+from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
+from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
@@ -121,16 +124,21 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
     parts.append((ACCEL_MODULE_NAME, "Kaleido op-level controller: banked SRAM buffers + similarity pass + scheduler + "
                   "kaleido_core", lambda: Accel(cfg, pe="instance")))
     macros = list(discard(Accel(cfg, pe="instance")).macros())
-    if cfg.organisation == "compact":  # the compact organisation's datapath (D65)
+    if cfg.organisation in ("compact", "delta"):  # the banded datapath (D65; delta: D73)
+        org = cfg.organisation
+        combine = (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros", Combine)
+        if org == "delta":
+            combine = (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit (D accumulate, Y = Y[nb] + D) + partial-sum "
+                       "SRAM macros", DeltaCombine)
         parts += [
-            (CPE_MODULE_NAME, "Kaleido compact-organisation PE", lambda: CompactPE(cfg)),
-            (CCOLUMN_MODULE_NAME, "Kaleido compact array column (R PEs in bands, read-strobed output ports)",
+            (pe_module_name(cfg), f"Kaleido {org}-organisation PE", lambda: CompactPE(cfg)),
+            (column_module_name(cfg), f"Kaleido {org} array column (R PEs in bands, read-strobed output ports)",
              lambda: CompactColumn(cfg, pe="instance")),
-            (CTOP_MODULE_NAME, "Kaleido compact array top level (bands, weight lanes, drain sequencers)",
+            (top_module_name(cfg), f"Kaleido {org} array top level (bands, weight lanes, drain sequencers)",
              lambda: CompactTop(cfg, pe="instance")),
-            (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros", lambda: Combine(cfg, instance=True)),
+            (combine[0], combine[1], lambda: combine[2](cfg, instance=True)),
         ]
-        macros += [mc for mc in discard(Combine(cfg)).macros() if mc not in macros]
+        macros += [mc for mc in discard(combine[2](cfg)).macros() if mc not in macros]
     paths = []
     for name, what, make in parts:
         if only is not None and name not in only:
@@ -179,13 +187,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB)" for p in paths)
         print(f"{cfg.name}: {sizes} in {time.perf_counter() - t0:.1f} s")
-        if cfg.organisation == "compact":
-            print(f"note: {cfg.name}'s array organisation is 'compact': its PE, array and combine unit are emitted "
-                  "(kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine); its controller (queues, gather) is not RTL "
-                  "yet, so kaleido_core and kaleido_accel are the lockstep ones (docs/decisions.md D65)")
-        elif cfg.organisation != "lockstep":
-            print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}, which has no RTL yet: the emitted "
-                  "array is the lockstep one (docs/decisions.md D68)")
+        if cfg.organisation in ("compact", "delta"):
+            combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
+            print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
+                  f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); its "
+                  "controller (queues, gather) is not RTL yet, so kaleido_core and kaleido_accel are the lockstep ones "
+                  "(docs/decisions.md D65, D73)")
     return 0
 
 

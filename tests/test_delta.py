@@ -199,17 +199,21 @@ def test_delta_end_to_end_on_a_small_trace(tmp_path):
 
 
 def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
-    """The delta PE: compact's without the msb accumulator's adder, accm, out_m and one first gate, with a 13-bit
-    sign-correction adder; the gather carries 9 bits; the rest of the die is compact's."""
+    """The delta PE (hw/compact_pe.py, D73): compact's without the msb accumulator's adder, accm, out_m and one first
+    gate, with a 13-bit sign-correction adder, and 18 product-path mux bits fewer (no p_msb gate, 17, nor p_lo gate,
+    13; a 12-bit correction operand select); the drain de-skew carries one acc-bit word per port instead of two;
+    the gather carries 9 bits; the rest of the die is compact's."""
     cfg = tiny_delta()
     tech = load_tech(cfg.technology_nm)
     comp = area_breakdown(tiny_delta(organisation="compact"))["breakdown"]
     dlt = area_breakdown(cfg)["breakdown"]
     assert dlt["gather_network"] == pytest.approx(comp["gather_network"] * 9 / 8)
     acc, um = cfg.acc_bits, 1e-6  # um^2 -> mm^2
-    per_pe = (13 - acc) * tech.a("add_bit") - 2 * acc * tech.a("reg_bit") - acc * tech.a("mux2_bit")
+    per_pe = (13 - acc) * tech.a("add_bit") - 2 * acc * tech.a("reg_bit") - (acc + 17 + 13 - 12) * tech.a("mux2_bit")
     assert dlt["array_pe_kaleido_extra"] - comp["array_pe_kaleido_extra"] == pytest.approx(64 * per_pe * um)
-    same = set(dlt) - {"gather_network", "array_pe_kaleido_extra"}
+    deskew = 2 * acc * (8 * 7 // 2)  # d = 2 ports, column j: 7 - j registers of one word fewer
+    assert comp["array_io_skew"] - dlt["array_io_skew"] == pytest.approx(deskew * tech.a("reg_bit") * um)
+    same = set(dlt) - {"gather_network", "array_pe_kaleido_extra", "array_io_skew"}
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 
 

@@ -196,11 +196,14 @@ def test_compact_actions_hand_counts():
     assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8  # 4 band-tiles x |g| x C
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
     # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,
-    # the 13-bit sign correction on each PARTIAL row-slot; acc writes per active row-slot + out per row (14)
+    # the 13-bit sign correction on each PARTIAL row-slot; acc writes per active row-slot + out per row (14);
+    # its product path has 42 mux bits per active row-slot (hi_x 5, hi_w 8, the high term's select 17, the sign
+    # correction's operand 12; hw/compact_pe.py, D73)
     d = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, delta_blocks=1)
     assert d["pe_add"] == d["pe_add_half"] == 8 * (64 + 24) and d["pe_add_corr"] == 8 * 24
     assert d["pe_reg_bits"] == cfg.acc_bits * (8 * (64 + 24) + 14 * 8)
     assert d["pipe_reg_bits"] == c["pipe_reg_bits"]
+    assert d["pe_mux_bits"] == 8 * (64 + 24) * 42
 
 
 def test_compact_area_rules():

@@ -18,19 +18,15 @@ mixing COMPUTE and PARTIAL tokens):
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, apply_decisions
 from hw.combine import Combine, combine_sizes
-from hw.compact_array import CompactTop, band_geometry
 from hw.config import AcceleratorConfig, load_config
 from sim.timing.compact import band_cycles
 from tests.rtl.cases import make_case
-from tests.rtl.compact_bench import build_runs, combine_program, pack, unpack_signed
+from tests.rtl.compact_bench import build_runs, check_emission, combine_program, run_top, simulate_combine
 
 
 def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
@@ -38,80 +34,6 @@ def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
         "name": f"compact-{rows}x{cols}-b{bands}-d{ports}", "organisation": "compact", "psum_sram_kib": 64,
         "compact_bands": bands, "array_rows": rows, "array_cols": cols, "drain_rows_per_cycle": ports}
     return AcceleratorConfig.model_validate(d)
-
-
-def run_top(cfg, runs, x_unsigned):
-    """Drive `CompactTop` (inline PEs): each band runs the band-tile its ``b{b}_tile`` names (the RTL's band
-    choice), slot by slot as ``ready`` allows; returns the cycle of the last drained row."""
-    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    geo = band_geometry(cfg)
-    brows, d, B = geo["brows"], cfg.drain_rows_per_cycle, cfg.compact_bands  # noqa: N806
-    rb = max(1, (cfg.array_rows - 1).bit_length())
-    dut = CompactTop(cfg, pe="inline")
-    mine = [[s for s, (band, _p, _ph) in enumerate(geo["seqs"]) if band == b] for b in range(B)]
-    fifo = collections.defaultdict(collections.deque)  # (port, band) -> band-tiles draining there, in order
-    end = []
-
-    async def bench(ctx):
-        ctx.set(dut.x_unsigned, int(x_unsigned))
-        pos = [[-1, 0] for _ in range(B)]  # per band: the band-tile it runs (kaleido_ctop's b{b}_tile), slot index
-        ended = [0] * B
-        left = sum(len(r.tokens) for r in runs)
-        cycle = 0
-        while left:
-            assert cycle < 50 * (sum(len(r.slots) for r in runs) + 10), "the array stopped draining"
-            for b in range(B):
-                ti = ctx.get(getattr(dut, f"b{b}_tile"))
-                if ti != pos[b][0]:
-                    pos[b] = [ti, 0]
-                si = pos[b][1]
-                live = ti < len(runs)
-                ctx.set(getattr(dut, f"b{b}_valid"), int(live))
-                if live:
-                    s = runs[ti].slots[si]
-                    for f in ("x_a", "x_b"):
-                        ctx.set(getattr(dut, f"b{b}_{f}"), pack(getattr(s, f), 8))
-                    ctx.set(getattr(dut, f"b{b}_mode"), pack(s.mode, 2))
-                    ctx.set(getattr(dut, f"b{b}_w_a"), pack(s.w_a, 8))
-                    ctx.set(getattr(dut, f"b{b}_w_b"), pack(s.w_b, 8))
-                    ctx.set(getattr(dut, f"b{b}_first"), s.first)
-                    ctx.set(getattr(dut, f"b{b}_last"), s.last)
-                    ctx.set(getattr(dut, f"b{b}_rows"), s.rows)
-            ov = ctx.get(dut.out_valid)
-            if ov:
-                rows_word, data = ctx.get(dut.out_row), ctx.get(dut.out_data)
-                for p in range(d):
-                    if not ov >> p & 1:
-                        continue
-                    row = (rows_word >> (p * rb)) & ((1 << rb) - 1)
-                    band, i = divmod(row, brows)
-                    run = fifo[(p, band)][0]
-                    assert i == len(run.drained), f"port {p} band {band}: row {i} drained out of order"
-                    lanes = unpack_signed(data >> (p * C * 2 * ab), ab, 2 * C)
-                    run.drained.append(np.array(lanes, dtype=np.int64).reshape(C, 2))
-                    left -= 1
-                    if len(run.drained) == len(run.tokens):
-                        fifo[(p, band)].popleft()
-                    end.append(cycle)
-            for b in range(B):
-                ti, si = pos[b]
-                if ti < len(runs) and ctx.get(getattr(dut, f"b{b}_ready")):
-                    run = runs[ti]
-                    if si == len(run.slots) - 1:
-                        run.got_last, run.got_band = cycle, b
-                        port = geo["seqs"][mine[b][ended[b] % len(mine[b])]][1]
-                        fifo[(port, b)].append(run)
-                        run.port = port
-                        ended[b] += 1
-                    pos[b][1] = si + 1
-            await ctx.tick()
-            cycle += 1
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return end[-1]
 
 
 def combine(case, runs):
@@ -154,9 +76,8 @@ def run_combine(cfg, writes, cmds):
     C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
     sa = max(1, (combine_sizes(cfg)["stage_depth"] - 1).bit_length())
     dut = Combine(cfg)
-    rows, at = [], []
 
-    async def bench(ctx):
+    async def load(ctx):
         per_port = [[w for w in writes if w[0] == p] for p in range(d)]
         for i in range(max(len(q) for q in per_port)):
             we = addr = data = 0
@@ -170,21 +91,8 @@ def run_combine(cfg, writes, cmds):
             ctx.set(dut.st_wdata, data)
             await ctx.tick()
         ctx.set(dut.st_we, 0)
-        for cycle in range(len(cmds) + 3):
-            ctx.set(dut.c_valid, int(cycle < len(cmds)))
-            if cycle < len(cmds):
-                for k, v in cmds[cycle].items():
-                    ctx.set(getattr(dut, k), v)
-            if ctx.get(dut.y_valid):
-                rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
-                at.append(cycle)
-            await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(rows, dtype=np.int64), at
+    return simulate_combine(dut, load, cmds, C, ab)
 
 
 def _case(seed, grid, K, N, sizes, x_unsigned, axes, fw, coherent=False):  # noqa: N803
@@ -253,23 +161,5 @@ def test_compact_pe_counts_equal_yosys():
 
 
 def test_compact_modules_emit_reproducibly_and_lint_clean(tmp_path):
-    # the compact organisation's files of hw.rtl.emit (kaleido_top.v brings kaleido_delay): Verilator -Wall
-    # clean per file and over the whole hierarchy from kaleido_ctop and kaleido_combine; the same bytes twice
-    from hw import discard
-    from hw.combine import COMBINE_MODULE_NAME
-    from hw.compact_array import CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME
-    from hw.compact_pe import CPE_MODULE_NAME
-    from hw.lint import lint_folder
-    from hw.rtl import emit
-    from hw.sram import macro_name
-
-    cfg = compact_cfg(8, 8, 4, 2)
-    names = (CPE_MODULE_NAME, CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME, COMBINE_MODULE_NAME, "kaleido_top",
-             "kaleido_column", "kaleido_pe", *(macro_name(*mc) for mc in discard(Combine(cfg)).macros()))
-    paths = emit(cfg, tmp_path / "a", only=names)
-    assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
-    for q in emit(cfg, tmp_path / "b", only=names[:4]):
-        assert q.read_bytes() == (tmp_path / "a" / q.name).read_bytes(), q.name
-    runs = lint_folder(tmp_path / "a", full=True)
-    assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
-    assert any(label == "kaleido_ctop.v whole hierarchy" for label, *_ in runs)
+    # kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its macros (tests.rtl.compact_bench.check_emission)
+    check_emission(compact_cfg(8, 8, 4, 2), tmp_path)

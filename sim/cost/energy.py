@@ -23,9 +23,12 @@ or a bit width of the RTL):
   only ever enters column c, in the dense array, the lockstep array and every band of the compact
   organisation alike; docs/decisions.md D58) and the compact organisation's partial-sum SRAM (a column's
   partials are only touched by its own combine lanes, D50), and the delta organisation's state SRAM (the carried
-  value of key column n is only touched by the combine lanes of column n mod C, D71). The other buffers are charged whole (the input
-  SRAM feeds any row through the scheduler's order or the gather network; the output, score and P_eff buffers
-  are read by the vector and similarity units' lanes across columns).
+  value of key column n is only touched by the combine lanes of column n mod C, D71). Row banks (D77): Kaleido's
+  P_eff buffer holds one query tile's previous-frame P, one row per query position, and row q is only read and
+  written by the similarity-unit lanes of tile row q (its lanes are ``R x s_t`` in the balanced preset, s_t per
+  row), so it is built as ``min(R, similarity_lanes)`` row banks and charged at a bank. The other buffers are
+  charged whole (the input SRAM feeds any row through the scheduler's order or the gather network; the output and
+  score buffers are written through the drain ports and read by the vector unit's lanes across rows and columns).
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -56,6 +59,7 @@ from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
+from sim.timing.memory import similarity_lanes
 
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
@@ -111,6 +115,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         kib = getattr(cfg, f"{b}_sram_kib")
         if b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
             kib = kib / cfg.array_cols
+        elif b == "peff":  # row banks beside the similarity lanes of each tile row (D77)
+            kib = kib / min(cfg.array_rows, similarity_lanes(cfg))
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)

@@ -16,24 +16,26 @@ from tests.trace_files import rewrite_trace, set_array, with_nan
 
 @pytest.fixture(scope="module")
 def states(tmp_path_factory):
-    """Tiny Wan, block 0, step 49, qk and pv; the float Q, K, V and the model's own attention output."""
-    import diffusers.models.transformers.transformer_wan as wan_mod
+    """Tiny Wan, block 0, step 49, qk and pv; the float Q, K, V of the self-attention and the output
+    torch's own ``scaled_dot_product_attention`` gives for them (what the model's call would return)."""
+    import algo.capture.record as record
 
     d = tmp_path_factory.mktemp("states")
     seen = []
-    original = wan_mod.dispatch_attention_fn
+    original = record.flash_states
 
-    def spy(query, key, value, *args, **kwargs):  # sits under capture's own wrapper
-        out = original(query, key, value, *args, **kwargs)
-        seen.append((query.detach().clone(), key.detach().clone(), value.detach().clone(), out.detach().clone()))
-        return out
+    def spy(query, key, value, layout):  # the model's self-attention operands, where capture takes its states (D72)
+        out = torch.nn.functional.scaled_dot_product_attention(*(t.permute(0, 2, 1, 3) for t in (query, key, value)))
+        seen.append((query.detach().clone(), key.detach().clone(), value.detach().clone(), out.permute(0, 2, 1, 3)))
+        return original(query, key, value, layout)
 
-    wan_mod.dispatch_attention_fn = spy
+    record.flash_states = spy
     try:
         capture_to_file(out=d / "t.npz", steps=(49,), blocks=(0,), ops="qk,pv", seed=0)
     finally:
-        wan_mod.dispatch_attention_fn = original
-    return load_trace(d / "t.npz"), seen[0], d  # seen[0]: block 0's self-attention
+        record.flash_states = original
+    assert len(seen) == 1
+    return load_trace(d / "t.npz"), seen[0], d  # block 0's self-attention
 
 
 def test_lse_equals_logsumexp_of_stored_qk(states):

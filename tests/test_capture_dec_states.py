@@ -34,6 +34,7 @@ import torch
 from algo.capture import capture, capture_to_file
 from algo.trace import TraceError, load_trace
 from algo.trace.derive import derive_trace
+from tests.attention_spy import self_attention_operands
 from tests.trace_files import rewrite_trace, set_array, with_nan
 
 U = 2.0 ** -24
@@ -69,23 +70,11 @@ def trace_bounds(qk, pv, lse, out):
 def wan(tmp_path_factory):
     """Tiny Wan, step 49: exact and decision traces (files) and the float Q, K, V of each block's
     self-attention seen by the model during the decision capture."""
-    import algo.capture.record as record
-
     d = tmp_path_factory.mktemp("decstates")
     capture_to_file(out=d / "exact.npz", **KW)
-    seen = []
-    original = record.flash_states
-
-    def spy(query, key, value, layout):  # the model's self-attention operands, where capture takes its states (D72)
-        assert layout == "bshd" and query.shape[1] == key.shape[1]  # Wan self-attention only (cross: 8 text keys)
-        seen.append(tuple(t.detach()[0].transpose(0, 1).to(torch.float64).clone() for t in (query, key, value)))
-        return original(query, key, value, layout)
-
-    record.flash_states = spy
-    try:
+    with self_attention_operands() as ops:
         capture_to_file(out=d / "dec.npz", thetas="2,6;4,12", **KW)
-    finally:
-        record.flash_states = original
+    seen = [tuple(t[0].transpose(0, 1).to(torch.float64) for t in qkv) for qkv in ops]
     return load_trace(d / "exact.npz"), load_trace(d / "dec.npz"), seen, d
 
 

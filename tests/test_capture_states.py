@@ -11,6 +11,7 @@ import torch
 
 from algo.capture import capture_to_file
 from algo.trace import TraceError, load_trace, save_trace
+from tests.attention_spy import self_attention_operands
 from tests.trace_files import rewrite_trace, set_array, with_nan
 
 
@@ -18,24 +19,13 @@ from tests.trace_files import rewrite_trace, set_array, with_nan
 def states(tmp_path_factory):
     """Tiny Wan, block 0, step 49, qk and pv; the float Q, K, V of the self-attention and the output
     torch's own ``scaled_dot_product_attention`` gives for them (what the model's call would return)."""
-    import algo.capture.record as record
-
     d = tmp_path_factory.mktemp("states")
-    seen = []
-    original = record.flash_states
-
-    def spy(query, key, value, layout):  # the model's self-attention operands, where capture takes its states (D72)
-        out = torch.nn.functional.scaled_dot_product_attention(*(t.permute(0, 2, 1, 3) for t in (query, key, value)))
-        seen.append((query.detach().clone(), key.detach().clone(), value.detach().clone(), out.permute(0, 2, 1, 3)))
-        return original(query, key, value, layout)
-
-    record.flash_states = spy
-    try:
+    with self_attention_operands() as seen:
         capture_to_file(out=d / "t.npz", steps=(49,), blocks=(0,), ops="qk,pv", seed=0)
-    finally:
-        record.flash_states = original
     assert len(seen) == 1
-    return load_trace(d / "t.npz"), seen[0], d  # block 0's self-attention
+    q, k, v = seen[0]  # block 0's self-attention, [1, S, heads, d_h]
+    out = torch.nn.functional.scaled_dot_product_attention(*(t.permute(0, 2, 1, 3) for t in (q, k, v)))
+    return load_trace(d / "t.npz"), (q, k, v, out.permute(0, 2, 1, 3)), d
 
 
 def test_lse_equals_logsumexp_of_stored_qk(states):

@@ -106,3 +106,17 @@ def test_inspect_reports_states(states):
     res = subprocess.run([sys.executable, "-m", "sim.cli", "inspect", str(d / "t.npz"), "--json"],
                          capture_output=True, text=True, check=True)
     assert [(o["name"], o["attn_states"]) for o in json.loads(res.stdout)["ops"]] == [("qk", False), ("pv", True)]
+
+
+def test_reader_skips_states_on_request(states, tmp_path):
+    """``states=False`` (what the cycle model reads, D72): same operands, no states, members still checked."""
+    tr, _, d = states
+    lean = load_trace(d / "t.npz", states=False)
+    assert any(o.attn_out is not None for o in tr.ops)
+    for a, b in zip(tr.ops, lean.ops, strict=True):
+        assert b.attn_out is None and b.lse is None
+        np.testing.assert_array_equal(a.X, b.X)
+        np.testing.assert_array_equal(a.W, b.W)
+    bad = rewrite_trace(d / "t.npz", tmp_path / "bad.npz", None, lambda a: a.pop("op00001_L"))
+    with pytest.raises(TraceError, match="attention state arrays missing"):
+        load_trace(bad, states=False)

@@ -14,6 +14,7 @@ from algo import latents as lat
 from algo.capture import CaptureError, capture, capture_to_file, quantize_int8
 from algo.models import MODELS, model_config, rope_groups
 from algo.trace import load_trace
+from tests.attention_spy import self_attention_operands
 
 STEPS = (0, 49)
 M = 4 * 8 * 8  # tokens
@@ -34,23 +35,11 @@ SHAPES = {
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
     """A tiny capture of steps 0 and 49, written and read back, plus the float Q/K the model used."""
-    import diffusers.models.transformers.transformer_wan as wan_mod
-
-    float_qk = []
-    original = wan_mod.dispatch_attention_fn
-
-    def spy(query, key, value, *args, **kwargs):  # sits under capture's own wrapper
-        if key.shape[1] == M:  # self-attention (cross-attention keys are the 8 text tokens)
-            float_qk.append((query[0].transpose(0, 1).clone(), key[0].transpose(0, 1).clone()))
-        return original(query, key, value, *args, **kwargs)
-
     calls = []
     path = tmp_path_factory.mktemp("cap") / "tiny.npz"
-    wan_mod.dispatch_attention_fn = spy
-    try:
+    with self_attention_operands() as seen:
         capture_to_file(out=path, steps=STEPS, seed=0, progress=lambda *a: calls.append(a))
-    finally:
-        wan_mod.dispatch_attention_fn = original
+    float_qk = [(q[0].transpose(0, 1), k[0].transpose(0, 1)) for q, k, _ in seen]
     return load_trace(path), path, float_qk, calls
 
 

@@ -1,10 +1,11 @@
 """Attention states in decision traces (format version 4, docs/decisions.md D28).
 
 Decision traces compute P one latent frame of queries per head (`algo.capture.pv_decisions`);
-the attention output and log-sum-exp are computed in the same chunks. Checked against
+the attention output and log-sum-exp come from the model's own attention call (PyTorch's CPU
+flash-attention kernel, which returns both: `algo.capture.quantise.flash_states`, D72; before D72 a
+second float32 pass in frame chunks). Checked against
 
-- the exact trace of the same capture (model, seed, step), whose states come from 1,024-query
-  chunks over all heads: the same float32 formula evaluated with another GEMM blocking;
+- the exact trace of the same capture (model, seed, step), whose states come from the same call;
 - a float64 reference from the model's own float Q, K, V: ``torch.logsumexp`` of the scores and
   ``softmax(s) @ V``.
 
@@ -33,6 +34,7 @@ import torch
 from algo.capture import capture, capture_to_file
 from algo.trace import TraceError, load_trace
 from algo.trace.derive import derive_trace
+from tests.attention_spy import self_attention_operands
 from tests.trace_files import rewrite_trace, set_array, with_nan
 
 U = 2.0 ** -24
@@ -68,23 +70,11 @@ def trace_bounds(qk, pv, lse, out):
 def wan(tmp_path_factory):
     """Tiny Wan, step 49: exact and decision traces (files) and the float Q, K, V of each block's
     self-attention seen by the model during the decision capture."""
-    import diffusers.models.transformers.transformer_wan as wan_mod
-
     d = tmp_path_factory.mktemp("decstates")
     capture_to_file(out=d / "exact.npz", **KW)
-    seen = []
-    original = wan_mod.dispatch_attention_fn
-
-    def spy(query, key, value, *args, **kwargs):  # sits under capture's own wrapper
-        if query.shape[1] == key.shape[1]:  # self-attention (cross-attention has 8 text keys)
-            seen.append(tuple(t.detach()[0].transpose(0, 1).to(torch.float64).clone() for t in (query, key, value)))
-        return original(query, key, value, *args, **kwargs)
-
-    wan_mod.dispatch_attention_fn = spy
-    try:
+    with self_attention_operands() as ops:
         capture_to_file(out=d / "dec.npz", thetas="2,6;4,12", **KW)
-    finally:
-        wan_mod.dispatch_attention_fn = original
+    seen = [tuple(t[0].transpose(0, 1).to(torch.float64) for t in qkv) for qkv in ops]
     return load_trace(d / "exact.npz"), load_trace(d / "dec.npz"), seen, d
 
 

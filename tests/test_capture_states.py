@@ -11,29 +11,21 @@ import torch
 
 from algo.capture import capture_to_file
 from algo.trace import TraceError, load_trace, save_trace
+from tests.attention_spy import self_attention_operands
 from tests.trace_files import rewrite_trace, set_array, with_nan
 
 
 @pytest.fixture(scope="module")
 def states(tmp_path_factory):
-    """Tiny Wan, block 0, step 49, qk and pv; the float Q, K, V and the model's own attention output."""
-    import diffusers.models.transformers.transformer_wan as wan_mod
-
+    """Tiny Wan, block 0, step 49, qk and pv; the float Q, K, V of the self-attention and the output
+    torch's own ``scaled_dot_product_attention`` gives for them (what the model's call would return)."""
     d = tmp_path_factory.mktemp("states")
-    seen = []
-    original = wan_mod.dispatch_attention_fn
-
-    def spy(query, key, value, *args, **kwargs):  # sits under capture's own wrapper
-        out = original(query, key, value, *args, **kwargs)
-        seen.append((query.detach().clone(), key.detach().clone(), value.detach().clone(), out.detach().clone()))
-        return out
-
-    wan_mod.dispatch_attention_fn = spy
-    try:
+    with self_attention_operands() as seen:
         capture_to_file(out=d / "t.npz", steps=(49,), blocks=(0,), ops="qk,pv", seed=0)
-    finally:
-        wan_mod.dispatch_attention_fn = original
-    return load_trace(d / "t.npz"), seen[0], d  # seen[0]: block 0's self-attention
+    assert len(seen) == 1
+    q, k, v = seen[0]  # block 0's self-attention, [1, S, heads, d_h]
+    out = torch.nn.functional.scaled_dot_product_attention(*(t.permute(0, 2, 1, 3) for t in (q, k, v)))
+    return load_trace(d / "t.npz"), (q, k, v, out.permute(0, 2, 1, 3)), d
 
 
 def test_lse_equals_logsumexp_of_stored_qk(states):
@@ -114,3 +106,17 @@ def test_inspect_reports_states(states):
     res = subprocess.run([sys.executable, "-m", "sim.cli", "inspect", str(d / "t.npz"), "--json"],
                          capture_output=True, text=True, check=True)
     assert [(o["name"], o["attn_states"]) for o in json.loads(res.stdout)["ops"]] == [("qk", False), ("pv", True)]
+
+
+def test_reader_skips_states_on_request(states, tmp_path):
+    """``states=False`` (what the cycle model reads, D72): same operands, no states, members still checked."""
+    tr, _, d = states
+    lean = load_trace(d / "t.npz", states=False)
+    assert any(o.attn_out is not None for o in tr.ops)
+    for a, b in zip(tr.ops, lean.ops, strict=True):
+        assert b.attn_out is None and b.lse is None
+        np.testing.assert_array_equal(a.X, b.X)
+        np.testing.assert_array_equal(a.W, b.W)
+    bad = rewrite_trace(d / "t.npz", tmp_path / "bad.npz", None, lambda a: a.pop("op00001_L"))
+    with pytest.raises(TraceError, match="attention state arrays missing"):
+        load_trace(bad, states=False)

@@ -62,3 +62,46 @@ def test_quantize_int8_fast_equals_numpy():
         np.testing.assert_array_equal(q, want)
     assert quantize_int8_fast(np.array([1.0, np.inf], np.float32)) is None
     assert quantize_int8_fast(np.array([np.nan, 1.0])) is None
+
+
+def _p_reference(q: np.ndarray, k_t: np.ndarray, q_s: float, k_s: float) -> np.ndarray:
+    """docs/decisions.md D34's P written out with nothing of `algo.reuse.softmax`: int64 scores,
+    ``rint(255 exp(-c (rowmax - S)))`` per element in float64."""
+    s = np.einsum("hmd,hdl->hml", q.astype(np.int64), k_t.astype(np.int64))
+    c = q_s * k_s / np.sqrt(q.shape[2])
+    return np.rint(255.0 * np.exp(-c * (s.max(-1, keepdims=True) - s))).astype(np.uint8)
+
+
+@pytest.mark.parametrize("d_h,scale", [(16, 0.02), (16, 0.5), (32, 0.001), (1100, 0.02)])
+def test_numerators_equal_formula(d_h, scale):
+    """The compiled P (`numerators_from_scores` through `softmax.Numerators`) against the formula,
+    for short and long tables (c large: most of a row is 0; c small: no zero, the table capped at
+    the largest gap), equal rows (ties at
+    255), chunks of 5 rows and strided rows; d_h 1100 takes the float64 score path."""
+    from algo.reuse.softmax import Numerators, softmax_numerators_int8
+
+    rng = np.random.default_rng(d_h)
+    q = rng.integers(-128, 128, size=(2, 23, d_h)).astype(np.int8)
+    q[:, 5] = q[:, 4]  # equal rows
+    k_t = rng.integers(-128, 128, size=(2, d_h, 37)).astype(np.int8)
+    k_t[:, :, 7] = k_t[:, :, 3]  # equal keys: a tie at the row maximum where one of them is it
+    ref = _p_reference(q, k_t, scale, scale)
+    assert (ref == 255).any() and ((ref > 0) & (ref < 255)).any() and ((ref == 0).any() or scale < 0.01)
+    assert np.array_equal(softmax_numerators_int8(q, k_t, scale, scale), ref)
+    assert np.array_equal(softmax_numerators_int8(q, k_t, scale, scale, chunk=5), ref)
+    num = Numerators(q, k_t, scale, scale, chunk=4)
+    assert np.array_equal(num.rows(1, range(2, 23, 3)), ref[1, 2:23:3])
+    assert np.array_equal(num.rows(0, range(23)), ref[0])
+
+
+def test_numerators_reject_bad_arrays():
+    from algo.reuse.kernels import numerators_from_scores
+
+    table = np.array([255, 3, 0], dtype=np.uint8)
+    s = np.zeros((2, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match="numerators need"):
+        numerators_from_scores(s, table, np.empty((2, 3), dtype=np.int8))
+    with pytest.raises(ValueError, match="numerators need"):
+        numerators_from_scores(s.astype(np.int32), table, np.empty((2, 3), dtype=np.uint8))
+    with pytest.raises(ValueError, match="numerators need"):
+        numerators_from_scores(np.zeros((3, 4), dtype=np.float32)[:, :3], table, np.empty((3, 3), dtype=np.uint8))

@@ -13,8 +13,10 @@ dtype), the int8 weights the recorder keeps, and the larger of the two phases of
   operand ``M d_ffn`` int8 (plus a float32 copy for bf16 runs);
 - attention: ``6 M d`` floats (hidden, Q, K, V, output, residual), Q/K/V as int8 ``3 M d`` and
   float copies ``3 M d``, the attention output ``M d`` floats, and the states' score buffers
-  ``3 chunk L`` floats of one head (`algo.capture.run.attention_states`) or, for decision traces,
-  one frame of P per theta as int16 plus its scores (`pv_decisions`).
+  ``3 chunk L`` floats of one head (`algo.capture.quantise.attention_states`, the fallback pass: a
+  plain attention call gives the states from the model's own flash-attention call, D72, but the
+  estimate keeps the fallback's buffers, an upper bound) or, for decision traces, one frame of P
+  per theta as int16 plus its scores (`pv_decisions`).
 
 `check_fits` compares the figures with what the machine has (free disk in the output's folder,
 ``MemAvailable``); the environment variables ``KALEIDO_DISK_LIMIT`` and ``KALEIDO_MEM_LIMIT``

@@ -1,5 +1,6 @@
-"""The numbers capture records: symmetric int8 quantisation (`quantize_int8`), the float attention
-states (`attention_states`), decisions of the streamed operand for several thresholds (`pv_decisions` without
+"""The numbers capture records: symmetric int8 quantisation (`quantize_int8`), the attention states
+(`flash_states` from the model's own attention call; `attention_states`, a second float pass, where that
+call is not plain flash attention), decisions of the streamed operand for several thresholds (`pv_decisions` without
 ever holding P whole), and bf16 linears as float32 GEMMs on CPUs without oneDNN bf16."""
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import torch
 from algo.models import CaptureError
 from algo.reuse.golden import COMPUTE
 from algo.reuse.kernels import decide_multi, quantize_int8_fast
-from algo.reuse.softmax import softmax_numerators_int8
+from algo.reuse.softmax import Numerators
 from algo.trace import Group, pack_decisions
 
-__all__ = ["P_CHUNK", "attention_states", "bf16_gemm_in_fp32", "native_bf16_gemm", "pv_decisions", "quantize_int8"]
+__all__ = ["P_CHUNK", "attention_states", "bf16_gemm_in_fp32", "flash_states", "native_bf16_gemm", "pv_decisions",
+           "quantize_int8"]
 
 #: Query rows per chunk of the float attention states (`attention_states`, one head at a time:
 #: bounds the float32 score buffer to chunk x L; project choice: 1024 x 32,760 keys x 4 B = 134 MB at 480p).
@@ -74,6 +76,37 @@ def attention_states(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: i
     return att, lse
 
 
+def flash_states(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layout: str):
+    """The model's own attention and its states from one call of PyTorch's CPU flash-attention kernel.
+
+    A plain ``scaled_dot_product_attention`` call on the CPU runs
+    ``aten._scaled_dot_product_flash_attention_for_cpu``, which also returns the log-sum-exp of every
+    query; calling that kernel directly on the same operands gives the same output bits (PyTorch
+    2.13; tests/test_capture_flash_states.py) and the states at no extra cost (D72).
+
+    Args:
+        query, key, value: ``[1, S, heads, d_h]`` (``layout="bshd"``) or ``[1, heads, S, d_h]``
+            (``"bhsd"``), the operands of a plain attention call (`algo.models.families.base.plain_call`).
+
+    Returns:
+        ``(model_out, out, lse)``, or None where torch would not choose the flash kernel (then the
+        caller runs the original function and `attention_states`): ``model_out`` the attention output
+        in the call's layout and dtype (what the original returns), ``out`` float32 ``[heads, S, d_v]``
+        (``softmax(q k^T / sqrt(d_h)) v`` as the model computed it: bf16 values for a bf16 model) and
+        ``lse`` float32 ``[heads, S]`` (``log sum_j exp s_ij``).
+    """
+    from torch.nn.attention import SDPBackend
+
+    if query.device.type != "cpu" or query.ndim != 4 or query.shape[0] != 1:
+        return None
+    qb, kb, vb = (t if layout == "bhsd" else t.permute(0, 2, 1, 3) for t in (query, key, value))
+    if SDPBackend(torch._fused_sdp_choice(qb, kb, vb, None, 0.0, False)) != SDPBackend.FLASH_ATTENTION:
+        return None
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(qb, kb, vb, 0.0, False)
+    model_out = out if layout == "bhsd" else out.permute(0, 2, 1, 3)
+    return model_out, out[0].to(torch.float32).contiguous(), lse[0].to(torch.float32).contiguous()
+
+
 def _scale_of(t: torch.Tensor) -> float:
     """The `quantize_int8` scale of `t` without building the int8 tensor: ``max|t| / 127`` (1 if zero)."""
     amax = float(t.detach().abs().max().to(torch.float32)) if t.numel() else 0.0
@@ -91,31 +124,29 @@ def _decide_packed(x_q: np.ndarray, grid, groups: list[Group], thetas, b_msb: in
 
 
 def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], groups: list[Group],
-                 thetas, b_msb: int, timing: dict | None = None, v: torch.Tensor | None = None):
+                 thetas, b_msb: int, timing: dict | None = None) -> np.ndarray:
     """Packed decisions of ``pv``'s streamed operand P without ever holding P whole.
 
     P = `algo.reuse.softmax.softmax_numerators_int8` of the int8 Q and K^T (quantised here as
     ``qk`` quantises them; uint8 ``[heads, M, L]``) is computed one latent frame of queries
-    (``H*W`` rows) at a time per head. Every group of ``pv`` reuses along frames (axis ``"f"``,
+    (``H*W`` rows) at a time per head (`algo.reuse.softmax.Numerators`: one score buffer reused by
+    every chunk). Every group of ``pv`` reuses along frames (axis ``"f"``,
     `algo.reuse.golden.block_groups`), so frame f's decisions depend only on frame f and the effective
     rows of frame f-1: `algo.reuse.kernels.decide_multi` decides frame f against the carried effective
     rows of frame f-1 (``prev``, one per theta) and updates them, which gives exactly the
     decisions of `algo.reuse.golden.decide` on the whole P (tests/test_capture.py). Peak memory per head:
-    one frame of float32 scores (``H*W x L x 4`` bytes) plus T int16 frames of state.
+    a 1,024-row chunk of float32 scores (``1024 x L x 4`` bytes), one frame of P (``H*W x L``) and T
+    int16 frames of state. The attention states are not computed here: capture takes them from the
+    model's own attention call (`flash_states`, D72).
 
     Args:
         q: ``[heads, M, d_h]`` float; k: ``[heads, L, d_h]`` float.
         groups: channel groups over the L keys, every axis ``"f"``.
-        v: ``[heads, L, d_v]`` float, or None: with it, the attention states are computed in the
-            same frame chunks (`attention_states`: float32, from the float operands).
-
         timing: if given, accumulates ``p_chunks`` (number of P query chunks: heads x frames),
             ``p_chunk_s`` (seconds computing P chunks) and ``p_decide_s`` (seconds deciding).
 
     Returns:
-        ``(packed, out, lse)``: ``packed`` uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical
-        to packing `decide` on the whole P; with `v`, ``out`` float32 ``[heads, M, d_v]``
-        (``softmax(s) V``) and ``lse`` float32 ``[heads, M]`` (``log sum_j exp s_ij``), else None.
+        uint8 ``[len(thetas), heads, ceil(M * G / 4)]``, identical to packing `decide` on the whole P.
 
     Raises:
         CaptureError: a group that does not reuse along frames.
@@ -127,11 +158,10 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
     gt = [g.as_tuple() for g in groups]
     heads = q.shape[0]
     dec = np.empty((len(thetas), heads, q.shape[1], len(groups)), dtype=np.int8)
-    if v is not None:
-        att = np.empty((heads, q.shape[1], v.shape[2]), dtype=np.float32)
-        lse = np.empty((heads, q.shape[1]), dtype=np.float32)
     q_q, q_s = quantize_int8(q)
     k_q, k_s = quantize_int8(k.transpose(1, 2))
+    num = Numerators(q_q, k_q, q_s, k_s)
+    p = np.empty((hw, k_q.shape[2]), dtype=np.uint8)
     tm = timing if timing is not None else {}
     for key in ("p_chunks", "p_chunk_s", "p_decide_s"):
         tm.setdefault(key, 0)
@@ -139,11 +169,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
         prev = None  # int16 [T, H*W, L]: effective P of the previous frame, per theta
         for f in range(f_n):
             t0 = time.perf_counter()
-            rows = slice(f * hw, (f + 1) * hw)
-            p = softmax_numerators_int8(q_q, k_q, q_s, k_s, rows=rows, heads=slice(hd, hd + 1))[0]  # [hw, L]
-            if v is not None:
-                att[hd:hd + 1, rows], lse[hd:hd + 1, rows] = attention_states(
-                    q[hd:hd + 1, rows], k[hd:hd + 1], v[hd:hd + 1])
+            num.rows(hd, range(f * hw, (f + 1) * hw), out=p)
             t1 = time.perf_counter()
             tm["p_chunks"] += 1
             tm["p_chunk_s"] += t1 - t0
@@ -153,8 +179,7 @@ def pv_decisions(q: torch.Tensor, k: torch.Tensor, grid: tuple[int, int, int], g
             else:
                 dec[:, hd, f * hw:(f + 1) * hw] = decide_multi(p, (1, h_n, w_n), gt, thetas, b_msb, prev=prev)
             tm["p_decide_s"] += time.perf_counter() - t1
-    packed = np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
-    return (packed, None, None) if v is None else (packed, att, lse)
+    return np.stack([np.stack([pack_decisions(dec[ti, hd]) for hd in range(heads)]) for ti in range(len(thetas))])
 
 
 def native_bf16_gemm() -> bool:

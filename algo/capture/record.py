@@ -10,7 +10,14 @@ import numpy as np
 import torch
 
 from algo.capture.plan import _blocks_of
-from algo.capture.quantise import _decide_packed, _scale_of, attention_states, pv_decisions, quantize_int8
+from algo.capture.quantise import (
+    _decide_packed,
+    _scale_of,
+    attention_states,
+    flash_states,
+    pv_decisions,
+    quantize_int8,
+)
 from algo.models import CaptureError, model_family
 from algo.reuse.softmax import softmax_numerators_int8
 from algo.reuse.thresholds import resolve_theta
@@ -146,18 +153,25 @@ class Recorder:
 
         return hook
 
-    def attention(self, query, key, value, layout: str = "bshd", attn_mask=None) -> None:
+    def attention(self, query, key, value, layout: str = "bshd", attn_mask=None, plain: bool = False):
         """Called by the wrapped attention function with ``[1, S, heads, d_h]`` (``layout="bshd"``:
         Wan, Hunyuan ``dispatch_attention_fn``) or ``[1, heads, S, d_h]`` (``"bhsd"``: CogVideoX's
         ``F.scaled_dot_product_attention``) operands. Query rows are cut to the video tokens
-        (`video_rows`); keys and values stay whole (joint attention: text keys too)."""
+        (`video_rows`); keys and values stay whole (joint attention: text keys too).
+
+        Returns the attention output when it computed it for the model (the attention states of a
+        ``plain`` call come from the model's own flash-attention call, `flash_states`, D72), else
+        None (the original function runs)."""
         if self.context is None or self.context[0] not in self.blocks:
-            return
+            return None
         block, kind = self.context
         prefix = "" if kind == "self" else "cross_"
         want_qk, want_pv = prefix + "qk" in self.ops_wanted, prefix + "pv" in self.ops_wanted
         if not (want_qk or want_pv):
-            return
+            return None
+        states = want_pv and kind == "self" and self.attn_states
+        flash = flash_states(query, key, value, layout) if states and plain and attn_mask is None else None
+        model_out = None if flash is None else flash[0]
         if layout == "bhsd":
             query, key, value = (t.transpose(1, 2) for t in (query, key, value))
         qh, kh, vh = _per_head(query), _per_head(key), _per_head(value)
@@ -172,12 +186,16 @@ class Recorder:
         if want_qk:
             self._add(prefix + "qk", block, q_q, q_s, k_q, k_s, groups, w_shape=(kh.shape[1],))
         if not want_pv:
-            return
+            return model_out
         t0 = time.perf_counter()
         pv_groups = _blocks_of(kh.shape[1])
+        if not states:
+            out = lse = None
+        elif flash is not None:  # the model's own attention: video query rows, every key
+            out, lse = (self.video(t, axis=1).numpy() for t in flash[1:])
+        else:
+            out, lse = attention_states(qh, kh, vh)
         if self.thetas is None:
-            states = kind == "self" and self.attn_states
-            out, lse = attention_states(qh, kh, vh) if states else (None, None)
             v_q, v_s = quantize_int8(vh)
             # P is derived from the int8 Q and K (`algo.reuse.softmax`): materialised only when the
             # trace stays in memory; a trace streamed to a file stores Q and K, never P
@@ -186,15 +204,14 @@ class Recorder:
             self._add(prefix + "pv", block, p, 1.0 / 255.0, v_q, v_s, pv_groups, x_signed=False,
                       states=(out, lse) if states else None, scores=scores)
         else:
-            states = kind == "self" and self.attn_states
-            packed, out, lse = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb,
-                                            timing=self.timing, v=vh if states else None)
+            packed = pv_decisions(qh, kh, self.grid, pv_groups, self.thetas, self.b_msb, timing=self.timing)
             dims = (qh.shape[0], qh.shape[1], kh.shape[1], vh.shape[2])
             op = self._decision_op(prefix + "pv", block, dims, packed, pv_groups, False, 1.0 / 255.0, _scale_of(vh))
             if states:
                 op.attn_out, op.lse = out, lse
             self._emit(op)
         self.timing["pv_s"] += time.perf_counter() - t0
+        return model_out
 
     # -- context and progress hooks --------------------------------------------------------------
     def enter(self, block: int, kind: str):

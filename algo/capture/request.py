@@ -199,8 +199,8 @@ class CaptureRequest:
             rebuilt from their recorded RNG state, checkpoint blocks read lazily with
             ``safe_open``; the trace equals the unstreamed capture bit for bit).
         attn_states: store the attention output and log-sum-exp per head on every self-attention
-            ``pv`` op (`algo.trace`: exact traces version 3; decision traces version 4, computed in
-            `pv_decisions`' frame chunks).
+            ``pv`` op (`algo.trace`: exact traces version 3; decision traces version 4; taken from
+            the model's own attention call, `algo.capture.quantise.flash_states`, D72).
         out: write the trace here as it is captured (`algo.trace.TraceWriter`: op arrays stream
             into a temporary file, renamed into place at the end; nothing is left on error). The
             returned trace then holds the decision ops (decision traces) or only op shapes (exact).

@@ -33,7 +33,7 @@ dispatch_attention_fn``) and CogVideoX (``F.scaled_dot_product_attention`` insid
 ``diffusers.models.attention_processor``) are hooked the same way (each family's `attention_patch`); their
 joint text+video attention maps onto the same op names with the video tokens as GEMM rows and
 text tokens as extra keys (`algo.capture.record.register` at the family's `sites`, docs/capture.md "How ops map"). Exact traces also hold the
-attention output and log-sum-exp per head of every self-attention ``pv`` (`attention_states`; trace format version 3), decision traces too (`pv_decisions` with ``v``; version 4);
+attention output and log-sum-exp per head of every self-attention ``pv`` (from the model's own attention call, `flash_states`, D72; trace format version 3), decision traces too (version 4);
 `write_shape_trace` writes shapes only, without a forward. Tokens are in the model's order, raster
 ``f*(H*W) + h*W + w``: ``WanTransformer3DModel.forward`` flattens the patch-embedding output
 ``[B, C, F, H, W]`` with ``flatten(2)``, and ``WanRotaryPosEmbed`` builds its tables in the same order.

@@ -11,7 +11,10 @@ quantiser on seeded inputs, every axis, int8 and uint8, carried state):
   all thetas, with one effective-neighbour vector per theta;
 - `quantize_int8_fast`: ``max|x|`` and ``clip(rint(x / scale), -128, 127)`` in float64 per
   element (the division, not a multiplication by ``1 / scale``, so the rounding is NumPy's),
-  in parallel chunks.
+  in parallel chunks;
+- `numerators_from_scores`: `algo.reuse.softmax`'s P from a chunk of integer scores, the row
+  maximum and the table lookup ``T[min(rowmax - S, n - 1)]`` in one pass per row (numba ``prange``
+  over rows), instead of four torch/NumPy passes over the float32 scores and an int32 gap array.
 
 Codes as in `algo.reuse.golden` (COMPUTE 0, PARTIAL 1, REUSE 2; docs/spec.md §2).
 """
@@ -181,3 +184,43 @@ def quantize_int8_fast(x: np.ndarray) -> tuple[np.ndarray, float] | None:
     q = np.empty(flat.shape, dtype=np.int8)
     _quantize(flat, scale, q, _CHUNK)
     return q.reshape(x.shape), scale
+
+
+@numba.njit(cache=True, parallel=True)
+def _numerators(s, table, out):  # pragma: no cover - compiled
+    # s float32/float64 [rows, L] holding integers; table uint8 [n]; out uint8 [rows, L]
+    last = np.int64(table.size - 1)
+    n_l = s.shape[1]
+    n_rows = s.shape[0] if n_l > 0 else 0
+    for i_u in numba.prange(n_rows):
+        i = np.int64(i_u)
+        mx = s[i, 0]
+        for j in range(1, n_l):
+            if s[i, j] > mx:
+                mx = s[i, j]
+        m = np.int64(mx)
+        for j in range(n_l):
+            out[i, j] = table[min(m - np.int64(s[i, j]), last)]
+
+
+def numerators_from_scores(s: np.ndarray, table: np.ndarray, out: np.ndarray) -> None:
+    """Fill ``out`` with `algo.reuse.softmax`'s P of a chunk of integer scores: ``out[i, j] =
+    table[min(max_j s[i] - s[i, j], table.size - 1)]``.
+
+    Args:
+        s: float32 or float64 ``[rows, L]``, C-contiguous, every value an integer (`int_scores`).
+        table: uint8 ``[n]``, n >= 1 (`algo.reuse.softmax.numerator_table`).
+        out: uint8 ``[rows, L]``, written in place (a C-contiguous view is fine).
+
+    The gap is taken in int64 from the integer-valued floats, so it is exact for any score
+    magnitude a float represents exactly (float32 below 2^24: d_h <= 1024).
+
+    Raises:
+        ValueError: shapes or dtypes other than these.
+    """
+    if s.ndim != 2 or out.shape != s.shape or out.dtype != np.uint8 or table.dtype != np.uint8 or table.size < 1:
+        raise ValueError(f"numerators need s [rows, L], out uint8 of its shape and a uint8 table, got "
+                         f"{s.dtype} {s.shape}, {out.dtype} {out.shape}, {table.dtype} {table.shape}")
+    if s.dtype not in (np.float32, np.float64) or not s.flags.c_contiguous or not out.flags.c_contiguous:
+        raise ValueError(f"numerators need C-contiguous float32/float64 scores and output, got {s.dtype}")
+    _numerators(s, table, out)

@@ -395,8 +395,10 @@ class ReuseHooks:
 
         return hook
 
-    def _attention(self, query, key, value, layout: str = "bshd", attn_mask=None) -> torch.Tensor | None:
-        """Explicit fake-quantised attention, or None to run the original function.
+    def _attention(self, query, key, value, layout: str = "bshd", attn_mask=None, plain: bool = False
+                   ) -> torch.Tensor | None:
+        """Explicit fake-quantised attention, or None to run the original function (``plain``,
+        `algo.models.families.base.AttentionFn`, is not needed here).
 
         ``layout`` ``"bshd"`` (``[1, S, heads, d_h]``) or ``"bhsd"``; the output has the same layout.
         Joint attention (S = M + L: text tokens in the sequence): the M video-token query rows run

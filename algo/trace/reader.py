@@ -40,13 +40,16 @@ def _as_pair(t) -> tuple[float, float]:
     return (float(t[0]), float(t[1]))
 
 
-def _states(npz, files, om: dict, i: int, where: str) -> dict:
-    """``attn_out``/``lse`` keyword arguments of op i when its record says ``attn_states`` (else {})."""
+def _states(npz, files, om: dict, i: int, where: str, read: bool = True) -> dict:
+    """``attn_out``/``lse`` keyword arguments of op i when its record says ``attn_states`` (else {};
+    also {} when not ``read``, once the members are known to exist)."""
     if not om.get("attn_states"):
         return {}
     ko, kl = f"op{i:05d}_O", f"op{i:05d}_L"
     if ko not in files or kl not in files:
         raise TraceError(f"{where}attention state arrays missing from the file")
+    if not read:
+        return {}
     return dict(attn_out=_member(npz, ko, where), lse=_member(npz, kl, where))
 
 
@@ -59,17 +62,18 @@ def _member(npz, key: str, where: str) -> np.ndarray:
     return arr
 
 
-def load_trace(path: str | Path, derive_p: bool = True) -> Trace:
+def load_trace(path: str | Path, derive_p: bool = True, states: bool = True) -> Trace:
     """Read and validate a trace (format version 1 to 5; exact, decisions or shapes).
 
-    ``derive_p``: as `TraceReader` (True: every exact pv op's P regenerated whole into X).
+    ``derive_p``, ``states``: as `TraceReader` (True: every exact pv op's P regenerated whole into X;
+    the attention states read).
 
     Raises:
         TraceError: missing file, not a trace, wrong format, version or kind, missing arrays,
             bad shapes or dtypes, wrong packed length, invalid decision codes, non-finite values,
             inconsistent metadata, a truncated or corrupted (CRC) file.
     """
-    with TraceReader(path, derive_p=derive_p) as rd:
+    with TraceReader(path, derive_p=derive_p, states=states) as rd:
         return rd.trace(rd.load_ops(range(rd.n_ops)))
 
 
@@ -86,14 +90,18 @@ class TraceReader:
         derive_p: (argument) exact pv ops whose P is derived (version 5) get X = the whole regenerated
             P (True; small grids) or X None with `OpRecord.scores` set, for `OpRecord.p_rows` chunks
             (False; full sizes: P at 480p is 12.9 GB per block).
+        states: (argument) read the attention states of ops that hold them (True), or leave
+            ``attn_out``/``lse`` None after checking that their members exist (False: the cycle model
+            never reads them; 201 MB per 480p Wan2.1-1.3B block, 468 MB at 720p, D72).
 
     Raises:
         TraceError: (on opening) missing file, not a trace, wrong format, version or kind, bad grid,
             corrupt metadata; (`load_ops`) as `load_trace` for the ops read.
     """
 
-    def __init__(self, path: str | Path, derive_p: bool = True):
+    def __init__(self, path: str | Path, derive_p: bool = True, states: bool = True):
         self.derive_p = bool(derive_p)
+        self.states = bool(states)
         self.path = path = Path(path)
         if not path.is_file():
             raise TraceError(f"trace not found: {path}")
@@ -188,7 +196,7 @@ class TraceReader:
         common, dims = self._common(i)
         if kind == "exact" and "p_from" in om:
             op = OpRecord(X=None, W=self._array(f"op{i:05d}_W", where), scores=self._scores(i, where),
-                          **common, **_states(npz, files, om, i, where))
+                          **common, **_states(npz, files, om, i, where, self.states))
             if self.derive_p:
                 check_op(op, self.grid, where)
                 op.X = op.p_rows()
@@ -196,7 +204,7 @@ class TraceReader:
             kx, kw = f"op{i:05d}_X", f"op{i:05d}_W"
             if kx not in files or kw not in files:
                 raise TraceError(f"{where}operand arrays missing from the file")
-            op = OpRecord(X=_member(npz, kx, where), W=_member(npz, kw, where), **common, **_states(npz, files, om, i, where))
+            op = OpRecord(X=_member(npz, kx, where), W=_member(npz, kw, where), **common, **_states(npz, files, om, i, where, self.states))
         elif kind == "shapes":
             op = OpRecord(X=None, W=None, dims=dims, **common)
         else:
@@ -207,7 +215,7 @@ class TraceReader:
             if om.get("attn_states") and self.version < STATES_ON_DECISIONS_VERSION:
                 raise TraceError(f"{where}attention states on a decision op need format version "
                                  f"{STATES_ON_DECISIONS_VERSION}, file says {self.version}")
-            op = OpRecord(X=None, W=None, dims=dims, decisions=_member(npz, kd, where), **_states(npz, files, om, i, where),
+            op = OpRecord(X=None, W=None, dims=dims, decisions=_member(npz, kd, where), **_states(npz, files, om, i, where, self.states),
                           thetas=tuple(_as_pair(t) for t in om["thetas"]),
                           derived_from=None if src is None else (int(src[0]), int(src[1])), **common)
         check_op(op, self.grid, where, shapes_ok=kind == "shapes")

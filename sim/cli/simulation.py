@@ -224,7 +224,8 @@ def simulate(
                 except EngineError as err:
                     fail(str(err))
         else:
-            tr = load_trace(trace, derive_p=False)  # pv's P regenerated in frame chunks (algo.reuse.chunked)
+            # pv's P regenerated in frame chunks (algo.reuse.chunked); the cycle model reads no attention states
+            tr = load_trace(trace, derive_p=False, states=False)
             check_theta_index(tr, trace, theta_index)
             from sim.engines.model import simulate_trace  # numba: only once the inputs are known good
 

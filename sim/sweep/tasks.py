@@ -104,7 +104,7 @@ def run_point(desc: dict) -> dict:
         from sim.engines.model import simulate_trace
 
         cfg = config_from_dict(desc["config"], "sweep point")
-        tr = load_trace(desc["trace"], derive_p=False)
+        tr = load_trace(desc["trace"], derive_p=False, states=False)  # the cycle model reads no states
         res = simulate_trace(tr, cfg, trace_path=desc["trace"], theta_index=desc["theta_index"],
                              tech=desc["tech"], dispatcher=desc["dispatcher"])
         return {"status": "ok", "result": summary_row(res)}
@@ -131,7 +131,7 @@ def run_ops(desc: dict) -> tuple[list[dict], list[int]]:
     from sim.engines.model import simulate_ops
 
     cfg = config_from_dict(desc["config"], "simulate task")
-    with TraceReader(desc["trace"], derive_p=False) as rd:
+    with TraceReader(desc["trace"], derive_p=False, states=False) as rd:  # the cycle model reads no states
         ops = rd.load_ops(desc["ops"])
         grid, b_msb = rd.grid, rd.b_msb
     per_op, counts = simulate_ops(ops, grid, b_msb, cfg, EnergyModel(cfg, desc["tech"]), desc["theta_index"],

@@ -29,12 +29,33 @@ from algo.models.schedules import Schedule
 
 torch = lazy_module("torch")  # imported on first use (algo.lazy: model names without torch)
 
-__all__ = ["Attention", "AttentionFn", "Family", "Inputs", "Linear", "ModelRow", "seeded_text"]
+__all__ = ["Attention", "AttentionFn", "Family", "Inputs", "Linear", "ModelRow", "plain_call", "seeded_text"]
 
-#: ``fn(query, key, value, layout, attn_mask)`` called in place of the attention function: returns
-#: the attention output (same layout and shape as the original's) or None to run the original.
-#: ``layout`` ``"bshd"``: ``[1, S, heads, d_h]``; ``"bhsd"``: ``[1, heads, S, d_h]``.
+#: ``fn(query, key, value, layout, attn_mask, plain=...)`` called in place of the attention function:
+#: returns the attention output (same layout and shape as the original's) or None to run the original.
+#: ``layout`` ``"bshd"``: ``[1, S, heads, d_h]``; ``"bhsd"``: ``[1, heads, S, d_h]``. ``plain``
+#: (`plain_call`): every other argument of the call is its default (no mask, dropout, causal mask,
+#: custom scale, backend or parallel config), so plain scaled-dot-product attention reproduces it.
 AttentionFn = Callable[..., "torch.Tensor | None"]
+
+#: Arguments of diffusers' ``dispatch_attention_fn`` and torch's ``scaled_dot_product_attention``
+#: (diffusers 0.42.1, PyTorch 2.13) with the defaults under which the call is plain attention.
+_PLAIN_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False,
+                   "backend": None, "parallel_config": None}
+
+
+def plain_call(args: tuple, kwargs: dict) -> bool:
+    """Whether an attention call's arguments after ``query, key, value`` are all defaults
+    (`_PLAIN_DEFAULTS`; positional extras or an unknown keyword: not plain)."""
+    if args:
+        return False
+    for name, value in kwargs.items():
+        if name not in _PLAIN_DEFAULTS:
+            return False
+        default = _PLAIN_DEFAULTS[name]
+        if not (value is None if default is None else type(value) in (bool, float, int) and value == default):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -177,7 +198,7 @@ def patched_attribute(module, name: str, fn: AttentionFn, layout: str) -> Iterat
     original = getattr(module, name)
 
     def wrapper(query, key, value, *args, **kwargs):
-        out = fn(query, key, value, layout, kwargs.get("attn_mask"))
+        out = fn(query, key, value, layout, kwargs.get("attn_mask"), plain=plain_call(args, kwargs))
         return original(query, key, value, *args, **kwargs) if out is None else out
 
     setattr(module, name, wrapper)

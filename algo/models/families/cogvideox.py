@@ -29,7 +29,7 @@ import contextlib
 import types
 
 from algo.lazy import lazy_module
-from algo.models.families.base import Attention, Family, Inputs, Linear, ModelRow, seeded_text
+from algo.models.families.base import Attention, Family, Inputs, Linear, ModelRow, plain_call, seeded_text
 from algo.models.schedules import DDIM
 
 torch = lazy_module("torch")  # imported on first use (algo.lazy: model names without torch)
@@ -127,7 +127,7 @@ class CogVideoX(Family):
         sdpa = original_f.scaled_dot_product_attention
 
         def sdpa_wrapper(query, key, value, *args, **kwargs):
-            out = fn(query, key, value, "bhsd", kwargs.get("attn_mask"))
+            out = fn(query, key, value, "bhsd", kwargs.get("attn_mask"), plain=plain_call(args, kwargs))
             return sdpa(query, key, value, *args, **kwargs) if out is None else out
 
         proxy = types.SimpleNamespace(**{k: getattr(original_f, k) for k in dir(original_f) if not k.startswith("__")})

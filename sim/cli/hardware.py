@@ -66,8 +66,10 @@ def rtl(
     whose organisation is compact also gets the compact organisation's PE, array and combine unit
     (kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its partial-sum SRAM macros;
     docs/decisions.md D65); its controller (queues, gather) is not RTL yet, so the core
-    and kaleido_accel beside them are the lockstep ones. The delta organisation (the balanced preset's,
-    docs/decisions.md D68) has no RTL yet: its presets get the lockstep array. The vector unit and the fused-attention control
+    and kaleido_accel beside them are the lockstep ones. A preset whose organisation is delta (the balanced
+    preset's, docs/decisions.md D68) gets the delta PE, array and combine unit the same way (kaleido_dpe,
+    kaleido_dcolumn, kaleido_dtop, kaleido_dcombine; D73), without the axis-class form of fused qk and its
+    state SRAM (D71) and without a controller. The vector unit and the fused-attention control
     are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
     """
     from hw.rtl import main as rtl_main

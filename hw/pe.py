@@ -59,6 +59,7 @@ import enum
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
@@ -162,8 +163,6 @@ class PE(wiring.Component):
         cfg = self.cfg
         ab, P = cfg.acc_bits, cfg.partial_regs  # noqa: N806
         acc = Signal(signed(ab))
-        msb = [Signal(signed(ab), name=f"msb{r}") for r in range(P)]
-        lsb = [Signal(signed(ab), name=f"lsb{r}") for r in range(P)]
 
         def wire(name, expr, shape=None):
             """A named comb signal driven by `expr`. Amaranth re-emits an expression at every use,
@@ -248,18 +247,25 @@ class PE(wiring.Component):
         wr_b = wire("wr_b", wl_b & ~merge)
         clear = wire("clear", valid & self.i_clear)
 
-        def rd(regs, idx):
-            v = Const(0, signed(ab))
-            for r, reg in enumerate(regs):
-                v = Mux(idx == r, reg, v)
-            return Mux(clear, 0, v)
+        # The partial registers: two register files of P acc-bit words (lsb: two write ports, lanes
+        # a and b; msb: one), read asynchronously, plus one valid bit per word. A word whose valid bit
+        # is clear reads as 0, so ``clear`` resets the 2P valid bits instead of 2P acc-bit words
+        # (docs/decisions.md D64).
+        m.submodules.lsb = lsb = Memory(shape=signed(ab), depth=P, init=[])
+        m.submodules.msb = msb = Memory(shape=signed(ab), depth=P, init=[])
+        vl, vm = Signal(P, name="lsb_valid"), Signal(P, name="msb_valid")
+
+        def rd(mem, vbits, idx, name):
+            port = mem.read_port(domain="comb")
+            m.d.comb += port.addr.eq(idx)
+            return wire(name, Mux(clear | ~vbits.bit_select(idx, 1), 0, port.data), signed(ab))
 
         # Overwrite ("first") flags per distinct register, and the old values they drop.
         clr_a = wire("clr_a", wl_a & (self.i_first_a | (merge & self.i_first_b)))
         clr_b = wire("clr_b", wr_b & self.i_first_b)
         clr_msb = wire("clr_msb", wm & first_sel)
-        old_a, old_b, old_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
-        m.d.comb += [old_a.eq(rd(lsb, g_a)), old_b.eq(rd(lsb, g_b)), old_msb.eq(rd(msb, g_sel))]
+        old_a, old_b = rd(lsb, vl, g_a, "old_a"), rd(lsb, vl, g_b, "old_b")
+        old_msb = rd(msb, vm, g_sel, "old_msb")
 
         add = Signal(signed(ab))
         m.d.comb += add.eq(
@@ -272,25 +278,20 @@ class PE(wiring.Component):
             m.d.sync += acc.eq(acc_next)
 
         # Shared register adders (three per PE, not one per register): the new value of lane a's
-        # LSB register (lane b's increment too when both lanes hit one group), of lane b's, and of
-        # the MSB register a temporal COMPUTE writes; each register takes one through a write enable.
-        new_a, new_b, new_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
-        m.d.comb += [
-            new_a.eq(Mux(clr_a, 0, old_a) + inc_a + Mux(merge, inc_b, 0)),
-            new_b.eq(Mux(clr_b, 0, old_b) + inc_b),
-            new_msb.eq(Mux(clr_msb, 0, old_msb) + p_msb),
+        # LSB word (lane b's increment too when both lanes hit one group), of lane b's, and of
+        # the MSB word a temporal COMPUTE writes; each goes to its register file's write port.
+        for mem, addr, en, data in (
+            (lsb, g_a, wl_a, Mux(clr_a, 0, old_a) + inc_a + Mux(merge, inc_b, 0)),
+            (lsb, g_b, wr_b, Mux(clr_b, 0, old_b) + inc_b),
+            (msb, g_sel, wm, Mux(clr_msb, 0, old_msb) + p_msb),
+        ):
+            port = mem.write_port()
+            m.d.comb += [port.addr.eq(addr), port.en.eq(en), port.data.eq(data)]
+        one = Const(1, P)
+        m.d.sync += [
+            vl.eq(Mux(clear, 0, vl) | Mux(wl_a, one << g_a, 0) | Mux(wr_b, one << g_b, 0)),
+            vm.eq(Mux(clear, 0, vm) | Mux(wm, one << g_sel, 0)),
         ]
-        for r in range(P):
-            with m.If(wl_a & (g_a == r)):
-                m.d.sync += lsb[r].eq(new_a)
-            with m.Elif(wr_b & (g_b == r)):
-                m.d.sync += lsb[r].eq(new_b)
-            with m.Elif(clear):
-                m.d.sync += lsb[r].eq(0)
-            with m.If(wm & (g_sel == r)):
-                m.d.sync += msb[r].eq(new_msb)
-            with m.Elif(clear):
-                m.d.sync += msb[r].eq(0)
 
         last = wire("last", valid & self.i_last)
         m.d.sync += [

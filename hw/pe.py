@@ -18,6 +18,10 @@ PAIRED   ``lsb[g_a] += lo(x_a)*w_a`` and ``lsb[g_b] += lo(x_b)*w_b``        both
 with ``hi(x) = x >> 4`` (signed) and ``lo(x) = x & 15`` (b_msb = 4: the multiplier is split into
 two 5x8 / 4x8 halves). The first slot of a tile that carries group g (``first_a``/``first_b``)
 overwrites the register instead of adding to it; a ``clear`` slot zeroes every register first.
+The registers are two small register files (``lsb``: P words, two write ports for lanes a and b;
+``msb``: P words, one write port; three asynchronous read ports) with one valid bit per word: a
+word whose valid bit is clear reads 0, and ``clear`` resets the 2P valid bits rather than 2P
+acc-bit words (the same values, cycle for cycle; docs/decisions.md D64).
 
 The output accumulator keeps the invariant ``acc == sum_g (msb[g] + lsb[g])``: each update adds
 the new products and subtracts the register values it overwrites, so REUSE costs nothing and

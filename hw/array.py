@@ -25,7 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.pe import COL_FIELDS, LINK_FIELDS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
+from hw.pe import COL_FIELDS, LINK_FIELDS, MODE_BITS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
 
 PE_MODULE_NAME = "kaleido_pe"
 COLUMN_MODULE_NAME = "kaleido_column"
@@ -78,6 +78,19 @@ def _connect(m, kind, name, module_name, component_factory, inputs, outputs):
         m.d.comb += [v.eq(getattr(sub, k)) for k, v in outputs.items()]
 
 
+def unpack_lane(m, word, pos: int, fields, shapes: dict, prefix: str) -> dict:
+    """The row lane at bit ``pos`` of ``word`` as named signals ``{prefix}_{field}_in``, keyed ``i_<field>``
+    (a PE's inputs), fields packed in ``fields`` order with the widths of ``shapes["i_<field>"]``."""
+    ins = {}
+    for f in fields:
+        w = shapes["i_" + f].width
+        sig = Signal(shapes["i_" + f], name=f"{prefix}_{f}_in")
+        m.d.comb += sig.eq(word[pos:pos + w])
+        ins["i_" + f] = sig
+        pos += w
+    return ins
+
+
 def _pack(m, values, widths, name):
     total = sum(widths)
     out = Signal(unsigned(total), name=name)
@@ -119,13 +132,7 @@ class Column(wiring.Component):
         widths = [shapes["i_" + f].width for f in ROW_FIELDS]
         pes = []
         for i in range(R):
-            ins = {}
-            pos = i * lb
-            for f, w in zip(ROW_FIELDS, widths, strict=True):
-                sig = Signal(shapes["i_" + f], name=f"r{i}_{f}_in")
-                m.d.comb += sig.eq(self.x_in[pos:pos + w])
-                ins["i_" + f] = sig
-                pos += w
+            ins = unpack_lane(m, self.x_in, i * lb, ROW_FIELDS, shapes, f"r{i}")
             for f in COL_FIELDS:
                 ins["i_" + f] = getattr(self, "c_" + f) if i == 0 else pes[i - 1]["o_" + f]
             for f, w in LINK_FIELDS:  # the row link (w-axis reuse, hw/pe.py); the top PE's is 0
@@ -146,13 +153,40 @@ class Column(wiring.Component):
         return m
 
 
+def delay(m, src, n: int, name: str, instance: bool):
+    """``src`` delayed by ``n`` cycles (``src`` itself when n == 0), built into module ``m``.
+
+    One shift register of ``n * width`` bits rather than n signals. For Verilog emission
+    (``instance``) a chain of two or more stages is an instance of the hand-written
+    `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
+    not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
+    took most of the conversion time (docs/decisions.md D30).
+    """
+    if n == 0:
+        return src
+    w = len(src)
+    out = Signal.like(src, name=f"{name}_d")
+    if n == 1:
+        m.d.sync += out.eq(src)
+        return out
+    if instance:
+        m.submodules[f"{name}_sr"] = Instance(
+            DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
+            i_d=src, o_q=out)
+        return out
+    sr = Signal(unsigned(n * w), name=f"{name}_sr")
+    m.d.sync += sr.eq(Cat(sr[w:], src))
+    m.d.comb += out.eq(sr[:w])
+    return out
+
+
 def array_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     R, C, d = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle  # noqa: N806
     gb, pb, ab = cfg.group_bits, cfg.port_bits, cfg.acc_bits
     return wiring.Signature({
         "valid": In(1),
         "x_a": In(unsigned(R * X_BITS)), "x_b": In(unsigned(R * X_BITS)),
-        "mode": In(unsigned(R * 2)), "sel": In(unsigned(R)),
+        "mode": In(unsigned(R * MODE_BITS)), "sel": In(unsigned(R)),
         "w_a": In(unsigned(C * W_BITS)), "w_b": In(unsigned(C * W_BITS)),
         "g_a": In(unsigned(gb)), "g_b": In(unsigned(gb)),
         "first_a": In(1), "first_b": In(1), "sp_a": In(1), "sp_b": In(1), "last": In(1), "clear": In(1),
@@ -172,30 +206,8 @@ class Array(wiring.Component):
         super().__init__(array_signature(cfg))
 
     def _delay(self, m, src, n, name):
-        """``src`` delayed by ``n`` cycles (``src`` itself when n == 0).
-
-        One shift register of ``n * width`` bits rather than n signals. For Verilog emission
-        (``pe="instance"``) a chain of two or more stages is an instance of the hand-written
-        `DELAY_VERILOG` module (the same registers, reset to 0 like Amaranth's), so Amaranth does
-        not build a netlist of every flip-flop: the 128x128 skew and de-skew hold 1.7 Mbit and
-        took most of the conversion time (docs/decisions.md D30).
-        """
-        if n == 0:
-            return src
-        w = len(src)
-        out = Signal.like(src, name=f"{name}_d")
-        if n == 1:
-            m.d.sync += out.eq(src)
-            return out
-        if self.pe_kind == "instance":
-            m.submodules[f"{name}_sr"] = Instance(
-                DELAY_MODULE_NAME, p_WIDTH=w, p_DEPTH=n, i_clk=ClockSignal("sync"), i_rst=ResetSignal("sync"),
-                i_d=src, o_q=out)
-            return out
-        sr = Signal(unsigned(n * w), name=f"{name}_sr")
-        m.d.sync += sr.eq(Cat(sr[w:], src))
-        m.d.comb += out.eq(sr[:w])
-        return out
+        """``src`` delayed by ``n`` cycles (`delay`)."""
+        return delay(m, src, n, name, self.pe_kind == "instance")
 
     def elaborate(self, platform):
         m = Module()
@@ -210,7 +222,7 @@ class Array(wiring.Component):
         for i in range(R):
             packed = _pack(m, [
                 self.x_a[i * X_BITS:(i + 1) * X_BITS], self.x_b[i * X_BITS:(i + 1) * X_BITS],
-                self.mode[i * 2:(i + 1) * 2], self.sel[i],
+                self.mode.word_select(i, MODE_BITS), self.sel[i],
             ], widths, f"row{i}_lane")
             m.d.comb += lanes[i * lb:(i + 1) * lb].eq(self._delay(m, packed, i + 1, f"row{i}_skew"))
 

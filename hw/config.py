@@ -25,8 +25,17 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 #: slot is saved only where every row agrees (the paper's organisation as we read it, docs/spec.md §3);
 #: ``compact`` -- per-group compaction: the tokens that compute group g are packed into full tiles of
 #: |g| slots (PARTIAL tokens at half width), REUSE costs no slot, a combine unit adds each token's
-#: per-group partials kept in the partial-sum SRAM (`sim.timing.compact`).
-ORGANISATIONS = ("lockstep", "compact")
+#: per-group partials kept in the partial-sum SRAM (`sim.timing.compact`); ``delta`` -- compact's
+#: band-tiles, but on ops whose groups share one reuse axis each token carries one output value per column
+#: (``Y[t] = Y[nb] + sum of the non-REUSE groups' differences``) instead of per-group partials, so X is
+#: read once per group of resident column blocks (`sim.timing.delta`, docs/decisions.md D68).
+ORGANISATIONS = ("lockstep", "compact", "delta")
+
+#: Default scheduler window in tiles (``scheduler_window_tiles``), the one home of the value: positions
+#: are clustered within windows of this many position blocks (8 tiles = 1,024 positions on 128 rows,
+#: about two-thirds of a 480p frame's 1,560 positions; docs/decisions.md D20). `sim.timing.dispatch`
+#: imports it as its functions' default.
+WINDOW_TILES = 8
 
 #: Largest unsigned operand value: P in `pv` is stored as uint8 exp numerators (docs/spec.md §1).
 MAX_ABS_X = 255
@@ -89,8 +98,9 @@ class AcceleratorConfig(BaseModel):
         None, gt=0, description="fp16 vector-unit lanes (one add + one multiply per cycle each); None = "
         "array_cols * drain_rows_per_cycle, one lane per output value drained per cycle (the sim/cost/area.py estimate)")
     scheduler_window_tiles: int = Field(
-        8, gt=0, description="tiles per scheduler window (sim.timing.dispatch.schedule_positions sorts positions within "
-        "windows of this many position blocks); default sim.timing.dispatch.WINDOW_TILES")
+        WINDOW_TILES, gt=0, description="tiles per scheduler window (sim.timing.dispatch.schedule_positions and "
+        "hw.dispatcher.scheduler sort positions within windows of this many position blocks; hw.accel sizes its "
+        "window from it); default WINDOW_TILES")
     fit_scheduler_window: bool = Field(
         False, description="each op's scheduler window is the largest of up to scheduler_window_tiles whose X over "
         "all frames fits the input SRAM (sim.cost.actions.scheduler_window), so the similarity pass reads X there")
@@ -106,7 +116,8 @@ class AcceleratorConfig(BaseModel):
 
     organisation: str = Field(
         "lockstep", description="array organisation, one of hw.config.ORGANISATIONS: lockstep (a tile's rows share "
-        "one slot sequence) or compact (per-group compaction, combine unit, partial-sum SRAM; needs psum_sram_kib > 0)")
+        "one slot sequence), compact (per-group compaction, combine unit, partial-sum SRAM; needs psum_sram_kib > 0) or "
+        "delta (compact's band-tiles with one carried output per token and column; needs psum_sram_kib > 0)")
     psum_sram_kib: int = Field(
         0, ge=0, description="partial-sum SRAM of the compact organisation (sim/timing/compact.py): per-group "
         "neighbour partials of a window's positions, the combine unit's staged outputs and the queued operand rows; "
@@ -162,11 +173,12 @@ class AcceleratorConfig(BaseModel):
             raise ValueError(
                 f"drain_rows_per_cycle ({self.drain_rows_per_cycle}) exceeds array_rows ({self.array_rows})"
             )
-        if self.organisation == "compact" and self.compact_bands > self.array_rows:
+        banded = self.organisation in ("compact", "delta")
+        if banded and self.compact_bands > self.array_rows:
             raise ValueError(f"compact_bands ({self.compact_bands}) exceeds array_rows ({self.array_rows})")
-        if self.organisation == "compact" and self.psum_sram_kib == 0:
+        if banded and self.psum_sram_kib == 0:
             raise ValueError(
-                "array organisation 'compact' cannot be built on this config: psum_sram_kib = 0 (it keeps per-group "
+                f"array organisation {self.organisation!r} cannot be built on this config: psum_sram_kib = 0 (it keeps "
                 f"partial sums in that SRAM); known organisations: {', '.join(ORGANISATIONS)}")
         return self
 

@@ -58,7 +58,7 @@ from amaranth.lib.wiring import In, Out
 from hw import discard
 from hw.config import AcceleratorConfig
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher, channel_bits, matcher_signature
-from hw.pe import COMPUTE, PARTIAL, REUSE, PEMode
+from hw.pe import COMPUTE, MODE_BITS, PARTIAL, REUSE, PEMode
 from hw.top import TOP_MODULE_NAME, Top, row_bits, top_signature
 
 #: Default channels per load beat. Source: a matcher slot carries at most two channels (docs/spec.md
@@ -67,6 +67,9 @@ from hw.top import TOP_MODULE_NAME, Top, row_bits, top_signature
 #: row; tiles that skip groups (or bubble tiles) can issue faster than the load and stall
 #: (`sim.timing.core_timing`).
 LOAD_CHANNELS = 2
+
+#: Verilog module name of `TileCore` (hw/rtl.py emits it; `hw.accel.Accel` instantiates it by name).
+CORE_MODULE_NAME = "kaleido_core"
 
 #: Verilog module name of the operand buffer (`OPBUF_VERILOG`).
 OPBUF_MODULE_NAME = "kaleido_opbuf"
@@ -281,7 +284,7 @@ class TileCore(wiring.Component):
         slot = Signal()
         m.d.comb += slot.eq(sv)
         x_a, x_b = Signal(unsigned(R * 8)), Signal(unsigned(R * 8))
-        mode, sel = Signal(unsigned(R * 2)), Signal(unsigned(R))
+        mode, sel = Signal(unsigned(R * MODE_BITS)), Signal(unsigned(R))
         for r in range(R):
             live = cur_mask[r]
             m.d.comb += [
@@ -291,7 +294,7 @@ class TileCore(wiring.Component):
             da, db = Signal(2, name=f"da{r}"), Signal(2, name=f"db{r}")
             row = cur_dec[2 * G * r:2 * G * (r + 1)]  # row r's G codes: a G-way mux per row and lane
             m.d.comb += [da.eq(row.word_select(g_a, 2)), db.eq(row.word_select(g_b, 2))]
-            md, sl = Signal(2, name=f"mode{r}"), Signal(name=f"sel{r}")
+            md, sl = Signal(MODE_BITS, name=f"mode{r}"), Signal(name=f"sel{r}")
             with m.If(~live | ~a_valid):
                 m.d.comb += md.eq(PEMode.REUSE)
             with m.Elif(~b_valid):
@@ -303,7 +306,7 @@ class TileCore(wiring.Component):
             with m.Else():  # a REUSEs: b's decision picks the mode, on the b operands
                 m.d.comb += [md.eq(Mux(db == COMPUTE, PEMode.COMPUTE, Mux(db == PARTIAL, PEMode.PARTIAL, PEMode.REUSE))),
                              sl.eq(db != REUSE)]
-            m.d.comb += [mode[2 * r:2 * r + 2].eq(md), sel[r].eq(sl)]
+            m.d.comb += [mode.word_select(r, MODE_BITS).eq(md), sel[r].eq(sl)]
 
         m.d.comb += [
             top.in_valid.eq(slot),

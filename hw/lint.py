@@ -30,7 +30,7 @@ _MODULE = re.compile(r"^module\s+(\\\S+|\w+)\s*(?:#\s*\(|\()", re.M)
 _PORT = re.compile(r"^\s*(input|output|inout)\b[^;]*;", re.M)
 
 #: Waivers of a stub (a port-only stand-in for a module linted in its own file).
-STUB_WAIVERS = ("UNDRIVEN", "UNUSEDSIGNAL")
+STUB_WAIVERS = ("UNDRIVEN", "UNUSEDSIGNAL", "UNUSEDPARAM")
 
 
 def verilator_root() -> Path:
@@ -59,15 +59,15 @@ def modules_of(text: str) -> dict[str, str]:
 
 def stub(source: str) -> str:
     """A port-only version of one module's `source`: its header and port declarations, no body."""
-    header = source[:source.index(";") + 1]
-    ports = "\n".join(p.group(0).strip() for p in _PORT.finditer(source))
+    header = source[:source.index(";") + 1]  # an ANSI header (kaleido_delay) declares its ports itself
+    ports = "\n".join(p.group(0).strip() for p in _PORT.finditer(source, len(header)))
     off = "".join(f"/* verilator lint_off {w} */\n" for w in STUB_WAIVERS)
     return f"// lint stub: ports only (hw.lint)\n{off}{header}\n{ports}\nendmodule\n"
 
 
 def instantiated(source: str, names) -> list[str]:
-    """Which of `names` `source` instantiates (``name instance (``)."""
-    return [n for n in names if re.search(rf"^\s*{re.escape(n)}\s+[\\\w$.]+\s*\(", source, re.M)]
+    """Which of `names` `source` instantiates (``name instance (``, or ``name #(`` with parameters)."""
+    return [n for n in names if re.search(rf"^\s*{re.escape(n)}\s+(?:[\\\w$.]+\s*\(|#\s*\()", source, re.M)]
 
 
 def lint_folder(folder: Path, full: bool = False) -> list[tuple[str, bool, float, str]]:

@@ -59,10 +59,8 @@ there); a pair is at most one spatial lane beside a temporal one (`sim.timing.st
 
 from __future__ import annotations
 
-import enum
-
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import enum, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -74,12 +72,27 @@ X_BITS = 9
 W_BITS = 8
 #: Low-half width of the split multiplier: b_lsb = 8 - b_msb with b_msb = 4 (docs/spec.md §3).
 LO_BITS = 4
+#: High-half operand width of the split multiplier: ``hi(x) = x >> LO_BITS``, signed (5 bits).
+HI_BITS = X_BITS - LO_BITS
 #: Link increment widths: msb ``hi(x)*w << 4`` (5-bit signed x 8-bit signed, shifted: 17 bits signed),
-#: lsb ``lo(x)*w`` (4-bit unsigned x 8-bit signed: 13 bits signed). sim.cost.actions.LINK_BITS = their sum.
+#: lsb ``lo(x)*w`` (4-bit unsigned x 8-bit signed: 13 bits signed).
 LINK_MSB_BITS = X_BITS + W_BITS
 LINK_LSB_BITS = LO_BITS + W_BITS + 1
 #: Link fields (PE row i -> row i + 1): (name, width) of the spatial lane's msb and lsb increments.
 LINK_FIELDS = (("lk_m", LINK_MSB_BITS), ("lk_l", LINK_LSB_BITS))
+#: Link register bits of one PE (``o_lk_m`` + ``o_lk_l``: 17 + 13 = 30), charged by `sim.cost`.
+LINK_BITS = sum(w for _, w in LINK_FIELDS)
+#: The PE's operand selects, (name, width) as `PE.elaborate` declares them (it records them in
+#: ``PE.operand_selects``; tests/test_pe.py checks the widths): the lane select of x (9) and w (8),
+#: the low multiplier half's inputs lo_x (4) and lo_w (8), the high half's hi_x (5) and hi_w (8)
+#: (``lo(x_b)``, ``w_b`` when PAIRED). The group and first selects (2 x group_bits + 2) depend on the config.
+OPERAND_SELECTS = (("x_sel", X_BITS), ("w_sel", W_BITS), ("lo_x", LO_BITS), ("lo_w", W_BITS),
+                   ("hi_x", HI_BITS), ("hi_w", W_BITS))
+#: Operand-select mux bits switched per active row-slot: the sum of `OPERAND_SELECTS` (42).
+OPERAND_MUX_BITS = sum(w for _, w in OPERAND_SELECTS)
+#: Partial-product bits of the split multiplier (``HI_BITS x W_BITS`` + ``LO_BITS x W_BITS``) relative
+#: to a plain int8 PE's 8x8 multiplier: (5x8 + 4x8) / 64 = 1.125.
+SPLIT_MULT_FRACTION = (HI_BITS * W_BITS + LO_BITS * W_BITS) / (8 * 8)
 
 
 #: Reuse decision codes, as in `algo.reuse.golden` (docs/spec.md §2), the one copy in `hw`
@@ -87,13 +100,19 @@ LINK_FIELDS = (("lk_m", LINK_MSB_BITS), ("lk_l", LINK_LSB_BITS))
 COMPUTE, PARTIAL, REUSE = 0, 1, 2
 
 
-class PEMode(enum.IntEnum):
-    """Per-row, per-slot PE mode (2 bits on the row lane)."""
+class PEMode(enum.IntEnum, shape=2):
+    """Per-row, per-slot PE mode: an Amaranth enum of shape ``unsigned(2)``, the width of the row
+    lane's ``mode`` field (`pe_signature` takes it from ``PEMode.as_shape()``). An ``IntEnum``, so
+    the members are also the integer codes the cycle model's streams (`sim.timing.stream`) carry."""
 
     REUSE = 0
     COMPUTE = 1
     PARTIAL = 2
     PAIRED = 3
+
+
+#: Bits of the row lane's ``mode`` field: the width of `PEMode`'s shape (2).
+MODE_BITS = PEMode.as_shape().width
 
 
 #: The decision -> PE-mode rule, the one copy: ``(decision of channel a's group, decision of channel
@@ -121,7 +140,7 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     for d, pre in ((In, "i_"), (Out, "o_")):
         members[pre + "x_a"] = d(signed(X_BITS))
         members[pre + "x_b"] = d(signed(X_BITS))
-        members[pre + "mode"] = d(unsigned(2))
+        members[pre + "mode"] = d(PEMode.as_shape())
         members[pre + "sel"] = d(unsigned(1))
     # Column lane (weights and slot control), from above and to below.
     for d, pre in ((In, "i_"), (Out, "o_")):
@@ -202,11 +221,13 @@ class PE(wiring.Component):
         # Split multiplier. Low half: lo(x) x w. High half: hi(x) x w, or lo(x_b) x w_b when PAIRED.
         lo_x = Mux(is_paired, lo(self.i_x_a), lo(x_sel))
         lo_w = Mux(is_paired, self.i_w_a, w_sel)
-        hi_x = Signal(signed(X_BITS - LO_BITS))
+        hi_x = Signal(signed(HI_BITS))
         m.d.comb += hi_x.eq(Mux(is_paired, lo(self.i_x_b), hi(x_sel)))
         hi_w = Mux(is_paired, self.i_w_b, w_sel)
+        #: The operand selects by name (`OPERAND_SELECTS`), for the tests that check their widths.
+        self.operand_selects = {"x_sel": x_sel, "w_sel": w_sel, "lo_x": lo_x, "lo_w": lo_w, "hi_x": hi_x, "hi_w": hi_w}
         p_lo = Signal(signed(LO_BITS + W_BITS + 1))
-        p_hi = Signal(signed(X_BITS - LO_BITS + W_BITS))
+        p_hi = Signal(signed(HI_BITS + W_BITS))
         m.d.comb += [p_lo.eq(lo_x * lo_w), p_hi.eq(hi_x * hi_w)]
         p_msb = Signal(signed(X_BITS + W_BITS))
         m.d.comb += p_msb.eq(p_hi << LO_BITS)

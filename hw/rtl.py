@@ -4,6 +4,12 @@ the controller's banked buffers use (hw/sram.py; replace those files by a memory
 the same names and ports, docs/decisions.md D53). The vector unit and the fused-attention control
 are modelled only (sim/): no RTL.
 
+A preset whose ``organisation`` is ``compact`` also gets the compact organisation's datapath
+(docs/decisions.md D65): ``kaleido_cpe`` (hw/compact_pe.py), ``kaleido_ccolumn`` and ``kaleido_ctop``
+(hw/compact_array.py), ``kaleido_combine`` (hw/combine.py) and its partial-sum SRAM macros. Its
+controller (queues, gather) is not RTL yet, so the core and the op-level controller
+emitted beside it are the lockstep ones.
+
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
 attributes (absolute paths) and no timestamps; files are written atomically.
@@ -25,8 +31,11 @@ from amaranth.back import verilog
 from hw import discard
 from hw.accel import ACCEL_MODULE_NAME, Accel
 from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
+from hw.combine import COMBINE_MODULE_NAME, Combine
+from hw.compact_array import CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME, CompactColumn, CompactTop
+from hw.compact_pe import CPE_MODULE_NAME, CompactPE
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
-from hw.core import OPBUF_VERILOG, TileCore
+from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
@@ -34,7 +43,6 @@ from hw.similarity import SimilarityUnit
 from hw.sram import emit_macro, macro_name
 from hw.top import TOP_MODULE_NAME, Top
 
-CORE_MODULE_NAME = "kaleido_core"
 SIMILARITY_MODULE_NAME = "kaleido_similarity"
 SCHEDULER_MODULE_NAME = "kaleido_scheduler"
 
@@ -112,6 +120,17 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
     # The controller instantiates kaleido_core and its buffers' SRAM macros by name.
     parts.append((ACCEL_MODULE_NAME, "Kaleido op-level controller: banked SRAM buffers + similarity pass + scheduler + "
                   "kaleido_core", lambda: Accel(cfg, pe="instance")))
+    macros = list(discard(Accel(cfg, pe="instance")).macros())
+    if cfg.organisation == "compact":  # the compact organisation's datapath (D65)
+        parts += [
+            (CPE_MODULE_NAME, "Kaleido compact-organisation PE", lambda: CompactPE(cfg)),
+            (CCOLUMN_MODULE_NAME, "Kaleido compact array column (R PEs in bands, read-strobed output ports)",
+             lambda: CompactColumn(cfg, pe="instance")),
+            (CTOP_MODULE_NAME, "Kaleido compact array top level (bands, weight lanes, drain sequencers)",
+             lambda: CompactTop(cfg, pe="instance")),
+            (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros", lambda: Combine(cfg, instance=True)),
+        ]
+        macros += [mc for mc in discard(Combine(cfg)).macros() if mc not in macros]
     paths = []
     for name, what, make in parts:
         if only is not None and name not in only:
@@ -119,12 +138,12 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
         text = verilog.convert(make(), name=name, emit_src=False)
         if name == CORE_MODULE_NAME:
             text += "\n" + OPBUF_VERILOG
-        if name == TOP_MODULE_NAME:  # the skew/de-skew shift registers (hw.array, D30)
+        if name == TOP_MODULE_NAME:  # the skew/de-skew shift registers (hw.array, D30; kaleido_ctop uses them too)
             text += "\n" + DELAY_VERILOG
         path = out_dir / f"{name}.v"
         _write_atomic(path, _header(cfg, what) + text)
         paths.append(path)
-    for kind, depth, width, lane in discard(Accel(cfg, pe="instance")).macros():
+    for kind, depth, width, lane in macros:
         name = macro_name(kind, depth, width, lane)
         if only is not None and name not in only:
             continue
@@ -160,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB)" for p in paths)
         print(f"{cfg.name}: {sizes} in {time.perf_counter() - t0:.1f} s")
-        if cfg.organisation != "lockstep":
-            print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}, which has no RTL yet: "
-                  "the emitted array is the lockstep one (docs/decisions.md D60)")
+        if cfg.organisation == "compact":
+            print(f"note: {cfg.name}'s array organisation is 'compact': its PE, array and combine unit are emitted "
+                  "(kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine); its controller (queues, gather) is not RTL "
+                  "yet, so kaleido_core and kaleido_accel are the lockstep ones (docs/decisions.md D65)")
+        elif cfg.organisation != "lockstep":
+            print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}, which has no RTL yet: the emitted "
+                  "array is the lockstep one (docs/decisions.md D68)")
     return 0
 
 

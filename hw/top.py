@@ -27,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.array import Array
 from hw.config import AcceleratorConfig
-from hw.pe import X_BITS
+from hw.pe import MODE_BITS, X_BITS
 
 #: Verilog module name of `Top` (hw/rtl.py), instantiated by name in `hw.core.TileCore`.
 TOP_MODULE_NAME = "kaleido_top"
@@ -44,7 +44,7 @@ def top_signature(cfg: AcceleratorConfig) -> wiring.Signature:
     return wiring.Signature({
         "in_valid": In(1), "in_ready": Out(1),
         "in_x_a": In(unsigned(R * 8)), "in_x_b": In(unsigned(R * 8)),
-        "in_mode": In(unsigned(R * 2)), "in_sel": In(unsigned(R)),
+        "in_mode": In(unsigned(R * MODE_BITS)), "in_sel": In(unsigned(R)),
         "in_w_a": In(unsigned(C * 8)), "in_w_b": In(unsigned(C * 8)),
         "in_g_a": In(unsigned(gb)), "in_g_b": In(unsigned(gb)),
         "in_first_a": In(1), "in_first_b": In(1), "in_sp_a": In(1), "in_sp_b": In(1),

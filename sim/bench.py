@@ -397,7 +397,8 @@ def _print_organisations(res: dict) -> None:
             print(f"  {reg[0]}x{reg[1]} r = {r} {org:9s}: total_speedup {s['total_speedup']:.3f}{tgt} (ideal "
                   f"{s['ideal']:.2f}, array {s['speedup']:.3f}); energy {s['energy_vs_dense']:.3f}x dense "
                   f"[<= {1.0 if r == 0.3 else 0.6}] (shared-unit floor {s['floor_vs_dense']:.3f}x, "
-                  f"{s['floor_saving_share']:.2f} of the saving it allows [>= 0.9]); area {s['area_mm2']:.1f} mm^2 = "
+                  f"{s['floor_saving_share']:.2f} of the saving it allows [>= 0.9]; ideal design "
+                  f"{s['ideal_energy_vs_dense']:.3f}x, {s['ideal_saving_share']:.2f} of its saving); area {s['area_mm2']:.1f} mm^2 = "
                   f"{s['area_mm2'] / lock['area_mm2']:.2f}x lockstep, {s['area_mm2'] / s['dense_area_mm2']:.2f}x dense")
             if r == 0.8:
                 lin_t = " [>= 0.8 each linear op]" if reg == (8, 8) else ""

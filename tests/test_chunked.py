@@ -14,7 +14,7 @@ import pytest
 from algo.capture import capture_to_file
 from algo.reuse.chunked import op_decisions, op_outputs
 from algo.reuse.golden import apply_decisions, decide
-from algo.trace import Group, OpRecord, load_trace, save_trace
+from algo.trace import Group, load_trace, save_trace
 from hw.config import load_config
 from sim.engines.model import simulate_trace
 from sim.engines.rtl import golden_checksums
@@ -35,20 +35,6 @@ def files(request, tmp_path_factory):
     old = d / "old.npz"
     save_trace(dataclasses.replace(tr, ops=[dataclasses.replace(o, scores=None) for o in tr.ops]), old)
     return grid, new, old
-
-
-@pytest.fixture
-def row_log(monkeypatch):
-    """Every ``p_rows`` call's number of rows and heads, as (rows, heads) pairs."""
-    calls = []
-    real = OpRecord.p_rows
-
-    def logged(self, rows=None, heads=None):
-        out = real(self, rows, heads)
-        calls.append((out.shape[1], out.shape[0]))
-        return out
-    monkeypatch.setattr(OpRecord, "p_rows", logged)
-    return calls
 
 
 def test_frame_decisions_and_outputs_equal_whole_p(files, row_log):

@@ -65,7 +65,7 @@ def test_balanced_preset_follows_its_rules():
     # the compact organisation's rules (preset comment, docs/decisions.md D50)
     from sim.timing.compact import chunk_frames
 
-    assert cfg.organisation == "compact" and ref.organisation == "lockstep"
+    assert cfg.organisation == "delta" and ref.organisation == "lockstep"  # compact's band-tiles (D68)
     assert cfg.compact_bands == R // 16 and R // cfg.compact_bands <= R * (1 - 0.8)  # 16 rows <= 25.6 tokens
     pv_groups = [(k, min(k + 4096, keys), "f") for k in range(0, keys, 4096)]  # 8 * ceil(32760 / 64) = 4096
     # pv: 4 B partials (4096 x 255 x 128 < 2^31); a frame's staged partials 128 x 8 x 128 x 4 = 512 KiB, x 2

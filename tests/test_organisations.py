@@ -65,9 +65,10 @@ def _timed(dec, grid, groups, cfg, fw=None):
 
 def test_compact_all_compute_two_bands_in_parallel():
     # 8 tokens COMPUTE one group of 8 channels: two band-tiles of 4 rows x 8 slots, one per band, both
-    # ending their last slot at cycle 7: cycles = 7 + R + C + 2 = 25 (the lockstep tile: 8 slots, also 25).
+    # ending their last slot at cycle 7; each band's 4 rows are read at 8..11 on its own port and leave
+    # C + 1 cycles later: cycles = 7 + 4 + C + 2 = 21 (the lockstep tile: 8 slots, 8 rows: 7 + R + C + 2 = 25).
     slots, valid, (cyc, stall) = _timed(np.zeros((8, 1)), (1, 1, 8), [(0, 8, "f")], tiny_compact())
-    assert slots == [8, 8] and valid == [4, 4] and (cyc, stall) == (25, 0)
+    assert slots == [8, 8] and valid == [4, 4] and (cyc, stall) == (21, 0)
 
 
 def test_compact_scattered_partials_pair_at_half_width():
@@ -76,27 +77,43 @@ def test_compact_scattered_partials_pair_at_half_width():
     # frame 2 (a half-width band-tile: 4 slots, 4 rows); frame 3's 2 are flushed at the chunk end (4 slots,
     # 2 rows). Bands (1 port each, a port busy one cycle per valid row after a band-tile's last slot):
     # t0 band 0 L = 7 (port free at 11); t1 band 1 L = 7 (free 11); t2 band 0 L = max(7 + 4, 11) = 11;
-    # t3 band 1 L = max(7 + 4, 11) = 11 -> cycles 11 + 18 = 29.
+    # t3 band 1 L = max(7 + 4, 11) = 11. Last row reads: t2's 4th row at 11 + 4 = 15, t3's 2nd at 13
+    # -> cycles 15 + C + 2 = 25.
     dec = np.full((32, 1), REUSE)
     dec[:8] = COMPUTE
     for f, (a, b) in zip((1, 2, 3), ((1, 6), (0, 3), (5, 7)), strict=True):
         dec[8 * f + a] = dec[8 * f + b] = PARTIAL
     slots, valid, (cyc, stall) = _timed(dec, (4, 1, 8), [(0, 8, "f")], tiny_compact())
-    assert slots == [8, 8, 4, 4] and valid == [4, 4, 4, 2] and (cyc, stall) == (29, 0)
+    assert slots == [8, 8, 4, 4] and valid == [4, 4, 4, 2] and (cyc, stall) == (25, 0)
 
 
 def test_compact_non_multiple_shape_two_column_blocks():
     # HW = 10 positions (pools of 8 and 2), K = 12 in groups of 8 and 4, N = 10 (column blocks of 8 and 2),
     # F = 1 (all COMPUTE). Per column block: pool 0 -> [8, 8] (group 0) and [4, 4] (group 1); pool 1 ->
     # flushed [8] and [4] with 2 valid rows each. List schedule over 2 bands (hand, docstring of
-    # sim.timing.compact): last slots 7, 7, 11, 11, 19, 15 | 23, 27, 27, 31, 35, 35 -> 35 + 18 = 53
-    # (dense lockstep: 4 tiles x 12 slots, 47 + 18 = 65).
+    # sim.timing.compact): last slots 7, 7, 11, 11, 19, 15 | 23, 27, 27, 31, 35, 35; the last two hold 2
+    # rows each, read at 36..37 -> 37 + C + 2 = 47 (dense lockstep: 4 tiles x 12 slots, 47 + 18 = 65).
     cfg = tiny_compact()
     groups = [(0, 8, "f"), (8, 12, "f")]
     slots, _, nc, npart = compact_tiles(np.zeros((10, 2), np.int8), (1, 2, 5), groups, cfg, 1, 4)
     assert list(slots) == [8, 8, 4, 4, 8, 4] and list(nc + npart) == [4, 4, 4, 4, 2, 2]
     seq, valid = np.tile(slots, 2), np.tile(nc + npart, 2)
-    assert band_cycles(seq, valid, cfg) == (53, 0)
+    assert band_cycles(seq, valid, cfg) == (47, 0)
+
+
+def test_compact_bands_sharing_a_port_read_in_turns():
+    # B = 4 bands of 2 rows on d = 2 ports: q = 2 bands per port, band b on port b mod 2 in the cycles c
+    # with c mod 2 = b // 2. 6 tokens COMPUTE one group of 3 channels: band-tiles of 2 rows x 3 slots on
+    # bands 0, 1, 2, each last slot at cycle 2. Reads: bands 0, 1 (turn 0) rows at 4 and 6; band 2 (turn 1)
+    # at 3 and 5 -> cycles 6 + C + 2 = 16.
+    from sim.timing.compact import band_schedule, drain_reads
+
+    cfg = tiny_compact(compact_bands=4)
+    slots, valid, (cyc, stall) = _timed(np.zeros((6, 1)), (1, 1, 6), [(0, 3, "f")], cfg)
+    assert slots == [3, 3, 3] and valid == [2, 2, 2] and (cyc, stall) == (16, 0)
+    band, _, last = band_schedule(np.array(slots), np.array(valid), cfg)
+    assert list(band) == [0, 1, 2] and list(last) == [2, 2, 2]
+    assert list(drain_reads(band, last, np.array(valid), cfg)) == [6, 6, 5]
 
 
 def test_compact_one_band_full_tiles_is_the_lockstep_contract():
@@ -158,7 +175,15 @@ def test_compact_actions_hand_counts():
     assert pb == 3  # 8 x 255 x 128 = 261,120: 18 bits + sign -> 3 bytes
     # Cc = 64, Pc = 48 (token, channel) pairs; Cg = 8, Pg = 6, Rg = 18 (token, group) pairs
     assert c["mac8"] == 64 * 8 and c["mac4"] == 48 * 8
-    assert c["pe_add"] == 8 * (2 * 64 + 48)
+    # PE (hw/compact_pe.py): band-tiles [8 slots x 4 COMPUTE rows] x 2, [4 slots x 4 PARTIAL rows] (paired),
+    # [4 slots x 2 PARTIAL rows]: PARTIAL row-slots Ps = 16 + 8 = 24; a COMPUTE row-slot adds 3 times (halves,
+    # acc, accm), a PARTIAL one twice; acc writes 2 per COMPUTE row-slot, 1 per PARTIAL one, + out per row
+    # (14) and out_m per COMPUTE row (8), per column; 60 product-path mux bits per active row-slot; 39 lane
+    # bits per PE and slot over a band's 4 rows
+    assert c["pe_add"] == 8 * (3 * 64 + 2 * 24)
+    assert c["pe_reg_bits"] == cfg.acc_bits * (8 * (2 * 64 + 24) + (14 + 8) * 8)
+    assert c["pe_mux_bits"] == 8 * (64 + 24) * 60
+    assert c["pipe_reg_bits"] == (8 + 8 + 4 + 4) * 4 * 8 * 39
     assert c["combine_add"] == 8 * (32 + 6) == combine_adds(dec, 8)
     # neighbour state (D58): frame 0's 8 COMPUTEs all have a non-COMPUTE successor (frame 1 has no COMPUTE),
     # Cs = 8; of the 6 PARTIALs the 4 in frames 1 and 2 have a REUSE successor, Ps = 4 (frame 3 has none).
@@ -178,7 +203,17 @@ def test_compact_area_rules():
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["gather_network"] == pytest.approx(8 * 8 * 7 * tech.a("mux2_bit") * um)
-    assert b["combine_unit"] == pytest.approx(4 * 8 * 2 * cfg.acc_bits * (tech.a("add_bit") + tech.a("reg_bit")) * um)
+    # combine unit: 4 C d = 64 adders, 2 acc-bit registers each (hw/combine.py: 2 C adders, 4 C registers per way)
+    assert b["combine_unit"] == pytest.approx(64 * cfg.acc_bits * (tech.a("add_bit") + 2 * tech.a("reg_bit")) * um)
+    # around the array (hw/compact_array.py, B = 2 bands of 4 rows, d = 2, C = 8, acc = 28, row lane 20 bits,
+    # band lane 19, Σ_j (j + 1) = 36): row skew 2 x 20 x 10 = 400, band 0's lane 19 x 36 = 684, read strobes
+    # 2 x (1 + 2) x 36 = 216, 2 sequencers x (2 + 3 + 2) = 14, band choice 3 x 24 = 72, de-skew
+    # 2 x 2 x 28 x 28 = 3,136 + valid 2 x 7 = 14, row tags 2 x 3 x 9 = 54 -> 4,590; band 1's lane 684
+    assert cfg.acc_bits == 28
+    assert b["array_io_skew"] == pytest.approx(4590 * tech.a("reg_bit") * um)
+    assert b["band_weight_lanes"] == pytest.approx(684 * tech.a("reg_bit") * um)
+    assert area_breakdown(cfg, tech)["dense_total_mm2"] == pytest.approx(
+        area_breakdown(load_config("tiny-8x8"), tech)["dense_total_mm2"])  # the dense die does not change
     assert b["sram_psum"] == pytest.approx(64 * 8192 * tech.a("sram_bit") * um) and b["sram_partial"] == 0
     assert "sram_psum" not in lock or lock["sram_psum"] == 0
     assert b["array_pe_kaleido_extra"] < lock["array_pe_kaleido_extra"]  # no per-group partial registers
@@ -236,6 +271,27 @@ def test_organisations_figure_and_floor(tmp_path):
     res = {"dense_energy_breakdown_pj": {"dram": 2.0, "vector_unit": 1.0, "sram_score": 3.0, "sram_output": 4.0,
                                          "array_macs": 100.0}}
     assert energy_floor(res) == 10.0  # the shared units only, at dense's energy
+
+
+def test_ideal_energy_by_hand():
+    """The ideal design keeps dense's shared units and scales everything else by the op's useful work."""
+    from sim.report.organisations import ideal_energy, summary
+
+    def op(shared, rest, useful, dense_macs, e):
+        return {"dense_energy_pj": shared + rest, "energy_pj": e, "useful_macs": useful, "dense_macs": dense_macs,
+                "dense_energy_breakdown_pj": {"dram": shared / 2, "sram_score": shared / 2, "array_macs": rest}}
+    # op 1: 40 pJ shared + 60 other at 1/4 of the work -> 40 + 15; op 2: no MACs, dense's 30 pJ kept
+    ops = [op(40.0, 60.0, 25, 100, 80.0), op(10.0, 20.0, 0, 0, 30.0)]
+    res = {"per_op": ops, "dense_energy_pj": 130.0, "energy_pj": 110.0, "organisation": "compact",
+           "total_speedup": 1.0, "speedup": 1.0, "dense_energy_breakdown_pj": {"dram": 25.0, "array_macs": 80.0},
+           "energy_model": {"area_mm2": 1.0, "dense_area_mm2": 1.0}}
+    for o in ops:
+        o.update(total_speedup=1.0, speedup=1.0, name="x")
+    assert ideal_energy(res) == 55.0 + 30.0
+    assert ideal_energy(ops[0]) == 55.0
+    s = summary(res)
+    assert s["ideal_energy_vs_dense"] == 85.0 / 130.0
+    assert s["ideal_saving_share"] == (130.0 - 110.0) / (130.0 - 85.0)
 
 
 def test_successor_reads_and_psum_state_hand_counts():

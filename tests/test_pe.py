@@ -245,3 +245,44 @@ def test_decision_codes_equal_golden():
     import hw.pe as pe
 
     assert (pe.COMPUTE, pe.PARTIAL, pe.REUSE) == (golden.COMPUTE, golden.PARTIAL, golden.REUSE) == (0, 1, 2)
+
+
+def test_cost_widths_are_the_pe_signals():
+    """The widths `sim.cost` charges (hw.pe.OPERAND_MUX_BITS, LINK_BITS, SPLIT_MULT_FRACTION) are those of
+    the signals the elaborated PE declares, and equal the hand count of docs/spec.md §3's split multiplier:
+    operand selects x 9 + w 8 + lo_x 4 + lo_w 8 + hi_x 5 + hi_w 8 = 42 bits; link 17 + 13 = 30 bits;
+    partial products (5x8 + 4x8) / (8x8) = 1.125."""
+    from amaranth.hdl import Fragment, Value
+
+    import hw.pe as pe
+
+    dut = PE(CFG)
+    Fragment.get(dut, None)  # elaborate: records dut.operand_selects
+    widths = {name: Value.cast(v).shape().width for name, v in dut.operand_selects.items()}
+    assert widths == dict(pe.OPERAND_SELECTS) == {"x_sel": 9, "w_sel": 8, "lo_x": 4, "lo_w": 8, "hi_x": 5, "hi_w": 8}
+    assert pe.OPERAND_MUX_BITS == 42
+    assert pe.LINK_BITS == len(dut.o_lk_m) + len(dut.o_lk_l) == 30
+    assert pe.SPLIT_MULT_FRACTION == 1.125
+
+
+def test_mode_of_follows_the_rule():
+    """`hw.pe.MODE_OF`, the one decision -> PE-mode table, against docs/spec.md §3's rule stated case by
+    case: a slot carries one channel, or two whose demands (COMPUTE 2 half slots, PARTIAL 1, REUSE 0) fit
+    one slot; a REUSE channel costs nothing, so the other one's decision sets the mode on its own lane
+    (``sel`` = 1 for lane b); two PARTIAL channels share the multiplier (PAIRED); no work is REUSE."""
+    from hw.pe import COMPUTE, MODE_OF, PARTIAL, REUSE
+
+    demand = {COMPUTE: 2, PARTIAL: 1, REUSE: 0}
+    codes = (COMPUTE, PARTIAL, REUSE)
+    slots = {(a, None) for a in codes} | {(a, b) for a in codes for b in codes if demand[a] + demand[b] <= 2}
+    assert set(MODE_OF) == slots
+    for (a, b), (mode, sel) in MODE_OF.items():
+        lanes = [a] if b is None else [a, b]
+        work = [(i, d) for i, d in enumerate(lanes) if d != REUSE]
+        if not work:
+            assert (mode, sel) == (PEMode.REUSE, 0), (a, b)
+        elif len(work) == 2:
+            assert (a, b) == (PARTIAL, PARTIAL) and (mode, sel) == (PEMode.PAIRED, 0), (a, b)
+        else:
+            i, d = work[0]
+            assert (mode, sel) == ({COMPUTE: PEMode.COMPUTE, PARTIAL: PEMode.PARTIAL}[d], i), (a, b)

@@ -42,10 +42,10 @@ def make_op(seed, grid, K, N, sizes, theta, unsigned=False, noise=4):  # noqa: N
     return X, Wt, tuple(grid), groups, theta, unsigned
 
 
-def run_accel(ops):
-    """Run the ops back to back on ONE elaborated `Accel` (one build serves every op: the
+def run_accel(ops, cfg=CFG):
+    """Run the ops back to back on ONE elaborated `Accel` of `cfg` (one build serves every op: the
     descriptor and thresholds are run-time inputs); returns one result dict per op."""
-    dut = Accel(CFG, max_tokens=MAX_TOKENS, max_k=MAX_K, max_n=MAX_N, max_frames=MAX_FRAMES)
+    dut = Accel(cfg, max_tokens=MAX_TOKENS, max_k=MAX_K, max_n=MAX_N, max_frames=MAX_FRAMES)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     tb = dut.tb
@@ -58,7 +58,8 @@ def run_accel(ops):
         N = Wt.shape[1]  # noqa: N806
         M = X.shape[0]  # noqa: N806
         Y = np.full((M, N), np.iinfo(np.int64).min, dtype=np.int64)  # noqa: N806
-        res = {"tiles": [], "last_row": None, "core_last_row": None, "done": None, "rows": 0, "Y": Y}
+        res = {"tiles": [], "last_row": None, "core_last_row": None, "done": None, "rows": 0, "Y": Y,
+               "window": dut.window}
         for name, v in op_descriptor(dut, grid, groups, N, b1, b2, unsigned).items():
             ctx.set(getattr(dut, name), v)
         for sel, addr, data in buffer_words(dut, X, Wt):  # the write port: one word per cycle while idle
@@ -108,11 +109,14 @@ def run_accel(ops):
     return results
 
 
-def check(op, res, expect_cycles=None):
+def check(op, res, expect_cycles=None, window_tiles=CFG.scheduler_window_tiles):
+    """Assert one op's run (module docstring) against the golden model and the reference scheduler,
+    tiling and timeline for a scheduler window of `window_tiles` tiles (the config's)."""
     X, Wt, grid, groups, theta, unsigned = op  # noqa: N806
     dec, _ = decide(X, grid, groups, theta, 4)
     np.testing.assert_array_equal(res["dec"], dec)
-    order = schedule_positions(dec, grid, R, window_tiles=8)
+    assert res["window"] == window_tiles * R
+    order = schedule_positions(dec, grid, R, window_tiles=window_tiles)
     np.testing.assert_array_equal(res["order"], order)
     N = Wt.shape[1]  # noqa: N806
     tiles = reuse_tiles(grid, N, R, C, order)
@@ -125,7 +129,7 @@ def check(op, res, expect_cycles=None):
     Y, _ = reuse_gemm(X, Wt, grid, groups, theta, 4)  # noqa: N806
     np.testing.assert_array_equal(res["Y"], Y)
     assert res["rows"] == X.shape[0] * len(range(0, N, C))
-    tl = accel_timeline(grid, groups, dec, N, R, C, D, 2, 8 * R)
+    tl = accel_timeline(grid, groups, dec, N, R, C, D, 2, window_tiles * R)
     assert res["core_last_row"] + 1 == tl.cycles and res["done"] == tl.done
     assert res["last_row"] <= res["core_last_row"]
     if expect_cycles is not None:
@@ -198,6 +202,24 @@ def test_accel_tiny_op_hand_count(runs):
     assert runs["tiny"][1]["core_last_row"] == 42 and runs["tiny"][1]["done"] == 43
 
 
+def test_accel_honours_the_config_window():
+    """An Accel built for ``scheduler_window_tiles = 2`` sorts in windows of 2 R = 8 positions, as the
+    reference does for that config: an op of 20 positions runs three windows (8, 8, 4 positions), an
+    op of 35 positions five; decisions, order, tiles, results and cycles as `check` asserts.
+
+    The first op has 5 position blocks x 3 frames x 1 column block = 15 tiles, an odd number, so the
+    core's drain-port round robin (d = 2) hands the second op's first tile to port 1: the controller's
+    result tokens must follow it (``port0``; every op of OPS has an even tile count)."""
+    cfg = CFG.model_copy(update={"scheduler_window_tiles": 2})
+    ops = [make_op(6, (3, 4, 5), 6, 4, [3, 3], (2.5, 4.0)), OPS["all_compute"]()]
+    assert len(reuse_tiles(ops[0][2], ops[0][1].shape[1], R, C, np.arange(20))) == 15 and D == 2
+    results = run_accel(ops, cfg)
+    dec = check(ops[0], results[0], window_tiles=2)
+    assert len(np.unique(dec[20:])) == 3
+    dec = check(ops[1], results[1], window_tiles=2)
+    assert (dec == 0).all()
+
+
 def test_bank_conflicts_stretch_the_beats(runs):
     """Tiles whose rows share an X bank (token mod R) take more than one cycle per beat: the sorted
     ops have such tiles (so the cycle-exact checks above cover the banked loader's stall), and
@@ -211,7 +233,7 @@ def test_bank_conflicts_stretch_the_beats(runs):
     for name in ("mostly_reuse", "many_groups"):
         X, Wt, grid, groups, theta, _ = runs[name][0]  # noqa: N806
         dec, _ = decide(X, grid, groups, theta, 4)
-        tl = accel_timeline(grid, groups, dec, Wt.shape[1], R, C, D, 2, 8 * R)
+        tl = accel_timeline(grid, groups, dec, Wt.shape[1], R, C, D, 2, CFG.scheduler_window_tiles * R)
         assert tl.bank_cycles.max() == 2 and tl.core.load_stall > 0, name
 
 
@@ -231,3 +253,21 @@ def test_descriptor_rejects_spatial_groups_and_oversized_ops():
         Accel(CFG, load_channels=3)
     with pytest.raises(ValueError, match="multiple of rows"):
         accel_timeline((1, 1, 4), [(0, 2, "f")], np.zeros((4, 1), np.int8), 4, R, C, D, 2, 6)
+
+
+@pytest.mark.parametrize("preset", ["tiny-8x8", "small-32x32", "kaleido-16nm-128x128", "kaleido-16nm-128x128-balanced"])
+def test_model_window_is_the_accel_window(preset):
+    """The Accel's window is fixed at elaboration (``scheduler_window_tiles * R``); the cycle model's
+    window of an op (`sim.cost.actions.scheduler_window`) shrinks below it only with
+    ``fit_scheduler_window`` and an op whose window of X does not fit the input SRAM. Every op the
+    emitted Accel can hold (``accel_max_tokens`` tokens, ``accel_max_k`` channels: at most 16 KiB of X)
+    fits, so on every preset the model and the RTL sort in the same windows."""
+    from hw.config import load_config
+    from sim.cost.actions import scheduler_window
+
+    cfg = load_config(preset)
+    acc = discard(Accel(cfg, pe="instance"))
+    assert acc.window == cfg.scheduler_window_tiles * cfg.array_rows
+    T, K = cfg.accel_max_tokens, cfg.accel_max_k  # noqa: N806
+    for grid in [(1, 1, T), (T, 1, 1), (2, 8, T // 16), (T // 16, 4, 4)]:
+        assert scheduler_window(cfg, K, grid, [(0, K, "f")]) == cfg.scheduler_window_tiles, grid

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from hw import discard
 from hw.config import load_config
-from hw.dispatcher import scheduler as hw_sched
 from hw.dispatcher.scheduler import Scheduler
 from sim.timing import dispatch
 
@@ -21,7 +21,12 @@ CFG = load_config("tiny-8x8")
 
 
 def test_window_default_matches_reference():
-    assert hw_sched.WINDOW_TILES == dispatch.WINDOW_TILES
+    """One window for the hardware scheduler and the reference: the config's (default 8 tiles,
+    hw.config.WINDOW_TILES, which sim.timing.dispatch takes as its default)."""
+    assert dispatch.WINDOW_TILES == CFG.scheduler_window_tiles == 8
+    assert discard(Scheduler(CFG)).window == CFG.scheduler_window_tiles * CFG.array_rows
+    cfg4 = CFG.model_copy(update={"scheduler_window_tiles": 4})
+    assert discard(Scheduler(cfg4)).window == 4 * CFG.array_rows
 
 
 def run_scheduler(windows, window, max_digits, stall_seed=None):

@@ -26,14 +26,10 @@ from dataclasses import dataclass, field
 
 import torch
 
+from algo.errors import CaptureError
 from algo.models.families import FAMILIES, Family, family_of_class
 from algo.models.families.wan import WAN_SMALL
 from algo.trace import Group
-
-
-class CaptureError(ValueError):
-    """Trace capture cannot run as asked: unknown model or size, bad grid, steps or thresholds."""
-
 
 #: The trace's ``weights`` field for seeded models; ``{seed}`` is filled in, ``{layers}`` and
 #: ``{extra}`` by `seeded_weights_description` from the modules the model has.

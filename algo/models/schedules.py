@@ -16,9 +16,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
 from algo import latents as lat
+from algo.lazy import lazy_module
+
+torch = lazy_module("torch")  # imported on first use (algo.lazy: model names without torch)
 
 __all__ = ["COGVIDEOX_SCHEDULER", "DDIM", "FlowMatch", "Schedule"]
 

@@ -5,18 +5,25 @@ An exact trace of format version 5 stores no P for ``pv``: the op holds ``qk``'s
 (`algo.reuse.softmax`). Consumers that run the golden model on an exact op (the cycle model's decisions,
 the output checksums, the RTL engine's inputs) go through this module:
 
-- `op_decisions`: int8 ``[M, G]`` decisions of batch index ``b`` at the op's theta;
-- `op_outputs`: the golden ``Y = X_eff @ W`` of batch index ``b`` as int64 row blocks, in row order.
+- `op_decisions`: int8 ``[M, n_groups]`` decisions of batch index ``b`` at the op's theta;
+- `decision_chunks`: the same decisions with the similarity SAD of every (token, group), in row chunks
+  (`algo.reuse.stats`: fractions and Δ histograms);
+- `op_outputs`: the golden ``Y = X_eff @ W`` of batch index ``b`` as int64 row blocks, in row order;
+- `frame_operands`: the streamed operand of batch index ``b`` one latent frame at a time (stored X or
+  regenerated P), for rules that walk frames themselves (the baselines' policies, `sim.baselines`).
 
 For a ``pv`` op whose P is derived (X None) and whose every channel group reuses along frames (axis
 ``"f"``, `algo.reuse.golden.block_groups`: always so for captured ``pv``), P is regenerated one latent
 frame of queries (``H*W`` rows) at a time: frame f's decisions depend only on frame f and the effective
 rows of frame f-1, which `algo.reuse.kernels.decide_multi` carries (``prev``) -- the scheme capture's
 `algo.capture.quantise.pv_decisions` uses, equal to `algo.reuse.golden.decide` on the whole P
-(tests/test_chunked.py). Peak memory per call: one frame of float32 scores (``H*W x L x 4`` bytes), its
-uint8 P, two int16 frames of effective rows, and the decisions ``[M, G]`` int8: at 480p
-(1,560 x 32,760 keys, G = 4,096) 204 + 51 + 204 + 134 MB. Any other op uses its stored X (or the whole
-regenerated P of head b when its groups do not all reuse along frames).
+(tests/test_chunked.py). Peak memory per call, at 480p (frames of 1,560 queries x 32,760 keys): one
+1,024-query chunk of float32 scores and its int32 gaps (`algo.reuse.softmax.softmax_numerators_int8`,
+2 x 134 MB), the frame's uint8 P (51 MB), two int16 frames of effective rows (204 MB) and the head's
+decisions, int8 ``[M, n_groups]`` (captured ``pv`` has 8 groups of 4,096 channels, `block_groups`:
+262 kB); `decision_chunks` adds the frame's int16 ``|P - prev|`` (102 MB) and its int64 SAD
+``[H*W, n_groups]``. Any other op uses its stored X (or the whole regenerated P of head b when its groups
+do not all reuse along frames).
 
 Decisions come from `algo.reuse.kernels.decide_multi` (one theta), outputs from `algo.reuse.golden.decide`
 and `algo.reuse.golden.apply_decisions` (whole X) or the carried effective rows (frames); both are the
@@ -50,21 +57,42 @@ def streamed_operand(op, b: int) -> np.ndarray:
     return op.p_rows(heads=slice(b, b + 1))[0]
 
 
-def _frames(op, b: int, grid, theta, b_msb: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
-    """``(rows, decisions int8 [H*W, G], x_eff int16 [H*W, K])`` of each latent frame of head ``b``."""
+def frame_operands(op, b: int, grid) -> Iterator[tuple[slice, np.ndarray]]:
+    """``(rows, operand rows [H*W, K])`` of batch index ``b``, one latent frame after another: rows of the
+    stored ``X[b]`` (int8/uint8, a view), or of head b's P regenerated for those query rows (uint8
+    ``[H*W, L]``, `algo.trace.OpRecord.p_rows`; 51 MB at 480p) when the op holds none.
+
+    Raises:
+        algo.trace.TraceError: the op holds neither X nor scores (a decision or shape op).
+    """
     f_n, h_n, w_n = (int(v) for v in grid)
     hw = h_n * w_n
-    gt = [g.as_tuple() for g in op.groups]
-    prev = None  # int16 [1, H*W, K]: the effective rows of the previous frame
     for f in range(f_n):
         rows = slice(f * hw, (f + 1) * hw)
-        p = op.p_rows(rows, slice(b, b + 1))[0]  # uint8 [H*W, L]
+        yield rows, (op.X[b, rows] if op.X is not None else op.p_rows(rows, slice(b, b + 1))[0])
+
+
+def _frames(op, b: int, grid, theta, b_msb: int, with_sad: bool = False
+            ) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray | None]]:
+    """``(rows, decisions int8 [H*W, n_groups], x_eff int16 [H*W, K], sad)`` of each latent frame of head ``b``;
+    ``sad``: with `with_sad`, int64 ``[H*W, n_groups]`` (`algo.reuse.golden.decide`'s ``return_sad``: the sum of
+    |X - X_eff[nb]| over the group, -1 on frame 0, which has no neighbour), else None."""
+    _, h_n, w_n = (int(v) for v in grid)
+    gt = [g.as_tuple() for g in op.groups]
+    starts = np.array([k0 for k0, _, _ in gt], dtype=np.int64)
+    prev = None  # int16 [1, H*W, K]: the effective rows of the previous frame
+    for rows, p in frame_operands(op, b, grid):
+        sad = None
         if prev is None:  # frame 0 has no neighbour along f: every group computes, X_eff = P
-            dec = np.full((hw, len(gt)), COMPUTE, dtype=np.int8)
+            dec = np.full((p.shape[0], len(gt)), COMPUTE, dtype=np.int8)
+            if with_sad:
+                sad = np.full(dec.shape, -1, dtype=np.int64)
             prev = p.astype(np.int16)[None]
         else:
+            if with_sad:  # against the previous frame's effective rows, before decide_multi replaces them
+                sad = np.add.reduceat(np.abs(p.astype(np.int16) - prev[0]), starts, axis=1, dtype=np.int64)
             dec = decide_multi(p, (1, h_n, w_n), gt, [theta], b_msb, prev=prev)[0]
-        yield rows, dec, prev[0]
+        yield rows, dec, prev[0], sad
 
 
 def op_decisions(op, b: int, grid, theta, b_msb: int) -> np.ndarray:
@@ -76,10 +104,28 @@ def op_decisions(op, b: int, grid, theta, b_msb: int) -> np.ndarray:
     """
     if by_frames(op):
         out = np.empty((op.M, len(op.groups)), dtype=np.int8)
-        for rows, dec, _ in _frames(op, b, grid, theta, b_msb):
+        for rows, dec, _, _ in _frames(op, b, grid, theta, b_msb):
             out[rows] = dec
         return out
     return decide_multi(streamed_operand(op, b), grid, [g.as_tuple() for g in op.groups], [theta], b_msb)[0]
+
+
+def decision_chunks(op, b: int, grid, theta, b_msb: int) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+    """Golden decisions and similarity of batch index ``b`` in row chunks, in row order: ``(rows,
+    decisions int8 [n, n_groups], sad int64 [n, n_groups])``; concatenated they equal
+    ``algo.reuse.golden.decide(X[b], grid, groups, theta, b_msb, return_sad=True)``'s decisions and SAD
+    (one chunk for an op with X, one per latent frame for derived P; tests/test_chunked.py).
+
+    Raises:
+        ValueError: as `algo.reuse.golden.decide`. algo.trace.TraceError: not an exact op.
+    """
+    if by_frames(op):
+        for rows, dec, _, sad in _frames(op, b, grid, theta, b_msb, with_sad=True):
+            yield rows, dec, sad
+        return
+    dec, _, sad = decide(streamed_operand(op, b), grid, [g.as_tuple() for g in op.groups], theta, b_msb,
+                         return_sad=True)
+    yield slice(0, op.M), dec, sad
 
 
 def op_outputs(op, b: int, grid, theta, b_msb: int) -> Iterator[np.ndarray]:
@@ -91,7 +137,7 @@ def op_outputs(op, b: int, grid, theta, b_msb: int) -> Iterator[np.ndarray]:
         ValueError: as `algo.reuse.golden.decide`. algo.trace.TraceError: not an exact op.
     """
     if by_frames(op):
-        for _, _, x_eff in _frames(op, b, grid, theta, b_msb):
+        for _, _, x_eff, _ in _frames(op, b, grid, theta, b_msb):
             yield _gemm_exact(x_eff, op.W[b])
         return
     groups = [g.as_tuple() for g in op.groups]

@@ -34,6 +34,8 @@ Pure numpy (no torch import), so the simulator can use the rules without loading
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
@@ -78,14 +80,27 @@ def token_merge(x: np.ndarray, grid, theta: float) -> tuple[np.ndarray, np.ndarr
     x = np.asarray(x)
     if x.ndim != 2 or x.shape[0] != F * hw:
         raise ValueError(f"x must be [F*H*W, K] = [{F * hw}, K], got {x.shape}")
-    eff = x.astype(np.int16).copy()
-    merged = np.zeros(x.shape[0], dtype=bool)
-    for f in range(1, F):
-        cur, nb = eff[f * hw:(f + 1) * hw], eff[(f - 1) * hw:f * hw]
-        m = np.abs(cur.astype(np.int32) - nb).mean(axis=1) <= theta
-        cur[m] = nb[m]
-        merged[f * hw:(f + 1) * hw] = m
+    merged, eff = np.zeros(x.shape[0], dtype=bool), np.empty(x.shape, dtype=np.int16)
+    for f, (m, e) in enumerate(merge_frames((x[f * hw:(f + 1) * hw] for f in range(F)), theta)):
+        merged[f * hw:(f + 1) * hw], eff[f * hw:(f + 1) * hw] = m, e
     return merged, eff
+
+
+def merge_frames(frames: Iterable[np.ndarray], theta: float) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """`token_merge` one latent frame at a time: for each frame ``[H*W, K]`` (int8/uint8, in frame
+    order) yields ``(merged bool [H*W], x_eff int16 [H*W, K])``; only the previous frame's effective rows
+    are kept, so a caller that regenerates the operand per frame (`algo.reuse.chunked.frame_operands`)
+    never holds it whole. Concatenated, the results equal `token_merge`'s."""
+    nb = None
+    for x in frames:
+        cur = np.asarray(x).astype(np.int16)
+        if nb is None:  # frame 0: no temporal neighbour, never merged
+            m = np.zeros(cur.shape[0], dtype=bool)
+        else:
+            m = np.abs(cur.astype(np.int32) - nb).mean(axis=1) <= theta
+            cur[m] = nb[m]
+        yield m, cur
+        nb = cur
 
 
 def interstep_rows(x: np.ndarray, x_prev: np.ndarray, theta: float) -> np.ndarray:
@@ -102,10 +117,15 @@ def prune_scores(p: np.ndarray, groups, p_min: int) -> tuple[np.ndarray, np.ndar
     SKIP, else FULL. ``p_min = 0`` drops only exact zeros (lossless).
     """
     p_eff = np.where(p <= p_min, 0, p).astype(np.int16)
-    codes = np.empty((p.shape[0], len(groups)), dtype=np.int8)
-    for g, (k0, k1, _ax) in enumerate(groups):
-        codes[:, g] = np.where((p[:, k0:k1] <= p_min).all(axis=1), SKIP, FULL)
-    return codes, p_eff
+    return prune_codes(p, groups, p_min), p_eff
+
+
+def prune_codes(p: np.ndarray, groups, p_min: int) -> np.ndarray:
+    """`prune_scores`' codes alone (int8 ``[rows, G]``), for any rows of P: SKIP where every value of
+    the group is ``<= p_min`` (its largest is), else FULL. ``groups`` partition ``0..K`` in order, as
+    every trace's do (`algo.trace.validate_groups`)."""
+    starts = np.array([k0 for k0, _, _ in groups], dtype=np.int64)
+    return np.where(np.maximum.reduceat(p, starts, axis=1) <= p_min, SKIP, FULL).astype(np.int8)
 
 
 def delta_codes(x: np.ndarray, x_prev: np.ndarray, groups) -> np.ndarray:
@@ -145,4 +165,5 @@ def check_policy(name: str, params: dict | None = None) -> dict:
 
 
 __all__ = ["DELTA4_MAX", "DELTA4_MIN", "FULL", "HALF", "POLICIES", "SKIP", "PolicyError", "check_policy",
-           "delta_codes", "interstep_rows", "prune_scores", "rescale", "rows_to_codes", "token_merge"]
+           "delta_codes", "interstep_rows", "merge_frames", "prune_codes", "prune_scores", "rescale", "rows_to_codes",
+           "token_merge"]

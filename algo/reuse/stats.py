@@ -9,6 +9,11 @@ they are the share of X's values computed, partially reused or reused.
 
 Decision traces (`algo.trace`, kind ``"decisions"``) hold no operands: their fractions come from the
 stored decisions for ``thetas[theta_index]`` and they contribute nothing to the Δ histograms.
+
+Exact ops are decided in row chunks (`algo.reuse.chunked.decision_chunks`): a ``pv`` op whose P is
+derived (a trace read with ``derive_p=False``) one latent frame of one head at a time, P never whole;
+counts and histogram bins are integer sums over the chunks, so the statistics equal those of the
+whole operand exactly (tests/test_chunked.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from algo.reuse.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE, decide
+from algo.reuse.chunked import decision_chunks
+from algo.reuse.golden import COMPUTE, DECISION_NAMES, PARTIAL, REUSE
 from algo.trace import Trace
 
 #: Histogram bin edges of Δ in int8 units per channel: 0.5-unit bins up to 32, then one overflow bin.
@@ -63,23 +69,27 @@ def trace_statistics(trace: Trace, theta_index: int = 0) -> dict:
     for op in trace.ops:
         groups = [g.as_tuple() for g in op.groups]
         widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-        kinds = [g.kind for g in op.groups]
+        kind_groups: dict[str, list[int]] = {}  # kind -> its group indices, kinds in order of first appearance
+        for gi, g in enumerate(op.groups):
+            kind_groups.setdefault(g.kind, []).append(gi)
+        by_kind = {k: np.array(v, dtype=np.int64) for k, v in kind_groups.items()}
         op_counts = np.zeros(3, np.int64)
         kind_counts: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3, np.int64))
-        stored = op.decisions_for(theta_index) if op.X is None else None
+        stored = op.decisions_for(theta_index) if op.kind != "exact" else None
         for b in range(op.batch):
-            if stored is None:
-                dec, _, sad = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb, return_sad=True)
+            if stored is None:  # (rows, decisions, SAD) chunks: one for an op with X, one per frame for derived P
+                chunks = ((dec, sad) for _, dec, sad in decision_chunks(op, b, trace.grid, op.theta, trace.b_msb))
             else:
-                dec, sad = stored[b], None
-            for gi, kind in enumerate(kinds):
-                c = decision_counts(dec[:, gi:gi + 1], widths[gi:gi + 1])
-                kind_counts[kind] += c
-                op_counts += c
-                if sad is not None:
-                    s = sad[:, gi]
-                    delta = s[s >= 0] / widths[gi]
-                    hist[kind] += np.histogram(delta, bins=DELTA_EDGES)[0]
+                chunks = iter([(stored[b], None)])
+            for dec, sad in chunks:
+                for kind, idx in by_kind.items():  # all groups of one kind at once: the same sums and bins
+                    c = decision_counts(dec[:, idx], widths[idx])
+                    kind_counts[kind] += c
+                    op_counts += c
+                    if sad is not None:
+                        s = sad[:, idx]
+                        delta = (s / widths[idx])[s >= 0]
+                        hist[kind] += np.histogram(delta, bins=DELTA_EDGES)[0]
         for kind, c in kind_counts.items():
             agg["group_kind"][kind] += c
         agg["op_type"][op.name] += op_counts

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from algo.models import CaptureError
+from algo.errors import CaptureError
 
 #: Latent cell in pixels (Wan VAE: 8x8 spatial compression) and latent channels (16).
 CELL_PX = 8

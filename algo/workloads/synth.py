@@ -150,6 +150,10 @@ def field_of_weights(weights: str | None) -> tuple[SynthField, int] | None:
 def synth_ops(model: str, resolution: str, blocks: Sequence[int] | None, steps: Sequence[int]):
     """``(grid, ops)``: the shape ops a capture of every op type records (`algo.capture.plan_ops`,
     size ``full``), cross-attention with `TEXT_TOKENS` text tokens. Raises `SynthError`."""
+    from algo.models.families import unknown_model
+
+    if (msg := unknown_model(model)) is not None:  # answered before the registry and capture load torch
+        raise SynthError(msg)
     from algo.capture import CROSS_OPS, SELF_OPS, plan_ops
     from algo.models import CaptureError, family_of, get_spec
 

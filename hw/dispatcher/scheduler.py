@@ -38,9 +38,6 @@ from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
 
-#: Default window in tiles: the reference's `sim.timing.dispatch.WINDOW_TILES` (kept equal by
-#: tests/test_scheduler_rtl.py; `hw` does not import `sim`).
-WINDOW_TILES = 8
 #: Default longest pattern, in frames after the first: 20 (Wan2.1 at 480p and 81 video frames has
 #: 21 latent frames, docs/spec.md §1); the pattern length is partial_regs * this.
 MAX_REUSE_FRAMES = 20
@@ -51,7 +48,8 @@ class Scheduler(wiring.Component):
 
     Args:
         cfg: accelerator config (rows R, partial_regs G).
-        window: positions per window; default ``WINDOW_TILES * R``.
+        window: positions per window; default ``cfg.scheduler_window_tiles * R`` (the window
+            `sim.timing.dispatch.schedule_positions` sorts in for this config).
         max_digits: longest pattern; default ``G * MAX_REUSE_FRAMES``.
 
     Ports: start, n_pos, n_digits; d_valid, d_code in, d_ready out; o_ready in, o_valid, o_pos,
@@ -60,7 +58,7 @@ class Scheduler(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, window: int | None = None, max_digits: int | None = None):
         self.cfg = cfg
-        self.window = window or WINDOW_TILES * cfg.array_rows
+        self.window = window or cfg.scheduler_window_tiles * cfg.array_rows
         self.max_digits = max_digits if max_digits is not None else cfg.partial_regs * MAX_REUSE_FRAMES
         pb = max(1, (self.window - 1).bit_length())
         self.pos_bits = pb

@@ -7,7 +7,8 @@
   output is read back from DRAM: ``N`` bytes (int8) per skipped row, added to ``dram_read_bytes``.
   The first captured step of a block runs in full.
 - ``pv``: softmax numerators ``P <= p_min`` are dropped (`algo.reuse.policies.prune_scores`);
-  a (token, group) whose P values are all dropped is SKIP. ``qk`` runs dense (see docs/baselines.md:
+  a (token, group) whose P values are all dropped is SKIP (P read one latent frame of one head at a
+  time, `algo.reuse.chunked.frame_operands`: regenerated, never whole). ``qk`` runs dense (see docs/baselines.md:
   on an output-stationary array a score can be skipped only with its whole R x C output tile).
 - Other ops run dense. Needs an exact trace (operands).
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.reuse.policies import interstep_rows, prune_scores, rows_to_codes
+from algo.reuse.chunked import frame_operands
+from algo.reuse.policies import interstep_rows, prune_codes, rows_to_codes
 from sim.baselines.history import StepHistory
 from sim.baselines.policy import all_full
 
@@ -43,7 +45,9 @@ def decisions(op, ctx, params) -> tuple[list[np.ndarray], dict, str]:
     G = len(op.groups)  # noqa: N806
     groups = [g.as_tuple() for g in op.groups]
     if op.name == "pv":
-        return [prune_scores(op.X[b], groups, int(params["p_min"]))[0] for b in range(op.batch)], {}, ""
+        p_min = int(params["p_min"])
+        return [np.concatenate([prune_codes(p, groups, p_min) for _, p in frame_operands(op, b, ctx.grid)])
+                for b in range(op.batch)], {}, ""
     if op.name in ("ffn1", "ffn2"):
         skip = _ffn_skip(op, ctx, params)
         if skip is None:

@@ -68,7 +68,7 @@ def fail(msg: str) -> None:
 
 
 #: The project's bad-input errors, as (module, class): each ends a command with exit code 2.
-KNOWN_ERRORS = (("algo.trace", "TraceError"), ("hw.config", "ConfigError"), ("algo.models", "CaptureError"),
+KNOWN_ERRORS = (("algo.trace", "TraceError"), ("hw.config", "ConfigError"), ("algo.errors", "CaptureError"),
                 ("sim.engines.model", "SimError"), ("sim.report", "ReportError"), ("sim.cost.tech", "TechError"),
                 ("algo.fileio", "OutputPathError"), ("sim.baselines", "BaselineError"))
 
@@ -80,6 +80,15 @@ def known_errors() -> tuple[type[Exception], ...]:
     clause's expression only when an exception reaches it; so this never imports anything (no
     torch, numba or matplotlib on a fast error path such as a missing trace file)."""
     return tuple(getattr(sys.modules[mod], name) for mod, name in KNOWN_ERRORS if mod in sys.modules)
+
+
+def check_model(name: str) -> None:
+    """Fail at once (exit 2) on a model name no family defines, before torch loads
+    (`algo.models.families.unknown_model`)."""
+    from algo.models.families import unknown_model
+
+    if (msg := unknown_model(name)) is not None:
+        fail(msg)
 
 
 def check_out(path: Path | None, folder: bool = False) -> None:

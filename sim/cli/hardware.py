@@ -62,9 +62,13 @@ def rtl(
 
     The RTL covers the compute core, dispatcher pieces and the op-level controller `kaleido_accel`
     with its buffers as banked SRAM macros (`kaleido_sram_*`, one file per macro, swappable for a
-    memory compiler's of the same name; docs/decisions.md D60). Only the lockstep organisation
-    exists in RTL. The vector unit and the fused-attention control are modelled only
-    (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
+    memory compiler's of the same name; docs/decisions.md D60), for the lockstep organisation. A preset
+    whose organisation is compact also gets the compact organisation's PE, array and combine unit
+    (kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its partial-sum SRAM macros;
+    docs/decisions.md D65); its controller (queues, gather) is not RTL yet, so the core
+    and kaleido_accel beside them are the lockstep ones. The delta organisation (the balanced preset's,
+    docs/decisions.md D68) has no RTL yet: its presets get the lockstep array. The vector unit and the fused-attention control
+    are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
     """
     from hw.rtl import main as rtl_main
 

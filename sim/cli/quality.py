@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from sim.cli.common import (
+    check_model,
     check_out,
     db,
     fail,
@@ -50,6 +51,7 @@ def quality(
         fail(f"--theta: {err}")
     th = sched if sched.rules else sched.default
     check_out(json_out)
+    check_model(model)
     g = parse_grid(grid)
     if vae is not None and not vae.exists():
         fail(f"VAE checkpoint not found: {vae}")
@@ -116,6 +118,7 @@ def quality_sweep(
         fail("--thetas must list at least one pair 't1,t2'")
     g = parse_grid(grid)
     check_out(out, folder=True)
+    check_model(model)
     from algo.quality import sweep_quality, weights_label
 
     try:

@@ -25,8 +25,10 @@ from sim.cli.common import (
     stdout_console,
     write_json_atomic,
 )
-from sim.results import result_notes
 
+#: The error of --dataflow/--timing given with a trace.
+GEMM_ONLY = ("--dataflow and --timing apply to --gemm only (a trace runs on the output-stationary "
+             "Kaleido array with native timing)")
 
 def _simulate_gemm(gemm: str, config: str, dataflow: str, timing: str, json_out: Path | None) -> None:
     """``kaleido simulate --gemm M,K,N``: time one dense GEMM (reuse off) with `sim.timing.dataflow`."""
@@ -147,8 +149,9 @@ def simulate(
                            "unit: array, vector, similarity, DRAM; Kaleido and dense; sim/report/timeline.py)")] = None,
     organisation: Annotated[str | None, typer.Option(
         "--organisation", help="array organisation, overriding the config's: lockstep (a tile's rows share one slot "
-                               "sequence) or compact (per-group compaction with a combine unit; needs the config's "
-                               "psum_sram_kib > 0) (default: the config's; docs/architecture.md)")] = None,
+                               "sequence), compact (per-group compaction with a combine unit; needs the config's "
+                               "psum_sram_kib > 0) or delta (compact's band-tiles carrying one output per token and "
+                               "column; the same needs) (default: the config's; docs/architecture.md)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; time a workload file
     (`kaleido workload`) on P devices; or one dense GEMM (--gemm)."""
@@ -161,6 +164,10 @@ def simulate(
             fail(f"--timeline: folder {timeline.parent} does not exist")
         if gemm is not None or engine != "model":
             fail("--timeline applies to traces on the model engine")
+    if trace is not None and not trace.is_file():  # before numpy and the models load (issue 13: under 1 s)
+        if gemm is None and (dataflow is not None or timing is not None):  # the option's error names the real cause
+            fail(GEMM_ONLY)
+        fail(f"trace not found: {trace}")
     from algo.workloads.format import is_workload_file
 
     if trace is not None and is_workload_file(trace):
@@ -172,7 +179,7 @@ def simulate(
         simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
         return
     if organisation is not None and (trace is None or engine != "model"):
-        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; the RTL is lockstep)")
+        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; the RTL engine runs the lockstep array)")
     if devices is not None or reuse is not None or seed:
         fail("--devices, --reuse and --seed apply to workload files (`kaleido workload`), not traces")
     if gemm is not None:
@@ -181,8 +188,7 @@ def simulate(
         _simulate_gemm(gemm, config, dataflow or "os", timing or "native", json_out)
         return
     if dataflow is not None or timing is not None:
-        fail("--dataflow and --timing apply to --gemm only (a trace runs on the output-stationary "
-              "Kaleido array with native timing)")
+        fail(GEMM_ONLY)
     if engine not in ("model", "rtl"):
         fail(f"--engine must be model or rtl, got {engine!r}")
     if engine == "rtl":
@@ -258,6 +264,8 @@ def simulate(
                   f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
     if "energy_pj" in res:
         out.print(_energy_line(res))
+    from sim.results import result_notes
+
     for note in result_notes(res, tr, cfg):
         out.print(f"note: {note}")
     if checksum:
@@ -311,7 +319,7 @@ def baselines(
         fail(f"--quality-steps must be >= 0, got {quality_steps}")
     try:
         cfg = load_config(config)
-        tr = load_trace(trace)
+        tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D66)
         check_theta_index(tr, trace, theta_index)
         # numba, amaranth: only once the inputs are known good
         from sim.baselines import (

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from sim.cli.common import (
+    check_model,
     check_out,
     fail,
     flag,
@@ -71,11 +72,12 @@ def capture(
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
     Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
+    check_out(out)
+    check_model(model)
     from algo.capture import capture_to_file, write_shape_trace
     from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 
-    check_out(out)
     size = size or ("full" if shape_only else "tiny")  # a shape trace costs nothing at full size
     try:
         th = parse_theta(theta, OP_TYPES, num_inference_steps)
@@ -189,6 +191,8 @@ def inspect(
 ) -> None:
     """Summarise a trace: format, model, weights, grid, every op's shape and decision fractions
     (per op, op type, channel-group kind, block and step) and histograms of the similarity Δ."""
+    if not trace.is_file():  # before numpy and numba load (algo.reuse.stats reads P through the compiled kernels)
+        fail(f"trace not found: {trace}")
     from algo.reuse.stats import trace_statistics
     from algo.trace import load_trace
     from algo.workloads.format import is_workload_file
@@ -199,7 +203,7 @@ def inspect(
         inspect_workload(trace, as_json)
         return
     try:
-        tr = load_trace(trace)
+        tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D66)
         if tr.kind == "shapes":  # no operands, no decisions: shapes only
             stats = {"ops": [{"name": o.name, "block": o.block, "step": o.step, "batch": o.batch, "M": o.M,
                               "K": o.K, "N": o.N, "groups": len(o.groups), "theta": list(o.theta),

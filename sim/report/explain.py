@@ -54,7 +54,7 @@ def load_results(path: str | Path) -> dict:
 
 
 #: The loss within the array named for each organisation when its slots exceed the ideal (module docstring).
-ORGANISATION_LOSS = {"lockstep": "lockstep", "compact": "packing"}
+ORGANISATION_LOSS = {"lockstep": "lockstep", "compact": "packing", "delta": "packing"}
 
 
 def binding(op: dict, dense: bool, organisation: str = "lockstep") -> str:
@@ -146,6 +146,15 @@ def energy_ledger_lines(res: dict, ascii_only: bool = False) -> list[str]:
         return ", ".join(f"{k} {v / 1e6:+,.0f}" for k, v in sorted(x.items(), key=lambda kv: kv[1])) or "none"
     lines = [f"Kaleido {minus} dense energy ({micro}): the array {led['array_pj'] / 1e6:+,.0f} ({fmt(led['array'])}); "
              f"the units around it {led['around_pj'] / 1e6:+,.0f} ({fmt(led['around'])})"]
+    from sim.report.organisations import energy_floor, ideal_energy
+
+    dense_e = res.get("dense_energy_pj", 0.0)
+    if dense_e and all("useful_macs" in o for o in res["per_op"]):
+        ideal_e, floor = ideal_energy(res), energy_floor(res)
+        share = (dense_e - res["energy_pj"]) / (dense_e - ideal_e) if dense_e > ideal_e else 0.0
+        lines.append(f"energy {res['energy_pj'] / dense_e:.3f}{times} dense; an ideal design on these decisions (the "
+                     f"shared units at dense's energy, {floor / dense_e:.3f}{times}, everything else doing only the useful "
+                     f"MACs' share) {ideal_e / dense_e:.3f}{times}: this design has {share:.2f} of the saving reuse allows")
     if led["dram_over"]:
         lines.append("DRAM bytes above dense's: " + ", ".join(f"{n} (block {b}, step {s_}) {x:.2f}{times}"
                                                              for n, b, s_, x in led["dram_over"]))

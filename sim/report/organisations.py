@@ -12,6 +12,14 @@ Energy floor (`energy_floor`): the components that do the same work in every des
 vector unit, the score SRAM (fused attention) and the output SRAM -- taken at the dense design's
 energy. No array organisation can go below it, so the saving it allows is ``1 - floor / dense``,
 and an organisation's share of that saving is ``(dense - kaleido) / (dense - floor)``.
+
+Ideal energy (`ideal_energy`): the floor is not reachable by any design that still computes what the
+decisions say must be computed. The ideal design spends, per op, dense's energy in the shared units plus
+dense's energy in everything else (array, input and weight SRAM, leakage, ...) scaled by the op's useful
+work ``useful_macs / dense_macs`` = 1 / ideal speedup: every unit that is not shared does exactly the useful
+MACs' share of dense's work, at dense's energy per action, and the die is no larger than dense's. It is
+the energy counterpart of the ideal speedup (`_ideal`), and ``(dense - kaleido) / (dense - ideal)``
+is an organisation's share of the saving reuse can give at all (docs/decisions.md D67).
 """
 
 from __future__ import annotations
@@ -47,9 +55,22 @@ def energy_floor(res: dict) -> float:
     return sum(res["dense_energy_breakdown_pj"].get(k, 0.0) for k in SHARED_COMPONENTS)
 
 
+def ideal_energy(res: dict) -> float:
+    """pJ of the ideal design on ``res``'s decisions (module docstring): per op (a whole result's ``per_op``,
+    or one op object), the `SHARED_COMPONENTS` of dense's breakdown plus the rest of dense's energy times
+    ``useful_macs / dense_macs``. An op without MACs keeps dense's energy."""
+    total = 0.0
+    for o in res.get("per_op", [res]):
+        dense = o["dense_energy_pj"]
+        shared = sum(o["dense_energy_breakdown_pj"].get(k, 0.0) for k in SHARED_COMPONENTS)
+        work = o["useful_macs"] / o["dense_macs"] if o.get("dense_macs") else 1.0
+        total += shared + (dense - shared) * work
+    return total
+
+
 def summary(res: dict) -> dict:
     """The figures the bench prints for one result: totals, per-op share of the ideal, energy and floor."""
-    dense_e, e, floor = res["dense_energy_pj"], res["energy_pj"], energy_floor(res)
+    dense_e, e, floor, ideal_e = res["dense_energy_pj"], res["energy_pj"], energy_floor(res), ideal_energy(res)
     per_op = {o["name"]: {"total": o["total_speedup"], "array": o["speedup"], "ideal": _ideal(o),
                           "share": o["total_speedup"] / _ideal(o), "array_share": o["speedup"] / _ideal(o)}
               for o in res["per_op"]}
@@ -57,6 +78,8 @@ def summary(res: dict) -> dict:
             "ideal": _ideal(res), "energy_vs_dense": e / dense_e,
             "floor_vs_dense": floor / dense_e,
             "floor_saving_share": (dense_e - e) / (dense_e - floor) if dense_e > floor else 0.0,
+            "ideal_energy_vs_dense": ideal_e / dense_e,
+            "ideal_saving_share": (dense_e - e) / (dense_e - ideal_e) if dense_e > ideal_e else 0.0,
             "area_mm2": res["energy_model"]["area_mm2"], "dense_area_mm2": res["energy_model"]["dense_area_mm2"],
             "per_op": per_op}
 

@@ -24,8 +24,9 @@ slot is saved only where every row agrees. Here a tile's rows need not agree:
   nothing to drain) leave on its share of the column's ``d`` output ports, one row per cycle:
   ``d_b = max(1, d / B)`` ports per band, used round robin, a band-tile holding its port for
   ``valid rows x max(1, B / d)`` cycles after its last slot, so ``L_t >= L_{t - d_b} + occ_{t - d_b}``
-  on a band (B = 1 with full band-tiles is `sim.timing.cycle_model.op_cycles`'s rule). The op's array cycles are the
-  latest band's last issue + R + C + `PIPELINE_CYCLES` (the same skew and drain path).
+  on a band (B = 1 with full band-tiles is `sim.timing.cycle_model.op_cycles`'s rule). The op's array cycles end
+  when its last valid row leaves: its read cycle (`drain_reads`) + C + `PIPELINE_CYCLES` (the same skew and
+  drain path as the lockstep array; a full tile's last row is read R cycles after its last slot).
 - **Combine unit.** Each drained row is one token's partial sum of one group for C outputs; the
   combine unit (``combine_lanes`` acc-bit adders) adds, per (token, group, output), the partial
   into the token's output (COMPUTE: the new partial; PARTIAL: the neighbour's msb partial + the new
@@ -101,17 +102,26 @@ def chunk_frames(cfg: AcceleratorConfig, F: int, K: int, N: int, groups, fused: 
     Raises:
         CompactError: not even one frame fits; the message names the op, the need and the SRAM size.
     """
+    return frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, K, N, groups), fused,
+                           f"{name} (K = {K}, N = {N}, {len(groups)} groups)")
+
+
+def frames_that_fit(cfg: AcceleratorConfig, F: int, need, fused: bool, what: str) -> int:  # noqa: N803
+    """The most frames (up to F; 1 with ``fused``) whose partial-sum SRAM need ``need(frames)`` (bytes, affine in
+    the frames) fits ``psum_sram_kib``; shared by `chunk_frames` and `sim.timing.delta.plan`.
+
+    Raises:
+        CompactError: not even one frame fits; the message names ``what``, the need and the SRAM size.
+    """
     cap = cfg.psum_sram_kib * 1024
-    need1 = psum_need_bytes(cfg, 1, K, N, groups)
+    need1 = need(1)
     if need1 > cap:
         raise CompactError(
-            f"array organisation 'compact' cannot run {name} (K = {K}, N = {N}, {len(groups)} groups) on "
-            f"{cfg.name}: one frame's partial sums need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, "
-            f"psum_sram_kib = {cfg.psum_sram_kib:,}")
+            f"array organisation {cfg.organisation!r} cannot run {what} on {cfg.name}: one frame's partial sums "
+            f"need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, psum_sram_kib = {cfg.psum_sram_kib:,}")
     if fused:
         return 1
-    per = psum_need_bytes(cfg, 2, K, N, groups) - need1
-    return int(min(F, 1 + (cap - need1) // per))
+    return int(min(F, 1 + (cap - need1) // (need(2) - need1)))
 
 
 @numba.njit(cache=True)
@@ -180,16 +190,20 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
 
 @numba.njit(cache=True)
 def _band_issue(s_seq, occ, bands, ports_b):
-    """List-schedule band-tiles on ``bands`` bands: ``(last issue cycle, drain-stall cycles)``.
+    """List-schedule band-tiles on ``bands`` bands: ``(band, first, last)`` int64 ``[T]`` each, the band
+    each band-tile goes to and the cycles its first and last slots issue.
 
     ``occ[t]``: cycles band-tile t holds its output port after its last slot (its valid rows, scaled
     when bands share a port); a port is free again ``occ`` cycles after the last slot of its previous
     band-tile."""
+    T = s_seq.shape[0]  # noqa: N806
     prev = np.full(bands, -1, dtype=np.int64)
     free = np.full((bands, ports_b), -(1 << 40), dtype=np.int64)
     count = np.zeros(bands, dtype=np.int64)
-    stall = 0
-    for t in range(s_seq.shape[0]):
+    band = np.empty(T, dtype=np.int64)
+    first = np.empty(T, dtype=np.int64)
+    last = np.empty(T, dtype=np.int64)
+    for t in range(T):
         b = 0
         for j in range(1, bands):
             if prev[j] < prev[b]:
@@ -197,11 +211,32 @@ def _band_issue(s_seq, occ, bands, ports_b):
         want = prev[b] + max(1, s_seq[t])
         k = count[b] % ports_b
         lt = max(want, free[b, k])
-        stall += lt - want
         free[b, k] = lt + occ[t]
+        first[t] = prev[b] + 1
         prev[b] = lt
         count[b] += 1
-    return prev.max(), stall
+        band[t] = b
+        last[t] = lt
+    return band, first, last
+
+
+def band_schedule(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndarray,
+                                                                                            np.ndarray]:
+    """Per band-tile of one op, in issue order: ``(band, first, last)`` int64 ``[T]`` -- the band it runs
+    on, the cycle its first slot issues and the cycle its last slot issues (after any drain stall).
+
+    Args:
+        s_seq: int64 ``[T]`` slots per band-tile; rows_valid: int64 ``[T]`` its tokens (valid rows).
+
+    Band rule of the module docstring: band-tiles go to the band whose last slot issued first (ties to
+    the lowest band) and issue back to back there, the first slot the cycle after the band's previous
+    last slot; ``d_b = max(1, d / B)`` ports per band, used round robin; a band-tile's last slot waits
+    until its port is free, ``valid rows x max(1, B / d)`` cycles after the port's previous last slot.
+    The RTL (`hw.compact_array.CompactTop`) is compared against it band-tile by band-tile."""
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    s = np.ascontiguousarray(s_seq, dtype=np.int64)
+    occ = np.ascontiguousarray(rows_valid, dtype=np.int64) * max(1, B // d)
+    return _band_issue(s, occ, B, max(1, d // B))
 
 
 def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> tuple[int, int]:
@@ -212,14 +247,31 @@ def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfi
 
     Band rule of the module docstring: B bands, ``d_b = max(1, d / B)`` ports each, used round robin;
     a band-tile holds its port for its valid rows x ``max(1, B / d)`` cycles after its last slot (only
-    valid rows drain); ``cycles = the latest band's last issue + R + C + 2``. With B = 1 and full
+    valid rows drain); ``cycles = the last row's read cycle + C + 2`` (`drain_reads`). With B = 1 and full
     band-tiles this is `sim.timing.cycle_model.op_cycles` exactly (tests)."""
     if s_seq.size == 0:
         return 0, 0
-    R, C, d, B = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.compact_bands  # noqa: N806
-    occ = np.ascontiguousarray(rows_valid, dtype=np.int64) * max(1, B // d)
-    last, stall = _band_issue(np.ascontiguousarray(s_seq, dtype=np.int64), occ, B, max(1, d // B))
-    return int(last + R + C + PIPELINE_CYCLES), int(stall)
+    s = np.ascontiguousarray(s_seq, dtype=np.int64)
+    band, first, last = band_schedule(s, rows_valid, cfg)
+    stall = int((last - first + 1 - np.maximum(1, s)).sum())
+    return int(drain_reads(band, last, rows_valid, cfg).max() + cfg.array_cols + PIPELINE_CYCLES), stall
+
+
+def drain_reads(band: np.ndarray, last: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> np.ndarray:
+    """int64 ``[T]``: the cycle each band-tile's last valid row is read out of the array (its row then
+    leaves the array ``C + 1`` cycles later, `hw.compact_array`).
+
+    A band-tile's rows are read one per turn of its port from the cycle after its last slot, row i no
+    earlier than ``L + 1 + i``: with ``B <= d`` every cycle (rows at ``L + 1 .. L + v``); with ``B > d`` a
+    port serves ``q = B / d`` bands, band b on the cycles ``c`` with ``c mod q = b // d``, so row 0 at the
+    first such cycle after L and each next row q cycles later. The port rule of `band_schedule` keeps
+    a port's band-tiles' reads apart (``v q`` cycles per band-tile)."""
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    q = max(1, B // d)
+    v = np.asarray(rows_valid, dtype=np.int64)
+    phase = np.asarray(band, dtype=np.int64) // d if B > d else 0
+    t0 = last + 1 + np.mod(phase - (last + 1), q)
+    return t0 + (v - 1) * q
 
 
 def compact_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, fw: int, b_msb: int):

@@ -130,7 +130,7 @@ def reuse_slot_sequence(
     dispatcher: bool = True, window_tiles: int = WINDOW_TILES, tile_like=None,
 ) -> np.ndarray:
     """Per-tile slot counts of one GEMM under the reuse tiling, in issue order (scheduler windows of
-    ``window_tiles`` tiles, `sim.timing.dispatch.WINDOW_TILES` by default).
+    ``window_tiles`` tiles, `hw.config.WINDOW_TILES` by default).
 
     Issue order (sim.timing.dispatch.reuse_tiles): column block, then position block, then frame. With
     ``dispatcher`` the scheduler's position order (`sim.timing.dispatch.schedule_positions`) and the

@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from hw.config import WINDOW_TILES  # the default scheduler window in tiles (its one home)
 
 #: Demand in half slots per (row, group) decision (docs/spec.md §3: COMPUTE = 1, PARTIAL = 1/2, REUSE = 0).
 DEMAND_HALVES = {COMPUTE: 2, PARTIAL: 1, REUSE: 0}
@@ -216,10 +217,6 @@ def count_slots_unpaired(dec, k0, k1):
                 break
     return n
 
-
-#: Scheduler window: positions are clustered within windows of this many tiles (project default:
-#: 8 tiles = 1,024 positions on 128 rows, about two-thirds of a 480p frame's 1,560 positions).
-WINDOW_TILES = 8
 
 
 def schedule_positions(decisions: np.ndarray, grid, rows: int, window_tiles: int = WINDOW_TILES) -> np.ndarray:

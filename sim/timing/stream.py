@@ -22,7 +22,7 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE
 from hw.config import AcceleratorConfig
-from hw.pe import MODE_OF
+from hw.pe import MODE_BITS, MODE_OF
 from hw.top import row_bits
 from sim.timing.dispatch import position_block, position_order, reuse_tiles, tile_schedule
 
@@ -153,7 +153,7 @@ def port_values(s: StreamSlot, x_unsigned: bool) -> dict[str, int]:
     return {
         "in_valid": 1,
         "in_x_a": pack_lanes(s.x_a, 8), "in_x_b": pack_lanes(s.x_b, 8),
-        "in_mode": pack_lanes(s.mode, 2), "in_sel": pack_lanes(s.sel, 1),
+        "in_mode": pack_lanes(s.mode, MODE_BITS), "in_sel": pack_lanes(s.sel, 1),
         "in_w_a": pack_lanes(s.w_a, 8), "in_w_b": pack_lanes(s.w_b, 8),
         "in_g_a": int(s.g_a), "in_g_b": int(s.g_b),
         "in_first_a": int(s.first_a), "in_first_b": int(s.first_b),

@@ -11,7 +11,7 @@ import pkgutil
 
 from algo.models.families.base import Family
 
-__all__ = ["FAMILIES", "Family", "family_of_class", "get_family"]
+__all__ = ["FAMILIES", "Family", "family_of_class", "get_family", "model_names", "unknown_model"]
 
 
 def _discover() -> dict[str, Family]:
@@ -38,3 +38,18 @@ def get_family(name: str) -> Family:
 def family_of_class(class_name: str) -> Family | None:
     """The family whose models are of the diffusers class ``class_name``, or None."""
     return _BY_CLASS.get(class_name)
+
+
+def model_names() -> list[str]:
+    """The registry names of every family's models, sorted (the keys of `algo.models.registry.MODELS`),
+    read without importing the registry or torch: for answering a bad name at once."""
+    return sorted(row.name for fam in FAMILIES.values() for row in fam.models)
+
+
+def unknown_model(name: str) -> str | None:
+    """The one-line error for a model name no family defines, or None for a registry name (matched as
+    `algo.models.registry.get_spec` matches it, lower case); torch-free, so callers answer a bad name first."""
+    names = model_names()
+    if str(name).lower() in names:
+        return None
+    return f"unknown model {name!r}; supported models: {', '.join(names)}"

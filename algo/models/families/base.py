@@ -23,9 +23,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
+from algo.lazy import lazy_module
 from algo.models.schedules import Schedule
+
+torch = lazy_module("torch")  # imported on first use (algo.lazy: model names without torch)
 
 __all__ = ["Attention", "AttentionFn", "Family", "Inputs", "Linear", "ModelRow", "seeded_text"]
 

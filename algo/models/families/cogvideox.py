@@ -28,10 +28,11 @@ from __future__ import annotations
 import contextlib
 import types
 
-import torch
-
+from algo.lazy import lazy_module
 from algo.models.families.base import Attention, Family, Inputs, Linear, ModelRow, seeded_text
 from algo.models.schedules import DDIM
+
+torch = lazy_module("torch")  # imported on first use (algo.lazy: model names without torch)
 
 _COGVIDEOX_5B_FULL = dict(
     num_attention_heads=48,

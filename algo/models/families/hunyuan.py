@@ -29,9 +29,9 @@ text mask, seeded N(0, 1) pooled projections (numpy stream ``[seed, 3]``) and th
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from algo import latents as lat
+from algo.lazy import lazy_module
 from algo.models.families.base import (
     Attention,
     Family,
@@ -42,6 +42,8 @@ from algo.models.families.base import (
     seeded_text,
 )
 from algo.models.schedules import FlowMatch
+
+torch = lazy_module("torch")  # imported on first use (algo.lazy: model names without torch)
 
 #: HunyuanVideo's flow-matching shift (``hunyuanvideo-community/HunyuanVideo``
 #: ``scheduler/scheduler_config.json``: FlowMatchEulerDiscreteScheduler, shift 7.0).

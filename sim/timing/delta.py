@@ -1,0 +1,137 @@
+"""The delta organisation: the compact organisation's band-tiles, with each token's output carried forward
+as one value per output column instead of one partial sum per channel group (docs/architecture.md "Array
+organisations", docs/decisions.md D68).
+
+Why it is exact. ``Y = X_eff W`` (`algo.reuse.golden`). When every group of an op reuses along the same
+axis, every group of token t has the same neighbour nb, so by linearity
+
+    Y[t] = Y[nb] + sum over the groups g that t does not REUSE of (X_eff[t, g] - X_eff[nb, g]) W[g]
+
+exactly in integers: a REUSE group has ``X_eff[t, g] = X_eff[nb, g]`` (its difference is 0), a COMPUTE
+group's difference is ``X - X_eff[nb]`` (9 bits signed, the array's operand width `hw.pe.X_BITS`), a
+PARTIAL group's ``lsb(X) - lsb(X_eff[nb])`` (``-15 .. 15`` with ``b_msb = 4``: 5 bits signed). A token
+with no neighbour COMPUTEs every group (the golden model's rule) and is ``Y[t] = sum_g X[t, g] W[g]``; so is
+any token that COMPUTEs every group (the *direct* form: its differences are X itself, no state read). The
+compact organisation keeps, per (position, group, output column), the chain's msb partial and total (its
+successor may REUSE or be PARTIAL in any group); here the state is Y itself: one value per (position,
+output column), G times less, and the combine unit adds differences instead of per-group partials.
+
+Which ops (`eligible`): those whose channel groups all share one axis -- every linear op, ``pv``,
+``cross_qk``, ``cross_pv`` (temporal blocks, `algo.reuse.golden.block_groups`). ``qk``'s RoPE groups reuse
+along ``w`` and ``f`` (two neighbours), so ``qk`` runs exactly as in the compact organisation.
+
+Timing (eligible ops): `sim.timing.compact`'s queues, band-tiles and bands -- a PARTIAL band-tile still
+pairs two channels per slot (`paired_product`: one 5-bit signed difference on the split multiplier's signed
+high half, the other on its 4-bit unsigned low half plus a sign correction ``-16 w`` when it is negative) --
+with one change:
+- *column-block groups*: the state of a pool is small, so the pools of ``s`` resident column blocks are
+  worked together (`plan`): each band-tile, once its rows are loaded, issues for each of the ``s`` column
+  blocks in turn (its slots ``s`` times, one per column block's weights), and X is read from DRAM once per
+  column-block group rather than once per column block (`sim.cost.actions.delta_dram`). ``s`` is the
+  most column blocks (up to the weight SRAM's, so X is read no more often than dense reads it) whose
+  combine state fits the partial-sum SRAM with at least one frame per chunk, and the chunk's frames
+  ``Fw`` the most that then fit: X passes first, packing second (D68 measures the other order).
+
+Partial-sum SRAM of one chunk (`psum_need_bytes`), ``s`` column blocks of ``c = min(C, N)`` outputs:
+the difference sums ``D[t]`` of the chunk's tokens, double-buffered (``2 Fw R s c yb``), the carried
+``Y`` of the pool's positions (``R s c yb``) and the queued difference rows (``R / B x K`` 9-bit values),
+``yb`` = `output_bytes` (Y's exact bound, signed).
+
+Combine unit: each drained band-tile row (a token's difference sum of one group, C outputs) is added into
+``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
+``Y[t] = Y[nb] + D[t]`` (``D[t]`` alone in the direct form, ``Y[nb]`` alone when t REUSEs every group),
+``Y[t]`` goes to the vector unit and, where the next frame's token reads it, stays as state
+(`combine_adds_delta`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from algo.reuse.golden import COMPUTE, REUSE
+from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
+from hw.pe import X_BITS
+from sim.timing.compact import band_rows, frames_that_fit
+
+#: Bits of one queued difference value: the array's operand width (hw/pe.py ``X_BITS``: 9 bits signed
+#: holds X - X_eff[nb] of int8 and of uint8 operands, -255..255).
+DIFF_BITS = X_BITS
+
+
+def paired_product(da: int, db: int, wa: int, wb: int) -> int:
+    """One PAIRED slot of the delta PE: ``da wa + db wb`` for two PARTIAL differences in ``-15 .. 15``, as the
+    split multiplier forms it: ``da`` on the 5-bit signed high half, ``db``'s low four bits ``db & 15`` on the
+    4-bit unsigned low half, and ``-16 wb`` added when ``db < 0`` (``db = (db & 15) - 16`` then)."""
+    return da * wa + (db & 15) * wb - (16 * wb if db < 0 else 0)
+
+
+def eligible(groups) -> bool:
+    """True when every channel group reuses along the same axis (module docstring)."""
+    return len({ax for _k0, _k1, ax in groups}) == 1
+
+
+def output_bytes(K: int) -> int:  # noqa: N803
+    """Bytes of one carried output ``Y``: its exact bound ``K x 255 x 128`` plus the sign."""
+    return -(-((K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
+
+
+def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int, N: int) -> int:  # noqa: N803
+    """Partial-sum SRAM bytes of one chunk of ``frames`` frames over ``col_blocks`` column blocks
+    (module docstring)."""
+    R = cfg.array_rows  # noqa: N806
+    outs = R * col_blocks * min(cfg.array_cols, N) * output_bytes(K)
+    return 2 * frames * outs + outs + math.ceil(band_rows(cfg) * K * DIFF_BITS / 8)
+
+
+def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  # noqa: N803
+         name: str = "op") -> tuple[int, int]:
+    """``(Fw, s)``: frames per chunk and column blocks per group (module docstring). ``fused``: a fused
+    score op, one frame per chunk.
+
+    Raises:
+        CompactError: not even one frame of one column block fits the partial-sum SRAM.
+    """
+    cap = cfg.psum_sram_kib * 1024
+    n_cb = -(-N // cfg.array_cols)
+    s_w = max(1, cfg.weight_sram_kib * 1024 // (K * min(N, cfg.array_cols)))
+    s = min(n_cb, s_w)
+    while s > 1 and psum_need_bytes(cfg, 1, s, K, N) > cap:
+        s -= 1
+    fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N), fused,
+                         f"{name} (K = {K}, N = {N}, {s} column block{'s' if s > 1 else ''})")
+    return fw, s
+
+
+def column_groups(n_cb: int, s: int) -> list[int]:
+    """Sizes of the column-block groups: ``s`` each, the last one the rest."""
+    return [min(s, n_cb - i) for i in range(0, n_cb, s)]
+
+
+def issue_order(per_cb: np.ndarray, n_cb: int, s: int) -> np.ndarray:
+    """A per-band-tile array of one column block (its band-tile sequence) in the delta issue order: per
+    column-block group, each band-tile repeated once per column block of the group (module docstring)."""
+    per_cb = np.ascontiguousarray(per_cb)
+    return np.concatenate([np.repeat(per_cb, k) for k in column_groups(n_cb, s)]) if per_cb.size else per_cb
+
+
+def token_terms(dec: np.ndarray) -> tuple[int, int, int]:
+    """``(differences, direct, carried)`` of one op's decisions ``[M, G]``: the non-REUSE (token, group)
+    pairs (each one drained difference row), the tokens that COMPUTE every group (direct form) and the
+    tokens that read ``Y[nb]`` (any group not COMPUTE)."""
+    dec = np.asarray(dec)
+    diffs = int((dec != REUSE).sum())
+    direct = int((dec == COMPUTE).all(axis=1).sum())
+    return diffs, direct, dec.shape[0] - direct
+
+
+def combine_adds_delta(dec: np.ndarray, N: int) -> int:  # noqa: N803
+    """Combine-unit adds of one GEMM (module docstring), per output column times N: ``D[t]`` takes
+    ``n_t - 1`` adds for n_t difference rows, and ``Y[nb] + D[t]`` one more where t reads ``Y[nb]`` and
+    has at least one difference (a token that REUSEs every group copies ``Y[nb]``)."""
+    dec = np.asarray(dec)
+    n = (dec != REUSE).sum(axis=1)
+    carried = ~(dec == COMPUTE).all(axis=1)
+    adds = np.maximum(n - 1, 0) + (carried & (n > 0))
+    return int(N * int(adds.sum()))

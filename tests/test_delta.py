@@ -1,0 +1,184 @@
+"""The delta organisation (sim/timing/delta.py, docs/decisions.md D68): values bit-exact against the golden
+model through its band-tiles and combine unit, its sizes, DRAM and partial-sum counts by hand, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, apply_decisions, block_groups, decide, split_msb
+from hw.config import ORGANISATIONS, config_from_dict, load_config
+from sim.cost.actions import delta_dram, dram_bytes
+from sim.cost.area import area_breakdown
+from sim.cost.compact_actions import delta_successor_reads
+from sim.cost.tech import load_tech
+from sim.timing import delta
+from sim.timing.compact import band_cycles, band_tile_sequence
+from sim.timing.delta_reference import delta_gemm, differences
+from tests.test_cli import assert_one_line_error, kaleido, small_trace
+
+
+def _field(rng, grid, K, axis, unsigned, extreme=False):  # noqa: N803
+    M = grid[0] * grid[1] * grid[2]  # noqa: N806
+    lo, hi = (0, 255) if unsigned else (-128, 127)
+    if extreme:  # every operand at the range's end: the widest differences and sums
+        return np.full((M, K), lo, np.uint8 if unsigned else np.int8)
+    base = rng.integers(lo, hi + 1, (1, K))
+    X = np.clip(base + rng.integers(-9, 10, (M, K)), lo, hi)  # noqa: N806  near-equal tokens: every decision
+    return X.astype(np.uint8 if unsigned else np.int8)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_delta_values_bit_exact_against_golden(seed):
+    rng = np.random.default_rng(seed)
+    grid = (int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(2, 6)))
+    K, N = int(rng.integers(9, 41)), int(rng.integers(1, 10))  # noqa: N806  non-multiple group widths
+    groups = block_groups(K, int(rng.integers(3, 12)), "fhw"[seed % 3])
+    X = _field(rng, grid, K, groups[0][2], seed % 2 == 1, extreme=seed % 5 == 4)  # noqa: N806
+    W = rng.integers(-128, 128, (K, N)).astype(np.int8)  # noqa: N806
+    if seed % 5 == 4:
+        W[:] = -128
+    dec = decide(X, grid, groups, (float(rng.uniform(0, 3)), float(rng.uniform(3, 9))))[0]
+    if seed % 4 == 3:  # scattered decisions drawn directly (every mix, edge tokens COMPUTE)
+        dec = rng.integers(0, 3, dec.shape).astype(np.int8)
+        dec[np.asarray([delta_edge(t, grid, groups[0][2]) for t in range(dec.shape[0])])] = COMPUTE
+    want = apply_decisions(X, W, grid, groups, dec)
+    diff = differences(X, grid, groups, dec)
+    assert diff.min() >= -(1 << (delta.DIFF_BITS - 1)) and diff.max() < 1 << (delta.DIFF_BITS - 1)
+    part = np.repeat(dec == PARTIAL, [k1 - k0 for k0, k1, _ in groups], axis=1)
+    direct = (dec == COMPUTE).all(axis=1)
+    part[direct] = False
+    assert np.abs(diff[part]).max(initial=0) <= 15  # lsb(X) - lsb(X_eff[nb]): the signed high half's range
+    for rows, brows, fw in ((4, 2, 1), (8, 4, 2), (3, 1, 5), (16, 16, 3)):
+        assert np.array_equal(delta_gemm(X, W, grid, groups, dec, rows, brows, fw), want), (rows, brows, fw)
+    assert np.array_equal(delta_gemm(X, W, grid, groups, dec, 4, 2, 1, b_msb=3),  # no pairing below b_msb = 4
+                          apply_decisions(X, W, grid, groups, dec, 3))
+
+
+def test_paired_product_every_operand():
+    """The PAIRED slot's arithmetic (sign-corrected low half) equals the plain products on every operand pair."""
+    d = np.arange(-15, 16)
+    for wa, wb in ((-128, 127), (127, -128), (-1, 3), (0, 5)):
+        got = [[delta.paired_product(int(a), int(b), wa, wb) for b in d] for a in d]
+        assert np.array_equal(np.array(got), d[:, None] * wa + d[None, :] * wb)
+
+
+def delta_edge(t, grid, axis):
+    F, H, W = grid  # noqa: N806
+    f, rem = divmod(t, H * W)
+    h, w = divmod(rem, W)
+    return {"f": f, "h": h, "w": w}[axis] == 0
+
+
+def test_differences_need_one_axis():
+    X = np.zeros((4, 4), np.int8)  # noqa: N806
+    with pytest.raises(ValueError, match="one reuse axis"):
+        differences(X, (1, 2, 2), [(0, 2, "w"), (2, 4, "h")], np.zeros((4, 2), np.int8))
+    assert not delta.eligible([(0, 2, "w"), (2, 4, "f")]) and delta.eligible(block_groups(64))
+
+
+def test_differences_by_hand():
+    # grid (2, 1, 2): tokens 0, 1 (frame 0) and 2, 3 (frame 1); one temporal group of 2 channels
+    X = np.array([[100, -7], [5, 6], [101, -8], [20, 7]], np.int8)  # noqa: N806
+    dec = np.array([[COMPUTE], [COMPUTE], [PARTIAL], [REUSE]], np.int8)
+    d = differences(X, (2, 1, 2), [(0, 2, "f")], dec)
+    _, lo = split_msb(X, 4)
+    # frame 0 COMPUTEs everything: the direct form, X itself; token 2 PARTIAL: lsb(101) - lsb(100) = 5 - 4,
+    # lsb(-8) - lsb(-7) = 8 - 9; token 3 REUSE: 0
+    assert d.tolist() == [[100, -7], [5, 6], [lo[2, 0] - lo[0, 0], lo[2, 1] - lo[0, 1]], [0, 0]]
+    assert d[2].tolist() == [1, -1]
+
+
+def test_token_terms_combine_and_successors_by_hand():
+    # grid (3, 1, 1): one position over 3 frames, 2 groups; frame 0 COMPUTE both, frame 1 REUSE both,
+    # frame 2 PARTIAL + COMPUTE
+    dec = np.array([[COMPUTE, COMPUTE], [REUSE, REUSE], [PARTIAL, COMPUTE]], np.int8)
+    assert delta.token_terms(dec) == (4, 1, 2)  # 2 + 0 + 2 difference rows, token 0 direct, 1 and 2 carried
+    # adds per column: token 0: 2 rows -> 1; token 1: copies Y[nb] -> 0; token 2: 1 + Y[nb] -> 2
+    assert delta.combine_adds_delta(dec, 5) == 5 * 3
+    # token 0's successor (token 1) is carried, token 1's (token 2) too, token 2 has none
+    assert delta_successor_reads(dec, (3, 1, 1), "f").tolist() == [True, True, False]
+
+
+def test_sizes_plan_and_dram_by_hand():
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    # Wan2.1-1.3B 480p ffn2: K = 8960, N = 1536 (12 column blocks), grid (21, 30, 52)
+    K, N, grid = 8960, 1536, (21, 30, 52)  # noqa: N806
+    M = 21 * 30 * 52  # noqa: N806
+    assert delta.output_bytes(K) == 4  # 8960 x 255 x 128 < 2^29, plus the sign
+    R, C = 128, 128  # noqa: N806
+    outs = R * C * 4
+    # psum need of (Fw, s): 2 Fw R s C yb + R s C yb + R/B K 9/8, B = 8
+    assert delta.psum_need_bytes(cfg, 2, 3, K, N) == 2 * 2 * 3 * outs + 3 * outs + 16 * 8960 * 9 // 8
+    fw, s = delta.plan(cfg, 21, K, N)
+    cap = cfg.psum_sram_kib * 1024
+    s_w = cfg.weight_sram_kib * 1024 // (K * C)  # 7 column blocks of weights
+    assert s == min(12, s_w) == 7  # one frame of 7 column blocks fits: 3 x 7 x 64 KiB + 161 KB < 8 MiB
+    need1 = 3 * s * outs + 16 * 8960 * 9 // 8
+    assert fw == min(21, 1 + (cap - need1) // (2 * s * outs))
+    d = delta_dram(cfg, M, K, N, grid, s)
+    assert d["x"] == 2 * M * K and d["w"] == K * N and d["sim_pass"] == 0  # ceil(12 / 7) passes
+    dense = dram_bytes(cfg, M, K, N, -(-M // R), -(-M // R), R * K)
+    assert d["x"] + d["w"] + d["y"] <= dense["x"] + dense["w"] + dense["y"]
+    assert delta.issue_order(np.array([5, 7]), 5, 2).tolist() == [5, 5, 7, 7, 5, 5, 7, 7, 5, 7]
+
+
+def tiny_delta(**kw):
+    d = load_config("tiny-8x8").model_dump() | {"organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2}
+    return config_from_dict(d | kw)
+
+
+def test_delta_end_to_end_on_a_small_trace(tmp_path):
+    from algo.trace import load_trace
+    from sim.engines.model import simulate_trace
+
+    tr = load_trace(small_trace(tmp_path / "t.npz"))
+    cfg = tiny_delta()
+    res = simulate_trace(tr, cfg)
+    assert res["organisation"] == "delta"
+    op = tr.ops[0]
+    groups = [g.as_tuple() for g in op.groups]
+    dec = decide(op.X[0], tr.grid, groups, op.theta, 4)[0]
+    fw, s = delta.plan(cfg, tr.grid[0], op.K, op.N)
+    slots, _, nc, npt = band_tile_sequence(dec, tr.grid[0], tr.grid[1] * tr.grid[2], 8, 4, fw,
+                                           np.array([k1 - k0 for k0, k1, _ in groups], np.int64), True)
+    n_cb = math.ceil(op.N / 8)
+    cyc, _ = band_cycles(delta.issue_order(slots, n_cb, s), delta.issue_order(nc + npt, n_cb, s), cfg)
+    assert res["per_op"][0]["cycles"] == cyc
+    assert np.array_equal(delta_gemm(op.X[0], op.W[0], tr.grid, groups, dec, 8, 4, fw),
+                          apply_decisions(op.X[0], op.W[0], tr.grid, groups, dec, 4))
+    for o in res["per_op"]:  # never more DRAM than dense
+        a, d = o["actions"], o["dense_actions"]
+        assert a["dram_read_bytes"] + a["dram_write_bytes"] <= d["dram_read_bytes"] + d["dram_write_bytes"]
+
+
+def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
+    """The delta PE: compact's without the msb accumulator's adder, accm, out_m and one first gate, with a 13-bit
+    sign-correction adder; the gather carries 9 bits; the rest of the die is compact's."""
+    cfg = tiny_delta()
+    tech = load_tech(cfg.technology_nm)
+    comp = area_breakdown(tiny_delta(organisation="compact"))["breakdown"]
+    dlt = area_breakdown(cfg)["breakdown"]
+    assert dlt["gather_network"] == pytest.approx(comp["gather_network"] * 9 / 8)
+    acc, um = cfg.acc_bits, 1e-6  # um^2 -> mm^2
+    per_pe = (13 - acc) * tech.a("add_bit") - 2 * acc * tech.a("reg_bit") - acc * tech.a("mux2_bit")
+    assert dlt["array_pe_kaleido_extra"] - comp["array_pe_kaleido_extra"] == pytest.approx(64 * per_pe * um)
+    same = set(dlt) - {"gather_network", "array_pe_kaleido_extra"}
+    assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
+
+
+def test_delta_needs_a_psum_sram(tmp_path):
+    tr = small_trace(tmp_path / "t.npz")
+    out = tmp_path / "r.json"
+    res = kaleido("simulate", str(tr), "--config", "tiny-8x8", "--organisation", "delta", "--json", str(out))
+    assert_one_line_error(res, "delta", "psum_sram_kib = 0", *ORGANISATIONS)
+    assert not out.exists()
+    d = load_config("tiny-8x8").model_dump() | {"organisation": "delta", "psum_sram_kib": 1, "name": "tiny-psum1"}
+    toml = tmp_path / "c.toml"
+    toml.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in d.items() if v is not None) + "\n")
+    res = kaleido("simulate", str(tr), "--config", str(toml), "--json", str(out))
+    assert_one_line_error(res, "delta", "psum_sram_kib = 1")
+    assert not out.exists()

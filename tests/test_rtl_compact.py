@@ -1,0 +1,275 @@
+"""The compact organisation's RTL (hw/compact_pe.py, hw/compact_array.py) under Amaranth's simulator on
+tiny-8x8 as the compact organisation: 2 bands of 4 rows (a band per output port, B = d), 4 bands of 2
+rows (two bands per port, B > d) and 2 bands on 4 ports (two ports per band, B < d), and one other shape
+(4 x 8, 2 bands, d = 1).
+
+Seeded random band-tile workloads (every mode mix, scattered and coherent decisions, int8 and uint8, a
+non-multiple shape: N not a multiple of C, a partial position block, odd group widths, chunk flushes
+mixing COMPUTE and PARTIAL tokens):
+
+- every drained word equals the group partial computed from X and W apart from the RTL
+  (`tests.rtl.compact_bench`), and the drained partials combined as `sim.timing.compact_reference`
+  combines them equal `algo.reuse.golden.apply_decisions` bit for bit;
+- every band-tile runs on the band and its last slot issues at the cycle `sim.timing.compact.band_schedule`
+  gives (the band choice is the RTL's, ``b{b}_tile``; the bench only presents the chosen band-tile's
+  operands, the controller's gather, not RTL yet, docs/decisions.md D65), and the op's last row leaves in
+  the cycle `sim.timing.compact.band_cycles`'s op total ends.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, apply_decisions
+from hw.combine import Combine, combine_sizes
+from hw.compact_array import CompactTop, band_geometry
+from hw.config import AcceleratorConfig, load_config
+from sim.timing.compact import band_cycles
+from tests.rtl.cases import make_case
+from tests.rtl.compact_bench import build_runs, combine_program, pack, unpack_signed
+
+
+def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
+    d = load_config("tiny-8x8").model_dump() | {
+        "name": f"compact-{rows}x{cols}-b{bands}-d{ports}", "organisation": "compact", "psum_sram_kib": 64,
+        "compact_bands": bands, "array_rows": rows, "array_cols": cols, "drain_rows_per_cycle": ports}
+    return AcceleratorConfig.model_validate(d)
+
+
+def run_top(cfg, runs, x_unsigned):
+    """Drive `CompactTop` (inline PEs): each band runs the band-tile its ``b{b}_tile`` names (the RTL's band
+    choice), slot by slot as ``ready`` allows; returns the cycle of the last drained row."""
+    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    geo = band_geometry(cfg)
+    brows, d, B = geo["brows"], cfg.drain_rows_per_cycle, cfg.compact_bands  # noqa: N806
+    rb = max(1, (cfg.array_rows - 1).bit_length())
+    dut = CompactTop(cfg, pe="inline")
+    mine = [[s for s, (band, _p, _ph) in enumerate(geo["seqs"]) if band == b] for b in range(B)]
+    fifo = collections.defaultdict(collections.deque)  # (port, band) -> band-tiles draining there, in order
+    end = []
+
+    async def bench(ctx):
+        ctx.set(dut.x_unsigned, int(x_unsigned))
+        pos = [[-1, 0] for _ in range(B)]  # per band: the band-tile it runs (kaleido_ctop's b{b}_tile), slot index
+        ended = [0] * B
+        left = sum(len(r.tokens) for r in runs)
+        cycle = 0
+        while left:
+            assert cycle < 50 * (sum(len(r.slots) for r in runs) + 10), "the array stopped draining"
+            for b in range(B):
+                ti = ctx.get(getattr(dut, f"b{b}_tile"))
+                if ti != pos[b][0]:
+                    pos[b] = [ti, 0]
+                si = pos[b][1]
+                live = ti < len(runs)
+                ctx.set(getattr(dut, f"b{b}_valid"), int(live))
+                if live:
+                    s = runs[ti].slots[si]
+                    for f in ("x_a", "x_b"):
+                        ctx.set(getattr(dut, f"b{b}_{f}"), pack(getattr(s, f), 8))
+                    ctx.set(getattr(dut, f"b{b}_mode"), pack(s.mode, 2))
+                    ctx.set(getattr(dut, f"b{b}_w_a"), pack(s.w_a, 8))
+                    ctx.set(getattr(dut, f"b{b}_w_b"), pack(s.w_b, 8))
+                    ctx.set(getattr(dut, f"b{b}_first"), s.first)
+                    ctx.set(getattr(dut, f"b{b}_last"), s.last)
+                    ctx.set(getattr(dut, f"b{b}_rows"), s.rows)
+            ov = ctx.get(dut.out_valid)
+            if ov:
+                rows_word, data = ctx.get(dut.out_row), ctx.get(dut.out_data)
+                for p in range(d):
+                    if not ov >> p & 1:
+                        continue
+                    row = (rows_word >> (p * rb)) & ((1 << rb) - 1)
+                    band, i = divmod(row, brows)
+                    run = fifo[(p, band)][0]
+                    assert i == len(run.drained), f"port {p} band {band}: row {i} drained out of order"
+                    lanes = unpack_signed(data >> (p * C * 2 * ab), ab, 2 * C)
+                    run.drained.append(np.array(lanes, dtype=np.int64).reshape(C, 2))
+                    left -= 1
+                    if len(run.drained) == len(run.tokens):
+                        fifo[(p, band)].popleft()
+                    end.append(cycle)
+            for b in range(B):
+                ti, si = pos[b]
+                if ti < len(runs) and ctx.get(getattr(dut, f"b{b}_ready")):
+                    run = runs[ti]
+                    if si == len(run.slots) - 1:
+                        run.got_last, run.got_band = cycle, b
+                        port = geo["seqs"][mine[b][ended[b] % len(mine[b])]][1]
+                        fifo[(port, b)].append(run)
+                        run.port = port
+                        ended[b] += 1
+                    pos[b][1] = si + 1
+            await ctx.tick()
+            cycle += 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return end[-1]
+
+
+def combine(case, runs):
+    """``Y`` from the drained partials by the reference's combine rule (`sim.timing.compact_reference`):
+    raster order, per group the new partial, or the neighbour's msb + the new lsb (PARTIAL), or the
+    neighbour's state (REUSE)."""
+    F, H, W = case.grid  # noqa: N806
+    M, N = case.X.shape[0], case.W.shape[1]  # noqa: N806
+    staged = {}
+    for r in runs:
+        n = min(r.want.shape[1], N - r.n0)
+        for t, got in zip(r.tokens, r.drained, strict=True):
+            staged.setdefault((t, r.group), [np.zeros(N, np.int64), np.zeros(N, np.int64)])
+            staged[(t, r.group)][0][r.n0:r.n0 + n] = got[:n, 0]
+            staged[(t, r.group)][1][r.n0:r.n0 + n] = got[:n, 1]
+    G = len(case.groups)  # noqa: N806
+    tot, msb = np.zeros((M, G, N), np.int64), np.zeros((M, G, N), np.int64)
+    Y = np.zeros((M, N), np.int64)  # noqa: N806
+    for t in range(M):
+        idx = list(np.unravel_index(t, (F, H, W)))
+        for g, (_k0, _k1, ax) in enumerate(case.groups):
+            d = case.decisions[t, g]
+            nb = idx.copy()
+            nb[AXIS_INDEX[ax]] -= 1
+            nbt = int(np.ravel_multi_index(nb, (F, H, W))) if d != COMPUTE else -1
+            if d == COMPUTE:
+                tot[t, g], msb[t, g] = staged[(t, g)]
+            elif d == PARTIAL:
+                msb[t, g] = msb[nbt, g]
+                tot[t, g] = msb[nbt, g] + staged[(t, g)][0]
+            else:
+                tot[t, g], msb[t, g] = tot[nbt, g], msb[nbt, g]
+            Y[t] += tot[t, g]
+    return Y
+
+
+def run_combine(cfg, writes, cmds):
+    """Drive `hw.combine.Combine` (inline macros): the staged writes (one per port and cycle), then one
+    command per cycle; returns the output rows and, per row, its cycle counted from the first command."""
+    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
+    sa = max(1, (combine_sizes(cfg)["stage_depth"] - 1).bit_length())
+    dut = Combine(cfg)
+    rows, at = [], []
+
+    async def bench(ctx):
+        per_port = [[w for w in writes if w[0] == p] for p in range(d)]
+        for i in range(max(len(q) for q in per_port)):
+            we = addr = data = 0
+            for p, q in enumerate(per_port):
+                if i < len(q):
+                    we |= 1 << p
+                    addr |= q[i][1] << (p * sa)
+                    data |= q[i][2] << (p * 2 * C * ab)
+            ctx.set(dut.st_we, we)
+            ctx.set(dut.st_waddr, addr)
+            ctx.set(dut.st_wdata, data)
+            await ctx.tick()
+        ctx.set(dut.st_we, 0)
+        for cycle in range(len(cmds) + 3):
+            ctx.set(dut.c_valid, int(cycle < len(cmds)))
+            if cycle < len(cmds):
+                for k, v in cmds[cycle].items():
+                    ctx.set(getattr(dut, k), v)
+            if ctx.get(dut.y_valid):
+                rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
+                at.append(cycle)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return np.array(rows, dtype=np.int64), at
+
+
+def _case(seed, grid, K, N, sizes, x_unsigned, axes, fw, coherent=False):  # noqa: N803
+    """A seeded case (`tests.rtl.cases.make_case`) with these group axes; a token without a neighbour
+    along its group's axis COMPUTEs. ``coherent``: each (frame, group) takes one decision for all tokens."""
+    c = make_case(f"compact{seed}", 100 + seed, grid, K, N, sizes, x_unsigned=x_unsigned)
+    if coherent:
+        F, H, W = grid  # noqa: N806
+        c.decisions = np.repeat(c.decisions.reshape(F, H * W, -1)[:, :1], H * W, axis=1).reshape(F * H * W, -1)
+    c.groups = [(k0, k1, a) for (k0, k1, _), a in zip(c.groups, axes, strict=True)]
+    idx = np.unravel_index(np.arange(c.X.shape[0]), grid)
+    for g, a in enumerate(axes):
+        c.decisions[idx[AXIS_INDEX[a]] == 0, g] = COMPUTE
+    return c, fw
+
+
+CASES = [
+    # 6 positions (a partial pool at R = 8), N = 11 (a partial column block), chunks of 2 frames
+    _case(1, (3, 2, 3), 10, 11, [3, 4, 3], False, "fff", 2),
+    # uint8 operands, w and h groups (the combine unit's spatial neighbours), odd widths
+    _case(2, (3, 2, 4), 12, 8, [4, 5, 3], True, "fwh", None),
+    # coherent decisions (a whole frame agrees per group), int8
+    _case(3, (4, 2, 4), 8, 5, [4, 4], False, "ff", None, coherent=True),
+    # one w group: a token's command reads the state word the previous command writes (forwarded)
+    _case(4, (2, 2, 4), 5, 8, [5], False, "w", None),
+]
+
+
+
+SHAPES = {"8x8-B2-d2": (8, 8, 2, 2), "8x8-B4-d2": (8, 8, 4, 2), "4x8-B2-d1": (4, 8, 2, 1), "8x8-B2-d4": (8, 8, 2, 4)}
+#: (shape, case): every case on the first three shapes; two bands with two ports each (round robin) on two cases.
+RUNS = [(s, c) for s in list(SHAPES)[:3] for c in range(len(CASES))] + [("8x8-B2-d4", 0), ("8x8-B2-d4", 1)]
+
+
+@pytest.mark.parametrize(("shape", "ci"), [(SHAPES[s], c) for s, c in RUNS], ids=[f"{s}-{c}" for s, c in RUNS])
+def test_compact_top_values_and_band_tile_cycles(shape, ci):
+    case, fw = CASES[ci]
+    cfg = compact_cfg(*shape)
+    runs = build_runs(case, cfg, fw)
+    end = run_top(cfg, runs, case.x_unsigned)
+    for r in runs:
+        assert np.array_equal(np.array(r.drained), r.want), f"band-tile of group {r.group} at n0 = {r.n0}"
+    assert [r.got_band for r in runs] == [r.band for r in runs]  # the RTL's band choice is the list schedule's
+    assert [r.got_last for r in runs] == [r.last for r in runs]
+    want_y = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
+    assert np.array_equal(combine(case, runs), want_y)
+    cycles, _ = band_cycles(np.array([len(r.slots) for r in runs]), np.array([len(r.tokens) for r in runs]), cfg)
+    assert end + 1 == cycles  # the op's array cycles: its last row's cycle + 1
+    if shape == (8, 8, 2, 2):  # the drained rows through the partial-sum SRAM and the combine unit
+        M, N, C, G = case.X.shape[0], case.W.shape[1], cfg.array_cols, len(case.groups)  # noqa: N806
+        for n0, writes, cmds in combine_program(case, runs, cfg):
+            y, at = run_combine(cfg, writes, cmds)
+            n = min(C, N - n0)
+            assert np.array_equal(y[:, :n], want_y[:, n0:n0 + n])
+            assert at == [G * t + G - 1 + 2 for t in range(M)]  # a token's row 2 cycles after its last command
+
+
+def test_compact_pe_counts_equal_yosys():
+    # sim.cost.area.compact_pe_extra + the plain PE against Yosys's coarse cells of kaleido_cpe
+    from sim.cost.area import synth_pe_cells
+
+    s = synth_pe_cells(compact_cfg())
+    for k in ("adders", "register_bits", "mux_bits"):
+        assert s["compare"][k]["yosys"] == s["compare"][k]["model"], k
+    assert s["cells"]["$add"]["bits"] == s["model"]["add_bits"]
+
+
+def test_compact_modules_emit_reproducibly_and_lint_clean(tmp_path):
+    # the compact organisation's files of hw.rtl.emit (kaleido_top.v brings kaleido_delay): Verilator -Wall
+    # clean per file and over the whole hierarchy from kaleido_ctop and kaleido_combine; the same bytes twice
+    from hw import discard
+    from hw.combine import COMBINE_MODULE_NAME
+    from hw.compact_array import CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME
+    from hw.compact_pe import CPE_MODULE_NAME
+    from hw.lint import lint_folder
+    from hw.rtl import emit
+    from hw.sram import macro_name
+
+    cfg = compact_cfg(8, 8, 4, 2)
+    names = (CPE_MODULE_NAME, CCOLUMN_MODULE_NAME, CTOP_MODULE_NAME, COMBINE_MODULE_NAME, "kaleido_top",
+             "kaleido_column", "kaleido_pe", *(macro_name(*mc) for mc in discard(Combine(cfg)).macros()))
+    paths = emit(cfg, tmp_path / "a", only=names)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
+    for q in emit(cfg, tmp_path / "b", only=names[:4]):
+        assert q.read_bytes() == (tmp_path / "a" / q.name).read_bytes(), q.name
+    runs = lint_folder(tmp_path / "a", full=True)
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
+    assert any(label == "kaleido_ctop.v whole hierarchy" for label, *_ in runs)

@@ -170,6 +170,9 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
 #: Names of the row-lane and column-lane fields that pass through the PE unchanged.
 ROW_FIELDS = ("x_a", "x_b", "mode", "sel")
 COL_FIELDS = ("w_a", "w_b", "valid", "g_a", "g_b", "first_a", "first_b", "sp_a", "sp_b", "last", "clear", "port")
+#: Pass-through fields whose registers are reset: ``valid`` only. Every other lane field, the row link and
+#: the result are read only on a valid slot or with ``out_valid`` (docs/decisions.md D71).
+RESET_FIELDS = ("valid",)
 
 
 class PE(wiring.Component):
@@ -196,11 +199,18 @@ class PE(wiring.Component):
             m.d.comb += s.eq(expr)
             return s
 
-        # Systolic pass-through.
-        for f in ROW_FIELDS:
-            m.d.sync += getattr(self, "o_" + f).eq(getattr(self, "i_" + f))
-        for f in COL_FIELDS:
-            m.d.sync += getattr(self, "o_" + f).eq(getattr(self, "i_" + f))
+        def data_reg(port):
+            """A reset-less register behind output `port` (docs/decisions.md D71): what it holds is
+            only read on a valid slot (the lanes, the row link) or with ``out_valid`` (``out``,
+            ``out_port``), and those are reset, so a reset need not clear it."""
+            q = Signal.like(port, name=port.name + "_q", reset_less=True)
+            m.d.comb += port.eq(q)
+            return q
+
+        # Systolic pass-through: ``valid`` keeps its reset, the data beside it does not.
+        for f in ROW_FIELDS + COL_FIELDS:
+            o, i = getattr(self, "o_" + f), getattr(self, "i_" + f)
+            m.d.sync += (o if f in RESET_FIELDS else data_reg(o)).eq(i)
 
         valid, mode, sel = self.i_valid, self.i_mode, self.i_sel
         is_compute = wire("is_compute", valid & (mode == PEMode.COMPUTE))
@@ -252,8 +262,9 @@ class PE(wiring.Component):
             eff_m.eq(Mux(sp_c, p_msb, self.i_lk_m)),
             eff_l.eq(Mux(sp_r, self.i_lk_l, Mux(self.i_sp_b, own_lsb_b, p_lo))),
         ]
+        lk_m, lk_l = data_reg(self.o_lk_m), data_reg(self.o_lk_l)
         with m.If(sp_a | sp_b):
-            m.d.sync += [self.o_lk_m.eq(eff_m), self.o_lk_l.eq(eff_l)]
+            m.d.sync += [lk_m.eq(eff_m), lk_l.eq(eff_l)]
         inc_sp = Signal(signed(LINK_MSB_BITS + 1))
         m.d.comb += inc_sp.eq(eff_m + eff_l)
 
@@ -321,8 +332,9 @@ class PE(wiring.Component):
         last = wire("last", valid & self.i_last)
         m.d.sync += [
             self.out_valid.eq(last),
-            self.out_port.eq(self.i_port),
+            data_reg(self.out_port).eq(self.i_port),
         ]
+        out = data_reg(self.out)
         with m.If(last):
-            m.d.sync += self.out.eq(acc_next)
+            m.d.sync += out.eq(acc_next)
         return m

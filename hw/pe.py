@@ -21,7 +21,9 @@ overwrites the register instead of adding to it; a ``clear`` slot zeroes every r
 The registers are two small register files (``lsb``: P words, two write ports for lanes a and b;
 ``msb``: P words, one write port; three asynchronous read ports) with one valid bit per word: a
 word whose valid bit is clear reads 0, and ``clear`` resets the 2P valid bits rather than 2P
-acc-bit words (the same values, cycle for cycle; docs/decisions.md D64).
+acc-bit words (the same values, cycle for cycle; docs/decisions.md D64). Of the other registers only
+``valid``, ``out_valid``, the accumulator and the valid bits are reset: the lane fields beside ``valid``,
+the row link, ``out`` and ``out_port`` are read only on a valid slot or with ``out_valid`` (D71).
 
 The output accumulator keeps the invariant ``acc == sum_g (msb[g] + lsb[g])``: each update adds
 the new products and subtracts the register values it overwrites, so REUSE costs nothing and

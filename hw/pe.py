@@ -23,7 +23,7 @@ The registers are two small register files (``lsb``: P words, two write ports fo
 word whose valid bit is clear reads 0, and ``clear`` resets the 2P valid bits rather than 2P
 acc-bit words (the same values, cycle for cycle; docs/decisions.md D64). Of the other registers only
 ``valid``, ``out_valid``, the accumulator and the valid bits are reset: the lane fields beside ``valid``,
-the row link, ``out`` and ``out_port`` are read only on a valid slot or with ``out_valid`` (D71).
+the row link, ``out`` and ``out_port`` are read only on a valid slot or with ``out_valid`` (D78).
 
 The output accumulator keeps the invariant ``acc == sum_g (msb[g] + lsb[g])``: each update adds
 the new products and subtracts the register values it overwrites, so REUSE costs nothing and
@@ -173,7 +173,7 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
 ROW_FIELDS = ("x_a", "x_b", "mode", "sel")
 COL_FIELDS = ("w_a", "w_b", "valid", "g_a", "g_b", "first_a", "first_b", "sp_a", "sp_b", "last", "clear", "port")
 #: Pass-through fields whose registers are reset: ``valid`` only. Every other lane field, the row link and
-#: the result are read only on a valid slot or with ``out_valid`` (docs/decisions.md D71).
+#: the result are read only on a valid slot or with ``out_valid`` (docs/decisions.md D78).
 RESET_FIELDS = ("valid",)
 
 
@@ -202,7 +202,7 @@ class PE(wiring.Component):
             return s
 
         def data_reg(port):
-            """A reset-less register behind output `port` (docs/decisions.md D71): what it holds is
+            """A reset-less register behind output `port` (docs/decisions.md D78): what it holds is
             only read on a valid slot (the lanes, the row link) or with ``out_valid`` (``out``,
             ``out_port``), and those are reset, so a reset need not clear it."""
             q = Signal.like(port, name=port.name + "_q", reset_less=True)

@@ -272,7 +272,7 @@ def test_small_32x32_through_rtl(tmp_path):
     ``w`` group down all 32 PE rows, uint8 ``pv``) runs whole tiles; per-op cycles equal the cycle
     model's and the outputs `algo.reuse.golden.apply_decisions`' (checksum computed here). The first
     run builds the small-32x32 engine (cached under build/verilator/): 312 s wall on the shared 2-core
-    machine at load 4-5 (docs/decisions.md D71), so it is marked ``slow`` (still in `make test`)."""
+    machine at load 4-5 (docs/decisions.md D78), so it is marked ``slow`` (still in `make test`)."""
     tr = engine_trace(grid=(2, 4, 8))
     trace = tmp_path / "t32.npz"
     save_trace(tr, trace)

@@ -18,6 +18,12 @@ PAIRED   ``lsb[g_a] += lo(x_a)*w_a`` and ``lsb[g_b] += lo(x_b)*w_b``        both
 with ``hi(x) = x >> 4`` (signed) and ``lo(x) = x & 15`` (b_msb = 4: the multiplier is split into
 two 5x8 / 4x8 halves). The first slot of a tile that carries group g (``first_a``/``first_b``)
 overwrites the register instead of adding to it; a ``clear`` slot zeroes every register first.
+The registers are two small register files (``lsb``: P words, two write ports for lanes a and b;
+``msb``: P words, one write port; three asynchronous read ports) with one valid bit per word: a
+word whose valid bit is clear reads 0, and ``clear`` resets the 2P valid bits rather than 2P
+acc-bit words (the same values, cycle for cycle; docs/decisions.md D64). Of the other registers only
+``valid``, ``out_valid``, the accumulator and the valid bits are reset: the lane fields beside ``valid``,
+the row link, ``out`` and ``out_port`` are read only on a valid slot or with ``out_valid`` (D78).
 
 The output accumulator keeps the invariant ``acc == sum_g (msb[g] + lsb[g])``: each update adds
 the new products and subtracts the register values it overwrites, so REUSE costs nothing and
@@ -57,6 +63,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import enum, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
@@ -165,6 +172,9 @@ def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
 #: Names of the row-lane and column-lane fields that pass through the PE unchanged.
 ROW_FIELDS = ("x_a", "x_b", "mode", "sel")
 COL_FIELDS = ("w_a", "w_b", "valid", "g_a", "g_b", "first_a", "first_b", "sp_a", "sp_b", "last", "clear", "port")
+#: Pass-through fields whose registers are reset: ``valid`` only. Every other lane field, the row link and
+#: the result are read only on a valid slot or with ``out_valid`` (docs/decisions.md D78).
+RESET_FIELDS = ("valid",)
 
 
 class PE(wiring.Component):
@@ -181,8 +191,6 @@ class PE(wiring.Component):
         cfg = self.cfg
         ab, P = cfg.acc_bits, cfg.partial_regs  # noqa: N806
         acc = Signal(signed(ab))
-        msb = [Signal(signed(ab), name=f"msb{r}") for r in range(P)]
-        lsb = [Signal(signed(ab), name=f"lsb{r}") for r in range(P)]
 
         def wire(name, expr, shape=None):
             """A named comb signal driven by `expr`. Amaranth re-emits an expression at every use,
@@ -193,11 +201,18 @@ class PE(wiring.Component):
             m.d.comb += s.eq(expr)
             return s
 
-        # Systolic pass-through.
-        for f in ROW_FIELDS:
-            m.d.sync += getattr(self, "o_" + f).eq(getattr(self, "i_" + f))
-        for f in COL_FIELDS:
-            m.d.sync += getattr(self, "o_" + f).eq(getattr(self, "i_" + f))
+        def data_reg(port):
+            """A reset-less register behind output `port` (docs/decisions.md D78): what it holds is
+            only read on a valid slot (the lanes, the row link) or with ``out_valid`` (``out``,
+            ``out_port``), and those are reset, so a reset need not clear it."""
+            q = Signal.like(port, name=port.name + "_q", reset_less=True)
+            m.d.comb += port.eq(q)
+            return q
+
+        # Systolic pass-through: ``valid`` keeps its reset, the data beside it does not.
+        for f in ROW_FIELDS + COL_FIELDS:
+            o, i = getattr(self, "o_" + f), getattr(self, "i_" + f)
+            m.d.sync += (o if f in RESET_FIELDS else data_reg(o)).eq(i)
 
         valid, mode, sel = self.i_valid, self.i_mode, self.i_sel
         is_compute = wire("is_compute", valid & (mode == PEMode.COMPUTE))
@@ -249,8 +264,9 @@ class PE(wiring.Component):
             eff_m.eq(Mux(sp_c, p_msb, self.i_lk_m)),
             eff_l.eq(Mux(sp_r, self.i_lk_l, Mux(self.i_sp_b, own_lsb_b, p_lo))),
         ]
+        lk_m, lk_l = data_reg(self.o_lk_m), data_reg(self.o_lk_l)
         with m.If(sp_a | sp_b):
-            m.d.sync += [self.o_lk_m.eq(eff_m), self.o_lk_l.eq(eff_l)]
+            m.d.sync += [lk_m.eq(eff_m), lk_l.eq(eff_l)]
         inc_sp = Signal(signed(LINK_MSB_BITS + 1))
         m.d.comb += inc_sp.eq(eff_m + eff_l)
 
@@ -269,18 +285,25 @@ class PE(wiring.Component):
         wr_b = wire("wr_b", wl_b & ~merge)
         clear = wire("clear", valid & self.i_clear)
 
-        def rd(regs, idx):
-            v = Const(0, signed(ab))
-            for r, reg in enumerate(regs):
-                v = Mux(idx == r, reg, v)
-            return Mux(clear, 0, v)
+        # The partial registers: two register files of P acc-bit words (lsb: two write ports, lanes
+        # a and b; msb: one), read asynchronously, plus one valid bit per word. A word whose valid bit
+        # is clear reads as 0, so ``clear`` resets the 2P valid bits instead of 2P acc-bit words
+        # (docs/decisions.md D64).
+        m.submodules.lsb = lsb = Memory(shape=signed(ab), depth=P, init=[])
+        m.submodules.msb = msb = Memory(shape=signed(ab), depth=P, init=[])
+        vl, vm = Signal(P, name="lsb_valid"), Signal(P, name="msb_valid")
+
+        def rd(mem, vbits, idx, name):
+            port = mem.read_port(domain="comb")
+            m.d.comb += port.addr.eq(idx)
+            return wire(name, Mux(clear | ~vbits.bit_select(idx, 1), 0, port.data), signed(ab))
 
         # Overwrite ("first") flags per distinct register, and the old values they drop.
         clr_a = wire("clr_a", wl_a & (self.i_first_a | (merge & self.i_first_b)))
         clr_b = wire("clr_b", wr_b & self.i_first_b)
         clr_msb = wire("clr_msb", wm & first_sel)
-        old_a, old_b, old_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
-        m.d.comb += [old_a.eq(rd(lsb, g_a)), old_b.eq(rd(lsb, g_b)), old_msb.eq(rd(msb, g_sel))]
+        old_a, old_b = rd(lsb, vl, g_a, "old_a"), rd(lsb, vl, g_b, "old_b")
+        old_msb = rd(msb, vm, g_sel, "old_msb")
 
         add = Signal(signed(ab))
         m.d.comb += add.eq(
@@ -293,31 +316,27 @@ class PE(wiring.Component):
             m.d.sync += acc.eq(acc_next)
 
         # Shared register adders (three per PE, not one per register): the new value of lane a's
-        # LSB register (lane b's increment too when both lanes hit one group), of lane b's, and of
-        # the MSB register a temporal COMPUTE writes; each register takes one through a write enable.
-        new_a, new_b, new_msb = Signal(signed(ab)), Signal(signed(ab)), Signal(signed(ab))
-        m.d.comb += [
-            new_a.eq(Mux(clr_a, 0, old_a) + inc_a + Mux(merge, inc_b, 0)),
-            new_b.eq(Mux(clr_b, 0, old_b) + inc_b),
-            new_msb.eq(Mux(clr_msb, 0, old_msb) + p_msb),
+        # LSB word (lane b's increment too when both lanes hit one group), of lane b's, and of
+        # the MSB word a temporal COMPUTE writes; each goes to its register file's write port.
+        for mem, addr, en, data in (
+            (lsb, g_a, wl_a, Mux(clr_a, 0, old_a) + inc_a + Mux(merge, inc_b, 0)),
+            (lsb, g_b, wr_b, Mux(clr_b, 0, old_b) + inc_b),
+            (msb, g_sel, wm, Mux(clr_msb, 0, old_msb) + p_msb),
+        ):
+            port = mem.write_port()
+            m.d.comb += [port.addr.eq(addr), port.en.eq(en), port.data.eq(data)]
+        one = Const(1, P)
+        m.d.sync += [
+            vl.eq(Mux(clear, 0, vl) | Mux(wl_a, one << g_a, 0) | Mux(wr_b, one << g_b, 0)),
+            vm.eq(Mux(clear, 0, vm) | Mux(wm, one << g_sel, 0)),
         ]
-        for r in range(P):
-            with m.If(wl_a & (g_a == r)):
-                m.d.sync += lsb[r].eq(new_a)
-            with m.Elif(wr_b & (g_b == r)):
-                m.d.sync += lsb[r].eq(new_b)
-            with m.Elif(clear):
-                m.d.sync += lsb[r].eq(0)
-            with m.If(wm & (g_sel == r)):
-                m.d.sync += msb[r].eq(new_msb)
-            with m.Elif(clear):
-                m.d.sync += msb[r].eq(0)
 
         last = wire("last", valid & self.i_last)
         m.d.sync += [
             self.out_valid.eq(last),
-            self.out_port.eq(self.i_port),
+            data_reg(self.out_port).eq(self.i_port),
         ]
+        out = data_reg(self.out)
         with m.If(last):
-            m.d.sync += self.out.eq(acc_next)
+            m.d.sync += out.eq(acc_next)
         return m

@@ -47,7 +47,9 @@ def test_op_actions_hand_worked():
     assert a["mac4"] == 6 * 8            # 3 PAIRED row-slots carry 6 PARTIAL pairs, x N
     # register updates: COMPUTE 3 each (6 row-slots), PAIRED 3 each (3) = 27 per column
     assert a["pe_add"] == 27 * 8
-    assert a["pe_reg_bits"] == 28 * (27 * 8 + 4 * 8)        # + one out write per valid PE
+    # + one out write per valid PE; + valid bits (D64): 18 partial-register updates (27 less 9 acc) set
+    # one, and each of the 4 rows x 8 columns of valid PEs clears 2 P = 16 at the tile's clear
+    assert a["pe_reg_bits"] == 28 * (27 * 8 + 4 * 8) + 18 * 8 + 16 * 4 * 8
     # 9 active row-slots x 8 cols x (42 operand + 2*3 group + 2 first) mux bits
     # + (2*6 + 2*3) register reads x 8 cols x 28 bits x log2(8) levels
     assert a["pe_mux_bits"] == 9 * 8 * 50 + 18 * 8 * 28 * 3

@@ -27,7 +27,9 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   and acc (3), REUSE nothing (the registers already hold the neighbour's sums). Each update is one
   add and one acc-bit register write. The subtraction of an overwritten value on a group's first
   slot is folded into the same add (under-counts by at most one add per group per tile).
-- ``pe_reg_bits`` = acc x (register updates + one ``out`` write per valid PE per tile).
+- ``pe_reg_bits`` = acc x (register updates + one ``out`` write per valid PE per tile), plus the
+  partial registers' valid bits (docs/decisions.md D64): one set per partial-register update
+  (updates less the accumulator's, one per active row-slot) and 2 P cleared per valid PE per tile.
 - ``pe_mux_bits``: each non-REUSE row-slot switches the PE's operand selects (`hw.pe.OPERAND_MUX_BITS`:
   x_sel 9, w_sel 8, lo_x 4, lo_w 8, hi_x 5, hi_w 8 bits, g_sel/g_lo 2 x group_bits, first_sel/first_lo
   2), and each partial-register update reads the old value through the P:1 read mux, charged as
@@ -440,7 +442,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         part_values = (2 * sp_reuse + sp_partial) * N
         buf_values = (2 * int(cc[REUSE][buffered].sum()) + int(cc[PARTIAL][buffered].sum())) * N
         a["pe_add"] += updates * N + part_values
-        a["pe_reg_bits"] += acc * (updates * N + t["rows"] * N) + LINK_BITS * w_channels * dec.shape[0] * N
+        a["pe_reg_bits"] += (acc * (updates * N + t["rows"] * N) + LINK_BITS * w_channels * dec.shape[0] * N
+                             + (updates - active) * N + 2 * cfg.partial_regs * t["rows"] * N)
         a["pe_mux_bits"] += active * N * (OPERAND_MUX_BITS + 2 * gb + 2) + (2 * nc + npart + 2 * npair) * N * acc * lg
         a["pipe_reg_bits"] += R * C * n_cb * (t["issued"] * (pipe - pipe_b) + t["pair_slots"] * pipe_b)
         a["sram_partial_read_bytes"] += buf_values * ob

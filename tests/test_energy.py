@@ -221,6 +221,18 @@ def test_area_sums_to_total(preset):
     assert res["pe_um2"]["kaleido"] > res["pe_um2"]["plain"]
 
 
+def test_dense_die_parts():
+    """The dense die's parts (drawn beside Kaleido's in the report's area figure) add up to its total, hold every
+    shared buffer (the score SRAM too) and none of Kaleido's own units."""
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    res = area_breakdown(cfg)
+    dense = res["dense_breakdown"]
+    assert sum(dense.values()) == pytest.approx(res["dense_total_mm2"])
+    assert dense["sram_score"] > 0
+    assert dense["sram_score"] == pytest.approx(cfg.score_sram_kib * 8192 * load_tech(16).a("sram_bit") * 1e-6)
+    assert {"sram_state", "sram_peff", "sram_psum", "combine_unit", "dispatcher"}.isdisjoint(dense)
+
+
 def test_synth_cross_check_tiny_pe():
     s = synth_pe_cells(load_config("tiny-8x8"))
     assert s["compare"]["adders"]["yosys"] == s["compare"]["adders"]["model"]

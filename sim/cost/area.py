@@ -164,6 +164,11 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
     return {"io": io, "band_lanes": (B - 1) * col * tri}
 
 
+#: Components only Kaleido's die has (the dense baseline's die is the rest, with its own I/O skew).
+KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_psum", "sram_peff", "sram_state",
+                "band_weight_lanes", "gather_network", "combine_unit")
+
+
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
     """Area in mm^2 by component: ``{"technology", "total_mm2", "breakdown", "dense_total_mm2"}``.
 
@@ -216,11 +221,9 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
     if cfg.organisation != "delta":  # the state SRAM is the delta organisation's (D71)
         um2["sram_state"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
-    dense = sum(v for k, v in mm2.items() if k not in ("array_pe_kaleido_extra", "dispatcher", "sram_partial",
-                                                      "sram_psum", "sram_peff", "sram_state", "band_weight_lanes", "gather_network",
-                                                      "combine_unit")) - (um2["array_io_skew"] - dense_io) * 1e-6
+    dense_parts = {k: (dense_io * 1e-6 if k == "array_io_skew" else v) for k, v in mm2.items() if k not in KALEIDO_ONLY}
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),
-            "dense_total_mm2": dense, "breakdown": mm2,
+            "dense_total_mm2": sum(dense_parts.values()), "breakdown": mm2, "dense_breakdown": dense_parts,
             "pe_um2": {"plain": um2["array_pe_plain"] / n_pe,
                        "kaleido": (um2["array_pe_plain"] + um2["array_pe_kaleido_extra"]) / n_pe}}
 

@@ -192,9 +192,6 @@ def _energy_breakdown_figure(items):
     return fig
 
 
-AREA_DENSE_PARTS = ("array_pe_plain", "array_io_skew", "vector_unit", "sram_input", "sram_weight", "sram_output")
-
-
 def _area_figure(areas, items):
     fig, ax = plt.subplots(1, 1, figsize=figure_inches("area_breakdown"))
     comps = list(areas[0][1]["breakdown"])
@@ -207,7 +204,7 @@ def _area_figure(areas, items):
         vals = []
         for _, a in areas:
             v = a["breakdown"].get(comp, 0.0)
-            vals += [v, v if comp in AREA_DENSE_PARTS else 0.0]
+            vals += [v, a["dense_breakdown"].get(comp, 0.0)]  # sim.cost.area: the dense die's parts
         ax.bar(xs, vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_ylabel("area (mm²)")

@@ -245,7 +245,8 @@ def _is_roofline(data: dict, design: str) -> bool:
 
 
 def area_items(items) -> list[tuple[str, dict]]:
-    """``(config name, sim.cost.area.area_breakdown)`` for each distinct (config, energy table) of the results."""
+    """``(label, sim.cost.area.area_breakdown)`` for each distinct (config, organisation, energy table) of the
+    results."""
     from hw.config import AcceleratorConfig
     from sim.cost.area import area_breakdown
     from sim.cost.tech import TechError, load_tech
@@ -258,10 +259,10 @@ def area_items(items) -> list[tuple[str, dict]]:
             tech = load_tech(tname)
         except TechError:  # a user table given by path: fall back to the config's node
             tech = load_tech(cfg.technology_nm)
-        key = (cfg.name, tech.name)
+        key = (cfg.name, cfg.organisation, tech.name)  # one die per organisation of a preset
         if key not in seen:
             seen.add(key)
-            out.append((f"{cfg.name} @ {tech.name}", area_breakdown(cfg, tech)))
+            out.append((f"{cfg.name} ({cfg.organisation}) @ {tech.name}", area_breakdown(cfg, tech)))
     return out
 
 

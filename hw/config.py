@@ -224,6 +224,8 @@ def _format_error(err: ValidationError, source: str) -> str:
             msg = "unknown key"
         elif e["type"] == "missing":
             msg = "missing key"
+        elif e["type"] == "value_error":  # our validators' own sentences, without pydantic's "Value error, "
+            msg = msg.removeprefix("Value error, ")
         parts.append(f"{key}: {msg}")
     return f"invalid accelerator config {source}: " + "; ".join(parts)
 

@@ -608,7 +608,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     unknown = [x for x in args.sections if x not in SECTIONS]
     if unknown:
-        ap.exit(2, f"unknown bench section {unknown[0]!r}; known: {', '.join(SECTIONS)}\n")
+        ap.exit(2, f"error: unknown bench section {unknown[0]!r}; known: {', '.join(SECTIONS)}\n")
     for name in args.sections or SECTIONS:
         SECTIONS[name][0]()
 

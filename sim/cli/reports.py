@@ -52,8 +52,8 @@ def explain(
     results: Annotated[Path, typer.Argument(help="results JSON from `kaleido simulate TRACE --json`")],
 ) -> None:
     """Why each op is as fast and as costly as it is (sim/report/explain.py): the speedup chain ideal -> dispatcher
-    slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, drain,
-    vector, similarity, DRAM), and the energy components that differ most from dense."""
+    slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, packing,
+    drain, combine, vector, similarity, DRAM), and the energy components that differ most from dense."""
     from sim.report.explain import ExplainError, energy_ledger_lines, explain_rows, load_results, totals
 
     try:

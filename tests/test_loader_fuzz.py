@@ -454,6 +454,9 @@ def test_cli_answers_damaged_traces_with_one_line(damaged, tmp_path):
 
     for f in damaged:
         out = tmp_path / f"{f.stem}.json"
+        if f.stem == "nan":  # a damaged attention state: the cycle model reads no states (D72), readers that do refuse
+            assert_one_line_error(kaleido("inspect", str(f)))
+            continue
         assert_one_line_error(kaleido("simulate", str(f), "--config", "tiny-8x8", "--json", str(out)))
         assert not out.exists()
     assert_one_line_error(kaleido("inspect", str(damaged[0])))

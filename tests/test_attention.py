@@ -192,3 +192,23 @@ def test_delta_fused_qk_class_state_by_hand():
     pv = res["per_op"][1]["actions"]
     assert pv["sram_input_write_bytes"] == 16 * 16 * 9 // 8 + 8
     assert res["per_op"][1]["dense_actions"]["sram_input_write_bytes"] == 16 * 16  # dense stages P
+
+
+def test_state_note_kept_in_results_and_explained(tmp_path):
+    """D70: the note is written into the results JSON and `kaleido explain` prints it."""
+    import json
+
+    from algo.trace.writer import save_trace
+    from tests.test_cli import kaleido
+
+    trace, res_path = tmp_path / "pair.npz", tmp_path / "r.json"
+    save_trace(_pair(), trace)
+    cfg = tmp_path / "c.toml"
+    d = _cfg().model_dump() | {"name": "tiny-score"}
+    cfg.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in d.items() if v is not None) + "\n")
+    run = kaleido("simulate", str(trace), "--config", str(cfg), "--json", str(res_path))
+    assert run.returncode == 0, run.stderr
+    notes = json.loads(res_path.read_text())["notes"]
+    assert len(notes) == 1 and notes[0].startswith("qk (fused)")
+    shown = kaleido("explain", str(res_path))
+    assert shown.returncode == 0 and f"note: {notes[0]}" in " ".join(shown.stdout.split())

@@ -83,3 +83,5 @@ def explain(
         out.print(f"energy by component, Kaleido/dense uJ: {parts}")
         for line in energy_ledger_lines(res, ascii_only=True):
             out.print(line)
+    for note in res.get("notes", []):  # written by `kaleido simulate` (sim.results.state_notes, D70)
+        out.print(f"note: {note}")

@@ -240,6 +240,10 @@ def simulate(
             res = res | {"per_op": per_op, "outputs_sha256": total_sum}  # a new object: res itself stays as made
     except known_errors() as err:
         fail(str(err))
+    from sim.results import state_notes
+
+    if unsized := state_notes(res, tr, cfg):  # D70: kept in the results, so explain and reports can show them
+        res = res | {"notes": unsized}
     if json_out is not None:
         write_json_atomic(json_out, res)
     if timeline is not None:

@@ -56,9 +56,9 @@ def _figure(items: list[tuple[str, dict]]):
             ax.set_ylabel("cycles per op")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.grid(True, axis="y", which="major", alpha=0.3)
-        ax.set_title(f"{label}: cycles per op, dense vs Kaleido reuse; {data['speedup']:.2f}x overall "
-                     "(dense cycles / Kaleido cycles)", fontsize=10, loc="left")
-        ax.legend(fontsize=8, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, borderaxespad=0.2)
+        ax.set_title(f"{label}: {data['speedup']:.2f}x overall (dense cycles / Kaleido cycles)\n"
+                     "cycles per op, dense vs Kaleido reuse", fontsize=10, loc="left")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.2)  # beside, not over
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))
     return fig
 
@@ -198,7 +198,8 @@ def _area_figure(areas, items):
     cmap = plt.get_cmap("tab20")
     xs, bottoms = [], []
     for name, _a in areas:
-        xs += [f"{name}\nKaleido", f"{name}\ndense die"]
+        label = name.replace(" (", "\n(", 1)  # the preset's name, then (organisation) @ table
+        xs += [f"{label}\nKaleido", f"{label}\ndense die"]
         bottoms += [0.0, 0.0]
     for ci, comp in enumerate(comps):
         vals = []
@@ -209,6 +210,7 @@ def _area_figure(areas, items):
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_ylabel("area (mm²)")
     ax.set_xlabel("configuration")
+    ax.tick_params(axis="x", labelsize=8)
     ax.set_title("Die area by component (sim/cost/area.py)", fontsize=10)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5), title="component")
     fig.tight_layout(rect=(0, _caption_block(fig, items), 1, 1))

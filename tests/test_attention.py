@@ -212,3 +212,6 @@ def test_state_note_kept_in_results_and_explained(tmp_path):
     assert len(notes) == 1 and notes[0].startswith("qk (fused)")
     shown = kaleido("explain", str(res_path))
     assert shown.returncode == 0 and f"note: {notes[0]}" in " ".join(shown.stdout.split())
+    from sim.report.tables import explain_markdown
+
+    assert f"Note: {notes[0]}." in explain_markdown([("r", json.loads(res_path.read_text()))])

@@ -367,5 +367,6 @@ def explain_markdown(items) -> str:
         out += ["", f"All ops: ideal {t['ideal']:.2f}× → array {t['array']:.2f}× → end to end {t['end_to_end']:.2f}×."]
         if "energy_breakdown_pj" in d:
             out += [line + "." for line in energy_ledger_lines(d)]
+        out += [f"Note: {n}." for n in d.get("notes", [])]  # `kaleido simulate`'s state notes (D70)
         out.append("")
     return "\n".join(out)

@@ -400,7 +400,8 @@ def _print_organisations(res: dict) -> None:
                   f"{s['floor_saving_share']:.2f} of the saving it allows [>= 0.9]; ideal design "
                   f"{s['ideal_energy_vs_dense']:.3f}x, {s['ideal_saving_share']:.2f} of its saving); area {s['area_mm2']:.1f} mm^2 = "
                   f"{s['area_mm2'] / lock['area_mm2']:.2f}x lockstep, {s['area_mm2'] / s['dense_area_mm2']:.2f}x dense"
-                  + ("; qk's temporal state unsized: an upper bound (D70)" if org != "delta" else ""))
+                  + (f"; {s['unsized']} fused score op(s) with unsized temporal state: an upper bound (D70)"
+                     if s["unsized"] else ""))
             if r == 0.8:
                 lin_t = " [>= 0.8 each linear op]" if reg == (8, 8) else ""
                 print("    per op total/ideal (array/ideal): " + ", ".join(

@@ -30,7 +30,7 @@ def result_notes(res: dict, tr, cfg) -> list[str]:
         notes.append(f"with stalls Kaleido is slower than dense ({res['total_cycles']:,} vs "
                      f"{res['dense_total_cycles']:,} cycles): mostly {extra[1]} stalls, +{extra[0]:,} cycles "
                      "(docs/architecture.md, 'Beyond the array')")
-    notes += state_notes(res, tr, cfg)
+    notes += res["notes"] if "notes" in res else state_notes(res, tr, cfg)  # stored by `kaleido simulate`
     if "energy_pj" in res and res["energy_pj"] > res["dense_energy_pj"]:
         eb, db = res["energy_breakdown_pj"], res["dense_energy_breakdown_pj"]
         extra = sorted(((eb[k] - db.get(k, 0.0), k) for k in eb), reverse=True)[:2]

@@ -132,7 +132,6 @@ from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import LINK_BITS, OPERAND_MUX_BITS
 from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
-from sim.timing.delta import classes as delta_classes
 from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
 
@@ -417,8 +416,7 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
     elif cfg.organisation == "delta":  # column-block groups (sim.timing.delta, D68)
-        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name,
-                                                          n_classes=len(delta_classes(groups)))[1])
+        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name, groups=groups)[1])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
     sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X

@@ -88,7 +88,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.timing.compact import band_rows, combine_adds, partial_bytes
-from sim.timing.delta import DIFF_BITS, classes, combine_adds_delta, output_bytes, token_terms
+from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
 
 
 def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
@@ -137,10 +137,9 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
     M = dec.shape[0]  # noqa: N806
     yb = output_bytes(K)
     carry = "sram_state" if state_buffer else "sram_psum"
-    F, H, W = grid  # noqa: N806
-    for axis, idx in classes(groups):
+    W = grid[2]  # noqa: N806
+    for (axis, idx), (_ax, diffs, _direct, _carried) in zip(classes(groups), class_terms(dec, groups), strict=True):
         d = dec[:, idx]
-        diffs, _direct, _carried = token_terms(d)
         near = in_pool(grid, axis, cfg_rows)  # the neighbour's value is still in the combine lane
         reads = ~(d == COMPUTE).all(axis=1)  # tokens that read S[nb]
         succ = delta_successor_reads(d, grid, axis)  # tokens whose S a successor reads

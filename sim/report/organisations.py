@@ -68,8 +68,10 @@ def ideal_energy(res: dict) -> float:
     return total
 
 
-def summary(res: dict) -> dict:
-    """The figures the bench prints for one result: totals, per-op share of the ideal, energy and floor."""
+def summary(res: dict, unsized: int = 0) -> dict:
+    """The figures the bench prints for one result: totals, per-op share of the ideal, energy and floor, and
+    ``unsized``, the number of fused score ops whose temporal state does not fit (`sim.results.state_notes`,
+    D70: their figures are an upper bound)."""
     dense_e, e, floor, ideal_e = res["dense_energy_pj"], res["energy_pj"], energy_floor(res), ideal_energy(res)
     per_op = {o["name"]: {"total": o["total_speedup"], "array": o["speedup"], "ideal": _ideal(o),
                           "share": o["total_speedup"] / _ideal(o), "array_share": o["speedup"] / _ideal(o)}
@@ -81,7 +83,7 @@ def summary(res: dict) -> dict:
             "ideal_energy_vs_dense": ideal_e / dense_e,
             "ideal_saving_share": (dense_e - e) / (dense_e - ideal_e) if dense_e > ideal_e else 0.0,
             "area_mm2": res["energy_model"]["area_mm2"], "dense_area_mm2": res["energy_model"]["dense_area_mm2"],
-            "per_op": per_op}
+            "per_op": per_op, "unsized": unsized}
 
 
 def compare(preset: str, reuse: float, region: tuple[int, int], organisations=ORGANISATIONS,
@@ -90,6 +92,7 @@ def compare(preset: str, reuse: float, region: tuple[int, int], organisations=OR
     from algo.trace import load_trace
     from algo.workloads.synth import SynthField, synth_trace
     from sim.engines.model import simulate_trace
+    from sim.results import state_notes
 
     base = load_config(preset)
     f = FIELD
@@ -102,7 +105,9 @@ def compare(preset: str, reuse: float, region: tuple[int, int], organisations=OR
         for org in organisations:
             if progress:
                 progress(f"{org} r={reuse} region {region[0]}x{region[1]}")
-            out[org] = summary(simulate_trace(tr, with_organisation(base, org)))
+            cfg = with_organisation(base, org)
+            res = simulate_trace(tr, cfg)
+            out[org] = summary(res, len(state_notes(res, tr, cfg)))
     return out
 
 

@@ -116,14 +116,16 @@ def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int
 
 
 def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  # noqa: N803
-         name: str = "op", n_classes: int = 1) -> tuple[int, int]:
+         name: str = "op", groups=None) -> tuple[int, int]:
     """``(Fw, s)``: frames per chunk and column blocks per group (module docstring). ``fused``: a fused
-    score op, one frame per chunk; ``n_classes``: the op's axis classes (`classes`).
+    score op, one frame per chunk; ``groups``: the op's ``(k0, k1, axis)`` groups, whose axis classes
+    (`classes`) each keep their own values (None: one class).
 
     Raises:
         CompactError: not even one frame of one column block fits the partial-sum SRAM.
     """
     cap = cfg.psum_sram_kib * 1024
+    n_classes = len(classes(groups)) if groups is not None else 1
     n_cb = -(-N // cfg.array_cols)
     s_w = max(1, cfg.weight_sram_kib * 1024 // (K * min(N, cfg.array_cols)))
     s = min(n_cb, s_w)

@@ -63,6 +63,17 @@ def _figure(items: list[tuple[str, dict]]):
     return fig
 
 
+#: Stacked-bar colours: tab20's ten strong hues first, then its ten light ones, so that components drawn next to
+#: each other never get a hue and its light variant (tab20 pairs them at adjacent indices); the light ones are
+#: hatched too, so a strong hue and its light variant also differ in pattern.
+STACK_ORDER = (*range(0, 20, 2), *range(1, 20, 2))
+
+
+def stack_style(i: int) -> dict:
+    """``color`` and ``hatch`` keyword arguments for the ``i``-th component of a stacked bar chart."""
+    return {"color": plt.get_cmap("tab20")(STACK_ORDER[i % 20]), "hatch": "..." if i % 20 >= 10 else ""}
+
+
 #: PE-utilization bars: greys and hatches, so they never read as an energy component (tab20 colours).
 UTIL_STYLE = (("dense", "#d0d0d0", ""), ("no dispatcher", "#8c8c8c", "//"), ("dispatcher", "#3c3c3c", ""))
 
@@ -71,14 +82,13 @@ def _energy_figure(items: list[tuple[str, dict]]):
     n = len(items)
     fig, axes = plt.subplots(n, 2, figsize=(13, 4.4 * n + 0.5), squeeze=False,
                              gridspec_kw={"width_ratios": [3, 2]})
-    cmap = plt.get_cmap("tab20")
     for row, (label, data) in enumerate(items):
         ax, ax2 = axes[row]
         comps = list(data["energy_breakdown_pj"])
         bottoms = [0.0, 0.0]
         for ci, comp in enumerate(comps):
             vals = [data["dense_energy_breakdown_pj"].get(comp, 0.0) / 1e6, data["energy_breakdown_pj"][comp] / 1e6]
-            ax.bar(["dense (reuse off)", "Kaleido"], vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
+            ax.bar(["dense (reuse off)", "Kaleido"], vals, bottom=bottoms, label=comp, **stack_style(ci))
             bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
         ax.set_ylabel("energy (µJ)")
         ax.set_title(f"{label}: energy by component; {energy_vs_dense(data)}", fontsize=10)
@@ -160,7 +170,6 @@ def _baselines_figure(items):
 def _energy_breakdown_figure(items):
     n = len(items)
     fig, axes = plt.subplots(n, 1, figsize=figure_inches("energy_breakdown", n), squeeze=False)
-    cmap = plt.get_cmap("tab20")
     comps: list[str] = []
     for _, data in items:
         for d, eb in _energy_breakdown_rows("", data):
@@ -181,7 +190,7 @@ def _energy_breakdown_figure(items):
         bottoms = [0.0] * len(designs)
         for ci, comp in enumerate(comps):
             vals = [eb.get(comp, 0.0) / 1e6 for _, eb in designs]
-            ax.bar([d for d, _ in designs], vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
+            ax.bar([d for d, _ in designs], vals, bottom=bottoms, label=comp, **stack_style(ci))
             bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
         ax.set_ylabel("energy (µJ)")
         ax.set_xlabel("design")
@@ -195,7 +204,6 @@ def _energy_breakdown_figure(items):
 def _area_figure(areas, items):
     fig, ax = plt.subplots(1, 1, figsize=figure_inches("area_breakdown"))
     comps = list(areas[0][1]["breakdown"])
-    cmap = plt.get_cmap("tab20")
     xs, bottoms = [], []
     for name, _a in areas:
         label = name.replace(" (", "\n(", 1)  # the preset's name, then (organisation) @ table
@@ -206,7 +214,7 @@ def _area_figure(areas, items):
         for _, a in areas:
             v = a["breakdown"].get(comp, 0.0)
             vals += [v, a["dense_breakdown"].get(comp, 0.0)]  # sim.cost.area: the dense die's parts
-        ax.bar(xs, vals, bottom=bottoms, label=comp, color=cmap(ci % 20))
+        ax.bar(xs, vals, bottom=bottoms, label=comp, **stack_style(ci))
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     ax.set_ylabel("area (mm²)")
     ax.set_xlabel("configuration")

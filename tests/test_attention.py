@@ -70,6 +70,10 @@ def test_dense_fused_pair_by_hand():
     # Integer scores in the score SRAM (3 B written, 3 B read each), never in DRAM; P written into the input SRAM.
     assert qk["dense_actions"]["sram_score_write_bytes"] == qk["dense_actions"]["sram_score_read_bytes"] == 768
     assert pv["dense_actions"]["sram_input_write_bytes"] == 256
+    # D83: the scores are qk's output, so it writes nothing to the output SRAM; pv writes its M x d_h = 16 x 8
+    # outputs there (tiny-8x8: acc_bits 28 -> 4 B each), written once and read once.
+    assert qk["dense_actions"]["sram_output_write_bytes"] == qk["dense_actions"]["sram_output_read_bytes"] == 0
+    assert pv["dense_actions"]["sram_output_write_bytes"] == pv["dense_actions"]["sram_output_read_bytes"] == 16 * 8 * 4
 
 
 def test_kaleido_fused_pair_with_reuse_by_hand():
@@ -105,6 +109,9 @@ def test_kaleido_fused_pair_with_reuse_by_hand():
     # Input SRAM reads: the array's rows x carried channels (frame 0: 8 x 16; frame 1: 8 x 8, group 1 skipped) and
     # the 2-bit codes (16 x 2 / 4 = 8 B); the similarity unit sees P on its way from the vector unit, not from the SRAM.
     assert pv["actions"]["sram_input_read_bytes"] == 8 * 16 + 8 * 8 + 8
+    # D83: Kaleido's qk, too, leaves its scores in the score SRAM only (3 + 3 B per score), none in the output SRAM.
+    assert qk["actions"]["sram_output_write_bytes"] == qk["actions"]["sram_output_read_bytes"] == 0
+    assert qk["actions"]["sram_score_write_bytes"] == qk["actions"]["sram_score_read_bytes"] == 3 * 256
     # The vector unit's softmax on qk: 4 integer adds and one table read per score, RoPE in fp16, no exp.
     assert qk["actions"]["vec_int_add"] == 4 * 256 and qk["actions"]["vec_lut_read"] == 256
 

@@ -351,6 +351,22 @@ def test_peff_buffer_counts_energy_and_area():
         + ab["breakdown"]["sram_peff"])
 
 
+def test_score_buffer_charged_per_row_bank():
+    # D83: the score buffer is min(R, vector lanes) row banks (and at most the similarity lanes when P_eff lives in
+    # it). tiny-8x8 with a 16 KiB score buffer: R = 8, vector lanes C x d = 16 -> 8 banks of 2 KiB; 45 nm, below
+    # 8 KiB the exponent-0.5 slope: 10 pJ x sqrt(2 / 8) = 5 pJ per 64-bit access.
+    from hw.config import config_from_dict
+    tech = load_tech("45nm")
+    base = load_config("tiny-8x8").model_dump() | {"score_sram_kib": 16, "peff_sram_kib": 4}
+    counts = {"sram_score_read_bytes": 16, "sram_score_write_bytes": 16}  # 4 accesses
+    e = energy_of(counts, config_from_dict(base | {"name": "s8"}), tech, 0.0)
+    assert e["sram_score"] == pytest.approx(4 * 10 * math.sqrt(2 / 8))
+    few = config_from_dict(base | {"vector_lanes": 2, "name": "s2"})  # 2 lanes: 2 banks of 8 KiB, 10 pJ
+    assert energy_of(counts, few, tech, 0.0)["sram_score"] == pytest.approx(4 * 10)
+    shared = config_from_dict(base | {"peff_sram_kib": 0, "similarity_lanes": 4, "name": "s4"})  # P_eff in it
+    assert energy_of(counts, shared, tech, 0.0)["sram_score"] == pytest.approx(4 * 10 * math.sqrt(4 / 8))
+
+
 def test_score_buffer_fit_with_and_without_peff_buffer():
     from hw.config import config_from_dict
     from sim.timing.attention import fits_score_buffer

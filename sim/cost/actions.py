@@ -391,7 +391,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         dispatcher: False = raster tiling without pairing (``--no-dispatcher``): the matcher does
             no work (``dispatch_add8`` = 0); the similarity unit still decides.
         fused: the op is half of a fused attention pair (sim/timing/attention.py): DRAM by `fused_dram`;
-            a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score); a
+            a score op writes and reads its integer scores in the score SRAM (3 + 3 bytes per score) and
+            nothing in the output SRAM (the scores are its output, D83); a
             P op's X is written into the input SRAM by the vector unit (M K) instead of a DRAM fill, the
             similarity unit decides each P group on its way from the vector unit (no read of P from the
             input SRAM), and its neighbour state P_eff (read M K, written in place) lives in the P_eff buffer
@@ -462,8 +463,9 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
             a["sram_score_read_bytes"] += 3 * M * N
         a["sram_weight_read_bytes"] += t["channels"] * N
         a["sram_weight_write_bytes"] += dram["w"]
-        a["sram_output_write_bytes"] += t["rows"] * N * ob
-        a["sram_output_read_bytes"] += t["rows"] * N * ob
+        if not (fused and not p_op):  # a fused score op's output is its scores, in the score SRAM (D83)
+            a["sram_output_write_bytes"] += t["rows"] * N * ob
+            a["sram_output_read_bytes"] += t["rows"] * N * ob
         a["dram_read_bytes"] += dram["read"]
         a["dram_write_bytes"] += dram["write"]
         a["sim_add8"] += 3 * M * K + 4 * M * G
@@ -485,7 +487,8 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
     """Action counts of the dense baseline (plain int8 MAC PEs, raster tiling), summed over the batch.
 
     ``fused``: half of a fused attention pair (`op_actions`' rules without the similarity unit): DRAM
-    by `fused_dram` with ``ceil(M / R)`` query tiles, scores 3 + 3 bytes each in the score SRAM, P
+    by `fused_dram` with ``ceil(M / R)`` query tiles, scores 3 + 3 bytes each in the score SRAM (and none in the
+    output SRAM), P
     written into the input SRAM by the vector unit."""
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -506,8 +509,9 @@ def dense_actions(name: str, batch: int, M: int, K: int, N: int, cfg: Accelerato
         "dram_read_bytes": dram["x"] + dram["w"], "dram_write_bytes": dram["y"],
         **vec,
     }
-    if fused and name in FUSED_PAIRS:
+    if fused and name in FUSED_PAIRS:  # the scores go to the score SRAM instead of the output SRAM (D83)
         per["sram_score_write_bytes"] = per["sram_score_read_bytes"] = 3 * M * N  # sim.timing.attention.SCORE_BYTES
+        per["sram_output_write_bytes"] = per["sram_output_read_bytes"] = 0
     elif fused:
         per["sram_input_write_bytes"] = M * K
     for k, v in per.items():

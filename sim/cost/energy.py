@@ -26,9 +26,14 @@ or a bit width of the RTL):
   value of key column n is only touched by the combine lanes of column n mod C, D71). Row banks (D77): Kaleido's
   P_eff buffer holds one query tile's previous-frame P, one row per query position, and row q is only read and
   written by the similarity-unit lanes of tile row q (its lanes are ``R x s_t`` in the balanced preset, s_t per
-  row), so it is built as ``min(R, similarity_lanes)`` row banks and charged at a bank. The other buffers are
-  charged whole (the input SRAM feeds any row through the scheduler's order or the gather network; the output and
-  score buffers are written through the drain ports and read by the vector unit's lanes across rows and columns).
+  row), so it is built as ``min(R, similarity_lanes)`` row banks and charged at a bank. The score buffer likewise
+  (D83): it holds one query tile's exact scores, one row per query position; row q's scores reach it from the
+  vector unit's row-max lanes of tile row q as they drain, and only the exp lanes of row q read them (the
+  vector unit is sized per row, ``7 x R x s_t`` lanes), so it is ``min(R, vector_lanes)`` row banks (also at
+  most ``similarity_lanes`` where it holds P_eff too; `row_banks`), for dense and Kaleido alike. The other
+  buffers are charged whole (the input SRAM feeds any row through the scheduler's order or the gather network;
+  the output SRAM is written through the drain ports and read by the vector unit's lanes across rows and
+  columns). As for every banked buffer, the wires between a bank and its lanes are not charged.
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -59,7 +64,7 @@ from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
-from sim.timing.memory import similarity_lanes
+from sim.timing.memory import similarity_lanes, vector_lanes
 
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
@@ -72,6 +77,21 @@ CORR_ADD_BITS = W_BITS + LO_BITS + 1
 
 #: Buffers built as ``array_cols`` column banks, an access charged at one bank's size (module docstring).
 COLUMN_BANKED = ("weight", "psum", "state")
+
+#: Buffers built as row banks, one per tile row's lanes (module docstring): P_eff beside the similarity unit's,
+#: the score buffer beside the vector unit's.
+ROW_BANKED = ("peff", "score")
+
+
+def row_banks(cfg: AcceleratorConfig, buffer: str) -> int:
+    """Row banks of a `ROW_BANKED` buffer: one per tile row, at most one per lane of the unit whose lanes touch
+    it (the similarity unit's for ``peff``; the vector unit's for ``score``, and also the similarity unit's
+    when the config has no P_eff buffer and P_eff lives in the score buffer)."""
+    lanes = similarity_lanes(cfg) if buffer == "peff" else vector_lanes(cfg)
+    if buffer == "score" and not cfg.peff_sram_kib:
+        lanes = min(lanes, similarity_lanes(cfg))
+    return max(1, min(cfg.array_rows, lanes))
+
 
 COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
               *(f"sram_{b}" for b in SRAM_BUFFERS),
@@ -115,8 +135,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         kib = getattr(cfg, f"{b}_sram_kib")
         if b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
             kib = kib / cfg.array_cols
-        elif b == "peff":  # row banks beside the similarity lanes of each tile row (D77)
-            kib = kib / min(cfg.array_rows, similarity_lanes(cfg))
+        elif b in ROW_BANKED:  # row banks beside the lanes of each tile row (D77, D83)
+            kib = kib / row_banks(cfg, b)
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)

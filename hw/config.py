@@ -127,6 +127,11 @@ class AcceleratorConfig(BaseModel):
         "per-axis-class carried outputs of a fused score op (qk) from one query tile to the next frame's tile of the same "
         "positions, over every key; column banks; not in the dense die. 0 = none: such an op's temporal state is then "
         "unsized (counted as if it fit, noted by kaleido simulate, D70)")
+    diff_sram_kib: int = Field(
+        0, ge=0, description="difference-sum buffer of the delta organisation (sim/timing/delta.py, docs/decisions.md "
+        "D84): each combine lane's D[t] of one chunk and one column block, double-buffered, issued column block by "
+        "column block within a chunk; column banks; not in the dense die. 0 = none: D[t] is staged in the partial-sum "
+        "SRAM for the chunk's whole column-block group (D68)")
     compact_bands: int = Field(
         4, gt=0, description="compact organisation: row bands of array_rows / compact_bands rows, each with its own "
         "weight lane per column, running its own band-tiles (power of two, <= array_rows)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from algo.trace import Group, OpRecord, Trace, pack_decisions
 from hw.config import load_config
@@ -181,7 +182,8 @@ def test_delta_fused_qk_class_state_by_hand():
                     decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),)),
            OpRecord("pv", 0, 0, None, None, pv_groups, (0.0, 0.0), x_signed=False, dims=(1, 16, 16, 8),
                     decisions=pack_decisions(np.zeros((16, 2), np.int8))[None, None], thetas=((0.0, 0.0),))]
-    res = simulate_trace(Trace(grid=GRID, ops=ops, model="test", size="test", weights="none"), cfg)
+    trace = Trace(grid=GRID, ops=ops, model="test", size="test", weights="none")
+    res = simulate_trace(trace, cfg)
     qk = res["per_op"][0]["actions"]
     yb, n = 3, 16  # Y's bound 8 x 255 x 128 = 261,120 < 2^18: 19 bits -> 3 bytes; 16 keys
     # f class: frame 1's 8 tokens read S_f[nb]; frame 0's 8 tokens write it for them: the state SRAM.
@@ -191,6 +193,22 @@ def test_delta_fused_qk_class_state_by_hand():
     assert qk["combine_reg_bits"] == 12 * n * cfg.acc_bits
     # D traffic in the partial-sum SRAM: the non-REUSE (token, group) pairs: w class 2 + 8, f class 8.
     assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * yb
+    # D84: with a difference-sum buffer the same D traffic goes there instead; apart from the cycles (the band-tiles
+    # issue column block by column block within a chunk, a different list schedule) nothing else moves
+    dcfg = cfg.model_copy(update={"diff_sram_kib": 1})
+    dres = simulate_trace(trace, dcfg)
+    dqk = dres["per_op"][0]["actions"]
+    assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * yb
+    assert dqk["sram_psum_write_bytes"] == dqk["sram_psum_read_bytes"] == 0
+    timing = ("cycles", "idle_pe_cycles")
+    assert all(dqk[k] == qk[k] for k in qk if "psum" not in k and "diff" not in k and k not in timing)
+    # charged at a column bank of 1 KiB / 8 columns = 128 B (below 8 KiB the exponent-0.5 slope), Kaleido only
+    from sim.cost.energy import sram_access_pj
+    from sim.cost.tech import load_tech
+
+    per_byte = sram_access_pj(load_tech("16nm"), 1 / 8) / 8
+    assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * yb * per_byte)
+    assert dres["dense_energy_breakdown_pj"]["sram_diff"] == 0
     # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
     assert qk["combine_add"] == (6 + 16) * n
     assert res["energy_breakdown_pj"]["sram_state"] > 0 and res["dense_energy_breakdown_pj"]["sram_state"] == 0

@@ -16,7 +16,7 @@ from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import delta_successor_reads
 from sim.cost.tech import load_tech
 from sim.timing import delta
-from sim.timing.compact import band_cycles, band_tile_sequence
+from sim.timing.compact import CompactError, band_cycles, band_tile_sequence
 from sim.timing.delta_reference import delta_gemm, differences
 from tests.test_cli import assert_one_line_error, kaleido, small_trace
 
@@ -147,7 +147,8 @@ def test_token_terms_combine_and_successors_by_hand():
 
 
 def test_sizes_plan_and_dram_by_hand():
-    cfg = load_config("kaleido-16nm-128x128-balanced")
+    # D68's rule: D staged in the partial-sum SRAM (the balanced preset without its difference-sum buffer)
+    cfg = load_config("kaleido-16nm-128x128-balanced").model_copy(update={"diff_sram_kib": 0})
     # Wan2.1-1.3B 480p ffn2: K = 8960, N = 1536 (12 column blocks), grid (21, 30, 52)
     K, N, grid = 8960, 1536, (21, 30, 52)  # noqa: N806
     M = 21 * 30 * 52  # noqa: N806
@@ -169,6 +170,37 @@ def test_sizes_plan_and_dram_by_hand():
     assert delta.issue_order(np.array([5, 7]), 5, 2).tolist() == [5, 5, 7, 7, 5, 5, 7, 7, 5, 7]
 
 
+def test_difference_sum_buffer_plan_and_order_by_hand():
+    # D84: the balanced preset's 512 KiB difference-sum buffer in C = 128 column banks of 4 KiB
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    assert cfg.diff_sram_kib == 512
+    K, N = 8960, 1536  # noqa: N806  (ffn2 at 480p)
+    R, C, yb = 128, 128, 4  # noqa: N806
+    # the partial-sum SRAM keeps only the carried Y (R s C yb) and the queued rows: no term grows with the frames
+    assert delta.psum_need_bytes(cfg, 5, 3, K, N) == 3 * R * C * yb + 16 * 8960 * 9 // 8
+    # one column bank: 2 frames-buffers x Fw x R tokens x 1 class x 4 B = 1 KiB per frame -> 4 frames in 4 KiB
+    assert delta.diff_need_bytes(cfg, 1, K) == 2 * 128 * 4 == 1024
+    assert delta.plan(cfg, 21, K, N) == (4, 7)
+    # qk (K = 128, 3 B sums, 2 classes): 2 x 128 x 2 x 3 = 1,536 B per frame; fused: one frame
+    groups = [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]
+    assert delta.diff_need_bytes(cfg, 1, 128, 2) == 1536
+    assert delta.plan(cfg, 21, 128, 32760, fused=True, groups=groups)[0] == 1
+    # a bank too small for one frame: the op cannot run, one line naming the buffer
+    small = cfg.model_copy(update={"diff_sram_kib": 64})  # 512 B banks < 1,024 B
+    with pytest.raises(CompactError, match="diff_sram_kib = 64"):
+        delta.plan(small, 21, K, N)
+    # chunk-major issue order: band-tiles a, b in chunk 0 and c in chunk 1, 5 column blocks in groups of 2, 2, 1:
+    # per group, per chunk, the chunk's band-tiles once per column block of the group
+    order = delta.issue_order(np.array([1, 2, 3]), 5, 2, np.array([0, 0, 1]))
+    assert order.tolist() == [1, 2, 1, 2, 3, 3, 1, 2, 1, 2, 3, 3, 1, 2, 3]
+    # area: 512 KiB of SRAM bits on the delta die only, not in the dense die, not built for another organisation
+    tech = load_tech("16nm")
+    ab = area_breakdown(cfg, tech)
+    assert ab["breakdown"]["sram_diff"] == pytest.approx(512 * 8192 * tech.a("sram_bit") * 1e-6)
+    assert "sram_diff" not in ab["dense_breakdown"]
+    assert area_breakdown(cfg.model_copy(update={"organisation": "compact"}), tech)["breakdown"]["sram_diff"] == 0
+
+
 def tiny_delta(**kw):
     d = load_config("tiny-8x8").model_dump() | {"organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2}
     return config_from_dict(d | kw)
@@ -186,7 +218,7 @@ def test_delta_end_to_end_on_a_small_trace(tmp_path):
     groups = [g.as_tuple() for g in op.groups]
     dec = decide(op.X[0], tr.grid, groups, op.theta, 4)[0]
     fw, s = delta.plan(cfg, tr.grid[0], op.K, op.N)
-    slots, _, nc, npt = band_tile_sequence(dec, tr.grid[0], tr.grid[1] * tr.grid[2], 8, 4, fw,
+    slots, _, nc, npt, _ = band_tile_sequence(dec, tr.grid[0], tr.grid[1] * tr.grid[2], 8, 4, fw,
                                            np.array([k1 - k0 for k0, k1, _ in groups], np.int64), True)
     n_cb = math.ceil(op.N / 8)
     cyc, _ = band_cycles(delta.issue_order(slots, n_cb, s), delta.issue_order(nc + npt, n_cb, s), cfg)

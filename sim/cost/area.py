@@ -35,7 +35,8 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
 - SRAMs: ``kib x 8192 x sram_bit`` each for input, weight, output, partial and score buffers
   (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
-  docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71), none in the dense
+  docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
+  buffer (``diff_sram_kib``, D84), none in the dense
   die. Banking (the weight, partial-sum and state SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
@@ -85,7 +86,7 @@ from pathlib import Path
 
 from hw.config import AcceleratorConfig
 from hw.pe import LINK_BITS, LINK_MSB_BITS, LO_BITS, OPERAND_MUX_BITS, SPLIT_MULT_FRACTION, W_BITS
-from sim.cost.actions import PLAIN_PIPE_BITS, pe_pipe_bits
+from sim.cost.actions import PLAIN_PIPE_BITS, SRAM_BUFFERS, pe_pipe_bits
 from sim.cost.tech import TechTable, load_tech
 
 #: The compact PE's halves' adder (hw/compact_pe.py ``add``): X_BITS + W_BITS + 1 = 18 bits.
@@ -166,7 +167,7 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
 
 #: Components only Kaleido's die has (the dense baseline's die is the rest, with its own I/O skew).
 KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_psum", "sram_peff", "sram_state",
-                "band_weight_lanes", "gather_network", "combine_unit")
+                "sram_diff", "band_weight_lanes", "gather_network", "combine_unit")
 
 
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
@@ -212,14 +213,15 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
     lane = _um2(tech, mult=(11 / 8) ** 2, add_bits=3 * 16, reg_bits=64)
     um2["vector_unit"] = vector_lanes(cfg) * lane
-    for buf in ("input", "weight", "output", "partial", "score", "psum", "peff", "state"):
+    for buf in SRAM_BUFFERS:
         um2[f"sram_{buf}"] = getattr(cfg, f"{buf}_sram_kib") * 8192 * tech.a("sram_bit")
     if banded:  # the lockstep array's partial-result buffer is not built
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
-    if cfg.organisation != "delta":  # the state SRAM is the delta organisation's (D71)
+    if cfg.organisation != "delta":  # the state SRAM (D71) and the difference-sum buffer (D84) are the delta organisation's
         um2["sram_state"] = 0.0
+        um2["sram_diff"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense_parts = {k: (dense_io * 1e-6 if k == "array_io_skew" else v) for k, v in mm2.items() if k not in KALEIDO_ONLY}
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),

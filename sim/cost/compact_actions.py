@@ -67,6 +67,8 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   with any), the chunk's end reads ``D[t]`` (tokens with any) and ``S[nb]`` (tokens that do not COMPUTE every
   group of the class) and writes ``S[t]`` as state where the next token along the class's axis reads it (it
   exists and does not COMPUTE every group of the class): writes ``diffs + state``, reads ``diffs + carried``.
+  With a difference-sum buffer (``diff_sram_kib``, D84) the ``D`` traffic (``diffs`` written, ``diffs`` read)
+  goes there (``sram_diff``) and only the carried values stay in the partial-sum SRAM.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM. The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
@@ -130,13 +132,15 @@ def in_pool(grid, axis: str, rows: int) -> np.ndarray:
 
 
 def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803
-                 grid, cfg_rows: int, acc: int, state_buffer: bool = False) -> None:
+                 grid, cfg_rows: int, acc: int, state_buffer: bool = False, diff_buffer: bool = False) -> None:
     """Add the delta organisation's own counts of one batch element to ``a`` (module docstring); ``cfg_rows``:
-    positions per pool (the array's rows), ``acc``: accumulator bits."""
+    positions per pool (the array's rows), ``acc``: accumulator bits, ``diff_buffer``: the config has a
+    difference-sum buffer (D84), which takes the ``D`` traffic."""
     K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
     M = dec.shape[0]  # noqa: N806
     yb = output_bytes(K)
     carry = "sram_state" if state_buffer else "sram_psum"
+    dbuf = "sram_diff" if diff_buffer else "sram_psum"
     W = grid[2]  # noqa: N806
     for (axis, idx), (_ax, diffs, _direct, _carried) in zip(classes(groups), class_terms(dec, groups), strict=True):
         d = dec[:, idx]
@@ -147,8 +151,8 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
         shift = {"w": 1, "h": W}.get(axis, 0)
         if shift:
             succ_near[:-shift] = near[shift:]
-        a["sram_psum_write_bytes"] += diffs * N * yb
-        a["sram_psum_read_bytes"] += diffs * N * yb
+        a[f"{dbuf}_write_bytes"] += diffs * N * yb
+        a[f"{dbuf}_read_bytes"] += diffs * N * yb
         a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb
         a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * yb
         a["combine_reg_bits"] += int((reads & near).sum()) * N * acc
@@ -184,7 +188,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
     b_bits = cpe_lane_bits(cfg, ("x_b", "w_b"))  # the second channel's lanes: PAIRED band-tiles only (D24's rule)
     keys = ("pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
-            "sram_psum_write_bytes", "sram_partial_read_bytes", "sram_partial_write_bytes", "combine_add",
+            "sram_psum_write_bytes", "sram_diff_read_bytes", "sram_diff_write_bytes", "sram_partial_read_bytes",
+            "sram_partial_write_bytes", "combine_add",
             "combine_reg_bits",
             "dispatch_add8")
     for k in keys:
@@ -222,7 +227,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
                 a["sram_input_write_bytes"] -= dec.shape[0] * int(widths.sum())
             _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid, cfg.array_rows, acc,
-                         state_buffer)
+                         state_buffer, bool(cfg.diff_sram_kib))
             continue
         array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)

@@ -23,7 +23,8 @@ or a bit width of the RTL):
   only ever enters column c, in the dense array, the lockstep array and every band of the compact
   organisation alike; docs/decisions.md D58) and the compact organisation's partial-sum SRAM (a column's
   partials are only touched by its own combine lanes, D50), and the delta organisation's state SRAM (the carried
-  value of key column n is only touched by the combine lanes of column n mod C, D71). Row banks (D77): Kaleido's
+  value of key column n is only touched by the combine lanes of column n mod C, D71) and difference-sum buffer
+  (D[t] of column n likewise, D84). Row banks (D77): Kaleido's
   P_eff buffer holds one query tile's previous-frame P, one row per query position, and row q is only read and
   written by the similarity-unit lanes of tile row q (its lanes are ``R x s_t`` in the balanced preset, s_t per
   row), so it is built as ``min(R, similarity_lanes)`` row banks and charged at a bank. The score buffer likewise
@@ -76,7 +77,7 @@ HALF_ADD_BITS = X_BITS + W_BITS + 1
 CORR_ADD_BITS = W_BITS + LO_BITS + 1
 
 #: Buffers built as ``array_cols`` column banks, an access charged at one bank's size (module docstring).
-COLUMN_BANKED = ("weight", "psum", "state")
+COLUMN_BANKED = ("weight", "psum", "state", "diff")
 
 #: Buffers built as row banks, one per tile row's lanes (module docstring): P_eff beside the similarity unit's,
 #: the score buffer beside the vector unit's.

@@ -200,10 +200,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         raise SimError(str(err)) from None
     seqs, valid, tiles, adds = [], [], [], 0
     for dec in decs:
-        t = compact_tiles(dec, grid, groups, cfg, fw, b_msb)
-        if delta:  # each band-tile issues for the s column blocks of its group in turn
-            seqs.append(delta_rules.issue_order(t[0], n_cb, s))
-            valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
+        t, chunk = compact_tiles(dec, grid, groups, cfg, fw, b_msb, chunks=True)
+        if delta:  # each band-tile issues for the s column blocks of its group in turn (per chunk with D84's buffer)
+            chunk = chunk if cfg.diff_sram_kib else None
+            seqs.append(delta_rules.issue_order(t[0], n_cb, s, chunk))
+            valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s, chunk))
             adds += delta_rules.combine_adds_delta(dec, op.N, groups)
         else:
             seqs.append(np.tile(t[0], n_cb))

@@ -121,6 +121,8 @@ def frames_that_fit(cfg: AcceleratorConfig, F: int, need, fused: bool, what: str
             f"need {math.ceil(need1 / 1024):,} KiB of partial-sum SRAM, psum_sram_kib = {cfg.psum_sram_kib:,}")
     if fused:
         return 1
+    if need(2) <= need1:  # nothing in it grows with the frames (sim.timing.delta with a difference-sum buffer)
+        return F
     return int(min(F, 1 + (cap - need1) // (need(2) - need1)))
 
 
@@ -133,8 +135,8 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
         F, hw: frames, positions per frame; R: positions per pool; brows: tokens per band-tile;
         fw: frames per chunk; widths: int64 ``[G]`` group widths; half_ok: PARTIAL tiles take half slots.
     Returns:
-        ``(slots, group, n_compute, n_partial)``: int64 ``[T]`` each -- slots of each band-tile, its
-        group, and how many of its tokens COMPUTE / are PARTIAL.
+        ``(slots, group, n_compute, n_partial, chunk)``: int64 ``[T]`` each -- slots of each band-tile, its
+        group, how many of its tokens COMPUTE / are PARTIAL, and its chunk (numbered in issue order).
     """
     G = widths.shape[0]  # noqa: N806
     npb = (hw + R - 1) // R
@@ -143,6 +145,8 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
     grp = np.empty(cap, dtype=np.int64)
     nc = np.empty(cap, dtype=np.int64)
     npt = np.empty(cap, dtype=np.int64)
+    chk = np.empty(cap, dtype=np.int64)
+    chunk = 0
     half = np.empty(G, dtype=np.int64)
     for g in range(G):
         half[g] = (widths[g] + 1) // 2 if half_ok else widths[g]
@@ -163,11 +167,11 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
                         qp[g] += 1
             for g in range(G):
                 while qc[g] >= brows:
-                    slots[t], grp[t], nc[t], npt[t] = widths[g], g, brows, 0
+                    slots[t], grp[t], nc[t], npt[t], chk[t] = widths[g], g, brows, 0, chunk
                     t += 1
                     qc[g] -= brows
                 while qp[g] >= brows:
-                    slots[t], grp[t], nc[t], npt[t] = half[g], g, 0, brows
+                    slots[t], grp[t], nc[t], npt[t], chk[t] = half[g], g, 0, brows, chunk
                     t += 1
                     qp[g] -= brows
             if (f + 1) % fw == 0 or f == F - 1:  # chunk end: flush
@@ -176,16 +180,17 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
                     if c + q == 0:
                         continue
                     if c + q <= brows:
-                        slots[t], grp[t], nc[t], npt[t] = (widths[g] if c > 0 else half[g]), g, c, q
+                        slots[t], grp[t], nc[t], npt[t], chk[t] = (widths[g] if c > 0 else half[g]), g, c, q, chunk
                         t += 1
                     else:
-                        slots[t], grp[t], nc[t], npt[t] = widths[g], g, c, brows - c
+                        slots[t], grp[t], nc[t], npt[t], chk[t] = widths[g], g, c, brows - c, chunk
                         t += 1
-                        slots[t], grp[t], nc[t], npt[t] = half[g], g, 0, q - (brows - c)
+                        slots[t], grp[t], nc[t], npt[t], chk[t] = half[g], g, 0, q - (brows - c), chunk
                         t += 1
                     qc[g] = 0
                     qp[g] = 0
-    return slots[:t], grp[:t], nc[:t], npt[:t]
+                chunk += 1
+    return slots[:t], grp[:t], nc[:t], npt[:t], chk[:t]
 
 
 @numba.njit(cache=True)
@@ -274,18 +279,21 @@ def drain_reads(band: np.ndarray, last: np.ndarray, rows_valid: np.ndarray, cfg:
     return t0 + (v - 1) * q
 
 
-def compact_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, fw: int, b_msb: int):
+def compact_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, fw: int, b_msb: int,
+                  chunks: bool = False):
     """Band-tiles of one column block of one GEMM (`band_tile_sequence` with the config's sizes).
 
     Args:
         dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fw: `chunk_frames`.
+        chunks: also return each band-tile's chunk.
     Returns:
-        ``(slots, group, n_compute, n_partial)`` int64 ``[T]`` arrays.
+        ``(slots, group, n_compute, n_partial)`` int64 ``[T]`` arrays; with ``chunks``, ``(that, chunk)``.
     """
     F, H, W = grid  # noqa: N806
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    return band_tile_sequence(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, band_rows(cfg),
-                              fw, widths, b_msb >= 4)
+    *tiles, chunk = band_tile_sequence(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows,
+                                       band_rows(cfg), fw, widths, b_msb >= 4)
+    return (tuple(tiles), chunk) if chunks else tuple(tiles)
 
 
 def combine_adds(dec: np.ndarray, N: int) -> int:  # noqa: N803

@@ -48,6 +48,15 @@ the difference sums ``D[t]`` of the chunk's tokens, double-buffered (``2 Fw R s 
 ``Y`` of the pool's positions (``R s c yb``) and the queued difference rows (``R / B x K`` 9-bit values),
 ``yb`` = `output_bytes` (Y's exact bound, signed); with several axis classes, a ``D`` and a carried set per class.
 
+Difference-sum buffer (``diff_sram_kib`` > 0, docs/decisions.md D84). The chunk's band-tiles issue column block
+by column block: per column-block group and chunk, the chunk's band-tiles for one column block, then for the
+next (`issue_order` with ``chunks``). So only one column block's ``D`` is live; it is double-buffered (the
+combine unit walks one column block while the array fills the next) in the difference-sum buffer, whose column
+bank n holds column n's ``2 Fw R yb`` per class (`diff_need_bytes`), and it bounds ``Fw``; the partial-sum SRAM
+keeps only the carried ``Y`` and the queued rows. What a band-tile costs does not change with the order: its
+rows' differences and its weights stream per slot and per column block either way
+(`sim.cost.compact_actions`).
+
 Combine unit: each drained band-tile row (a token's difference sum of one group, C outputs) is added into
 ``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
 ``Y[t] = Y[nb] + D[t]`` (``D[t]`` alone in the direct form, ``Y[nb]`` alone when t REUSEs every group),
@@ -59,12 +68,13 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, REUSE
 from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
 from hw.pe import X_BITS
-from sim.timing.compact import band_rows, frames_that_fit
+from sim.timing.compact import CompactError, band_rows, frames_that_fit
 
 #: Bits of one queued difference value: the array's operand width (hw/pe.py ``X_BITS``: 9 bits signed
 #: holds X - X_eff[nb] of int8 and of uint8 operands, -255..255).
@@ -109,10 +119,19 @@ def output_bytes(K: int) -> int:  # noqa: N803
 def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int, N: int,  # noqa: N803
                     n_classes: int = 1) -> int:
     """Partial-sum SRAM bytes of one chunk of ``frames`` frames over ``col_blocks`` column blocks
-    (module docstring), ``n_classes`` axis classes each with its own ``D`` and carried values."""
+    (module docstring), ``n_classes`` axis classes each with its own ``D`` and carried values; with a
+    difference-sum buffer (``diff_sram_kib``) the ``D`` sums are not in it (`diff_need_bytes`)."""
     R = cfg.array_rows  # noqa: N806
     outs = R * col_blocks * min(cfg.array_cols, N) * output_bytes(K) * n_classes
-    return 2 * frames * outs + outs + math.ceil(band_rows(cfg) * K * DIFF_BITS / 8)
+    staged = 0 if cfg.diff_sram_kib else 2 * frames * outs
+    return staged + outs + math.ceil(band_rows(cfg) * K * DIFF_BITS / 8)
+
+
+def diff_need_bytes(cfg: AcceleratorConfig, frames: int, K: int, n_classes: int = 1) -> int:  # noqa: N803
+    """Bytes of one column bank of the difference-sum buffer (module docstring, D84) for a chunk of ``frames``
+    frames: its column's ``D`` of the chunk's ``frames x R`` tokens per class, double-buffered (the combine unit
+    walks one column block's while the array fills the next one's)."""
+    return 2 * frames * cfg.array_rows * n_classes * output_bytes(K)
 
 
 def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  # noqa: N803
@@ -131,8 +150,17 @@ def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  #
     s = min(n_cb, s_w)
     while s > 1 and psum_need_bytes(cfg, 1, s, K, N, n_classes) > cap:
         s -= 1
-    fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N, n_classes), fused,
-                         f"{name} (K = {K}, N = {N}, {s} column block{'s' if s > 1 else ''})")
+    what = f"{name} (K = {K}, N = {N}, {s} column block{'s' if s > 1 else ''})"
+    fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N, n_classes), fused, what)
+    if cfg.diff_sram_kib:  # D's frames are bounded by one column bank of the difference-sum buffer (D84)
+        bank = cfg.diff_sram_kib * 1024 // cfg.array_cols
+        one = diff_need_bytes(cfg, 1, K, n_classes)
+        if one > bank:
+            raise CompactError(
+                f"array organisation {cfg.organisation!r} cannot run {what} on {cfg.name}: one frame's difference sums "
+                f"need {one:,} B per column bank of the difference-sum buffer, diff_sram_kib = {cfg.diff_sram_kib:,} "
+                f"gives {bank:,} B")
+        fw = min(fw, bank // one)
     return fw, s
 
 
@@ -141,11 +169,36 @@ def column_groups(n_cb: int, s: int) -> list[int]:
     return [min(s, n_cb - i) for i in range(0, n_cb, s)]
 
 
-def issue_order(per_cb: np.ndarray, n_cb: int, s: int) -> np.ndarray:
-    """A per-band-tile array of one column block (its band-tile sequence) in the delta issue order: per
-    column-block group, each band-tile repeated once per column block of the group (module docstring)."""
+def issue_order(per_cb: np.ndarray, n_cb: int, s: int, chunks: np.ndarray | None = None) -> np.ndarray:
+    """A per-band-tile array of one column block (its band-tile sequence) in the delta issue order (module
+    docstring): per column-block group, each band-tile repeated once per column block of the group; with
+    ``chunks`` (int64 ``[T]``, each band-tile's chunk, non-decreasing: a difference-sum buffer, D84), per
+    column-block group and chunk, the chunk's band-tiles once per column block of the group."""
     per_cb = np.ascontiguousarray(per_cb)
-    return np.concatenate([np.repeat(per_cb, k) for k in column_groups(n_cb, s)]) if per_cb.size else per_cb
+    if not per_cb.size:
+        return per_cb
+    if chunks is None:
+        return np.concatenate([np.repeat(per_cb, k) for k in column_groups(n_cb, s)])
+    starts = np.flatnonzero(np.r_[True, np.diff(chunks) != 0, True]).astype(np.int64)
+    return per_cb[_chunk_major(starts, np.array(column_groups(n_cb, s), dtype=np.int64))]
+
+
+@numba.njit(cache=True)
+def _chunk_major(starts, ks):
+    """Indices of `issue_order`'s chunk-major order: per group size k, per chunk [starts[c], starts[c + 1]), the
+    chunk's indices k times."""
+    n = 0
+    for k in ks:
+        n += k * starts[-1]
+    out = np.empty(n, dtype=np.int64)
+    i = 0
+    for k in ks:
+        for c in range(starts.shape[0] - 1):
+            for _ in range(k):
+                for j in range(starts[c], starts[c + 1]):
+                    out[i] = j
+                    i += 1
+    return out
 
 
 def token_terms(dec: np.ndarray) -> tuple[int, int, int]:

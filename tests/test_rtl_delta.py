@@ -346,7 +346,26 @@ def test_delta_pe_counts_equal_yosys():
     assert s["cells"]["$sub"]["bits"] == 13  # the sign-correction adder (W_BITS + LO_BITS + 1)
 
 
+@pytest.mark.parametrize("state_kib", [0, 2], ids=["no-state-sram", "state-sram"])
+def test_dcombine_counts_equal_yosys(state_kib):
+    # hw.delta_combine.combine_way_counts (what sim.cost.area charges per way) against Yosys's coarse cells of
+    # kaleido_dcombine on 8 columns of 28 acc bits: 3 C = 24 adders of acc bits (D accumulate, S_a, Y), and
+    # 5 C acc = 1,120 bits of word registers (cells at least acc bits wide; the narrower ones are the streams'
+    # valid, flag and address registers, not counted). The macros are memories, not registers.
+    from hw.delta_combine import DeltaCombine, combine_way_counts
+    from sim.cost.area import yosys_cells
+
+    cfg = delta_cfg(state_kib=state_kib)
+    cells, _, _ = yosys_cells(DeltaCombine(cfg))
+    want = combine_way_counts(cfg)
+    adders = [w for t in ("$add", "$sub") for w in cells.get(t, {"widths": []})["widths"]]
+    assert len(adders) == want["adders"] == 24 and sum(adders) == want["add_bits"] == 24 * cfg.acc_bits
+    regs = sum(w for t, v in cells.items() if "dff" in t for w in v["widths"] if w >= cfg.acc_bits)
+    assert regs == want["reg_bits"] == 5 * 8 * cfg.acc_bits
+    assert len(cells["$mem_v2"]["widths"]) == 3 + (8 if state_kib else 0)  # D, D, state buffer; 8 column banks
+
+
 def test_delta_modules_emit_reproducibly_and_lint_clean(tmp_path):
     # kaleido_dpe, kaleido_dcolumn, kaleido_dtop, kaleido_dcombine and its macro (tests.rtl.compact_bench.check_emission)
-    check_emission(delta_cfg(8, 8, 4, 2), tmp_path)
+    check_emission(delta_cfg(8, 8, 4, 2, state_kib=2), tmp_path)  # with the state SRAM's column-bank macro
     assert "out_m" not in (tmp_path / "a" / "kaleido_dpe.v").read_text()  # one accumulator

@@ -52,7 +52,8 @@ Combine unit: each drained band-tile row (a token's difference sum of one group,
 ``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
 ``Y[t] = Y[nb] + D[t]`` (``D[t]`` alone in the direct form, ``Y[nb]`` alone when t REUSEs every group),
 ``Y[t]`` goes to the vector unit and, where the next frame's token reads it, stays as state
-(`combine_adds_delta`).
+(`combine_adds_delta`). With several classes, per class ``D_a`` and ``S_a[t] = S_a[nb_a] + D_a[t]``, one
+after the other, and ``Y[t] = sum_a S_a[t]`` (hw/delta_combine.py, docs/decisions.md D79).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from hw.delta_combine import delta_combine_sizes
 from hw.pe import PEMode
 from sim.timing.compact import band_cycles
 from sim.timing.compact_reference import _neighbour
-from sim.timing.delta import classes, output_bytes
+from sim.timing.delta import classes, output_bytes, plan, state_need_bytes
 from sim.timing.delta_reference import delta_gemm
 from tests.rtl.cases import make_case
 from tests.rtl.compact_bench import build_runs, check_emission, pack, run_top
@@ -208,7 +208,10 @@ def test_delta_axis_classes_through_array_and_combine(name):
     # state-SRAM, state-buffer and lane-register accesses against the model's counts.
     case = QK_CASES[name]
     cfg = delta_cfg(state_kib=2)  # 85 words of 24 bits per column bank
-    runs = build_runs(case, cfg, 1, 2)
+    K, N = case.W.shape  # noqa: N806
+    fw, s = plan(cfg, case.grid[0], K, N, fused=True, groups=case.groups)  # the model's chunk and column-block group
+    assert fw == 1 and s == -(-N // 8)
+    runs = build_runs(case, cfg, fw, s)
     end = run_top(cfg, runs, case.x_unsigned)
     for r in runs:
         assert np.array_equal(np.array(r.drained), r.want), f"band-tile of group {r.group} at n0 = {r.n0}"
@@ -217,8 +220,8 @@ def test_delta_axis_classes_through_array_and_combine(name):
     assert end + 1 == cycles
     want_y = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert np.array_equal(combine_rule(case, runs), want_y)
-    assert np.array_equal(delta_gemm(case.X, case.W, case.grid, case.groups, case.decisions, 8, 4, 1), want_y)
-    n_cb, N = 2 if case.W.shape[1] > 8 else 1, case.W.shape[1]  # noqa: N806
+    assert np.array_equal(delta_gemm(case.X, case.W, case.grid, case.groups, case.decisions, 8, 4, fw), want_y)
+    n_cb = -(-N // 8)
     for fused in (False, True):
         got = check_dcombine(case, runs, cfg, want_y, fused)
         want = model_counts(case, cfg, fused)
@@ -284,6 +287,12 @@ def test_state_sram_sizes():
     assert STATE_BITS == 8 * output_bytes(256) == 24
     st = state_sram_sizes(load_config("kaleido-16nm-128x128-balanced"))
     assert st == {"word": 24, "depth": 14336 * 8192 // (128 * 24), "bank_depth": 38229, "banks": 1}
+    # Wan2.1's fused qk at 480p (sim.timing.delta.state_need_bytes: the f class R x N, the w class F x N values of
+    # 3 bytes) fits each bank: (128 + 21) rows x ceil(32,760 / 128) = 256 column blocks = 38,144 words
+    qk = [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    assert state_need_bytes(cfg, (21, 30, 52), 128, 32760, qk) == (128 + 21) * 32760 * 3
+    assert (128 + 21) * -(-32760 // 128) == 38144 <= st["depth"]
     assert state_sram_sizes(delta_cfg()) is None  # no state SRAM: no macros, no c_sram store
     with pytest.raises(ValueError, match="fewer than array_rows"):
         state_sram_sizes(delta_cfg(32, 32, state_kib=1))  # 8,192 bits over 32 banks of 24 bits: 10 words < 32

@@ -68,12 +68,18 @@ DCOMBINE_MODULE_NAME = "kaleido_dcombine"
 #: docs/decisions.md D73: one 5,295 x 4,224-bit macro took minutes).
 MACRO_MAX_BITS = 1 << 20
 
+def carried_bytes(K: int) -> int:  # noqa: N803
+    """Bytes of one carried value (a token's ``Y`` or a class's ``S_a``) of a reduction over K channels: its exact
+    bound ``K x MAX_ABS_X x MAX_ABS_W`` (`hw.config`: 255 x 128) plus the sign, in whole bytes. The model's
+    `sim.timing.delta.output_bytes`."""
+    return -(-((K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
+
+
 #: The largest reduction K of a fused score op (its head dimension) whose carried values the state SRAM's
 #: words hold exactly (docs/decisions.md D79; Wan2.1's is 128).
 STATE_MAX_K = 256
-#: Bits of one state-SRAM word: a class's carried value of a fused score op, ``|S_a| <= K x 255 x 128`` at
-#: K = `STATE_MAX_K`, plus the sign, in whole bytes (`sim.timing.delta.output_bytes`' rule): 24.
-STATE_BITS = -(-((STATE_MAX_K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8) * 8
+#: Bits of one state-SRAM word: `carried_bytes` at K = `STATE_MAX_K` (``256 x 255 x 128 < 2^23``): 24.
+STATE_BITS = 8 * carried_bytes(STATE_MAX_K)
 
 #: Adders and registers of one way (module docstring), in units of C acc-bit words.
 WAY_ADDER_ROWS, WAY_REGISTER_ROWS = 3, 5

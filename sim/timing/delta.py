@@ -63,7 +63,8 @@ import math
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, REUSE
-from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
+from hw.config import AcceleratorConfig
+from hw.delta_combine import carried_bytes
 from hw.pe import X_BITS
 from sim.timing.compact import band_rows, frames_that_fit
 
@@ -103,8 +104,9 @@ def state_need_bytes(cfg: AcceleratorConfig, grid, K: int, N: int, groups) -> in
 
 
 def output_bytes(K: int) -> int:  # noqa: N803
-    """Bytes of one carried output ``Y``: its exact bound ``K x 255 x 128`` plus the sign."""
-    return -(-((K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
+    """Bytes of one carried output ``Y``: its exact bound ``K x 255 x 128`` plus the sign
+    (`hw.delta_combine.carried_bytes`, whose value at the largest head dimension is the state SRAM's word)."""
+    return carried_bytes(K)
 
 
 def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int, N: int,  # noqa: N803

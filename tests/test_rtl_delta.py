@@ -174,7 +174,7 @@ QK_CASES = {
     # two classes as Wan2.1's qk (t on w; h and w on f), pools splitting image rows (H W = 10 > R = 8), N = 11
     "qk-int8": _qk_case(1, (3, 2, 5), 11, [(0, 3, "w"), (3, 6, "f"), (6, 9, "f")], False),
     # uint8 operands, odd widths, coherent decisions, N < C
-    "qk-uint8-coherent": _qk_case(2, (2, 2, 6), 5, [(0, 4, "w"), (4, 7, "f"), (7, 9, "f")], True, coherent=True),
+    "qk-uint8-coherent": _qk_case(6, (2, 2, 6), 5, [(0, 4, "w"), (4, 7, "f"), (7, 9, "f")], True, coherent=True),
     # three axis classes (h, w, f)
     "three-axes": _qk_case(3, (2, 3, 4), 11, [(0, 3, "h"), (3, 5, "w"), (5, 8, "f")], True),
 }

@@ -273,6 +273,29 @@ def test_dcombine_forwarding_and_both_buffers(macro_bits, monkeypatch):
         assert at == [2, 3, 4, 5, 6]
 
 
+def test_state_sram_words_at_their_bounds():
+    # the state SRAM stores STATE_BITS = 24 bits of each value and sign-extends them: a direct S at the bounds
+    # +-(2^23 - 1) and -2^23 written to word 5, then (after a command that writes elsewhere, so no forwarding) read
+    # back as S[nb] by a REUSE-only command (Y = S[nb]); and a value past the bound is what the words cannot hold
+    from hw.delta_combine import STATE_BITS
+
+    cfg = delta_cfg(state_kib=2)
+    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    top = (1 << (STATE_BITS - 1)) - 1
+    row = np.array([top, -top - 1, -top, 1, -1, 0, 12345, -54321])
+    acc = [{"a_first": 1, "a_addr": 0, "a_data": pack(row, ab)}]
+    one = {"c_first": 1, "c_last": 1, "c_reg": 0, "c_sram": 1, "c_hold": 0, "c_cols": C, "c_daddr": 0}
+    out = [one | {"c_direct": 1, "c_has": 1, "c_raddr": 0, "c_waddr": 5, "c_keep": 1},
+           one | {"c_direct": 1, "c_has": 1, "c_raddr": 0, "c_waddr": 9, "c_keep": 0},
+           one | {"c_direct": 0, "c_has": 0, "c_raddr": 5, "c_waddr": 6, "c_keep": 0}]
+    got, at, counts = run_dcombine(cfg, acc, out)
+    assert np.array_equal(got, np.array([row, row, row])) and at == [2, 3, 4]
+    assert (counts["st_we"], counts["st_re"], counts["ps_re"], counts["ps_we"]) == (C, C, 0, 0)
+    acc[0]["a_data"] = pack(row + (row == top), ab)  # column 0 = 2^23: one past the bound
+    got, _, _ = run_dcombine(cfg, acc, out)
+    assert got[2, 0] == -(1 << (STATE_BITS - 1)) and np.array_equal(got[2, 1:], row[1:])
+
+
 def test_delta_combine_sizes_refuse_small_sram():
     cfg = delta_cfg(32, 32).model_copy(update={"psum_sram_kib": 1})  # 2 words of 1,024 bits per macro
     with pytest.raises(ValueError, match="fewer than array_rows"):

@@ -1,46 +1,63 @@
-"""The delta organisation's combine unit and partial-sum SRAM (`sim.timing.delta` "Combine unit",
-`sim.timing.delta_reference.delta_gemm`, docs/decisions.md D68, D73).
+"""The delta organisation's combine unit, its partial-sum SRAM and its state SRAM (`sim.timing.delta` "Combine unit",
+`sim.timing.delta_reference.delta_gemm`, docs/decisions.md D68, D71, D73, D79).
 
 Each row the delta array drains (`hw.compact_array.CompactTop` on a delta config, ``kaleido_dtop``) is
-one token's difference sum of one group for C outputs (one ``acc_bits`` word per column). The unit has
-two command streams, each one command per cycle (one *way*, as `hw.combine`):
+one token's difference sum of one group for C outputs (one ``acc_bits`` word per column). The unit works
+per *axis class* (`sim.timing.delta.classes`: the groups that reuse along one axis; every op but ``qk`` has
+one), with two command streams, each one command per cycle (one *way*, as `hw.combine`):
 
-- *Accumulate* (``a_*``, as rows drain): ``D[a_addr] = (a_first ? 0 : D[a_addr]) + a_data`` -- the
-  token's first row writes, the others read, add and write (`sim.cost.compact_actions`' delta rule: one
-  write per difference row, one read per row after a token's first).
-- *Output* (``c_*``, at the chunk's end, tokens in raster order): ``Y = (c_direct ? 0 : Y[nb]) +
-  (c_has ? D[c_daddr] : 0)`` with ``Y[nb]`` read from the state macro at ``c_raddr`` (a token that
-  COMPUTEs every group is *direct*: its differences are X itself; one that REUSEs every group has no
-  D); ``Y`` leaves on ``y_data`` and is written to the state macro at ``c_waddr`` where ``c_keep`` (the
-  next token along the axis reads it, `sim.cost.compact_actions.delta_successor_reads`).
+- *Accumulate* (``a_*``, as rows drain): ``D_a[t] = (a_first ? 0 : D_a[t]) + a_data`` at ``a_addr`` -- the
+  (token, class)'s first row writes, the others read, add and write (`sim.cost.compact_actions`' delta rule:
+  one write per difference row, one read per row after a (token, class)'s first). The class is part of the
+  controller's address.
+- *Output* (``c_*``, at the chunk's end; per column block, the chunk's tokens in raster order, per token one
+  command per class, ``c_first`` on its first, ``c_last`` on its last):
+  ``S_a[t] = (c_direct ? 0 : S_a[nb]) + (c_has ? D_a[t] : 0)`` and ``Y = (c_first ? 0 : Y) + S_a[t]``;
+  on ``c_last`` ``Y = sum_a S_a[t]`` leaves on ``y_data``. ``c_direct``: t COMPUTEs every group of the class
+  (its differences are X itself, no neighbour read); ``c_has``: t does not REUSE every group of it.
+  ``S_a[nb]`` comes from one of three places: the *lane register* (``c_reg``: a ``w`` neighbour inside the
+  pool, the previous token of the walk, `sim.cost.compact_actions.in_pool`), the *state SRAM* (``c_sram``: a
+  fused score op's carried values, D71) or the partial-sum SRAM's *state* buffer (otherwise), read at
+  ``c_raddr``. ``S_a[t]`` is written to that carried store at ``c_waddr`` where ``c_keep`` (a successor along
+  the axis outside the pool reads it, `sim.cost.compact_actions.delta_successor_reads`) and into the lane
+  register where ``c_hold`` (the successor inside the pool reads it). ``c_cols``: the column block's valid
+  columns; only their state-SRAM banks and lane registers are enabled (a column-banked SRAM does not touch the
+  banks of keys that do not exist).
 
-Macros (`hw.sram`, behavioural, replaceable by a memory compiler's of the same name): ``D`` double-
-buffered as two macros (``c_sel`` picks the one the accumulate stream writes; the output stream reads
-the other, the previous chunk's), and the *state* macro of carried ``Y`` (``kaleido_sram_1r1w_<depth>x
-<C acc>``, one word per (position, column block)). The addresses are the controller's (not RTL yet).
+Macros (`hw.sram`, behavioural, replaceable by a memory compiler's of the same name):
 
-Pipeline (both streams): a command's reads issue in its cycle (synchronous-read macros); the cycle
-after, the add happens and the word is written. A command reading the word the previous command of its
-stream writes gets it forwarded (the macros read before write): two rows of one token in a row, and a
-``w`` token reading the ``Y`` its left neighbour wrote. So an output command issued at cycle k has
-``y_data`` valid at k + 2 (``y_valid``).
+- the partial-sum SRAM: ``D`` double-buffered as two buffers (``c_sel`` picks the one the accumulate stream
+  writes; the output stream reads the other, the previous chunk's), and the *state* buffer of carried values
+  (one word per (class, position, column block)); each a third of ``psum_sram_kib`` in words of C acc bits
+  (`delta_combine_sizes`);
+- the state SRAM (``state_sram_kib`` > 0, `state_sram_sizes`): C column banks (key column n's values are only
+  touched by the lane of column n mod C, the model's banking, `sim.cost.energy.COLUMN_BANKED`), each of
+  `STATE_BITS`-bit words (the model's carried-value width, `sim.timing.delta.output_bytes`), stored truncated
+  and sign-extended on read.
 
-Adders: C acc-bit adders per stream (2 C per way, as compact's way); `sim.timing.compact.combine_lanes`
-counts 4 C d adders, 2 d ways; one way is built (D65's gap: ways need the macros banked by way).
+A buffer or bank above `MACRO_MAX_BITS` is split over ``2^k``-word macros (the high address bits choose one).
+The addresses are the controller's (not RTL yet).
 
-Sizes (`delta_combine_sizes`): the state macro and the two D macros take a third of ``psum_sram_kib``
-each, in words of C acc bits (the model's need at one frame per chunk is ``R s`` state and ``2 R s`` D
-words for ``s`` column blocks, `sim.timing.delta.psum_need_bytes`; the model's own split varies per op).
+Pipeline (both streams): a command's reads issue in its cycle (synchronous-read macros); the cycle after, the
+adds happen and the words are written. A command reading the word the previous command of its stream writes
+gets it forwarded (the macros read before write): two rows of one (token, class) in a row, and a carried value
+read by the next command. So an output command with ``c_last`` issued at cycle k has ``y_data`` valid at
+k + 2 (``y_valid``).
+
+Per way (`combine_way_counts`): 3 C acc-bit adders (``D`` accumulate; ``S_a``; ``Y``) and 5 C acc-bit
+registers (the accumulate stream's row and forwarded word, the output stream's forwarded ``S``, ``y_data``,
+which is also ``Y``'s running sum, and the lane register). `sim.timing.compact.combine_lanes` counts
+4 C d adders, 2 d ways; one way is built (D65's gap: ways need the macros banked by way).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.combine import _abits
-from hw.config import AcceleratorConfig
+from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
 from hw.sram import macro
 
 DCOMBINE_MODULE_NAME = "kaleido_dcombine"
@@ -51,13 +68,34 @@ DCOMBINE_MODULE_NAME = "kaleido_dcombine"
 #: docs/decisions.md D73: one 5,295 x 4,224-bit macro took minutes).
 MACRO_MAX_BITS = 1 << 20
 
+def carried_bytes(K: int) -> int:  # noqa: N803
+    """Bytes of one carried value (a token's ``Y`` or a class's ``S_a``) of a reduction over K channels: its exact
+    bound ``K x MAX_ABS_X x MAX_ABS_W`` (`hw.config`: 255 x 128) plus the sign, in whole bytes. The model's
+    `sim.timing.delta.output_bytes`."""
+    return -(-((K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
+
+
+#: The largest reduction K of a fused score op (its head dimension) whose carried values the state SRAM's
+#: words hold exactly (docs/decisions.md D79; Wan2.1's is 128).
+STATE_MAX_K = 256
+#: Bits of one state-SRAM word: `carried_bytes` at K = `STATE_MAX_K` (``256 x 255 x 128 < 2^23``): 24.
+STATE_BITS = 8 * carried_bytes(STATE_MAX_K)
+
+#: Adders and registers of one way (module docstring), in units of C acc-bit words.
+WAY_ADDER_ROWS, WAY_REGISTER_ROWS = 3, 5
+
+
+def _split(words: int, word: int) -> tuple[int, int]:
+    """``(bank_depth, banks)``: ``words`` words of ``word`` bits as one macro when it holds at most
+    `MACRO_MAX_BITS`, else as macros of ``2^k`` words each (the remainder dropped)."""
+    bank = words if words * word <= MACRO_MAX_BITS else 1 << (max(1, MACRO_MAX_BITS // word).bit_length() - 1)
+    return bank, words // bank
+
 
 def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:
     """``{"word": bits, "bank_depth": words per macro, "banks": macros per buffer, "state_depth": words,
-    "d_depth": words per D buffer}`` (module docstring): each buffer (the state, each D) takes a third of
-    ``psum_sram_kib`` in words of C acc bits, as ``banks`` macros of ``bank_depth`` words (one macro of the
-    whole third when it holds at most `MACRO_MAX_BITS`, else ``2^k`` words each, the high address bits
-    choosing the macro).
+    "d_depth": words per D buffer}`` (module docstring): each buffer of the partial-sum SRAM (the state, each D)
+    takes a third of ``psum_sram_kib`` in words of C acc bits, as ``banks`` macros of ``bank_depth`` words.
 
     Raises:
         ValueError: ``psum_sram_kib`` holds fewer than ``array_rows`` words per buffer (one pool's state)."""
@@ -66,89 +104,149 @@ def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:
     if third < cfg.array_rows:
         raise ValueError(f"{cfg.name}: psum_sram_kib = {cfg.psum_sram_kib} holds {third} words of {word} bits per "
                          f"delta combine buffer, fewer than array_rows = {cfg.array_rows}")
-    bank = third if third * word <= MACRO_MAX_BITS else 1 << (max(1, MACRO_MAX_BITS // word).bit_length() - 1)
-    banks = third // bank
+    bank, banks = _split(third, word)
     return {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank, "d_depth": banks * bank}
 
 
+def state_sram_sizes(cfg: AcceleratorConfig) -> dict | None:
+    """``{"word": STATE_BITS, "depth": words per column bank, "bank_depth", "banks"}`` of the state SRAM's C
+    column banks (module docstring), ``state_sram_kib x 8192 / (C x STATE_BITS)`` words each; None without one.
+
+    Raises:
+        ValueError: ``state_sram_kib`` holds fewer than ``array_rows`` words per column bank (one query tile's
+            f class over one column block)."""
+    if not cfg.state_sram_kib:
+        return None
+    words = cfg.state_sram_kib * 8192 // (cfg.array_cols * STATE_BITS)
+    if words < cfg.array_rows:
+        raise ValueError(f"{cfg.name}: state_sram_kib = {cfg.state_sram_kib} holds {words} words of {STATE_BITS} "
+                         f"bits per column bank, fewer than array_rows = {cfg.array_rows}")
+    bank, banks = _split(words, STATE_BITS)
+    return {"word": STATE_BITS, "depth": banks * bank, "bank_depth": bank, "banks": banks}
+
+
+def combine_way_counts(cfg: AcceleratorConfig) -> dict:
+    """``{"adders": n, "add_bits": bits, "reg_bits": bits}`` of one way's datapath (module docstring): the
+    acc-bit adders and word registers counted by `sim.cost.area` (control registers, address registers and
+    the selects are not counted, as for the other combine units)."""
+    C, acc = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    return {"adders": WAY_ADDER_ROWS * C, "add_bits": WAY_ADDER_ROWS * C * acc,
+            "reg_bits": WAY_REGISTER_ROWS * C * acc}
+
+
 def dcombine_signature(cfg: AcceleratorConfig) -> wiring.Signature:
-    sz = delta_combine_sizes(cfg)
-    da, ra = _abits(sz["d_depth"]), _abits(sz["state_depth"])
+    sz, st = delta_combine_sizes(cfg), state_sram_sizes(cfg)
+    da = _abits(sz["d_depth"])
+    ra = max(_abits(sz["state_depth"]), _abits(st["depth"]) if st else 1)
     return wiring.Signature({
         "c_sel": In(1),
         "a_valid": In(1), "a_first": In(1), "a_addr": In(unsigned(da)), "a_data": In(unsigned(sz["word"])),
-        "c_valid": In(1), "c_direct": In(1), "c_has": In(1), "c_daddr": In(unsigned(da)),
-        "c_raddr": In(unsigned(ra)), "c_waddr": In(unsigned(ra)), "c_keep": In(1),
+        "c_valid": In(1), "c_first": In(1), "c_last": In(1), "c_direct": In(1), "c_has": In(1),
+        "c_daddr": In(unsigned(da)), "c_reg": In(1), "c_sram": In(1), "c_raddr": In(unsigned(ra)),
+        "c_waddr": In(unsigned(ra)), "c_keep": In(1), "c_hold": In(1), "c_cols": In(range(cfg.array_cols + 1)),
         "y_valid": Out(1), "y_data": Out(unsigned(sz["word"])),
     })
 
 
 class DeltaCombine(wiring.Component):
-    """The delta combine unit with its partial-sum SRAM macros (module docstring).
+    """The delta combine unit with its partial-sum SRAM and state SRAM macros (module docstring).
 
     Words: column j's value at bits ``[j acc, (j + 1) acc)``, signed (``a_data`` as the delta array drains
-    it, ``y_data``, the macros' words).
+    it, ``y_data``, the partial-sum macros' words); a state-SRAM bank holds column j's `STATE_BITS` bits.
 
     Args:
         instance: the SRAM macros as instances of their emitted modules (Verilog) or inline (simulation).
+
+    After elaboration, ``probes`` names the enables a test bench counts: ``"st_re"``/``"st_we"`` (per column
+    bank of the state SRAM), ``"ps_re"``/``"ps_we"`` (the partial-sum state buffer), ``"lane_we"`` (C bits).
     """
 
     def __init__(self, cfg: AcceleratorConfig, instance: bool = False):
         self.cfg, self.instance = cfg, instance
+        self.probes: dict = {}
         super().__init__(dcombine_signature(cfg))
 
     def macros(self) -> list[tuple[str, int, int, None]]:
-        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates (one: every buffer's banks)."""
-        sz = delta_combine_sizes(self.cfg)
-        return [("1r1w", sz["bank_depth"], sz["word"], None)]
+        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates: the partial-sum buffers'
+        banks, then the state SRAM's (when it has one)."""
+        sz, st = delta_combine_sizes(self.cfg), state_sram_sizes(self.cfg)
+        out = [("1r1w", sz["bank_depth"], sz["word"], None)]
+        if st and ("1r1w", st["bank_depth"], st["word"], None) not in out:
+            out.append(("1r1w", st["bank_depth"], st["word"], None))
+        return out
 
     def elaborate(self, platform):
         m = Module()
         C, ab = self.cfg.array_cols, self.cfg.acc_bits  # noqa: N806
-        sz = delta_combine_sizes(self.cfg)
+        sz, st = delta_combine_sizes(self.cfg), state_sram_sizes(self.cfg)
         word = sz["word"]
-        dbuf = [_banked(m, f"d{i}", sz, self.instance) for i in range(2)]
-        state = _banked(m, "state", sz, self.instance)
+        dbuf = [_banked(m, f"d{i}", sz["banks"], sz["bank_depth"], word, self.instance) for i in range(2)]
+        state = _banked(m, "state", sz["banks"], sz["bank_depth"], word, self.instance)
+        cols = ([_banked(m, f"st{j}", st["banks"], st["bank_depth"], st["word"], self.instance) for j in range(C)]
+                if st else [])
 
         # Second-stage registers of both streams (the commands of the previous cycle).
         a_v, a_first, a_addr = Signal(name="a_v"), Signal(name="a_first_q"), Signal.like(self.a_addr, name="a_addr_q")
         a_data, a_fwd, a_sum = Signal(word, name="a_data_q"), Signal(name="a_fwd"), Signal(word, name="a_sum")
         sel = Signal(name="sel_q")
         c_v, c_direct, c_has = Signal(name="c_v"), Signal(name="c_direct_q"), Signal(name="c_has_q")
+        c_first, c_last, c_reg = Signal(name="c_first_q"), Signal(name="c_last_q"), Signal(name="c_reg_q")
+        c_sram, c_hold = Signal(name="c_sram_q"), Signal(name="c_hold_q")
+        c_cols = Signal.like(self.c_cols, name="c_cols_q")
         c_waddr, c_we = Signal.like(self.c_waddr, name="c_waddr_q"), Signal(name="c_we")
-        c_fwd, y = Signal(name="c_fwd"), Signal(word, name="y")
-        last_a, last_y = Signal(word, name="last_a"), Signal(word, name="last_y")
+        c_fwd, s = Signal(name="c_fwd"), Signal(word, name="s")
+        last_a, last_s = Signal(word, name="last_a"), Signal(word, name="last_s")
+        lane, y = Signal(word, name="lane"), Signal(word, name="y")
+        reads = self.c_valid & ~self.c_direct & ~self.c_reg  # the carried store is read
         m.d.sync += [a_v.eq(self.a_valid), a_first.eq(self.a_first), a_addr.eq(self.a_addr), a_data.eq(self.a_data),
                      a_fwd.eq(a_v & (a_addr == self.a_addr) & (sel == self.c_sel)), last_a.eq(a_sum),
                      sel.eq(self.c_sel),
                      c_v.eq(self.c_valid), c_direct.eq(self.c_direct), c_has.eq(self.c_has), c_waddr.eq(self.c_waddr),
-                     c_we.eq(self.c_valid & self.c_keep), c_fwd.eq(c_v & c_we & (c_waddr == self.c_raddr)),
-                     last_y.eq(y)]
+                     c_first.eq(self.c_first), c_last.eq(self.c_last), c_reg.eq(self.c_reg), c_sram.eq(self.c_sram),
+                     c_hold.eq(self.c_valid & self.c_hold), c_cols.eq(self.c_cols),
+                     c_we.eq(self.c_valid & self.c_keep),
+                     c_fwd.eq(c_we & (c_sram == self.c_sram) & (c_waddr == self.c_raddr)), last_s.eq(s)]
         for i, ports in enumerate(dbuf):  # buffer c_sel: accumulate; the other: output
             acc_here = self.c_sel == i
             m.d.comb += [ports.re.eq(Mux(acc_here, self.a_valid & ~self.a_first, self.c_valid & self.c_has)),
                          ports.raddr.eq(Mux(acc_here, self.a_addr, self.c_daddr)),
                          ports.we.eq(a_v & (sel == i)), ports.wmask.eq(1), ports.waddr.eq(a_addr),
                          ports.wdata.eq(a_sum)]
-        m.d.comb += [state.re.eq(self.c_valid & ~self.c_direct), state.raddr.eq(self.c_raddr),
-                     state.we.eq(c_v & c_we), state.wmask.eq(1), state.waddr.eq(c_waddr), state.wdata.eq(y)]
+        m.d.comb += [state.re.eq(reads & ~self.c_sram), state.raddr.eq(self.c_raddr),
+                     state.we.eq(c_we & ~c_sram), state.wmask.eq(1), state.waddr.eq(c_waddr), state.wdata.eq(s)]
+        lane_we = Signal(C, name="lane_we")
+        st_rdata = Signal(word, name="st_rdata")  # the state SRAM's words, sign-extended to acc bits
+        for j, ports in enumerate(cols):
+            m.d.comb += [ports.re.eq(reads & self.c_sram & (self.c_cols > j)), ports.raddr.eq(self.c_raddr),
+                         ports.we.eq(c_we & c_sram & (c_cols > j)), ports.wmask.eq(1), ports.waddr.eq(c_waddr),
+                         ports.wdata.eq(s[j * ab:j * ab + STATE_BITS]),
+                         st_rdata[j * ab:(j + 1) * ab].eq(ports.rdata.as_signed())]
+        for j in range(C):
+            m.d.comb += lane_we[j].eq(c_hold & (c_cols > j))
+            with m.If(lane_we[j]):
+                m.d.sync += lane[j * ab:(j + 1) * ab].eq(s[j * ab:(j + 1) * ab])
 
         # Named words: Amaranth re-emits an expression at every use, and each column slices these.
-        d_old, d_out, y_nb = Signal(word, name="d_old"), Signal(word, name="d_out"), Signal(word, name="y_nb")
+        d_old, d_out, s_nb = Signal(word, name="d_old"), Signal(word, name="d_out"), Signal(word, name="s_nb")
+        stored = Mux(c_sram, st_rdata, state.rdata) if cols else state.rdata
         m.d.comb += [d_old.eq(Mux(a_fwd, last_a, Mux(sel, dbuf[1].rdata, dbuf[0].rdata))),
                      d_out.eq(Mux(sel, dbuf[0].rdata, dbuf[1].rdata)),
-                     y_nb.eq(Mux(c_fwd, last_y, state.rdata))]
+                     s_nb.eq(Mux(c_reg, lane, Mux(c_fwd, last_s, stored)))]
         for j in range(C):
-            lane = slice(j * ab, (j + 1) * ab)
-            a_new = Signal(signed(ab), name=f"a_new{j}")  # D[t] += the drained row
-            m.d.comb += [a_new.eq(Mux(a_first, 0, d_old[lane].as_signed()) + a_data[lane].as_signed()),
-                         a_sum[lane].eq(a_new)]
-            y_new = Signal(signed(ab), name=f"y_new{j}")  # Y[t] = Y[nb] + D[t]
-            m.d.comb += [y_new.eq(Mux(c_direct, 0, y_nb[lane].as_signed()) + Mux(c_has, d_out[lane].as_signed(), 0)),
-                         y[lane].eq(y_new)]
+            col = slice(j * ab, (j + 1) * ab)
+            a_new = Signal(signed(ab), name=f"a_new{j}")  # D_a[t] += the drained row
+            m.d.comb += [a_new.eq(Mux(a_first, 0, d_old[col].as_signed()) + a_data[col].as_signed()),
+                         a_sum[col].eq(a_new)]
+            s_new = Signal(signed(ab), name=f"s_new{j}")  # S_a[t] = S_a[nb] + D_a[t]
+            m.d.comb += [s_new.eq(Mux(c_direct, 0, s_nb[col].as_signed()) + Mux(c_has, d_out[col].as_signed(), 0)),
+                         s[col].eq(s_new)]
+            y_new = Signal(signed(ab), name=f"y_new{j}")  # Y = sum_a S_a[t], y_data its running sum
+            m.d.comb += [y_new.eq(Mux(c_first, 0, self.y_data[col].as_signed()) + s_new), y[col].eq(y_new)]
         with m.If(c_v):
             m.d.sync += self.y_data.eq(y)
-        m.d.sync += self.y_valid.eq(c_v)
+        m.d.sync += self.y_valid.eq(c_v & c_last)
+        self.probes = {"st_re": [p.re for p in cols], "st_we": [p.we for p in cols], "ps_re": state.re,
+                       "ps_we": state.we, "lane_we": lane_we}
         return m
 
 
@@ -156,10 +254,9 @@ class _Ports:
     """The ports of one buffer (`hw.sram.Sram`'s 1r1w names), wired to its banks by `_banked`."""
 
 
-def _banked(m: Module, name: str, sz: dict, instance: bool) -> _Ports:
-    """One buffer of ``sz["banks"]`` 1r1w macros of ``sz["bank_depth"]`` words (`delta_combine_sizes`): the
-    address's high bits pick the macro; the read data is the macro read the cycle before (its bank registered)."""
-    banks, depth, word = sz["banks"], sz["bank_depth"], sz["word"]
+def _banked(m: Module, name: str, banks: int, depth: int, word: int, instance: bool) -> _Ports:
+    """One buffer of ``banks`` 1r1w macros of ``depth`` words of ``word`` bits: the address's high bits pick the
+    macro; the read data is the macro read the cycle before (its bank registered)."""
     ab = _abits(banks * depth)
     p = _Ports()
     for f, w in (("raddr", ab), ("waddr", ab), ("re", 1), ("we", 1), ("wmask", 1), ("wdata", word), ("rdata", word)):
@@ -174,7 +271,7 @@ def _banked(m: Module, name: str, sz: dict, instance: bool) -> _Ports:
     rbank = Signal(range(banks), name=f"{name}_rbank")
     with m.If(p.re):
         m.d.sync += rbank.eq(p.raddr[lo:])
-    rdata = 0
+    rdata = Const(0, word)
     for k in range(banks):
         ports, mac = macro("1r1w", depth, word, instance=instance)
         m.submodules[f"{name}_b{k}"] = mac

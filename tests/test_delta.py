@@ -234,7 +234,8 @@ def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
     """The delta PE (hw/compact_pe.py, D73): compact's without the msb accumulator's adder, accm, out_m and one first
     gate, with a 13-bit sign-correction adder, and 18 product-path mux bits fewer (no p_msb gate, 17, nor p_lo gate,
     13; a 12-bit correction operand select); the drain de-skew carries one acc-bit word per port instead of two;
-    the gather carries 9 bits; the rest of the die is compact's."""
+    the gather carries 9 bits; the combine unit has one more row of C acc-bit adders (the class sum) and of C
+    acc-bit registers (the lane register) per way of 2 C lanes (D79); the rest of the die is compact's."""
     cfg = tiny_delta()
     tech = load_tech(cfg.technology_nm)
     comp = area_breakdown(tiny_delta(organisation="compact"))["breakdown"]
@@ -245,7 +246,10 @@ def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
     assert dlt["array_pe_kaleido_extra"] - comp["array_pe_kaleido_extra"] == pytest.approx(64 * per_pe * um)
     deskew = 2 * acc * (8 * 7 // 2)  # d = 2 ports, column j: 7 - j registers of one word fewer
     assert comp["array_io_skew"] - dlt["array_io_skew"] == pytest.approx(deskew * tech.a("reg_bit") * um)
-    same = set(dlt) - {"gather_network", "array_pe_kaleido_extra", "array_io_skew"}
+    ways = 4 * 8 * cfg.drain_rows_per_cycle / (2 * 8)  # 4 C d lanes in ways of 2 C
+    extra = ways * 8 * acc * (tech.a("add_bit") + tech.a("reg_bit"))
+    assert dlt["combine_unit"] - comp["combine_unit"] == pytest.approx(extra * um)
+    same = set(dlt) - {"gather_network", "array_pe_kaleido_extra", "array_io_skew", "combine_unit"}
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 
 

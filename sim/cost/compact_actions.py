@@ -72,10 +72,10 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM. The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
-  (or the successor) lies in the same pool -- a ``w`` or ``h`` class's previous position inside the pool's R
-  positions -- its ``S`` is still in the lane's register: that read or write is no SRAM access but one
-  acc-bit register write per value (``combine_reg_bits``, `in_pool`); an ``f`` class's neighbour is always in
-  another pool.
+  (or the successor) lies in the same pool -- a ``w`` class's previous position inside the pool's R
+  positions -- its ``S`` is still in the lane's register (hw/delta_combine.py): that read or write is no SRAM
+  access but one acc-bit register write per value (``combine_reg_bits``, `in_pool`); an ``f`` class's
+  neighbour is always in another pool, and an ``h`` class's is read from the SRAM (D79: one register per lane).
 - Combine unit: `sim.timing.delta.combine_adds_delta` (with ``classes - 1`` adds per token for ``Y = Σ S``).
 """
 
@@ -119,16 +119,16 @@ def delta_successor_reads(dec: np.ndarray, grid, axis: str) -> np.ndarray:
 
 
 def in_pool(grid, axis: str, rows: int) -> np.ndarray:
-    """bool ``[M]`` (raster tokens of ``grid``): the token's neighbour along ``axis`` lies in the same pool of
-    ``rows`` raster positions of its frame (`sim.timing.compact` pools), so the combine lane still holds its
-    carried value (module docstring); False on ``f`` and for tokens without a neighbour."""
+    """bool ``[M]`` (raster tokens of ``grid``): the token's ``w`` neighbour (the previous position) lies in the
+    same pool of ``rows`` raster positions of its frame (`sim.timing.compact` pools), so the combine lane's
+    register still holds its carried value (module docstring); False on ``f`` and ``h`` (an ``h`` neighbour is W
+    tokens back: a line of W words per lane, not built, docs/decisions.md D79) and for tokens without a
+    neighbour."""
     F, H, W = grid  # noqa: N806
     p = np.tile(np.arange(H * W), F)
-    step = {"w": 1, "h": W}.get(axis)
-    if step is None:
+    if axis != "w":
         return np.zeros(F * H * W, dtype=bool)
-    has = (p % W >= 1) if axis == "w" else (p >= W)
-    return has & ((p - step) // rows == p // rows)
+    return (p % W >= 1) & ((p - 1) // rows == p // rows)
 
 
 def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803
@@ -141,16 +141,13 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
     yb = output_bytes(K)
     carry = "sram_state" if state_buffer else "sram_psum"
     dbuf = "sram_diff" if diff_buffer else "sram_psum"
-    W = grid[2]  # noqa: N806
     for (axis, idx), (_ax, diffs, _direct, _carried) in zip(classes(groups), class_terms(dec, groups), strict=True):
         d = dec[:, idx]
         near = in_pool(grid, axis, cfg_rows)  # the neighbour's value is still in the combine lane
         reads = ~(d == COMPUTE).all(axis=1)  # tokens that read S[nb]
         succ = delta_successor_reads(d, grid, axis)  # tokens whose S a successor reads
-        succ_near = np.zeros_like(near)  # ... from inside the same pool
-        shift = {"w": 1, "h": W}.get(axis, 0)
-        if shift:
-            succ_near[:-shift] = near[shift:]
+        succ_near = np.zeros_like(near)  # ... from inside the same pool (the next position: w only)
+        succ_near[:-1] = near[1:]
         a[f"{dbuf}_write_bytes"] += diffs * N * yb
         a[f"{dbuf}_read_bytes"] += diffs * N * yb
         a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb

@@ -61,7 +61,8 @@ Combine unit: each drained band-tile row (a token's difference sum of one group,
 ``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
 ``Y[t] = Y[nb] + D[t]`` (``D[t]`` alone in the direct form, ``Y[nb]`` alone when t REUSEs every group),
 ``Y[t]`` goes to the vector unit and, where the next frame's token reads it, stays as state
-(`combine_adds_delta`).
+(`combine_adds_delta`). With several classes, per class ``D_a`` and ``S_a[t] = S_a[nb_a] + D_a[t]``, one
+after the other, and ``Y[t] = sum_a S_a[t]`` (hw/delta_combine.py, docs/decisions.md D79).
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ import numba
 import numpy as np
 
 from algo.reuse.golden import COMPUTE, REUSE
-from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
+from hw.config import AcceleratorConfig
+from hw.delta_combine import carried_bytes
 from hw.pe import X_BITS
 from sim.timing.compact import CompactError, band_rows, frames_that_fit
 
@@ -112,8 +114,9 @@ def state_need_bytes(cfg: AcceleratorConfig, grid, K: int, N: int, groups) -> in
 
 
 def output_bytes(K: int) -> int:  # noqa: N803
-    """Bytes of one carried output ``Y``: its exact bound ``K x 255 x 128`` plus the sign."""
-    return -(-((K * MAX_ABS_X * MAX_ABS_W).bit_length() + 1) // 8)
+    """Bytes of one carried output ``Y``: its exact bound ``K x 255 x 128`` plus the sign
+    (`hw.delta_combine.carried_bytes`, whose value at the largest head dimension is the state SRAM's word)."""
+    return carried_bytes(K)
 
 
 def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int, N: int,  # noqa: N803

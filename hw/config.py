@@ -132,6 +132,11 @@ class AcceleratorConfig(BaseModel):
         "D84): each combine lane's D[t] of one chunk and one column block, double-buffered, issued column block by "
         "column block within a chunk; column banks; not in the dense die. 0 = none: D[t] is staged in the partial-sum "
         "SRAM for the chunk's whole column-block group (D68)")
+    wstage_sram_kib: int = Field(
+        0, ge=0, description="weight stage of the delta organisation (sim/timing/delta.py, docs/decisions.md D85): "
+        "column banks holding, double-buffered, the current column block's K weights of each column, filled from the "
+        "weight SRAM once per chunk and column block and read by every band's weight lane; an op uses it when 2 K bytes "
+        "fit a bank; not in the dense die. 0 = none: each band-tile reads its weights from the weight SRAM (D68)")
     compact_bands: int = Field(
         4, gt=0, description="compact organisation: row bands of array_rows / compact_bands rows, each with its own "
         "weight lane per column, running its own band-tiles (power of two, <= array_rows)")
@@ -190,6 +195,10 @@ class AcceleratorConfig(BaseModel):
             raise ValueError(
                 f"array organisation {self.organisation!r} cannot be built on this config: psum_sram_kib = 0 (it keeps "
                 f"partial sums in that SRAM); known organisations: {', '.join(ORGANISATIONS)}")
+        if self.wstage_sram_kib and not self.diff_sram_kib:
+            raise ValueError(
+                f"wstage_sram_kib = {self.wstage_sram_kib} needs diff_sram_kib > 0: the weight stage holds one column "
+                "block at a time, which only the difference-sum buffer's column-block order gives (D84, D85)")
         return self
 
     # ---- derived quantities (shared by hw and sim) -------------------------------------------

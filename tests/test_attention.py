@@ -209,6 +209,13 @@ def test_delta_fused_qk_class_state_by_hand():
     per_byte = sram_access_pj(load_tech("16nm"), 1 / 8) / 8
     assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * yb * per_byte)
     assert dres["dense_energy_breakdown_pj"]["sram_diff"] == 0
+    # D85: with a weight stage (1 KiB: 128 B per column bank, 16 column blocks of K = 8 weights) the band-tiles read
+    # their weights from the stage, and the weight SRAM fills it once per chunk with band-tiles (the 2 frames of the
+    # one position block, one frame a chunk) and column block: 2 x K x N = 2 x 8 x 16 bytes, written into the stage
+    scfg = dcfg.model_copy(update={"wstage_sram_kib": 1})
+    sqk = simulate_trace(trace, scfg)["per_op"][0]["actions"]
+    assert sqk["sram_wstage_read_bytes"] == dqk["sram_weight_read_bytes"] > 0
+    assert sqk["sram_weight_read_bytes"] == sqk["sram_wstage_write_bytes"] == 2 * 8 * 16
     # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
     assert qk["combine_add"] == (6 + 16) * n
     assert res["energy_breakdown_pj"]["sram_state"] > 0 and res["dense_energy_breakdown_pj"]["sram_state"] == 0

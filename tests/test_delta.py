@@ -265,3 +265,41 @@ def test_delta_needs_a_psum_sram(tmp_path):
     res = kaleido("simulate", str(tr), "--config", str(toml), "--json", str(out))
     assert_one_line_error(res, "delta", "psum_sram_kib = 1")
     assert not out.exists()
+
+
+def test_weight_stage_schedule_by_hand():
+    # D85 on tiny-8x8 with 2 bands, d = 2 ports (one per band, a band-tile holds it 1 cycle per valid row)
+    from sim.timing.compact import band_schedule
+
+    cfg = tiny_delta()
+    one = np.ones(4, np.int64)
+    # without a stage: two bands, back to back
+    band, first, last = band_schedule(np.array([4, 4, 4, 4]), one, cfg)
+    assert band.tolist() == [0, 1, 0, 1] and first.tolist() == [0, 0, 4, 4] and last.tolist() == [3, 3, 7, 7]
+    # segments [0, 0, 1, 1], 3 cycles a fill: segment 0's weights are in at cycle 3; segment 1's fill runs 3..5
+    # (buffer 1 was never used) and is hidden behind segment 0's slots 3..6
+    band, first, last = band_schedule(np.array([4, 4, 4, 4]), one, cfg, np.array([0, 0, 1, 1]), 3, 2)
+    assert first.tolist() == [3, 3, 7, 7] and last.tolist() == [6, 6, 10, 10]
+    # a long segment 0 holds its buffer: with 2 buffers segment 2's fill waits until segment 0's last slot
+    # (cycle 12): it starts at 13, so segment 2 issues from 16; with 3 buffers it fills at 6..8 and issues at 9
+    seq, valid, seg = np.array([10, 2, 2]), np.ones(3, np.int64), np.array([0, 1, 2])
+    _, first, last = band_schedule(seq, valid, cfg, seg, 3, 2)
+    assert first.tolist() == [3, 6, 16] and last.tolist() == [12, 7, 17]
+    _, first, last = band_schedule(seq, valid, cfg, seg, 3, 3)
+    assert first.tolist() == [3, 6, 9] and last.tolist() == [12, 7, 10]
+
+
+def test_weight_stage_rules_by_hand():
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    assert cfg.wstage_sram_kib == 384  # 128 column banks of 3 KiB
+    assert delta.stage_buffers(cfg, 128) == 24 and delta.stages(cfg, 128)  # qk: 3,072 // 128
+    assert delta.stage_buffers(cfg, 1536) == 2 and delta.stages(cfg, 1536)  # qkv, o_proj, ffn1, ...
+    assert not delta.stages(cfg, 8960) and not delta.stages(cfg, 32760)  # ffn2 and pv read the weight SRAM
+    assert delta.stage_fill_cycles(cfg, 128) == 16  # 128 weights of a column at B = 8 a cycle
+    assert delta.issue_segments(np.array([0, 0, 1]), 5, 2).tolist() == [0, 0, 1, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 8, 9]
+    with pytest.raises(ValueError, match="needs diff_sram_kib > 0"):
+        config_from_dict(cfg.model_dump() | {"diff_sram_kib": 0})
+    tech = load_tech("16nm")
+    ab = area_breakdown(cfg, tech)
+    assert ab["breakdown"]["sram_wstage"] == pytest.approx(384 * 8192 * tech.a("sram_bit") * 1e-6)
+    assert "sram_wstage" not in ab["dense_breakdown"]

@@ -140,7 +140,7 @@ PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
 ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits",
                  "pipe_reg_bits")
-SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff", "state", "diff")
+SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff", "state", "diff", "wstage")
 
 
 def pe_pipe_bits(cfg: AcceleratorConfig) -> int:

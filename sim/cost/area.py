@@ -36,7 +36,7 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
   docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
-  buffer (``diff_sram_kib``, D84), none in the dense
+  buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense
   die. Banking (the weight, partial-sum and state SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
@@ -172,7 +172,7 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
 
 #: Components only Kaleido's die has (the dense baseline's die is the rest, with its own I/O skew).
 KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_psum", "sram_peff", "sram_state",
-                "sram_diff", "band_weight_lanes", "gather_network", "combine_unit")
+                "sram_diff", "sram_wstage", "band_weight_lanes", "gather_network", "combine_unit")
 
 
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
@@ -230,9 +230,10 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
-    if cfg.organisation != "delta":  # the state SRAM (D71) and the difference-sum buffer (D84) are the delta organisation's
+    if cfg.organisation != "delta":  # the state SRAM (D71), difference-sum buffer (D84), weight stage (D85): delta's
         um2["sram_state"] = 0.0
         um2["sram_diff"] = 0.0
+        um2["sram_wstage"] = 0.0
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense_parts = {k: (dense_io * 1e-6 if k == "array_io_skew" else v) for k, v in mm2.items() if k not in KALEIDO_ONLY}
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),

@@ -69,6 +69,10 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   exists and does not COMPUTE every group of the class): writes ``diffs + state``, reads ``diffs + carried``.
   With a difference-sum buffer (``diff_sram_kib``, D84) the ``D`` traffic (``diffs`` written, ``diffs`` read)
   goes there (``sram_diff``) and only the carried values stay in the partial-sum SRAM.
+- Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
+  difference-sum buffer's column-block order): the band-tiles' weight reads above (Σ |g| min(C, N) n_cb) go to
+  the stage (``sram_wstage``); the weight SRAM is read once per chunk with band-tiles and column block to fill
+  it, ``chunks x K x N`` bytes, which the stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM. The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
@@ -163,7 +167,7 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
-                    p_op: bool = False) -> dict:
+                    p_op: bool = False, stage_chunks: list | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -175,7 +179,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         delta_blocks: the delta organisation's column blocks per group ``s`` (`sim.timing.delta.plan`) on an op it
             runs in the delta form; None = the compact rules. state_buffer: a fused score op's carried values go to
             the state SRAM (delta only, module docstring). p_op: the op is a fused P op (``pv``), whose P the
-            delta organisation does not stage in the input SRAM (module docstring).
+            delta organisation does not stage in the input SRAM (module docstring). stage_chunks: per batch
+            element each band-tile's chunk, for an op whose weights go through the weight stage (D85).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -193,8 +198,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a[k] = 0
     if delta_blocks is not None:
         a["mac8"] = a["mac4"] = 0
-    array_input = weight = lock_input = lock_weight = 0
-    for td, (slots, grp, nc, npart) in zip(tiled, band_tiles, strict=True):
+    array_input = weight = lock_input = lock_weight = fills = 0
+    for i, (td, (slots, grp, nc, npart)) in enumerate(zip(tiled, band_tiles, strict=True)):
         dec = td.decisions
         lock_input += td.stats["rows_x_channels"] * n_cb
         lock_weight += td.stats["channels"] * N
@@ -219,6 +224,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
+        if stage_chunks is not None:  # one fill of every column block's K x C weights per chunk that has band-tiles
+            fills += len(np.unique(stage_chunks[i])) * int(widths.sum()) * N
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
             if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
@@ -234,5 +241,10 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["sram_psum_read_bytes"] += staged + (pg + rg) * N * pb
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
-    a["sram_weight_read_bytes"] += weight - lock_weight
+    if stage_chunks is not None:  # the bands read the stage; the weight SRAM only fills it (D85)
+        a["sram_wstage_read_bytes"] += weight
+        a["sram_wstage_write_bytes"] += fills
+        a["sram_weight_read_bytes"] += fills - lock_weight
+    else:
+        a["sram_weight_read_bytes"] += weight - lock_weight
     return a

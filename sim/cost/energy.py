@@ -24,7 +24,7 @@ or a bit width of the RTL):
   organisation alike; docs/decisions.md D58) and the compact organisation's partial-sum SRAM (a column's
   partials are only touched by its own combine lanes, D50), and the delta organisation's state SRAM (the carried
   value of key column n is only touched by the combine lanes of column n mod C, D71) and difference-sum buffer
-  (D[t] of column n likewise, D84). Row banks (D77): Kaleido's
+  (D[t] of column n likewise, D84) and weight stage (W[k, n] only enters column n, D85). Row banks (D77): Kaleido's
   P_eff buffer holds one query tile's previous-frame P, one row per query position, and row q is only read and
   written by the similarity-unit lanes of tile row q (its lanes are ``R x s_t`` in the balanced preset, s_t per
   row), so it is built as ``min(R, similarity_lanes)`` row banks and charged at a bank. The score buffer likewise
@@ -77,7 +77,7 @@ HALF_ADD_BITS = X_BITS + W_BITS + 1
 CORR_ADD_BITS = W_BITS + LO_BITS + 1
 
 #: Buffers built as ``array_cols`` column banks, an access charged at one bank's size (module docstring).
-COLUMN_BANKED = ("weight", "psum", "state", "diff")
+COLUMN_BANKED = ("weight", "psum", "state", "diff", "wstage")
 
 #: Buffers built as row banks, one per tile row's lanes (module docstring): P_eff beside the similarity unit's,
 #: the score buffer beside the vector unit's.
@@ -178,8 +178,9 @@ class EnergyModel:
             blocks = t.compact["col_blocks"] if t.compact.get("delta") else None  # sim.timing.delta
             state = bool(fused and t.name in FUSED_PAIRS and self.cfg.state_sram_kib)  # D71: qk's carried values
             p_op = fused and t.name in FUSED_PAIRS.values()  # D76: delta stashes pv's differences, not P
+            stage = t.compact["chunks"] if t.compact.get("staged") else None  # D85: weights through the stage
             a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks, state,
-                                p_op)
+                                p_op, stage)
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

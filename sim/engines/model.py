@@ -198,13 +198,18 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             fw, s = chunk_frames(cfg, grid[0], op.K, op.N, groups, score_op, op.name), 1
     except CompactError as err:
         raise SimError(str(err)) from None
-    seqs, valid, tiles, adds = [], [], [], 0
+    seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
+    staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K)  # the weight stage (D85)
     for dec in decs:
         t, chunk = compact_tiles(dec, grid, groups, cfg, fw, b_msb, chunks=True)
+        chunks.append(chunk)
         if delta:  # each band-tile issues for the s column blocks of its group in turn (per chunk with D84's buffer)
             chunk = chunk if cfg.diff_sram_kib else None
             seqs.append(delta_rules.issue_order(t[0], n_cb, s, chunk))
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s, chunk))
+            if staged:  # segments numbered across the batch, in issue order
+                seg = delta_rules.issue_segments(chunk, n_cb, s)
+                segs.append(seg + (segs[-1][-1] + 1 if segs and len(segs[-1]) else 0))
             adds += delta_rules.combine_adds_delta(dec, op.N, groups)
         else:
             seqs.append(np.tile(t[0], n_cb))
@@ -212,10 +217,13 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             adds += combine_adds(dec, op.N)
         tiles.append(t)
     s_seq = np.concatenate(seqs)
-    cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg)
+    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, op.K), delta_rules.stage_buffers(cfg, op.K))
+             if staged else (None, 0, 2))
+    cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg, *stage)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
-            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s}
+            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
+            "chunks": chunks, "staged": staged}
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

@@ -194,13 +194,13 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
 
 
 @numba.njit(cache=True)
-def _band_issue(s_seq, occ, bands, ports_b):
+def _band_issue(s_seq, occ, bands, ports_b, seg, fill, nbuf):
     """List-schedule band-tiles on ``bands`` bands: ``(band, first, last)`` int64 ``[T]`` each, the band
     each band-tile goes to and the cycles its first and last slots issue.
 
     ``occ[t]``: cycles band-tile t holds its output port after its last slot (its valid rows, scaled
     when bands share a port); a port is free again ``occ`` cycles after the last slot of its previous
-    band-tile."""
+    band-tile. ``seg[t]`` (non-decreasing from 0), ``fill`` > 0 and ``nbuf``: a weight stage (`band_schedule`)."""
     T = s_seq.shape[0]  # noqa: N806
     prev = np.full(bands, -1, dtype=np.int64)
     free = np.full((bands, ports_b), -(1 << 40), dtype=np.int64)
@@ -208,25 +208,38 @@ def _band_issue(s_seq, occ, bands, ports_b):
     band = np.empty(T, dtype=np.int64)
     first = np.empty(T, dtype=np.int64)
     last = np.empty(T, dtype=np.int64)
+    nseg = seg[-1] + 1 if fill > 0 and T > 0 else 0
+    done = np.full(max(nseg, 1), -1, dtype=np.int64)  # each segment's last slot so far
+    ready = 0  # the cycle the current segment's weights are in the stage
+    filled = 0  # the cycle the stage's port finished its last fill
+    cur = -1
     for t in range(T):
+        if fill > 0 and seg[t] != cur:  # a new segment: fill its buffer of the stage
+            cur = seg[t]
+            start = max(filled, done[cur - nbuf] + 1 if cur >= nbuf else 0)  # that buffer held segment cur - nbuf
+            filled = start + fill
+            ready = filled
         b = 0
         for j in range(1, bands):
             if prev[j] < prev[b]:
                 b = j
-        want = prev[b] + max(1, s_seq[t])
+        base = max(prev[b], ready - 1)
+        want = base + max(1, s_seq[t])
         k = count[b] % ports_b
         lt = max(want, free[b, k])
         free[b, k] = lt + occ[t]
-        first[t] = prev[b] + 1
+        first[t] = base + 1
         prev[b] = lt
         count[b] += 1
         band[t] = b
         last[t] = lt
+        if fill > 0:
+            done[cur] = max(done[cur], lt)
     return band, first, last
 
 
-def band_schedule(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndarray,
-                                                                                            np.ndarray]:
+def band_schedule(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig, segments: np.ndarray | None = None,
+                  fill: int = 0, buffers: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per band-tile of one op, in issue order: ``(band, first, last)`` int64 ``[T]`` -- the band it runs
     on, the cycle its first slot issues and the cycle its last slot issues (after any drain stall).
 
@@ -237,14 +250,22 @@ def band_schedule(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorCon
     the lowest band) and issue back to back there, the first slot the cycle after the band's previous
     last slot; ``d_b = max(1, d / B)`` ports per band, used round robin; a band-tile's last slot waits
     until its port is free, ``valid rows x max(1, B / d)`` cycles after the port's previous last slot.
-    The RTL (`hw.compact_array.CompactTop`) is compared against it band-tile by band-tile."""
+    The RTL (`hw.compact_array.CompactTop`) is compared against it band-tile by band-tile.
+
+    Weight stage (the delta organisation's, docs/decisions.md D85): ``segments`` (int64 ``[T]``, non-decreasing
+    from 0) numbers the runs of band-tiles that read one stage buffer (one chunk and column block), ``fill`` > 0
+    the cycles one buffer takes to fill, ``buffers`` how many the stage holds. Buffers are used in turn and fills
+    are serial: segment i's fill starts when the previous fill ends and segment i - buffers has issued its last
+    slot (its buffer is free), and no band-tile of segment i issues its first slot before the fill ends."""
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
     s = np.ascontiguousarray(s_seq, dtype=np.int64)
     occ = np.ascontiguousarray(rows_valid, dtype=np.int64) * max(1, B // d)
-    return _band_issue(s, occ, B, max(1, d // B))
+    seg = np.zeros(s.shape[0], dtype=np.int64) if segments is None else np.ascontiguousarray(segments, dtype=np.int64)
+    return _band_issue(s, occ, B, max(1, d // B), seg, int(fill) if segments is not None else 0, int(buffers))
 
 
-def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> tuple[int, int]:
+def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig, segments: np.ndarray | None = None,
+                fill: int = 0, buffers: int = 2) -> tuple[int, int]:
     """Array cycles of one op from its band-tiles in issue order: ``(cycles, drain_stall_cycles)``.
 
     Args:
@@ -253,11 +274,12 @@ def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfi
     Band rule of the module docstring: B bands, ``d_b = max(1, d / B)`` ports each, used round robin;
     a band-tile holds its port for its valid rows x ``max(1, B / d)`` cycles after its last slot (only
     valid rows drain); ``cycles = the last row's read cycle + C + 2`` (`drain_reads`). With B = 1 and full
-    band-tiles this is `sim.timing.cycle_model.op_cycles` exactly (tests)."""
+    band-tiles this is `sim.timing.cycle_model.op_cycles` exactly (tests). ``segments``, ``fill``, ``buffers``: a
+    weight stage (`band_schedule`); its waits count in the cycles, not in the drain stall."""
     if s_seq.size == 0:
         return 0, 0
     s = np.ascontiguousarray(s_seq, dtype=np.int64)
-    band, first, last = band_schedule(s, rows_valid, cfg)
+    band, first, last = band_schedule(s, rows_valid, cfg, segments, fill, buffers)
     stall = int((last - first + 1 - np.maximum(1, s)).sum())
     return int(drain_reads(band, last, rows_valid, cfg).max() + cfg.array_cols + PIPELINE_CYCLES), stall
 

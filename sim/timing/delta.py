@@ -57,6 +57,15 @@ keeps only the carried ``Y`` and the queued rows. What a band-tile costs does no
 rows' differences and its weights stream per slot and per column block either way
 (`sim.cost.compact_actions`).
 
+Weight stage (``wstage_sram_kib`` > 0, with the difference-sum buffer; docs/decisions.md D85). In that order a
+*segment*, the chunk's band-tiles for one column block (`issue_segments`), reads only that column block's
+``K x C`` weights. A small column-banked stage holds ``stage_buffers`` of them per column, filled from the weight
+SRAM at ``B`` bytes per column bank and cycle (`stage_fill_cycles`: the width the B band lanes read from it
+without a stage), one fill at a time. Segment i's fill waits for the buffer of segment ``i - buffers`` to be
+released, and its band-tiles wait for its fill (`sim.timing.compact.band_schedule`). The bands then read the
+stage, and the weight SRAM is read once per chunk and column block instead of once per band-tile. Ops whose
+two column blocks do not fit a bank (``2 K > bank``: ffn2, pv) read the weight SRAM as before (`stages`).
+
 Combine unit: each drained band-tile row (a token's difference sum of one group, C outputs) is added into
 ``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
 ``Y[t] = Y[nb] + D[t]`` (``D[t]`` alone in the direct form, ``Y[nb]`` alone when t REUSEs every group),
@@ -182,26 +191,59 @@ def issue_order(per_cb: np.ndarray, n_cb: int, s: int, chunks: np.ndarray | None
         return per_cb
     if chunks is None:
         return np.concatenate([np.repeat(per_cb, k) for k in column_groups(n_cb, s)])
-    starts = np.flatnonzero(np.r_[True, np.diff(chunks) != 0, True]).astype(np.int64)
-    return per_cb[_chunk_major(starts, np.array(column_groups(n_cb, s), dtype=np.int64))]
+    return per_cb[_chunk_major(_chunk_starts(chunks), np.array(column_groups(n_cb, s), dtype=np.int64))[0]]
+
+
+def issue_segments(chunks: np.ndarray, n_cb: int, s: int) -> np.ndarray:
+    """int64: for each entry of `issue_order` (with ``chunks``), its *segment*, numbered from 0: the run of the
+    chunk's band-tiles for one column block, which reads one half of the weight stage (D85)."""
+    if not len(chunks):
+        return np.zeros(0, dtype=np.int64)
+    return _chunk_major(_chunk_starts(chunks), np.array(column_groups(n_cb, s), dtype=np.int64))[1]
+
+
+def _chunk_starts(chunks: np.ndarray) -> np.ndarray:
+    """Start index of each run of equal chunk numbers, and the length at the end."""
+    return np.flatnonzero(np.r_[True, np.diff(chunks) != 0, True]).astype(np.int64)
 
 
 @numba.njit(cache=True)
 def _chunk_major(starts, ks):
-    """Indices of `issue_order`'s chunk-major order: per group size k, per chunk [starts[c], starts[c + 1]), the
-    chunk's indices k times."""
+    """Indices of `issue_order`'s chunk-major order and each entry's segment: per group size k, per chunk
+    [starts[c], starts[c + 1]), the chunk's indices k times, each time a new segment."""
     n = 0
     for k in ks:
         n += k * starts[-1]
     out = np.empty(n, dtype=np.int64)
+    seg = np.empty(n, dtype=np.int64)
     i = 0
+    sg = 0
     for k in ks:
         for c in range(starts.shape[0] - 1):
             for _ in range(k):
                 for j in range(starts[c], starts[c + 1]):
                     out[i] = j
+                    seg[i] = sg
                     i += 1
-    return out
+                sg += 1
+    return out, seg
+
+
+def stage_buffers(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
+    """Column blocks of ``K`` weights one column bank of the weight stage holds (module docstring, D85)."""
+    return cfg.wstage_sram_kib * 1024 // cfg.array_cols // K
+
+
+def stages(cfg: AcceleratorConfig, K: int) -> bool:  # noqa: N803
+    """True when an op of ``K`` channels reads its weights through the weight stage (module docstring, D85): the
+    config has one and a column bank holds at least two column blocks' ``K`` weights of its column."""
+    return stage_buffers(cfg, K) >= 2
+
+
+def stage_fill_cycles(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
+    """Cycles to fill one half of the weight stage with a column block's ``K x C`` weights: the weight SRAM
+    delivers ``B x C`` bytes a cycle (the B band lanes' width it serves without a stage), so ``ceil(K / B)``."""
+    return -(-K // cfg.compact_bands)
 
 
 def token_terms(dec: np.ndarray) -> tuple[int, int, int]:

@@ -72,26 +72,56 @@ def frame_operands(op, b: int, grid) -> Iterator[tuple[slice, np.ndarray]]:
         yield rows, (op.X[b, rows] if op.X is not None else op.p_rows(rows, slice(b, b + 1))[0])
 
 
-def _frames(op, b: int, grid, theta, b_msb: int, with_sad: bool = False
+#: P elements (query rows x keys) regenerated at once by the frame walk: a latent frame is decided in
+#: slices of ``max(1, SLICE_ELEMS // L)`` positions (project choice, 2^25: 32 MiB of uint8 P, 64 MiB of
+#: int16 effective rows and at most 128 MiB of float32 scores per slice; 1,024 positions at 480p, 443 at
+#: 720p). Tests lower it to force several slices on small grids.
+SLICE_ELEMS = 1 << 25
+
+
+def slice_positions(hw: int, n_keys: int) -> int:
+    """Positions per slice of a frame of ``hw`` positions whose rows hold ``n_keys`` values (`SLICE_ELEMS`)."""
+    return max(1, min(hw, SLICE_ELEMS // max(1, n_keys)))
+
+
+def _frames(op, b: int, grid, theta, b_msb: int, with_sad: bool = False, frames_first: bool = True
             ) -> Iterator[tuple[slice, np.ndarray, np.ndarray, np.ndarray | None]]:
-    """``(rows, decisions int8 [H*W, n_groups], x_eff int16 [H*W, K], sad)`` of each latent frame of head ``b``;
-    ``sad``: with `with_sad`, int64 ``[H*W, n_groups]`` (`algo.reuse.golden.decide`'s ``return_sad``: the sum of
-    |X - X_eff[nb]| over the group, -1 on frame 0, which has no neighbour), else None."""
-    _, h_n, w_n = (int(v) for v in grid)
+    """``(rows, decisions int8 [n, n_groups], x_eff int16 [n, K], sad)`` of head ``b``, one slice of
+    ``n <= slice_positions`` positions of one latent frame at a time; ``sad``: with `with_sad`, int64
+    ``[n, n_groups]`` (`algo.reuse.golden.decide`'s ``return_sad``: the sum of |X - X_eff[nb]| over the
+    group, -1 on frame 0, which has no neighbour), else None.
+
+    Every group reuses along frames (`by_frames`), so a position's decisions depend only on its own rows
+    in the earlier frames: each slice carries its positions' effective rows (``prev``) from frame to
+    frame. ``frames_first`` (row order: frame after frame, slices within a frame) carries every
+    position's rows, int16 ``[H*W, K]``; otherwise slice after slice, every frame of a slice before the
+    next slice, carrying only one slice's rows (``n * K`` int16: the bounded order `op_decisions` uses).
+    """
+    f_n, h_n, w_n = (int(v) for v in grid)
+    hw = h_n * w_n
+    s = slice_positions(hw, op.K)
+    spans = [(p0, min(hw, p0 + s)) for p0 in range(0, hw, s)]
+    walk = ([(f, sp) for f in range(f_n) for sp in spans] if frames_first
+            else [(f, sp) for sp in spans for f in range(f_n)])
     gt = [g.as_tuple() for g in op.groups]
     starts = np.array([k0 for k0, _, _ in gt], dtype=np.int64)
-    prev = None  # int16 [1, H*W, K]: the effective rows of the previous frame
-    for rows, p in frame_operands(op, b, grid):
+    prevs: dict[int, np.ndarray] = {}  # span start -> int16 [1, n, K]: the span's effective rows of the frame before
+    for f, (p0, p1) in walk:
+        rows = slice(f * hw + p0, f * hw + p1)
+        p = op.X[b, rows] if op.X is not None else op.p_rows(rows, slice(b, b + 1))[0]
         sad = None
-        if prev is None:  # frame 0 has no neighbour along f: every group computes, X_eff = P
+        if f == 0:  # frame 0 has no neighbour along f: every group computes, X_eff = P
             dec = np.full((p.shape[0], len(gt)), COMPUTE, dtype=np.int8)
             if with_sad:
                 sad = np.full(dec.shape, -1, dtype=np.int64)
-            prev = p.astype(np.int16)[None]
+            prev = prevs[p0] = p.astype(np.int16)[None]
         else:
+            prev = prevs[p0]
             if with_sad:  # against the previous frame's effective rows, before decide_multi replaces them
                 sad = np.add.reduceat(np.abs(p.astype(np.int16) - prev[0]), starts, axis=1, dtype=np.int64)
-            dec = decide_multi(p, (1, h_n, w_n), gt, [theta], b_msb, prev=prev)[0]
+            dec = decide_multi(p, (1, 1, p1 - p0), gt, [theta], b_msb, prev=prev)[0]
+        if f == f_n - 1:  # the span's last frame: its carried rows are no longer needed
+            del prevs[p0]
         yield rows, dec, prev[0], sad
 
 
@@ -104,7 +134,7 @@ def op_decisions(op, b: int, grid, theta, b_msb: int) -> np.ndarray:
     """
     if by_frames(op):
         out = np.empty((op.M, len(op.groups)), dtype=np.int8)
-        for rows, dec, _, _ in _frames(op, b, grid, theta, b_msb):
+        for rows, dec, _, _ in _frames(op, b, grid, theta, b_msb, frames_first=False):
             out[rows] = dec
         return out
     return decide_multi(streamed_operand(op, b), grid, [g.as_tuple() for g in op.groups], [theta], b_msb)[0]

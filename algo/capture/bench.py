@@ -27,7 +27,8 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
 - ``exact``: the exact capture of block 0 (``--ops`` default: qkv, qk, pv, o_proj, ffn1, ffn2; attention
   states on; ``--dtype bf16``) to a temporary file, format version 5 (pv's P derived from qk's int8 Q
   and K, not stored); ``simulate-exact``: `sim.sweep.video.simulate_trace_file` of that file on
-  ``kaleido-16nm-128x128``, as ``kaleido simulate`` runs it (P regenerated one frame of one head at a time).
+  ``kaleido-16nm-128x128``, as ``kaleido simulate`` runs it (P regenerated a slice of positions of one
+  frame of one head at a time, D81).
 - ``synth-exact OUT.npz [RES]``: an exact trace of block 0 (step 49, the six self-attention/FFN ops) at
   ``RES`` (default 480p; ``720p``: 75,600 tokens) with the shapes and groups of `algo.capture.plan_ops` and
   seeded uniform int8 operands (scales 0.02; pv's P derived from qk's Q and K), written through
@@ -180,7 +181,8 @@ def part_synth_exact(out: str, res: str = RES) -> dict:
 
 def part_simulate_exact(path: str) -> dict:
     """`kaleido simulate` of the exact trace at ``path`` (cycle model, default config), as the CLI runs it:
-    one (step, block) at a time, pv's P regenerated one frame of one head at a time (`algo.reuse.chunked`)."""
+    one (step, block) at a time, pv's P regenerated a slice of one frame of one head at a time
+    (`algo.reuse.chunked`)."""
     from hw.config import load_config
     from sim.sweep.video import simulate_trace_file
 

@@ -1,5 +1,5 @@
 """Simulation results: the results file's format name and version, and the diagnostics that explain a
-result (`result_notes`). The model engine (`sim.engines.model`), the RTL engine (`sim.engines.rtl`)
+result (`result_notes`). The model engine (`sim.engines.model`), the RTL engine (`sim.engines.verilator`)
 and the report (`sim.report`) share these."""
 
 from __future__ import annotations

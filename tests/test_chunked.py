@@ -85,3 +85,49 @@ def test_simulate_and_checksums_equal_between_formats_without_whole_p(files, row
         for key in ("cycles", "dense_cycles", "total_cycles", "reuse_fraction", "energy_pj", "dispatcher_stats"):
             assert r[key] == ref[key], key
     assert row_log and max(rows for rows, _ in row_log) == grid[1] * grid[2]
+
+
+@pytest.mark.parametrize("positions", [1, 5, 64])
+def test_position_slices_equal_whole_frames(files, row_log, monkeypatch, positions):
+    """Frames decided in slices of positions (`algo.reuse.chunked.SLICE_ELEMS` lowered so that a slice holds
+    `positions` positions: several slices per frame and a partial last one, or one whole frame) give the
+    decisions, outputs and SAD of `algo.reuse.golden.decide` / `apply_decisions` on the whole stored P;
+    every P request is at most one slice of one frame of one head."""
+    import algo.reuse.chunked as chunked
+
+    grid, new, old = files
+    hw = grid[1] * grid[2]
+    pv_old = [o for o in load_trace(old).ops if o.name == "pv"][0]
+    pv_new = [o for o in load_trace(new, derive_p=False).ops if o.name == "pv"][0]
+    monkeypatch.setattr(chunked, "SLICE_ELEMS", positions * pv_new.K)
+    n = min(positions, hw)
+    assert chunked.slice_positions(hw, pv_new.K) == n
+    groups = [g.as_tuple() for g in pv_old.groups]
+    for b in range(pv_old.batch):
+        dec, _, sad = decide(pv_old.X[b], grid, groups, pv_old.theta, 4, return_sad=True)
+        assert np.array_equal(op_decisions(pv_new, b, grid, pv_new.theta, 4), dec), b
+        y = apply_decisions(pv_old.X[b], pv_old.W[b], grid, groups, dec, 4)
+        assert np.array_equal(np.concatenate(list(op_outputs(pv_new, b, grid, pv_new.theta, 4))), y), b
+        chunks = list(chunked.decision_chunks(pv_new, b, grid, pv_new.theta, 4))
+        assert np.array_equal(np.concatenate([c[1] for c in chunks]), dec)
+        assert np.array_equal(np.concatenate([c[2] for c in chunks]), sad)
+    assert row_log and all(rows <= n and heads == 1 for rows, heads in row_log)
+    assert any(rows == hw % n for rows, _ in row_log) or hw % n == 0  # the partial last slice is asked for
+
+
+def test_simulate_in_position_slices_equals_stored_p(files, monkeypatch):
+    """`kaleido simulate`'s path (`simulate_trace_file`, one block at a time) with P decided in slices of 5
+    positions gives results JSON byte-identical (trace path aside) to the cycle model on the older format,
+    where P is a stored array and `decide` sees it whole."""
+    import json
+
+    import algo.reuse.chunked as chunked
+
+    grid, new, old = files
+    k = [o for o in load_trace(new, derive_p=False).ops if o.name == "pv"][0].K
+    monkeypatch.setattr(chunked, "SLICE_ELEMS", 5 * k)
+    cfg = load_config("tiny-8x8")
+    ref = simulate_trace(load_trace(old), cfg)
+    got = simulate_trace_file(new, cfg)
+    strip = [{kk: v for kk, v in r.items() if kk != "trace"} for r in (ref, got)]
+    assert json.dumps(strip[0], sort_keys=True) == json.dumps(strip[1], sort_keys=True)

@@ -27,7 +27,13 @@ Each part runs in its own subprocess so that its peak resident memory (``ru_maxr
 - ``exact``: the exact capture of block 0 (``--ops`` default: qkv, qk, pv, o_proj, ffn1, ffn2; attention
   states on; ``--dtype bf16``) to a temporary file, format version 5 (pv's P derived from qk's int8 Q
   and K, not stored); ``simulate-exact``: `sim.sweep.video.simulate_trace_file` of that file on
-  ``kaleido-16nm-128x128``, as ``kaleido simulate`` runs it (P regenerated one frame of one head at a time).
+  ``kaleido-16nm-128x128``, as ``kaleido simulate`` runs it (P regenerated a slice of positions of one
+  frame of one head at a time, D81).
+- ``synth-exact OUT.npz [RES]``: an exact trace of block 0 (step 49, the six self-attention/FFN ops) at
+  ``RES`` (default 480p; ``720p``: 75,600 tokens) with the shapes and groups of `algo.capture.plan_ops` and
+  seeded uniform int8 operands (scales 0.02; pv's P derived from qk's Q and K), written through
+  `algo.trace.TraceWriter` in seconds instead of an hour's capture: what ``simulate-exact`` needs to measure
+  the simulation's time and memory, which depend on the shapes, not the values (docs/decisions.md D81).
 - ``exact-vs-bare OUT.npz``: ``bare`` then ``exact``, back to back in their own subprocesses, and the
   ratio of the exact capture's block time (``blocks_s``) to the bare block (the issue's 1.5x target
   without the half-hour ``simulate-exact``), with the load average before and after.
@@ -144,9 +150,39 @@ def part_exact(out: str) -> dict:
             "ops": len(tr.ops), "peak_gb": _peak_gb()}
 
 
+def part_synth_exact(out: str, res: str = RES) -> dict:
+    """``synth-exact`` (module docstring): write the seeded random exact trace to ``out``; its size in bytes."""
+    import dataclasses
+
+    from algo.capture import plan_ops
+    from algo.trace import TraceWriter
+
+    rng = np.random.default_rng(SEED)
+    grid, plan = plan_ops("wan2.1-t2v-1.3b", "full", steps=(STEP,), blocks=(0,), resolution=res,
+                          ops="qkv,qk,pv,o_proj,ffn1,ffn2")
+    qk = None
+    with TraceWriter(out, grid, "exact", model="wan2.1-t2v-1.3b", size="full", seed=SEED,
+                     weights=f"seeded uniform int8 operands (algo.capture.bench synth-exact, seed {SEED})") as wr:
+        for op in plan:
+            batch, m, k, n = op.dims
+            w = rng.integers(-128, 128, (batch, k, n), dtype=np.int8)
+            if op.name == "pv":
+                new = dataclasses.replace(op, X=None, W=w, dims=None, x_scale=1.0, w_scale=0.02,
+                                          scores=(qk.X, qk.W, qk.x_scale, qk.w_scale))
+            else:
+                x = rng.integers(-128, 128, (batch, m, k), dtype=np.int8)
+                new = dataclasses.replace(op, X=x, W=w, dims=None, x_scale=0.02, w_scale=0.02)
+            if op.name == "qk":
+                qk = new
+            wr.add(new)
+            del new, w
+    return {"file_bytes": Path(out).stat().st_size, "grid": list(grid), "peak_gb": _peak_gb()}
+
+
 def part_simulate_exact(path: str) -> dict:
     """`kaleido simulate` of the exact trace at ``path`` (cycle model, default config), as the CLI runs it:
-    one (step, block) at a time, pv's P regenerated one frame of one head at a time (`algo.reuse.chunked`)."""
+    one (step, block) at a time, pv's P regenerated a slice of one frame of one head at a time
+    (`algo.reuse.chunked`)."""
     from hw.config import load_config
     from sim.sweep.video import simulate_trace_file
 
@@ -225,7 +261,8 @@ if __name__ == "__main__":
                 "capture": lambda: _capture(OPS, THETAS), "pv": lambda: _capture("pv", "4,12"),
                 "pv-probe": part_pv_probe, "exact": lambda: part_exact(sys.argv[2]),
                 "exact-vs-bare": lambda: part_exact_vs_bare(sys.argv[2]),
-                "simulate-exact": lambda: part_simulate_exact(sys.argv[2])}
+                "simulate-exact": lambda: part_simulate_exact(sys.argv[2]),
+                "synth-exact": lambda: part_synth_exact(*sys.argv[2:4])}
         print(json.dumps(part[sys.argv[1]]()))
     else:
         main()

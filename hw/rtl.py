@@ -40,7 +40,7 @@ from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
-from hw.rtl_build import build, default_jobs
+from hw.rtl_build import HOW, build, default_jobs
 from hw.similarity import SimilarityUnit
 from hw.sram import emit_macro, macro_name
 from hw.top import TOP_MODULE_NAME, Top
@@ -179,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", "-j", type=int, default=default_jobs(),
                     help=f"worker processes converting modules in parallel (default {default_jobs()}: this "
                          "machine's CPUs, at most 4)")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print each conversion's CPU seconds")
     ap.add_argument("--force", action="store_true",
                     help="convert every module again, even where the folder's cache manifest (.kaleido-rtl.json) "
                          "says the file is up to date")
@@ -201,12 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         files = build([(cfg, args.out / cfg.name) for cfg in cfgs], plan, convert, render,
-                      jobs=args.jobs, cache=not args.force)
+                      jobs=args.jobs, cache=not args.force, log=print if args.verbose else None)
     except OSError as err:
         print(f"error: cannot write Verilog under {args.out}: {err.strerror or err}", file=sys.stderr)
         return 2
     for cfg, paths in zip(cfgs, files, strict=True):
-        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB{'' if new else ', unchanged'})" for p, new in paths)
+        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB{'' if how == 'converted' else ', ' + how})"
+                          for p, how in paths)
         print(f"{cfg.name}: {sizes}")
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
@@ -214,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); its "
                   "controller (queues, gather) is not RTL yet, so kaleido_core and kaleido_accel are the lockstep ones "
                   "(docs/decisions.md D65, D73)")
-    kept = sum(not new for paths in files for _, new in paths)
-    print(f"{sum(map(len, files))} files ({kept} unchanged, kept) in {time.perf_counter() - t0:.1f} s "
-          f"with {args.jobs} worker process{'es' if args.jobs > 1 else ''}")
+    count = {how: sum(h == how for paths in files for _, h in paths) for how in HOW}
+    print(f"{sum(map(len, files))} files in {time.perf_counter() - t0:.1f} s with {args.jobs} worker "
+          f"process{'es' if args.jobs > 1 else ''}: {count['converted']} converted, {count['reused']} the same "
+          f"module as another preset's (reused), {count['kept']} unchanged since the last run (kept)")
     return 0
 
 

@@ -33,7 +33,9 @@ import hashlib
 import json
 import multiprocessing
 import os
+import resource
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from importlib.metadata import version
@@ -43,6 +45,8 @@ from hw.config import AcceleratorConfig
 
 #: Name of the per-folder cache manifest (module docstring).
 MANIFEST = ".kaleido-rtl.json"
+#: How a file came to be (`build`): converted, reused from an equal conversion in this run, or kept by the cache.
+HOW = ("converted", "reused", "kept")
 #: Marker in a recorded-reads dict: the config was read as a whole (`recorded_reads`).
 WHOLE = "*"
 
@@ -107,11 +111,18 @@ def recorded_reads(cfg: AcceleratorConfig) -> Iterator[dict]:
         del cls.__getattribute__
 
 
-def _convert_recorded(convert: Callable, cfg: AcceleratorConfig, stem: str, spec) -> tuple[str, dict]:
-    """``convert(cfg, stem, spec)`` and the fields of `cfg` it read (runs in a worker)."""
+def _cpu_s() -> float:
+    """CPU seconds of this process and its waited-for children (Amaranth runs Yosys as a subprocess)."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
+def _convert_recorded(convert: Callable, cfg: AcceleratorConfig, stem: str, spec) -> tuple[str, dict, float]:
+    """``convert(cfg, stem, spec)``, the fields of `cfg` it read and the CPU seconds it took (runs in a worker)."""
+    c0 = _cpu_s()
     with recorded_reads(cfg) as reads:
         text = convert(cfg, stem, spec)
-    return text, dict(reads)
+    return text, dict(reads), _cpu_s() - c0
 
 
 def tool_fingerprint() -> str:
@@ -148,7 +159,8 @@ def _inline(fn, *args) -> Future:
 
 
 def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert: Callable, render: Callable, *,
-          only: tuple[str, ...] | None = None, jobs: int = 1, cache: bool = False) -> list[list[tuple[Path, bool]]]:
+          only: tuple[str, ...] | None = None, jobs: int = 1, cache: bool = False,
+          log: Callable[[str], None] | None = None) -> list[list[tuple[Path, str]]]:
     """Emit every part of every ``(cfg, folder)`` target (module docstring).
 
     Args:
@@ -157,10 +169,10 @@ def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert
         only: file stems to emit (default all); others are left out.
         jobs: worker processes (1: convert in this process).
         cache: skip a file whose manifest entry still matches its inputs and bytes.
+        log: called with one line per conversion (part, config name, CPU seconds).
 
     Returns:
-        Per target, in `plan` order: ``(path, emitted)`` for each part, ``emitted`` False for a file the
-        cache kept.
+        Per target, in `plan` order: ``(path, how)`` for each part, ``how`` one of `HOW`.
 
     Raises:
         OSError: a file cannot be written. Whatever a conversion raises.
@@ -180,19 +192,19 @@ def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert
                 entry, path = manifests[ti].get(f"{stem}.v"), folder / f"{stem}.v"
                 with contextlib.suppress(OSError):
                     if entry and entry.get("key") == key and entry.get("sha256") == _sha(path.read_bytes()):
-                        out[ti][stem] = (path, False)
+                        out[ti][stem] = (path, "kept")
                         continue
             work.append((ti, stem, spec, what, key))
 
     done: dict = {}  # (stem, spec) -> [(reads, text)]
 
-    def finish(job, text):
+    def finish(job, text, how):
         ti, stem, spec, what, key = job
         cfg, folder = targets[ti]
         body = render(cfg, stem, spec, what, text)
         path = folder / f"{stem}.v"
         write_atomic(path, body)
-        out[ti][stem] = (path, True)
+        out[ti][stem] = (path, how)
         if cache:
             manifests[ti][path.name] = {"key": key, "sha256": _sha(body.encode())}
 
@@ -216,7 +228,7 @@ def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert
                 text = reuse(job)
                 if text is not None:
                     work.remove(job)
-                    finish(job, text)
+                    finish(job, text, "reused")
                 elif len(inflight) < max(1, jobs):
                     work.remove(job)
                     args = (convert, targets[job[0]][0], job[1], job[2])
@@ -226,14 +238,16 @@ def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert
             finished, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
             for fut in finished:
                 job = inflight.pop(fut)
-                text, reads = fut.result()
+                text, reads, cpu = fut.result()
                 done.setdefault(job[1:3], []).append((reads, text))
-                finish(job, text)
+                finish(job, text, "converted")
+                if log:
+                    log(f"{job[1]} ({targets[job[0]][0].name}): {cpu:.1f} s CPU")
     finally:
         if pool:
             pool.shutdown(cancel_futures=True)
     if cache:
         for (_, folder), manifest, files in zip(targets, manifests, out, strict=True):
-            if any(emitted for _, emitted in files.values()):
+            if any(how != "kept" for _, how in files.values()):
                 write_atomic(folder / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return [list(files.values()) for files in out]

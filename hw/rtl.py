@@ -13,10 +13,15 @@ its macros. Their controller (queues, gather) is not RTL yet, so the core and th
 emitted beside them are the lockstep ones.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
-128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
-attributes (absolute paths) and no timestamps; files are written atomically.
+128x128 preset does not flatten 16,384 PE copies. Output is reproducible: no source attributes (absolute
+paths) and no timestamps; files are written atomically. `main` runs the conversions through
+`hw.rtl_build` (docs/decisions.md D80): in ``--jobs`` worker processes, each distinct module once across
+the presets (the 128x128 presets share most of theirs), and a file whose inputs (the ``hw`` sources, the
+toolchain versions, the config) and bytes are unchanged since the last run is kept (``--force``: convert
+everything). The Verilog is the same bytes either way.
 
-Usage: ``python -m hw.rtl [PRESET ...] [--out rtl_out]`` (default: every shipped preset).
+Usage: ``python -m hw.rtl [PRESET ...] [--out rtl_out] [--jobs N] [--force] [--verbose]`` (default: every
+shipped preset).
 """
 
 from __future__ import annotations
@@ -178,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="rtl_out", type=Path, help="output root (default rtl_out)")
     ap.add_argument("--jobs", "-j", type=int, default=default_jobs(),
                     help=f"worker processes converting modules in parallel (default {default_jobs()}: this "
-                         "machine's CPUs, at most 4)")
+                         "machine's CPUs, at most 3: each takes up to about 1 GB)")
     ap.add_argument("--verbose", "-v", action="store_true", help="print each conversion's CPU seconds")
     ap.add_argument("--force", action="store_true",
                     help="convert every module again, even where the folder's cache manifest (.kaleido-rtl.json) "

@@ -72,10 +72,15 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+#: Most worker processes by default: a worker and the Yosys process it waits on peak at about 1.05 GB
+#: together (0.70 GB + 0.32 GB converting the balanced preset's kaleido_dcombine, docs/decisions.md D80),
+#: so 3 of them and the parent stay under the RTL issue's 4 GB.
+MAX_DEFAULT_JOBS = 3
+
+
 def default_jobs() -> int:
-    """Worker processes of `make rtl`: the CPUs this process may run on, at most 4 (each worker peaks
-    below 1 GB, docs/decisions.md D80, so 4 stay under the RTL issue's 4 GB)."""
-    return max(1, min(4, len(os.sched_getaffinity(0))))
+    """Worker processes by default: the CPUs this process may run on, at most `MAX_DEFAULT_JOBS`."""
+    return max(1, min(MAX_DEFAULT_JOBS, len(os.sched_getaffinity(0))))
 
 
 @contextlib.contextmanager

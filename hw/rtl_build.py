@@ -73,8 +73,8 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 #: Most worker processes by default: a worker and the Yosys process it waits on peak at about 1.05 GB
-#: together (0.70 GB + 0.32 GB converting the balanced preset's kaleido_dcombine, docs/decisions.md D80),
-#: so 3 of them and the parent stay under the RTL issue's 4 GB.
+#: together (0.70 GB and 0.32 GB, the largest of each on the balanced preset, docs/decisions.md D80), so 3
+#: of them and the parent stay under the RTL issue's 4 GB.
 MAX_DEFAULT_JOBS = 3
 
 

@@ -1,7 +1,7 @@
 """How `hw.rtl` runs its conversions: in worker processes, once per distinct module, skipped when unchanged.
 
 Converting one module (Amaranth elaboration, netlist and RTLIL, Yosys) is single-threaded and takes up to
-about 40 s at 128x128; `make rtl` converts about 50 of them (docs/decisions.md D80 measures each). Three
+about 30 s at 128x128; `make rtl` writes 57 files (docs/decisions.md D80 measures each conversion). Three
 things make the whole run cheaper without changing a byte of the Verilog:
 
 - *Worker processes* (``jobs``): independent modules convert in parallel processes.

@@ -80,7 +80,8 @@ MAX_DEFAULT_JOBS = 3
 
 def default_jobs() -> int:
     """Worker processes by default: the CPUs this process may run on, at most `MAX_DEFAULT_JOBS`."""
-    return max(1, min(MAX_DEFAULT_JOBS, len(os.sched_getaffinity(0))))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # Linux / other
+    return max(1, min(MAX_DEFAULT_JOBS, cpus))
 
 
 @contextlib.contextmanager

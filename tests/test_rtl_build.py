@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from hw.config import AcceleratorConfig, config_from_dict, load_config
-from hw.rtl import convert, emit, plan, render
+from hw.rtl import convert, emit, main, plan, render
 from hw.rtl_build import MANIFEST, WHOLE, build, recorded_reads
 
 PARTS = ("kaleido_pe", "kaleido_scheduler", "kaleido_sram_1rw_32x9")  # cheap ones: a module of each kind
@@ -62,3 +62,9 @@ def test_cache_keeps_unchanged_files_and_redoes_edited_or_changed_ones(tmp_path)
     (folder / MANIFEST).write_text("{not json")  # a damaged manifest trusts nothing
     assert set(run().values()) == {"converted"}
     assert set(json.loads((folder / MANIFEST).read_text())) == {f"{p}.v" for p in PARTS}
+
+
+def test_bad_jobs_is_a_one_line_error(tmp_path, capsys):
+    assert main(["tiny-8x8", "--out", str(tmp_path), "--jobs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--jobs" in err and not any(tmp_path.iterdir())

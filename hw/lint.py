@@ -12,7 +12,8 @@ lints the whole hierarchy from each top (fine for tiny-8x8).
 The stubs are lint harness, not RTL: they carry their own waivers (an undriven output and unused
 inputs are what a stub is). The emitted files keep only the waivers `hw.rtl.LINT_WAIVERS` lists.
 
-Usage: ``python -m hw.lint rtl_out/tiny-8x8 [rtl_out/kaleido-16nm-128x128 ...] [--full]``.
+Usage: ``python -m hw.lint rtl_out/tiny-8x8 [rtl_out/kaleido-16nm-128x128 ...] [--full] [--jobs=N]``
+(``--jobs``: Verilator processes at once, default `hw.rtl_build.default_jobs`).
 Exit status 1 when any file has a warning or error (Verilator's output is shown), 2 on bad input.
 """
 
@@ -24,7 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from hw.rtl_build import default_jobs
 
 _MODULE = re.compile(r"^module\s+(\\\S+|\w+)\s*(?:#\s*\(|\()", re.M)
 _PORT = re.compile(r"^\s*(input|output|inout)\b[^;]*;", re.M)
@@ -70,8 +74,9 @@ def instantiated(source: str, names) -> list[str]:
     return [n for n in names if re.search(rf"^\s*{re.escape(n)}\s+(?:[\\\w$.]+\s*\(|#\s*\()", source, re.M)]
 
 
-def lint_folder(folder: Path, full: bool = False) -> list[tuple[str, bool, float, str]]:
-    """Lint each ``*.v`` in `folder` as its own top, children from other files as stubs.
+def lint_folder(folder: Path, full: bool = False, jobs: int = 1) -> list[tuple[str, bool, float, str]]:
+    """Lint each ``*.v`` in `folder` as its own top, children from other files as stubs; ``full``: also each
+    file that instantiates others with the whole folder as its hierarchy; ``jobs`` Verilator processes at once.
 
     Returns:
         ``(label, ok, seconds, verilator output)`` per run.
@@ -84,7 +89,7 @@ def lint_folder(folder: Path, full: bool = False) -> list[tuple[str, bool, float
         raise FileNotFoundError(f"no Verilog files in {folder} (run `make rtl` first)")
     texts = {f: f.read_text() for f in files}
     defined = {name: (f, src) for f, t in texts.items() for name, src in modules_of(t).items()}
-    runs = []
+    tasks = []  # (label, sources, top), in file order
     with tempfile.TemporaryDirectory(prefix="kaleido-lint-") as tmp:
         for f in files:
             top = f.stem
@@ -97,11 +102,13 @@ def lint_folder(folder: Path, full: bool = False) -> list[tuple[str, bool, float
                 p = Path(tmp) / f"{c}.v"
                 p.write_text(stub(defined[c][1]))
                 stubs.append(str(p))
-            runs.append(_run(f"{f.name}" + (f" (stubs: {', '.join(children)})" if children else ""),
-                             [str(f), *stubs], top))
+            tasks.append((f"{f.name}" + (f" (stubs: {', '.join(children)})" if children else ""),
+                          [str(f), *stubs], top))
             if full and children:
-                runs.append(_run(f"{f.name} whole hierarchy", [str(g) for g in files], top))
-    return runs
+                tasks.append((f"{f.name} whole hierarchy", [str(g) for g in files], top))
+        # Verilator runs as its own process: `jobs` of them at once, results in task order.
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(lambda t: _run(*t), tasks))
 
 
 def _run(label: str, sources: list[str], top: str) -> tuple[str, bool, float, str]:
@@ -115,9 +122,14 @@ def _run(label: str, sources: list[str], top: str) -> tuple[str, bool, float, st
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     full = "--full" in args
-    folders = [Path(a) for a in args if a != "--full"]
+    given = [a.split("=", 1)[1] for a in args if a.startswith("--jobs=")]
+    jobs = int(given[-1]) if given and given[-1].isdigit() else default_jobs() if not given else 0
+    if jobs < 1:
+        print(f"error: --jobs= needs a whole number of at least 1, got {given[-1]!r}", file=sys.stderr)
+        return 2
+    folders = [Path(a) for a in args if a != "--full" and not a.startswith("--jobs=")]
     if not folders:
-        print(__doc__.split("\n\n")[-2], file=sys.stderr)
+        print(next(p for p in __doc__.split("\n\n") if p.startswith("Usage")), file=sys.stderr)
         return 2
     bad = 0
     for folder in folders:
@@ -126,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(f"verilator --lint-only -Wall, per file: {folder}")
         try:
-            runs = lint_folder(folder, full=full)
+            runs = lint_folder(folder, full=full, jobs=jobs)
         except FileNotFoundError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -13,18 +13,21 @@ its macros. Their controller (queues, gather) is not RTL yet, so the core and th
 emitted beside them are the lockstep ones.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
-128x128 preset converts in about a minute rather than flattening 16,384 PE copies. Output is reproducible: no source
-attributes (absolute paths) and no timestamps; files are written atomically.
+128x128 preset does not flatten 16,384 PE copies. Output is reproducible: no source attributes (absolute
+paths) and no timestamps; files are written atomically. `main` runs the conversions through
+`hw.rtl_build` (docs/decisions.md D80): in ``--jobs`` worker processes, each distinct module once across
+the presets (the 128x128 presets share most of theirs), and a file whose inputs (the ``hw`` sources, the
+toolchain versions, the config) and bytes are unchanged since the last run is kept (``--force``: convert
+everything). The Verilog is the same bytes either way.
 
-Usage: ``python -m hw.rtl [PRESET ...] [--out rtl_out]`` (default: every shipped preset).
+Usage: ``python -m hw.rtl [PRESET ...] [--out rtl_out] [--jobs N] [--force] [--verbose]`` (default: every
+shipped preset).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +45,7 @@ from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
+from hw.rtl_build import HOW, build, default_jobs
 from hw.similarity import SimilarityUnit
 from hw.sram import emit_macro, macro_name
 from hw.top import TOP_MODULE_NAME, Top
@@ -86,85 +90,104 @@ def _header(cfg: AcceleratorConfig, what: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    mask = os.umask(0)
-    os.umask(mask)
-    os.fchmod(fd, 0o666 & ~mask)  # mkstemp makes 0600; an ordinary file mode (as algo.fileio.new_file_mode)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+#: The emitted modules by role: ``role: (module name or None, description, component factory)``. ``None``:
+#: the organisation's own name (`hw.compact_pe.pe_module_name` and its siblings). A factory is given only
+#: the config, so a conversion reads no more of it than the module does (`hw.rtl_build.recorded_reads`).
+_MODULES = {
+    "pe": (PE_MODULE_NAME, "Kaleido PE", lambda cfg: PE(cfg)),
+    "column": (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)",
+               lambda cfg: Column(cfg, pe="instance")),
+    "top": (TOP_MODULE_NAME, "Kaleido array top level", lambda cfg: Top(cfg, pe="instance")),
+    "similarity": (SIMILARITY_MODULE_NAME, "Kaleido similarity unit (SAD and thresholds, R lanes)",
+                   lambda cfg: SimilarityUnit(cfg)),
+    "matcher": (MATCHER_MODULE_NAME, "Kaleido dispatcher: channel matcher", lambda cfg: Matcher(cfg)),
+    "scheduler": (SCHEDULER_MODULE_NAME, "Kaleido dispatcher: tile scheduler (radix sort of reuse patterns)",
+                  lambda cfg: Scheduler(cfg)),
+    # The core's operand buffers are instances of the behavioural kaleido_opbuf (no initial
+    # values, docs/decisions.md D25), appended to kaleido_core.v.
+    "core": (CORE_MODULE_NAME, "Kaleido core: two banks of operand buffers and matchers + slot former + kaleido_top",
+             lambda cfg: TileCore(cfg, pe="instance")),
+    # The controller instantiates kaleido_core and its buffers' SRAM macros by name.
+    "accel": (ACCEL_MODULE_NAME, "Kaleido op-level controller: banked SRAM buffers + similarity pass + scheduler + "
+              "kaleido_core", lambda cfg: Accel(cfg, pe="instance")),
+    # The banded datapath of the compact (D65) and delta (D73) organisations.
+    "org_pe": (None, "Kaleido {org}-organisation PE", lambda cfg: CompactPE(cfg)),
+    "org_column": (None, "Kaleido {org} array column (R PEs in bands, read-strobed output ports)",
+                   lambda cfg: CompactColumn(cfg, pe="instance")),
+    "org_top": (None, "Kaleido {org} array top level (bands, weight lanes, drain sequencers)",
+                lambda cfg: CompactTop(cfg, pe="instance")),
+    "combine": (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros",
+                lambda cfg: Combine(cfg, instance=True)),
+    "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit (D accumulate, Y = Y[nb] + D) + partial-sum "
+                 "SRAM macros", lambda cfg: DeltaCombine(cfg, instance=True)),
+}
+_ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name}
+
+
+def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
+    """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
+    PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
+    PE, column, top and combine unit (compact and delta presets), then the SRAM macros in
+    `hw.sram.macro_name` order (the controller's, then the combine unit's). A module's spec is
+    ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
+    roles = ["pe", "column", "top", "similarity", "matcher", "scheduler", "core", "accel"]
+    macros = list(discard(Accel(cfg, pe="instance")).macros())
+    if cfg.organisation in ("compact", "delta"):
+        combine = "dcombine" if cfg.organisation == "delta" else "combine"
+        roles += ["org_pe", "org_column", "org_top", combine]
+        unit = Combine if combine == "combine" else DeltaCombine
+        macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
+    parts = []
+    for role in roles:
+        name, what, _ = _MODULES[role]
+        parts.append((name or _ORG_NAMES[role](cfg), ("module", role), what.format(org=cfg.organisation)))
+    parts += [(macro_name(*mc), ("macro", *mc), "") for mc in macros]
+    return parts
+
+
+def convert(cfg: AcceleratorConfig, name: str, spec: tuple) -> str:
+    """Verilog of one part of `plan` (without the file header of `render`): Amaranth's conversion with no
+    source attributes, plus the behavioural `OPBUF_VERILOG` after the core and `DELAY_VERILOG` after the top
+    (the skew/de-skew shift registers, hw.array D30; kaleido_ctop uses them too). A macro reads nothing of
+    `cfg` (`hw.sram.emit_macro`)."""
+    if spec[0] == "macro":
+        return emit_macro(*spec[1:])
+    text = verilog.convert(_MODULES[spec[1]][2](cfg), name=name, emit_src=False)
+    if name == CORE_MODULE_NAME:
+        text += "\n" + OPBUF_VERILOG
+    if name == TOP_MODULE_NAME:
+        text += "\n" + DELAY_VERILOG
+    return text
+
+
+def render(cfg: AcceleratorConfig, name: str, spec: tuple, what: str, text: str) -> str:
+    """The file text of one part: `_header` and `text`; a macro's file is its own (`hw.sram.emit_macro`)."""
+    return text if spec[0] == "macro" else _header(cfg, what) + text
 
 
 def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
-    """Write one ``<module>.v`` per emitted module for `cfg` into `out_dir` (PE, column, top,
-    similarity unit, matcher, scheduler, core, the op-level controller, then its SRAM macros in
-    `hw.sram.macro_name` order; module docstring); returns the paths written.
-    ``only``: module names to emit (default: all); names not listed here are ignored."""
-    parts = [  # (module name, description, component factory): built only when emitted
-        (PE_MODULE_NAME, "Kaleido PE", lambda: PE(cfg)),
-        (COLUMN_MODULE_NAME, "Kaleido array column (R PEs and output ports)", lambda: Column(cfg, pe="instance")),
-        (TOP_MODULE_NAME, "Kaleido array top level", lambda: Top(cfg, pe="instance")),
-        (SIMILARITY_MODULE_NAME, "Kaleido similarity unit (SAD and thresholds, R lanes)",
-         lambda: SimilarityUnit(cfg)),
-        (MATCHER_MODULE_NAME, "Kaleido dispatcher: channel matcher", lambda: Matcher(cfg)),
-        (SCHEDULER_MODULE_NAME, "Kaleido dispatcher: tile scheduler (radix sort of reuse patterns)",
-         lambda: Scheduler(cfg)),
-    ]
-    # The core's operand buffers are instances of the behavioural kaleido_opbuf (no initial
-    # values, docs/decisions.md D25), appended to kaleido_core.v.
-    parts.append((CORE_MODULE_NAME, "Kaleido core: two banks of operand buffers and matchers + slot former + kaleido_top",
-                  lambda: TileCore(cfg, pe="instance")))
-    # The controller instantiates kaleido_core and its buffers' SRAM macros by name.
-    parts.append((ACCEL_MODULE_NAME, "Kaleido op-level controller: banked SRAM buffers + similarity pass + scheduler + "
-                  "kaleido_core", lambda: Accel(cfg, pe="instance")))
-    macros = list(discard(Accel(cfg, pe="instance")).macros())
-    if cfg.organisation in ("compact", "delta"):  # the banded datapath (D65; delta: D73)
-        org = cfg.organisation
-        combine = (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros", Combine)
-        if org == "delta":
-            combine = (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit (D accumulate, Y = Y[nb] + D) + partial-sum "
-                       "SRAM macros", DeltaCombine)
-        parts += [
-            (pe_module_name(cfg), f"Kaleido {org}-organisation PE", lambda: CompactPE(cfg)),
-            (column_module_name(cfg), f"Kaleido {org} array column (R PEs in bands, read-strobed output ports)",
-             lambda: CompactColumn(cfg, pe="instance")),
-            (top_module_name(cfg), f"Kaleido {org} array top level (bands, weight lanes, drain sequencers)",
-             lambda: CompactTop(cfg, pe="instance")),
-            (combine[0], combine[1], lambda: combine[2](cfg, instance=True)),
-        ]
-        macros += [mc for mc in discard(combine[2](cfg)).macros() if mc not in macros]
-    paths = []
-    for name, what, make in parts:
-        if only is not None and name not in only:
-            continue
-        text = verilog.convert(make(), name=name, emit_src=False)
-        if name == CORE_MODULE_NAME:
-            text += "\n" + OPBUF_VERILOG
-        if name == TOP_MODULE_NAME:  # the skew/de-skew shift registers (hw.array, D30; kaleido_ctop uses them too)
-            text += "\n" + DELAY_VERILOG
-        path = out_dir / f"{name}.v"
-        _write_atomic(path, _header(cfg, what) + text)
-        paths.append(path)
-    for kind, depth, width, lane in macros:
-        name = macro_name(kind, depth, width, lane)
-        if only is not None and name not in only:
-            continue
-        path = out_dir / f"{name}.v"
-        _write_atomic(path, emit_macro(kind, depth, width, lane))
-        paths.append(path)
-    return paths
+    """Write one ``<module>.v`` per part of `plan` for `cfg` into `out_dir`, converting in this process
+    (module docstring); returns the paths written, in `plan` order.
+    ``only``: module names to emit (default: all); names not listed here are ignored.
+
+    Raises:
+        OSError: a file cannot be written.
+    """
+    [files] = build([(cfg, out_dir)], plan, convert, render, only=only)
+    return [path for path, _ in files]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hw.rtl", description=__doc__.splitlines()[0])
     ap.add_argument("presets", nargs="*", help=f"presets or TOML files (default: {', '.join(preset_names())})")
     ap.add_argument("--out", default="rtl_out", type=Path, help="output root (default rtl_out)")
+    ap.add_argument("--jobs", "-j", type=int, default=default_jobs(),
+                    help=f"worker processes converting modules in parallel (default {default_jobs()}: this "
+                         "machine's CPUs, at most 3: each takes up to about 1 GB)")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print each conversion's CPU seconds")
+    ap.add_argument("--force", action="store_true",
+                    help="convert every module again, even where the folder's cache manifest (.kaleido-rtl.json) "
+                         "says the file is up to date")
     args = ap.parse_args(argv)
     try:
         cfgs = [load_config(p) for p in (args.presets or preset_names())]
@@ -178,21 +201,30 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 2
             break
-    for cfg in cfgs:
-        t0 = time.perf_counter()
-        try:
-            paths = emit(cfg, args.out / cfg.name)
-        except OSError as err:
-            print(f"error: cannot write Verilog under {args.out / cfg.name}: {err.strerror or err}", file=sys.stderr)
-            return 2
-        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB)" for p in paths)
-        print(f"{cfg.name}: {sizes} in {time.perf_counter() - t0:.1f} s")
+    if args.jobs < 1:
+        print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    try:
+        files = build([(cfg, args.out / cfg.name) for cfg in cfgs], plan, convert, render,
+                      jobs=args.jobs, cache=not args.force, log=print if args.verbose else None)
+    except OSError as err:
+        print(f"error: cannot write Verilog under {args.out}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    for cfg, paths in zip(cfgs, files, strict=True):
+        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB{'' if how == 'converted' else ', ' + how})"
+                          for p, how in paths)
+        print(f"{cfg.name}: {sizes}")
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); its "
                   "controller (queues, gather) is not RTL yet, so kaleido_core and kaleido_accel are the lockstep ones "
                   "(docs/decisions.md D65, D73)")
+    count = {how: sum(h == how for paths in files for _, h in paths) for how in HOW}
+    print(f"{sum(map(len, files))} files in {time.perf_counter() - t0:.1f} s with {args.jobs} worker "
+          f"process{'es' if args.jobs > 1 else ''}: {count['converted']} converted, {count['reused']} the same "
+          f"module as another preset's (reused), {count['kept']} unchanged since the last run (kept)")
     return 0
 
 

@@ -58,7 +58,8 @@ def rtl(
     presets: Annotated[list[str] | None, typer.Argument(help="presets or TOML files (default: all presets)")] = None,
     out: Annotated[Path, typer.Option("--out", help="output root")] = Path("rtl_out"),
 ) -> None:
-    """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`).
+    """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`: modules convert in worker
+    processes, and a file whose inputs and bytes are unchanged since the last run is kept; docs/decisions.md D80).
 
     The RTL covers the compute core, dispatcher pieces and the op-level controller `kaleido_accel`
     with its buffers as banked SRAM macros (`kaleido_sram_*`, one file per macro, swappable for a

@@ -118,8 +118,8 @@ _MODULES = {
                 lambda cfg: CompactTop(cfg, pe="instance")),
     "combine": (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros",
                 lambda cfg: Combine(cfg, instance=True)),
-    "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit (D accumulate, Y = Y[nb] + D) + partial-sum "
-                 "SRAM macros", lambda cfg: DeltaCombine(cfg, instance=True)),
+    "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit per axis class (D_a accumulate, S_a = S_a[nb] + "
+                 "D_a, Y = sum S_a) + D, state-buffer and state-SRAM macros", lambda cfg: DeltaCombine(cfg, instance=True)),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name}
 

@@ -122,3 +122,27 @@ def test_cli_contradicting_trace_exits_2(tmp_path):
     res = kaleido("simulate", str(path), "--config", "tiny-8x8", "--json", str(out))
     assert_one_line_error(res, "qk has N = 16", "pv has K = 24")
     assert not out.exists()
+
+
+def test_no_dispatcher_is_lockstep_only(tmp_path):
+    # compact and delta have no matcher or scheduler to switch off: one line, exit 2, nothing written
+    import json
+
+    trace, out, cfg = tmp_path / "t.npz", tmp_path / "r.json", tmp_path / "c.toml"
+    save_trace(trace_of(op("qkv", 1, 16, 8, 8)), trace)
+    d = load_config("tiny-8x8").model_dump() | {"name": "tiny-banded", "psum_sram_kib": 64, "compact_bands": 2}
+    cfg.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in d.items() if v is not None) + "\n")
+    for org in ("compact", "delta"):
+        res = kaleido("simulate", str(trace), "-c", str(cfg), "--organisation", org, "--no-dispatcher",
+                      "--json", str(out))
+        assert_one_line_error(res, "--no-dispatcher applies to the lockstep organisation only")
+        assert not out.exists()
+    ok = kaleido("simulate", str(trace), "-c", "tiny-8x8", "--no-dispatcher", "--json", str(out))
+    assert ok.returncode == 0, ok.stderr
+    # the report shows the dispatcher-off utilization for lockstep results only
+    from sim.report.tables import _markdown
+
+    assert "without the dispatcher" in _markdown([("l", json.loads(out.read_text()))])
+    ok = kaleido("simulate", str(trace), "-c", str(cfg), "--organisation", "delta", "--json", str(out))
+    assert ok.returncode == 0, ok.stderr
+    assert "without the dispatcher" not in _markdown([("d", json.loads(out.read_text()))])

@@ -208,6 +208,9 @@ def simulate(
 
     try:
         cfg = with_organisation(load_config(config), organisation)
+        if no_dispatcher and cfg.organisation != "lockstep":
+            fail(f"--no-dispatcher applies to the lockstep organisation only: {cfg.organisation} has no matcher or "
+                 "scheduler to switch off (its queues form the band-tiles); use --organisation lockstep")
         tr, kind = _trace_meta(trace)
         if workers != 1 or scheduler is not None or kind == "decisions" or (kind == "exact" and not checksum):
             # one (step, block) at a time (sim.sweep.video; exact pv ops regenerate P in frame chunks), in this

@@ -96,8 +96,11 @@ def _energy_figure(items: list[tuple[str, dict]]):
         ax.legend(h[::-1], lb[::-1], fontsize=7, title="component", title_fontsize=8, loc="upper left",
                   bbox_to_anchor=(1.01, 1.0))  # next to its own panel, top component first
         util = [data["dense_pe_utilization"], data.get("no_dispatcher_pe_utilization", 0.0), data["pe_utilization"]]
-        bars = ax2.bar([s[0] for s in UTIL_STYLE], [100 * u for u in util], color=[s[1] for s in UTIL_STYLE],
-                       hatch=[s[2] for s in UTIL_STYLE], edgecolor="k", linewidth=0.6)
+        styles = list(UTIL_STYLE)
+        if data.get("organisation", "lockstep") != "lockstep":  # compact/delta: no dispatcher to switch off
+            util, styles = [util[0], util[2]], [styles[0], ("Kaleido", *styles[2][1:])]
+        bars = ax2.bar([s[0] for s in styles], [100 * u for u in util], color=[s[1] for s in styles],
+                       hatch=[s[2] for s in styles], edgecolor="k", linewidth=0.6)
         ax2.bar_label(bars, labels=[f"{100 * u:.1f}%" for u in util], fontsize=7)
         ax2.set_ylabel("PE utilization (%)")
         ax2.set_ylim(0, 110)

@@ -57,7 +57,8 @@ def _markdown(items: list[tuple[str, dict]]) -> str:
             f"| cycles | {data['dense_cycles']:,} | {data['cycles']:,} |",
             f"| time (us) | {data['dense_time_us']:,.2f} | {data['time_us']:,.2f} |",
             f"| PE utilization | {data['dense_pe_utilization']:.1%} | {data['pe_utilization']:.1%} |",
-            f"| PE utilization without the dispatcher | | {data.get('no_dispatcher_pe_utilization', 0):.1%} |",
+            *([f"| PE utilization without the dispatcher | | {data.get('no_dispatcher_pe_utilization', 0):.1%} |"]
+              if data.get("organisation", "lockstep") == "lockstep" else []),  # compact/delta have no dispatcher
             f"| speedup, array | 1.00x | {data['speedup']:.2f}x |",
             *([f"| cycles end to end (array, vector and similarity units, DRAM) | {data['dense_total_cycles']:,} "
                f"| {data['total_cycles']:,} |",

@@ -17,12 +17,15 @@ def result_notes(res: dict, tr, cfg) -> list[str]:
     notes = []
     if res["cycles"] > res["dense_cycles"]:
         f, h, w = tr.grid
+        org = res.get("organisation", cfg.organisation)
+        loss = {"lockstep": "on the lockstep array a tile's slots are set by its busiest rows"}.get(
+            org, "partly filled band-tiles and the drain")
+        why = f"`kaleido explain` on the --json results names what binds each op ({loss})"
         if (h * w) % cfg.array_rows:
-            which = "every" if h * w < cfg.array_rows else "each frame's last"
-            why = (f"a reuse tile holds one frame's positions (docs/decisions.md D5) and H*W = {h * w} is not a "
-                   f"multiple of the {cfg.array_rows} array rows, so {which} tile is partly empty")
-        else:
-            why = "reuse slots cost more than they save on these ops (per-op cycles in the --json results)"
+            tiles = -(-(h * w) // cfg.array_rows)
+            empty = (tiles * cfg.array_rows - h * w) / (tiles * cfg.array_rows)
+            why += (f"; also, a tile holds one frame's positions (docs/decisions.md D5) and H*W = {h * w} is not a "
+                    f"multiple of the {cfg.array_rows} array rows, so {empty:.0%} of the tile rows are empty")
         notes.append(f"Kaleido is slower than dense here ({res['speedup']:.2f}x): {why}")
     elif res.get("total_cycles", 0) > res.get("dense_total_cycles", 0):
         st, dst = res["stall_cycles"], res["dense_stall_cycles"]
@@ -34,7 +37,7 @@ def result_notes(res: dict, tr, cfg) -> list[str]:
     if "energy_pj" in res and res["energy_pj"] > res["dense_energy_pj"]:
         eb, db = res["energy_breakdown_pj"], res["dense_energy_breakdown_pj"]
         extra = sorted(((eb[k] - db.get(k, 0.0), k) for k in eb), reverse=True)[:2]
-        parts = ", ".join(f"{k} +{v / 1e6:.3g} uJ" for v, k in extra if v > 0)
+        parts = ", ".join(f"{k} +{v / 1e6:,.0f} uJ" for v, k in extra if v > 0)
         notes.append(f"Kaleido spends more energy than dense (mostly {parts}); see docs/energy.md")
     return notes
 

@@ -146,3 +146,16 @@ def test_no_dispatcher_is_lockstep_only(tmp_path):
     ok = kaleido("simulate", str(trace), "-c", str(cfg), "--organisation", "delta", "--json", str(out))
     assert ok.returncode == 0, ok.stderr
     assert "without the dispatcher" not in _markdown([("d", json.loads(out.read_text()))])
+
+
+def test_slower_note_points_to_explain_and_counts_empty_rows():
+    from types import SimpleNamespace
+
+    from sim.results import result_notes
+
+    # 3 x 5 = 15 positions per frame on 8 rows: 2 tiles a frame, 1 of their 16 rows empty (6 %)
+    tr, cfg = SimpleNamespace(grid=(2, 3, 5)), SimpleNamespace(array_rows=8, organisation="lockstep")
+    res = {"cycles": 10, "dense_cycles": 5, "speedup": 0.5, "organisation": "lockstep", "notes": []}
+    (note,) = result_notes(res, tr, cfg)
+    assert note.startswith("Kaleido is slower than dense here (0.50x): `kaleido explain`")
+    assert "busiest rows" in note and "so 6% of the tile rows are empty" in note

@@ -75,7 +75,7 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   it, ``chunks x K x N`` bytes, which the stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
-  partial-sum SRAM. The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
+  partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
   (or the successor) lies in the same pool -- a ``w`` class's previous position inside the pool's R
   positions -- its ``S`` is still in the lane's register (hw/delta_combine.py): that read or write is no SRAM
   access but one acc-bit register write per value (``combine_reg_bits``, `in_pool`); an ``f`` class's

@@ -232,7 +232,7 @@ class AcceleratorConfig(BaseModel):
 def _format_error(err: ValidationError, source: str) -> str:
     parts = []
     for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "<config>"
+        key = ".".join(str(p) for p in e["loc"])  # empty for a rule across keys (`_cross`): its sentence names them
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key"
@@ -240,7 +240,7 @@ def _format_error(err: ValidationError, source: str) -> str:
             msg = "missing key"
         elif e["type"] == "value_error":  # our validators' own sentences, without pydantic's "Value error, "
             msg = msg.removeprefix("Value error, ")
-        parts.append(f"{key}: {msg}")
+        parts.append(f"{key}: {msg}" if key else msg)
     return f"invalid accelerator config {source}: " + "; ".join(parts)
 
 

@@ -102,6 +102,7 @@ def test_cli_synth_then_simulate(tmp_path):
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--reuse", "1.5"], "--reuse"), (["--reuse", "0.7", "--partial", "0.4"], "<= 1"), (["--region", "8"], "--region"),
+    (["--steps", "-1"], "--steps must be distinct"), (["--steps", "0,0"], "--steps must be distinct"),
 ])
 def test_cli_synth_errors(tmp_path, args, needle):
     out = tmp_path / "s.npz"

@@ -169,6 +169,8 @@ def synth(
     block_list = parse_ints(blocks, "--blocks") or None
     if not step_list:
         fail("--steps must name at least one step")
+    if min(step_list) < 0 or len(set(step_list)) != len(step_list):
+        fail(f"--steps must be distinct step indices >= 0, got {steps!r}")
     try:
         fld = SynthField(reuse, partial, parse_region(region), persist)
         fld.check()

@@ -63,6 +63,9 @@ def _markdown(items: list[tuple[str, dict]]) -> str:
             *([f"| cycles end to end (array, vector and similarity units, DRAM) | {data['dense_total_cycles']:,} "
                f"| {data['total_cycles']:,} |",
                f"| speedup end to end | 1.00x | {data['total_speedup']:.2f}x |"] if "total_speedup" in data else []),
+            *([f"| energy (uJ) | {data['dense_energy_pj'] / 1e6:,.0f} | {data['energy_pj'] / 1e6:,.0f} |",
+               f"| energy / dense | 1.00x | {data['energy_pj'] / data['dense_energy_pj']:.3f}x |"]
+              if data.get("energy_pj") and data.get("dense_energy_pj") else []),
             "",
             f"Decisions (fraction of streamed-operand elements): COMPUTE {rf['compute']:.1%}, "
             f"PARTIAL {rf['partial']:.1%}, REUSE {rf['reuse']:.1%}.",

@@ -336,3 +336,11 @@ def test_piped_console_never_wraps_plain_lines(monkeypatch):
     assert len(line) > 2 * PIPE_WIDTH
     stdout_console().print(line)
     assert buf.getvalue() == line + "\n"
+
+
+def test_presets_name_organisation_and_attention():
+    res = kaleido("presets")
+    assert res.returncode == 0, res.stderr
+    rows = {ln.split("│")[1].strip(): ln for ln in res.stdout.splitlines() if ln.count("│") > 2}
+    assert "delta" in rows["kaleido-16nm-128x128-balanced"] and "fused" in rows["kaleido-16nm-128x128-balanced"]
+    assert "lockstep" in rows["kaleido-16nm-128x128"] and "unfused" in rows["kaleido-16nm-128x128"]

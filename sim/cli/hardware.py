@@ -85,9 +85,12 @@ def presets() -> None:
     """List the shipped accelerator presets and their main parameters."""
     from hw.config import load_config, preset_names
 
-    t = Table("preset", "array", "clock MHz", "partial regs", "drain rows/cycle", "acc bits", "max tokens")
+    t = Table("preset", "array", "organisation", "attention", "clock MHz", "drain rows/cycle", "acc bits", "max tokens")
     for name in preset_names():
         c = load_config(name)
-        t.add_row(name, f"{c.array_rows}x{c.array_cols}", f"{c.clock_mhz:g}", str(c.partial_regs),
+        t.add_row(name, f"{c.array_rows}x{c.array_cols}", c.organisation,
+                  "fused (score buffer)" if c.score_sram_kib else "unfused", f"{c.clock_mhz:g}",
                   str(c.drain_rows_per_cycle), str(c.acc_bits), f"{c.max_tokens:,}")
     stdout_console().print(t)
+    stdout_console().print("Each preset's TOML (hw/presets/) states the rule behind every sized unit; "
+                           "`kaleido area -c PRESET` gives its die.")

@@ -296,7 +296,7 @@ def test_weight_stage_rules_by_hand():
     assert delta.stage_buffers(cfg, 1536) == 2 and delta.stages(cfg, 1536)  # qkv, o_proj, ffn1, ...
     assert not delta.stages(cfg, 8960) and not delta.stages(cfg, 32760)  # ffn2 and pv read the weight SRAM
     assert delta.stage_fill_cycles(cfg, 128) == 16  # 128 weights of a column at B = 8 a cycle
-    assert delta.issue_segments(np.array([0, 0, 1]), 5, 2).tolist() == [0, 0, 1, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 8, 9]
+    assert delta.chunk_major(np.array([0, 0, 1]), 5, 2)[1].tolist() == [0, 0, 1, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 8, 9]
     with pytest.raises(ValueError, match="needs diff_sram_kib > 0"):
         config_from_dict(cfg.model_dump() | {"diff_sram_kib": 0})
     tech = load_tech("16nm")

@@ -203,13 +203,16 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     for dec in decs:
         t, chunk = compact_tiles(dec, grid, groups, cfg, fw, b_msb, chunks=True)
         chunks.append(chunk)
-        if delta:  # each band-tile issues for the s column blocks of its group in turn (per chunk with D84's buffer)
-            chunk = chunk if cfg.diff_sram_kib else None
-            seqs.append(delta_rules.issue_order(t[0], n_cb, s, chunk))
-            valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s, chunk))
+        if delta and cfg.diff_sram_kib:  # per chunk, its band-tiles for each column block in turn (D84)
+            order, seg = delta_rules.chunk_major(chunk, n_cb, s)
+            seqs.append(t[0][order])
+            valid.append((t[2] + t[3])[order])
             if staged:  # segments numbered across the batch, in issue order
-                seg = delta_rules.issue_segments(chunk, n_cb, s)
                 segs.append(seg + (segs[-1][-1] + 1 if segs and len(segs[-1]) else 0))
+        elif delta:  # each band-tile issues for the s column blocks of its group in turn (D68)
+            seqs.append(delta_rules.issue_order(t[0], n_cb, s))
+            valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
+        if delta:
             adds += delta_rules.combine_adds_delta(dec, op.N, groups)
         else:
             seqs.append(np.tile(t[0], n_cb))

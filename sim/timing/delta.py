@@ -58,7 +58,7 @@ rows' differences and its weights stream per slot and per column block either wa
 (`sim.cost.compact_actions`).
 
 Weight stage (``wstage_sram_kib`` > 0, with the difference-sum buffer; docs/decisions.md D85). In that order a
-*segment*, the chunk's band-tiles for one column block (`issue_segments`), reads only that column block's
+*segment*, the chunk's band-tiles for one column block (`chunk_major`), reads only that column block's
 ``K x C`` weights. A small column-banked stage holds ``stage_buffers`` of them per column, filled from the weight
 SRAM at ``B`` bytes per column bank and cycle (`stage_fill_cycles`: the width the B band lanes read from it
 without a stage), one fill at a time. Segment i's fill waits for the buffer of segment ``i - buffers`` to be
@@ -191,20 +191,18 @@ def issue_order(per_cb: np.ndarray, n_cb: int, s: int, chunks: np.ndarray | None
         return per_cb
     if chunks is None:
         return np.concatenate([np.repeat(per_cb, k) for k in column_groups(n_cb, s)])
-    return per_cb[_chunk_major(_chunk_starts(chunks), np.array(column_groups(n_cb, s), dtype=np.int64))[0]]
+    return per_cb[chunk_major(chunks, n_cb, s)[0]]
 
 
-def issue_segments(chunks: np.ndarray, n_cb: int, s: int) -> np.ndarray:
-    """int64: for each entry of `issue_order` (with ``chunks``), its *segment*, numbered from 0: the run of the
-    chunk's band-tiles for one column block, which reads one half of the weight stage (D85)."""
+def chunk_major(chunks: np.ndarray, n_cb: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+    """The chunk-major issue order (D84) of one column block's band-tiles, each band-tile's chunk in ``chunks``
+    (int64 ``[T]``, non-decreasing): ``(index, segment)``, int64 each -- for every issued band-tile, its index
+    into the column block's sequence, and its *segment*, numbered from 0: the run of one chunk's band-tiles for
+    one column block, which reads one buffer of the weight stage (D85)."""
     if not len(chunks):
-        return np.zeros(0, dtype=np.int64)
-    return _chunk_major(_chunk_starts(chunks), np.array(column_groups(n_cb, s), dtype=np.int64))[1]
-
-
-def _chunk_starts(chunks: np.ndarray) -> np.ndarray:
-    """Start index of each run of equal chunk numbers, and the length at the end."""
-    return np.flatnonzero(np.r_[True, np.diff(chunks) != 0, True]).astype(np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, np.diff(chunks) != 0, True]).astype(np.int64)
+    return _chunk_major(starts, np.array(column_groups(n_cb, s), dtype=np.int64))
 
 
 @numba.njit(cache=True)
@@ -241,7 +239,7 @@ def stages(cfg: AcceleratorConfig, K: int) -> bool:  # noqa: N803
 
 
 def stage_fill_cycles(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
-    """Cycles to fill one half of the weight stage with a column block's ``K x C`` weights: the weight SRAM
+    """Cycles to fill one buffer of the weight stage with a column block's ``K x C`` weights: the weight SRAM
     delivers ``B x C`` bytes a cycle (the B band lanes' width it serves without a stage), so ``ceil(K / B)``."""
     return -(-K // cfg.compact_bands)
 

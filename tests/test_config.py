@@ -68,11 +68,20 @@ def test_balanced_preset_follows_its_rules():
     assert cfg.organisation == "delta" and ref.organisation == "lockstep"  # compact's band-tiles (D68)
     assert cfg.compact_bands == R // 16 and R // cfg.compact_bands <= R * (1 - 0.8)  # 16 rows <= 25.6 tokens
     pv_groups = [(k, min(k + 4096, keys), "f") for k in range(0, keys, 4096)]  # 8 * ceil(32760 / 64) = 4096
-    # pv: 4 B partials (4096 x 255 x 128 < 2^31); a frame's staged partials 128 x 8 x 128 x 4 = 512 KiB, x 2
-    # buffers; state 2 x 512 KiB; queued P rows 16 x 32,760 -> (8 MiB - 1 MiB - 524,160 B) / 1 MiB = 6.5 -> 6
-    assert chunk_frames(cfg, 21, keys, dh, pv_groups) == 6
+    # the delta organisation's partial-sum SRAM (D88): ffn1's 42 weight-resident column blocks (8 MiB // (1,536 x
+    # 128 B)) of carried Y, 4 B each (1,536 x 255 x 128 < 2^26), and 16 x 1,536 queued 9-bit differences
+    from sim.timing.delta import plan, psum_need_bytes
+
+    ffn1 = 42 * R * 128 * 4 + 16 * 1536 * 9 // 8
+    assert psum_need_bytes(cfg, 1, 42, 1536, 8960) == ffn1 == 2_780_160
+    assert 2 * 2**20 < ffn1 <= cfg.psum_sram_kib * 1024 == 3 * 2**20  # rounded up to a whole MiB
+    assert plan(cfg, 21, 1536, 8960) == (4, 42)  # X read once; 4 frames of D per column bank (D84)
+    # the compact organisation on this preset: pv, 4 B partials (4096 x 255 x 128 < 2^31); a frame's staged
+    # partials 128 x 8 x 128 x 4 = 512 KiB, x 2 buffers; state 2 x 512 KiB; queued P rows 16 x 32,760
+    # -> (3 MiB - 1 MiB - 524,160 B) / 1 MiB = 1.5 -> 1 frame per chunk
+    assert chunk_frames(cfg, 21, keys, dh, pv_groups) == 1
     qkv_groups = [(k, k + 192, "f") for k in range(0, 1536, 192)]  # 3 B partials: 192 x 255 x 128 < 2^23
-    assert chunk_frames(cfg, 21, 1536, 4608, qkv_groups) == (8 * 2**20 - 2 * 393_216 - 16 * 1536) // 786_432 == 9
+    assert chunk_frames(cfg, 21, 1536, 4608, qkv_groups) == (3 * 2**20 - 2 * 393_216 - 16 * 1536) // 786_432 == 2
 
 
 def test_tiny_preset_values():

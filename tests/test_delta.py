@@ -291,15 +291,92 @@ def test_weight_stage_schedule_by_hand():
 
 def test_weight_stage_rules_by_hand():
     cfg = load_config("kaleido-16nm-128x128-balanced")
-    assert cfg.wstage_sram_kib == 384  # 128 column banks of 3 KiB
-    assert delta.stage_buffers(cfg, 128) == 24 and delta.stages(cfg, 128)  # qk: 3,072 // 128
-    assert delta.stage_buffers(cfg, 1536) == 2 and delta.stages(cfg, 1536)  # qkv, o_proj, ffn1, ...
-    assert not delta.stages(cfg, 8960) and not delta.stages(cfg, 32760)  # ffn2 and pv read the weight SRAM
+    assert cfg.wstage_sram_kib == 192  # 128 column banks of 1.5 KiB
+    assert delta.stage_buffers(cfg, 128) == 12 and delta.stages(cfg, 128)  # qk: 1,536 // 128
+    assert delta.stage_buffers(cfg, 512) == 3 and delta.stages(cfg, 512)  # cross_pv
+    assert not delta.stages(cfg, 1536) and not delta.stages(cfg, 8960)  # qkv ... ffn1, ffn2, pv: in slices (D88)
     assert delta.stage_fill_cycles(cfg, 128) == 16  # 128 weights of a column at B = 8 a cycle
     assert delta.chunk_major(np.array([0, 0, 1]), 5, 2)[1].tolist() == [0, 0, 1, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 8, 9]
     with pytest.raises(ValueError, match="needs diff_sram_kib > 0"):
         config_from_dict(cfg.model_dump() | {"diff_sram_kib": 0})
     tech = load_tech("16nm")
     ab = area_breakdown(cfg, tech)
-    assert ab["breakdown"]["sram_wstage"] == pytest.approx(384 * 8192 * tech.a("sram_bit") * 1e-6)
+    assert ab["breakdown"]["sram_wstage"] == pytest.approx(192 * 8192 * tech.a("sram_bit") * 1e-6)
     assert "sram_wstage" not in ab["dense_breakdown"]
+
+
+def test_stage_slices_by_hand():
+    """D88: a bank of 1,536 B holds one slice per band (B = 8): slices of at most 192 channels."""
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    qkv = [(192 * i, 192 * (i + 1), "f") for i in range(8)]  # the model-width ops' groups: one slice each
+    sl, cols, width = delta.stage_slices(cfg, qkv)
+    assert sl == qkv and cols.tolist() == list(range(8)) and width == 192
+    sl, cols, width = delta.stage_slices(cfg, [(0, 1120, "f"), (1120, 2240, "f")])  # ffn2: ceil(1120 / 192) = 6
+    assert cols.tolist() == [0] * 6 + [1] * 6 and width == 187  # 1,120 = 186 + 187 + 187 + 186 + 187 + 187
+    assert [k1 - k0 for k0, k1, _ in sl[:6]] == [186, 187, 187, 186, 187, 187]
+    assert sl[0][0] == 0 and sl[5][1] == 1120 and sl[6] == (1120, 1306, "f")
+    sl, cols, width = delta.stage_slices(cfg, [(0, 4096, "f")])  # pv: ceil(4096 / 192) = 22 slices of 186-187
+    assert len(sl) == 22 and width == 187 and sum(k1 - k0 for k0, k1, _ in sl) == 4096
+    assert delta.stage_slices(config_from_dict(cfg.model_dump() | {"wstage_sram_kib": 0}), qkv) is None
+    # slice_order: within each segment (chunk, column block) the band-tiles slice by slice, stable
+    order, seg = delta.slice_order(np.arange(6), np.array([0, 0, 0, 1, 1, 1]), np.array([1, 0, 1, 0, 0, 2]))
+    assert order.tolist() == [1, 0, 2, 3, 4, 5] and seg.tolist() == [0, 1, 1, 2, 2, 3]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sliced_groups_bit_exact(seed):
+    """Slices of a group, each with its group's decision, give the golden model's Y through the delta
+    organisation's band-tiles (D88: a band-tile reads one slice's weights)."""
+    rng = np.random.default_rng(100 + seed)
+    grid = (3, 2, 4)
+    K, N = 37, 5  # noqa: N806
+    groups = block_groups(K, 12, "f")  # widths 12, 12, 12, 1
+    X = _field(rng, grid, K, "f", seed % 2 == 1)  # noqa: N806
+    W = rng.integers(-128, 128, (K, N)).astype(np.int8)  # noqa: N806
+    dec = rng.integers(0, 3, (X.shape[0], len(groups))).astype(np.int8)
+    dec[: grid[1] * grid[2]] = COMPUTE  # frame 0 has no neighbour
+    cfg = config_from_dict(load_config("tiny-8x8").model_dump() | {
+        "organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2, "diff_sram_kib": 8, "wstage_sram_kib": 1})
+    sl, cols, width = delta.stage_slices(cfg, groups)  # 1,024 B / 8 columns / 2 bands = 64: no cut at K = 37
+    assert sl == [tuple(g) for g in groups] and width <= 64
+    narrow, cols = [], []  # slices of at most 5 channels: 4 + 4 + 4 per wide group, the 1-wide group whole
+    for g, (k0, k1, ax) in enumerate(groups):
+        n = -(-(k1 - k0) // 5)
+        narrow += [(k0 + (k1 - k0) * i // n, k0 + (k1 - k0) * (i + 1) // n, ax) for i in range(n)]
+        cols += [g] * n
+    assert [k1 - k0 for k0, k1, _ in narrow] == [4] * 9 + [1]
+    want = apply_decisions(X, W, grid, groups, dec)
+    for rows, brows, fw in ((4, 2, 1), (8, 4, 3)):
+        assert np.array_equal(delta_gemm(X, W, grid, narrow, dec[:, cols], rows, brows, fw), want)
+
+
+def test_sliced_stage_counts_by_hand():
+    """D88: an op whose two column blocks of weights do not fit a stage bank goes through the stage in slices.
+    tiny-8x8 (C = 8) as delta, B = 2 bands of 4 rows, 1 KiB stage: 128 B per column bank, so slices of at most
+    128 / 2 = 64 channels; K = 160 in two groups of 80 -> two slices of 40 each."""
+    from algo.trace import Group, OpRecord, Trace, pack_decisions
+    from sim.engines.model import simulate_trace
+
+    grid, K, N = (2, 2, 4), 160, 8  # noqa: N806  16 tokens: one pool (8 positions) per frame
+    dec = np.zeros((16, 2), dtype=np.int8)  # frame 0 COMPUTEs everything (no neighbour)
+    dec[8:, 0] = REUSE  # frame 1: group 0 REUSEs, group 1 COMPUTEs
+    op = OpRecord("o_proj", 0, 0, None, None, [Group(0, 80, "f"), Group(80, 160, "f")], (0.0, 0.0),
+                  dims=(1, 16, K, N), decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
+    trace = Trace(grid=grid, ops=[op], model="test", size="test", weights="none")
+    base = load_config("tiny-8x8").model_dump() | {"organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2,
+                                                    "diff_sram_kib": 8}
+    plain = simulate_trace(trace, config_from_dict(base | {"wstage_sram_kib": 0}))["per_op"][0]["actions"]
+    sliced = simulate_trace(trace, config_from_dict(base | {"wstage_sram_kib": 1}))["per_op"][0]["actions"]
+    yb = 3  # Y's bound 160 x 255 x 128 = 5,222,400 < 2^23: 24 bits with the sign
+    # Band-tiles of 4 tokens, one chunk (both frames): group 0 (frame 0's 8 tokens) 2 band-tiles, group 1 (16) 4;
+    # each reads its 80 weights of each of the 8 columns, sliced or not: 6 x 80 x 8 bytes.
+    assert plain["sram_weight_read_bytes"] == 6 * 80 * 8 and plain["sram_wstage_read_bytes"] == 0
+    assert sliced["sram_wstage_read_bytes"] == 6 * 80 * 8
+    # ... and the weight SRAM fills the stage once per chunk and column block: K x N bytes.
+    assert sliced["sram_weight_read_bytes"] == sliced["sram_wstage_write_bytes"] == K * N
+    # A token drains one difference row per slice it does not REUSE: frame 0 8 x 4, frame 1 8 x 2 (group 1's two),
+    # against one per group unsliced: 8 x 2 + 8 x 1. Each is written into D and read back once.
+    assert sliced["sram_diff_write_bytes"] == sliced["sram_diff_read_bytes"] == 48 * N * yb
+    assert plain["sram_diff_write_bytes"] == plain["sram_diff_read_bytes"] == 24 * N * yb
+    same = ("mac8", "mac4", "pe_add", "pe_mux_bits", "gather_mux_bits", "sram_input_read_bytes")  # per slot / channel
+    assert all(sliced[k] == plain[k] for k in same)

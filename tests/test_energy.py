@@ -187,6 +187,41 @@ def test_energy_is_hand_sum():
     assert e["sram_input"] == pytest.approx(2 * 10 * math.sqrt(2))  # 2 accesses of a 16 KiB array
     assert e["leakage"] == pytest.approx(10.0 * 0.5 * 1000)           # 1000 cycles at 1 GHz = 1000 ns
     assert set(e) == set(COMPONENTS)
+    # D89: 0.2 mm^2 of it power-gated over the 1000 cycles keeps a tenth of its leakage
+    gated = energy_of(acts | {"gated_mm2_cycles": 0.2 * 1000}, cfg, tech, area_mm2=0.5)
+    assert gated["leakage"] == pytest.approx(10.0 * (0.3 + 0.1 * 0.2) * 1000)
+
+
+def test_untouched_sram_is_power_gated(tmp_path: Path):
+    """D89: an SRAM that an op (with the other half of its fused pair) neither reads nor writes is gated for the
+    op's wall time, in both designs; hand-picked buffers of a tiny delta op and of a fused pair."""
+    from sim.cost.energy import gated_sram_mm2
+
+    bd = {"sram_input": 1.0, "sram_weight": 2.0, "sram_score": 4.0, "sram_peff": 8.0, "sram_state": 16.0,
+          "array_pe_plain": 32.0}
+    qk = {"sram_input_read_bytes": 1, "sram_weight_read_bytes": 1, "sram_score_write_bytes": 1,
+          "sram_state_read_bytes": 0, "sram_state_write_bytes": 5}
+    pv = {"sram_weight_read_bytes": 1, "sram_peff_read_bytes": 3}
+    assert gated_sram_mm2(bd, qk) == 8.0  # P_eff only; logic is never gated
+    assert gated_sram_mm2(bd, pv) == 1.0 + 4.0 + 16.0
+    assert gated_sram_mm2(bd, qk, pv) == 0.0  # the pair's union
+    # a whole small trace (no fused attention) on tiny-8x8 with a 16 KiB score SRAM: neither design touches it,
+    # so each charges a tenth of its leakage, and Kaleido's lockstep partial buffer where an op has no h group
+    cfg = load_config("tiny-8x8").model_copy(update={"score_sram_kib": 16})
+    ab = area_breakdown(cfg, load_tech("16nm"))
+    res = simulate_trace(load_trace(small_trace(tmp_path / "t.npz")), cfg)
+    checked = 0
+    for r in res["per_op"]:
+        if r["actions"].get("sram_score_read_bytes", 0) or r["actions"].get("sram_score_write_bytes", 0):
+            continue
+        checked += 1
+        ns, dns = r["total_cycles"] * 1000 / cfg.clock_mhz, r["dense_total_cycles"] * 1000 / cfg.clock_mhz
+        k_untouched = ab["breakdown"]["sram_score"] + ab["breakdown"]["sram_partial"] * (
+            r["actions"]["sram_partial_read_bytes"] + r["actions"]["sram_partial_write_bytes"] == 0)
+        assert r["energy_breakdown_pj"]["leakage"] == pytest.approx(10.0 * ns * (ab["total_mm2"] - 0.9 * k_untouched))
+        assert r["dense_energy_breakdown_pj"]["leakage"] == pytest.approx(
+            10.0 * dns * (ab["dense_total_mm2"] - 0.9 * ab["dense_breakdown"].get("sram_score", 0.0)))
+    assert checked == len(res["per_op"]) == 2 and ab["dense_breakdown"]["sram_score"] > 0
 
 
 def test_tables_load_with_sources():

@@ -28,7 +28,7 @@ from algo.reuse.stats import decision_counts
 from algo.trace import OpRecord
 from hw.config import AcceleratorConfig
 from sim.cost.actions import add_actions, empty_actions, op_actions
-from sim.cost.energy import EnergyModel, energy_of
+from sim.cost.energy import EnergyModel, energy_of, gated_sram_mm2
 from sim.timing.cycle_model import op_cycles, reuse_slot_sequence
 
 FULL, HALF, SKIP = COMPUTE, PARTIAL, REUSE
@@ -67,6 +67,7 @@ def run_policy_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy
     acts["cycles"] = op_memory_timing(op.name, op.batch, op.M, op.K, op.N, cycles,
                                       acts["dram_read_bytes"] + acts["dram_write_bytes"], cfg,
                                       similarity=True)["total_cycles"]
+    acts["gated_mm2_cycles"] = gated_sram_mm2(energy.breakdown, acts) * acts["cycles"]  # D89, as Kaleido's
     eb = energy_of(acts, cfg, energy.tech, energy.area_mm2)
     work = work_fractions(decisions, groups)
     return {"name": op.name, "block": op.block, "step": op.step, "cycles": int(cycles),

@@ -44,18 +44,23 @@ or a bit width of the RTL):
   time, ``total_cycles`` (the array's cycles plus the DRAM, vector and similarity stalls,
   `sim.timing.memory`, `sim.timing.attention`; `EnergyModel.op_energy`): the die leaks while
   the array waits too. Each design leaks over its own time and its own die (the dense baseline over
-  ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52.
+  ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52. An on-chip SRAM that the op (and the
+  other half of its fused attention pair) neither reads nor writes is power-gated for the op's wall time and
+  leaks ``GATED_LEAK`` of its share (`gated_sram_mm2`, D89), in both designs. Its wake-up is not charged: the op
+  sequence is static, so it is woken during the previous op, and the op lasts 10^5 to 10^8 cycles.
 
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
 matcher), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
 ``vector_unit``, ``leakage``. Not modelled: clock tree, wires between SRAMs and the array, control
-FSMs, DRAM refresh/background power, SRAM leakage apart from the die-area rule.
+FSMs, DRAM refresh/background power, SRAM leakage apart from the die-area and gating rules, the energy of
+waking a gated SRAM.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
@@ -144,8 +149,28 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     return out
 
 
+#: Leakage an SRAM keeps while it is power-gated without retention, as a fraction of its leakage when on (D89):
+#: 0.1, from "lowers leakage by over 90 % when stored data is no longer desired" (IBM, "A pico-joule class, 1 GHz,
+#: 32 KByte x 64b DSP SRAM with self reverse bias", Symposium on VLSI Circuits 2003; a 0.13 um figure, kept at 16
+#: nm as a project assumption: a power-gated macro's residue is its sleep switches' leakage).
+GATED_LEAK = 0.1
+
+
+def gated_sram_mm2(breakdown: dict[str, float], *actions: dict) -> float:
+    """mm^2 of the on-chip SRAMs of an area ``breakdown`` (`sim.cost.area.area_breakdown`'s ``breakdown`` or
+    ``dense_breakdown``) that none of the action sets ``actions`` reads or writes: power-gated for that op (D89).
+    No SRAM holds data from one op to the next (every op reads its operands from DRAM and writes its results
+    there, `sim.timing.memory`), so one an op does not touch is off for the op's whole wall time; the two halves
+    of a fused attention pair run interleaved, so their union is on for both."""
+    def touched(b: str) -> bool:
+        return any(a.get(f"sram_{b}_read_bytes", 0) or a.get(f"sram_{b}_write_bytes", 0) for a in actions)
+    return float(sum(breakdown.get(f"sram_{b}", 0.0) for b in SRAM_BUFFERS if not touched(b)))
+
+
 def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: float) -> dict[str, float]:
-    """Energy breakdown in pJ by component for an action set (`COMPONENTS` keys, all present)."""
+    """Energy breakdown in pJ by component for an action set (`COMPONENTS` keys, all present). Leakage: the die's
+    ``area_mm2`` over ``cycles``, less ``1 - GATED_LEAK`` of the power-gated SRAM's ``gated_mm2_cycles``
+    (mm^2 x cycles, `gated_sram_mm2`; absent: nothing gated)."""
     table = action_energies(cfg, tech)
     out = dict.fromkeys(COMPONENTS, 0.0)
     for k, n in actions.items():
@@ -153,7 +178,8 @@ def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: 
             comp, pj = table[k]
             out[comp] += n * pj
     ns = actions.get("cycles", 0) * 1000.0 / cfg.clock_mhz
-    out["leakage"] += tech.e("leak_mm2_ns") * area_mm2 * ns
+    gated_ns = actions.get("gated_mm2_cycles", 0) * 1000.0 / cfg.clock_mhz
+    out["leakage"] += tech.e("leak_mm2_ns") * (area_mm2 * ns - (1 - GATED_LEAK) * gated_ns)
     return out
 
 
@@ -166,6 +192,7 @@ class EnergyModel:
             load_tech(tech) if isinstance(tech, (str, int, Path)) else tech)
         area = area_breakdown(cfg, self.tech)
         self.area_mm2, self.dense_area_mm2 = area["total_mm2"], area["dense_total_mm2"]
+        self.breakdown, self.dense_breakdown = area["breakdown"], area["dense_breakdown"]
 
     def op_actions(self, timing: OpTiming, grid, groups, b_msb: int, fused: bool = False) -> OpActions:
         """Kaleido's and the dense baseline's action counts of one op from its timing (``cycles``: the array's).
@@ -179,17 +206,26 @@ class EnergyModel:
             state = bool(fused and t.name in FUSED_PAIRS and self.cfg.state_sram_kib)  # D71: qk's carried values
             p_op = fused and t.name in FUSED_PAIRS.values()  # D76: delta stashes pv's differences, not P
             stage = t.compact["chunks"] if t.compact.get("staged") else None  # D85: weights through the stage
-            a = compact_actions(a, decisions, t.compact["band_tiles"], groups, t.N, self.cfg, grid, blocks, state,
+            cgroups, cdec = groups, decisions
+            if t.compact.get("slices") is not None:  # D88: band-tiles of stage slices, each its group's decisions
+                cgroups, cols = t.compact["slices"]
+                cdec = [replace(td, decisions=td.decisions[:, cols], code_counts=None) for td in decisions]
+            a = compact_actions(a, cdec, t.compact["band_tiles"], cgroups, t.N, self.cfg, grid, blocks, state,
                                 p_op, stage)
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 
-    def op_energy(self, actions: OpActions, memory: OpMemory) -> OpEnergy:
+    def op_energy(self, actions: OpActions, memory: OpMemory, partner: OpActions | None = None) -> OpEnergy:
         """One op's energy with leakage over its wall time: the ``cycles`` action of ``actions`` and
         ``dense_actions`` becomes ``total_cycles`` and ``dense_total_cycles`` (`sim.timing.memory.op_memory`
-        or `sim.timing.attention.fused_memory`). Call once the op's stalls are final."""
+        or `sim.timing.attention.fused_memory`), and ``gated_mm2_cycles`` the SRAM it and ``partner`` (the other
+        half of a fused attention pair) leave untouched over those cycles (`gated_sram_mm2`, D89). Call once the
+        op's stalls are final."""
         a, d = dict(actions.actions), dict(actions.dense_actions)
         a["cycles"], d["cycles"] = memory.total_cycles, memory.dense_total_cycles
+        pa, pd = ((partner.actions,), (partner.dense_actions,)) if partner is not None else ((), ())
+        a["gated_mm2_cycles"] = gated_sram_mm2(self.breakdown, a, *pa) * a["cycles"]
+        d["gated_mm2_cycles"] = gated_sram_mm2(self.dense_breakdown, d, *pd) * d["cycles"]
         return OpEnergy(**self._energies(a, d))
 
     def totals(self, per_op: list[dict]) -> dict:

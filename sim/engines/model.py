@@ -200,11 +200,19 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         raise SimError(str(err)) from None
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
     staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K)  # the weight stage (D85)
+    sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
+    cols = None
+    if sliced is not None:
+        groups, cols, width = sliced
+        staged = True
     for dec in decs:
+        dec = dec if cols is None else dec[:, cols]
         t, chunk = compact_tiles(dec, grid, groups, cfg, fw, b_msb, chunks=True)
         chunks.append(chunk)
         if delta and cfg.diff_sram_kib:  # per chunk, its band-tiles for each column block in turn (D84)
             order, seg = delta_rules.chunk_major(chunk, n_cb, s)
+            if cols is not None:  # ... and within it slice by slice (D88)
+                order, seg = delta_rules.slice_order(order, seg, t[1])
             seqs.append(t[0][order])
             valid.append((t[2] + t[3])[order])
             if staged:  # segments numbered across the batch, in issue order
@@ -220,13 +228,17 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             adds += combine_adds(dec, op.N)
         tiles.append(t)
     s_seq = np.concatenate(seqs)
-    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, op.K), delta_rules.stage_buffers(cfg, op.K))
-             if staged else (None, 0, 2))
+    if cols is not None:  # a stage buffer holds one slice (D88)
+        stage = (np.concatenate(segs), -(-width // cfg.compact_bands),
+                 cfg.wstage_sram_kib * 1024 // cfg.array_cols // width)
+    else:
+        stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, op.K), delta_rules.stage_buffers(cfg, op.K))
+                 if staged else (None, 0, 2))
     cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg, *stage)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
-            "chunks": chunks, "staged": staged}
+            "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols)}
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
@@ -475,7 +487,9 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
         mi, mj = fused_memory(parts[i][:2], parts[j][:2], cfg, grid, plans[i].groups, plans[j].groups)
         parts[i], parts[j] = (*parts[i][:2], mi), (*parts[j][:2], mj)
     # leakage over each design's wall time, now that every op's stalls are final
-    per_op = [OpResult(t, a, m, energy.op_energy(a, m)).to_json() for t, a, m in parts]
+    partner = {i: j for i, j in pairs.items()} | {j: i for i, j in pairs.items()}  # D89: a fused pair's SRAM
+    per_op = [OpResult(t, a, m, energy.op_energy(a, m, parts[partner[k]][1] if k in partner else None)).to_json()
+              for k, (t, a, m) in enumerate(parts)]
     return per_op, counts
 
 

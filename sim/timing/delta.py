@@ -63,8 +63,17 @@ Weight stage (``wstage_sram_kib`` > 0, with the difference-sum buffer; docs/deci
 SRAM at ``B`` bytes per column bank and cycle (`stage_fill_cycles`: the width the B band lanes read from it
 without a stage), one fill at a time. Segment i's fill waits for the buffer of segment ``i - buffers`` to be
 released, and its band-tiles wait for its fill (`sim.timing.compact.band_schedule`). The bands then read the
-stage, and the weight SRAM is read once per chunk and column block instead of once per band-tile. Ops whose
-two column blocks do not fit a bank (``2 K > bank``: ffn2, pv) read the weight SRAM as before (`stages`).
+stage, and the weight SRAM is read once per chunk and column block instead of once per band-tile.
+
+Stage slices (docs/decisions.md D88). An op whose two column blocks do not fit a bank (``2 K > bank``: on the
+balanced preset every op but qk) goes through the stage in *slices* (`stage_slices`): each group is cut into
+near-equal runs of at most ``bank / B`` channels, and each slice is queued and tiled as a group of its own with
+its group's decisions, so a band-tile reads one slice's weights. Within a segment the band-tiles go slice by slice
+(`slice_order`); a segment is then one chunk's band-tiles of one slice for one column block, and the stage holds
+``bank / width`` (at least B) slices. The weight SRAM is still read ``chunks x K x N`` bytes per op (each slice
+once per chunk and column block); a token now drains one difference row per slice instead of per group, so the
+difference-sum buffer and the combine unit take more rows. Exact as before: splitting a group with one decision
+into slices is the same sum (tests/test_delta.py against `algo.reuse.golden`).
 
 Combine unit: each drained band-tile row (a token's difference sum of one group, C outputs) is added into
 ``D[t]`` (the first written, the others read-add-write); at the chunk's end, in raster order,
@@ -236,6 +245,41 @@ def stages(cfg: AcceleratorConfig, K: int) -> bool:  # noqa: N803
     """True when an op of ``K`` channels reads its weights through the weight stage (module docstring, D85): the
     config has one and a column bank holds at least two column blocks' ``K`` weights of its column."""
     return stage_buffers(cfg, K) >= 2
+
+
+def stage_slices(cfg: AcceleratorConfig, groups) -> tuple[list[tuple[int, int, str]], np.ndarray, int] | None:
+    """The weight stage's slices of an op whose two column blocks of weights do not fit a column bank (`stages` is
+    False; module docstring, D88): each group cut into the fewest near-equal runs of channels of at most
+    ``bank / B`` channels. Returns ``(slices, columns, width)`` -- the slices as ``(k0, k1, axis)``
+    groups, int64 ``[len(slices)]`` the group each slice belongs to (its decision column), and the widest slice's
+    channels -- or None when the config has no weight stage or difference-sum buffer, or a bank cannot hold
+    one channel per band.
+
+    A bank holds one slice per band (``B = compact_bands`` buffers of ``bank / B`` channels), so each band can
+    work on a different slice and no band waits for a buffer only because the slices are many."""
+    if not (cfg.wstage_sram_kib and cfg.diff_sram_kib):
+        return None
+    width = cfg.wstage_sram_kib * 1024 // cfg.array_cols // cfg.compact_bands
+    if width < 1:
+        return None
+    out, cols = [], []
+    for g, (k0, k1, ax) in enumerate(groups):
+        n = -(-(k1 - k0) // width)
+        cuts = [k0 + (k1 - k0) * i // n for i in range(n + 1)]
+        out += [(cuts[i], cuts[i + 1], ax) for i in range(n)]
+        cols += [g] * n
+    return out, np.array(cols, dtype=np.int64), max(k1 - k0 for k0, k1, _ in out)
+
+
+def slice_order(order: np.ndarray, segment: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`chunk_major`'s ``(order, segment)`` with each segment's band-tiles put slice by slice (``group``: int64
+    ``[T]``, each band-tile's slice in the column block's sequence; stable within a slice): ``(order, segment)``,
+    the segments now the runs of one chunk, column block and slice (D88)."""
+    g = np.asarray(group, dtype=np.int64)[order]
+    idx = np.lexsort((g, segment))
+    o, s, g = order[idx], segment[idx], g[idx]
+    new = np.r_[True, (np.diff(s) != 0) | (np.diff(g) != 0)] if len(o) else np.zeros(0, dtype=bool)
+    return o, (np.cumsum(new) - 1).astype(np.int64)
 
 
 def stage_fill_cycles(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803

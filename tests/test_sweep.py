@@ -333,3 +333,33 @@ def test_bad_workload_sweep_names_the_key(workloads, tmp_path, text, needles):
         load_sweep(sw)
     for n in needles:
         assert n in str(err.value), str(err.value)
+
+
+def test_upper_bound_points_are_marked_and_kept_off_the_front(tmp_path):
+    """D70 in sweeps: a point whose config lacks a fused score op's cross-frame state gets ``upper_bound_ops``
+    > 0 (its figures are an upper bound) and the report leaves it off the Pareto front even where it would
+    dominate, listing it apart."""
+    from algo.trace.writer import save_trace
+    from sim.sweep.figures import write_sweep_report
+    from sim.sweep.table import write_table
+    from sim.sweep.tasks import RESULT_COLUMNS, run_point
+    from tests.test_attention import _cfg, _pair
+
+    save_trace(_pair(), tmp_path / "pair.npz")
+    desc = {"trace": str(tmp_path / "pair.npz"), "theta_index": 0, "tech": None, "dispatcher": True}
+    narrow = run_point(desc | {"config": _cfg().model_dump(mode="json")})  # 16 keys = 2 column blocks of 8
+    wide = run_point(desc | {"config": _cfg().model_copy(update={"array_cols": 16}).model_dump(mode="json")})
+    assert narrow["status"] == wide["status"] == "ok"
+    assert narrow["result"]["upper_bound_ops"] == 1 and wide["result"]["upper_bound_ops"] == 0
+    base = dict.fromkeys(RESULT_COLUMNS, 0.0)
+    rows = [{"point": 0, "key": "a", "cfg": "exact", "status": "ok", "error": ""} | base |
+            {"total_speedup": 2.0, "energy_pj": 2e6, "area_mm2": 2.0, "upper_bound_ops": 0},
+            {"point": 1, "key": "b", "cfg": "bound", "status": "ok", "error": ""} | base |
+            {"total_speedup": 3.0, "energy_pj": 1e6, "area_mm2": 1.0, "upper_bound_ops": 1}]  # dominates point 0
+    cols = ["point", "key", "cfg", "status", "error", *RESULT_COLUMNS]
+    write_table(tmp_path / "t", cols, rows)
+    write_sweep_report(tmp_path / "t" / "results.parquet", tmp_path / "rep")
+    md = (tmp_path / "rep" / "sweep_summary.md").read_text()
+    pareto = md.split("## Pareto points")[1].split("## Upper bounds")[0]
+    assert "| 0 | exact |" in pareto and "| 1 |" not in pareto
+    assert "- point 1 (cfg=bound): 1 op(s), speedup 3.000" in md.split("## Upper bounds")[1]

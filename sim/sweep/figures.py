@@ -2,7 +2,9 @@
 
 - ``sweep_pareto.png``/``.pdf``: end-to-end speedup over dense (``total_speedup``: array cycles plus
   DRAM, vector and similarity stalls, against the dense design's) against energy (uJ) and against
-  die area (mm^2), the Pareto points (`pareto_front`) marked and joined;
+  die area (mm^2), the Pareto points (`pareto_front`) marked and joined. Points whose figures are an upper
+  bound (``upper_bound_ops`` > 0: a fused score op's cross-frame state does not fit, docs/decisions.md D70)
+  are drawn hollow and kept off the front, so a config that merely lacks that state cannot look best;
 - ``sweep_speedup_vs_axes.png``/``.pdf``: ``total_speedup`` against each key column that takes more
   than one value (numbers on a numeric axis, other values in sweep order), one panel per column;
 - ``sweep_summary.md``: the Pareto points, the workload points (speedup, time, exposed communication)
@@ -77,14 +79,20 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
     written: list[Path] = []
     ok = [r for r in ok_all if r.get("total_speedup") is not None]  # trace points
     wl = [r for r in ok_all if r.get("total_speedup") is None and _wl_speedup(r) is not None]  # workload points
-    front = pareto_front(ok)
+    exact = [i for i, r in enumerate(ok) if not r.get("upper_bound_ops")]  # tables before the column: exact
+    bounds = [r for r in ok if r.get("upper_bound_ops")]
+    front = [exact[i] for i in pareto_front([ok[i] for i in exact])]
     if not ok:
         return written + _workload_report(table, rows, wl, keys, out, written)
 
     fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.6))
     for ax, col, xl in ((axes[0], "energy_pj", "energy (uJ)"), (axes[1], "area_mm2", "area (mm^2)")):
         scale = 1e-6 if col == "energy_pj" else 1.0
-        ax.scatter([r[col] * scale for r in ok], [r["total_speedup"] for r in ok], s=18, color="0.6", label="points")
+        ax.scatter([ok[i][col] * scale for i in exact], [ok[i]["total_speedup"] for i in exact], s=18, color="0.6",
+                   label="points")
+        if bounds:
+            ax.scatter([r[col] * scale for r in bounds], [r["total_speedup"] for r in bounds], s=22,
+                       facecolors="none", edgecolors="C1", label="upper bound (state unsized, D70)")
         fr = sorted(front, key=lambda i: ok[i][col])
         ax.plot([ok[i][col] * scale for i in fr], [ok[i]["total_speedup"] for i in fr], "o-", color="C3",
                 label="Pareto (speedup, energy, area)")
@@ -127,6 +135,12 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
         cells = [str(r["point"]), *(str(r.get(k)) if r.get(k) is not None else "" for k in keys)]
         cells += [f"{r['total_speedup']:.3f}", f"{r['energy_pj'] / 1e6:.3f}", f"{r['area_mm2']:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    if bounds:
+        lines += ["", "## Upper bounds (off the Pareto front)", "",
+                  f"{len(bounds)} point(s) count a fused score op's temporal reuse although their config does not "
+                  "hold its cross-frame state (docs/decisions.md D70): their speedup and energy are upper bounds.",
+                  ""] + [f"- point {r['point']} ({_label(r, keys)}): {r['upper_bound_ops']} op(s), speedup "
+                         f"{r['total_speedup']:.3f}" for r in bounds]
     if wl:
         lines += _workload_lines(wl, keys)
     lines += _failed_lines(rows, keys)

@@ -36,8 +36,8 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
   docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
-  buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense
-  die. Banking (the weight, partial-sum and state SRAMs in column banks,
+  buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85; with its bands' word registers,
+  `sim.timing.delta.stage_register_bits`, D88), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
@@ -234,6 +234,10 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_state"] = 0.0
         um2["sram_diff"] = 0.0
         um2["sram_wstage"] = 0.0
+    else:  # the stage's bands read it through word registers (D88, sim.timing.delta "Stage ports")
+        from sim.timing.delta import stage_register_bits
+
+        um2["sram_wstage"] += _um2(tech, reg_bits=stage_register_bits(cfg))
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense_parts = {k: (dense_io * 1e-6 if k == "array_io_skew" else v) for k, v in mm2.items() if k not in KALEIDO_ONLY}
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),

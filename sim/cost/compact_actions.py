@@ -72,7 +72,8 @@ the same band-tiles, gather network and weight reads, with these rules instead (
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above (Σ |g| min(C, N) n_cb) go to
   the stage (``sram_wstage``); the weight SRAM is read once per chunk with band-tiles and column block to fill
-  it, ``chunks x K x N`` bytes, which the stage writes.
+  it, ``chunks x K x N`` bytes, which the stage writes. Each byte the bands read passes a band's word register
+  (``stage_reg_bits`` = 8 per byte, `sim.timing.delta` "Stage ports", D88).
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
@@ -243,6 +244,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     a["sram_input_read_bytes"] += array_input - lock_input
     if stage_chunks is not None:  # the bands read the stage; the weight SRAM only fills it (D85)
         a["sram_wstage_read_bytes"] += weight
+        a["stage_reg_bits"] = 8 * weight  # each byte through a band's word register (D88, stage ports)
         a["sram_wstage_write_bytes"] += fills
         a["sram_weight_read_bytes"] += fills - lock_weight
     else:

@@ -128,8 +128,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "sim_add8": ("dispatcher", a8),
         "gather_mux_bits": ("gather_network", mux),  # sim.cost.compact_actions
         "combine_add": ("combine_unit", tech.e("add32") * cfg.acc_bits / 32),
-        "combine_reg_bits": ("combine_unit", reg),
-        "stage_reg_bits": ("sram_wstage", reg),  # the bands' stage-word registers (D88, sim.timing.delta)  # sim.cost.compact_actions (delta: a class value kept in a lane)
+        "combine_reg_bits": ("combine_unit", reg),  # sim.cost.compact_actions (delta: a class value kept in a lane)
+        "stage_reg_bits": ("sram_wstage", reg),  # the bands' stage-word registers (D88, sim.timing.delta)
         "dispatch_add8": ("dispatcher", a8),
         "dram_read_bytes": ("dram", tech.e("dram_byte")),
         "dram_write_bytes": ("dram", tech.e("dram_byte")),

@@ -228,12 +228,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             adds += combine_adds(dec, op.N)
         tiles.append(t)
     s_seq = np.concatenate(seqs)
-    if cols is not None:  # a stage buffer holds one slice (D88)
-        stage = (np.concatenate(segs), -(-width // cfg.compact_bands),
-                 cfg.wstage_sram_kib * 1024 // cfg.array_cols // width)
-    else:
-        stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, op.K), delta_rules.stage_buffers(cfg, op.K))
-                 if staged else (None, 0, 2))
+    held = width if cols is not None else op.K  # a stage buffer holds one slice (D88) or one column block (D85)
+    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held), delta_rules.stage_buffers(cfg, held))
+             if staged else (None, 0, 2))
     cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg, *stage)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),

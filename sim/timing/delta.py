@@ -246,7 +246,8 @@ def _chunk_major(starts, ks):
 
 
 def stage_buffers(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
-    """Column blocks of ``K`` weights one column bank of the weight stage holds (module docstring, D85)."""
+    """Buffers of ``K`` weights (a column block's column, or a slice's, D88) one column bank of the weight stage holds
+    (module docstring, D85)."""
     return cfg.wstage_sram_kib * 1024 // cfg.array_cols // K
 
 
@@ -305,8 +306,9 @@ def slice_order(order: np.ndarray, segment: np.ndarray, group: np.ndarray) -> tu
 
 
 def stage_fill_cycles(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
-    """Cycles to fill one buffer of the weight stage with a column block's ``K x C`` weights: the weight SRAM
-    delivers ``B x C`` bytes a cycle (the B band lanes' width it serves without a stage), so ``ceil(K / B)``."""
+    """Cycles to fill one buffer of the weight stage with ``K x C`` weights (a column block's, or a slice's, D88): the
+    weight SRAM delivers ``B x C`` bytes a cycle (the B band lanes' width it serves without a stage), so
+    ``ceil(K / B)``."""
     return -(-K // cfg.compact_bands)
 
 

@@ -36,8 +36,7 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   (the score buffer of fused attention, ``score_sram_kib``, is shared by the dense baseline), and the
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
   docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
-  buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85; with its bands' word registers,
-  `sim.timing.delta.stage_register_bits`, D88), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
+  buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
@@ -59,7 +58,9 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
   registers of d ports of 2 acc bits, 1 in the delta organisation; the valid bits once, C - 1) and the output row tags (d x C + 1). The
   dense die keeps the lockstep rule's skew (its own array).
 - ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
-  the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary).
+  the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary); and the bands'
+  weight words (`sim.timing.compact.weight_word_bits`, D88: two words of 2 B bytes per band and column, from
+  the model, not the RTL).
 - ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
   to any band-tile row): R x 8 x (R - 1) 2:1 mux bits (the controller's; not RTL yet, D65);
 - ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders in ways of 2 C adders, each way
@@ -207,7 +208,9 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
         io = compact_io_bits(cfg)
         um2["array_io_skew"] = _um2(tech, reg_bits=io["io"])
-        um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"])
+        from sim.timing.compact import weight_word_bits
+
+        um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"] + weight_word_bits(cfg))  # + words (D88)
         byte = DIFF_BITS if cfg.organisation == "delta" else 8  # a delta operand is a 9-bit difference
         um2["gather_network"] = _um2(tech, mux_bits=R * byte * (R - 1))
         if cfg.organisation == "delta":  # ways of 2 C of the lanes, each as hw/delta_combine.py builds it (D79)
@@ -234,10 +237,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_state"] = 0.0
         um2["sram_diff"] = 0.0
         um2["sram_wstage"] = 0.0
-    else:  # the stage's bands read it through word registers (D88, sim.timing.delta "Stage ports")
-        from sim.timing.delta import stage_register_bits
 
-        um2["sram_wstage"] += _um2(tech, reg_bits=stage_register_bits(cfg))
     mm2 = {k: v * 1e-6 for k, v in um2.items()}
     dense_parts = {k: (dense_io * 1e-6 if k == "array_io_skew" else v) for k, v in mm2.items() if k not in KALEIDO_ONLY}
     return {"config": cfg.name, "technology": tech.name, "total_mm2": sum(mm2.values()),

@@ -24,7 +24,9 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   byte, bytes = n_cb (Cc + Pc).
 - Input SRAM read by the array: n_cb (Cc + Pc) bytes (each needed channel of each token once per
   column block; REUSE channels are never read). Weight SRAM: each band-tile reads |g| x C bytes
-  (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb.
+  (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
+  band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
+  read instead; `sim.timing.compact` "Weight words", D88).
 - Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
   output column) holds what a successor can read, the chain's msb partial (a PARTIAL successor adds its
   own lsb to it) and its total (a REUSE successor takes it). The decisions of a chunk are known before its
@@ -72,8 +74,7 @@ the same band-tiles, gather network and weight reads, with these rules instead (
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above (Σ |g| min(C, N) n_cb) go to
   the stage (``sram_wstage``); the weight SRAM is read once per chunk with band-tiles and column block to fill
-  it, ``chunks x K x N`` bytes, which the stage writes. Each byte the bands read passes a band's word register
-  (``stage_reg_bits`` = 8 per byte, `sim.timing.delta` "Stage ports", D88).
+  it, ``chunks x K x N`` bytes, which the stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
@@ -242,9 +243,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["sram_psum_read_bytes"] += staged + (pg + rg) * N * pb
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
+    a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
     if stage_chunks is not None:  # the bands read the stage; the weight SRAM only fills it (D85)
         a["sram_wstage_read_bytes"] += weight
-        a["stage_reg_bits"] = 8 * weight  # each byte through a band's word register (D88, stage ports)
         a["sram_wstage_write_bytes"] += fills
         a["sram_weight_read_bytes"] += fills - lock_weight
     else:

@@ -129,7 +129,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "gather_mux_bits": ("gather_network", mux),  # sim.cost.compact_actions
         "combine_add": ("combine_unit", tech.e("add32") * cfg.acc_bits / 32),
         "combine_reg_bits": ("combine_unit", reg),  # sim.cost.compact_actions (delta: a class value kept in a lane)
-        "stage_reg_bits": ("sram_wstage", reg),  # the bands' stage-word registers (D88, sim.timing.delta)
+        "stage_reg_bits": ("sram_wstage", reg),  # the bands' weight words, read from the stage (D88)
+        "weight_word_reg_bits": ("sram_weight", reg),  # ... from the weight SRAM (sim.timing.compact, D88)
         "dispatch_add8": ("dispatcher", a8),
         "dram_read_bytes": ("dram", tech.e("dram_byte")),
         "dram_write_bytes": ("dram", tech.e("dram_byte")),

@@ -27,6 +27,15 @@ slot is saved only where every row agrees. Here a tile's rows need not agree:
   on a band (B = 1 with full band-tiles is `sim.timing.cycle_model.op_cycles`'s rule). The op's array cycles end
   when its last valid row leaves: its read cycle (`drain_reads`) + C + `PIPELINE_CYCLES` (the same skew and
   drain path as the lockstep array; a full tile's last row is read R cycles after its last slot).
+- **Weight words.** The B bands of a column read B different weights a cycle (each its own band-tile's slot),
+  and a column bank of the weight SRAM (or of the delta organisation's weight stage) has one read port. So a
+  bank is read one word of ``2 B`` consecutive weights of its column a cycle (`weight_word_bytes`), round robin
+  over the bands, into a pair of word registers per band and column (`weight_word_bits`: the word in use and
+  the next), from which the band's lane takes one weight a slot (two on a PAIRED slot). A band needs a word at
+  most every B cycles, which the round robin gives it, so the port does not stall a band as long as its
+  band-tiles last at least B slots; the next band-tile's first word is read during the previous one's last B
+  slots (docs/decisions.md D88). Not in the RTL (its band lanes take their weights from ports; the supply is
+  the controller's); charged in area and as one register write per weight byte a band reads.
 - **Combine unit.** Each drained row is one token's partial sum of one group for C outputs; the
   combine unit (``combine_lanes`` acc-bit adders) adds, per (token, group, output), the partial
   into the token's output (COMPUTE: the new partial; PARTIAL: the neighbour's msb partial + the new
@@ -74,6 +83,18 @@ def combine_lanes(cfg: AcceleratorConfig) -> int:
     values (G = 3 RoPE groups) while the array issues about ``K (1 - r_t)`` = 25.6 slots at K = 128,
     so ``3 x 128 x 128 / 25.6 = 1,920`` adds per cycle -> 2,048 = 4 x C x d on 128 x 128, d = 4."""
     return cfg.combine_lanes if cfg.combine_lanes is not None else 4 * cfg.array_cols * cfg.drain_rows_per_cycle
+
+
+def weight_word_bytes(cfg: AcceleratorConfig) -> int:
+    """Bytes of one read of a weight-SRAM (or weight-stage) column bank: ``2 B`` (module docstring, "Weight
+    words"): each of the B bands takes up to two weights a slot and gets a word every B cycles."""
+    return 2 * cfg.compact_bands
+
+
+def weight_word_bits(cfg: AcceleratorConfig) -> int:
+    """Register bits of the bands' weight words (module docstring): two words of `weight_word_bytes` per band and
+    column."""
+    return 2 * weight_word_bytes(cfg) * 8 * cfg.compact_bands * cfg.array_cols
 
 
 def band_rows(cfg: AcceleratorConfig) -> int:

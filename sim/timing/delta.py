@@ -65,14 +65,9 @@ without a stage), one fill at a time. Segment i's fill waits for the buffer of s
 released, and its band-tiles wait for its fill (`sim.timing.compact.band_schedule`). The bands then read the
 stage, and the weight SRAM is read once per chunk and column block instead of once per band-tile.
 
-Stage ports (docs/decisions.md D88). The B bands of a column read B different weights in a cycle (each its own
-band-tile's slot), so a column bank of the stage is not read a byte per band: it is read one word of ``2 B`` bytes
-a cycle (`stage_word_bytes`), round robin over the bands, into a register pair per band and column (the word in use
-and the next, `stage_register_bits`), from which the band's lane takes one weight a slot (two on a PAIRED slot). A
-band then needs a word at most every B cycles, which the round robin gives it, so the single read port never stalls
-a band as long as a band-tile lasts at least B slots (the balanced preset's narrowest is qk's 21 paired slots); the
-next band-tile's first word is read during the previous one's last B slots. Charged: the registers' area and one
-register write per weight byte a band reads (``stage_reg_bits``), beside the stage's bytes at its bank's size.
+Stage ports (docs/decisions.md D88). A column bank of the stage has one read port, as every weight bank: it is
+read one word of ``2 B`` weights a cycle, round robin over the bands, into each band's word registers
+(`sim.timing.compact` "Weight words").
 
 Stage slices (docs/decisions.md D88). An op whose two column blocks do not fit a bank (``2 K > bank``: on the
 balanced preset every op but qk) goes through the stage in *slices* (`stage_slices`): each group is cut into
@@ -255,19 +250,6 @@ def stages(cfg: AcceleratorConfig, K: int) -> bool:  # noqa: N803
     """True when an op of ``K`` channels reads its weights through the weight stage (module docstring, D85): the
     config has one and a column bank holds at least two column blocks' ``K`` weights of its column."""
     return stage_buffers(cfg, K) >= 2
-
-
-def stage_word_bytes(cfg: AcceleratorConfig) -> int:  # noqa: N803
-    """Bytes of one read of a weight-stage column bank: ``2 B`` (D88, module docstring "Stage ports")."""
-    return 2 * cfg.compact_bands
-
-
-def stage_register_bits(cfg: AcceleratorConfig) -> int:
-    """Register bits of the bands' stage words (module docstring "Stage ports"): per band and column two words of
-    `stage_word_bytes` (the one being used and the next); 0 without a weight stage."""
-    if not cfg.wstage_sram_kib:
-        return 0
-    return 2 * stage_word_bytes(cfg) * 8 * cfg.compact_bands * cfg.array_cols
 
 
 def stage_slices(cfg: AcceleratorConfig, groups) -> tuple[list[tuple[int, int, str]], np.ndarray, int] | None:

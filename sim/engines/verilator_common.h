@@ -1,0 +1,96 @@
+// Shared by the compiled RTL engine's drivers (verilator_driver.cpp: kaleido_top; verilator_band_driver.cpp:
+// kaleido_ctop / kaleido_dtop; sim/engines/verilator_build.py compiles each with this header): job files mapped
+// into memory, Verilated ports as byte images, signed lanes of a byte image, results written atomically.
+#pragma once
+
+#include "verilated.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <string>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+[[noreturn]] static void fail(int code, const std::string& msg) {
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    std::exit(code);
+}
+
+struct Mapped {
+    void* ptr = nullptr;
+    size_t size = 0;
+};
+
+// A job file of exactly `want` bytes, mapped read-only (exit 2 otherwise).
+static Mapped map_in(const std::string& path, size_t want) {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) fail(2, "cannot open " + path + ": " + std::strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) fail(2, "cannot stat " + path);
+    if ((size_t)st.st_size != want)
+        fail(2, path + ": " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(want));
+    Mapped m;
+    m.size = want;
+    if (want) {
+        m.ptr = mmap(nullptr, want, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m.ptr == MAP_FAILED) fail(2, "cannot map " + path);
+    }
+    ::close(fd);
+    return m;
+}
+
+// A new file of `size` bytes (zeros), mapped read-write.
+static Mapped map_out(const std::string& path, size_t size) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) fail(2, "cannot create " + path + ": " + std::strerror(errno));
+    if (ftruncate(fd, (off_t)size) != 0) fail(2, "cannot size " + path);
+    Mapped m;
+    m.size = size;
+    if (size) {
+        m.ptr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m.ptr == MAP_FAILED) fail(2, "cannot map " + path);
+    }
+    ::close(fd);
+    return m;
+}
+
+// Storage of a Verilated port as bytes: scalars (CData .. QData) and VlWide<N>.
+template <typename T> static uint8_t* bytes_of(T& port) { return reinterpret_cast<uint8_t*>(&port); }
+template <std::size_t N> static uint8_t* bytes_of(VlWide<N>& port) {
+    return reinterpret_cast<uint8_t*>(port.data());
+}
+template <typename T> static size_t size_of(T&) { return sizeof(T); }
+template <std::size_t N> static size_t size_of(VlWide<N>&) { return N * sizeof(EData); }
+
+// `bits` bits at bit offset `off` of a little-endian byte image padded by 8 bytes, sign-extended.
+static inline int64_t lane(const uint8_t* buf, size_t off, int bits) {
+    uint64_t w;
+    std::memcpy(&w, buf + (off >> 3), 8);
+    w >>= (off & 7);
+    uint64_t mask = (bits >= 64) ? ~0ull : ((1ull << bits) - 1);
+    w &= mask;
+    if (bits < 64 && (w >> (bits - 1)) & 1) w |= ~mask;
+    return (int64_t)w;
+}
+
+static int64_t now_ns(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+// `dir/name` written through `dir/name.part` and a rename (a reader never sees half a file).
+static void write_result(const std::string& dir, const std::string& name, const std::vector<int64_t>& v) {
+    const std::string tmp = dir + "/" + name + ".part";
+    FILE* fh = std::fopen(tmp.c_str(), "wb");
+    if (!fh || std::fwrite(v.data(), 8, v.size(), fh) != v.size() || std::fclose(fh) != 0)
+        fail(2, "cannot write " + tmp);
+    if (std::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) fail(2, "cannot rename " + tmp);
+}

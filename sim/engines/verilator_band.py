@@ -11,8 +11,8 @@ band on the band-tile its ``b{b}_tile`` output names, honouring ``b{b}_ready``, 
 (words, cycle, port), every band-tile's band and last-slot cycle, and the run's last row, with no Python per cycle.
 
 The cache folder is ``build/verilator/<config>-band-<key>[-waves]/`` (beside the lock-step engine's folders of
-the same config). Waveforms: as `sim.engines.verilator` (an FST window of ticks; every run starts with
-`sim.engines.verilator.RESET_TICKS` reset ticks).
+the same config). Waveforms: as `sim.engines.verilator` (an FST window of ticks; every run starts with `BAND_RESET_TICKS` reset
+ticks).
 
 Errors are `sim.engines.verilator_build.RtlEngineError` with one line naming what is wrong.
 """
@@ -35,6 +35,9 @@ from sim.engines.verilator_build import BUILD_ROOT, TOP, Design, RtlEngineError,
 DRIVER = Path(__file__).with_name("verilator_band_driver.cpp")
 #: Job file format the driver reads (``JOB_VERSION`` in verilator_band_driver.cpp).
 BAND_JOB_VERSION = 1
+#: Ticks of every run before its cycle 0: 3 with the wrapper's reset input high, 1 low, so the design leaves reset
+#: at cycle 0 (its drain time-share counter then 0, the phase `sim.timing.compact.drain_reads` counts from).
+BAND_RESET_TICKS = 4
 #: Bits of a band's ``b{b}_tile`` output in the wrapper's ``out_tile`` (`hw.compact_array.TILE_BITS` padded to a word).
 TILE_WORD = 32
 

@@ -59,6 +59,7 @@ def band_config(organisation: str) -> AcceleratorConfig:
 
 @dataclass
 class BandCase:
+    organisation: str
     index: int
     kind: str
     X: np.ndarray  # noqa: N815
@@ -72,9 +73,10 @@ class BandCase:
     chunk_major: bool
 
     def describe(self) -> str:
-        order = ("chunk-major" if self.chunk_major else "D68 order") + f", s {self.s}"
+        order = (f", {'chunk-major' if self.chunk_major else 'D68'} order, s {self.s}"
+                 if self.organisation == "delta" else "")
         return (f"{self.kind}, grid {self.grid}, K {self.X.shape[1]}, N {self.W.shape[1]}, "
-                f"{'uint8' if self.x_unsigned else 'int8'}, groups {self.groups}, fw {self.fw}, {order}")
+                f"{'uint8' if self.x_unsigned else 'int8'}, groups {self.groups}, fw {self.fw}{order}")
 
     def op(self, cfg: AcceleratorConfig) -> BandOp:
         return band_op(self.X, self.W, self.grid, self.groups, self.decisions, cfg, self.fw, self.s, self.chunk_major)
@@ -104,7 +106,7 @@ def _decisions(rng, grid, groups, p) -> np.ndarray:
 
 def make_case(organisation: str, seed: int, index: int, cfg: AcceleratorConfig) -> BandCase:
     """Case ``index`` of the regression of ``seed`` for ``organisation`` on ``cfg`` (deterministic)."""
-    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    C = cfg.array_cols  # noqa: N806
     rng = np.random.default_rng([seed, ORGS.index(organisation), index])
     kinds = [k for k in KINDS if organisation == "delta" or k != "corner_diff"]
     kind = kinds[index] if index < len(kinds) else str(rng.choice(kinds, p=_probs(kinds)))
@@ -126,7 +128,8 @@ def make_case(organisation: str, seed: int, index: int, cfg: AcceleratorConfig) 
             dec[grid[2]:, 1] = REUSE
         else:
             X = np.full((M, K), 255 if x_unsigned else -128, np.uint8 if x_unsigned else np.int8)  # noqa: N806
-        return BandCase(index, kind, X, W, grid, groups, dec, x_unsigned, F, 1, True)
+        return BandCase(organisation, index, kind, X, W, grid, groups, dec, x_unsigned, F, 1,
+                        organisation == "delta")
     F = int(rng.integers(1, 5))  # noqa: N806
     grid = (F, int(rng.integers(1, 4)), int(rng.integers(1, 6)))
     n_groups = int(rng.integers(1, 5))
@@ -147,7 +150,7 @@ def make_case(organisation: str, seed: int, index: int, cfg: AcceleratorConfig) 
     p = [0.1, 0.75, 0.15] if kind == "partial" else rng.dirichlet([1.0, 1.0, 1.0])
     dec = np.zeros((M, n_groups), np.int8) if kind == "dense" else _decisions(rng, grid, groups, p)
     n_cb = -(-N // C)
-    return BandCase(index, kind, X, W, grid, groups, dec, x_unsigned, int(rng.integers(1, F + 1)),
+    return BandCase(organisation, index, kind, X, W, grid, groups, dec, x_unsigned, int(rng.integers(1, F + 1)),
                     int(rng.integers(1, n_cb + 1)) if organisation == "delta" else 1,
                     organisation == "delta" and bool(rng.random() < 0.75))
 

@@ -1,6 +1,6 @@
 """Seeded random RTL regression of the compact and delta organisations on the compiled band engine
 (tests/rtl/band_regression.py, `sim.engines.verilator_band`, docs/decisions.md D86): at least 1,000 band-tiles per
-organisation on tiny-8x8 as that organisation (4 bands, 2 ports), each band-tile's drained words, band and
+organisation and band shape on tiny-8x8 as that organisation (4 bands on 2 ports, 2 bands on 4), each band-tile's drained words, band and
 last-slot cycle, each op's last row, and Y by the combine rule against `algo.reuse.golden` and the cycle model.
 ``KALEIDO_RTL_SEED`` picks another seed; a failure prints the seed, the case and the command that replays it with
 waveforms.
@@ -22,6 +22,7 @@ from sim.engines.verilator_band import BandEngine
 from tests.rtl.band_regression import (
     DEFAULT_SEED,
     ORGS,
+    SHAPES,
     band_config,
     check_case,
     regression_cases,
@@ -31,25 +32,25 @@ from tests.rtl.band_regression import (
 SEED = int(os.environ.get("KALEIDO_RTL_SEED", DEFAULT_SEED))
 
 
-@pytest.fixture(scope="module", params=ORGS)
+@pytest.fixture(scope="module", params=[(o, s) for o in ORGS for s in SHAPES], ids=lambda p: f"{p[0]}-{p[1]}")
 def regression(request):
-    org = request.param
-    cfg = band_config(org)
+    org, shape = request.param
+    cfg = band_config(org, shape)
     cases = regression_cases(org, SEED, cfg)
     ops = [c.op(cfg) for c in cases]
     results = BandEngine(cfg).run([(o, c.x_unsigned) for o, c in zip(ops, cases, strict=True)])
-    return org, cfg, cases, ops, results
+    return org, shape, cfg, cases, ops, results
 
 
 def test_band_regression_bit_and_cycle_exact(regression):
-    org, cfg, cases, ops, results = regression
+    org, shape, cfg, cases, ops, results = regression
     tiles = sum(len(o.tiles) for o in ops)
     assert tiles >= 1000, tiles
     failures = []
     for c, o, r in zip(cases, ops, results, strict=True):
         for e in check_case(c, o, r, cfg):
-            failures.append(f"seed {SEED} {org} case {c.index} ({c.describe()}): {e}\n  replay: "
-                            f"{replay_command(org, SEED, c.index)}")
+            failures.append(f"seed {SEED} {cfg.name} case {c.index} ({c.describe()}): {e}\n  replay: "
+                            f"{replay_command(org, shape, SEED, c.index)}")
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:10])
 
 
@@ -57,7 +58,7 @@ def test_band_regression_covers_every_mix(regression):
     """Every PE mode on the slots (idle rows REUSE, half-width PAIRED band-tiles), flushes mixing COMPUTE and
     PARTIAL rows, every axis, several axis classes, int8 and uint8, shapes that are no multiple of the array,
     scattered and coherent decisions, both delta issue orders; the corners' drained words computed by hand."""
-    org, cfg, cases, ops, results = regression
+    org, _shape, cfg, cases, ops, results = regression
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     modes = set(np.concatenate([t.mode.ravel() for o in ops for t in o.tiles]).tolist())
     assert modes == {int(m) for m in PEMode}, modes
@@ -96,7 +97,7 @@ def test_band_stimulus_issue_order_is_the_models(regression):
     from sim.timing.compact import chunk_frames
     from tests.rtl.band_regression import BandCase
 
-    org, cfg, cases, _ops, _res = regression
+    org, _shape, cfg, cases, _ops, _res = regression
     for c in cases[:40]:
         K, N = c.X.shape[1], c.W.shape[1]  # noqa: N806
         fw, s = (delta_rules.plan(cfg, c.grid[0], K, N, False, "op", c.groups) if org == "delta"

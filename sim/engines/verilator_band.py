@@ -19,8 +19,6 @@ Errors are `sim.engines.verilator_build.RtlEngineError` with one line naming wha
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ import numpy as np
 
 from hw.config import AcceleratorConfig
 from sim.engines.band_stimulus import BandOp, pack_bits
-from sim.engines.verilator_build import BUILD_ROOT, TOP, Design, RtlEngineError, build
+from sim.engines.verilator_build import BUILD_ROOT, TOP, Design, RtlEngineError, build, run_job
 
 DRIVER = Path(__file__).with_name("verilator_band_driver.cpp")
 #: Job file format the driver reads (``JOB_VERSION`` in verilator_band_driver.cpp).
@@ -220,25 +218,7 @@ class BandEngine:
             np.array(run_rows, dtype="<i8").reshape(-1, 4).tofile(job / "runs.bin")
             np.array(tin, dtype="<i8").reshape(-1, 3).tofile(job / "tiles_in.bin")
             (np.concatenate(recs) if recs else np.zeros((0, rec_bytes), np.uint8)).tofile(job / "stim.bin")
-            cmd = [str(self.exe), str(job)]
-            tmp_fst = None
-            if fst is not None:
-                if not self.waves:
-                    raise RtlEngineError("waveforms need an engine built with waves (KALEIDO_WAVES=1)")
-                fst = Path(fst)
-                fst.parent.mkdir(parents=True, exist_ok=True)
-                tmp_fst = fst.with_name(f".{fst.name}.part")
-                cmd += ["--fst", str(tmp_fst), "--waves-from", str(waves_from), "--waves-cycles", str(waves_cycles)]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode:
-                if tmp_fst is not None:
-                    tmp_fst.unlink(missing_ok=True)
-                msg = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
-                if res.returncode == 3:
-                    raise AssertionError(f"RTL drain protocol broken: {msg}")
-                raise RtlEngineError(f"the band RTL engine failed: {msg}")
-            if tmp_fst is not None:
-                os.replace(tmp_fst, fst)
+            run_job(self.exe, job, self.waves, fst, waves_from, waves_cycles, protocol="drain")
             rows = np.fromfile(job / "rows.bin", dtype="<i8").reshape(-1, C, z["nw"])
             rowat = np.fromfile(job / "rowat.bin", dtype="<i8").reshape(-1, 2)
             tiles = np.fromfile(job / "tiles.bin", dtype="<i8").reshape(-1, 2)

@@ -30,26 +30,14 @@
 
 #include "Vkaleido_engine.h"
 #include "verilator_common.h"
-#ifdef KALEIDO_WAVES
-#include "verilated_fst_c.h"
-#endif
 
 #include <deque>
 
 static const int64_t JOB_VERSION = 1;
 
 int main(int argc, char** argv) {
-    if (argc < 2) fail(2, "usage: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
-    const std::string dir = argv[1];
-    std::string fst;
-    int64_t wfrom = 0, wcycles = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        std::string a = argv[i];
-        if (a == "--fst") fst = argv[i + 1];
-        else if (a == "--waves-from") wfrom = std::atoll(argv[i + 1]);
-        else if (a == "--waves-cycles") wcycles = std::atoll(argv[i + 1]);
-        else fail(2, "unknown option " + a);
-    }
+    const Options opt = parse_options(argc, argv);
+    const std::string dir = opt.dir;
 
     Mapped meta_m = map_in(dir + "/meta.bin", 16 * 8);
     const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
@@ -89,32 +77,7 @@ int main(int argc, char** argv) {
         fail(2, "output ports narrower than the job's C, d, acc_bits (wrong config?)");
     std::vector<uint8_t> dbuf(data_bytes + 8, 0), rbuf(row_bytes + 8, 0);
 
-#ifdef KALEIDO_WAVES
-    VerilatedFstC* tfp = nullptr;
-    if (!fst.empty()) {
-        ctx.traceEverOn(true);
-        tfp = new VerilatedFstC;
-        top.trace(tfp, 99);
-        tfp->open(fst.c_str());
-    }
-#else
-    if (!fst.empty()) fail(2, "this build has no waveform support (build with waves)");
-#endif
-    int64_t tick = 0;
-    auto dump = [&](int64_t t) {
-#ifdef KALEIDO_WAVES
-        if (tfp && tick >= wfrom && tick < wfrom + wcycles) tfp->dump((uint64_t)t);
-#else
-        (void)t;
-#endif
-    };
-    auto clock = [&]() {  // rising edge; the falling edge is evaluated with the next cycle's inputs
-        top.clk = 1;
-        top.eval();
-        dump(2 * tick + 1);
-        top.clk = 0;
-        ++tick;
-    };
+    Clock<Vkaleido_engine> clk(ctx, top, opt);
 
     const int64_t wall0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     std::vector<int64_t> cur(B), slot(B), ended(B);
@@ -122,7 +85,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> drained(n_tiles, 0);
     for (int64_t ri = 0; ri < n_runs; ++ri) {
         const int64_t t0 = runs[ri * 4], nt = runs[ri * 4 + 1];
-        result[ri * 4 + 1] = tick;
+        result[ri * 4 + 1] = clk.tick;
         std::memset(img_xa, 0, size_of(top.in_x_a));
         std::memset(img_xb, 0, size_of(top.in_x_b));
         std::memset(img_mode, 0, size_of(top.in_mode));
@@ -136,10 +99,11 @@ int main(int argc, char** argv) {
         // as band_schedule's port phases (c mod q) assume.
         top.rst = 1;
         top.clk = 0;
-        for (int i = 0; i < 3; ++i) { top.eval(); dump(2 * tick); clock(); }
+        for (int i = 0; i < 3; ++i) { clk.settle(); clk.rise(); }
         top.rst = 0;
-        top.eval(); dump(2 * tick); clock();
-        result[ri * 4 + 2] = tick;
+        clk.settle();
+        clk.rise();
+        result[ri * 4 + 2] = clk.tick;
 
         int64_t rows_left = 0, slots_all = 0;
         for (int64_t t = t0; t < t0 + nt; ++t) {
@@ -171,8 +135,7 @@ int main(int argc, char** argv) {
                 img_rows[b] = r[1];
             }
             top.in_valid = valid; top.in_first = first; top.in_last = last;
-            top.eval();
-            dump(2 * tick);
+            clk.settle();
             const uint64_t ov = (uint64_t)top.out_valid, ready = (uint64_t)top.out_ready;
             if (ov) {
                 std::memcpy(dbuf.data(), bytes_of(top.out_data), data_bytes);
@@ -213,7 +176,7 @@ int main(int argc, char** argv) {
                 }
                 ++slot[b];
             }
-            clock();
+            clk.rise();
             ++cycle;
         }
         if (rows_left)
@@ -222,10 +185,8 @@ int main(int argc, char** argv) {
         result[ri * 4] = last_row;
         result[ri * 4 + 3] = result[ri * 4 + 2] + last_row;
     }
-    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, tick};
-#ifdef KALEIDO_WAVES
-    if (tfp) { tfp->close(); delete tfp; }
-#endif
+    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clk.tick};
+    clk.close();
     top.final();
     if (n_rows) msync(rows_m.ptr, rows_m.size, MS_SYNC);
     if (std::rename((dir + "/rows.part").c_str(), (dir + "/rows.bin").c_str()) != 0) fail(2, "cannot rename rows.part");

@@ -306,3 +306,35 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
             shutil.rmtree(old, ignore_errors=True)
     return final / f"V{TOP}"
+
+
+def run_job(exe: Path, job: Path, waves: bool, fst: Path | None = None, waves_from: int = 0, waves_cycles: int = 0,
+            protocol: str = "output") -> None:
+    """Run an engine executable on the job folder ``job``; with ``fst``, ticks ``[waves_from, waves_from +
+    waves_cycles)`` go to that FST file, written atomically (through a hidden ``.part`` sibling).
+
+    Raises:
+        RtlEngineError: ``fst`` without ``waves`` (an engine built without tracing), or the driver failed (its
+            last stderr line).
+        AssertionError: the driver's exit status 3: the RTL broke its ``protocol`` (a hardware bug).
+    """
+    cmd = [str(exe), str(job)]
+    tmp_fst = None
+    if fst is not None:
+        if not waves:
+            raise RtlEngineError("waveforms need an engine built with waves (KALEIDO_WAVES=1)")
+        fst = Path(fst)
+        fst.parent.mkdir(parents=True, exist_ok=True)
+        tmp_fst = fst.with_name(f".{fst.name}.part")
+        cmd += ["--fst", str(tmp_fst), "--waves-from", str(waves_from), "--waves-cycles", str(waves_cycles)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:
+        if tmp_fst is not None:
+            tmp_fst.unlink(missing_ok=True)
+        msg = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        if res.returncode == 3:
+            raise AssertionError(f"RTL {protocol} protocol broken: {msg}")
+        raise RtlEngineError(f"the RTL engine failed: {msg}")
+    if tmp_fst is not None:
+        os.replace(tmp_fst, fst)
+

@@ -1,9 +1,13 @@
 // Shared by the compiled RTL engine's drivers (verilator_driver.cpp: kaleido_top; verilator_band_driver.cpp:
-// kaleido_ctop / kaleido_dtop; sim/engines/verilator_build.py compiles each with this header): job files mapped
-// into memory, Verilated ports as byte images, signed lanes of a byte image, results written atomically.
+// kaleido_ctop / kaleido_dtop; sim/engines/verilator_build.py compiles each with this header): the command line,
+// job files mapped into memory, Verilated ports as byte images, signed lanes of a byte image, the clock with its
+// FST window, results written atomically.
 #pragma once
 
 #include "verilated.h"
+#ifdef KALEIDO_WAVES
+#include "verilated_fst_c.h"
+#endif
 
 #include <cerrno>
 #include <cstdint>
@@ -22,6 +26,74 @@
     std::fprintf(stderr, "%s\n", msg.c_str());
     std::exit(code);
 }
+
+// A driver's command line: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N].
+struct Options {
+    std::string dir, fst;
+    int64_t wfrom = 0, wcycles = 0;
+};
+
+static Options parse_options(int argc, char** argv) {
+    if (argc < 2) fail(2, "usage: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
+    Options o;
+    o.dir = argv[1];
+    for (int i = 2; i + 1 < argc; i += 2) {
+        std::string a = argv[i];
+        if (a == "--fst") o.fst = argv[i + 1];
+        else if (a == "--waves-from") o.wfrom = std::atoll(argv[i + 1]);
+        else if (a == "--waves-cycles") o.wcycles = std::atoll(argv[i + 1]);
+        else fail(2, "unknown option " + a);
+    }
+    return o;
+}
+
+// The clock of a Verilated top, counting ticks (clock cycles since the job started), with the FST window of
+// `Options` (builds with KALEIDO_WAVES only). A cycle is `settle` (this cycle's inputs applied; the falling edge
+// is evaluated with them, the design has no negative-edge logic) then `rise`: two evaluations.
+template <class Top> struct Clock {
+    Top& top;
+    const Options& opt;
+    int64_t tick = 0;
+#ifdef KALEIDO_WAVES
+    VerilatedFstC* tfp = nullptr;
+#endif
+    Clock(VerilatedContext& ctx, Top& t, const Options& o) : top(t), opt(o) {
+#ifdef KALEIDO_WAVES
+        if (!o.fst.empty()) {
+            ctx.traceEverOn(true);
+            tfp = new VerilatedFstC;
+            top.trace(tfp, 99);
+            tfp->open(o.fst.c_str());
+        }
+#else
+        (void)ctx;
+        if (!o.fst.empty()) fail(2, "this build has no waveform support (build with waves)");
+#endif
+    }
+    void dump(int64_t t) {
+#ifdef KALEIDO_WAVES
+        if (tfp && tick >= opt.wfrom && tick < opt.wfrom + opt.wcycles) tfp->dump((uint64_t)t);
+#else
+        (void)t;
+#endif
+    }
+    void settle() {
+        top.eval();
+        dump(2 * tick);
+    }
+    void rise() {
+        top.clk = 1;
+        top.eval();
+        dump(2 * tick + 1);
+        top.clk = 0;
+        ++tick;
+    }
+    void close() {
+#ifdef KALEIDO_WAVES
+        if (tfp) { tfp->close(); delete tfp; tfp = nullptr; }
+#endif
+    }
+};
 
 struct Mapped {
     void* ptr = nullptr;

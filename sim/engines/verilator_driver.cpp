@@ -26,9 +26,6 @@
 
 #include "Vkaleido_engine.h"
 #include "verilator_common.h"
-#ifdef KALEIDO_WAVES
-#include "verilated_fst_c.h"
-#endif
 
 static const int64_t JOB_VERSION = 1;
 static const int64_t RESET = 5;  // ticks before a run's first slot (RESET_TICKS in verilator.py)
@@ -40,17 +37,8 @@ struct Port {
 };
 
 int main(int argc, char** argv) {
-    if (argc < 2) fail(2, "usage: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
-    const std::string dir = argv[1];
-    std::string fst;
-    int64_t wfrom = 0, wcycles = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        std::string a = argv[i];
-        if (a == "--fst") fst = argv[i + 1];
-        else if (a == "--waves-from") wfrom = std::atoll(argv[i + 1]);
-        else if (a == "--waves-cycles") wcycles = std::atoll(argv[i + 1]);
-        else fail(2, "unknown option " + a);
-    }
+    const Options opt = parse_options(argc, argv);
+    const std::string dir = opt.dir;
 
     Mapped meta_m = map_in(dir + "/meta.bin", 16 * 8);
     const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
@@ -97,39 +85,12 @@ int main(int argc, char** argv) {
         fail(2, "output ports narrower than the job's R, C, d, acc_bits (wrong preset?)");
     std::vector<uint8_t> dbuf(data_bytes + 8, 0), rbuf(row_bytes + 8, 0);
 
-#ifdef KALEIDO_WAVES
-    VerilatedFstC* tfp = nullptr;
-    if (!fst.empty()) {
-        ctx.traceEverOn(true);
-        tfp = new VerilatedFstC;
-        top.trace(tfp, 99);
-        tfp->open(fst.c_str());
-    }
-#else
-    if (!fst.empty()) fail(2, "this build has no waveform support (build with waves)");
-#endif
-    int64_t tick = 0;
-    auto dump = [&](int64_t t) {
-#ifdef KALEIDO_WAVES
-        if (tfp && tick >= wfrom && tick < wfrom + wcycles) tfp->dump((uint64_t)t);
-#else
-        (void)t;
-#endif
-    };
-    // Rising edge; the falling edge is evaluated together with the next cycle's inputs (the
-    // design has no negative-edge logic), so a cycle costs two evaluations.
-    auto clock = [&]() {
-        top.clk = 1;
-        top.eval();
-        dump(2 * tick + 1);
-        top.clk = 0;
-        ++tick;
-    };
+    Clock<Vkaleido_engine> clk(ctx, top, opt);
 
     const int64_t wall0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (int64_t ri = 0; ri < n_runs; ++ri) {
         const int64_t s0 = runs[ri * 5], ns = runs[ri * 5 + 1], t0 = runs[ri * 5 + 2], nt = runs[ri * 5 + 3];
-        result[ri * 4 + 3] = tick;
+        result[ri * 4 + 3] = clk.tick;
         // Reset: every input low, rst high for 3 cycles, then one idle cycle (as the cocotb bench).
         for (auto& p : ports) std::memset(p.p, 0, p.cap);
         top.in_valid = 0; top.in_first_a = 0; top.in_first_b = 0; top.in_sp_a = 0; top.in_sp_b = 0;
@@ -139,9 +100,9 @@ int main(int argc, char** argv) {
         // the design sees 4 reset cycles and one idle one before the first slot.
         top.rst = 1;
         top.clk = 0;
-        for (int i = 0; i < 3; ++i) { top.eval(); dump(2 * tick); clock(); }
+        for (int i = 0; i < 3; ++i) { clk.settle(); clk.rise(); }
         top.rst = 0;
-        for (int i = 0; i < 2; ++i) { top.eval(); dump(2 * tick); clock(); }
+        for (int i = 0; i < 2; ++i) { clk.settle(); clk.rise(); }
 
         std::vector<int64_t> rows_seen(D, 0), done_on_port(D, 0);
         int64_t tiles_left = nt, idx = 0, cycle = 0, first_accept = -1, last_output = -1;
@@ -159,8 +120,7 @@ int main(int argc, char** argv) {
                 top.in_valid = 0;
                 top.in_last = 0;
             }
-            top.eval();
-            dump(2 * tick);
+            clk.settle();
             const bool accepted = idx < ns && top.in_ready;
             const uint64_t ov = (uint64_t)top.out_valid;
             if (ov) {
@@ -190,7 +150,7 @@ int main(int argc, char** argv) {
                     last_output = cycle;
                 }
             }
-            clock();
+            clk.rise();
             if (accepted) {
                 if (first_accept < 0) first_accept = cycle;
                 ++idx;
@@ -204,10 +164,8 @@ int main(int argc, char** argv) {
         result[ri * 4 + 1] = result[ri * 4 + 3] + RESET + first_accept;
         result[ri * 4 + 2] = result[ri * 4 + 3] + RESET + last_output;
     }
-    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, tick};
-#ifdef KALEIDO_WAVES
-    if (tfp) { tfp->close(); delete tfp; }
-#endif
+    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clk.tick};
+    clk.close();
     top.final();
     if (out_len) msync(out_m.ptr, out_m.size, MS_SYNC);
     if (std::rename((dir + "/out.part").c_str(), (dir + "/out.bin").c_str()) != 0) fail(2, "cannot rename out.part");

@@ -108,3 +108,19 @@ def test_band_stimulus_issue_order_is_the_models(regression):
         timing = _compact_timing([c.decisions], SimpleNamespace(K=K, N=N, name="op"), c.grid, c.groups, 4, cfg, False)
         assert op.s_seq.tolist() == timing["s_seq"].tolist(), c.index
         assert op.cycles == timing["cycles"]
+
+
+def test_band_engine_refuses_the_lockstep_organisation(tmp_path):
+    """A lock-step config: one line naming the config and its organisation, before any build folder is made."""
+    from hw.config import load_config
+    from sim.engines.band_stimulus import band_op
+    from sim.engines.verilator_build import RtlEngineError
+
+    cfg = load_config("tiny-8x8")
+    with pytest.raises(RtlEngineError, match="^the band engine runs the compact or delta organisation; tiny-8x8 is "
+                                             "'lockstep'$"):
+        BandEngine(cfg, build_root=tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    x, w = np.zeros((1, 2), np.int8), np.zeros((2, 1), np.int8)
+    with pytest.raises(ValueError, match="tiny-8x8 is 'lockstep'"):
+        band_op(x, w, (1, 1, 1), [(0, 2, "f")], np.zeros((1, 1), np.int8), cfg)

@@ -34,7 +34,7 @@ from pathlib import Path
 from hw.config import AcceleratorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Default cache folder of the compiled engines (one folder per preset, key and waves option).
+#: Default cache folder of the compiled engines (one folder per preset, design kind, key and waves option).
 BUILD_ROOT = ROOT / "build" / "verilator"
 DRIVER_SOURCE = Path(__file__).with_name("verilator_driver.cpp")
 #: C++ shared by the drivers (job files, port images, result files), compiled into each engine.
@@ -255,8 +255,9 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         Path of the executable ``<build_root>/<preset>-[<kind>-]<key16>[-waves]/Vkaleido_engine``.
 
     Raises:
-        RtlEngineError: too many PEs, toolchain missing, Verilator or the C++ build failed (the
-            message names the log kept under ``<build_root>/failed-<preset>.log``).
+        RtlEngineError: too many PEs, a config the design cannot build (its message), toolchain missing,
+            Verilator or the C++ build failed (the message names the log kept under
+            ``<build_root>/failed-<preset>[-<kind>].log``).
     """
     check_rtl_config(cfg)
     des = design(cfg)
@@ -284,7 +285,7 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
                *[f"{name}.v" for name in verilog], des.driver.name]
         res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
         if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
-            failed = final.parent / f"failed-{cfg.name}{suffix}.log"
+            failed = final.parent / f"failed-{cfg.name}{'-' + des.kind if des.kind else ''}{suffix}.log"
             failed.write_text(" ".join(cmd) + "\n" + res.stdout + res.stderr)
             last = next((ln for ln in reversed((res.stderr or res.stdout).splitlines()) if ln.strip()), "")
             raise RtlEngineError(f"the Verilator build of {cfg.name} failed ({last.strip()[:200]}); "

@@ -54,6 +54,24 @@ def test_band_regression_bit_and_cycle_exact(regression):
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:10])
 
 
+def test_band_regression_delta_combine_unit(regression):
+    """Delta: every case's drained rows through the compiled combine unit ``kaleido_dcombine``
+    (`sim.engines.verilator_stream`; commands of `tests.rtl.delta_bench.dcombine_program`, in drain order): every
+    output row equals `algo.reuse.golden.apply_decisions`'s Y, 2 cycles after its token's last command."""
+    from sim.engines.verilator_stream import StreamEngine
+    from tests.rtl.band_regression import check_dcombine, dcombine_cycles
+
+    org, shape, cfg, cases, ops, results = regression
+    if org != "delta":
+        pytest.skip("the compact combine unit (kaleido_combine) is checked under Amaranth's simulator only")
+    progs = [dcombine_cycles(c, o, r, cfg) for c, o, r in zip(cases, ops, results, strict=True)]
+    outs = StreamEngine(cfg).run([p[0] for p in progs])
+    failures = [f"seed {SEED} {cfg.name} case {c.index} ({c.describe()}): {e}\n  replay: "
+                f"{replay_command(org, shape, SEED, c.index)}"
+                for c, p, got in zip(cases, progs, outs, strict=True) for e in check_dcombine(c, p[1], got, cfg)]
+    assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures[:10])
+
+
 def test_band_regression_covers_every_mix(regression):
     """Every PE mode on the slots (idle rows REUSE, half-width PAIRED band-tiles), flushes mixing COMPUTE and
     PARTIAL rows, every axis, several axis classes, int8 and uint8, shapes that are no multiple of the array,

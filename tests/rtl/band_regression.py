@@ -18,14 +18,16 @@ differences' extreme (+-255 against -128 over K - 1 channels). `check_case` hold
 - ``Y`` from the drained rows by the organisation's combine rule (`tests.rtl.combine_rules`) against
   `algo.reuse.golden.apply_decisions`, bit for bit (delta also against `sim.timing.delta_reference.delta_gemm`);
 - every band-tile's band and last-slot cycle against `sim.timing.compact.band_schedule` over the issue order,
-  and the run's last row against `sim.timing.compact.band_cycles`.
+  and the run's last row against `sim.timing.compact.band_cycles`;
+- delta: the drained rows through the compiled combine unit ``kaleido_dcombine`` (`sim.engines.verilator_stream`,
+  `dcombine_cycles`): every output row against Y of the golden model, 2 cycles after its token's last command.
 
 Replay one case with waveforms (the command a failure prints)::
 
     KALEIDO_WAVES=1 .venv/bin/python -m tests.rtl.band_regression --organisation ORG --shape SHAPE --seed S --case I [--tile T]
 
-writes ``rtl-band-<organisation>-<shape>-s<S>-c<I>.fst`` (FST) over the case, or over band-tile T's issue and
-drain.
+writes ``rtl-band-<organisation>-<shape>-s<S>-c<I>.fst`` (FST of the array top) over the case, or over band-tile
+T's issue and drain; for delta it also runs the combine unit on the drained rows (no waveforms of it).
 """
 
 from __future__ import annotations
@@ -208,6 +210,47 @@ def check_case(case: BandCase, op: BandOp, r: BandRunResult, cfg: AcceleratorCon
     return errs
 
 
+def dcombine_cycles(case: BandCase, op: BandOp, r: BandRunResult, cfg: AcceleratorConfig) -> tuple[list[dict], list]:
+    """The delta combine unit's inputs per cycle for ``case``'s drained rows (`tests.rtl.delta_bench.dcombine_program`:
+    the accumulate commands into D buffer 1 in drain order, one idle cycle, then ``c_sel`` flipped and the output
+    commands, then 3 idle cycles, as `tests.rtl.delta_bench.run_dcombine` drives it), and per output command
+    ``(cycle, token, column block, last)``."""
+    from types import SimpleNamespace
+
+    from tests.rtl.delta_bench import dcombine_program
+
+    runs = [SimpleNamespace(drained_at=[tuple(int(v) for v in a) for a in at], tokens=bt.tokens.tolist(),
+                            group=bt.group, n0=bt.n0, drained=list(got))
+            for bt, got, at in zip(op.tiles, r.drained, r.drained_at, strict=True)]
+    acc, out = dcombine_program(case, runs, cfg)
+    cyc = [{"c_sel": 1, "a_valid": 1, **a} for a in acc] + [{"c_sel": 1}]
+    cmds = [(len(cyc) + k, c["_token"], c["_cb"], c["c_last"]) for k, c in enumerate(out)]
+    cyc += [{"c_sel": 0, "c_valid": 1, **{k: v for k, v in c.items() if not k.startswith("_")}} for c in out]
+    return cyc + [{"c_sel": 0}] * 3, cmds
+
+
+def check_dcombine(case: BandCase, cmds: list, got: dict, cfg: AcceleratorConfig) -> list[str]:
+    """Every output row of the delta combine unit's run (``got``: `sim.engines.verilator_stream.StreamEngine.run`'s
+    outputs per cycle) against ``Y`` of `algo.reuse.golden.apply_decisions`, 2 cycles after its token's last output
+    command (``cmds``: `dcombine_cycles`); empty when equal."""
+    from tests.rtl.compact_bench import unpack_signed
+
+    C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
+    want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
+    last = [(k + 2, t, cb) for k, t, cb, is_last in cmds if is_last]
+    valid = np.flatnonzero(got["y_valid"])
+    if valid.tolist() != [k for k, _t, _cb in last]:
+        return [f"the combine unit's rows left at cycles {valid.tolist()[:6]}..., expected 2 cycles after each "
+                f"token's last command ({[k for k, *_ in last][:6]}...)"]
+    for k, t, cb in last:
+        n = min(C, N - cb * C)
+        row = unpack_signed(int(got["y_data"][k]), cfg.acc_bits, C)[:n]
+        if row != want[t, cb * C:cb * C + n].tolist():
+            return [f"the combine unit's Y[{t}] (column block {cb}) = {row} differs from algo.reuse.golden "
+                    f"{want[t, cb * C:cb * C + n].tolist()}"]
+    return []
+
+
 def replay_command(organisation: str, shape: str, seed: int, index: int, tile: int | None = None) -> str:
     t = f" --tile {tile}" if tile is not None else ""
     return (f"KALEIDO_WAVES=1 .venv/bin/python -m tests.rtl.band_regression --organisation {organisation} "
@@ -250,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     errs = check_case(case, op, r, cfg)
+    if cfg.organisation == "delta":  # the drained rows through the compiled combine unit too (no waveforms)
+        from sim.engines.verilator_stream import StreamEngine
+
+        cyc, cmds = dcombine_cycles(case, op, r, cfg)
+        errs += check_dcombine(case, cmds, StreamEngine(cfg, log=lambda s: print(s, file=sys.stderr)).run([cyc])[0],
+                               cfg)
     print("\n".join(errs) if errs else "equal to algo.reuse.golden and the cycle model")
     return 1 if errs else 0
 

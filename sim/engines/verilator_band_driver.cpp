@@ -39,9 +39,7 @@ int main(int argc, char** argv) {
     const Options opt = parse_options(argc, argv);
     const std::string dir = opt.dir;
 
-    Mapped meta_m = map_in(dir + "/meta.bin", 16 * 8);
-    const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
-    if (meta[0] != JOB_VERSION) fail(2, "job version " + std::to_string(meta[0]) + ", driver reads 1");
+    const int64_t* meta = read_meta(dir, 16, JOB_VERSION);
     const int64_t n_runs = meta[1], n_slots = meta[2], n_tiles = meta[3], n_rows = meta[4], rec = meta[5];
     const int B = (int)meta[6], BR = (int)meta[7], C = (int)meta[8], D = (int)meta[9], AB = (int)meta[10];
     const int NW = (int)meta[11], RB = (int)meta[12], XB = (int)meta[13], MB = (int)meta[14], PB = (int)meta[15];
@@ -57,7 +55,7 @@ int main(int argc, char** argv) {
     const int64_t* tin = static_cast<const int64_t*>(tin_m.ptr);
     const uint8_t* stim = static_cast<const uint8_t*>(stim_m.ptr);
     const int64_t row_words = (int64_t)C * NW;
-    Mapped rows_m = map_out(dir + "/rows.part", (size_t)(n_rows * row_words * 8));
+    Mapped rows_m = map_out(dir + "/rows.bin.part", (size_t)(n_rows * row_words * 8));
     int64_t* rows_out = static_cast<int64_t*>(rows_m.ptr);
     std::vector<int64_t> rowat(n_rows * 2, -1), tiles_out(n_tiles * 2, -1), result(n_runs * 4, 0);
 
@@ -97,12 +95,7 @@ int main(int argc, char** argv) {
         // The wrapper registers rst: 3 cycles high, then 1 low, so the design sees 4 reset cycles and leaves reset at
         // cycle 0 (BAND_RESET_TICKS in verilator_band.py): its drain sequencers' time-share counter is 0 there,
         // as band_schedule's port phases (c mod q) assume.
-        top.rst = 1;
-        top.clk = 0;
-        for (int i = 0; i < 3; ++i) { clk.settle(); clk.rise(); }
-        top.rst = 0;
-        clk.settle();
-        clk.rise();
+        clk.reset(1);
         result[ri * 4 + 2] = clk.tick;
 
         int64_t rows_left = 0, slots_all = 0;
@@ -188,8 +181,7 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clk.tick};
     clk.close();
     top.final();
-    if (n_rows) msync(rows_m.ptr, rows_m.size, MS_SYNC);
-    if (std::rename((dir + "/rows.part").c_str(), (dir + "/rows.bin").c_str()) != 0) fail(2, "cannot rename rows.part");
+    finish_mapped(dir, "rows.bin", rows_m);
     write_result(dir, "rowat.bin", rowat);
     write_result(dir, "tiles.bin", tiles_out);
     write_result(dir, "perf.bin", perf);

@@ -88,6 +88,16 @@ template <class Top> struct Clock {
         top.clk = 0;
         ++tick;
     }
+    // Every input but rst and clk set to idle first: rst high for 3 cycles, then low for `low` cycles. Behind a
+    // wrapper that registers rst, the design is in reset for 4 cycles and idle for `low` - 1 before the first
+    // cycle the caller drives.
+    void reset(int low) {
+        top.rst = 1;
+        top.clk = 0;
+        for (int i = 0; i < 3; ++i) { settle(); rise(); }
+        top.rst = 0;
+        for (int i = 0; i < low; ++i) { settle(); rise(); }
+    }
     void close() {
 #ifdef KALEIDO_WAVES
         if (tfp) { tfp->close(); delete tfp; tfp = nullptr; }
@@ -150,6 +160,22 @@ static inline int64_t lane(const uint8_t* buf, size_t off, int bits) {
     w &= mask;
     if (bits < 64 && (w >> (bits - 1)) & 1) w |= ~mask;
     return (int64_t)w;
+}
+
+// meta.bin of a job: `n` int64 words, the first the job version the driver reads (exit 2 otherwise).
+static const int64_t* read_meta(const std::string& dir, size_t n, int64_t version) {
+    Mapped m = map_in(dir + "/meta.bin", n * 8);
+    const int64_t* meta = static_cast<const int64_t*>(m.ptr);
+    if (meta[0] != version)
+        fail(2, "job version " + std::to_string(meta[0]) + ", driver reads " + std::to_string(version));
+    return meta;
+}
+
+// A file of map_out written in place under `dir/name.part`: flushed and renamed to `dir/name`.
+static void finish_mapped(const std::string& dir, const std::string& name, const Mapped& m) {
+    if (m.size) msync(m.ptr, m.size, MS_SYNC);
+    if (std::rename((dir + "/" + name + ".part").c_str(), (dir + "/" + name).c_str()) != 0)
+        fail(2, "cannot rename " + name + ".part");
 }
 
 static int64_t now_ns(clockid_t id) {

@@ -40,9 +40,7 @@ int main(int argc, char** argv) {
     const Options opt = parse_options(argc, argv);
     const std::string dir = opt.dir;
 
-    Mapped meta_m = map_in(dir + "/meta.bin", 16 * 8);
-    const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
-    if (meta[0] != JOB_VERSION) fail(2, "job version " + std::to_string(meta[0]) + ", driver reads 1");
+    const int64_t* meta = read_meta(dir, 16, JOB_VERSION);
     const int64_t n_runs = meta[1], n_slots = meta[2], n_tiles = meta[3], rec = meta[4];
     const int R = (int)meta[5], C = (int)meta[6], D = (int)meta[7], AB = (int)meta[8], RB = (int)meta[9];
     const int64_t out_len = meta[10];
@@ -56,7 +54,7 @@ int main(int argc, char** argv) {
     const uint8_t* stim = static_cast<const uint8_t*>(stim_m.ptr);
     const int64_t* dest = static_cast<const int64_t*>(dest_m.ptr);
     const int64_t* ncols = static_cast<const int64_t*>(ncol_m.ptr);
-    Mapped out_m = map_out(dir + "/out.part", (size_t)out_len * 8);
+    Mapped out_m = map_out(dir + "/out.bin.part", (size_t)out_len * 8);
     int64_t* out = static_cast<int64_t*>(out_m.ptr);
     std::vector<int64_t> result(n_runs * 4, 0), tile_done(n_tiles, -1);
 
@@ -98,11 +96,7 @@ int main(int argc, char** argv) {
         top.x_unsigned = (uint8_t)runs[ri * 5 + 4];
         // The wrapper registers rst (engine_wrapper in verilator.py): 3 cycles high, then 2 low, so
         // the design sees 4 reset cycles and one idle one before the first slot.
-        top.rst = 1;
-        top.clk = 0;
-        for (int i = 0; i < 3; ++i) { clk.settle(); clk.rise(); }
-        top.rst = 0;
-        for (int i = 0; i < 2; ++i) { clk.settle(); clk.rise(); }
+        clk.reset(2);
 
         std::vector<int64_t> rows_seen(D, 0), done_on_port(D, 0);
         int64_t tiles_left = nt, idx = 0, cycle = 0, first_accept = -1, last_output = -1;
@@ -167,8 +161,7 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clk.tick};
     clk.close();
     top.final();
-    if (out_len) msync(out_m.ptr, out_m.size, MS_SYNC);
-    if (std::rename((dir + "/out.part").c_str(), (dir + "/out.bin").c_str()) != 0) fail(2, "cannot rename out.part");
+    finish_mapped(dir, "out.bin", out_m);
     write_result(dir, "tiles.bin", tile_done);
     write_result(dir, "perf.bin", perf);
     write_result(dir, "result.bin", result);  // last: its presence means the job finished

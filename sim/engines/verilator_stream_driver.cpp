@@ -23,15 +23,13 @@ static const int64_t JOB_VERSION = 1;
 int main(int argc, char** argv) {
     const Options opt = parse_options(argc, argv);
     const std::string dir = opt.dir;
-    Mapped meta_m = map_in(dir + "/meta.bin", 8 * 8);
-    const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
-    if (meta[0] != JOB_VERSION) fail(2, "job version " + std::to_string(meta[0]) + ", driver reads 1");
+    const int64_t* meta = read_meta(dir, 8, JOB_VERSION);
     const int64_t n_runs = meta[1], n_cycles = meta[2], in_bytes = meta[3], out_bytes = meta[4];
     Mapped runs_m = map_in(dir + "/runs.bin", (size_t)n_runs * 2 * 8);
     Mapped stim_m = map_in(dir + "/stim.bin", (size_t)(n_cycles * in_bytes));
     const int64_t* runs = static_cast<const int64_t*>(runs_m.ptr);
     const uint8_t* stim = static_cast<const uint8_t*>(stim_m.ptr);
-    Mapped out_m = map_out(dir + "/out.part", (size_t)(n_cycles * out_bytes));
+    Mapped out_m = map_out(dir + "/out.bin.part", (size_t)(n_cycles * out_bytes));
     uint8_t* out = static_cast<uint8_t*>(out_m.ptr);
     std::vector<int64_t> result(n_runs * 2, 0);
 
@@ -47,12 +45,7 @@ int main(int argc, char** argv) {
     for (int64_t ri = 0; ri < n_runs; ++ri) {
         result[ri * 2] = clk.tick;
         std::memset(in_bus, 0, size_of(top.in_bus));
-        top.rst = 1;
-        top.clk = 0;
-        for (int i = 0; i < 3; ++i) { clk.settle(); clk.rise(); }
-        top.rst = 0;
-        clk.settle();
-        clk.rise();
+        clk.reset(1);
         result[ri * 2 + 1] = clk.tick;
         for (int64_t c = runs[ri * 2]; c < runs[ri * 2] + runs[ri * 2 + 1]; ++c) {
             std::memcpy(in_bus, stim + c * in_bytes, (size_t)in_bytes);
@@ -64,8 +57,7 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clk.tick};
     clk.close();
     top.final();
-    if (n_cycles) msync(out_m.ptr, out_m.size, MS_SYNC);
-    if (std::rename((dir + "/out.part").c_str(), (dir + "/out.bin").c_str()) != 0) fail(2, "cannot rename out.part");
+    finish_mapped(dir, "out.bin", out_m);
     write_result(dir, "perf.bin", perf);
     write_result(dir, "result.bin", result);  // last: its presence means the job finished
     return 0;

@@ -20,13 +20,9 @@ Prints wall-clock seconds for:
 - sweeps and whole videos (`sim.sweep.bench`): a sweep on 1 vs 2 local Dask workers (target >= 1.8x),
   one 480p step with and without the op memo (`sim.engines.model.OP_MEMO`; target >= 2.5x on a derived
   step), and 50-step derived videos of Wan2.1-1.3B 480p (target < 3 min) and Wan2.1-14B 720p (< 30 min);
-- the compiled RTL engine (`sim.engines.verilator`, `bench_rtl`): simulated cycles per second on
-  tiny-8x8 beside the pyverilator-mm path (`sim.engines.rtl.RtlModel`, Python per cycle) on the same op,
-  as ratios from one run, per CPU second (the driver's clock loop against `RtlModel.run`) and in wall
-  time (targets >= 1,000,000 cycles/s and >= 100x; docs/decisions.md D51, D64, D78); the demo trace
-  (traces/demo.npz, captured as `make demo` does when missing) through the engine (target < 60 s
-  after the build) and through the small-32x32 preset, both equal to the cycle model and the golden
-  outputs;
+- the compiled RTL engines (`sim.bench_rtl`): simulated cycles per second on tiny-8x8 beside the
+  pyverilator-mm path on the same op, the delta organisation's banded top on the same op beside the lock-step
+  top, and the demo trace through the engine (docs/decisions.md D51, D64, D78, D86);
 - a 50-step Wan2.1-14B 720p DiTango workload (`algo.workloads.ditango`) on 32 simulated A100s and
   on 32 Kaleido chips (`bench_ditango`: generation + `sim.workload.simulate`, each op shape timed
   once; target < 2 min each);
@@ -44,6 +40,7 @@ import numpy as np
 from algo.reuse.golden import block_groups, decide
 from algo.trace import Group, OpRecord, pack_decisions
 from hw.config import load_config
+from sim.bench_rtl import bench_rtl, print_rtl
 from sim.engines.model import simulate_op
 from sim.timing.memory import kaleido_dram_bytes, op_memory_timing
 
@@ -412,105 +409,6 @@ def _print_organisations(res: dict) -> None:
                     print(f"    scattered: slowest linear op {low:.2f}x [>= 3]")
 
 
-DEMO_TRACE = "traces/demo.npz"
-
-
-def _demo_trace():
-    """traces/demo.npz, captured as `make demo` does when it is missing (about a minute)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from algo.trace import load_trace
-
-    if not Path(DEMO_TRACE).exists():
-        print(f"capturing {DEMO_TRACE} (kaleido capture --model wan2.1-t2v-1.3b --size tiny) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "sim.cli", "capture", "--model", "wan2.1-t2v-1.3b", "--size", "tiny",
-                        "--out", DEMO_TRACE], check=True, capture_output=True)
-    return load_trace(DEMO_TRACE)
-
-
-def _model_side(trace, cfg) -> tuple[int, str, list[int]]:
-    """Cycles (total, per op) and output checksum of the cycle model + golden model on `trace`."""
-    from sim.engines.model import simulate_trace
-    from sim.engines.rtl import golden_checksums
-
-    res = simulate_trace(trace, cfg)
-    return res["cycles"], golden_checksums(trace)[0], [r["cycles"] for r in res["per_op"]]
-
-
-def bench_rtl() -> dict:
-    """The compiled RTL engine against the pyverilator path and the models (module docstring).
-
-    Returns a dict of the measured figures: for op 0 of the demo trace on tiny-8x8 from reset, the
-    same slots through both drivers, ``op_cycles``; ``engine_op_s`` (wall, `Engine.run`: job
-    files, process start, clock loop), ``engine_loop_s`` / ``engine_loop_cpu_s`` (the driver's
-    clock loop, wall and CPU seconds); ``pyverilator_op_s`` / ``pyverilator_cpu_s`` (wall and
-    ``time.process_time`` of `RtlModel.run`, whose clock loop is Python); ``op_equal``. For the whole
-    demo trace on tiny-8x8 and small-32x32 (prefix ``s32_``): ``trace_cycles``, ``trace_s`` (whole
-    call after the build), ``trace_run_s`` (engine runs), ``trace_loop_s`` / ``trace_loop_cpu_s``
-    (clock loops), ``equal`` (cycles per op and outputs against the cycle and golden models), ``ops``.
-    """
-    from algo.reuse.golden import decide
-    from hw.config import load_config
-    from sim.engines.rtl import RtlModel
-    from sim.engines.verilator import Engine, Gemm, simulate_trace_rtl
-    from sim.timing.stream import build_stream
-
-    trace = _demo_trace()
-    cfg = load_config("tiny-8x8")
-    out: dict = {}
-    # Side by side on op 0 (qkv), from reset: the same slots through both drivers.
-    op = trace.ops[0]
-    groups = [g.as_tuple() for g in op.groups]
-    dec = decide(op.X[0], trace.grid, groups, op.theta, trace.b_msb)[0]
-    eng = Engine(cfg, log=print)
-    t0 = time.perf_counter()
-    r = eng.run([([Gemm(op.X[0], op.W[0], tuple(trace.grid), groups, dec, trace.b_msb)], not op.x_signed)])[0]
-    out["engine_op_s"] = time.perf_counter() - t0
-    out["engine_loop_s"], out["engine_loop_cpu_s"] = eng.last_perf["loop_s"], eng.last_perf["loop_cpu_s"]
-    out["op_cycles"] = r.cycles
-    stream = build_stream(op.X[0], op.W[0], trace.grid, groups, dec, trace.b_msb, cfg)
-    y = np.zeros((op.M, op.N), dtype=np.int64)
-    mdl = RtlModel(cfg)
-    t0, c0 = time.perf_counter(), time.process_time()
-    py_cycles = mdl.run(stream.slots, [(t, y) for t in stream.tiles], not op.x_signed)
-    out["pyverilator_op_s"], out["pyverilator_cpu_s"] = time.perf_counter() - t0, time.process_time() - c0
-    out["op_equal"] = py_cycles == r.cycles and bool((y == r.ys[0]).all())
-    for name, c in (("", cfg), ("s32_", load_config("small-32x32"))):
-        Engine(c, log=print)  # build first: the trace time is after the one-time build
-        timings: dict = {}
-        t0 = time.perf_counter()
-        res = simulate_trace_rtl(trace, c, timings=timings)
-        out[f"{name}trace_s"] = time.perf_counter() - t0
-        out[f"{name}trace_run_s"] = timings["run_s"]
-        out[f"{name}trace_loop_s"], out[f"{name}trace_loop_cpu_s"] = timings["loop_s"], timings["loop_cpu_s"]
-        out[f"{name}trace_cycles"] = res["cycles"]
-        cycles, sha, per_op = _model_side(trace, c)
-        out[f"{name}equal"] = (res["cycles"] == cycles and res["outputs_sha256"] == sha
-                               and [p["cycles"] for p in res["per_op"]] == per_op)
-        out[f"{name}ops"] = sorted({o.name for o in trace.ops})
-    return out
-
-
-def _print_rtl(r: dict) -> None:
-    n = r["op_cycles"]
-    loop_cpu, py_cpu = n / r["engine_loop_cpu_s"], n / r["pyverilator_cpu_s"]
-    wall, py_wall = n / r["engine_op_s"], n / r["pyverilator_op_s"]
-    print(f"RTL engine on tiny-8x8, op 0 of {DEMO_TRACE} ({n:,} cycles from reset, the same slots through both "
-          f"drivers; {'same cycles and outputs' if r['op_equal'] else 'MISMATCH between the two drivers'}):")
-    print(f"  per CPU second: compiled clock loop {loop_cpu:,.0f} cycles/s vs pyverilator-mm {py_cpu:,.0f} "
-          f"-> {loop_cpu / py_cpu:,.1f}x (targets >= 1,000,000 cycles/s, >= 100x)")
-    print(f"  wall: compiled loop {n / r['engine_loop_s']:,.0f} cycles/s; whole call (job files, process start) "
-          f"{wall:,.0f} vs pyverilator-mm {py_wall:,.0f} -> {wall / py_wall:,.1f}x")
-    for name, label in (("", "tiny-8x8"), ("s32_", "small-32x32")):
-        c = r[name + "trace_cycles"]
-        print(f"  {DEMO_TRACE} through the RTL on {label}: {c:,} cycles in {r[name + 'trace_s']:.1f} s after the "
-              f"build (target < 60 s on tiny-8x8); clock loop {r[name + 'trace_loop_s']:.1f} s wall, "
-              f"{c / r[name + 'trace_loop_cpu_s']:,.0f} cycles per CPU second; ops {', '.join(r[name + 'ops'])}: "
-              f"{'cycles per op and outputs equal to the cycle and golden models' if r[name + 'equal'] else 'MISMATCH'}")
-
-
 def _bench_golden() -> None:
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
@@ -592,7 +490,7 @@ SECTIONS = {
     "organisations": (lambda: _print_organisations(bench_organisations()),
                       "lockstep, compact and delta on the synthetic field (and the figure)"),
     "sweep": (_bench_sweep, "sweeps on Dask (1 vs 2 workers), the serial step, whole videos"),
-    "rtl": (lambda: _print_rtl(bench_rtl()), "the compiled RTL engine against pyverilator"),
+    "rtl": (lambda: print_rtl(bench_rtl()), "the compiled RTL engine against pyverilator; the delta top beside"),
     "ditango": (_bench_ditango, "DiTango workloads, Wan2.1-14B 720p on 32 devices"),
     "scalesim": (_bench_scalesim, "dense timing against SCALE-Sim 3.0.0"),
 }

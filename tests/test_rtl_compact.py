@@ -21,11 +21,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, apply_decisions
+from algo.reuse.golden import AXIS_INDEX, COMPUTE, apply_decisions
 from hw.combine import Combine, combine_sizes
 from hw.config import AcceleratorConfig, load_config
 from sim.timing.compact import band_cycles
 from tests.rtl.cases import make_case
+from tests.rtl.combine_rules import compact_y
 from tests.rtl.compact_bench import build_runs, check_emission, combine_program, run_top, simulate_combine
 
 
@@ -37,37 +38,9 @@ def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
 
 
 def combine(case, runs):
-    """``Y`` from the drained partials by the reference's combine rule (`sim.timing.compact_reference`):
-    raster order, per group the new partial, or the neighbour's msb + the new lsb (PARTIAL), or the
-    neighbour's state (REUSE)."""
-    F, H, W = case.grid  # noqa: N806
-    M, N = case.X.shape[0], case.W.shape[1]  # noqa: N806
-    staged = {}
-    for r in runs:
-        n = min(r.want.shape[1], N - r.n0)
-        for t, got in zip(r.tokens, r.drained, strict=True):
-            staged.setdefault((t, r.group), [np.zeros(N, np.int64), np.zeros(N, np.int64)])
-            staged[(t, r.group)][0][r.n0:r.n0 + n] = got[:n, 0]
-            staged[(t, r.group)][1][r.n0:r.n0 + n] = got[:n, 1]
-    G = len(case.groups)  # noqa: N806
-    tot, msb = np.zeros((M, G, N), np.int64), np.zeros((M, G, N), np.int64)
-    Y = np.zeros((M, N), np.int64)  # noqa: N806
-    for t in range(M):
-        idx = list(np.unravel_index(t, (F, H, W)))
-        for g, (_k0, _k1, ax) in enumerate(case.groups):
-            d = case.decisions[t, g]
-            nb = idx.copy()
-            nb[AXIS_INDEX[ax]] -= 1
-            nbt = int(np.ravel_multi_index(nb, (F, H, W))) if d != COMPUTE else -1
-            if d == COMPUTE:
-                tot[t, g], msb[t, g] = staged[(t, g)]
-            elif d == PARTIAL:
-                msb[t, g] = msb[nbt, g]
-                tot[t, g] = msb[nbt, g] + staged[(t, g)][0]
-            else:
-                tot[t, g], msb[t, g] = tot[nbt, g], msb[nbt, g]
-            Y[t] += tot[t, g]
-    return Y
+    """``Y`` from the drained partials by the reference's combine rule (`tests.rtl.combine_rules.compact_y`)."""
+    rows = ((t, r.group, r.n0, got) for r in runs for t, got in zip(r.tokens, r.drained, strict=True))
+    return compact_y(case.decisions, case.grid, case.groups, case.W.shape[1], rows)
 
 
 def run_combine(cfg, writes, cmds):

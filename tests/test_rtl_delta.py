@@ -31,10 +31,10 @@ from hw.config import AcceleratorConfig, load_config
 from hw.delta_combine import delta_combine_sizes
 from hw.pe import PEMode
 from sim.timing.compact import band_cycles
-from sim.timing.compact_reference import _neighbour
-from sim.timing.delta import classes, output_bytes, plan, state_need_bytes
+from sim.timing.delta import output_bytes, plan, state_need_bytes
 from sim.timing.delta_reference import delta_gemm
 from tests.rtl.cases import make_case
+from tests.rtl.combine_rules import delta_y
 from tests.rtl.compact_bench import build_runs, check_emission, pack, run_top
 from tests.rtl.delta_bench import dcombine_program, run_dcombine
 
@@ -78,23 +78,9 @@ RUNS = [(s, c) for s in list(SHAPES)[:3] for c in range(len(CASES))] + [("8x8-B2
 
 
 def combine_rule(case, runs) -> np.ndarray:
-    """``Y`` from the drained rows by the delta combine rule per axis class (`sim.timing.delta`, D71): ``D_a[t]``
-    the sum of t's rows of class a's groups, then in raster order ``S_a[t] = D_a[t]`` (direct: t COMPUTEs every
-    group of a) or ``S_a[nb_a] + D_a[t]``, and ``Y[t] = sum_a S_a[t]``."""
-    M, N = case.X.shape[0], case.W.shape[1]  # noqa: N806
-    cls = classes(case.groups)
-    of_group = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
-    D = np.zeros((len(cls), M, N), np.int64)  # noqa: N806
-    for r in runs:
-        n = min(r.want.shape[1], N - r.n0)
-        for t, got in zip(r.tokens, r.drained, strict=True):
-            D[of_group[r.group], t, r.n0:r.n0 + n] += got[:n, 0]
-    S = np.zeros_like(D)  # noqa: N806
-    for a, (axis, idx) in enumerate(cls):
-        for t in range(M):
-            direct = (case.decisions[t, idx] == COMPUTE).all()
-            S[a, t] = D[a, t] if direct else S[a, _neighbour(t, axis, case.grid)] + D[a, t]
-    return S.sum(axis=0)
+    """``Y`` from the drained rows by the delta combine rule per axis class (`tests.rtl.combine_rules.delta_y`)."""
+    rows = ((t, r.group, r.n0, got) for r in runs for t, got in zip(r.tokens, r.drained, strict=True))
+    return delta_y(case.decisions, case.grid, case.groups, case.W.shape[1], rows)
 
 
 def check_dcombine(case, runs, cfg, want_y, fused=False) -> dict:

@@ -241,7 +241,7 @@ def _fake_verilator(tmp_path, monkeypatch, ok=True):
         (Path(cwd) / "obj" / f"V{eng.TOP}.cpp").write_text("// generated\n")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(eng.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)  # the module sim.engines.verilator_build calls
     return calls
 
 

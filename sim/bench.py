@@ -23,7 +23,7 @@ Prints wall-clock seconds for:
 - the compiled RTL engine (`sim.engines.verilator`, `bench_rtl`): simulated cycles per second on
   tiny-8x8 beside the pyverilator-mm path (`sim.engines.rtl.RtlModel`, Python per cycle) on the same op,
   as ratios from one run, per CPU second (the driver's clock loop against `RtlModel.run`) and in wall
-  time (targets >= 1,000,000 cycles/s and >= 100x; docs/decisions.md D51, D64, D78); the demo trace
+  time (targets >= 1,000,000 cycles/s and >= 100x; docs/decisions.md D51, D64, D78, D87); the demo trace
   (traces/demo.npz, captured as `make demo` does when missing) through the engine (target < 60 s
   after the build) and through the small-32x32 preset, both equal to the cycle model and the golden
   outputs;

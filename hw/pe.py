@@ -238,7 +238,9 @@ class PE(wiring.Component):
         hi_w = Mux(is_paired, self.i_w_b, w_sel)
         #: The operand selects by name (`OPERAND_SELECTS`), for the tests that check their widths.
         self.operand_selects = {"x_sel": x_sel, "w_sel": w_sel, "lo_x": lo_x, "lo_w": lo_w, "hi_x": hi_x, "hi_w": hi_w}
-        p_lo = Signal(signed(LO_BITS + W_BITS + 1))
+        # p_lo at the product's own width (4-bit unsigned x 8-bit signed: 12 bits signed); its users widen it
+        # (docs/decisions.md D87: a 13-bit p_lo made Yosys alias its top two bits, which Verilator expands bit by bit).
+        p_lo = Signal(signed(LO_BITS + W_BITS))
         p_hi = Signal(signed(HI_BITS + W_BITS))
         m.d.comb += [p_lo.eq(lo_x * lo_w), p_hi.eq(hi_x * hi_w)]
         p_msb = Signal(signed(X_BITS + W_BITS))

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 
 from hw import discard
 from hw.accel import ACCEL_MODULE_NAME, Accel
@@ -158,6 +158,22 @@ def convert(cfg: AcceleratorConfig, name: str, spec: tuple) -> str:
     if name == TOP_MODULE_NAME:
         text += "\n" + DELAY_VERILOG
     return text
+
+
+def rtlil_text(cfg: AcceleratorConfig, name: str) -> str:
+    """RTLIL of the emitted module `name` (``kaleido_pe``, ``kaleido_column``, ...): the same Amaranth
+    conversion, without source attributes, that `convert` hands to Yosys for its Verilog (Amaranth's
+    ``verilog.convert`` is this RTLIL through ``proc -nomux -norom; memory_collect; write_verilog``). For
+    tools that derive another form of the design from it (`sim.engines.verilator_build`, D87).
+
+    Raises:
+        KeyError: `name` is not one of `_MODULES`' fixed names (the organisation's own modules and the SRAM
+            macros have none).
+    """
+    roles = [role for role, (n, _, _) in _MODULES.items() if n == name]
+    if not roles:
+        raise KeyError(f"no emitted module named {name!r}")
+    return rtlil.convert(_MODULES[roles[0]][2](cfg), name=name, emit_src=False)
 
 
 def render(cfg: AcceleratorConfig, name: str, spec: tuple, what: str, text: str) -> str:

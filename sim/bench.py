@@ -22,7 +22,7 @@ Prints wall-clock seconds for:
   step), and 50-step derived videos of Wan2.1-1.3B 480p (target < 3 min) and Wan2.1-14B 720p (< 30 min);
 - the compiled RTL engines (`sim.bench_rtl`): simulated cycles per second on tiny-8x8 beside the
   pyverilator-mm path on the same op, the delta organisation's banded top on the same op beside the lock-step
-  top, and the demo trace through the engine (docs/decisions.md D51, D64, D78, D86);
+  top, and the demo trace through the engine (targets >= 1,000,000 cycles/s and >= 100x; docs/decisions.md D51, D64, D78, D86, D87);
 - a 50-step Wan2.1-14B 720p DiTango workload (`algo.workloads.ditango`) on 32 simulated A100s and
   on 32 Kaleido chips (`bench_ditango`: generation + `sim.workload.simulate`, each op shape timed
   once; target < 2 min each);

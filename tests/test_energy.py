@@ -305,6 +305,16 @@ def test_cli_area_json_and_bad_preset():
     assert bad.returncode == 2
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ")
+    # --organisation: the die simulate charges for that organisation (compact builds no state SRAM, D71)
+    from hw.config import with_organisation
+
+    res = kaleido("area", "--config", "kaleido-16nm-128x128-balanced", "--organisation", "compact", "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    want = area_breakdown(with_organisation(load_config("kaleido-16nm-128x128-balanced"), "compact"), load_tech(16))
+    assert data["total_mm2"] == pytest.approx(want["total_mm2"]) and data["breakdown"]["sram_state"] == 0
+    bad = kaleido("area", "--config", "tiny-8x8", "--organisation", "bogus")
+    assert bad.returncode == 2 and "'bogus'" in bad.stderr and "lockstep" in bad.stderr
 
 
 def test_user_tech_table_by_path(tmp_path: Path):

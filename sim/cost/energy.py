@@ -46,7 +46,8 @@ or a bit width of the RTL):
   the array waits too. Each design leaks over its own time and its own die (the dense baseline over
   ``dense_total_cycles`` and ``dense_total_mm2``), docs/decisions.md D52. An on-chip SRAM that the op (and the
   other half of its fused attention pair) neither reads nor writes is power-gated for the op's wall time and
-  leaks ``GATED_LEAK`` of its share (`gated_sram_mm2`, D89), in both designs. Its wake-up is not charged: the op
+  leaks the technology table's ``sram_gated_leak`` of its share (0.1 in the shipped tables; `gated_sram_mm2`,
+  D89), in both designs. Its wake-up is not charged: the op
   sequence is static, so it is woken during the previous op, and the op lasts 10^5 to 10^8 cycles.
 
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
@@ -151,11 +152,6 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     return out
 
 
-#: Leakage an SRAM keeps while it is power-gated without retention, as a fraction of its leakage when on (D89):
-#: 0.1, from "lowers leakage by over 90 % when stored data is no longer desired" (IBM, "A pico-joule class, 1 GHz,
-#: 32 KByte x 64b DSP SRAM with self reverse bias", Symposium on VLSI Circuits 2003; a 0.13 um figure, kept at 16
-#: nm as a project assumption: a power-gated macro's residue is its sleep switches' leakage).
-GATED_LEAK = 0.1
 
 
 def gated_sram_mm2(breakdown: dict[str, float], *actions: dict) -> float:
@@ -171,7 +167,7 @@ def gated_sram_mm2(breakdown: dict[str, float], *actions: dict) -> float:
 
 def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: float) -> dict[str, float]:
     """Energy breakdown in pJ by component for an action set (`COMPONENTS` keys, all present). Leakage: the die's
-    ``area_mm2`` over ``cycles``, less ``1 - GATED_LEAK`` of the power-gated SRAM's ``gated_mm2_cycles``
+    ``area_mm2`` over ``cycles``, less ``1 - sram_gated_leak`` (the table's row) of the power-gated SRAM's ``gated_mm2_cycles``
     (mm^2 x cycles, `gated_sram_mm2`; absent: nothing gated)."""
     table = action_energies(cfg, tech)
     out = dict.fromkeys(COMPONENTS, 0.0)
@@ -181,7 +177,7 @@ def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: 
             out[comp] += n * pj
     ns = actions.get("cycles", 0) * 1000.0 / cfg.clock_mhz
     gated_ns = actions.get("gated_mm2_cycles", 0) * 1000.0 / cfg.clock_mhz
-    out["leakage"] += tech.e("leak_mm2_ns") * (area_mm2 * ns - (1 - GATED_LEAK) * gated_ns)
+    out["leakage"] += tech.e("leak_mm2_ns") * (area_mm2 * ns - (1 - tech.e("sram_gated_leak")) * gated_ns)
     return out
 
 

@@ -75,7 +75,7 @@ def _rows(data: dict, section: str, name: str) -> dict[str, Row]:
 
 
 REQUIRED_ENERGY = ("mult8", "add8", "add32", "fp16_add", "fp16_mult", "reg_bit", "mux2_bit", "sram_8kib",
-                   "sram_32kib", "sram_1mib", "dram_byte", "leak_mm2_ns")
+                   "sram_32kib", "sram_1mib", "dram_byte", "leak_mm2_ns", "sram_gated_leak")
 REQUIRED_AREA = ("mult8", "add_bit", "reg_bit", "mux2_bit", "sram_bit")
 
 

@@ -242,6 +242,8 @@ def test_state_note_kept_in_results_and_explained(tmp_path):
     assert run.returncode == 0, run.stderr
     notes = json.loads(res_path.read_text())["notes"]
     assert len(notes) == 1 and notes[0].startswith("qk (fused)")
+    energy = next(ln for ln in run.stdout.splitlines() if ln.startswith("energy ("))  # the headline says so too
+    assert "optimistic: 1 fused score op(s)" in energy and "D70" in energy
     shown = kaleido("explain", str(res_path))
     assert shown.returncode == 0 and f"note: {notes[0]}" in " ".join(shown.stdout.split())
     from sim.report.tables import explain_markdown

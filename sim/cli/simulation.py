@@ -271,7 +271,9 @@ def simulate(
         out.print(f"dispatcher: {ds['tiles']:,} tiles, {ds['clusters']:,} clusters, {ds['rows_moved']:,} rows moved, "
                   f"{ds['pair_slots']:,} paired slots, {ds['skipped_groups']:,} skipped groups")
     if "energy_pj" in res:
-        out.print(_energy_line(res))
+        bound = (f"; optimistic: {len(unsized)} fused score op(s) count reuse whose state {cfg.organisation} does not "
+                 "hold (note below, D70)") if unsized else ""
+        out.print(_energy_line(res) + bound)
     from sim.results import result_notes
 
     for note in result_notes(res, tr, cfg):

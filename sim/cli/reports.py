@@ -64,7 +64,10 @@ def explain(
     from rich.table import Table
 
     t = Table(title=f"{results} ({res.get('organisation', 'lockstep')} array): speedup chain per op (x dense) and "
-                    "what binds")
+                    "what binds",
+              caption="ideal: dense MACs / useful MACs (1 / (C + P/2), each decision weighted by its MACs); slots: "
+                      "dense issued slots / Kaleido's (band-tile slots / bands for compact and delta); array: array "
+                      "cycles; end to end: with DRAM, vector and similarity stalls (sim/report/explain.py)")
     for col in ("op", "block", "step", "ideal", "slots", "array", "end to end", "binds", "dense binds",
                 "energy / dense", "largest energy differences (uJ)"):
         t.add_column(col)

@@ -31,6 +31,17 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 #: read once per group of resident column blocks (`sim.timing.delta`, docs/decisions.md D68).
 ORGANISATIONS = ("lockstep", "compact", "delta")
 
+#: Buffer sizes an organisation does not build (its area model charges them 0 mm^2 and its timing never reads
+#: them, `sim.cost.area.area_breakdown`): lockstep has no partial-sum, state, difference-sum buffer or weight
+#: stage; compact no lockstep partial buffer, state, difference-sum buffer or stage (D50, D71, D84, D85); delta
+#: no lockstep partial buffer (D68). A sweep that varies one of them across points of such an organisation
+#: repeats the same result (`sim.sweep.spec.unbuilt_notes`).
+UNBUILT_KEYS = {
+    "lockstep": ("psum_sram_kib", "state_sram_kib", "diff_sram_kib", "wstage_sram_kib"),
+    "compact": ("partial_sram_kib", "state_sram_kib", "diff_sram_kib", "wstage_sram_kib"),
+    "delta": ("partial_sram_kib",),
+}
+
 #: Default scheduler window in tiles (``scheduler_window_tiles``), the one home of the value: positions
 #: are clustered within windows of this many position blocks (8 tiles = 1,024 positions on 128 rows,
 #: about two-thirds of a 480p frame's 1,560 positions; docs/decisions.md D20). `sim.timing.dispatch`

@@ -363,3 +363,24 @@ def test_upper_bound_points_are_marked_and_kept_off_the_front(tmp_path):
     pareto = md.split("## Pareto points")[1].split("## Upper bounds")[0]
     assert "| 0 | exact |" in pareto and "| 1 |" not in pareto
     assert "- point 1 (cfg=bound): 1 op(s), speedup 3.000" in md.split("## Upper bounds")[1]
+
+
+def test_sweep_notes_keys_an_organisation_does_not_build(traces):
+    """A key column that varies over points whose organisation does not build that buffer (hw.config.UNBUILT_KEYS)
+    gets a note naming it and those organisations; the area model charges exactly those buffers 0 mm^2."""
+    from hw.config import ORGANISATIONS, UNBUILT_KEYS, load_config, with_organisation
+    from sim.cost.area import area_breakdown
+    from sim.sweep.spec import unbuilt_notes
+
+    sw = load_sweep(_sweep_file(traces, 'trace = "a.npz"\n[axes]\nstate_sram_kib = [0, 14336]\n'
+                                'organisation = ["delta", "compact", "lockstep"]\n'
+                                '[fixed]\nconfig = "kaleido-16nm-128x128-balanced"\n', "unbuilt.toml"))
+    notes = unbuilt_notes(sw)
+    assert notes == ["state_sram_kib varies, but 4 of 6 points run an organisation that does not build that buffer "
+                     "(compact, lockstep): their results repeat whatever its value"]
+    base = load_config("kaleido-16nm-128x128-balanced")
+    for org in ORGANISATIONS:
+        b = area_breakdown(with_organisation(base, org))["breakdown"]
+        for key in ("partial_sram_kib", "psum_sram_kib", "state_sram_kib", "diff_sram_kib", "wstage_sram_kib"):
+            unbuilt = key in UNBUILT_KEYS[org]
+            assert (b["sram_" + key.removesuffix("_sram_kib")] == 0) == unbuilt, (org, key)

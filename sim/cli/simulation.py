@@ -411,6 +411,10 @@ def sweep(
         sw = load_sweep(sweep_file)
     except SweepError as err:
         fail(str(err))
+    from sim.sweep.spec import unbuilt_notes
+
+    for note in unbuilt_notes(sw):
+        typer.echo(f"note: {note}", err=True)
     with progress() as prog:
         task = prog.add_task(f"sweep {sw.name}", total=len(sw.points), label="")
 

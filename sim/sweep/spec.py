@@ -348,3 +348,20 @@ def load_sweep(path: str | Path) -> Sweep:
     if not points:
         raise _fail(path, "axes", "the product of the axes is empty")
     return Sweep(path=path, name=spec.name or path.stem, columns=columns, points=points)
+
+
+def unbuilt_notes(sw: Sweep) -> list[str]:
+    """One line per key column that takes more than one value while some points' array organisation does not
+    build that buffer (`hw.config.UNBUILT_KEYS`): those points repeat one result whatever the value."""
+    from hw.config import UNBUILT_KEYS
+
+    out = []
+    for k in sw.columns:
+        if len({repr(p.values.get(k)) for p in sw.points}) < 2:
+            continue
+        idle = [p for p in sw.points if p.config is not None and k in UNBUILT_KEYS.get(p.config.organisation, ())]
+        if idle:
+            orgs = ", ".join(sorted({p.config.organisation for p in idle}))
+            out.append(f"{k} varies, but {len(idle)} of {len(sw.points)} points run an organisation that does not "
+                       f"build that buffer ({orgs}): their results repeat whatever its value")
+    return out

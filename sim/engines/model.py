@@ -484,7 +484,7 @@ def simulate_ops(ops: list[OpRecord], grid, b_msb: int, cfg: AcceleratorConfig, 
         mi, mj = fused_memory(parts[i][:2], parts[j][:2], cfg, grid, plans[i].groups, plans[j].groups)
         parts[i], parts[j] = (*parts[i][:2], mi), (*parts[j][:2], mj)
     # leakage over each design's wall time, now that every op's stalls are final
-    partner = {i: j for i, j in pairs.items()} | {j: i for i, j in pairs.items()}  # D89: a fused pair's SRAM
+    partner = dict(pairs) | {j: i for i, j in pairs.items()}  # D89: a fused pair's SRAM
     per_op = [OpResult(t, a, m, energy.op_energy(a, m, parts[partner[k]][1] if k in partner else None)).to_json()
               for k, (t, a, m) in enumerate(parts)]
     return per_op, counts

@@ -129,34 +129,28 @@ int main(int argc, char** argv) {
             }
             top.in_valid = valid; top.in_first = first; top.in_last = last;
             clk.settle();
-            const uint64_t ov = (uint64_t)top.out_valid, ready = (uint64_t)top.out_ready;
-            if (ov) {
-                std::memcpy(dbuf.data(), bytes_of(top.out_data), data_bytes);
-                std::memcpy(rbuf.data(), bytes_of(top.out_row), row_bytes);
-                for (int p = 0; p < D; ++p) {
-                    if (!((ov >> p) & 1)) continue;
-                    const int64_t row = lane(rbuf.data(), (size_t)p * RB, RB) & ((1ll << RB) - 1);
-                    const int band = (int)(row / BR), i = (int)(row % BR);
-                    auto& q = armed[(size_t)p * B + band];
-                    const std::string where = "run " + std::to_string(ri) + " cycle " + std::to_string(cycle) +
-                                              " port " + std::to_string(p) + " band " + std::to_string(band);
-                    if (band >= B || q.empty()) fail(3, where + ": a row for no armed band-tile");
-                    const int64_t t = q.front();
-                    if (i != drained[t]) fail(3, where + ": row " + std::to_string(i) + ", expected " +
-                                                     std::to_string(drained[t]));
-                    const int64_t at = tin[t * 3 + 2] + i;
-                    for (int j = 0; j < C; ++j)
-                        for (int w = 0; w < NW; ++w)
-                            rows_out[at * row_words + j * NW + w] =
-                                lane(dbuf.data(), ((size_t)(p * C + j) * NW + w) * AB, AB);
-                    rowat[at * 2] = cycle;
-                    rowat[at * 2 + 1] = p;
-                    const int nrows = stim[(tin[t * 3] + tin[t * 3 + 1] - 1) * rec + rec - 1];
-                    if (++drained[t] == nrows) q.pop_front();
-                    --rows_left;
-                    last_row = cycle;
-                }
-            }
+            const uint64_t ready = (uint64_t)top.out_ready;
+            for_each_drained_row(top, dbuf, rbuf, data_bytes, row_bytes, D, RB, [&](int p, int64_t row) {
+                const int band = (int)(row / BR), i = (int)(row % BR);
+                auto& q = armed[(size_t)p * B + band];
+                const std::string where = "run " + std::to_string(ri) + " cycle " + std::to_string(cycle) +
+                                          " port " + std::to_string(p) + " band " + std::to_string(band);
+                if (band >= B || q.empty()) fail(3, where + ": a row for no armed band-tile");
+                const int64_t t = q.front();
+                if (i != drained[t]) fail(3, where + ": row " + std::to_string(i) + ", expected " +
+                                                 std::to_string(drained[t]));
+                const int64_t at = tin[t * 3 + 2] + i;
+                for (int j = 0; j < C; ++j)
+                    for (int w = 0; w < NW; ++w)
+                        rows_out[at * row_words + j * NW + w] =
+                            lane(dbuf.data(), ((size_t)(p * C + j) * NW + w) * AB, AB);
+                rowat[at * 2] = cycle;
+                rowat[at * 2 + 1] = p;
+                const int nrows = stim[(tin[t * 3] + tin[t * 3 + 1] - 1) * rec + rec - 1];
+                if (++drained[t] == nrows) q.pop_front();
+                --rows_left;
+                last_row = cycle;
+            });
             for (int b = 0; b < B; ++b) {
                 if (!((valid >> b) & 1) || !((ready >> b) & 1)) continue;
                 const int64_t t = t0 + cur[b];

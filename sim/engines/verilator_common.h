@@ -162,6 +162,20 @@ static inline int64_t lane(const uint8_t* buf, size_t off, int bits) {
     return (int64_t)w;
 }
 
+// This cycle's drained rows: when any of the D drain ports is valid, copies the top's out_data and out_row images
+// into dbuf and rbuf (data_bytes, row_bytes) and calls on_row(p, row) for each valid port p in order, row being its
+// RB-bit row field (shared by the lock-step and band drivers).
+template <class Top, class F>
+static void for_each_drained_row(Top& top, std::vector<uint8_t>& dbuf, std::vector<uint8_t>& rbuf, size_t data_bytes,
+                                 size_t row_bytes, int D, int RB, F on_row) {
+    const uint64_t ov = (uint64_t)top.out_valid;
+    if (!ov) return;
+    std::memcpy(dbuf.data(), bytes_of(top.out_data), data_bytes);
+    std::memcpy(rbuf.data(), bytes_of(top.out_row), row_bytes);
+    for (int p = 0; p < D; ++p)
+        if ((ov >> p) & 1) on_row(p, lane(rbuf.data(), (size_t)p * RB, RB) & ((1ll << RB) - 1));
+}
+
 // meta.bin of a job: `n` int64 words, the first the job version the driver reads (exit 2 otherwise).
 static const int64_t* read_meta(const std::string& dir, size_t n, int64_t version) {
     Mapped m = map_in(dir + "/meta.bin", n * 8);

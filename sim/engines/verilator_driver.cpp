@@ -116,34 +116,27 @@ int main(int argc, char** argv) {
             }
             clk.settle();
             const bool accepted = idx < ns && top.in_ready;
-            const uint64_t ov = (uint64_t)top.out_valid;
-            if (ov) {
-                std::memcpy(dbuf.data(), bytes_of(top.out_data), data_bytes);
-                std::memcpy(rbuf.data(), bytes_of(top.out_row), row_bytes);
-                for (int p = 0; p < D; ++p) {
-                    if (!((ov >> p) & 1)) continue;
-                    const int64_t row = lane(rbuf.data(), (size_t)p * RB, RB) & ((1ll << RB) - 1);
-                    const int64_t k = done_on_port[p];
-                    const int64_t tl = p + (int64_t)D * k;  // tile t leaves on port t mod d
-                    if (row != rows_seen[p] || tl >= nt)
-                        fail(3, "run " + std::to_string(ri) + " port " + std::to_string(p) + ": row " +
-                                    std::to_string(row) + ", expected " + std::to_string(rows_seen[p]) +
-                                    (tl >= nt ? " (no tile pending)" : ""));
-                    const int64_t t = t0 + tl;
-                    const int64_t at = dest[t * R + row];
-                    if (at >= 0) {
-                        for (int64_t j = 0; j < ncols[t]; ++j)
-                            out[at + j] = lane(dbuf.data(), (size_t)(p * C + j) * AB, AB);
-                    }
-                    if (++rows_seen[p] == R) {
-                        rows_seen[p] = 0;
-                        ++done_on_port[p];
-                        --tiles_left;
-                        tile_done[t] = cycle - first_accept;
-                    }
-                    last_output = cycle;
+            for_each_drained_row(top, dbuf, rbuf, data_bytes, row_bytes, D, RB, [&](int p, int64_t row) {
+                const int64_t k = done_on_port[p];
+                const int64_t tl = p + (int64_t)D * k;  // tile t leaves on port t mod d
+                if (row != rows_seen[p] || tl >= nt)
+                    fail(3, "run " + std::to_string(ri) + " port " + std::to_string(p) + ": row " +
+                                std::to_string(row) + ", expected " + std::to_string(rows_seen[p]) +
+                                (tl >= nt ? " (no tile pending)" : ""));
+                const int64_t t = t0 + tl;
+                const int64_t at = dest[t * R + row];
+                if (at >= 0) {
+                    for (int64_t j = 0; j < ncols[t]; ++j)
+                        out[at + j] = lane(dbuf.data(), (size_t)(p * C + j) * AB, AB);
                 }
-            }
+                if (++rows_seen[p] == R) {
+                    rows_seen[p] = 0;
+                    ++done_on_port[p];
+                    --tiles_left;
+                    tile_done[t] = cycle - first_accept;
+                }
+                last_output = cycle;
+            });
             clk.rise();
             if (accepted) {
                 if (first_accept < 0) first_accept = cycle;

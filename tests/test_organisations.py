@@ -13,6 +13,7 @@ from hw.config import ORGANISATIONS, ConfigError, config_from_dict, load_config,
 from sim.cost.actions import op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
+from sim.cost.energy import action_energies
 from sim.cost.tech import load_tech
 from sim.cost.tiling import TiledDecisions, tile_stats
 from sim.timing.compact import band_cycles, chunk_frames, combine_adds, compact_tiles, partial_bytes
@@ -200,6 +201,12 @@ def test_compact_actions_hand_counts():
     # its product path has 42 mux bits per active row-slot (hi_x 5, hi_w 8, the high term's select 17, the sign
     # correction's operand 12; hw/compact_pe.py, D73)
     d = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, delta_blocks=1)
+    # the delta PE's multiplies (D92): the 64 COMPUTE pairs through both halves; the 48 PARTIAL pairs two per
+    # paired slot, one on the 5-bit high half alone and one on the 4-bit low half alone, x N = 8
+    assert d["mac8"] == 64 * 8 and d["mac5"] == 24 * 8 and d["mac4"] == 24 * 8
+    e = action_energies(cfg, tech16 := load_tech(16))
+    assert e["mac5"][1] == pytest.approx(tech16.e("mult8") * 5 * 8 / 64)  # 5 x 8 of 8 x 8 partial-product bits
+    assert e["mac8"][1] == pytest.approx(tech16.e("mult8") * (5 * 8 + 4 * 8) / 64)
     assert d["pe_add"] == d["pe_add_half"] == 8 * (64 + 24) and d["pe_add_corr"] == 8 * 24
     assert d["pe_reg_bits"] == cfg.acc_bits * (8 * (64 + 24) + 14 * 8)
     assert d["pipe_reg_bits"] == c["pipe_reg_bits"]

@@ -73,7 +73,7 @@ def run_policy_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, energy
     return {"name": op.name, "block": op.block, "step": op.step, "cycles": int(cycles),
             "time_us": cycles / cfg.clock_mhz, "energy_pj": float(sum(eb.values())),
             "energy_breakdown_pj": eb, "actions": acts, "work": work,
-            "useful_macs": float(acts["mac8"] + acts["mac4"] / 2)}
+            "useful_macs": float(acts["mac8"] + (acts["mac5"] + acts["mac4"]) / 2)}
 
 
 def all_full(op: OpRecord) -> list[np.ndarray]:

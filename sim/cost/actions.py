@@ -21,6 +21,7 @@ Kaleido array (reuse tiling, output-stationary, docs/architecture.md)
   row, PAIRED if both are PARTIAL, PARTIAL if one is, else REUSE (`hw.pe.MODE_OF`).
 - ``mac8`` = COMPUTE row-slots x N = COMPUTE (token, channel) pairs x N (both multiplier halves).
 - ``mac4`` = (PARTIAL + 2 PAIRED row-slots) x N = PARTIAL (token, channel) pairs x N (low half).
+  ``mac5`` (the high half alone) is 0 here; only the delta PE uses it (`sim.cost.compact_actions`).
   (The hardware supports b_msb = 4 only, docs/decisions.md D6; the counts assume it.)
 - ``pe_add`` (acc-bit adds) and register updates, per row-slot and column, following hw/pe.py:
   COMPUTE updates msb[g], lsb[g] and acc (3), PARTIAL lsb[g] and acc (2), PAIRED lsb[g_a], lsb[g_b]
@@ -138,7 +139,7 @@ from sim.timing.dispatch import position_block
 #: Pass-through register bits of a plain int8 output-stationary MAC PE: x (8), w (8), valid, last.
 PLAIN_PIPE_BITS = 8 + 8 + 1 + 1
 
-ARRAY_ACTIONS = ("mac8", "mac4", "mac8_plain", "pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits",
+ARRAY_ACTIONS = ("mac8", "mac5", "mac4", "mac8_plain", "pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits",
                  "pipe_reg_bits")
 SRAM_BUFFERS = ("input", "weight", "output", "partial", "score", "psum", "peff", "state", "diff", "wstage")
 

@@ -48,10 +48,10 @@ the same band-tiles, gather network and weight reads, with these rules instead (
 - PE (one accumulator: a row's result is one difference sum, so no ``accm``/``out_m`` of the compact PE):
   a COMPUTE (token, channel) is one 9 x 8 product through both halves (``mac8``; 2 adds: the halves' sum and
   the accumulate); a PARTIAL pair (`sim.timing.delta.paired_product`) puts one channel on the 5-bit signed
-  high half, charged as ``mac8`` (an over-count: the split multiplier's whole 72/64), and the other on the
-  4-bit low half (``mac4``), with 3 adds per PARTIAL row-slot (the halves' sum, the sign correction, the
-  accumulate): ``mac8`` = N (Cc + ceil(Pc / 2)), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (Cc + Ps) acc-bit
-  accumulates, ``pe_add_half`` = N (Cc + Ps), ``pe_add_corr`` = N Ps (13 bits, `sim.cost.energy.CORR_ADD_BITS`)
+  high half (``mac5``, 40/64 of an 8 x 8 multiply; until D92 this was charged as a whole ``mac8``, 72/64) and the
+  other on the 4-bit low half (``mac4``), with 3 adds per PARTIAL row-slot (the halves' sum, the sign correction,
+  the accumulate): ``mac8`` = N Cc, ``mac5`` = N ceil(Pc / 2), ``mac4`` = N floor(Pc / 2), ``pe_add`` = N (Cc +
+  Ps) acc-bit accumulates, ``pe_add_half`` = N (Cc + Ps), ``pe_add_corr`` = N Ps (13 bits, `sim.cost.energy.CORR_ADD_BITS`)
   with Ps the PARTIAL row-slots; ``pe_reg_bits`` = acc (N (Cc + Ps) accumulator writes + one ``out`` per
   band-tile row and column); ``pe_mux_bits`` = `sim.cost.area.DELTA_PRODUCT_MUX_BITS` per active row-slot and
   column (hw/compact_pe.py's delta product path, docs/decisions.md D73); lanes as compact's.
@@ -159,7 +159,8 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
         a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb
         a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * yb
         a["combine_reg_bits"] += int((reads & near).sum()) * N * acc
-    a["mac8"] += N * (cc + -(-pc // 2))
+    a["mac8"] += N * cc
+    a["mac5"] += N * -(-pc // 2)
     a["mac4"] += N * (pc // 2)
     a["combine_add"] += combine_adds_delta(dec, N, groups)
     a["sram_input_write_bytes"] += math.ceil(passes * (cc + pc) * DIFF_BITS / 8)
@@ -199,7 +200,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     for k in keys:
         a[k] = 0
     if delta_blocks is not None:
-        a["mac8"] = a["mac4"] = 0
+        a["mac8"] = a["mac5"] = a["mac4"] = 0
     array_input = weight = lock_input = lock_weight = fills = 0
     for i, (td, (slots, grp, nc, npart)) in enumerate(zip(tiled, band_tiles, strict=True)):
         dec = td.decisions

@@ -5,7 +5,8 @@ or a bit width of the RTL):
 
 - ``mac8``: ``mult8 x 72/64`` -- COMPUTE runs both halves of the split multiplier, 5x8 + 4x8 = 72
   partial-product bits against 64 for an 8x8 multiplier (energy taken proportional to the
-  partial-product array). ``mac4``: ``mult8 x 32/64`` (the 4x8 low half alone). ``mac8_plain``:
+  partial-product array). ``mac4``: ``mult8 x 32/64`` (the 4x8 low half alone). ``mac5``: ``mult8 x
+  40/64`` (the 5x8 high half alone: the delta PE's PARTIAL channel on the high half, D92). ``mac8_plain``:
   ``mult8`` (the dense baseline's plain multiplier).
 - ``pe_add``: ``add32 x acc_bits / 32`` (ripple energy linear in width). The compact and delta PEs' narrower
   adders at their RTL widths (`sim.cost.compact_actions`): ``pe_add_half``, the split multiplier's halves'
@@ -50,7 +51,7 @@ or a bit width of the RTL):
   D89), in both designs. Its wake-up is not charged: the op
   sequence is static, so it is woken during the previous op, and the op lasts 10^5 to 10^8 cycles.
 
-Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac4, mac8_plain, pe_add),
+Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac5, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
 matcher), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
 ``vector_unit``, ``leakage``. Not modelled: clock tree, wires between SRAMs and the array, control
@@ -65,7 +66,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hw.config import AcceleratorConfig
-from hw.pe import LO_BITS, SPLIT_MULT_FRACTION, W_BITS, X_BITS
+from hw.pe import HI_BITS, LO_BITS, SPLIT_MULT_FRACTION, W_BITS, X_BITS
 from sim.cost.actions import FUSED_PAIRS, SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
@@ -76,6 +77,9 @@ from sim.timing.memory import similarity_lanes, vector_lanes
 #: Fraction of an 8x8 multiplier's energy for a PARTIAL (LO_BITS x 8 low half) multiply: the
 #: partial-product array scales with the operand bits (hw/pe.py LO_BITS = 4, so 4x8 / 8x8 = 0.5).
 MAC4_FRACTION = (LO_BITS * W_BITS) / (8 * W_BITS)
+#: Fraction for the high half alone (HI_BITS x 8 = 5 x 8 / 8 x 8 = 0.625, hw/pe.py HI_BITS): the delta PE's
+#: PARTIAL channel on the 5-bit signed half (`sim.timing.delta.paired_product`, docs/decisions.md D92).
+MAC5_FRACTION = (HI_BITS * W_BITS) / (8 * W_BITS)
 
 #: Bits of the compact and delta PEs' halves' adder (hw/compact_pe.py ``add``) and of the delta PE's sign
 #: correction adder (docs/decisions.md D68).
@@ -118,6 +122,7 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     m8, reg, mux, a8 = tech.e("mult8"), tech.e("reg_bit"), tech.e("mux2_bit"), tech.e("add8")
     out = {
         "mac8": ("array_macs", m8 * SPLIT_MULT_FRACTION),
+        "mac5": ("array_macs", m8 * MAC5_FRACTION),
         "mac4": ("array_macs", m8 * MAC4_FRACTION),
         "mac8_plain": ("array_macs", m8),
         "pe_add": ("array_macs", tech.e("add32") * cfg.acc_bits / 32),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sim.report.explain import binding, dense_slots, explain_rows
+from sim.report.explain import binding, dense_slots, energy_rows, explain_rows
 from tests.test_cli import assert_one_line_error, kaleido
 
 
@@ -49,3 +49,23 @@ def test_cli_explain(tmp_path):
     res = kaleido("explain", str(good))
     assert res.returncode == 0, res.stderr
     assert "ideal 2.00x -> array 2.00x -> end to end 2.00x" in res.stdout
+    # with a whole-result energy breakdown: one table row per component and a total (uJ = 1e6 pJ)
+    good.write_text(json.dumps({"config": {"array_rows": 128, "array_cols": 128}, "per_op": [_op()],
+                                "speedup": 2.0, "total_speedup": 2.0, "energy_saving": 1.25,
+                                "energy_pj": 4e9, "dense_energy_pj": 5e9,
+                                "energy_breakdown_pj": {"array_macs": 1e9, "dram": 3e9},
+                                "dense_energy_breakdown_pj": {"array_macs": 2e9, "dram": 3e9}}))
+    res = kaleido("explain", str(good))
+    assert res.returncode == 0, res.stderr
+    rows = [line for line in res.stdout.splitlines() if line.startswith("│")]
+    assert [r.split("│")[1].strip() for r in rows[-3:]] == ["array_macs", "dram", "total"]
+    assert [c.strip() for c in rows[-1].split("│")[3:7]] == ["4,000", "5,000", "-1,000", "0.800"]
+    assert "Kaleido - dense energy (uJ): the array -1,000, the units around it +0" in res.stdout
+
+
+def test_energy_rows_sorted_by_saving_and_split_at_the_array():
+    res = {"energy_breakdown_pj": {"array_macs": 1.0, "dram": 5.0, "sram_diff": 3.0, "vector_unit": 0.0},
+           "dense_energy_breakdown_pj": {"array_macs": 4.0, "dram": 5.0, "sram_diff": 0.0, "vector_unit": 0.0}}
+    # Kaleido - dense: array_macs -3, dram 0, sram_diff +3; vector_unit spends nothing in either design
+    assert energy_rows(res) == [("array_macs", "array", 1.0, 4.0), ("dram", "around", 5.0, 5.0),
+                                ("sram_diff", "array", 3.0, 0.0)]

@@ -54,7 +54,14 @@ def explain(
     """Why each op is as fast and as costly as it is (sim/report/explain.py): the speedup chain ideal -> dispatcher
     slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, packing,
     drain, combine, vector, similarity, DRAM), and the energy components that differ most from dense."""
-    from sim.report.explain import ExplainError, energy_ledger_lines, explain_rows, load_results, totals
+    from sim.report.explain import (
+        ExplainError,
+        energy_ledger_lines,
+        energy_rows,
+        explain_rows,
+        load_results,
+        totals,
+    )
 
     try:
         res = load_results(results)
@@ -81,10 +88,20 @@ def explain(
     out.print(f"all ops: ideal {tot['ideal']:.2f}x -> array {tot['array']:.2f}x -> end to end {tot['end_to_end']:.2f}x"
               + (f"; energy saving {tot['energy_saving']:.3f}" if tot["energy_saving"] is not None else ""))
     if tot["energy"]:
-        parts = ", ".join(f"{k} {tot['energy'][k] / 1e6:,.0f}/{tot['dense_energy'].get(k, 0) / 1e6:,.0f}"
-                          for k in tot["energy"] if tot["energy"][k] or tot["dense_energy"].get(k))
-        out.print(f"energy by component, Kaleido/dense uJ: {parts}")
-        for line in energy_ledger_lines(res, ascii_only=True):
+        e = Table(title="energy by component (uJ), the largest saving first",
+                  caption="part: the array and its own units (PEs, dispatcher, gather, combine unit, partial-sum and "
+                          "difference buffers) or the units around it (the SRAMs beside the array, shared or "
+                          "Kaleido's own P_eff, state and weight stage; DRAM, vector unit, leakage)")
+        for col in ("component", "part", "Kaleido", "dense", "Kaleido - dense", "Kaleido / dense"):
+            e.add_column(col, justify="left" if col in ("component", "part") else "right")
+        for k, part, ke, de in energy_rows(res):
+            e.add_row(k, part, f"{ke / 1e6:,.0f}", f"{de / 1e6:,.0f}", f"{(ke - de) / 1e6:+,.0f}",
+                      f"{ke / de:.3f}" if de else "-")
+        ke, de = res.get("energy_pj", 0.0), res.get("dense_energy_pj", 0.0)
+        e.add_row("total", "", f"{ke / 1e6:,.0f}", f"{de / 1e6:,.0f}", f"{(ke - de) / 1e6:+,.0f}",
+                  f"{ke / de:.3f}" if de else "-", style="bold")
+        out.print(e)
+        for line in energy_ledger_lines(res, ascii_only=True, components=False):
             out.print(line)
     for note in res.get("notes", []):  # written by `kaleido simulate` (sim.results.state_notes, D70)
         out.print(f"note: {note}")

@@ -137,17 +137,33 @@ def energy_ledger(res: dict) -> dict:
             "dram_over": over}
 
 
-def energy_ledger_lines(res: dict, ascii_only: bool = False) -> list[str]:
+def energy_rows(res: dict) -> list[tuple[str, str, float, float]]:
+    """Energy by component of a whole result, for a table: ``(component, "array" | "around", Kaleido pJ, dense
+    pJ)``, components where either design spends energy, the largest saving (Kaleido − dense most negative) first
+    (`ARRAY_COMPONENTS` says which side of the array a component is on)."""
+    e, de = res.get("energy_breakdown_pj", {}), res.get("dense_energy_breakdown_pj", {})
+    rows = [(k, "array" if k in ARRAY_COMPONENTS else "around", e.get(k, 0.0), de.get(k, 0.0))
+            for k in dict.fromkeys([*e, *de]) if e.get(k) or de.get(k)]
+    return sorted(rows, key=lambda r: (r[2] - r[3], r[0]))
+
+
+def energy_ledger_lines(res: dict, ascii_only: bool = False, components: bool = True) -> list[str]:
     """The `energy_ledger` of ``res`` as sentences: the Kaleido − dense energy of the array and of the units
     around it (µJ, by component, most saved first), then the ops whose DRAM bytes exceed dense's (when any).
-    ``ascii_only``: ``-``, ``uJ`` and ``x`` for the minus, micro and multiplication signs (terminals)."""
+    ``ascii_only``: ``-``, ``uJ`` and ``x`` for the minus, micro and multiplication signs (terminals).
+    ``components=False``: the first sentence without its per-component lists (for a caller that shows
+    `energy_rows` as a table)."""
     minus, micro, times = ("-", "uJ", "x") if ascii_only else ("−", "µJ", "×")
     led = energy_ledger(res)
 
     def fmt(x):
         return ", ".join(f"{k} {v / 1e6:+,.0f}" for k, v in sorted(x.items(), key=lambda kv: kv[1])) or "none"
-    lines = [f"Kaleido {minus} dense energy ({micro}): the array {led['array_pj'] / 1e6:+,.0f} ({fmt(led['array'])}); "
-             f"the units around it {led['around_pj'] / 1e6:+,.0f} ({fmt(led['around'])})"]
+    if components:
+        lines = [f"Kaleido {minus} dense energy ({micro}): the array {led['array_pj'] / 1e6:+,.0f} ({fmt(led['array'])}); "
+                 f"the units around it {led['around_pj'] / 1e6:+,.0f} ({fmt(led['around'])})"]
+    else:
+        lines = [f"Kaleido {minus} dense energy ({micro}): the array {led['array_pj'] / 1e6:+,.0f}, "
+                 f"the units around it {led['around_pj'] / 1e6:+,.0f}"]
     from sim.report.organisations import energy_floor, ideal_energy
 
     dense_e = res.get("dense_energy_pj", 0.0)

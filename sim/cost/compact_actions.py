@@ -26,7 +26,8 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   column block; REUSE channels are never read). Weight SRAM: each band-tile reads |g| x C bytes
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
-  read instead; `sim.timing.compact` "Weight words", D88).
+  read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
+  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before.
 - Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
   output column) holds what a successor can read, the chain's msb partial (a PARTIAL successor adds its
   own lsb to it) and its total (a REUSE successor takes it). The decisions of a chunk are known before its
@@ -172,7 +173,7 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
-                    p_op: bool = False, stage_chunks: list | None = None, stage_weights: int | None = None) -> dict:
+                    p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -186,8 +187,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             the state SRAM (delta only, module docstring). p_op: the op is a fused P op (``pv``), whose P the
             delta organisation does not stage in the input SRAM (module docstring). stage_chunks: per batch
             element each band-tile's chunk, for an op whose weights go through the weight stage (D85).
-            stage_weights: weights per column the bands read from the stage, band-tiles in step sharing a read
-            (`sim.timing.compact.shared_stage_weights`, D92); None: one read per band-tile (Σ |g|).
+            shared_weights: weights per column the bands read from their bank (the stage, or the weight SRAM without
+            one), a read shared by the bands that want the same word at its turn (`sim.timing.compact.
+            shared_stage_weights`, D92); None: one read per band-tile (Σ |g|).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -249,11 +251,11 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
+    read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
     if stage_chunks is not None:  # the bands read the stage; the weight SRAM only fills it (D85)
-        # band-tiles in step share a read (D92): stage_weights per column, when the timing gave it
-        a["sram_wstage_read_bytes"] += weight if stage_weights is None else stage_weights * min(C, N)
+        a["sram_wstage_read_bytes"] += read
         a["sram_wstage_write_bytes"] += fills
         a["sram_weight_read_bytes"] += fills - lock_weight
     else:
-        a["sram_weight_read_bytes"] += weight - lock_weight
+        a["sram_weight_read_bytes"] += read - lock_weight
     return a

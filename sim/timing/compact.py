@@ -35,9 +35,10 @@ slot is saved only where every row agrees. Here a tile's rows need not agree:
   most every B cycles, which the round robin gives it, so the port does not stall a band as long as its
   band-tiles last at least B slots; the next band-tile's first word is read during the previous one's last B
   slots (docs/decisions.md D88). Not in the RTL (its band lanes take their weights from ports; the supply is
-  the controller's); charged in area and as one register write per weight byte a band reads. From the weight
-  stage, one read is loaded into every band whose window for the same word holds the reading band's turn
-  (`shared_stage_weights`, D92): bands in step on a segment's slice read each word once, with the same timing.
+  the controller's); charged in area and as one register write per weight byte a band reads. A read of the
+  bank (the delta organisation's weight stage, or the weight SRAM) is loaded into every band whose window for
+  the same word holds the reading band's turn (`shared_stage_weights`, D92): bands in step on one group's
+  weights read each word once, with the same timing.
 - **Combine unit.** Each drained row is one token's partial sum of one group for C outputs; the
   combine unit (``combine_lanes`` acc-bit adders) adds, per (token, group, output), the partial
   into the token's output (COMPUTE: the new partial; PARTIAL: the neighbour's msb partial + the new

@@ -16,7 +16,7 @@ from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import delta_successor_reads
 from sim.cost.tech import load_tech
 from sim.timing import delta
-from sim.timing.compact import CompactError, band_cycles, band_tile_sequence
+from sim.timing.compact import CompactError, band_cycles, band_tile_sequence, shared_stage_weights
 from sim.timing.delta_reference import delta_gemm, differences
 from tests.test_cli import assert_one_line_error, kaleido, small_trace
 
@@ -328,6 +328,32 @@ def test_stage_slices_by_hand():
     assert order.tolist() == [1, 0, 2, 3, 4, 5] and seg.tolist() == [0, 1, 1, 2, 2, 3]
 
 
+def test_shared_stage_reads_by_hand():
+    """D92: a stage read is loaded into every band whose window for the same word holds the reading band's turn.
+    B = 2 bands: words of 2 B = 4 weights; band b's turns are the cycles c with c mod 2 = b."""
+    w = np.array([8, 12])
+    one = lambda **k: shared_stage_weights(**({"segment": [0, 0], "group": [0, 0], "paired": [False, False],  # noqa: E731
+                                                 "band": [0, 1], "first": [10, 10], "widths": w, "bands": 2} | k))
+    # in step, |g| = 8 (2 words): word 0's windows [8, 10), band 0 reads at 8 for both; word 1's [10, 14), at 10
+    assert one() == 8
+    # 4 cycles apart (a whole window, L = 4): word 0 [8, 10) and [12, 14) never overlap: every word read twice
+    assert one(first=[10, 14]) == 16
+    # one cycle apart: band 0 reads word 0 at 8, outside band 1's [9, 11); band 1 at 9; word 1: [10, 14) and
+    # [11, 15), band 0's read at 10 is outside band 1's window -> read again at 11: no sharing at all here
+    assert one(first=[10, 11]) == 16
+    # two cycles apart: word 0 [8, 10) / [10, 12), no; word 1 [10, 14) / [12, 16): band 0 reads at 10, band 1's
+    # first turn is 13 (13 mod 2 = 1) -> 10 is outside its window, so it reads at 13: 16 again
+    assert one(first=[10, 12]) == 16
+    # another group or another segment, or the same band: no sharing
+    assert one(group=[0, 1]) == 8 + 12 and one(segment=[0, 1]) == 16 and one(band=[0, 0]) == 16
+    # a PAIRED band-tile (two weights a slot, L = B = 2) beside a single one, |g| = 12 (3 words), both at 10:
+    # word 0 [8, 10) both, read at 8 by band 0; word 1 single [10, 14), paired [10, 12): read at 10, shared;
+    # word 2 single [14, 18) (turn 14), paired [12, 14) (turn 13): apart -> 4 + 4 + 4 + 4 = 16 of 24
+    assert one(group=[1, 1], paired=[False, True]) == 16
+    # with no other band-tile there is nothing to share: Σ |g|
+    assert shared_stage_weights([0], [1], [False], [0], [10], w, 2) == 12
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_sliced_groups_bit_exact(seed):
     """Slices of a group, each with its group's decision, give the golden model's Y through the delta
@@ -376,7 +402,11 @@ def test_sliced_stage_counts_by_hand():
     # Band-tiles of 4 tokens, one chunk (both frames): group 0 (frame 0's 8 tokens) 2 band-tiles, group 1 (16) 4;
     # each reads its 80 weights of each of the 8 columns, sliced or not: 6 x 80 x 8 bytes.
     assert plain["sram_weight_read_bytes"] == 6 * 80 * 8 and plain["sram_wstage_read_bytes"] == 0
-    assert sliced["sram_wstage_read_bytes"] == 6 * 80 * 8
+    # Through the stage, bands in step share each read (D92). Segments = slices of 40 (3 buffers of a 128-byte
+    # bank, fills of 40 / B = 20 cycles): slice 0's 2 band-tiles both start at 20 (its fill's end), slice 1's at 60
+    # (the bands free at 59), slice 2's 4 at 100 and 140, slice 3's at 180 and 220 -- always two in step, so each
+    # word is read once for both: 2 + 2 + 4 + 4 band-tiles of 40 weights, halved: 240 weights per column.
+    assert sliced["sram_wstage_read_bytes"] == 240 * 8
     assert sliced["stage_reg_bits"] == plain["weight_word_reg_bits"] == 8 * 6 * 80 * 8  # through the word registers
     assert plain["stage_reg_bits"] == sliced["weight_word_reg_bits"] == 0
     # ... and the weight SRAM fills the stage once per chunk and column block: K x N bytes.

@@ -344,3 +344,22 @@ def test_successor_reads_and_psum_state_hand_counts():
     a = op_actions("qkv", [td], grid, g1, 32, 8, 8, 4, cfg, 29)
     c = compact_actions(dict(a), [td], [bt], g1, 8, cfg, grid)
     assert c["sram_psum_write_bytes"] == c["sram_psum_read_bytes"] == 32 * 8 * 3  # 32 totals x N = 8 x pb = 3
+
+
+def test_compact_bands_in_step_share_weight_reads():
+    """D92: two band-tiles of one column block on the two bands start together and take the same weight words, so
+    each word of the weight SRAM is read once for both. 8 tokens of one frame (all COMPUTE, no neighbour), one group
+    of K = 32, N = 16 (two column blocks): per column block two band-tiles of 4 rows x 32 slots, both first at
+    cycle 0 (column block 0) and 32 (column block 1; the ports are free again 4 cycles after each last slot)."""
+    from algo.trace import Group, OpRecord, Trace, pack_decisions
+    from sim.engines.model import simulate_trace
+
+    grid, K, N = (1, 2, 4), 32, 16  # noqa: N806
+    dec = np.zeros((8, 1), dtype=np.int8)
+    op = OpRecord("o_proj", 0, 0, None, None, [Group(0, K, "f")], (0.0, 0.0), dims=(1, 8, K, N),
+                  decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
+    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), tiny_compact())
+    a = res["per_op"][0]["actions"]
+    # unshared: 4 band-tiles x 32 weights x 8 columns = 1,024 bytes; shared: half
+    assert a["sram_weight_read_bytes"] == 2 * 32 * 8
+    assert a["weight_word_reg_bits"] == 8 * 4 * 32 * 8  # every band still loads its own word registers

@@ -26,7 +26,8 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   column block; REUSE channels are never read). Weight SRAM: each band-tile reads |g| x C bytes
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
-  read instead; `sim.timing.compact` "Weight words", D88).
+  read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
+  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before.
 - Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
   output column) holds what a successor can read, the chain's msb partial (a PARTIAL successor adds its
   own lsb to it) and its total (a REUSE successor takes it). The decisions of a chunk are known before its
@@ -72,9 +73,11 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   With a difference-sum buffer (``diff_sram_kib``, D84) the ``D`` traffic (``diffs`` written, ``diffs`` read)
   goes there (``sram_diff``) and only the carried values stay in the partial-sum SRAM.
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
-  difference-sum buffer's column-block order): the band-tiles' weight reads above (Σ |g| min(C, N) n_cb) go to
-  the stage (``sram_wstage``); the weight SRAM is read once per chunk with band-tiles and column block to fill
-  it, ``chunks x K x N`` bytes, which the stage writes.
+  difference-sum buffer's column-block order): the band-tiles' weight reads above go to the stage
+  (``sram_wstage``), less the reads that bands in step share (`sim.timing.compact.shared_stage_weights` x min(C,
+  N), D92; the word registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
+  SRAM is read once per chunk with band-tiles and column block to fill it, ``chunks x K x N`` bytes, which the
+  stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
@@ -95,7 +98,7 @@ from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
-from sim.timing.compact import band_rows, combine_adds, partial_bytes
+from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
 
 
@@ -170,7 +173,7 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
-                    p_op: bool = False, stage_chunks: list | None = None) -> dict:
+                    p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -184,6 +187,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             the state SRAM (delta only, module docstring). p_op: the op is a fused P op (``pv``), whose P the
             delta organisation does not stage in the input SRAM (module docstring). stage_chunks: per batch
             element each band-tile's chunk, for an op whose weights go through the weight stage (D85).
+            shared_weights: weights per column the bands read from their bank (the stage, or the weight SRAM without
+            one), a read shared by the bands that want the same word at its turn (`sim.timing.compact.
+            shared_stage_weights`, D92); None: one read per band-tile (Σ |g|).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -221,7 +227,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             a["pe_reg_bits"] += acc * (N * (2 * cc + ps) + (rows_out + int(nc.sum()) * n_cb) * min(C, N))
         mux = DELTA_PRODUCT_MUX_BITS if delta_blocks is not None else COMPACT_PRODUCT_MUX_BITS
         a["pe_mux_bits"] += N * (cc + ps) * mux
-        paired = (nc == 0) & (npart > 0) & (widths[grp] > 1) & (slots == (widths[grp] + 1) // 2)  # two channels a slot
+        paired = paired_tiles((slots, grp, nc, npart), groups)  # two channels a slot
         lane_slots = int(slots.sum()) * (lane_bits - b_bits) + int(slots[paired].sum()) * b_bits
         a["pipe_reg_bits"] += lane_slots * band_rows(cfg) * C * n_cb
         bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
@@ -245,10 +251,11 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
+    read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
     if stage_chunks is not None:  # the bands read the stage; the weight SRAM only fills it (D85)
-        a["sram_wstage_read_bytes"] += weight
+        a["sram_wstage_read_bytes"] += read
         a["sram_wstage_write_bytes"] += fills
         a["sram_weight_read_bytes"] += fills - lock_weight
     else:
-        a["sram_weight_read_bytes"] += weight - lock_weight
+        a["sram_weight_read_bytes"] += read - lock_weight
     return a

@@ -45,10 +45,13 @@ from sim.timing.attention import fused_memory, fused_pairs
 from sim.timing.compact import (
     CompactError,
     band_cycles,
+    band_schedule,
     chunk_frames,
     combine_adds,
     combine_stall,
     compact_tiles,
+    paired_tiles,
+    shared_stage_weights,
 )
 from sim.timing.cycle_model import op_cycles_tiled
 from sim.timing.dispatch import position_order
@@ -199,6 +202,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     except CompactError as err:
         raise SimError(str(err)) from None
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
+    # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
+    # segment; compact: a column block of a batch element), its group and whether it is PAIRED
+    wsegs, grps, pairs = [], [], []
     staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K)  # the weight stage (D85)
     sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
     cols = None
@@ -217,6 +223,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             valid.append((t[2] + t[3])[order])
             if staged:  # segments numbered across the batch, in issue order
                 segs.append(seg + (segs[-1][-1] + 1 if segs and len(segs[-1]) else 0))
+                wsegs.append(segs[-1])
+                grps.append(t[1][order])
+                pairs.append(paired_tiles(t, groups)[order])
         elif delta:  # each band-tile issues for the s column blocks of its group in turn (D68)
             seqs.append(delta_rules.issue_order(t[0], n_cb, s))
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
@@ -226,16 +235,28 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
             adds += combine_adds(dec, op.N)
+            wsegs.append(np.repeat(np.arange(n_cb, dtype=np.int64), len(t[0])) + n_cb * len(tiles))
+            grps.append(np.tile(t[1], n_cb))
+            pairs.append(np.tile(paired_tiles(t, groups), n_cb))
         tiles.append(t)
     s_seq = np.concatenate(seqs)
     held = width if cols is not None else op.K  # a stage buffer holds one slice (D88) or one column block (D85)
     stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held), delta_rules.stage_buffers(cfg, held))
              if staged else (None, 0, 2))
-    cycles, stall = band_cycles(s_seq, np.concatenate(valid), cfg, *stage)
+    rows = np.concatenate(valid)
+    sched = band_schedule(s_seq, rows, cfg, *stage)
+    cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
+    # weights per column the bands read from their bank (the stage; compact: the weight SRAM), a read shared by
+    # the bands that want the same word at its turn (D92); None where not counted (delta without the stage)
+    shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],
+                                   sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
+                                   cfg.compact_bands)
+              if staged or not delta else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
-            "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols)}
+            "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
+            "shared_weights": shared}
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

@@ -35,7 +35,10 @@ slot is saved only where every row agrees. Here a tile's rows need not agree:
   most every B cycles, which the round robin gives it, so the port does not stall a band as long as its
   band-tiles last at least B slots; the next band-tile's first word is read during the previous one's last B
   slots (docs/decisions.md D88). Not in the RTL (its band lanes take their weights from ports; the supply is
-  the controller's); charged in area and as one register write per weight byte a band reads.
+  the controller's); charged in area and as one register write per weight byte a band reads. A read of the
+  bank (the delta organisation's weight stage, or the weight SRAM) is loaded into every band whose window for
+  the same word holds the reading band's turn (`shared_stage_weights`, D92): bands in step on one group's
+  weights read each word once, with the same timing.
 - **Combine unit.** Each drained row is one token's partial sum of one group for C outputs; the
   combine unit (``combine_lanes`` acc-bit adders) adds, per (token, group, output), the partial
   into the token's output (COMPUTE: the new partial; PARTIAL: the neighbour's msb partial + the new
@@ -286,7 +289,7 @@ def band_schedule(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorCon
 
 
 def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig, segments: np.ndarray | None = None,
-                fill: int = 0, buffers: int = 2) -> tuple[int, int]:
+                fill: int = 0, buffers: int = 2, schedule: tuple | None = None) -> tuple[int, int]:
     """Array cycles of one op from its band-tiles in issue order: ``(cycles, drain_stall_cycles)``.
 
     Args:
@@ -296,13 +299,92 @@ def band_cycles(s_seq: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfi
     a band-tile holds its port for its valid rows x ``max(1, B / d)`` cycles after its last slot (only
     valid rows drain); ``cycles = the last row's read cycle + C + 2`` (`drain_reads`). With B = 1 and full
     band-tiles this is `sim.timing.cycle_model.op_cycles` exactly (tests). ``segments``, ``fill``, ``buffers``: a
-    weight stage (`band_schedule`); its waits count in the cycles, not in the drain stall."""
+    weight stage (`band_schedule`); its waits count in the cycles, not in the drain stall. ``schedule``: the
+    `band_schedule` of the same arguments, when the caller has it already."""
     if s_seq.size == 0:
         return 0, 0
     s = np.ascontiguousarray(s_seq, dtype=np.int64)
-    band, first, last = band_schedule(s, rows_valid, cfg, segments, fill, buffers)
+    band, first, last = schedule if schedule is not None else band_schedule(s, rows_valid, cfg, segments, fill,
+                                                                             buffers)
     stall = int((last - first + 1 - np.maximum(1, s)).sum())
     return int(drain_reads(band, last, rows_valid, cfg).max() + cfg.array_cols + PIPELINE_CYCLES), stall
+
+
+def paired_tiles(tiles: tuple, groups) -> np.ndarray:
+    """bool ``[T]``: which band-tiles of `compact_tiles`' ``(slots, group, n_compute, n_partial)`` are PAIRED
+    (every row PARTIAL at half width: two channels a slot, ``ceil(|g| / 2)`` slots)."""
+    slots, grp, nc, npart = tiles
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    return (nc == 0) & (npart > 0) & (widths[grp] > 1) & (slots == (widths[grp] + 1) // 2)
+
+
+def shared_stage_weights(segment: np.ndarray, group: np.ndarray, paired: np.ndarray, band: np.ndarray,
+                         first: np.ndarray, widths: np.ndarray, bands: int) -> int:
+    """Weights per column that the bands read from the weight stage when one read feeds every band that wants the
+    same word at that cycle (docs/decisions.md D92).
+
+    Args:
+        segment, group, band, first: int64 ``[T]``, per issued band-tile (issue order): its stage segment, its
+            group (or slice), its band and the cycle its first slot issues (`band_schedule`); paired: bool ``[T]``,
+            a PAIRED band-tile (`paired_tiles`); widths: int64 ``[G]`` channels per group; bands: B.
+
+    The rule ("Weight words" above, D88) with the read shared: band-tile t takes word j (weights ``2 B j ..
+    2 B j + 2 B - 1`` of its group's weights of one column block: the same words for every band-tile of a
+    segment and group) over ``L`` slots from ``first + j L`` (``L = 2 B``, or ``B`` when PAIRED: two weights a
+    slot), so word j may be loaded into its band's free word register over the window ``[first + (j - 1) L,
+    first + j L)`` (word 0: the previous band-tile's last B slots, ``[first - B, first)``). Band b's turn at the
+    port is every cycle ``c`` with ``c mod B = b``; at its first turn in its window a band-tile whose word is not
+    loaded yet reads it, and that read is loaded into every other band's band-tile of the same segment and
+    group whose window for the same word holds that cycle. Each band still has its word when it needs it, so
+    the timing does not change; only reads are saved. Without any overlap this is Σ |g| per band-tile."""
+    T = len(first)  # noqa: N806
+    if not T:
+        return 0
+    w = np.asarray(widths, dtype=np.int64)
+    g = np.asarray(group, dtype=np.int64)
+    idx = np.lexsort((g, np.asarray(segment, dtype=np.int64)))
+    key_s, key_g = np.asarray(segment, dtype=np.int64)[idx], g[idx]
+    starts = np.flatnonzero(np.r_[True, (np.diff(key_s) != 0) | (np.diff(key_g) != 0), True]).astype(np.int64)
+    return int(_shared_reads(starts, idx, w[g], np.asarray(paired, dtype=np.bool_), np.asarray(band, dtype=np.int64),
+                             np.asarray(first, dtype=np.int64), int(bands)))
+
+
+@numba.njit(cache=True)
+def _shared_reads(starts, idx, width, paired, band, first, B):  # noqa: N803
+    """`shared_stage_weights`' count: per run ``idx[starts[r]:starts[r + 1]]`` (one segment and group), per word,
+    the reads in turn order, each loading every window that holds its cycle (distinct bands)."""
+    total = 0
+    word = 2 * B
+    for r in range(starts.shape[0] - 1):
+        mem = idx[starts[r]:starts[r + 1]]
+        n = mem.shape[0]
+        nw = (width[mem[0]] + word - 1) // word
+        lo = np.empty(n, dtype=np.int64)
+        hi = np.empty(n, dtype=np.int64)
+        turn = np.empty(n, dtype=np.int64)
+        for j in range(nw):
+            for i in range(n):
+                t = mem[i]
+                L = B if paired[t] else word  # noqa: N806
+                if j == 0:
+                    lo[i] = first[t] - B
+                    hi[i] = first[t]
+                else:
+                    lo[i] = first[t] + (j - 1) * L
+                    hi[i] = first[t] + j * L
+                turn[i] = lo[i] + (band[t] - lo[i]) % B
+            order = np.argsort(turn, kind="mergesort")
+            loaded = np.zeros(n, dtype=np.bool_)
+            size = min(word, width[mem[0]] - j * word)
+            for k in range(n):
+                i = order[k]
+                if loaded[i]:
+                    continue
+                total += size
+                for m in range(n):
+                    if not loaded[m] and lo[m] <= turn[i] < hi[m] and (m == i or band[mem[m]] != band[mem[i]]):
+                        loaded[m] = True
+    return total
 
 
 def drain_reads(band: np.ndarray, last: np.ndarray, rows_valid: np.ndarray, cfg: AcceleratorConfig) -> np.ndarray:

@@ -47,7 +47,19 @@ column-block segments, the vector unit and fused-attention control (modelled onl
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, ResetInserter, ResetSignal, Signal, unsigned
+from amaranth.hdl import (
+    Array,
+    Cat,
+    ClockSignal,
+    Const,
+    Instance,
+    Module,
+    Mux,
+    ResetInserter,
+    ResetSignal,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -128,6 +140,7 @@ class DeltaAccel(wiring.Component):
         self.KWW = _pow2ceil(-(-self.max_k // WEIGHT_LANES) + G)
         self.max_nb = -(-self.max_n // C)
         self.tb = _bits(self.max_tokens)
+        self.NB = brows
         #: The descriptor word's fields, least significant first: ``(name, bits)`` (module docstring).
         self.fields = [("nrows", _bits(brows + 1)), ("ncomp", _bits(brows + 1)), ("width", _bits(self.max_k + 1)),
                        ("paired", 1), ("cb", _bits(self.max_nb)), ("xoff", _bits(self.KW)),
@@ -136,7 +149,7 @@ class DeltaAccel(wiring.Component):
         #: The buffers: name -> (kind, depth, width, copies); each copy split by depth into `hw.sram` macros of
         #: at most `hw.sram.MACRO_MAX_BITS` (`hw.sram.split_banks`). ``stage``: one copy per band and band row.
         self.geometry = {
-            "x": ("1rw", _pow2ceil(self.max_tokens * self.KW), X_BITS * P, 1),
+            "x": ("1rw", _pow2ceil(-(-self.max_tokens // brows)) * self.KW, X_BITS * P, brows),
             "w": ("1rw", _pow2ceil(self.max_nb * self.KWW), WEIGHT_LANES * C * W_BITS, B),
             "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
             "stage": ("1r1w", S * self.XW, X_BITS * P, R),
@@ -221,7 +234,6 @@ class DeltaAccel(wiring.Component):
         gidx = Signal(unsigned(TILE_BITS), name="gather_tile")   # next band-tile to gather
         in_rows = Signal(name="gather_rows")                      # reading X words
         g_first = Signal(name="gather_first")                     # the first X-word cycle (descriptor data valid)
-        g_row = Signal(range(brows), name="gather_row")
         g_word = Signal(range(max(2, XW)), name="gather_word")
         g_entry = Signal(range(max(2, S)), name="gather_entry")
         held = Signal(unsigned(S), name="entry_held")            # staging entries held by a band-tile
@@ -244,19 +256,48 @@ class DeltaAccel(wiring.Component):
         regs = {n: Array(Signal(unsigned(b), name=f"e{e}_{n}") for e in range(S))
                 for n, b in self.fields if n not in ("tokens", "xoff", "xwords")}
 
-        # ---- gather: X words into the staging entry ----
-        tok = Array(f["tokens"][i * self.tb:(i + 1) * self.tb] for i in range(brows))[g_row]
+        # ---- gather: X words into the staging entry, one word of every bank a cycle ----
+        NB, lnb = self.NB, (self.NB - 1).bit_length()  # noqa: N806
+        toks = [f["tokens"][i * self.tb:(i + 1) * self.tb] for i in range(brows)]
+        live = [Signal(name=f"gather_live{i}") for i in range(brows)]
+        bank = [t[:lnb] if lnb else Const(0, 1) for t in toks]
+        rank = []  # rows before row i (valid ones) in the same bank: row i's round
+        for i in range(brows):
+            m.d.comb += live[i].eq(i < f["nrows"])
+            r = Signal(range(brows), name=f"gather_rank{i}")
+            m.d.comb += r.eq(sum((bank[j] == bank[i] for j in range(i)), Const(0, unsigned(_bits(brows)))))
+            rank.append(r)
+        top_rank = Const(0, unsigned(_bits(brows)))
+        for i in range(brows):
+            top_rank = Mux(live[i] & (rank[i] > top_rank), rank[i], top_rank)
+        g_round = Signal(range(brows), name="gather_round")
         xw_sum = (f["xoff"] + g_word)[:lkw] if lkw else Const(0, 1)
-        x_addr = Cat(xw_sum, tok) if lkw else tok
-        xq = self._bank_1rw(m, "x", Mux(running, x_addr, self.wr_addr), running & in_rows, wr & (self.wr_sel == 0),
-                            self.wr_data[:X_BITS * P])
+        hb = self.geometry["x"][1].bit_length() - 1 - lkw  # in-bank token bits
+        on = [Signal(name=f"gather_on{i}") for i in range(brows)]
+        for i in range(brows):
+            m.d.comb += on[i].eq(in_rows & live[i] & (rank[i] == g_round))
+        # the host's address token KW + word: bank = token mod NB, in-bank word (token // NB) KW + word
+        h_bank = self.wr_addr[lkw:lkw + lnb] if lnb else Const(0, 1)
+        h_addr = Cat(self.wr_addr[:lkw], self.wr_addr[lkw + lnb:]) if lkw else self.wr_addr[lnb:]
+        xq = []
+        for k in range(NB):
+            addr = Const(0, unsigned(lkw + hb))
+            rd = Const(0, 1)
+            for i in range(brows):
+                mine = on[i] & (bank[i] == k)
+                row_addr = Cat(xw_sum, toks[i][lnb:lnb + hb]) if lkw else toks[i][lnb:lnb + hb]
+                addr = Mux(mine, row_addr, addr)
+                rd = rd | mine
+            xq.append(self._bank_1rw(m, f"x{k}", Mux(running, addr, h_addr), running & rd,
+                                     wr & (self.wr_sel == 0) & (h_bank == k), self.wr_data[:X_BITS * P]))
         last_word = g_word == f["xwords"] - 1
-        last_row = g_row == f["nrows"] - 1
-        w_pend, w_last = Signal(name="stage_we"), Signal(name="stage_last")
-        w_row = Signal(range(brows), name="stage_row")
+        last_round = g_round == top_rank
+        w_last = Signal(name="stage_last")
+        w_on = [Signal(name=f"stage_we{i}") for i in range(brows)]
+        w_bank = [Signal(range(max(2, NB)), name=f"stage_bank{i}") for i in range(brows)]
         w_addr = Signal(unsigned(max(1, ls + lxw)), name="stage_waddr")
         with m.If(can_desc):
-            m.d.sync += [in_rows.eq(1), g_first.eq(1), g_row.eq(0), g_word.eq(0), g_entry.eq(entry_of(gidx)),
+            m.d.sync += [in_rows.eq(1), g_first.eq(1), g_round.eq(0), g_word.eq(0), g_entry.eq(entry_of(gidx)),
                          gidx.eq(gidx + 1)]
         with m.If(in_rows):
             m.d.sync += g_first.eq(0)
@@ -265,16 +306,22 @@ class DeltaAccel(wiring.Component):
                     m.d.sync += arr[g_entry].eq(f[n])
                 m.d.sync += rowsum.eq(rowsum + f["nrows"])
             with m.If(last_word):
-                m.d.sync += [g_word.eq(0), g_row.eq(g_row + 1)]
-                with m.If(last_row):
+                m.d.sync += [g_word.eq(0), g_round.eq(g_round + 1)]
+                with m.If(last_round):
                     m.d.sync += in_rows.eq(0)
             with m.Else():
                 m.d.sync += g_word.eq(g_word + 1)
         stage_w = Cat(g_word[:lxw], g_entry[:ls]) if ls + lxw else Const(0, 1)
-        m.d.sync += [w_pend.eq(in_rows), w_last.eq(in_rows & last_word & last_row), w_row.eq(g_row),
-                     w_addr.eq(stage_w), avail.eq(gdone)]
-        with m.If(w_pend & w_last):
+        m.d.sync += [w_last.eq(in_rows & last_word & last_round), w_addr.eq(stage_w), avail.eq(gdone)]
+        m.d.sync += [w_on[i].eq(on[i]) for i in range(brows)] + [w_bank[i].eq(bank[i]) for i in range(brows)]
+        with m.If(w_last):
             m.d.sync += gdone.eq(gdone + 1)
+        stage_data = []
+        for i in range(brows):
+            data = xq[0]
+            for k in range(1, NB):
+                data = Mux(w_bank[i] == k, xq[k], data)
+            stage_data.append(data)
 
         # ---- bands ----
         nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
@@ -314,7 +361,7 @@ class DeltaAccel(wiring.Component):
             for i in range(brows):
                 ports, elab = macro("1r1w", S * XW, X_BITS * P, None, instance=inst)
                 m.submodules[f"stage_b{b}_r{i}"] = elab
-                m.d.comb += [ports.waddr.eq(w_addr), ports.wdata.eq(xq), ports.we.eq(w_pend & (w_row == i)),
+                m.d.comb += [ports.waddr.eq(w_addr), ports.wdata.eq(stage_data[i]), ports.we.eq(w_on[i]),
                              ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(running)]
                 live = i < cur["nrows"]
                 lane = chan[:lp]
@@ -348,6 +395,7 @@ class DeltaAccel(wiring.Component):
             m.d.sync += running.eq(0)
         with m.If(begin):  # the start values (last assignment wins)
             m.d.sync += [running.eq(1), gidx.eq(0), in_rows.eq(0), held.eq(0), gdone.eq(0), avail.eq(0),
-                         rowsum.eq(0), drained.eq(0), nxt.eq(B), w_pend.eq(0)]
+                         rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0)]
+            m.d.sync += [w.eq(0) for w in w_on]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
         return m

@@ -58,8 +58,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.combine import _abits
 from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
-from hw.sram import MACRO_MAX_BITS, macro  # noqa: F401  (MACRO_MAX_BITS: re-exported, D73)
-from hw.sram import split_banks as _split
+from hw.sram import MACRO_MAX_BITS, macro, split_banks
 
 DCOMBINE_MODULE_NAME = "kaleido_dcombine"
 
@@ -79,6 +78,11 @@ STATE_BITS = 8 * carried_bytes(STATE_MAX_K)
 
 #: Adders and registers of one way (module docstring), in units of C acc-bit words.
 WAY_ADDER_ROWS, WAY_REGISTER_ROWS = 3, 5
+
+
+def _split(words: int, word: int) -> tuple[int, int]:
+    """`hw.sram.split_banks` at this module's `MACRO_MAX_BITS` (tests lower it to bank small buffers)."""
+    return split_banks(words, word, MACRO_MAX_BITS)
 
 
 def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:

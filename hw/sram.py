@@ -39,11 +39,12 @@ KINDS = ("1rw", "1r1w")
 MACRO_MAX_BITS = 1 << 20
 
 
-def split_banks(words: int, word: int) -> tuple[int, int]:
-    """``(bank_depth, banks)``: ``words`` words of ``word`` bits as one macro when it holds at most
-    `MACRO_MAX_BITS`, else as macros of ``2^k`` words each (the remainder dropped: callers that need every
-    word give a multiple of the bank, e.g. a power of two)."""
-    bank = words if words * word <= MACRO_MAX_BITS else 1 << (max(1, MACRO_MAX_BITS // word).bit_length() - 1)
+def split_banks(words: int, word: int, max_bits: int | None = None) -> tuple[int, int]:
+    """``(bank_depth, banks)``: ``words`` words of ``word`` bits as one macro when it holds at most ``max_bits``
+    (default `MACRO_MAX_BITS`), else as macros of ``2^k`` words each (the remainder dropped: callers that need
+    every word give a multiple of the bank, e.g. a power of two)."""
+    cap = MACRO_MAX_BITS if max_bits is None else max_bits
+    bank = words if words * word <= cap else 1 << (max(1, cap // word).bit_length() - 1)
     return bank, words // bank
 
 

@@ -26,7 +26,7 @@ from hw.config import load_config
 from hw.delta_accel import LANES, DeltaAccel
 from hw.delta_accel_host import descriptor_word, group_layout, op_words
 from sim.engines.band_stimulus import band_op
-from sim.timing.delta_accel import accel_cycles, accel_schedule, row_out_cycles
+from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, row_out_cycles
 from sim.timing.delta_reference import delta_gemm
 from tests.rtl.combine_rules import delta_y
 from tests.rtl.daccel_bench import run_daccel
@@ -45,6 +45,10 @@ def _widths(case, op):
     return np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
 
 
+def _rounds(cfg, op):
+    return gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+
+
 @pytest.mark.parametrize(("shape", "ci", "entries", "lanes", "chunk_major"), RUNS,
                          ids=[f"{s}-{c}-S{e}-P{p}{'-cm' if cm else ''}" for s, c, e, p, cm in RUNS])
 def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
@@ -56,7 +60,7 @@ def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=chunk_major)
     got = run_daccel(cfg, case, op, entries=entries, lanes=lanes)
     S = entries or 2 * cfg.compact_bands  # noqa: N806
-    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, _widths(case, op), cfg, S, lanes)
+    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes)
     out = row_out_cycles(band, last, op.rows, cfg)
     want = {(n, i): (int(out[n][i]), t.want[i, :, 0]) for n, t in enumerate(op.tiles) for i in range(len(t.tokens))}
     assert not got.twice
@@ -64,7 +68,7 @@ def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
     for key, (cycle, words) in got.rows.items():
         assert np.array_equal(words, want[key][1]), key
         assert cycle == want[key][0], key
-    assert got.cycles == accel_cycles(op.s_seq, op.rows, _widths(case, op), cfg, S, lanes)
+    assert got.cycles == accel_cycles(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes)
     assert got.tile_mismatch == 0
     # Y from the tags alone: tile n's row i is token op.tiles[n].tokens[i] of its group and column block
     rows = ((int(op.tiles[n].tokens[i]), op.tiles[n].group, op.tiles[n].n0, w[:, None])
@@ -78,23 +82,29 @@ def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
 
 
 def test_accel_schedule_by_hand():
-    # 8 x 8, 2 bands, 2 ports (q = 1), one staging entry, P = 8. Band-tile 0: 2 rows, width 3, 3 slots: gather
-    # from cycle 0, X words at 1-2 (2 rows x 1 word), first slot at 0 + 2 + 3 = 5 on band 0, last at 7; rows read
-    # at 8 and 9. Band-tile 1: 1 row, width 9 (2 words), 9 slots: its entry is free the cycle after band-tile 0's
-    # last slot, gather at 8, words at 9-10, first slot 13 on band 1 (its last slot, -1, is earlier than band 0's,
-    # 7), last 21, read at 22. Rows leave C + 1 cycles after their read, + 1 for the start cycle; done the cycle
-    # after the last: 22 + C + 3 = 33 cycles after start.
+    # 8 x 8, 2 bands, 2 ports (q = 1), R / B = 4 difference-buffer banks (token mod 4), one staging entry, P = 8.
+    # Band-tile 0: tokens 1 and 5 (both bank 1: 2 rounds), width 3 (1 word), 3 slots: gather from cycle 0, X words
+    # at 1-2, first slot at 0 + 2 + 3 = 5 on band 0, last at 7; rows read at 8 and 9. Band-tile 1: token 2, width 9
+    # (2 words, 1 round), 9 slots: its entry is free the cycle after band-tile 0's last slot, gather at 8, words
+    # at 9-10, first slot 13 on band 1 (its last slot, -1, is earlier than band 0's, 7), last 21, read at 22. Rows
+    # leave C + 1 cycles after their read, + 1 for the start cycle; done the cycle after the last: 22 + C + 3 = 33.
     cfg = delta_cfg(8, 8, 2, 2)
     s, rows, widths = np.array([3, 9]), np.array([2, 1]), np.array([3, 9])
-    band, first, last, gather = accel_schedule(s, rows, widths, cfg, entries=1, lanes=8)
+    rounds = gather_rounds([[1, 5], [2]], 4)
+    assert rounds.tolist() == [2, 1]
+    band, first, last, gather = accel_schedule(s, rows, widths, rounds, cfg, entries=1, lanes=8)
     assert band.tolist() == [0, 1] and first.tolist() == [5, 13] and last.tolist() == [7, 21]
     assert gather.tolist() == [0, 8]
     assert [c.tolist() for c in row_out_cycles(band, last, rows, cfg)] == [[18, 19], [32]]
-    assert accel_cycles(s, rows, widths, cfg, entries=1, lanes=8) == 33
+    assert accel_cycles(s, rows, widths, rounds, cfg, entries=1, lanes=8) == 33
     # two entries: band-tile 1's gather follows band-tile 0's at once (cycle 3), first slot at 3 + 2 + 3 = 8
-    band, first, last, gather = accel_schedule(s, rows, widths, cfg, entries=2, lanes=8)
+    band, first, last, gather = accel_schedule(s, rows, widths, rounds, cfg, entries=2, lanes=8)
     assert gather.tolist() == [0, 3] and first.tolist() == [5, 8] and last.tolist() == [7, 16]
-    assert accel_cycles(np.array([], np.int64), np.array([], np.int64), np.array([], np.int64), cfg, 2, 8) == 1
+    # tokens 1 and 2 in distinct banks: one round; band-tile 0's first slot at 0 + 1 + 3 = 4, last 6, band-tile
+    # 1's gather at 7 (one entry), first slot 7 + 2 + 3 = 12, last 20, read 21: 32 cycles
+    one = gather_rounds([[1, 2], [2]], 4)
+    assert one.tolist() == [1, 1] and accel_cycles(s, rows, widths, one, cfg, entries=1, lanes=8) == 32
+    assert accel_cycles(*(np.array([], np.int64),) * 4, cfg, 2, 8) == 1
 
 
 def test_host_words_and_errors():

@@ -23,9 +23,13 @@ is reset in the ``start`` cycle, so its drain phase and band choice start with t
 
 - **Gather** (one band-tile at a time, in issue order): band-tile n takes staging entry ``n mod S``
   (``S = entries``) once the band-tile that held it (n - S) has issued its last slot; one cycle reads its
-  descriptor, then one cycle per X word of each row (``rows x ceil(width / P)`` cycles) reads the difference
-  buffer, each word written the next cycle into the **staging buffer**: per band and band row a 1r1w macro of
-  ``S x XW`` words (the B bands' copies written together), so a band reads every row of a slot in one cycle.
+  descriptor, then the difference buffer, banked by token mod ``R / B`` (``NB`` single-port banks, the host's
+  address ``token KW + word`` split into bank and in-bank word), is read one word of every bank a cycle: the
+  band-tile's rows in *rounds* (a row's round is the number of earlier rows in its bank), ``ceil(width / P)``
+  words each, ``rounds x ceil(width / P)`` cycles (`sim.timing.delta_accel.gather_rounds`); each word is written
+  the next cycle into the **staging buffer**: per band and band row a 1r1w macro of ``S x XW`` words (the B
+  bands' copies written together, each row's from its token's bank), so a band reads every row of a slot in one
+  cycle.
 - **Bands**: band b runs the band-tile numbers ``kaleido_dtop`` gives it (band b starts with b, a band whose
   last slot is accepted takes the next number; mirrored here so the next slot's staging and weight words are
   read the cycle before it is presented). A band presents its band-tile's first slot once the gather has
@@ -72,9 +76,11 @@ from hw.sram import macro, macro_name, split_banks
 
 #: Verilog module name of `DeltaAccel` (hw/rtl.py).
 DACCEL_MODULE_NAME = "kaleido_daccel"
-#: Differences per word of the difference and staging buffers (``P``): a row of a group of 8 or fewer channels
-#: is one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word).
-LANES = 8
+#: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
+#: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128
+#: balanced band-tiles of 32-128-channel groups the gather then keeps up with the bands (`accel_cycles` within
+#: 0.6 % of `band_cycles`; 16 lanes: 8-24 % over; docs/decisions.md D91).
+LANES = 32
 #: Weight channels per word of the weight buffer: a slot uses at most two (PAIRED), read in one cycle.
 WEIGHT_LANES = 2
 #: Band-tile numbers the descriptor buffer holds by default (``max_tiles``).

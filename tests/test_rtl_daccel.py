@@ -109,9 +109,9 @@ def test_accel_schedule_by_hand():
 
 def test_host_words_and_errors():
     cfg = delta_cfg(8, 8, 2, 2)
-    acc = discard(DeltaAccel(cfg))  # read for its sizes only, never elaborated
+    acc = discard(DeltaAccel(cfg, lanes=8))  # read for its sizes only, never elaborated
     groups = [(0, 3, "f"), (3, 12, "f")]
-    assert group_layout(acc, groups) == [(0, 1, 0), (1, 2, 2)]  # 3 ch: 1 X word, 2 weight words; 9 ch: 2 and 5
+    assert group_layout(acc, groups) == [(0, 1, 0), (1, 2, 2)]  # P = 8: 3 ch in 1 X word and 2 weight words, 9 in 2 and 5
     word = descriptor_word(acc, groups, 1, 1, [5, 6], 0, 5)  # all PARTIAL, 5 slots < 9 channels: paired
     fields, pos = {}, 0
     for name, bits in acc.fields:

@@ -274,8 +274,10 @@ class DeltaAccel(wiring.Component):
             m.d.comb += r.eq(sum((bank[j] == bank[i] for j in range(i)), Const(0, unsigned(_bits(brows)))))
             rank.append(r)
         top_rank = Const(0, unsigned(_bits(brows)))
-        for i in range(brows):
-            top_rank = Mux(live[i] & (rank[i] > top_rank), rank[i], top_rank)
+        for i in range(brows):  # a signal per step: the expression reads its input twice
+            step = Signal(unsigned(_bits(brows)), name=f"gather_top{i}")
+            m.d.comb += step.eq(Mux(live[i] & (rank[i] > top_rank), rank[i], top_rank))
+            top_rank = step
         g_round = Signal(range(brows), name="gather_round")
         xw_sum = (f["xoff"] + g_word)[:lkw] if lkw else Const(0, 1)
         hb = self.geometry["x"][1].bit_length() - 1 - lkw  # in-bank token bits

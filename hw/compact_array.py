@@ -186,7 +186,8 @@ class CompactTop(wiring.Component):
 
     Ports: per band b ``b{b}_*`` (operands of row i at bits ``[8 i, 8 i + 8)``, mode at ``[2 i, 2 i + 2)``,
     weights of column j at ``[8 j, 8 j + 8)``); per port p ``out_valid[p]``, ``out_row`` (array row, at
-    ``[p rb, (p + 1) rb)``) and ``out_data`` (column j's ``out`` then ``out_m`` at lane ``p C + j`` of
+    ``[p rb, (p + 1) rb)``), ``out_tile`` (its band-tile's number, at ``[p TILE_BITS, (p + 1) TILE_BITS)``) and
+    ``out_data`` (column j's ``out`` then ``out_m`` at lane ``p C + j`` of
     ``2 acc_bits`` bits).
 
     Raises:

@@ -17,9 +17,10 @@ import numpy as np
 
 @dataclass
 class DaccelRun:
-    """What one op through the controller gave: ``rows`` ``{(tile, row): (cycle, words int64 [C])}``, ``cycles``
-    (``start`` cycle to ``done`` pulse), ``bands`` per cycle the band-tile each band ran (the controller's mirror
-    and ``kaleido_dtop``'s ``b{b}_tile``, for comparison), ``twice`` rows drained more than once."""
+    """What one op through the controller gave: ``rows`` ``{(tile, row): (cycle, words int64 [C])}`` (cycle counted
+    from the ``start`` cycle), ``cycles`` (``start`` cycle to ``done`` pulse), ``twice`` the tags drained more than
+    once, ``tile_mismatch`` the (cycle, band) pairs where the controller's band-tile number differed from
+    ``kaleido_dtop``'s ``b{b}_tile``."""
 
     rows: dict = field(default_factory=dict)
     cycles: int = -1

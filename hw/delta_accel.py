@@ -18,6 +18,14 @@ What the host gives it (written through the write port while idle; `hw.delta_acc
   and the token of each row. The queues that form band-tiles (`sim.timing.compact.band_tile_sequence`) are
   not RTL in this slice: the host writes their output.
 
+Ports: the write port ``wr_valid``/``wr_ready`` (one word a cycle, accepted while idle), ``wr_sel`` (0 differences,
+1 weights, 2 descriptors; `hw.delta_accel_host.SEL_X` ...), ``wr_addr`` (difference word ``token KW + word``,
+weight word ``cb KWW + word``, descriptor = band-tile number), ``wr_data`` (the word in its low bits);
+``c_tiles`` the op's band-tiles (stable from ``start`` to ``done``); ``start`` (one cycle, while idle), ``busy``,
+``done``; per drain port p of d: ``out_valid[p]``, ``out_tile`` (24 bits at ``[24 p, 24 p + 24)``), ``out_row``
+(``ceil(log2(R / B))`` bits), ``out_data`` (C signed ``acc_bits`` words at lane ``p C + c``). No back-pressure
+on the drain ports (as ``kaleido_dtop``'s).
+
 What it does after ``start`` (one cycle; cycle 0 of the timing below is the cycle after it; ``kaleido_dtop``
 is reset in the ``start`` cycle, so its drain phase and band choice start with the op):
 

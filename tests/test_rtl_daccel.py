@@ -30,7 +30,7 @@ from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, 
 from sim.timing.delta_reference import delta_gemm
 from tests.rtl.combine_rules import delta_y
 from tests.rtl.daccel_bench import run_daccel
-from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, delta_cfg
+from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 # (shape, case, entries, lanes, chunk-major issue order); entries None: 2 B
 RUNS = [("8x8-B2-d2", c, None, LANES, False) for c in range(4)] + [
@@ -58,8 +58,12 @@ def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
         case, fw, s = CASES[ci]
     cfg = delta_cfg(*SHAPES[shape])
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=chunk_major)
-    got = run_daccel(cfg, case, op, entries=entries, lanes=lanes)
-    S = entries or 2 * cfg.compact_bands  # noqa: N806
+    [got] = run_daccel(cfg, [(case, op)], entries=entries, lanes=lanes)
+    check_run(cfg, case, op, got, entries or 2 * cfg.compact_bands, lanes, fw)
+
+
+def check_run(cfg, case, op, got, S, lanes, fw):  # noqa: N803
+    """The checks of the module docstring on one op's `tests.rtl.daccel_bench.DaccelRun`."""
     band, _first, last, _g = accel_schedule(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes)
     out = row_out_cycles(band, last, op.rows, cfg)
     want = {(n, i): (int(out[n][i]), t.want[i, :, 0]) for n, t in enumerate(op.tiles) for i in range(len(t.tokens))}
@@ -79,6 +83,35 @@ def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
     ref = delta_gemm(case.X, case.W, case.grid, case.groups, case.decisions, cfg.array_rows,
                      cfg.array_rows // cfg.compact_bands, fw or case.grid[0])
     assert np.array_equal(ref, want_y)
+
+
+def _random_job(rng, cfg, k: int):
+    """A seeded random op on ``cfg`` (tests/test_rtl_delta.py's ``_case``: every group on one axis, tokens without
+    a neighbour and two direct tokens COMPUTE) and its band-tiles in a random delta issue order."""
+    F, H, W = (int(v) for v in rng.integers([2, 1, 2], [5, 4, 6]))  # noqa: N806
+    sizes = [int(v) for v in rng.integers(1, 7, size=int(rng.integers(1, 4)))]
+    N = int(rng.integers(3, 18))  # noqa: N806
+    axis = str(rng.choice(["f", "w", "h"] if H > 1 else ["f", "w"]))
+    fw = [None, 1, 2][int(rng.integers(3))]
+    s = int(rng.integers(1, 3))
+    case, fw, s = _case(20 + k, (F, H, W), sum(sizes), N, sizes, bool(rng.integers(2)), axis, fw, s,
+                        coherent=bool(rng.integers(2)))
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=bool(rng.integers(2)))
+    return case, op, fw
+
+
+@pytest.mark.parametrize("shape", ["8x8-B2-d2", "8x8-B4-d2"])
+def test_daccel_random_ops_back_to_back(shape):
+    # six seeded random ops (grids, group widths 1-6 in 1-3 groups on f, w or h, N 3-17, int8/uint8, scattered
+    # or coherent, chunk frames and column-block groups, both issue orders) one after the other on one
+    # controller: each op's rows, tags, cycles and Y as in the test above (the start cycle resets kaleido_dtop's
+    # drain phase and band-tile numbers, so op 2 times as op 1 would).
+    cfg = delta_cfg(*SHAPES[shape])
+    rng = np.random.default_rng(91)
+    jobs = [_random_job(rng, cfg, k) for k in range(6)]
+    got = run_daccel(cfg, [(case, op) for case, op, _fw in jobs])
+    for (case, op, fw), run in zip(jobs, got, strict=True):
+        check_run(cfg, case, op, run, 2 * cfg.compact_bands, LANES, fw)
 
 
 def test_accel_schedule_by_hand():

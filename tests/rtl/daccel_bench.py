@@ -33,8 +33,9 @@ def host_tiles(op) -> list[tuple]:
     return [(t.group, t.cb, t.tokens.tolist(), int((~t.partial).sum()), t.slots) for t in op.tiles]
 
 
-def run_daccel(cfg, case, op, entries=None, lanes=None, max_cycles=20000) -> DaccelRun:
-    """Drive `DeltaAccel` (inline top and macros) through one op (module docstring)."""
+def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000) -> list[DaccelRun]:
+    """Drive one `DeltaAccel` (inline top and macros) through the ops of ``jobs`` (``(case, op)`` pairs) one after
+    the other, each loaded, started and run to ``done`` (module docstring); one `DaccelRun` per op."""
     from amaranth.sim import Simulator
 
     from hw.delta_accel import LANES, DeltaAccel
@@ -44,13 +45,13 @@ def run_daccel(cfg, case, op, entries=None, lanes=None, max_cycles=20000) -> Dac
 
     C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES)
-    diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-    words = op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op))
     rb = max(1, (dut.brows - 1).bit_length())
-    out = DaccelRun()
+    outs = [DaccelRun() for _ in jobs]
 
-    async def bench(ctx):
-        for sel, addr, data in words:
+    async def run_op(ctx, case, op, out):
+        diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
+        for sel, addr, data in op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op)):
+            assert ctx.get(dut.wr_ready)
             ctx.set(dut.wr_valid, 1)
             ctx.set(dut.wr_sel, sel)
             ctx.set(dut.wr_addr, addr)
@@ -78,9 +79,14 @@ def run_daccel(cfg, case, op, entries=None, lanes=None, max_cycles=20000) -> Dac
             await ctx.tick()
             cycle += 1
         out.cycles = cycle
+        await ctx.tick()  # the done cycle: idle (wr_ready) from the next
+
+    async def bench(ctx):
+        for (case, op), out in zip(jobs, outs, strict=True):
+            await run_op(ctx, case, op, out)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    return out
+    return outs

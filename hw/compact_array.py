@@ -20,7 +20,8 @@ band (docs/architecture.md "Array organisations", `sim.timing.compact`, docs/dec
   band-tile's rows 0 .. rows - 1, one per turn from L + 1 on (row i no earlier than L + 1 + i, when the
   last slot has reached it), each before the port's next band-tile overwrites it (its last slot comes
   ``rows x q`` cycles later at the earliest). A row read at cycle T leaves at ``T + C + 1`` on its port
-  with ``out_row`` its array row; with B = d = 1 and full band-tiles this is `hw.top.Top`'s timing.
+  with ``out_row`` its array row and ``out_tile`` its band-tile's number (the ``b{b}_tile`` the band ran it
+  under, kept by the sequencer when armed: the tag a controller places the row by, docs/decisions.md D91); with B = d = 1 and full band-tiles this is `hw.top.Top`'s timing.
 
 - *Band choice* (`sim.timing.compact.band_schedule`'s list schedule): band-tiles are numbered in issue
   order; band b starts with band-tile b, and a band whose last slot is accepted takes the next unnumbered
@@ -176,7 +177,7 @@ def ctop_signature(cfg: AcceleratorConfig) -> wiring.Signature:
             f"b{b}_tile": Out(unsigned(TILE_BITS), init=b),
         })
     members.update({"out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * _idx_bits(cfg.array_rows))),
-                    "out_data": Out(unsigned(d * C * nw * ab))})
+                    "out_tile": Out(unsigned(d * TILE_BITS)), "out_data": Out(unsigned(d * C * nw * ab))})
     return wiring.Signature(members)
 
 
@@ -185,7 +186,8 @@ class CompactTop(wiring.Component):
 
     Ports: per band b ``b{b}_*`` (operands of row i at bits ``[8 i, 8 i + 8)``, mode at ``[2 i, 2 i + 2)``,
     weights of column j at ``[8 j, 8 j + 8)``); per port p ``out_valid[p]``, ``out_row`` (array row, at
-    ``[p rb, (p + 1) rb)``) and ``out_data`` (column j's ``out`` then ``out_m`` at lane ``p C + j`` of
+    ``[p rb, (p + 1) rb)``), ``out_tile`` (its band-tile's number, at ``[p TILE_BITS, (p + 1) TILE_BITS)``) and
+    ``out_data`` (column j's ``out`` then ``out_m`` at lane ``p C + j`` of
     ``2 acc_bits`` bits).
 
     Raises:
@@ -216,6 +218,7 @@ class CompactTop(wiring.Component):
         credit = [Signal(range(brows * q), name=f"credit{s}") for s in range(len(seqs))]
         left = [Signal(range(brows + 1), name=f"left{s}") for s in range(len(seqs))]
         row = [Signal(range(brows), name=f"row{s}") for s in range(len(seqs))]
+        stile = [Signal(unsigned(TILE_BITS), name=f"seq_tile{s}") for s in range(len(seqs))]
         ptr = [Signal(range(ports_b), name=f"ptr{b}") if ports_b > 1 else Const(0, 1) for b in range(B)]
         accept, dones = [], []
         for b in range(B):
@@ -234,7 +237,8 @@ class CompactTop(wiring.Component):
                 turn = left[s].any() if tdm is None else (tdm == seqs[s][2]) & left[s].any()
                 arm = done & (ptr[b] == k)
                 with m.If(arm):
-                    m.d.sync += [credit[s].eq(nrows * q - 1), left[s].eq(nrows), row[s].eq(0)]
+                    m.d.sync += [credit[s].eq(nrows * q - 1), left[s].eq(nrows), row[s].eq(0),
+                                 stile[s].eq(getattr(self, f"b{b}_tile"))]
                 with m.Else():
                     with m.If(credit[s] != 0):
                         m.d.sync += credit[s].eq(credit[s] - 1)
@@ -256,8 +260,9 @@ class CompactTop(wiring.Component):
         rd_valid = Signal(unsigned(d), name="rd_valid")
         rd_idx = Signal(unsigned(d * ib), name="rd_idx")
         rd_row = Signal(unsigned(d * rb), name="rd_row")
+        rd_tile = Signal(unsigned(d * TILE_BITS), name="rd_tile")
         for p in range(d):
-            v, ix, ar = Const(0, 1), Const(0, unsigned(ib)), Const(0, unsigned(rb))
+            v, ix, ar, tl = Const(0, 1), Const(0, unsigned(ib)), Const(0, unsigned(rb)), Const(0, unsigned(TILE_BITS))
             for s, (band, port, phase) in enumerate(seqs):
                 if port != p:
                     continue
@@ -265,7 +270,9 @@ class CompactTop(wiring.Component):
                 v = v | on
                 ix = Mux(on, phase * brows + row[s], ix)
                 ar = Mux(on, band * brows + row[s], ar)
-            m.d.comb += [rd_valid[p].eq(v), rd_idx[p * ib:(p + 1) * ib].eq(ix), rd_row[p * rb:(p + 1) * rb].eq(ar)]
+                tl = Mux(on, stile[s], tl)
+            m.d.comb += [rd_valid[p].eq(v), rd_idx[p * ib:(p + 1) * ib].eq(ix), rd_row[p * rb:(p + 1) * rb].eq(ar),
+                         rd_tile[p * TILE_BITS:(p + 1) * TILE_BITS].eq(tl)]
 
         # ---- row lanes (operands extended to 9 bits, local skew i + 1) and band lanes (skew j + 1) ----
         shapes = {n: mem.shape for n, mem in cpe_signature(cfg).members.items()}
@@ -313,5 +320,6 @@ class CompactTop(wiring.Component):
             if j == 0:
                 m.d.comb += self.out_valid.eq(delay(m, ov, C - 1, "col0_vdeskew", inst))
         m.d.comb += self.out_row.eq(delay(m, rd_row, C + 1, "out_row", inst))
+        m.d.comb += self.out_tile.eq(delay(m, rd_tile, C + 1, "out_tile", inst))
         return m
 

@@ -58,15 +58,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.combine import _abits
 from hw.config import MAX_ABS_W, MAX_ABS_X, AcceleratorConfig
-from hw.sram import macro
+from hw.sram import MACRO_MAX_BITS, macro, split_banks
 
 DCOMBINE_MODULE_NAME = "kaleido_dcombine"
 
-
-#: Bits of one SRAM macro at most: a buffer larger than this is banked over macros of ``2^k`` words (a
-#: compiled macro is of this order; and Amaranth converts a behavioural macro in time growing with its bits,
-#: docs/decisions.md D73: one 5,295 x 4,224-bit macro took minutes).
-MACRO_MAX_BITS = 1 << 20
 
 def carried_bytes(K: int) -> int:  # noqa: N803
     """Bytes of one carried value (a token's ``Y`` or a class's ``S_a``) of a reduction over K channels: its exact
@@ -86,10 +81,8 @@ WAY_ADDER_ROWS, WAY_REGISTER_ROWS = 3, 5
 
 
 def _split(words: int, word: int) -> tuple[int, int]:
-    """``(bank_depth, banks)``: ``words`` words of ``word`` bits as one macro when it holds at most
-    `MACRO_MAX_BITS`, else as macros of ``2^k`` words each (the remainder dropped)."""
-    bank = words if words * word <= MACRO_MAX_BITS else 1 << (max(1, MACRO_MAX_BITS // word).bit_length() - 1)
-    return bank, words // bank
+    """`hw.sram.split_banks` at this module's `MACRO_MAX_BITS` (tests lower it to bank small buffers)."""
+    return split_banks(words, word, MACRO_MAX_BITS)
 
 
 def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:

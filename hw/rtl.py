@@ -9,8 +9,11 @@ A preset whose ``organisation`` is ``compact`` also gets the compact organisatio
 (hw/compact_array.py), ``kaleido_combine`` (hw/combine.py) and its partial-sum SRAM macros; one whose
 ``organisation`` is ``delta`` the delta organisation's (D73): ``kaleido_dpe``, ``kaleido_dcolumn``,
 ``kaleido_dtop`` (the same modules on a delta config) and ``kaleido_dcombine`` (hw/delta_combine.py) with
-its macros. Their controller (queues, gather) is not RTL yet, so the core and the op-level controller
-emitted beside them are the lockstep ones.
+its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel.py, D91: banked SRAM buffers,
+gather of each band-tile's difference rows from a host-written band-tile list, issue onto ``kaleido_dtop``,
+tagged drain) with its macros. The compact organisation's controller (queues, gather) is not RTL yet; the
+queues that form band-tiles are not RTL in either. The lockstep core and ``kaleido_accel`` are emitted for
+every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset does not flatten 16,384 PE copies. Output is reproducible: no source attributes (absolute
@@ -41,6 +44,7 @@ from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
+from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
@@ -120,6 +124,10 @@ _MODULES = {
                 lambda cfg: Combine(cfg, instance=True)),
     "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit per axis class (D_a accumulate, S_a = S_a[nb] + "
                  "D_a, Y = sum S_a) + D, state-buffer and state-SRAM macros", lambda cfg: DeltaCombine(cfg, instance=True)),
+    # The delta organisation's op-level controller (D91): instantiates kaleido_dtop and its macros by name.
+    "daccel": (DACCEL_MODULE_NAME, "Kaleido delta op-level controller: banked SRAM buffers (differences, weights, "
+               "band-tile descriptors, staging) + gather + band issue onto kaleido_dtop + tagged drain",
+               lambda cfg: DeltaAccel(cfg, pe="instance")),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name}
 
@@ -127,8 +135,9 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
 def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
-    PE, column, top and combine unit (compact and delta presets), then the SRAM macros in
-    `hw.sram.macro_name` order (the controller's, then the combine unit's). A module's spec is
+    PE, column, top and combine unit (compact and delta presets), the delta controller (delta presets), then the
+    SRAM macros in `hw.sram.macro_name` order (the controller's, then the combine unit's, then the delta
+    controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
     roles = ["pe", "column", "top", "similarity", "matcher", "scheduler", "core", "accel"]
     macros = list(discard(Accel(cfg, pe="instance")).macros())
@@ -137,6 +146,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         roles += ["org_pe", "org_column", "org_top", combine]
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
+    if cfg.organisation == "delta":
+        roles.append("daccel")
+        macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance")).macros() if mc not in macros]
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
@@ -233,10 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{cfg.name}: {sizes}")
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
+            ctl = ("its op-level controller kaleido_daccel is a first slice (band-tile list written by the host, no "
+                   "queues, weight stage or combine control; docs/decisions.md D73, D91)" if cfg.organisation == "delta"
+                   else "its controller (queues, gather) is not RTL yet (docs/decisions.md D65)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
-                  f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); its "
-                  "controller (queues, gather) is not RTL yet, so kaleido_core and kaleido_accel are the lockstep ones "
-                  "(docs/decisions.md D65, D73)")
+                  f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
+                  f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")
     count = {how: sum(h == how for paths in files for _, h in paths) for how in HOW}
     print(f"{sum(map(len, files))} files in {time.perf_counter() - t0:.1f} s with {args.jobs} worker "
           f"process{'es' if args.jobs > 1 else ''}: {count['converted']} converted, {count['reused']} the same "

@@ -33,6 +33,20 @@ from hw import discard
 #: The macro kinds (module docstring).
 KINDS = ("1rw", "1r1w")
 
+#: Bits of one SRAM macro at most: a buffer larger than this is banked over macros of ``2^k`` words (a
+#: compiled macro is of this order; and Amaranth converts a behavioural macro in time growing with its bits,
+#: docs/decisions.md D73: one 5,295 x 4,224-bit macro took minutes).
+MACRO_MAX_BITS = 1 << 20
+
+
+def split_banks(words: int, word: int, max_bits: int | None = None) -> tuple[int, int]:
+    """``(bank_depth, banks)``: ``words`` words of ``word`` bits as one macro when it holds at most ``max_bits``
+    (default `MACRO_MAX_BITS`), else as macros of ``2^k`` words each (the remainder dropped: callers that need
+    every word give a multiple of the bank, e.g. a power of two)."""
+    cap = MACRO_MAX_BITS if max_bits is None else max_bits
+    bank = words if words * word <= cap else 1 << (max(1, cap // word).bit_length() - 1)
+    return bank, words // bank
+
 
 def macro_name(kind: str, depth: int, width: int, lane: int | None = None) -> str:
     """Verilog module name of one macro: ``kaleido_sram_<kind>_<depth>x<width>[_l<lane>]``.

@@ -74,9 +74,12 @@ def rtl(
     docs/decisions.md D65); its controller (queues, gather) is not RTL yet, so the core
     and kaleido_accel beside them are the lockstep ones. A preset whose organisation is delta (the balanced
     preset's, docs/decisions.md D68) gets the delta PE, array and combine unit the same way (kaleido_dpe,
-    kaleido_dcolumn, kaleido_dtop, kaleido_dcombine; D73), without the axis-class form of fused qk and its
-    state SRAM (D71) and without a controller. The vector unit and the fused-attention control
-    are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is emitted for them.
+    kaleido_dcolumn, kaleido_dtop, kaleido_dcombine per axis class with its state SRAM; D73, D79) and a first
+    slice of its op-level controller, kaleido_daccel (D91: banked SRAM buffers written by a host port, gather of
+    each band-tile's difference rows, issue in the model's order, drained rows tagged by band-tile and row); the
+    queues that form band-tiles, the combine control and the weight stage are not RTL yet. The vector unit and
+    the fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is
+    emitted for them.
     """
     from hw.rtl import main as rtl_main
 

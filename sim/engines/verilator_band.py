@@ -58,7 +58,8 @@ def band_wrapper(cfg: AcceleratorConfig) -> str:
     ports gathered into vectors, band b's field at a whole byte: ``in_x_a``/``in_x_b`` (``xa`` bytes per band),
     ``in_mode`` (``mb``), ``in_w_a``/``in_w_b`` (C), ``in_rows`` (one byte), ``in_valid``/``in_first``/``in_last``
     (a bit), ``out_ready`` (a bit), ``out_tile`` (`TILE_WORD` bits); ``x_unsigned`` (compact only; unconnected on
-    delta) and the drain ports ``out_valid``/``out_row``/``out_data`` as the top has them."""
+    delta) and the drain ports ``out_valid``/``out_row``/``out_data`` as the top has them (the top's drained-row
+    tags, its ``out_tile``, go to a wire the driver does not read: it places rows by its own bookkeeping)."""
     from amaranth.hdl import Shape
 
     from hw.compact_array import ctop_signature, top_module_name
@@ -74,10 +75,10 @@ def band_wrapper(cfg: AcceleratorConfig) -> str:
     decl += [f"  output [{B - 1}:0] out_ready;", f"  output [{B * TILE_WORD - 1}:0] out_tile;"]
     outs = ("out_valid", "out_row", "out_data")
     decl += [f"  output [{w[n] - 1}:0] {n};" for n in outs]
-    conn = [".clk(clk)", ".rst(rst_q)", *(f".{n}({n})" for n in outs)]
+    conn = [".clk(clk)", ".rst(rst_q)", *(f".{n}({n})" for n in outs), ".out_tile(drain_tile)"]
     if "x_unsigned" in sig:
         conn.append(".x_unsigned(x_unsigned)")
-    body = []
+    body = [f"  wire [{w['out_tile'] - 1}:0] drain_tile;  // the drained rows' band-tile tags (D91): not read here"]
     for b in range(B):
         for f, name in (("x_a", "in_x_a"), ("x_b", "in_x_b"), ("mode", "in_mode"), ("w_a", "in_w_a"),
                         ("w_b", "in_w_b"), ("rows", "in_rows"), ("valid", "in_valid"), ("first", "in_first"),

@@ -1,0 +1,417 @@
+"""The delta organisation's op-level controller, first slice (docs/decisions.md D91): `DeltaAccel`, Verilog
+module ``kaleido_daccel``, runs one op's band-tiles through ``kaleido_dtop`` (`hw.compact_array` on a delta
+config) from banked SRAM buffers and hands out the drained rows with their tags.
+
+What the host gives it (written through the write port while idle; `hw.delta_accel_host` packs the words):
+
+- the **difference buffer** ``x``: per token its 9-bit differences (`sim.timing.delta_reference.differences`:
+  ``X - X_eff[nb]``, X itself in the direct form; the similarity unit would form them, not RTL here), group by
+  group, each group starting on a word of ``P = lanes`` differences: word ``token KW + xoff_g + j`` holds the
+  group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[9 l, 9 l + 9)``);
+- the **weight buffer** ``w``: per column block and group, word ``cb KWW + woff_g + j`` holds the group's
+  channels ``k0 + 2 j`` and ``k0 + 2 j + 1`` for the C columns of the block (lane ``h C + c`` at bits
+  ``[8 (h C + c), 8 (h C + c) + 8)``); written into B copies at once, one per band (each band reads its own);
+- the **descriptor buffer** ``desc``: one word per band-tile in the model's delta issue order
+  (`sim.engines.band_stimulus.issue_order`, the order `sim.engines.model` times), fields `DeltaAccel.fields`:
+  valid rows, COMPUTE rows (rows 0 .. ncomp - 1 COMPUTE, the rest PARTIAL), group width, paired (a half-width
+  all-PARTIAL band-tile: two channels a slot), column block, the group's word offsets and X words per row,
+  and the token of each row. The queues that form band-tiles (`sim.timing.compact.band_tile_sequence`) are
+  not RTL in this slice: the host writes their output.
+
+Ports: the write port ``wr_valid``/``wr_ready`` (one word a cycle, accepted while idle), ``wr_sel`` (0 differences,
+1 weights, 2 descriptors; `hw.delta_accel_host.SEL_X` ...), ``wr_addr`` (difference word ``token KW + word``,
+weight word ``cb KWW + word``, descriptor = band-tile number), ``wr_data`` (the word in its low bits);
+``c_tiles`` the op's band-tiles (stable from ``start`` to ``done``); ``start`` (one cycle, while idle), ``busy``,
+``done``; per drain port p of d: ``out_valid[p]``, ``out_tile`` (24 bits at ``[24 p, 24 p + 24)``), ``out_row``
+(``ceil(log2(R / B))`` bits), ``out_data`` (C signed ``acc_bits`` words at lane ``p C + c``). No back-pressure
+on the drain ports (as ``kaleido_dtop``'s).
+
+What it does after ``start`` (one cycle; cycle 0 of the timing below is the cycle after it; ``kaleido_dtop``
+is reset in the ``start`` cycle, so its drain phase and band choice start with the op):
+
+- **Gather** (one band-tile at a time, in issue order): band-tile n takes staging entry ``n mod S``
+  (``S = entries``) once the band-tile that held it (n - S) has issued its last slot; one cycle reads its
+  descriptor, then the difference buffer, banked by token mod ``R / B`` (``NB`` single-port banks, the host's
+  address ``token KW + word`` split into bank and in-bank word), is read one word of every bank a cycle: the
+  band-tile's rows in *rounds* (a row's round is the number of earlier rows in its bank), ``ceil(width / P)``
+  words each, ``rounds x ceil(width / P)`` cycles (`sim.timing.delta_accel.gather_rounds`); each word is written
+  the next cycle into the **staging buffer**: per band and band row a 1r1w macro of ``S x XW`` words (the B
+  bands' copies written together, each row's from its token's bank), so a band reads every row of a slot in one
+  cycle.
+- **Bands**: band b runs the band-tile numbers ``kaleido_dtop`` gives it (band b starts with b, a band whose
+  last slot is accepted takes the next number; mirrored here so the next slot's staging and weight words are
+  read the cycle before it is presented). A band presents its band-tile's first slot once the gather has
+  written it (the cycle after the cycle after the last write); each slot's operands, modes, weights,
+  ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them.
+- **Collect**: per drain port, ``out_valid``, ``out_tile`` (the band-tile's number in issue order),
+  ``out_row`` (its row: the descriptor's token of that row) and ``out_data`` (C difference sums, ``acc_bits``
+  each): the tags a host or combine stage places the row by. ``done`` pulses the cycle after the op's last row
+  has left (the rows the descriptors list all counted).
+
+Timing: `sim.timing.delta_accel` (`accel_schedule`, `accel_cycles`): `sim.timing.compact.band_schedule`'s list
+schedule and drain rule with each band-tile's first slot no earlier than its gather allows; tested cycle for
+cycle (tests/test_rtl_daccel.py).
+
+Not in this slice (D91): the queues (band-tile formation), the similarity unit's differences, the combine stage
+(`hw.delta_combine` takes the tagged rows; its commands are still a bench's), the weight stage and D84/D85's
+column-block segments, the vector unit and fused-attention control (modelled only).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import (
+    Array,
+    Cat,
+    ClockSignal,
+    Const,
+    Instance,
+    Module,
+    Mux,
+    ResetInserter,
+    ResetSignal,
+    Signal,
+    unsigned,
+)
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw import discard
+from hw.compact_array import TILE_BITS, CompactTop, ctop_signature, top_module_name
+from hw.compact_pe import is_delta
+from hw.config import AcceleratorConfig
+from hw.pe import W_BITS, X_BITS, PEMode
+from hw.sram import macro, macro_name, split_banks
+
+#: Verilog module name of `DeltaAccel` (hw/rtl.py).
+DACCEL_MODULE_NAME = "kaleido_daccel"
+#: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
+#: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128
+#: balanced band-tiles of 32-128-channel groups the gather then keeps up with the bands (`accel_cycles` within
+#: 0.6 % of `band_cycles`; 16 lanes: 8-24 % over; docs/decisions.md D91).
+LANES = 32
+#: Weight channels per word of the weight buffer: a slot uses at most two (PAIRED), read in one cycle.
+WEIGHT_LANES = 2
+#: Band-tile numbers the descriptor buffer holds by default (``max_tiles``).
+MAX_TILES = 1024
+
+
+def _bits(n: int) -> int:
+    """Bits of an index 0 .. n - 1 (at least 1)."""
+    return max(1, (n - 1).bit_length())
+
+
+def _pow2ceil(n: int) -> int:
+    return 1 << (max(1, n) - 1).bit_length()
+
+
+class DeltaAccel(wiring.Component):
+    """The delta op-level controller (module docstring).
+
+    Args:
+        cfg: a delta-organisation config (R, C, B = ``compact_bands``, d, ``partial_regs`` G, ``acc_bits``).
+        max_tokens, max_k, max_n: capacity (tokens, channels K, output channels N); defaults
+            ``cfg.accel_max_tokens`` / ``accel_max_k`` / ``accel_max_n``. max_tiles: band-tiles per op
+            (default `MAX_TILES`). entries: staging entries S, a power of two (default 2 B: each band its
+            band-tile and the next). lanes: P (default `LANES`).
+        pe: ``"inline"`` elaborates ``kaleido_dtop`` and the macros (Amaranth simulation); ``"instance"``
+            instantiates them by name (Verilog, `hw.rtl`).
+
+    Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
+    ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
+    ceil(max_k / 2) + G weight words per column block, ``max_nb`` = ceil(max_n / C); `geometry` the buffers.
+
+    Raises:
+        ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
+            (lanes at least 2), or a size below 1.
+    """
+
+    def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
+                 max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
+                 lanes: int = LANES, pe: str = "inline"):
+        R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
+                         cfg.drain_rows_per_cycle, cfg.partial_regs)
+        P, S = lanes, entries or 2 * B  # noqa: N806
+        brows = R // B
+        err = None
+        if not is_delta(cfg):
+            err = f"{cfg.name}: the delta controller needs the delta organisation, not {cfg.organisation!r}"
+        elif brows & (brows - 1):
+            err = f"{cfg.name}: R / B = {brows} rows per band must be a power of two (a row's tag is its low bits)"
+        elif P < 2 or P & (P - 1) or S < 1 or S & (S - 1):
+            err = f"lanes = {P} (a power of two >= 2) and entries = {S} (a power of two) required"
+        self.max_tokens = max_tokens or cfg.accel_max_tokens
+        self.max_k = max_k or cfg.accel_max_k
+        self.max_n = max_n or cfg.accel_max_n
+        self.max_tiles = max_tiles
+        if err is None and min(self.max_tokens, self.max_k, self.max_n, self.max_tiles) < 1:
+            err = "DeltaAccel sizes must be >= 1"
+        if err is not None:
+            discard(self)
+            raise ValueError(err)
+        self.cfg, self.pe_kind, self.P, self.S, self.brows = cfg, pe, P, S, brows
+        self.XW = _pow2ceil(-(-self.max_k // P))
+        self.KW = _pow2ceil(-(-self.max_k // P) + G)
+        self.KWW = _pow2ceil(-(-self.max_k // WEIGHT_LANES) + G)
+        self.max_nb = -(-self.max_n // C)
+        self.tb = _bits(self.max_tokens)
+        self.NB = brows
+        #: The descriptor word's fields, least significant first: ``(name, bits)`` (module docstring).
+        self.fields = [("nrows", _bits(brows + 1)), ("ncomp", _bits(brows + 1)), ("width", _bits(self.max_k + 1)),
+                       ("paired", 1), ("cb", _bits(self.max_nb)), ("xoff", _bits(self.KW)),
+                       ("xwords", _bits(self.XW + 1)), ("woff", _bits(self.KWW)), ("tokens", brows * self.tb)]
+        self.desc_bits = sum(b for _, b in self.fields)
+        #: The buffers: name -> (kind, depth, width, copies); each copy split by depth into `hw.sram` macros of
+        #: at most `hw.sram.MACRO_MAX_BITS` (`hw.sram.split_banks`). ``stage``: one copy per band and band row.
+        self.geometry = {
+            "x": ("1rw", _pow2ceil(-(-self.max_tokens // brows)) * self.KW, X_BITS * P, brows),
+            "w": ("1rw", _pow2ceil(self.max_nb * self.KWW), WEIGHT_LANES * C * W_BITS, B),
+            "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
+            "stage": ("1r1w", S * self.XW, X_BITS * P, R),
+        }
+        self.abits = max(_bits(dp) for _, dp, _, _ in self.geometry.values())
+        self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
+        rb = _bits(brows)
+        super().__init__({
+            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(self.abits)),
+            "wr_data": In(unsigned(self.dbits)), "c_tiles": In(range(self.max_tiles + 1)),
+            "start": In(1), "busy": Out(1), "done": Out(1),
+            "out_valid": Out(unsigned(d)), "out_tile": Out(unsigned(d * TILE_BITS)), "out_row": Out(unsigned(d * rb)),
+            "out_data": Out(unsigned(d * C * cfg.acc_bits)),
+        })
+
+    def macros(self) -> list[tuple[str, int, int, None]]:
+        """The distinct macros ``(kind, depth, width, lane)`` of the buffers, sorted by `hw.sram.macro_name`."""
+        kinds = set()
+        for kind, depth, width, _ in self.geometry.values():
+            bank, _n = split_banks(depth, width)
+            kinds.add((kind, bank, width, None))
+        return sorted(kinds, key=lambda t: macro_name(*t))
+
+    # ---- structure ----
+    def _bank_1rw(self, m, name, addr, re, we, wdata):
+        """One copy of a 1rw buffer of `geometry` as its banks: the high address bits choose the bank; returns
+        the read data (the bank chosen by the last read)."""
+        kind, depth, width, _ = self.geometry[name.rstrip("0123456789")]
+        bank, n = split_banks(depth, width)
+        lb = (bank - 1).bit_length()
+        inst = self.pe_kind == "instance"
+        sel = addr[lb:] if n > 1 else Const(0, 1)
+        sel_q = Signal.like(sel, name=f"{name}_sel")
+        with m.If(re):
+            m.d.sync += sel_q.eq(sel)
+        rdata = Const(0, unsigned(width))
+        for k in range(n):
+            ports, elab = macro(kind, bank, width, None, instance=inst)
+            m.submodules[f"{name}_m{k}"] = elab
+            on = sel == k
+            m.d.comb += [ports.addr.eq(addr[:lb] if lb else 0), ports.re.eq(re & on), ports.we.eq(we & on),
+                         ports.wmask.eq(1), ports.wdata.eq(wdata)]
+            rdata = Mux(sel_q == k, ports.rdata, rdata) if n > 1 else ports.rdata
+        return rdata
+
+    def _top(self, m, reset):
+        """``kaleido_dtop``, reset by the domain's reset or ``reset``: the ports (inline: the `CompactTop`)."""
+        cfg = self.cfg
+        if self.pe_kind == "inline":
+            top = CompactTop(cfg, pe="inline")
+            m.submodules.top = ResetInserter(reset)(top)
+            return top
+        sig = ctop_signature(cfg)
+        ports = sig.flip().create()
+        rst = Signal(name="top_rst")
+        m.d.comb += rst.eq(ResetSignal("sync") | reset)
+        kw = {"i_clk": ClockSignal("sync"), "i_rst": rst}
+        for name, member in sig.members.items():
+            kw[("i_" if member.flow == In else "o_") + name] = getattr(ports, name)
+        m.submodules.top = Instance(top_module_name(cfg), **kw)
+        return ports
+
+    def elaborate(self, platform):  # noqa: C901
+        m = Module()
+        cfg = self.cfg
+        R, C, B, d = cfg.array_rows, cfg.array_cols, cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        P, S, XW, brows = self.P, self.S, self.XW, self.brows  # noqa: N806
+        lp, ls, lxw = (P - 1).bit_length(), (S - 1).bit_length(), (XW - 1).bit_length()
+        lkw, lkww = (self.KW - 1).bit_length(), (self.KWW - 1).bit_length()
+        T = self.c_tiles  # noqa: N806
+
+        running = Signal(name="running")
+        begin = Signal(name="begin")  # the start cycle: every run register takes its start value
+        m.d.comb += [begin.eq(self.start & ~running), self.busy.eq(running), self.wr_ready.eq(~running)]
+        wr = Signal(name="wr")
+        m.d.comb += wr.eq(self.wr_valid & ~running)
+        top = self._top(m, begin)
+        #: The top's ports (inline: the `CompactTop` itself), for test benches.
+        self.top = top
+
+        # ---- descriptor buffer and per-entry descriptor registers ----
+        gidx = Signal(unsigned(TILE_BITS), name="gather_tile")   # next band-tile to gather
+        in_rows = Signal(name="gather_rows")                      # reading X words
+        g_first = Signal(name="gather_first")                     # the first X-word cycle (descriptor data valid)
+        g_word = Signal(range(max(2, XW)), name="gather_word")
+        g_entry = Signal(range(max(2, S)), name="gather_entry")
+        held = Signal(unsigned(S), name="entry_held")            # staging entries held by a band-tile
+        gdone = Signal(unsigned(TILE_BITS), name="gathered")      # band-tiles whose staging writes are done
+        avail = Signal(unsigned(TILE_BITS), name="available")     # gathered, one cycle later (readable)
+        rmax = self.max_tiles * brows + 1
+        rowsum = Signal(range(rmax), name="rows_listed")
+        drained = Signal(range(rmax), name="rows_drained")
+
+        entry_of = (lambda n: n[:ls]) if ls else (lambda n: Const(0, 1))
+        free = ~(held >> entry_of(gidx))[0]
+        can_desc = Signal(name="gather_desc")
+        m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free)
+        dq = self._bank_1rw(m, "desc", Mux(running, gidx, self.wr_addr), can_desc, wr & (self.wr_sel == 2),
+                            self.wr_data[:self.desc_bits])
+        f, pos = {}, 0
+        for name, bits in self.fields:
+            f[name] = dq[pos:pos + bits]
+            pos += bits
+        regs = {n: Array(Signal(unsigned(b), name=f"e{e}_{n}") for e in range(S))
+                for n, b in self.fields if n not in ("tokens", "xoff", "xwords")}
+
+        # ---- gather: X words into the staging entry, one word of every bank a cycle ----
+        NB, lnb = self.NB, (self.NB - 1).bit_length()  # noqa: N806
+        toks = [f["tokens"][i * self.tb:(i + 1) * self.tb] for i in range(brows)]
+        live = [Signal(name=f"gather_live{i}") for i in range(brows)]
+        bank = [t[:lnb] if lnb else Const(0, 1) for t in toks]
+        rank = []  # rows before row i (valid ones) in the same bank: row i's round
+        for i in range(brows):
+            m.d.comb += live[i].eq(i < f["nrows"])
+            r = Signal(range(brows), name=f"gather_rank{i}")
+            m.d.comb += r.eq(sum((bank[j] == bank[i] for j in range(i)), Const(0, unsigned(_bits(brows)))))
+            rank.append(r)
+        top_rank = Const(0, unsigned(_bits(brows)))
+        for i in range(brows):  # a signal per step: the expression reads its input twice
+            step = Signal(unsigned(_bits(brows)), name=f"gather_top{i}")
+            m.d.comb += step.eq(Mux(live[i] & (rank[i] > top_rank), rank[i], top_rank))
+            top_rank = step
+        g_round = Signal(range(brows), name="gather_round")
+        xw_sum = (f["xoff"] + g_word)[:lkw] if lkw else Const(0, 1)
+        hb = self.geometry["x"][1].bit_length() - 1 - lkw  # in-bank token bits
+        on = [Signal(name=f"gather_on{i}") for i in range(brows)]
+        for i in range(brows):
+            m.d.comb += on[i].eq(in_rows & live[i] & (rank[i] == g_round))
+        # the host's address token KW + word: bank = token mod NB, in-bank word (token // NB) KW + word
+        h_bank = self.wr_addr[lkw:lkw + lnb] if lnb else Const(0, 1)
+        h_addr = Cat(self.wr_addr[:lkw], self.wr_addr[lkw + lnb:]) if lkw else self.wr_addr[lnb:]
+        xq = []
+        for k in range(NB):
+            addr = Const(0, unsigned(lkw + hb))
+            rd = Const(0, 1)
+            for i in range(brows):
+                mine = on[i] & (bank[i] == k)
+                row_addr = Cat(xw_sum, toks[i][lnb:lnb + hb]) if lkw else toks[i][lnb:lnb + hb]
+                addr = Mux(mine, row_addr, addr)
+                rd = rd | mine
+            xq.append(self._bank_1rw(m, f"x{k}", Mux(running, addr, h_addr), running & rd,
+                                     wr & (self.wr_sel == 0) & (h_bank == k), self.wr_data[:X_BITS * P]))
+        last_word = g_word == f["xwords"] - 1
+        last_round = g_round == top_rank
+        w_last = Signal(name="stage_last")
+        w_on = [Signal(name=f"stage_we{i}") for i in range(brows)]
+        w_bank = [Signal(range(max(2, NB)), name=f"stage_bank{i}") for i in range(brows)]
+        w_addr = Signal(unsigned(max(1, ls + lxw)), name="stage_waddr")
+        with m.If(can_desc):
+            m.d.sync += [in_rows.eq(1), g_first.eq(1), g_round.eq(0), g_word.eq(0), g_entry.eq(entry_of(gidx)),
+                         gidx.eq(gidx + 1)]
+        with m.If(in_rows):
+            m.d.sync += g_first.eq(0)
+            with m.If(g_first):
+                for n, arr in regs.items():
+                    m.d.sync += arr[g_entry].eq(f[n])
+                m.d.sync += rowsum.eq(rowsum + f["nrows"])
+            with m.If(last_word):
+                m.d.sync += [g_word.eq(0), g_round.eq(g_round + 1)]
+                with m.If(last_round):
+                    m.d.sync += in_rows.eq(0)
+            with m.Else():
+                m.d.sync += g_word.eq(g_word + 1)
+        stage_w = Cat(g_word[:lxw], g_entry[:ls]) if ls + lxw else Const(0, 1)
+        m.d.sync += [w_last.eq(in_rows & last_word & last_round), w_addr.eq(stage_w), avail.eq(gdone)]
+        m.d.sync += [w_on[i].eq(on[i]) for i in range(brows)] + [w_bank[i].eq(bank[i]) for i in range(brows)]
+        with m.If(w_last):
+            m.d.sync += gdone.eq(gdone + 1)
+        stage_data = []
+        for i in range(brows):
+            data = xq[0]
+            for k in range(1, NB):
+                data = Mux(w_bank[i] == k, xq[k], data)
+            stage_data.append(data)
+
+        # ---- bands ----
+        nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
+        taken = Const(0, unsigned(TILE_BITS))
+        release = Const(0, unsigned(S))
+        inst = self.pe_kind == "instance"
+        #: Per band the band-tile number it runs (mirrors ``kaleido_dtop``'s ``b{b}_tile``), for test benches.
+        self.band_tile, slots_of = [], []
+        for b in range(B):
+            tile = Signal(unsigned(TILE_BITS), name=f"b{b}_tile", init=b)
+            slot = Signal(range(self.max_k + 1), name=f"b{b}_slot")
+            self.band_tile.append(tile)
+            slots_of.append(slot)
+            e = entry_of(tile)
+            cur = {n: arr[e] for n, arr in regs.items()}
+            slots = Mux(cur["paired"], (cur["width"] + 1) >> 1, cur["width"])
+            valid, last, acc, done_b = (Signal(name=f"b{b}_{n}") for n in ("valid", "last", "accept", "done"))
+            m.d.comb += [valid.eq(running & (tile < T) & (tile < avail)), last.eq(slot == slots - 1),
+                         acc.eq(valid & getattr(top, f"b{b}_ready")), done_b.eq(acc & last)]
+            ntile = Mux(done_b, nxt + taken, tile)
+            taken = taken + done_b
+            nslot = Mux(done_b, 0, Mux(acc, slot + 1, slot))
+            m.d.sync += [tile.eq(ntile), slot.eq(nslot)]
+            release = release | Mux(done_b, Const(1, unsigned(S)) << e, 0)
+            # the next cycle's slot: its staging and weight words are read now (synchronous macros)
+            ne = entry_of(ntile)
+            nd = {n: arr[ne] for n, arr in regs.items()}
+            nchan = Mux(nd["paired"], nslot << 1, nslot)
+            s_raddr = Cat(nchan[lp:lp + lxw], ne) if ls + lxw else Const(0, 1)
+            wsum = (nd["woff"] + (nchan >> 1))[:lkww]
+            wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
+                                wr & (self.wr_sel == 1), self.wr_data[:WEIGHT_LANES * C * W_BITS])
+            chan = Mux(cur["paired"], slot << 1, slot)
+            has_b = Signal(name=f"b{b}_has_b")
+            m.d.comb += has_b.eq(cur["paired"] & (chan + 1 < cur["width"]))
+            xa, xb, modes = [], [], []
+            for i in range(brows):
+                ports, elab = macro("1r1w", S * XW, X_BITS * P, None, instance=inst)
+                m.submodules[f"stage_b{b}_r{i}"] = elab
+                m.d.comb += [ports.waddr.eq(w_addr), ports.wdata.eq(stage_data[i]), ports.we.eq(w_on[i]),
+                             ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(running)]
+                live = i < cur["nrows"]
+                lane = chan[:lp]
+                xa.append(Mux(live, ports.rdata.word_select(lane, X_BITS), 0))
+                xb.append(Mux(live & has_b, ports.rdata.word_select(lane | 1, X_BITS), 0))
+                modes.append(Mux(i < cur["ncomp"], int(PEMode.COMPUTE),
+                                 Mux(live, Mux(has_b, int(PEMode.PAIRED), int(PEMode.PARTIAL)), int(PEMode.REUSE))))
+            lane0, lane1 = wq[:C * W_BITS], wq[C * W_BITS:]
+            m.d.comb += [getattr(top, f"b{b}_valid").eq(valid), getattr(top, f"b{b}_first").eq(slot == 0),
+                         getattr(top, f"b{b}_last").eq(last), getattr(top, f"b{b}_rows").eq(cur["nrows"]),
+                         getattr(top, f"b{b}_x_a").eq(Cat(*xa)), getattr(top, f"b{b}_x_b").eq(Cat(*xb)),
+                         getattr(top, f"b{b}_mode").eq(Cat(*(Const(0, 2) | md for md in modes))),
+                         getattr(top, f"b{b}_w_a").eq(Mux(cur["paired"] | ~chan[0], lane0, lane1)),
+                         getattr(top, f"b{b}_w_b").eq(Mux(has_b, lane1, 0))]
+        m.d.sync += [nxt.eq(nxt + taken), held.eq((held | Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
+                                                  & ~release)]
+
+        # ---- collect: the drained rows with their tags ----
+        rb, tr = _bits(R), _bits(brows)
+        m.d.comb += [self.out_valid.eq(top.out_valid), self.out_tile.eq(top.out_tile), self.out_data.eq(top.out_data)]
+        for p in range(d):
+            m.d.comb += self.out_row[p * tr:(p + 1) * tr].eq(top.out_row[p * rb:p * rb + tr] if brows > 1 else 0)
+        count = sum((top.out_valid[p] for p in range(1, d)), top.out_valid[0] + 0) if d > 1 else top.out_valid[0]
+        m.d.sync += drained.eq(drained + count)
+
+        # ---- run state ----
+        finished = Signal(name="finished")
+        m.d.comb += finished.eq(running & (gidx >= T) & ~in_rows & (drained == rowsum))
+        m.d.comb += self.done.eq(finished)
+        with m.If(finished):
+            m.d.sync += running.eq(0)
+        with m.If(begin):  # the start values (last assignment wins)
+            m.d.sync += [running.eq(1), gidx.eq(0), in_rows.eq(0), held.eq(0), gdone.eq(0), avail.eq(0),
+                         rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0)]
+            m.d.sync += [w.eq(0) for w in w_on]
+            m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
+        return m

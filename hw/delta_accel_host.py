@@ -1,0 +1,137 @@
+"""What a host writes into the delta op-level controller (`hw.delta_accel.DeltaAccel`) for one op: the difference,
+weight and descriptor buffers' words (hw/delta_accel.py's docstring), and the capacity checks. Used by the test
+benches (tests/rtl/daccel_bench.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hw.delta_accel import WEIGHT_LANES
+from hw.pe import W_BITS, X_BITS
+
+if TYPE_CHECKING:
+    from hw.delta_accel import DeltaAccel
+
+#: The write port's buffer selects (``wr_sel``).
+SEL_X, SEL_W, SEL_DESC = 0, 1, 2
+
+
+def group_layout(acc: DeltaAccel, groups) -> list[tuple[int, int, int]]:
+    """Per group ``(xoff, xwords, woff)``: its first X word in a token's words, its X words per row
+    (``ceil(|g| / P)``) and its first weight word in a column block's words; groups in order, each starting
+    on a word.
+
+    Raises:
+        ValueError: more groups than ``partial_regs``, a group wider than ``max_k``, or the words do not fit
+            ``KW`` / ``KWW``.
+    """
+    if len(groups) > acc.cfg.partial_regs:
+        raise ValueError(f"{len(groups)} groups: the controller holds {acc.cfg.partial_regs} (partial_regs)")
+    out, xo, wo = [], 0, 0
+    for k0, k1, _ in groups:
+        width = k1 - k0
+        if not 1 <= width <= acc.max_k:
+            raise ValueError(f"group ({k0}, {k1}): width must be 1 .. max_k = {acc.max_k}")
+        xw, ww = -(-width // acc.P), -(-width // WEIGHT_LANES)
+        out.append((xo, xw, wo))
+        xo, wo = xo + xw, wo + ww
+    if xo > acc.KW or wo > acc.KWW:
+        raise ValueError(f"the groups take {xo} X words and {wo} weight words: the controller holds {acc.KW} and "
+                         f"{acc.KWW}")
+    return out
+
+
+def _pack(values, bits: int) -> int:
+    out, mask = 0, (1 << bits) - 1
+    for i, v in enumerate(values):
+        out |= (int(v) & mask) << (bits * i)
+    return out
+
+
+def x_words(acc: DeltaAccel, diffs: np.ndarray, groups) -> list[tuple[int, int]]:
+    """``(address, word)`` of the difference buffer: ``diffs`` int ``[M, K]`` (9-bit differences, -255 .. 255)
+    group-aligned (hw/delta_accel.py's docstring).
+
+    Raises:
+        ValueError: M above ``max_tokens``, a difference outside 9 bits signed, or as `group_layout`.
+    """
+    M = diffs.shape[0]  # noqa: N806
+    if M > acc.max_tokens:
+        raise ValueError(f"M = {M} tokens: the controller holds {acc.max_tokens}")
+    if diffs.size and np.abs(diffs).max() >= 1 << (X_BITS - 1):
+        raise ValueError("a difference outside 9 bits signed")
+    out = []
+    for (k0, k1, _), (xo, xw, _) in zip(groups, group_layout(acc, groups), strict=True):
+        for t in range(M):
+            for j in range(xw):
+                lanes = diffs[t, k0 + acc.P * j:min(k1, k0 + acc.P * (j + 1))]
+                out.append((t * acc.KW + xo + j, _pack(lanes, X_BITS)))
+    return out
+
+
+def w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int]]:  # noqa: N803
+    """``(address, word)`` of the weight buffer: ``W`` int8 ``[K, N]`` per column block and group, two channels
+    a word (lane ``h C + c``: channel ``k0 + 2 j + h``, column ``cb C + c``; columns past N zero).
+
+    Raises:
+        ValueError: N above ``max_n``, or as `group_layout`.
+    """
+    C = acc.cfg.array_cols  # noqa: N806
+    K, N = W.shape  # noqa: N806
+    if N > acc.max_n:
+        raise ValueError(f"N = {N} output channels: the controller holds {acc.max_n}")
+    Wp = np.zeros((K, -(-N // C) * C), dtype=np.int64)  # noqa: N806
+    Wp[:, :N] = W
+    out = []
+    for (k0, k1, _), (_, _, wo) in zip(groups, group_layout(acc, groups), strict=True):
+        for cb in range(-(-N // C)):
+            for j in range(-(-(k1 - k0) // WEIGHT_LANES)):
+                lanes = []
+                for h in range(WEIGHT_LANES):
+                    k = k0 + WEIGHT_LANES * j + h
+                    lanes += list(Wp[k, cb * C:(cb + 1) * C]) if k < k1 else [0] * C
+                out.append((cb * acc.KWW + wo + j, _pack(lanes, W_BITS)))
+    return out
+
+
+def descriptor_word(acc: DeltaAccel, groups, group: int, cb: int, tokens, n_compute: int, slots: int) -> int:
+    """One band-tile's descriptor word (`DeltaAccel.fields`): ``tokens`` its rows' tokens (COMPUTE rows first,
+    ``n_compute`` of them), ``slots`` its slot count (paired: all PARTIAL and fewer slots than channels).
+
+    Raises:
+        ValueError: more rows than a band holds, no rows, a token beyond ``max_tokens``, a column block beyond
+            ``max_n``, or as `group_layout`.
+    """
+    k0, k1, _ = groups[group]
+    xo, xw, wo = group_layout(acc, groups)[group]
+    rows = len(tokens)
+    if not 1 <= rows <= acc.brows or not 0 <= n_compute <= rows:
+        raise ValueError(f"a band-tile of {rows} rows ({n_compute} COMPUTE): a band has {acc.brows}")
+    if max(tokens) >= acc.max_tokens or cb >= acc.max_nb:
+        raise ValueError(f"token {max(tokens)} or column block {cb} beyond the controller's capacity")
+    vals = {"nrows": rows, "ncomp": n_compute, "width": k1 - k0, "paired": int(n_compute == 0 and slots < k1 - k0),
+            "cb": cb, "xoff": xo, "xwords": xw, "woff": wo, "tokens": _pack(tokens, acc.tb)}
+    word, pos = 0, 0
+    for name, bits in acc.fields:
+        word |= (vals[name] & ((1 << bits) - 1)) << pos
+        pos += bits
+    return word
+
+
+def op_words(acc: DeltaAccel, diffs: np.ndarray, W: np.ndarray, groups, tiles) -> list[tuple[int, int, int]]:  # noqa: N803
+    """Every write of one op: ``(wr_sel, wr_addr, wr_data)``: the difference buffer, the weight buffer, then one
+    descriptor per band-tile of ``tiles`` (issue order; each ``(group, cb, tokens, n_compute, slots)``).
+
+    Raises:
+        ValueError: more band-tiles than ``max_tiles``, or as `x_words`, `w_words`, `descriptor_word`.
+    """
+    tiles = list(tiles)
+    if len(tiles) > acc.max_tiles:
+        raise ValueError(f"{len(tiles)} band-tiles: the controller holds {acc.max_tiles}")
+    out = [(SEL_X, a, w) for a, w in x_words(acc, diffs, groups)]
+    out += [(SEL_W, a, w) for a, w in w_words(acc, W, groups)]
+    out += [(SEL_DESC, n, descriptor_word(acc, groups, *t)) for n, t in enumerate(tiles)]
+    return out

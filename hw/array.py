@@ -9,7 +9,8 @@ The analogue of Gemmini's ``Tile``/``Mesh`` + ``MeshWithDelays``, in two levels:
   port p is the OR over rows of the results tagged p (the top's drain credits guarantee at most
   one per cycle), registered.
 - `Array`: C columns side by side with the input skew (row i's lane passes ``i + 1`` registers,
-  column j's ``j + 1``, so PE(i, j) sees the slot issued at cycle c at cycle ``c + 1 + i + j``) and the
+  column j's ``j + 1``, each lane packed as one shift register, docs/decisions.md D90; so PE(i, j) sees the slot
+  issued at cycle c at cycle ``c + 1 + i + j``) and the
   de-skew (column j's ports pass ``C - 1 - j`` more registers, so a whole result row appears at
   once: row i of a tile whose last slot issued at cycle L leaves at ``L + i + C + 2``).
 
@@ -227,8 +228,9 @@ class Array(wiring.Component):
             m.d.comb += lanes[i * lb:(i + 1) * lb].eq(self._delay(m, packed, i + 1, f"row{i}_skew"))
 
         x = lanes
+        col_widths = [shapes["i_" + f].width for f in COL_FIELDS]
         for j in range(C):
-            col_in = {}
+            heads = []
             for f in COL_FIELDS:
                 if f in ("w_a", "w_b"):
                     src = getattr(self, f)[j * W_BITS:(j + 1) * W_BITS]
@@ -236,7 +238,11 @@ class Array(wiring.Component):
                     src = getattr(self, f)
                 head = Signal(shapes["i_" + f], name=f"col{j}_{f}")
                 m.d.comb += head.eq(src)
-                col_in["c_" + f] = self._delay(m, head, j + 1, f"col{j}_{f}_skew")
+                heads.append(head)
+            # Column j's lane skewed by j + 1 registers as one packed chain (the same flip-flops as one chain per
+            # field; docs/decisions.md D90: one chain a column instead of one a field in the compiled engine).
+            lane = self._delay(m, _pack(m, heads, col_widths, f"col{j}_lane"), j + 1, f"col{j}_skew")
+            col_in = {"c" + k[1:]: v for k, v in unpack_lane(m, lane, 0, COL_FIELDS, shapes, f"col{j}").items()}
             x_out = Signal(unsigned(R * lb), name=f"col{j}_x_out")
             ov = Signal(unsigned(d), name=f"col{j}_out_valid")
             od = Signal(unsigned(d * ab), name=f"col{j}_out_data")

@@ -55,7 +55,7 @@ demo: setup
 	$(KALEIDO) report reports/demo-baselines.json --out reports/demo
 	@echo
 	@echo "Demo outputs:"
-	@echo "  trace          traces/demo.npz            (kaleido inspect traces/demo.npz)"
+	@echo "  trace          traces/demo.npz            (.venv/bin/kaleido inspect traces/demo.npz)"
 	@echo "  results        reports/demo-results.json, reports/demo-baselines.json (+ dense, A100, AdapTiV/EXION/Cambricon-D-like)"
 	@echo "  report         reports/demo/summary.md, per_op.csv, baselines.csv, baselines_per_op.csv, energy_breakdown.csv, area.csv"
 	@echo "  figures        reports/demo/{cycles_per_op,energy_utilization,baselines,energy_breakdown,area_breakdown,"

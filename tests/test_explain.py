@@ -69,3 +69,11 @@ def test_energy_rows_sorted_by_saving_and_split_at_the_array():
     # Kaleido - dense: array_macs -3, dram 0, sram_diff +3; vector_unit spends nothing in either design
     assert energy_rows(res) == [("array_macs", "array", 1.0, 4.0), ("dram", "around", 5.0, 5.0),
                                 ("sram_diff", "array", 3.0, 0.0)]
+
+
+def test_dram_over_grouped_by_op_name():
+    """The summary's "DRAM bytes above dense's" line: one entry per op name, several ops as a count and a range."""
+    from sim.report.explain import _dram_over_text
+
+    over = [("ffn2", 0, 0, 5.96), ("ffn2", 1, 0, 5.96), ("qkv", 0, 0, 1.5), ("pv", 0, 0, 1.2), ("pv", 0, 1, 1.4)]
+    assert _dram_over_text(over, "x") == "ffn2 (2 ops) 5.96x, qkv (block 0, step 0) 1.50x, pv (2 ops) 1.20-1.40x"

@@ -172,8 +172,27 @@ def energy_ledger_lines(res: dict, ascii_only: bool = False, components: bool = 
         share = (dense_e - res["energy_pj"]) / (dense_e - ideal_e) if dense_e > ideal_e else 0.0
         lines.append(f"energy {res['energy_pj'] / dense_e:.3f}{times} dense; an ideal design on these decisions (the "
                      f"shared units at dense's energy, {floor / dense_e:.3f}{times}, everything else doing only the useful "
-                     f"MACs' share) {ideal_e / dense_e:.3f}{times}: this design has {share:.2f} of the saving reuse allows")
+                     f"MACs' share) {ideal_e / dense_e:.3f}{times}: " + (
+                         f"this design has {share:.2f} of the saving reuse allows" if share >= 0 else
+                         "this design spends more than dense, so it reaches none of that saving"))
     if led["dram_over"]:
-        lines.append("DRAM bytes above dense's: " + ", ".join(f"{n} (block {b}, step {s_}) {x:.2f}{times}"
-                                                             for n, b, s_, x in led["dram_over"]))
+        lines.append("DRAM bytes above dense's: " + _dram_over_text(led["dram_over"], times))
     return lines
+
+
+def _dram_over_text(over: list, times: str) -> str:
+    """The ops whose DRAM bytes exceed dense's, one entry per op name (``over``: ``(name, block, step, ratio)``
+    tuples): a single op with its block and step, several as a count and the range of their ratios."""
+    by_name: dict[str, list] = {}
+    for n, b, s_, x in over:
+        by_name.setdefault(n, []).append((b, s_, x))
+    parts = []
+    for n, rows in by_name.items():
+        if len(rows) == 1:
+            b, s_, x = rows[0]
+            parts.append(f"{n} (block {b}, step {s_}) {x:.2f}{times}")
+        else:
+            lo, hi = min(r[2] for r in rows), max(r[2] for r in rows)
+            rng = f"{lo:.2f}{times}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}{times}"
+            parts.append(f"{n} ({len(rows)} ops) {rng}")
+    return ", ".join(parts)

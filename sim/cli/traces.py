@@ -71,7 +71,7 @@ def capture(
 ) -> None:
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
-    Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full)."""
+    Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full; wan2.1-t2v-1.3b also small, the size of the trained checkpoint the demo passes with `--weights`)."""
     check_out(out)
     check_model(model)
     from algo.capture import capture_to_file, write_shape_trace

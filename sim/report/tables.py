@@ -224,10 +224,14 @@ def _a100_normalised_markdown(data: dict) -> list[str]:
     rows = a100_normalised_rows(data)
     if not rows:
         return []
+    cfg = data["config"]
+    tops = rows[0]["peak_tops"]
     out = ["Speedup over the A100 roofline normalised three ways (`sim.baselines.a100.normalised`: raw = A100 time "
            "/ design time; per mm² = raw × 826 mm² / the design's die (area model, its own node; the A100 is 7 nm); "
-           "per peak TOPS = raw × 624 / the array's peak int8 TOPS). Only per peak TOPS can reach a figure like the "
-           "paper's 6.6×: a 128×128 array at 1 GHz has 1/19 of the A100's int8 peak.", "",
+           "per peak TOPS = raw × 624 / the array's peak int8 TOPS). This "
+           f"{cfg['array_rows']}×{cfg['array_cols']} array at {cfg['clock_mhz']:g} MHz has {tops:.2f} peak int8 TOPS, "
+           f"1/{624 / tops:,.0f} of the A100's 624, so only per peak TOPS can reach a figure like the paper's 6.6×.",
+           "",
            "| design | time (us) | die (mm²) | peak TOPS | raw | per mm² | per peak TOPS |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         out.append(f"| {r['design']} | {r['time_us']:,.1f} | {r['die_mm2']:.1f} | {r['peak_tops']:.1f} | {r['raw']:.3f}x "

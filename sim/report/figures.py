@@ -29,6 +29,19 @@ from sim.report.tables import (  # noqa: E402
 )
 
 
+def _ratio_ticks(axis) -> None:
+    """Label a log axis of ratios as plain numbers with an x (``0.5x``, ``2x``, ``4x``) instead of matplotlib's
+    ``4×10^0``: every minor tick over at most 1.5 decades, only the 2s and 5s over more (so labels do not pile up)."""
+    def minor(v: float, _pos) -> str:
+        lo, hi = sorted(axis.get_view_interval())
+        if lo > 0 and math.log10(hi / lo) > 1.5 and round(v / 10 ** math.floor(math.log10(v))) not in (2, 5):
+            return ""
+        return f"{v:g}x"
+
+    axis.set_major_formatter(mticker.FuncFormatter(lambda v, _pos: f"{v:g}x"))
+    axis.set_minor_formatter(mticker.FuncFormatter(minor))
+
+
 def _figure(items: list[tuple[str, dict]]):
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -162,6 +175,7 @@ def _baselines_figure(items):
             ax.bar_label(bars, labels=[f"{v:.3g}x" for v in vals], fontsize=7)
             ax.axhline(1.0, color="k", lw=0.8, ls="--")
             ax.set_yscale("log")
+            _ratio_ticks(ax.yaxis)
             ax.margins(y=0.12)
             ax.set_ylabel(f"{ratio}\n(x, log; dashed: 1x)", fontsize=8)
             ax.set_title(f"{label}: {model_label(data)}\n{what} over each baseline (> 1: Kaleido better)", fontsize=9)
@@ -400,10 +414,13 @@ def _reuse_figure(items):
         x = [p["reuse"] for p in gp]
         ls = styles[gi % len(styles)]
         ax.plot(x, [p["ideal"] for p in gp], "k" + ls, label=f"ideal 1/(C + P/2): {g}")
-        ax.plot(x, [p["array"] for p in gp], "o" + ls, color="tab:blue", label=f"array (speedup): {g}")
-        ax.plot(x, [p["end_to_end"] for p in gp], "s" + ls, color="tab:red", label=f"end to end (total_speedup): {g}")
+        ax.plot(x, [p["array"] for p in gp], "o" + ls, color="tab:blue", ms=4, label=f"array (speedup): {g}")
+        # open, larger markers: where end to end equals the array the blue line stays visible inside them
+        ax.plot(x, [p["end_to_end"] for p in gp], "s" + ls, color="tab:red", ms=9, mfc="none", lw=1.0,
+                label=f"end to end (total_speedup): {g}")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_yscale("log")
+    _ratio_ticks(ax.yaxis)
     ax.set_xlabel("measured REUSE share of the X elements (R)")
     ax.set_ylabel("speedup over dense (x, log)")
     ax.set_title("Kaleido speedup against reuse, with the ideal bound", fontsize=10)

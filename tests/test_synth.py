@@ -98,6 +98,10 @@ def test_cli_synth_then_simulate(tmp_path):
     r = json.loads(res_json.read_text())
     assert r["trace"]["kind"] == "decisions" and len(r["per_op"]) == 10
     assert r["reuse_fraction"]["reuse"] > 0
+    # inspect: drawn decisions have no thresholds, so no theta is shown (not the stored placeholder 0,0)
+    res = kaleido("inspect", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "theta: none (decisions drawn by `kaleido synth`" in res.stdout and "│ 0,0 " not in res.stdout
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -233,10 +233,14 @@ def inspect(
     n_states = sum(o.attn_out is not None for o in tr.ops)
     if n_states:
         out.print(f"attention states (output and log-sum-exp per head): {n_states} pv ops")
+    synthetic = '"synthetic"' in (tr.notes or "")  # `kaleido synth`: decisions drawn, no thresholds applied
+    if synthetic:
+        out.print("theta: none (decisions drawn by `kaleido synth`, not thresholded)")
     t = Table("op", "block", "step", "batch", "M", "K", "N", "groups", "theta", "C/P/R %")
     for o in stats["ops"]:
         t.add_row(o["name"], str(o["block"]), str(o["step"]), str(o["batch"]), str(o["M"]), str(o["K"]),
-                  str(o["N"]), str(o["groups"]), "{:g},{:g}".format(*o["theta"]), pct(o["reuse_fraction"]))
+                  str(o["N"]), str(o["groups"]), "-" if synthetic else "{:g},{:g}".format(*o["theta"]),
+                  pct(o["reuse_fraction"]))
     out.print(t)
     for key, title in (("by_op_type", "op type"), ("by_group_kind", "group kind"), ("by_step", "step"),
                        ("by_block", "block")):

@@ -95,3 +95,78 @@ def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: Ac
     q = max(1, B // d)
     end = drain_reads(band, last, rows, cfg)
     return [end[t] - q * (int(rows[t]) - 1 - np.arange(int(rows[t]))) + cfg.array_cols + 2 for t in range(len(end))]
+
+
+def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s: int,  # noqa: N803
+                chunk_major: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """The band-tile queues' steps (`hw.delta_queue`, ``kaleido_dqueue``, docs/decisions.md D93): ``(step, reps,
+    steps)`` -- per emitted band-tile (issue order of distinct band-tiles) the index of the step that emits it and
+    how many descriptors it is handed out as (``k`` column blocks in D68's order, 1 in D84's), int64 ``[E]``
+    each, and the op's step count.
+
+    Steps (one a cycle when nothing waits): per column-block group (``k = min(s, n_cb - c0)`` blocks), pool of
+    R positions, chunk of ``fw`` frames, with ``chunk_major`` per column block of the group, per frame of the chunk
+    and group: a pass over the pool's positions for COMPUTE tokens, then one for PARTIAL ones (a step per
+    position; the token that fills its queue of ``brows`` emits); after the chunk's last frame one flush step
+    per group, two when the rest of its queues exceeds ``brows`` tokens (each emits; an empty flush emits
+    nothing). The queue contents follow `sim.timing.compact.band_tile_sequence`.
+
+    Args:
+        dec: int ``[F H W, G]`` decisions (COMPUTE 0, PARTIAL 1, REUSE 2); grid ``(F, H, W)``.
+    """
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    G = dec.shape[1]  # noqa: N806
+    step, reps, n = [], [], 0
+    c0 = 0
+    while c0 < n_cb:
+        k = min(s, n_cb - c0)
+        for p0 in range(0, hw, R):
+            p1 = min(p0 + R, hw)
+            for fc0 in range(0, F, fw):
+                for _rep in range(k if chunk_major else 1):
+                    qn = np.zeros((G, 2), dtype=np.int64)
+                    for f in range(fc0, min(fc0 + fw, F)):
+                        for g in range(G):
+                            for kind in (0, 1):
+                                for p in range(p0, p1):
+                                    if dec[f * hw + p, g] == kind:
+                                        qn[g, kind] += 1
+                                        if qn[g, kind] == brows:
+                                            qn[g, kind] = 0
+                                            step.append(n)
+                                            reps.append(1 if chunk_major else k)
+                                    n += 1
+                    for g in range(G):
+                        rest = int(qn[g].sum())
+                        for _ in range((rest > 0) + (rest > brows)):
+                            step.append(n)
+                            reps.append(1 if chunk_major else k)
+                            n += 1
+                        n += rest == 0
+        c0 += k
+    return np.array(step, dtype=np.int64), np.array(reps, dtype=np.int64), n
+
+
+def queue_times(step: np.ndarray, reps: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(emit, pop, done)``: the cycle (cycle 0 the cycle after ``start``) each band-tile of `queue_steps` is
+    emitted (int64 ``[E]``), the cycle each descriptor is taken (int64 ``[sum reps]``) and the cycle ``done``
+    pulses. Rule (`hw.delta_queue` docstring): step i runs one cycle after step i - 1, an emitting step no earlier
+    than the cycle the previous band-tile's last descriptor is taken; a consumer always ready takes a descriptor the
+    cycle after its emission or after the previous take, whichever is later (`accel_schedule` with ``queue``: the
+    controller's gather takes them); ``done`` the cycle after both the last step and the last take.
+    """
+    E = len(step)  # noqa: N806
+    emit = np.zeros(E, dtype=np.int64)
+    pops = np.zeros(int(np.sum(reps)), dtype=np.int64)
+    c_prev, i_prev, last_pop, j = -1, -1, -1, 0
+    for m_ in range(E):
+        c = max(c_prev + int(step[m_]) - i_prev, last_pop)
+        emit[m_] = c
+        for _ in range(int(reps[m_])):
+            last_pop = max(c + 1, last_pop + 1)
+            pops[j] = last_pop
+            j += 1
+        c_prev, i_prev = c, int(step[m_])
+    end = c_prev + steps - i_prev  # the cycle after the last step
+    return emit, pops, max(end, last_pop + 1)

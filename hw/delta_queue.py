@@ -1,0 +1,306 @@
+"""The delta organisation's band-tile queues (docs/decisions.md D93): `DeltaQueue`, Verilog module
+``kaleido_dqueue``, forms one op's band-tiles from the per-token decision codes and hands out their descriptor words
+(`hw.delta_accel.DeltaAccel.fields`) in the model's delta issue order, one a cycle at most, to ``kaleido_daccel``
+(which takes them instead of its host-written descriptor buffer when built with ``queues=True``).
+
+What the host gives it: the **decision buffer** ``dec``, one word per token (raster order ``f H W + h W + w``) of G
+2-bit codes (group g at bits ``[2 g, 2 g + 2)``; `algo.reuse.golden`'s COMPUTE 0, PARTIAL 1, REUSE 2), a single-port
+`hw.sram` macro (split by depth past `hw.sram.MACRO_MAX_BITS`) written through ``wr_*`` while idle; and the op's
+sizes on ports stable from ``start`` to ``done``: ``c_frames`` F, ``c_hw`` H W, ``c_fw`` frames per chunk
+(`sim.timing.compact.chunk_frames`), ``c_groups`` G, ``c_ncb`` column blocks, ``c_s`` column blocks per group
+(`sim.timing.delta.plan`), ``c_cm`` the issue order (0: D68's, 1: D84's chunk-major), ``c_layout`` per group its
+``(width, xoff, xwords, woff)`` (`hw.delta_accel_host.group_layout`), group g's fields at `layout_bits` g.
+
+The queues are `sim.timing.compact.band_tile_sequence`'s (module docstring of `sim.timing.compact`, "Queues"):
+pools of R positions, frames inside a pool, per group a COMPUTE and a PARTIAL queue of ``R / B`` token registers
+each. Its schedule, one **step** a cycle (a step that emits waits while the output register is full):
+
+- per column-block group (first block ``c0``, ``k = min(s, ncb - c0)`` blocks), pool, chunk of frames, and with
+  ``c_cm`` per column block of the group (the chunk rerun: its queues start and end empty), per frame of the chunk:
+  for each group g, one **scan** pass over the pool's positions for COMPUTE tokens of g, then one for PARTIAL
+  ones (a step per position: its code is read from the decision buffer the cycle before; a token of that kind
+  joins the queue, and the one that fills it emits a full band-tile of the queue's tokens);
+- after the chunk's last frame, per group one **flush** step (two when the rest makes two band-tiles): the rest
+  of the COMPUTE queue (c tokens) and the PARTIAL queue (p) as one band-tile of ``c + p`` rows, or when
+  ``c + p > R / B`` a full one (the c COMPUTE tokens, then PARTIAL ones) and one of the remaining PARTIAL tokens.
+
+The order is the model's: a pass emits its band-tiles in the order the model's ``while`` issues them, groups in
+order, COMPUTE before PARTIAL. An emitted band-tile sits in the output register (``out_valid``, ``out_desc``)
+until taken (``out_ready``): with ``c_cm`` = 0 it is handed out k times, column blocks ``c0 .. c0 + k - 1``
+(D68: each band-tile once per column block of the group), else once (column block ``c0 + rep``). Its fields:
+rows, COMPUTE rows (the COMPUTE tokens first), the group's width and word offsets, paired (no COMPUTE row and a
+group wider than one channel: the half-width slots), column block, each row's token.
+
+Timing (`sim.timing.delta_accel.queue_steps`, `queue_times`): cycle 0 the cycle after ``start`` (which reads the
+first step's code) runs step 0; each step one cycle; a step that emits runs no earlier than the cycle the
+previous band-tile's last copy is taken (the register is loaded in that cycle); an emitted band-tile is
+``out_valid`` from the next cycle. ``done`` pulses once every step has run and the register is empty.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw.sram import macro, split_banks
+
+if TYPE_CHECKING:
+    from hw.delta_accel import DeltaAccel
+
+#: Verilog module name of `DeltaQueue` (hw/rtl.py).
+DQUEUE_MODULE_NAME = "kaleido_dqueue"
+#: Bits of one decision code (COMPUTE 0, PARTIAL 1, REUSE 2; `algo.reuse.golden`).
+CODE_BITS = 2
+
+
+def _bits(n: int) -> int:
+    return max(1, (n - 1).bit_length())
+
+
+def layout_fields(acc: DeltaAccel) -> list[tuple[str, int]]:
+    """One group's ``c_layout`` fields, least significant first: ``(name, bits)`` (the descriptor's)."""
+    return [(n, b) for n, b in acc.fields if n in ("width", "xoff", "xwords", "woff")]
+
+
+def layout_bits(acc: DeltaAccel) -> int:
+    """Bits of one group's ``c_layout`` entry."""
+    return sum(b for _, b in layout_fields(acc))
+
+
+class DeltaQueue(wiring.Component):
+    """The band-tile queues (module docstring).
+
+    Args:
+        acc: the `hw.delta_accel.DeltaAccel` it feeds (its config, capacity and descriptor fields; read for its
+            sizes only). pe: ``"inline"`` (Amaranth simulation) or ``"instance"`` (macros by name, `hw.rtl`).
+    """
+
+    def __init__(self, acc: DeltaAccel, pe: str = "inline"):
+        cfg = acc.cfg
+        self.acc, self.cfg, self.pe_kind = acc, cfg, pe
+        self.G = cfg.partial_regs
+        self.brows, self.tb = acc.brows, acc.tb
+        depth = 1 << _bits(acc.max_tokens)
+        #: The decision buffer: (kind, depth, width) of one copy (split by depth, `hw.sram.split_banks`).
+        self.geometry = {"dec": ("1rw", depth, CODE_BITS * self.G)}
+        self.abits = _bits(depth)
+        tk = range(acc.max_tokens + 1)
+        super().__init__({
+            "wr_valid": In(1), "wr_addr": In(unsigned(self.abits)), "wr_data": In(unsigned(CODE_BITS * self.G)),
+            "c_frames": In(tk), "c_hw": In(tk), "c_fw": In(tk), "c_groups": In(range(self.G + 1)),
+            "c_ncb": In(range(acc.max_nb + 1)), "c_s": In(range(acc.max_nb + 1)), "c_cm": In(1),
+            "c_layout": In(unsigned(self.G * layout_bits(acc))),
+            "start": In(1), "busy": Out(1), "done": Out(1),
+            "out_valid": Out(1), "out_ready": In(1), "out_desc": Out(unsigned(acc.desc_bits)),
+        })
+
+    def macros(self) -> list[tuple[str, int, int, None]]:
+        """The distinct macros ``(kind, depth, width, lane)`` of the decision buffer."""
+        kind, depth, width = self.geometry["dec"]
+        return [(kind, split_banks(depth, width)[0], width, None)]
+
+    def elaborate(self, platform):  # noqa: C901
+        m = Module()
+        acc, G, brows, tb = self.acc, self.G, self.brows, self.tb  # noqa: N806
+        R = self.cfg.array_rows  # noqa: N806
+        lbr = (brows - 1).bit_length()
+        tk = range(acc.max_tokens + 1)
+        nb = range(acc.max_nb + 1)
+
+        running = Signal(name="running")
+        begin = Signal(name="begin")
+        m.d.comb += [begin.eq(self.start & ~running), self.busy.eq(running)]
+
+        # ---- the step pointer (current) and its successor (n_*) ----
+        names = {"c0": nb, "rep": nb, "p0": tk, "fc0": tk, "f": tk, "g": range(G + 1), "kind": 1, "p": tk,
+                 "flush": 1, "second": 1, "fin": 1}
+        cur = {n: Signal(r if not isinstance(r, int) else unsigned(r), name=f"q_{n}") for n, r in names.items()}
+        nxt = {n: Signal.like(s, name=f"q_n_{n}") for n, s in cur.items()}
+        k = Signal(nb, name="q_k")  # column blocks of this group
+        m.d.comb += k.eq(Mux(cur["c0"] + self.c_s > self.c_ncb, self.c_ncb - cur["c0"], self.c_s))
+        p1 = Signal(tk, name="q_p1")
+        m.d.comb += p1.eq(Mux(cur["p0"] + R > self.c_hw, self.c_hw, cur["p0"] + R))
+        fc1 = Signal(tk, name="q_fc1")
+        m.d.comb += fc1.eq(Mux(cur["fc0"] + self.c_fw > self.c_frames, self.c_frames, cur["fc0"] + self.c_fw))
+
+        # ---- decision buffer ----
+        kind_, depth, width = self.geometry["dec"]
+        bank, n = split_banks(depth, width)
+        lb = (bank - 1).bit_length()
+        raddr = Signal(unsigned(self.abits), name="q_raddr")
+        addr = Mux(running | begin, raddr, self.wr_addr)
+        sel = addr[lb:] if n > 1 else Const(0, 1)
+        sel_q = Signal.like(sel, name="q_dec_sel")
+        m.d.sync += sel_q.eq(sel)
+        code_word = Const(0, unsigned(width))
+        for i in range(n):
+            ports, elab = macro(kind_, bank, width, None, instance=self.pe_kind == "instance")
+            m.submodules[f"dec_m{i}"] = elab
+            on = sel == i
+            m.d.comb += [ports.addr.eq(addr[:lb] if lb else 0), ports.re.eq((running | begin) & on),
+                         ports.we.eq(self.wr_valid & ~running & on), ports.wmask.eq(1), ports.wdata.eq(self.wr_data)]
+            code_word = Mux(sel_q == i, ports.rdata, code_word) if n > 1 else ports.rdata
+        code = Signal(CODE_BITS, name="q_code")
+        m.d.comb += code.eq(code_word.word_select(cur["g"][:_bits(G)] if G > 1 else 0, CODE_BITS))
+
+        # ---- queues: per group and kind, R / B token registers and a count ----
+        qt = [[Array(Signal(unsigned(tb), name=f"q{g}_{'cp'[kd]}{i}") for i in range(brows)) for kd in (0, 1)]
+              for g in range(G)]
+        qn = [[Signal(range(brows + 1), name=f"q{g}_{'cp'[kd]}_n") for kd in (0, 1)] for g in range(G)]
+        lay = Array(self.c_layout[i * layout_bits(acc):(i + 1) * layout_bits(acc)] for i in range(G))
+        gsel = cur["g"][:_bits(G)] if G > 1 else Const(0, 1)
+        qc_n = Array(qn[g][0] for g in range(G))[gsel]
+        qp_n = Array(qn[g][1] for g in range(G))[gsel]
+        qc_t = [Array(qt[g][0][i] for g in range(G))[gsel] for i in range(brows)]
+        qp_t = [Array(qt[g][1][i] for g in range(G))[gsel] for i in range(brows)]
+        token = Signal(unsigned(tb), name="q_token")
+        m.d.comb += token.eq(cur["f"] * self.c_hw + cur["p"])
+
+        # ---- output register ----
+        o_valid = Signal(name="q_out_valid")
+        o_cb, o_cb_last = Signal(nb, name="q_out_cb"), Signal(nb, name="q_out_cb_last")
+        o_rest = Signal(unsigned(acc.desc_bits), name="q_out_desc")  # every field but cb (zero there)
+        pop = Signal(name="q_pop")
+        free = Signal(name="q_free")
+        m.d.comb += [pop.eq(o_valid & self.out_ready), free.eq(~o_valid | (pop & (o_cb == o_cb_last))),
+                     self.out_valid.eq(o_valid)]
+        pos, cb_pos = 0, 0
+        for name, bits in acc.fields:
+            if name == "cb":
+                cb_pos = pos
+                cb_bits = bits
+            pos += bits
+        m.d.comb += self.out_desc.eq(o_rest | (o_cb[:cb_bits] << cb_pos))
+
+        # ---- the current step: does it emit, and what ----
+        is_scan = Signal(name="q_scan")
+        m.d.comb += is_scan.eq(running & ~cur["fin"] & ~cur["flush"])
+        is_flush = Signal(name="q_flush_step")
+        m.d.comb += is_flush.eq(running & ~cur["fin"] & cur["flush"])
+        match = Signal(name="q_match")
+        m.d.comb += match.eq(is_scan & (code == cur["kind"]))
+        q_n = Mux(cur["kind"], qp_n, qc_n)
+        fills = Signal(name="q_fills")
+        m.d.comb += fills.eq(match & (q_n == brows - 1))
+        c_n, p_n = qc_n, qp_n
+        big = Signal(name="q_two")  # the flush makes two band-tiles
+        m.d.comb += big.eq(c_n + p_n > brows)
+        f_emit = Signal(name="q_flush_emit")
+        m.d.comb += f_emit.eq(is_flush & (cur["second"] | (c_n + p_n != 0)))
+        emit = Signal(name="q_emit")
+        m.d.comb += emit.eq(fills | f_emit)
+        stall = Signal(name="q_stall")
+        m.d.comb += stall.eq(emit & ~free)
+        adv = Signal(name="q_advance")
+        m.d.comb += adv.eq(running & ~cur["fin"] & ~stall)
+
+        # the emitted band-tile's rows and tokens
+        rot = [Signal(unsigned(tb), name=f"q_rot{i}") for i in range(brows)]  # PARTIAL queue rotated by c
+        for i in range(brows):
+            m.d.comb += rot[i].eq(Array(qp_t)[(i - c_n)[:lbr] if lbr else 0])
+        e_rows = Signal(range(brows + 1), name="q_e_rows")
+        e_comp = Signal(range(brows + 1), name="q_e_comp")
+        e_tok = [Signal(unsigned(tb), name=f"q_e_tok{i}") for i in range(brows)]
+        with m.If(cur["flush"]):
+            with m.If(cur["second"]):
+                m.d.comb += [e_rows.eq(c_n + p_n - brows), e_comp.eq(0)]
+                m.d.comb += [e_tok[i].eq(Mux(i < c_n + p_n - brows, rot[i], 0)) for i in range(brows)]
+            with m.Else():
+                m.d.comb += [e_rows.eq(Mux(big, brows, c_n + p_n)), e_comp.eq(c_n)]
+                m.d.comb += [e_tok[i].eq(Mux(i < c_n, qc_t[i], Mux(i < c_n + p_n, rot[i], 0))) for i in range(brows)]
+        with m.Else():
+            m.d.comb += [e_rows.eq(brows), e_comp.eq(Mux(cur["kind"], 0, brows))]
+            for i in range(brows):
+                qi = Mux(cur["kind"], qp_t[i], qc_t[i])
+                m.d.comb += e_tok[i].eq(qi if i < brows - 1 else token)
+        lay_g = Signal(unsigned(layout_bits(acc)), name="q_layout")
+        m.d.comb += lay_g.eq(lay[gsel])
+        lf = {n: lay_g[p:p + b] for (n, b), p in zip(layout_fields(acc),
+                                                        _offsets(layout_fields(acc)), strict=True)}
+        vals = {"nrows": e_rows, "ncomp": e_comp, "width": lf["width"], "paired": (e_comp == 0) & (lf["width"] > 1),
+                "cb": Const(0, 1), "xoff": lf["xoff"], "xwords": lf["xwords"], "woff": lf["woff"], "tokens": Cat(*e_tok)}
+        parts = []
+        for name, bits in acc.fields:
+            v = Signal(unsigned(bits), name=f"q_e_{name}")
+            m.d.comb += v.eq(vals[name])
+            parts.append(v)
+        word = Cat(*parts)
+        reps_cm = Signal(name="q_cm")
+        m.d.comb += reps_cm.eq(self.c_cm)
+        with m.If(pop):
+            with m.If(o_cb == o_cb_last):
+                m.d.sync += o_valid.eq(0)
+            with m.Else():
+                m.d.sync += o_cb.eq(o_cb + 1)
+        with m.If(adv & emit):
+            m.d.sync += [o_valid.eq(1), o_rest.eq(word), o_cb.eq(Mux(reps_cm, cur["c0"] + cur["rep"], cur["c0"])),
+                         o_cb_last.eq(Mux(reps_cm, cur["c0"] + cur["rep"], cur["c0"] + k - 1))]
+
+        # queue updates
+        for g in range(G):
+            on_g = gsel == g
+            for kd in (0, 1):
+                hit = adv & match & on_g & (cur["kind"] == kd)
+                with m.If(hit):
+                    with m.If(fills):
+                        m.d.sync += qn[g][kd].eq(0)
+                    with m.Else():
+                        m.d.sync += [qt[g][kd][qn[g][kd]].eq(token), qn[g][kd].eq(qn[g][kd] + 1)]
+            with m.If(adv & is_flush & on_g & (cur["second"] | ~big)):
+                m.d.sync += [qn[g][0].eq(0), qn[g][1].eq(0)]
+
+        # ---- successor of the current step ----
+        m.d.comb += [nxt[n].eq(cur[n]) for n in cur]
+        last_g = cur["g"] + 1 >= self.c_groups
+        with m.If(adv):
+            with m.If(~cur["flush"]):
+                with m.If(cur["p"] + 1 < p1):
+                    m.d.comb += nxt["p"].eq(cur["p"] + 1)
+                with m.Elif(~cur["kind"]):
+                    m.d.comb += [nxt["kind"].eq(1), nxt["p"].eq(cur["p0"])]
+                with m.Elif(~last_g):
+                    m.d.comb += [nxt["g"].eq(cur["g"] + 1), nxt["kind"].eq(0), nxt["p"].eq(cur["p0"])]
+                with m.Elif(cur["f"] + 1 < fc1):
+                    m.d.comb += [nxt["f"].eq(cur["f"] + 1), nxt["g"].eq(0), nxt["kind"].eq(0), nxt["p"].eq(cur["p0"])]
+                with m.Else():
+                    m.d.comb += [nxt["flush"].eq(1), nxt["g"].eq(0), nxt["second"].eq(0)]
+            with m.Elif(~cur["second"] & big):
+                m.d.comb += nxt["second"].eq(1)
+            with m.Elif(~last_g):
+                m.d.comb += [nxt["g"].eq(cur["g"] + 1), nxt["second"].eq(0)]
+            with m.Else():  # the chunk's end
+                m.d.comb += [nxt["flush"].eq(0), nxt["second"].eq(0), nxt["g"].eq(0), nxt["kind"].eq(0)]
+                with m.If(self.c_cm & (cur["rep"] + 1 < k)):
+                    m.d.comb += [nxt["rep"].eq(cur["rep"] + 1), nxt["f"].eq(cur["fc0"]), nxt["p"].eq(cur["p0"])]
+                with m.Elif(fc1 < self.c_frames):
+                    m.d.comb += [nxt["rep"].eq(0), nxt["fc0"].eq(fc1), nxt["f"].eq(fc1), nxt["p"].eq(cur["p0"])]
+                with m.Elif(p1 < self.c_hw):
+                    m.d.comb += [nxt["rep"].eq(0), nxt["fc0"].eq(0), nxt["f"].eq(0), nxt["p0"].eq(p1),
+                                 nxt["p"].eq(p1)]
+                with m.Elif(cur["c0"] + k < self.c_ncb):
+                    m.d.comb += [nxt["rep"].eq(0), nxt["fc0"].eq(0), nxt["f"].eq(0), nxt["p0"].eq(0),
+                                 nxt["p"].eq(0), nxt["c0"].eq(cur["c0"] + k)]
+                with m.Else():
+                    m.d.comb += nxt["fin"].eq(1)
+        m.d.comb += raddr.eq(Mux(begin, 0, nxt["f"] * self.c_hw + nxt["p"]))
+        m.d.sync += [cur[n].eq(nxt[n]) for n in cur]
+
+        # ---- run state ----
+        m.d.comb += self.done.eq(running & cur["fin"] & ~o_valid)
+        with m.If(self.done):
+            m.d.sync += running.eq(0)
+        with m.If(begin):
+            m.d.sync += [running.eq(1), o_valid.eq(0)] + [cur[n].eq(0) for n in cur]
+            m.d.sync += [qn[g][kd].eq(0) for g in range(G) for kd in (0, 1)]
+        return m
+
+
+def _offsets(fields):
+    out, pos = [], 0
+    for _, b in fields:
+        out.append(pos)
+        pos += b
+    return out

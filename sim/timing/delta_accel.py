@@ -42,13 +42,18 @@ def gather_words(widths: np.ndarray, lanes: int) -> np.ndarray:
 
 
 def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, rounds: np.ndarray, cfg: AcceleratorConfig,
-                   entries: int, lanes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   entries: int, lanes: int, queue: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                                   np.ndarray]:
     """Per band-tile in issue order: ``(band, first, last, gather)`` int64 ``[T]`` (module docstring; cycle 0 the
     cycle after ``start``).
 
     Args:
         s_seq: slots per band-tile; rows: its valid rows; widths: its group's channels; rounds: its gather rounds
             (`gather_rounds`); entries: S; lanes: P.
+        queue: the controller built with its queues (``queues=True``, docs/decisions.md D93): `queue_steps`'
+            ``(step, reps, steps)``. Band-tile n's gather then also waits for its descriptor: ``g_n >= e_m + 1``,
+            ``e_m`` the cycle its band-tile m is emitted, `queue_times`' rule with the gather taking each
+            descriptor at ``g_n`` (an emitting step no earlier than the previous band-tile's last ``g``).
     """
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
     q, ports_b = max(1, B // d), max(1, d // B)
@@ -62,8 +67,15 @@ def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, roun
     free = [[-(1 << 40)] * ports_b for _ in range(B)]
     count = [0] * B
     g_end = -1  # the last X-word cycle of the previous gather
+    emits = _emit_of(queue, T)
+    c_prev = i_prev = -1
     for t in range(T):
         g = max(g_end + 1, int(last[t - entries]) + 1 if t >= entries else 0)
+        if emits is not None:
+            if emits[t] >= 0:  # the first descriptor of a band-tile: its emission
+                e = max(c_prev + emits[t] - i_prev, int(gather[t - 1]) if t else -1)
+                c_prev, i_prev = e, emits[t]
+            g = max(g, c_prev + 1)
         g_end = g + int(u[t] * xw[t])
         ready = g_end + 3
         b = min(range(B), key=lambda j: (prev[j], j))
@@ -77,14 +89,44 @@ def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, roun
     return band, first, last, gather
 
 
+def _emit_of(queue, T):  # noqa: N803
+    """Per descriptor the step index of its band-tile's emission when it is the band-tile's first descriptor, else
+    -1 (`accel_schedule`); None without ``queue``."""
+    if queue is None:
+        return None
+    step, reps, _ = queue
+    if int(np.sum(reps)) != T:
+        raise ValueError(f"the queues hand out {int(np.sum(reps))} descriptors, the schedule has {T} band-tiles")
+    out = np.full(T, -1, dtype=np.int64)
+    out[np.r_[0, np.cumsum(reps)[:-1]].astype(np.int64)] = step
+    return out
+
+
+def queue_done(gather: np.ndarray, queue: tuple) -> int:
+    """The cycle the queues' ``done`` pulses inside the controller (cycle 0 the cycle after ``start``): after the
+    last step (`queue_times`' rule with each descriptor taken at its ``gather`` cycle) and the last take."""
+    step, reps, steps = queue
+    if not len(step):
+        return steps
+    emits = _emit_of(queue, len(gather))
+    c_prev = i_prev = -1
+    for t in range(len(gather)):
+        if emits[t] >= 0:
+            c_prev = max(c_prev + emits[t] - i_prev, int(gather[t - 1]) if t else -1)
+            i_prev = emits[t]
+    return max(c_prev + steps - i_prev, int(gather[-1]) + 1)
+
+
 def accel_cycles(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, rounds: np.ndarray, cfg: AcceleratorConfig,
-                 entries: int, lanes: int) -> int:
+                 entries: int, lanes: int, queue: tuple | None = None) -> int:
     """Cycles of one op from the ``start`` cycle to the ``done`` pulse (module docstring): ``max read + C + 3``;
-    1 without band-tiles (``done`` the cycle after ``start``)."""
+    1 without band-tiles (``done`` the cycle after ``start``). With ``queue`` (`accel_schedule`): also no earlier
+    than 2 cycles after the queues' `queue_done` (its flag is registered; ``done`` comes the cycle after)."""
     if len(s_seq) == 0:
-        return 1
-    band, _first, last, _g = accel_schedule(s_seq, rows, widths, rounds, cfg, entries, lanes)
-    return int(drain_reads(band, last, rows, cfg).max()) + cfg.array_cols + 3
+        return 1 if queue is None else queue[2] + 2
+    band, _first, last, g = accel_schedule(s_seq, rows, widths, rounds, cfg, entries, lanes, queue)
+    out = int(drain_reads(band, last, rows, cfg).max()) + cfg.array_cols + 3
+    return out if queue is None else max(out, queue_done(g, queue) + 2)
 
 
 def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: AcceleratorConfig) -> list[np.ndarray]:

@@ -175,9 +175,11 @@ class DeltaAccel(wiring.Component):
             del self.geometry["desc"]
             # elaborated inside this one (inline) or emitted on its own (hw.rtl): this one's own check suffices
             self.queue = discard(DeltaQueue(self, pe=pe))
-            self.geometry["dec"] = (*self.queue.geometry["dec"], 1)
+            self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
         self.abits = max(_bits(dp) for _, dp, _, _ in self.geometry.values())
+        if queues:
+            self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
         rb = _bits(brows)
         cports = ({n: self.queue.signature.members[n] for n in port_names} if queues

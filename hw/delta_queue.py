@@ -45,6 +45,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.sram import macro, split_banks
 
 if TYPE_CHECKING:
@@ -78,14 +79,19 @@ class DeltaQueue(wiring.Component):
             sizes only). pe: ``"inline"`` (Amaranth simulation) or ``"instance"`` (macros by name, `hw.rtl`).
     """
 
-    def __init__(self, acc: DeltaAccel, pe: str = "inline"):
+    def __init__(self, acc: DeltaAccel, pe: str = "inline", lanes: int | None = None):
         cfg = acc.cfg
         self.acc, self.cfg, self.pe_kind = acc, cfg, pe
         self.G = cfg.partial_regs
         self.brows, self.tb = acc.brows, acc.tb
+        self.V = lanes or acc.brows
+        if self.V > acc.brows or self.V & (self.V - 1):
+            discard(self)
+            raise ValueError(f"queue lanes = {self.V}: a power of two up to R / B = {acc.brows} (one band-tile a step)")
         depth = 1 << _bits(acc.max_tokens)
-        #: The decision buffer: (kind, depth, width) of one copy (split by depth, `hw.sram.split_banks`).
-        self.geometry = {"dec": ("1rw", depth, CODE_BITS * self.G)}
+        #: The decision buffer: (kind, depth, width, banks): V banks (token mod V), each split by depth
+        #: (`hw.sram.split_banks`).
+        self.geometry = {"dec": ("1rw", max(1, depth // self.V), CODE_BITS * self.G, self.V)}
         self.abits = _bits(depth)
         tk = range(acc.max_tokens + 1)
         super().__init__({
@@ -99,7 +105,7 @@ class DeltaQueue(wiring.Component):
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct macros ``(kind, depth, width, lane)`` of the decision buffer."""
-        kind, depth, width = self.geometry["dec"]
+        kind, depth, width, _ = self.geometry["dec"]
         return [(kind, split_banks(depth, width)[0], width, None)]
 
     def elaborate(self, platform):  # noqa: C901
@@ -127,37 +133,52 @@ class DeltaQueue(wiring.Component):
         m.d.comb += fc1.eq(Mux(cur["fc0"] + self.c_fw > self.c_frames, self.c_frames, cur["fc0"] + self.c_fw))
 
         # ---- decision buffer ----
-        kind_, depth, width = self.geometry["dec"]
+        V, lv = self.V, (self.V - 1).bit_length()  # noqa: N806
+        kind_, depth, width, _ = self.geometry["dec"]
         bank, n = split_banks(depth, width)
         lb = (bank - 1).bit_length()
-        raddr = Signal(unsigned(self.abits), name="q_raddr")
-        addr = Mux(running | begin, raddr, self.wr_addr)
-        sel = addr[lb:] if n > 1 else Const(0, 1)
-        sel_q = Signal.like(sel, name="q_dec_sel")
-        m.d.sync += sel_q.eq(sel)
-        code_word = Const(0, unsigned(width))
-        for i in range(n):
-            ports, elab = macro(kind_, bank, width, None, instance=self.pe_kind == "instance")
-            m.submodules[f"dec_m{i}"] = elab
-            on = sel == i
-            m.d.comb += [ports.addr.eq(addr[:lb] if lb else 0), ports.re.eq((running | begin) & on),
-                         ports.we.eq(self.wr_valid & ~running & on), ports.wmask.eq(1), ports.wdata.eq(self.wr_data)]
-            code_word = Mux(sel_q == i, ports.rdata, code_word) if n > 1 else ports.rdata
-        code = Signal(CODE_BITS, name="q_code")
-        m.d.comb += code.eq(code_word.word_select(cur["g"][:_bits(G)] if G > 1 else 0, CODE_BITS))
+        raddr = Signal(unsigned(self.abits), name="q_raddr")  # the next step's first token
+        on_rd = running | begin
+        lo = raddr[:lv] if lv else Const(0, 1)
+        words = []
+        for v in range(V):  # bank v holds the tokens t = v mod V at t // V
+            rd = (raddr >> lv) + (Const(v) < lo) if lv else raddr
+            addr = Mux(on_rd, rd, self.wr_addr >> lv)
+            wsel = (self.wr_addr[:lv] == v) if lv else Const(1)
+            sel = addr[lb:] if n > 1 else Const(0, 1)
+            sel_q = Signal.like(sel, name=f"q_dec{v}_sel")
+            m.d.sync += sel_q.eq(sel)
+            word = Const(0, unsigned(width))
+            for i in range(n):
+                ports, elab = macro(kind_, bank, width, None, instance=self.pe_kind == "instance")
+                m.submodules[f"dec{v}_m{i}"] = elab
+                on = sel == i
+                m.d.comb += [ports.addr.eq(addr[:lb] if lb else 0), ports.re.eq(on_rd & on),
+                             ports.we.eq(self.wr_valid & ~running & wsel & on), ports.wmask.eq(1),
+                             ports.wdata.eq(self.wr_data)]
+                word = Mux(sel_q == i, ports.rdata, word) if n > 1 else ports.rdata
+            w_s = Signal(unsigned(width), name=f"q_dec{v}")
+            m.d.comb += w_s.eq(word)
+            words.append(w_s)
+        gsel = cur["g"][:_bits(G)] if G > 1 else Const(0, 1)
+        token = Signal(unsigned(tb), name="q_token")  # the step's first token
+        m.d.comb += token.eq(cur["f"] * self.c_hw + cur["p"])
+        codes = []  # lane j: token + j's code of group g (position p + j; valid while inside the pool)
+        for j in range(V):
+            wj = Array(words)[(token[:lv] + j)[:lv]] if lv else words[0]
+            c = Signal(CODE_BITS, name=f"q_code{j}")
+            m.d.comb += c.eq(wj.word_select(gsel, CODE_BITS) if G > 1 else wj[:CODE_BITS])
+            codes.append(c)
 
         # ---- queues: per group and kind, R / B token registers and a count ----
         qt = [[Array(Signal(unsigned(tb), name=f"q{g}_{'cp'[kd]}{i}") for i in range(brows)) for kd in (0, 1)]
               for g in range(G)]
         qn = [[Signal(range(brows + 1), name=f"q{g}_{'cp'[kd]}_n") for kd in (0, 1)] for g in range(G)]
         lay = Array(self.c_layout[i * layout_bits(acc):(i + 1) * layout_bits(acc)] for i in range(G))
-        gsel = cur["g"][:_bits(G)] if G > 1 else Const(0, 1)
         qc_n = Array(qn[g][0] for g in range(G))[gsel]
         qp_n = Array(qn[g][1] for g in range(G))[gsel]
         qc_t = [Array(qt[g][0][i] for g in range(G))[gsel] for i in range(brows)]
         qp_t = [Array(qt[g][1][i] for g in range(G))[gsel] for i in range(brows)]
-        token = Signal(unsigned(tb), name="q_token")
-        m.d.comb += token.eq(cur["f"] * self.c_hw + cur["p"])
 
         # ---- output register ----
         o_valid = Signal(name="q_out_valid")
@@ -180,11 +201,29 @@ class DeltaQueue(wiring.Component):
         m.d.comb += is_scan.eq(running & ~cur["fin"] & ~cur["flush"])
         is_flush = Signal(name="q_flush_step")
         m.d.comb += is_flush.eq(running & ~cur["fin"] & cur["flush"])
-        match = Signal(name="q_match")
-        m.d.comb += match.eq(is_scan & (code == cur["kind"]))
-        q_n = Mux(cur["kind"], qp_n, qc_n)
+        match = [Signal(name=f"q_match{j}") for j in range(V)]
+        m.d.comb += [match[j].eq(is_scan & (cur["p"] + j < p1) & (codes[j] == cur["kind"])) for j in range(V)]
+        q_n = Signal(range(brows + 1), name="q_count")
+        m.d.comb += q_n.eq(Mux(cur["kind"], qp_n, qc_n))
+        at = []  # lane j's place in the queue (q_n + the lanes before it that match)
+        run = q_n + 0
+        for j in range(V):
+            a = Signal(range(brows + V + 1), name=f"q_at{j}")
+            m.d.comb += a.eq(run)
+            at.append(a)
+            run = a + match[j]
+        total = Signal(range(brows + V + 1), name="q_total")
+        m.d.comb += total.eq(run)
+        lane_tok = []  # per queue place r < brows + V: the token of the lane that lands there
+        for r in range(brows + V):
+            v = Const(0, unsigned(tb))
+            for j in range(V):
+                v = Mux(match[j] & (at[j] == r), (token + j)[:tb], v)
+            t_r = Signal(unsigned(tb), name=f"q_lane{r}")
+            m.d.comb += t_r.eq(v)
+            lane_tok.append(t_r)
         fills = Signal(name="q_fills")
-        m.d.comb += fills.eq(match & (q_n == brows - 1))
+        m.d.comb += fills.eq(is_scan & (total >= brows))
         c_n, p_n = qc_n, qp_n
         big = Signal(name="q_two")  # the flush makes two band-tiles
         m.d.comb += big.eq(c_n + p_n > brows)
@@ -215,7 +254,7 @@ class DeltaQueue(wiring.Component):
             m.d.comb += [e_rows.eq(brows), e_comp.eq(Mux(cur["kind"], 0, brows))]
             for i in range(brows):
                 qi = Mux(cur["kind"], qp_t[i], qc_t[i])
-                m.d.comb += e_tok[i].eq(qi if i < brows - 1 else token)
+                m.d.comb += e_tok[i].eq(Mux(i < q_n, qi, lane_tok[i]))
         lay_g = Signal(unsigned(layout_bits(acc)), name="q_layout")
         m.d.comb += lay_g.eq(lay[gsel])
         lf = {n: lay_g[p:p + b] for (n, b), p in zip(layout_fields(acc),
@@ -243,12 +282,12 @@ class DeltaQueue(wiring.Component):
         for g in range(G):
             on_g = gsel == g
             for kd in (0, 1):
-                hit = adv & match & on_g & (cur["kind"] == kd)
-                with m.If(hit):
-                    with m.If(fills):
-                        m.d.sync += qn[g][kd].eq(0)
-                    with m.Else():
-                        m.d.sync += [qt[g][kd][qn[g][kd]].eq(token), qn[g][kd].eq(qn[g][kd] + 1)]
+                with m.If(adv & is_scan & on_g & (cur["kind"] == kd)):
+                    m.d.sync += qn[g][kd].eq(Mux(fills, total - brows, total))
+                    for i in range(brows):
+                        new = Mux(fills, lane_tok[brows + i] if brows + i < brows + V else 0,
+                                  Mux(i < q_n, qt[g][kd][i], lane_tok[i]))
+                        m.d.sync += qt[g][kd][i].eq(new)
             with m.If(adv & is_flush & on_g & (cur["second"] | ~big)):
                 m.d.sync += [qn[g][0].eq(0), qn[g][1].eq(0)]
 
@@ -257,8 +296,8 @@ class DeltaQueue(wiring.Component):
         last_g = cur["g"] + 1 >= self.c_groups
         with m.If(adv):
             with m.If(~cur["flush"]):
-                with m.If(cur["p"] + 1 < p1):
-                    m.d.comb += nxt["p"].eq(cur["p"] + 1)
+                with m.If(cur["p"] + V < p1):
+                    m.d.comb += nxt["p"].eq(cur["p"] + V)
                 with m.Elif(~cur["kind"]):
                     m.d.comb += [nxt["kind"].eq(1), nxt["p"].eq(cur["p0"])]
                 with m.Elif(~last_g):

@@ -33,14 +33,15 @@ from tests.test_rtl_daccel import check_run
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 
-def _job(cfg, case, fw, s, cm):
-    """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op."""
+def _job(cfg, case, fw, s, cm, lanes=None):
+    """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op
+    (``lanes`` positions a step, default R / B)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
     queue = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, fw, n_cb, s,
-                        cm)
+                        cm, lanes)
     return op, ports, queue
 
 
@@ -64,13 +65,13 @@ def _all_cases(seed):
     return out + [_random(rng, k) for k in range(8)]
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
-def test_dqueue_descriptors_equal_the_host_list_and_cycles(shape):
+@pytest.mark.parametrize(("shape", "lanes"), [(s, None) for s in SHAPES] + [("8x8-B2-d2", 1), ("8x8-B2-d2", 2)])
+def test_dqueue_descriptors_equal_the_host_list_and_cycles(shape, lanes):
     cfg = delta_cfg(*SHAPES[shape])
     acc = discard(DeltaAccel(cfg))
     cases = _all_cases(93)
-    jobs = [(c, *_job(cfg, c, fw, s, cm)) for c, fw, s, cm in cases]
-    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs])
+    jobs = [(c, *_job(cfg, c, fw, s, cm, lanes)) for c, fw, s, cm in cases]
+    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], lanes=lanes)
     for (case, op, _ports, queue), (descs, done) in zip(jobs, got, strict=True):
         want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
         assert [w for _, w in descs] == want
@@ -80,30 +81,39 @@ def test_dqueue_descriptors_equal_the_host_list_and_cycles(shape):
 
 
 def test_queue_steps_and_times_by_hand():
-    # R = 4 positions a pool, 2 tokens a band-tile; grid (1, 1, 3): one pool of 3 positions, one frame, one group.
-    # Codes C P C: the COMPUTE pass (steps 0-2) fills its queue at position 2 (step 2: emits tokens 0, 2); the
-    # PARTIAL pass (steps 3-5) queues token 1; the flush (step 6) emits it alone. 7 steps.
+    # R = 4 positions a pool, 2 tokens a band-tile, one position a step (lanes 1); grid (1, 1, 3): one pool of 3
+    # positions, one frame, one group. Codes C P C: the COMPUTE pass (steps 0-2) fills its queue at position 2
+    # (step 2: emits tokens 0, 2); the PARTIAL pass (steps 3-5) queues token 1; the flush (step 6) emits it
+    # alone. 7 steps.
     dec = np.array([[0], [1], [0]], dtype=np.int8)
-    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False, lanes=1)
     assert step.tolist() == [2, 6] and reps.tolist() == [1, 1] and n == 7
     emit, pops, done = queue_times(step, reps, n)
     # emitted at 2 and 6, taken the next cycle; the last step runs at 6, so done at max(7, 7 + 1) = 8
     assert emit.tolist() == [2, 6] and pops.tolist() == [3, 7] and done == 8
     # two column blocks in one group, D68's order: each band-tile handed out twice (taken at 3, 4 and 7, 8)
-    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, False)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, False, lanes=1)
     assert step.tolist() == [2, 6] and reps.tolist() == [2, 2] and n == 7
     assert queue_times(step, reps, n)[1].tolist() == [3, 4, 7, 8]
     # D84's order: the chunk runs once per column block (steps 0-6, then 7-13)
-    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, True)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, True, lanes=1)
     assert step.tolist() == [2, 6, 9, 13] and reps.tolist() == [1] * 4 and n == 14
     # the output register waits: 3 tokens C C C and one token a band-tile (R = 1 pools of one position): each
     # position its own pool; pool 0 emits at step 0 (COMPUTE pass), PARTIAL pass step 1, flush step 2 (empty)
-    step, reps, n = queue_steps(np.zeros((3, 1), np.int8), (1, 1, 3), 1, 1, 1, 1, 3, False)
+    step, reps, n = queue_steps(np.zeros((3, 1), np.int8), (1, 1, 3), 1, 1, 1, 1, 3, False, lanes=1)
     assert step.tolist() == [0, 3, 6] and n == 9
     # handed out 3 times each (k = 3 column blocks, s = 3): band-tile 0 taken at 1, 2, 3; band-tile 1's step
     # (3) may load the register the cycle the last copy is taken (3): taken at 4, 5, 6; band-tile 2 at 6: 7, 8, 9
     emit, pops, done = queue_times(step, np.array([3, 3, 3]), n)
     assert emit.tolist() == [0, 3, 6] and pops.tolist() == list(range(1, 10)) and done == 10
+    # two positions a step (lanes 2, the default R / B): C P C takes steps 0-1 (COMPUTE: {0, 1} queues token 0,
+    # {2} fills: emits at step 1), 2-3 (PARTIAL: token 1), the flush at 4
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False)
+    assert step.tolist() == [1, 4] and n == 5
+    # P C C C: the COMPUTE step {2, 3} finds the queue at 1 (token 1) and fills it with token 2, token 3 queued
+    # (step 1); PARTIAL queues token 0 (steps 2-3); the flush makes one band-tile of 3 (COMPUTE) and 0 (step 4)
+    step, reps, n = queue_steps(np.array([[1], [0], [0], [0]], np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False)
+    assert step.tolist() == [1, 4] and n == 5
 
 
 def test_host_decision_words_and_errors():

@@ -140,7 +140,7 @@ def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: Ac
 
 
 def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s: int,  # noqa: N803
-                chunk_major: bool) -> tuple[np.ndarray, np.ndarray, int]:
+                chunk_major: bool, lanes: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """The band-tile queues' steps (`hw.delta_queue`, ``kaleido_dqueue``, docs/decisions.md D93): ``(step, reps,
     steps)`` -- per emitted band-tile (issue order of distinct band-tiles) the index of the step that emits it and
     how many descriptors it is handed out as (``k`` column blocks in D68's order, 1 in D84's), int64 ``[E]``
@@ -149,7 +149,8 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     Steps (one a cycle when nothing waits): per column-block group (``k = min(s, n_cb - c0)`` blocks), pool of
     R positions, chunk of ``fw`` frames, with ``chunk_major`` per column block of the group, per frame of the chunk
     and group: a pass over the pool's positions for COMPUTE tokens, then one for PARTIAL ones (a step per
-    position; the token that fills its queue of ``brows`` emits); after the chunk's last frame one flush step
+    ``lanes`` positions, default ``brows``; the step whose tokens fill its queue of ``brows`` emits, the rest
+    staying queued: at most one band-tile a step, as ``lanes <= brows``); after the chunk's last frame one flush step
     per group, two when the rest of its queues exceeds ``brows`` tokens (each emits; an empty flush emits
     nothing). The queue contents follow `sim.timing.compact.band_tile_sequence`.
 
@@ -159,6 +160,7 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     F, H, W = grid  # noqa: N806
     hw = H * W
     G = dec.shape[1]  # noqa: N806
+    V = lanes or brows  # noqa: N806
     step, reps, n = [], [], 0
     c0 = 0
     while c0 < n_cb:
@@ -171,13 +173,12 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
                     for f in range(fc0, min(fc0 + fw, F)):
                         for g in range(G):
                             for kind in (0, 1):
-                                for p in range(p0, p1):
-                                    if dec[f * hw + p, g] == kind:
-                                        qn[g, kind] += 1
-                                        if qn[g, kind] == brows:
-                                            qn[g, kind] = 0
-                                            step.append(n)
-                                            reps.append(1 if chunk_major else k)
+                                for p in range(p0, p1, V):
+                                    qn[g, kind] += int(np.sum(dec[f * hw + p:f * hw + min(p + V, p1), g] == kind))
+                                    if qn[g, kind] >= brows:
+                                        qn[g, kind] -= brows
+                                        step.append(n)
+                                        reps.append(1 if chunk_major else k)
                                     n += 1
                     for g in range(G):
                         rest = int(qn[g].sum())

@@ -7,10 +7,10 @@ valid (``out_ready`` held high), with its cycle (cycle 0 the cycle after ``start
 from __future__ import annotations
 
 
-def run_dqueue(cfg, jobs, max_cycles=50000) -> list[tuple[list[tuple[int, int]], int]]:
-    """One `DeltaQueue` (inline macros) through ``jobs`` one after the other, each ``(dec, ports)`` (int8 ``[M, G]``
-    decisions and the `queue_ports` dict): per job ``(descs, done)``, ``descs`` the ``(cycle, word)`` of every
-    descriptor taken, ``done`` the cycle ``done`` pulsed."""
+def run_dqueue(cfg, jobs, max_cycles=50000, lanes=None) -> list[tuple[list[tuple[int, int]], int]]:
+    """One `DeltaQueue` (inline macros; ``lanes`` positions a step, default R / B) through ``jobs`` one after the
+    other, each ``(dec, ports)`` (int8 ``[M, G]`` decisions and the `queue_ports` dict): per job ``(descs, done)``,
+    ``descs`` the ``(cycle, word)`` of every descriptor taken, ``done`` the cycle ``done`` pulsed."""
     from amaranth.sim import Simulator
 
     from hw import discard
@@ -19,7 +19,7 @@ def run_dqueue(cfg, jobs, max_cycles=50000) -> list[tuple[list[tuple[int, int]],
     from hw.delta_queue import DeltaQueue
 
     acc = discard(DeltaAccel(cfg))
-    dut = DeltaQueue(acc)
+    dut = DeltaQueue(acc, lanes=lanes)
     outs = []
 
     async def bench(ctx):

@@ -15,8 +15,11 @@ What the host gives it (written through the write port while idle; `hw.delta_acc
   (`sim.engines.band_stimulus.issue_order`, the order `sim.engines.model` times), fields `DeltaAccel.fields`:
   valid rows, COMPUTE rows (rows 0 .. ncomp - 1 COMPUTE, the rest PARTIAL), group width, paired (a half-width
   all-PARTIAL band-tile: two channels a slot), column block, the group's word offsets and X words per row,
-  and the token of each row. The queues that form band-tiles (`sim.timing.compact.band_tile_sequence`) are
-  not RTL in this slice: the host writes their output.
+  and the token of each row. Built with ``queues=True`` (D93; what `hw.rtl` emits) the controller has no
+  descriptor buffer: its band-tile queues, `hw.delta_queue.DeltaQueue` (``kaleido_dqueue``), form the same words
+  from the host-written decision codes (``wr_sel`` 3, address the token) and the op's ``c_*`` ports (which then
+  replace ``c_tiles``), and the gather takes each descriptor from the queues' output register instead of the
+  buffer, in the same cycle pattern (the word registered the cycle it is taken).
 
 Ports: the write port ``wr_valid``/``wr_ready`` (one word a cycle, accepted while idle), ``wr_sel`` (0 differences,
 1 weights, 2 descriptors; `hw.delta_accel_host.SEL_X` ...), ``wr_addr`` (difference word ``token KW + word``,
@@ -52,7 +55,7 @@ Timing: `sim.timing.delta_accel` (`accel_schedule`, `accel_cycles`): `sim.timing
 schedule and drain rule with each band-tile's first slot no earlier than its gather allows; tested cycle for
 cycle (tests/test_rtl_daccel.py).
 
-Not in this slice (D91): the queues (band-tile formation), the similarity unit's differences, the combine stage
+Not in this slice (D91, D93): the similarity unit's differences, the combine stage
 (`hw.delta_combine` takes the tagged rows; its commands are still a bench's), the weight stage and D84/D85's
 column-block segments, the vector unit and fused-attention control (modelled only).
 """
@@ -114,7 +117,8 @@ class DeltaAccel(wiring.Component):
             (default `MAX_TILES`). entries: staging entries S, a power of two (default 2 B: each band its
             band-tile and the next). lanes: P (default `LANES`).
         pe: ``"inline"`` elaborates ``kaleido_dtop`` and the macros (Amaranth simulation); ``"instance"``
-            instantiates them by name (Verilog, `hw.rtl`).
+            instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
+            (module docstring) instead of the host-written descriptor buffer.
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=

@@ -4,8 +4,10 @@
 (which takes them instead of its host-written descriptor buffer when built with ``queues=True``).
 
 What the host gives it: the **decision buffer** ``dec``, one word per token (raster order ``f H W + h W + w``) of G
-2-bit codes (group g at bits ``[2 g, 2 g + 2)``; `algo.reuse.golden`'s COMPUTE 0, PARTIAL 1, REUSE 2), a single-port
-`hw.sram` macro (split by depth past `hw.sram.MACRO_MAX_BITS`) written through ``wr_*`` while idle; and the op's
+2-bit codes (group g at bits ``[2 g, 2 g + 2)``; `algo.reuse.golden`'s COMPUTE 0, PARTIAL 1, REUSE 2), written
+through ``wr_*`` while idle (address: the token); ``V = lanes`` single-port `hw.sram` macros (bank ``t mod V`` holds
+token t at ``t // V``; each split by depth past `hw.sram.MACRO_MAX_BITS`), so a step reads any V consecutive
+tokens, one word of every bank; and the op's
 sizes on ports stable from ``start`` to ``done``: ``c_frames`` F, ``c_hw`` H W, ``c_fw`` frames per chunk
 (`sim.timing.compact.chunk_frames`), ``c_groups`` G, ``c_ncb`` column blocks, ``c_s`` column blocks per group
 (`sim.timing.delta.plan`), ``c_cm`` the issue order (0: D68's, 1: D84's chunk-major), ``c_layout`` per group its
@@ -18,8 +20,9 @@ each. Its schedule, one **step** a cycle (a step that emits waits while the outp
 - per column-block group (first block ``c0``, ``k = min(s, ncb - c0)`` blocks), pool, chunk of frames, and with
   ``c_cm`` per column block of the group (the chunk rerun: its queues start and end empty), per frame of the chunk:
   for each group g, one **scan** pass over the pool's positions for COMPUTE tokens of g, then one for PARTIAL
-  ones (a step per position: its code is read from the decision buffer the cycle before; a token of that kind
-  joins the queue, and the one that fills it emits a full band-tile of the queue's tokens);
+  ones, a step per V positions (``V = lanes``, default ``R / B``; their codes are read the cycle before): the
+  step's tokens of that kind join the queue in position order, and when they fill it the step emits a full
+  band-tile of its first ``R / B`` tokens, the rest staying queued (``V <= R / B``: at most one a step);
 - after the chunk's last frame, per group one **flush** step (two when the rest makes two band-tiles): the rest
   of the COMPUTE queue (c tokens) and the PARTIAL queue (p) as one band-tile of ``c + p`` rows, or when
   ``c + p > R / B`` a full one (the c COMPUTE tokens, then PARTIAL ones) and one of the remaining PARTIAL tokens.
@@ -77,6 +80,11 @@ class DeltaQueue(wiring.Component):
     Args:
         acc: the `hw.delta_accel.DeltaAccel` it feeds (its config, capacity and descriptor fields; read for its
             sizes only). pe: ``"inline"`` (Amaranth simulation) or ``"instance"`` (macros by name, `hw.rtl`).
+        lanes: positions a scan step reads, V: a power of two up to ``R / B`` (default ``R / B``: at 128 x 128 the
+            queues then keep up with the array, docs/decisions.md D93).
+
+    Raises:
+        ValueError: lanes not a power of two or above ``R / B``.
     """
 
     def __init__(self, acc: DeltaAccel, pe: str = "inline", lanes: int | None = None):
@@ -142,7 +150,9 @@ class DeltaQueue(wiring.Component):
         lo = raddr[:lv] if lv else Const(0, 1)
         words = []
         for v in range(V):  # bank v holds the tokens t = v mod V at t // V
-            rd = (raddr >> lv) + (Const(v) < lo) if lv else raddr
+            # bank v's token is the next one at or after the first: one word on when v < first mod V (never for
+            # the last bank: a constant comparison Verilator's CMPCONST rejects)
+            rd = raddr if not lv else (raddr >> lv) + (Const(v) < lo) if v < V - 1 else raddr >> lv
             addr = Mux(on_rd, rd, self.wr_addr >> lv)
             wsel = (self.wr_addr[:lv] == v) if lv else Const(1)
             sel = addr[lb:] if n > 1 else Const(0, 1)

@@ -10,10 +10,10 @@ A preset whose ``organisation`` is ``compact`` also gets the compact organisatio
 ``organisation`` is ``delta`` the delta organisation's (D73): ``kaleido_dpe``, ``kaleido_dcolumn``,
 ``kaleido_dtop`` (the same modules on a delta config) and ``kaleido_dcombine`` (hw/delta_combine.py) with
 its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel.py, D91: banked SRAM buffers,
-gather of each band-tile's difference rows from a host-written band-tile list, issue onto ``kaleido_dtop``,
-tagged drain) with its macros. The compact organisation's controller (queues, gather) is not RTL yet; the
-queues that form band-tiles are not RTL in either. The lockstep core and ``kaleido_accel`` are emitted for
-every preset.
+gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
+its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
+codes; instantiated by name). The compact organisation's controller (queues, gather) is not RTL yet. The
+lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset does not flatten 16,384 PE copies. Output is reproducible: no source attributes (absolute

@@ -19,6 +19,11 @@ last slot issued first, ties to the lowest; back to back; a last slot waits for 
 the last row leaves, so the op takes ``max read + C + 3`` cycles counted from the ``start`` cycle (one more than
 `band_cycles`, whose cycle 0 is the array's first: here the start cycle comes first).
 
+With its band-tile queues (``queues=True``, `hw.delta_queue`, docs/decisions.md D93) band-tile n's gather also
+waits for its descriptor: ``g_n >= e + 1``, e the cycle the queues emit it (`queue_steps`: one step a cycle, an
+emitting step no earlier than the cycle the previous descriptor is taken, `queue_times`), and ``done`` no
+earlier than 2 cycles after the queues' ``done``.
+
 Plain Python over the band-tiles (the RTL benches' sizes); the cycle model of whole traces does not call it.
 """
 

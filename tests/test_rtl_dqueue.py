@@ -124,6 +124,11 @@ def test_host_decision_words_and_errors():
         dec_words(acc, np.array([[3]], np.int8))
     with pytest.raises(ValueError, match="capacity"):
         queue_ports(acc, (2, 16, 16), [(0, 3, "f")], 1, 1, 1, False)
+    from hw.delta_queue import DeltaQueue
+
+    for lanes in (3, 8):  # not a power of two; above R / B = 4
+        with pytest.raises(ValueError, match="power of two up to"):
+            DeltaQueue(acc, lanes=lanes)
 
 
 # (shape, case, issue order chunk-major); the case: an index of CASES, a QK_CASES name, or "random"

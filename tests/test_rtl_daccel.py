@@ -189,6 +189,7 @@ def test_daccel_emits_reproducibly_and_lints_clean(tmp_path):
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
     assert "kaleido_dtop " in text and "kaleido_dqueue " in text
     qtext = (tmp_path / "a" / "kaleido_dqueue.v").read_text()
+    assert str(Path.cwd()) not in qtext and str(tmp_path) not in qtext
     for name in macros:  # each macro instantiated by name (the decision buffer's in kaleido_dqueue)
         assert re.search(rf"^\s*{name} \S+\s+\(", text + qtext, re.M), name
     assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in names)

@@ -36,8 +36,9 @@ and a drained row is one ``out`` word per column (``drain_words``); bands, band 
 credits are unchanged (`sim.timing.delta` issues its band-tiles through `sim.timing.compact.band_cycles`).
 
 The queues that form band-tiles and the gather of each band-tile row's token operands from the input
-SRAM (what the ``b{b}_*`` operand ports carry) are the controller's (not built yet: D65); the combine
-unit is `hw.combine`.
+SRAM (what the ``b{b}_*`` operand ports carry) are the controller's (the compact organisation's: not built yet,
+D65; the delta organisation's: `hw.delta_accel` and its queues `hw.delta_queue`, D91, D93); the combine unit is
+`hw.combine`.
 """
 
 from __future__ import annotations

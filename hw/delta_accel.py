@@ -15,8 +15,11 @@ What the host gives it (written through the write port while idle; `hw.delta_acc
   (`sim.engines.band_stimulus.issue_order`, the order `sim.engines.model` times), fields `DeltaAccel.fields`:
   valid rows, COMPUTE rows (rows 0 .. ncomp - 1 COMPUTE, the rest PARTIAL), group width, paired (a half-width
   all-PARTIAL band-tile: two channels a slot), column block, the group's word offsets and X words per row,
-  and the token of each row. The queues that form band-tiles (`sim.timing.compact.band_tile_sequence`) are
-  not RTL in this slice: the host writes their output.
+  and the token of each row. Built with ``queues=True`` (D93; what `hw.rtl` emits) the controller has no
+  descriptor buffer: its band-tile queues, `hw.delta_queue.DeltaQueue` (``kaleido_dqueue``), form the same words
+  from the host-written decision codes (``wr_sel`` 3, address the token) and the op's ``c_*`` ports (which then
+  replace ``c_tiles``), and the gather takes each descriptor from the queues' output register instead of the
+  buffer, in the same cycle pattern (the word registered the cycle it is taken).
 
 Ports: the write port ``wr_valid``/``wr_ready`` (one word a cycle, accepted while idle), ``wr_sel`` (0 differences,
 1 weights, 2 descriptors; `hw.delta_accel_host.SEL_X` ...), ``wr_addr`` (difference word ``token KW + word``,
@@ -52,7 +55,7 @@ Timing: `sim.timing.delta_accel` (`accel_schedule`, `accel_cycles`): `sim.timing
 schedule and drain rule with each band-tile's first slot no earlier than its gather allows; tested cycle for
 cycle (tests/test_rtl_daccel.py).
 
-Not in this slice (D91): the queues (band-tile formation), the similarity unit's differences, the combine stage
+Not in this slice (D91, D93): the similarity unit's differences, the combine stage
 (`hw.delta_combine` takes the tagged rows; its commands are still a bench's), the weight stage and D84/D85's
 column-block segments, the vector unit and fused-attention control (modelled only).
 """
@@ -114,7 +117,8 @@ class DeltaAccel(wiring.Component):
             (default `MAX_TILES`). entries: staging entries S, a power of two (default 2 B: each band its
             band-tile and the next). lanes: P (default `LANES`).
         pe: ``"inline"`` elaborates ``kaleido_dtop`` and the macros (Amaranth simulation); ``"instance"``
-            instantiates them by name (Verilog, `hw.rtl`).
+            instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
+            (module docstring) instead of the host-written descriptor buffer.
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -127,7 +131,7 @@ class DeltaAccel(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
-                 lanes: int = LANES, pe: str = "inline"):
+                 lanes: int = LANES, pe: str = "inline", queues: bool = False):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -148,7 +152,7 @@ class DeltaAccel(wiring.Component):
         if err is not None:
             discard(self)
             raise ValueError(err)
-        self.cfg, self.pe_kind, self.P, self.S, self.brows = cfg, pe, P, S, brows
+        self.cfg, self.pe_kind, self.P, self.S, self.brows, self.queues = cfg, pe, P, S, brows, queues
         self.XW = _pow2ceil(-(-self.max_k // P))
         self.KW = _pow2ceil(-(-self.max_k // P) + G)
         self.KWW = _pow2ceil(-(-self.max_k // WEIGHT_LANES) + G)
@@ -168,12 +172,25 @@ class DeltaAccel(wiring.Component):
             "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
             "stage": ("1r1w", S * self.XW, X_BITS * P, R),
         }
+        port_names = ["c_tiles"]
+        if queues:  # the queues' decision buffer replaces the descriptor buffer (hw.delta_queue)
+            from hw.delta_queue import DeltaQueue
+
+            del self.geometry["desc"]
+            # elaborated inside this one (inline) or emitted on its own (hw.rtl): this one's own check suffices
+            self.queue = discard(DeltaQueue(self, pe=pe))
+            self.geometry["dec"] = self.queue.geometry["dec"]
+            port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
         self.abits = max(_bits(dp) for _, dp, _, _ in self.geometry.values())
+        if queues:
+            self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
         rb = _bits(brows)
+        cports = ({n: self.queue.signature.members[n] for n in port_names} if queues
+                  else {"c_tiles": In(range(self.max_tiles + 1))})
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(self.abits)),
-            "wr_data": In(unsigned(self.dbits)), "c_tiles": In(range(self.max_tiles + 1)),
+            "wr_data": In(unsigned(self.dbits)), **cports,
             "start": In(1), "busy": Out(1), "done": Out(1),
             "out_valid": Out(unsigned(d)), "out_tile": Out(unsigned(d * TILE_BITS)), "out_row": Out(unsigned(d * rb)),
             "out_data": Out(unsigned(d * C * cfg.acc_bits)),
@@ -226,6 +243,26 @@ class DeltaAccel(wiring.Component):
         m.submodules.top = Instance(top_module_name(cfg), **kw)
         return ports
 
+    def _queue(self, m, begin, we):
+        """``kaleido_dqueue`` (`hw.delta_queue.DeltaQueue`), started by ``begin``, its decision buffer written by
+        ``we``, its ``c_*`` ports this controller's: the ports (inline: the `DeltaQueue`)."""
+        from hw.delta_queue import DQUEUE_MODULE_NAME
+
+        sig = self.queue.signature
+        if self.pe_kind == "inline":
+            ports = self.queue
+            m.submodules.queue = self.queue
+        else:
+            ports = sig.flip().create()
+            kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+            for name, member in sig.members.items():
+                kw[("i_" if member.flow == In else "o_") + name] = getattr(ports, name)
+            m.submodules.queue = Instance(DQUEUE_MODULE_NAME, **kw)
+        m.d.comb += [ports.start.eq(begin), ports.wr_valid.eq(we), ports.wr_addr.eq(self.wr_addr),
+                     ports.wr_data.eq(self.wr_data[:len(ports.wr_data)])]
+        m.d.comb += [getattr(ports, n).eq(getattr(self, n)) for n in sig.members if n.startswith("c_")]
+        return ports
+
     def elaborate(self, platform):  # noqa: C901
         m = Module()
         cfg = self.cfg
@@ -233,7 +270,8 @@ class DeltaAccel(wiring.Component):
         P, S, XW, brows = self.P, self.S, self.XW, self.brows  # noqa: N806
         lp, ls, lxw = (P - 1).bit_length(), (S - 1).bit_length(), (XW - 1).bit_length()
         lkw, lkww = (self.KW - 1).bit_length(), (self.KWW - 1).bit_length()
-        T = self.c_tiles  # noqa: N806
+        Q = self.queues  # noqa: N806
+        T = None if Q else self.c_tiles  # noqa: N806
 
         running = Signal(name="running")
         begin = Signal(name="begin")  # the start cycle: every run register takes its start value
@@ -260,9 +298,19 @@ class DeltaAccel(wiring.Component):
         entry_of = (lambda n: n[:ls]) if ls else (lambda n: Const(0, 1))
         free = ~(held >> entry_of(gidx))[0]
         can_desc = Signal(name="gather_desc")
-        m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free)
-        dq = self._bank_1rw(m, "desc", Mux(running, gidx, self.wr_addr), can_desc, wr & (self.wr_sel == 2),
-                            self.wr_data[:self.desc_bits])
+        q_fin = Signal(name="queue_finished")  # the queues' done seen (sticky until the next start)
+        if Q:
+            q = self._queue(m, begin, wr & (self.wr_sel == 3))
+            m.d.comb += [can_desc.eq(running & ~in_rows & q.out_valid & free), q.out_ready.eq(can_desc)]
+            dq = Signal(unsigned(self.desc_bits), name="desc_q")  # the taken descriptor, as the buffer's read
+            with m.If(can_desc):
+                m.d.sync += dq.eq(q.out_desc)
+            with m.If(q.done):
+                m.d.sync += q_fin.eq(1)
+        else:
+            m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free)
+            dq = self._bank_1rw(m, "desc", Mux(running, gidx, self.wr_addr), can_desc, wr & (self.wr_sel == 2),
+                                self.wr_data[:self.desc_bits])
         f, pos = {}, 0
         for name, bits in self.fields:
             f[name] = dq[pos:pos + bits]
@@ -355,7 +403,7 @@ class DeltaAccel(wiring.Component):
             cur = {n: arr[e] for n, arr in regs.items()}
             slots = Mux(cur["paired"], (cur["width"] + 1) >> 1, cur["width"])
             valid, last, acc, done_b = (Signal(name=f"b{b}_{n}") for n in ("valid", "last", "accept", "done"))
-            m.d.comb += [valid.eq(running & (tile < T) & (tile < avail)), last.eq(slot == slots - 1),
+            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T)), last.eq(slot == slots - 1),
                          acc.eq(valid & getattr(top, f"b{b}_ready")), done_b.eq(acc & last)]
             ntile = Mux(done_b, nxt + taken, tile)
             taken = taken + done_b
@@ -405,13 +453,13 @@ class DeltaAccel(wiring.Component):
 
         # ---- run state ----
         finished = Signal(name="finished")
-        m.d.comb += finished.eq(running & (gidx >= T) & ~in_rows & (drained == rowsum))
+        m.d.comb += finished.eq(running & (q_fin if Q else gidx >= T) & ~in_rows & (drained == rowsum))
         m.d.comb += self.done.eq(finished)
         with m.If(finished):
             m.d.sync += running.eq(0)
         with m.If(begin):  # the start values (last assignment wins)
             m.d.sync += [running.eq(1), gidx.eq(0), in_rows.eq(0), held.eq(0), gdone.eq(0), avail.eq(0),
-                         rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0)]
+                         rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0), q_fin.eq(0)]
             m.d.sync += [w.eq(0) for w in w_on]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
         return m

@@ -135,3 +135,49 @@ def op_words(acc: DeltaAccel, diffs: np.ndarray, W: np.ndarray, groups, tiles) -
     out += [(SEL_W, a, w) for a, w in w_words(acc, W, groups)]
     out += [(SEL_DESC, n, descriptor_word(acc, groups, *t)) for n, t in enumerate(tiles)]
     return out
+
+
+#: The write port's select of the decision buffer (a `DeltaAccel` built with ``queues=True``).
+SEL_DEC = 3
+
+
+def dec_words(acc: DeltaAccel, dec: np.ndarray) -> list[tuple[int, int]]:
+    """``(address, word)`` of the queues' decision buffer (`hw.delta_queue`): ``dec`` int8 ``[M, G]`` codes
+    (COMPUTE 0, PARTIAL 1, REUSE 2), token t's G codes in word t (group g at bits ``[2 g, 2 g + 2)``).
+
+    Raises:
+        ValueError: M above ``max_tokens``, more groups than ``partial_regs``, or a code outside 0 .. 2.
+    """
+    M, G = dec.shape  # noqa: N806
+    if M > acc.max_tokens:
+        raise ValueError(f"M = {M} tokens: the controller holds {acc.max_tokens}")
+    if G > acc.cfg.partial_regs:
+        raise ValueError(f"{G} groups: the controller holds {acc.cfg.partial_regs} (partial_regs)")
+    if dec.size and (dec.min() < 0 or dec.max() > 2):
+        raise ValueError("a decision code outside 0 .. 2 (COMPUTE, PARTIAL, REUSE)")
+    return [(t, _pack(dec[t], 2)) for t in range(M)]
+
+
+def queue_ports(acc: DeltaAccel, grid, groups, fw: int, n_cb: int, s: int, chunk_major: bool) -> dict[str, int]:
+    """The op's values of the queues' ``c_*`` ports (`hw.delta_queue` module docstring): grid ``(F, H, W)``,
+    ``fw`` frames per chunk, ``n_cb`` column blocks, ``s`` column blocks per group, the issue order.
+
+    Raises:
+        ValueError: a size outside the ports' ranges (tokens, column blocks), or as `group_layout`.
+    """
+    from hw.delta_queue import layout_bits, layout_fields
+
+    F, H, W = grid  # noqa: N806
+    if F * H * W > acc.max_tokens or not 1 <= n_cb <= acc.max_nb or not 1 <= s or not 1 <= fw:
+        raise ValueError(f"grid {grid}, {n_cb} column blocks, s = {s}, fw = {fw}: outside the controller's capacity")
+    lay, pos = 0, 0
+    for (k0, k1, _), (xo, xw, wo) in zip(groups, group_layout(acc, groups), strict=True):
+        vals = {"width": k1 - k0, "xoff": xo, "xwords": xw, "woff": wo}
+        word, p = 0, 0
+        for name, bits in layout_fields(acc):
+            word |= vals[name] << p
+            p += bits
+        lay |= word << pos
+        pos += layout_bits(acc)
+    return {"c_frames": F, "c_hw": H * W, "c_fw": min(fw, F), "c_groups": len(groups), "c_ncb": n_cb,
+            "c_s": min(s, n_cb), "c_cm": int(chunk_major), "c_layout": lay}

@@ -10,10 +10,10 @@ A preset whose ``organisation`` is ``compact`` also gets the compact organisatio
 ``organisation`` is ``delta`` the delta organisation's (D73): ``kaleido_dpe``, ``kaleido_dcolumn``,
 ``kaleido_dtop`` (the same modules on a delta config) and ``kaleido_dcombine`` (hw/delta_combine.py) with
 its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel.py, D91: banked SRAM buffers,
-gather of each band-tile's difference rows from a host-written band-tile list, issue onto ``kaleido_dtop``,
-tagged drain) with its macros. The compact organisation's controller (queues, gather) is not RTL yet; the
-queues that form band-tiles are not RTL in either. The lockstep core and ``kaleido_accel`` are emitted for
-every preset.
+gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
+its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
+codes; instantiated by name). The compact organisation's controller (queues, gather) is not RTL yet. The
+lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset does not flatten 16,384 PE copies. Output is reproducible: no source attributes (absolute
@@ -46,6 +46,7 @@ from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
+from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import PE
@@ -125,9 +126,13 @@ _MODULES = {
     "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit per axis class (D_a accumulate, S_a = S_a[nb] + "
                  "D_a, Y = sum S_a) + D, state-buffer and state-SRAM macros", lambda cfg: DeltaCombine(cfg, instance=True)),
     # The delta organisation's op-level controller (D91): instantiates kaleido_dtop and its macros by name.
+    # With its queues (D93): it instantiates kaleido_dqueue by name, which forms the band-tiles from the decisions.
     "daccel": (DACCEL_MODULE_NAME, "Kaleido delta op-level controller: banked SRAM buffers (differences, weights, "
-               "band-tile descriptors, staging) + gather + band issue onto kaleido_dtop + tagged drain",
-               lambda cfg: DeltaAccel(cfg, pe="instance")),
+               "staging) + kaleido_dqueue + gather + band issue onto kaleido_dtop + tagged drain",
+               lambda cfg: DeltaAccel(cfg, pe="instance", queues=True)),
+    "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
+               "PARTIAL queues + flushes, descriptors in the delta issue order",
+               lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name}
 
@@ -147,8 +152,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
     if cfg.organisation == "delta":
-        roles.append("daccel")
-        macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance")).macros() if mc not in macros]
+        roles += ["daccel", "dqueue"]
+        macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
@@ -245,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{cfg.name}: {sizes}")
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
-            ctl = ("its op-level controller kaleido_daccel is a first slice (band-tile list written by the host, no "
-                   "queues, weight stage or combine control; docs/decisions.md D73, D91)" if cfg.organisation == "delta"
+            ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
+                   "kaleido_dqueue, from host-written decisions; differences host-written; no weight stage or combine "
+                   "control; docs/decisions.md D73, D91, D93)" if cfg.organisation == "delta"
                    else "its controller (queues, gather) is not RTL yet (docs/decisions.md D65)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "

@@ -62,9 +62,11 @@ def test_daccel_values_tags_and_cycles(shape, ci, entries, lanes, chunk_major):
     check_run(cfg, case, op, got, entries or 2 * cfg.compact_bands, lanes, fw)
 
 
-def check_run(cfg, case, op, got, S, lanes, fw):  # noqa: N803
-    """The checks of the module docstring on one op's `tests.rtl.daccel_bench.DaccelRun`."""
-    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes)
+def check_run(cfg, case, op, got, S, lanes, fw, queue=None):  # noqa: N803
+    """The checks of the module docstring on one op's `tests.rtl.daccel_bench.DaccelRun`; ``queue``: the controller
+    ran with its queues (`sim.timing.delta_accel.queue_steps`' triple, tests/test_rtl_dqueue.py)."""
+    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes,
+                                            queue)
     out = row_out_cycles(band, last, op.rows, cfg)
     want = {(n, i): (int(out[n][i]), t.want[i, :, 0]) for n, t in enumerate(op.tiles) for i in range(len(t.tokens))}
     assert not got.twice
@@ -72,7 +74,7 @@ def check_run(cfg, case, op, got, S, lanes, fw):  # noqa: N803
     for key, (cycle, words) in got.rows.items():
         assert np.array_equal(words, want[key][1]), key
         assert cycle == want[key][0], key
-    assert got.cycles == accel_cycles(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes)
+    assert got.cycles == accel_cycles(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes, queue)
     assert got.tile_mismatch == 0
     # Y from the tags alone: tile n's row i is token op.tiles[n].tokens[i] of its group and column block
     rows = ((int(op.tiles[n].tokens[i]), op.tiles[n].group, op.tiles[n].n0, w[:, None])
@@ -174,18 +176,22 @@ def test_daccel_emits_reproducibly_and_lints_clean(tmp_path):
     from hw.rtl import emit
     from hw.sram import macro_name
 
+    # The emitted kaleido_daccel is the one with its queues (D93): kaleido_dqueue and its decision-buffer macro.
     cfg = delta_cfg(8, 8, 2, 2)
-    macros = [macro_name(*mc) for mc in discard(DeltaAccel(cfg, pe="instance")).macros()]
-    names = ("kaleido_daccel", "kaleido_dtop", "kaleido_dcolumn", "kaleido_dpe", "kaleido_top", "kaleido_column",
-             "kaleido_pe", *macros)
+    macros = [macro_name(*mc) for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros()]
+    names = ("kaleido_daccel", "kaleido_dqueue", "kaleido_dtop", "kaleido_dcolumn", "kaleido_dpe", "kaleido_top",
+             "kaleido_column", "kaleido_pe", *macros)
     a = emit(cfg, tmp_path / "a", only=names)
-    b = emit(cfg, tmp_path / "b", only=("kaleido_daccel",))
-    assert (tmp_path / "a" / "kaleido_daccel.v").read_bytes() == b[0].read_bytes()
+    b = emit(cfg, tmp_path / "b", only=("kaleido_daccel", "kaleido_dqueue"))
+    for p in b:
+        assert (tmp_path / "a" / p.name).read_bytes() == p.read_bytes(), p.name
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    assert "kaleido_dtop " in text
-    for name in macros:  # each macro instantiated by name
-        assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
+    assert "kaleido_dtop " in text and "kaleido_dqueue " in text
+    qtext = (tmp_path / "a" / "kaleido_dqueue.v").read_text()
+    assert str(Path.cwd()) not in qtext and str(tmp_path) not in qtext
+    for name in macros:  # each macro instantiated by name (the decision buffer's in kaleido_dqueue)
+        assert re.search(rf"^\s*{name} \S+\s+\(", text + qtext, re.M), name
     assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in names)
     runs = lint_folder(tmp_path / "a", full=True)
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]

@@ -76,8 +76,9 @@ def rtl(
     preset's, docs/decisions.md D68) gets the delta PE, array and combine unit the same way (kaleido_dpe,
     kaleido_dcolumn, kaleido_dtop, kaleido_dcombine per axis class with its state SRAM; D73, D79) and a first
     slice of its op-level controller, kaleido_daccel (D91: banked SRAM buffers written by a host port, gather of
-    each band-tile's difference rows, issue in the model's order, drained rows tagged by band-tile and row); the
-    queues that form band-tiles, the combine control and the weight stage are not RTL yet. The vector unit and
+    each band-tile's difference rows, issue in the model's order, drained rows tagged by band-tile and row) with
+    the queues that form its band-tiles from host-written decision codes, kaleido_dqueue (D93); the similarity
+    unit's differences (host-written), the combine control and the weight stage are not RTL yet. The vector unit and
     the fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is
     emitted for them.
     """

@@ -19,6 +19,11 @@ last slot issued first, ties to the lowest; back to back; a last slot waits for 
 the last row leaves, so the op takes ``max read + C + 3`` cycles counted from the ``start`` cycle (one more than
 `band_cycles`, whose cycle 0 is the array's first: here the start cycle comes first).
 
+With its band-tile queues (``queues=True``, `hw.delta_queue`, docs/decisions.md D93) band-tile n's gather also
+waits for its descriptor: ``g_n >= e + 1``, e the cycle the queues emit it (`queue_steps`: one step a cycle, an
+emitting step no earlier than the cycle the previous descriptor is taken, `queue_times`), and ``done`` no
+earlier than 2 cycles after the queues' ``done``.
+
 Plain Python over the band-tiles (the RTL benches' sizes); the cycle model of whole traces does not call it.
 """
 
@@ -42,13 +47,18 @@ def gather_words(widths: np.ndarray, lanes: int) -> np.ndarray:
 
 
 def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, rounds: np.ndarray, cfg: AcceleratorConfig,
-                   entries: int, lanes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   entries: int, lanes: int, queue: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                                   np.ndarray]:
     """Per band-tile in issue order: ``(band, first, last, gather)`` int64 ``[T]`` (module docstring; cycle 0 the
     cycle after ``start``).
 
     Args:
         s_seq: slots per band-tile; rows: its valid rows; widths: its group's channels; rounds: its gather rounds
             (`gather_rounds`); entries: S; lanes: P.
+        queue: the controller built with its queues (``queues=True``, docs/decisions.md D93): `queue_steps`'
+            ``(step, reps, steps)``. Band-tile n's gather then also waits for its descriptor: ``g_n >= e_m + 1``,
+            ``e_m`` the cycle its band-tile m is emitted, `queue_times`' rule with the gather taking each
+            descriptor at ``g_n`` (an emitting step no earlier than the previous band-tile's last ``g``).
     """
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
     q, ports_b = max(1, B // d), max(1, d // B)
@@ -62,8 +72,15 @@ def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, roun
     free = [[-(1 << 40)] * ports_b for _ in range(B)]
     count = [0] * B
     g_end = -1  # the last X-word cycle of the previous gather
+    emits = _emit_of(queue, T)
+    c_prev = i_prev = -1
     for t in range(T):
         g = max(g_end + 1, int(last[t - entries]) + 1 if t >= entries else 0)
+        if emits is not None:
+            if emits[t] >= 0:  # the first descriptor of a band-tile: its emission
+                e = max(c_prev + emits[t] - i_prev, int(gather[t - 1]) if t else -1)
+                c_prev, i_prev = e, emits[t]
+            g = max(g, c_prev + 1)
         g_end = g + int(u[t] * xw[t])
         ready = g_end + 3
         b = min(range(B), key=lambda j: (prev[j], j))
@@ -77,14 +94,44 @@ def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, roun
     return band, first, last, gather
 
 
+def _emit_of(queue, T):  # noqa: N803
+    """Per descriptor the step index of its band-tile's emission when it is the band-tile's first descriptor, else
+    -1 (`accel_schedule`); None without ``queue``."""
+    if queue is None:
+        return None
+    step, reps, _ = queue
+    if int(np.sum(reps)) != T:
+        raise ValueError(f"the queues hand out {int(np.sum(reps))} descriptors, the schedule has {T} band-tiles")
+    out = np.full(T, -1, dtype=np.int64)
+    out[np.r_[0, np.cumsum(reps)[:-1]].astype(np.int64)] = step
+    return out
+
+
+def queue_done(gather: np.ndarray, queue: tuple) -> int:
+    """The cycle the queues' ``done`` pulses inside the controller (cycle 0 the cycle after ``start``): after the
+    last step (`queue_times`' rule with each descriptor taken at its ``gather`` cycle) and the last take."""
+    step, reps, steps = queue
+    if not len(step):
+        return steps
+    emits = _emit_of(queue, len(gather))
+    c_prev = i_prev = -1
+    for t in range(len(gather)):
+        if emits[t] >= 0:
+            c_prev = max(c_prev + emits[t] - i_prev, int(gather[t - 1]) if t else -1)
+            i_prev = emits[t]
+    return max(c_prev + steps - i_prev, int(gather[-1]) + 1)
+
+
 def accel_cycles(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, rounds: np.ndarray, cfg: AcceleratorConfig,
-                 entries: int, lanes: int) -> int:
+                 entries: int, lanes: int, queue: tuple | None = None) -> int:
     """Cycles of one op from the ``start`` cycle to the ``done`` pulse (module docstring): ``max read + C + 3``;
-    1 without band-tiles (``done`` the cycle after ``start``)."""
+    1 without band-tiles (``done`` the cycle after ``start``). With ``queue`` (`accel_schedule`): also no earlier
+    than 2 cycles after the queues' `queue_done` (its flag is registered; ``done`` comes the cycle after)."""
     if len(s_seq) == 0:
-        return 1
-    band, _first, last, _g = accel_schedule(s_seq, rows, widths, rounds, cfg, entries, lanes)
-    return int(drain_reads(band, last, rows, cfg).max()) + cfg.array_cols + 3
+        return 1 if queue is None else queue[2] + 2
+    band, _first, last, g = accel_schedule(s_seq, rows, widths, rounds, cfg, entries, lanes, queue)
+    out = int(drain_reads(band, last, rows, cfg).max()) + cfg.array_cols + 3
+    return out if queue is None else max(out, queue_done(g, queue) + 2)
 
 
 def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: AcceleratorConfig) -> list[np.ndarray]:
@@ -95,3 +142,79 @@ def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: Ac
     q = max(1, B // d)
     end = drain_reads(band, last, rows, cfg)
     return [end[t] - q * (int(rows[t]) - 1 - np.arange(int(rows[t]))) + cfg.array_cols + 2 for t in range(len(end))]
+
+
+def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s: int,  # noqa: N803
+                chunk_major: bool, lanes: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """The band-tile queues' steps (`hw.delta_queue`, ``kaleido_dqueue``, docs/decisions.md D93): ``(step, reps,
+    steps)`` -- per emitted band-tile (issue order of distinct band-tiles) the index of the step that emits it and
+    how many descriptors it is handed out as (``k`` column blocks in D68's order, 1 in D84's), int64 ``[E]``
+    each, and the op's step count.
+
+    Steps (one a cycle when nothing waits): per column-block group (``k = min(s, n_cb - c0)`` blocks), pool of
+    R positions, chunk of ``fw`` frames, with ``chunk_major`` per column block of the group, per frame of the chunk
+    and group: a pass over the pool's positions for COMPUTE tokens, then one for PARTIAL ones (a step per
+    ``lanes`` positions, default ``brows``; the step whose tokens fill its queue of ``brows`` emits, the rest
+    staying queued: at most one band-tile a step, as ``lanes <= brows``); after the chunk's last frame one flush step
+    per group, two when the rest of its queues exceeds ``brows`` tokens (each emits; an empty flush emits
+    nothing). The queue contents follow `sim.timing.compact.band_tile_sequence`.
+
+    Args:
+        dec: int ``[F H W, G]`` decisions (COMPUTE 0, PARTIAL 1, REUSE 2); grid ``(F, H, W)``.
+    """
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    G = dec.shape[1]  # noqa: N806
+    V = lanes or brows  # noqa: N806
+    step, reps, n = [], [], 0
+    c0 = 0
+    while c0 < n_cb:
+        k = min(s, n_cb - c0)
+        for p0 in range(0, hw, R):
+            p1 = min(p0 + R, hw)
+            for fc0 in range(0, F, fw):
+                for _rep in range(k if chunk_major else 1):
+                    qn = np.zeros((G, 2), dtype=np.int64)
+                    for f in range(fc0, min(fc0 + fw, F)):
+                        for g in range(G):
+                            for kind in (0, 1):
+                                for p in range(p0, p1, V):
+                                    qn[g, kind] += int(np.sum(dec[f * hw + p:f * hw + min(p + V, p1), g] == kind))
+                                    if qn[g, kind] >= brows:
+                                        qn[g, kind] -= brows
+                                        step.append(n)
+                                        reps.append(1 if chunk_major else k)
+                                    n += 1
+                    for g in range(G):
+                        rest = int(qn[g].sum())
+                        for _ in range((rest > 0) + (rest > brows)):
+                            step.append(n)
+                            reps.append(1 if chunk_major else k)
+                            n += 1
+                        n += rest == 0
+        c0 += k
+    return np.array(step, dtype=np.int64), np.array(reps, dtype=np.int64), n
+
+
+def queue_times(step: np.ndarray, reps: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(emit, pop, done)``: the cycle (cycle 0 the cycle after ``start``) each band-tile of `queue_steps` is
+    emitted (int64 ``[E]``), the cycle each descriptor is taken (int64 ``[sum reps]``) and the cycle ``done``
+    pulses. Rule (`hw.delta_queue` docstring): step i runs one cycle after step i - 1, an emitting step no earlier
+    than the cycle the previous band-tile's last descriptor is taken; a consumer always ready takes a descriptor the
+    cycle after its emission or after the previous take, whichever is later (`accel_schedule` with ``queue``: the
+    controller's gather takes them); ``done`` the cycle after both the last step and the last take.
+    """
+    E = len(step)  # noqa: N806
+    emit = np.zeros(E, dtype=np.int64)
+    pops = np.zeros(int(np.sum(reps)), dtype=np.int64)
+    c_prev, i_prev, last_pop, j = -1, -1, -1, 0
+    for m_ in range(E):
+        c = max(c_prev + int(step[m_]) - i_prev, last_pop)
+        emit[m_] = c
+        for _ in range(int(reps[m_])):
+            last_pop = max(c + 1, last_pop + 1)
+            pops[j] = last_pop
+            j += 1
+        c_prev, i_prev = c, int(step[m_])
+    end = c_prev + steps - i_prev  # the cycle after the last step
+    return emit, pops, max(end, last_pop + 1)

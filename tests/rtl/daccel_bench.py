@@ -33,24 +33,31 @@ def host_tiles(op) -> list[tuple]:
     return [(t.group, t.cb, t.tokens.tolist(), int((~t.partial).sum()), t.slots) for t in op.tiles]
 
 
-def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000) -> list[DaccelRun]:
+def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=False) -> list[DaccelRun]:
     """Drive one `DeltaAccel` (inline top and macros) through the ops of ``jobs`` (``(case, op)`` pairs) one after
-    the other, each loaded, started and run to ``done`` (module docstring); one `DaccelRun` per op."""
+    the other, each loaded, started and run to ``done`` (module docstring); one `DaccelRun` per op.
+
+    ``queues``: the controller with its queues (`hw.delta_queue`, D93): jobs are ``(case, op, ports)`` with
+    ``ports`` the op's `hw.delta_accel_host.queue_ports`; the host writes the decision buffer
+    (`hw.delta_accel_host.dec_words`) instead of the band-tile list."""
     from amaranth.sim import Simulator
 
     from hw.delta_accel import LANES, DeltaAccel
-    from hw.delta_accel_host import op_words
+    from hw.delta_accel_host import SEL_DEC, dec_words, op_words
     from sim.timing.delta_reference import differences
     from tests.rtl.compact_bench import unpack_signed
 
     C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
-    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES)
+    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, queues=queues)
     rb = max(1, (dut.brows - 1).bit_length())
     outs = [DaccelRun() for _ in jobs]
 
-    async def run_op(ctx, case, op, out):
+    async def run_op(ctx, case, op, out, ports=None):
         diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-        for sel, addr, data in op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op)):
+        words = op_words(dut, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
+        if queues:
+            words += [(SEL_DEC, a, w) for a, w in dec_words(dut, case.decisions)]
+        for sel, addr, data in words:
             assert ctx.get(dut.wr_ready)
             ctx.set(dut.wr_valid, 1)
             ctx.set(dut.wr_sel, sel)
@@ -58,7 +65,8 @@ def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000) -> list[Da
             ctx.set(dut.wr_data, data)
             await ctx.tick()
         ctx.set(dut.wr_valid, 0)
-        ctx.set(dut.c_tiles, len(op.tiles))
+        for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
+            ctx.set(getattr(dut, name), value)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -82,8 +90,8 @@ def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000) -> list[Da
         await ctx.tick()  # the done cycle: idle (wr_ready) from the next
 
     async def bench(ctx):
-        for (case, op), out in zip(jobs, outs, strict=True):
-            await run_op(ctx, case, op, out)
+        for job, out in zip(jobs, outs, strict=True):
+            await run_op(ctx, *job[:2], out, *job[2:])
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)

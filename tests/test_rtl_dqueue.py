@@ -1,0 +1,156 @@
+"""The delta organisation's band-tile queues (hw/delta_queue.py, ``kaleido_dqueue``, docs/decisions.md D93) under
+Amaranth's simulator, alone and inside ``kaleido_daccel`` (``queues=True``).
+
+Cases: tests/test_rtl_delta.py's seeded cases (every decision mix incl. paired half-width band-tiles and chunk
+flushes mixing COMPUTE and PARTIAL rows, scattered and frame-coherent decisions, ``f``/``w``/``h`` groups, partial
+pools, N = 11 and 5 against C = 8 with one and two column blocks per group) and its qk-like cases (two and three
+axis classes, pools splitting image rows, the hand case), plus seeded random ops (grids, 1-3 groups of 1-6
+channels, N 3-17, chunk frames, column-block groups), in D68's and D84's issue orders, on 8 x 8 with 2 and 4
+bands, 2 bands on 4 ports and 4 x 8 with 2 bands (R / B = 4, 2, 2). Checked:
+
+- alone, the descriptor words it hands out equal, in order, those the host path writes for the same op
+  (`sim.engines.band_stimulus.band_op`'s band-tiles, from `sim.timing.compact_reference.band_tiles` and
+  `band_tile_sequence`, through `hw.delta_accel_host.descriptor_word`), each in the cycle and ``done`` in the cycle
+  `sim.timing.delta_accel.queue_times` gives (taken as soon as valid; several ops back to back on one queue);
+- inside ``kaleido_daccel``, every row, tag, cycle and Y as tests/test_rtl_daccel.py checks them on the host path,
+  against `accel_schedule` / `accel_cycles` with the queues (the golden values and the model's cycles);
+- `queue_steps` and `queue_times` against a hand count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hw import discard
+from hw.delta_accel import LANES, DeltaAccel
+from hw.delta_accel_host import dec_words, descriptor_word, queue_ports
+from sim.engines.band_stimulus import band_op
+from sim.timing.delta_accel import queue_steps, queue_times
+from tests.rtl.daccel_bench import host_tiles, run_daccel
+from tests.rtl.dqueue_bench import run_dqueue
+from tests.test_rtl_daccel import check_run
+from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
+
+
+def _job(cfg, case, fw, s, cm, lanes=None):
+    """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op
+    (``lanes`` positions a step, default R / B)."""
+    fw = fw or case.grid[0]
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
+    queue = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, fw, n_cb, s,
+                        cm, lanes)
+    return op, ports, queue
+
+
+def _random(rng, k):
+    """A seeded random op (tests/test_rtl_delta.py's ``_case``) with its chunk frames, column-block group size
+    and issue order."""
+    F, H, W = (int(v) for v in rng.integers([2, 1, 2], [5, 4, 7]))  # noqa: N806
+    sizes = [int(v) for v in rng.integers(1, 7, size=int(rng.integers(1, 4)))]
+    N = int(rng.integers(3, 18))  # noqa: N806
+    axis = str(rng.choice(["f", "w", "h"] if H > 1 else ["f", "w"]))
+    case, fw, s = _case(60 + k, (F, H, W), sum(sizes), N, sizes, bool(rng.integers(2)), axis,
+                        [None, 1, 2][int(rng.integers(3))], int(rng.integers(1, 4)), coherent=bool(rng.integers(2)))
+    return case, fw, s, bool(rng.integers(2))
+
+
+def _all_cases(seed):
+    rng = np.random.default_rng(seed)
+    out = [(c, fw, s, cm) for c, fw, s in CASES for cm in (False, True)]
+    out += [(c, 1, 2, cm) for c in QK_CASES.values() for cm in (False, True)]
+    out += [(c, None, 1, cm) for c in QK_CASES.values() for cm in (False, True)]
+    return out + [_random(rng, k) for k in range(8)]
+
+
+@pytest.mark.parametrize(("shape", "lanes"), [(s, None) for s in SHAPES] + [("8x8-B2-d2", 1), ("8x8-B2-d2", 2)])
+def test_dqueue_descriptors_equal_the_host_list_and_cycles(shape, lanes):
+    cfg = delta_cfg(*SHAPES[shape])
+    acc = discard(DeltaAccel(cfg))
+    cases = _all_cases(93)
+    jobs = [(c, *_job(cfg, c, fw, s, cm, lanes)) for c, fw, s, cm in cases]
+    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], lanes=lanes)
+    for (case, op, _ports, queue), (descs, done) in zip(jobs, got, strict=True):
+        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+        assert [w for _, w in descs] == want
+        _emit, pops, want_done = queue_times(*queue)
+        assert [c for c, _ in descs] == pops.tolist()
+        assert done == want_done
+
+
+def test_queue_steps_and_times_by_hand():
+    # R = 4 positions a pool, 2 tokens a band-tile, one position a step (lanes 1); grid (1, 1, 3): one pool of 3
+    # positions, one frame, one group. Codes C P C: the COMPUTE pass (steps 0-2) fills its queue at position 2
+    # (step 2: emits tokens 0, 2); the PARTIAL pass (steps 3-5) queues token 1; the flush (step 6) emits it
+    # alone. 7 steps.
+    dec = np.array([[0], [1], [0]], dtype=np.int8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False, lanes=1)
+    assert step.tolist() == [2, 6] and reps.tolist() == [1, 1] and n == 7
+    emit, pops, done = queue_times(step, reps, n)
+    # emitted at 2 and 6, taken the next cycle; the last step runs at 6, so done at max(7, 7 + 1) = 8
+    assert emit.tolist() == [2, 6] and pops.tolist() == [3, 7] and done == 8
+    # two column blocks in one group, D68's order: each band-tile handed out twice (taken at 3, 4 and 7, 8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, False, lanes=1)
+    assert step.tolist() == [2, 6] and reps.tolist() == [2, 2] and n == 7
+    assert queue_times(step, reps, n)[1].tolist() == [3, 4, 7, 8]
+    # D84's order: the chunk runs once per column block (steps 0-6, then 7-13)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, True, lanes=1)
+    assert step.tolist() == [2, 6, 9, 13] and reps.tolist() == [1] * 4 and n == 14
+    # the output register waits: 3 tokens C C C and one token a band-tile (R = 1 pools of one position): each
+    # position its own pool; pool 0 emits at step 0 (COMPUTE pass), PARTIAL pass step 1, flush step 2 (empty)
+    step, reps, n = queue_steps(np.zeros((3, 1), np.int8), (1, 1, 3), 1, 1, 1, 1, 3, False, lanes=1)
+    assert step.tolist() == [0, 3, 6] and n == 9
+    # handed out 3 times each (k = 3 column blocks, s = 3): band-tile 0 taken at 1, 2, 3; band-tile 1's step
+    # (3) may load the register the cycle the last copy is taken (3): taken at 4, 5, 6; band-tile 2 at 6: 7, 8, 9
+    emit, pops, done = queue_times(step, np.array([3, 3, 3]), n)
+    assert emit.tolist() == [0, 3, 6] and pops.tolist() == list(range(1, 10)) and done == 10
+    # two positions a step (lanes 2, the default R / B): C P C takes steps 0-1 (COMPUTE: {0, 1} queues token 0,
+    # {2} fills: emits at step 1), 2-3 (PARTIAL: token 1), the flush at 4
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False)
+    assert step.tolist() == [1, 4] and n == 5
+    # P C C C: the COMPUTE step {2, 3} finds the queue at 1 (token 1) and fills it with token 2, token 3 queued
+    # (step 1); PARTIAL queues token 0 (steps 2-3); the flush makes one band-tile of 3 (COMPUTE) and 0 (step 4)
+    step, reps, n = queue_steps(np.array([[1], [0], [0], [0]], np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False)
+    assert step.tolist() == [1, 4] and n == 5
+
+
+def test_host_decision_words_and_errors():
+    cfg = delta_cfg(8, 8, 2, 2)
+    acc = discard(DeltaAccel(cfg))
+    assert dec_words(acc, np.array([[0, 1, 2], [2, 2, 1]], np.int8)) == [(0, 0b100100), (1, 0b011010)]
+    with pytest.raises(ValueError, match="outside 0 .. 2"):
+        dec_words(acc, np.array([[3]], np.int8))
+    with pytest.raises(ValueError, match="capacity"):
+        queue_ports(acc, (2, 16, 16), [(0, 3, "f")], 1, 1, 1, False)
+    from hw.delta_queue import DeltaQueue
+
+    for lanes in (3, 8):  # not a power of two; above R / B = 4
+        with pytest.raises(ValueError, match="power of two up to"):
+            DeltaQueue(acc, lanes=lanes)
+
+
+# (shape, case, issue order chunk-major); the case: an index of CASES, a QK_CASES name, or "random"
+E2E = [("8x8-B2-d2", 0, False), ("8x8-B2-d2", 1, True), ("8x8-B2-d2", 2, False), ("8x8-B2-d2", 3, True),
+       ("8x8-B4-d2", 0, True), ("4x8-B2-d1", 1, False), ("8x8-B2-d4", 2, True), ("8x8-B4-d2", "three-axes", False),
+       ("8x8-B2-d2", "qk-int8", True)]
+
+
+@pytest.mark.parametrize(("shape", "ci", "cm"), E2E, ids=[f"{s}-{c}{'-cm' if cm else ''}" for s, c, cm in E2E])
+def test_daccel_fed_by_its_queues(shape, ci, cm):
+    case, fw, s = (QK_CASES[ci], 1, 2) if isinstance(ci, str) else CASES[ci]
+    cfg = delta_cfg(*SHAPES[shape])
+    op, ports, queue = _job(cfg, case, fw, s, cm)
+    [got] = run_daccel(cfg, [(case, op, ports)], queues=True)
+    check_run(cfg, case, op, got, 2 * cfg.compact_bands, LANES, fw, queue)
+
+
+def test_daccel_fed_by_its_queues_random_ops_back_to_back():
+    cfg = delta_cfg(*SHAPES["8x8-B4-d2"])
+    rng = np.random.default_rng(193)
+    cases = [_random(rng, 10 + k) for k in range(4)]
+    jobs = [(c, fw, *_job(cfg, c, fw, s, cm)) for c, fw, s, cm in cases]
+    got = run_daccel(cfg, [(c, op, ports) for c, _fw, op, ports, _q in jobs], queues=True)
+    for (case, fw, op, _ports, queue), run in zip(jobs, got, strict=True):
+        check_run(cfg, case, op, run, 2 * cfg.compact_bands, LANES, fw, queue)

@@ -12,6 +12,7 @@ order ``--help`` lists them.
 
 from __future__ import annotations
 
+import inspect
 import sys
 
 import typer
@@ -48,8 +49,28 @@ def _no_value_help(cls):
     return NoValueHelp
 
 
+def _unwrapped_help(doc: str | None) -> str | None:
+    """A command's docstring as ``--help`` text: each paragraph's source line breaks joined (typer 0.29 keeps them
+    after the first paragraph, and the terminal then wraps the hard-broken lines again); a line starting a list
+    item (``- ``) keeps its break."""
+    if not doc:
+        return doc
+    paras = []
+    for par in inspect.cleandoc(doc).split("\n\n"):
+        lines: list[str] = []
+        for line in par.splitlines():
+            if lines and not line.lstrip().startswith("- "):
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line.strip())
+        paras.append("\n".join(lines))
+    return "\n\n".join(paras)
+
+
 for _cmd in app.registered_commands:
     _cmd.cls = _no_value_help(_cmd.cls or typer.core.TyperCommand)
+    if _cmd.help is None and _cmd.callback is not None:
+        _cmd.help = _unwrapped_help(_cmd.callback.__doc__)
 
 
 def _register_workload() -> None:
@@ -57,6 +78,8 @@ def _register_workload() -> None:
 
     for cmd in workload_app.registered_commands:  # `--help` without a `<bool>` value, as every other command
         cmd.cls = _no_value_help(cmd.cls or typer.core.TyperCommand)
+        if cmd.help is None and cmd.callback is not None:
+            cmd.help = _unwrapped_help(cmd.callback.__doc__)
     workload_app.info.cls = _no_value_help(workload_app.info.cls or typer.core.TyperGroup)
     app.add_typer(workload_app, name="workload")
 

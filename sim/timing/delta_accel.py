@@ -271,11 +271,17 @@ def stage_port(segment, group, paired, band, first, last, widths, bands: int) ->
     loaded = [[None] * nw[t] for t in range(T)]  # the cycle each word was loaded
     c0 = min(fst) - B
     c1 = max(lst)
+    by_start = sorted(range(T), key=lambda t: fst[t])
+    nxt, active = 0, []  # band-tiles whose windows or slots hold the cycle: first - B <= c <= last
     weights = reads = busy = 0
     for c in range(c0, c1 + 1):
+        while nxt < T and fst[by_start[nxt]] - B <= c:
+            active.append(by_start[nxt])
+            nxt += 1
+        active = [t for t in active if lst[t] >= c]
         b = c % B
         want = []  # (t, j) on band b whose window holds c, word not loaded, in issue order
-        for t in range(T):
+        for t in sorted(active):
             if bnd[t] != b:
                 continue
             for j in range(nw[t]):
@@ -289,17 +295,19 @@ def stage_port(segment, group, paired, band, first, last, widths, bands: int) ->
             reads += 1
             weights += min(word, w[t] - j * word)
             loaded[t][j] = c
-            for m in range(T):
+            for m in active:
                 if m != t and bnd[m] != b and seg[m] == seg[t] and grp[m] == grp[t] and loaded[m][j] is None:
                     lo, hi = window(m, j)
                     if lo <= c < hi:
                         loaded[m][j] = c
     max_regs = 0
-    for b in range(B):
-        mine = [t for t in range(T) if bnd[t] == b]
-        ev = sorted((loaded[t][j], use_end(t, j)) for t in mine for j in range(nw[t]))
-        for c, _e in ev:
-            max_regs = max(max_regs, sum(1 for s, e in ev if s < c + 1 <= e))
+    for b in range(B):  # words held: +1 the cycle after the load, -1 the cycle after the last use
+        ev = sorted(e for t in range(T) if bnd[t] == b for j in range(nw[t])
+                    for e in ((loaded[t][j] + 1, 1), (use_end(t, j) + 1, -1)))
+        held = 0
+        for _c, dv in sorted(ev, key=lambda e: (e[0], e[1])):
+            held += dv
+            max_regs = max(max_regs, held)
     early, prev_last = 0, {}
     for t in range(T):
         if bnd[t] in prev_last and loaded[t][0] < prev_last[bnd[t]]:

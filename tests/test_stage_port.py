@@ -99,3 +99,16 @@ def test_staged_tiles_is_the_model_path():
     shared = shared_stage_weights(st["segment"], st["group"], st["paired"], band, first, st["widths"], 2)
     assert a["sram_wstage_read_bytes"] == shared * min(cfg.array_cols, N)
     assert a["sram_weight_read_bytes"] == a["sram_wstage_write_bytes"] == st["chunks"] * K * N
+
+
+def test_prefetch_rule_by_hand():
+    """D94's buildable rule (tests/rtl/stage_port_check.py) on the hand case above. Band 3 needs t0's words 0 and 1
+    (first used at 10 and 14, last at 13 and 14) and t1's words 0 and 1 (first used at 15 and 23). With two
+    registers, t0's two words fill them, and none frees before cycle 15, the next turn (t0's words are last used at
+    13 and 14). So t1's word 0 is read at 15, the cycle of its first use: late. With three registers, it is read a
+    turn ahead and nothing is late. Either way each word is read once: 18 weights."""
+    from tests.rtl.stage_port_check import prefetch
+
+    args = ([0, 1], [0, 0], [True, False], [3, 3], [10, 15], [14, 23], [9], 4)
+    assert prefetch(*args, regs=2) == {"weights": 18, "reads": 4, "late": 1}
+    assert prefetch(*args, regs=3) == {"weights": 18, "reads": 4, "late": 0}

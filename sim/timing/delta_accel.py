@@ -218,3 +218,136 @@ def queue_times(step: np.ndarray, reps: np.ndarray, steps: int) -> tuple[np.ndar
         c_prev, i_prev = c, int(step[m_])
     end = c_prev + steps - i_prev  # the cycle after the last step
     return emit, pops, max(end, last_pop + 1)
+
+
+def stage_port(segment, group, paired, band, first, last, widths, bands: int) -> dict:
+    """One column bank of the weight stage, cycle by cycle: its single read port, arbitrated by band turn, and each
+    band's word registers, under the rule `sim.timing.compact.shared_stage_weights` counts (docs/decisions.md D88,
+    D92, D94). The executable form of what the RTL must build; plain Python over the band-tiles.
+
+    Args:
+        segment, group, band, first, last: int ``[T]`` per issued band-tile (issue order): its stage segment, its
+            group (or slice), its band, the cycles its first and last slots issue (`sim.timing.compact.
+            band_schedule`, or the controller's `accel_schedule`); paired: bool ``[T]``; widths: int ``[G]``
+            channels per group; bands: B.
+
+    Rule, per cycle c, on band ``b = c mod B`` (its turn): band-tile t of band b whose window for word j
+    (``[first - B, first)`` for j = 0, else ``[first + (j - 1) L, first + j L)``, ``L = 2 B``, ``B`` when PAIRED)
+    holds c and whose word j is not in its registers reads it; the read is loaded into every band-tile of the same
+    segment and group on another band whose window for word j holds c. Word j of t is in use on its slots
+    ``[j L, (j + 1) L)``, i.e. until cycle ``first + min((j + 1) L, slots) - 1`` (the last word until ``last``:
+    a drain stall holds the last slot); a word read at cycle c is in its register from cycle ``c + 1`` (written at
+    the end of c, as the window's end ``first + j L`` for its first use implies) to its last use.
+
+    Returns: ``{"weights": weights read per column (bytes; equals `shared_stage_weights`), "reads": reads,
+    "busy_turns": turns at which one band wanted two reads (two band-tiles on the band each reading a word: one
+    port cannot serve both), "max_regs": the most words a band held at once (D88 builds two), "early": band-tiles
+    whose word 0 was loaded before the cycle their band's previous band-tile issued its last slot (the cycle
+    ``kaleido_dtop`` hands a band its next band-tile number: a controller that keeps the model's timing must know
+    the band of a band-tile earlier than that)}``.
+    """
+    B = int(bands)  # noqa: N806
+    word = 2 * B
+    T = len(first)  # noqa: N806
+    if not T:
+        return {"weights": 0, "reads": 0, "busy_turns": 0, "max_regs": 0, "early": 0}
+    seg = [int(x) for x in segment]
+    grp = [int(x) for x in group]
+    bnd = [int(x) for x in band]
+    fst = [int(x) for x in first]
+    lst = [int(x) for x in last]
+    pr = [bool(x) for x in paired]
+    w = [int(widths[g]) for g in grp]
+    nw = [-(-w[t] // word) for t in range(T)]
+    L = [B if pr[t] else word for t in range(T)]  # noqa: N806
+    slots = [-(-w[t] // 2) if pr[t] else w[t] for t in range(T)]
+
+    def window(t, j):
+        return (fst[t] - B, fst[t]) if j == 0 else (fst[t] + (j - 1) * L[t], fst[t] + j * L[t])
+
+    def use_end(t, j):
+        return lst[t] if j == nw[t] - 1 else fst[t] + min((j + 1) * L[t], slots[t]) - 1
+
+    loaded = [[None] * nw[t] for t in range(T)]  # the cycle each word was loaded
+    c0 = min(fst) - B
+    c1 = max(lst)
+    by_start = sorted(range(T), key=lambda t: fst[t])
+    nxt, active = 0, []  # band-tiles whose windows or slots hold the cycle: first - B <= c <= last
+    weights = reads = busy = 0
+    for c in range(c0, c1 + 1):
+        while nxt < T and fst[by_start[nxt]] - B <= c:
+            active.append(by_start[nxt])
+            nxt += 1
+        active = [t for t in active if lst[t] >= c]
+        b = c % B
+        want = []  # (t, j) on band b whose window holds c, word not loaded, in issue order
+        for t in sorted(active):
+            if bnd[t] != b:
+                continue
+            for j in range(nw[t]):
+                lo, hi = window(t, j)
+                if lo <= c < hi and loaded[t][j] is None:
+                    want.append((t, j))
+        busy += len({(seg[t], grp[t], j) for t, j in want}) > 1
+        for t, j in want:
+            if loaded[t][j] is not None:  # loaded by an earlier read of this turn (same word, same run)
+                continue
+            reads += 1
+            weights += min(word, w[t] - j * word)
+            loaded[t][j] = c
+            for m in active:
+                if m != t and bnd[m] != b and seg[m] == seg[t] and grp[m] == grp[t] and loaded[m][j] is None:
+                    lo, hi = window(m, j)
+                    if lo <= c < hi:
+                        loaded[m][j] = c
+    max_regs = 0
+    for b in range(B):  # words held: +1 the cycle after the load, -1 the cycle after the last use
+        ev = sorted(e for t in range(T) if bnd[t] == b for j in range(nw[t])
+                    for e in ((loaded[t][j] + 1, 1), (use_end(t, j) + 1, -1)))
+        held = 0
+        for _c, dv in sorted(ev, key=lambda e: (e[0], e[1])):
+            held += dv
+            max_regs = max(max_regs, held)
+    early, prev_last = 0, {}
+    for t in range(T):
+        if bnd[t] in prev_last and loaded[t][0] < prev_last[bnd[t]]:
+            early += 1
+        prev_last[bnd[t]] = lst[t]
+    return {"weights": weights, "reads": reads, "busy_turns": busy, "max_regs": max_regs, "early": early}
+
+
+def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, N: int, b_msb: int = 4,  # noqa: N803
+                 fused: bool = False) -> dict | None:
+    """One op's (one batch element's) band-tiles through the weight stage, as `sim.engines.model` issues and times
+    them on a delta config with a difference-sum buffer and a stage (D84's order, D85's segments, D88's slices):
+    ``{"s_seq", "rows", "segment", "group", "paired"}`` int64 / bool ``[T]`` in issue order, ``"widths"`` (the
+    groups' or slices' channels), ``"fill"``, ``"buffers"``, ``"held"`` (channels one stage buffer holds: K or
+    the widest slice), ``"chunks"`` (chunks with band-tiles); None when the op does not go through the stage.
+
+    Args:
+        dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fused: a fused score op.
+    """
+    from sim.timing import delta as rules
+    from sim.timing.compact import compact_tiles, paired_tiles
+
+    if not (cfg.organisation == "delta" and cfg.diff_sram_kib and cfg.wstage_sram_kib):
+        return None
+    n_cb = -(-N // cfg.array_cols)
+    fw, s = rules.plan(cfg, grid[0], K, N, fused, "op", groups)
+    cols = None
+    if not rules.stages(cfg, K):
+        sliced = rules.stage_slices(cfg, groups)
+        if sliced is None:
+            return None
+        groups, cols, held = sliced
+        dec = dec[:, cols]
+    else:
+        held = K
+    t, chunk = compact_tiles(np.ascontiguousarray(dec, dtype=np.int8), grid, groups, cfg, fw, b_msb, chunks=True)
+    order, seg = rules.chunk_major(chunk, n_cb, s)
+    if cols is not None:
+        order, seg = rules.slice_order(order, seg, t[1])
+    return {"s_seq": t[0][order], "rows": (t[2] + t[3])[order], "segment": seg, "group": t[1][order],
+            "paired": paired_tiles(t, groups)[order], "widths": np.array([k1 - k0 for k0, k1, _ in groups]),
+            "fill": rules.stage_fill_cycles(cfg, held), "buffers": rules.stage_buffers(cfg, held), "held": held,
+            "chunks": len(np.unique(chunk))}

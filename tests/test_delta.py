@@ -302,11 +302,12 @@ def test_weight_stage_rules_by_hand():
     tech = load_tech("16nm")
     ab = area_breakdown(cfg, tech)
     assert ab["breakdown"]["sram_wstage"] == pytest.approx(192 * 8192 * tech.a("sram_bit") * 1e-6)
-    # D88: the bands read their weights as words, per band and column two 16-byte words (2 B bytes: a band reads a
-    # word every B = 8 cycles and takes up to 2 weights a slot), 2 x 16 x 8 x 8 x 128 = 262,144 register bits
+    # D88, D94: the bands read their weights as words, per band and column three 16-byte words (2 B bytes: a band
+    # reads a word every B = 8 cycles and takes up to 2 weights a slot; in use, next, read ahead),
+    # 3 x 16 x 8 x 8 x 128 = 393,216 register bits
     from sim.timing.compact import weight_word_bits, weight_word_bytes
 
-    assert weight_word_bytes(cfg) == 16 and weight_word_bits(cfg) == 2 * 16 * 8 * 8 * 128
+    assert weight_word_bytes(cfg) == 16 and weight_word_bits(cfg) == 3 * 16 * 8 * 8 * 128
     assert "sram_wstage" not in ab["dense_breakdown"]
 
 

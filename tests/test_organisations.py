@@ -226,10 +226,10 @@ def test_compact_area_rules():
     # band lane 19, Σ_j (j + 1) = 36): row skew 2 x 20 x 10 = 400, band 0's lane 19 x 36 = 684, read strobes
     # 2 x (1 + 2) x 36 = 216, 2 sequencers x (2 + 3 + 2) = 14, band choice 3 x 24 = 72, de-skew
     # 2 x 2 x 28 x 28 = 3,136 + valid 2 x 7 = 14, row tags 2 x 3 x 9 = 54 -> 4,590; band 1's lane 684, and the
-    # bands' weight words (D88): 2 words of 2 B = 4 bytes per band and column, 2 x 4 x 8 x 2 x 8 = 1,024 bits
+    # bands' weight words (D88, D94): 3 words of 2 B = 4 bytes per band and column, 3 x 4 x 8 x 2 x 8 = 1,536 bits
     assert cfg.acc_bits == 28
     assert b["array_io_skew"] == pytest.approx(4590 * tech.a("reg_bit") * um)
-    assert b["band_weight_lanes"] == pytest.approx((684 + 1024) * tech.a("reg_bit") * um)
+    assert b["band_weight_lanes"] == pytest.approx((684 + 1536) * tech.a("reg_bit") * um)
     assert area_breakdown(cfg, tech)["dense_total_mm2"] == pytest.approx(
         area_breakdown(load_config("tiny-8x8"), tech)["dense_total_mm2"])  # the dense die does not change
     assert b["sram_psum"] == pytest.approx(64 * 8192 * tech.a("sram_bit") * um) and b["sram_partial"] == 0

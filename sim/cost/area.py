@@ -59,8 +59,8 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
   dense die keeps the lockstep rule's skew (its own array).
 - ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
   the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary); and the bands'
-  weight words (`sim.timing.compact.weight_word_bits`, D88: two words of 2 B bytes per band and column, from
-  the model, not the RTL).
+  weight words (`sim.timing.compact.weight_word_bits`, D88, D94: three words of 2 B bytes per band and column,
+  from the model, not the RTL).
 - ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
   to any band-tile row): R x 8 x (R - 1) 2:1 mux bits (the controller's; not RTL yet, D65);
 - ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders in ways of 2 C adders, each way

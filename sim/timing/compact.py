@@ -30,8 +30,8 @@ slot is saved only where every row agrees. Here a tile's rows need not agree:
 - **Weight words.** The B bands of a column read B different weights a cycle (each its own band-tile's slot),
   and a column bank of the weight SRAM (or of the delta organisation's weight stage) has one read port. So a
   bank is read one word of ``2 B`` consecutive weights of its column a cycle (`weight_word_bytes`), round robin
-  over the bands, into a pair of word registers per band and column (`weight_word_bits`: the word in use and
-  the next), from which the band's lane takes one weight a slot (two on a PAIRED slot). A band needs a word at
+  over the bands, into three word registers per band and column (`weight_word_bits`: the word in use, the
+  next, and one read ahead, D94), from which the band's lane takes one weight a slot (two on a PAIRED slot). A band needs a word at
   most every B cycles, which the round robin gives it, so the port does not stall a band as long as its
   band-tiles last at least B slots; the next band-tile's first word is read during the previous one's last B
   slots (docs/decisions.md D88). Not in the RTL (its band lanes take their weights from ports; the supply is
@@ -94,10 +94,14 @@ def weight_word_bytes(cfg: AcceleratorConfig) -> int:
     return 2 * cfg.compact_bands
 
 
+WORD_REGISTERS = 3  # weight words a band holds per column: in use, next, and one read ahead (D88, D94)
+
+
 def weight_word_bits(cfg: AcceleratorConfig) -> int:
-    """Register bits of the bands' weight words (module docstring): two words of `weight_word_bytes` per band and
-    column."""
-    return 2 * weight_word_bytes(cfg) * 8 * cfg.compact_bands * cfg.array_cols
+    """Register bits of the bands' weight words (module docstring): three words of `weight_word_bytes` per band and
+    column (docs/decisions.md D94: with two, a PAIRED band-tile whose last word is short and the next band-tile's
+    first word need the band's one turn at once; a third register lets each band read ahead on one read port)."""
+    return WORD_REGISTERS * weight_word_bytes(cfg) * 8 * cfg.compact_bands * cfg.array_cols
 
 
 def band_rows(cfg: AcceleratorConfig) -> int:

@@ -38,7 +38,7 @@ def run_dcore(cfg, jobs, fifo=None, max_cycles=20000, **accel) -> list[DcoreRun]
     from tests.rtl.compact_bench import unpack_signed
     from tests.rtl.daccel_bench import host_tiles
 
-    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
+    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     dut = DeltaCore(cfg, fifo=fifo, **accel)
     outs = [DcoreRun() for _ in jobs]
     cur = {}

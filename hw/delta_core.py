@@ -1,58 +1,63 @@
 """The delta organisation's op-level controller with its combine stage (docs/decisions.md D95): `DeltaCore`,
-Verilog module ``kaleido_dcore``, instantiates ``kaleido_daccel`` (`hw.delta_accel.DeltaAccel`, host band-tile
-list) and ``kaleido_dcombine`` (`hw.delta_combine.DeltaCombine`) and generates the combine unit's commands in RTL
-from the tagged drained rows and the op's decisions, so that it hands out final ``Y`` rows (token, column block,
-C values).
+Verilog module ``kaleido_dcore``, instantiates ``kaleido_daccel`` (`hw.delta_accel.DeltaAccel`, with its band-tile
+queues by default, as `hw.rtl` emits it) and ``kaleido_dcombine`` (`hw.delta_combine.DeltaCombine`) and generates
+the combine unit's commands in RTL from the tagged drained rows and the op's decisions, so that it hands out final
+``Y`` rows (token, column block, C values).
 
-What the host gives it, besides ``kaleido_daccel``'s words (``wr_sel`` 0-2, passed on):
+What the host gives it:
 
-- ``wr_sel`` 3: the **decision buffer**, one word per token of G 2-bit codes (`hw.delta_accel_host.dec_words`;
-  COMPUTE 0, PARTIAL 1, REUSE 2), written into two 1r1w copies (the walk reads a token and its successor a cycle);
-- the op ports (stable from the first descriptor write to ``done``): ``o_f``, ``o_h``, ``o_w`` the grid,
-  ``o_ncb`` column blocks, ``o_n`` output channels, ``o_classes`` axis classes A (`sim.timing.delta.classes`),
+- the write port, passed on to ``kaleido_daccel`` (``wr_sel`` 0 differences, 1 weights, 2 descriptors without
+  queues, 3 decisions); ``wr_sel`` 3 also writes the core's **decision copies**, one word per token of G 2-bit
+  codes (`hw.delta_accel_host.dec_words`; COMPUTE 0, PARTIAL 1, REUSE 2), two 1r1w macros (the walk reads a token
+  and its successor in one cycle);
+- ``kaleido_daccel``'s ``c_*`` ports (the queues' op sizes, or ``c_tiles``), passed on;
+- the op ports (stable from ``start`` to ``done``), `core_ports` computes them: ``o_f``, ``o_h``, ``o_w`` the
+  grid, ``o_ncb`` column blocks, ``o_n`` output channels, ``o_classes`` axis classes A (`sim.timing.delta.classes`),
   ``o_axis`` per class its axis (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``), ``o_gclass`` per group its class (2
-  bits each), ``o_gxoff`` per group its difference-word offset (`hw.delta_accel_host.group_layout`: how a
-  descriptor names its group), ``o_fused`` (carried values in the state SRAM, a fused score op, D79).
-  `hw.delta_core_host.core_ports` computes them.
+  bits each; `NO_GROUP` for a group the op does not have), ``o_gxoff`` per group its difference-word offset
+  (`hw.delta_accel_host.group_layout`: how a descriptor names its group), ``o_fused`` (carried values in the
+  state SRAM: a fused score op, D79).
 
-A descriptor written (``wr_sel`` 2) is also kept, as (class, column block, tokens), in a **tile table** (one
-1r1w copy per drain port, addressed by band-tile number).
+Each descriptor ``kaleido_daccel``'s gather takes (``desc_valid``, ``desc_tile``, ``desc``) is kept as (class,
+column block, row tokens) in a **tile table**, one 1r1w copy per drain port, addressed by band-tile number.
 
-After ``start`` (the same cycle as ``kaleido_daccel``'s), two phases, one after the other (one chunk: the op):
+After ``start`` (the same cycle as ``kaleido_daccel``'s), two phases, one after the other (the op is one chunk):
 
 - **Accumulate.** A row drained at cycle c on port p: its tile-table entry is read at c (address ``out_tile``);
   at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of ``out_row``, column
   block cb; `tests.rtl.delta_bench.dcombine_program`'s layout) and its data are written into the **row FIFO**
-  (d 1r1w banks of ``fifo // d`` entries, entry i in bank i mod d, the cycle's valid ports on consecutive
-  entries in port order). One entry is popped a cycle, from the cycle after its write: popped at j, the
-  **seen memory** (one bit per D address, 1r1w) is read at j + 1 and the combine's accumulate command issues at
-  j + 2 with ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit.
-- **Output.** Once ``kaleido_daccel``'s ``done`` has come, the FIFO is empty and the last accumulate command is
-  two cycles back, ``c_sel`` flips and the walk of `tests.rtl.delta_bench.dcombine_program` runs, one command a
-  cycle: per pool of R positions, frame, column block, position, class. A command's token and its successor
-  along the class's axis are read from the decision copies at cycle k; at k + 1 its flags (``c_direct``,
-  ``c_has``, ``c_reg``, ``c_keep``, ``c_hold``) and addresses (the carried store's, the model's layout as the
-  bench's) are issued and its seen bit cleared; its ``Y`` row leaves 2 cycles later on ``y_valid`` with its
-  ``y_token``, ``y_cb``. ``done`` pulses the cycle after the last row.
+  (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid ports on consecutive entries
+  in port order). One entry is popped a cycle, from the cycle after its write: popped at j, the **seen memory**
+  (one bit per D address, 1r1w) is read at j + 1 and the combine's accumulate command issues at j + 2 with
+  ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit.
+- **Output.** Once ``kaleido_daccel``'s ``done`` has come and the accumulate pipeline is empty, ``c_sel`` flips
+  and the walk of `tests.rtl.delta_bench.dcombine_program` runs, one command a cycle: per pool of R positions,
+  frame, column block, position, class. A command's token and its successor along the class's axis are read
+  from the decision copies at cycle k; at k + 1 its flags (``c_direct``, ``c_has``, ``c_reg``, ``c_keep``,
+  ``c_hold``) and addresses (the carried store's, the bench's layout) issue and its seen bit is cleared (so the
+  memory is all zero between ops); its ``Y`` row leaves 2 cycles later on ``y_valid`` with ``y_token`` and
+  ``y_cb``. ``done`` pulses the cycle after the last row.
 
 Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
 
-Not in this slice (D95): the queues (``kaleido_dqueue``: ``queues=True`` hands out no descriptor this stage
-could keep), chunks overlapping the output walk with the next chunk's accumulation (the D double buffer is
-flipped per op here), the combine unit's second way, the FIFO's back-pressure (``overflow`` is sticky; the
-model gives the occupancy a depth must cover).
+Not in this slice (D95): chunks (the output walk overlapping the next chunk's accumulation in the other D
+buffer: here the whole op is one chunk, its D must fit one buffer), the combine unit's second way (one
+accumulate a cycle against up to d drained rows a cycle: the FIFO absorbs the difference), back-pressure on
+``kaleido_daccel``'s drain (``overflow`` is a sticky flag; `core_schedule`'s ``fifo_max`` gives the depth an
+op needs).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
-from hw.delta_accel import DeltaAccel, _bits
-from hw.delta_combine import DeltaCombine, dcombine_signature
+from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel, _bits
+from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine, dcombine_signature
 from hw.sram import macro
 
 #: Verilog module name of `DeltaCore`.
@@ -61,6 +66,8 @@ DCORE_MODULE_NAME = "kaleido_dcore"
 MAX_CLASSES = 3
 #: Axis codes of ``o_axis``.
 AXIS_CODE = {"f": 0, "h": 1, "w": 2}
+#: ``o_gclass``'s code of a group the op does not have (its decision bits are not read).
+NO_GROUP = 3
 #: Row-FIFO entries by default, per drain port.
 FIFO_PER_PORT = 8
 
@@ -76,17 +83,22 @@ class DeltaCore(wiring.Component):
         ValueError: as `DeltaAccel`, or ``queues=True``, or ``fifo`` not a positive multiple of d.
     """
 
-    def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, **accel):
+    def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
+                 **accel):
         d = cfg.drain_rows_per_cycle
-        if accel.get("queues"):
-            raise ValueError("kaleido_dcore keeps the host's descriptors: queues=True is not supported yet (D95)")
         fifo = fifo or FIFO_PER_PORT * d
         if fifo < d or fifo % d or d & (d - 1):
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
-        self.cfg, self.fifo = cfg, fifo
-        self.accel = DeltaAccel(cfg, **accel)
-        self.combine = DeltaCombine(cfg)
+        self.cfg, self.fifo, self.pe_kind, self.queues = cfg, fifo, pe, queues
+        self.accel = DeltaAccel(cfg, pe=pe, queues=queues, **accel)
+        self.combine = DeltaCombine(cfg, instance=pe == "instance")
+        if pe == "instance":  # only their signatures and sizes are used
+            discard(self.accel)
+            discard(self.combine)
+            if queues:
+                discard(self.accel.queue)
         acc = self.accel
+        self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
         cs = dcombine_signature(cfg).members
@@ -96,7 +108,7 @@ class DeltaCore(wiring.Component):
         self.seen_depth = 1 << self.da
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
-            "wr_data": In(unsigned(max(acc.dbits, 2 * G))), "c_tiles": In(range(acc.max_tiles + 1)),
+            "wr_data": In(unsigned(max(acc.dbits, 2 * G))), **{n: acc.signature.members[n] for n in self.cnames},
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
             "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
@@ -110,47 +122,55 @@ class DeltaCore(wiring.Component):
         m = Module()
         cfg, acc = self.cfg, self.accel
         R, C, d, G = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.partial_regs  # noqa: N806
-        ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, acc.brows, self.fifo  # noqa: N806
+        ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, self.accel.brows, self.fifo  # noqa: N806
         rb, lg = _bits(brows), (d - 1).bit_length()
-        m.submodules.accel = acc
-        m.submodules.comb = cmb = self.combine
+        inst = self.pe_kind == "instance"
+        if inst:
+            ap = self._instance(m, "accel", DACCEL_MODULE_NAME, self.accel.signature)
+            cmb = self._instance(m, "comb", DCOMBINE_MODULE_NAME, self.combine.signature)
+        else:
+            m.submodules.accel = ap = acc
+            m.submodules.comb = cmb = self.combine
+        desc_bits = self.accel.desc_bits
 
         # --- host writes, start, the run's phases
         dec_we = self.wr_valid & (self.wr_sel == 3)
-        desc_we = self.wr_valid & (self.wr_sel == 2)
-        m.d.comb += [acc.wr_valid.eq(self.wr_valid & (self.wr_sel != 3)), acc.wr_sel.eq(self.wr_sel),
-                     acc.wr_addr.eq(self.wr_addr), acc.wr_data.eq(self.wr_data[:len(acc.wr_data)]),
-                     acc.c_tiles.eq(self.c_tiles)]
+        m.d.comb += [ap.wr_valid.eq(self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1)),
+                     ap.wr_sel.eq(self.wr_sel), ap.wr_addr.eq(self.wr_addr),
+                     ap.wr_data.eq(self.wr_data[:len(self.accel.wr_data)])]
+        m.d.comb += [getattr(ap, n).eq(getattr(self, n)) for n in self.cnames]
         phase = Signal(2, name="phase")  # 0 idle, 1 accumulate, 2 output
-        m.d.comb += [self.wr_ready.eq((phase == 0) & acc.wr_ready), self.busy.eq(phase != 0),
-                     acc.start.eq(self.start & (phase == 0))]
+        m.d.comb += [self.wr_ready.eq((phase == 0) & ap.wr_ready), self.busy.eq(phase != 0),
+                     ap.start.eq(self.start & (phase == 0))]
 
         # --- tile table: (class, cb, tokens) per band-tile, one copy per drain port
         pos, off = {}, 0
         for name, bits in acc.fields:
             pos[name] = (off, bits)
             off += bits
-        field = {n: self.wr_data[o:o + b] for n, (o, b) in pos.items()}
+        field = {n: ap.desc[o:o + b] for n, (o, b) in pos.items()}
+        assert off == desc_bits
         xb = _bits(acc.KW)
         cls_w = Signal(2, name="desc_class")
         expr = Const(0, 2)
         for g in range(G):
-            expr = Mux(field["xoff"] == self.o_gxoff[g * xb:(g + 1) * xb], self.o_gclass[2 * g:2 * g + 2], expr)
+            gc = self.o_gclass[2 * g:2 * g + 2]
+            expr = Mux((field["xoff"] == self.o_gxoff[g * xb:(g + 1) * xb]) & (gc != NO_GROUP), gc, expr)
         m.d.comb += cls_w.eq(expr)
         entry_w = Cat(cls_w, field["cb"][:cbb], field["tokens"])
         tables = []
         for p in range(d):
-            ports, mac = macro("1r1w", acc.max_tiles, self.entry_bits)
+            ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
-            m.d.comb += [ports.we.eq(desc_we), ports.waddr.eq(self.wr_addr), ports.wmask.eq(1),
-                         ports.wdata.eq(entry_w), ports.re.eq(acc.out_valid[p]),
-                         ports.raddr.eq(acc.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
+            m.d.comb += [ports.we.eq(ap.desc_valid), ports.waddr.eq(ap.desc_tile), ports.wmask.eq(1),
+                         ports.wdata.eq(entry_w), ports.re.eq(ap.out_valid[p]),
+                         ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
         # --- decision buffer: two copies (token, successor)
         decs = []
         for i in range(2):
-            ports, mac = macro("1r1w", acc.max_tokens, 2 * G)
+            ports, mac = macro("1r1w", self.accel.max_tokens, 2 * G, instance=inst)
             m.submodules[f"dec{i}"] = mac
             m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(self.wr_addr), ports.wmask.eq(1),
                          ports.wdata.eq(self.wr_data[:2 * G])]
@@ -164,11 +184,11 @@ class DeltaCore(wiring.Component):
         r_v = Signal(d, name="row_v")
         r_row = Signal(d * rb, name="row_row")
         r_data = Signal(d * C * ab, name="row_data")
-        m.d.sync += [r_v.eq(acc.out_valid), r_row.eq(acc.out_row), r_data.eq(acc.out_data)]
+        m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
         fifo = []
         for b in range(d):
-            ports, mac = macro("1r1w", Q // d, self.fifo_bits)
+            ports, mac = macro("1r1w", Q // d, self.fifo_bits, instance=inst)
             m.submodules[f"fifo{b}"] = mac
             m.d.comb += ports.wmask.eq(1)
             fifo.append(ports)
@@ -209,7 +229,7 @@ class DeltaCore(wiring.Component):
         for b in range(1, d):
             sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
         m.d.comb += popped.eq(sel_data)
-        seen_p, seen_mac = macro("1r1w", self.seen_depth, 1)
+        seen_p, seen_mac = macro("1r1w", self.seen_depth, 1, instance=inst)
         m.submodules.seen = seen_mac
         s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
         s2_fwd = Signal(name="acc_fwd")
@@ -300,14 +320,14 @@ class DeltaCore(wiring.Component):
                      self.y_cb.eq(c2)]
         m.d.sync += self.done.eq(e2)
 
-        with m.If(acc.done):
+        with m.If(ap.done):
             m.d.sync += fin.eq(1)
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
                     m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
             with m.Case(1):
-                with m.If((fin | acc.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
+                with m.If((fin | ap.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
                     m.d.sync += [phase.eq(2), walking.eq(1), csel.eq(~csel), pool.eq(0), f.eq(0), cb.eq(0),
                                  i.eq(0), a.eq(0), x.eq(0), x0.eq(0)]
             with m.Case(2):
@@ -332,6 +352,27 @@ class DeltaCore(wiring.Component):
                     m.d.sync += phase.eq(0)
         return m
 
+    def macros(self) -> list[tuple[str, int, int, None]]:
+        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
+        the decision copies, the FIFO banks, the seen memory (``kaleido_daccel``'s and ``kaleido_dcombine``'s
+        are theirs)."""
+        acc, out = self.accel, []
+        for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", acc.max_tokens, 2 * self.cfg.partial_regs,
+                   None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
+                   ("1r1w", self.seen_depth, 1, None)):
+            if mc not in out:
+                out.append(mc)
+        return out
+
+    def _instance(self, m, name, module, sig):
+        """``module`` instantiated by name (Verilog): the ports as an interface of ``sig``."""
+        ports = sig.flip().create()
+        kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+        for n, member in sig.members.items():
+            kw[("i_" if member.flow == In else "o_") + n] = getattr(ports, n)
+        m.submodules[name] = Instance(module, **kw)
+        return ports
+
 
 def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> dict[str, int]:  # noqa: N803
     """The op's values of `DeltaCore`'s ``o_*`` ports (module docstring): grid ``(F, H, W)``, ``groups``
@@ -352,5 +393,5 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> di
     F, H, W = grid  # noqa: N806
     return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": -(-N // core.cfg.array_cols), "o_n": N, "o_classes": len(cls),
             "o_axis": sum(AXIS_CODE[ax] << 2 * a for a, (ax, _idx) in enumerate(cls)),
-            "o_gclass": sum(of_group[g] << 2 * g for g in range(len(groups))),
+            "o_gclass": sum(of_group.get(g, NO_GROUP) << 2 * g for g in range(core.cfg.partial_regs)),
             "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused)}

@@ -13,6 +13,8 @@ For each op:
   tests/test_rtl_delta.py checks equal on these cases);
 - every row leaves at the cycle `sim.timing.delta_core.core_schedule` gives from the controller's model
   (`sim.timing.delta_accel.row_out_cycles`, `accel_cycles`, computed apart from the RTL), and ``done`` too;
+- every output command equals `tests.rtl.delta_bench.dcombine_program`'s (the bench's program that specified
+  ``kaleido_dcombine``'s commands, D79), field for field;
 - the combine unit's state-SRAM, state-buffer and lane-register accesses equal the model's counts
   (`sim.cost.compact_actions`' delta rules, tests/test_rtl_delta.py ``model_counts``).
 """
@@ -23,41 +25,60 @@ import numpy as np
 import pytest
 
 from algo.reuse.golden import apply_decisions
+from hw import discard
+from hw.delta_accel import DeltaAccel
+from hw.delta_accel_host import queue_ports
 from hw.delta_core import DeltaCore
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
-from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, row_out_cycles
+from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
 from sim.timing.delta_core import commands, core_schedule
-from tests.rtl.dcore_bench import run_dcore
-from tests.test_rtl_daccel import _random_job
+from tests.rtl.dcore_bench import CMD_PORTS, run_dcore
+from tests.rtl.delta_bench import dcombine_program
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, delta_cfg, model_counts
+from tests.test_rtl_dqueue import _random
 
 FIFO = 64  # rows; the most these cases queue is 39 (core_schedule's fifo_max, checked below)
 
-# (shape, case, chunk-major issue order, fused)
-RUNS = [("8x8-B2-d2", c, False, False) for c in range(4)] + [
-    ("8x8-B4-d2", 1, True, False), ("4x8-B2-d1", 2, False, False), ("8x8-B2-d4", 3, True, False),
-    ("8x8-B2-d2", "qk-int8", False, False), ("8x8-B2-d2", "qk-int8", True, True),
-    ("8x8-B4-d2", "three-axes", True, True), ("8x8-B2-d2", "hand", False, True),
-    ("8x8-B2-d4", "qk-uint8-coherent", False, True), ("8x8-B2-d2", "three-axes", False, False),
+# (shape, case, chunk-major issue order, fused, queues)
+RUNS = [("8x8-B2-d2", c, False, False, True) for c in range(4)] + [
+    ("8x8-B4-d2", 1, True, False, True), ("4x8-B2-d1", 2, False, False, True), ("8x8-B2-d4", 3, True, False, True),
+    ("8x8-B2-d2", 0, True, False, False), ("4x8-B2-d1", 1, False, False, False),
+    ("8x8-B2-d2", "qk-int8", False, False, True), ("8x8-B2-d2", "qk-int8", True, True, True),
+    ("8x8-B4-d2", "three-axes", True, True, True), ("8x8-B2-d2", "hand", False, True, False),
+    ("8x8-B2-d4", "qk-uint8-coherent", False, True, True), ("8x8-B2-d2", "three-axes", False, False, False),
 ]
 
 
-def _model(cfg, case, op, fw):
+def _job(cfg, case, fw, s, cm, fused, queues=True):
+    """``(case, op, fused, ports)`` for `tests.rtl.dcore_bench.run_dcore` and the queues' `queue_steps` (None
+    without queues)."""
+    fw = fw or case.grid[0]
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
+    if not queues:
+        return (case, op, fused, None), None
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
+    R = cfg.array_rows  # noqa: N806
+    return (case, op, fused, ports), queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm)
+
+
+def _model(cfg, case, op, queue):
     """The controller's row cycles and ``done`` by `sim.timing.delta_accel` (2 B staging entries, 32 lanes)."""
     widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
     rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
     S = 2 * cfg.compact_bands  # noqa: N806
-    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32)
+    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
     rows = np.concatenate(row_out_cycles(band, last, op.rows, cfg))
-    return rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32)
+    return rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
 
 
-def check(cfg, case, op, fw, got, fused):
+def check(cfg, job, queue, got):
+    case, op, fused, _ports = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done = _model(cfg, case, op, fw)
+    rows, done = _model(cfg, case, op, queue)
     sch = core_schedule(rows, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows)
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
     assert sch["fifo_max"] <= FIFO and not got.overflow
@@ -68,6 +89,13 @@ def check(cfg, case, op, fw, got, fused):
         assert np.array_equal(values[:n], want[t, cb * C:cb * C + n]), (t, cb)
         assert cycle == sch["rows"][(t, cb)], (t, cb)
     assert got.cycles == sch["done"]
+    # the output commands, field for field, against tests.rtl.delta_bench's program (the combine's specification,
+    # D79), the carried-store read address only where it is read
+    _acc, prog = dcombine_program(case, [], cfg, fused)
+    assert len(got.cmds) == len(prog)
+    for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
+        keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
+        assert {n: mine[n] for n in keys} == {n: spec[n] for n in keys}, (k, spec["_token"], spec["_cb"])
     if len(classes(case.groups)) > 1:  # the qk-like cases: the combine's carried traffic against the model
         m = model_counts(case, cfg, fused)
         c = got.counts
@@ -76,29 +104,30 @@ def check(cfg, case, op, fw, got, fused):
         assert c["lane_we"] == m["lane"]
 
 
-@pytest.mark.parametrize(("shape", "ci", "chunk_major", "fused"), RUNS,
-                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}" for s, c, cm, fu in RUNS])
-def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused):
+@pytest.mark.parametrize(("shape", "ci", "chunk_major", "fused", "queues"), RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}{'' if q else '-host'}"
+                              for s, c, cm, fu, q in RUNS])
+def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused, queues):
     if isinstance(ci, str):
         case, fw, s = QK_CASES[ci], 1, 2
     else:
         case, fw, s = CASES[ci]
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
-    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=chunk_major)
-    [got] = run_dcore(cfg, [(case, op, fused)], fifo=FIFO)
-    check(cfg, case, op, fw, got, fused)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues)
+    check(cfg, job, queue, got)
 
 
 def test_dcore_random_ops_back_to_back():
-    # six seeded random ops (tests/test_rtl_daccel.py's: random grids, 1-3 groups of 1-6 channels on f, w or h,
-    # N 3-17, int8/uint8, scattered or coherent, both issue orders) on one core, each checked as above: the seen
+    # six seeded random ops (tests/test_rtl_dqueue.py's: random grids, 1-3 groups of 1-6 channels on f, w or h,
+    # N 3-17, int8/uint8, scattered or coherent, chunk frames, s 1-3, both issue orders) on one core, each checked as above: the seen
     # bits the walk clears and the flipped D buffer carry over from op to op.
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
     rng = np.random.default_rng(95)
-    jobs = [_random_job(rng, cfg, k) for k in range(6)]
-    got = run_dcore(cfg, [(case, op, False) for case, op, _fw in jobs], fifo=FIFO)
-    for (case, op, fw), run in zip(jobs, got, strict=True):
-        check(cfg, case, op, fw, run, False)
+    jobs = [_job(cfg, *_random(rng, k), False) for k in range(6)]
+    got = run_dcore(cfg, [j for j, _q in jobs], fifo=FIFO)
+    for (job, queue), run in zip(jobs, got, strict=True):
+        check(cfg, job, queue, run)
 
 
 def test_core_schedule_by_hand():
@@ -122,10 +151,8 @@ def test_fifo_overflow_flagged_and_errors():
     # kaleido_daccel's drain ports, D95)
     case, fw, s = CASES[0]
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
-    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s)
-    [got] = run_dcore(cfg, [(case, op, False)], fifo=2)
+    job, _queue = _job(cfg, case, fw, s, False, False)
+    [got] = run_dcore(cfg, [job], fifo=2)
     assert got.overflow
     with pytest.raises(ValueError, match="multiple of d"):
         DeltaCore(cfg, fifo=3)
-    with pytest.raises(ValueError, match="queues=True"):
-        DeltaCore(cfg, queues=True)

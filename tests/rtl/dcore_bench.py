@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: The combine unit's output-command ports the bench records.
+CMD_PORTS = ("c_first", "c_last", "c_direct", "c_has", "c_daddr", "c_reg", "c_sram", "c_raddr", "c_waddr", "c_keep",
+             "c_hold", "c_cols")
+
 
 @dataclass
 class DcoreRun:
@@ -24,12 +28,16 @@ class DcoreRun:
     accel_done: int = -1
     cycles: int = -1
     overflow: int = 0
+    acc: list = field(default_factory=list)
+    cmds: list = field(default_factory=list)
     counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we"), 0))
 
 
-def run_dcore(cfg, jobs, fifo=None, max_cycles=20000, **accel) -> list[DcoreRun]:
-    """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused)``: a `tests.test_rtl_delta` case, its
-    `sim.engines.band_stimulus.band_op`, carried values in the state SRAM) one after the other."""
+def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> list[DcoreRun]:
+    """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused, ports)``: a `tests.test_rtl_delta`
+    case, its `sim.engines.band_stimulus.band_op`, carried values in the state SRAM, and with ``queues`` the
+    queues' ports, `hw.delta_accel_host.queue_ports`) one after the other; without ``queues`` the host writes
+    the band-tile list."""
     from amaranth.sim import Simulator
 
     from hw.delta_accel_host import SEL_DEC, dec_words, op_words
@@ -39,17 +47,17 @@ def run_dcore(cfg, jobs, fifo=None, max_cycles=20000, **accel) -> list[DcoreRun]
     from tests.rtl.daccel_bench import host_tiles
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    dut = DeltaCore(cfg, fifo=fifo, **accel)
+    dut = DeltaCore(cfg, fifo=fifo, queues=queues, **accel)
     outs = [DcoreRun() for _ in jobs]
     cur = {}
 
     async def bench(ctx):
-        for (case, op, fused), out in zip(jobs, outs, strict=True):
+        for (case, op, fused, ports), out in zip(jobs, outs, strict=True):
             cur["out"] = None
             for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused).items():
                 ctx.set(getattr(dut, name), value)
             diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-            words = op_words(dut.accel, diffs, case.W.astype(np.int64), case.groups, host_tiles(op))
+            words = op_words(dut.accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
             words += [(SEL_DEC, a, w) for a, w in dec_words(dut.accel, case.decisions)]
             for sel, addr, data in words:
                 assert ctx.get(dut.wr_ready)
@@ -59,7 +67,8 @@ def run_dcore(cfg, jobs, fifo=None, max_cycles=20000, **accel) -> list[DcoreRun]
                 ctx.set(dut.wr_data, data)
                 await ctx.tick()
             ctx.set(dut.wr_valid, 0)
-            ctx.set(dut.c_tiles, len(op.tiles))
+            for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
+                ctx.set(getattr(dut, name), value)
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
@@ -67,6 +76,10 @@ def run_dcore(cfg, jobs, fifo=None, max_cycles=20000, **accel) -> list[DcoreRun]
             cycle = 1
             while not ctx.get(dut.done):
                 assert cycle < max_cycles, "the core did not finish"
+                if ctx.get(dut.combine.a_valid):
+                    out.acc.append((ctx.get(dut.combine.a_first), ctx.get(dut.combine.a_addr)))
+                if ctx.get(dut.combine.c_valid):
+                    out.cmds.append({k: ctx.get(getattr(dut.combine, k)) for k in CMD_PORTS})
                 ov = ctx.get(dut.accel.out_valid)
                 out.row_cycles += [cycle] * bin(ov).count("1")
                 if ctx.get(dut.accel.done):

@@ -95,8 +95,6 @@ class DeltaCore(wiring.Component):
         if pe == "instance":  # only their signatures and sizes are used
             discard(self.accel)
             discard(self.combine)
-            if queues:
-                discard(self.accel.queue)
         acc = self.accel
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806

@@ -377,19 +377,34 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> di
     ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM).
 
     Raises:
-        ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``."""
+        ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
+            sums (``A M n_cb`` words) or carried values (``A F H W n_cb`` words in the state buffer; the state
+            SRAM's regions, `tests.rtl.delta_bench.dcombine_program`) beyond their buffer (`delta_combine_sizes`,
+            `state_sram_sizes`): the op is one chunk here (docs/decisions.md D95)."""
     from hw.delta_accel_host import group_layout
+    from hw.delta_combine import delta_combine_sizes, state_sram_sizes
     from sim.timing.delta import classes
 
     cls = classes(groups)
     if len(cls) > MAX_CLASSES or len(groups) > core.cfg.partial_regs:
         raise ValueError(f"{len(cls)} axis classes, {len(groups)} groups: kaleido_dcore holds {MAX_CLASSES} and "
                          f"{core.cfg.partial_regs}")
+    F, H, W = grid  # noqa: N806
+    n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
+    sz, st = delta_combine_sizes(core.cfg), state_sram_sizes(core.cfg)
+    need = {"difference sums": (A * F * H * W * n_cb, sz["d_depth"])}
+    if fused:
+        need["state SRAM"] = ((R + F + F * W) * n_cb, st["depth"] if st else 0)
+    else:
+        need["state buffer"] = (A * F * H * W * n_cb, sz["state_depth"])
+    for what, (words, have) in need.items():
+        if words > have:
+            raise ValueError(f"{what}: the op needs {words} words, kaleido_dcore's buffer holds {have} (one chunk "
+                             "per op, D95)")
     of_group = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
     xb = _bits(core.accel.KW)
     lay = group_layout(core.accel, groups)
-    F, H, W = grid  # noqa: N806
-    return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": -(-N // core.cfg.array_cols), "o_n": N, "o_classes": len(cls),
+    return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": n_cb, "o_n": N, "o_classes": A,
             "o_axis": sum(AXIS_CODE[ax] << 2 * a for a, (ax, _idx) in enumerate(cls)),
             "o_gclass": sum(of_group.get(g, NO_GROUP) << 2 * g for g in range(core.cfg.partial_regs)),
             "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused)}

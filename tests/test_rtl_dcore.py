@@ -28,7 +28,7 @@ from algo.reuse.golden import apply_decisions
 from hw import discard
 from hw.delta_accel import DeltaAccel
 from hw.delta_accel_host import queue_ports
-from hw.delta_core import DeltaCore
+from hw.delta_core import DeltaCore, core_ports
 from hw.sram import macro_name
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
@@ -157,6 +157,13 @@ def test_fifo_overflow_flagged_and_errors():
     assert got.overflow
     with pytest.raises(ValueError, match="multiple of d"):
         DeltaCore(cfg, fifo=3)
+    # 64 KiB of partial-sum SRAM: 780 words of 8 x 28 bits per buffer; 1 class x 4 x 8 x 8 tokens x 13 column
+    # blocks (N = 100) = 3,328 difference-sum words do not fit one buffer
+    core = discard(DeltaCore(cfg))
+    with pytest.raises(ValueError, match="difference sums: the op needs 3328 words.*holds 780"):
+        core_ports(core, (4, 8, 8), [(0, 4, "f")], 100)
+    with pytest.raises(ValueError, match="state SRAM: the op needs"):
+        core_ports(core, (1, 1, 2), [(0, 4, "f")], 8, fused=True)  # no state SRAM on this config
 
 
 def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):

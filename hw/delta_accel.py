@@ -27,7 +27,9 @@ weight word ``cb KWW + word``, descriptor = band-tile number), ``wr_data`` (the 
 ``c_tiles`` the op's band-tiles (stable from ``start`` to ``done``); ``start`` (one cycle, while idle), ``busy``,
 ``done``; per drain port p of d: ``out_valid[p]``, ``out_tile`` (24 bits at ``[24 p, 24 p + 24)``), ``out_row``
 (``ceil(log2(R / B))`` bits), ``out_data`` (C signed ``acc_bits`` words at lane ``p C + c``). No back-pressure
-on the drain ports (as ``kaleido_dtop``'s).
+on the drain ports (as ``kaleido_dtop``'s). ``desc_valid`` marks the cycle the gather reads a band-tile's descriptor,
+``desc_tile`` its number and ``desc`` the word (`DeltaAccel.fields`; host list or queues alike): what a combine
+stage keeps to place the rows (`hw.delta_core`, D95).
 
 What it does after ``start`` (one cycle; cycle 0 of the timing below is the cycle after it; ``kaleido_dtop``
 is reset in the ``start`` cycle, so its drain phase and band choice start with the op):
@@ -194,6 +196,7 @@ class DeltaAccel(wiring.Component):
             "start": In(1), "busy": Out(1), "done": Out(1),
             "out_valid": Out(unsigned(d)), "out_tile": Out(unsigned(d * TILE_BITS)), "out_row": Out(unsigned(d * rb)),
             "out_data": Out(unsigned(d * C * cfg.acc_bits)),
+            "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
         })
 
     def macros(self) -> list[tuple[str, int, int, None]]:
@@ -455,6 +458,8 @@ class DeltaAccel(wiring.Component):
         finished = Signal(name="finished")
         m.d.comb += finished.eq(running & (q_fin if Q else gidx >= T) & ~in_rows & (drained == rowsum))
         m.d.comb += self.done.eq(finished)
+        # the descriptor the gather took, with its band-tile number, the cycle it is read (for a combine stage, D95)
+        m.d.comb += [self.desc_valid.eq(g_first), self.desc_tile.eq(gidx - 1), self.desc.eq(dq)]
         with m.If(finished):
             m.d.sync += running.eq(0)
         with m.If(begin):  # the start values (last assignment wins)

@@ -12,7 +12,9 @@ A preset whose ``organisation`` is ``compact`` also gets the compact organisatio
 its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel.py, D91: banked SRAM buffers,
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
-codes; instantiated by name). The compact organisation's controller (queues, gather) is not RTL yet. The
+codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
+stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros. The compact organisation's
+controller (queues, gather) is not RTL yet. The
 lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
@@ -46,6 +48,7 @@ from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
+from hw.delta_core import DCORE_MODULE_NAME, DeltaCore
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
@@ -133,6 +136,11 @@ _MODULES = {
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
+    # The delta controller with its combine stage (D95): kaleido_daccel + command generation + kaleido_dcombine,
+    # both instantiated by name, with its own macros (tile table, decision copies, row FIFO, seen bits).
+    "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
+              "row FIFO + accumulate and output command generation + kaleido_dcombine, final Y rows",
+              lambda cfg: DeltaCore(cfg, pe="instance")),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name}
 
@@ -152,8 +160,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
     if cfg.organisation == "delta":
-        roles += ["daccel", "dqueue"]
+        roles += ["daccel", "dqueue", "dcore"]
         macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
@@ -251,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
-                   "kaleido_dqueue, from host-written decisions; differences host-written; no weight stage or combine "
-                   "control; docs/decisions.md D73, D91, D93)" if cfg.organisation == "delta"
+                   "kaleido_dqueue, from host-written decisions; differences host-written; no weight stage), and "
+                   "kaleido_dcore adds the combine stage's command generation (one chunk per op; docs/decisions.md "
+                   "D73, D91, D93, D95)" if cfg.organisation == "delta"
                    else "its controller (queues, gather) is not RTL yet (docs/decisions.md D65)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "

@@ -77,8 +77,10 @@ def rtl(
     kaleido_dcolumn, kaleido_dtop, kaleido_dcombine per axis class with its state SRAM; D73, D79) and a first
     slice of its op-level controller, kaleido_daccel (D91: banked SRAM buffers written by a host port, gather of
     each band-tile's difference rows, issue in the model's order, drained rows tagged by band-tile and row) with
-    the queues that form its band-tiles from host-written decision codes, kaleido_dqueue (D93); the similarity
-    unit's differences (host-written), the combine control and the weight stage are not RTL yet. The vector unit and
+    the queues that form its band-tiles from host-written decision codes, kaleido_dqueue (D93), and kaleido_dcore
+    (D95): kaleido_daccel with the combine stage's command generation and kaleido_dcombine, handing out final Y
+    rows (one chunk per op: the whole op's difference sums in one D buffer). The similarity unit's differences
+    (host-written), chunked combining and the weight stage are not RTL yet. The vector unit and
     the fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is
     emitted for them.
     """

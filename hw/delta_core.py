@@ -1,0 +1,410 @@
+"""The delta organisation's op-level controller with its combine stage (docs/decisions.md D95): `DeltaCore`,
+Verilog module ``kaleido_dcore``, instantiates ``kaleido_daccel`` (`hw.delta_accel.DeltaAccel`, with its band-tile
+queues by default, as `hw.rtl` emits it) and ``kaleido_dcombine`` (`hw.delta_combine.DeltaCombine`) and generates
+the combine unit's commands in RTL from the tagged drained rows and the op's decisions, so that it hands out final
+``Y`` rows (token, column block, C values).
+
+What the host gives it:
+
+- the write port, passed on to ``kaleido_daccel`` (``wr_sel`` 0 differences, 1 weights, 2 descriptors without
+  queues, 3 decisions); ``wr_sel`` 3 also writes the core's **decision copies**, one word per token of G 2-bit
+  codes (`hw.delta_accel_host.dec_words`; COMPUTE 0, PARTIAL 1, REUSE 2), two 1r1w macros (the walk reads a token
+  and its successor in one cycle);
+- ``kaleido_daccel``'s ``c_*`` ports (the queues' op sizes, or ``c_tiles``), passed on;
+- the op ports (stable from ``start`` to ``done``), `core_ports` computes them: ``o_f``, ``o_h``, ``o_w`` the
+  grid, ``o_ncb`` column blocks, ``o_n`` output channels, ``o_classes`` axis classes A (`sim.timing.delta.classes`),
+  ``o_axis`` per class its axis (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``), ``o_gclass`` per group its class (2
+  bits each; `NO_GROUP` for a group the op does not have), ``o_gxoff`` per group its difference-word offset
+  (`hw.delta_accel_host.group_layout`: how a descriptor names its group), ``o_fused`` (carried values in the
+  state SRAM: a fused score op, D79).
+
+Each descriptor ``kaleido_daccel``'s gather takes (``desc_valid``, ``desc_tile``, ``desc``) is kept as (class,
+column block, row tokens) in a **tile table**, one 1r1w copy per drain port, addressed by band-tile number.
+
+After ``start`` (the same cycle as ``kaleido_daccel``'s), two phases, one after the other (the op is one chunk):
+
+- **Accumulate.** A row drained at cycle c on port p: its tile-table entry is read at c (address ``out_tile``);
+  at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of ``out_row``, column
+  block cb; `tests.rtl.delta_bench.dcombine_program`'s layout) and its data are written into the **row FIFO**
+  (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid ports on consecutive entries
+  in port order). One entry is popped a cycle, from the cycle after its write: popped at j, the **seen memory**
+  (one bit per D address, 1r1w) is read at j + 1 and the combine's accumulate command issues at j + 2 with
+  ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit.
+- **Output.** Once ``kaleido_daccel``'s ``done`` has come and the accumulate pipeline is empty, ``c_sel`` flips
+  and the walk of `tests.rtl.delta_bench.dcombine_program` runs, one command a cycle: per pool of R positions,
+  frame, column block, position, class. A command's token and its successor along the class's axis are read
+  from the decision copies at cycle k; at k + 1 its flags (``c_direct``, ``c_has``, ``c_reg``, ``c_keep``,
+  ``c_hold``) and addresses (the carried store's, the bench's layout) issue and its seen bit is cleared (so the
+  memory is all zero between ops); its ``Y`` row leaves 2 cycles later on ``y_valid`` with ``y_token`` and
+  ``y_cb``. ``done`` pulses the cycle after the last row.
+
+Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
+
+Not in this slice (D95): chunks (the output walk overlapping the next chunk's accumulation in the other D
+buffer: here the whole op is one chunk, its D must fit one buffer), the combine unit's second way (one
+accumulate a cycle against up to d drained rows a cycle: the FIFO absorbs the difference), back-pressure on
+``kaleido_daccel``'s drain (``overflow`` is a sticky flag; `core_schedule`'s ``fifo_max`` gives the depth an
+op needs).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from hw import discard
+from hw.compact_array import TILE_BITS
+from hw.config import AcceleratorConfig
+from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel, _bits
+from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine, dcombine_signature
+from hw.sram import macro
+
+#: Verilog module name of `DeltaCore`.
+DCORE_MODULE_NAME = "kaleido_dcore"
+#: Axis classes the ports carry (`sim.timing.delta.classes`: f, h, w).
+MAX_CLASSES = 3
+#: Axis codes of ``o_axis``.
+AXIS_CODE = {"f": 0, "h": 1, "w": 2}
+#: ``o_gclass``'s code of a group the op does not have (its decision bits are not read).
+NO_GROUP = 3
+#: Row-FIFO entries by default, per drain port.
+FIFO_PER_PORT = 8
+
+
+class DeltaCore(wiring.Component):
+    """``kaleido_daccel`` + command generation + ``kaleido_dcombine`` (module docstring).
+
+    Args:
+        cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
+        **accel: `DeltaAccel`'s keyword arguments (sizes, entries, lanes; ``queues`` must stay False).
+
+    Raises:
+        ValueError: as `DeltaAccel`, or ``queues=True``, or ``fifo`` not a positive multiple of d.
+    """
+
+    def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
+                 **accel):
+        d = cfg.drain_rows_per_cycle
+        fifo = fifo or FIFO_PER_PORT * d
+        if fifo < d or fifo % d or d & (d - 1):
+            raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
+        self.cfg, self.fifo, self.pe_kind, self.queues = cfg, fifo, pe, queues
+        self.accel = DeltaAccel(cfg, pe=pe, queues=queues, **accel)
+        self.combine = DeltaCombine(cfg, instance=pe == "instance")
+        if pe == "instance":  # only their signatures and sizes are used
+            discard(self.accel)
+            discard(self.combine)
+        acc = self.accel
+        self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
+        G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
+        self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
+        cs = dcombine_signature(cfg).members
+        self.da, self.ra = cs["a_addr"].shape.width, cs["c_raddr"].shape.width
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb
+        self.fifo_bits = self.da + C * cfg.acc_bits
+        self.seen_depth = 1 << self.da
+        super().__init__({
+            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
+            "wr_data": In(unsigned(max(acc.dbits, 2 * G))), **{n: acc.signature.members[n] for n in self.cnames},
+            "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
+            "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
+            "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
+            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1),
+            "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
+            "y_valid": Out(1), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
+            "y_data": Out(unsigned(C * cfg.acc_bits)),
+        })
+
+    def elaborate(self, platform):  # noqa: C901
+        m = Module()
+        cfg, acc = self.cfg, self.accel
+        R, C, d, G = cfg.array_rows, cfg.array_cols, cfg.drain_rows_per_cycle, cfg.partial_regs  # noqa: N806
+        ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, self.accel.brows, self.fifo  # noqa: N806
+        rb, lg = _bits(brows), (d - 1).bit_length()
+        inst = self.pe_kind == "instance"
+        if inst:
+            ap = self._instance(m, "accel", DACCEL_MODULE_NAME, self.accel.signature)
+            cmb = self._instance(m, "comb", DCOMBINE_MODULE_NAME, self.combine.signature)
+        else:
+            m.submodules.accel = ap = acc
+            m.submodules.comb = cmb = self.combine
+        desc_bits = self.accel.desc_bits
+
+        # --- host writes, start, the run's phases
+        dec_we = self.wr_valid & (self.wr_sel == 3)
+        m.d.comb += [ap.wr_valid.eq(self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1)),
+                     ap.wr_sel.eq(self.wr_sel), ap.wr_addr.eq(self.wr_addr),
+                     ap.wr_data.eq(self.wr_data[:len(self.accel.wr_data)])]
+        m.d.comb += [getattr(ap, n).eq(getattr(self, n)) for n in self.cnames]
+        phase = Signal(2, name="phase")  # 0 idle, 1 accumulate, 2 output
+        m.d.comb += [self.wr_ready.eq((phase == 0) & ap.wr_ready), self.busy.eq(phase != 0),
+                     ap.start.eq(self.start & (phase == 0))]
+
+        # --- tile table: (class, cb, tokens) per band-tile, one copy per drain port
+        pos, off = {}, 0
+        for name, bits in acc.fields:
+            pos[name] = (off, bits)
+            off += bits
+        field = {n: ap.desc[o:o + b] for n, (o, b) in pos.items()}
+        assert off == desc_bits
+        xb = _bits(acc.KW)
+        cls_w = Signal(2, name="desc_class")
+        expr = Const(0, 2)
+        for g in range(G):
+            gc = self.o_gclass[2 * g:2 * g + 2]
+            expr = Mux((field["xoff"] == self.o_gxoff[g * xb:(g + 1) * xb]) & (gc != NO_GROUP), gc, expr)
+        m.d.comb += cls_w.eq(expr)
+        entry_w = Cat(cls_w, field["cb"][:cbb], field["tokens"])
+        tables = []
+        for p in range(d):
+            ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
+            m.submodules[f"tiles{p}"] = mac
+            m.d.comb += [ports.we.eq(ap.desc_valid), ports.waddr.eq(ap.desc_tile), ports.wmask.eq(1),
+                         ports.wdata.eq(entry_w), ports.re.eq(ap.out_valid[p]),
+                         ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
+            tables.append(ports)
+
+        # --- decision buffer: two copies (token, successor)
+        decs = []
+        for i in range(2):
+            ports, mac = macro("1r1w", self.accel.max_tokens, 2 * G, instance=inst)
+            m.submodules[f"dec{i}"] = mac
+            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(self.wr_addr), ports.wmask.eq(1),
+                         ports.wdata.eq(self.wr_data[:2 * G])]
+            decs.append(ports)
+
+        hw_ = Signal(range(acc.max_tokens + 1), name="op_hw")
+        m_tok = Signal(range(acc.max_tokens + 1), name="op_m")
+        m.d.comb += [hw_.eq(self.o_h * self.o_w), m_tok.eq(self.o_f * hw_)]
+
+        # --- accumulate: rows into the FIFO
+        r_v = Signal(d, name="row_v")
+        r_row = Signal(d * rb, name="row_row")
+        r_data = Signal(d * C * ab, name="row_data")
+        m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
+        wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
+        fifo = []
+        for b in range(d):
+            ports, mac = macro("1r1w", Q // d, self.fifo_bits, instance=inst)
+            m.submodules[f"fifo{b}"] = mac
+            m.d.comb += ports.wmask.eq(1)
+            fifo.append(ports)
+        rank = Const(0, 16)
+        for p in range(d):
+            e = tables[p].rdata
+            a_cls, cb = e[:2], e[2:2 + cbb]
+            toks = Array(e[2 + cbb + i * tb:2 + cbb + (i + 1) * tb] for i in range(brows))
+            tok = toks[r_row[p * rb:(p + 1) * rb]]
+            addr = Signal(self.da, name=f"row_addr{p}")
+            m.d.comb += addr.eq((a_cls * m_tok + tok) * self.o_ncb + cb)
+            slot = Signal(16, name=f"row_slot{p}")
+            m.d.comb += slot.eq(wp + rank)
+            for b in range(d):
+                with m.If(r_v[p] & (slot[:lg] == b) if d > 1 else r_v[p]):
+                    m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
+                                 fifo[b].wdata.eq(Cat(addr, r_data[p * C * ab:(p + 1) * C * ab]))]
+            rank = rank + r_v[p]
+        count = Signal(16, name="fifo_count")
+        m.d.comb += count.eq(wp - rp)
+        m.d.sync += wp.eq(wp + rank)
+        over = Signal(name="overflow_q")
+        with m.If((phase == 1) & (wp + rank - rp > Q)):
+            m.d.sync += over.eq(1)
+        m.d.comb += self.overflow.eq(over)
+        pop = Signal(name="fifo_pop")
+        m.d.comb += pop.eq((phase == 1) & (count != 0))
+        rbank = Signal(range(max(2, d)), name="fifo_rbank")
+        for b in range(d):
+            m.d.comb += [fifo[b].re.eq(pop & ((rp[:lg] == b) if d > 1 else 1)), fifo[b].raddr.eq(rp[lg:])]
+        with m.If(pop):
+            m.d.sync += rp.eq(rp + 1)
+        m.d.sync += rbank.eq(rp[:lg] if d > 1 else 0)
+        s1 = Signal(name="acc_s1")
+        m.d.sync += s1.eq(pop)
+        popped = Signal(self.fifo_bits, name="fifo_out")
+        sel_data = fifo[0].rdata
+        for b in range(1, d):
+            sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
+        m.d.comb += popped.eq(sel_data)
+        seen_p, seen_mac = macro("1r1w", self.seen_depth, 1, instance=inst)
+        m.submodules.seen = seen_mac
+        s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
+        s2_fwd = Signal(name="acc_fwd")
+        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_data.eq(popped[self.da:]),
+                     s2_fwd.eq(s1 & s2 & (s2_addr == popped[:self.da]))]
+        m.d.comb += [seen_p.re.eq(s1), seen_p.raddr.eq(popped[:self.da]), seen_p.wmask.eq(1)]
+        m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_p.rdata[0] | s2_fwd)), cmb.a_addr.eq(s2_addr),
+                     cmb.a_data.eq(s2_data)]
+
+        # --- output walk
+        fin = Signal(name="accel_done_seen")
+        csel = Signal(name="c_sel_q")
+        m.d.comb += cmb.c_sel.eq(csel)
+        pool, f, cb, i, a = (Signal(range(acc.max_tokens + 1), name="w_pool"), Signal(range(acc.max_tokens + 1),
+                             name="w_f"), Signal(cbb, name="w_cb"), Signal(range(R), name="w_i"),
+                             Signal(2, name="w_a"))
+        x, x0 = Signal(range(acc.max_tokens + 1), name="w_x"), Signal(range(acc.max_tokens + 1), name="w_x0")
+        walking = Signal(name="walking")
+        p_ = Signal(range(acc.max_tokens + 1), name="w_p")
+        t = Signal(range(2 * acc.max_tokens + 1), name="w_t")
+        axes = Array(self.o_axis[2 * k:2 * k + 2] for k in range(MAX_CLASSES))
+        axis = Signal(2, name="w_axis")
+        m.d.comb += [p_.eq(pool + i), t.eq(f * hw_ + p_), axis.eq(axes[a])]
+        last_a = a == self.o_classes - 1
+        last_i = (i == R - 1) | (p_ + 1 == hw_)
+        last_cb = cb == self.o_ncb - 1
+        last_f = f == self.o_f - 1
+        last_pool = pool + R >= hw_
+        x_next = Mux(x == self.o_w - 1, 0, x + 1)
+        succ_ex = Signal(name="w_succ_exists")
+        succ_t = Signal(range(3 * acc.max_tokens + 1), name="w_succ_t")
+        m.d.comb += [succ_ex.eq(Mux(axis == 2, x != self.o_w - 1,
+                                    Mux(axis == 1, p_ + self.o_w < hw_, ~last_f))),
+                     succ_t.eq(t + Mux(axis == 2, 1, Mux(axis == 1, self.o_w, hw_)))]
+        m.d.comb += [decs[0].re.eq(walking), decs[0].raddr.eq(t), decs[1].re.eq(walking & succ_ex),
+                     decs[1].raddr.eq(succ_t)]
+        # registered command fields (the issue stage)
+        q = {n: Signal(len(s), name=f"q_{n}") for n, s in (("v", walking), ("a", a), ("axis", axis), ("t", t),
+                                                              ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
+                                                              ("succ", succ_ex), ("first", walking),
+                                                              ("last", walking), ("end", walking))}
+        m.d.sync += [q["v"].eq(walking), q["a"].eq(a), q["axis"].eq(axis), q["t"].eq(t), q["p"].eq(p_),
+                     q["f"].eq(f), q["cb"].eq(cb), q["i"].eq(i), q["x"].eq(x), q["succ"].eq(succ_ex),
+                     q["first"].eq(a == 0), q["last"].eq(last_a),
+                     q["end"].eq(walking & last_a & last_i & last_cb & last_f & last_pool)]
+        gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
+        code = [decs[0].rdata[2 * g:2 * g + 2] for g in range(G)]
+        scode = [decs[1].rdata[2 * g:2 * g + 2] for g in range(G)]
+        direct, has, sdirect = Const(1, 1), Const(0, 1), Const(1, 1)
+        for g in range(G):
+            mine = gcls[g] == q["a"]
+            direct = direct & (~mine | (code[g] == 0))
+            has = has | (mine & (code[g] != 2))
+            sdirect = sdirect & (~mine | (scode[g] == 0))
+        dir_s, has_s, succ = Signal(name="c_direct_w"), Signal(name="c_has_w"), Signal(name="c_succ_w")
+        m.d.comb += [dir_s.eq(direct), has_s.eq(has), succ.eq(q["succ"] & ~sdirect)]
+        is_w = q["axis"] == 2
+        near = is_w & (q["x"] != 0) & (q["i"] != 0)
+        succ_near = is_w & (q["i"] != R - 1)
+        ncb = self.o_ncb
+        waddr_ps = Signal(self.ra + 8, name="c_waddr_ps")
+        m.d.comb += waddr_ps.eq((((q["a"] * self.o_f + q["f"]) * hw_) + q["p"]) * ncb + q["cb"])
+        back = Mux(q["axis"] == 2, ncb, Mux(q["axis"] == 1, self.o_w * ncb, hw_ * ncb))
+        waddr_st = Signal(self.ra + 8, name="c_waddr_st")
+        m.d.comb += waddr_st.eq(Mux(q["axis"] == 0, q["i"] * ncb + q["cb"],
+                                    Mux(q["axis"] == 2, (R + q["f"]) * ncb + q["cb"],
+                                        (R + self.o_f + q["f"] * self.o_w + q["x"]) * ncb + q["cb"])))
+        cols = Signal(range(C + 1), name="c_cols_w")
+        rest = Signal(range(acc.max_n + 1), name="c_rest")
+        m.d.comb += [rest.eq(self.o_n - q["cb"] * C), cols.eq(Mux(rest >= C, C, rest))]
+        daddr = Signal(self.da, name="c_daddr_w")
+        m.d.comb += daddr.eq((q["a"] * m_tok + q["t"]) * ncb + q["cb"])
+        m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
+                     cmb.c_direct.eq(dir_s), cmb.c_has.eq(has_s), cmb.c_daddr.eq(daddr),
+                     cmb.c_reg.eq(near & ~dir_s), cmb.c_sram.eq(self.o_fused),
+                     cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, waddr_ps - back)),
+                     cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
+                     cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
+        # the seen memory: set by the accumulate stream, cleared by the walk
+        m.d.comb += [seen_p.we.eq(s2 | q["v"]), seen_p.waddr.eq(Mux(q["v"], daddr, s2_addr)),
+                     seen_p.wdata.eq(~q["v"])]
+        # tags and done: the combine's row leaves 2 cycles after its command
+        t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
+        c1, c2 = Signal(cbb, name="tag_cb1"), Signal(cbb, name="tag_cb2")
+        e1, e2 = Signal(name="tag_end1"), Signal(name="tag_end2")
+        m.d.sync += [t1.eq(q["t"]), c1.eq(q["cb"]), t2.eq(t1), c2.eq(c1), e1.eq(q["v"] & q["end"]), e2.eq(e1)]
+        m.d.comb += [self.y_valid.eq(cmb.y_valid), self.y_data.eq(cmb.y_data), self.y_token.eq(t2),
+                     self.y_cb.eq(c2)]
+        m.d.sync += self.done.eq(e2)
+
+        with m.If(ap.done):
+            m.d.sync += fin.eq(1)
+        with m.Switch(phase):
+            with m.Case(0):
+                with m.If(self.start):
+                    m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
+            with m.Case(1):
+                with m.If((fin | ap.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
+                    m.d.sync += [phase.eq(2), walking.eq(1), csel.eq(~csel), pool.eq(0), f.eq(0), cb.eq(0),
+                                 i.eq(0), a.eq(0), x.eq(0), x0.eq(0)]
+            with m.Case(2):
+                with m.If(walking):
+                    with m.If(~last_a):
+                        m.d.sync += a.eq(a + 1)
+                    with m.Else():
+                        m.d.sync += a.eq(0)
+                        with m.If(~last_i):
+                            m.d.sync += [i.eq(i + 1), x.eq(x_next)]
+                        with m.Else():
+                            m.d.sync += i.eq(0)
+                            with m.If(~last_cb):
+                                m.d.sync += [cb.eq(cb + 1), x.eq(x0)]
+                            with m.Elif(~last_f):
+                                m.d.sync += [cb.eq(0), f.eq(f + 1), x.eq(x0)]
+                            with m.Elif(~last_pool):
+                                m.d.sync += [cb.eq(0), f.eq(0), pool.eq(pool + R), x.eq(x_next), x0.eq(x_next)]
+                            with m.Else():
+                                m.d.sync += walking.eq(0)
+                with m.If(e2):
+                    m.d.sync += phase.eq(0)
+        return m
+
+    def macros(self) -> list[tuple[str, int, int, None]]:
+        """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
+        the decision copies, the FIFO banks, the seen memory (``kaleido_daccel``'s and ``kaleido_dcombine``'s
+        are theirs)."""
+        acc, out = self.accel, []
+        for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", acc.max_tokens, 2 * self.cfg.partial_regs,
+                   None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
+                   ("1r1w", self.seen_depth, 1, None)):
+            if mc not in out:
+                out.append(mc)
+        return out
+
+    def _instance(self, m, name, module, sig):
+        """``module`` instantiated by name (Verilog): the ports as an interface of ``sig``."""
+        ports = sig.flip().create()
+        kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
+        for n, member in sig.members.items():
+            kw[("i_" if member.flow == In else "o_") + n] = getattr(ports, n)
+        m.submodules[name] = Instance(module, **kw)
+        return ports
+
+
+def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> dict[str, int]:  # noqa: N803
+    """The op's values of `DeltaCore`'s ``o_*`` ports (module docstring): grid ``(F, H, W)``, ``groups``
+    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM).
+
+    Raises:
+        ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
+            sums (``A M n_cb`` words) or carried values (``A F H W n_cb`` words in the state buffer; the state
+            SRAM's regions, `tests.rtl.delta_bench.dcombine_program`) beyond their buffer (`delta_combine_sizes`,
+            `state_sram_sizes`): the op is one chunk here (docs/decisions.md D95)."""
+    from hw.delta_accel_host import group_layout
+    from hw.delta_combine import delta_combine_sizes, state_sram_sizes
+    from sim.timing.delta import classes
+
+    cls = classes(groups)
+    if len(cls) > MAX_CLASSES or len(groups) > core.cfg.partial_regs:
+        raise ValueError(f"{len(cls)} axis classes, {len(groups)} groups: kaleido_dcore holds {MAX_CLASSES} and "
+                         f"{core.cfg.partial_regs}")
+    F, H, W = grid  # noqa: N806
+    n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
+    sz, st = delta_combine_sizes(core.cfg), state_sram_sizes(core.cfg)
+    need = {"difference sums": (A * F * H * W * n_cb, sz["d_depth"])}
+    if fused:
+        need["state SRAM"] = ((R + F + F * W) * n_cb, st["depth"] if st else 0)
+    else:
+        need["state buffer"] = (A * F * H * W * n_cb, sz["state_depth"])
+    for what, (words, have) in need.items():
+        if words > have:
+            raise ValueError(f"{what}: the op needs {words} words, kaleido_dcore's buffer holds {have} (one chunk "
+                             "per op, D95)")
+    of_group = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
+    xb = _bits(core.accel.KW)
+    lay = group_layout(core.accel, groups)
+    return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": n_cb, "o_n": N, "o_classes": A,
+            "o_axis": sum(AXIS_CODE[ax] << 2 * a for a, (ax, _idx) in enumerate(cls)),
+            "o_gclass": sum(of_group.get(g, NO_GROUP) << 2 * g for g in range(core.cfg.partial_regs)),
+            "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused)}

@@ -1,0 +1,118 @@
+"""Stimulus for the delta controller with its combine stage (`hw.delta_core.DeltaCore`, ``kaleido_dcore``,
+docs/decisions.md D95) under Amaranth's simulator: `run_dcore` writes an op's host words (`hw.delta_accel_host`:
+differences, weights, band-tile list, decisions), sets its `hw.delta_core.core_ports`, pulses ``start`` and
+collects every ``Y`` row with its tags and cycle (counted from the ``start`` cycle), the controller's drained rows'
+cycles, ``done`` and the combine unit's macro and lane-register enables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: The combine unit's output-command ports the bench records.
+CMD_PORTS = ("c_first", "c_last", "c_direct", "c_has", "c_daddr", "c_reg", "c_sram", "c_raddr", "c_waddr", "c_keep",
+             "c_hold", "c_cols")
+
+
+@dataclass
+class DcoreRun:
+    """One op: ``rows`` ``{(token, cb): (cycle, int64 [C])}``, ``twice`` tags seen more than once, ``row_cycles``
+    the cycles ``kaleido_daccel`` handed out rows (one entry per row), ``accel_done`` its ``done`` cycle,
+    ``cycles`` the core's ``done`` cycle, ``overflow``, ``counts`` (as `tests.rtl.delta_bench.run_dcombine`)."""
+
+    rows: dict = field(default_factory=dict)
+    twice: list = field(default_factory=list)
+    row_cycles: list = field(default_factory=list)
+    accel_done: int = -1
+    cycles: int = -1
+    overflow: int = 0
+    acc: list = field(default_factory=list)
+    cmds: list = field(default_factory=list)
+    counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we"), 0))
+
+
+def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> list[DcoreRun]:
+    """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused, ports)``: a `tests.test_rtl_delta`
+    case, its `sim.engines.band_stimulus.band_op`, carried values in the state SRAM, and with ``queues`` the
+    queues' ports, `hw.delta_accel_host.queue_ports`) one after the other; without ``queues`` the host writes
+    the band-tile list."""
+    from amaranth.sim import Simulator
+
+    from hw.delta_accel_host import SEL_DEC, dec_words, op_words
+    from hw.delta_core import DeltaCore, core_ports
+    from sim.timing.delta_reference import differences
+    from tests.rtl.compact_bench import unpack_signed
+    from tests.rtl.daccel_bench import host_tiles
+
+    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    dut = DeltaCore(cfg, fifo=fifo, queues=queues, **accel)
+    outs = [DcoreRun() for _ in jobs]
+    cur = {}
+
+    async def bench(ctx):
+        for (case, op, fused, ports), out in zip(jobs, outs, strict=True):
+            cur["out"] = None
+            for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused).items():
+                ctx.set(getattr(dut, name), value)
+            diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
+            words = op_words(dut.accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
+            words += [(SEL_DEC, a, w) for a, w in dec_words(dut.accel, case.decisions)]
+            for sel, addr, data in words:
+                assert ctx.get(dut.wr_ready)
+                ctx.set(dut.wr_valid, 1)
+                ctx.set(dut.wr_sel, sel)
+                ctx.set(dut.wr_addr, addr)
+                ctx.set(dut.wr_data, data)
+                await ctx.tick()
+            ctx.set(dut.wr_valid, 0)
+            for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
+                ctx.set(getattr(dut, name), value)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            cur["out"] = out
+            cycle = 1
+            while not ctx.get(dut.done):
+                assert cycle < max_cycles, "the core did not finish"
+                if ctx.get(dut.combine.a_valid):
+                    out.acc.append((ctx.get(dut.combine.a_first), ctx.get(dut.combine.a_addr)))
+                if ctx.get(dut.combine.c_valid):
+                    out.cmds.append({k: ctx.get(getattr(dut.combine, k)) for k in CMD_PORTS})
+                ov = ctx.get(dut.accel.out_valid)
+                out.row_cycles += [cycle] * bin(ov).count("1")
+                if ctx.get(dut.accel.done):
+                    out.accel_done = cycle
+                if ctx.get(dut.y_valid):
+                    key = (ctx.get(dut.y_token), ctx.get(dut.y_cb))
+                    if key in out.rows:
+                        out.twice.append(key)
+                    out.rows[key] = (cycle, np.array(unpack_signed(ctx.get(dut.y_data), ab, C), np.int64))
+                await ctx.tick()
+                cycle += 1
+            out.cycles = cycle
+            out.overflow = ctx.get(dut.overflow)
+            cur["out"] = None
+            await ctx.tick()
+
+    async def count(ctx):
+        pr = dut.combine.probes
+        nb = len(pr["st_re"])
+        async for _clk, _rst, *v in ctx.tick().sample(*pr["st_re"], *pr["st_we"], pr["ps_re"], pr["ps_we"],
+                                                       pr["lane_we"]):
+            out = cur.get("out")
+            if out is None:
+                continue
+            out.counts["st_re"] += sum(v[:nb])
+            out.counts["st_we"] += sum(v[nb:2 * nb])
+            out.counts["ps_re"] += v[2 * nb]
+            out.counts["ps_we"] += v[2 * nb + 1]
+            out.counts["lane_we"] += bin(v[2 * nb + 2]).count("1")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_process(count)
+    sim.run()
+    return outs

@@ -1,0 +1,194 @@
+"""The delta controller with its combine stage in RTL (hw/delta_core.py, ``kaleido_dcore``, docs/decisions.md D95)
+under Amaranth's simulator, against the golden model and the model of its cycles (`sim.timing.delta_core`).
+
+Seeded cases of tests/test_rtl_delta.py (every decision mix incl. paired half-width band-tiles and chunk flushes,
+scattered and coherent decisions, int8 and uint8, ``f``/``w``/``h`` groups, N = 11 and 5 against C = 8, odd
+widths, direct tokens) and its qk-like cases over two and three axis classes (pools splitting image rows), with the
+carried values in the partial-sum state buffer and in the state SRAM, on 8 x 8 with 2 bands on 2 ports, 4 bands on
+2, 2 bands on 4, and 4 x 8 with 2 bands on 1, in D68's and D84's issue orders, and seeded random ops back to back.
+For each op:
+
+- every token's ``Y`` row of every column block leaves once, tagged (token, column block), equal to
+  `algo.reuse.golden.apply_decisions` bit for bit (and so to `sim.timing.delta_reference.delta_gemm`, which
+  tests/test_rtl_delta.py checks equal on these cases);
+- every row leaves at the cycle `sim.timing.delta_core.core_schedule` gives from the controller's model
+  (`sim.timing.delta_accel.row_out_cycles`, `accel_cycles`, computed apart from the RTL), and ``done`` too;
+- every output command equals `tests.rtl.delta_bench.dcombine_program`'s (the bench's program that specified
+  ``kaleido_dcombine``'s commands, D79), field for field;
+- the combine unit's state-SRAM, state-buffer and lane-register accesses equal the model's counts
+  (`sim.cost.compact_actions`' delta rules, tests/test_rtl_delta.py ``model_counts``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from algo.reuse.golden import apply_decisions
+from hw import discard
+from hw.delta_accel import DeltaAccel
+from hw.delta_accel_host import queue_ports
+from hw.delta_core import DeltaCore, core_ports
+from hw.sram import macro_name
+from sim.engines.band_stimulus import band_op
+from sim.timing.delta import classes
+from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
+from sim.timing.delta_core import commands, core_schedule
+from tests.rtl.dcore_bench import CMD_PORTS, run_dcore
+from tests.rtl.delta_bench import dcombine_program
+from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, delta_cfg, model_counts
+from tests.test_rtl_dqueue import _random
+
+FIFO = 64  # rows; the most these cases queue is 39 (core_schedule's fifo_max, checked below)
+
+# (shape, case, chunk-major issue order, fused, queues)
+RUNS = [("8x8-B2-d2", c, False, False, True) for c in range(4)] + [
+    ("8x8-B4-d2", 1, True, False, True), ("4x8-B2-d1", 2, False, False, True), ("8x8-B2-d4", 3, True, False, True),
+    ("8x8-B2-d2", 0, True, False, False), ("4x8-B2-d1", 1, False, False, False),
+    ("8x8-B2-d2", "qk-int8", False, False, True), ("8x8-B2-d2", "qk-int8", True, True, True),
+    ("8x8-B4-d2", "three-axes", True, True, True), ("8x8-B2-d2", "hand", False, True, False),
+    ("8x8-B2-d4", "qk-uint8-coherent", False, True, True), ("8x8-B2-d2", "three-axes", False, False, False),
+]
+
+
+def _job(cfg, case, fw, s, cm, fused, queues=True):
+    """``(case, op, fused, ports)`` for `tests.rtl.dcore_bench.run_dcore` and the queues' `queue_steps` (None
+    without queues)."""
+    fw = fw or case.grid[0]
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
+    if not queues:
+        return (case, op, fused, None), None
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
+    R = cfg.array_rows  # noqa: N806
+    return (case, op, fused, ports), queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm)
+
+
+def _model(cfg, case, op, queue):
+    """The controller's row cycles and ``done`` by `sim.timing.delta_accel` (2 B staging entries, 32 lanes)."""
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+    rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+    S = 2 * cfg.compact_bands  # noqa: N806
+    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
+    rows = np.concatenate(row_out_cycles(band, last, op.rows, cfg))
+    return rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
+
+
+def check(cfg, job, queue, got):
+    case, op, fused, _ports = job
+    C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
+    n_cb = -(-N // C)
+    want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
+    rows, done = _model(cfg, case, op, queue)
+    sch = core_schedule(rows, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows)
+    assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
+    assert sch["fifo_max"] <= FIFO and not got.overflow
+    assert not got.twice
+    assert sorted(got.rows) == sorted(sch["rows"])
+    for (t, cb), (cycle, values) in got.rows.items():
+        n = min(C, N - cb * C)
+        assert np.array_equal(values[:n], want[t, cb * C:cb * C + n]), (t, cb)
+        assert cycle == sch["rows"][(t, cb)], (t, cb)
+    assert got.cycles == sch["done"]
+    # the output commands, field for field, against tests.rtl.delta_bench's program (the combine's specification,
+    # D79), the carried-store read address only where it is read
+    _acc, prog = dcombine_program(case, [], cfg, fused)
+    assert len(got.cmds) == len(prog)
+    for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
+        keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
+        assert {n: mine[n] for n in keys} == {n: spec[n] for n in keys}, (k, spec["_token"], spec["_cb"])
+    if len(classes(case.groups)) > 1:  # the qk-like cases: the combine's carried traffic against the model
+        m = model_counts(case, cfg, fused)
+        c = got.counts
+        assert (c["st_re"], c["st_we"]) == (m["state_read"], m["state_write"])
+        assert c["ps_re"] * N == m["psum_carried_read"] * n_cb and c["ps_we"] * N == m["psum_carried_write"] * n_cb
+        assert c["lane_we"] == m["lane"]
+
+
+@pytest.mark.parametrize(("shape", "ci", "chunk_major", "fused", "queues"), RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}{'' if q else '-host'}"
+                              for s, c, cm, fu, q in RUNS])
+def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused, queues):
+    if isinstance(ci, str):
+        case, fw, s = QK_CASES[ci], 1, 2
+    else:
+        case, fw, s = CASES[ci]
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues)
+    check(cfg, job, queue, got)
+
+
+def test_dcore_random_ops_back_to_back():
+    # six seeded random ops (tests/test_rtl_dqueue.py's: random grids, 1-3 groups of 1-6 channels on f, w or h,
+    # N 3-17, int8/uint8, scattered or coherent, chunk frames, s 1-3, both issue orders) on one core, each checked as above: the seen
+    # bits the walk clears and the flipped D buffer carry over from op to op.
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
+    rng = np.random.default_rng(95)
+    jobs = [_job(cfg, *_random(rng, k), False) for k in range(6)]
+    got = run_dcore(cfg, [j for j, _q in jobs], fifo=FIFO)
+    for (job, queue), run in zip(jobs, got, strict=True):
+        check(cfg, job, queue, run)
+
+
+def test_core_schedule_by_hand():
+    # rows leaving at 5, 5, 6 (two ports), done at 9: written at 6, 6, 7; popped at 7, 8, 9 (one a cycle, each
+    # from the cycle after its write); accumulate commands at 9, 10, 11; the FIFO holds 2 after cycle 6's writes
+    # and 3 after cycle 7's (3 written, none popped before 7: the pop at 7 reads as the third is written). The
+    # walk starts at
+    # max(9, 9 + 3) = 12. Grid 1 x 1 x 3, one column block, 2 classes, R = 2: pool 0 (positions 0, 1), then pool
+    # 1 (position 2); 6 commands at 14 .. 19, each token's row 2 cycles after its second class: 17, 19, 21;
+    # done at 12 + 6 + 4 = 22.
+    assert commands((1, 1, 3), 1, 2, 2) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (2, 0, 0), (2, 0, 1)]
+    sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2)
+    assert sch["acc"].tolist() == [9, 10, 11] and sch["start"] == 12 and sch["fifo_max"] == 3
+    assert sch["rows"] == {(0, 0): 17, (1, 0): 19, (2, 0): 21} and sch["done"] == 22
+    # no rows (every token REUSEs): the walk starts at done
+    assert core_schedule([], 4, (1, 1, 1), 1, 1, 8)["done"] == 4 + 1 + 4
+
+
+def test_fifo_overflow_flagged_and_errors():
+    # a 2-entry FIFO under case 0's 39-row backlog: the sticky overflow flag rises (no back-pressure on
+    # kaleido_daccel's drain ports, D95)
+    case, fw, s = CASES[0]
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
+    job, _queue = _job(cfg, case, fw, s, False, False)
+    [got] = run_dcore(cfg, [job], fifo=2)
+    assert got.overflow
+    with pytest.raises(ValueError, match="multiple of d"):
+        DeltaCore(cfg, fifo=3)
+    # 64 KiB of partial-sum SRAM: 780 words of 8 x 28 bits per buffer; 1 class x 4 x 8 x 8 tokens x 13 column
+    # blocks (N = 100) = 3,328 difference-sum words do not fit one buffer
+    core = discard(DeltaCore(cfg))
+    with pytest.raises(ValueError, match="difference sums: the op needs 3328 words.*holds 780"):
+        core_ports(core, (4, 8, 8), [(0, 4, "f")], 100)
+    with pytest.raises(ValueError, match="state SRAM: the op needs"):
+        core_ports(core, (1, 1, 2), [(0, 4, "f")], 8, fused=True)  # no state SRAM on this config
+
+
+def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
+    # kaleido_dcore and everything below it (kaleido_daccel with kaleido_dqueue, kaleido_dcombine, kaleido_dtop and
+    # its modules, every macro) on an 8 x 8 delta config: the same bytes twice, no paths, Verilator -Wall clean per
+    # file and over the whole hierarchy from kaleido_dcore.
+    import re
+    from pathlib import Path
+
+    from hw.lint import lint_folder
+    from hw.rtl import emit, plan
+
+    cfg = delta_cfg(8, 8, 2, 2, state_kib=2)
+    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance")).macros()]
+    names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in
+             ("dcore", "daccel", "dqueue", "dcombine", "org_pe", "org_column", "org_top", "top", "column", "pe")]
+    a = emit(cfg, tmp_path / "a", only=tuple(names))
+    b = emit(cfg, tmp_path / "b", only=("kaleido_dcore",))
+    assert (tmp_path / "a" / "kaleido_dcore.v").read_bytes() == b[0].read_bytes()
+    text = b[0].read_text()
+    assert str(Path.cwd()) not in text and str(tmp_path) not in text
+    assert "kaleido_daccel " in text and "kaleido_dcombine " in text
+    for name in core_macros:
+        assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
+    assert "kaleido_dcore.v" in {p.name for p in a}
+    runs = lint_folder(tmp_path / "a", full=True)
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
+    assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}

@@ -88,13 +88,14 @@ class DeltaCore(wiring.Component):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
         if fifo < d or fifo % d or d & (d - 1):
+            discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
         self.cfg, self.fifo, self.pe_kind, self.queues = cfg, fifo, pe, queues
-        self.accel = DeltaAccel(cfg, pe=pe, queues=queues, **accel)
-        self.combine = DeltaCombine(cfg, instance=pe == "instance")
-        if pe == "instance":  # only their signatures and sizes are used
-            discard(self.accel)
-            discard(self.combine)
+        # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
+        # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
+        # sizes are used); an elaborated core still elaborates both as its submodules.
+        self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
+        self.combine = discard(DeltaCombine(cfg, instance=pe == "instance"))
         acc = self.accel
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806

@@ -80,7 +80,9 @@ from hw.dispatcher.matcher import channel_bits
 from hw.dispatcher.scheduler import Scheduler
 from hw.pe import X_BITS
 from hw.similarity import EffectiveValue, SimilarityUnit, sad_bits
+from hw.sram import index_bits as _bits
 from hw.sram import macro, macro_name
+from hw.sram import pow2ceil as _pow2ceil
 
 __all__ = ["ACCEL_MODULE_NAME", "STATES", "Accel", "buffer_words", "op_descriptor"]
 
@@ -89,15 +91,6 @@ ACCEL_MODULE_NAME = "kaleido_accel"
 
 #: The controller's states, in order (`Accel._controller`).
 STATES = ("IDLE", "SIM", "SIM_FLUSH", "SCH_START", "SCH_RUN", "TILES_START", "TILES", "DRAIN")
-
-
-def _bits(n: int) -> int:
-    """Bits of an index 0..n-1 (at least 1)."""
-    return max(1, (n - 1).bit_length())
-
-
-def _pow2ceil(n: int) -> int:
-    return 1 << (max(1, n) - 1).bit_length()
 
 
 class Accel(FrontPhases, TilePhases, wiring.Component):

@@ -85,7 +85,9 @@ from hw.compact_array import TILE_BITS, CompactTop, ctop_signature, top_module_n
 from hw.compact_pe import is_delta
 from hw.config import AcceleratorConfig
 from hw.pe import W_BITS, X_BITS, PEMode
+from hw.sram import index_bits as _bits
 from hw.sram import macro, macro_name, split_banks
+from hw.sram import pow2ceil as _pow2ceil
 
 #: Verilog module name of `DeltaAccel` (hw/rtl.py).
 DACCEL_MODULE_NAME = "kaleido_daccel"
@@ -96,17 +98,10 @@ DACCEL_MODULE_NAME = "kaleido_daccel"
 LANES = 32
 #: Weight channels per word of the weight buffer: a slot uses at most two (PAIRED), read in one cycle.
 WEIGHT_LANES = 2
-#: Band-tile numbers the descriptor buffer holds by default (``max_tiles``).
+#: Band-tile numbers the descriptor buffer holds by default (``max_tiles``): a slice's capacity, chosen, not derived
+#: (docs/decisions.md D91 "Capacity"; beside the 256-token `accel_max_tokens` default, one 1rw_1024 macro). An op
+#: with more band-tiles is refused by `hw.delta_accel_host.op_words`.
 MAX_TILES = 1024
-
-
-def _bits(n: int) -> int:
-    """Bits of an index 0 .. n - 1 (at least 1)."""
-    return max(1, (n - 1).bit_length())
-
-
-def _pow2ceil(n: int) -> int:
-    return 1 << (max(1, n) - 1).bit_length()
 
 
 class DeltaAccel(wiring.Component):

@@ -56,8 +56,9 @@ from amaranth.lib.wiring import In, Out
 from hw import discard
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
-from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel, _bits
+from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine, dcombine_signature
+from hw.sram import index_bits as _bits
 from hw.sram import macro
 
 #: Verilog module name of `DeltaCore`.
@@ -68,7 +69,9 @@ MAX_CLASSES = 3
 AXIS_CODE = {"f": 0, "h": 1, "w": 2}
 #: ``o_gclass``'s code of a group the op does not have (its decision bits are not read).
 NO_GROUP = 3
-#: Row-FIFO entries by default, per drain port.
+#: Row-FIFO entries by default, per drain port: a placeholder, not a sizing rule (docs/decisions.md D95). There is
+#: no back-pressure into kaleido_daccel, so the depth an op needs is `sim.timing.delta_core.core_schedule`'s
+#: ``fifo_max``; the seeded test cases reach 39 rows on 8 x 8 with d = 2 (tests use 64), above this default.
 FIFO_PER_PORT = 8
 
 

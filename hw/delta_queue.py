@@ -49,6 +49,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw import discard
+from hw.sram import index_bits as _bits
 from hw.sram import macro, split_banks
 
 if TYPE_CHECKING:
@@ -58,10 +59,6 @@ if TYPE_CHECKING:
 DQUEUE_MODULE_NAME = "kaleido_dqueue"
 #: Bits of one decision code (COMPUTE 0, PARTIAL 1, REUSE 2; `algo.reuse.golden`).
 CODE_BITS = 2
-
-
-def _bits(n: int) -> int:
-    return max(1, (n - 1).bit_length())
 
 
 def layout_fields(acc: DeltaAccel) -> list[tuple[str, int]]:

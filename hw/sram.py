@@ -39,6 +39,16 @@ KINDS = ("1rw", "1r1w")
 MACRO_MAX_BITS = 1 << 20
 
 
+def index_bits(n: int) -> int:
+    """Bits of an index (an address) 0 .. n - 1, at least 1."""
+    return max(1, (n - 1).bit_length())
+
+
+def pow2ceil(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1): a macro depth that a whole address range fills."""
+    return 1 << (max(1, n) - 1).bit_length()
+
+
 def split_banks(words: int, word: int, max_bits: int | None = None) -> tuple[int, int]:
     """``(bank_depth, banks)``: ``words`` words of ``word`` bits as one macro when it holds at most ``max_bits``
     (default `MACRO_MAX_BITS`), else as macros of ``2^k`` words each (the remainder dropped: callers that need
@@ -86,7 +96,7 @@ class Sram(wiring.Component):
             raise
         self.kind, self.depth, self.width = kind, depth, width
         self.lane = width if lane is None else lane
-        ab, mb = max(1, (depth - 1).bit_length()), width // self.lane
+        ab, mb = index_bits(depth), width // self.lane
         ports = {"re": In(1), "we": In(1), "wmask": In(mb), "wdata": In(width), "rdata": Out(width)}
         if kind == "1rw":
             ports["addr"] = In(ab)

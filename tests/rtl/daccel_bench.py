@@ -33,6 +33,33 @@ def host_tiles(op) -> list[tuple]:
     return [(t.group, t.cb, t.tokens.tolist(), int((~t.partial).sum()), t.slots) for t in op.tiles]
 
 
+async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool) -> None:
+    """Write one op's host words through ``dut``'s write port (``accel``: the `DeltaAccel` whose buffers they fill,
+    ``dut`` itself or the core around it), set its op ports and pulse ``start``: the differences and weights, the
+    band-tile list (host path) or, with ``decisions``, the decision codes (`hw.delta_accel_host.dec_words`); the
+    op ports are ``ports`` (queues) or ``c_tiles``."""
+    from hw.delta_accel_host import SEL_DEC, dec_words, op_words
+    from sim.timing.delta_reference import differences
+
+    diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
+    words = op_words(accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
+    if decisions:
+        words += [(SEL_DEC, a, w) for a, w in dec_words(accel, case.decisions)]
+    for sel, addr, data in words:
+        assert ctx.get(dut.wr_ready)
+        ctx.set(dut.wr_valid, 1)
+        ctx.set(dut.wr_sel, sel)
+        ctx.set(dut.wr_addr, addr)
+        ctx.set(dut.wr_data, data)
+        await ctx.tick()
+    ctx.set(dut.wr_valid, 0)
+    for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
+        ctx.set(getattr(dut, name), value)
+    ctx.set(dut.start, 1)
+    await ctx.tick()
+    ctx.set(dut.start, 0)
+
+
 def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=False) -> list[DaccelRun]:
     """Drive one `DeltaAccel` (inline top and macros) through the ops of ``jobs`` (``(case, op)`` pairs) one after
     the other, each loaded, started and run to ``done`` (module docstring); one `DaccelRun` per op.
@@ -43,8 +70,6 @@ def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
     from amaranth.sim import Simulator
 
     from hw.delta_accel import LANES, DeltaAccel
-    from hw.delta_accel_host import SEL_DEC, dec_words, op_words
-    from sim.timing.delta_reference import differences
     from tests.rtl.compact_bench import unpack_signed
 
     C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
@@ -53,23 +78,7 @@ def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
     outs = [DaccelRun() for _ in jobs]
 
     async def run_op(ctx, case, op, out, ports=None):
-        diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-        words = op_words(dut, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
-        if queues:
-            words += [(SEL_DEC, a, w) for a, w in dec_words(dut, case.decisions)]
-        for sel, addr, data in words:
-            assert ctx.get(dut.wr_ready)
-            ctx.set(dut.wr_valid, 1)
-            ctx.set(dut.wr_sel, sel)
-            ctx.set(dut.wr_addr, addr)
-            ctx.set(dut.wr_data, data)
-            await ctx.tick()
-        ctx.set(dut.wr_valid, 0)
-        for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
-            ctx.set(getattr(dut, name), value)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await load_and_start(ctx, dut, dut, case, op, ports, queues, decisions=queues)
         cycle = 1
         while not ctx.get(dut.done):
             assert cycle < max_cycles, "the controller did not finish"

@@ -40,11 +40,9 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
     the band-tile list."""
     from amaranth.sim import Simulator
 
-    from hw.delta_accel_host import SEL_DEC, dec_words, op_words
     from hw.delta_core import DeltaCore, core_ports
-    from sim.timing.delta_reference import differences
     from tests.rtl.compact_bench import unpack_signed
-    from tests.rtl.daccel_bench import host_tiles
+    from tests.rtl.daccel_bench import load_and_start
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     dut = DeltaCore(cfg, fifo=fifo, queues=queues, **accel)
@@ -56,22 +54,8 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
             cur["out"] = None
             for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused).items():
                 ctx.set(getattr(dut, name), value)
-            diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-            words = op_words(dut.accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
-            words += [(SEL_DEC, a, w) for a, w in dec_words(dut.accel, case.decisions)]
-            for sel, addr, data in words:
-                assert ctx.get(dut.wr_ready)
-                ctx.set(dut.wr_valid, 1)
-                ctx.set(dut.wr_sel, sel)
-                ctx.set(dut.wr_addr, addr)
-                ctx.set(dut.wr_data, data)
-                await ctx.tick()
-            ctx.set(dut.wr_valid, 0)
-            for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
-                ctx.set(getattr(dut, name), value)
-            ctx.set(dut.start, 1)
-            await ctx.tick()
-            ctx.set(dut.start, 0)
+            # the core's output walk reads the decisions, so they are written on the host-list path too
+            await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True)
             cur["out"] = out
             cycle = 1
             while not ctx.get(dut.done):

@@ -21,7 +21,7 @@ class CaccelRun:
     counted from the ``start`` cycle; ``out``, ``out_m``), ``cycles`` (``start`` cycle to ``done`` pulse), ``twice``
     the tags drained more than once, ``tile_mismatch`` cycles x bands where the controller's band-tile number
     differed from ``kaleido_ctop``'s ``b{b}_tile``, ``x_reads`` X-buffer bank reads, ``descs`` the descriptors the
-    gather took, by band-tile number."""
+    gather took, by band-tile number, ``port`` the drain port each tag left on."""
 
     rows: dict = field(default_factory=dict)
     cycles: int = -1
@@ -29,6 +29,7 @@ class CaccelRun:
     tile_mismatch: int = 0
     x_reads: int = 0
     descs: dict = field(default_factory=dict)
+    port: dict = field(default_factory=dict)
 
 
 def host_tiles(op) -> list[tuple]:
@@ -92,6 +93,7 @@ def run_caccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
                             out.twice.append(key)
                         words = unpack_signed(data >> (p * C * 2 * ab), ab, 2 * C)
                         out.rows[key] = (cycle, np.array(words, np.int64).reshape(C, 2))
+                        out.port[key] = p
             await ctx.tick()
             cycle += 1
         out.cycles = cycle
@@ -106,3 +108,36 @@ def run_caccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
     sim.add_testbench(bench)
     sim.run()
     return outs
+
+
+def desc_fields(acc, word: int) -> dict:
+    """A descriptor word's fields (`hw.delta_accel.DeltaAccel.fields`), ``tokens`` as a list of ``R / B``."""
+    out, pos = {}, 0
+    for name, bits in acc.fields:
+        out[name] = (word >> pos) & ((1 << bits) - 1)
+        pos += bits
+    out["tokens"] = [(out["tokens"] >> (acc.tb * i)) & ((1 << acc.tb) - 1) for i in range(acc.brows)]
+    return out
+
+
+def runs_from_tags(acc, groups, run: CaccelRun) -> list:
+    """The drained rows placed from the controller's outputs alone (its tags and the descriptors it showed on
+    ``desc``), as `tests.rtl.compact_bench.BandTileRun` objects the combine program takes: per band-tile number its
+    group (the descriptor's ``xoff`` among the op's group layout, `hw.compact_accel_host.group_layout`), column
+    block (``cb``), row tokens and the rows' words and port."""
+    from hw.compact_accel_host import group_layout
+    from tests.rtl.compact_bench import BandTileRun
+
+    of_xoff = {xo: g for g, (xo, _, _) in enumerate(group_layout(acc, groups))}
+    out = []
+    for n in sorted(run.descs):
+        f = desc_fields(acc, run.descs[n])
+        rows = sorted(i for (t, i) in run.rows if t == n)
+        assert rows == list(range(f["nrows"])), n
+        ports = {run.port[(n, i)] for i in rows}
+        assert len(ports) == 1, n  # a band-tile drains through one port
+        r = BandTileRun(of_xoff[f["xoff"]], f["cb"] * acc.cfg.array_cols, f["tokens"][:f["nrows"]],
+                        [i >= f["ncomp"] for i in rows], [], None, port=ports.pop())
+        r.drained = [run.rows[(n, i)][1] for i in rows]
+        out.append(r)
+    return out

@@ -72,3 +72,17 @@ def gather_reads(dec: np.ndarray, groups, n_cb: int, lanes: int) -> tuple[int, i
     need = np.asarray(dec) != REUSE
     words = int((need * -(-widths // lanes)).sum()) * n_cb
     return words, int((need * widths).sum()) * n_cb
+
+
+def core_cycles(accel_done: int, M: int, groups: int, n_cb: int) -> tuple[np.ndarray, int]:  # noqa: N803
+    """``kaleido_ccore``'s combine stage (`hw.compact_core`, docs/decisions.md D97), counted from the ``start``
+    cycle: ``(y, done)`` with ``y`` int64 ``[n_cb, M]`` the cycle each (column block, token) ``Y`` row leaves and
+    ``done`` the cycle ``done`` pulses.
+
+    ``accel_done`` is `caccel_cycles` (the controller's ``done``, T). The walk's flag is set the cycle after it
+    sees ``done`` (its rows are all staged by then), so command i (per column block, token, group) reads its words
+    at ``T + 2 + i`` and issues at ``T + 3 + i``; ``kaleido_combine`` hands out a token's row 2 cycles after its
+    last group's command, ``T + 5 + i``; ``done`` follows the last row by one cycle: ``T + n + 5``, n = n_cb M G
+    commands."""
+    i_last = (np.arange(n_cb)[:, None] * M + np.arange(M)[None, :]) * groups + groups - 1
+    return accel_done + 5 + i_last.astype(np.int64), accel_done + n_cb * M * groups + 5

@@ -141,3 +141,72 @@ def runs_from_tags(acc, groups, run: CaccelRun) -> list:
         r.drained = [run.rows[(n, i)][1] for i in rows]
         out.append(r)
     return out
+
+
+@dataclass
+class CcoreRun:
+    """What one op through ``kaleido_ccore`` gave: ``y`` ``{(cb, token): (cycle, values int64 [C])}`` (cycle counted
+    from the ``start`` cycle), ``twice`` rows handed out more than once, ``cycles`` to ``done``."""
+
+    y: dict = field(default_factory=dict)
+    twice: list = field(default_factory=list)
+    cycles: int = -1
+
+
+def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
+    """Drive one `hw.compact_core.CompactCore` (inline) through the ops of ``jobs`` (``(case, op, fw)``) one after
+    the other: the host words and decision codes, the queues' and the core's op ports, ``start``; every Y row with
+    its tags and cycle until ``done``."""
+    from amaranth.sim import Simulator
+
+    from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
+    from hw.compact_core import CompactCore, core_ports
+    from tests.rtl.compact_bench import unpack_signed
+
+    C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    dut = CompactCore(cfg, **accel)
+    acc = dut.accel
+    outs = [CcoreRun() for _ in jobs]
+
+    async def run_op(ctx, case, op, out, fw=None):
+        words = op_words(acc, case.X, case.W, case.groups, [])
+        words += [(SEL_DEC, a, w) for a, w in dec_words(acc, case.decisions)]
+        for sel, addr, data in words:
+            assert ctx.get(dut.wr_ready)
+            ctx.set(dut.wr_valid, 1)
+            ctx.set(dut.wr_sel, sel)
+            ctx.set(dut.wr_addr, addr)
+            ctx.set(dut.wr_data, data)
+            await ctx.tick()
+        ctx.set(dut.wr_valid, 0)
+        n_cb = -(-case.W.shape[1] // C)
+        ports = queue_ports(acc, case.grid, case.groups, fw or case.grid[0], n_cb)
+        ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], int(op.rows.sum()))
+        for name, value in ports.items():
+            ctx.set(getattr(dut, name), value)
+        ctx.set(dut.x_unsigned, int(case.x_unsigned))
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        cycle = 1
+        while not ctx.get(dut.done):
+            assert cycle < max_cycles, "the core did not finish"
+            if ctx.get(dut.y_valid):
+                key = (ctx.get(dut.y_cb), ctx.get(dut.y_token))
+                if key in out.y:
+                    out.twice.append(key)
+                out.y[key] = (cycle, np.array(unpack_signed(ctx.get(dut.y_data), ab, C), np.int64))
+            await ctx.tick()
+            cycle += 1
+        out.cycles = cycle
+        await ctx.tick()
+
+    async def bench(ctx):
+        for job, out in zip(jobs, outs, strict=True):
+            await run_op(ctx, *job[:2], out, *job[2:])
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return outs

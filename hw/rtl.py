@@ -16,7 +16,8 @@ codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``ka
 stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros. A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
-``kaleido_dqueue`` as the delta organisation's (instantiated by name); its combine stage's commands are not RTL yet.
+``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
+with the combine stage's staged writes and command generation and ``kaleido_combine``, final ``Y`` rows).
 The lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
@@ -46,6 +47,7 @@ from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.combine import COMBINE_MODULE_NAME, Combine
 from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_module_name
+from hw.compact_core import CCORE_MODULE_NAME, CompactCore
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
@@ -147,6 +149,11 @@ _MODULES = {
     "cqueue": (DQUEUE_MODULE_NAME, "Kaleido band-tile queues (compact issue order with c_s = 1): decision-buffer SRAM "
                "macro + per-group COMPUTE/PARTIAL queues + flushes",
                lambda cfg: discard(CompactAccel(cfg, pe="instance", queues=True)).queue),
+    # The compact controller with its combine stage (D97): kaleido_caccel + staged writes and commands +
+    # kaleido_combine, both instantiated by name, with its own macros (tile table, decision copies, where and head tables).
+    "ccore": (CCORE_MODULE_NAME, "Kaleido compact controller with its combine stage: kaleido_caccel + tile table + "
+              "staged writes + output command walk + kaleido_combine, final Y rows",
+              lambda cfg: CompactCore(cfg, pe="instance")),
     # The delta controller with its combine stage (D95): kaleido_daccel + command generation + kaleido_dcombine,
     # both instantiated by name, with its own macros (tile table, decision copies, row FIFO, seen bits).
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
@@ -171,8 +178,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
     if cfg.organisation == "compact":
-        roles += ["caccel", "cqueue"]
+        roles += ["caccel", "cqueue", "ccore"]
         macros += [mc for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]
     if cfg.organisation == "delta":
         roles += ["daccel", "dqueue", "dcore"]
         macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
@@ -278,8 +286,9 @@ def main(argv: list[str] | None = None) -> int:
                    "kaleido_dcore adds the combine stage's command generation (one chunk per op; docs/decisions.md "
                    "D73, D91, D93, D95)" if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
-                   "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows; the "
-                   "combine stage's commands not RTL; docs/decisions.md D65, D97)")
+                   "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
+                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "
+                   "staged whole; docs/decisions.md D65, D97)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
                   f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")

@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.reuse.golden import apply_decisions
+from algo.reuse.golden import REUSE, apply_decisions
 from hw import discard
 from hw.compact_core import CompactCore, core_ports
+from sim.cost.compact_actions import successor_reads
 from sim.engines.band_stimulus import band_op
 from sim.timing.compact_accel import caccel_cycles, core_cycles, queue_steps
 from tests.rtl.caccel_bench import run_ccore
@@ -27,7 +28,8 @@ RUNS = [("8x8-B2-d2", c) for c in range(5)] + [("8x8-B4-d2", 1), ("8x8-B4-d2", 3
 
 
 def check_core(cfg, case, op, fw, got):
-    """Every (column block, token) Y row once, equal to `apply_decisions`, at `core_cycles`' cycle; ``done`` too."""
+    """Every (column block, token) Y row once, equal to `apply_decisions`, at `core_cycles`' cycle; ``done`` too;
+    the partial-sum SRAM's word accesses."""
     C, N, M, G = cfg.array_cols, case.W.shape[1], case.X.shape[0], len(case.groups)  # noqa: N806
     n_cb = -(-N // C)
     q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb)
@@ -40,6 +42,13 @@ def check_core(cfg, case, op, fw, got):
         assert np.array_equal(row[:n], want[t, cb * C:cb * C + n]), (cb, t)
         assert cycle == y_at[cb, t], (cb, t)
     assert got.cycles == done
+    # the partial-sum SRAM's word accesses against the model's rules (sim.cost.compact_actions): a staged word per
+    # COMPUTE or PARTIAL (token, group) and column block; a state word written where the successor along the
+    # group's axis reads it (successor_reads) and the token is not REUSE
+    need = case.decisions != REUSE
+    assert got.staged == n_cb * int(need.sum())
+    assert got.state_writes == n_cb * int((need & successor_reads(case.decisions, case.grid, case.groups)).sum())
+    assert got.state_reads == n_cb * M * G
 
 
 @pytest.mark.parametrize(("shape", "ci"), RUNS, ids=[f"{s}-{c}" for s, c in RUNS])

@@ -146,11 +146,16 @@ def runs_from_tags(acc, groups, run: CaccelRun) -> list:
 @dataclass
 class CcoreRun:
     """What one op through ``kaleido_ccore`` gave: ``y`` ``{(cb, token): (cycle, values int64 [C])}`` (cycle counted
-    from the ``start`` cycle), ``twice`` rows handed out more than once, ``cycles`` to ``done``."""
+    from the ``start`` cycle), ``twice`` rows handed out more than once, ``cycles`` to ``done``; the partial-sum
+    SRAM's word accesses on ``kaleido_combine``'s ports: ``staged`` staging writes, ``state_writes`` (a command with
+    ``c_keep`` that is not REUSE), ``state_reads`` (every command)."""
 
     y: dict = field(default_factory=dict)
     twice: list = field(default_factory=list)
     cycles: int = -1
+    staged: int = 0
+    state_writes: int = 0
+    state_reads: int = 0
 
 
 def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
@@ -161,6 +166,7 @@ def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
 
     from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
     from hw.compact_core import CompactCore, core_ports
+    from hw.pe import REUSE
     from tests.rtl.compact_bench import unpack_signed
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
@@ -191,6 +197,11 @@ def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
         cycle = 1
         while not ctx.get(dut.done):
             assert cycle < max_cycles, "the core did not finish"
+            cmb = dut.combine
+            out.staged += bin(ctx.get(cmb.st_we)).count("1")
+            if ctx.get(cmb.c_valid):
+                out.state_reads += 1
+                out.state_writes += ctx.get(cmb.c_keep) and ctx.get(cmb.c_dec) != REUSE
             if ctx.get(dut.y_valid):
                 key = (ctx.get(dut.y_cb), ctx.get(dut.y_token))
                 if key in out.y:

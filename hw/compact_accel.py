@@ -31,9 +31,8 @@ Timing: `sim.timing.compact_accel` (the delta controller's rule, `sim.timing.del
 `CompactAccel.elaborate` is a copy of `hw.delta_accel.DeltaAccel.elaborate` with the three changes above (byte
 lanes, ``x_unsigned``, ``x_re``): that module belongs to another work item (D97 "Merge").
 
-Not in this slice (D97): the combine stage's command generation (``kaleido_combine`` takes the tagged rows; its
-commands are formed by a bench, `tests.rtl.compact_bench.combine_program`), the weight stage, the vector unit and
-fused-attention control (modelled only).
+The combine stage that turns the tagged rows into ``Y`` is `hw.compact_core` (``kaleido_ccore``). Not in this
+slice (D97): the weight stage, the vector unit and fused-attention control (modelled only).
 """
 
 from __future__ import annotations

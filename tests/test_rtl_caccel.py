@@ -5,9 +5,9 @@ the golden model.
 Cases: tests/test_rtl_compact.py's four seeded cases (every decision mix incl. paired half-width band-tiles and chunk
 flushes mixing COMPUTE and PARTIAL rows, scattered and frame-coherent decisions, int8 and uint8, ``f``/``w``/``h``
 groups, odd widths, N = 11 and 5 against C = 8, a partial pool) and a REUSE-heavy case (one group REUSEd by every
-token with a neighbour), on 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands on 4, and 4 x 8 with 2 bands on 1,
-with the host's band-tile list and with the queues (``kaleido_dqueue``), staging entries and lanes varied; seeded
-random ops back to back. For each op:
+token with a neighbour). Shapes: 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands on 4, 4 x 8 with 2 bands on 1,
+16 x 8 with 4 bands on 2 and 16 x 4 with 8 bands on 4. With the host's band-tile list and with the queues
+(``kaleido_dqueue``), staging entries and lanes varied; seeded random ops back to back. For each op:
 
 - every band-tile's rows leave once, tagged (band-tile, row), with the (``out``, ``out_m``) words
   `sim.engines.band_stimulus.band_op` computes from X and W apart from the RTL; ``Y`` placed from the tags by the
@@ -40,7 +40,12 @@ from sim.timing.compact import band_cycles, band_schedule
 from sim.timing.compact_accel import caccel_cycles, caccel_schedule, gather_reads, queue_steps, row_out_cycles
 from tests.rtl.caccel_bench import host_tiles, run_caccel, runs_from_tags
 from tests.rtl.combine_rules import compact_y
-from tests.test_rtl_compact import CASES, SHAPES, _case, compact_cfg, run_combine
+from tests.test_rtl_compact import CASES, _case, compact_cfg, run_combine
+from tests.test_rtl_compact import SHAPES as _SHAPES
+
+#: tests/test_rtl_compact.py's shapes and two larger ones: 16 x 8 with 4 bands of 4 rows on 2 ports, and 16 x 4 with
+#: 8 bands of 2 rows on 4 ports (the balanced preset's B / d = 2; C = 4, so N = 11 is three column blocks).
+SHAPES = _SHAPES | {"16x8-B4-d2": (16, 8, 4, 2), "16x4-B8-d4": (16, 4, 8, 4)}
 
 
 def _reuse_case():
@@ -59,6 +64,7 @@ RUNS = [("8x8-B2-d2", c, None, LANES, False) for c in range(5)] + [
     ("8x8-B2-d2", 0, None, LANES, True), ("8x8-B2-d2", 4, None, LANES, True),
     ("8x8-B4-d2", 1, None, LANES, True), ("8x8-B4-d2", 2, 2, 2, False), ("4x8-B2-d1", 3, 4, 4, True),
     ("8x8-B2-d4", 0, 1, 2, True), ("8x8-B2-d4", 1, None, LANES, False),
+    ("16x8-B4-d2", 1, None, LANES, True), ("16x4-B8-d4", 0, None, LANES, True),
 ]
 
 

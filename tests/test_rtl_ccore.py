@@ -87,17 +87,18 @@ def test_core_ports_refuse_what_does_not_fit():
         core_ports(core, (2, 2, 2), [(0, 2, "f")], 33, 4)
 
 
-def test_ccore_emits_reproducibly_and_lints_clean(tmp_path):
-    # kaleido_ccore and everything below it on an 8 x 8 compact config: the same bytes twice, no paths, its
-    # macros and kaleido_caccel / kaleido_combine instantiated by name, Verilator -Wall clean per file and over the
-    # whole hierarchy from kaleido_ccore.
+def test_ccore_and_caccel_emit_reproducibly_and_lint_clean(tmp_path):
+    # kaleido_ccore and everything below it (kaleido_caccel, kaleido_dqueue, kaleido_combine, kaleido_ctop, ...) on
+    # an 8 x 8 compact config, all in hw.rtl's plan: the same bytes twice, no paths, each file's macros and children
+    # instantiated by name, Verilator -Wall clean per file and over the whole hierarchy from kaleido_ccore and from
+    # kaleido_caccel.
     import re
     from pathlib import Path
 
     from hw.combine import Combine
     from hw.compact_accel import CompactAccel
     from hw.lint import lint_folder
-    from hw.rtl import emit
+    from hw.rtl import emit, plan
     from hw.sram import macro_name
 
     cfg = compact_cfg(8, 8, 2, 2)
@@ -106,14 +107,21 @@ def test_ccore_emits_reproducibly_and_lints_clean(tmp_path):
     below += [macro_name(*mc) for mc in discard(Combine(cfg)).macros()]
     names = ("kaleido_ccore", "kaleido_caccel", "kaleido_dqueue", "kaleido_combine", "kaleido_ctop", "kaleido_ccolumn",
              "kaleido_cpe", "kaleido_top", "kaleido_column", "kaleido_pe", *dict.fromkeys(own + below))
+    assert set(names) <= {name for name, _, _ in plan(cfg)}
     a = emit(cfg, tmp_path / "a", only=names)
-    [b] = emit(cfg, tmp_path / "b", only=("kaleido_ccore",))
-    assert (tmp_path / "a" / b.name).read_bytes() == b.read_bytes()
-    text = b.read_text()
-    assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    for name in (*own, "kaleido_caccel", "kaleido_combine"):
-        assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
+    b = emit(cfg, tmp_path / "b", only=("kaleido_ccore", "kaleido_caccel", "kaleido_dqueue"))
+    for p in b:
+        assert (tmp_path / "a" / p.name).read_bytes() == p.read_bytes(), p.name
+        assert str(Path.cwd()) not in p.read_text() and str(tmp_path) not in p.read_text()
+    text = {p.stem: p.read_text() for p in b}
+    accel_macros = [macro_name(*mc) for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros()]
+    for top, children in (("kaleido_ccore", (*own, "kaleido_caccel", "kaleido_combine")),
+                          ("kaleido_caccel", ("kaleido_ctop", "kaleido_dqueue"))):
+        for name in children:
+            assert re.search(rf"^\s*{name} \S+\s+\(", text[top], re.M), (top, name)
+    for name in accel_macros:  # the controller's macros (the decision buffer's in kaleido_dqueue)
+        assert re.search(rf"^\s*{name} \S+\s+\(", text["kaleido_caccel"] + text["kaleido_dqueue"], re.M), name
     assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in dict.fromkeys(names))
     runs = lint_folder(tmp_path / "a", full=True)
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
-    assert "kaleido_ccore.v whole hierarchy" in {label for label, *_ in runs}
+    assert {"kaleido_ccore.v whole hierarchy", "kaleido_caccel.v whole hierarchy"} <= {label for label, *_ in runs}

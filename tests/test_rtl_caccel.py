@@ -4,8 +4,9 @@ the golden model.
 
 Cases: tests/test_rtl_compact.py's four seeded cases (every decision mix incl. paired half-width band-tiles and chunk
 flushes mixing COMPUTE and PARTIAL rows, scattered and frame-coherent decisions, int8 and uint8, ``f``/``w``/``h``
-groups, odd widths, N = 11 and 5 against C = 8, a partial pool) and a REUSE-heavy case (one group REUSEd by every
-token with a neighbour). Shapes: 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands on 4, 4 x 8 with 2 bands on 1,
+groups, odd widths, N = 11 and 5 against C = 8, a partial pool), a REUSE-heavy case (one group REUSEd by every
+token with a neighbour) and the accumulator's corners at K = 64 (X -128 or 255 against W -128; a 40-channel group
+two X words a row). Shapes: 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands on 4, 4 x 8 with 2 bands on 1,
 16 x 8 with 4 bands on 2 and 16 x 4 with 8 bands on 4. With the host's band-tile list and with the queues
 (``kaleido_dqueue``), staging entries and lanes varied; seeded random ops back to back. For each op:
 
@@ -58,13 +59,23 @@ def _reuse_case():
     return c, fw
 
 
-ALL = [*CASES, _reuse_case()]
+def _corner_case(x_unsigned: bool):
+    """The accumulator's corner at the controller's longest K (``accel_max_k`` = 64): every X -128 (int8) or 255
+    (uint8) against every W -128, groups of 40 and 24 channels (two and one 32-byte X words a row)."""
+    c, fw = _case(6 + x_unsigned, (3, 2, 2), 64, 9, [40, 24], x_unsigned, "ff", None)
+    c.X[:] = 255 if x_unsigned else -128
+    c.W[:] = -128
+    return c, fw
+
+
+ALL = [*CASES, _reuse_case(), _corner_case(False), _corner_case(True)]
 # (shape, case, entries, lanes, queues); entries None: 2 B
 RUNS = [("8x8-B2-d2", c, None, LANES, False) for c in range(5)] + [
     ("8x8-B2-d2", 0, None, LANES, True), ("8x8-B2-d2", 4, None, LANES, True),
     ("8x8-B4-d2", 1, None, LANES, True), ("8x8-B4-d2", 2, 2, 2, False), ("4x8-B2-d1", 3, 4, 4, True),
     ("8x8-B2-d4", 0, 1, 2, True), ("8x8-B2-d4", 1, None, LANES, False),
     ("16x8-B4-d2", 1, None, LANES, True), ("16x4-B8-d4", 0, None, LANES, True),
+    ("8x8-B2-d2", 5, None, LANES, True), ("8x8-B4-d2", 6, None, LANES, False),
 ]
 
 
@@ -133,6 +144,15 @@ def test_cases_cover_the_mode_mixes():
     assert {c.x_unsigned for c, _ in ALL} == {False, True}
     assert any(c.W.shape[1] % cfg.array_cols for c, _ in ALL)
     assert all((c.decisions == v).any() for c, _ in ALL[:2] for v in (COMPUTE, PARTIAL, REUSE))
+    # the corners by hand: every output 64 x (-128) x (-128) = 2^20 (int8) and 64 x 255 x (-128) = -2,088,960 (uint8),
+    # whatever the decisions (equal neighbours); group 0's COMPUTE rows drain 40 x 2^14 = 655,360 and 40 x 255 x
+    # (-128) = -1,305,600 in out
+    for (c, _), y, g0 in ((ALL[5], 1 << 20, 655_360), (ALL[6], -2_088_960, -1_305_600)):
+        assert (apply_decisions(c.X, c.W, c.grid, c.groups, c.decisions, 4) == y).all()
+        op = ops[ALL.index((c, _))]
+        rows = [t.want[i, :c.W.shape[1] - t.n0, 0] for t in op.tiles if t.group == 0 for i in range(len(t.tokens))
+                if not t.partial[i]]  # columns past N are zero padding
+        assert rows and all((r == g0).all() for r in rows)
 
 
 def _random_job(rng, cfg, k: int):

@@ -4,7 +4,7 @@ against `sim.timing.compact_accel.core_cycles` fed by the controller's model (`c
 
 Cases: tests/test_rtl_caccel.py's five (every mode mix, paired band-tiles, flushes, a REUSE-only group past frame 0,
 scattered and coherent, int8 and uint8, ``f``/``w``/``h`` groups incl. one ``w`` group alone, whose head is read
-the cycle it is written, N = 11, 13 and 5 against C = 8) on 8 x 8 with 2 bands on 2 ports, some on 4 bands on 2,
+the cycle it is written, N = 11, 13 and 5 against C = 8, the accumulator's corners at K = 64) on 8 x 8 with 2 bands on 2 ports, some on 4 bands on 2,
 2 bands on 4 and 16 x 4 with 8 bands on 4 (three column blocks); six seeded random ops back to back on one core
 (the where tables are cleared by the walk, so an op sees none of the previous one's entries).
 """
@@ -24,7 +24,8 @@ from tests.rtl.caccel_bench import run_ccore
 from tests.test_rtl_caccel import ALL, SHAPES, _random_job
 from tests.test_rtl_compact import compact_cfg
 
-RUNS = [("8x8-B2-d2", c) for c in range(5)] + [("8x8-B4-d2", 1), ("8x8-B4-d2", 3), ("8x8-B2-d4", 0), ("16x4-B8-d4", 1)]
+RUNS = [("8x8-B2-d2", c) for c in range(5)] + [("8x8-B4-d2", 1), ("8x8-B4-d2", 3), ("8x8-B2-d4", 0), ("16x4-B8-d4", 1),
+                                               ("8x8-B2-d2", 5), ("8x8-B2-d2", 6)]
 
 
 def check_core(cfg, case, op, fw, got):

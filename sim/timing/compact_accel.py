@@ -1,5 +1,6 @@
 """Cycles and gather reads of the compact organisation's op-level controller (`hw.compact_accel.CompactAccel`,
-``kaleido_caccel``, docs/decisions.md D97).
+``kaleido_caccel``, docs/decisions.md D97), and the cycles of its combine stage (`hw.compact_core`,
+``kaleido_ccore``: `core_cycles`).
 
 The controller is the delta controller's structure on the compact array, so its timing is
 `sim.timing.delta_accel`'s rule on compact's band-tiles in compact's issue order (column block outer), cycle 0 the

@@ -3,9 +3,10 @@
 `hw.config` holds the frozen accelerator configuration shared by `hw/` and `sim/`;
 `hw.pe`, `hw.array` and `hw.top` describe the PE, the R x C output-stationary array and the
 streaming top level; `hw.compact_pe`, `hw.compact_array` and `hw.combine` the compact organisation's
-PE, banded array and combine unit (docs/decisions.md D65), `hw.delta_combine`, `hw.delta_accel` and
-`hw.delta_queue` the delta organisation's combine unit, op-level controller and its band-tile queues (D73, D79,
-D91, D93); `hw.rtl` emits Verilog to `rtl_out/<preset>/`.
+PE, banded array and combine unit (docs/decisions.md D65), `hw.compact_accel` and `hw.compact_core` its
+op-level controller and combine stage (D97), `hw.delta_combine`, `hw.delta_accel` and `hw.delta_queue` the delta
+organisation's combine unit, op-level controller and its band-tile queues (D73, D79, D91, D93); `hw.rtl` emits
+Verilog to `rtl_out/<preset>/`.
 """
 
 

@@ -13,9 +13,12 @@ its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
-stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros. The compact organisation's
-controller (queues, gather) is not RTL yet. The
-lockstep core and ``kaleido_accel`` are emitted for every preset.
+stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros. A compact preset also gets
+the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
+buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
+``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
+with the combine stage's staged writes and command generation and ``kaleido_combine``, final ``Y`` rows).
+The lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
 128x128 preset does not flatten 16,384 PE copies. Output is reproducible: no source attributes (absolute
@@ -42,7 +45,9 @@ from hw import discard
 from hw.accel import ACCEL_MODULE_NAME, Accel
 from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.combine import COMBINE_MODULE_NAME, Combine
+from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_module_name
+from hw.compact_core import CCORE_MODULE_NAME, CompactCore
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
@@ -136,6 +141,19 @@ _MODULES = {
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
+    # The compact organisation's op-level controller (D97): instantiates kaleido_ctop, kaleido_dqueue and its macros
+    # by name; kaleido_dqueue is the delta organisation's queue module, sized by this controller.
+    "caccel": (CACCEL_MODULE_NAME, "Kaleido compact op-level controller: banked SRAM buffers (X bytes, weights, "
+               "staging) + kaleido_dqueue + gather + band issue onto kaleido_ctop + tagged drain",
+               lambda cfg: CompactAccel(cfg, pe="instance", queues=True)),
+    "cqueue": (DQUEUE_MODULE_NAME, "Kaleido band-tile queues (compact issue order with c_s = 1): decision-buffer SRAM "
+               "macro + per-group COMPUTE/PARTIAL queues + flushes",
+               lambda cfg: discard(CompactAccel(cfg, pe="instance", queues=True)).queue),
+    # The compact controller with its combine stage (D97): kaleido_caccel + staged writes and commands +
+    # kaleido_combine, both instantiated by name, with its own macros (tile table, decision copies, where and head tables).
+    "ccore": (CCORE_MODULE_NAME, "Kaleido compact controller with its combine stage: kaleido_caccel + tile table + "
+              "staged writes + output command walk + kaleido_combine, final Y rows",
+              lambda cfg: CompactCore(cfg, pe="instance")),
     # The delta controller with its combine stage (D95): kaleido_daccel + command generation + kaleido_dcombine,
     # both instantiated by name, with its own macros (tile table, decision copies, row FIFO, seen bits).
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
@@ -148,9 +166,9 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
 def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
-    PE, column, top and combine unit (compact and delta presets), the delta controller (delta presets), then the
-    SRAM macros in `hw.sram.macro_name` order (the controller's, then the combine unit's, then the delta
-    controller's). A module's spec is
+    PE, column, top and combine unit (compact and delta presets), the compact controller and its queues (compact
+    presets) or the delta controller (delta presets), then the SRAM macros in `hw.sram.macro_name` order (the
+    lockstep controller's, then the combine unit's, then the organisation's controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
     roles = ["pe", "column", "top", "similarity", "matcher", "scheduler", "core", "accel"]
     macros = list(discard(Accel(cfg, pe="instance")).macros())
@@ -159,6 +177,10 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         roles += ["org_pe", "org_column", "org_top", combine]
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
+    if cfg.organisation == "compact":
+        roles += ["caccel", "cqueue", "ccore"]
+        macros += [mc for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]
     if cfg.organisation == "delta":
         roles += ["daccel", "dqueue", "dcore"]
         macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
@@ -263,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
                    "kaleido_dqueue, from host-written decisions; differences host-written; no weight stage), and "
                    "kaleido_dcore adds the combine stage's command generation (one chunk per op; docs/decisions.md "
                    "D73, D91, D93, D95)" if cfg.organisation == "delta"
-                   else "its controller (queues, gather) is not RTL yet (docs/decisions.md D65)")
+                   else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
+                   "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
+                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "
+                   "staged whole; docs/decisions.md D65, D97)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
                   f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")

@@ -71,8 +71,12 @@ def rtl(
     memory compiler's of the same name; docs/decisions.md D60), for the lockstep organisation. A preset
     whose organisation is compact also gets the compact organisation's PE, array and combine unit
     (kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its partial-sum SRAM macros;
-    docs/decisions.md D65); its controller (queues, gather) is not RTL yet, so the core
-    and kaleido_accel beside them are the lockstep ones. A preset whose organisation is delta (the balanced
+    docs/decisions.md D65) and a first slice of its op-level controller, kaleido_caccel (D97: X bytes, weights
+    and staging as banked SRAM macros written by a host port, band-tiles formed by kaleido_dqueue from host-written
+    decision codes in the model's compact issue order, gather, band issue onto kaleido_ctop, drained rows tagged
+    by band-tile and row), and kaleido_ccore (D97): kaleido_caccel with the combine stage's staged writes and
+    commands and kaleido_combine, handing out final Y rows (the op staged whole, its positions in one pool). The
+    core and kaleido_accel beside them are the lockstep ones. A preset whose organisation is delta (the balanced
     preset's, docs/decisions.md D68) gets the delta PE, array and combine unit the same way (kaleido_dpe,
     kaleido_dcolumn, kaleido_dtop, kaleido_dcombine per axis class with its state SRAM; D73, D79) and a first
     slice of its op-level controller, kaleido_daccel (D91: banked SRAM buffers written by a host port, gather of

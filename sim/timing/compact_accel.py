@@ -1,0 +1,89 @@
+"""Cycles and gather reads of the compact organisation's op-level controller (`hw.compact_accel.CompactAccel`,
+``kaleido_caccel``, docs/decisions.md D97), and the cycles of its combine stage (`hw.compact_core`,
+``kaleido_ccore``: `core_cycles`).
+
+The controller is the delta controller's structure on the compact array, so its timing is
+`sim.timing.delta_accel`'s rule on compact's band-tiles in compact's issue order (column block outer), cycle 0 the
+cycle after ``start``:
+
+- the array: `sim.timing.compact.band_schedule`'s list schedule and drain rule (the model's compact timing,
+  `sim.engines.model._compact_timing`'s ``band_cycles``);
+- the controller's overheads on top of it: band-tile n's first slot no earlier than ``g_n + u_n xw_n + 3``, its
+  gather starting at ``g_n = max(g_{n-1} + 1 + u_{n-1} xw_{n-1}, L_{n-S} + 1)`` (``u`` rounds of the X buffer's
+  ``R / B`` banks, `gather_rounds`; ``xw = ceil(width / P)`` words per row; ``S`` staging entries), with its queues
+  also no earlier than the cycle after the queues emit its descriptor (`queue_steps`, one step a cycle); the start
+  cycle before cycle 0 and ``done`` the cycle after the last row leaves (``max read + C + 3`` from ``start``).
+
+So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather keeps ahead of the
+bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
+not call it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from algo.reuse.golden import REUSE
+from hw.config import AcceleratorConfig
+from sim.timing import delta_accel as _da
+from sim.timing.compact import band_rows
+
+#: Re-exported: rows' out cycles (`sim.timing.delta_accel.row_out_cycles`) and gather rounds.
+row_out_cycles = _da.row_out_cycles
+gather_rounds = _da.gather_rounds
+
+
+def tile_widths(op, groups) -> np.ndarray:
+    """int64 ``[T]``: each band-tile's group width (``op`` a `sim.engines.band_stimulus.BandOp`)."""
+    return np.array([groups[t.group][1] - groups[t.group][0] for t in op.tiles], dtype=np.int64)
+
+
+def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: int) -> tuple:
+    """``kaleido_dqueue``'s steps in compact's issue order: `sim.timing.delta_accel.queue_steps` with one column block
+    per group and D68's order (`hw.compact_accel_host.queue_ports`)."""
+    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False)
+
+
+def _args(op, groups, cfg):
+    return (op.s_seq, op.rows, tile_widths(op, groups), gather_rounds([t.tokens for t in op.tiles], band_rows(cfg)),
+            cfg)
+
+
+def caccel_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None):
+    """``(band, first, last, gather)`` int64 ``[T]`` per band-tile of ``op`` (`sim.engines.band_stimulus.BandOp` in
+    compact's issue order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.accel_schedule`."""
+    return _da.accel_schedule(*_args(op, groups, cfg), entries, lanes, queue)
+
+
+def caccel_cycles(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> int:
+    """Cycles of one op from ``start`` to ``done`` (`sim.timing.delta_accel.accel_cycles`)."""
+    return _da.accel_cycles(*_args(op, groups, cfg), entries, lanes, queue)
+
+
+def gather_reads(dec: np.ndarray, groups, n_cb: int, lanes: int) -> tuple[int, int]:
+    """``(words, bytes)`` the controller's gather reads from the X buffer for one op, from the decisions alone: every
+    (token, group) not REUSE is a band-tile row once per column block, read as ``ceil(|g| / P)`` words carrying
+    ``|g|`` bytes. The bytes are the model's input-SRAM reads of the array (`sim.cost.compact_actions`:
+    ``n_cb (cc + pc)``, the needed channels of COMPUTE and PARTIAL tokens per column block).
+
+    Args:
+        dec: int ``[M, G]`` decisions (`algo.reuse.golden` codes); groups ``(k0, k1, axis)``; n_cb column blocks; lanes P.
+    """
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    need = np.asarray(dec) != REUSE
+    words = int((need * -(-widths // lanes)).sum()) * n_cb
+    return words, int((need * widths).sum()) * n_cb
+
+
+def core_cycles(accel_done: int, M: int, groups: int, n_cb: int) -> tuple[np.ndarray, int]:  # noqa: N803
+    """``kaleido_ccore``'s combine stage (`hw.compact_core`, docs/decisions.md D97), counted from the ``start``
+    cycle: ``(y, done)`` with ``y`` int64 ``[n_cb, M]`` the cycle each (column block, token) ``Y`` row leaves and
+    ``done`` the cycle ``done`` pulses.
+
+    ``accel_done`` is `caccel_cycles` (the controller's ``done``, T). The walk's flag is set the cycle after it
+    sees ``done`` (its rows are all staged by then), so command i (per column block, token, group) reads its words
+    at ``T + 2 + i`` and issues at ``T + 3 + i``; ``kaleido_combine`` hands out a token's row 2 cycles after its
+    last group's command, ``T + 5 + i``; ``done`` follows the last row by one cycle: ``T + n + 5``, n = n_cb M G
+    commands."""
+    i_last = (np.arange(n_cb)[:, None] * M + np.arange(M)[None, :]) * groups + groups - 1
+    return accel_done + 5 + i_last.astype(np.int64), accel_done + n_cb * M * groups + 5

@@ -1,0 +1,128 @@
+"""The compact controller with its combine stage (hw/compact_core.py, ``kaleido_ccore``, docs/decisions.md D97)
+under Amaranth's simulator: final ``Y`` rows from the RTL alone against the golden model, and every row's cycle
+against `sim.timing.compact_accel.core_cycles` fed by the controller's model (`caccel_cycles` with its queues).
+
+Cases: tests/test_rtl_caccel.py's five (every mode mix, paired band-tiles, flushes, a REUSE-only group past frame 0,
+scattered and coherent, int8 and uint8, ``f``/``w``/``h`` groups incl. one ``w`` group alone, whose head is read
+the cycle it is written, N = 11, 13 and 5 against C = 8, the accumulator's corners at K = 64) on 8 x 8 with 2 bands on 2 ports, some on 4 bands on 2,
+2 bands on 4 and 16 x 4 with 8 bands on 4 (three column blocks); six seeded random ops back to back on one core
+(the where tables are cleared by the walk, so an op sees none of the previous one's entries).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from algo.reuse.golden import REUSE, apply_decisions
+from hw import discard
+from hw.compact_core import CompactCore, core_ports
+from sim.cost.compact_actions import successor_reads
+from sim.engines.band_stimulus import band_op
+from sim.timing.compact_accel import caccel_cycles, core_cycles, queue_steps
+from tests.rtl.caccel_bench import run_ccore
+from tests.test_rtl_caccel import ALL, SHAPES, _random_job
+from tests.test_rtl_compact import compact_cfg
+
+RUNS = [("8x8-B2-d2", c) for c in range(5)] + [("8x8-B4-d2", 1), ("8x8-B4-d2", 3), ("8x8-B2-d4", 0), ("16x4-B8-d4", 1),
+                                               ("8x8-B2-d2", 5), ("8x8-B2-d2", 6)]
+
+
+def check_core(cfg, case, op, fw, got):
+    """Every (column block, token) Y row once, equal to `apply_decisions`, at `core_cycles`' cycle; ``done`` too;
+    the partial-sum SRAM's word accesses."""
+    C, N, M, G = cfg.array_cols, case.W.shape[1], case.X.shape[0], len(case.groups)  # noqa: N806
+    n_cb = -(-N // C)
+    q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb)
+    y_at, done = core_cycles(caccel_cycles(op, case.groups, cfg, 2 * cfg.compact_bands, 32, q), M, G, n_cb)
+    want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
+    assert not got.twice
+    assert sorted(got.y) == [(cb, t) for cb in range(n_cb) for t in range(M)]
+    for (cb, t), (cycle, row) in got.y.items():
+        n = min(C, N - cb * C)
+        assert np.array_equal(row[:n], want[t, cb * C:cb * C + n]), (cb, t)
+        assert cycle == y_at[cb, t], (cb, t)
+    assert got.cycles == done
+    # the partial-sum SRAM's word accesses against the model's rules (sim.cost.compact_actions): a staged word per
+    # COMPUTE or PARTIAL (token, group) and column block; a state word written where the successor along the
+    # group's axis reads it (successor_reads) and the token is not REUSE
+    need = case.decisions != REUSE
+    assert got.staged == n_cb * int(need.sum())
+    assert got.state_writes == n_cb * int((need & successor_reads(case.decisions, case.grid, case.groups)).sum())
+    assert got.state_reads == n_cb * M * G
+
+
+@pytest.mark.parametrize(("shape", "ci"), RUNS, ids=[f"{s}-{c}" for s, c in RUNS])
+def test_ccore_y_rows_and_cycles(shape, ci):
+    case, fw = ALL[ci]
+    cfg = compact_cfg(*SHAPES[shape])
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw)
+    [got] = run_ccore(cfg, [(case, op, fw)])
+    check_core(cfg, case, op, fw, got)
+
+
+def test_ccore_random_ops_back_to_back():
+    cfg = compact_cfg(8, 8, 2, 2)
+    rng = np.random.default_rng(971)
+    jobs = [_random_job(rng, cfg, k) for k in range(6)]
+    for run, (case, op, fw) in zip(run_ccore(cfg, jobs), jobs, strict=True):
+        check_core(cfg, case, op, fw, run)
+
+
+def test_core_cycles_by_hand():
+    # T = 10, 2 tokens, 2 groups, 1 column block: commands (t0 g0, t0 g1, t1 g0, t1 g1) read at 12-15, issue at
+    # 13-16; token 0's row 2 cycles after its last command (14): 16; token 1's: 18; done the cycle after: 19
+    y, done = core_cycles(10, 2, 2, 1)
+    assert y.tolist() == [[16, 18]] and done == 19
+    y, done = core_cycles(10, 2, 1, 2)  # one group, two column blocks: commands at 13, 14, 15, 16
+    assert y.tolist() == [[15, 16], [17, 18]] and done == 19
+
+
+def test_core_ports_refuse_what_does_not_fit():
+    cfg = compact_cfg(8, 8, 2, 2)
+    core = discard(CompactCore(cfg))
+    assert core_ports(core, (2, 2, 4), [(0, 2, "f"), (2, 5, "w")], 11, 40) == {"o_w": 4, "o_axes": 0 | 2 << 2}
+    with pytest.raises(ValueError, match="H W <= 8"):
+        core_ports(core, (2, 3, 3), [(0, 2, "f")], 8, 4)  # 9 positions: the state macro holds one pool of 8
+    with pytest.raises(ValueError, match="4 column blocks"):
+        core_ports(core, (2, 2, 2), [(0, 2, "f")], 33, 4)
+
+
+def test_ccore_and_caccel_emit_reproducibly_and_lint_clean(tmp_path):
+    # kaleido_ccore and everything below it (kaleido_caccel, kaleido_dqueue, kaleido_combine, kaleido_ctop, ...) on
+    # an 8 x 8 compact config, all in hw.rtl's plan: the same bytes twice, no paths, each file's macros and children
+    # instantiated by name, Verilator -Wall clean per file and over the whole hierarchy from kaleido_ccore and from
+    # kaleido_caccel.
+    import re
+    from pathlib import Path
+
+    from hw.combine import Combine
+    from hw.compact_accel import CompactAccel
+    from hw.lint import lint_folder
+    from hw.rtl import emit, plan
+    from hw.sram import macro_name
+
+    cfg = compact_cfg(8, 8, 2, 2)
+    own = [macro_name(*mc) for mc in discard(CompactCore(cfg, pe="instance")).macros()]
+    below = [macro_name(*mc) for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros()]
+    below += [macro_name(*mc) for mc in discard(Combine(cfg)).macros()]
+    names = ("kaleido_ccore", "kaleido_caccel", "kaleido_dqueue", "kaleido_combine", "kaleido_ctop", "kaleido_ccolumn",
+             "kaleido_cpe", "kaleido_top", "kaleido_column", "kaleido_pe", *dict.fromkeys(own + below))
+    assert set(names) <= {name for name, _, _ in plan(cfg)}
+    a = emit(cfg, tmp_path / "a", only=names)
+    b = emit(cfg, tmp_path / "b", only=("kaleido_ccore", "kaleido_caccel", "kaleido_dqueue"))
+    for p in b:
+        assert (tmp_path / "a" / p.name).read_bytes() == p.read_bytes(), p.name
+        assert str(Path.cwd()) not in p.read_text() and str(tmp_path) not in p.read_text()
+    text = {p.stem: p.read_text() for p in b}
+    accel_macros = [macro_name(*mc) for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros()]
+    for top, children in (("kaleido_ccore", (*own, "kaleido_caccel", "kaleido_combine")),
+                          ("kaleido_caccel", ("kaleido_ctop", "kaleido_dqueue"))):
+        for name in children:
+            assert re.search(rf"^\s*{name} \S+\s+\(", text[top], re.M), (top, name)
+    for name in accel_macros:  # the controller's macros (the decision buffer's in kaleido_dqueue)
+        assert re.search(rf"^\s*{name} \S+\s+\(", text["kaleido_caccel"] + text["kaleido_dqueue"], re.M), name
+    assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in dict.fromkeys(names))
+    runs = lint_folder(tmp_path / "a", full=True)
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
+    assert {"kaleido_ccore.v whole hierarchy", "kaleido_caccel.v whole hierarchy"} <= {label for label, *_ in runs}

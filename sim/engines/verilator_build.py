@@ -411,7 +411,9 @@ def _profile_guided(cfg: AcceleratorConfig, training: dict[str, np.ndarray], wor
     for name, data in training.items():
         np.ascontiguousarray(data).tofile(job / name)
     run_env = {k: v for k, v in env.items() if k not in ("GCOV_PREFIX", "GCOV_PREFIX_STRIP")}  # profiles in obj/
-    cmd = [str(exe), str(job)]
+    # Relative paths: the driver's string handling then counts the same on every machine and cache folder, so the
+    # profiles, and the executable, do not depend on where the build runs.
+    cmd = [f"obj/V{TOP}", job.name]
     res = subprocess.run(cmd, cwd=work, env=run_env, capture_output=True, text=True)
     if res.returncode:
         _build_failed(cfg, cmd, res, failed, "the profile-guided build's training run")

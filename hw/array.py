@@ -21,34 +21,12 @@ Verilog stays readable; ``pe="inline"`` elaborates everything in Amaranth, for `
 
 from __future__ import annotations
 
-from amaranth.hdl import (
-    Cat,
-    ClockSignal,
-    Const,
-    Instance,
-    Module,
-    ResetSignal,
-    Shape,
-    Signal,
-    signed,
-    unsigned,
-)
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, ResetSignal, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.config import AcceleratorConfig
-from hw.pe import (
-    COL_FIELDS,
-    LINK_FIELDS,
-    MODE_BITS,
-    PACKED_COL_FIELDS,
-    PE,
-    ROW_FIELDS,
-    W_BITS,
-    X_BITS,
-    lane_shapes,
-    pe_signature,
-)
+from hw.pe import COL_FIELDS, LINK_FIELDS, MODE_BITS, PE, ROW_FIELDS, W_BITS, X_BITS, pe_signature
 
 PE_MODULE_NAME = "kaleido_pe"
 COLUMN_MODULE_NAME = "kaleido_column"
@@ -78,9 +56,7 @@ endmodule
 
 
 def _field_shapes(cfg: AcceleratorConfig) -> dict:
-    """The PE's ports' shapes and, keyed ``i_<field>``, each lane field's (`hw.pe.lane_shapes`)."""
-    return {**{name: member.shape for name, member in pe_signature(cfg).members.items()},
-            **{"i_" + f: Shape.cast(sh) for f, sh in lane_shapes(cfg).items()}}
+    return {name: member.shape for name, member in pe_signature(cfg).members.items()}
 
 
 def row_lane_bits(cfg: AcceleratorConfig) -> int:
@@ -154,20 +130,20 @@ class Column(wiring.Component):
         R, d, ab = cfg.array_rows, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
         shapes = _field_shapes(cfg)
         lb = row_lane_bits(cfg)
+        widths = [shapes["i_" + f].width for f in ROW_FIELDS]
         pes = []
-        col_widths = [shapes["i_" + f].width for f in PACKED_COL_FIELDS]
-        col0 = _pack(m, [getattr(self, "c_" + f) for f in PACKED_COL_FIELDS], col_widths, "c_col")
         for i in range(R):
-            ins = {"i_row": self.x_in[i * lb:(i + 1) * lb],
-                   "i_col": col0 if i == 0 else pes[i - 1]["o_col"],
-                   "i_valid": self.c_valid if i == 0 else pes[i - 1]["o_valid"]}
+            ins = unpack_lane(m, self.x_in, i * lb, ROW_FIELDS, shapes, f"r{i}")
+            for f in COL_FIELDS:
+                ins["i_" + f] = getattr(self, "c_" + f) if i == 0 else pes[i - 1]["o_" + f]
             for f, w in LINK_FIELDS:  # the row link (w-axis reuse, hw/pe.py); the top PE's is 0
                 ins["i_" + f] = Const(0, signed(w)) if i == 0 else pes[i - 1]["o_" + f]
             outs = {name: Signal(shapes[name], name=f"r{i}_{name}")
                     for name in shapes if not name.startswith("i_")}
             pes.append(outs)
             _connect(m, self.pe_kind, f"pe{i}", PE_MODULE_NAME, lambda: PE(cfg), ins, outs)
-            m.d.comb += self.x_out[i * lb:(i + 1) * lb].eq(outs["o_row"])
+            m.d.comb += self.x_out[i * lb:(i + 1) * lb].eq(
+                _pack(m, [outs["o_" + f] for f in ROW_FIELDS], widths, f"r{i}_x_out"))
         for p in range(d):
             data, hit = 0, 0
             for i in range(R):

@@ -61,7 +61,7 @@ there); a pair is at most one spatial lane beside a temporal one (`sim.timing.st
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import enum, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -134,32 +134,30 @@ MODE_OF: dict[tuple[int, int | None], tuple[PEMode, int]] = {
 }
 
 
-def lane_shapes(cfg: AcceleratorConfig) -> dict:
-    """Shape of each row-lane (`ROW_FIELDS`) and column-lane (`COL_FIELDS`) field, by field name."""
-    gb, pb = cfg.group_bits, cfg.port_bits
-    return {"x_a": signed(X_BITS), "x_b": signed(X_BITS), "mode": PEMode.as_shape(), "sel": unsigned(1),
-            "w_a": signed(W_BITS), "w_b": signed(W_BITS), "valid": unsigned(1), "g_a": unsigned(gb),
-            "g_b": unsigned(gb), "first_a": unsigned(1), "first_b": unsigned(1), "sp_a": unsigned(1),
-            "sp_b": unsigned(1), "last": unsigned(1), "clear": unsigned(1), "port": unsigned(pb)}
-
-
-def lane_bits(cfg: AcceleratorConfig, fields) -> int:
-    """Bits of `fields` packed in one word (`lane_shapes`)."""
-    sh = lane_shapes(cfg)
-    from amaranth.hdl import Shape
-
-    return sum(Shape.cast(sh[f]).width for f in fields)
-
-
 def pe_signature(cfg: AcceleratorConfig) -> wiring.Signature:
-    """Port list of the PE: the row lane packed in ``i_row``/``o_row`` (`ROW_FIELDS` from bit 0), the column lane
-    but ``valid`` in ``i_col``/``o_col`` (`PACKED_COL_FIELDS`), ``valid`` alone (it keeps its reset)."""
-    ab, pb = cfg.acc_bits, cfg.port_bits
+    """Flat port list of the PE (flat so the emitted Verilog port names are plain)."""
+    gb, pb, ab = cfg.group_bits, cfg.port_bits, cfg.acc_bits
     members = {}
+    # Row lane, from the left neighbour (registered there), and to the right.
     for d, pre in ((In, "i_"), (Out, "o_")):
-        members[pre + "row"] = d(unsigned(lane_bits(cfg, ROW_FIELDS)))
-        members[pre + "col"] = d(unsigned(lane_bits(cfg, PACKED_COL_FIELDS)))
+        members[pre + "x_a"] = d(signed(X_BITS))
+        members[pre + "x_b"] = d(signed(X_BITS))
+        members[pre + "mode"] = d(PEMode.as_shape())
+        members[pre + "sel"] = d(unsigned(1))
+    # Column lane (weights and slot control), from above and to below.
+    for d, pre in ((In, "i_"), (Out, "o_")):
+        members[pre + "w_a"] = d(signed(W_BITS))
+        members[pre + "w_b"] = d(signed(W_BITS))
         members[pre + "valid"] = d(unsigned(1))
+        members[pre + "g_a"] = d(unsigned(gb))
+        members[pre + "g_b"] = d(unsigned(gb))
+        members[pre + "first_a"] = d(unsigned(1))
+        members[pre + "first_b"] = d(unsigned(1))
+        members[pre + "sp_a"] = d(unsigned(1))
+        members[pre + "sp_b"] = d(unsigned(1))
+        members[pre + "last"] = d(unsigned(1))
+        members[pre + "clear"] = d(unsigned(1))
+        members[pre + "port"] = d(unsigned(pb))
     # Row link (w-axis reuse): effective increments from the PE above, registered to the PE below.
     for d, pre in ((In, "i_"), (Out, "o_")):
         for f, w in LINK_FIELDS:
@@ -177,8 +175,6 @@ COL_FIELDS = ("w_a", "w_b", "valid", "g_a", "g_b", "first_a", "first_b", "sp_a",
 #: Pass-through fields whose registers are reset: ``valid`` only. Every other lane field, the row link and
 #: the result are read only on a valid slot or with ``out_valid`` (docs/decisions.md D78).
 RESET_FIELDS = ("valid",)
-#: Column-lane fields packed in the PE's ``i_col``/``o_col`` word: all but ``valid``.
-PACKED_COL_FIELDS = tuple(f for f in COL_FIELDS if f not in RESET_FIELDS)
 
 
 class PE(wiring.Component):
@@ -213,28 +209,20 @@ class PE(wiring.Component):
             m.d.comb += port.eq(q)
             return q
 
-        # Systolic pass-through: ``valid`` keeps its reset, the packed data words beside it do not.
-        m.d.sync += [self.o_valid.eq(self.i_valid), data_reg(self.o_row).eq(self.i_row),
-                     data_reg(self.o_col).eq(self.i_col)]
-        sh = lane_shapes(cfg)
-        fld = {}
-        for word, fields in ((self.i_row, ROW_FIELDS), (self.i_col, PACKED_COL_FIELDS)):
-            pos = 0
-            for f in fields:
-                w = Shape.cast(sh[f]).width
-                v = word[pos:pos + w]
-                fld[f] = v.as_signed() if Shape.cast(sh[f]).signed else v
-                pos += w
+        # Systolic pass-through: ``valid`` keeps its reset, the data beside it does not.
+        for f in ROW_FIELDS + COL_FIELDS:
+            o, i = getattr(self, "o_" + f), getattr(self, "i_" + f)
+            m.d.sync += (o if f in RESET_FIELDS else data_reg(o)).eq(i)
 
-        valid, mode, sel = self.i_valid, fld["mode"], fld["sel"]
+        valid, mode, sel = self.i_valid, self.i_mode, self.i_sel
         is_compute = wire("is_compute", valid & (mode == PEMode.COMPUTE))
         is_partial = wire("is_partial", valid & (mode == PEMode.PARTIAL))
         is_paired = wire("is_paired", valid & (mode == PEMode.PAIRED))
 
-        x_sel = wire("x_sel", Mux(sel, fld["x_b"], fld["x_a"]))
-        w_sel = wire("w_sel", Mux(sel, fld["w_b"], fld["w_a"]))
-        g_sel = wire("g_sel", Mux(sel, fld["g_b"], fld["g_a"]))
-        first_sel = wire("first_sel", Mux(sel, fld["first_b"], fld["first_a"]))
+        x_sel = wire("x_sel", Mux(sel, self.i_x_b, self.i_x_a))
+        w_sel = wire("w_sel", Mux(sel, self.i_w_b, self.i_w_a))
+        g_sel = wire("g_sel", Mux(sel, self.i_g_b, self.i_g_a))
+        first_sel = wire("first_sel", Mux(sel, self.i_first_b, self.i_first_a))
 
         def lo(v):
             return v[:LO_BITS].as_unsigned()
@@ -243,11 +231,11 @@ class PE(wiring.Component):
             return (v >> LO_BITS).as_signed()
 
         # Split multiplier. Low half: lo(x) x w. High half: hi(x) x w, or lo(x_b) x w_b when PAIRED.
-        lo_x = Mux(is_paired, lo(fld["x_a"]), lo(x_sel))
-        lo_w = Mux(is_paired, fld["w_a"], w_sel)
+        lo_x = Mux(is_paired, lo(self.i_x_a), lo(x_sel))
+        lo_w = Mux(is_paired, self.i_w_a, w_sel)
         hi_x = Signal(signed(HI_BITS))
-        m.d.comb += hi_x.eq(Mux(is_paired, lo(fld["x_b"]), hi(x_sel)))
-        hi_w = Mux(is_paired, fld["w_b"], w_sel)
+        m.d.comb += hi_x.eq(Mux(is_paired, lo(self.i_x_b), hi(x_sel)))
+        hi_w = Mux(is_paired, self.i_w_b, w_sel)
         #: The operand selects by name (`OPERAND_SELECTS`), for the tests that check their widths.
         self.operand_selects = {"x_sel": x_sel, "w_sel": w_sel, "lo_x": lo_x, "lo_w": lo_w, "hi_x": hi_x, "hi_w": hi_w}
         # p_lo at the product's own width (4-bit unsigned x 8-bit signed: 12 bits signed); its users widen it
@@ -265,18 +253,18 @@ class PE(wiring.Component):
         b_c = wire("b_c", is_compute & sel)
         b_p = wire("b_p", (is_partial & sel) | is_paired)
         b_r = wire("b_r", ~b_c & ~b_p)
-        sp_a, sp_b = wire("sp_a", valid & fld["sp_a"]), wire("sp_b", valid & fld["sp_b"])
-        sp_sel = wire("sp_sel", Mux(sel, fld["sp_b"], fld["sp_a"]))
+        sp_a, sp_b = wire("sp_a", valid & self.i_sp_a), wire("sp_b", valid & self.i_sp_b)
+        sp_sel = wire("sp_sel", Mux(sel, self.i_sp_b, self.i_sp_a))
         own_lsb_b = wire("own_lsb_b", Mux(is_paired, p_hi, p_lo))
 
         # The spatial lane's effective increments (module docstring): own products or the link's.
         # At most one lane of a slot is spatial (sim.timing.stream asserts it), so one link serves both.
-        sp_c = wire("sp_c", Mux(fld["sp_b"], b_c, a_c))
-        sp_r = wire("sp_r", Mux(fld["sp_b"], b_r, a_r))
+        sp_c = wire("sp_c", Mux(self.i_sp_b, b_c, a_c))
+        sp_r = wire("sp_r", Mux(self.i_sp_b, b_r, a_r))
         eff_m, eff_l = Signal(signed(LINK_MSB_BITS)), Signal(signed(LINK_LSB_BITS))
         m.d.comb += [
             eff_m.eq(Mux(sp_c, p_msb, self.i_lk_m)),
-            eff_l.eq(Mux(sp_r, self.i_lk_l, Mux(fld["sp_b"], own_lsb_b, p_lo))),
+            eff_l.eq(Mux(sp_r, self.i_lk_l, Mux(self.i_sp_b, own_lsb_b, p_lo))),
         ]
         lk_m, lk_l = data_reg(self.o_lk_m), data_reg(self.o_lk_l)
         with m.If(sp_a | sp_b):
@@ -288,16 +276,16 @@ class PE(wiring.Component):
         # write when both lanes hit the same group), a temporal COMPUTE lane p_msb to msb[g_sel].
         inc_a, inc_b = Signal(signed(LINK_MSB_BITS + 1)), Signal(signed(LINK_MSB_BITS + 1))
         m.d.comb += [
-            inc_a.eq(Mux(fld["sp_a"], inc_sp, p_lo)),
-            inc_b.eq(Mux(fld["sp_b"], inc_sp, own_lsb_b)),
+            inc_a.eq(Mux(self.i_sp_a, inc_sp, p_lo)),
+            inc_b.eq(Mux(self.i_sp_b, inc_sp, own_lsb_b)),
         ]
-        wl_a = wire("wl_a", valid & (fld["sp_a"] | a_c | a_p))
-        wl_b = wire("wl_b", valid & (fld["sp_b"] | b_c | b_p))
+        wl_a = wire("wl_a", valid & (self.i_sp_a | a_c | a_p))
+        wl_b = wire("wl_b", valid & (self.i_sp_b | b_c | b_p))
         wm = wire("wm", is_compute & ~sp_sel)
-        g_a, g_b = fld["g_a"], fld["g_b"]
+        g_a, g_b = self.i_g_a, self.i_g_b
         merge = wire("merge", wl_a & wl_b & (g_a == g_b))
         wr_b = wire("wr_b", wl_b & ~merge)
-        clear = wire("clear", valid & fld["clear"])
+        clear = wire("clear", valid & self.i_clear)
 
         # The partial registers: two register files of P acc-bit words (lsb: two write ports, lanes
         # a and b; msb: one), read asynchronously, plus one valid bit per word. A word whose valid bit
@@ -313,8 +301,8 @@ class PE(wiring.Component):
             return wire(name, Mux(clear | ~vbits.bit_select(idx, 1), 0, port.data), signed(ab))
 
         # Overwrite ("first") flags per distinct register, and the old values they drop.
-        clr_a = wire("clr_a", wl_a & (fld["first_a"] | (merge & fld["first_b"])))
-        clr_b = wire("clr_b", wr_b & fld["first_b"])
+        clr_a = wire("clr_a", wl_a & (self.i_first_a | (merge & self.i_first_b)))
+        clr_b = wire("clr_b", wr_b & self.i_first_b)
         clr_msb = wire("clr_msb", wm & first_sel)
         old_a, old_b = rd(lsb, vl, g_a, "old_a"), rd(lsb, vl, g_b, "old_b")
         old_msb = rd(msb, vm, g_sel, "old_msb")
@@ -345,10 +333,10 @@ class PE(wiring.Component):
             vm.eq(Mux(clear, 0, vm) | Mux(wm, one << g_sel, 0)),
         ]
 
-        last = wire("last", valid & fld["last"])
+        last = wire("last", valid & self.i_last)
         m.d.sync += [
             self.out_valid.eq(last),
-            data_reg(self.out_port).eq(fld["port"]),
+            data_reg(self.out_port).eq(self.i_port),
         ]
         out = data_reg(self.out)
         with m.If(last):

@@ -27,6 +27,14 @@ and waveform tests check (outputs and cycles against the golden and cycle models
 survive (``opt_clean`` without ``-purge``), so waveforms keep the PE's names. The banded tops' engines
 (`sim.engines.verilator_band`) compile their emitted files as they are.
 
+Profile-guided build (the lock-step engine, not with waveforms, GCC 10+; D98): the per-cycle code
+(verilated.mk's ``OPT_FAST`` objects: the model's fast classes and the driver) is compiled with `PGO_GENERATE`, the
+instrumented executable runs the seeded training job (`Design.training`, `sim.engines.verilator.training_runs`) once
+in the hidden build folder, and make compiles those objects again with `PGO_USE`; the rest keeps its plain
+compilation. The training job's files are part of the cache key and the run uses relative paths, so the executable
+is the same bytes wherever it is built (checked on tiny-8x8). A profile changes only the code's layout, inlining and
+branch order, never what it computes; the engine tests hold its outputs to the models as before.
+
 Errors are `RtlEngineError` (also the pyverilator engine's, `sim.engines.rtl`) with one line naming
 what is wrong and how to fix it.
 """
@@ -84,14 +92,11 @@ MAKEFLAGS = f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={OPT_FAST} OPT_SLOW=-O1 OPT_G
 #: GCC's profile-guided optimisation of the lock-step engine's per-cycle code (`build`, docs/decisions.md D98): the
 #: ``OPT_FAST`` objects compiled with `PGO_GENERATE` (and linked with it), one training run (`Design.training`), then
 #: those objects compiled again with `PGO_USE`. ``-fprofile-partial-training`` (GCC 10+) optimises what the training
-#: run did not reach as without a profile, not for size. Measured on tiny-8x8 (D98): 31,340 to about 30,400
-#: instructions per simulated cycle, about 9 % more simulated cycles per CPU second.
+#: run did not reach as without a profile, not for size. Measured (D98): tiny-8x8 31,340 to 30,200 instructions per
+#: simulated cycle and about 1.09x the simulated cycles per CPU second; small-32x32 about 2.4x (its 4.3 MB of code,
+#: laid out by the profile); cold builds +13 s and +98 s of CPU.
 PGO_GENERATE = "-fprofile-generate"
 PGO_USE = "-fprofile-use -fprofile-partial-training"
-#: Largest array (PEs) whose lock-step engine is built with `PGO_USE` (D98: tiny-8x8's build takes about 9 s more
-#: CPU; small-32x32's per-cycle code is what its build spends most of its time on, and compiling it twice was
-#: measured at ... ).
-PGO_MAX_PES = 1024
 #: Job file format the driver reads (``JOB_VERSION`` in verilator_driver.cpp).
 JOB_VERSION = 1
 
@@ -124,20 +129,17 @@ class Design:
 
 def lockstep_design(cfg: AcceleratorConfig) -> Design:
     """``kaleido_top`` (`SOURCES`, emitted by `hw.rtl.emit`) behind `engine_wrapper`, driven by
-    `DRIVER_SOURCE`; its PE pre-optimised (`PREOPT_MODULES`) and, up to `PGO_MAX_PES`, profile-guided on
-    `sim.engines.verilator.training_runs`."""
+    `DRIVER_SOURCE`; its PE pre-optimised (`PREOPT_MODULES`), its build profile-guided on
+    `sim.engines.verilator.training_runs` (D98)."""
     from hw.rtl import emit
 
     with tempfile.TemporaryDirectory(prefix="kaleido-rtl-") as tmp:
         emit(cfg, Path(tmp), only=SOURCES)
         verilog = {name: (Path(tmp) / f"{name}.v").read_bytes() for name in SOURCES}
     verilog[TOP] = engine_wrapper(cfg).encode()
-    training = None
-    if cfg.array_rows * cfg.array_cols <= PGO_MAX_PES:
-        from sim.engines.verilator import job_files, training_runs
+    from sim.engines.verilator import job_files, training_runs
 
-        training = job_files(cfg, training_runs(cfg))[0]
-    return Design("", verilog, DRIVER_SOURCE, PREOPT_MODULES, training)
+    return Design("", verilog, DRIVER_SOURCE, PREOPT_MODULES, job_files(cfg, training_runs(cfg))[0])
 
 
 # ---- toolchain and build -----------------------------------------------------------------------

@@ -224,21 +224,39 @@ def test_records_equal_build_stream():
                 off += n
 
 
-def _fake_verilator(tmp_path, monkeypatch, ok=True):
-    """Replace the Verilator call of `build` by a stand-in that writes an executable (or fails)."""
+def _fake_verilator(tmp_path, monkeypatch, ok=True, gcc=True, profiles=True):
+    """Replace the subprocess calls of `build` by stand-ins: the compiler query (GCC 12, or clang 14 without `gcc`),
+    Verilator (writes an executable and two objects, or fails), the profile-guided build's training run (writes one
+    object's ``.gcda`` profile unless not `profiles`) and its make (writes the executable again). Returns the list of
+    ``(cmd, env MAKEFLAGS)`` of every call but the compiler query."""
     import sim.engines.verilator as eng
 
     calls = []
 
     def run(cmd, cwd, **kw):
-        calls.append(cmd)
-        if not ok:
-            return subprocess.CompletedProcess(cmd, 1, "", "%Error: kaleido_top.v:1: syntax error")
-        exe = Path(cwd) / "obj" / f"V{eng.TOP}"
-        exe.parent.mkdir()
+        obj = Path(cwd) / "obj"
+        if cmd[1:3] == ["-dM", "-E"]:
+            out = "#define __GNUC__ 12\n" if gcc else "#define __clang__ 1\n#define __GNUC__ 4\n"
+            return subprocess.CompletedProcess(cmd, 0, out, "")
+        calls.append((cmd, kw["env"]["MAKEFLAGS"]))
+        if cmd[0] == "verilator":
+            if not ok:
+                return subprocess.CompletedProcess(cmd, 1, "", "%Error: kaleido_top.v:1: syntax error")
+            obj.mkdir()
+            for name in (f"V{eng.TOP}__pe.o", f"V{eng.TOP}__Slow.o"):
+                (obj / name).write_text("")
+            (obj / f"V{eng.TOP}.cpp").write_text("// generated\n")
+        elif cmd[0].endswith(f"V{eng.TOP}"):  # the training run
+            assert sorted(p.name for p in (Path(cwd) / cmd[1]).iterdir()) == ["dest.bin", "meta.bin", "ncols.bin",
+                                                                      "runs.bin", "stim.bin"]
+            if profiles:
+                (obj / f"V{eng.TOP}__pe.gcda").write_text("")
+            return subprocess.CompletedProcess(cmd, 0, "", "")
+        else:  # make
+            assert cmd[:3] == ["make", "-C", str(obj)]
+        exe = obj / f"V{eng.TOP}"
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
-        (Path(cwd) / "obj" / f"V{eng.TOP}.cpp").write_text("// generated\n")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", run)  # the module sim.engines.verilator_build calls
@@ -254,20 +272,24 @@ def test_build_cache_detects_stale_and_half_built(tmp_path, monkeypatch):
 
     cfg = load_config("tiny-8x8")
     calls = _fake_verilator(tmp_path, monkeypatch)
+
+    def builds():
+        return sum(cmd[0] == "verilator" for cmd, _ in calls)
+
     exe = build(cfg, build_root=tmp_path)
     final = exe.parent
-    assert len(calls) == 1 and (final / "stamp.json").exists() and not (final / "obj").exists()
-    assert build(cfg, build_root=tmp_path) == exe and len(calls) == 1  # cached
+    assert builds() == 1 and (final / "stamp.json").exists() and not (final / "obj").exists()
+    assert build(cfg, build_root=tmp_path) == exe and builds() == 1  # cached
     (final / "stamp.json").unlink()  # as if the build had stopped before the stamp
-    assert build(cfg, build_root=tmp_path) == exe and len(calls) == 2
+    assert build(cfg, build_root=tmp_path) == exe and builds() == 2
     (final / "stamp.json").write_text('{"key": "0"}')  # stale key
     build(cfg, build_root=tmp_path)
-    assert len(calls) == 3
+    assert builds() == 3
     old = tmp_path / f"{cfg.name}-{'0' * 16}"
     old.mkdir()
     (final / "stamp.json").unlink()
     build(cfg, build_root=tmp_path)
-    assert not old.exists() and len(calls) == 4
+    assert not old.exists() and builds() == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]  # no hidden work folders left
 
     monkeypatch.undo()
@@ -276,6 +298,63 @@ def test_build_cache_detects_stale_and_half_built(tmp_path, monkeypatch):
     with pytest.raises(RtlEngineError) as err:
         build(cfg, build_root=fresh)
     assert "Verilator build of tiny-8x8 failed (%Error: kaleido_top.v:1: syntax error)" in str(err.value)
+    assert len(str(err.value).splitlines()) == 1
+    assert [p.name for p in fresh.iterdir()] == ["failed-tiny-8x8.log"]
+
+
+def test_build_profile_guided(tmp_path, monkeypatch):
+    """With GCC the lock-step engine is built twice around one training run (D98): Verilator's build with
+    -fprofile-generate on the per-cycle code and the link, the instrumented executable on the seeded training job,
+    then make again with -fprofile-use, after removing exactly the objects that wrote a profile; the stamp says so.
+    With clang (other profile files) one plain build. The training job is part of the key. No profile written:
+    one line, nothing left but the log."""
+    from hw.config import load_config
+    from sim.engines.verilator import RtlEngineError, build, cache_key, job_files, training_runs
+    from sim.engines.verilator_build import lockstep_design
+
+    cfg = load_config("tiny-8x8")
+    kept = {}
+
+    calls = _fake_verilator(tmp_path, monkeypatch)
+    real_rmtree = __import__("shutil").rmtree
+
+    def rmtree(path, *a, **kw):  # see which objects the rebuild found before the obj folder goes
+        if Path(path).name == "obj":
+            kept["obj"] = sorted(p.name for p in Path(path).iterdir())
+        return real_rmtree(path, *a, **kw)
+
+    monkeypatch.setattr("shutil.rmtree", rmtree)
+    exe = build(cfg, build_root=tmp_path / "gcc")
+    assert len(calls) == 3 and calls[0][0][0] == "verilator" and calls[2][0][0] == "make"
+    assert calls[1][0] == ["obj/Vkaleido_engine", "training"]  # the instrumented executable, on the training job
+    assert "OPT_FAST=-O2\\ -fprofile-generate" in calls[0][1] and "USER_LDFLAGS=-fprofile-generate" in calls[0][1]
+    assert "OPT_FAST=-O2\\ -fprofile-use\\ -fprofile-partial-training" in calls[2][1]
+    assert "USER_LDFLAGS" not in calls[2][1]
+    # the profiled object was removed for make to compile again, the slow one kept (the executable make wrote is
+    # moved out before the folder goes)
+    assert kept["obj"] == ["Vkaleido_engine.cpp", "Vkaleido_engine__Slow.o", "Vkaleido_engine__pe.gcda"]
+    assert json.loads((exe.parent / "stamp.json").read_text())["pgo"] == "-fprofile-use -fprofile-partial-training"
+
+    monkeypatch.undo()
+    calls = _fake_verilator(tmp_path, monkeypatch, gcc=False)
+    exe2 = build(cfg, build_root=tmp_path / "clang")
+    assert [cmd[0] for cmd, _ in calls] == ["verilator"] and "fprofile" not in calls[0][1]
+    assert exe2.parent.name == exe.parent.name  # same key: the compiler is not part of it (D39)
+    assert json.loads((exe2.parent / "stamp.json").read_text())["pgo"] is None
+
+    des = lockstep_design(cfg)
+    other = job_files(cfg, training_runs(cfg)[:1])[0]
+    keys = {cache_key(des.verilog, False, des.driver, des.preopt, t) for t in (des.training, other, None)}
+    assert len(keys) == 3
+    assert cache_key(des.verilog, True, des.driver, des.preopt, des.training) == cache_key(
+        des.verilog, True, des.driver, des.preopt, None)  # waveform builds are never profile-guided
+
+    monkeypatch.undo()
+    _fake_verilator(tmp_path, monkeypatch, profiles=False)
+    fresh = tmp_path / "fresh"
+    with pytest.raises(RtlEngineError) as err:
+        build(cfg, build_root=fresh)
+    assert "training run of tiny-8x8 failed (no .gcda profile in " in str(err.value)
     assert len(str(err.value).splitlines()) == 1
     assert [p.name for p in fresh.iterdir()] == ["failed-tiny-8x8.log"]
 

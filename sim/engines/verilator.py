@@ -344,41 +344,11 @@ class Engine:
             RtlEngineError: the driver failed (message from the driver).
             AssertionError: the RTL broke the output protocol (a hardware bug).
         """
-        cfg = self.cfg
-        R = cfg.array_rows  # noqa: N806
-        recs_all, per_all, dest_all, ncol_all, run_rows, ys_all = [], [], [], [], [], []
-        base, slot0, tile0, k = 0, 0, 0, 0
-        for gemms, x_unsigned in runs:
-            ys, s_run, t_run, pers = [], 0, 0, []
-            for g in gemms:
-                recs, per, (tok, _, n0, n1, _) = records[k] if records is not None else gemm_records(g, cfg)
-                k += 1
-                M, N = int(np.prod(g.grid)), g.W.shape[1]  # noqa: N806
-                dest = np.where(tok >= 0, base + tok * N + n0[:, None], -1)
-                recs_all.append(recs)
-                per_all.append(per)
-                pers.append(per)
-                dest_all.append(dest)
-                ncol_all.append(n1 - n0)
-                ys.append((base, M, N))
-                base += M * N
-                s_run += len(recs)
-                t_run += len(per)
-            run_rows.append((slot0, s_run, tile0, t_run, int(x_unsigned)))
-            ys_all.append((ys, np.concatenate(pers) if pers else np.zeros(0, np.int64)))
-            slot0 += s_run
-            tile0 += t_run
-        rec_bytes = sum(n for _, n in record_layout(cfg))
+        files, run_rows, ys_all = job_files(self.cfg, runs, records)
         with tempfile.TemporaryDirectory(prefix="kaleido-job-") as tmp:
             job = Path(tmp)
-            meta = np.zeros(16, dtype="<i8")
-            meta[:11] = [JOB_VERSION, len(run_rows), slot0, tile0, rec_bytes, R, cfg.array_cols,
-                         cfg.drain_rows_per_cycle, cfg.acc_bits, _row_bits(cfg), base]
-            meta.tofile(job / "meta.bin")
-            np.array(run_rows, dtype="<i8").reshape(-1, 5).tofile(job / "runs.bin")
-            (np.concatenate(recs_all) if recs_all else np.zeros((0, rec_bytes), np.uint8)).tofile(job / "stim.bin")
-            (np.concatenate(dest_all) if dest_all else np.zeros((0, R), np.int64)).astype("<i8").tofile(job / "dest.bin")
-            (np.concatenate(ncol_all) if ncol_all else np.zeros(0, np.int64)).astype("<i8").tofile(job / "ncols.bin")
+            for name, data in files.items():
+                data.tofile(job / name)
             run_job(self.exe, job, self.waves, fst, waves_from, waves_cycles)
             out = np.fromfile(job / "out.bin", dtype="<i8")
             result = np.fromfile(job / "result.bin", dtype="<i8").reshape(-1, 4)
@@ -390,6 +360,87 @@ class Engine:
             results.append(RunResult(int(r[0]), int(r[1]), int(r[2]), int(r[3]), tiles[t0:t0 + nt], per,
                                      [out[b:b + M * N].reshape(M, N) for b, M, N in ys]))
         return results
+
+
+def job_files(cfg: AcceleratorConfig, runs: Sequence[tuple[Sequence[Gemm], bool]], records=None):
+    """The job files of `runs` (`Engine.run`; layout at the top of verilator_driver.cpp): ``(files, run_rows,
+    ys_all)``, ``files`` the contents of ``meta.bin``, ``runs.bin``, ``stim.bin``, ``dest.bin`` and ``ncols.bin`` by
+    name (C-contiguous arrays of their little-endian dtypes, written with ``tofile``); ``run_rows`` per run
+    ``(first slot, slots, first tile, tiles, x_unsigned)``; ``ys_all`` per run the ``(offset, M, N)`` of each GEMM's output in ``out.bin`` and its slots per tile.
+
+    Raises:
+        ValueError: a GEMM the RTL cannot run (`check_stream`).
+    """
+    R = cfg.array_rows  # noqa: N806
+    recs_all, per_all, dest_all, ncol_all, run_rows, ys_all = [], [], [], [], [], []
+    base, slot0, tile0, k = 0, 0, 0, 0
+    for gemms, x_unsigned in runs:
+        ys, s_run, t_run, pers = [], 0, 0, []
+        for g in gemms:
+            recs, per, (tok, _, n0, n1, _) = records[k] if records is not None else gemm_records(g, cfg)
+            k += 1
+            M, N = int(np.prod(g.grid)), g.W.shape[1]  # noqa: N806
+            dest = np.where(tok >= 0, base + tok * N + n0[:, None], -1)
+            recs_all.append(recs)
+            per_all.append(per)
+            pers.append(per)
+            dest_all.append(dest)
+            ncol_all.append(n1 - n0)
+            ys.append((base, M, N))
+            base += M * N
+            s_run += len(recs)
+            t_run += len(per)
+        run_rows.append((slot0, s_run, tile0, t_run, int(x_unsigned)))
+        ys_all.append((ys, np.concatenate(pers) if pers else np.zeros(0, np.int64)))
+        slot0 += s_run
+        tile0 += t_run
+    rec_bytes = sum(n for _, n in record_layout(cfg))
+    meta = np.zeros(16, dtype="<i8")
+    meta[:11] = [JOB_VERSION, len(run_rows), slot0, tile0, rec_bytes, R, cfg.array_cols,
+                 cfg.drain_rows_per_cycle, cfg.acc_bits, _row_bits(cfg), base]
+    files = {
+        "meta.bin": meta,
+        "runs.bin": np.array(run_rows, dtype="<i8").reshape(-1, 5),
+        "stim.bin": np.concatenate(recs_all) if recs_all else np.zeros((0, rec_bytes), np.uint8),
+        "dest.bin": (np.concatenate(dest_all) if dest_all else np.zeros((0, R), np.int64)).astype("<i8"),
+        "ncols.bin": (np.concatenate(ncol_all) if ncol_all else np.zeros(0, np.int64)).astype("<i8"),
+    }
+    return files, run_rows, ys_all
+
+
+#: Seed of the profile-guided optimisation's training workload (`training_runs`; project default, D98).
+PGO_SEED = 98
+
+
+def training_runs(cfg: AcceleratorConfig) -> list[tuple[list[Gemm], bool]]:
+    """The seeded workload the lock-step engine's profile-guided build runs once between its two compilations
+    (`sim.engines.verilator_build.build`, docs/decisions.md D98): two runs on `cfg`, each one GEMM on grid
+    ``(3, 3, R)`` (three frames of three position blocks), K = 48 in three 16-channel groups (``f``, ``w``, ``f``:
+    temporal reuse and the row link; fewer where ``partial_regs`` < 3), N = C + 3 (a partly filled column block); int8 operands in the first run,
+    uint8 in the second (`PGO_SEED`). Per token and group COMPUTE, PARTIAL or REUSE with chances 0.7, 0.2, 0.1
+    (about the demo trace's mix, D90: 85 % of its row-slots COMPUTE), tokens without a neighbour COMPUTE, so
+    every PE mode, both operand lanes and both signednesses run. 18 tiles of 48 slots per run (864 slots, about
+    1,000 cycles with the drains): milliseconds of the instrumented engine on tiny-8x8, under a second on
+    small-32x32.
+    Profiles steer only the compiler's code layout and inlining, never what the engine computes."""
+    from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    rng = np.random.default_rng(PGO_SEED)
+    grid = (3, 3, R)
+    groups = [(0, 16, "f"), (16, 32, "w"), (32, 48, "f")][:cfg.partial_regs]
+    M, K, N = 3 * 3 * R, groups[-1][1], C + 3  # noqa: N806
+    f_i, _, w_i = np.unravel_index(np.arange(M), grid)
+    runs = []
+    for x_unsigned in (False, True):
+        dec = rng.choice(np.array([COMPUTE, PARTIAL, REUSE], np.int8), size=(M, len(groups)), p=[0.7, 0.2, 0.1])
+        for gi, (_, _, axis) in enumerate(groups):
+            dec[(w_i if axis == "w" else f_i) == 0, gi] = COMPUTE
+        x = (rng.integers(0, 256, (M, K)).astype(np.uint8) if x_unsigned
+             else rng.integers(-128, 128, (M, K)).astype(np.int8))
+        w = rng.integers(-128, 128, (K, N)).astype(np.int8)
+        runs.append(([Gemm(x, w, grid, groups, dec, cfg.b_msb)], x_unsigned))
+    return runs
 
 
 def _row_bits(cfg: AcceleratorConfig) -> int:

@@ -128,7 +128,7 @@ class DeltaAccel(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
-                 lanes: int = LANES, pe: str = "inline", queues: bool = False):
+                 lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -140,6 +140,9 @@ class DeltaAccel(wiring.Component):
             err = f"{cfg.name}: R / B = {brows} rows per band must be a power of two (a row's tag is its low bits)"
         elif P < 2 or P & (P - 1) or S < 1 or S & (S - 1):
             err = f"lanes = {P} (a power of two >= 2) and entries = {S} (a power of two) required"
+        elif stage and (queues or B & (B - 1) or cfg.wstage_sram_kib * 1024 // C // B < 2):
+            err = (f"{cfg.name}: the weight stage needs the host's band-tile list (queues=False), B a power of two "
+                   f"and a stage (wstage_sram_kib) of at least 2 B bytes per column bank")
         self.max_tokens = max_tokens or cfg.accel_max_tokens
         self.max_k = max_k or cfg.accel_max_k
         self.max_n = max_n or cfg.accel_max_n
@@ -150,6 +153,11 @@ class DeltaAccel(wiring.Component):
             discard(self)
             raise ValueError(err)
         self.cfg, self.pe_kind, self.P, self.S, self.brows, self.queues = cfg, pe, P, S, brows, queues
+        self.stage = stage
+        #: Staged (D96): weight-buffer words of B channels x C per column block (groups half-word aligned), and
+        #: the stage's half-words (B bytes) per column bank.
+        self.KWH = _pow2ceil(-(-self.max_k // B) + G)
+        self.stage_halves = cfg.wstage_sram_kib * 1024 // C // B
         self.XW = _pow2ceil(-(-self.max_k // P))
         self.KW = _pow2ceil(-(-self.max_k // P) + G)
         self.KWW = _pow2ceil(-(-self.max_k // WEIGHT_LANES) + G)
@@ -160,6 +168,11 @@ class DeltaAccel(wiring.Component):
         self.fields = [("nrows", _bits(brows + 1)), ("ncomp", _bits(brows + 1)), ("width", _bits(self.max_k + 1)),
                        ("paired", 1), ("cb", _bits(self.max_nb)), ("xoff", _bits(self.KW)),
                        ("xwords", _bits(self.XW + 1)), ("woff", _bits(self.KWW)), ("tokens", brows * self.tb)]
+        if stage:  # the stage fields (hw.delta_accel_host.stage_plan)
+            wdepth = _pow2ceil(self.max_nb * self.KWH)
+            self.fields += [("seg", 1), ("sbuf", _bits(self.stage_halves)), ("fsrc", _bits(wdepth)),
+                            ("fcount", _bits(self.KWH + 1)), ("fdst", _bits(self.stage_halves)),
+                            ("saddr", _bits(self.stage_halves))]
         self.desc_bits = sum(b for _, b in self.fields)
         #: The buffers: name -> (kind, depth, width, copies); each copy split by depth into `hw.sram` macros of
         #: at most `hw.sram.MACRO_MAX_BITS` (`hw.sram.split_banks`). ``stage``: one copy per band and band row.
@@ -169,6 +182,9 @@ class DeltaAccel(wiring.Component):
             "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
             "stage": ("1r1w", S * self.XW, X_BITS * P, R),
         }
+        if stage:  # one weight buffer of B channels x C a word; the weight stage: two half-word macros per column
+            self.geometry["w"] = ("1rw", _pow2ceil(self.max_nb * self.KWH), B * C * W_BITS, 1)
+            self.geometry["wstage"] = ("1r1w", -(-self.stage_halves // 2), B * W_BITS, 2 * C)
         port_names = ["c_tiles"]
         if queues:  # the queues' decision buffer replaces the descriptor buffer (hw.delta_queue)
             from hw.delta_queue import DeltaQueue
@@ -223,6 +239,113 @@ class DeltaAccel(wiring.Component):
                          ports.wmask.eq(1), ports.wdata.eq(wdata)]
             rdata = Mux(sel_q == k, ports.rdata, rdata) if n > 1 else ports.rdata
         return rdata
+
+    def _stage_fill(self, m, regs, regd, held, wr, entry_of, can_desc, gidx, running):
+        """The weight buffer, the stage macros and the fill unit (module docstring, "Weight stage"): returns the
+        state the bands share (`_stage_band`)."""
+        cfg = self.cfg
+        C, B, S = cfg.array_cols, cfg.compact_bands, self.S  # noqa: N806
+        inst = self.pe_kind == "instance"
+        fp = Signal(unsigned(TILE_BITS), name="fill_tile")       # the fill pointer: band-tiles before it passed
+        fp_d = Signal(unsigned(TILE_BITS), name="fill_ready")    # fp a cycle later: their words are readable
+        filling = Signal(name="filling")
+        f_addr = Signal(len(regs["fsrc"][0]), name="fill_src")
+        f_left = Signal(len(regs["fcount"][0]), name="fill_left")
+        f_dst = Signal(len(regs["fdst"][0]), name="fill_dst")
+        assigned = Signal(unsigned(S), name="entry_passed")
+        e = entry_of(fp)
+        sb = regs["sbuf"][e]
+        blocked = Signal(name="fill_blocked")
+        m.d.comb += blocked.eq(sum(((held >> k)[0] & (assigned >> k)[0] & (regs["sbuf"][k] == sb)
+                                    for k in range(S)), Const(0, 1)) != 0)
+        fok = Signal(name="fill_ok")
+        m.d.comb += fok.eq(running & ~filling & (fp < regd))
+        start = Signal(name="fill_start")
+        m.d.comb += start.eq(fok & regs["seg"][e] & ~blocked)
+        rd = Signal(name="fill_read")
+        m.d.comb += rd.eq(start | filling)
+        addr = Mux(filling, f_addr, regs["fsrc"][e])
+        dst = Mux(filling, f_dst, regs["fdst"][e])
+        left = Mux(filling, f_left, regs["fcount"][e])
+        lastr = rd & (left == 1)
+        passing = Signal(name="fill_pass")
+        m.d.comb += passing.eq((fok & ~regs["seg"][e]) | lastr)
+        with m.If(rd):
+            m.d.sync += [filling.eq(~lastr), f_addr.eq(addr + 1), f_left.eq(left - 1), f_dst.eq(dst + 1)]
+        with m.If(passing):
+            m.d.sync += fp.eq(fp + 1)
+        m.d.sync += fp_d.eq(fp)
+        m.d.sync += assigned.eq((assigned | Mux(passing, Const(1, unsigned(S)) << e, 0))
+                                & ~Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
+        wq = self._bank_1rw(m, "w", Mux(running, addr, self.wr_addr), running & rd, wr & (self.wr_sel == 1),
+                            self.wr_data[:B * C * W_BITS])
+        # the write the cycle after the read: half-word dst into macro dst mod 2, word dst // 2
+        w_on = Signal(name="stage_fill_we")
+        w_at = Signal.like(f_dst, name="stage_fill_at")
+        m.d.sync += [w_on.eq(rd), w_at.eq(dst)]
+        _, depth, width, _ = self.geometry["wstage"]
+        turn_addr = Signal(len(f_dst), name="stage_raddr")  # the half-word a band's turn reads (set by the bands)
+        re = Signal(name="stage_re")
+        par = Signal(name="stage_rpar")
+        m.d.sync += par.eq(turn_addr[0])
+        lo_a, hi_a = turn_addr >> 1, (turn_addr >> 1) + turn_addr[0]
+        cols = []
+        for c in range(C):
+            half = []
+            for h in range(2):
+                ports, elab = macro("1r1w", depth, width, None, instance=inst)
+                m.submodules[f"wstage_c{c}_h{h}"] = elab
+                wdata = Cat(*(wq[W_BITS * (k * C + c):W_BITS * (k * C + c + 1)] for k in range(B)))
+                m.d.comb += [ports.waddr.eq(w_at >> 1), ports.wdata.eq(wdata), ports.we.eq(w_on & (w_at[0] == h)),
+                             ports.wmask.eq(1), ports.raddr.eq(hi_a if h == 0 else lo_a), ports.re.eq(re)]
+                half.append(ports.rdata)
+            # the word's two halves: even first when it started on an even half-word
+            cols.append(Mux(par, Cat(half[1], half[0]), Cat(half[0], half[1])))
+        word = Cat(*(cols[c][W_BITS * k:W_BITS * (k + 1)] for k in range(2 * B) for c in range(C)))
+        turn = Signal(range(max(2, B)), name="stage_turn")
+        m.d.sync += turn.eq(Mux(turn == B - 1, 0, turn + 1))
+        #: For test benches: a stage read, a fill (weight-buffer) read and a stage write this cycle.
+        self.stage_re, self.fill_re, self.fill_we = re, rd, w_on
+        return {"fp_d": fp_d, "word": word, "turn": turn, "raddr": turn_addr, "re": re, "fp": fp, "filling": filling,
+                "resets": [fp, fp_d, filling, assigned, w_on, turn], "need": [], "free": [], "load": []}
+
+    def _stage_band(self, m, stg, b, tile, cur, chan, wok, acc, last, done_b, T):  # noqa: N803
+        """Band b's three word registers and their loads (module docstring): returns the slot's two weight lanes
+        ``(w_a, w_b)`` (C weights each); sets the band's ``word_ok``."""
+        from sim.timing.compact import WORD_REGISTERS
+
+        C, B = self.cfg.array_cols, self.cfg.compact_bands  # noqa: N806
+        nreg, lw = WORD_REGISTERS, (2 * B - 1).bit_length()
+        nwmax = -(-self.max_k // (2 * B))
+        wregs = Array(Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wreg{i}") for i in range(nreg))
+        pw, cw, pl = (Signal(range(nwmax + 1), name=f"b{b}_{n}") for n in ("words_read", "words_used", "words_in"))
+        wr_i, rd_i = Signal(range(nreg), name=f"b{b}_wr_idx"), Signal(range(nreg), name=f"b{b}_rd_idx")
+        infl = Signal(name=f"b{b}_inflight")
+        nw = (cur["width"] + (2 * B - 1)) >> lw
+        need = Signal(name=f"b{b}_need")
+        m.d.comb += need.eq((tile < stg["fp_d"]) & (Const(1) if T is None else tile < T) & (pw < nw))
+        addr = Signal(len(stg["raddr"]), name=f"b{b}_need_addr")
+        m.d.comb += addr.eq(cur["saddr"] + (pw << 1))
+        pop = Signal(name=f"b{b}_pop")
+        lane = chan[:lw]
+        m.d.comb += pop.eq(acc & (last | (Mux(cur["paired"], lane | 1, lane) == 2 * B - 1)))
+        free = Signal(name=f"b{b}_free")
+        m.d.comb += free.eq(pw - cw < nreg + pop)
+        load = Signal(name=f"b{b}_load")
+        stg["need"].append((need, addr, free, load))
+        m.d.sync += infl.eq(load)
+        with m.If(infl):
+            m.d.sync += [wregs[wr_i].eq(stg["word"]), wr_i.eq(Mux(wr_i == nreg - 1, 0, wr_i + 1)), pl.eq(pl + 1)]
+        with m.If(load):
+            m.d.sync += pw.eq(pw + 1)
+        with m.If(pop):
+            m.d.sync += [cw.eq(cw + 1), rd_i.eq(Mux(rd_i == nreg - 1, 0, rd_i + 1))]
+        with m.If(done_b):
+            m.d.sync += [pw.eq(0), cw.eq(0), pl.eq(0), wr_i.eq(0), rd_i.eq(0)]
+        stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl]
+        wword = wregs[rd_i]
+        m.d.comb += wok.eq(cw < pl)
+        return wword.word_select(lane, C * W_BITS), wword.word_select(lane | 1, C * W_BITS)
 
     def _top(self, m, reset):
         """``kaleido_dtop``, reset by the domain's reset or ``reset``: the ports (inline: the `CompactTop`)."""
@@ -315,6 +438,7 @@ class DeltaAccel(wiring.Component):
             pos += bits
         regs = {n: Array(Signal(unsigned(b), name=f"e{e}_{n}") for e in range(S))
                 for n, b in self.fields if n not in ("tokens", "xoff", "xwords")}
+        regd = Signal(unsigned(TILE_BITS), name="desc_held")  # band-tiles whose entry registers hold their fields
 
         # ---- gather: X words into the staging entry, one word of every bank a cycle ----
         NB, lnb = self.NB, (self.NB - 1).bit_length()  # noqa: N806
@@ -367,6 +491,8 @@ class DeltaAccel(wiring.Component):
                 for n, arr in regs.items():
                     m.d.sync += arr[g_entry].eq(f[n])
                 m.d.sync += rowsum.eq(rowsum + f["nrows"])
+                if self.stage:
+                    m.d.sync += regd.eq(regd + 1)
             with m.If(last_word):
                 m.d.sync += [g_word.eq(0), g_round.eq(g_round + 1)]
                 with m.If(last_round):
@@ -385,6 +511,9 @@ class DeltaAccel(wiring.Component):
                 data = Mux(w_bank[i] == k, xq[k], data)
             stage_data.append(data)
 
+        # ---- weight stage (stage=True, D96): fills from the one weight buffer, then per band word registers ----
+        if self.stage:
+            stg = self._stage_fill(m, regs, regd, held, wr, entry_of, can_desc, gidx, running)
         # ---- bands ----
         nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
         taken = Const(0, unsigned(TILE_BITS))
@@ -401,7 +530,9 @@ class DeltaAccel(wiring.Component):
             cur = {n: arr[e] for n, arr in regs.items()}
             slots = Mux(cur["paired"], (cur["width"] + 1) >> 1, cur["width"])
             valid, last, acc, done_b = (Signal(name=f"b{b}_{n}") for n in ("valid", "last", "accept", "done"))
-            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T)), last.eq(slot == slots - 1),
+            wok = Signal(name=f"b{b}_word_ok")  # staged: the slot's weight word is in its register
+            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T) & wok),
+                         last.eq(slot == slots - 1),
                          acc.eq(valid & getattr(top, f"b{b}_ready")), done_b.eq(acc & last)]
             ntile = Mux(done_b, nxt + taken, tile)
             taken = taken + done_b
@@ -413,12 +544,17 @@ class DeltaAccel(wiring.Component):
             nd = {n: arr[ne] for n, arr in regs.items()}
             nchan = Mux(nd["paired"], nslot << 1, nslot)
             s_raddr = Cat(nchan[lp:lp + lxw], ne) if ls + lxw else Const(0, 1)
-            wsum = (nd["woff"] + (nchan >> 1))[:lkww]
-            wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
-                                wr & (self.wr_sel == 1), self.wr_data[:WEIGHT_LANES * C * W_BITS])
+            if not self.stage:
+                wsum = (nd["woff"] + (nchan >> 1))[:lkww]
+                wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
+                                    wr & (self.wr_sel == 1), self.wr_data[:WEIGHT_LANES * C * W_BITS])
             chan = Mux(cur["paired"], slot << 1, slot)
             has_b = Signal(name=f"b{b}_has_b")
             m.d.comb += has_b.eq(cur["paired"] & (chan + 1 < cur["width"]))
+            if self.stage:
+                wsel = self._stage_band(m, stg, b, tile, cur, chan, wok, acc, last, done_b, T)
+            else:
+                m.d.comb += wok.eq(1)
             xa, xb, modes = [], [], []
             for i in range(brows):
                 ports, elab = macro("1r1w", S * XW, X_BITS * P, None, instance=inst)
@@ -431,13 +567,26 @@ class DeltaAccel(wiring.Component):
                 xb.append(Mux(live & has_b, ports.rdata.word_select(lane | 1, X_BITS), 0))
                 modes.append(Mux(i < cur["ncomp"], int(PEMode.COMPUTE),
                                  Mux(live, Mux(has_b, int(PEMode.PAIRED), int(PEMode.PARTIAL)), int(PEMode.REUSE))))
-            lane0, lane1 = wq[:C * W_BITS], wq[C * W_BITS:]
+            if self.stage:
+                lane0, lane1 = wsel
+                wa, wb = lane0, Mux(has_b, lane1, 0)
+            else:
+                lane0, lane1 = wq[:C * W_BITS], wq[C * W_BITS:]
+                wa, wb = Mux(cur["paired"] | ~chan[0], lane0, lane1), Mux(has_b, lane1, 0)
             m.d.comb += [getattr(top, f"b{b}_valid").eq(valid), getattr(top, f"b{b}_first").eq(slot == 0),
                          getattr(top, f"b{b}_last").eq(last), getattr(top, f"b{b}_rows").eq(cur["nrows"]),
                          getattr(top, f"b{b}_x_a").eq(Cat(*xa)), getattr(top, f"b{b}_x_b").eq(Cat(*xb)),
                          getattr(top, f"b{b}_mode").eq(Cat(*(Const(0, 2) | md for md in modes))),
-                         getattr(top, f"b{b}_w_a").eq(Mux(cur["paired"] | ~chan[0], lane0, lane1)),
-                         getattr(top, f"b{b}_w_b").eq(Mux(has_b, lane1, 0))]
+                         getattr(top, f"b{b}_w_a").eq(wa), getattr(top, f"b{b}_w_b").eq(wb)]
+        if self.stage:  # the turn's band reads its next word; every band whose next word is that one loads it
+            go = Signal(name="stage_go")
+            need_t = Array(n for n, _, _, _ in stg["need"])
+            free_t = Array(f for _, _, f, _ in stg["need"])
+            addr_t = Array(a for _, a, _, _ in stg["need"])
+            m.d.comb += [go.eq(running & need_t[stg["turn"]] & free_t[stg["turn"]]), stg["re"].eq(go),
+                         stg["raddr"].eq(addr_t[stg["turn"]])]
+            for k, (need, addr, free, load) in enumerate(stg["need"]):
+                m.d.comb += load.eq(go & need & free & ((stg["turn"] == k) | (addr == stg["raddr"])))
         m.d.sync += [nxt.eq(nxt + taken), held.eq((held | Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
                                                   & ~release)]
 
@@ -461,5 +610,7 @@ class DeltaAccel(wiring.Component):
             m.d.sync += [running.eq(1), gidx.eq(0), in_rows.eq(0), held.eq(0), gdone.eq(0), avail.eq(0),
                          rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0), q_fin.eq(0)]
             m.d.sync += [w.eq(0) for w in w_on]
+            if self.stage:
+                m.d.sync += [r.eq(0) for r in stg["resets"]] + [regd.eq(0)]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
         return m

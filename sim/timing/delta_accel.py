@@ -405,7 +405,6 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     u = [int(x) for x in rounds]
     T = len(s)  # noqa: N806
     nw = [-(-w[t] // word) for t in range(T)]
-    Lw = [B if pr[t] else word for t in range(T)]  # noqa: N806  slots per word
     inf = 1 << 40
     band, first, last, gather = ([-1] * T for _ in range(4))
     xready = [inf] * T
@@ -414,7 +413,6 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     fills, fill_wait, late, reads, weights, fill_reads = [], 0, 0, 0, 0, 0
     gidx, g_free = 0, 0  # next band-tile to gather, the first cycle the gather may take it
     fp, f_end = 0, -1  # fill pointer, last read cycle of the running fill
-    waited = False
     bt = list(range(B))
     slot, cw, pw, count = [0] * B, [0] * B, [0] * B, [0] * B
     present = [[] for _ in range(B)]  # per band the cycles its loaded words become usable (this band-tile)
@@ -464,7 +462,6 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                            for n in range(fp))
                 if busy:
                     fill_wait += 1
-                    waited = True
                 else:
                     fills.append(c)
                     f_end = c + fc[fp] - 1
@@ -473,21 +470,17 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                     wready[fp] = f_end + 2
                     fp += 1
         # word loads: band c mod B's turn
-        def need(k):
-            t = bt[k]
-            if t < T and wready[t] <= c and pw[k] < nw[t]:
-                return sa[t] + 2 * pw[k]
-            return None
-
+        need = [sa[bt[k]] + 2 * pw[k] if bt[k] < T and wready[bt[k]] <= c and pw[k] < nw[bt[k]] else None
+                for k in range(B)]
         free = [pw[k] - cw[k] - pop[k] < regs for k in range(B)]
         b = c % B
-        a = need(b)
+        a = need[b]
         if a is not None and free[b]:
             t = bt[b]
             reads += 1
             weights += min(word, w[t] - word * pw[b])
             for k in range(B):
-                if (k == b or need(k) == a) and free[k]:
+                if (k == b or need[k] == a) and free[k]:
                     pw[k] += 1
                     present[k].append(c + 2)
         # end of cycle
@@ -500,7 +493,6 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                 bt[k], slot[k], cw[k], pw[k], present[k] = nxt, 0, 0, 0, []
                 nxt += 1
         c += 1
-    del waited
     return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),
             "fills": np.array(fills, dtype=np.int64), "fill_wait": fill_wait, "late": late, "reads": reads,

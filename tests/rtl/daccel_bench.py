@@ -125,31 +125,35 @@ class StagedOp:
     orig: object
 
 
-def staged_op(case, cfg) -> StagedOp:
+def staged_op(case, cfg, chunk_major: bool = True, s: int | None = None) -> StagedOp:
     """`StagedOp` of a `tests.rtl.cases.Case` on a delta config with a weight stage: the plan, slices, order and
     segments of `sim.timing.delta_accel.staged_tiles` (checked equal to it in the tests), the band-tiles from
-    `sim.engines.band_stimulus.band_op` (values computed apart from the RTL)."""
+    `sim.engines.band_stimulus.band_op` (values computed apart from the RTL). ``chunk_major=False`` (D68's order,
+    which the model never stages) with ``s`` column blocks per group: a stress case, a segment per run of one chunk
+    and column block (and slice) in that order."""
     from dataclasses import replace
 
-    from sim.engines.band_stimulus import BandOp, band_op
+    from sim.engines.band_stimulus import BandOp, band_op, issue_order
     from sim.timing import delta as rules
     from sim.timing.compact import compact_tiles
 
     K, N = case.W.shape  # noqa: N806
     n_cb = -(-N // cfg.array_cols)
-    fw, s = rules.plan(cfg, case.grid[0], K, N, False, "op", case.groups)
+    fw, s_plan = rules.plan(cfg, case.grid[0], K, N, False, "op", case.groups)
+    s = s or s_plan
     c2, sliced = case, False
     if not rules.stages(cfg, K):
         slices, cols, _held = rules.stage_slices(cfg, case.groups)
         c2, sliced = replace(case, groups=slices, decisions=np.ascontiguousarray(case.decisions[:, cols])), True
-    op = band_op(c2.X, c2.W, c2.grid, c2.groups, c2.decisions, cfg, fw, s, chunk_major=True)
+    op = band_op(c2.X, c2.W, c2.grid, c2.groups, c2.decisions, cfg, fw, s, chunk_major=chunk_major)
     _t, chunk = compact_tiles(np.ascontiguousarray(c2.decisions, dtype=np.int8), c2.grid, c2.groups, cfg, fw, 4,
                               chunks=True)
-    _order, seg = rules.chunk_major(chunk, n_cb, s)
+    keys = [(int(chunk[t]), cb) for t, cb in issue_order(chunk, n_cb, cfg, s, chunk_major)]
+    seg = np.cumsum([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))]) - 1
     tiles = op.tiles
     if sliced:
         grp = np.array([t.group for t in tiles], dtype=np.int64)
-        idx = np.lexsort((grp, seg))
+        idx = np.lexsort((grp, seg)) if chunk_major else np.arange(len(tiles))  # D88: slice by slice (`slice_order`)
         tiles = [tiles[i] for i in idx]
         g2, s2 = grp[idx], seg[idx]
         seg = np.cumsum(np.r_[True, (np.diff(s2) != 0) | (np.diff(g2) != 0)]) - 1 if len(idx) else s2

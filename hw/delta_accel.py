@@ -91,6 +91,8 @@ from hw.sram import pow2ceil as _pow2ceil
 
 #: Verilog module name of `DeltaAccel` (hw/rtl.py).
 DACCEL_MODULE_NAME = "kaleido_daccel"
+#: Verilog module name of `DeltaAccel` built with its weight stage (``stage=True``, the host's band-tile list; D96).
+DSTAGE_MODULE_NAME = "kaleido_daccel_stage"
 #: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
 #: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128
 #: balanced band-tiles of 32-128-channel groups the gather then keeps up with the bands (`accel_cycles` within

@@ -46,7 +46,7 @@ from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
-from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
+from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.delta_core import DCORE_MODULE_NAME, DeltaCore
 from hw.delta_queue import DQUEUE_MODULE_NAME
@@ -133,6 +133,13 @@ _MODULES = {
     "daccel": (DACCEL_MODULE_NAME, "Kaleido delta op-level controller: banked SRAM buffers (differences, weights, "
                "staging) + kaleido_dqueue + gather + band issue onto kaleido_dtop + tagged drain",
                lambda cfg: DeltaAccel(cfg, pe="instance", queues=True)),
+    # The delta controller with its weight stage (D96): the host's band-tile list with stage fields, one weight
+    # buffer, the stage's 1r1w macros per column bank, serial fills, three word registers per band (configs with a
+    # weight stage and a difference-sum buffer).
+    "dstage": (DSTAGE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage: banked SRAM buffers "
+               "(differences, one weight buffer, band-tile list, staging) + weight stage (1r1w half-word macros per "
+               "column bank, serial fills per segment) + three word registers per band and column + gather + band "
+               "issue onto kaleido_dtop + tagged drain", lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
@@ -163,6 +170,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         roles += ["daccel", "dqueue", "dcore"]
         macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]
+        if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
+            roles.append("dstage")
+            macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]

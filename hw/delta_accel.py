@@ -302,8 +302,11 @@ class DeltaAccel(wiring.Component):
                              ports.wmask.eq(1), ports.raddr.eq(hi_a if h == 0 else lo_a), ports.re.eq(re)]
                 half.append(ports.rdata)
             # the word's two halves: even first when it started on an even half-word
-            cols.append(Mux(par, Cat(half[1], half[0]), Cat(half[0], half[1])))
-        word = Cat(*(cols[c][W_BITS * k:W_BITS * (k + 1)] for k in range(2 * B) for c in range(C)))
+            col = Signal(2 * B * W_BITS, name=f"stage_col{c}")
+            m.d.comb += col.eq(Mux(par, Cat(half[1], half[0]), Cat(half[0], half[1])))
+            cols.append(col)
+        word = Signal(2 * B * C * W_BITS, name="stage_word")  # the read word, lane h C + c (channel h, column c)
+        m.d.comb += word.eq(Cat(*(cols[c][W_BITS * k:W_BITS * (k + 1)] for k in range(2 * B) for c in range(C))))
         turn = Signal(range(max(2, B)), name="stage_turn")
         m.d.sync += turn.eq(Mux(turn == B - 1, 0, turn + 1))
         #: For test benches: a stage read, a fill (weight-buffer) read and a stage write this cycle.
@@ -319,7 +322,7 @@ class DeltaAccel(wiring.Component):
         C, B = self.cfg.array_cols, self.cfg.compact_bands  # noqa: N806
         nreg, lw = WORD_REGISTERS, (2 * B - 1).bit_length()
         nwmax = -(-self.max_k // (2 * B))
-        wregs = Array(Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wreg{i}") for i in range(nreg))
+        wregs = [Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wreg{i}") for i in range(nreg)]
         pw, cw, pl = (Signal(range(nwmax + 1), name=f"b{b}_{n}") for n in ("words_read", "words_used", "words_in"))
         wr_i, rd_i = Signal(range(nreg), name=f"b{b}_wr_idx"), Signal(range(nreg), name=f"b{b}_rd_idx")
         infl = Signal(name=f"b{b}_inflight")
@@ -337,7 +340,10 @@ class DeltaAccel(wiring.Component):
         stg["need"].append((need, addr, free, load))
         m.d.sync += infl.eq(load)
         with m.If(infl):
-            m.d.sync += [wregs[wr_i].eq(stg["word"]), wr_i.eq(Mux(wr_i == nreg - 1, 0, wr_i + 1)), pl.eq(pl + 1)]
+            m.d.sync += [wr_i.eq(Mux(wr_i == nreg - 1, 0, wr_i + 1)), pl.eq(pl + 1)]
+        for i, r in enumerate(wregs):
+            with m.If(infl & (wr_i == i)):
+                m.d.sync += r.eq(stg["word"])
         with m.If(load):
             m.d.sync += pw.eq(pw + 1)
         with m.If(pop):
@@ -345,9 +351,20 @@ class DeltaAccel(wiring.Component):
         with m.If(done_b):
             m.d.sync += [pw.eq(0), cw.eq(0), pl.eq(0), wr_i.eq(0), rd_i.eq(0)]
         stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl]
-        wword = wregs[rd_i]
-        m.d.comb += wok.eq(cw < pl)
-        return wword.word_select(lane, C * W_BITS), wword.word_select(lane | 1, C * W_BITS)
+        wword = Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wuse")  # the word in use
+        sel = wregs[-1]
+        for i in range(nreg - 2, -1, -1):
+            sel = Mux(rd_i == i, wregs[i], sel)
+        m.d.comb += [wword.eq(sel), wok.eq(cw < pl)]
+        wa, wb = Signal(C * W_BITS, name=f"b{b}_wsel_a"), Signal(C * W_BITS, name=f"b{b}_wsel_b")
+        # a mux per lane, not a variable shift: each bit then depends on 2 B bits, a shift's on all 2 B C W_BITS,
+        # which Amaranth's conversion walks bit by bit (the balanced preset's module: 50 s with shifts, 26 s so)
+        pick_a, pick_b = (wword.word_select(2 * B - 1, C * W_BITS),) * 2
+        for k in range(2 * B - 2, -1, -1):
+            pick_a = Mux(lane == k, wword.word_select(k, C * W_BITS), pick_a)
+            pick_b = Mux((lane | 1) == k, wword.word_select(k, C * W_BITS), pick_b)
+        m.d.comb += [wa.eq(pick_a), wb.eq(pick_b)]
+        return wa, wb
 
     def _top(self, m, reset):
         """``kaleido_dtop``, reset by the domain's reset or ``reset``: the ports (inline: the `CompactTop`)."""

@@ -57,9 +57,43 @@ Timing: `sim.timing.delta_accel` (`accel_schedule`, `accel_cycles`): `sim.timing
 schedule and drain rule with each band-tile's first slot no earlier than its gather allows; tested cycle for
 cycle (tests/test_rtl_daccel.py).
 
-Not in this slice (D91, D93): the similarity unit's differences, the combine stage
-(`hw.delta_combine` takes the tagged rows; its commands are still a bench's), the weight stage and D84/D85's
-column-block segments, the vector unit and fused-attention control (modelled only).
+**Weight stage** (``stage=True``, docs/decisions.md D96; Verilog module ``kaleido_daccel_stage``; the host's
+band-tile list only): D85's stage instead of a weight copy per band.
+
+- The host writes **one weight buffer** (`hw.delta_accel_host.stage_w_words`): per column block and group,
+  half-words of ``B`` channels x C columns (``B C`` bytes, what the weight SRAM gives a cycle; each group starts
+  on a half-word), word ``cb KWH + hoff + j``. Each descriptor carries six more fields
+  (`hw.delta_accel_host.stage_plan`): ``seg`` (the first band-tile of a stage segment: a chunk's band-tiles of one
+  column block, or of one slice, D88), ``sbuf`` (its buffer, segment number mod the buffers a bank holds),
+  ``fsrc``/``fcount``/``fdst`` (the segment's fill: weight-buffer word, half-words, stage half-word) and
+  ``saddr`` (the stage half-word of its group's word 0).
+- **The stage**: per column bank two 1r1w macros of ``B``-byte half-words (even and odd half-words;
+  ``wstage_sram_kib x 1024 / C / B`` half-words a bank), so a word of ``2 B`` channels starting on any half-word
+  is one read of each.
+- **Fills**, serial: a fill pointer walks the band-tiles in order once their fields are held; a band-tile that
+  is not first of its segment passes; a first one waits until the fill is idle and no passed band-tile of its
+  buffer is still held (D85: segment i's fill after segment i - buffers' last slot), then reads ``fcount``
+  half-words on consecutive cycles, each written into the stage the next cycle, and passes at its last read. A
+  band-tile's words are readable from the cycle after the cycle after it passed.
+- **Word registers**: three per band (``2 B`` channels x C each, `sim.timing.compact.WORD_REGISTERS`), filled in
+  order with the words of the band's band-tile. The port has one reader a cycle: band ``turn`` (cycle after
+  ``start`` = 0, then round robin). At its turn a band whose band-tile's words are readable reads its next word
+  when fewer than three of its words are in use after the cycle; every other band whose next word is the same
+  stage address and that has a register free loads it too (D94's prefetch rule). The word lands in its register
+  the cycle after the read (from the macro), usable the cycle after; a slot issues only when its word is there,
+  and a word is freed by the slot that last takes it.
+- The band choice stays ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted), so a
+  band reads its band-tile's first word only after that: D94's early band choice (plan item 3) is not built, and
+  each band-tile's first slot waits for its band's next turn and the register (`sim.timing.delta_accel.
+  stage_schedule` states these waits; the trace model's `band_schedule` does not have them).
+
+Timing and counts of this path: `sim.timing.delta_accel.stage_schedule`, tested cycle for cycle
+(tests/test_rtl_dstage.py).
+
+Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
+(`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
+queues (the segment flag would come from them) and its early band choice, the vector unit and fused-attention
+control (modelled only).
 """
 
 from __future__ import annotations
@@ -117,15 +151,19 @@ class DeltaAccel(wiring.Component):
             band-tile and the next). lanes: P (default `LANES`).
         pe: ``"inline"`` elaborates ``kaleido_dtop`` and the macros (Amaranth simulation); ``"instance"``
             instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
-            (module docstring) instead of the host-written descriptor buffer.
+            (module docstring) instead of the host-written descriptor buffer. stage: the weight stage (module
+            docstring, D96; the host's descriptor buffer, ``queues=False``).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
-    ceil(max_k / 2) + G weight words per column block, ``max_nb`` = ceil(max_n / C); `geometry` the buffers.
+    ceil(max_k / 2) + G weight words per column block, ``KWH`` = pow2 >= ceil(max_k / B) + G weight
+    half-words per column block (staged), ``stage_halves`` the stage's half-words per column bank, ``max_nb`` =
+    ceil(max_n / C); `geometry` the buffers.
 
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
-            (lanes at least 2), or a size below 1.
+            (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
+            bank under two half-words.
     """
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,

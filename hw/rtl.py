@@ -13,7 +13,10 @@ its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
-stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros. The compact organisation's
+stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros; a delta config with a
+weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's band-tile list with D85's weight
+stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
+macros. The compact organisation's
 controller (queues, gather) is not RTL yet. The
 lockstep core and ``kaleido_accel`` are emitted for every preset.
 
@@ -270,9 +273,10 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
-                   "kaleido_dqueue, from host-written decisions; differences host-written; no weight stage), and "
-                   "kaleido_dcore adds the combine stage's command generation (one chunk per op; docs/decisions.md "
-                   "D73, D91, D93, D95)" if cfg.organisation == "delta"
+                   "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
+                   "combine stage's command generation (one chunk per op), and with a weight stage "
+                   "kaleido_daccel_stage runs it on the host's band-tile list (its band-tiles' first words wait for "
+                   "their band; docs/decisions.md D73, D91, D93, D95, D96)" if cfg.organisation == "delta"
                    else "its controller (queues, gather) is not RTL yet (docs/decisions.md D65)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "

@@ -239,6 +239,7 @@ def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
     a = emit(cfg, tmp_path / "a", only=names)
     b = emit(cfg, tmp_path / "b", only=(DSTAGE_MODULE_NAME,))
     assert (tmp_path / "a" / b[0].name).read_bytes() == b[0].read_bytes()
+    assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in names)
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text and "kaleido_dtop " in text
     for name in macros:
@@ -247,3 +248,20 @@ def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
     runs = lint_folder(tmp_path / "a", full=True)
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert f"{DSTAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
+
+
+def test_staged_ops_back_to_back():
+    # three ops one after the other on one controller (the start cycle resets the fill pointer, the word registers
+    # and the turn): each op's rows, cycles and counts as the first test checks them
+    cfg = stage_cfg("8x8-B2-d2")
+    jobs = [staged_op(_get(ci), cfg, chunk_major=cm, s=s) for ci, cm, s in ((0, True, None), ("one-wide", False, 2),
+                                                                            ("qk-int8", True, None))]
+    runs = run_staged(cfg, jobs)
+    for job, got in zip(jobs, runs, strict=True):
+        m = model_of(cfg, job, 4, LANES)
+        assert got.cycles == m["cycles"] and got.tile_mismatch == 0 and not got.twice
+        assert (got.stage_reads, got.fill_reads) == (m["reads"], m["fill_reads"])
+        for n, t in enumerate(job.op.tiles):
+            for i in range(len(t.tokens)):
+                cycle, words = got.rows[(n, i)]
+                assert cycle == m["out"][n][i] and np.array_equal(words, t.want[i, :, 0])

@@ -417,6 +417,7 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     slot, cw, pw, count = [0] * B, [0] * B, [0] * B, [0] * B
     present = [[] for _ in range(B)]  # per band the cycles its loaded words become usable (this band-tile)
     pfree = [[-inf] * ports_b for _ in range(B)]
+    inbuf = {}  # per stage buffer: passed band-tiles not yet past their last slot
     nxt = B
     c = 0
     while min(last, default=0) < 0:
@@ -458,9 +459,7 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                 wready[fp] = c + 2
                 fp += 1
             else:
-                busy = any(passed[n] < c and sb[n] == sb[fp] and (last[n] < 0 or last[n] >= c)
-                           for n in range(fp))
-                if busy:
+                if inbuf.get(sb[fp], 0):  # a passed band-tile of its buffer is still held
                     fill_wait += 1
                 else:
                     fills.append(c)
@@ -469,6 +468,8 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                     passed[fp] = f_end
                     wready[fp] = f_end + 2
                     fp += 1
+        if fp and passed[fp - 1] == c:  # passed at the end of c: held in its buffer from c + 1 to its last slot
+            inbuf[sb[fp - 1]] = inbuf.get(sb[fp - 1], 0) + 1
         # word loads: band c mod B's turn
         need = [sa[bt[k]] + 2 * pw[k] if bt[k] < T and wready[bt[k]] <= c and pw[k] < nw[bt[k]] else None
                 for k in range(B)]
@@ -490,6 +491,7 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                 cw[k] += pop[k]
         for k in range(B):
             if done[k]:
+                inbuf[sb[bt[k]]] -= 1  # its last slot: its buffer is free of it from c + 1
                 bt[k], slot[k], cw[k], pw[k], present[k] = nxt, 0, 0, 0, []
                 nxt += 1
         c += 1

@@ -158,7 +158,8 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
 def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
-    PE, column, top and combine unit (compact and delta presets), the delta controller (delta presets), then the
+    PE, column, top and combine unit (compact and delta presets), the delta controller (delta presets; with a
+    weight stage also `kaleido_daccel_stage`, D96), then the
     SRAM macros in `hw.sram.macro_name` order (the controller's, then the combine unit's, then the delta
     controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""

@@ -167,7 +167,7 @@ def test_staged_path_is_the_trace_model_path(ci):
     assert np.array_equal(st["s_seq"], job.op.s_seq) and np.array_equal(st["segment"], job.segment)
     assert st["group"].tolist() == [t.group for t in job.op.tiles]
     m = model_of(cfg, job, 4, LANES, MAX_K.get(ci))
-    assert np.array_equal(st["paired"], m["paired"])
+    assert np.array_equal(st["paired"], m["paired"]) and m["paired"].any()  # PAIRED band-tiles in every case here
     op = OpRecord("o_proj", 0, 0, None, None, [Group(k0, k1, ax) for k0, k1, ax in case.groups], (0.0, 0.0),
                   dims=(1, case.decisions.shape[0], K, N), decisions=pack_decisions(case.decisions)[None, None],
                   thetas=((0.0, 0.0),))

@@ -6,7 +6,8 @@ Cases: tests/test_rtl_delta.py's seeded cases and qk-like cases (every decision 
 flushes, scattered and coherent, int8 and uint8, ``f``/``w``/``h`` groups, odd widths, N = 11 and 5 against C = 8),
 plus groups wider than a stage word of non-multiple widths (13/14/13: three stage buffers, fewer than the staging
 entries, so fills wait for their buffer) and sliced groups (D88: a group of 70 over a 64-channel slice limit,
-two slices of 35), on 8 x 8 with 2 bands on 2 and 4 ports, 4 bands on 2, and 4 x 8 with 2 bands on 1; the model's
+two slices of 35), on 8 x 8 with 2 bands on 2 and 4 ports, 4 bands on 2, 1 band on 1 and 8 on 2, and 4 x 8 with 2
+bands on 1; the model's
 issue order (D84 chunk-major, slice by slice) and D68's with two column blocks per group (a segment per band-tile:
 fills back to back). For each op:
 
@@ -36,8 +37,12 @@ from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, delta_cfg
 def stage_cfg(shape: str, kib: int = 1) -> AcceleratorConfig:
     """tests/test_rtl_delta.py's shape with a difference-sum buffer and a ``kib`` KiB weight stage (1 KiB at C = 8:
     128 bytes per column bank, 64 half-words at B = 2)."""
-    c = delta_cfg(*SHAPES[shape])
+    c = delta_cfg(*(SHAPES.get(shape) or EXTRA_SHAPES[shape]))
     return AcceleratorConfig.model_validate(c.model_dump() | {"diff_sram_kib": 8, "wstage_sram_kib": kib})
+
+
+#: Band counts at the ends: one band (every cycle its turn) and eight (one row each, words of 16 channels).
+EXTRA_SHAPES = {"8x8-B1-d1": (8, 8, 1, 1), "8x8-B8-d2": (8, 8, 8, 2)}
 
 
 def _wide(seed, N, x_unsigned=False):  # noqa: N803  groups of 13/14/13 (wider than a word of 4, not multiples of B)
@@ -90,7 +95,8 @@ RUNS = [("8x8-B2-d2", c, None, LANES, True, None) for c in range(4)] + [
     ("8x8-B4-d2", "three-axes", 2, LANES, True, None), ("8x8-B2-d2", "wide", None, LANES, True, None),
     ("8x8-B2-d2", "wide-uint8", None, 8, False, 2), ("8x8-B4-d2", "qk-uint8-coherent", None, LANES, False, 2),
     ("8x8-B2-d2", "sliced", None, LANES, True, None), ("8x8-B2-d2", 1, 1, 2, False, 2),
-    ("8x8-B2-d2", "one-wide", None, LANES, False, 2),
+    ("8x8-B2-d2", "one-wide", None, LANES, False, 2), ("8x8-B1-d1", 0, None, LANES, True, None),
+    ("8x8-B8-d2", 0, None, LANES, True, None),
 ]
 
 

@@ -4,12 +4,11 @@ stage_schedule`), the golden model, and the trace model's counts (`sim.engines.m
 
 Cases: tests/test_rtl_delta.py's seeded cases and qk-like cases (every decision mix incl. PAIRED band-tiles and
 flushes, scattered and coherent, int8 and uint8, ``f``/``w``/``h`` groups, odd widths, N = 11 and 5 against C = 8),
-plus groups wider than a stage word of non-multiple widths (13/14/13: three stage buffers, fewer than the staging
-entries, so fills wait for their buffer) and sliced groups (D88: a group of 70 over a 64-channel slice limit,
-two slices of 35), on 8 x 8 with 2 bands on 2 and 4 ports, 4 bands on 2, 1 band on 1 and 8 on 2, and 4 x 8 with 2
-bands on 1; the model's
-issue order (D84 chunk-major, slice by slice) and D68's with two column blocks per group (a segment per band-tile:
-fills back to back). For each op:
+plus groups wider than a stage word of non-multiple widths (13/14/13, over five column blocks and over two), one
+group of 64 (two buffers in a bank; in D68's order a segment per band-tile, so fills wait for their buffer) and
+sliced groups (D88: a group of 70 over a 64-channel slice limit, two slices of 35); on 8 x 8 with 2 bands on 2 and
+4 ports, 4 bands on 2, 1 band on 1 and 8 on 2, and 4 x 8 with 2 bands on 1; the model's issue order (D84
+chunk-major, slice by slice) and D68's with two column blocks per group. For each op:
 
 - every band-tile's rows leave once, tagged, with `sim.engines.band_stimulus.band_op`'s difference sums, and Y
   from the tags equals `algo.reuse.golden.apply_decisions` on the case's own groups (sliced ones too);

@@ -57,9 +57,43 @@ Timing: `sim.timing.delta_accel` (`accel_schedule`, `accel_cycles`): `sim.timing
 schedule and drain rule with each band-tile's first slot no earlier than its gather allows; tested cycle for
 cycle (tests/test_rtl_daccel.py).
 
-Not in this slice (D91, D93): the similarity unit's differences, the combine stage
-(`hw.delta_combine` takes the tagged rows; its commands are still a bench's), the weight stage and D84/D85's
-column-block segments, the vector unit and fused-attention control (modelled only).
+**Weight stage** (``stage=True``, docs/decisions.md D96; Verilog module ``kaleido_daccel_stage``; the host's
+band-tile list only): D85's stage instead of a weight copy per band.
+
+- The host writes **one weight buffer** (`hw.delta_accel_host.stage_w_words`): per column block and group,
+  half-words of ``B`` channels x C columns (``B C`` bytes, what the weight SRAM gives a cycle; each group starts
+  on a half-word), word ``cb KWH + hoff + j``. Each descriptor carries six more fields
+  (`hw.delta_accel_host.stage_plan`): ``seg`` (the first band-tile of a stage segment: a chunk's band-tiles of one
+  column block, or of one slice, D88), ``sbuf`` (its buffer, segment number mod the buffers a bank holds),
+  ``fsrc``/``fcount``/``fdst`` (the segment's fill: weight-buffer word, half-words, stage half-word) and
+  ``saddr`` (the stage half-word of its group's word 0).
+- **The stage**: per column bank two 1r1w macros of ``B``-byte half-words (even and odd half-words;
+  ``wstage_sram_kib x 1024 / C / B`` half-words a bank), so a word of ``2 B`` channels starting on any half-word
+  is one read of each.
+- **Fills**, serial: a fill pointer walks the band-tiles in order once their fields are held; a band-tile that
+  is not first of its segment passes; a first one waits until the fill is idle and no passed band-tile of its
+  buffer is still held (D85: segment i's fill after segment i - buffers' last slot), then reads ``fcount``
+  half-words on consecutive cycles, each written into the stage the next cycle, and passes at its last read. A
+  band-tile's words are readable from the cycle after the cycle after it passed.
+- **Word registers**: three per band (``2 B`` channels x C each, `sim.timing.compact.WORD_REGISTERS`), filled in
+  order with the words of the band's band-tile. The port has one reader a cycle: band ``turn`` (cycle after
+  ``start`` = 0, then round robin). At its turn a band whose band-tile's words are readable reads its next word
+  when fewer than three of its words are in use after the cycle; every other band whose next word is the same
+  stage address and that has a register free loads it too (D94's prefetch rule). The word lands in its register
+  the cycle after the read (from the macro), usable the cycle after; a slot issues only when its word is there,
+  and a word is freed by the slot that last takes it.
+- The band choice stays ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted), so a
+  band reads its band-tile's first word only after that: D94's early band choice (plan item 3) is not built, and
+  each band-tile's first slot waits for its band's next turn and the register (`sim.timing.delta_accel.
+  stage_schedule` states these waits; the trace model's `band_schedule` does not have them).
+
+Timing and counts of this path: `sim.timing.delta_accel.stage_schedule`, tested cycle for cycle
+(tests/test_rtl_dstage.py).
+
+Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
+(`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
+queues (the segment flag would come from them) and its early band choice, the vector unit and fused-attention
+control (modelled only).
 """
 
 from __future__ import annotations
@@ -91,6 +125,8 @@ from hw.sram import pow2ceil as _pow2ceil
 
 #: Verilog module name of `DeltaAccel` (hw/rtl.py).
 DACCEL_MODULE_NAME = "kaleido_daccel"
+#: Verilog module name of `DeltaAccel` built with its weight stage (``stage=True``, the host's band-tile list; D96).
+DSTAGE_MODULE_NAME = "kaleido_daccel_stage"
 #: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
 #: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128
 #: balanced band-tiles of 32-128-channel groups the gather then keeps up with the bands (`accel_cycles` within
@@ -115,20 +151,24 @@ class DeltaAccel(wiring.Component):
             band-tile and the next). lanes: P (default `LANES`).
         pe: ``"inline"`` elaborates ``kaleido_dtop`` and the macros (Amaranth simulation); ``"instance"``
             instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
-            (module docstring) instead of the host-written descriptor buffer.
+            (module docstring) instead of the host-written descriptor buffer. stage: the weight stage (module
+            docstring, D96; the host's descriptor buffer, ``queues=False``).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
-    ceil(max_k / 2) + G weight words per column block, ``max_nb`` = ceil(max_n / C); `geometry` the buffers.
+    ceil(max_k / 2) + G weight words per column block, ``KWH`` = pow2 >= ceil(max_k / B) + G weight
+    half-words per column block (staged), ``stage_halves`` the stage's half-words per column bank, ``max_nb`` =
+    ceil(max_n / C); `geometry` the buffers.
 
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
-            (lanes at least 2), or a size below 1.
+            (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
+            bank under two half-words.
     """
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
-                 lanes: int = LANES, pe: str = "inline", queues: bool = False):
+                 lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -140,6 +180,9 @@ class DeltaAccel(wiring.Component):
             err = f"{cfg.name}: R / B = {brows} rows per band must be a power of two (a row's tag is its low bits)"
         elif P < 2 or P & (P - 1) or S < 1 or S & (S - 1):
             err = f"lanes = {P} (a power of two >= 2) and entries = {S} (a power of two) required"
+        elif stage and (queues or B & (B - 1) or cfg.wstage_sram_kib * 1024 // C // B < 2):
+            err = (f"{cfg.name}: the weight stage needs the host's band-tile list (queues=False), B a power of two "
+                   f"and a stage (wstage_sram_kib) of at least 2 B bytes per column bank")
         self.max_tokens = max_tokens or cfg.accel_max_tokens
         self.max_k = max_k or cfg.accel_max_k
         self.max_n = max_n or cfg.accel_max_n
@@ -150,6 +193,11 @@ class DeltaAccel(wiring.Component):
             discard(self)
             raise ValueError(err)
         self.cfg, self.pe_kind, self.P, self.S, self.brows, self.queues = cfg, pe, P, S, brows, queues
+        self.stage = stage
+        #: Staged (D96): weight-buffer words of B channels x C per column block (groups half-word aligned), and
+        #: the stage's half-words (B bytes) per column bank.
+        self.KWH = _pow2ceil(-(-self.max_k // B) + G)
+        self.stage_halves = cfg.wstage_sram_kib * 1024 // C // B
         self.XW = _pow2ceil(-(-self.max_k // P))
         self.KW = _pow2ceil(-(-self.max_k // P) + G)
         self.KWW = _pow2ceil(-(-self.max_k // WEIGHT_LANES) + G)
@@ -160,6 +208,11 @@ class DeltaAccel(wiring.Component):
         self.fields = [("nrows", _bits(brows + 1)), ("ncomp", _bits(brows + 1)), ("width", _bits(self.max_k + 1)),
                        ("paired", 1), ("cb", _bits(self.max_nb)), ("xoff", _bits(self.KW)),
                        ("xwords", _bits(self.XW + 1)), ("woff", _bits(self.KWW)), ("tokens", brows * self.tb)]
+        if stage:  # the stage fields (hw.delta_accel_host.stage_plan)
+            wdepth = _pow2ceil(self.max_nb * self.KWH)
+            self.fields += [("seg", 1), ("sbuf", _bits(self.stage_halves)), ("fsrc", _bits(wdepth)),
+                            ("fcount", _bits(self.KWH + 1)), ("fdst", _bits(self.stage_halves)),
+                            ("saddr", _bits(self.stage_halves))]
         self.desc_bits = sum(b for _, b in self.fields)
         #: The buffers: name -> (kind, depth, width, copies); each copy split by depth into `hw.sram` macros of
         #: at most `hw.sram.MACRO_MAX_BITS` (`hw.sram.split_banks`). ``stage``: one copy per band and band row.
@@ -169,6 +222,9 @@ class DeltaAccel(wiring.Component):
             "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
             "stage": ("1r1w", S * self.XW, X_BITS * P, R),
         }
+        if stage:  # one weight buffer of B channels x C a word; the weight stage: two half-word macros per column
+            self.geometry["w"] = ("1rw", _pow2ceil(self.max_nb * self.KWH), B * C * W_BITS, 1)
+            self.geometry["wstage"] = ("1r1w", -(-self.stage_halves // 2), B * W_BITS, 2 * C)
         port_names = ["c_tiles"]
         if queues:  # the queues' decision buffer replaces the descriptor buffer (hw.delta_queue)
             from hw.delta_queue import DeltaQueue
@@ -223,6 +279,130 @@ class DeltaAccel(wiring.Component):
                          ports.wmask.eq(1), ports.wdata.eq(wdata)]
             rdata = Mux(sel_q == k, ports.rdata, rdata) if n > 1 else ports.rdata
         return rdata
+
+    def _stage_fill(self, m, regs, regd, held, wr, entry_of, can_desc, gidx, running):
+        """The weight buffer, the stage macros and the fill unit (module docstring, "Weight stage"): returns the
+        state the bands share (`_stage_band`)."""
+        cfg = self.cfg
+        C, B, S = cfg.array_cols, cfg.compact_bands, self.S  # noqa: N806
+        inst = self.pe_kind == "instance"
+        fp = Signal(unsigned(TILE_BITS), name="fill_tile")       # the fill pointer: band-tiles before it passed
+        fp_d = Signal(unsigned(TILE_BITS), name="fill_ready")    # fp a cycle later: their words are readable
+        filling = Signal(name="filling")
+        f_addr = Signal(len(regs["fsrc"][0]), name="fill_src")
+        f_left = Signal(len(regs["fcount"][0]), name="fill_left")
+        f_dst = Signal(len(regs["fdst"][0]), name="fill_dst")
+        assigned = Signal(unsigned(S), name="entry_passed")
+        e = entry_of(fp)
+        sb = regs["sbuf"][e]
+        blocked = Signal(name="fill_blocked")
+        m.d.comb += blocked.eq(sum(((held >> k)[0] & (assigned >> k)[0] & (regs["sbuf"][k] == sb)
+                                    for k in range(S)), Const(0, 1)) != 0)
+        fok = Signal(name="fill_ok")
+        m.d.comb += fok.eq(running & ~filling & (fp < regd))
+        start = Signal(name="fill_start")
+        m.d.comb += start.eq(fok & regs["seg"][e] & ~blocked)
+        rd = Signal(name="fill_read")
+        m.d.comb += rd.eq(start | filling)
+        addr = Mux(filling, f_addr, regs["fsrc"][e])
+        dst = Mux(filling, f_dst, regs["fdst"][e])
+        left = Mux(filling, f_left, regs["fcount"][e])
+        lastr = rd & (left == 1)
+        passing = Signal(name="fill_pass")
+        m.d.comb += passing.eq((fok & ~regs["seg"][e]) | lastr)
+        with m.If(rd):
+            m.d.sync += [filling.eq(~lastr), f_addr.eq(addr + 1), f_left.eq(left - 1), f_dst.eq(dst + 1)]
+        with m.If(passing):
+            m.d.sync += fp.eq(fp + 1)
+        m.d.sync += fp_d.eq(fp)
+        m.d.sync += assigned.eq((assigned | Mux(passing, Const(1, unsigned(S)) << e, 0))
+                                & ~Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
+        wq = self._bank_1rw(m, "w", Mux(running, addr, self.wr_addr), running & rd, wr & (self.wr_sel == 1),
+                            self.wr_data[:B * C * W_BITS])
+        # the write the cycle after the read: half-word dst into macro dst mod 2, word dst // 2
+        w_on = Signal(name="stage_fill_we")
+        w_at = Signal.like(f_dst, name="stage_fill_at")
+        m.d.sync += [w_on.eq(rd), w_at.eq(dst)]
+        _, depth, width, _ = self.geometry["wstage"]
+        turn_addr = Signal(len(f_dst), name="stage_raddr")  # the half-word a band's turn reads (set by the bands)
+        re = Signal(name="stage_re")
+        par = Signal(name="stage_rpar")
+        m.d.sync += par.eq(turn_addr[0])
+        lo_a, hi_a = turn_addr >> 1, (turn_addr >> 1) + turn_addr[0]
+        cols = []
+        for c in range(C):
+            half = []
+            for h in range(2):
+                ports, elab = macro("1r1w", depth, width, None, instance=inst)
+                m.submodules[f"wstage_c{c}_h{h}"] = elab
+                wdata = Cat(*(wq[W_BITS * (k * C + c):W_BITS * (k * C + c + 1)] for k in range(B)))
+                m.d.comb += [ports.waddr.eq(w_at >> 1), ports.wdata.eq(wdata), ports.we.eq(w_on & (w_at[0] == h)),
+                             ports.wmask.eq(1), ports.raddr.eq(hi_a if h == 0 else lo_a), ports.re.eq(re)]
+                half.append(ports.rdata)
+            # the word's two halves: even first when it started on an even half-word
+            col = Signal(2 * B * W_BITS, name=f"stage_col{c}")
+            m.d.comb += col.eq(Mux(par, Cat(half[1], half[0]), Cat(half[0], half[1])))
+            cols.append(col)
+        word = Signal(2 * B * C * W_BITS, name="stage_word")  # the read word, lane h C + c (channel h, column c)
+        m.d.comb += word.eq(Cat(*(cols[c][W_BITS * k:W_BITS * (k + 1)] for k in range(2 * B) for c in range(C))))
+        turn = Signal(range(max(2, B)), name="stage_turn")
+        m.d.sync += turn.eq(Mux(turn == B - 1, 0, turn + 1))
+        #: For test benches: a stage read, a fill (weight-buffer) read and a stage write this cycle.
+        self.stage_re, self.fill_re, self.fill_we = re, rd, w_on
+        return {"fp_d": fp_d, "word": word, "turn": turn, "raddr": turn_addr, "re": re, "fp": fp, "filling": filling,
+                "resets": [fp, fp_d, filling, assigned, w_on, turn], "need": [], "free": [], "load": []}
+
+    def _stage_band(self, m, stg, b, tile, cur, chan, wok, acc, last, done_b, T):  # noqa: N803
+        """Band b's three word registers and their loads (module docstring): returns the slot's two weight lanes
+        ``(w_a, w_b)`` (C weights each); sets the band's ``word_ok``."""
+        from sim.timing.compact import WORD_REGISTERS
+
+        C, B = self.cfg.array_cols, self.cfg.compact_bands  # noqa: N806
+        nreg, lw = WORD_REGISTERS, (2 * B - 1).bit_length()
+        nwmax = -(-self.max_k // (2 * B))
+        wregs = [Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wreg{i}") for i in range(nreg)]
+        pw, cw, pl = (Signal(range(nwmax + 1), name=f"b{b}_{n}") for n in ("words_read", "words_used", "words_in"))
+        wr_i, rd_i = Signal(range(nreg), name=f"b{b}_wr_idx"), Signal(range(nreg), name=f"b{b}_rd_idx")
+        infl = Signal(name=f"b{b}_inflight")
+        nw = (cur["width"] + (2 * B - 1)) >> lw
+        need = Signal(name=f"b{b}_need")
+        m.d.comb += need.eq((tile < stg["fp_d"]) & (Const(1) if T is None else tile < T) & (pw < nw))
+        addr = Signal(len(stg["raddr"]), name=f"b{b}_need_addr")
+        m.d.comb += addr.eq(cur["saddr"] + (pw << 1))
+        pop = Signal(name=f"b{b}_pop")
+        lane = chan[:lw]
+        m.d.comb += pop.eq(acc & (last | (Mux(cur["paired"], lane | 1, lane) == 2 * B - 1)))
+        free = Signal(name=f"b{b}_free")
+        m.d.comb += free.eq(pw - cw < nreg + pop)
+        load = Signal(name=f"b{b}_load")
+        stg["need"].append((need, addr, free, load))
+        m.d.sync += infl.eq(load)
+        with m.If(infl):
+            m.d.sync += [wr_i.eq(Mux(wr_i == nreg - 1, 0, wr_i + 1)), pl.eq(pl + 1)]
+        for i, r in enumerate(wregs):
+            with m.If(infl & (wr_i == i)):
+                m.d.sync += r.eq(stg["word"])
+        with m.If(load):
+            m.d.sync += pw.eq(pw + 1)
+        with m.If(pop):
+            m.d.sync += [cw.eq(cw + 1), rd_i.eq(Mux(rd_i == nreg - 1, 0, rd_i + 1))]
+        with m.If(done_b):
+            m.d.sync += [pw.eq(0), cw.eq(0), pl.eq(0), wr_i.eq(0), rd_i.eq(0)]
+        stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl]
+        wword = Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wuse")  # the word in use
+        sel = wregs[-1]
+        for i in range(nreg - 2, -1, -1):
+            sel = Mux(rd_i == i, wregs[i], sel)
+        m.d.comb += [wword.eq(sel), wok.eq(cw < pl)]
+        wa, wb = Signal(C * W_BITS, name=f"b{b}_wsel_a"), Signal(C * W_BITS, name=f"b{b}_wsel_b")
+        # a mux per lane, not a variable shift: each bit then depends on 2 B bits, a shift's on all 2 B C W_BITS,
+        # which Amaranth's conversion walks bit by bit (the balanced preset's module: 50 s with shifts, 26 s so)
+        pick_a, pick_b = (wword.word_select(2 * B - 1, C * W_BITS),) * 2
+        for k in range(2 * B - 2, -1, -1):
+            pick_a = Mux(lane == k, wword.word_select(k, C * W_BITS), pick_a)
+            pick_b = Mux((lane | 1) == k, wword.word_select(k, C * W_BITS), pick_b)
+        m.d.comb += [wa.eq(pick_a), wb.eq(pick_b)]
+        return wa, wb
 
     def _top(self, m, reset):
         """``kaleido_dtop``, reset by the domain's reset or ``reset``: the ports (inline: the `CompactTop`)."""
@@ -315,6 +495,7 @@ class DeltaAccel(wiring.Component):
             pos += bits
         regs = {n: Array(Signal(unsigned(b), name=f"e{e}_{n}") for e in range(S))
                 for n, b in self.fields if n not in ("tokens", "xoff", "xwords")}
+        regd = Signal(unsigned(TILE_BITS), name="desc_held")  # band-tiles whose entry registers hold their fields
 
         # ---- gather: X words into the staging entry, one word of every bank a cycle ----
         NB, lnb = self.NB, (self.NB - 1).bit_length()  # noqa: N806
@@ -367,6 +548,8 @@ class DeltaAccel(wiring.Component):
                 for n, arr in regs.items():
                     m.d.sync += arr[g_entry].eq(f[n])
                 m.d.sync += rowsum.eq(rowsum + f["nrows"])
+                if self.stage:
+                    m.d.sync += regd.eq(regd + 1)
             with m.If(last_word):
                 m.d.sync += [g_word.eq(0), g_round.eq(g_round + 1)]
                 with m.If(last_round):
@@ -385,6 +568,9 @@ class DeltaAccel(wiring.Component):
                 data = Mux(w_bank[i] == k, xq[k], data)
             stage_data.append(data)
 
+        # ---- weight stage (stage=True, D96): fills from the one weight buffer, then per band word registers ----
+        if self.stage:
+            stg = self._stage_fill(m, regs, regd, held, wr, entry_of, can_desc, gidx, running)
         # ---- bands ----
         nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
         taken = Const(0, unsigned(TILE_BITS))
@@ -401,7 +587,9 @@ class DeltaAccel(wiring.Component):
             cur = {n: arr[e] for n, arr in regs.items()}
             slots = Mux(cur["paired"], (cur["width"] + 1) >> 1, cur["width"])
             valid, last, acc, done_b = (Signal(name=f"b{b}_{n}") for n in ("valid", "last", "accept", "done"))
-            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T)), last.eq(slot == slots - 1),
+            wok = Signal(name=f"b{b}_word_ok")  # staged: the slot's weight word is in its register
+            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T) & wok),
+                         last.eq(slot == slots - 1),
                          acc.eq(valid & getattr(top, f"b{b}_ready")), done_b.eq(acc & last)]
             ntile = Mux(done_b, nxt + taken, tile)
             taken = taken + done_b
@@ -413,12 +601,17 @@ class DeltaAccel(wiring.Component):
             nd = {n: arr[ne] for n, arr in regs.items()}
             nchan = Mux(nd["paired"], nslot << 1, nslot)
             s_raddr = Cat(nchan[lp:lp + lxw], ne) if ls + lxw else Const(0, 1)
-            wsum = (nd["woff"] + (nchan >> 1))[:lkww]
-            wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
-                                wr & (self.wr_sel == 1), self.wr_data[:WEIGHT_LANES * C * W_BITS])
+            if not self.stage:
+                wsum = (nd["woff"] + (nchan >> 1))[:lkww]
+                wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
+                                    wr & (self.wr_sel == 1), self.wr_data[:WEIGHT_LANES * C * W_BITS])
             chan = Mux(cur["paired"], slot << 1, slot)
             has_b = Signal(name=f"b{b}_has_b")
             m.d.comb += has_b.eq(cur["paired"] & (chan + 1 < cur["width"]))
+            if self.stage:
+                wsel = self._stage_band(m, stg, b, tile, cur, chan, wok, acc, last, done_b, T)
+            else:
+                m.d.comb += wok.eq(1)
             xa, xb, modes = [], [], []
             for i in range(brows):
                 ports, elab = macro("1r1w", S * XW, X_BITS * P, None, instance=inst)
@@ -431,13 +624,26 @@ class DeltaAccel(wiring.Component):
                 xb.append(Mux(live & has_b, ports.rdata.word_select(lane | 1, X_BITS), 0))
                 modes.append(Mux(i < cur["ncomp"], int(PEMode.COMPUTE),
                                  Mux(live, Mux(has_b, int(PEMode.PAIRED), int(PEMode.PARTIAL)), int(PEMode.REUSE))))
-            lane0, lane1 = wq[:C * W_BITS], wq[C * W_BITS:]
+            if self.stage:
+                lane0, lane1 = wsel
+                wa, wb = lane0, Mux(has_b, lane1, 0)
+            else:
+                lane0, lane1 = wq[:C * W_BITS], wq[C * W_BITS:]
+                wa, wb = Mux(cur["paired"] | ~chan[0], lane0, lane1), Mux(has_b, lane1, 0)
             m.d.comb += [getattr(top, f"b{b}_valid").eq(valid), getattr(top, f"b{b}_first").eq(slot == 0),
                          getattr(top, f"b{b}_last").eq(last), getattr(top, f"b{b}_rows").eq(cur["nrows"]),
                          getattr(top, f"b{b}_x_a").eq(Cat(*xa)), getattr(top, f"b{b}_x_b").eq(Cat(*xb)),
                          getattr(top, f"b{b}_mode").eq(Cat(*(Const(0, 2) | md for md in modes))),
-                         getattr(top, f"b{b}_w_a").eq(Mux(cur["paired"] | ~chan[0], lane0, lane1)),
-                         getattr(top, f"b{b}_w_b").eq(Mux(has_b, lane1, 0))]
+                         getattr(top, f"b{b}_w_a").eq(wa), getattr(top, f"b{b}_w_b").eq(wb)]
+        if self.stage:  # the turn's band reads its next word; every band whose next word is that one loads it
+            go = Signal(name="stage_go")
+            need_t = Array(n for n, _, _, _ in stg["need"])
+            free_t = Array(f for _, _, f, _ in stg["need"])
+            addr_t = Array(a for _, a, _, _ in stg["need"])
+            m.d.comb += [go.eq(running & need_t[stg["turn"]] & free_t[stg["turn"]]), stg["re"].eq(go),
+                         stg["raddr"].eq(addr_t[stg["turn"]])]
+            for k, (need, addr, free, load) in enumerate(stg["need"]):
+                m.d.comb += load.eq(go & need & free & ((stg["turn"] == k) | (addr == stg["raddr"])))
         m.d.sync += [nxt.eq(nxt + taken), held.eq((held | Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
                                                   & ~release)]
 
@@ -461,5 +667,7 @@ class DeltaAccel(wiring.Component):
             m.d.sync += [running.eq(1), gidx.eq(0), in_rows.eq(0), held.eq(0), gdone.eq(0), avail.eq(0),
                          rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0), q_fin.eq(0)]
             m.d.sync += [w.eq(0) for w in w_on]
+            if self.stage:
+                m.d.sync += [r.eq(0) for r in stg["resets"]] + [regd.eq(0)]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
         return m

@@ -97,9 +97,11 @@ def w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int]]:  #
     return out
 
 
-def descriptor_word(acc: DeltaAccel, groups, group: int, cb: int, tokens, n_compute: int, slots: int) -> int:
+def descriptor_word(acc: DeltaAccel, groups, group: int, cb: int, tokens, n_compute: int, slots: int,
+                    stage: dict | None = None) -> int:
     """One band-tile's descriptor word (`DeltaAccel.fields`): ``tokens`` its rows' tokens (COMPUTE rows first,
-    ``n_compute`` of them), ``slots`` its slot count (paired: all PARTIAL and fewer slots than channels).
+    ``n_compute`` of them), ``slots`` its slot count (paired: all PARTIAL and fewer slots than channels);
+    ``stage``: its stage fields (`stage_plan`; a controller built with ``stage=True``).
 
     Raises:
         ValueError: more rows than a band holds, no rows, a token beyond ``max_tokens``, a column block beyond
@@ -113,7 +115,7 @@ def descriptor_word(acc: DeltaAccel, groups, group: int, cb: int, tokens, n_comp
     if max(tokens) >= acc.max_tokens or cb >= acc.max_nb:
         raise ValueError(f"token {max(tokens)} or column block {cb} beyond the controller's capacity")
     vals = {"nrows": rows, "ncomp": n_compute, "width": k1 - k0, "paired": int(n_compute == 0 and slots < k1 - k0),
-            "cb": cb, "xoff": xo, "xwords": xw, "woff": wo, "tokens": _pack(tokens, acc.tb)}
+            "cb": cb, "xoff": xo, "xwords": xw, "woff": wo, "tokens": _pack(tokens, acc.tb), **(stage or {})}
     word, pos = 0, 0
     for name, bits in acc.fields:
         word |= (vals[name] & ((1 << bits) - 1)) << pos
@@ -181,3 +183,115 @@ def queue_ports(acc: DeltaAccel, grid, groups, fw: int, n_cb: int, s: int, chunk
         pos += layout_bits(acc)
     return {"c_frames": F, "c_hw": H * W, "c_fw": min(fw, F), "c_groups": len(groups), "c_ncb": n_cb,
             "c_s": min(s, n_cb), "c_cm": int(chunk_major), "c_layout": lay}
+
+
+# ---- the weight stage (a `DeltaAccel` built with ``stage=True``, docs/decisions.md D96) ----
+
+def stage_group_layout(acc: DeltaAccel, groups) -> list[tuple[int, int]]:
+    """Per group ``(hoff, halves)``: its first weight-buffer half-word in a column block's (``B`` channels x C
+    columns a half-word) and its half-words ``ceil(|g| / B)``; groups in order, each starting on a half-word.
+
+    Raises:
+        ValueError: as `group_layout`, or the half-words do not fit ``KWH``.
+    """
+    group_layout(acc, groups)
+    B = acc.cfg.compact_bands  # noqa: N806
+    out, ho = [], 0
+    for k0, k1, _ in groups:
+        n = -(-(k1 - k0) // B)
+        out.append((ho, n))
+        ho += n
+    if ho > acc.KWH:
+        raise ValueError(f"the groups take {ho} weight half-words: the controller holds {acc.KWH}")
+    return out
+
+
+def stage_w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int]]:  # noqa: N803
+    """``(address, word)`` of the single weight buffer of the staged controller: ``W`` int8 ``[K, N]`` per column
+    block and group, ``B`` channels a word (half a stage word; lane ``h C + c``: channel ``k0 + B j + h``, column
+    ``cb C + c``; channels past the group and columns past N zero), word ``cb KWH + hoff + j``.
+
+    Raises:
+        ValueError: N above ``max_n``, or as `stage_group_layout`.
+    """
+    C, B = acc.cfg.array_cols, acc.cfg.compact_bands  # noqa: N806
+    K, N = W.shape  # noqa: N806
+    if N > acc.max_n:
+        raise ValueError(f"N = {N} output channels: the controller holds {acc.max_n}")
+    Wp = np.zeros((K, -(-N // C) * C), dtype=np.int64)  # noqa: N806
+    Wp[:, :N] = W
+    out = []
+    for (k0, k1, _), (ho, n) in zip(groups, stage_group_layout(acc, groups), strict=True):
+        for cb in range(-(-N // C)):
+            for j in range(n):
+                lanes = []
+                for h in range(B):
+                    k = k0 + B * j + h
+                    lanes += list(Wp[k, cb * C:(cb + 1) * C]) if k < k1 else [0] * C
+                out.append((cb * acc.KWH + ho + j, _pack(lanes, W_BITS)))
+    return out
+
+
+def stage_plan(acc: DeltaAccel, groups, tiles, segment, sliced: bool) -> tuple[list[dict], int, int]:
+    """The stage fields of each band-tile's descriptor: ``(fields, buffers, buffer half-words)``, ``fields`` a dict
+    per band-tile of ``tiles`` (issue order, each ``(group, cb, ...)`` as `op_words`' list) with ``seg`` (first
+    band-tile of its segment), ``sbuf`` (the segment's buffer, segment number mod ``buffers``), ``fsrc`` /
+    ``fcount`` (the segment's fill: first weight-buffer word and half-words), ``fdst`` (the buffer's first stage
+    half-word) and ``saddr`` (the stage half-word of its group's word 0).
+
+    ``segment``: int ``[T]`` non-decreasing from 0, each band-tile's segment (`sim.timing.delta_accel.
+    staged_tiles`). A segment fills every group of its column block (the op's whole K, D85), or with ``sliced``
+    only its own group (the groups are then D88's slices). A buffer holds the largest fill; a column bank holds
+    ``buffers = bank half-words // that`` of them (bank half-words ``wstage_sram_kib x 1024 / C / B``; group-
+    aligned, so fewer than `sim.timing.delta.stage_buffers` when widths are not multiples of B, D96).
+
+    Raises:
+        ValueError: segments not numbered in order, a segment of two column blocks (or, ``sliced``, two groups), a
+            fill larger than a column bank, or as `stage_group_layout`.
+    """
+    lay = stage_group_layout(acc, groups)
+    seg = [int(x) for x in segment]
+    if len(seg) != len(tiles) or any(b - a not in (0, 1) for a, b in zip(seg, seg[1:], strict=False)) or (
+            seg and seg[0] != 0):
+        raise ValueError("segments must be numbered 0, 1, ... in issue order, one per band-tile")
+    heads = {}
+    for (g, cb, *_), sg in zip(tiles, seg, strict=True):
+        h = heads.setdefault(sg, (g, cb))
+        if h[1] != cb or (sliced and h[0] != g):
+            raise ValueError(f"segment {sg} mixes column blocks or slices")
+    size = max((lay[g][1] for g, _ in heads.values()), default=1) if sliced else sum(n for _, n in lay)
+    bank = acc.stage_halves
+    if size > bank:
+        raise ValueError(f"a stage buffer of {size} half-words: a column bank holds {bank}")
+    nbuf = bank // size
+    out = []
+    for (g, cb, *_), sg in zip(tiles, seg, strict=True):
+        g0 = heads[sg][0] if sliced else 0
+        lo = lay[g0][0]
+        fcount = lay[g0][1] if sliced else size
+        base = (sg % nbuf) * size
+        first = not out or out[-1]["_seg"] != sg
+        out.append({"_seg": sg, "seg": int(first), "sbuf": sg % nbuf, "fsrc": cb * acc.KWH + lo, "fcount": fcount,
+                    "fdst": base, "saddr": base + lay[g][0] - lo})
+    for f in out:
+        del f["_seg"]
+    return out, nbuf, size
+
+
+def stage_op_words(acc: DeltaAccel, diffs: np.ndarray, W: np.ndarray, groups, tiles, segment,  # noqa: N803
+                   sliced: bool) -> list[tuple[int, int, int]]:
+    """Every write of one op into the staged controller: the difference buffer, the weight buffer
+    (`stage_w_words`), then one descriptor per band-tile with its stage fields (`stage_plan`).
+
+    Raises:
+        ValueError: as `op_words` and `stage_plan`.
+    """
+    tiles = list(tiles)
+    if len(tiles) > acc.max_tiles:
+        raise ValueError(f"{len(tiles)} band-tiles: the controller holds {acc.max_tiles}")
+    plan, _nbuf, _size = stage_plan(acc, groups, tiles, segment, sliced)
+    out = [(SEL_X, a, w) for a, w in x_words(acc, diffs, groups)]
+    out += [(SEL_W, a, w) for a, w in stage_w_words(acc, W, groups)]
+    out += [(SEL_DESC, n, descriptor_word(acc, groups, *t, stage=p)) for n, (t, p) in enumerate(zip(tiles, plan,
+                                                                                                      strict=True))]
+    return out

@@ -13,7 +13,10 @@ its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
-stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros. A compact preset also gets
+stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros; a delta config with a
+weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's band-tile list with D85's weight
+stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
+macros. A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
 ``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
@@ -51,7 +54,7 @@ from hw.compact_core import CCORE_MODULE_NAME, CompactCore
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
-from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
+from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.delta_core import DCORE_MODULE_NAME, DeltaCore
 from hw.delta_queue import DQUEUE_MODULE_NAME
@@ -138,6 +141,13 @@ _MODULES = {
     "daccel": (DACCEL_MODULE_NAME, "Kaleido delta op-level controller: banked SRAM buffers (differences, weights, "
                "staging) + kaleido_dqueue + gather + band issue onto kaleido_dtop + tagged drain",
                lambda cfg: DeltaAccel(cfg, pe="instance", queues=True)),
+    # The delta controller with its weight stage (D96): the host's band-tile list with stage fields, one weight
+    # buffer, the stage's 1r1w macros per column bank, serial fills, three word registers per band (configs with a
+    # weight stage and a difference-sum buffer).
+    "dstage": (DSTAGE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage: banked SRAM buffers "
+               "(differences, one weight buffer, band-tile list, staging) + weight stage (1r1w half-word macros per "
+               "column bank, serial fills per segment) + three word registers per band and column + gather + band "
+               "issue onto kaleido_dtop + tagged drain", lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
@@ -167,8 +177,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
     PE, column, top and combine unit (compact and delta presets), the compact controller and its queues (compact
-    presets) or the delta controller (delta presets), then the SRAM macros in `hw.sram.macro_name` order (the
-    lockstep controller's, then the combine unit's, then the organisation's controller's). A module's spec is
+    presets) or the delta controller (delta presets; with a weight stage also `kaleido_daccel_stage`, D96), then the
+    SRAM macros in `hw.sram.macro_name` order (the lockstep controller's, then the combine unit's, then the
+    organisation's controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
     roles = ["pe", "column", "top", "similarity", "matcher", "scheduler", "core", "accel"]
     macros = list(discard(Accel(cfg, pe="instance")).macros())
@@ -185,6 +196,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         roles += ["daccel", "dqueue", "dcore"]
         macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]
+        if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
+            roles.append("dstage")
+            macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
@@ -282,9 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
-                   "kaleido_dqueue, from host-written decisions; differences host-written; no weight stage), and "
-                   "kaleido_dcore adds the combine stage's command generation (one chunk per op; docs/decisions.md "
-                   "D73, D91, D93, D95)" if cfg.organisation == "delta"
+                   "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
+                   "combine stage's command generation (one chunk per op), and with a weight stage "
+                   "kaleido_daccel_stage runs it on the host's band-tile list (its band-tiles' first words wait for "
+                   "their band; docs/decisions.md D73, D91, D93, D95, D96)" if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
                    "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "

@@ -83,8 +83,13 @@ def rtl(
     each band-tile's difference rows, issue in the model's order, drained rows tagged by band-tile and row) with
     the queues that form its band-tiles from host-written decision codes, kaleido_dqueue (D93), and kaleido_dcore
     (D95): kaleido_daccel with the combine stage's command generation and kaleido_dcombine, handing out final Y
-    rows (one chunk per op: the whole op's difference sums in one D buffer). The similarity unit's differences
-    (host-written), chunked combining and the weight stage are not RTL yet. The vector unit and
+    rows (one chunk per op: the whole op's difference sums in one D buffer). A delta config with a weight stage
+    (the balanced preset's) also gets kaleido_daccel_stage (D96): the controller on the host's band-tile list with
+    D85's weight stage (one weight buffer, 1r1w stage macros per column bank, serial fills per segment, three
+    word registers per band and column read by turn); its band choice is kaleido_dtop's, so each band-tile's first
+    word waits for its band (cycle-exact to sim.timing.delta_accel.stage_schedule, slower than the trace model's
+    timing). The similarity unit's differences (host-written), chunked combining, the staged controller's queues
+    and its early band choice are not RTL yet. The vector unit and
     the fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is
     emitted for them.
     """

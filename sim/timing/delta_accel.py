@@ -351,3 +351,151 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
             "paired": paired_tiles(t, groups)[order], "widths": np.array([k1 - k0 for k0, k1, _ in groups]),
             "fill": rules.stage_fill_cycles(cfg, held), "buffers": rules.stage_buffers(cfg, held), "held": held,
             "chunks": len(np.unique(chunk))}
+
+
+def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
+                   entries: int, lanes: int, regs: int | None = None) -> dict:
+    """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
+    docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
+
+    Args (per band-tile in issue order, int ``[T]``): s_seq slots, rows valid rows, widths its group's (or
+    slice's) channels, rounds its gather rounds (`gather_rounds`), paired (PAIRED: two channels a slot), seg 1 on
+    the first band-tile of a stage segment, sbuf the segment's stage buffer, fcount the segment's fill
+    half-words (on its first band-tile), saddr the stage half-word of its group's word 0; entries S, lanes P;
+    regs the word registers per band (default `sim.timing.compact.WORD_REGISTERS`).
+
+    Rules (what the RTL does; hw/delta_accel.py's docstring):
+
+    - *Gather*: as `accel_schedule` (band-tile n's descriptor read at ``g_n``, its first slot no earlier than
+      ``g_n + u xw + 3``); its descriptor's fields are held from ``g_n + 2``.
+    - *Fills* (serial, one weight-buffer read of ``B`` channels x C a cycle): a fill pointer walks the band-tiles
+      in order, one a cycle once its fields are held; a band-tile not first of its segment passes (its segment's
+      buffer is the one just filled); a first one waits until the fill port is idle and no passed band-tile of its
+      buffer is still running (all issued their last slot by the cycle before: D85's ``i - buffers`` wait), then
+      reads its ``fcount`` half-words on consecutive cycles and passes at the last read. A band-tile's words are
+      readable from 2 cycles after it passes (the last write lands the cycle after its read).
+    - *Word registers* (``regs`` per band, the prefetch rule of tests/rtl/stage_port_check.py): band ``c mod B``
+      has the turn at cycle c. At its turn a band whose band-tile's words are readable reads its next word (half-
+      words ``saddr + 2 j`` and ``+ 1``) when fewer than ``regs`` of its words are in use after c (a word is in use
+      from its read to the slot that last takes it); the read is loaded into every other band whose next word is
+      the same stage address and that has a register free by the same rule. A word read at c is in its register
+      (latched from the macro) from ``c + 2``; a slot issues only when its word is there.
+    - *Bands* as `kaleido_dtop` chooses them: a band takes the next band-tile number the cycle its last slot is
+      accepted (ties to the lower band), so it knows its next band-tile only then (D94's plan item 3, an early
+      choice, is not built: word 0 of each band-tile is read after its band's previous last slot). A last slot
+      waits for its drain port (`accel_schedule`).
+
+    Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]`` (as `accel_schedule`), ``"fills"`` int64
+    ``[segments]`` each fill's first read cycle, ``"fill_wait"`` cycles fills waited for their buffer,
+    ``"late"`` slot-cycles a staged band-tile waited for its word, ``"reads"`` stage reads, ``"weights"`` weights
+    per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads.
+    """
+    from sim.timing.compact import WORD_REGISTERS
+
+    regs = regs or WORD_REGISTERS
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    q, ports_b = max(1, B // d), max(1, d // B)
+    word = 2 * B
+    s = [max(1, int(v)) for v in s_seq]
+    v = [int(x) for x in rows]
+    w = [int(x) for x in widths]
+    pr = [bool(x) for x in paired]
+    sg, sb, fc, sa = ([int(x) for x in a] for a in (seg, sbuf, fcount, saddr))
+    xw = gather_words(widths, lanes)
+    u = [int(x) for x in rounds]
+    T = len(s)  # noqa: N806
+    nw = [-(-w[t] // word) for t in range(T)]
+    inf = 1 << 40
+    band, first, last, gather = ([-1] * T for _ in range(4))
+    xready = [inf] * T
+    wready = [inf] * T
+    passed = [inf] * T  # the cycle the fill pointer passes a band-tile (held as passed from the next)
+    fills, fill_wait, late, reads, weights, fill_reads = [], 0, 0, 0, 0, 0
+    gidx, g_free = 0, 0  # next band-tile to gather, the first cycle the gather may take it
+    fp, f_end = 0, -1  # fill pointer, last read cycle of the running fill
+    bt = list(range(B))
+    slot, cw, pw, count = [0] * B, [0] * B, [0] * B, [0] * B
+    present = [[] for _ in range(B)]  # per band the cycles its loaded words become usable (this band-tile)
+    pfree = [[-inf] * ports_b for _ in range(B)]
+    inbuf = {}  # per stage buffer: passed band-tiles not yet past their last slot
+    nxt = B
+    c = 0
+    while min(last, default=0) < 0:
+        if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
+            raise RuntimeError("stage_schedule did not finish")
+        # gather: a descriptor read when the gather is idle and the entry's band-tile n - S issued its last slot
+        if gidx < T and c >= g_free and (gidx < entries or 0 <= last[gidx - entries] < c):
+            g = c
+            gather[gidx], xready[gidx] = g, g + u[gidx] * int(xw[gidx]) + 3
+            g_free = g + u[gidx] * int(xw[gidx]) + 1
+            gidx += 1
+        # bands: slots accepted this cycle
+        acc, pop, done = [False] * B, [False] * B, [False] * B
+        for b in range(B):
+            t = bt[b]
+            if t >= T or c < xready[t]:
+                continue
+            if len([p for p in present[b] if p <= c]) <= cw[b]:
+                late += 1
+                continue
+            lastslot = slot[b] == s[t] - 1
+            k = count[b] % ports_b
+            if lastslot and c < pfree[b][k]:
+                continue
+            acc[b] = True
+            if slot[b] == 0:
+                first[t], band[t] = c, b
+            chan = 2 * slot[b] if pr[t] else slot[b]
+            pop[b] = lastslot or (chan % word) + (2 if pr[t] else 1) >= word
+            if lastslot:
+                done[b] = True
+                last[t] = c
+                pfree[b][k] = c + v[t] * q
+                count[b] += 1
+        # fill unit
+        if c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
+            if not sg[fp]:
+                passed[fp] = c
+                wready[fp] = c + 2
+                fp += 1
+            else:
+                if inbuf.get(sb[fp], 0):  # a passed band-tile of its buffer is still held
+                    fill_wait += 1
+                else:
+                    fills.append(c)
+                    f_end = c + fc[fp] - 1
+                    fill_reads += fc[fp]
+                    passed[fp] = f_end
+                    wready[fp] = f_end + 2
+                    fp += 1
+        if fp and passed[fp - 1] == c:  # passed at the end of c: held in its buffer from c + 1 to its last slot
+            inbuf[sb[fp - 1]] = inbuf.get(sb[fp - 1], 0) + 1
+        # word loads: band c mod B's turn
+        need = [sa[bt[k]] + 2 * pw[k] if bt[k] < T and wready[bt[k]] <= c and pw[k] < nw[bt[k]] else None
+                for k in range(B)]
+        free = [pw[k] - cw[k] - pop[k] < regs for k in range(B)]
+        b = c % B
+        a = need[b]
+        if a is not None and free[b]:
+            t = bt[b]
+            reads += 1
+            weights += min(word, w[t] - word * pw[b])
+            for k in range(B):
+                if (k == b or need[k] == a) and free[k]:
+                    pw[k] += 1
+                    present[k].append(c + 2)
+        # end of cycle
+        for k in range(B):
+            if acc[k]:
+                slot[k] += 1
+                cw[k] += pop[k]
+        for k in range(B):
+            if done[k]:
+                inbuf[sb[bt[k]]] -= 1  # its last slot: its buffer is free of it from c + 1
+                bt[k], slot[k], cw[k], pw[k], present[k] = nxt, 0, 0, 0, []
+                nxt += 1
+        c += 1
+    return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
+            "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),
+            "fills": np.array(fills, dtype=np.int64), "fill_wait": fill_wait, "late": late, "reads": reads,
+            "weights": weights, "fill_reads": fill_reads}

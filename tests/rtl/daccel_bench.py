@@ -107,3 +107,130 @@ def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
     sim.add_testbench(bench)
     sim.run()
     return outs
+
+
+@dataclass
+class StagedOp:
+    """One op as the staged controller runs it (docs/decisions.md D96): ``case`` with its groups (D88's slices
+    when ``sliced``; decisions of each slice's group), ``op`` its band-tiles in the model's staged issue order
+    (D84's chunk-major order, slice by slice within a segment), ``segment`` int64 ``[T]``, ``fw`` and ``s`` the
+    model's plan, ``orig`` the case as given (for Y)."""
+
+    case: object
+    op: object
+    segment: np.ndarray
+    sliced: bool
+    fw: int
+    s: int
+    orig: object
+
+
+def staged_op(case, cfg, chunk_major: bool = True, s: int | None = None) -> StagedOp:
+    """`StagedOp` of a `tests.rtl.cases.Case` on a delta config with a weight stage: the plan, slices, order and
+    segments of `sim.timing.delta_accel.staged_tiles` (checked equal to it in the tests), the band-tiles from
+    `sim.engines.band_stimulus.band_op` (values computed apart from the RTL). ``chunk_major=False`` (D68's order,
+    which the model never stages) with ``s`` column blocks per group: a stress case, a segment per run of one chunk
+    and column block (and slice) in that order."""
+    from dataclasses import replace
+
+    from sim.engines.band_stimulus import BandOp, band_op, issue_order
+    from sim.timing import delta as rules
+    from sim.timing.compact import compact_tiles
+
+    K, N = case.W.shape  # noqa: N806
+    n_cb = -(-N // cfg.array_cols)
+    fw, s_plan = rules.plan(cfg, case.grid[0], K, N, False, "op", case.groups)
+    s = s or s_plan
+    c2, sliced = case, False
+    if not rules.stages(cfg, K):
+        slices, cols, _held = rules.stage_slices(cfg, case.groups)
+        c2, sliced = replace(case, groups=slices, decisions=np.ascontiguousarray(case.decisions[:, cols])), True
+    op = band_op(c2.X, c2.W, c2.grid, c2.groups, c2.decisions, cfg, fw, s, chunk_major=chunk_major)
+    _t, chunk = compact_tiles(np.ascontiguousarray(c2.decisions, dtype=np.int8), c2.grid, c2.groups, cfg, fw, 4,
+                              chunks=True)
+    keys = [(int(chunk[t]), cb) for t, cb in issue_order(chunk, n_cb, cfg, s, chunk_major)]
+    seg = np.cumsum([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))]) - 1
+    tiles = op.tiles
+    if sliced:
+        grp = np.array([t.group for t in tiles], dtype=np.int64)
+        idx = np.lexsort((grp, seg)) if chunk_major else np.arange(len(tiles))  # D88: slice by slice (`slice_order`)
+        tiles = [tiles[i] for i in idx]
+        g2, s2 = grp[idx], seg[idx]
+        seg = np.cumsum(np.r_[True, (np.diff(s2) != 0) | (np.diff(g2) != 0)]) - 1 if len(idx) else s2
+        op = BandOp(tiles, op.band, op.first, op.last, op.cycles)
+    return StagedOp(c2, op, np.asarray(seg, dtype=np.int64), sliced, fw, s, case)
+
+
+@dataclass
+class StagedRun(DaccelRun):
+    """A `DaccelRun` with the stage's counts: ``stage_reads`` (cycles the stage's macros read a word),
+    ``fill_reads`` (weight-buffer reads), ``fill_writes`` (stage half-word writes)."""
+
+    stage_reads: int = 0
+    fill_reads: int = 0
+    fill_writes: int = 0
+
+
+def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000) -> list[StagedRun]:
+    """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity): ``jobs`` are
+    `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
+    each cycle from ``start`` to ``done``."""
+    from amaranth.sim import Simulator
+
+    from hw.delta_accel import LANES, DeltaAccel
+    from hw.delta_accel_host import stage_op_words
+    from sim.timing.delta_reference import differences
+    from tests.rtl.compact_bench import unpack_signed
+
+    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
+    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True)
+    rb = max(1, (dut.brows - 1).bit_length())
+    outs = [StagedRun() for _ in jobs]
+
+    async def run_op(ctx, job, out):
+        case, op = job.case, job.op
+        diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
+        words = stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op), job.segment,
+                               job.sliced)
+        for sel, addr, data in words:
+            ctx.set(dut.wr_valid, 1)
+            ctx.set(dut.wr_sel, sel)
+            ctx.set(dut.wr_addr, addr)
+            ctx.set(dut.wr_data, data)
+            await ctx.tick()
+        ctx.set(dut.wr_valid, 0)
+        ctx.set(dut.c_tiles, len(op.tiles))
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        cycle = 1
+        while not ctx.get(dut.done):
+            assert cycle < max_cycles, "the controller did not finish"
+            out.stage_reads += ctx.get(dut.stage_re)
+            out.fill_reads += ctx.get(dut.fill_re)
+            out.fill_writes += ctx.get(dut.fill_we)
+            for b in range(cfg.compact_bands):
+                out.tile_mismatch += ctx.get(dut.band_tile[b]) != ctx.get(getattr(dut.top, f"b{b}_tile"))
+            ov = ctx.get(dut.out_valid)
+            if ov:
+                tiles, rows, data = ctx.get(dut.out_tile), ctx.get(dut.out_row), ctx.get(dut.out_data)
+                for p in range(d):
+                    if ov >> p & 1:
+                        key = ((tiles >> (24 * p)) & ((1 << 24) - 1), (rows >> (rb * p)) & ((1 << rb) - 1))
+                        if key in out.rows:
+                            out.twice.append(key)
+                        out.rows[key] = (cycle, np.array(unpack_signed(data >> (p * C * ab), ab, C), np.int64))
+            await ctx.tick()
+            cycle += 1
+        out.cycles = cycle
+        await ctx.tick()
+
+    async def bench(ctx):
+        for job, out in zip(jobs, outs, strict=True):
+            await run_op(ctx, job, out)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return outs

@@ -116,7 +116,6 @@ from amaranth.lib.wiring import In, Out
 
 from hw import discard
 from hw.compact_array import TILE_BITS, CompactTop, ctop_signature, top_module_name
-from hw.compact_pe import is_delta
 from hw.config import AcceleratorConfig
 from hw.pe import W_BITS, X_BITS, PEMode
 from hw.sram import index_bits as _bits
@@ -166,6 +165,15 @@ class DeltaAccel(wiring.Component):
             bank under two half-words.
     """
 
+    #: The variant's parameters, which `hw.compact_accel.CompactAccel` (D97) sets: the organisation it runs
+    #: (``cfg.organisation``), the bits of one X (and staging) lane (`hw.pe.X_BITS`: a 9-bit difference), an
+    #: ``x_unsigned`` input passed to the top (its operands int8 or uint8) and a named read enable ``x{k}_re`` per X
+    #: bank (listed in ``x_re``, for a bench to count the gather's reads).
+    ORGANISATION = "delta"
+    X_LANE_BITS = X_BITS
+    X_UNSIGNED = False
+    X_READ_ENABLES = False
+
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
                  lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False):
@@ -174,8 +182,9 @@ class DeltaAccel(wiring.Component):
         P, S = lanes, entries or 2 * B  # noqa: N806
         brows = R // B
         err = None
-        if not is_delta(cfg):
-            err = f"{cfg.name}: the delta controller needs the delta organisation, not {cfg.organisation!r}"
+        if cfg.organisation != self.ORGANISATION:
+            org = self.ORGANISATION
+            err = f"{cfg.name}: the {org} controller needs the {org} organisation, not {cfg.organisation!r}"
         elif brows & (brows - 1):
             err = f"{cfg.name}: R / B = {brows} rows per band must be a power of two (a row's tag is its low bits)"
         elif P < 2 or P & (P - 1) or S < 1 or S & (S - 1):
@@ -188,7 +197,7 @@ class DeltaAccel(wiring.Component):
         self.max_n = max_n or cfg.accel_max_n
         self.max_tiles = max_tiles
         if err is None and min(self.max_tokens, self.max_k, self.max_n, self.max_tiles) < 1:
-            err = "DeltaAccel sizes must be >= 1"
+            err = f"{type(self).__name__} sizes must be >= 1"
         if err is not None:
             discard(self)
             raise ValueError(err)
@@ -217,10 +226,10 @@ class DeltaAccel(wiring.Component):
         #: The buffers: name -> (kind, depth, width, copies); each copy split by depth into `hw.sram` macros of
         #: at most `hw.sram.MACRO_MAX_BITS` (`hw.sram.split_banks`). ``stage``: one copy per band and band row.
         self.geometry = {
-            "x": ("1rw", _pow2ceil(-(-self.max_tokens // brows)) * self.KW, X_BITS * P, brows),
+            "x": ("1rw", _pow2ceil(-(-self.max_tokens // brows)) * self.KW, self.X_LANE_BITS * P, brows),
             "w": ("1rw", _pow2ceil(self.max_nb * self.KWW), WEIGHT_LANES * C * W_BITS, B),
             "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
-            "stage": ("1r1w", S * self.XW, X_BITS * P, R),
+            "stage": ("1r1w", S * self.XW, self.X_LANE_BITS * P, R),
         }
         if stage:  # one weight buffer of B channels x C a word; the weight stage: two half-word macros per column
             self.geometry["w"] = ("1rw", _pow2ceil(self.max_nb * self.KWH), B * C * W_BITS, 1)
@@ -243,10 +252,10 @@ class DeltaAccel(wiring.Component):
                   else {"c_tiles": In(range(self.max_tiles + 1))})
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(self.abits)),
-            "wr_data": In(unsigned(self.dbits)), **cports,
+            "wr_data": In(unsigned(self.dbits)), **cports, **({"x_unsigned": In(1)} if self.X_UNSIGNED else {}),
             "start": In(1), "busy": Out(1), "done": Out(1),
             "out_valid": Out(unsigned(d)), "out_tile": Out(unsigned(d * TILE_BITS)), "out_row": Out(unsigned(d * rb)),
-            "out_data": Out(unsigned(d * C * cfg.acc_bits)),
+            "out_data": Out(unsigned(ctop_signature(cfg).members["out_data"].shape.width)),  # compact: out, out_m
             "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
         })
 
@@ -445,7 +454,7 @@ class DeltaAccel(wiring.Component):
         m = Module()
         cfg = self.cfg
         R, C, B, d = cfg.array_rows, cfg.array_cols, cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
-        P, S, XW, brows = self.P, self.S, self.XW, self.brows  # noqa: N806
+        P, S, XW, brows, XB = self.P, self.S, self.XW, self.brows, self.X_LANE_BITS  # noqa: N806
         lp, ls, lxw = (P - 1).bit_length(), (S - 1).bit_length(), (XW - 1).bit_length()
         lkw, lkww = (self.KW - 1).bit_length(), (self.KWW - 1).bit_length()
         Q = self.queues  # noqa: N806
@@ -459,6 +468,8 @@ class DeltaAccel(wiring.Component):
         top = self._top(m, begin)
         #: The top's ports (inline: the `CompactTop` itself), for test benches.
         self.top = top
+        if self.X_UNSIGNED:
+            m.d.comb += top.x_unsigned.eq(self.x_unsigned)
 
         # ---- descriptor buffer and per-entry descriptor registers ----
         gidx = Signal(unsigned(TILE_BITS), name="gather_tile")   # next band-tile to gather
@@ -523,6 +534,8 @@ class DeltaAccel(wiring.Component):
         h_bank = self.wr_addr[lkw:lkw + lnb] if lnb else Const(0, 1)
         h_addr = Cat(self.wr_addr[:lkw], self.wr_addr[lkw + lnb:]) if lkw else self.wr_addr[lnb:]
         xq = []
+        #: Per X bank its read enable (``X_READ_ENABLES``: a named signal ``x{k}_re``).
+        self.x_re = []
         for k in range(NB):
             addr = Const(0, unsigned(lkw + hb))
             rd = Const(0, 1)
@@ -531,8 +544,13 @@ class DeltaAccel(wiring.Component):
                 row_addr = Cat(xw_sum, toks[i][lnb:lnb + hb]) if lkw else toks[i][lnb:lnb + hb]
                 addr = Mux(mine, row_addr, addr)
                 rd = rd | mine
-            xq.append(self._bank_1rw(m, f"x{k}", Mux(running, addr, h_addr), running & rd,
-                                     wr & (self.wr_sel == 0) & (h_bank == k), self.wr_data[:X_BITS * P]))
+            x_re = running & rd
+            if self.X_READ_ENABLES:
+                x_re = Signal(name=f"x{k}_re")
+                m.d.comb += x_re.eq(running & rd)
+            self.x_re.append(x_re)
+            xq.append(self._bank_1rw(m, f"x{k}", Mux(running, addr, h_addr), x_re,
+                                     wr & (self.wr_sel == 0) & (h_bank == k), self.wr_data[:XB * P]))
         last_word = g_word == f["xwords"] - 1
         last_round = g_round == top_rank
         w_last = Signal(name="stage_last")
@@ -614,14 +632,14 @@ class DeltaAccel(wiring.Component):
                 m.d.comb += wok.eq(1)
             xa, xb, modes = [], [], []
             for i in range(brows):
-                ports, elab = macro("1r1w", S * XW, X_BITS * P, None, instance=inst)
+                ports, elab = macro("1r1w", S * XW, XB * P, None, instance=inst)
                 m.submodules[f"stage_b{b}_r{i}"] = elab
                 m.d.comb += [ports.waddr.eq(w_addr), ports.wdata.eq(stage_data[i]), ports.we.eq(w_on[i]),
                              ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(running)]
                 live = i < cur["nrows"]
                 lane = chan[:lp]
-                xa.append(Mux(live, ports.rdata.word_select(lane, X_BITS), 0))
-                xb.append(Mux(live & has_b, ports.rdata.word_select(lane | 1, X_BITS), 0))
+                xa.append(Mux(live, ports.rdata.word_select(lane, XB), 0))
+                xb.append(Mux(live & has_b, ports.rdata.word_select(lane | 1, XB), 0))
                 modes.append(Mux(i < cur["ncomp"], int(PEMode.COMPUTE),
                                  Mux(live, Mux(has_b, int(PEMode.PAIRED), int(PEMode.PARTIAL)), int(PEMode.REUSE))))
             if self.stage:

@@ -5,7 +5,8 @@ A case's band-tiles in compact's issue order come from `sim.engines.band_stimulu
 apart from the RTL, each row's expected ``out`` / ``out_m`` from X and W); the host words from
 `hw.compact_accel_host.op_words`. `run_caccel` writes them through the write port, pulses ``start``, collects every
 drained row with its tags (band-tile, row) and its cycle counted from the ``start`` cycle, counts the X buffer's
-reads and the cycles to ``done``.
+reads and the cycles to ``done``, with the delta controller's bench's host writes, ``start`` pulse and run loop
+(`tests.rtl.daccel_bench.write_words`, `start_op`, `collect`, `simulate`).
 """
 
 from __future__ import annotations
@@ -14,27 +15,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# host_tiles: `hw.compact_accel_host.op_words`' band-tile list is the delta host's
+from tests.rtl.daccel_bench import DaccelRun, collect, host_tiles, simulate, start_op, write_words
+
 
 @dataclass
-class CaccelRun:
-    """What one op through the controller gave: ``rows`` ``{(tile, row): (cycle, words int64 [C, 2])}`` (cycle
-    counted from the ``start`` cycle; ``out``, ``out_m``), ``cycles`` (``start`` cycle to ``done`` pulse), ``twice``
-    the tags drained more than once, ``tile_mismatch`` cycles x bands where the controller's band-tile number
-    differed from ``kaleido_ctop``'s ``b{b}_tile``, ``x_reads`` X-buffer bank reads, ``descs`` the descriptors the
-    gather took, by band-tile number, ``port`` the drain port each tag left on."""
+class CaccelRun(DaccelRun):
+    """What one op through the controller gave: `tests.rtl.daccel_bench.DaccelRun`'s fields, ``rows`` ``{(tile,
+    row): (cycle, words int64 [C, 2])}`` (``out``, ``out_m``; ``tile_mismatch`` against ``kaleido_ctop``), with
+    ``x_reads`` X-buffer bank reads and ``descs`` the descriptors the gather took, by band-tile number."""
 
-    rows: dict = field(default_factory=dict)
-    cycles: int = -1
-    twice: list = field(default_factory=list)
-    tile_mismatch: int = 0
     x_reads: int = 0
     descs: dict = field(default_factory=dict)
-    port: dict = field(default_factory=dict)
-
-
-def host_tiles(op) -> list[tuple]:
-    """`hw.compact_accel_host.op_words`' band-tile list of a `sim.engines.band_stimulus.BandOp`."""
-    return [(t.group, t.cb, t.tokens.tolist(), int((~t.partial).sum()), t.slots) for t in op.tiles]
 
 
 def run_caccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=False) -> list[CaccelRun]:
@@ -42,72 +34,31 @@ def run_caccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
     loaded, started and run to ``done`` (module docstring); one `CaccelRun` per op. A job is ``(case, op)``, or
     ``(case, op, fw)`` with ``queues`` (the controller forms the band-tiles from the decision codes, ``fw`` frames
     per chunk)."""
-    from amaranth.sim import Simulator
-
     from hw.compact_accel import CompactAccel
     from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
     from hw.delta_accel import LANES
-    from tests.rtl.compact_bench import unpack_signed
 
-    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
     dut = CompactAccel(cfg, entries=entries, lanes=lanes or LANES, queues=queues)
-    rb = max(1, (dut.brows - 1).bit_length())
-    outs = [CaccelRun() for _ in jobs]
 
-    async def run_op(ctx, case, op, out, fw=None):
+    async def run_op(ctx, job, out):
+        case, op, fw = (*job, None)[:3]
         words = op_words(dut, case.X, case.W, case.groups, [] if queues else host_tiles(op))
         if queues:
             words += [(SEL_DEC, a, w) for a, w in dec_words(dut, case.decisions)]
-        for sel, addr, data in words:
-            assert ctx.get(dut.wr_ready)
-            ctx.set(dut.wr_valid, 1)
-            ctx.set(dut.wr_sel, sel)
-            ctx.set(dut.wr_addr, addr)
-            ctx.set(dut.wr_data, data)
-            await ctx.tick()
-        ctx.set(dut.wr_valid, 0)
-        n_cb = -(-case.W.shape[1] // C)
+        await write_words(ctx, dut, words)
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
         ports = (queue_ports(dut, case.grid, case.groups, fw or case.grid[0], n_cb) if queues
                  else {"c_tiles": len(op.tiles)})
-        for name, value in ports.items():
-            ctx.set(getattr(dut, name), value)
-        ctx.set(dut.x_unsigned, int(case.x_unsigned))
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        cycle = 1
-        while not ctx.get(dut.done):
-            assert cycle < max_cycles, "the controller did not finish"
-            for b in range(cfg.compact_bands):
-                out.tile_mismatch += ctx.get(dut.band_tile[b]) != ctx.get(getattr(dut.top, f"b{b}_tile"))
+        await start_op(ctx, dut, ports | {"x_unsigned": int(case.x_unsigned)})
+
+        def count(ctx):
             out.x_reads += sum(ctx.get(r) for r in dut.x_re)
             if ctx.get(dut.desc_valid):
                 out.descs[ctx.get(dut.desc_tile)] = ctx.get(dut.desc)
-            ov = ctx.get(dut.out_valid)
-            if ov:
-                tiles, rows, data = ctx.get(dut.out_tile), ctx.get(dut.out_row), ctx.get(dut.out_data)
-                for p in range(d):
-                    if ov >> p & 1:
-                        key = ((tiles >> (24 * p)) & ((1 << 24) - 1), (rows >> (rb * p)) & ((1 << rb) - 1))
-                        if key in out.rows:
-                            out.twice.append(key)
-                        words = unpack_signed(data >> (p * C * 2 * ab), ab, 2 * C)
-                        out.rows[key] = (cycle, np.array(words, np.int64).reshape(C, 2))
-                        out.port[key] = p
-            await ctx.tick()
-            cycle += 1
-        out.cycles = cycle
-        await ctx.tick()  # the done cycle: idle (wr_ready) from the next
 
-    async def bench(ctx):
-        for job, out in zip(jobs, outs, strict=True):
-            await run_op(ctx, *job[:2], out, *job[2:])
+        await collect(ctx, cfg, dut, out, max_cycles, count)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return outs
+    return simulate(dut, jobs, [CaccelRun() for _ in jobs], run_op)
 
 
 def desc_fields(acc, word: int) -> dict:
@@ -162,8 +113,6 @@ def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
     """Drive one `hw.compact_core.CompactCore` (inline) through the ops of ``jobs`` (``(case, op, fw)``) one after
     the other: the host words and decision codes, the queues' and the core's op ports, ``start``; every Y row with
     its tags and cycle until ``done``."""
-    from amaranth.sim import Simulator
-
     from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
     from hw.compact_core import CompactCore, core_ports
     from hw.pe import REUSE
@@ -172,28 +121,16 @@ def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     dut = CompactCore(cfg, **accel)
     acc = dut.accel
-    outs = [CcoreRun() for _ in jobs]
 
-    async def run_op(ctx, case, op, out, fw=None):
+    async def run_op(ctx, job, out):
+        case, op, fw = (*job, None)[:3]
         words = op_words(acc, case.X, case.W, case.groups, [])
         words += [(SEL_DEC, a, w) for a, w in dec_words(acc, case.decisions)]
-        for sel, addr, data in words:
-            assert ctx.get(dut.wr_ready)
-            ctx.set(dut.wr_valid, 1)
-            ctx.set(dut.wr_sel, sel)
-            ctx.set(dut.wr_addr, addr)
-            ctx.set(dut.wr_data, data)
-            await ctx.tick()
-        ctx.set(dut.wr_valid, 0)
+        await write_words(ctx, dut, words)
         n_cb = -(-case.W.shape[1] // C)
         ports = queue_ports(acc, case.grid, case.groups, fw or case.grid[0], n_cb)
         ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], int(op.rows.sum()))
-        for name, value in ports.items():
-            ctx.set(getattr(dut, name), value)
-        ctx.set(dut.x_unsigned, int(case.x_unsigned))
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await start_op(ctx, dut, ports | {"x_unsigned": int(case.x_unsigned)})
         cycle = 1
         while not ctx.get(dut.done):
             assert cycle < max_cycles, "the core did not finish"
@@ -212,12 +149,4 @@ def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
         out.cycles = cycle
         await ctx.tick()
 
-    async def bench(ctx):
-        for job, out in zip(jobs, outs, strict=True):
-            await run_op(ctx, *job[:2], out, *job[2:])
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return outs
+    return simulate(dut, jobs, [CcoreRun() for _ in jobs], run_op)

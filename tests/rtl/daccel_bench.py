@@ -5,7 +5,8 @@ A case's band-tiles in the model's delta issue order come from `sim.engines.band
 computes, apart from the RTL, each row's expected difference sum from X, X_eff and W); the host words from
 `hw.delta_accel_host.op_words`. `run_daccel` writes them through the write port, pulses ``start``, collects every
 drained row with its tags (band-tile, row) and its cycle counted from the ``start`` cycle, and counts the cycles
-to ``done``.
+to ``done``. The host writes, the ``start`` pulse, the run to ``done`` and the simulator set-up are shared with
+the compact controller's bench (tests/rtl/caccel_bench.py): `write_words`, `start_op`, `collect`, `simulate`.
 """
 
 from __future__ import annotations
@@ -20,17 +21,90 @@ class DaccelRun:
     """What one op through the controller gave: ``rows`` ``{(tile, row): (cycle, words int64 [C])}`` (cycle counted
     from the ``start`` cycle), ``cycles`` (``start`` cycle to ``done`` pulse), ``twice`` the tags drained more than
     once, ``tile_mismatch`` the (cycle, band) pairs where the controller's band-tile number differed from
-    ``kaleido_dtop``'s ``b{b}_tile``."""
+    ``kaleido_dtop``'s ``b{b}_tile``, ``port`` the drain port each tag left on."""
 
     rows: dict = field(default_factory=dict)
     cycles: int = -1
     twice: list = field(default_factory=list)
     tile_mismatch: int = 0
+    port: dict = field(default_factory=dict)
 
 
 def host_tiles(op) -> list[tuple]:
     """`hw.delta_accel_host.op_words`' band-tile list of a `sim.engines.band_stimulus.BandOp`."""
     return [(t.group, t.cb, t.tokens.tolist(), int((~t.partial).sum()), t.slots) for t in op.tiles]
+
+
+async def write_words(ctx, dut, words) -> None:
+    """Write ``(sel, addr, data)`` words through ``dut``'s write port, one a cycle (``dut`` idle: ``wr_ready``)."""
+    for sel, addr, data in words:
+        assert ctx.get(dut.wr_ready)
+        ctx.set(dut.wr_valid, 1)
+        ctx.set(dut.wr_sel, sel)
+        ctx.set(dut.wr_addr, addr)
+        ctx.set(dut.wr_data, data)
+        await ctx.tick()
+    ctx.set(dut.wr_valid, 0)
+
+
+async def start_op(ctx, dut, ports: dict) -> None:
+    """Set ``dut``'s op ports (``{port name: value}``) and pulse ``start`` for one cycle."""
+    for name, value in ports.items():
+        ctx.set(getattr(dut, name), value)
+    ctx.set(dut.start, 1)
+    await ctx.tick()
+    ctx.set(dut.start, 0)
+
+
+async def collect(ctx, cfg, dut, out: DaccelRun, max_cycles: int, per_cycle=None) -> None:
+    """Run ``dut`` (a `DeltaAccel` or `hw.compact_accel.CompactAccel`, just started) to ``done``: each cycle
+    ``per_cycle(ctx)`` (a bench's counts), the band-tile numbers compared with the top's, every drained row into
+    ``out.rows`` with its cycle (from the ``start`` cycle) and ``out.port``. A row's words: C signed ``acc_bits``
+    words per drain port (int64 ``[C]``), or the top's words per column (compact: ``out`` and ``out_m``, int64
+    ``[C, 2]``), as ``out_data``'s width says."""
+    from tests.rtl.compact_bench import unpack_signed
+
+    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
+    nw = len(dut.out_data) // (d * C * ab)  # words per column
+    rb = max(1, (dut.brows - 1).bit_length())
+    cycle = 1
+    while not ctx.get(dut.done):
+        assert cycle < max_cycles, "the controller did not finish"
+        if per_cycle is not None:
+            per_cycle(ctx)
+        for b in range(cfg.compact_bands):
+            out.tile_mismatch += ctx.get(dut.band_tile[b]) != ctx.get(getattr(dut.top, f"b{b}_tile"))
+        ov = ctx.get(dut.out_valid)
+        if ov:
+            tiles, rows, data = ctx.get(dut.out_tile), ctx.get(dut.out_row), ctx.get(dut.out_data)
+            for p in range(d):
+                if ov >> p & 1:
+                    key = ((tiles >> (24 * p)) & ((1 << 24) - 1), (rows >> (rb * p)) & ((1 << rb) - 1))
+                    if key in out.rows:
+                        out.twice.append(key)
+                    words = np.array(unpack_signed(data >> (p * C * nw * ab), ab, nw * C), np.int64)
+                    out.rows[key] = (cycle, words if nw == 1 else words.reshape(C, nw))
+                    out.port[key] = p
+        await ctx.tick()
+        cycle += 1
+    out.cycles = cycle
+    await ctx.tick()  # the done cycle: idle (wr_ready) from the next
+
+
+def simulate(dut, jobs, outs, run_op) -> list:
+    """Run ``await run_op(ctx, job, out)`` for each job and its out, one after the other, on ``dut`` under
+    Amaranth's simulator (a 1 MHz clock); returns ``outs``."""
+    from amaranth.sim import Simulator
+
+    async def bench(ctx):
+        for job, out in zip(jobs, outs, strict=True):
+            await run_op(ctx, job, out)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return outs
 
 
 async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool) -> None:
@@ -45,19 +119,8 @@ async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisio
     words = op_words(accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
     if decisions:
         words += [(SEL_DEC, a, w) for a, w in dec_words(accel, case.decisions)]
-    for sel, addr, data in words:
-        assert ctx.get(dut.wr_ready)
-        ctx.set(dut.wr_valid, 1)
-        ctx.set(dut.wr_sel, sel)
-        ctx.set(dut.wr_addr, addr)
-        ctx.set(dut.wr_data, data)
-        await ctx.tick()
-    ctx.set(dut.wr_valid, 0)
-    for name, value in (ports.items() if queues else [("c_tiles", len(op.tiles))]):
-        ctx.set(getattr(dut, name), value)
-    ctx.set(dut.start, 1)
-    await ctx.tick()
-    ctx.set(dut.start, 0)
+    await write_words(ctx, dut, words)
+    await start_op(ctx, dut, ports if queues else {"c_tiles": len(op.tiles)})
 
 
 def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=False) -> list[DaccelRun]:
@@ -67,46 +130,16 @@ def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
     ``queues``: the controller with its queues (`hw.delta_queue`, D93): jobs are ``(case, op, ports)`` with
     ``ports`` the op's `hw.delta_accel_host.queue_ports`; the host writes the decision buffer
     (`hw.delta_accel_host.dec_words`) instead of the band-tile list."""
-    from amaranth.sim import Simulator
-
     from hw.delta_accel import LANES, DeltaAccel
-    from tests.rtl.compact_bench import unpack_signed
 
-    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, queues=queues)
-    rb = max(1, (dut.brows - 1).bit_length())
-    outs = [DaccelRun() for _ in jobs]
 
-    async def run_op(ctx, case, op, out, ports=None):
-        await load_and_start(ctx, dut, dut, case, op, ports, queues, decisions=queues)
-        cycle = 1
-        while not ctx.get(dut.done):
-            assert cycle < max_cycles, "the controller did not finish"
-            for b in range(cfg.compact_bands):
-                out.tile_mismatch += ctx.get(dut.band_tile[b]) != ctx.get(getattr(dut.top, f"b{b}_tile"))
-            ov = ctx.get(dut.out_valid)
-            if ov:
-                tiles, rows, data = ctx.get(dut.out_tile), ctx.get(dut.out_row), ctx.get(dut.out_data)
-                for p in range(d):
-                    if ov >> p & 1:
-                        key = ((tiles >> (24 * p)) & ((1 << 24) - 1), (rows >> (rb * p)) & ((1 << rb) - 1))
-                        if key in out.rows:
-                            out.twice.append(key)
-                        out.rows[key] = (cycle, np.array(unpack_signed(data >> (p * C * ab), ab, C), np.int64))
-            await ctx.tick()
-            cycle += 1
-        out.cycles = cycle
-        await ctx.tick()  # the done cycle: idle (wr_ready) from the next
+    async def run_op(ctx, job, out):
+        case, op, *ports = job
+        await load_and_start(ctx, dut, dut, case, op, ports[0] if ports else None, queues, decisions=queues)
+        await collect(ctx, cfg, dut, out, max_cycles)
 
-    async def bench(ctx):
-        for job, out in zip(jobs, outs, strict=True):
-            await run_op(ctx, *job[:2], out, *job[2:])
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return outs
+    return simulate(dut, jobs, [DaccelRun() for _ in jobs], run_op)
 
 
 @dataclass
@@ -175,62 +208,24 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
     """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity): ``jobs`` are
     `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
     each cycle from ``start`` to ``done``."""
-    from amaranth.sim import Simulator
-
     from hw.delta_accel import LANES, DeltaAccel
     from hw.delta_accel_host import stage_op_words
     from sim.timing.delta_reference import differences
-    from tests.rtl.compact_bench import unpack_signed
 
-    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True)
-    rb = max(1, (dut.brows - 1).bit_length())
-    outs = [StagedRun() for _ in jobs]
 
     async def run_op(ctx, job, out):
         case, op = job.case, job.op
         diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-        words = stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op), job.segment,
-                               job.sliced)
-        for sel, addr, data in words:
-            ctx.set(dut.wr_valid, 1)
-            ctx.set(dut.wr_sel, sel)
-            ctx.set(dut.wr_addr, addr)
-            ctx.set(dut.wr_data, data)
-            await ctx.tick()
-        ctx.set(dut.wr_valid, 0)
-        ctx.set(dut.c_tiles, len(op.tiles))
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        cycle = 1
-        while not ctx.get(dut.done):
-            assert cycle < max_cycles, "the controller did not finish"
+        await write_words(ctx, dut, stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op),
+                                                   job.segment, job.sliced))
+        await start_op(ctx, dut, {"c_tiles": len(op.tiles)})
+
+        def count(ctx):
             out.stage_reads += ctx.get(dut.stage_re)
             out.fill_reads += ctx.get(dut.fill_re)
             out.fill_writes += ctx.get(dut.fill_we)
-            for b in range(cfg.compact_bands):
-                out.tile_mismatch += ctx.get(dut.band_tile[b]) != ctx.get(getattr(dut.top, f"b{b}_tile"))
-            ov = ctx.get(dut.out_valid)
-            if ov:
-                tiles, rows, data = ctx.get(dut.out_tile), ctx.get(dut.out_row), ctx.get(dut.out_data)
-                for p in range(d):
-                    if ov >> p & 1:
-                        key = ((tiles >> (24 * p)) & ((1 << 24) - 1), (rows >> (rb * p)) & ((1 << rb) - 1))
-                        if key in out.rows:
-                            out.twice.append(key)
-                        out.rows[key] = (cycle, np.array(unpack_signed(data >> (p * C * ab), ab, C), np.int64))
-            await ctx.tick()
-            cycle += 1
-        out.cycles = cycle
-        await ctx.tick()
 
-    async def bench(ctx):
-        for job, out in zip(jobs, outs, strict=True):
-            await run_op(ctx, job, out)
+        await collect(ctx, cfg, dut, out, max_cycles, count)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return outs
+    return simulate(dut, jobs, [StagedRun() for _ in jobs], run_op)

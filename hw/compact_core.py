@@ -44,7 +44,7 @@ staged first), streaming beyond one pool of positions.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -53,6 +53,7 @@ from hw.combine import COMBINE_MODULE_NAME, Combine, combine_sizes
 from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
+from hw.core import add_child
 from hw.pe import COMPUTE, REUSE
 from hw.sram import index_bits as _bits
 from hw.sram import macro
@@ -112,15 +113,6 @@ class CompactCore(wiring.Component):
                 out.append(mc)
         return out
 
-    def _instance(self, m, name, module, sig):
-        """``module`` instantiated by name (Verilog): the ports as an interface of ``sig``."""
-        ports = sig.flip().create()
-        kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
-        for n, member in sig.members.items():
-            kw[("i_" if member.flow == In else "o_") + n] = getattr(ports, n)
-        m.submodules[name] = Instance(module, **kw)
-        return ports
-
     def elaborate(self, platform):  # noqa: C901
         from hw.delta_queue import layout_bits, layout_fields
 
@@ -131,12 +123,8 @@ class CompactCore(wiring.Component):
         rb, lg, lcb = _bits(brows), self.lg, self.lcb
         word = 2 * C * ab
         inst = self.pe_kind == "instance"
-        if inst:
-            ap = self._instance(m, "accel", CACCEL_MODULE_NAME, acc.signature)
-            cmb = self._instance(m, "comb", COMBINE_MODULE_NAME, self.combine.signature)
-        else:
-            m.submodules.accel = ap = acc
-            m.submodules.comb = cmb = self.combine
+        ap = add_child(m, "accel", acc, CACCEL_MODULE_NAME, inst)
+        cmb = add_child(m, "comb", self.combine, COMBINE_MODULE_NAME, inst)
 
         # --- host writes, start, phases
         dec_we = self.wr_valid & (self.wr_sel == 3)

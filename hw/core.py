@@ -118,6 +118,19 @@ def _instance(module_name: str, signature: wiring.Signature, iface) -> Instance:
     return Instance(module_name, **kw)
 
 
+def add_child(m: Module, name: str, component: wiring.Component, module_name: str, instance: bool):
+    """Add ``component`` to ``m`` as submodule ``name``: the component itself (``instance`` False: Amaranth's
+    simulation), or ``module_name``, emitted on its own, instantiated by name (`_instance`; Verilog) on a new
+    interface of the component's flipped signature. Returns what the parent wires to: the component or that
+    interface (shared by `hw.delta_core` and `hw.compact_core`)."""
+    if not instance:
+        m.submodules[name] = component
+        return component
+    ports = component.signature.flip().create()
+    m.submodules[name] = _instance(module_name, component.signature, ports)
+    return ports
+
+
 class OperandBuffer(wiring.Component):
     """``depth`` words of ``width`` bits; write port (we, waddr, wdata), two asynchronous read
     ports. ``kind="inline"``: an Amaranth `Memory` (simulation); ``"instance"``: ``kaleido_opbuf``."""

@@ -49,13 +49,14 @@ op needs).
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from hw import discard
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
+from hw.core import add_child
 from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine, dcombine_signature
 from hw.sram import index_bits as _bits
@@ -127,12 +128,8 @@ class DeltaCore(wiring.Component):
         ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, self.accel.brows, self.fifo  # noqa: N806
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
-        if inst:
-            ap = self._instance(m, "accel", DACCEL_MODULE_NAME, self.accel.signature)
-            cmb = self._instance(m, "comb", DCOMBINE_MODULE_NAME, self.combine.signature)
-        else:
-            m.submodules.accel = ap = acc
-            m.submodules.comb = cmb = self.combine
+        ap = add_child(m, "accel", acc, DACCEL_MODULE_NAME, inst)
+        cmb = add_child(m, "comb", self.combine, DCOMBINE_MODULE_NAME, inst)
         desc_bits = self.accel.desc_bits
 
         # --- host writes, start, the run's phases
@@ -365,15 +362,6 @@ class DeltaCore(wiring.Component):
             if mc not in out:
                 out.append(mc)
         return out
-
-    def _instance(self, m, name, module, sig):
-        """``module`` instantiated by name (Verilog): the ports as an interface of ``sig``."""
-        ports = sig.flip().create()
-        kw = {"i_clk": ClockSignal("sync"), "i_rst": ResetSignal("sync")}
-        for n, member in sig.members.items():
-            kw[("i_" if member.flow == In else "o_") + n] = getattr(ports, n)
-        m.submodules[name] = Instance(module, **kw)
-        return ports
 
 
 def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> dict[str, int]:  # noqa: N803

@@ -54,6 +54,7 @@ from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
+from hw.delta_core import host_through
 from hw.pe import COMPUTE, REUSE
 from hw.sram import index_bits as _bits
 from hw.sram import macro
@@ -128,12 +129,7 @@ class CompactCore(wiring.Component):
 
         # --- host writes, start, phases
         dec_we = self.wr_valid & (self.wr_sel == 3)
-        m.d.comb += [ap.wr_valid.eq(self.wr_valid), ap.wr_sel.eq(self.wr_sel), ap.wr_addr.eq(self.wr_addr),
-                     ap.wr_data.eq(self.wr_data[:len(acc.wr_data)]), ap.x_unsigned.eq(self.x_unsigned)]
-        m.d.comb += [getattr(ap, n).eq(getattr(self, n)) for n in self.cnames]
-        phase = Signal(2, name="phase")  # 0 idle, 1 stage, 2 walk
-        m.d.comb += [self.wr_ready.eq((phase == 0) & ap.wr_ready), self.busy.eq(phase != 0),
-                     ap.start.eq(self.start & (phase == 0))]
+        phase = host_through(m, self, ap, self.wr_valid, ap.x_unsigned.eq(self.x_unsigned))  # 0 idle, 1 stage, 2 walk
 
         # --- descriptor fields and the op's group offsets
         pos, off = {}, 0

@@ -134,13 +134,8 @@ class DeltaCore(wiring.Component):
 
         # --- host writes, start, the run's phases
         dec_we = self.wr_valid & (self.wr_sel == 3)
-        m.d.comb += [ap.wr_valid.eq(self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1)),
-                     ap.wr_sel.eq(self.wr_sel), ap.wr_addr.eq(self.wr_addr),
-                     ap.wr_data.eq(self.wr_data[:len(self.accel.wr_data)])]
-        m.d.comb += [getattr(ap, n).eq(getattr(self, n)) for n in self.cnames]
-        phase = Signal(2, name="phase")  # 0 idle, 1 accumulate, 2 output
-        m.d.comb += [self.wr_ready.eq((phase == 0) & ap.wr_ready), self.busy.eq(phase != 0),
-                     ap.start.eq(self.start & (phase == 0))]
+        # phase: 0 idle, 1 accumulate, 2 output
+        phase = host_through(m, self, ap, self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1))
 
         # --- tile table: (class, cb, tokens) per band-tile, one copy per drain port
         pos, off = {}, 0
@@ -362,6 +357,20 @@ class DeltaCore(wiring.Component):
             if mc not in out:
                 out.append(mc)
         return out
+
+
+def host_through(m, core, ap, wr_valid, *also) -> Signal:
+    """A combine core's (`DeltaCore`, `hw.compact_core.CompactCore`) host side through to its controller ``ap``
+    (ports): the write port (``wr_valid`` the controller's write valid; ``also`` further statements, driven with
+    it) and the ``c_*`` op ports (``core.cnames``); the core's ``wr_ready``, ``busy`` and the controller's
+    ``start`` from the core's ``phase`` (a 2-bit signal, 0 idle, which the core drives): returns ``phase``."""
+    m.d.comb += [ap.wr_valid.eq(wr_valid), ap.wr_sel.eq(core.wr_sel), ap.wr_addr.eq(core.wr_addr),
+                 ap.wr_data.eq(core.wr_data[:len(core.accel.wr_data)]), *also]
+    m.d.comb += [getattr(ap, n).eq(getattr(core, n)) for n in core.cnames]
+    phase = Signal(2, name="phase")
+    m.d.comb += [core.wr_ready.eq((phase == 0) & ap.wr_ready), core.busy.eq(phase != 0),
+                 ap.start.eq(core.start & (phase == 0))]
+    return phase
 
 
 def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> dict[str, int]:  # noqa: N803

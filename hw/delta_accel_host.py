@@ -243,7 +243,7 @@ def stage_plan(acc: DeltaAccel, groups, tiles, segment, sliced: bool) -> tuple[l
     staged_tiles`). A segment fills every group of its column block (the op's whole K, D85), or with ``sliced``
     only its own group (the groups are then D88's slices). A buffer holds the largest fill; a column bank holds
     ``buffers = bank half-words // that`` of them (bank half-words ``wstage_sram_kib x 1024 / C / B``; group-
-    aligned, so fewer than `sim.timing.delta.stage_buffers` when widths are not multiples of B, D96).
+    aligned, as `sim.timing.delta.stage_buffers` with the op's groups since D96's plan item 5 was taken).
 
     Raises:
         ValueError: segments not numbered in order, a segment of two column blocks (or, ``sliced``, two groups), a

@@ -296,6 +296,13 @@ def test_weight_stage_rules_by_hand():
     assert delta.stage_buffers(cfg, 512) == 3 and delta.stages(cfg, 512)  # cross_pv
     assert not delta.stages(cfg, 1536) and not delta.stages(cfg, 8960)  # qkv ... ffn1, ffn2, pv: in slices (D88)
     assert delta.stage_fill_cycles(cfg, 128) == 16  # 128 weights of a column at B = 8 a cycle
+    # group-aligned (D96 plan item 5): Wan2.1-1.3B's qk groups of 44/42/42 channels take 6 + 6 + 6 half-words of 8,
+    # and a 1,536-byte bank's 192 half-words hold 10 such buffers (not 1,536 // 128 = 12); whole-B groups change nothing
+    qk = [(0, 44, "f"), (44, 86, "h"), (86, 128, "w")]
+    assert delta.stage_fill_cycles(cfg, 128, qk) == 18 and delta.stage_buffers(cfg, 128, qk) == 10
+    assert delta.stages(cfg, 128, qk)
+    assert delta.stage_fill_cycles(cfg, 128, [(0, 64, "f"), (64, 128, "h")]) == 16
+    assert delta.stage_buffers(cfg, 128, [(0, 64, "f"), (64, 128, "h")]) == 12
     assert delta.chunk_major(np.array([0, 0, 1]), 5, 2)[1].tolist() == [0, 0, 1, 1, 2, 3, 4, 4, 5, 5, 6, 7, 8, 8, 9]
     with pytest.raises(ValueError, match="needs diff_sram_kib > 0"):
         config_from_dict(cfg.model_dump() | {"diff_sram_kib": 0})

@@ -205,7 +205,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
     # segment; compact: a column block of a batch element), its group and whether it is PAIRED
     wsegs, grps, pairs = [], [], []
-    staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K)  # the weight stage (D85)
+    staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K, groups)  # the weight stage (D85)
     sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
     cols = None
     if sliced is not None:
@@ -240,9 +240,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             pairs.append(np.tile(paired_tiles(t, groups), n_cb))
         tiles.append(t)
     s_seq = np.concatenate(seqs)
-    held = width if cols is not None else op.K  # a stage buffer holds one slice (D88) or one column block (D85)
-    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held), delta_rules.stage_buffers(cfg, held))
-             if staged else (None, 0, 2))
+    # a stage buffer holds one slice (D88; the widest slice's half-words) or one column block, group-aligned (D85, D96)
+    held, hgroups = (width, None) if cols is not None else (op.K, groups)
+    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held, hgroups),
+              delta_rules.stage_buffers(cfg, held, hgroups)) if staged else (None, 0, 2))
     rows = np.concatenate(valid)
     sched = band_schedule(s_seq, rows, cfg, *stage)
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)

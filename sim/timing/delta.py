@@ -240,16 +240,31 @@ def _chunk_major(starts, ks):
     return out, seg
 
 
-def stage_buffers(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
+def stage_words(cfg: AcceleratorConfig, K: int, groups=None) -> int:  # noqa: N803
+    """Half-words of ``B = compact_bands`` weights that one buffer of ``K`` weights takes in a column bank of the
+    weight stage: ``ceil(K / B)``, or with the op's ``groups`` ``[(k0, k1, axis), ...]`` (a whole-K buffer) each
+    group starting on its own half-word, ``Σ ceil(|g| / B)`` -- the layout `hw.delta_accel.DeltaAccel` (stage=True)
+    fills, whose stage words of 2 B weights are two half-words at any half-word offset (docs/decisions.md D96, plan
+    item 5: aligning channels instead would need a byte rotator of 2 B lanes per column bank)."""
+    B = cfg.compact_bands  # noqa: N806
+    if groups is None:
+        return -(-K // B)
+    return sum(-(-(k1 - k0) // B) for k0, k1, _ in groups)
+
+
+def stage_buffers(cfg: AcceleratorConfig, K: int, groups=None) -> int:  # noqa: N803
     """Buffers of ``K`` weights (a column block's column, or a slice's, D88) one column bank of the weight stage holds
-    (module docstring, D85)."""
-    return cfg.wstage_sram_kib * 1024 // cfg.array_cols // K
+    (module docstring, D85): the bank's half-words over `stage_words` (with ``groups``: group-aligned, D96)."""
+    if groups is None:
+        return cfg.wstage_sram_kib * 1024 // cfg.array_cols // K
+    return cfg.wstage_sram_kib * 1024 // cfg.array_cols // cfg.compact_bands // stage_words(cfg, K, groups)
 
 
-def stages(cfg: AcceleratorConfig, K: int) -> bool:  # noqa: N803
-    """True when an op of ``K`` channels reads its weights through the weight stage (module docstring, D85): the
-    config has one and a column bank holds at least two column blocks' ``K`` weights of its column."""
-    return stage_buffers(cfg, K) >= 2
+def stages(cfg: AcceleratorConfig, K: int, groups=None) -> bool:  # noqa: N803
+    """True when an op of ``K`` channels (in ``groups``, group-aligned as `stage_buffers`) reads its weights through
+    the weight stage (module docstring, D85): the config has one and a column bank holds at least two column blocks'
+    ``K`` weights of its column."""
+    return stage_buffers(cfg, K, groups) >= 2
 
 
 def stage_slices(cfg: AcceleratorConfig, groups) -> tuple[list[tuple[int, int, str]], np.ndarray, int] | None:
@@ -287,11 +302,12 @@ def slice_order(order: np.ndarray, segment: np.ndarray, group: np.ndarray) -> tu
     return o, (np.cumsum(new) - 1).astype(np.int64)
 
 
-def stage_fill_cycles(cfg: AcceleratorConfig, K: int) -> int:  # noqa: N803
+def stage_fill_cycles(cfg: AcceleratorConfig, K: int, groups=None) -> int:  # noqa: N803
     """Cycles to fill one buffer of the weight stage with ``K x C`` weights (a column block's, or a slice's, D88): the
-    weight SRAM delivers ``B x C`` bytes a cycle (the B band lanes' width it serves without a stage), so
-    ``ceil(K / B)``."""
-    return -(-K // cfg.compact_bands)
+    weight SRAM delivers ``B x C`` bytes a cycle (the B band lanes' width it serves without a stage), one half-word
+    per column bank, so `stage_words`: ``ceil(K / B)``, or with the op's ``groups`` (a whole-K buffer, group-aligned
+    as the RTL fills it, docs/decisions.md D96) ``Σ ceil(|g| / B)``."""
+    return stage_words(cfg, K, groups)
 
 
 def token_terms(dec: np.ndarray) -> tuple[int, int, int]:

@@ -335,21 +335,23 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
     n_cb = -(-N // cfg.array_cols)
     fw, s = rules.plan(cfg, grid[0], K, N, fused, "op", groups)
     cols = None
-    if not rules.stages(cfg, K):
+    if not rules.stages(cfg, K, groups):
         sliced = rules.stage_slices(cfg, groups)
         if sliced is None:
             return None
         groups, cols, held = sliced
         dec = dec[:, cols]
+        hgroups = None  # a slice per buffer, filled as the widest slice (D88)
     else:
-        held = K
+        held, hgroups = K, groups  # whole K, group-aligned (D96)
     t, chunk = compact_tiles(np.ascontiguousarray(dec, dtype=np.int8), grid, groups, cfg, fw, b_msb, chunks=True)
     order, seg = rules.chunk_major(chunk, n_cb, s)
     if cols is not None:
         order, seg = rules.slice_order(order, seg, t[1])
     return {"s_seq": t[0][order], "rows": (t[2] + t[3])[order], "segment": seg, "group": t[1][order],
             "paired": paired_tiles(t, groups)[order], "widths": np.array([k1 - k0 for k0, k1, _ in groups]),
-            "fill": rules.stage_fill_cycles(cfg, held), "buffers": rules.stage_buffers(cfg, held), "held": held,
+            "fill": rules.stage_fill_cycles(cfg, held, hgroups), "buffers": rules.stage_buffers(cfg, held, hgroups),
+            "held": held,
             "chunks": len(np.unique(chunk))}
 
 

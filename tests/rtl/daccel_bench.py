@@ -175,7 +175,7 @@ def staged_op(case, cfg, chunk_major: bool = True, s: int | None = None) -> Stag
     fw, s_plan = rules.plan(cfg, case.grid[0], K, N, False, "op", case.groups)
     s = s or s_plan
     c2, sliced = case, False
-    if not rules.stages(cfg, K):
+    if not rules.stages(cfg, K, case.groups):
         slices, cols, _held = rules.stage_slices(cfg, case.groups)
         c2, sliced = replace(case, groups=slices, decisions=np.ascontiguousarray(case.decisions[:, cols])), True
     op = band_op(c2.X, c2.W, c2.grid, c2.groups, c2.decisions, cfg, fw, s, chunk_major=chunk_major)

@@ -50,7 +50,7 @@ def main(r: float, frames: int = 3) -> None:
             print(f"{op.name}: not through the stage")
             continue
         T = len(st["s_seq"])  # noqa: N806
-        sliced = not rules.stages(cfg, op.K)
+        sliced = not rules.stages(cfg, op.K, groups)
         gl = [(0, int(w), "f") for w in st["widths"]]
         gl = [(int(np.sum(st["widths"][:g])), int(np.sum(st["widths"][:g + 1])), "f") for g in range(len(gl))]
         big = cfg.model_copy(update={"partial_regs": max(cfg.partial_regs, len(gl))})  # the plan's sizes only

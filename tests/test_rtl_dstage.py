@@ -80,7 +80,7 @@ def model_of(cfg, job, S, P, max_k=None):  # noqa: N803
     rounds = gather_rounds([t.tokens for t in job.op.tiles], cfg.array_rows // cfg.compact_bands)
     paired = [bool(t.partial.all()) and t.slots < w for t, w in zip(job.op.tiles, widths, strict=True)]
     r = stage_schedule(job.op.s_seq, job.op.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
-        "seg", "sbuf", "fcount", "saddr")), cfg, S, P)
+        "seg", "sbuf", "fcount", "saddr")), cfg, S, P, early=acc.early)
     r["cycles"] = int(drain_reads(r["band"], r["last"], job.op.rows, cfg).max()) + cfg.array_cols + 3
     r["out"] = row_out_cycles(r["band"], r["last"], job.op.rows, cfg)
     r["nbuf"], r["paired"], r["widths"] = nbuf, np.array(paired), widths

@@ -171,8 +171,9 @@ class StagedRun(DaccelRun):
     fill_writes: int = 0
 
 
-def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000) -> list[StagedRun]:
-    """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity): ``jobs`` are
+def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True) -> list[StagedRun]:
+    """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity; ``early`` its
+    early band choice, D99, else ``kaleido_dtop``'s own, D96): ``jobs`` are
     `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
     each cycle from ``start`` to ``done``."""
     from amaranth.sim import Simulator
@@ -183,7 +184,7 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
     from tests.rtl.compact_bench import unpack_signed
 
     C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
-    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True)
+    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early)
     rb = max(1, (dut.brows - 1).bit_length())
     outs = [StagedRun() for _ in jobs]
 

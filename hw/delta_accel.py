@@ -45,7 +45,8 @@ is reset in the ``start`` cycle, so its drain phase and band choice start with t
   cycle.
 - **Bands**: band b runs the band-tile numbers ``kaleido_dtop`` gives it (band b starts with b, a band whose
   last slot is accepted takes the next number; mirrored here so the next slot's staging and weight words are
-  read the cycle before it is presented). A band presents its band-tile's first slot once the gather has
+  read the cycle before it is presented; with the weight stage the controller chooses instead, "Early band
+  choice" below). A band presents its band-tile's first slot once the gather has
   written it (the cycle after the cycle after the last write); each slot's operands, modes, weights,
   ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them.
 - **Collect**: per drain port, ``out_valid``, ``out_tile`` (the band-tile's number in issue order),
@@ -82,18 +83,26 @@ band-tile list only): D85's stage instead of a weight copy per band.
   stage address and that has a register free loads it too (D94's prefetch rule). The word lands in its register
   the cycle after the read (from the macro), usable the cycle after; a slot issues only when its word is there,
   and a word is freed by the slot that last takes it.
-- The band choice stays ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted), so a
-  band reads its band-tile's first word only after that: D94's early band choice (plan item 3) is not built, and
-  each band-tile's first slot waits for its band's next turn and the register (`sim.timing.delta_accel.
-  stage_schedule` states these waits; the trace model's `band_schedule` does not have them).
+- **Early band choice** (``early``, the default with the stage; docs/decisions.md D99, D94's plan item 3): the
+  controller hands out the band-tile numbers ahead and presents each band's number with its slots on
+  ``kaleido_dtop_ext`` (`hw.compact_array.CompactTop` with ``choice="ext"``; the rows' tags). Each band keeps the
+  cycle it expects its latest band-tile's last slot, ``E`` (a cycle counter of `EXPECT_BITS`): at its band-tile's
+  first slot f, ``max(f + s - 1, its drain port's free cycle)``; when it goes idle, that cycle. A band is a
+  candidate when it has no next band-tile and its band-tile has issued its first slot (or it has none); each cycle
+  the next number whose descriptor fields are held goes to the candidate with the least ``E`` (ties to the lower
+  band) if that ``E`` is at most ``EARLY_AHEAD x B`` cycles ahead, as its next band-tile (its band-tile if idle),
+  and its ``E`` becomes ``max(E + s, port free)`` (`sim.timing.compact.band_schedule`'s rule). A band's word
+  registers read on past its band-tile's last word into its next band-tile's (a ring of three), so the next
+  band-tile's word 0 is read during the current one's last slots. With ``early=False`` the band choice is
+  ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted, D96), and each band-tile's
+  first slot waits for its band's next turn and the register.
 
 Timing and counts of this path: `sim.timing.delta_accel.stage_schedule`, tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
 Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
-queues (the segment flag would come from them) and its early band choice, the vector unit and fused-attention
-control (modelled only).
+queues (the segment flag would come from them), the vector unit and fused-attention control (modelled only).
 """
 
 from __future__ import annotations

@@ -245,6 +245,12 @@ def test_stage_host_words_and_errors():
         DeltaAccel(cfg, stage=True, queues=True)
     with pytest.raises(ValueError, match="weight stage needs"):
         DeltaAccel(delta_cfg(*SHAPES["8x8-B2-d2"]), stage=True)
+    with pytest.raises(ValueError, match="early band choice"):
+        DeltaAccel(cfg, early=True)
+    from hw.compact_array import CompactTop
+
+    with pytest.raises(ValueError, match="choice must be"):
+        CompactTop(cfg, choice="ahead")
 
 
 def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):

@@ -47,6 +47,7 @@ from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.array import _connect, _pack, delay, unpack_lane
 from hw.compact_pe import (
     CCOL_FIELDS,
@@ -209,6 +210,7 @@ class CompactTop(wiring.Component):
         if pe not in ("instance", "inline"):
             raise ValueError(f"pe must be 'instance' or 'inline', got {pe!r}")
         if choice not in ("self", "ext"):
+            discard(self)
             raise ValueError(f"choice must be 'self' or 'ext', got {choice!r}")
         self.cfg, self.pe_kind, self.ext = cfg, pe, choice == "ext"
         super().__init__(ctop_signature(cfg, self.ext))

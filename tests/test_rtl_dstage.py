@@ -61,7 +61,9 @@ def _one_wide(seed):  # one group of 64: a 32-half-word buffer, two in a bank
     return _case(seed, (3, 2, 4), 64, 11, [64], False, "f", None, 1)[0]
 
 
-SPECIAL = {"wide": _wide(41, 37), "wide-uint8": _wide(42, 11, True), "sliced": _sliced(1), "one-wide": _one_wide(43)}
+SPECIAL = {"wide": _wide(41, 37), "wide-uint8": _wide(42, 11, True), "sliced": _sliced(1), "one-wide": _one_wide(43),
+           # four tokens, one group: 4 band-tiles on 8 bands, so bands 4-7 start idle (D99)
+           "few": make_case("few", 700, (1, 1, 4), 8, 5, [8])}
 MAX_K = {"sliced": 96}
 
 
@@ -95,7 +97,7 @@ RUNS = [("8x8-B2-d2", c, None, LANES, True, None) for c in range(4)] + [
     ("8x8-B2-d2", "wide-uint8", None, 8, False, 2), ("8x8-B4-d2", "qk-uint8-coherent", None, LANES, False, 2),
     ("8x8-B2-d2", "sliced", None, LANES, True, None), ("8x8-B2-d2", 1, 1, 2, False, 2),
     ("8x8-B2-d2", "one-wide", None, LANES, False, 2), ("8x8-B1-d1", 0, None, LANES, True, None),
-    ("8x8-B8-d2", 0, None, LANES, True, None),
+    ("8x8-B8-d2", 0, None, LANES, True, None), ("8x8-B8-d2", "few", None, LANES, True, None),
     # kaleido_dtop's own band choice (D96), still built with early=False
     ("8x8-B2-d2", "wide", None, LANES, True, None, False), ("8x8-B4-d2", 1, None, LANES, True, None, False),
 ]

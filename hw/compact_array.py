@@ -47,6 +47,7 @@ from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw import discard
 from hw.array import _connect, _pack, delay, unpack_lane
 from hw.compact_pe import (
     CCOL_FIELDS,
@@ -90,9 +91,10 @@ def column_module_name(cfg: AcceleratorConfig) -> str:
     return DCOLUMN_MODULE_NAME if is_delta(cfg) else CCOLUMN_MODULE_NAME
 
 
-def top_module_name(cfg: AcceleratorConfig) -> str:
-    """`DTOP_MODULE_NAME` for the delta organisation, else `CTOP_MODULE_NAME`."""
-    return DTOP_MODULE_NAME if is_delta(cfg) else CTOP_MODULE_NAME
+def top_module_name(cfg: AcceleratorConfig, ext: bool = False) -> str:
+    """`DTOP_MODULE_NAME` for the delta organisation, else `CTOP_MODULE_NAME`; with ``ext`` (the band choice from
+    outside, `CompactTop`'s ``choice="ext"``) that name + ``_ext``."""
+    return (DTOP_MODULE_NAME if is_delta(cfg) else CTOP_MODULE_NAME) + ("_ext" if ext else "")
 
 
 def drain_words(cfg: AcceleratorConfig) -> tuple[str, ...]:
@@ -163,7 +165,7 @@ class CompactColumn(wiring.Component):
         return m
 
 
-def ctop_signature(cfg: AcceleratorConfig) -> wiring.Signature:
+def ctop_signature(cfg: AcceleratorConfig, ext: bool = False) -> wiring.Signature:
     C, B, d, ab = cfg.array_cols, cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
     brows, nw = band_geometry(cfg)["brows"], len(drain_words(cfg))
     xb = X_BITS if is_delta(cfg) else 8  # delta: 9-bit differences from the similarity unit; compact: X bytes
@@ -177,6 +179,8 @@ def ctop_signature(cfg: AcceleratorConfig) -> wiring.Signature:
             f"b{b}_first": In(1), f"b{b}_last": In(1), f"b{b}_rows": In(range(brows + 1)),
             f"b{b}_tile": Out(unsigned(TILE_BITS), init=b),
         })
+        if ext:  # the band choice from outside: the band-tile number of the slots presented
+            members[f"b{b}_tile_in"] = In(unsigned(TILE_BITS))
     members.update({"out_valid": Out(unsigned(d)), "out_row": Out(unsigned(d * _idx_bits(cfg.array_rows))),
                     "out_tile": Out(unsigned(d * TILE_BITS)), "out_data": Out(unsigned(d * C * nw * ab))})
     return wiring.Signature(members)
@@ -191,15 +195,25 @@ class CompactTop(wiring.Component):
     ``out_data`` (column j's ``out`` then ``out_m`` at lane ``p C + j`` of
     ``2 acc_bits`` bits).
 
+    ``choice="ext"`` (Verilog module `top_module_name` + ``_ext``; docs/decisions.md D99): the band choice is the
+    controller's. Per band an input ``b{b}_tile_in`` gives the band-tile number of the slots presented (stable
+    from its first slot to its last; a controller that hands out the numbers ahead, `hw.delta_accel` with
+    ``early``), the drain sequencer keeps it as the rows' tag, and ``b{b}_tile`` shows it. The default
+    (``"self"``) is the module docstring's own choice, unchanged.
+
     Raises:
-        ValueError: ``pe`` is neither ``"instance"`` nor ``"inline"``.
+        ValueError: ``pe`` is neither ``"instance"`` nor ``"inline"``, or ``choice`` neither ``"self"`` nor
+            ``"ext"``.
     """
 
-    def __init__(self, cfg: AcceleratorConfig, pe: str = "instance"):
+    def __init__(self, cfg: AcceleratorConfig, pe: str = "instance", choice: str = "self"):
         if pe not in ("instance", "inline"):
             raise ValueError(f"pe must be 'instance' or 'inline', got {pe!r}")
-        self.cfg, self.pe_kind = cfg, pe
-        super().__init__(ctop_signature(cfg))
+        if choice not in ("self", "ext"):
+            discard(self)
+            raise ValueError(f"choice must be 'self' or 'ext', got {choice!r}")
+        self.cfg, self.pe_kind, self.ext = cfg, pe, choice == "ext"
+        super().__init__(ctop_signature(cfg, self.ext))
 
     def elaborate(self, platform):  # noqa: C901
         m = Module()
@@ -239,7 +253,7 @@ class CompactTop(wiring.Component):
                 arm = done & (ptr[b] == k)
                 with m.If(arm):
                     m.d.sync += [credit[s].eq(nrows * q - 1), left[s].eq(nrows), row[s].eq(0),
-                                 stile[s].eq(getattr(self, f"b{b}_tile"))]
+                                 stile[s].eq(getattr(self, f"b{b}_tile_in" if self.ext else f"b{b}_tile"))]
                 with m.Else():
                     with m.If(credit[s] != 0):
                         m.d.sync += credit[s].eq(credit[s] - 1)
@@ -250,13 +264,16 @@ class CompactTop(wiring.Component):
                     m.d.sync += ptr[b].eq(Mux(ptr[b] == ports_b - 1, 0, ptr[b] + 1))
             dones.append(done)
         # Band choice (module docstring): the bands done this cycle take the next band-tile numbers in band order.
-        nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
-        taken = Const(0, unsigned(TILE_BITS))
-        for b in range(B):
-            with m.If(dones[b]):
-                m.d.sync += getattr(self, f"b{b}_tile").eq(nxt + taken)
-            taken = taken + dones[b]
-        m.d.sync += nxt.eq(nxt + taken)
+        if self.ext:  # the controller's choice (D99)
+            m.d.comb += [getattr(self, f"b{b}_tile").eq(getattr(self, f"b{b}_tile_in")) for b in range(B)]
+        else:
+            nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
+            taken = Const(0, unsigned(TILE_BITS))
+            for b in range(B):
+                with m.If(dones[b]):
+                    m.d.sync += getattr(self, f"b{b}_tile").eq(nxt + taken)
+                taken = taken + dones[b]
+            m.d.sync += nxt.eq(nxt + taken)
         # Read strobes per port: the sequencer whose turn it is (one per port and cycle).
         rd_valid = Signal(unsigned(d), name="rd_valid")
         rd_idx = Signal(unsigned(d * ib), name="rd_idx")

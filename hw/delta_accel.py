@@ -45,7 +45,8 @@ is reset in the ``start`` cycle, so its drain phase and band choice start with t
   cycle.
 - **Bands**: band b runs the band-tile numbers ``kaleido_dtop`` gives it (band b starts with b, a band whose
   last slot is accepted takes the next number; mirrored here so the next slot's staging and weight words are
-  read the cycle before it is presented). A band presents its band-tile's first slot once the gather has
+  read the cycle before it is presented; with the weight stage the controller chooses instead, "Early band
+  choice" below). A band presents its band-tile's first slot once the gather has
   written it (the cycle after the cycle after the last write); each slot's operands, modes, weights,
   ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them.
 - **Collect**: per drain port, ``out_valid``, ``out_tile`` (the band-tile's number in issue order),
@@ -82,18 +83,26 @@ band-tile list only): D85's stage instead of a weight copy per band.
   stage address and that has a register free loads it too (D94's prefetch rule). The word lands in its register
   the cycle after the read (from the macro), usable the cycle after; a slot issues only when its word is there,
   and a word is freed by the slot that last takes it.
-- The band choice stays ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted), so a
-  band reads its band-tile's first word only after that: D94's early band choice (plan item 3) is not built, and
-  each band-tile's first slot waits for its band's next turn and the register (`sim.timing.delta_accel.
-  stage_schedule` states these waits; the trace model's `band_schedule` does not have them).
+- **Early band choice** (``early``, the default with the stage; docs/decisions.md D99, D94's plan item 3): the
+  controller hands out the band-tile numbers ahead and presents each band's number with its slots on
+  ``kaleido_dtop_ext`` (`hw.compact_array.CompactTop` with ``choice="ext"``; the rows' tags). Each band keeps the
+  cycle it expects its latest band-tile's last slot, ``E`` (a cycle counter of `EXPECT_BITS`): at its band-tile's
+  first slot f, ``max(f + s - 1, its drain port's free cycle)``; when it goes idle, that cycle. A band is a
+  candidate when it has no next band-tile and its band-tile has issued its first slot (or it has none); each cycle
+  the next number whose descriptor fields are held goes to the candidate with the least ``E`` (ties to the lower
+  band) if that ``E`` is at most ``EARLY_AHEAD x B`` cycles ahead, as its next band-tile (its band-tile if idle),
+  and its ``E`` becomes ``max(E + s, port free)`` (`sim.timing.compact.band_schedule`'s rule). A band's word
+  registers read on past its band-tile's last word into its next band-tile's (a ring of three), so the next
+  band-tile's word 0 is read during the current one's last slots. With ``early=False`` the band choice is
+  ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted, D96), and each band-tile's
+  first slot waits for its band's next turn and the register.
 
 Timing and counts of this path: `sim.timing.delta_accel.stage_schedule`, tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
 Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
-queues (the segment flag would come from them) and its early band choice, the vector unit and fused-attention
-control (modelled only).
+queues (the segment flag would come from them), the vector unit and fused-attention control (modelled only).
 """
 
 from __future__ import annotations
@@ -121,7 +130,11 @@ from hw.pe import W_BITS, X_BITS, PEMode
 from hw.sram import index_bits as _bits
 from hw.sram import macro, macro_name, split_banks
 from hw.sram import pow2ceil as _pow2ceil
+from sim.timing.delta_accel import EARLY_AHEAD
 
+#: Bits of the early band choice's cycle numbers (`DeltaAccel` with ``early``, D99): ops of up to 2^32 cycles
+#: (chosen, not derived).
+EXPECT_BITS = 32
 #: Verilog module name of `DeltaAccel` (hw/rtl.py).
 DACCEL_MODULE_NAME = "kaleido_daccel"
 #: Verilog module name of `DeltaAccel` built with its weight stage (``stage=True``, the host's band-tile list; D96).
@@ -151,7 +164,8 @@ class DeltaAccel(wiring.Component):
         pe: ``"inline"`` elaborates ``kaleido_dtop`` and the macros (Amaranth simulation); ``"instance"``
             instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
             (module docstring) instead of the host-written descriptor buffer. stage: the weight stage (module
-            docstring, D96; the host's descriptor buffer, ``queues=False``).
+            docstring, D96; the host's descriptor buffer, ``queues=False``). early: the early band choice (module
+            docstring, D99; default: ``stage``; only with ``stage``).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -176,7 +190,8 @@ class DeltaAccel(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
-                 lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False):
+                 lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False,
+                 early: bool | None = None):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -203,6 +218,12 @@ class DeltaAccel(wiring.Component):
             raise ValueError(err)
         self.cfg, self.pe_kind, self.P, self.S, self.brows, self.queues = cfg, pe, P, S, brows, queues
         self.stage = stage
+        #: The early band choice (D99; the staged controller's default): the bands' numbers handed out ahead and
+        #: passed to ``kaleido_dtop_ext``; False: ``kaleido_dtop``'s own choice at each last slot (D96).
+        self.early = stage if early is None else early
+        if self.early and not stage:
+            discard(self)
+            raise ValueError("the early band choice (early=True) is built for the weight stage (stage=True) only")
         #: Staged (D96): weight-buffer words of B channels x C per column block (groups half-word aligned), and
         #: the stage's half-words (B bytes) per column bank.
         self.KWH = _pow2ceil(-(-self.max_k // B) + G)
@@ -361,9 +382,10 @@ class DeltaAccel(wiring.Component):
         return {"fp_d": fp_d, "word": word, "turn": turn, "raddr": turn_addr, "re": re, "fp": fp, "filling": filling,
                 "resets": [fp, fp_d, filling, assigned, w_on, turn], "need": [], "free": [], "load": []}
 
-    def _stage_band(self, m, stg, b, tile, cur, chan, wok, acc, last, done_b, T):  # noqa: N803
+    def _stage_band(self, m, stg, b, tile, cur, chan, wok, acc, last, done_b, T, ahead=None):  # noqa: N803
         """Band b's three word registers and their loads (module docstring): returns the slot's two weight lanes
-        ``(w_a, w_b)`` (C weights each); sets the band's ``word_ok``."""
+        ``(w_a, w_b)`` (C weights each); sets the band's ``word_ok``. ``ahead`` (early band choice, D99): the
+        band's ``(idle, has_next, next fields)``; its loads go on into the next band-tile's words."""
         from sim.timing.compact import WORD_REGISTERS
 
         C, B = self.cfg.array_cols, self.cfg.compact_bands  # noqa: N806
@@ -375,29 +397,58 @@ class DeltaAccel(wiring.Component):
         infl = Signal(name=f"b{b}_inflight")
         nw = (cur["width"] + (2 * B - 1)) >> lw
         need = Signal(name=f"b{b}_need")
-        m.d.comb += need.eq((tile < stg["fp_d"]) & (Const(1) if T is None else tile < T) & (pw < nw))
         addr = Signal(len(stg["raddr"]), name=f"b{b}_need_addr")
-        m.d.comb += addr.eq(cur["saddr"] + (pw << 1))
         pop = Signal(name=f"b{b}_pop")
         lane = chan[:lw]
         m.d.comb += pop.eq(acc & (last | (Mux(cur["paired"], lane | 1, lane) == 2 * B - 1)))
         free = Signal(name=f"b{b}_free")
-        m.d.comb += free.eq(pw - cw < nreg + pop)
         load = Signal(name=f"b{b}_load")
         stg["need"].append((need, addr, free, load))
         m.d.sync += infl.eq(load)
-        with m.If(infl):
-            m.d.sync += [wr_i.eq(Mux(wr_i == nreg - 1, 0, wr_i + 1)), pl.eq(pl + 1)]
         for i, r in enumerate(wregs):
             with m.If(infl & (wr_i == i)):
                 m.d.sync += r.eq(stg["word"])
-        with m.If(load):
-            m.d.sync += pw.eq(pw + 1)
+        with m.If(infl):
+            m.d.sync += wr_i.eq(Mux(wr_i == nreg - 1, 0, wr_i + 1))
         with m.If(pop):
             m.d.sync += [cw.eq(cw + 1), rd_i.eq(Mux(rd_i == nreg - 1, 0, rd_i + 1))]
-        with m.If(done_b):
-            m.d.sync += [pw.eq(0), cw.eq(0), pl.eq(0), wr_i.eq(0), rd_i.eq(0)]
-        stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl]
+        if ahead is None:  # D96: the band's band-tile only; its counters start again with the next
+            m.d.comb += [need.eq((tile < stg["fp_d"]) & (Const(1) if T is None else tile < T) & (pw < nw)),
+                         addr.eq(cur["saddr"] + (pw << 1)), free.eq(pw - cw < nreg + pop)]
+            with m.If(infl):
+                m.d.sync += pl.eq(pl + 1)
+            with m.If(load):
+                m.d.sync += pw.eq(pw + 1)
+            with m.If(done_b):
+                m.d.sync += [pw.eq(0), cw.eq(0), pl.eq(0), wr_i.eq(0), rd_i.eq(0)]
+            stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl]
+        else:  # D99: past the band-tile's last word, on into its next band-tile's (the registers a ring)
+            idle, has_nx, nd = ahead
+            pn, pln = (Signal(range(nwmax + 1), name=f"b{b}_{n}") for n in ("next_read", "next_in"))
+            land_nx = Signal(name=f"b{b}_landing_next")
+            cur_has = ~idle & (Const(1) if T is None else tile < T)
+            use_nx = Signal(name=f"b{b}_reads_next")
+            m.d.comb += use_nx.eq(~(cur_has & (pw < nw)))
+            nw_nx = (nd["width"] + (2 * B - 1)) >> lw
+            m.d.comb += [need.eq(Mux(use_nx, has_nx & (nd["tile"] < stg["fp_d"]) & (pn < nw_nx),
+                                     (tile < stg["fp_d"]) & cur_has)),
+                         addr.eq(Mux(use_nx, nd["saddr"] + (pn << 1), cur["saddr"] + (pw << 1))),
+                         free.eq(pw - cw + pn < nreg + pop)]
+            m.d.sync += land_nx.eq(load & use_nx & ~done_b)
+            with m.If(infl):
+                with m.If(land_nx):
+                    m.d.sync += pln.eq(pln + 1)
+                with m.Else():
+                    m.d.sync += pl.eq(pl + 1)
+            with m.If(load):
+                with m.If(use_nx):
+                    m.d.sync += pn.eq(pn + 1)
+                with m.Else():
+                    m.d.sync += pw.eq(pw + 1)
+            with m.If(done_b):  # the next band-tile's words become the band-tile's
+                m.d.sync += [pw.eq(pn + (load & use_nx)), pn.eq(0), cw.eq(0),
+                             pl.eq(pln + (infl & land_nx)), pln.eq(0)]
+            stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl, pn, pln, land_nx]
         wword = Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wuse")  # the word in use
         sel = wregs[-1]
         for i in range(nreg - 2, -1, -1):
@@ -413,21 +464,99 @@ class DeltaAccel(wiring.Component):
         m.d.comb += [wa.eq(pick_a), wb.eq(pick_b)]
         return wa, wb
 
+    def _early_choice(self, m, regs, regd, running, nxt, entry_of, T):  # noqa: N803
+        """The early band choice's shared part (module docstring, "Early band choice"; D99): per band its state
+        registers, and the cycle's choice: band-tile ``nxt`` to the band with the least expected last slot."""
+        B = self.cfg.compact_bands  # noqa: N806
+        tiles = self.band_tile
+        ek = {"E": [Signal(EXPECT_BITS, name=f"b{b}_expect") for b in range(B)],
+              "idle": [Signal(name=f"b{b}_idle") for b in range(B)],
+              "started": [Signal(name=f"b{b}_started") for b in range(B)],
+              "nx": [Signal(unsigned(TILE_BITS), name=f"b{b}_next") for b in range(B)],
+              "has_nx": [Signal(name=f"b{b}_has_next") for b in range(B)]}
+        now = Signal(EXPECT_BITS, name="cycle")  # cycles since the one after start
+        m.d.sync += now.eq(now + 1)
+        ek["now"] = now
+        ek["nd"] = []
+        for b in range(B):  # the next band-tile's fields, from its staging entry's registers
+            e = entry_of(ek["nx"][b])
+            ek["nd"].append({"tile": ek["nx"][b], **{n: regs[n][e] for n in ("width", "paired", "saddr")}})
+        cand = [Signal(name=f"b{b}_candidate") for b in range(B)]  # no next yet, its band-tile started (or none)
+        for b in range(B):
+            m.d.comb += cand[b].eq(~ek["has_nx"][b] & (ek["idle"][b] | (tiles[b] >= T) | ek["started"][b]))
+        best_v, best_e, best_i = cand[0], ek["E"][0], Const(0, range(max(2, B)))
+        for b in range(1, B):  # the candidate with the least E, ties to the lower band: a signal per step
+            lt = cand[b] & (~best_v | (ek["E"][b] < best_e))
+            v_s, e_s = Signal(name=f"choice_v{b}"), Signal(EXPECT_BITS, name=f"choice_e{b}")
+            i_s = Signal(range(max(2, B)), name=f"choice_b{b}")
+            m.d.comb += [v_s.eq(best_v | cand[b]), e_s.eq(Mux(lt, ek["E"][b], best_e)), i_s.eq(Mux(lt, b, best_i))]
+            best_v, best_e, best_i = v_s, e_s, i_s
+        give = Signal(name="choice_give")
+        m.d.comb += give.eq(running & (nxt < T) & (nxt < regd) & best_v & (best_e <= now + EARLY_AHEAD * B))
+        en = entry_of(nxt)
+        s_n = Signal(range(self.max_k + 1), name="choice_slots")
+        m.d.comb += s_n.eq(Mux(regs["paired"][en], (regs["width"][en] + 1) >> 1, regs["width"][en]))
+        ek.update(give=give, best=best_i, s_n=s_n, nxt=nxt,
+                  resets=[now, *ek["E"], *ek["started"], *ek["has_nx"]])
+        return ek
+
+    def _early_band(self, m, ek, b, tile, cur, slots, acc, slot, done_b, top):
+        """Band b's part of the early band choice (D99): its expected last slot, port free cycles, next band-tile;
+        drives ``kaleido_dtop_ext``'s ``b{b}_tile_in``. Returns the band-tile number it runs from the next cycle."""
+        cfg = self.cfg
+        B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        q, ports_b = max(1, B // d), max(1, d // B)
+        E, idle, started, nx, has_nx = (ek[n][b] for n in ("E", "idle", "started", "nx", "has_nx"))  # noqa: N806
+        now = ek["now"]
+        pact = [Signal(EXPECT_BITS, name=f"b{b}_port{k}_free") for k in range(ports_b)]
+        cnt = Signal(range(ports_b), name=f"b{b}_port") if ports_b > 1 else Const(0, 1)
+        ek["resets"] += pact + ([cnt] if ports_b > 1 else [])
+        pact_a = Array(pact)
+        mine = ek["give"] & (ek["best"] == b)
+        to_cur = mine & (idle | (done_b & ~has_nx))
+        rows_q = cur["nrows"] * q
+        if ports_b == 1:  # the port's last band-tile is the band's own: its expected last slot
+            f_at = E + rows_q
+        else:  # the band-tile ports_b back on that port has run
+            f_at = pact_a[Mux(cnt == ports_b - 1, 0, cnt + 1)]
+        e_give = Signal(EXPECT_BITS, name=f"b{b}_expect_next")
+        m.d.comb += e_give.eq(Mux(E + ek["s_n"] > f_at, E + ek["s_n"], f_at))
+        first_acc = acc & (slot == 0)
+        e_first = now + slots - 1
+        with m.If(first_acc):
+            m.d.sync += [started.eq(1), E.eq(Mux(e_first > pact_a[cnt], e_first, pact_a[cnt]))]
+        with m.If(done_b):
+            m.d.sync += [pact_a[cnt].eq(now + rows_q), started.eq(0)]
+            if ports_b > 1:
+                m.d.sync += cnt.eq(Mux(cnt == ports_b - 1, 0, cnt + 1))
+            with m.If(has_nx):
+                m.d.sync += has_nx.eq(0)
+            with m.Else():
+                m.d.sync += [idle.eq(1), E.eq(now)]
+        with m.If(mine):
+            m.d.sync += E.eq(e_give)
+            with m.If(to_cur):
+                m.d.sync += [idle.eq(0), started.eq(0)]
+            with m.Else():
+                m.d.sync += [nx.eq(ek["nxt"]), has_nx.eq(1)]
+        m.d.comb += getattr(top, f"b{b}_tile_in").eq(tile)
+        return Mux(to_cur, ek["nxt"], Mux(done_b, nx, tile))
+
     def _top(self, m, reset):
         """``kaleido_dtop``, reset by the domain's reset or ``reset``: the ports (inline: the `CompactTop`)."""
         cfg = self.cfg
         if self.pe_kind == "inline":
-            top = CompactTop(cfg, pe="inline")
+            top = CompactTop(cfg, pe="inline", choice="ext" if self.early else "self")
             m.submodules.top = ResetInserter(reset)(top)
             return top
-        sig = ctop_signature(cfg)
+        sig = ctop_signature(cfg, self.early)
         ports = sig.flip().create()
         rst = Signal(name="top_rst")
         m.d.comb += rst.eq(ResetSignal("sync") | reset)
         kw = {"i_clk": ClockSignal("sync"), "i_rst": rst}
         for name, member in sig.members.items():
             kw[("i_" if member.flow == In else "o_") + name] = getattr(ports, name)
-        m.submodules.top = Instance(top_module_name(cfg), **kw)
+        m.submodules.top = Instance(top_module_name(cfg, self.early), **kw)
         return ports
 
     def _queue(self, m, begin, we):
@@ -595,22 +724,27 @@ class DeltaAccel(wiring.Component):
         release = Const(0, unsigned(S))
         inst = self.pe_kind == "instance"
         #: Per band the band-tile number it runs (mirrors ``kaleido_dtop``'s ``b{b}_tile``), for test benches.
-        self.band_tile, slots_of = [], []
+        self.band_tile, slots_of = [Signal(unsigned(TILE_BITS), name=f"b{b}_tile", init=b) for b in range(B)], []
+        if self.early:
+            ek = self._early_choice(m, regs, regd, running, nxt, entry_of, T)
         for b in range(B):
-            tile = Signal(unsigned(TILE_BITS), name=f"b{b}_tile", init=b)
+            tile = self.band_tile[b]
             slot = Signal(range(self.max_k + 1), name=f"b{b}_slot")
-            self.band_tile.append(tile)
             slots_of.append(slot)
             e = entry_of(tile)
             cur = {n: arr[e] for n, arr in regs.items()}
             slots = Mux(cur["paired"], (cur["width"] + 1) >> 1, cur["width"])
             valid, last, acc, done_b = (Signal(name=f"b{b}_{n}") for n in ("valid", "last", "accept", "done"))
             wok = Signal(name=f"b{b}_word_ok")  # staged: the slot's weight word is in its register
-            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T) & wok),
+            m.d.comb += [valid.eq(running & (tile < avail) & (Const(1) if Q else tile < T) & wok
+                                  & (~ek["idle"][b] if self.early else 1)),
                          last.eq(slot == slots - 1),
                          acc.eq(valid & getattr(top, f"b{b}_ready")), done_b.eq(acc & last)]
-            ntile = Mux(done_b, nxt + taken, tile)
-            taken = taken + done_b
+            if self.early:
+                ntile = self._early_band(m, ek, b, tile, cur, slots, acc, slot, done_b, top)
+            else:
+                ntile = Mux(done_b, nxt + taken, tile)
+                taken = taken + done_b
             nslot = Mux(done_b, 0, Mux(acc, slot + 1, slot))
             m.d.sync += [tile.eq(ntile), slot.eq(nslot)]
             release = release | Mux(done_b, Const(1, unsigned(S)) << e, 0)
@@ -627,7 +761,8 @@ class DeltaAccel(wiring.Component):
             has_b = Signal(name=f"b{b}_has_b")
             m.d.comb += has_b.eq(cur["paired"] & (chan + 1 < cur["width"]))
             if self.stage:
-                wsel = self._stage_band(m, stg, b, tile, cur, chan, wok, acc, last, done_b, T)
+                ahead = (ek["idle"][b], ek["has_nx"][b], ek["nd"][b]) if self.early else None
+                wsel = self._stage_band(m, stg, b, tile, cur, chan, wok, acc, last, done_b, T, ahead)
             else:
                 m.d.comb += wok.eq(1)
             xa, xb, modes = [], [], []
@@ -662,7 +797,7 @@ class DeltaAccel(wiring.Component):
                          stg["raddr"].eq(addr_t[stg["turn"]])]
             for k, (need, addr, free, load) in enumerate(stg["need"]):
                 m.d.comb += load.eq(go & need & free & ((stg["turn"] == k) | (addr == stg["raddr"])))
-        m.d.sync += [nxt.eq(nxt + taken), held.eq((held | Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
+        m.d.sync += [nxt.eq(nxt + (ek["give"] if self.early else taken)), held.eq((held | Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))
                                                   & ~release)]
 
         # ---- collect: the drained rows with their tags ----
@@ -687,5 +822,7 @@ class DeltaAccel(wiring.Component):
             m.d.sync += [w.eq(0) for w in w_on]
             if self.stage:
                 m.d.sync += [r.eq(0) for r in stg["resets"]] + [regd.eq(0)]
+            if self.early:
+                m.d.sync += [r.eq(0) for r in ek["resets"]] + [i.eq(T <= b) for b, i in enumerate(ek["idle"])]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
         return m

@@ -132,6 +132,9 @@ _MODULES = {
                    lambda cfg: CompactColumn(cfg, pe="instance")),
     "org_top": (None, "Kaleido {org} array top level (bands, weight lanes, drain sequencers)",
                 lambda cfg: CompactTop(cfg, pe="instance")),
+    # The same top with the band choice from outside (D99): kaleido_daccel_stage hands out the numbers ahead.
+    "org_top_ext": (None, "Kaleido {org} array top level (bands, weight lanes, drain sequencers; band-tile numbers "
+                    "from the controller)", lambda cfg: CompactTop(cfg, pe="instance", choice="ext")),
     "combine": (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros",
                 lambda cfg: Combine(cfg, instance=True)),
     "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit per axis class (D_a accumulate, S_a = S_a[nb] + "
@@ -147,7 +150,8 @@ _MODULES = {
     "dstage": (DSTAGE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage: banked SRAM buffers "
                "(differences, one weight buffer, band-tile list, staging) + weight stage (1r1w half-word macros per "
                "column bank, serial fills per segment) + three word registers per band and column + gather + band "
-               "issue onto kaleido_dtop + tagged drain", lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
+               "issue onto kaleido_dtop_ext (bands chosen ahead) + tagged drain",
+               lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
@@ -170,14 +174,16 @@ _MODULES = {
               "row FIFO + accumulate and output command generation + kaleido_dcombine, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance")),
 }
-_ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name}
+_ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name,
+              "org_top_ext": lambda cfg: top_module_name(cfg, ext=True)}
 
 
 def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
     PE, column, top and combine unit (compact and delta presets), the compact controller and its queues (compact
-    presets) or the delta controller (delta presets; with a weight stage also `kaleido_daccel_stage`, D96), then the
+    presets) or the delta controller (delta presets; with a weight stage also `kaleido_dtop_ext` and
+    `kaleido_daccel_stage`, D96, D99), then the
     SRAM macros in `hw.sram.macro_name` order (the lockstep controller's, then the combine unit's, then the
     organisation's controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
@@ -197,7 +203,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
-            roles.append("dstage")
+            roles += ["org_top_ext", "dstage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
     parts = []
     for role in roles:
@@ -298,8 +304,9 @@ def main(argv: list[str] | None = None) -> int:
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
                    "combine stage's command generation (one chunk per op), and with a weight stage "
-                   "kaleido_daccel_stage runs it on the host's band-tile list (its band-tiles' first words wait for "
-                   "their band; docs/decisions.md D73, D91, D93, D95, D96)" if cfg.organisation == "delta"
+                   "kaleido_daccel_stage runs it on the host's band-tile list with each band's next band-tile "
+                   "chosen ahead, on kaleido_dtop_ext; docs/decisions.md D73, D91, D93, D95, D96, D99)"
+                   if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
                    "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "

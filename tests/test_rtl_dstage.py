@@ -61,7 +61,9 @@ def _one_wide(seed):  # one group of 64: a 32-half-word buffer, two in a bank
     return _case(seed, (3, 2, 4), 64, 11, [64], False, "f", None, 1)[0]
 
 
-SPECIAL = {"wide": _wide(41, 37), "wide-uint8": _wide(42, 11, True), "sliced": _sliced(1), "one-wide": _one_wide(43)}
+SPECIAL = {"wide": _wide(41, 37), "wide-uint8": _wide(42, 11, True), "sliced": _sliced(1), "one-wide": _one_wide(43),
+           # four tokens, one group: 4 band-tiles on 8 bands, so bands 4-7 start idle (D99)
+           "few": make_case("few", 700, (1, 1, 4), 8, 5, [8])}
 MAX_K = {"sliced": 96}
 
 
@@ -71,23 +73,23 @@ def _get(ci):
     return QK_CASES.get(ci) or SPECIAL[ci]
 
 
-def model_of(cfg, job, S, P, max_k=None):  # noqa: N803
+def model_of(cfg, job, S, P, max_k=None, early=True):  # noqa: N803
     """`stage_schedule` of one `StagedOp` with the host's stage fields (`stage_plan`), plus its per-row out cycles
-    and op cycles (`row_out_cycles`, ``max read + C + 3``)."""
-    acc = discard(DeltaAccel(cfg, entries=S, lanes=P, max_k=max_k, stage=True))
+    and op cycles (`row_out_cycles`, ``max read + C + 3``); ``early``: the early band choice (D99)."""
+    acc = discard(DeltaAccel(cfg, entries=S, lanes=P, max_k=max_k, stage=True, early=early))
     plan, nbuf, _size = stage_plan(acc, job.case.groups, host_tiles(job.op), job.segment, job.sliced)
     widths = np.array([job.case.groups[t.group][1] - job.case.groups[t.group][0] for t in job.op.tiles])
     rounds = gather_rounds([t.tokens for t in job.op.tiles], cfg.array_rows // cfg.compact_bands)
     paired = [bool(t.partial.all()) and t.slots < w for t, w in zip(job.op.tiles, widths, strict=True)]
     r = stage_schedule(job.op.s_seq, job.op.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
-        "seg", "sbuf", "fcount", "saddr")), cfg, S, P)
+        "seg", "sbuf", "fcount", "saddr")), cfg, S, P, early=acc.early)
     r["cycles"] = int(drain_reads(r["band"], r["last"], job.op.rows, cfg).max()) + cfg.array_cols + 3
     r["out"] = row_out_cycles(r["band"], r["last"], job.op.rows, cfg)
     r["nbuf"], r["paired"], r["widths"] = nbuf, np.array(paired), widths
     return r
 
 
-# (shape, case, entries, lanes, chunk-major, column blocks per group in D68's order)
+# (shape, case, entries, lanes, chunk-major, column blocks per group in D68's order[, early])
 RUNS = [("8x8-B2-d2", c, None, LANES, True, None) for c in range(4)] + [
     ("8x8-B4-d2", 1, None, LANES, True, None), ("4x8-B2-d1", 2, 2, 4, True, None),
     ("8x8-B2-d4", 0, None, LANES, True, None), ("8x8-B2-d2", "qk-int8", None, LANES, True, None),
@@ -95,20 +97,23 @@ RUNS = [("8x8-B2-d2", c, None, LANES, True, None) for c in range(4)] + [
     ("8x8-B2-d2", "wide-uint8", None, 8, False, 2), ("8x8-B4-d2", "qk-uint8-coherent", None, LANES, False, 2),
     ("8x8-B2-d2", "sliced", None, LANES, True, None), ("8x8-B2-d2", 1, 1, 2, False, 2),
     ("8x8-B2-d2", "one-wide", None, LANES, False, 2), ("8x8-B1-d1", 0, None, LANES, True, None),
-    ("8x8-B8-d2", 0, None, LANES, True, None),
+    ("8x8-B8-d2", 0, None, LANES, True, None), ("8x8-B8-d2", "few", None, LANES, True, None),
+    # kaleido_dtop's own band choice (D96), still built with early=False
+    ("8x8-B2-d2", "wide", None, LANES, True, None, False), ("8x8-B4-d2", 1, None, LANES, True, None, False),
 ]
 
 
-@pytest.mark.parametrize(("shape", "ci", "entries", "lanes", "cm", "s"), RUNS,
-                         ids=[f"{r[0]}-{r[1]}-S{r[2]}-P{r[3]}{'' if r[4] else '-d68'}" for r in RUNS])
-def test_staged_values_cycles_and_counts(shape, ci, entries, lanes, cm, s):
+@pytest.mark.parametrize(("shape", "ci", "entries", "lanes", "cm", "s", "early"), [(*r, True)[:7] for r in RUNS],
+                         ids=[f"{r[0]}-{r[1]}-S{r[2]}-P{r[3]}{'' if r[4] else '-d68'}{'-late' if len(r) > 6 else ''}"
+                              for r in RUNS])
+def test_staged_values_cycles_and_counts(shape, ci, entries, lanes, cm, s, early):
     cfg = stage_cfg(shape)
     case = _get(ci)
     job = staged_op(case, cfg, chunk_major=cm, s=s)
     S = entries or 2 * cfg.compact_bands  # noqa: N806
     mk = MAX_K.get(ci)
-    [got] = run_staged(cfg, [job], entries=entries, lanes=lanes, max_k=mk)
-    m = model_of(cfg, job, S, lanes, mk)
+    [got] = run_staged(cfg, [job], entries=entries, lanes=lanes, max_k=mk, early=early)
+    m = model_of(cfg, job, S, lanes, mk, early)
     op = job.op
     assert not got.twice
     want = {(n, i): (int(m["out"][n][i]), t.want[i, :, 0]) for n, t in enumerate(op.tiles) for i in range(len(t.tokens))}
@@ -151,6 +156,27 @@ def test_stage_schedule_by_hand():
     r = stage_schedule(seg=[1, 1], **args)
     assert r["first"].tolist() == [8, 17] and r["last"].tolist() == [10, 19] and r["fills"].tolist() == [2, 11]
     assert (r["reads"], r["weights"], r["late"], r["fill_wait"], r["fill_reads"]) == (2, 6, 15, 7, 4)
+
+
+def test_early_band_choice_by_hand():
+    """The first hand case's two band-tiles and a third of the same segment and group (3 slots, one row), with the
+    early band choice (D99). As there: gathers at 0, 2, 4 (band-tile 2's fields held from 6, first slot >= 8), one
+    fill (reads 2, 3), band 0's turn at 6 reads the word for both bands, first slots at 8, last at 10; E = 8 + 3 - 1
+    = 10 on both bands from the first slot. Both are candidates from 9 (started before it); the tie goes to band
+    0, whose E is within 2 B = 4 cycles (10 <= 9 + 4): band-tile 2 is its next from 10, E = max(10 + 3, 10 + 1 row
+    x q = 11) = 13. Band 0's turn at 10: its band-tile's one word is read, so it reads band-tile 2's word (the last
+    slot pops the word in use in the same cycle: a register free); the word is there from 12, so band-tile 2's
+    first slot waits one cycle (11) and issues at 12, last at 14. Late 4 + 2 + 1 = 7, reads 2 of 3 weights each.
+    With kaleido_dtop's own choice band 0 learns band-tile 2 at its last slot (10), reads at its turn 12 and
+    issues at 14..16."""
+    cfg = stage_cfg("8x8-B2-d2")
+    args = dict(s_seq=[3, 3, 3], rows=[1, 1, 1], widths=[3, 3, 3], rounds=[1, 1, 1], paired=[0, 0, 0], seg=[1, 0, 0],
+                sbuf=[0, 0, 0], fcount=[2, 2, 2], saddr=[0, 0, 0], cfg=cfg, entries=4, lanes=32)
+    r = stage_schedule(early=True, **args)
+    assert r["band"].tolist() == [0, 1, 0] and r["first"].tolist() == [8, 8, 12] and r["last"].tolist() == [10, 10, 14]
+    assert (r["reads"], r["weights"], r["late"], r["fill_wait"], r["fill_reads"]) == (2, 6, 7, 0, 2)
+    r = stage_schedule(**args)
+    assert r["band"].tolist() == [0, 1, 0] and r["first"].tolist() == [8, 8, 14] and r["last"].tolist() == [10, 10, 16]
 
 
 @pytest.mark.parametrize("ci", [0, 1, "qk-int8", "wide", "sliced"])
@@ -219,6 +245,12 @@ def test_stage_host_words_and_errors():
         DeltaAccel(cfg, stage=True, queues=True)
     with pytest.raises(ValueError, match="weight stage needs"):
         DeltaAccel(delta_cfg(*SHAPES["8x8-B2-d2"]), stage=True)
+    with pytest.raises(ValueError, match="early band choice"):
+        DeltaAccel(cfg, early=True)
+    from hw.compact_array import CompactTop
+
+    with pytest.raises(ValueError, match="choice must be"):
+        CompactTop(cfg, choice="ahead")
 
 
 def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
@@ -237,14 +269,14 @@ def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
     assert DSTAGE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]  # no stage
     macros = [macro_name(*mc) for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros()]
     assert "kaleido_sram_1r1w_32x16" in macros  # a column bank's half-word macro: 64 half-words of B = 2 bytes
-    names = (DSTAGE_MODULE_NAME, "kaleido_dtop", "kaleido_dcolumn", "kaleido_dpe", "kaleido_top", "kaleido_column",
+    names = (DSTAGE_MODULE_NAME, "kaleido_dtop_ext", "kaleido_dcolumn", "kaleido_dpe", "kaleido_top", "kaleido_column",
              "kaleido_pe", *macros)
     a = emit(cfg, tmp_path / "a", only=names)
     b = emit(cfg, tmp_path / "b", only=(DSTAGE_MODULE_NAME,))
     assert (tmp_path / "a" / b[0].name).read_bytes() == b[0].read_bytes()
     assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in names)
     text = b[0].read_text()
-    assert str(Path.cwd()) not in text and str(tmp_path) not in text and "kaleido_dtop " in text
+    assert str(Path.cwd()) not in text and str(tmp_path) not in text and "kaleido_dtop_ext " in text
     for name in macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert len(re.findall(r"^\s*kaleido_sram_1r1w_32x16 ", text, re.M)) == 2 * cfg.array_cols

@@ -355,8 +355,16 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
             "chunks": len(np.unique(chunk))}
 
 
+#: How far ahead the early band choice hands a band its next band-tile, in units of B cycles
+#: (`stage_schedule` with ``early``, docs/decisions.md D99): ``E <= c + 2 B``. At least one turn of the band (B
+#: cycles) and the read's 2 cycles are needed for its next band-tile's word 0 to be there at the first slot; 2 B
+#: chosen: on the balanced preset's qkv and qk (`tests.rtl.dstage_check` 0.3) any window of 10-32 cycles gives
+#: the same cycles, no window (hand out at once) 0.25 % more on qkv (a band's next chosen before others can bid).
+EARLY_AHEAD = 2
+
+
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
-                   entries: int, lanes: int, regs: int | None = None) -> dict:
+                   entries: int, lanes: int, regs: int | None = None, early: bool = False) -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
 
@@ -382,10 +390,26 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       from its read to the slot that last takes it); the read is loaded into every other band whose next word is
       the same stage address and that has a register free by the same rule. A word read at c is in its register
       (latched from the macro) from ``c + 2``; a slot issues only when its word is there.
-    - *Bands* as `kaleido_dtop` chooses them: a band takes the next band-tile number the cycle its last slot is
-      accepted (ties to the lower band), so it knows its next band-tile only then (D94's plan item 3, an early
-      choice, is not built: word 0 of each band-tile is read after its band's previous last slot). A last slot
-      waits for its drain port (`accel_schedule`).
+    - *Bands* as `kaleido_dtop` chooses them (``early=False``, D96): a band takes the next band-tile number the
+      cycle its last slot is accepted (ties to the lower band), so it knows its next band-tile only then: word 0
+      of each band-tile is read after its band's previous last slot. A last slot waits for its drain port
+      (`accel_schedule`).
+    - *Early band choice* (``early=True``, D94's plan item 3, docs/decisions.md D99): the controller hands out
+      the numbers ahead and passes each band its next one. Each band keeps ``E``, the cycle it expects the last
+      slot of its latest band-tile: set when the band's band-tile issues its first slot at f to
+      ``max(f + s - 1, port free)`` (the port's free cycle: the band's band-tile ``ports_b`` back on the same
+      drain port, its last slot + its rows x ``max(1, B / d)``), and to the cycle of the last slot when a band
+      goes idle. A band is a *candidate* when it has no next band-tile and its band-tile issued its first slot
+      before this cycle (or it has none). At a cycle when band-tile n's fields are held (from ``g_n + 2``), the
+      candidate with the least ``E`` (ties to the lower band) is handed n if its ``E`` is at most
+      ``EARLY_AHEAD x B`` cycles ahead: n becomes its next (its band-tile if idle) from the next cycle, and its
+      ``E`` becomes ``max(E + s_n, F)``, F the port free cycle n will wait for
+      (`sim.timing.compact.band_schedule`'s ``max(base + s, port free)`` with the first slot right after the
+      last: ``E + rows x q`` with one port per band, else the last slot + rows x q of the band-tile ``ports_b``
+      back). One number a cycle. Bands start with band-tiles 0 .. B - 1 as before. When ``E`` holds (no word,
+      gather or fill wait) the numbers go where `band_schedule` puts them. A band reads on past its band-tile's
+      last word into its next band-tile's words (the same three registers, in order), so word 0 is read during
+      the current band-tile's last slots.
 
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]`` (as `accel_schedule`), ``"fills"`` int64
     ``[segments]`` each fill's first read cycle, ``"fill_wait"`` cycles fills waited for their buffer,
@@ -394,10 +418,12 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     """
     from sim.timing.compact import WORD_REGISTERS
 
+
     regs = regs or WORD_REGISTERS
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
     q, ports_b = max(1, B // d), max(1, d // B)
     word = 2 * B
+    ahead = EARLY_AHEAD * B
     s = [max(1, int(v)) for v in s_seq]
     v = [int(x) for x in rows]
     w = [int(x) for x in widths]
@@ -421,6 +447,10 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     pfree = [[-inf] * ports_b for _ in range(B)]
     inbuf = {}  # per stage buffer: passed band-tiles not yet past their last slot
     nxt = B
+    # early band choice (early=True): per band its next band-tile (inf: none), the words read of it and the cycles
+    # they land, the expected last-slot cycle E and the port free cycles from the last slots that ran
+    nx, pn, presentn, E = [inf] * B, [0] * B, [[] for _ in range(B)], [-1] * B
+    pact = [[-inf] * ports_b for _ in range(B)]
     c = 0
     while min(last, default=0) < 0:
         if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
@@ -431,6 +461,14 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             gather[gidx], xready[gidx] = g, g + u[gidx] * int(xw[gidx]) + 3
             g_free = g + u[gidx] * int(xw[gidx]) + 1
             gidx += 1
+        # early choice: decided on the cycle's registered state, taken at its end
+        give = None
+        if early and nxt < T and 0 <= gather[nxt] <= c - 2:
+            cands = [k for k in range(B) if nx[k] >= T and (bt[k] >= T or 0 <= first[bt[k]] < c)]
+            if cands:
+                bs = min(cands, key=lambda k: (E[k], k))
+                if E[bs] <= c + ahead:
+                    give = bs
         # bands: slots accepted this cycle
         acc, pop, done = [False] * B, [False] * B, [False] * B
         for b in range(B):
@@ -447,12 +485,14 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             acc[b] = True
             if slot[b] == 0:
                 first[t], band[t] = c, b
+                E[b] = max(c + s[t] - 1, pact[b][count[b] % ports_b])
             chan = 2 * slot[b] if pr[t] else slot[b]
             pop[b] = lastslot or (chan % word) + (2 if pr[t] else 1) >= word
             if lastslot:
                 done[b] = True
                 last[t] = c
                 pfree[b][k] = c + v[t] * q
+                pact[b][k] = c + v[t] * q
                 count[b] += 1
         # fill unit
         if c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
@@ -473,19 +513,28 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
         if fp and passed[fp - 1] == c:  # passed at the end of c: held in its buffer from c + 1 to its last slot
             inbuf[sb[fp - 1]] = inbuf.get(sb[fp - 1], 0) + 1
         # word loads: band c mod B's turn
-        need = [sa[bt[k]] + 2 * pw[k] if bt[k] < T and wready[bt[k]] <= c and pw[k] < nw[bt[k]] else None
-                for k in range(B)]
-        free = [pw[k] - cw[k] - pop[k] < regs for k in range(B)]
+        need, nxn = [None] * B, [False] * B
+        for k in range(B):
+            t = bt[k]
+            if t < T and pw[k] < nw[t]:
+                need[k] = sa[t] + 2 * pw[k] if wready[t] <= c else None
+            elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:  # early: on into the next band-tile
+                need[k], nxn[k] = sa[nx[k]] + 2 * pn[k], True
+        free = [pw[k] - cw[k] + pn[k] - pop[k] < regs for k in range(B)]
         b = c % B
         a = need[b]
         if a is not None and free[b]:
-            t = bt[b]
+            t, j = (nx[b], pn[b]) if nxn[b] else (bt[b], pw[b])
             reads += 1
-            weights += min(word, w[t] - word * pw[b])
+            weights += min(word, w[t] - word * j)
             for k in range(B):
                 if (k == b or need[k] == a) and free[k]:
-                    pw[k] += 1
-                    present[k].append(c + 2)
+                    if nxn[k]:
+                        pn[k] += 1
+                        presentn[k].append(c + 2)
+                    else:
+                        pw[k] += 1
+                        present[k].append(c + 2)
         # end of cycle
         for k in range(B):
             if acc[k]:
@@ -494,8 +543,26 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
         for k in range(B):
             if done[k]:
                 inbuf[sb[bt[k]]] -= 1  # its last slot: its buffer is free of it from c + 1
-                bt[k], slot[k], cw[k], pw[k], present[k] = nxt, 0, 0, 0, []
-                nxt += 1
+                if not early:
+                    bt[k], slot[k], cw[k], pw[k], present[k] = nxt, 0, 0, 0, []
+                    nxt += 1
+                    continue
+                bt[k], slot[k], cw[k], pw[k], present[k] = nx[k], 0, 0, pn[k], presentn[k]
+                nx[k], pn[k], presentn[k] = inf, 0, []
+                if bt[k] >= T:
+                    E[k] = c
+        if give is not None:
+            t, k = nxt, give
+            if ports_b == 1:  # the port's last band-tile is the band's own: its expected last slot
+                f_at = E[k] + (v[bt[k]] * q if bt[k] < T else 0)
+            else:  # the band-tile ports_b back on that port has run
+                f_at = pact[k][(count[k] + (1 if bt[k] < T else 0)) % ports_b]
+            E[k] = max(E[k] + s[t], f_at)
+            if bt[k] >= T:
+                bt[k] = t
+            else:
+                nx[k] = t
+            nxt += 1
         c += 1
     return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),

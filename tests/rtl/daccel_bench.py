@@ -204,15 +204,16 @@ class StagedRun(DaccelRun):
     fill_writes: int = 0
 
 
-def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000) -> list[StagedRun]:
-    """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity): ``jobs`` are
+def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True) -> list[StagedRun]:
+    """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity; ``early`` its
+    early band choice, D99, else ``kaleido_dtop``'s own, D96): ``jobs`` are
     `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
     each cycle from ``start`` to ``done``."""
     from hw.delta_accel import LANES, DeltaAccel
     from hw.delta_accel_host import stage_op_words
     from sim.timing.delta_reference import differences
 
-    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True)
+    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early)
 
     async def run_op(ctx, job, out):
         case, op = job.case, job.op

@@ -64,6 +64,9 @@ def main(r: float, frames: int = 3) -> None:
         _b, f0, l0, _g = accel_schedule(st["s_seq"], st["rows"], st["widths"][st["group"]], ones, cfg, 2 * B, 32)
         m = stage_schedule(st["s_seq"], st["rows"], st["widths"][st["group"]], ones, st["paired"],
                            *([p[k] for p in plan] for k in ("seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, 32)
+        e = stage_schedule(st["s_seq"], st["rows"], st["widths"][st["group"]], ones, st["paired"],
+                           *([p[k] for p in plan] for k in ("seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, 32,
+                           early=True)
         shared = shared_stage_weights(st["segment"], st["group"], st["paired"], band, first, st["widths"], B)
         pre = prefetch(st["segment"], st["group"], st["paired"], m["band"], m["first"], m["last"], st["widths"], B, 3)
         print(f"{op.name:7s} T {T:5d} fill {st['fill']:3d}/{size:3d} buffers {st['buffers']:2d}/{nbuf:2d}  cycles: "
@@ -71,6 +74,14 @@ def main(r: float, frames: int = 3) -> None:
               f"{int(m['last'].max() - m['first'].min() + 1):7d}  late {m['late']:7d} fill_wait {m['fill_wait']:6d}"
               f"  weights {m['weights']:8d} / D92 {shared:8d} = {m['weights'] / max(1, shared):.3f}, / prefetch on "
               f"this schedule {pre['weights'] / max(1, shared):.3f} x D92", flush=True)
+        shared_e = shared_stage_weights(st["segment"], st["group"], st["paired"], e["band"], e["first"], st["widths"], B)
+        same = bool(np.array_equal(e["band"], band) and np.array_equal(e["first"] - e["first"].min(),
+                                                                       first - first.min()))
+        print(f"{'':7s} early choice: cycles {int(e['last'].max() - e['first'].min() + 1):7d} "
+              f"({(e['last'].max() - e['first'].min() + 1) / model - 1:+.2%} vs model)  late {e['late']:6d} "
+              f"fill_wait {e['fill_wait']:6d}  weights {e['weights']:8d} = {e['weights'] / max(1, shared):.3f} x D92, "
+              f"{e['weights'] / max(1, shared_e):.3f} x D92's count on this schedule"
+              f"  bands and first slots as the model's: {same}", flush=True)
 
 
 if __name__ == "__main__":

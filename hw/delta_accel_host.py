@@ -72,6 +72,22 @@ def x_words(acc: DeltaAccel, diffs: np.ndarray, groups) -> list[tuple[int, int]]
     return out
 
 
+def _padded_weights(acc: DeltaAccel, W: np.ndarray) -> tuple[int, np.ndarray]:  # noqa: N803
+    """``(N, Wp)``: ``W`` int8 ``[K, N]`` as int64 ``[K, n_cb C]``, columns past N zero (`w_words`,
+    `stage_w_words`).
+
+    Raises:
+        ValueError: N above the controller's ``max_n``.
+    """
+    C = acc.cfg.array_cols  # noqa: N806
+    K, N = W.shape  # noqa: N806
+    if N > acc.max_n:
+        raise ValueError(f"N = {N} output channels: the controller holds {acc.max_n}")
+    Wp = np.zeros((K, -(-N // C) * C), dtype=np.int64)  # noqa: N806
+    Wp[:, :N] = W
+    return N, Wp
+
+
 def w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int]]:  # noqa: N803
     """``(address, word)`` of the weight buffer: ``W`` int8 ``[K, N]`` per column block and group, two channels
     a word (lane ``h C + c``: channel ``k0 + 2 j + h``, column ``cb C + c``; columns past N zero).
@@ -80,11 +96,7 @@ def w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int]]:  #
         ValueError: N above ``max_n``, or as `group_layout`.
     """
     C = acc.cfg.array_cols  # noqa: N806
-    K, N = W.shape  # noqa: N806
-    if N > acc.max_n:
-        raise ValueError(f"N = {N} output channels: the controller holds {acc.max_n}")
-    Wp = np.zeros((K, -(-N // C) * C), dtype=np.int64)  # noqa: N806
-    Wp[:, :N] = W
+    N, Wp = _padded_weights(acc, W)  # noqa: N806
     out = []
     for (k0, k1, _), (_, _, wo) in zip(groups, group_layout(acc, groups), strict=True):
         for cb in range(-(-N // C)):
@@ -215,11 +227,7 @@ def stage_w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int
         ValueError: N above ``max_n``, or as `stage_group_layout`.
     """
     C, B = acc.cfg.array_cols, acc.cfg.compact_bands  # noqa: N806
-    K, N = W.shape  # noqa: N806
-    if N > acc.max_n:
-        raise ValueError(f"N = {N} output channels: the controller holds {acc.max_n}")
-    Wp = np.zeros((K, -(-N // C) * C), dtype=np.int64)  # noqa: N806
-    Wp[:, :N] = W
+    N, Wp = _padded_weights(acc, W)  # noqa: N806
     out = []
     for (k0, k1, _), (ho, n) in zip(groups, stage_group_layout(acc, groups), strict=True):
         for cb in range(-(-N // C)):

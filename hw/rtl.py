@@ -278,6 +278,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    names = [cfg.name for cfg in cfgs]
+    for cfg, arg in zip(cfgs, args.presets or names, strict=True):
+        if names.count(cfg.name) > 1 and cfgs.index(cfg) != names.index(cfg.name):
+            print(f"error: two configs are named {cfg.name!r} and would write into the same folder "
+                  f"{args.out / cfg.name}: give each TOML its own `name`", file=sys.stderr)
+            return 2
+        if arg != cfg.name and cfg.name in preset_names() and cfg != load_config(cfg.name):
+            print(f"error: {arg} is named {cfg.name!r}, a shipped preset, but differs from it: its Verilog would "
+                  f"mix with the preset's in {args.out / cfg.name}; give it its own `name`", file=sys.stderr)
+            return 2
     for parent in (args.out, *args.out.parents):  # the nearest existing ancestor must be a folder
         if parent.exists():
             if not parent.is_dir():
@@ -296,16 +306,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot write Verilog under {args.out}: {err.strerror or err}", file=sys.stderr)
         return 2
     for cfg, paths in zip(cfgs, files, strict=True):
-        sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB{'' if how == 'converted' else ', ' + how})"
-                          for p, how in paths)
-        print(f"{cfg.name}: {sizes}")
+        if args.verbose:
+            sizes = ", ".join(f"{p} ({p.stat().st_size / 1e3:,.0f} kB{'' if how == 'converted' else ', ' + how})"
+                              for p, how in paths)
+            print(f"{cfg.name}: {sizes}")
+        else:
+            hows = ", ".join(f"{n} {how}" for how in HOW if (n := sum(h == how for _, h in paths)))
+            kb = sum(p.stat().st_size for p, _ in paths) / 1e3
+            print(f"{cfg.name} ({cfg.organisation}): {len(paths)} files, {kb:,.0f} kB in {args.out / cfg.name} "
+                  f"({hows}; -v lists them)")
         if cfg.organisation in ("compact", "delta"):
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
-                   "combine stage's command generation (one chunk per op), and with a weight stage "
-                   "kaleido_daccel_stage runs it on the host's band-tile list with each band's next band-tile "
-                   "chosen ahead, on kaleido_dtop_ext; docs/decisions.md D73, D91, D93, D95, D96, D99)"
+                   "combine stage's command generation (one chunk per op)"
+                   + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
+                      "each band's next band-tile chosen ahead, on kaleido_dtop_ext" if cfg.wstage_sram_kib and cfg.diff_sram_kib
+                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99)"
                    if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

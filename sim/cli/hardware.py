@@ -62,9 +62,18 @@ def area(
 def rtl(
     presets: Annotated[list[str] | None, typer.Argument(help="presets or TOML files (default: all presets)")] = None,
     out: Annotated[Path, typer.Option("--out", help="output root")] = Path("rtl_out"),
+    force: Annotated[bool, typer.Option("--force", help="convert every module again, even where the folder's cache "
+                                        "manifest says the file is up to date (make rtl FORCE=1)")] = False,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="worker processes converting modules in parallel "
+                                             "(default: this machine's CPUs, at most 3)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="list every file and each conversion's CPU "
+                                          "seconds")] = False,
 ) -> None:
     """Emit Verilog for accelerator presets into OUT/<preset>/ (same as `make rtl`: modules convert in worker
     processes, and a file whose inputs and bytes are unchanged since the last run is kept; docs/decisions.md D80).
+    Example configs of the compact and delta organisations (not emitted by default): hw/presets/examples/; a TOML
+    writes into OUT/<its name>/, so two configs of one name, or a TOML named like a shipped preset but different,
+    are refused.
 
     The RTL covers the compute core, dispatcher pieces and the op-level controller `kaleido_accel`
     with its buffers as banked SRAM macros (`kaleido_sram_*`, one file per macro, swappable for a
@@ -96,7 +105,8 @@ def rtl(
     """
     from hw.rtl import main as rtl_main
 
-    args = [*(presets or []), "--out", str(out)]
+    args = [*(presets or []), "--out", str(out), *(["--force"] if force else []),
+            *(["--jobs", str(jobs)] if jobs is not None else []), *(["-v"] if verbose else [])]
     code = rtl_main(args)
     if code:
         raise typer.Exit(code)

@@ -78,6 +78,10 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
     timings: dict = {}
     try:
         cfg = load_config(config)
+        if cfg.organisation != "lockstep":
+            fail(f"--engine rtl runs the lockstep organisation's RTL only, and {cfg.name}'s organisation is "
+                 f"{cfg.organisation!r} (its tops and controllers are checked by the test benches, docs/decisions.md "
+                 "D86, D91-D99); use a lockstep config, or --engine model")
         tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D81)
         t0 = time.perf_counter()
         with progress_callback("simulate (RTL)", len(tr.ops)) as cb:

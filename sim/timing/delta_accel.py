@@ -364,7 +364,8 @@ EARLY_AHEAD = 2
 
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
-                   entries: int, lanes: int, regs: int | None = None, early: bool = False) -> dict:
+                   entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: bool = False,
+                   barrier: bool = False) -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
 
@@ -411,10 +412,20 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       last word into its next band-tile's words (the same three registers, in order), so word 0 is read during
       the current band-tile's last slots.
 
+    - *Deferred reads* (``defer=True``, docs/decisions.md D100; off by default, not built): at its turn a band
+      whose next word another band also needs next (same stage address) but cannot load (its registers full)
+      skips its read when it still has a loaded word beyond the one in use (two or more in use after c); it reads
+      at a later turn, or the lagging band reads at its own turn and the read loads into both. The reader never
+      waits for a word it needs now, so the leading band's phase slides toward the lagging one's.
+    - *Segment barrier* (``barrier=True``, D100; off by default, not built): the first ``min(B, n)`` band-tiles of
+      a segment of n issue their first slot together: none before all of them are some band's band-tile, past
+      their gather and hold word 0.
+
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]`` (as `accel_schedule`), ``"fills"`` int64
     ``[segments]`` each fill's first read cycle, ``"fill_wait"`` cycles fills waited for their buffer,
     ``"late"`` slot-cycles a staged band-tile waited for its word, ``"reads"`` stage reads, ``"weights"`` weights
-    per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads.
+    per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads,
+    ``"deferred"`` reads skipped by ``defer``.
     """
     from sim.timing.compact import WORD_REGISTERS
 
@@ -451,6 +462,15 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     # they land, the expected last-slot cycle E and the port free cycles from the last slots that ran
     nx, pn, presentn, E = [inf] * B, [0] * B, [[] for _ in range(B)], [-1] * B
     pact = [[-inf] * ports_b for _ in range(B)]
+    # segment barrier (barrier=True): per band-tile the band-tiles that start together with it (or none)
+    together = [()] * T
+    if barrier:
+        starts = [t for t in range(T) if sg[t]] + [T]
+        for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
+            grp_ = tuple(range(a0, min(a1, a0 + B)))
+            for t in grp_:
+                together[t] = grp_
+    deferred = 0
     c = 0
     while min(last, default=0) < 0:
         if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
@@ -478,6 +498,11 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             if len([p for p in present[b] if p <= c]) <= cw[b]:
                 late += 1
                 continue
+            if barrier and slot[b] == 0 and together[t]:
+                at = {bt[k]: k for k in range(B)}
+                if not all(m in at and c >= xready[m] and any(p <= c for p in present[at[m]])
+                           for m in together[t]):
+                    continue
             lastslot = slot[b] == s[t] - 1
             k = count[b] % ports_b
             if lastslot and c < pfree[b][k]:
@@ -523,6 +548,10 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
         free = [pw[k] - cw[k] + pn[k] - pop[k] < regs for k in range(B)]
         b = c % B
         a = need[b]
+        if (a is not None and free[b] and defer and pw[b] - cw[b] + pn[b] - pop[b] >= 2
+                and any(k != b and need[k] == a and not free[k] for k in range(B))):
+            deferred += 1
+            a = None
         if a is not None and free[b]:
             t, j = (nx[b], pn[b]) if nxn[b] else (bt[b], pw[b])
             reads += 1
@@ -567,4 +596,4 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),
             "fills": np.array(fills, dtype=np.int64), "fill_wait": fill_wait, "late": late, "reads": reads,
-            "weights": weights, "fill_reads": fill_reads}
+            "weights": weights, "fill_reads": fill_reads, "deferred": deferred}

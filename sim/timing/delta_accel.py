@@ -365,7 +365,7 @@ EARLY_AHEAD = 2
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
                    entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: bool = False,
-                   barrier: bool = False) -> dict:
+                   barrier: str = "off") -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
 
@@ -417,9 +417,11 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       skips its read when it still has a loaded word beyond the one in use (two or more in use after c); it reads
       at a later turn, or the lagging band reads at its own turn and the read loads into both. The reader never
       waits for a word it needs now, so the leading band's phase slides toward the lagging one's.
-    - *Segment barrier* (``barrier=True``, D100; off by default, not built): the first ``min(B, n)`` band-tiles of
-      a segment of n issue their first slot together: none before all of them are some band's band-tile, past
-      their gather and hold word 0.
+    - *Segment barrier* (``barrier="first"`` or ``"every"``, D100; ``"off"`` by default, not built): the first
+      ``min(B, n)`` band-tiles of the op's first segment (``"first"``) or of every segment (``"every"``), n its
+      band-tiles, issue their first slot together: none before all of them are some band's band-tile, past their
+      gather and hold word 0. Band-tiles of one group have the same slots, so bands started together stay together
+      until a wait parts them.
 
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]`` (as `accel_schedule`), ``"fills"`` int64
     ``[segments]`` each fill's first read cycle, ``"fill_wait"`` cycles fills waited for their buffer,
@@ -463,9 +465,13 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     nx, pn, presentn, E = [inf] * B, [0] * B, [[] for _ in range(B)], [-1] * B
     pact = [[-inf] * ports_b for _ in range(B)]
     # segment barrier (barrier=True): per band-tile the band-tiles that start together with it (or none)
+    if barrier not in ("off", "first", "every"):
+        raise ValueError(f"barrier must be 'off', 'first' or 'every', not {barrier!r}")
     together = [()] * T
-    if barrier:
+    if barrier != "off":
         starts = [t for t in range(T) if sg[t]] + [T]
+        if barrier == "first":
+            starts = starts[:2]
         for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
             grp_ = tuple(range(a0, min(a1, a0 + B)))
             for t in grp_:
@@ -498,7 +504,7 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             if len([p for p in present[b] if p <= c]) <= cw[b]:
                 late += 1
                 continue
-            if barrier and slot[b] == 0 and together[t]:
+            if slot[b] == 0 and together[t]:
                 at = {bt[k]: k for k in range(B)}
                 if not all(m in at and c >= xready[m] and any(p <= c for p in present[at[m]])
                            for m in together[t]):

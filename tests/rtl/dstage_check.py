@@ -12,7 +12,7 @@ word (``late``) and for a buffer (``fill_wait``), and the stage's weights read p
 controller's schedule, as a share of D92's.
 
 ``python -m tests.rtl.dstage_check R [F]`` (R the reuse share; F frames, default 3). With ``--regs N``,
-``--defer`` or ``--barrier`` (`stage_schedule`'s options, docs/decisions.md D100) it prints instead, per op, the
+``--defer`` or ``--barrier first|every`` (`stage_schedule`'s options, docs/decisions.md D100) it prints instead, per op, the
 model's cycles and the early choice's without and with the option: cycles, late slot-cycles and stage weights as
 a share of D92's count on the model's schedule; ``--ops a,b`` keeps only those ops.
 """
@@ -43,11 +43,11 @@ def main(r: float, frames: int = 3, opts: dict | None = None, only: set | None =
     for op in ops:
         if op.name.startswith("cross") or op.name == "pv":  # pv: K = 32,760 keys, 176 slices (too slow here)
             continue
-        if only and op.name not in only:
-            continue
         groups = plan_op(op, full, cfg, None, op.name in ("qk", "pv")).groups
         N = min(op.N, 2 * cfg.array_cols)  # noqa: N806
         dec = field_decisions(rng, grid, groups, 1, fld)[0]
+        if only and op.name not in only:  # skipped after its draw: the other ops' decisions stay the same
+            continue
         st = staged_tiles(dec, grid, groups, cfg, op.K, N)
         if st is None:
             print(f"{op.name}: not through the stage")
@@ -107,7 +107,7 @@ if __name__ == "__main__":
     ap.add_argument("frames", type=int, nargs="?", default=3)
     ap.add_argument("--regs", type=int, default=None, help="word registers per band (default 3)")
     ap.add_argument("--defer", action="store_true", help="stage_schedule(defer=True)")
-    ap.add_argument("--barrier", action="store_true", help="stage_schedule(barrier=True)")
+    ap.add_argument("--barrier", choices=("first", "every"), default=None, help="stage_schedule(barrier=...)")
     ap.add_argument("--ops", default="", help="comma-separated op names to keep")
     a = ap.parse_args()
     o = {k: v for k, v in (("regs", a.regs), ("defer", a.defer), ("barrier", a.barrier)) if v}

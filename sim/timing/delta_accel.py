@@ -364,7 +364,7 @@ EARLY_AHEAD = 2
 
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
-                   entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: bool = False,
+                   entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
                    barrier: str = "off") -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
@@ -412,11 +412,13 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       last word into its next band-tile's words (the same three registers, in order), so word 0 is read during
       the current band-tile's last slots.
 
-    - *Deferred reads* (``defer=True``, docs/decisions.md D100; off by default, not built): at its turn a band
-      whose next word another band also needs next (same stage address) but cannot load (its registers full)
-      skips its read when it still has a loaded word beyond the one in use (two or more in use after c); it reads
-      at a later turn, or the lagging band reads at its own turn and the read loads into both. The reader never
-      waits for a word it needs now, so the leading band's phase slides toward the lagging one's.
+    - *Deferred reads* (``defer="next"`` or ``"behind"``, docs/decisions.md D100; ``"off"`` by default, not
+      built): at its turn a band skips its read when it still has a loaded word beyond the one in use (two or more
+      in use after c) and another band will still take the same word: with ``"next"``, one whose next word is the
+      same stage address but whose registers are full; with ``"behind"``, also one whose band-tile reads the same
+      group's words from the same stage buffer and whose next word is an earlier one. It reads at a later turn,
+      or the lagging band reads at its own turn and the read loads into both. The reader never waits for a word
+      it needs now, so its slots keep their cycles; only its reads move.
     - *Segment barrier* (``barrier="first"`` or ``"every"``, D100; ``"off"`` by default, not built): the first
       ``min(B, n)`` band-tiles of the op's first segment (``"first"``) or of every segment (``"every"``), n its
       band-tiles, issue their first slot together: none before all of them are some band's band-tile, past their
@@ -476,6 +478,8 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             grp_ = tuple(range(a0, min(a1, a0 + B)))
             for t in grp_:
                 together[t] = grp_
+    if defer not in ("off", "next", "behind"):
+        raise ValueError(f"defer must be 'off', 'next' or 'behind', not {defer!r}")
     deferred = 0
     c = 0
     while min(last, default=0) < 0:
@@ -554,10 +558,14 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
         free = [pw[k] - cw[k] + pn[k] - pop[k] < regs for k in range(B)]
         b = c % B
         a = need[b]
-        if (a is not None and free[b] and defer and pw[b] - cw[b] + pn[b] - pop[b] >= 2
-                and any(k != b and need[k] == a and not free[k] for k in range(B))):
-            deferred += 1
-            a = None
+        if a is not None and free[b] and defer != "off" and pw[b] - cw[b] + pn[b] - pop[b] >= 2:
+            tj = [((nx[k], pn[k]) if nxn[k] else (bt[k], pw[k])) if need[k] is not None else None for k in range(B)]
+            tb, jb = tj[b]
+            if any(k != b and ((need[k] == a and not free[k]) or (
+                    defer == "behind" and tj[k] is not None and sb[tj[k][0]] == sb[tb] and sa[tj[k][0]] == sa[tb]
+                    and tj[k][1] < jb)) for k in range(B)):
+                deferred += 1
+                a = None
         if a is not None and free[b]:
             t, j = (nx[b], pn[b]) if nxn[b] else (bt[b], pw[b])
             reads += 1

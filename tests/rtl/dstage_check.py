@@ -12,7 +12,7 @@ word (``late``) and for a buffer (``fill_wait``), and the stage's weights read p
 controller's schedule, as a share of D92's.
 
 ``python -m tests.rtl.dstage_check R [F]`` (R the reuse share; F frames, default 3). With ``--regs N``,
-``--defer`` or ``--barrier first|every`` (`stage_schedule`'s options, docs/decisions.md D100) it prints instead, per op, the
+``--defer next|behind`` or ``--barrier first|every`` (`stage_schedule`'s options, docs/decisions.md D100) it prints instead, per op, the
 model's cycles and the early choice's without and with the option: cycles, late slot-cycles and stage weights as
 a share of D92's count on the model's schedule; ``--ops a,b`` keeps only those ops.
 """
@@ -106,7 +106,7 @@ if __name__ == "__main__":
     ap.add_argument("reuse", type=float)
     ap.add_argument("frames", type=int, nargs="?", default=3)
     ap.add_argument("--regs", type=int, default=None, help="word registers per band (default 3)")
-    ap.add_argument("--defer", action="store_true", help="stage_schedule(defer=True)")
+    ap.add_argument("--defer", choices=("next", "behind"), default=None, help="stage_schedule(defer=...)")
     ap.add_argument("--barrier", choices=("first", "every"), default=None, help="stage_schedule(barrier=...)")
     ap.add_argument("--ops", default="", help="comma-separated op names to keep")
     a = ap.parse_args()

@@ -417,8 +417,9 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       in use after c) and another band will still take the same word: with ``"next"``, one whose next word is the
       same stage address but whose registers are full; with ``"behind"``, also one whose band-tile reads the same
       group's words from the same stage buffer and whose next word is an earlier one. It reads at a later turn,
-      or the lagging band reads at its own turn and the read loads into both. The reader never waits for a word
-      it needs now, so its slots keep their cycles; only its reads move.
+      or the lagging band reads at its own turn and the read loads into both. The reader keeps the word in use
+      and one more, so its slots rarely wait (with PAIRED words of B slots the read at its next turn can land up
+      to 2 cycles late); its reads move, its band choice does not.
     - *Segment barrier* (``barrier="first"`` or ``"every"``, D100; ``"off"`` by default, not built): the first
       ``min(B, n)`` band-tiles of the op's first segment (``"first"``) or of every segment (``"every"``), n its
       band-tiles, issue their first slot together: none before all of them are some band's band-tile, past their

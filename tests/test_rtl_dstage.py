@@ -179,6 +179,42 @@ def test_early_band_choice_by_hand():
     assert r["band"].tolist() == [0, 1, 0] and r["first"].tolist() == [8, 8, 14] and r["last"].tolist() == [10, 10, 16]
 
 
+def test_deferred_reads_and_barrier_by_hand():
+    """D100's options of `stage_schedule` (model only, not built). 8 x 8, B = 2 (band 0's turn on even cycles), one
+    group of 16 channels (4 words of 2 B = 4, L = 4 slots each), two band-tiles of one segment, 16 slots, one row;
+    band-tile 1 takes 12 gather rounds, so the bands run 3 cycles apart.
+
+    Gathers at 0 (first slot >= 4) and 2 (first slot >= 2 + 12 + 3 = 17). The fill reads 8 half-words 2..9:
+    band-tile 0 readable from 11, band-tile 1 passes at 10, readable from 12. Turns 12, 13, 14 read words 0, 1, 2,
+    each loaded into both bands (both free), there from 14, 15, 16. Band 0 issues 14..29 (late 4..13: 10), band 1
+    17..32. Band 0 uses word 0 on 14..17 and pops it at 17, so at its turn 18 it has a register free for word 3;
+    band 1 needs word 3 too but holds words 0-2 until its pop at 20. Default: band 0 reads word 3 at 18 for itself,
+    band 1 at its turn 21 for itself: 5 reads, 20 weights. ``defer="next"`` (and ``"behind"``): at 18 band 0 still
+    holds words 1 and 2 (two in use), band 1's next word is the same and it is full: band 0 skips (1 deferred); at
+    its turn 20 band 1 pops in the same cycle (a register free), so band 0's read of word 3 loads into both: 4
+    reads, 16 weights, the same cycles. ``barrier="first"``: band 0 holds its first slot until band-tile 1 is past
+    its gather (17): both issue 17..32, in step, and every read loads both: 4 reads with 3 word registers, no
+    deferral. The early choice changes nothing here (two band-tiles, two bands)."""
+    cfg = stage_cfg("8x8-B2-d2")
+    args = dict(s_seq=[16, 16], rows=[1, 1], widths=[16, 16], rounds=[1, 12], paired=[0, 0], seg=[1, 0], sbuf=[0, 0],
+                fcount=[8, 8], saddr=[0, 0], cfg=cfg, entries=4, lanes=32)
+    for early in (False, True):
+        r = stage_schedule(early=early, **args)
+        assert r["first"].tolist() == [14, 17] and r["last"].tolist() == [29, 32]
+        assert (r["reads"], r["weights"], r["late"], r["deferred"]) == (5, 20, 10, 0)
+        for d in ("next", "behind"):
+            r = stage_schedule(early=early, defer=d, **args)
+            assert r["first"].tolist() == [14, 17] and r["last"].tolist() == [29, 32]
+            assert (r["reads"], r["weights"], r["late"], r["deferred"]) == (4, 16, 10, 1)
+        r = stage_schedule(early=early, barrier="first", **args)
+        assert r["first"].tolist() == [17, 17] and r["last"].tolist() == [32, 32]
+        assert (r["reads"], r["weights"], r["late"], r["deferred"]) == (4, 16, 10, 0)
+    with pytest.raises(ValueError, match="defer must be"):
+        stage_schedule(defer="yes", **args)
+    with pytest.raises(ValueError, match="barrier must be"):
+        stage_schedule(barrier=True, **args)
+
+
 @pytest.mark.parametrize("ci", [0, 1, "qk-int8", "wide", "sliced"])
 def test_staged_path_is_the_trace_model_path(ci):
     """The bench's staged op is the trace model's (`staged_tiles`: D84's order, D85's segments, D88's slices), and

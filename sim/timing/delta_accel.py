@@ -364,7 +364,8 @@ EARLY_AHEAD = 2
 
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
-                   entries: int, lanes: int, regs: int | None = None, early: bool = False) -> dict:
+                   entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
+                   barrier: str = "off") -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
 
@@ -411,10 +412,25 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       last word into its next band-tile's words (the same three registers, in order), so word 0 is read during
       the current band-tile's last slots.
 
+    - *Deferred reads* (``defer="next"`` or ``"behind"``, docs/decisions.md D100; ``"off"`` by default, not
+      built): at its turn a band skips its read when it still has a loaded word beyond the one in use (two or more
+      in use after c) and another band will still take the same word: with ``"next"``, one whose next word is the
+      same stage address but whose registers are full; with ``"behind"``, also one whose band-tile reads the same
+      group's words from the same stage buffer and whose next word is an earlier one. It reads at a later turn,
+      or the lagging band reads at its own turn and the read loads into both. The reader keeps the word in use
+      and one more, so its slots rarely wait (with PAIRED words of B slots the read at its next turn can land up
+      to 2 cycles late); its reads move, its band choice does not.
+    - *Segment barrier* (``barrier="first"`` or ``"every"``, D100; ``"off"`` by default, not built): the first
+      ``min(B, n)`` band-tiles of the op's first segment (``"first"``) or of every segment (``"every"``), n its
+      band-tiles, issue their first slot together: none before all of them are some band's band-tile, past their
+      gather and hold word 0. Band-tiles of one group have the same slots, so bands started together stay together
+      until a wait parts them.
+
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]`` (as `accel_schedule`), ``"fills"`` int64
     ``[segments]`` each fill's first read cycle, ``"fill_wait"`` cycles fills waited for their buffer,
     ``"late"`` slot-cycles a staged band-tile waited for its word, ``"reads"`` stage reads, ``"weights"`` weights
-    per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads.
+    per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads,
+    ``"deferred"`` reads skipped by ``defer``.
     """
     from sim.timing.compact import WORD_REGISTERS
 
@@ -451,6 +467,21 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     # they land, the expected last-slot cycle E and the port free cycles from the last slots that ran
     nx, pn, presentn, E = [inf] * B, [0] * B, [[] for _ in range(B)], [-1] * B
     pact = [[-inf] * ports_b for _ in range(B)]
+    # segment barrier (barrier=True): per band-tile the band-tiles that start together with it (or none)
+    if barrier not in ("off", "first", "every"):
+        raise ValueError(f"barrier must be 'off', 'first' or 'every', not {barrier!r}")
+    together = [()] * T
+    if barrier != "off":
+        starts = [t for t in range(T) if sg[t]] + [T]
+        if barrier == "first":
+            starts = starts[:2]
+        for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
+            grp_ = tuple(range(a0, min(a1, a0 + B)))
+            for t in grp_:
+                together[t] = grp_
+    if defer not in ("off", "next", "behind"):
+        raise ValueError(f"defer must be 'off', 'next' or 'behind', not {defer!r}")
+    deferred = 0
     c = 0
     while min(last, default=0) < 0:
         if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
@@ -478,6 +509,11 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             if len([p for p in present[b] if p <= c]) <= cw[b]:
                 late += 1
                 continue
+            if slot[b] == 0 and together[t]:
+                at = {bt[k]: k for k in range(B)}
+                if not all(m in at and c >= xready[m] and any(p <= c for p in present[at[m]])
+                           for m in together[t]):
+                    continue
             lastslot = slot[b] == s[t] - 1
             k = count[b] % ports_b
             if lastslot and c < pfree[b][k]:
@@ -523,6 +559,14 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
         free = [pw[k] - cw[k] + pn[k] - pop[k] < regs for k in range(B)]
         b = c % B
         a = need[b]
+        if a is not None and free[b] and defer != "off" and pw[b] - cw[b] + pn[b] - pop[b] >= 2:
+            tj = [((nx[k], pn[k]) if nxn[k] else (bt[k], pw[k])) if need[k] is not None else None for k in range(B)]
+            tb, jb = tj[b]
+            if any(k != b and ((need[k] == a and not free[k]) or (
+                    defer == "behind" and tj[k] is not None and sb[tj[k][0]] == sb[tb] and sa[tj[k][0]] == sa[tb]
+                    and tj[k][1] < jb)) for k in range(B)):
+                deferred += 1
+                a = None
         if a is not None and free[b]:
             t, j = (nx[b], pn[b]) if nxn[b] else (bt[b], pw[b])
             reads += 1
@@ -567,4 +611,4 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),
             "fills": np.array(fills, dtype=np.int64), "fill_wait": fill_wait, "late": late, "reads": reads,
-            "weights": weights, "fill_reads": fill_reads}
+            "weights": weights, "fill_reads": fill_reads, "deferred": deferred}

@@ -11,12 +11,13 @@ word (``late``) and for a buffer (``fill_wait``), and the stage's weights read p
 (`shared_stage_weights` on the trace model's schedule), and D94's prefetch rule (bands known ahead) on the staged
 controller's schedule, as a share of D92's.
 
-``python -m tests.rtl.dstage_check R [F]`` (R the reuse share; F frames, default 3).
+``python -m tests.rtl.dstage_check R [F]`` (R the reuse share; F frames, default 3). With ``--regs N``,
+``--defer next|behind`` or ``--barrier first|every`` (`stage_schedule`'s options, docs/decisions.md D100) it prints instead, per op, the
+model's cycles and the early choice's without and with the option: cycles, late slot-cycles and stage weights as
+a share of D92's count on the model's schedule; ``--ops a,b`` keeps only those ops.
 """
 
 from __future__ import annotations
-
-import sys
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from sim.timing.delta_accel import accel_schedule, stage_schedule, staged_tiles
 from tests.rtl.stage_port_check import prefetch
 
 
-def main(r: float, frames: int = 3) -> None:
+def main(r: float, frames: int = 3, opts: dict | None = None, only: set | None = None) -> None:
     cfg = load_config("kaleido-16nm-128x128-balanced")
     B = cfg.compact_bands  # noqa: N806
     full, ops = synth_ops("wan2.1-t2v-1.3b", "480p", [0], [0])
@@ -45,6 +46,8 @@ def main(r: float, frames: int = 3) -> None:
         groups = plan_op(op, full, cfg, None, op.name in ("qk", "pv")).groups
         N = min(op.N, 2 * cfg.array_cols)  # noqa: N806
         dec = field_decisions(rng, grid, groups, 1, fld)[0]
+        if only and op.name not in only:  # skipped after its draw: the other ops' decisions stay the same
+            continue
         st = staged_tiles(dec, grid, groups, cfg, op.K, N)
         if st is None:
             print(f"{op.name}: not through the stage")
@@ -61,6 +64,18 @@ def main(r: float, frames: int = 3) -> None:
         ones = np.ones(T, dtype=np.int64)
         band, first, last = band_schedule(st["s_seq"], st["rows"], cfg, st["segment"], st["fill"], st["buffers"])
         model = int(last.max() - first.min() + 1)
+        if opts:
+            args = (st["s_seq"], st["rows"], st["widths"][st["group"]], ones, st["paired"],
+                    *([p[k] for p in plan] for k in ("seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, 32)
+            shared = shared_stage_weights(st["segment"], st["group"], st["paired"], band, first, st["widths"], B)
+            cols = []
+            for name, kw in (("early", {}), ("option", opts)):
+                e = stage_schedule(*args, early=True, **kw)
+                cyc = int(e["last"].max() - e["first"].min() + 1)
+                cols.append(f"{name} {cyc:7d} ({cyc / model - 1:+.2%}) late {e['late']:6d} weights "
+                            f"{e['weights'] / max(1, shared):.3f} x D92 deferred {e['deferred']:6d}")
+            print(f"{op.name:7s} T {T:5d} model {model:7d}  " + "  ".join(cols), flush=True)
+            continue
         _b, f0, l0, _g = accel_schedule(st["s_seq"], st["rows"], st["widths"][st["group"]], ones, cfg, 2 * B, 32)
         m = stage_schedule(st["s_seq"], st["rows"], st["widths"][st["group"]], ones, st["paired"],
                            *([p[k] for p in plan] for k in ("seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, 32)
@@ -85,4 +100,15 @@ def main(r: float, frames: int = 3) -> None:
 
 
 if __name__ == "__main__":
-    main(float(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tests.rtl.dstage_check")
+    ap.add_argument("reuse", type=float)
+    ap.add_argument("frames", type=int, nargs="?", default=3)
+    ap.add_argument("--regs", type=int, default=None, help="word registers per band (default 3)")
+    ap.add_argument("--defer", choices=("next", "behind"), default=None, help="stage_schedule(defer=...)")
+    ap.add_argument("--barrier", choices=("first", "every"), default=None, help="stage_schedule(barrier=...)")
+    ap.add_argument("--ops", default="", help="comma-separated op names to keep")
+    a = ap.parse_args()
+    o = {k: v for k, v in (("regs", a.regs), ("defer", a.defer), ("barrier", a.barrier)) if v}
+    main(a.reuse, a.frames, o, set(filter(None, a.ops.split(","))))

@@ -96,8 +96,16 @@ band-tile list only): D85's stage instead of a weight copy per band.
   band-tile's word 0 is read during the current one's last slots. With ``early=False`` the band choice is
   ``kaleido_dtop``'s (a band takes its next number when its last slot is accepted, D96), and each band-tile's
   first slot waits for its band's next turn and the register.
+- **Deferred read** (``defer``, the default with the early choice; docs/decisions.md D100's ``defer="behind"``):
+  at its turn a band skips its read when two or more of its words are in use after the cycle and another band
+  that needs a word will still take this one: its next word is the same stage address and its registers are
+  full, or its next word's band-tile has the same stage buffer (``sbuf``) and group word 0 (``saddr``) and it is
+  on an earlier word (a lagging band of the same group; its own read at its turn loads the leader too). The turn's
+  (buffer, word 0, word index) against each other band's: B equality and less-than comparators, no storage.
+  ``stage_defer`` marks a skipped read.
 
-Timing and counts of this path: `sim.timing.delta_accel.stage_schedule`, tested cycle for cycle
+Timing and counts of this path: `sim.timing.delta_accel.stage_schedule` (``defer="behind"`` when built with
+``defer``), tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
 Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
@@ -165,7 +173,8 @@ class DeltaAccel(wiring.Component):
             instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
             (module docstring) instead of the host-written descriptor buffer. stage: the weight stage (module
             docstring, D96; the host's descriptor buffer, ``queues=False``). early: the early band choice (module
-            docstring, D99; default: ``stage``; only with ``stage``).
+            docstring, D99; default: ``stage``; only with ``stage``). defer: the deferred stage read (module
+            docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage``).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -176,7 +185,7 @@ class DeltaAccel(wiring.Component):
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
             (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
-            bank under two half-words.
+            bank under two half-words, or ``early`` or ``defer`` without ``stage``.
     """
 
     #: The variant's parameters, which `hw.compact_accel.CompactAccel` (D97) sets: the organisation it runs
@@ -191,7 +200,7 @@ class DeltaAccel(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
                  lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False,
-                 early: bool | None = None):
+                 early: bool | None = None, defer: bool | None = None):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -224,6 +233,12 @@ class DeltaAccel(wiring.Component):
         if self.early and not stage:
             discard(self)
             raise ValueError("the early band choice (early=True) is built for the weight stage (stage=True) only")
+        #: The deferred stage read (D100's ``defer="behind"``; default: ``early``): the turn's band skips its read
+        #: while it holds two words in use and another band will still take the word or is behind on its group's.
+        self.defer = self.early if defer is None else defer
+        if self.defer and not stage:
+            discard(self)
+            raise ValueError("the deferred stage read (defer=True) is built for the weight stage (stage=True) only")
         #: Staged (D96): weight-buffer words of B channels x C per column block (groups half-word aligned), and
         #: the stage's half-words (B bytes) per column bank.
         self.KWH = _pow2ceil(-(-self.max_k // B) + G)
@@ -380,7 +395,8 @@ class DeltaAccel(wiring.Component):
         #: For test benches: a stage read, a fill (weight-buffer) read and a stage write this cycle.
         self.stage_re, self.fill_re, self.fill_we = re, rd, w_on
         return {"fp_d": fp_d, "word": word, "turn": turn, "raddr": turn_addr, "re": re, "fp": fp, "filling": filling,
-                "resets": [fp, fp_d, filling, assigned, w_on, turn], "need": [], "free": [], "load": []}
+                "resets": [fp, fp_d, filling, assigned, w_on, turn], "need": [], "free": [], "load": [],
+                "defer": []}
 
     def _stage_band(self, m, stg, b, tile, cur, chan, wok, acc, last, done_b, T, ahead=None):  # noqa: N803
         """Band b's three word registers and their loads (module docstring): returns the slot's two weight lanes
@@ -422,6 +438,8 @@ class DeltaAccel(wiring.Component):
             with m.If(done_b):
                 m.d.sync += [pw.eq(0), cw.eq(0), pl.eq(0), wr_i.eq(0), rd_i.eq(0)]
             stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl]
+            if self.defer:  # the next word's band-tile (its stage buffer and word 0) and index, two words in use
+                stg["defer"].append((cur["sbuf"], cur["saddr"], pw, pw - cw >= 2 + pop))
         else:  # D99: past the band-tile's last word, on into its next band-tile's (the registers a ring)
             idle, has_nx, nd = ahead
             pn, pln = (Signal(range(nwmax + 1), name=f"b{b}_{n}") for n in ("next_read", "next_in"))
@@ -449,6 +467,9 @@ class DeltaAccel(wiring.Component):
                 m.d.sync += [pw.eq(pn + (load & use_nx)), pn.eq(0), cw.eq(0),
                              pl.eq(pln + (infl & land_nx)), pln.eq(0)]
             stg["resets"] += [pw, cw, pl, wr_i, rd_i, infl, pn, pln, land_nx]
+            if self.defer:  # as above, of the band-tile its next word belongs to
+                stg["defer"].append((Mux(use_nx, nd["sbuf"], cur["sbuf"]), Mux(use_nx, nd["saddr"], cur["saddr"]),
+                                     Mux(use_nx, pn, pw), pw - cw + pn >= 2 + pop))
         wword = Signal(unsigned(2 * B * C * W_BITS), name=f"b{b}_wuse")  # the word in use
         sel = wregs[-1]
         for i in range(nreg - 2, -1, -1):
@@ -480,7 +501,8 @@ class DeltaAccel(wiring.Component):
         ek["nd"] = []
         for b in range(B):  # the next band-tile's fields, from its staging entry's registers
             e = entry_of(ek["nx"][b])
-            ek["nd"].append({"tile": ek["nx"][b], **{n: regs[n][e] for n in ("width", "paired", "saddr")}})
+            ek["nd"].append({"tile": ek["nx"][b], **{n: regs[n][e] for n in ("width", "paired", "saddr")
+                                                      + (("sbuf",) if self.defer else ())}})
         cand = [Signal(name=f"b{b}_candidate") for b in range(B)]  # no next yet, its band-tile started (or none)
         for b in range(B):
             m.d.comb += cand[b].eq(~ek["has_nx"][b] & (ek["idle"][b] | (tiles[b] >= T) | ek["started"][b]))
@@ -793,8 +815,23 @@ class DeltaAccel(wiring.Component):
             need_t = Array(n for n, _, _, _ in stg["need"])
             free_t = Array(f for _, _, f, _ in stg["need"])
             addr_t = Array(a for _, a, _, _ in stg["need"])
-            m.d.comb += [go.eq(running & need_t[stg["turn"]] & free_t[stg["turn"]]), stg["re"].eq(go),
-                         stg["raddr"].eq(addr_t[stg["turn"]])]
+            turn = stg["turn"]
+            skip = Const(0, 1)
+            if self.defer:  # D100's defer="behind": the turn's band leaves the read to a band that will take it
+                sb_t, sa_t, j_t, many_t = (Array(x[i] for x in stg["defer"])[turn] for i in range(4))
+                later = Const(0, 1)
+                for k, ((need, addr, free, _), (sb_k, sa_k, j_k, _)) in enumerate(zip(stg["need"], stg["defer"],
+                                                                                       strict=True)):
+                    hit = Signal(name=f"b{k}_takes_later")
+                    m.d.comb += hit.eq((turn != k) & need & (((addr == stg["raddr"]) & ~free)
+                                                             | ((sb_k == sb_t) & (sa_k == sa_t) & (j_k < j_t))))
+                    later = later | hit
+                skip = Signal(name="stage_defer")
+                m.d.comb += skip.eq(running & need_t[turn] & free_t[turn] & many_t & later)
+                #: For test benches: a read the turn's band deferred this cycle.
+                self.stage_defer = skip
+            m.d.comb += [go.eq(running & need_t[turn] & free_t[turn] & ~skip), stg["re"].eq(go),
+                         stg["raddr"].eq(addr_t[turn])]
             for k, (need, addr, free, load) in enumerate(stg["need"]):
                 m.d.comb += load.eq(go & need & free & ((stg["turn"] == k) | (addr == stg["raddr"])))
         m.d.sync += [nxt.eq(nxt + (ek["give"] if self.early else taken)), held.eq((held | Mux(can_desc, Const(1, unsigned(S)) << entry_of(gidx), 0))

@@ -149,8 +149,8 @@ _MODULES = {
     # weight stage and a difference-sum buffer).
     "dstage": (DSTAGE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage: banked SRAM buffers "
                "(differences, one weight buffer, band-tile list, staging) + weight stage (1r1w half-word macros per "
-               "column bank, serial fills per segment) + three word registers per band and column + gather + band "
-               "issue onto kaleido_dtop_ext (bands chosen ahead) + tagged drain",
+               "column bank, serial fills per segment) + three word registers per band and column (reads deferred to "
+               "a lagging band) + gather + band issue onto kaleido_dtop_ext (bands chosen ahead) + tagged drain",
                lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
@@ -321,8 +321,9 @@ def main(argv: list[str] | None = None) -> int:
                    "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
                    "combine stage's command generation (one chunk per op)"
                    + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
-                      "each band's next band-tile chosen ahead, on kaleido_dtop_ext" if cfg.wstage_sram_kib and cfg.diff_sram_kib
-                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99)"
+                      "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
+                      "band" if cfg.wstage_sram_kib and cfg.diff_sram_kib
+                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100)"
                    if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

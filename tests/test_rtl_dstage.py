@@ -73,23 +73,26 @@ def _get(ci):
     return QK_CASES.get(ci) or SPECIAL[ci]
 
 
-def model_of(cfg, job, S, P, max_k=None, early=True):  # noqa: N803
+def model_of(cfg, job, S, P, max_k=None, early=True, defer=None):  # noqa: N803
     """`stage_schedule` of one `StagedOp` with the host's stage fields (`stage_plan`), plus its per-row out cycles
-    and op cycles (`row_out_cycles`, ``max read + C + 3``); ``early``: the early band choice (D99)."""
-    acc = discard(DeltaAccel(cfg, entries=S, lanes=P, max_k=max_k, stage=True, early=early))
+    and op cycles (`row_out_cycles`, ``max read + C + 3``); ``early``: the early band choice (D99); ``defer``: the
+    deferred stage read (D100's ``defer="behind"``; default ``early``, as `DeltaAccel`)."""
+    acc = discard(DeltaAccel(cfg, entries=S, lanes=P, max_k=max_k, stage=True, early=early, defer=defer))
     plan, nbuf, _size = stage_plan(acc, job.case.groups, host_tiles(job.op), job.segment, job.sliced)
     widths = np.array([job.case.groups[t.group][1] - job.case.groups[t.group][0] for t in job.op.tiles])
     rounds = gather_rounds([t.tokens for t in job.op.tiles], cfg.array_rows // cfg.compact_bands)
     paired = [bool(t.partial.all()) and t.slots < w for t, w in zip(job.op.tiles, widths, strict=True)]
     r = stage_schedule(job.op.s_seq, job.op.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
-        "seg", "sbuf", "fcount", "saddr")), cfg, S, P, early=acc.early)
+        "seg", "sbuf", "fcount", "saddr")), cfg, S, P, early=acc.early,
+        defer="behind" if acc.defer else "off")
     r["cycles"] = int(drain_reads(r["band"], r["last"], job.op.rows, cfg).max()) + cfg.array_cols + 3
     r["out"] = row_out_cycles(r["band"], r["last"], job.op.rows, cfg)
     r["nbuf"], r["paired"], r["widths"] = nbuf, np.array(paired), widths
     return r
 
 
-# (shape, case, entries, lanes, chunk-major, column blocks per group in D68's order[, early])
+# (shape, case, entries, lanes, chunk-major, column blocks per group in D68's order[, early[, defer]]); defer
+# (D100's deferred stage read) defaults to early, as DeltaAccel's
 RUNS = [("8x8-B2-d2", c, None, LANES, True, None) for c in range(4)] + [
     ("8x8-B4-d2", 1, None, LANES, True, None), ("4x8-B2-d1", 2, 2, 4, True, None),
     ("8x8-B2-d4", 0, None, LANES, True, None), ("8x8-B2-d2", "qk-int8", None, LANES, True, None),
@@ -100,20 +103,35 @@ RUNS = [("8x8-B2-d2", c, None, LANES, True, None) for c in range(4)] + [
     ("8x8-B8-d2", 0, None, LANES, True, None), ("8x8-B8-d2", "few", None, LANES, True, None),
     # kaleido_dtop's own band choice (D96), still built with early=False
     ("8x8-B2-d2", "wide", None, LANES, True, None, False), ("8x8-B4-d2", 1, None, LANES, True, None, False),
+    # reads the deferred stage read skips (D100): "next" and "behind" (wide on B = 4: "behind" only), on 8 bands;
+    # without it (as D99 built) and with it on kaleido_dtop's own choice
+    ("8x8-B4-d2", "wide", None, LANES, True, None), ("8x8-B8-d2", "one-wide", None, LANES, True, None),
+    ("8x8-B2-d2", "wide", None, LANES, True, None, True, False), ("8x8-B2-d2", "wide", None, LANES, True, None, False, True),
 ]
 
 
-@pytest.mark.parametrize(("shape", "ci", "entries", "lanes", "cm", "s", "early"), [(*r, True)[:7] for r in RUNS],
-                         ids=[f"{r[0]}-{r[1]}-S{r[2]}-P{r[3]}{'' if r[4] else '-d68'}{'-late' if len(r) > 6 else ''}"
-                              for r in RUNS])
-def test_staged_values_cycles_and_counts(shape, ci, entries, lanes, cm, s, early):
+def _run_args(r):
+    """A run's parameters with ``early`` (True) and ``defer`` (None) filled in."""
+    return (*r, *(True, None)[len(r) - 6:])
+
+
+def _run_id(r):
+    early, defer = _run_args(r)[6:]
+    on = early if defer is None else defer
+    return (f"{r[0]}-{r[1]}-S{r[2]}-P{r[3]}{'' if r[4] else '-d68'}{'' if early else '-late'}"
+            f"{'' if on == early else ('-defer' if on else '-nodefer')}")
+
+
+@pytest.mark.parametrize(("shape", "ci", "entries", "lanes", "cm", "s", "early", "defer"),
+                         [_run_args(r) for r in RUNS], ids=[_run_id(r) for r in RUNS])
+def test_staged_values_cycles_and_counts(shape, ci, entries, lanes, cm, s, early, defer):
     cfg = stage_cfg(shape)
     case = _get(ci)
     job = staged_op(case, cfg, chunk_major=cm, s=s)
     S = entries or 2 * cfg.compact_bands  # noqa: N806
     mk = MAX_K.get(ci)
-    [got] = run_staged(cfg, [job], entries=entries, lanes=lanes, max_k=mk, early=early)
-    m = model_of(cfg, job, S, lanes, mk, early)
+    [got] = run_staged(cfg, [job], entries=entries, lanes=lanes, max_k=mk, early=early, defer=defer)
+    m = model_of(cfg, job, S, lanes, mk, early, defer)
     op = job.op
     assert not got.twice
     want = {(n, i): (int(m["out"][n][i]), t.want[i, :, 0]) for n, t in enumerate(op.tiles) for i in range(len(t.tokens))}
@@ -124,12 +142,13 @@ def test_staged_values_cycles_and_counts(shape, ci, entries, lanes, cm, s, early
     assert got.cycles == m["cycles"]
     assert got.tile_mismatch == 0
     assert (got.stage_reads, got.fill_reads, got.fill_writes) == (m["reads"], m["fill_reads"], m["fill_reads"])
+    assert got.deferred == m["deferred"]
     # Y from the tags alone, on the case's own groups (a sliced group's slices sum to its product, D88)
     rows = ((int(op.tiles[n].tokens[i]), op.tiles[n].group, op.tiles[n].n0, w[:, None])
             for (n, i), (_c, w) in got.rows.items())
     y = delta_y(job.case.decisions, job.case.grid, job.case.groups, case.W.shape[1], rows)
     assert np.array_equal(y, apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4))
-    if ci == "one-wide":  # a segment per band-tile (D68's order, two column blocks) in two buffers: fills wait
+    if ci == "one-wide" and not cm:  # a segment per band-tile (D68's order, two column blocks) in two buffers: fills wait
         assert m["fill_wait"] > 0 and m["nbuf"] == 2
 
 
@@ -283,6 +302,11 @@ def test_stage_host_words_and_errors():
         DeltaAccel(delta_cfg(*SHAPES["8x8-B2-d2"]), stage=True)
     with pytest.raises(ValueError, match="early band choice"):
         DeltaAccel(cfg, early=True)
+    with pytest.raises(ValueError, match="deferred stage read"):
+        DeltaAccel(cfg, defer=True)
+    # the deferred read follows the early choice unless asked (D100): on with it, off without it
+    assert [discard(DeltaAccel(cfg, stage=True, early=e, defer=f)).defer
+            for e, f in ((True, None), (False, None), (True, False), (False, True))] == [True, False, False, True]
     from hw.compact_array import CompactTop
 
     with pytest.raises(ValueError, match="choice must be"):

@@ -412,8 +412,8 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
       last word into its next band-tile's words (the same three registers, in order), so word 0 is read during
       the current band-tile's last slots.
 
-    - *Deferred reads* (``defer="next"`` or ``"behind"``, docs/decisions.md D100; ``"off"`` by default, not
-      built): at its turn a band skips its read when it still has a loaded word beyond the one in use (two or more
+    - *Deferred reads* (``defer="next"`` or ``"behind"``, docs/decisions.md D100; ``"off"`` by default;
+      ``"behind"`` is `DeltaAccel`'s ``defer``): at its turn a band skips its read when it still has a loaded word beyond the one in use (two or more
       in use after c) and another band will still take the same word: with ``"next"``, one whose next word is the
       same stage address but whose registers are full; with ``"behind"``, also one whose band-tile reads the same
       group's words from the same stage buffer and whose next word is an earlier one. It reads at a later turn,

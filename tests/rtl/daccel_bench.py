@@ -197,23 +197,28 @@ def staged_op(case, cfg, chunk_major: bool = True, s: int | None = None) -> Stag
 @dataclass
 class StagedRun(DaccelRun):
     """A `DaccelRun` with the stage's counts: ``stage_reads`` (cycles the stage's macros read a word),
-    ``fill_reads`` (weight-buffer reads), ``fill_writes`` (stage half-word writes)."""
+    ``fill_reads`` (weight-buffer reads), ``fill_writes`` (stage half-word writes), ``deferred`` (reads the
+    deferred stage read skipped, D100)."""
 
     stage_reads: int = 0
     fill_reads: int = 0
     fill_writes: int = 0
+    deferred: int = 0
 
 
-def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True) -> list[StagedRun]:
+def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True,
+               defer=None) -> list[StagedRun]:
     """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity; ``early`` its
-    early band choice, D99, else ``kaleido_dtop``'s own, D96): ``jobs`` are
+    early band choice, D99, else ``kaleido_dtop``'s own, D96; ``defer`` its deferred stage read, D100, default
+    ``early``): ``jobs`` are
     `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
     each cycle from ``start`` to ``done``."""
     from hw.delta_accel import LANES, DeltaAccel
     from hw.delta_accel_host import stage_op_words
     from sim.timing.delta_reference import differences
 
-    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early)
+    dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early,
+                     defer=defer)
 
     async def run_op(ctx, job, out):
         case, op = job.case, job.op
@@ -226,6 +231,8 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
             out.stage_reads += ctx.get(dut.stage_re)
             out.fill_reads += ctx.get(dut.fill_re)
             out.fill_writes += ctx.get(dut.fill_we)
+            if dut.defer:
+                out.deferred += ctx.get(dut.stage_defer)
 
         await collect(ctx, cfg, dut, out, max_cycles, count)
 

@@ -278,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    names = [cfg.name for cfg in cfgs]
-    for cfg, arg in zip(cfgs, args.presets or names, strict=True):
-        if names.count(cfg.name) > 1 and cfgs.index(cfg) != names.index(cfg.name):
+    seen: dict[str, AcceleratorConfig] = {}
+    for cfg, arg in zip(cfgs, args.presets or [c.name for c in cfgs], strict=True):
+        if seen.setdefault(cfg.name, cfg) != cfg:
             print(f"error: two configs are named {cfg.name!r} and would write into the same folder "
                   f"{args.out / cfg.name}: give each TOML its own `name`", file=sys.stderr)
             return 2

@@ -437,7 +437,9 @@ def _profile_guided(cfg: AcceleratorConfig, training: dict[str, np.ndarray], wor
 def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_ROOT,
           log: Callable[[str], None] | None = None, design: Callable[[AcceleratorConfig], Design] = lockstep_design
           ) -> Path:
-    """The engine executable of `cfg` (built on first use, then cached; module docstring).
+    """The engine executable of `cfg` (built on first use, then cached; module docstring). A design with a training
+    job is built profile-guided (`PGO_USE`, D98) unless the environment sets ``KALEIDO_RTL_PGO=0``: then plain,
+    under the key without the training job (the suite's small-32x32 test uses it to save the second compilation).
 
     Args:
         cfg: accelerator config (at most `MAX_RTL_PES` PEs).

@@ -108,6 +108,7 @@ def _idx_bits(n: int) -> int:
 
 
 def ccolumn_signature(cfg: AcceleratorConfig) -> wiring.Signature:
+    """Ports of one column of the compact/delta array (`CompactColumn`): its PEs' lanes in and out, skewed by row."""
     R, B, d, ab = cfg.array_rows, cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
     shapes = {n: mem.shape for n, mem in cpe_signature(cfg).members.items()}
     lb = cpe_lane_bits(cfg, CROW_FIELDS)
@@ -166,6 +167,9 @@ class CompactColumn(wiring.Component):
 
 
 def ctop_signature(cfg: AcceleratorConfig, ext: bool = False) -> wiring.Signature:
+    """Ports of ``kaleido_ctop`` / ``kaleido_dtop`` (`CompactTop`): per band its slot lanes, the drain ports'
+    ``out_*`` words (``acc_bits`` each) with their row and band-tile tags; with ``ext`` (``kaleido_dtop_ext``,
+    docs/decisions.md D99) an input ``b{b}_tile_in`` per band carrying the band-tile number the controller chose."""
     C, B, d, ab = cfg.array_cols, cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
     brows, nw = band_geometry(cfg)["brows"], len(drain_words(cfg))
     xb = X_BITS if is_delta(cfg) else 8  # delta: 9-bit differences from the similarity unit; compact: X bytes

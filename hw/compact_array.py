@@ -108,7 +108,9 @@ def _idx_bits(n: int) -> int:
 
 
 def ccolumn_signature(cfg: AcceleratorConfig) -> wiring.Signature:
-    """Ports of one column of the compact/delta array (`CompactColumn`): its PEs' lanes in and out, skewed by row."""
+    """Ports of one column of the compact/delta array (`CompactColumn`): the R row lanes in and out (``x_in``,
+    ``x_out``), each band's column-lane fields (``c{b}_*``), and the d read-strobed drain ports (``rd_valid``,
+    ``rd_idx``, ``out_valid``, ``out_data``: `drain_words` words of ``acc_bits`` per port)."""
     R, B, d, ab = cfg.array_rows, cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.acc_bits  # noqa: N806
     shapes = {n: mem.shape for n, mem in cpe_signature(cfg).members.items()}
     lb = cpe_lane_bits(cfg, CROW_FIELDS)

@@ -13,18 +13,23 @@ What the host gives it:
 - the op ports (`core_ports`): ``o_w`` the grid's width, ``o_axes`` per group its axis (2 bits each: 0 ``f``,
   1 ``h``, 2 ``w``).
 
-After ``start`` two phases, one after the other:
+After ``start`` two stages run at once, the walk one column block behind the drain (docs/decisions.md D104):
 
 - **Stage.** Each descriptor ``kaleido_caccel``'s gather takes is kept in a **tile table** (a 1r1w copy per drain
   port, addressed by band-tile number). A row drained at cycle c on port p reads its entry at c; at c + 1 its word
   (``out``, ``out_m`` per column, as ``kaleido_combine`` stages them) is written into port p's staging macro at the
   port's next address, and that address into port p's **where table** (1r1w, one entry of address + valid bit per
   (column block, token, group)); the token is the entry's token of ``out_row``, the group the one whose X word
-  offset (``c_layout``) the descriptor names.
-- **Walk.** From the second cycle after ``kaleido_caccel``'s ``done`` (`sim.timing.compact_accel.core_cycles`), one
-  command a cycle in `tests.rtl.compact_bench.combine_program`'s order: per column block, token (raster), group.
-  At cycle k the decision copies are read at the token and at its successor along the group's axis, the where
-  tables at (column block, token, group), the **head table** (one state address per (position, group), 1r1w) at
+  offset (``c_layout``) the descriptor names. The where tables are banked per column block (``max_cb`` 1r1w
+  macros per port, one entry per (token, group)), so the walk's clears of one block never meet the stage's writes
+  of a later one. Per column block three counts: the rows its descriptors list (``nrows`` of each descriptor the
+  gather takes), the rows staged, and whether a later block's descriptor has been taken. A block is *whole* when
+  the counts are equal and a later block's descriptor (or ``kaleido_caccel``'s ``done``) has been seen.
+- **Walk.** One command a cycle in `tests.rtl.compact_bench.combine_program`'s order (per column block, token
+  (raster), group), block c while block c is whole (`sim.timing.compact_accel.core_cycles`): compact issues
+  column blocks outer, so block c is walked while block c + 1 accumulates. At cycle k the decision copies are
+  read at the token and at its successor along the group's axis, the where tables at (column block, token,
+  group), the **head table** (one state address per (position, group), 1r1w) at
   the neighbour's; at k + 1 the command issues: ``c_dec``, the port whose where entry is valid and its address
   (that entry is cleared, so the tables are empty between ops), ``c_waddr`` = position x ``partial_regs`` + group,
   ``c_raddr`` the same for ``f`` groups and, for ``w``/``h`` groups, the neighbour's head (its chain's last written
@@ -38,8 +43,8 @@ holds one pool, ``R x partial_regs`` words, so an op's positions H W must fit R,
 ``max_cb`` column blocks (default `MAX_CB`) x ``max_tokens`` x ``partial_regs`` entries. `core_ports` refuses an op
 beyond them.
 
-Not in this slice (D97): the combine unit's second way and the walk overlapping the drain (the op's rows are all
-staged first), streaming beyond one pool of positions.
+Not in this slice (D97, D104): more than one combine way (one command a cycle), a walk overlapping the drain
+finer than column blocks (chunks, pools), streaming beyond one pool of positions.
 """
 
 from __future__ import annotations
@@ -58,7 +63,6 @@ from hw.delta_core import host_through
 from hw.pe import COMPUTE, REUSE
 from hw.sram import index_bits as _bits
 from hw.sram import macro
-from hw.sram import pow2ceil as _pow2ceil
 
 #: Verilog module name of `CompactCore`.
 CCORE_MODULE_NAME = "kaleido_ccore"
@@ -93,7 +97,7 @@ class CompactCore(wiring.Component):
         sz = combine_sizes(cfg)
         self.sa, self.ra = _bits(sz["stage_depth"]), _bits(sz["state_depth"])
         self.lg, self.lcb = _bits(G), _bits(self.max_cb)
-        self.where_depth = _pow2ceil(self.max_cb) * (1 << self.tb) * (1 << self.lg)
+        self.where_depth = (1 << self.tb) * (1 << self.lg)  # a bank per (port, column block): (token, group)
         self.head_depth = sz["state_depth"]
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
@@ -129,7 +133,7 @@ class CompactCore(wiring.Component):
 
         # --- host writes, start, phases
         dec_we = self.wr_valid & (self.wr_sel == 3)
-        phase = host_through(m, self, ap, self.wr_valid, ap.x_unsigned.eq(self.x_unsigned))  # 0 idle, 1 stage, 2 walk
+        phase = host_through(m, self, ap, self.wr_valid, ap.x_unsigned.eq(self.x_unsigned))  # 0 idle, 1 running
 
         # --- descriptor fields and the op's group offsets
         pos, off = {}, 0
@@ -159,14 +163,18 @@ class CompactCore(wiring.Component):
         r_row = Signal(d * rb, name="row_row")
         r_data = Signal(d * word, name="row_data")
         m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
-        where = []
+        ncb = self.max_cb
+        where = []  # where[p][c]: port p's entries of column block c
         for p in range(d):
-            ports, mac = macro("1r1w", self.where_depth, sa + 1, instance=inst)
-            m.submodules[f"where{p}"] = mac
-            m.d.comb += ports.wmask.eq(1)
-            where.append(ports)
+            banks = []
+            for c in range(ncb):
+                ports, mac = macro("1r1w", self.where_depth, sa + 1, instance=inst)
+                m.submodules[f"where{p}_{c}"] = mac
+                m.d.comb += ports.wmask.eq(1)
+                banks.append(ports)
+            where.append(banks)
         nxt = [Signal(sa + 1, name=f"stage_next{p}") for p in range(d)]
-        st_we, st_addr = [], []
+        st_we, st_addr, row_cb = [], [], []
         for p in range(d):
             e = tables[p].rdata
             fld = {n: e[o:o + b] for n, (o, b) in pos.items()}
@@ -177,14 +185,38 @@ class CompactCore(wiring.Component):
             for g in range(G):
                 expr = Mux((fld["xoff"] == gxoff[g]) & (g < self.c_groups), g, expr)
             m.d.comb += grp.eq(expr)
-            waddr = Cat(grp, tok, fld["cb"][:lcb])
-            with m.If(phase == 1):
-                m.d.comb += [where[p].we.eq(r_v[p]), where[p].waddr.eq(waddr), where[p].wdata.eq(Cat(nxt[p][:sa], 1))]
+            rcb = Signal(range(acc.max_nb), name=f"row_cb{p}")
+            m.d.comb += rcb.eq(fld["cb"])
+            row_cb.append(rcb)
+            for c in range(ncb):  # the walk clears bank q_cb only once column block q_cb is whole: no clash
+                with m.If(r_v[p] & (rcb == c)):
+                    m.d.comb += [where[p][c].we.eq(1), where[p][c].waddr.eq(Cat(grp, tok)),
+                                 where[p][c].wdata.eq(Cat(nxt[p][:sa], 1))]
             with m.If(r_v[p]):
                 m.d.sync += nxt[p].eq(nxt[p] + 1)
             st_we.append(r_v[p])
             st_addr.append(nxt[p][:sa])
         m.d.comb += [cmb.st_we.eq(Cat(*st_we)), cmb.st_waddr.eq(Cat(*st_addr)), cmb.st_wdata.eq(r_data)]
+
+        # --- per column block: rows its descriptors list, rows staged, a later block's descriptor taken
+        cnt_w = _bits(acc.max_tokens * G + 1)
+        exp = [Signal(cnt_w, name=f"cb_rows{c}") for c in range(ncb)]
+        got = [Signal(cnt_w, name=f"cb_staged{c}") for c in range(ncb)]
+        past = [Signal(name=f"cb_past{c}") for c in range(ncb)]
+        dfl = {n: ap.desc[o:o + b] for n, (o, b) in pos.items()}
+        fin = Signal(name="accel_done_seen")
+        start_now = (phase == 0) & self.start
+        for c in range(ncb):
+            with m.If(start_now):
+                m.d.sync += [exp[c].eq(0), got[c].eq(0), past[c].eq(0)]
+            with m.Else():
+                with m.If(ap.desc_valid & (dfl["cb"] == c)):
+                    m.d.sync += exp[c].eq(exp[c] + dfl["nrows"])
+                with m.If(ap.desc_valid & (dfl["cb"] > c)):
+                    m.d.sync += past[c].eq(1)
+                m.d.sync += got[c].eq(got[c] + sum((r_v[p] & (row_cb[p] == c)).as_unsigned() for p in range(d)))
+        whole = Signal(ncb, name="cb_whole")  # every row of column block c staged: its walk may run
+        m.d.comb += whole.eq(Cat(*[(past[c] | fin) & (got[c] == exp[c]) for c in range(ncb)]))
 
         # --- decision copies
         decs = []
@@ -199,7 +231,7 @@ class CompactCore(wiring.Component):
         tk = range(2 * acc.max_tokens + 1)
         hw_ = Signal(range(acc.max_tokens + 1), name="op_hw")
         m.d.comb += hw_.eq(self.c_hw)
-        walking = Signal(name="walking")
+        active, walking = Signal(name="walk_active"), Signal(name="walking")
         cb, t, f, p_, x, g = (Signal(range(acc.max_nb + 1), name="w_cb"), Signal(tk, name="w_t"), Signal(tk, name="w_f"),
                               Signal(tk, name="w_p"), Signal(tk, name="w_x"), Signal(range(G + 1), name="w_g"))
         axis = Signal(2, name="w_axis")
@@ -218,11 +250,16 @@ class CompactCore(wiring.Component):
         own = Signal(ra, name="w_own")
         nb_own = Signal(ra, name="w_nb_own")
         m.d.comb += [own.eq(p_ * G + g), nb_own.eq(own - Mux(axis == 2, G, self.o_w * G))]
-        w_addr = Cat(g[:lg], t[:tb], cb[:lcb])
+        cb_whole = Const(0, 1)
+        for c in range(ncb):
+            cb_whole = Mux(cb == c, whole[c], cb_whole)
+        m.d.comb += walking.eq(active & cb_whole)
+        w_addr = Cat(g[:lg], t[:tb])
         m.d.comb += [decs[0].re.eq(walking), decs[0].raddr.eq(t), decs[1].re.eq(walking & succ_ex),
                      decs[1].raddr.eq(succ_t)]
         for p in range(d):
-            m.d.comb += [where[p].re.eq(walking), where[p].raddr.eq(w_addr)]
+            for c in range(ncb):
+                m.d.comb += [where[p][c].re.eq(walking & (cb == c)), where[p][c].raddr.eq(w_addr)]
         head, hmac = macro("1r1w", self.head_depth, ra, instance=inst)
         m.submodules.head = hmac
         m.d.comb += [head.re.eq(walking & nb_ex), head.raddr.eq(nb_own), head.wmask.eq(1)]
@@ -246,14 +283,22 @@ class CompactCore(wiring.Component):
         m.d.comb += h_wdata.eq(Mux(code == REUSE, raddr, q["own"]))
         m.d.comb += [head.we.eq(q["v"]), head.waddr.eq(q["own"]), head.wdata.eq(h_wdata)]
         m.d.sync += [h_fwd.eq(q["v"] & walking & nb_ex & (q["own"] == nb_own)), h_last.eq(h_wdata)]
+        qcb = q["cb"][:lcb] if lcb else Const(0, 1)
+        wrd = []
+        for p in range(d):
+            e = where[p][0].rdata
+            for c in range(1, ncb):
+                e = Mux(qcb == c, where[p][c].rdata, e)
+            wrd.append(e)
         port = Const(0, 1) if d == 1 else Const(0, range(d))
-        saddr = where[0].rdata[:sa]
+        saddr = wrd[0][:sa]
         for p in range(1, d):
-            port = Mux(where[p].rdata[sa], p, port)
-            saddr = Mux(where[p].rdata[sa], where[p].rdata[:sa], saddr)
-        with m.If(phase == 2):  # the walk clears every entry it reads
-            for p in range(d):
-                m.d.comb += [where[p].we.eq(q["v"]), where[p].waddr.eq(q["waddr"]), where[p].wdata.eq(0)]
+            port = Mux(wrd[p][sa], p, port)
+            saddr = Mux(wrd[p][sa], wrd[p][:sa], saddr)
+        for p in range(d):  # the walk clears every entry it reads (its column block's rows are all staged)
+            for c in range(ncb):
+                with m.If(q["v"] & (qcb == c)):
+                    m.d.comb += [where[p][c].we.eq(1), where[p][c].waddr.eq(q["waddr"]), where[p][c].wdata.eq(0)]
         m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_dec.eq(code), cmb.c_port.eq(port), cmb.c_saddr.eq(saddr),
                      cmb.c_raddr.eq(raddr), cmb.c_waddr.eq(q["own"]),
                      cmb.c_keep.eq(q["succ"] & (scode != COMPUTE)), cmb.c_first.eq(q["first"]),
@@ -267,30 +312,24 @@ class CompactCore(wiring.Component):
                      self.y_cb.eq(c2)]
         m.d.sync += self.done.eq(e2)
 
-        fin = Signal(name="accel_done_seen")
         with m.If(ap.done):
             m.d.sync += fin.eq(1)
-        with m.Switch(phase):
-            with m.Case(0):
-                with m.If(self.start):
-                    m.d.sync += [phase.eq(1), fin.eq(0)] + [n.eq(0) for n in nxt]
-            with m.Case(1):
-                with m.If(fin & (r_v == 0)):
-                    m.d.sync += [phase.eq(2), walking.eq(1), cb.eq(0), t.eq(0), f.eq(0), p_.eq(0), x.eq(0), g.eq(0)]
-            with m.Case(2):
-                with m.If(walking):
-                    with m.If(~last_g):
-                        m.d.sync += g.eq(g + 1)
-                    with m.Else():
-                        m.d.sync += [g.eq(0), t.eq(t + 1), x.eq(Mux(last_x, 0, x + 1)), p_.eq(Mux(last_p, 0, p_ + 1))]
-                        with m.If(last_p):
-                            m.d.sync += f.eq(f + 1)
-                            with m.If(last_f):
-                                m.d.sync += [f.eq(0), t.eq(0), cb.eq(cb + 1)]
-                                with m.If(last_cb):
-                                    m.d.sync += walking.eq(0)
-                with m.If(e2):
-                    m.d.sync += phase.eq(0)
+        with m.If(start_now):
+            m.d.sync += [phase.eq(1), fin.eq(0), active.eq(1), cb.eq(0), t.eq(0), f.eq(0), p_.eq(0), x.eq(0),
+                         g.eq(0)] + [n.eq(0) for n in nxt]
+        with m.If(walking):
+            with m.If(~last_g):
+                m.d.sync += g.eq(g + 1)
+            with m.Else():
+                m.d.sync += [g.eq(0), t.eq(t + 1), x.eq(Mux(last_x, 0, x + 1)), p_.eq(Mux(last_p, 0, p_ + 1))]
+                with m.If(last_p):
+                    m.d.sync += f.eq(f + 1)
+                    with m.If(last_f):
+                        m.d.sync += [f.eq(0), t.eq(0), cb.eq(cb + 1)]
+                        with m.If(last_cb):
+                            m.d.sync += active.eq(0)
+        with m.If((phase == 1) & e2):
+            m.d.sync += phase.eq(0)
         return m
 
 

@@ -19,7 +19,7 @@ from hw import discard
 from hw.compact_core import CompactCore, core_ports
 from sim.cost.compact_actions import successor_reads
 from sim.engines.band_stimulus import band_op
-from sim.timing.compact_accel import caccel_cycles, core_cycles, queue_steps
+from sim.timing.compact_accel import block_times, caccel_cycles, caccel_schedule, core_cycles, queue_steps
 from tests.rtl.caccel_bench import run_ccore
 from tests.test_rtl_caccel import ALL, SHAPES, _random_job
 from tests.test_rtl_compact import compact_cfg
@@ -34,7 +34,9 @@ def check_core(cfg, case, op, fw, got):
     C, N, M, G = cfg.array_cols, case.W.shape[1], case.X.shape[0], len(case.groups)  # noqa: N806
     n_cb = -(-N // C)
     q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb)
-    y_at, done = core_cycles(caccel_cycles(op, case.groups, cfg, 2 * cfg.compact_bands, 32, q), M, G, n_cb)
+    args = (op, case.groups, cfg, 2 * cfg.compact_bands, 32, q)
+    blocks = block_times(op, caccel_schedule(*args), cfg, n_cb)
+    y_at, done = core_cycles(caccel_cycles(*args), M, G, blocks)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert not got.twice
     assert sorted(got.y) == [(cb, t) for cb in range(n_cb) for t in range(M)]
@@ -70,12 +72,22 @@ def test_ccore_random_ops_back_to_back():
 
 
 def test_core_cycles_by_hand():
-    # T = 10, 2 tokens, 2 groups, 1 column block: commands (t0 g0, t0 g1, t1 g0, t1 g1) read at 12-15, issue at
-    # 13-16; token 0's row 2 cycles after its last command (14): 16; token 1's: 18; done the cycle after: 19
-    y, done = core_cycles(10, 2, 2, 1)
-    assert y.tolist() == [[16, 18]] and done == 19
-    y, done = core_cycles(10, 2, 1, 2)  # one group, two column blocks: commands at 13, 14, 15, 16
-    assert y.tolist() == [[15, 16], [17, 18]] and done == 19
+    # T = 10, 2 tokens, 2 groups, 1 column block whose last row leaves at 8 (staged 9, counted 10): the block is
+    # whole once done is seen, 11; commands (t0 g0, t0 g1, t1 g0, t1 g1) read at 11-14, issue at 12-15; token 0's
+    # row 2 cycles after its last command (13): 15; token 1's: 17; done the cycle after: 18
+    y, done = core_cycles(10, 2, 2, ([8], [0]))
+    assert y.tolist() == [[15, 17]] and done == 18
+    # one group, two column blocks: block 0's last row leaves at 5 (counted 7), block 1's first descriptor is taken
+    # at 4 (seen 5): block 0 walks at 7, 8 (rows at 10, 11) while block 1 drains; block 1 (last row 8, counted 10)
+    # waits for done (seen 11): reads 11, 12, rows 14, 15, done 16
+    y, done = core_cycles(10, 2, 1, ([5, 8], [0, 4]))
+    assert y.tolist() == [[10, 11], [14, 15]] and done == 16
+    # block 1's first descriptor taken late (9, seen 10): block 0, drained at 3 (counted 5), waits for it
+    y, _ = core_cycles(12, 1, 1, ([3, 10], [0, 9]))
+    assert y[0].tolist() == [10 + 3]
+    # the walk binds: block 0 (whole at 7) reads 4 commands 7-10, so block 1 (whole at T + 1 = 9) starts at 11
+    y, done = core_cycles(8, 2, 2, ([5, 6], [0, 4]))
+    assert y.tolist() == [[11, 13], [15, 17]] and done == 18
 
 
 def test_core_ports_refuse_what_does_not_fit():

@@ -16,7 +16,8 @@ import pytest
 
 from algo.reuse.golden import REUSE, apply_decisions
 from hw import discard
-from hw.compact_core import CompactCore, core_ports
+from hw.combine import combine_sizes
+from hw.compact_core import CompactCore, core_ports, default_ways
 from sim.cost.compact_actions import successor_reads
 from sim.engines.band_stimulus import band_op
 from sim.timing.compact_accel import block_times, caccel_cycles, caccel_schedule, core_cycles, queue_steps
@@ -36,7 +37,7 @@ def check_core(cfg, case, op, fw, got):
     q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb)
     args = (op, case.groups, cfg, 2 * cfg.compact_bands, 32, q)
     blocks = block_times(op, caccel_schedule(*args), cfg, n_cb)
-    y_at, done = core_cycles(caccel_cycles(*args), M, G, blocks)
+    y_at, done = core_cycles(caccel_cycles(*args), M, -(-G // default_ways(cfg)), blocks)  # W ways a command (D104)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert not got.twice
     assert sorted(got.y) == [(cb, t) for cb in range(n_cb) for t in range(M)]
@@ -93,22 +94,30 @@ def test_core_cycles_by_hand():
 def test_core_ports_refuse_what_does_not_fit():
     cfg = compact_cfg(8, 8, 2, 2)
     core = discard(CompactCore(cfg))
-    assert core_ports(core, (2, 2, 4), [(0, 2, "f"), (2, 5, "w")], 11, 40) == {"o_w": 4, "o_axes": 0 | 2 << 2}
+    assert core_ports(core, (2, 2, 4), [(0, 2, "f"), (2, 5, "w")], 11, [40, 40]) == {"o_w": 4, "o_axes": 0 | 2 << 2}
     with pytest.raises(ValueError, match="H W <= 8"):
-        core_ports(core, (2, 3, 3), [(0, 2, "f")], 8, 4)  # 9 positions: the state macro holds one pool of 8
+        core_ports(core, (2, 3, 3), [(0, 2, "f")], 8, [4])  # 9 positions: the state macro holds one pool of 8
     with pytest.raises(ValueError, match="4 column blocks"):
-        core_ports(core, (2, 2, 2), [(0, 2, "f")], 33, 4)
+        core_ports(core, (2, 2, 2), [(0, 2, "f")], 33, [4])
+    # 8 x 8, d = 2: 2 ways; a word is 2 C acc_bits = 2 x 8 x 28 = 448 bits; the state R x partial_regs = 64 words,
+    # 32 a way; 64 KiB leave (524,288 - 64 x 448) / (2 ports x 2 ways x 448) = 276 words -> 256 a staging macro.
+    # Groups 0 and 2 share way 0
+    sz = combine_sizes(cfg, 2)
+    assert (sz["word"], sz["state_depth"], sz["stage_depth"]) == (448, 32, 256)
+    assert core_ports(core, (1, 2, 4), [(0, 1, "f")] * 3, 8, [128, 256, 128])["o_w"] == 4
+    with pytest.raises(ValueError, match="257 rows on a way"):
+        core_ports(core, (1, 2, 4), [(0, 1, "f")] * 3, 8, [128, 0, 129])
 
 
 def test_ccore_and_caccel_emit_reproducibly_and_lint_clean(tmp_path):
-    # kaleido_ccore and everything below it (kaleido_caccel, kaleido_dqueue, kaleido_combine, kaleido_ctop, ...) on
+    # kaleido_ccore and everything below it (kaleido_caccel, kaleido_dqueue, kaleido_combine_w2, kaleido_ctop, ...) on
     # an 8 x 8 compact config, all in hw.rtl's plan: the same bytes twice, no paths, each file's macros and children
     # instantiated by name, Verilator -Wall clean per file and over the whole hierarchy from kaleido_ccore and from
     # kaleido_caccel.
     import re
     from pathlib import Path
 
-    from hw.combine import Combine
+    from hw.combine import Combine, combine_module_name
     from hw.compact_accel import CompactAccel
     from hw.lint import lint_folder
     from hw.rtl import emit, plan
@@ -117,8 +126,10 @@ def test_ccore_and_caccel_emit_reproducibly_and_lint_clean(tmp_path):
     cfg = compact_cfg(8, 8, 2, 2)
     own = [macro_name(*mc) for mc in discard(CompactCore(cfg, pe="instance")).macros()]
     below = [macro_name(*mc) for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros()]
-    below += [macro_name(*mc) for mc in discard(Combine(cfg)).macros()]
-    names = ("kaleido_ccore", "kaleido_caccel", "kaleido_dqueue", "kaleido_combine", "kaleido_ctop", "kaleido_ccolumn",
+    ways = default_ways(cfg)
+    assert ways == 2  # d = 2 (D104)
+    below += [macro_name(*mc) for mc in discard(Combine(cfg, ways=ways)).macros()]
+    names = ("kaleido_ccore", "kaleido_caccel", "kaleido_dqueue", combine_module_name(ways), "kaleido_ctop", "kaleido_ccolumn",
              "kaleido_cpe", "kaleido_top", "kaleido_column", "kaleido_pe", *dict.fromkeys(own + below))
     assert set(names) <= {name for name, _, _ in plan(cfg)}
     a = emit(cfg, tmp_path / "a", only=names)
@@ -128,7 +139,7 @@ def test_ccore_and_caccel_emit_reproducibly_and_lint_clean(tmp_path):
         assert str(Path.cwd()) not in p.read_text() and str(tmp_path) not in p.read_text()
     text = {p.stem: p.read_text() for p in b}
     accel_macros = [macro_name(*mc) for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros()]
-    for top, children in (("kaleido_ccore", (*own, "kaleido_caccel", "kaleido_combine")),
+    for top, children in (("kaleido_ccore", (*own, "kaleido_caccel", combine_module_name(ways))),
                           ("kaleido_caccel", ("kaleido_ctop", "kaleido_dqueue"))):
         for name in children:
             assert re.search(rf"^\s*{name} \S+\s+\(", text[top], re.M), (top, name)

@@ -92,13 +92,15 @@ def block_times(op, schedule: tuple, cfg: AcceleratorConfig, n_cb: int) -> tuple
     return last_row, first_desc
 
 
-def core_cycles(accel_done: int, M: int, groups: int, blocks: tuple) -> tuple[np.ndarray, int]:  # noqa: N803
+def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[np.ndarray, int]:  # noqa: N803
     """``kaleido_ccore``'s combine stage (`hw.compact_core`, docs/decisions.md D97, D104), counted from the
     ``start`` cycle: ``(y, done)`` with ``y`` int64 ``[n_cb, M]`` the cycle each (column block, token) ``Y`` row
     leaves and ``done`` the cycle ``done`` pulses.
 
     Args:
-        accel_done: `caccel_cycles` (the controller's ``done``, T).
+        accel_done: `caccel_cycles` (the controller's ``done``, T). M: tokens.
+        commands: commands per token, ``ceil(G / ways)``: 1 with ``kaleido_ccore``'s G ways (a token's groups in one
+            command, D104); G with one way (D97's walk, a command per group).
         blocks: `block_times`' ``(last_row, first_desc)``, int64 ``[n_cb]`` each.
 
     The walk runs column block by column block, each once it is whole: block c's rows are all staged and counted
@@ -106,9 +108,9 @@ def core_cycles(accel_done: int, M: int, groups: int, blocks: tuple) -> tuple[np
     gather has taken a later block's first descriptor (counted the cycle after, ``first_desc + 1``) or the
     controller's ``done`` has come (seen at T + 1): ``ready_c = max(last_row_c + 2, min(first_desc_{c'} + 1,
     T + 1))``, c' the next block with band-tiles. Block c's walk reads its first command at ``W_c = max(ready_c,
-    W_{c-1} + M G)`` and one command a cycle after it (per token, group); a command issues the cycle after its read
-    and ``kaleido_combine`` hands out a token's row 2 cycles after its last group's command, ``W_c + t G + G + 2``;
-    ``done`` follows the last row by one cycle."""
+    W_{c-1} + M n)`` (n = ``commands``) and one command a cycle after it; a command issues the cycle after its read
+    and the combine hands out a token's row 2 cycles after its last command, ``W_c + t n + n + 2``; ``done`` follows
+    the last row by one cycle."""
     last_row, first_desc = (np.asarray(a, dtype=np.int64) for a in blocks)
     n_cb = len(last_row)
     y = np.empty((n_cb, M), dtype=np.int64)
@@ -117,6 +119,6 @@ def core_cycles(accel_done: int, M: int, groups: int, blocks: tuple) -> tuple[np
         later = [int(v) + 1 for v in first_desc[c + 1:] if v >= 0]
         ready = max(int(last_row[c]) + 2, min(later[:1] + [accel_done + 1]))
         w = max(ready, walk_free)
-        y[c] = w + np.arange(M, dtype=np.int64) * groups + groups + 2
-        walk_free = w + M * groups
+        y[c] = w + np.arange(M, dtype=np.int64) * commands + commands + 2
+        walk_free = w + M * commands
     return y, int(y[-1, -1]) + 1 if M and n_cb else accel_done + 1

@@ -1,50 +1,54 @@
-"""The compact organisation's op-level controller with its combine stage (docs/decisions.md D97): `CompactCore`,
-Verilog module ``kaleido_ccore``, instantiates ``kaleido_caccel`` (`hw.compact_accel.CompactAccel`, with its
-band-tile queues) and ``kaleido_combine`` (`hw.combine.Combine`) and generates the combine unit's staged writes and
-commands in RTL from the tagged drained rows and the op's decisions, so that it hands out final ``Y`` rows (token,
-column block, C values). The compact counterpart of `hw.delta_core` (D95).
+"""The compact organisation's op-level controller with its combine stage (docs/decisions.md D97, D104):
+`CompactCore`, Verilog module ``kaleido_ccore``, instantiates ``kaleido_caccel`` (`hw.compact_accel.CompactAccel`, with
+its band-tile queues) and the combine unit with W ways (`hw.combine.Combine`, ``kaleido_combine_w<W>``; W =
+`default_ways`, d) and generates the combine unit's staged writes and commands in RTL from the tagged drained rows
+and the op's decisions, so that it hands out final ``Y`` rows (token, column block, C values). The compact
+counterpart of `hw.delta_core` (D95).
 
 What the host gives it:
 
 - the write port, passed on to ``kaleido_caccel`` (``wr_sel`` 0 X bytes, 1 weights, 3 decisions); ``wr_sel`` 3 also
-  writes the core's two **decision copies** (1r1w, one word of G 2-bit codes per token: the walk reads a token and
-  its successor in one cycle);
+  writes the core's 1 + W **decision copies** (1r1w, one word of G 2-bit codes per token: the walk reads a token
+  and, per way, its group's successor in one cycle);
 - ``kaleido_caccel``'s ``c_*`` ports and ``x_unsigned``, passed on;
 - the op ports (`core_ports`): ``o_w`` the grid's width, ``o_axes`` per group its axis (2 bits each: 0 ``f``,
   1 ``h``, 2 ``w``).
 
-After ``start`` two stages run at once, the walk one column block behind the drain (docs/decisions.md D104):
+Group g is on way ``g mod W``, in command ``k = g // W`` of its token. After ``start`` two stages run at once, the
+walk one column block behind the drain (D104):
 
 - **Stage.** Each descriptor ``kaleido_caccel``'s gather takes is kept in a **tile table** (a 1r1w copy per drain
   port, addressed by band-tile number). A row drained at cycle c on port p reads its entry at c; at c + 1 its word
-  (``out``, ``out_m`` per column, as ``kaleido_combine`` stages them) is written into port p's staging macro at the
-  port's next address, and that address into port p's **where table** (1r1w, one entry of address + valid bit per
-  (column block, token, group)); the token is the entry's token of ``out_row``, the group the one whose X word
-  offset (``c_layout``) the descriptor names. The where tables are banked per column block (``max_cb`` 1r1w
-  macros per port, one entry per (token, group)), so the walk's clears of one block never meet the stage's writes
-  of a later one. Per column block three counts: the rows its descriptors list (``nrows`` of each descriptor the
-  gather takes), the rows staged, and whether a later block's descriptor has been taken. A block is *whole* when
-  the counts are equal and a later block's descriptor (or ``kaleido_caccel``'s ``done``) has been seen.
-- **Walk.** One command a cycle in `tests.rtl.compact_bench.combine_program`'s order (per column block, token
-  (raster), group), block c while block c is whole (`sim.timing.compact_accel.core_cycles`): compact issues
-  column blocks outer, so block c is walked while block c + 1 accumulates. At cycle k the decision copies are
-  read at the token and at its successor along the group's axis, the where tables at (column block, token,
-  group), the **head table** (one state address per (position, group), 1r1w) at
-  the neighbour's; at k + 1 the command issues: ``c_dec``, the port whose where entry is valid and its address
-  (that entry is cleared, so the tables are empty between ops), ``c_waddr`` = position x ``partial_regs`` + group,
-  ``c_raddr`` the same for ``f`` groups and, for ``w``/``h`` groups, the neighbour's head (its chain's last written
-  state; a REUSE's head is its ``c_raddr``, anything else its own word; forwarded when written the cycle it is
-  read), ``c_keep`` when the successor exists and is not COMPUTE (`sim.cost.compact_actions.successor_reads`).
-  A token's ``Y`` row leaves 2 cycles after its last group's command on ``y_valid`` with ``y_token`` and ``y_cb``;
-  ``done`` pulses the cycle after the last.
+  (``out``, ``out_m`` per column, as the combine stages them) is written into the staging macro of port p and the
+  row's way at that pair's next address, and that address into the **where table** of (port p, way, column block)
+  (1r1w, one entry of address + valid bit per (token, command)); the token is the entry's token of ``out_row``,
+  the group the one whose X word offset (``c_layout``) the descriptor names. Banked per column block (``max_cb``
+  banks), the walk's clears of one block never meet the stage's writes of a later one. Per column block three
+  counts: the rows its descriptors list (``nrows`` of each descriptor the gather takes), the rows staged, and
+  whether a later block's descriptor has been taken. A block is *whole* when the counts are equal and a later
+  block's descriptor (or ``kaleido_caccel``'s ``done``) has been seen.
+- **Walk.** One command a cycle, per column block, token (raster), command k (`tests.rtl.compact_bench.
+  combine_program`'s order with W groups a command), block c while block c is whole
+  (`sim.timing.compact_accel.core_cycles`): compact issues column blocks outer, so block c is walked while block
+  c + 1 accumulates. At cycle k the decision copies are read at the token and, per way, at its group's successor
+  along the group's axis, the where tables at (token, k) of the block, each way's **head table** (one state
+  address per (position, command), 1r1w) at the neighbour's; at the next cycle the command issues, per way w
+  (group k W + w, valid while below the op's groups): ``c_dec``, the port whose where entry is valid and its
+  address (that entry is cleared, so the tables are empty between ops), ``c_waddr`` = position x ``partial_regs /
+  W`` + k, ``c_raddr`` the same for ``f`` groups and, for ``w``/``h`` groups, the neighbour's head (its chain's last
+  written state; a REUSE's head is its ``c_raddr``, anything else its own word; forwarded when written the cycle
+  it is read), ``c_keep`` when the successor exists and is not COMPUTE
+  (`sim.cost.compact_actions.successor_reads`); ``c_first`` on command 0, ``c_last`` on the token's last. A
+  token's ``Y`` row leaves 2 cycles after its last command on ``y_valid`` with ``y_token`` and ``y_cb``; ``done``
+  pulses the cycle after the last.
 
-Sizes: the staging macros and the state macro are ``kaleido_combine``'s (`hw.combine.combine_sizes`: the state
-holds one pool, ``R x partial_regs`` words, so an op's positions H W must fit R, D65's limit); the where tables
-``max_cb`` column blocks (default `MAX_CB`) x ``max_tokens`` x ``partial_regs`` entries. `core_ports` refuses an op
-beyond them.
+Sizes: the staging macros and the state macros are the combine's (`hw.combine.combine_sizes`: the state holds one
+pool, ``R x partial_regs`` words over the W ways, so an op's positions H W must fit R, D65's limit); the where
+tables ``max_cb`` column blocks (default `MAX_CB`) x ``max_tokens`` x ``partial_regs / W`` entries per port and
+way. `core_ports` refuses an op beyond them.
 
-Not in this slice (D97, D104): more than one combine way (one command a cycle), a walk overlapping the drain
-finer than column blocks (chunks, pools), streaming beyond one pool of positions.
+Not in this slice (D97, D104): a walk overlapping the drain finer than column blocks (chunks, pools), more than
+one token a command (the model's 4 d command rate), streaming beyond one pool of positions.
 """
 
 from __future__ import annotations

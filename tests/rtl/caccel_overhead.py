@@ -6,8 +6,8 @@ model's chunk frames `sim.timing.compact.chunk_frames`), S = 2 B, P = 32, with t
 queues (``kaleido_dqueue``).
 
 ``python -m tests.rtl.caccel_overhead`` prints one line per op: controller cycles, array cycles, ratio; and what
-``kaleido_ccore``'s op (`core_cycles`: one command per (column block, token, group), a column block's walk once
-its rows are all staged, docs/decisions.md D104; the 128 x 128 ops' H W = 256 positions are beyond its one-pool
+``kaleido_ccore``'s op (`core_cycles`: per column block and token ``ceil(G / W)`` commands on its W = d combine
+ways, a column block's walk once its rows are all staged, docs/decisions.md D104; the 128 x 128 ops' H W = 256 positions are beyond its one-pool
 state, so that line is what the walk would take, not a run it can do).
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from algo.reuse.golden import COMPUTE
+from hw.compact_core import default_ways
 from hw.config import AcceleratorConfig, load_config
 from sim.engines.band_stimulus import band_op
 from sim.timing.compact import band_cycles, chunk_frames, combine_adds, combine_stall
@@ -32,7 +33,7 @@ def overhead(case, cfg, fw, entries: int, lanes: int = 32) -> tuple[int, int, in
     withq = caccel_cycles(op, case.groups, cfg, entries, lanes, q)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     blocks = block_times(op, caccel_schedule(op, case.groups, cfg, entries, lanes, q), cfg, n_cb)
-    core = core_cycles(withq, case.X.shape[0], len(case.groups), blocks)[1]
+    core = core_cycles(withq, case.X.shape[0], -(-len(case.groups) // default_ways(cfg)), blocks)[1]
     array = band_cycles(op.s_seq, op.rows, cfg)[0]
     F, H, W = case.grid  # noqa: N806
     pools = n_cb * -(-(H * W) // cfg.array_rows) * F

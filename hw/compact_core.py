@@ -248,8 +248,9 @@ class CompactCore(wiring.Component):
             with m.Else():
                 with m.If(ap.desc_valid & (dfl["cb"] == c)):
                     m.d.sync += exp[c].eq(exp[c] + dfl["nrows"])
-                with m.If(ap.desc_valid & (dfl["cb"] > c)):
-                    m.d.sync += past[c].eq(1)
+                if c < (1 << len(dfl["cb"])) - 1:  # a later block exists in the field's range
+                    with m.If(ap.desc_valid & (dfl["cb"] > c)):
+                        m.d.sync += past[c].eq(1)
                 m.d.sync += got[c].eq(got[c] + sum((r_v[p] & (row_cb[p] == c)).as_unsigned() for p in range(d)))
         whole = Signal(ncb, name="cb_whole")  # every row of column block c staged: its walk may run
         m.d.comb += whole.eq(Cat(*[(past[c] | fin) & (got[c] == exp[c]) for c in range(ncb)]))

@@ -29,15 +29,15 @@ RUNS = [("8x8-B2-d2", c) for c in range(5)] + [("8x8-B4-d2", 1), ("8x8-B4-d2", 3
                                                ("8x8-B2-d2", 5), ("8x8-B2-d2", 6)]
 
 
-def check_core(cfg, case, op, fw, got):
-    """Every (column block, token) Y row once, equal to `apply_decisions`, at `core_cycles`' cycle; ``done`` too;
-    the partial-sum SRAM's word accesses."""
+def check_core(cfg, case, op, fw, got, ways=None):
+    """Every (column block, token) Y row once, equal to `apply_decisions`, at `core_cycles`' cycle (``ways``: the
+    core's, default `default_ways`); ``done`` too; the partial-sum SRAM's word accesses."""
     C, N, M, G = cfg.array_cols, case.W.shape[1], case.X.shape[0], len(case.groups)  # noqa: N806
     n_cb = -(-N // C)
     q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb)
     args = (op, case.groups, cfg, 2 * cfg.compact_bands, 32, q)
     blocks = block_times(op, caccel_schedule(*args), cfg, n_cb)
-    y_at, done = core_cycles(caccel_cycles(*args), M, -(-G // default_ways(cfg)), blocks)  # W ways a command (D104)
+    y_at, done = core_cycles(caccel_cycles(*args), M, -(-G // (ways or default_ways(cfg))), blocks)  # W a command
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert not got.twice
     assert sorted(got.y) == [(cb, t) for cb in range(n_cb) for t in range(M)]
@@ -62,6 +62,17 @@ def test_ccore_y_rows_and_cycles(shape, ci):
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw)
     [got] = run_ccore(cfg, [(case, op, fw)])
     check_core(cfg, case, op, fw, got)
+
+
+@pytest.mark.parametrize("ways", [1, 4])
+def test_ccore_other_ways(ways):
+    # one way (kaleido_combine, a command per group: D97's walk on the banked where tables) and 4 ways on d = 2
+    # (a token's 3 groups in one command, one way idle), case 0 (two column blocks)
+    case, fw = ALL[0]
+    cfg = compact_cfg(*SHAPES["8x8-B2-d2"])
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw)
+    [got] = run_ccore(cfg, [(case, op, fw)], ways=ways)
+    check_core(cfg, case, op, fw, got, ways)
 
 
 def test_ccore_random_ops_back_to_back():

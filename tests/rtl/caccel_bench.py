@@ -98,8 +98,8 @@ def runs_from_tags(acc, groups, run: CaccelRun) -> list:
 class CcoreRun:
     """What one op through ``kaleido_ccore`` gave: ``y`` ``{(cb, token): (cycle, values int64 [C])}`` (cycle counted
     from the ``start`` cycle), ``twice`` rows handed out more than once, ``cycles`` to ``done``; the partial-sum
-    SRAM's word accesses on ``kaleido_combine``'s ports: ``staged`` staging writes, ``state_writes`` (a command with
-    ``c_keep`` that is not REUSE), ``state_reads`` (every command)."""
+    SRAM's word accesses on the combine's ports (per way): ``staged`` staging writes, ``state_writes`` (a command
+    with ``c_keep`` that is not REUSE), ``state_reads`` (every command)."""
 
     y: dict = field(default_factory=dict)
     twice: list = field(default_factory=list)
@@ -129,16 +129,19 @@ def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
         await write_words(ctx, dut, words)
         n_cb = -(-case.W.shape[1] // C)
         ports = queue_ports(acc, case.grid, case.groups, fw or case.grid[0], n_cb)
-        ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], int(op.rows.sum()))
+        per_group = np.bincount([t.group for t in op.tiles], weights=op.rows, minlength=len(case.groups))
+        ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], per_group)
         await start_op(ctx, dut, ports | {"x_unsigned": int(case.x_unsigned)})
         cycle = 1
         while not ctx.get(dut.done):
             assert cycle < max_cycles, "the core did not finish"
             cmb = dut.combine
             out.staged += bin(ctx.get(cmb.st_we)).count("1")
-            if ctx.get(cmb.c_valid):
-                out.state_reads += 1
-                out.state_writes += ctx.get(cmb.c_keep) and ctx.get(cmb.c_dec) != REUSE
+            valid, keep, dec = ctx.get(cmb.c_valid), ctx.get(cmb.c_keep), ctx.get(cmb.c_dec)
+            for w in range(dut.ways):  # a command per way
+                if valid >> w & 1:
+                    out.state_reads += 1
+                    out.state_writes += bool(keep >> w & 1) and (dec >> 2 * w) & 3 != REUSE
             if ctx.get(dut.y_valid):
                 key = (ctx.get(dut.y_cb), ctx.get(dut.y_token))
                 if key in out.y:

@@ -132,8 +132,8 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import LINK_BITS, OPERAND_MUX_BITS
-from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
+from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
 from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
 

@@ -212,10 +212,9 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
         io = compact_io_bits(cfg)
         um2["array_io_skew"] = _um2(tech, reg_bits=io["io"])
-        from sim.timing.compact import weight_word_bits
-
         from sim.cost.controllers import area_um2 as controller_um2
         from sim.cost.controllers import weight_copies
+        from sim.timing.compact import weight_word_bits
 
         # + the word registers (D88, D94), where the controller has them: a band reading its own weight copy (no
         # stage: kaleido_caccel, kaleido_daccel) takes its weights straight from it (D91, D97; D101)

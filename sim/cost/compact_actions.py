@@ -27,7 +27,13 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
   read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
-  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before.
+  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. Since D101 the
+  controller as built sets this rule where it has no weight stage (compact's ``kaleido_caccel``, delta's
+  ``kaleido_daccel``; `sim.cost.controllers.weight_copies` > 1): each band reads its own weight copy, one word of
+  `sim.cost.controllers.WEIGHT_LANES` = 2 channels x min(C, N) a slot (Σ slots x 2 min(C, N) x n_cb bytes), no word
+  registers are written, and the weight SRAM's writes are charged once per copy (all written together, D91).
+- The controller's own accesses (`sim.cost.controllers.count_actions`, D101): its staging copies, the queues'
+  decision buffer, the core's tables, FIFO and decision copies, its descriptor and queue registers.
 - Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
   output column) holds what a successor can read, the chain's msb partial (a PARTIAL successor adds its
   own lsb to it) and its total (a REUSE successor takes it). The decisions of a chunk are known before its
@@ -75,7 +81,9 @@ the same band-tiles, gather network and weight reads, with these rules instead (
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above go to the stage
   (``sram_wstage``), less the reads that bands in step share (`sim.timing.compact.shared_stage_weights` x min(C,
-  N), D92; the word registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
+  N), D92), times `sim.cost.controllers.STAGE_READ_RATIO` (1.58: what ``kaleido_daccel_stage`` reads on its phased
+  schedule over D92's count, D100's measurement, charged since D101), at most one read per band-tile (the word
+  registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
   SRAM is read once per chunk with band-tiles and column block to fill it, ``chunks x K x N`` bytes, which the
   stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM

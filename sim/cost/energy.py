@@ -51,9 +51,14 @@ or a bit width of the RTL):
   D89), in both designs. Its wake-up is not charged: the op
   sequence is static, so it is woken during the previous op, and the op lasts 10^5 to 10^8 cycles.
 
+- the op-level controllers' accesses (``ctrl_*``, `sim.cost.controllers.action_energies`, D101): their macros at
+  ``sram_access_pj`` of the macro's own size, their registers at ``reg_bit``, component ``controller``. The bands'
+  weight copies (``ctrl_weight_copies`` in the area) are the weight SRAM's: read and written as ``sram_weight`` and
+  power-gated with it.
+
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac5, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
-matcher), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
+matcher), ``controller`` (the banded organisations' op-level controllers, D101), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
 ``vector_unit``, ``leakage``. Not modelled: clock tree, wires between SRAMs and the array, control
 FSMs, DRAM refresh/background power, SRAM leakage apart from the die-area and gating rules, the energy of
 waking a gated SRAM.

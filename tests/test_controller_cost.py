@@ -198,7 +198,7 @@ def test_controller_accesses_by_hand():
     controllers.count_actions(a, dec, tiles, [(0, 40, "f")], 8, cfg)
     # staging: each row's ceil(40 / 32) = 2 words of 32 x 9 bits = 36 bytes, written into both bands' copies:
     # 2 x 6 rows x 2 words x 36; read: a band's 4 row macros per slot, 60 slots x 4 x 36
-    assert a["ctrl_staging_bytes"] == 2 * 6 * 2 * 36 + 60 * 4 * 36
+    assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 60 * 4 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
     # dcore: tile table entries of 39 bits, written per band-tile (2) and read per drained row (6); row FIFO 234
@@ -213,5 +213,5 @@ def test_controller_accesses_by_hand():
     e = controllers.action_energies(cfg, load_tech(16))
     from sim.cost.energy import sram_access_pj
 
-    assert e["ctrl_staging_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 8 * 288 / 8192) / 8)
+    assert e["ctrl_staging_read_bytes"][1] == e["ctrl_staging_write_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 8 * 288 / 8192) / 8)
     assert e["ctrl_where_bytes"] == ("controller", 0.0)  # delta has no where table

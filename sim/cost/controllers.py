@@ -247,10 +247,11 @@ def access_pj_per_byte(tech, depth: int, width: int) -> float:
 
 
 #: The controllers' per-access actions (`count_actions`), all charged to the ``controller`` energy component.
-ACTIONS = ("ctrl_staging_bytes", "ctrl_dec_bytes", "ctrl_tile_bytes", "ctrl_fifo_bytes", "ctrl_copy_bytes",
+ACTIONS = ("ctrl_staging_write_bytes", "ctrl_staging_read_bytes", "ctrl_dec_bytes", "ctrl_tile_bytes", "ctrl_fifo_bytes", "ctrl_copy_bytes",
            "ctrl_where_bytes", "ctrl_head_bytes", "ctrl_reg_bits")
 
-_ACTION_PART = {"ctrl_staging_bytes": (None, "staging"), "ctrl_dec_bytes": ("kaleido_dqueue", "decisions"),
+_ACTION_PART = {"ctrl_staging_write_bytes": (None, "staging"), "ctrl_staging_read_bytes": (None, "staging"),
+                "ctrl_dec_bytes": ("kaleido_dqueue", "decisions"),
                 "ctrl_tile_bytes": (None, "tile table"), "ctrl_fifo_bytes": ("kaleido_dcore", "row FIFO"),
                 "ctrl_copy_bytes": (None, "decision copies"), "ctrl_where_bytes": ("kaleido_ccore", "where table"),
                 "ctrl_head_bytes": ("kaleido_ccore", "head table")}
@@ -305,8 +306,8 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     word = z["P"] * lane / 8
     n_tiles, rows_out = len(slots) * n_cb, int(rows.sum()) * n_cb
     M = dec.shape[0]  # noqa: N806
-    a["ctrl_staging_bytes"] += n_cb * word * (B * int((rows * -(-widths[grp] // z["P"])).sum())
-                                              + z["brows"] * int(slots.sum()))
+    a["ctrl_staging_write_bytes"] += n_cb * word * B * int((rows * -(-widths[grp] // z["P"])).sum())
+    a["ctrl_staging_read_bytes"] += n_cb * word * z["brows"] * int(slots.sum())
     dec_bytes = CODE_BITS * G / 8
     a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
     core = {(p["module"], p["part"]): p["width"] / 8 for p in inventory(cfg)}

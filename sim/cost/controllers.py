@@ -54,6 +54,9 @@ from hw.sram import split_banks
 DELTA_LANE_BITS, COMPACT_LANE_BITS, LANES, WEIGHT_LANES = 9, 8, 32, 2
 TILE_BITS, EXPECT_BITS, FIFO_PER_PORT, MAX_CB, MAX_TILES, CODE_BITS = 24, 32, 8, 4, 1024, 2
 W_BITS = 8
+#: Word registers per band and column of the staged controller (hw/delta_accel.py ``_stage_band``, D94, D96), as
+#: `sim.timing.compact.WORD_REGISTERS` charges them.
+WORD_REGISTERS = 3
 
 #: The staged controller's weight-stage reads on a Wan2.1-1.3B block at 480p over D92's count
 #: (`sim.timing.compact.shared_stage_weights` on the trace model's schedule, what the model counted before D101):
@@ -155,12 +158,13 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         w = _macro(acc_mod, "w", "1rw", _pow2ceil(z["max_nb"] * z["KWW"]), WEIGHT_LANES * C * W_BITS, B,
                    "sram_weight", "one copy per band (D91, D97)")
         out.append(w)
+    held = "S descriptor words held for the bands, but their X offsets and tokens"
     out.append(_bank(acc_mod, "entry registers", "reg", S * z["entry_bits"], "ctrl_registers",
-                     "S descriptor words held for the bands, but their X offsets and tokens" + (" (incl. the stage fields, D96)" if staged(cfg) else "")))
+                     held + (" (incl. the stage fields, D96)" if staged(cfg) else "")))
     if kind == "delta_stage":
         ports_b = max(1, d // B)
         regs = B * (EXPECT_BITS * (1 + ports_b) + TILE_BITS + 3) + EXPECT_BITS
-        cmps = EXPECT_BITS * ((B - 1) + 2 + 5 * B)
+        cmps = EXPECT_BITS * ((B - 1) + 2 + 5 * B)  # read off _early_choice / _early_band; not tested
         out += [_bank(acc_mod, "early choice registers", "reg", regs, "ctrl_registers",
                       "per band E, its ports' free cycles, next number, 3 flags; the cycle counter (D99)"),
                 _bank(acc_mod, "early choice comparators", "cmp", cmps, "ctrl_registers",
@@ -168,7 +172,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _bank(acc_mod, "defer comparators", "cmp",
                       B * (2 * _bits(z["halves"]) + _bits(z["KWH"] + 1) + _bits(z["halves"])), "ctrl_registers",
                       "per band (buffer, word 0) equality, word index less-than, stage address equality (D100)"),
-                _bank(acc_mod, "word registers", "reg", 3 * 2 * B * C * W_BITS * B, "band_weight_lanes",
+                _bank(acc_mod, "word registers", "reg", WORD_REGISTERS * 2 * B * C * W_BITS * B, "band_weight_lanes",
                       "three words of 2 B channels per band and column (D94)")]
     out.append(_bank(top, "out_tile delay", "reg", d * TILE_BITS * (C + 1), "ctrl_registers",
                      "each drain port's band-tile number delayed with its row (D91)"))
@@ -247,7 +251,8 @@ def access_pj_per_byte(tech, depth: int, width: int) -> float:
 
 
 #: The controllers' per-access actions (`count_actions`), all charged to the ``controller`` energy component.
-ACTIONS = ("ctrl_staging_write_bytes", "ctrl_staging_read_bytes", "ctrl_dec_bytes", "ctrl_tile_bytes", "ctrl_fifo_bytes", "ctrl_copy_bytes",
+ACTIONS = ("ctrl_staging_write_bytes", "ctrl_staging_read_bytes", "ctrl_dec_bytes", "ctrl_tile_bytes",
+           "ctrl_fifo_bytes", "ctrl_copy_bytes",
            "ctrl_where_bytes", "ctrl_head_bytes", "ctrl_reg_bits")
 
 _ACTION_PART = {"ctrl_staging_write_bytes": (None, "staging"), "ctrl_staging_read_bytes": (None, "staging"),

@@ -215,3 +215,56 @@ def test_controller_accesses_by_hand():
 
     assert e["ctrl_staging_read_bytes"][1] == e["ctrl_staging_write_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 8 * 288 / 8192) / 8)
     assert e["ctrl_where_bytes"] == ("controller", 0.0)  # delta has no where table
+
+
+@pytest.mark.parametrize(("shape", "ci"), [("8x8-B2-d2", 0), ("8x8-B4-d2", 1)])
+def test_staging_accesses_counted_on_the_rtl(shape, ci, monkeypatch):
+    """`count_actions`' staging rule against ``kaleido_daccel`` run under Amaranth's simulator (tests/rtl/daccel_bench.py
+    on tests/test_rtl_delta.py's seeded cases, D68's order): the staging macros' write enables counted every cycle
+    (each a word of P = 32 differences) equal B copies of each band-tile row's ceil(|g| / 32) words, and the slots the
+    bands hand the top (valid and ready) times R / B row macros equal the model's reads; both in bytes equal
+    `count_actions`' on the same band-tiles."""
+    from hw.delta_accel import DeltaAccel
+    from sim.engines.band_stimulus import band_op
+    from tests.rtl import daccel_bench
+    from tests.test_rtl_delta import CASES, SHAPES, delta_cfg
+
+    cfg = delta_cfg(*SHAPES[shape])
+    case, fw, s = CASES[ci]
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=False)
+    stage_ports = []
+    real = hw.sram.macro
+
+    def spy(kind, depth, width, lane=None, **kw):
+        ports, elab = real(kind, depth, width, lane, **kw)
+        if kind == "1r1w" and width == 9 * 32:
+            stage_ports.append(ports)
+        return ports, elab
+
+    monkeypatch.setattr(hw.delta_accel, "macro", spy)
+    dut = DeltaAccel(cfg)
+    count = {"we": 0, "slots": 0}
+    B = cfg.compact_bands  # noqa: N806
+
+    def per_cycle(ctx):
+        count["we"] += sum(ctx.get(p.we) for p in stage_ports)
+        count["slots"] += sum(ctx.get(getattr(dut.top, f"b{b}_valid")) & ctx.get(getattr(dut.top, f"b{b}_ready"))
+                              for b in range(B))
+
+    async def run_op(ctx, job, out):
+        await daccel_bench.load_and_start(ctx, dut, dut, case, op, None, False, decisions=False)
+        await daccel_bench.collect(ctx, cfg, dut, out, 20000, per_cycle)
+
+    daccel_bench.simulate(dut, [None], [daccel_bench.DaccelRun()], run_op)
+    assert len(stage_ports) == cfg.array_rows
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles])
+    rows = np.array([len(t.tokens) for t in op.tiles])
+    assert count["we"] == B * int((rows * -(-widths // 32)).sum())
+    assert count["slots"] == int(op.s_seq.sum())
+    # the same band-tiles through count_actions (N = C: each issued band-tile once)
+    tiles = (np.array(op.s_seq), np.array([t.group for t in op.tiles]),
+             np.array([int((~t.partial).sum()) for t in op.tiles]), np.array([int(t.partial.sum()) for t in op.tiles]))
+    a = collections.defaultdict(float)
+    controllers.count_actions(a, np.asarray(case.decisions), tiles, case.groups, cfg.array_cols, cfg)
+    assert a["ctrl_staging_write_bytes"] == count["we"] * 36
+    assert a["ctrl_staging_read_bytes"] == count["slots"] * (cfg.array_rows // B) * 36

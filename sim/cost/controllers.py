@@ -186,22 +186,24 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                   "ctrl_registers", "the emitted descriptor, its valid bit and column blocks (D93)")]
     if kind == "compact":
         from hw.combine import combine_sizes
+        from hw.compact_core import default_ways
 
+        W = default_ways(cfg)  # noqa: N806
         try:
-            cs = combine_sizes(cfg)
+            cs = combine_sizes(cfg, W)
         except ValueError:  # a partial-sum SRAM too small for kaleido_combine: no core (the model refuses its ops)
             return out
         sa, ra = _bits(cs["stage_depth"]), _bits(cs["state_depth"])
         max_cb = min(MAX_CB, z["max_nb"])
-        where = _pow2ceil(max_cb) * (1 << tb) * (1 << _bits(G))
+        where = (1 << tb) * (1 << _bits(G // W))
         out += [_macro("kaleido_ccore", "tile table", "1r1w", MAX_TILES, z["desc_bits"], d, "ctrl_tables",
                        "per drain port, by band-tile number (D97)"),
-                _macro("kaleido_ccore", "where table", "1r1w", where, sa + 1, d, "ctrl_tables",
-                       "per drain port, (column block, token, group) -> staging address (D97)"),
-                _macro("kaleido_ccore", "decision copies", "1r1w", cfg.accel_max_tokens, CODE_BITS * G, 2,
-                       "ctrl_tables", "the token's and its successor's decisions (D97)"),
-                _macro("kaleido_ccore", "head table", "1r1w", cs["state_depth"], ra, 1, "ctrl_tables",
-                       "one state address per (position, group) (D97)")]
+                _macro("kaleido_ccore", "where table", "1r1w", where, sa + 1, d * W * max_cb, "ctrl_tables",
+                       "per drain port, combine way and column block, (token, command) -> staging address (D97, D104)"),
+                _macro("kaleido_ccore", "decision copies", "1r1w", cfg.accel_max_tokens, CODE_BITS * G, 1 + W,
+                       "ctrl_tables", "the token's, and per way its group's successor's decisions (D97, D104)"),
+                _macro("kaleido_ccore", "head table", "1r1w", cs["state_depth"], ra, W, "ctrl_tables",
+                       "per way, one state address per (position, group of the way) (D97, D104)")]
     else:
         from hw.delta_combine import delta_combine_sizes
 

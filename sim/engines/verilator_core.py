@@ -35,9 +35,11 @@ from sim.engines.verilator_stream import field as port_field
 #: The core each organisation runs.
 CORE_MODULE = {"delta": "dcore", "compact": "ccore"}
 #: ``kaleido_dcore``'s row FIFO built into the engine, entries (`hw.delta_core.DeltaCore`'s ``fifo``; `hw.rtl`
-#: emits `hw.delta_core.FIFO_PER_PORT` d = 16 on tiny-8x8): chosen, as tests/test_rtl_dcore.py's FIFO = 64. The
-#: FIFO has no back-pressure (D95), so `run` checks ``overflow`` and `expected` the model's ``fifo_max``.
-DCORE_FIFO = 64
+#: emits `hw.delta_core.FIFO_PER_PORT` d = 16 on tiny-8x8, tests/test_rtl_dcore.py uses 64): chosen for the captured
+#: trace, whose one-column-block slices of qkv back up 106 rows (`sim.timing.delta_core.core_schedule`'s
+#: ``fifo_max``), two column blocks 205 (D102). The FIFO has no back-pressure (D95), so `slices` keeps a slice's
+#: ``fifo_max`` within it and `CoreRun` reports ``overflow``.
+DCORE_FIFO = 256
 #: `bound`'s cycles per (token, column block, group) and its constant: chosen, about 10x what the cores need on the
 #: tests' ops and the captured trace's slices (docs/decisions.md D102).
 BOUND_PER_ITEM, BOUND_BASE = 20, 20_000
@@ -357,3 +359,64 @@ def _fits(engine: CoreEngine, op: CoreOp, max_tiles: int) -> bool:
         return engine.expected(op, bop)["fifo_max"] <= engine.core.fifo
     except ValueError:
         return False
+
+
+# ---- a trace through a core -------------------------------------------------------------------------------------
+
+def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None = None, log=None) -> dict:
+    """Every op of an exact trace through `cfg`'s core (`CoreEngine`), each batch element cut by `slices` and its
+    slices run back to back on one core, the decisions `algo.reuse.golden.decide` makes at the op's theta (as
+    `sim.engines.rtl.golden_checksums`).
+
+    Returns:
+        ``{"outputs_sha256": str, "per_op": [...]}``: the checksum (`sim.engines.rtl.outputs_checksum`) of the Y the
+        core gave, ops and batch elements in trace order (slices added on the host where channels were cut); per op
+        ``name``, ``batch``, ``M``, ``K``, ``N``, ``slices``, ``cycles`` (every slice's ``start`` to ``done``,
+        inclusive: ``done + 1``, summed), ``model_cycles`` (the same from the core's timing functions, `expected`),
+        ``writes`` (host-write cycles), ``outputs_sha256`` and ``errors`` (rows missing, twice, off their modelled
+        cycle, a FIFO overflow: each one line; empty when the op is right).
+
+    Raises:
+        RtlEngineError: as `slices` and `CoreEngine.run`.
+    """
+    from algo.reuse.golden import decide
+    from sim.engines.rtl import outputs_checksum
+
+    eng = engine or CoreEngine(cfg, log=log)
+    ys, per_op = [], []
+    for op in trace.ops:
+        groups = [g.as_tuple() for g in op.groups]
+        rec = {"name": op.name, "batch": op.batch, "M": op.M, "K": op.K, "N": op.N, "slices": 0, "cycles": 0,
+               "model_cycles": 0, "writes": 0, "errors": []}
+        op_ys = []
+        for b in range(op.batch):
+            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
+            full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
+            sls = slices(eng, full)
+            subs = [sub_op(full, s) for s in sls]
+            bops = [eng.band_op(s) for s in subs]
+            runs = eng.run(subs, bops)
+            y = np.zeros((op.M, op.N), np.int64)
+            for k, (sl, sub, bop, run) in enumerate(zip(sls, subs, bops, runs, strict=True)):
+                y[sl.tokens[:, None], np.arange(sl.cols[0], sl.cols[1])[None, :]] += run.y
+                want = eng.expected(sub, bop)
+                rec["cycles"] += run.done + 1
+                rec["model_cycles"] += want["done"] + 1
+                rec["writes"] += run.writes
+                where = f"{op.name} batch {b} slice {k}"
+                if run.twice or run.overflow:
+                    rec["errors"].append(f"{where}: rows twice {run.twice[:3]}, overflow {run.overflow}")
+                if set(run.rows) != set(want["rows"]):
+                    rec["errors"].append(f"{where}: {len(set(want['rows']) - set(run.rows))} rows missing")
+                elif run.rows != want["rows"] or run.done != want["done"]:
+                    off = sum(run.rows[r] != c for r, c in want["rows"].items())
+                    rec["errors"].append(f"{where}: {off} rows off their modelled cycle; done {run.done}, "
+                                         f"modelled {want['done']}")
+            rec["slices"] += len(sls)
+            op_ys.append(y)
+        rec["outputs_sha256"] = outputs_checksum(op_ys)
+        ys += op_ys
+        per_op.append(rec)
+        if log:
+            log(f"{op.name}: {rec['slices']} slices, {rec['cycles']:,} cycles")
+    return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}

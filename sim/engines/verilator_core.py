@@ -141,13 +141,6 @@ class CoreEngine:
 
         return chunk_frames(self.cfg, op.grid[0], K, N, op.groups, False, "op"), 1, False
 
-    def band_op(self, op: CoreOp):
-        """The op's band-tiles in the core's issue order (`sim.engines.band_stimulus.band_op`)."""
-        from sim.engines.band_stimulus import band_op
-
-        fw, s, cm = self.plan(op)
-        return band_op(op.X, op.W, op.grid, op.groups, op.decisions, self.cfg, fw, s, chunk_major=cm)
-
     def records(self, op: CoreOp, bop=None) -> tuple[np.ndarray, int]:
         """uint8 ``[writes + 2, in bytes]``: the op's host writes, its ``start`` cycle and the held op ports (module
         docstring); and the number of writes.
@@ -172,7 +165,7 @@ class CoreEngine:
             from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
             from hw.compact_core import core_ports
 
-            bop = bop if bop is not None else self.band_op(op)
+            bop = bop if bop is not None else tile_list(self, op)
             ports = core_ports(core, op.grid, op.groups, N, int(bop.rows.sum()))
             words = op_words(acc, X, W, op.groups, [])
             ports |= queue_ports(acc, op.grid, op.groups, fw, n_cb) | {"x_unsigned": int(op.x_unsigned)}
@@ -187,7 +180,7 @@ class CoreEngine:
     # ---- runs ------------------------------------------------------------------------------------------------
 
     def run(self, ops: list[CoreOp], bops: list | None = None) -> list[CoreRun]:
-        """Run ``ops`` back to back on one core (one run from reset; ``bops`` their `band_op`, compact, optional).
+        """Run ``ops`` back to back on one core (one run from reset; ``bops`` their `tile_list`, optional).
 
         Raises:
             ValueError: an op exceeds the core. RtlEngineError: an op did not finish within `bound`.
@@ -230,7 +223,7 @@ class CoreEngine:
         from hw.delta_accel import LANES
 
         cfg = self.cfg
-        bop = bop if bop is not None else self.band_op(op)
+        bop = bop if bop is not None else tile_list(self, op)
         R, B, C = cfg.array_rows, cfg.compact_bands, cfg.array_cols  # noqa: N806
         M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
         n_cb = -(-N // C)
@@ -269,6 +262,54 @@ class Slice:
     cols: tuple
 
 
+@dataclass
+class Piece:
+    """A `Slice` planned: ``op`` its `CoreOp` (`sub_op`), ``tiles`` its band-tiles (`tile_list`), ``want`` the core's
+    cycles by its timing functions (`CoreEngine.expected`)."""
+
+    slice: Slice
+    op: CoreOp
+    tiles: object
+    want: dict
+
+
+@dataclass
+class _Tile:
+    group: int
+    tokens: np.ndarray
+
+
+@dataclass
+class TileList:
+    """An op's band-tiles in the core's issue order, only what the timing functions read (``tiles`` with ``group``
+    and ``tokens``, ``s_seq`` slots, ``rows``): `sim.engines.band_stimulus.band_op` without the slot images and
+    expected words (about 10x faster)."""
+
+    tiles: list
+    s_seq: np.ndarray
+    rows: np.ndarray
+
+
+def tile_list(engine: CoreEngine, op: CoreOp) -> TileList:
+    """`TileList` of ``op`` on `engine`'s core: `sim.timing.compact_reference.band_tiles` in
+    `sim.engines.band_stimulus.issue_order` at `CoreEngine.plan`'s ``Fw``, ``s`` and order (as ``band_op``)."""
+    from sim.engines.band_stimulus import issue_order
+    from sim.timing.compact import band_rows, compact_tiles
+    from sim.timing.compact_reference import band_tiles
+
+    cfg = engine.cfg
+    fw, s, cm = engine.plan(op)
+    widths = [k1 - k0 for k0, k1, _ in op.groups]
+    bts = band_tiles(op.decisions, op.grid, widths, cfg.array_rows, band_rows(cfg), fw)
+    _t, chunk = compact_tiles(op.decisions, op.grid, op.groups, cfg, fw, 4, chunks=True)
+    n_cb = -(-op.W.shape[1] // cfg.array_cols)
+    order = issue_order(chunk, n_cb, cfg, s, cm)
+    tiles = [_Tile(bts[t].group, np.array(list(bts[t].compute) + list(bts[t].partial), dtype=np.int64))
+             for t, _cb in order]
+    return TileList(tiles, np.array([bts[t].slots for t, _cb in order], dtype=np.int64),
+                    np.array([len(t.tokens) for t in tiles], dtype=np.int64))
+
+
 def _group_runs(cfg: AcceleratorConfig, groups, max_k: int) -> list[list[int]]:
     """The op's groups in order, cut into runs of at most ``max_k`` channels and ``partial_regs`` groups.
 
@@ -299,10 +340,37 @@ def sub_op(op: CoreOp, sl: Slice) -> CoreOp:
     return CoreOp(X, W, sl.grid, groups, dec, op.x_unsigned, op.fused, op.plan)
 
 
-def slices(engine: CoreEngine, op: CoreOp) -> list[Slice]:
+def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | None:
+    """`Piece` of ``sl``, or None where the core cannot hold it (`core_ports`, `hw.delta_accel.MAX_TILES`
+    band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``)."""
+    from hw.delta_accel import MAX_TILES
+
+    op = sub_op(full, sl)
+    try:
+        tl = tile_list(engine, op)
+        if len(tl.tiles) > MAX_TILES:
+            return None
+        if engine.module == "ccore":
+            from hw.compact_core import core_ports
+
+            core_ports(engine.core, op.grid, op.groups, op.W.shape[1], int(tl.rows.sum()))
+        else:
+            from hw.delta_core import core_ports
+
+            core_ports(engine.core, op.grid, op.groups, op.W.shape[1], op.fused)
+        want = engine.expected(op, tl)
+    except ValueError:
+        return None
+    if want.get("fifo_max", 0) > getattr(engine.core, "fifo", 0) and engine.module == "dcore":
+        return None
+    return Piece(sl, op, tl, want)
+
+
+def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
     """The pieces `engine`'s core runs ``op`` in (module docstring): channel runs of whole groups (`_group_runs`),
     for ``kaleido_ccore`` sub-grids of whole image rows, then the most output column blocks per slice that the core
-    holds (its `core_ports` checks, band-tiles, and for ``kaleido_dcore`` the row FIFO by the model's ``fifo_max``).
+    holds (`_plan_piece`; the band-tiles and FIFO backlog grow with the column blocks, so the first slice's count,
+    found from one column block's, is tried first and lowered where a slice does not fit).
 
     Raises:
         RtlEngineError: a piece the core cannot hold even with one column block, or a compact op whose ``h`` groups
@@ -317,9 +385,9 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Slice]:
     if M > acc.max_tokens and engine.module == "dcore":
         raise RtlEngineError(f"{M} tokens exceed kaleido_dcore's {acc.max_tokens} (slicing tokens would cut "
                              "neighbours; the controller does not stream, D91)")
-    tok_sets = [(np.arange(M), op.grid)]
+    tok_sets = [(np.arange(M), tuple(op.grid))]
     if engine.module == "ccore" and H * W > R:
-        if W > R or (any(ax == "h" for _a, _b, ax in op.groups)):
+        if W > R or any(ax == "h" for _a, _b, ax in op.groups):
             raise RtlEngineError(f"grid {op.grid}: kaleido_ccore holds H W <= R = {R} positions; cutting it into "
                                  "whole image rows would lose " + ("a row's w neighbours" if W > R else
                                                                     "the h neighbours"))
@@ -329,36 +397,27 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Slice]:
     out = []
     for gs in _group_runs(cfg, op.groups, acc.max_k):
         for toks, grid in tok_sets:
+            one = _plan_piece(engine, op, Slice(toks, grid, gs, (0, min(N, C))))
+            if one is None:
+                raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}) does not fit "
+                                     f"{engine.module} on {cfg.name}")
+            per = max(1, len(one.tiles.tiles))
+            fifo = one.want.get("fifo_max", 0)
+            nb = min(acc.max_nb, MAX_TILES // per, engine.core.fifo // max(1, fifo) if fifo else acc.max_nb)
             cb0 = 0
             while cb0 < n_cb:
-                for nb in range(min(n_cb - cb0, acc.max_nb), 0, -1):
-                    sl = Slice(toks, grid, gs, (cb0 * C, min(N, (cb0 + nb) * C)))
-                    if _fits(engine, sub_op(op, sl), MAX_TILES):
+                for k in range(min(nb, n_cb - cb0), 0, -1):
+                    piece = (one if (cb0, k) == (0, 1) else
+                             _plan_piece(engine, op, Slice(toks, grid, gs, (cb0 * C, min(N, (cb0 + k) * C)))))
+                    if piece is not None:
                         break
                 else:
-                    raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}) does not fit "
-                                         f"{engine.module} on {cfg.name}")
-                out.append(sl)
-                cb0 += nb
+                    raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}, column block "
+                                         f"{cb0}) does not fit {engine.module} on {cfg.name}")
+                out.append(piece)
+                nb = k if cb0 + k < n_cb else nb
+                cb0 += k
     return out
-
-
-def _fits(engine: CoreEngine, op: CoreOp, max_tiles: int) -> bool:
-    try:
-        bop = engine.band_op(op)
-        if len(bop.tiles) > max_tiles:
-            return False
-        if engine.module == "ccore":
-            from hw.compact_core import core_ports
-
-            core_ports(engine.core, op.grid, op.groups, op.W.shape[1], int(bop.rows.sum()))
-            return True
-        from hw.delta_core import core_ports
-
-        core_ports(engine.core, op.grid, op.groups, op.W.shape[1], op.fused)
-        return engine.expected(op, bop)["fifo_max"] <= engine.core.fifo
-    except ValueError:
-        return False
 
 
 # ---- a trace through a core -------------------------------------------------------------------------------------
@@ -392,14 +451,12 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         for b in range(op.batch):
             dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
             full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
-            sls = slices(eng, full)
-            subs = [sub_op(full, s) for s in sls]
-            bops = [eng.band_op(s) for s in subs]
-            runs = eng.run(subs, bops)
+            pieces = slices(eng, full)
+            runs = eng.run([p.op for p in pieces], [p.tiles for p in pieces])
             y = np.zeros((op.M, op.N), np.int64)
-            for k, (sl, sub, bop, run) in enumerate(zip(sls, subs, bops, runs, strict=True)):
+            for k, (piece, run) in enumerate(zip(pieces, runs, strict=True)):
+                sl, want = piece.slice, piece.want
                 y[sl.tokens[:, None], np.arange(sl.cols[0], sl.cols[1])[None, :]] += run.y
-                want = eng.expected(sub, bop)
                 rec["cycles"] += run.done + 1
                 rec["model_cycles"] += want["done"] + 1
                 rec["writes"] += run.writes
@@ -412,7 +469,7 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
                     off = sum(run.rows[r] != c for r, c in want["rows"].items())
                     rec["errors"].append(f"{where}: {off} rows off their modelled cycle; done {run.done}, "
                                          f"modelled {want['done']}")
-            rec["slices"] += len(sls)
+            rec["slices"] += len(pieces)
             op_ys.append(y)
         rec["outputs_sha256"] = outputs_checksum(op_ys)
         ys += op_ys

@@ -230,8 +230,13 @@ class CoreEngine:
         fw, s, cm = self.plan(op)
         if self.module == "dcore":
             from sim.timing.delta import classes
-            from sim.timing.delta_accel import (accel_cycles, accel_schedule, gather_rounds, queue_steps,
-                                                row_out_cycles)
+            from sim.timing.delta_accel import (
+                accel_cycles,
+                accel_schedule,
+                gather_rounds,
+                queue_steps,
+                row_out_cycles,
+            )
             from sim.timing.delta_core import core_schedule
 
             widths = np.array([op.groups[t.group][1] - op.groups[t.group][0] for t in bop.tiles], dtype=np.int64)

@@ -3,7 +3,8 @@ the compiled Verilator engine (`sim.engines.verilator_core` on `sim.engines.veri
 D102), on hw/presets/examples/tiny-8x8-{delta,compact}.toml.
 
 - The seeded cases of tests/test_rtl_dcore.py and test_rtl_ccore.py on 8 x 8 with 2 bands on 2 ports (the TOMLs'
-  shape; those files keep their other shapes, the fused cases and the internal checks under Amaranth's simulator)
+  shape: their ``ENGINE_RUNS``, which moved here, and the first of their ``RUNS``, which stays there too with the
+  command and access checks; those files keep their other shapes and the fused cases under Amaranth's simulator)
   and their seeded random ops, back to back on one core: every (token, column block) Y row once, equal to
   `algo.reuse.golden.apply_decisions`, at the cycle the controller's timing functions give (computed here from
   `sim.engines.band_stimulus.band_op`, apart from the RTL and from the engine's own planning), and ``done``.
@@ -40,13 +41,6 @@ def ccore():
     return CoreEngine(load_config(COMPACT_TOML))
 
 
-@pytest.fixture(scope="module")
-def trace():
-    from algo.capture import capture
-
-    return capture(steps=(49,), seed=0, blocks=(0,))
-
-
 def _check_rows(run, case, n_cb, C, rows, done):  # noqa: N803
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     assert not run.twice and not run.overflow
@@ -58,20 +52,18 @@ def _check_rows(run, case, n_cb, C, rows, done):  # noqa: N803
 def test_dcore_engine_seeded_cases_and_random_ops(dcore):
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
-    from tests.test_rtl_dcore import RUNS, _job, _model
+    from tests.test_rtl_dcore import ENGINE_RUNS, RUNS, _job, _model, random_ops
     from tests.test_rtl_delta import CASES, QK_CASES
-    from tests.test_rtl_dqueue import _random
 
     cfg = dcore.cfg
     cases = []
-    for shape, ci, cm, fused, _queues in RUNS:
-        if shape == "8x8-B2-d2" and not fused:  # the TOML's shape; no state SRAM on it
-            case, fw, s = (QK_CASES[ci], 1, 2) if isinstance(ci, str) else CASES[ci]
-            cases.append((case, fw or case.grid[0], s, cm))
-    rng = np.random.default_rng(95)  # tests/test_rtl_dcore.py's random ops
-    cases += [_random(rng, k) for k in range(6)]
+    for shape, ci, cm, fused, _queues in ENGINE_RUNS + RUNS[:1]:  # the TOML's shape, no state SRAM on it
+        assert shape == "8x8-B2-d2" and not fused
+        case, fw, s = (QK_CASES[ci], 1, 2) if isinstance(ci, str) else CASES[ci]
+        cases.append((case, fw, s, cm))
+    cases += random_ops()
     cases = [(c, fw or c.grid[0], s, cm) for c, fw, s, cm in cases]
-    assert len(cases) == 13
+    assert len(cases) == 13  # 7 seeded cases, 6 random ops
     runs = dcore.run([CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw, s, cm))
                       for c, fw, s, cm in cases])
     for (case, fw, s, cm), run in zip(cases, runs, strict=True):
@@ -85,14 +77,13 @@ def test_dcore_engine_seeded_cases_and_random_ops(dcore):
 
 def test_ccore_engine_seeded_cases_and_random_ops(ccore):
     from sim.timing.compact_accel import caccel_cycles, core_cycles, queue_steps
-    from tests.test_rtl_caccel import ALL, _random_job
-    from tests.test_rtl_ccore import RUNS
+    from tests.test_rtl_caccel import ALL
+    from tests.test_rtl_ccore import ENGINE_RUNS, RUNS, random_jobs
 
     cfg = ccore.cfg
-    jobs = [(ALL[ci][0], ALL[ci][1]) for shape, ci in RUNS if shape == "8x8-B2-d2"]
-    rng = np.random.default_rng(971)  # tests/test_rtl_ccore.py's random ops
-    jobs += [(case, fw) for case, _op, fw in (_random_job(rng, cfg, k) for k in range(6))]
-    assert len(jobs) == 13
+    jobs = [(ALL[ci][0], ALL[ci][1]) for shape, ci in ENGINE_RUNS + RUNS[:1]]
+    jobs += [(case, fw) for case, _op, fw in random_jobs(cfg)]
+    assert len(jobs) == 12  # 6 seeded cases, 6 random ops
     runs = ccore.run([CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw or c.grid[0], 1, False))
                       for c, fw in jobs])
     C = cfg.array_cols  # noqa: N806
@@ -108,7 +99,7 @@ def test_ccore_engine_seeded_cases_and_random_ops(ccore):
 
 
 @pytest.mark.parametrize("which", ["dcore", "ccore"])
-def test_captured_trace_through_core(which, dcore, ccore, trace):
+def test_captured_trace_through_core(which, dcore, ccore, captured_block):
     """Every op of the captured block through the core: the checksum of the Y rows it gives equals the golden
     model's, every slice's rows and ``done`` at their modelled cycles (`sim.engines.verilator_core.CoreEngine.expected`:
     `sim.timing.delta_core` / `sim.timing.compact_accel`). Where an op exceeds the controller it is cut: pv (K = 256)
@@ -118,8 +109,8 @@ def test_captured_trace_through_core(which, dcore, ccore, trace):
     from sim.engines.rtl import golden_checksums
 
     eng = dcore if which == "dcore" else ccore
-    res = trace_through_core(trace, eng.cfg, eng)
-    total, per_op = golden_checksums(trace)
+    res = trace_through_core(captured_block, eng.cfg, eng)
+    total, per_op = golden_checksums(captured_block)
     assert [r["name"] for r in res["per_op"]] == ["qkv", "qk", "pv", "o_proj", "ffn1", "ffn2"]
     for r, h in zip(res["per_op"], per_op, strict=True):
         assert not r["errors"], r["errors"][:3]
@@ -168,3 +159,26 @@ def test_engine_macro_loop_keeps_the_zeros():
     a = text.index("  initial begin\n")
     b = text.index("  end\n", a) + len("  end\n")
     assert text[:a] in loop and text[b:] in loop and len(loop) < len(text) + 200
+
+
+def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
+    """``kaleido simulate T.npz --engine rtl`` with a delta config runs ``kaleido_dcore`` (no longer refused): the
+    outputs' checksum is the golden model's, each op's cycles its controller's timing functions'."""
+    import json
+
+    from algo.trace import save_trace
+    from tests.rtl.cases import engine_trace
+    from tests.test_rtl_engine import golden_sha256, kaleido
+
+    trace = tmp_path / "t.npz"
+    save_trace(engine_trace(), trace)
+    res = kaleido("simulate", str(trace), "-c", DELTA_TOML, "--engine", "rtl", "--json", str(tmp_path / "r.json"))
+    assert res.returncode == 0, res.stderr
+    out = json.loads((tmp_path / "r.json").read_text())
+    assert out["engine"] == "rtl" and out["core"] == "dcore" and "kaleido_dcore" not in res.stderr
+    assert [r["name"] for r in out["per_op"]] == ["qkv", "qk", "pv"]
+    assert all(r["cycles"] == r["model_cycles"] > 0 for r in out["per_op"])
+    assert out["cycles"] == sum(r["cycles"] for r in out["per_op"])
+    assert out["outputs_sha256"] == golden_sha256(engine_trace())
+    bad = kaleido("simulate", str(trace), "-c", DELTA_TOML, "--engine", "rtl", "--waves-from", "0")
+    assert bad.returncode == 2 and "KALEIDO_WAVES=1" in bad.stderr

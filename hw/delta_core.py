@@ -88,19 +88,31 @@ class DeltaCore(wiring.Component):
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 **accel):
+                 front: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
-        self.cfg, self.fifo, self.pe_kind, self.queues = cfg, fifo, pe, queues
+        if front and not queues:
+            discard(self)
+            raise ValueError("the similarity front (front=True) writes decisions: it needs the queues (queues=True)")
+        self.cfg, self.fifo, self.pe_kind, self.queues, self.front = cfg, fifo, pe, queues, front
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
         self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
         self.combine = discard(DeltaCombine(cfg, instance=pe == "instance"))
         acc = self.accel
+        #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_dfront``), else None.
+        self.front_unit = None
+        fports, abits = {}, acc.abits
+        if front:
+            from hw.delta_front import DeltaFront
+
+            self.front_unit = fu = discard(DeltaFront(acc, pe=pe))
+            fports = {n: fu.signature.members[n] for n in ("c_b1", "c_b2", "x_unsigned")}
+            abits = max(abits, fu.xabits)
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
@@ -110,8 +122,9 @@ class DeltaCore(wiring.Component):
         self.fifo_bits = self.da + C * cfg.acc_bits
         self.seen_depth = 1 << self.da
         super().__init__({
-            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
+            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(abits)),
             "wr_data": In(unsigned(max(acc.dbits, 2 * G))), **{n: acc.signature.members[n] for n in self.cnames},
+            **fports,
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
             "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
@@ -134,8 +147,14 @@ class DeltaCore(wiring.Component):
 
         # --- host writes, start, the run's phases
         dec_we = self.wr_valid & (self.wr_sel == 3)
-        # phase: 0 idle, 1 accumulate, 2 output
-        phase = host_through(m, self, ap, self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1))
+        dec_addr, dec_data = self.wr_addr, self.wr_data[:2 * G]
+        # phase: 0 idle, 1 accumulate, 2 output, 3 the similarity front (front=True)
+        if self.front:
+            phase, fr = self._front(m, ap, inst)
+            dec_we = Mux(phase == 3, fr.o_valid & (fr.o_sel == 3), dec_we)
+            dec_addr, dec_data = Mux(phase == 3, fr.o_addr, dec_addr), Mux(phase == 3, fr.o_data[:2 * G], dec_data)
+        else:
+            phase = host_through(m, self, ap, self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1))
 
         # --- tile table: (class, cb, tokens) per band-tile, one copy per drain port
         pos, off = {}, 0
@@ -166,8 +185,7 @@ class DeltaCore(wiring.Component):
         for i in range(2):
             ports, mac = macro("1r1w", self.accel.max_tokens, 2 * G, instance=inst)
             m.submodules[f"dec{i}"] = mac
-            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(self.wr_addr), ports.wmask.eq(1),
-                         ports.wdata.eq(self.wr_data[:2 * G])]
+            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(dec_addr), ports.wmask.eq(1), ports.wdata.eq(dec_data)]
             decs.append(ports)
 
         hw_ = Signal(range(acc.max_tokens + 1), name="op_hw")
@@ -319,7 +337,10 @@ class DeltaCore(wiring.Component):
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
-                    m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
+                    m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
+            with m.Case(3):  # the similarity front: the controller starts with its done pulse
+                with m.If(fr.done):
+                    m.d.sync += phase.eq(1)
             with m.Case(1):
                 with m.If((fin | ap.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
                     m.d.sync += [phase.eq(2), walking.eq(1), csel.eq(~csel), pool.eq(0), f.eq(0), cb.eq(0),
@@ -345,6 +366,34 @@ class DeltaCore(wiring.Component):
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
+
+    def _front(self, m, ap, inst):
+        """``front=True``: ``kaleido_dfront`` between the host and ``kaleido_daccel`` (module docstring, "Similarity
+        front"); returns ``(phase, the front's ports)``, ``phase`` (2 bits, 0 idle) driven by the caller."""
+        from hw.delta_front import DFRONT_MODULE_NAME
+        from hw.delta_queue import layout_bits
+
+        fr = add_child(m, "front", self.front_unit, DFRONT_MODULE_NAME, inst)
+        acc, G, P = self.accel, self.cfg.partial_regs, self.accel.P  # noqa: N806
+        phase = Signal(2, name="phase")
+        run = phase == 3
+        m.d.comb += [ap.wr_valid.eq(Mux(run, fr.o_valid, self.wr_valid & (self.wr_sel != 0))),
+                     ap.wr_sel.eq(Mux(run, fr.o_sel, self.wr_sel)), ap.wr_addr.eq(Mux(run, fr.o_addr, self.wr_addr)),
+                     ap.wr_data.eq(Mux(run, fr.o_data, self.wr_data[:len(ap.wr_data)])), fr.o_ready.eq(ap.wr_ready),
+                     fr.wr_valid.eq(self.wr_valid & (self.wr_sel == 0) & (phase == 0)),
+                     fr.wr_addr.eq(self.wr_addr), fr.wr_data.eq(self.wr_data[:8 * P])]
+        m.d.comb += [getattr(ap, n).eq(getattr(self, n)) for n in self.cnames]
+        m.d.comb += [self.wr_ready.eq((phase == 0) & ap.wr_ready & fr.wr_ready), self.busy.eq(phase != 0),
+                     fr.start.eq(self.start & (phase == 0)), ap.start.eq(fr.done)]
+        # the op: the grid, the groups' widths (the queues' layout words), word offsets, axes (their class's) and bounds
+        lb, wb = layout_bits(acc), self.front_unit.wb
+        axes = self.o_axis
+        m.d.comb += [fr.c_f.eq(self.o_f), fr.c_h.eq(self.o_h), fr.c_w.eq(self.o_w), fr.c_groups.eq(self.c_groups),
+                     fr.c_gxoff.eq(self.o_gxoff), fr.c_b1.eq(self.c_b1), fr.c_b2.eq(self.c_b2),
+                     fr.x_unsigned.eq(self.x_unsigned),
+                     fr.c_gwidth.eq(Cat(*(self.c_layout[g * lb:g * lb + wb] for g in range(G)))),
+                     fr.c_gaxis.eq(Cat(*(axes.word_select(self.o_gclass[2 * g:2 * g + 2], 2) for g in range(G))))]
+        return phase, fr
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,

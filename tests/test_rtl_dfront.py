@@ -129,3 +129,57 @@ def test_front_refusals():
     with pytest.raises(ValueError, match="axis"):
         front_ports(front, (2, 2, 2), [(0, 4, "t")], THETA)
     discard(front)
+
+
+# ---- kaleido_dcore with its front (front=True): the host writes raw X ----
+
+def _front_load(ctx, dut, case, op, ports):
+    """The core's host words from raw X: X bytes (``wr_sel`` 0, into the front), weights; the op ports with the
+    front's bounds and ``x_unsigned``; ``start``."""
+    from hw.delta_accel_host import SEL_W, SEL_X, w_words
+    from tests.rtl.daccel_bench import start_op, write_words
+
+    async def go():
+        words = [(SEL_X, a, w) for a, w in compact_x_words(dut.accel, case.X, case.groups)]
+        words += [(SEL_W, a, w) for a, w in w_words(dut.accel, case.W.astype(np.int64), case.groups)]
+        await write_words(ctx, dut, words)
+        fp = front_ports(dut.front_unit, case.grid, case.groups, THETA)
+        await start_op(ctx, dut, ports | {"c_b1": fp["c_b1"], "c_b2": fp["c_b2"], "x_unsigned": int(case.x_unsigned)})
+    return go()
+
+
+def test_dcore_with_front_from_raw_x():
+    """Two ops back to back on ``kaleido_dcore`` built with its front (3 axis classes, int8, N = 11: two column
+    blocks worked together; 2 classes, uint8, N = 5, chunk-major): every ``Y`` row equals `algo.reuse.golden.
+    reuse_gemm` from raw X, and every row, the controller's rows and ``done`` leave `front_cycles` later than
+    `tests.test_rtl_dcore.check`'s model of the core fed with the golden decisions and differences
+    (`sim.timing.delta_core.core_schedule`)."""
+    from algo.reuse.golden import reuse_gemm
+    from tests.rtl.cases import Case
+    from tests.rtl.dcore_bench import run_dcore
+    from tests.test_rtl_dcore import FIFO, check
+    from tests.test_rtl_dcore import _job as dcore_job
+
+    cfg = delta_cfg(8, 8, 2, 2, state_kib=2)
+    rng = np.random.default_rng(103)
+    jobs = []
+    for name, N, s, cm in (("fhwf-int8", 11, 2, False), ("wfw-uint8", 5, 1, True)):  # noqa: N806
+        X, grid, groups, _th, xu = _job(name)  # noqa: N806
+        W = rng.integers(-128, 128, size=(X.shape[1], N)).astype(np.int8)  # noqa: N806
+        dec, _ = decide(X, grid, groups, THETA)
+        jobs.append(dcore_job(cfg, Case(name, X, W, grid, groups, dec, xu), None, s, cm, False))
+    got = run_dcore(cfg, [j for j, _q in jobs], fifo=FIFO, load=_front_load, front=True)
+    for (job, queue), run in zip(jobs, got, strict=True):
+        case = job[0]
+        y, _ = reuse_gemm(case.X, case.W, case.grid, case.groups, THETA)
+        D = front_cycles(case.X.shape[0], case.groups, 32)  # noqa: N806
+        assert run.accel_done > D and min(run.row_cycles) > D
+        run.rows = {k: (c - D, v) for k, (c, v) in run.rows.items()}
+        run.row_cycles = [c - D for c in run.row_cycles]
+        run.accel_done, run.cycles = run.accel_done - D, run.cycles - D
+        check(cfg, job, queue, run)
+        C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
+        assert len(run.rows) == case.X.shape[0] * -(-N // C)
+        for (t, cb), (_c, v) in run.rows.items():
+            n = min(C, N - C * cb)
+            assert np.array_equal(v[:n], y[t, C * cb:C * cb + n]), (t, cb)

@@ -64,6 +64,8 @@ from hw.sram import macro
 
 #: Verilog module name of `DeltaCore`.
 DCORE_MODULE_NAME = "kaleido_dcore"
+#: Verilog module name of `DeltaCore` built with its similarity front (``front=True``, docs/decisions.md D103).
+DCORE_FRONT_MODULE_NAME = "kaleido_dcore_front"
 #: Axis classes the ports carry (`sim.timing.delta.classes`: f, h, w).
 MAX_CLASSES = 3
 #: Axis codes of ``o_axis``.
@@ -338,9 +340,10 @@ class DeltaCore(wiring.Component):
             with m.Case(0):
                 with m.If(self.start):
                     m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
-            with m.Case(3):  # the similarity front: the controller starts with its done pulse
-                with m.If(fr.done):
-                    m.d.sync += phase.eq(1)
+            if self.front:
+                with m.Case(3):  # the similarity front: the controller starts with its done pulse
+                    with m.If(fr.done):
+                        m.d.sync += phase.eq(1)
             with m.Case(1):
                 with m.If((fin | ap.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
                     m.d.sync += [phase.eq(2), walking.eq(1), csel.eq(~csel), pool.eq(0), f.eq(0), cb.eq(0),

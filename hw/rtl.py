@@ -56,7 +56,8 @@ from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
-from hw.delta_core import DCORE_MODULE_NAME, DeltaCore
+from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DeltaCore
+from hw.delta_front import DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
@@ -173,6 +174,15 @@ _MODULES = {
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
               "row FIFO + accumulate and output command generation + kaleido_dcombine, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance")),
+    # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
+    # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
+    "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
+               "macros + similarity unit (SAD, thresholds) + effective values, differences and decision codes through "
+               "kaleido_daccel's write port",
+               lambda cfg: DeltaFront(discard(DeltaAccel(cfg, pe="instance", queues=True)), pe="instance")),
+    "dcore_front": (DCORE_FRONT_MODULE_NAME, "Kaleido delta controller with its similarity front and combine stage: "
+                    "kaleido_dfront + kaleido_daccel + tile table + row FIFO + command generation + kaleido_dcombine, "
+                    "final Y rows from raw X", lambda cfg: DeltaCore(cfg, pe="instance", front=True)),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name,
               "org_top_ext": lambda cfg: top_module_name(cfg, ext=True)}
@@ -199,9 +209,11 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         macros += [mc for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
         macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]
     if cfg.organisation == "delta":
-        roles += ["daccel", "dqueue", "dcore"]
-        macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        roles += ["daccel", "dqueue", "dcore", "dfront", "dcore_front"]
+        acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
+        macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]
+        macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
             roles += ["org_top_ext", "dstage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]

@@ -40,6 +40,14 @@ After ``start`` (the same cycle as ``kaleido_daccel``'s), two phases, one after 
 
 Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
 
+**Similarity front** (``front=True``, Verilog module ``kaleido_dcore_front``, docs/decisions.md D103): `hw.delta_front.
+DeltaFront` (``kaleido_dfront``) sits between the host and ``kaleido_daccel``. The host writes raw X with ``wr_sel`` 0
+(`hw.compact_accel_host.x_words`' bytes, into the front's X buffer) and the weights as before, sets the op ports plus
+``c_b1``, ``c_b2`` (the SAD bounds, `hw.delta_front.front_ports`) and ``x_unsigned``, and pulses ``start``: the front
+runs first (its axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the differences and the
+decision words into ``kaleido_daccel`` and the decision copies through the same port, and its ``done`` starts the
+controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
+
 Not in this slice (D95): chunks (the output walk overlapping the next chunk's accumulation in the other D
 buffer: here the whole op is one chunk, its D must fit one buffer), the combine unit's second way (one
 accumulate a cycle against up to d drained rows a cycle: the FIFO absorbs the difference), back-pressure on

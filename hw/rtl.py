@@ -13,7 +13,10 @@ its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
-stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros; a delta config with a
+stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros, the similarity front
+``kaleido_dfront`` (hw/delta_front.py, D103: decisions and differences from raw X through ``kaleido_daccel``'s write
+port) with its macros and ``kaleido_dcore_front`` (``kaleido_dcore`` with it: final ``Y`` rows from raw X); a delta
+config with a
 weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's band-tile list with D85's weight
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
 macros. A compact preset also gets
@@ -331,11 +334,12 @@ def main(argv: list[str] | None = None) -> int:
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
-                   "combine stage's command generation (one chunk per op)"
+                   "combine stage's command generation (one chunk per op), kaleido_dcore_front the similarity front "
+                   "kaleido_dfront before it (decisions and differences from raw X)"
                    + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
                       "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
                       "band" if cfg.wstage_sram_kib and cfg.diff_sram_kib
-                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100)"
+                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103)"
                    if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

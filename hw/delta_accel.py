@@ -283,6 +283,9 @@ class DeltaAccel(wiring.Component):
         self.abits = max(_bits(dp) for _, dp, _, _ in self.geometry.values())
         if queues:
             self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
+        # the X buffer's host address is the whole ``token KW + word``, not a bank's (D103: on the balanced preset the
+        # banks' 8 bits reached token 15 of 256)
+        self.abits = max(self.abits, _bits(self.geometry["x"][1] * brows))
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
         rb = _bits(brows)
         cports = ({n: self.queue.signature.members[n] for n in port_names} if queues

@@ -217,3 +217,19 @@ def test_dfront_emits_reproducibly_and_lints_clean(tmp_path):
     runs = lint_folder(tmp_path / "a")
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert {"kaleido_dfront.v", "kaleido_dcore_front.v"} <= {label.split(" ")[0] for label, *_ in runs}
+
+
+@pytest.mark.parametrize("name", ["hw/presets/examples/tiny-8x8-delta.toml", "kaleido-16nm-128x128-balanced",
+                                  "hw/presets/examples/tiny-8x8-compact.toml"])
+def test_write_port_reaches_every_token(name):
+    """The controller's write port (which the front drives) addresses the last token's last X word, ``(max_tokens -
+    1) KW + KW - 1`` = 255 x 16 + 15 = 4,095 on these configs (256 tokens, KW = 16): 12 bits. Before D103 it had
+    its X banks' bits (balanced: 8, token 15 the last reachable)."""
+    from hw.config import load_config
+
+    cfg = load_config(name)
+    acc = discard((DeltaAccel if cfg.organisation == "delta" else CompactAccel)(cfg, queues=True))
+    assert (acc.max_tokens, acc.KW) == (256, 16)
+    assert len(acc.wr_addr) == 12
+    front = discard(DeltaFront(acc))
+    assert len(front.o_addr) == 12 and len(front.wr_addr) == 12

@@ -91,10 +91,13 @@ class DeltaCore(wiring.Component):
 
     Args:
         cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
-        **accel: `DeltaAccel`'s keyword arguments (sizes, entries, lanes; ``queues`` must stay False).
+        pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default; False: the host's band-tile list).
+        front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
+        **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
-        ValueError: as `DeltaAccel`, or ``queues=True``, or ``fifo`` not a positive multiple of d.
+        ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d, or
+            ``front`` without ``queues``.
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,

@@ -299,8 +299,8 @@ def front_ports(front: DeltaFront, grid, groups, theta) -> dict[str, int]:
     ``groups`` ``[(k0, k1, axis)]`` and ``theta`` ``(theta1, theta2)`` (bounds by `algo.reuse.golden.theta_bounds`).
 
     Raises:
-        ValueError: more tokens than the controller holds, a bound wider than the unit's SAD, an axis outside
-            f, h, w, or as `hw.delta_accel_host.group_layout`.
+        ValueError: more tokens than the controller holds, no group, a bound wider than the unit's SAD, an axis
+            outside f, h, w, or as `hw.delta_accel_host.group_layout`.
     """
     from algo.reuse.golden import theta_bounds
     from hw.delta_accel_host import group_layout
@@ -308,6 +308,8 @@ def front_ports(front: DeltaFront, grid, groups, theta) -> dict[str, int]:
     F, H, W = (int(v) for v in grid)  # noqa: N806
     if F * H * W > front.acc.max_tokens or min(F, H, W) < 1:
         raise ValueError(f"grid {grid}: the controller holds {front.acc.max_tokens} tokens")
+    if not groups:
+        raise ValueError("an op without channel groups: the pass needs at least one")
     lay = group_layout(front.acc, groups)
     b1, b2 = theta_bounds(theta, [k1 - k0 for k0, k1, _ in groups])
     if max(b1.max(), b2.max()) >= 1 << front.sb:

@@ -128,6 +128,8 @@ def test_front_refusals():
         front_ports(front, (3, 3, 4), [(0, 4, "f")], THETA)
     with pytest.raises(ValueError, match="axis"):
         front_ports(front, (2, 2, 2), [(0, 4, "t")], THETA)
+    with pytest.raises(ValueError, match="at least one"):
+        front_ports(front, (2, 2, 2), [], THETA)
     discard(front)
 
 

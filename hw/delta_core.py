@@ -162,10 +162,11 @@ class DeltaCore(wiring.Component):
         dec_we = self.wr_valid & (self.wr_sel == 3)
         dec_addr, dec_data = self.wr_addr, self.wr_data[:2 * G]
         # phase: 0 idle, 1 accumulate, 2 output, 3 the similarity front (front=True)
-        if self.front:
-            phase, fr = self._front(m, ap, inst)
-            dec_we = Mux(phase == 3, fr.o_valid & (fr.o_sel == 3), dec_we)
-            dec_addr, dec_data = Mux(phase == 3, fr.o_addr, dec_addr), Mux(phase == 3, fr.o_data[:2 * G], dec_data)
+        if self.front:  # the front's axes: each group's class's axis
+            from hw.delta_front import front_through
+
+            axes = Cat(*(self.o_axis.word_select(self.o_gclass[2 * g:2 * g + 2], 2) for g in range(G)))
+            phase, fr, dec_we, dec_addr, dec_data = front_through(m, self, ap, inst, axes)
         else:
             phase = host_through(m, self, ap, self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1))
 
@@ -380,34 +381,6 @@ class DeltaCore(wiring.Component):
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
-
-    def _front(self, m, ap, inst):
-        """``front=True``: ``kaleido_dfront`` between the host and ``kaleido_daccel`` (module docstring, "Similarity
-        front"); returns ``(phase, the front's ports)``, ``phase`` (2 bits, 0 idle) driven by the caller."""
-        from hw.delta_front import DFRONT_MODULE_NAME
-        from hw.delta_queue import layout_bits
-
-        fr = add_child(m, "front", self.front_unit, DFRONT_MODULE_NAME, inst)
-        acc, G, P = self.accel, self.cfg.partial_regs, self.accel.P  # noqa: N806
-        phase = Signal(2, name="phase")
-        run = phase == 3
-        m.d.comb += [ap.wr_valid.eq(Mux(run, fr.o_valid, self.wr_valid & (self.wr_sel != 0))),
-                     ap.wr_sel.eq(Mux(run, fr.o_sel, self.wr_sel)), ap.wr_addr.eq(Mux(run, fr.o_addr, self.wr_addr)),
-                     ap.wr_data.eq(Mux(run, fr.o_data, self.wr_data[:len(ap.wr_data)])), fr.o_ready.eq(ap.wr_ready),
-                     fr.wr_valid.eq(self.wr_valid & (self.wr_sel == 0) & (phase == 0)),
-                     fr.wr_addr.eq(self.wr_addr), fr.wr_data.eq(self.wr_data[:8 * P])]
-        m.d.comb += [getattr(ap, n).eq(getattr(self, n)) for n in self.cnames]
-        m.d.comb += [self.wr_ready.eq((phase == 0) & ap.wr_ready & fr.wr_ready), self.busy.eq(phase != 0),
-                     fr.start.eq(self.start & (phase == 0)), ap.start.eq(fr.done)]
-        # the op: the grid, the groups' widths (the queues' layout words), word offsets, axes (their class's) and bounds
-        lb, wb = layout_bits(acc), self.front_unit.wb
-        axes = self.o_axis
-        m.d.comb += [fr.c_f.eq(self.o_f), fr.c_h.eq(self.o_h), fr.c_w.eq(self.o_w), fr.c_groups.eq(self.c_groups),
-                     fr.c_gxoff.eq(self.o_gxoff), fr.c_b1.eq(self.c_b1), fr.c_b2.eq(self.c_b2),
-                     fr.x_unsigned.eq(self.x_unsigned),
-                     fr.c_gwidth.eq(Cat(*(self.c_layout[g * lb:g * lb + wb] for g in range(G)))),
-                     fr.c_gaxis.eq(Cat(*(axes.word_select(self.o_gclass[2 * g:2 * g + 2], 2) for g in range(G))))]
-        return phase, fr
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,

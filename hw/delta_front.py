@@ -10,8 +10,8 @@ What the host gives it:
   ``wr_data``): per token its int8 or uint8 operand bytes in the controller's group layout, word
   ``token KW + xoff_g + j`` = the group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[8 l, 8 l +
   8)``; lanes past the group zero), exactly `hw.compact_accel_host.x_words` (``P``, ``KW`` the controller's);
-- the op ports (stable from ``start`` to ``done``), `front_ports` computes them: ``c_f``, ``c_h``, ``c_w`` the grid
-  (tokens in raster order ``f H W + h W + w``), ``c_groups`` the groups, per group g its width ``c_gwidth``
+- the op ports (stable from ``start`` to ``done``), `front_ports` computes them: ``c_f`` frames, ``c_hw`` positions
+  a frame (H W), ``c_w`` the grid's width (tokens in raster order ``f H W + h W + w``), ``c_groups`` the groups, per group g its width ``c_gwidth``
   (``bits(max_k + 1)`` each), its first word ``c_gxoff`` (`hw.delta_accel_host.group_layout`), its reuse axis
   ``c_gaxis`` (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``, `hw.delta_core.AXIS_CODE`) and its SAD bounds ``c_b1``,
   ``c_b2`` (`hw.similarity.sad_bits` each; `algo.reuse.golden.theta_bounds`), and ``x_unsigned``.
@@ -108,7 +108,7 @@ class DeltaFront(wiring.Component):
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_addr": In(unsigned(self.xabits)),
             "wr_data": In(unsigned(8 * self.P)),
-            "c_f": In(t), "c_h": In(t), "c_w": In(t), "c_groups": In(range(G + 1)),
+            "c_f": In(t), "c_hw": In(t), "c_w": In(t), "c_groups": In(range(G + 1)),
             "c_gwidth": In(unsigned(G * self.wb)), "c_gxoff": In(unsigned(G * self.kwb)), "c_gaxis": In(2 * G),
             "c_b1": In(unsigned(G * self.sb)), "c_b2": In(unsigned(G * self.sb)), "x_unsigned": In(1),
             "start": In(1), "busy": Out(1), "done": Out(1),
@@ -161,12 +161,11 @@ class DeltaFront(wiring.Component):
         begin = Signal()
         m.d.comb += [begin.eq(self.start & ~running & (tail == 0)), self.busy.eq(running | (tail != 0)),
                      self.wr_ready.eq(~self.busy)]
-        hw_ = Signal(range(self.acc.max_tokens + 1))
         with m.If(begin):
-            m.d.sync += [running.eq(1), hw_.eq(self.c_h * self.c_w)]
+            m.d.sync += running.eq(1)
 
-        # ---- stage-1 counters: token (and its coordinates), phase, group, word
-        t, fc, hc, wc = (Signal(tb + 1, name=n) for n in ("t", "fc", "hc", "wc"))
+        # ---- stage-1 counters: token (and its frame, position in the frame, column), phase, group, word
+        t, fc, pc, wc = (Signal(tb + 1, name=n) for n in ("t", "fc", "pc", "wc"))
         g = Signal(range(G + 1))
         j = Signal(range(self.KW + 1))
         phase_b = Signal()
@@ -174,9 +173,9 @@ class DeltaFront(wiring.Component):
         m.d.comb += xw.eq((width[g] + P - 1) >> lp)
         last_word, last_group, last_tok = Signal(), Signal(), Signal()
         m.d.comb += [last_word.eq(j + 1 == xw), last_group.eq(g + 1 == self.c_groups),
-                     last_tok.eq((fc + 1 == self.c_f) & (hc + 1 == self.c_h) & (wc + 1 == self.c_w))]
+                     last_tok.eq((fc + 1 == self.c_f) & (pc + 1 == self.c_hw))]
         with m.If(begin):
-            m.d.sync += [t.eq(0), fc.eq(0), hc.eq(0), wc.eq(0), g.eq(0), j.eq(0), phase_b.eq(0)]
+            m.d.sync += [t.eq(0), fc.eq(0), pc.eq(0), wc.eq(0), g.eq(0), j.eq(0), phase_b.eq(0)]
         with m.If(running):
             with m.If(~last_word):
                 m.d.sync += j.eq(j + 1)
@@ -185,15 +184,12 @@ class DeltaFront(wiring.Component):
             with m.Elif(~phase_b):
                 m.d.sync += [j.eq(0), g.eq(0), phase_b.eq(1)]
             with m.Else():  # the token's last word: the next token
-                m.d.sync += [j.eq(0), g.eq(0), phase_b.eq(0), t.eq(t + 1)]
-                with m.If(wc + 1 < self.c_w):
-                    m.d.sync += wc.eq(wc + 1)
+                m.d.sync += [j.eq(0), g.eq(0), phase_b.eq(0), t.eq(t + 1),
+                             wc.eq(Mux(wc + 1 < self.c_w, wc + 1, 0))]
+                with m.If(pc + 1 < self.c_hw):
+                    m.d.sync += pc.eq(pc + 1)
                 with m.Else():
-                    m.d.sync += wc.eq(0)
-                    with m.If(hc + 1 < self.c_h):
-                        m.d.sync += hc.eq(hc + 1)
-                    with m.Else():
-                        m.d.sync += [hc.eq(0), fc.eq(fc + 1)]
+                    m.d.sync += [pc.eq(0), fc.eq(fc + 1), wc.eq(0)]
                 with m.If(last_tok):
                     m.d.sync += [running.eq(0), tail.eq(3)]
         with m.If(tail != 0):
@@ -203,8 +199,8 @@ class DeltaFront(wiring.Component):
         ax = axis[g]
         stride = Signal.like(t)
         no_nb = Signal()
-        m.d.comb += [stride.eq(Mux(ax == AXIS_CODE["f"], hw_, Mux(ax == AXIS_CODE["h"], self.c_w, 1))),
-                     no_nb.eq(Mux(ax == AXIS_CODE["f"], fc == 0, Mux(ax == AXIS_CODE["h"], hc == 0, wc == 0)))]
+        m.d.comb += [stride.eq(Mux(ax == AXIS_CODE["f"], self.c_hw, Mux(ax == AXIS_CODE["h"], self.c_w, 1))),
+                     no_nb.eq(Mux(ax == AXIS_CODE["f"], fc == 0, Mux(ax == AXIS_CODE["h"], pc < self.c_w, wc == 0)))]
         nb = Signal.like(t)
         m.d.comb += nb.eq(t - stride)
         word = Signal(kwb)
@@ -314,7 +310,7 @@ def front_ports(front: DeltaFront, grid, groups, theta) -> dict[str, int]:
     b1, b2 = theta_bounds(theta, [k1 - k0 for k0, k1, _ in groups])
     if max(b1.max(), b2.max()) >= 1 << front.sb:
         raise ValueError(f"a SAD bound of {max(b1.max(), b2.max())}: the unit compares {front.sb} bits")
-    out = {"c_f": F, "c_h": H, "c_w": W, "c_groups": len(groups), "c_gwidth": 0, "c_gxoff": 0, "c_gaxis": 0,
+    out = {"c_f": F, "c_hw": H * W, "c_w": W, "c_groups": len(groups), "c_gwidth": 0, "c_gxoff": 0, "c_gaxis": 0,
            "c_b1": 0, "c_b2": 0}
     for k, ((k0, k1, ax), (xo, _xw, _wo)) in enumerate(zip(groups, lay, strict=True)):
         if ax not in AXIS_CODE:
@@ -325,3 +321,43 @@ def front_ports(front: DeltaFront, grid, groups, theta) -> dict[str, int]:
         out["c_b1"] |= int(b1[k]) << (front.sb * k)
         out["c_b2"] |= int(b2[k]) << (front.sb * k)
     return out
+
+
+def front_through(m, core, ap, instance: bool, axes, *also):
+    """A combine core built with its front (`hw.delta_core.DeltaCore`, `hw.compact_core.CompactCore`, ``front=True``):
+    ``core.front_unit`` between the host and the controller ``ap`` (ports). The host's ``wr_sel`` 0 (raw X) goes to
+    the front while idle, the other selects to the controller; while the front runs (``phase`` 3) the controller's
+    write port is the front's output. The front's op ports come from the core's: ``c_frames``, ``c_hw``, ``o_w``,
+    ``c_groups``, each group's width and word offset from the queues' ``c_layout``, ``axes`` (2 bits per group, a
+    value), ``c_b1``, ``c_b2``, ``x_unsigned``. The front's ``done`` is the controller's ``start``. ``also``: further
+    statements. Returns ``(phase, front ports, decision write enable, address, data)``: ``phase`` a 2-bit signal (0
+    idle, 3 the front), which the caller drives from the front's ``done`` on; the decision-copy write from the host
+    (``wr_sel`` 3) or, while the front runs, the front."""
+    from hw.core import add_child
+    from hw.delta_queue import layout_bits, layout_fields
+
+    fu, acc = core.front_unit, core.accel
+    G, P = core.cfg.partial_regs, acc.P  # noqa: N806
+    fr = add_child(m, "front", fu, fu.module_name, instance)
+    phase = Signal(2, name="phase")
+    run = phase == 3
+    m.d.comb += [ap.wr_valid.eq(Mux(run, fr.o_valid, core.wr_valid & (core.wr_sel != SEL_X))),
+                 ap.wr_sel.eq(Mux(run, fr.o_sel, core.wr_sel)), ap.wr_addr.eq(Mux(run, fr.o_addr, core.wr_addr)),
+                 ap.wr_data.eq(Mux(run, fr.o_data, core.wr_data[:len(ap.wr_data)])), fr.o_ready.eq(ap.wr_ready),
+                 fr.wr_valid.eq(core.wr_valid & (core.wr_sel == SEL_X) & (phase == 0)),
+                 fr.wr_addr.eq(core.wr_addr), fr.wr_data.eq(core.wr_data[:8 * P]), *also]
+    m.d.comb += [getattr(ap, n).eq(getattr(core, n)) for n in core.cnames]
+    m.d.comb += [core.wr_ready.eq((phase == 0) & ap.wr_ready & fr.wr_ready), core.busy.eq(phase != 0),
+                 fr.start.eq(core.start & (phase == 0)), ap.start.eq(fr.done)]
+    lb, pos, off = layout_bits(acc), {}, 0
+    for name, bits in layout_fields(acc):
+        pos[name] = (off, bits)
+        off += bits
+    (w0, wb), (x0, xb) = pos["width"], pos["xoff"]
+    lay = core.c_layout
+    m.d.comb += [fr.c_f.eq(core.c_frames), fr.c_hw.eq(core.c_hw), fr.c_w.eq(core.o_w), fr.c_groups.eq(core.c_groups),
+                 fr.c_gwidth.eq(Cat(*(lay[g * lb + w0:g * lb + w0 + wb] for g in range(G)))),
+                 fr.c_gxoff.eq(Cat(*(lay[g * lb + x0:g * lb + x0 + xb] for g in range(G)))),
+                 fr.c_gaxis.eq(axes), fr.c_b1.eq(core.c_b1), fr.c_b2.eq(core.c_b2), fr.x_unsigned.eq(core.x_unsigned)]
+    dec_we = Mux(run, fr.o_valid & (fr.o_sel == SEL_DEC), core.wr_valid & (core.wr_sel == SEL_DEC))
+    return (phase, fr, dec_we, Mux(run, fr.o_addr, core.wr_addr), Mux(run, fr.o_data[:2 * G], core.wr_data[:2 * G]))

@@ -221,6 +221,40 @@ def test_dfront_emits_reproducibly_and_lints_clean(tmp_path):
     assert {"kaleido_dfront.v", "kaleido_dcore_front.v"} <= {label.split(" ")[0] for label, *_ in runs}
 
 
+
+def test_ccore_with_front_from_raw_x():
+    """Two ops back to back on ``kaleido_ccore`` built with its front (f/h/w groups, int8, N = 11: two column blocks;
+    two f groups, uint8, N = 5): every ``Y`` row equals `algo.reuse.golden.reuse_gemm` from raw X, and every row and
+    ``done`` leave `front_cycles` later than `tests.test_rtl_ccore.check_core`'s model of the core fed with the
+    golden decisions (`sim.timing.compact_accel.core_cycles`), the partial-sum SRAM's accesses as it counts them."""
+    from algo.reuse.golden import reuse_gemm
+    from sim.engines.band_stimulus import band_op
+    from tests.rtl.caccel_bench import run_ccore
+    from tests.rtl.cases import Case
+    from tests.test_rtl_ccore import check_core
+
+    cfg = compact_cfg(8, 8, 2, 2)
+    rng = np.random.default_rng(1031)
+    jobs = []
+    for name, N in (("fhwf-int8", 11), ("ff-uint8", 5)):  # noqa: N806  (kaleido_ccore holds H W <= R positions)
+        X, grid, groups, _th, xu = _job(name)  # noqa: N806
+        W = rng.integers(-128, 128, size=(X.shape[1], N)).astype(np.int8)  # noqa: N806
+        dec, _ = decide(X, grid, groups, THETA)
+        case = Case(name, X, W, grid, groups, dec, xu)
+        jobs.append((case, band_op(X, W, grid, groups, dec, cfg, None), None))
+    for run, (case, op, fw) in zip(run_ccore(cfg, jobs, theta=THETA), jobs, strict=True):
+        y, _ = reuse_gemm(case.X, case.W, case.grid, case.groups, THETA)
+        D = front_cycles(case.X.shape[0], case.groups, 32)  # noqa: N806
+        assert min(c for c, _v in run.y.values()) > D
+        run.y = {k: (c - D, v) for k, (c, v) in run.y.items()}
+        run.cycles -= D
+        check_core(cfg, case, op, fw, run)
+        C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
+        for (cb, t), (_c, v) in run.y.items():
+            n = min(C, N - C * cb)
+            assert np.array_equal(v[:n], y[t, C * cb:C * cb + n]), (cb, t)
+
+
 @pytest.mark.parametrize("name", ["hw/presets/examples/tiny-8x8-delta.toml", "kaleido-16nm-128x128-balanced",
                                   "hw/presets/examples/tiny-8x8-compact.toml"])
 def test_write_port_reaches_every_token(name):

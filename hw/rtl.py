@@ -23,7 +23,8 @@ macros. A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
 ``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
-with the combine stage's staged writes and command generation and ``kaleido_combine``, final ``Y`` rows).
+with the combine stage's staged writes and command generation and ``kaleido_combine``, final ``Y`` rows), and the
+similarity front ``kaleido_cfront`` with ``kaleido_ccore_front`` (D103: ``kaleido_ccore`` from raw X).
 The lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
@@ -53,14 +54,14 @@ from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.combine import COMBINE_MODULE_NAME, Combine
 from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_module_name
-from hw.compact_core import CCORE_MODULE_NAME, CompactCore
+from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactCore
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
 from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DeltaCore
-from hw.delta_front import DFRONT_MODULE_NAME, DeltaFront
+from hw.delta_front import CFRONT_MODULE_NAME, DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
@@ -186,6 +187,14 @@ _MODULES = {
     "dcore_front": (DCORE_FRONT_MODULE_NAME, "Kaleido delta controller with its similarity front and combine stage: "
                     "kaleido_dfront + kaleido_daccel + tile table + row FIFO + command generation + kaleido_dcombine, "
                     "final Y rows from raw X", lambda cfg: DeltaCore(cfg, pe="instance", front=True)),
+    # The same front before kaleido_caccel (D103: decisions and X bytes), and kaleido_ccore with it.
+    "cfront": (CFRONT_MODULE_NAME, "Kaleido similarity front of the compact controller: X and effective-value SRAM "
+               "macros + similarity unit (SAD, thresholds) + effective values, X bytes and decision codes through "
+               "kaleido_caccel's write port",
+               lambda cfg: DeltaFront(discard(CompactAccel(cfg, pe="instance", queues=True)), pe="instance")),
+    "ccore_front": (CCORE_FRONT_MODULE_NAME, "Kaleido compact controller with its similarity front and combine "
+                    "stage: kaleido_cfront + kaleido_caccel + tile table + staged writes + output command walk + "
+                    "kaleido_combine, final Y rows from raw X", lambda cfg: CompactCore(cfg, pe="instance", front=True)),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name,
               "org_top_ext": lambda cfg: top_module_name(cfg, ext=True)}
@@ -208,9 +217,11 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
     if cfg.organisation == "compact":
-        roles += ["caccel", "cqueue", "ccore"]
-        macros += [mc for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        roles += ["caccel", "cqueue", "ccore", "cfront", "ccore_front"]
+        acc = discard(CompactAccel(cfg, pe="instance", queues=True))
+        macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]
+        macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
     if cfg.organisation == "delta":
         roles += ["daccel", "dqueue", "dcore", "dfront", "dcore_front"]
         acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
@@ -344,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
                    "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "
-                   "staged whole; docs/decisions.md D65, D97)")
+                   "staged whole), kaleido_ccore_front the similarity front kaleido_cfront before it (decisions from "
+                   "raw X; docs/decisions.md D65, D97, D103)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
                   f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")

@@ -187,38 +187,62 @@ def test_dcore_with_front_from_raw_x():
             assert np.array_equal(v[:n], y[t, C * cb:C * cb + n]), (t, cb)
 
 
-def test_dfront_emits_reproducibly_and_lints_clean(tmp_path):
-    """``kaleido_dfront`` and ``kaleido_dcore_front`` of an 8 x 8 delta config: the same bytes twice, no paths, and
-    Verilator -Wall clean each with its macros and with port-only stubs (`hw.lint.stub`) of ``kaleido_daccel`` and
-    ``kaleido_dcombine``, which the core instantiates by name. (The whole hierarchy from ``kaleido_dcore_front``
-    lints clean too, `hw.lint.lint_folder` with ``full``: D103, not rerun here for time.)"""
+def _signature_stub(name: str, signature) -> str:
+    """A port-only Verilog module ``name`` with ``clk``, ``rst`` and ``signature``'s members (the ports Amaranth gives
+    a component converted on its own and `hw.core.add_child` instantiates), with `hw.lint.STUB_WAIVERS`."""
+    from amaranth.hdl import Shape
+    from amaranth.lib.wiring import In
+
+    from hw.lint import STUB_WAIVERS
+
+    decl = ["  input clk;", "  input rst;"]
+    for n, mem in signature.members.items():
+        w = Shape.cast(mem.shape).width
+        decl.append(f"  {'input' if mem.flow == In else 'output'} {f'[{w - 1}:0] ' if w > 1 else ''}{n};")
+    off = "".join(f"/* verilator lint_off {w} */\n" for w in STUB_WAIVERS)
+    ports = ", ".join(["clk", "rst", *signature.members])
+    return f"// lint stub\n{off}module {name}({ports});\n" + "\n".join(decl) + "\nendmodule\n"
+
+
+@pytest.mark.parametrize("org", ["delta", "compact"])
+def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
+    """``kaleido_dfront`` and ``kaleido_dcore_front`` of an 8 x 8 delta config (``kaleido_cfront``, ``kaleido_ccore_front``
+    of a compact one): the same bytes twice, no paths, and Verilator -Wall clean each with its macros and with
+    port-only stubs of the controller and the combine unit, which the core instantiates by name (`_signature_stub`:
+    their ports from the components' signatures, as Amaranth emits them, so neither is converted here). (The whole
+    hierarchy from ``kaleido_dcore_front`` lints clean too, `hw.lint.lint_folder` with ``full``: D103, not rerun here
+    for time.)"""
     from pathlib import Path
 
+    from hw.compact_core import CompactCore
     from hw.delta_core import DeltaCore
-    from hw.lint import lint_folder, modules_of, stub
+    from hw.lint import lint_folder
     from hw.rtl import emit, plan
     from hw.sram import macro_name
 
-    cfg = delta_cfg(8, 8, 2, 2, state_kib=2)
-    front = DeltaFront(discard(DeltaAccel(cfg, pe="instance", queues=True)), pe="instance")
-    discard(front)
-    mine = [macro_name(*mc) for mc in front.macros() + discard(DeltaCore(cfg, pe="instance", front=True)).macros()]
-    roles = ("dfront", "dcore_front", "daccel", "dcombine")
+    delta = org == "delta"
+    cfg = delta_cfg(8, 8, 2, 2, state_kib=2) if delta else compact_cfg(8, 8, 2, 2)
+    acc = discard((DeltaAccel if delta else CompactAccel)(cfg, pe="instance", queues=True))
+    front = discard(DeltaFront(acc, pe="instance"))
+    core = discard((DeltaCore if delta else CompactCore)(cfg, pe="instance", front=True))
+    mine = [macro_name(*mc) for mc in front.macros() + core.macros()]
+    fname, cname = ("kaleido_dfront", "kaleido_dcore_front") if delta else ("kaleido_cfront", "kaleido_ccore_front")
+    children = ("kaleido_daccel", "kaleido_dcombine") if delta else ("kaleido_caccel", "kaleido_combine")
+    roles = ("dfront", "dcore_front") if delta else ("cfront", "ccore_front")
     names = [n for n, spec, _ in plan(cfg) if n in mine or (spec[0] == "module" and spec[1] in roles)]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
-    b = emit(cfg, tmp_path / "b", only=("kaleido_dfront",))
-    assert (tmp_path / "a" / "kaleido_dfront.v").read_bytes() == b[0].read_bytes()
-    core = (tmp_path / "a" / "kaleido_dcore_front.v").read_text()
-    for text in (b[0].read_text(), core):
-        assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    assert "kaleido_dfront " in core and "kaleido_daccel " in core and "kaleido_dcombine " in core
+    b = emit(cfg, tmp_path / "b", only=(fname,))
+    assert (tmp_path / "a" / f"{fname}.v").read_bytes() == b[0].read_bytes()
+    text = (tmp_path / "a" / f"{cname}.v").read_text()
+    for t in (b[0].read_text(), text):
+        assert str(Path.cwd()) not in t and str(tmp_path) not in t
+    assert all(f"{n} " in text for n in (fname, *children))
     assert len(a) == len(names) == len(set(mine)) + len(roles)
-    for child in ("kaleido_daccel", "kaleido_dcombine"):  # port-only stand-ins, linted as such
-        path = tmp_path / "a" / f"{child}.v"
-        path.write_text(stub(modules_of(path.read_text())[child]))
+    for child, comp in zip(children, (core.accel, core.combine), strict=True):  # port-only stand-ins
+        (tmp_path / "a" / f"{child}.v").write_text(_signature_stub(child, comp.signature))
     runs = lint_folder(tmp_path / "a")
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
-    assert {"kaleido_dfront.v", "kaleido_dcore_front.v"} <= {label.split(" ")[0] for label, *_ in runs}
+    assert {f"{fname}.v", f"{cname}.v"} <= {label.split(" ")[0] for label, *_ in runs}
 
 
 

@@ -11,10 +11,12 @@ What the host gives it:
   ``token KW + xoff_g + j`` = the group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[8 l, 8 l +
   8)``; lanes past the group zero), exactly `hw.compact_accel_host.x_words` (``P``, ``KW`` the controller's);
 - the op ports (stable from ``start`` to ``done``), `front_ports` computes them: ``c_f`` frames, ``c_hw`` positions
-  a frame (H W), ``c_w`` the grid's width (tokens in raster order ``f H W + h W + w``), ``c_groups`` the groups, per group g its width ``c_gwidth``
-  (``bits(max_k + 1)`` each), its first word ``c_gxoff`` (`hw.delta_accel_host.group_layout`), its reuse axis
-  ``c_gaxis`` (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``, `hw.delta_core.AXIS_CODE`) and its SAD bounds ``c_b1``,
-  ``c_b2`` (`hw.similarity.sad_bits` each; `algo.reuse.golden.theta_bounds`), and ``x_unsigned``.
+  a frame (H W), ``c_w`` the grid's width (tokens in raster order ``f H W + h W + w``), ``c_groups`` the groups, per
+  group g its width ``c_gwidth`` (``bits(max_k + 1)`` each), its first word ``c_gxoff``
+  (`hw.delta_accel_host.group_layout`), its reuse axis ``c_gaxis`` (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``,
+  `hw.delta_core.AXIS_CODE`) and its SAD bounds ``c_b1``, ``c_b2`` (`hw.similarity.sad_bits` each;
+  `algo.reuse.golden.theta_bounds`), and ``x_unsigned``. In a combine core built with the front
+  (`front_through`) they come from the core's and the queues' ports.
 
 What it does after ``start`` (one cycle, while idle; cycle 0 = the ``start`` cycle): a pass over the tokens in
 raster order, two pipeline stages (hw/accel_front.py's: the buffer reads, then the unit and the writes).

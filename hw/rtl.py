@@ -194,7 +194,8 @@ _MODULES = {
                lambda cfg: DeltaFront(discard(CompactAccel(cfg, pe="instance", queues=True)), pe="instance")),
     "ccore_front": (CCORE_FRONT_MODULE_NAME, "Kaleido compact controller with its similarity front and combine "
                     "stage: kaleido_cfront + kaleido_caccel + tile table + staged writes + output command walk + "
-                    "kaleido_combine, final Y rows from raw X", lambda cfg: CompactCore(cfg, pe="instance", front=True)),
+                    "kaleido_combine, final Y rows from raw X",
+                    lambda cfg: CompactCore(cfg, pe="instance", front=True)),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name,
               "org_top_ext": lambda cfg: top_module_name(cfg, ext=True)}

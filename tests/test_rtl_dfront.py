@@ -46,7 +46,8 @@ CASES = {
     "w1-int8": (5, (2, 2, 4), [(0, 5, "w")], False),
 }
 # (organisation, lanes, the cases run one after the other on one front)
-RUNS = [("delta", 4, ["fhwf-int8", "h-int8"]), ("delta", 2, ["wfw-uint8"]), ("delta", 32, ["ff-uint8", "h-int8", "w1-int8"]),
+RUNS = [("delta", 4, ["fhwf-int8", "h-int8"]), ("delta", 2, ["wfw-uint8"]),
+        ("delta", 32, ["ff-uint8", "h-int8", "w1-int8"]),
         ("compact", 4, ["fhwf-int8", "wfw-uint8"])]
 
 
@@ -206,12 +207,12 @@ def _signature_stub(name: str, signature) -> str:
 
 @pytest.mark.parametrize("org", ["delta", "compact"])
 def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
-    """``kaleido_dfront`` and ``kaleido_dcore_front`` of an 8 x 8 delta config (``kaleido_cfront``, ``kaleido_ccore_front``
-    of a compact one): the same bytes twice, no paths, and Verilator -Wall clean each with its macros and with
-    port-only stubs of the controller and the combine unit, which the core instantiates by name (`_signature_stub`:
-    their ports from the components' signatures, as Amaranth emits them, so neither is converted here). (The whole
-    hierarchy from ``kaleido_dcore_front`` lints clean too, `hw.lint.lint_folder` with ``full``: D103, not rerun here
-    for time.)"""
+    """``kaleido_dfront`` and ``kaleido_dcore_front`` of an 8 x 8 delta config (``kaleido_cfront``,
+    ``kaleido_ccore_front`` of a compact one): the same bytes twice, no paths, and Verilator -Wall clean each with
+    its macros and with port-only stubs of the controller and the combine unit, which the core instantiates by name
+    (`_signature_stub`: their ports from the components' signatures, as Amaranth emits them, so neither is converted
+    here). (The whole hierarchies from the cores lint clean too, `hw.lint.lint_folder` with ``full``: D103, not
+    rerun here for time.)"""
     from pathlib import Path
 
     from hw.compact_core import CompactCore

@@ -3,7 +3,8 @@
 
 Seeded X with near neighbours (`tests.rtl.dfront_bench.smooth_x`) on small grids: groups on ``f``, ``h`` and ``w``
 (two axis classes of two groups each, so COMPUTE groups both in and out of the direct form), int8 and uint8,
-group widths that are not multiples of the lanes (P = 2, 4, 32), tokens without a neighbour along each axis, two
+group widths that are not multiples of the lanes (P = 2, 4, 32), tokens without a neighbour along each axis, 144
+tokens on a front of the controller's default capacity (addresses of 12 bits, D103's address fix), two
 ops back to back on one front, a one-word token whose successor along w reads the word it writes in the
 same cycle. For each op:
 
@@ -44,15 +45,19 @@ CASES = {
     "ff-uint8": (4, (3, 2, 3), [(0, 6, "f"), (6, 9, "f")], True),
     # one word a token along w: token t + 1 reads the word token t writes in the same cycle (forwarded)
     "w1-int8": (5, (2, 2, 4), [(0, 5, "w")], False),
+    # 144 tokens on a front of 256 (KW = 16): addresses past 2,047 (token 128 on), the controller's old address width
+    "tall-int8": (6, (2, 8, 9), [(0, 5, "h"), (5, 9, "w")], False),
 }
 # (organisation, lanes, the cases run one after the other on one front)
 RUNS = [("delta", 4, ["fhwf-int8", "h-int8"]), ("delta", 2, ["wfw-uint8"]),
         ("delta", 32, ["ff-uint8", "h-int8", "w1-int8"]),
-        ("compact", 4, ["fhwf-int8", "wfw-uint8"])]
+        ("compact", 4, ["fhwf-int8", "wfw-uint8"]), ("delta-full", 32, ["tall-int8"])]
 
 
 def _front(org: str, lanes: int) -> DeltaFront:
-    if org == "delta":
+    if org == "delta-full":  # the controller's default capacity (256 tokens, max_k 64, 8 groups: KW = 16)
+        acc = DeltaAccel(delta_cfg(8, 8, 2, 2), lanes=lanes, queues=True)
+    elif org == "delta":
         acc = DeltaAccel(delta_cfg(8, 8, 2, 2), max_tokens=32, max_k=16, lanes=lanes, queues=True)
     else:
         acc = CompactAccel(compact_cfg(8, 8, 2, 2), max_tokens=32, max_k=16, lanes=lanes, queues=True)

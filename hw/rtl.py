@@ -23,8 +23,9 @@ macros. A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
 ``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
-with the combine stage's staged writes and command generation and ``kaleido_combine``, final ``Y`` rows), and the
-similarity front ``kaleido_cfront`` with ``kaleido_ccore_front`` (D103: ``kaleido_ccore`` from raw X).
+with the combine stage's staged writes and command generation and ``kaleido_combine_w<W>``, the combine unit with
+W ways, D104, emitted beside it; final ``Y`` rows), and the similarity front ``kaleido_cfront`` with
+``kaleido_ccore_front`` (D103: ``kaleido_ccore`` from raw X).
 The lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
@@ -51,10 +52,10 @@ from amaranth.back import rtlil, verilog
 from hw import discard
 from hw.accel import ACCEL_MODULE_NAME, Accel
 from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
-from hw.combine import COMBINE_MODULE_NAME, Combine
+from hw.combine import COMBINE_MODULE_NAME, Combine, combine_module_name
 from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_module_name
-from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactCore
+from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactCore, default_ways
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
@@ -142,6 +143,9 @@ _MODULES = {
                     "from the controller)", lambda cfg: CompactTop(cfg, pe="instance", choice="ext")),
     "combine": (COMBINE_MODULE_NAME, "Kaleido combine unit + partial-sum SRAM macros",
                 lambda cfg: Combine(cfg, instance=True)),
+    # The combine unit with W ways, as kaleido_ccore instantiates it (D104; W = hw.compact_core.default_ways).
+    "combine_ways": (None, "Kaleido combine unit, {ways} ways (a command takes {ways} of a token's groups) + partial-sum "
+                     "SRAM macros", lambda cfg: Combine(cfg, instance=True, ways=default_ways(cfg))),
     "dcombine": (DCOMBINE_MODULE_NAME, "Kaleido delta combine unit per axis class (D_a accumulate, S_a = S_a[nb] + "
                  "D_a, Y = sum S_a) + D, state-buffer and state-SRAM macros", lambda cfg: DeltaCombine(cfg, instance=True)),
     # The delta organisation's op-level controller (D91): instantiates kaleido_dtop and its macros by name.
@@ -198,7 +202,8 @@ _MODULES = {
                     lambda cfg: CompactCore(cfg, pe="instance", front=True)),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name,
-              "org_top_ext": lambda cfg: top_module_name(cfg, ext=True)}
+              "org_top_ext": lambda cfg: top_module_name(cfg, ext=True),
+              "combine_ways": lambda cfg: combine_module_name(default_ways(cfg))}
 
 
 def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
@@ -218,6 +223,9 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         unit = Combine if combine == "combine" else DeltaCombine
         macros += [mc for mc in discard(unit(cfg)).macros() if mc not in macros]
     if cfg.organisation == "compact":
+        if default_ways(cfg) > 1:  # kaleido_ccore's combine (D104)
+            roles += ["combine_ways"]
+            macros += [mc for mc in discard(Combine(cfg, ways=default_ways(cfg))).macros() if mc not in macros]
         roles += ["caccel", "cqueue", "ccore", "cfront", "ccore_front"]
         acc = discard(CompactAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
@@ -235,7 +243,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
-        parts.append((name or _ORG_NAMES[role](cfg), ("module", role), what.format(org=cfg.organisation)))
+        parts.append((name or _ORG_NAMES[role](cfg), ("module", role),
+                      what.format(org=cfg.organisation, ways=default_ways(cfg))))
     parts += [(macro_name(*mc), ("macro", *mc), "") for mc in macros]
     return parts
 

@@ -214,12 +214,13 @@ def _signature_stub(name: str, signature) -> str:
 def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
     """``kaleido_dfront`` and ``kaleido_dcore_front`` of an 8 x 8 delta config (``kaleido_cfront``,
     ``kaleido_ccore_front`` of a compact one): the same bytes twice, no paths, and Verilator -Wall clean each with
-    its macros and with port-only stubs of the controller and the combine unit, which the core instantiates by name
-    (`_signature_stub`: their ports from the components' signatures, as Amaranth emits them, so neither is converted
-    here). (The whole hierarchies from the cores lint clean too, `hw.lint.lint_folder` with ``full``: D103, not
-    rerun here for time.)"""
+    its macros and with port-only stubs of the controller and the combine unit (compact: on its 2 ways, D104), which
+    the core instantiates by name (`_signature_stub`: their ports from the components' signatures, as Amaranth
+    emits them, so neither is converted here). (The whole hierarchies from the cores lint clean too,
+    `hw.lint.lint_folder` with ``full``: D103, not rerun here for time.)"""
     from pathlib import Path
 
+    from hw.combine import combine_module_name
     from hw.compact_core import CompactCore
     from hw.delta_core import DeltaCore
     from hw.lint import lint_folder
@@ -233,7 +234,8 @@ def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
     core = discard((DeltaCore if delta else CompactCore)(cfg, pe="instance", front=True))
     mine = [macro_name(*mc) for mc in front.macros() + core.macros()]
     fname, cname = ("kaleido_dfront", "kaleido_dcore_front") if delta else ("kaleido_cfront", "kaleido_ccore_front")
-    children = ("kaleido_daccel", "kaleido_dcombine") if delta else ("kaleido_caccel", "kaleido_combine")
+    # the compact core's combine on its ways (D104: kaleido_combine_w2 on d = 2)
+    children = ("kaleido_daccel", "kaleido_dcombine") if delta else ("kaleido_caccel", combine_module_name(core.ways))
     roles = ("dfront", "dcore_front") if delta else ("cfront", "ccore_front")
     names = [n for n, spec, _ in plan(cfg) if n in mine or (spec[0] == "module" and spec[1] in roles)]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
@@ -253,17 +255,21 @@ def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
 
 
 def test_ccore_with_front_from_raw_x():
-    """Two ops back to back on ``kaleido_ccore`` built with its front (f/h/w groups, int8, N = 11: two column blocks;
-    two f groups, uint8, N = 5): every ``Y`` row equals `algo.reuse.golden.reuse_gemm` from raw X, and every row and
-    ``done`` leave `front_cycles` later than `tests.test_rtl_ccore.check_core`'s model of the core fed with the
-    golden decisions (`sim.timing.compact_accel.core_cycles`), the partial-sum SRAM's accesses as it counts them."""
+    """Two ops back to back on ``kaleido_ccore`` built with its front, on its d = 2 combine ways (D104; f/h/w groups,
+    int8, N = 11: two column blocks, the first walked before the controller's ``done``; two f groups, uint8, N = 5):
+    every ``Y`` row equals `algo.reuse.golden.reuse_gemm` from raw X, and every row and ``done`` leave
+    `front_cycles` later than `tests.test_rtl_ccore.check_core`'s model of the core fed with the golden decisions
+    (`sim.timing.compact_accel.core_cycles` on `block_times`), the partial-sum SRAM's accesses as it counts them."""
     from algo.reuse.golden import reuse_gemm
+    from hw.compact_core import default_ways
     from sim.engines.band_stimulus import band_op
+    from sim.timing.compact_accel import caccel_cycles, queue_steps
     from tests.rtl.caccel_bench import run_ccore
     from tests.rtl.cases import Case
     from tests.test_rtl_ccore import check_core
 
     cfg = compact_cfg(8, 8, 2, 2)
+    assert default_ways(cfg) == 2  # d = 2 drain ports: the combine's two ways, a command takes 2 groups (D104)
     rng = np.random.default_rng(1031)
     jobs = []
     for name, N in (("fhwf-int8", 11), ("ff-uint8", 5)):  # noqa: N806  (kaleido_ccore holds H W <= R positions)
@@ -280,6 +286,10 @@ def test_ccore_with_front_from_raw_x():
         run.cycles -= D
         check_core(cfg, case, op, fw, run)
         C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
+        if N > C:  # two column blocks: block 0's rows leave before the controller's done (D104's overlapped walk)
+            q = queue_steps(case.decisions, case.grid, cfg, case.grid[0], -(-N // C))
+            done = caccel_cycles(op, case.groups, cfg, 2 * cfg.compact_bands, 32, q)
+            assert min(c for (cb, _t), (c, _v) in run.y.items() if cb == 0) < done  # 87 < 143 (after the shift)
         for (cb, t), (_c, v) in run.y.items():
             n = min(C, N - C * cb)
             assert np.array_equal(v[:n], y[t, C * cb:C * cb + n]), (cb, t)

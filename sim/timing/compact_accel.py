@@ -75,15 +75,50 @@ def gather_reads(dec: np.ndarray, groups, n_cb: int, lanes: int) -> tuple[int, i
     return words, int((need * widths).sum()) * n_cb
 
 
-def core_cycles(accel_done: int, M: int, groups: int, n_cb: int) -> tuple[np.ndarray, int]:  # noqa: N803
-    """``kaleido_ccore``'s combine stage (`hw.compact_core`, docs/decisions.md D97), counted from the ``start``
-    cycle: ``(y, done)`` with ``y`` int64 ``[n_cb, M]`` the cycle each (column block, token) ``Y`` row leaves and
-    ``done`` the cycle ``done`` pulses.
+def block_times(op, schedule: tuple, cfg: AcceleratorConfig, n_cb: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per column block of ``op`` (a `sim.engines.band_stimulus.BandOp`), counted from the ``start`` cycle:
+    ``(last_row, first_desc)`` int64 ``[n_cb]``, the cycle its last row leaves the controller's drain ports
+    (`row_out_cycles`) and the cycle the gather takes its first descriptor (``desc_valid``: its gather cycle
+    ``g`` of `caccel_schedule` + 2, one for the start cycle and one for the descriptor read); -1 for a block
+    without band-tiles. ``schedule``: `caccel_schedule` of ``op``."""
+    band, _first, last, gather = schedule
+    last_row = np.full(n_cb, -1, dtype=np.int64)
+    first_desc = np.full(n_cb, -1, dtype=np.int64)
+    outs = row_out_cycles(band, last, op.rows, cfg)
+    for n, tile in enumerate(op.tiles):
+        last_row[tile.cb] = max(last_row[tile.cb], int(outs[n].max()))
+        if first_desc[tile.cb] < 0:
+            first_desc[tile.cb] = int(gather[n]) + 2
+    return last_row, first_desc
 
-    ``accel_done`` is `caccel_cycles` (the controller's ``done``, T). The walk's flag is set the cycle after it
-    sees ``done`` (its rows are all staged by then), so command i (per column block, token, group) reads its words
-    at ``T + 2 + i`` and issues at ``T + 3 + i``; ``kaleido_combine`` hands out a token's row 2 cycles after its
-    last group's command, ``T + 5 + i``; ``done`` follows the last row by one cycle: ``T + n + 5``, n = n_cb M G
-    commands."""
-    i_last = (np.arange(n_cb)[:, None] * M + np.arange(M)[None, :]) * groups + groups - 1
-    return accel_done + 5 + i_last.astype(np.int64), accel_done + n_cb * M * groups + 5
+
+def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[np.ndarray, int]:  # noqa: N803
+    """``kaleido_ccore``'s combine stage (`hw.compact_core`, docs/decisions.md D97, D104), counted from the
+    ``start`` cycle: ``(y, done)`` with ``y`` int64 ``[n_cb, M]`` the cycle each (column block, token) ``Y`` row
+    leaves and ``done`` the cycle ``done`` pulses.
+
+    Args:
+        accel_done: `caccel_cycles` (the controller's ``done``, T). M: tokens.
+        commands: commands per token, ``ceil(G / ways)``: 1 with ``kaleido_ccore``'s G ways (a token's groups in one
+            command, D104); G with one way (D97's walk, a command per group).
+        blocks: `block_times`' ``(last_row, first_desc)``, int64 ``[n_cb]`` each.
+
+    The walk runs column block by column block, each once it is whole: block c's rows are all staged and counted
+    at ``last_row_c + 2`` (a row leaving at o is staged at o + 1), and its descriptors are all known once the
+    gather has taken a later block's first descriptor (counted the cycle after, ``first_desc + 1``) or the
+    controller's ``done`` has come (seen at T + 1): ``ready_c = max(last_row_c + 2, min(first_desc_{c'} + 1,
+    T + 1))``, c' the next block with band-tiles. Block c's walk reads its first command at ``W_c = max(ready_c,
+    W_{c-1} + M n)`` (n = ``commands``) and one command a cycle after it; a command issues the cycle after its read
+    and the combine hands out a token's row 2 cycles after its last command, ``W_c + t n + n + 2``; ``done`` follows
+    the last row by one cycle."""
+    last_row, first_desc = (np.asarray(a, dtype=np.int64) for a in blocks)
+    n_cb = len(last_row)
+    y = np.empty((n_cb, M), dtype=np.int64)
+    walk_free = 0  # the first cycle the walk may read a command of the next block
+    for c in range(n_cb):
+        later = [int(v) + 1 for v in first_desc[c + 1:] if v >= 0]
+        ready = max(int(last_row[c]) + 2, min(later[:1] + [accel_done + 1]))
+        w = max(ready, walk_free)
+        y[c] = w + np.arange(M, dtype=np.int64) * commands + commands + 2
+        walk_free = w + M * commands
+    return y, int(y[-1, -1]) + 1 if M and n_cb else accel_done + 1

@@ -98,8 +98,8 @@ def runs_from_tags(acc, groups, run: CaccelRun) -> list:
 class CcoreRun:
     """What one op through ``kaleido_ccore`` gave: ``y`` ``{(cb, token): (cycle, values int64 [C])}`` (cycle counted
     from the ``start`` cycle), ``twice`` rows handed out more than once, ``cycles`` to ``done``; the partial-sum
-    SRAM's word accesses on ``kaleido_combine``'s ports: ``staged`` staging writes, ``state_writes`` (a command with
-    ``c_keep`` that is not REUSE), ``state_reads`` (every command)."""
+    SRAM's word accesses on the combine's ports (per way): ``staged`` staging writes, ``state_writes`` (a command
+    with ``c_keep`` that is not REUSE), ``state_reads`` (every command)."""
 
     y: dict = field(default_factory=dict)
     twice: list = field(default_factory=list)
@@ -116,11 +116,11 @@ def run_ccore(cfg, jobs, max_cycles=20000, theta=None, **accel) -> list[CcoreRun
     written (the front decides from the X words), its bounds from ``theta`` (`hw.delta_front.front_ports`)."""
     from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
     from hw.compact_core import CompactCore, core_ports
+    from hw.delta_front import front_ports
     from hw.pe import REUSE
     from tests.rtl.compact_bench import unpack_signed
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    from hw.delta_front import front_ports
 
     dut = CompactCore(cfg, front=theta is not None, **accel)
     acc = dut.accel
@@ -133,7 +133,8 @@ def run_ccore(cfg, jobs, max_cycles=20000, theta=None, **accel) -> list[CcoreRun
         await write_words(ctx, dut, words)
         n_cb = -(-case.W.shape[1] // C)
         ports = queue_ports(acc, case.grid, case.groups, fw or case.grid[0], n_cb)
-        ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], int(op.rows.sum()))
+        per_group = np.bincount([t.group for t in op.tiles], weights=op.rows, minlength=len(case.groups))
+        ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], per_group)
         if theta is not None:
             fp = front_ports(dut.front_unit, case.grid, case.groups, theta)
             ports |= {"c_b1": fp["c_b1"], "c_b2": fp["c_b2"]}
@@ -143,9 +144,11 @@ def run_ccore(cfg, jobs, max_cycles=20000, theta=None, **accel) -> list[CcoreRun
             assert cycle < max_cycles, "the core did not finish"
             cmb = dut.combine
             out.staged += bin(ctx.get(cmb.st_we)).count("1")
-            if ctx.get(cmb.c_valid):
-                out.state_reads += 1
-                out.state_writes += ctx.get(cmb.c_keep) and ctx.get(cmb.c_dec) != REUSE
+            valid, keep, dec = ctx.get(cmb.c_valid), ctx.get(cmb.c_keep), ctx.get(cmb.c_dec)
+            for w in range(dut.ways):  # a command per way
+                if valid >> w & 1:
+                    out.state_reads += 1
+                    out.state_writes += bool(keep >> w & 1) and (dec >> 2 * w) & 3 != REUSE
             if ctx.get(dut.y_valid):
                 key = (ctx.get(dut.y_cb), ctx.get(dut.y_token))
                 if key in out.y:

@@ -6,9 +6,9 @@ model's chunk frames `sim.timing.compact.chunk_frames`), S = 2 B, P = 32, with t
 queues (``kaleido_dqueue``).
 
 ``python -m tests.rtl.caccel_overhead`` prints one line per op: controller cycles, array cycles, ratio; and what
-``kaleido_ccore``'s walk adds after the controller (`core_cycles`: one command per (column block, token, group), the
-op staged whole; the 128 x 128 ops' H W = 256 positions are beyond its one-pool state, so that line is what the walk
-would take, not a run it can do).
+``kaleido_ccore``'s op (`core_cycles`: per column block and token ``ceil(G / W)`` commands on its W = d combine
+ways, a column block's walk once its rows are all staged, docs/decisions.md D104; the 128 x 128 ops' H W = 256 positions are beyond its one-pool
+state, so that line is what the walk would take, not a run it can do).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from algo.reuse.golden import COMPUTE
+from hw.compact_core import default_ways
 from hw.config import AcceleratorConfig, load_config
 from sim.engines.band_stimulus import band_op
 from sim.timing.compact import band_cycles, chunk_frames, combine_adds, combine_stall
-from sim.timing.compact_accel import caccel_cycles, core_cycles, queue_steps
+from sim.timing.compact_accel import block_times, caccel_cycles, caccel_schedule, core_cycles, queue_steps
 from tests.rtl.cases import make_case
 
 
@@ -31,7 +32,8 @@ def overhead(case, cfg, fw, entries: int, lanes: int = 32) -> tuple[int, int, in
     q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], -(-case.W.shape[1] // cfg.array_cols))
     withq = caccel_cycles(op, case.groups, cfg, entries, lanes, q)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
-    core = core_cycles(withq, case.X.shape[0], len(case.groups), n_cb)[1]
+    blocks = block_times(op, caccel_schedule(op, case.groups, cfg, entries, lanes, q), cfg, n_cb)
+    core = core_cycles(withq, case.X.shape[0], -(-len(case.groups) // default_ways(cfg)), blocks)[1]
     array = band_cycles(op.s_seq, op.rows, cfg)[0]
     F, H, W = case.grid  # noqa: N806
     pools = n_cb * -(-(H * W) // cfg.array_rows) * F

@@ -1,0 +1,79 @@
+"""What the delta controller's combine stage (``kaleido_dcore``, docs/decisions.md D95) costs over the array alone,
+beside the cycle model's op (docs/decisions.md D104): `sim.timing.delta_core.core_schedule`'s ``done`` fed by
+`sim.timing.delta_accel` (with the controller's queues, S = 2 B, P = 32) against `band_cycles` + 1 (the start
+cycle), and the model's op `band_cycles` + `combine_stall` (`sim.engines.model._compact_timing`'s rule on the delta
+organisation: ``combine_adds_delta`` over ``combine_lanes`` adders, overlapped pool by pool) + 1.
+
+Ops: tests/test_rtl_delta.py's four seeded cases (8 x 8, 2 bands on 2 ports) in D68's issue order and in D84's
+chunk-major one, its qk-like cases, and two seeded synthetic ops at the balanced preset's 128 x 128 (grid
+4 x 16 x 16, N = 256, frame-axis groups of 64/32/32 and 4 x 128 channels, the model's chunks and column blocks per
+group `sim.timing.delta.plan`, D84's order). ``kaleido_dcore`` holds one chunk (its D buffer, D95), so the
+128 x 128 lines are what its walk would take, not runs it can do.
+
+``python -m tests.rtl.dcore_overhead`` prints one line per op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from algo.reuse.golden import COMPUTE
+from hw.config import load_config
+from sim.engines.band_stimulus import band_op
+from sim.timing import delta as delta_rules
+from sim.timing.compact import band_cycles, combine_stall
+from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
+from sim.timing.delta_core import core_schedule
+from tests.rtl.cases import make_case
+
+
+def overhead(case, cfg, fw, s, cm) -> tuple[int, int, int]:
+    """``(kaleido_dcore's done, band_cycles + 1, the model's op + 1)`` of ``case`` (``fw`` frames a chunk, ``s``
+    column blocks a group, ``cm`` D84's chunk-major order)."""
+    fw = fw or case.grid[0]
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    n_cb = -(-case.W.shape[1] // C)
+    q = queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm)
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+    rounds = gather_rounds([t.tokens for t in op.tiles], R // cfg.compact_bands)
+    S = 2 * cfg.compact_bands  # noqa: N806
+    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32, q)
+    rows = np.concatenate(row_out_cycles(band, last, op.rows, cfg))
+    done = accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, q)
+    core = core_schedule(rows, done, case.grid, n_cb, len(delta_rules.classes(case.groups)), R)["done"]
+    array = band_cycles(op.s_seq, op.rows, cfg)[0]
+    F, H, W = case.grid  # noqa: N806
+    pools = n_cb * -(-(H * W) // R) * F
+    adds = delta_rules.combine_adds_delta(case.decisions, case.W.shape[1], case.groups)
+    return core, array + 1, array + combine_stall(adds, pools, array, cfg) + 1
+
+
+def main() -> None:
+    from tests.test_rtl_delta import CASES, QK_CASES, delta_cfg
+
+    cfg = delta_cfg(8, 8, 2, 2)
+    for ci, (case, fw, s) in enumerate(CASES):
+        for cm in (False, True):
+            k, b, mo = overhead(case, cfg, fw, s, cm)
+            print(f"tiny case {ci}{' chunk-major' if cm else ''} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = "
+                  f"{k / b:.3f}; the model's op with its combine stall {mo} / {b} = {mo / b:.3f}")
+    for name, case in QK_CASES.items():
+        k, b, mo = overhead(case, cfg, 1, 2, False)
+        print(f"tiny qk-like {name} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = {k / b:.3f}; the model's op {mo} / "
+              f"{b} = {mo / b:.3f}")
+    cfg = load_config("kaleido-16nm-128x128-balanced")
+    for seed, (K, sizes) in enumerate([(128, [64, 32, 32]), (512, [128] * 4)]):  # noqa: N806
+        grid = (4, 16, 16)
+        c = make_case("big", 900 + seed, grid, K, 256, sizes)
+        c.groups = [(k0, k1, "f") for k0, k1, _ in c.groups]
+        c.decisions[np.unravel_index(np.arange(c.X.shape[0]), grid)[0] == 0] = COMPUTE
+        fw, s = delta_rules.plan(cfg, grid[0], K, 256, False, "op", c.groups)
+        share = " / ".join(f"{(c.decisions == v).mean():.2f}" for v in range(3))
+        k, b, mo = overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib))
+        print(f"128x128 balanced K {K} (C/P/R {share}, fw {fw}, s {s}): kaleido_dcore's walk would take {k} / {b} = "
+              f"{k / b:.3f}; the model's op {mo} / {b} = {mo / b:.3f}")
+
+
+if __name__ == "__main__":
+    main()

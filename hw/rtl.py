@@ -364,9 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                    if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
-                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "
-                   "staged whole), kaleido_ccore_front the similarity front kaleido_cfront before it (decisions from "
-                   "raw X; docs/decisions.md D65, D97, D103)")
+                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, a "
+                   "column block walked once staged, on d combine ways), kaleido_ccore_front the similarity front "
+                   "kaleido_cfront before it (decisions from raw X; docs/decisions.md D65, D97, D103, D104)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
                   f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")

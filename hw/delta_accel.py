@@ -5,7 +5,7 @@ config) from banked SRAM buffers and hands out the drained rows with their tags.
 What the host gives it (written through the write port while idle; `hw.delta_accel_host` packs the words):
 
 - the **difference buffer** ``x``: per token its 9-bit differences (`sim.timing.delta_reference.differences`:
-  ``X - X_eff[nb]``, X itself in the direct form; the similarity unit would form them, not RTL here), group by
+  ``X - X_eff[nb]``, X itself in the direct form; `hw.delta_front` forms them on chip, D103), group by
   group, each group starting on a word of ``P = lanes`` differences: word ``token KW + xoff_g + j`` holds the
   group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[9 l, 9 l + 9)``);
 - the **weight buffer** ``w``: per column block and group, word ``cb KWW + woff_g + j`` holds the group's
@@ -108,7 +108,8 @@ Timing and counts of this path: `sim.timing.delta_accel.stage_schedule` (``defer
 ``defer``), tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
-Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
+Not in this slice (D91, D93, D96): the similarity unit's differences (`hw.delta_front.DeltaFront` in front of it,
+D103), the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
 queues (the segment flag would come from them), the vector unit and fused-attention control (modelled only).
 """

@@ -2,8 +2,8 @@
 
 `sim.cost.controllers.inventory` writes every macro and register bank of the controllers from the config; these tests
 elaborate the Amaranth designs themselves (hw/delta_accel.py, hw/compact_accel.py, hw/delta_queue.py,
-hw/delta_core.py, hw/compact_core.py, hw/compact_array.py) and compare: every `hw.sram.macro` the elaboration asks
-for, and the register bits of the named banks in the designs' clocked statements. Then the area and energy rules by
+hw/delta_core.py, hw/compact_core.py, hw/compact_array.py, hw/delta_front.py) and compare: every `hw.sram.macro` the
+elaboration asks for, and the register bits of the named banks in the designs' clocked statements. Then the area and energy rules by
 hand, and the lockstep organisation's figures unchanged."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from amaranth.hdl import Fragment, Instance
 import hw.compact_core
 import hw.delta_accel
 import hw.delta_core
+import hw.delta_front
 import hw.delta_queue
 import hw.sram
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
-from hw.config import load_config, with_organisation
+from hw.config import config_from_dict, load_config, with_organisation
 from sim.cost import controllers
 from sim.cost.area import area_breakdown
 from sim.cost.tech import load_tech
@@ -30,7 +31,10 @@ TINY_COMPACT = "hw/presets/examples/tiny-8x8-compact.toml"
 BALANCED = "kaleido-16nm-128x128-balanced"
 CONFIGS = {"tiny-delta": lambda: load_config(TINY_DELTA), "tiny-compact": lambda: load_config(TINY_COMPACT),
            "balanced": lambda: load_config(BALANCED),
-           "balanced-compact": lambda: with_organisation(load_config(BALANCED), "compact")}
+           "balanced-compact": lambda: with_organisation(load_config(BALANCED), "compact"),
+           # kaleido_daccel unstaged, with its similarity front (D103)
+           "tiny-delta-unstaged": lambda: config_from_dict(load_config(TINY_DELTA).model_dump() | {"wstage_sram_kib": 0},
+                                                           "tiny-8x8-delta without a weight stage")}
 
 
 def _designs(cfg):
@@ -39,20 +43,22 @@ def _designs(cfg):
     from hw.compact_core import CompactCore
     from hw.delta_accel import DeltaAccel
     from hw.delta_core import DeltaCore
+    from hw.delta_front import DeltaFront
     from hw.delta_queue import DeltaQueue
 
     kind = controllers.controller(cfg)
     if kind == "compact":
         acc = CompactAccel(cfg, queues=True, pe="instance")
         return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance"),
-                "kaleido_ccore": CompactCore(cfg, pe="instance")}
+                "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
     fed = DeltaAccel(cfg, queues=True, pe="instance")
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance")}
-    if kind == "delta_stage":
+    if kind == "delta_stage":  # no front on the staged controller (D103)
         out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
     else:
         out["kaleido_daccel"] = fed
+        out["kaleido_dfront"] = DeltaFront(fed, pe="instance")
     return out
 
 
@@ -65,7 +71,7 @@ def _recorded_macros(design, monkeypatch) -> collections.Counter:
         seen[kind, depth, width] += 1
         return real(kind, depth, width, lane, **kw)
 
-    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core):
+    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core, hw.delta_front):
         monkeypatch.setattr(mod, "macro", spy)
     Fragment.get(design, None)
     return seen
@@ -126,6 +132,9 @@ def test_register_banks_are_the_designs(name):
         Fragment.get(designs["kaleido_dcore"], None)
     if kind == "compact":
         Fragment.get(designs["kaleido_ccore"], None)
+    for front in ("kaleido_cfront", "kaleido_dfront"):  # elaborated, so that Amaranth does not warn (no banks here)
+        if front in designs:
+            Fragment.get(designs[front], None)
     part = {(p["module"], p["part"]): p["bits"] for p in controllers.inventory(cfg)}
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind == "delta_stage":
@@ -162,6 +171,15 @@ def test_area_by_hand_and_what_is_new():
     old = {p["part"]: p["charged"] for p in controllers.inventory(load_config(BALANCED))}
     assert old["x"] == "sram_input" and old["w"] == "sram_weight" and old["wstage"] == "sram_wstage"
     assert old["word registers"] == "band_weight_lanes" and old["desc"] is None
+    # the similarity front (D103), listed, not charged: on tiny-8x8 as compact 256 tokens x KW = 16 words (K = 64
+    # over P = 32 lanes, 2 words, + G = 8 word-aligned groups -> 16), raw X 32 x 8 bits, effective values 32 x 9
+    # bits (4,096 x 288 = 1.125 Mbit: two macros of 2,048 words); no front on the staged controllers (tiny-8x8 as
+    # delta has a stage, as balanced)
+    fr = {p["part"]: p for p in controllers.inventory(load_config(TINY_COMPACT)) if p["module"] == "kaleido_cfront"}
+    assert {n: (p["kind"], p["count"], p["depth"], p["width"], p["charged"]) for n, p in fr.items()} == {
+        "front x": ("1rw", 1, 4096, 256, None), "effective values": ("1r1w", 2, 2048, 288, None)}
+    for staged in (cfg, load_config(BALANCED)):
+        assert not [p for p in controllers.inventory(staged) if p["module"].endswith("front")]
 
 
 def test_lockstep_figures_unchanged():

@@ -23,6 +23,12 @@ queues' RTL replaces the list; the staged controller's stage fields are not form
 organisation ``kaleido_caccel`` with its queues and ``kaleido_ccore``'s tables. The lockstep organisation has none
 of these (its controller, hw/accel.py, is charged as before).
 
+The similarity front (hw/delta_front.py ``kaleido_dfront`` / ``kaleido_cfront``, D103), which `hw.rtl` emits for the
+unstaged delta and the compact controller, is listed with its two buffers and charged ``None``: the model runs the
+similarity pass of D23 and D31 instead (X read in the input SRAM, its X_eff state of a few KiB kept there, its lanes
+in ``dispatcher``, its time overlapped with the array), not this serial first slice, whose X copy and
+effective-value buffer are each as large as the controller's X buffer (256 tokens x 16 words on the examples).
+
 Sizes: the RTL sizes its staging macros, tables and registers by the controller's capacity (``accel_max_tokens``,
 ``accel_max_k``, ``accel_max_n`` and `hw.delta_accel.MAX_TILES` band-tiles), a slice's capacity, not a 480p op's
 (D91, D93: a 480p op needs streaming). They are charged at that size, as built. The one exception is the weight
@@ -184,6 +190,18 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                   "per group a COMPUTE and a PARTIAL queue of R / B tokens and a count (D93)"),
             _bank("kaleido_dqueue", "output register", "reg", z["queue_desc_bits"] + 1 + 2 * _bits(z["max_nb"] + 1),
                   "ctrl_registers", "the emitted descriptor, its valid bit and column blocks (D93)")]
+    if kind != "delta_stage" and cfg.accel_max_k <= max(cfg.max_k, cfg.max_tokens):
+        # the similarity front (hw/delta_front.py, D103; hw.rtl emits it for these controllers, none for the staged
+        # one): raw X and the effective values, token-addressed as the controller's X buffer; the model does not run
+        # it (module docstring, "The similarity front")
+        front = "kaleido_cfront" if kind == "compact" else "kaleido_dfront"
+        depth = _pow2ceil(cfg.accel_max_tokens) * z["KW"]
+        why = ("not charged: the model's similarity pass (D23, D31) reads X in the input SRAM and keeps its X_eff "
+               "state there (a few KiB); this RTL first slice (D103) is not what the model runs")
+        out += [_macro(front, "front x", "1rw", depth, COMPACT_LANE_BITS * P, 1, None,
+                       "raw X bytes, the host's copy; " + why),
+                _macro(front, "effective values", "1r1w", depth, DELTA_LANE_BITS * P, 1, None,
+                       "one 9-bit lane per byte of X; " + why)]
     if kind == "compact":
         from hw.combine import combine_sizes
         from hw.compact_core import default_ways

@@ -33,11 +33,13 @@ class DcoreRun:
     counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we"), 0))
 
 
-def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> list[DcoreRun]:
+def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, front=False, **accel) -> list[DcoreRun]:
     """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused, ports)``: a `tests.test_rtl_delta`
     case, its `sim.engines.band_stimulus.band_op`, carried values in the state SRAM, and with ``queues`` the
     queues' ports, `hw.delta_accel_host.queue_ports`) one after the other; without ``queues`` the host writes
-    the band-tile list."""
+    the band-tile list. ``load``: ``await load(ctx, dut, case, op, ports)`` writes the op's words and pulses
+    ``start`` instead of `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X,
+    tests/test_rtl_dfront.py)."""
     from amaranth.sim import Simulator
 
     from hw.delta_core import DeltaCore, core_ports
@@ -45,7 +47,7 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
     from tests.rtl.daccel_bench import load_and_start
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    dut = DeltaCore(cfg, fifo=fifo, queues=queues, **accel)
+    dut = DeltaCore(cfg, fifo=fifo, queues=queues, front=front, **accel)
     outs = [DcoreRun() for _ in jobs]
     cur = {}
 
@@ -55,7 +57,10 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
             for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused).items():
                 ctx.set(getattr(dut, name), value)
             # the core's output walk reads the decisions, so they are written on the host-list path too
-            await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True)
+            if load is None:
+                await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True)
+            else:
+                await load(ctx, dut, case, op, ports)
             cur["out"] = out
             cycle = 1
             while not ctx.get(dut.done):

@@ -747,6 +747,9 @@ class DeltaAccel(wiring.Component):
         inst = self.pe_kind == "instance"
         #: Per band the band-tile number it runs (mirrors ``kaleido_dtop``'s ``b{b}_tile``), for test benches.
         self.band_tile, slots_of = [Signal(unsigned(TILE_BITS), name=f"b{b}_tile", init=b) for b in range(B)], []
+        #: Per band its staging read enable (its live rows read together, D105) and per band and band row the
+        #: staging macro's ports, for test benches to count the reads.
+        self.staging_re, self.staging_ports, s_resets = [], [], []
         if self.early:
             ek = self._early_choice(m, regs, regd, running, nxt, entry_of, T)
         for b in range(B):
@@ -775,6 +778,18 @@ class DeltaAccel(wiring.Component):
             nd = {n: arr[ne] for n, arr in regs.items()}
             nchan = Mux(nd["paired"], nslot << 1, nslot)
             s_raddr = Cat(nchan[lp:lp + lxw], ne) if ls + lxw else Const(0, 1)
+            # the staging read (D105): only when the next cycle's slot needs a word the band's row macros do not hold
+            # (their outputs hold the last read's word, `hw.sram`), and only of its band-tile's live rows
+            s_held_addr = Signal(unsigned(_bits(S * XW)), name=f"b{b}_staging_addr")  # the band's last staging read
+            s_held = Signal(name=f"b{b}_staging_held")  # its live rows' outputs hold that word of the band's band-tile
+            s_re = Signal(name=f"b{b}_staging_re")
+            m.d.comb += s_re.eq(running & (ntile < gdone)
+                                & (~s_held | (ntile != tile) | (s_raddr != s_held_addr)))
+            with m.If(s_re):
+                m.d.sync += s_held_addr.eq(s_raddr)
+            m.d.sync += s_held.eq(s_re | (s_held & (ntile == tile)))
+            self.staging_re.append(s_re)
+            s_resets.append(s_held)
             if not self.stage:
                 wsum = (nd["woff"] + (nchan >> 1))[:lkww]
                 wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
@@ -791,8 +806,9 @@ class DeltaAccel(wiring.Component):
             for i in range(brows):
                 ports, elab = macro("1r1w", S * XW, XB * P, None, instance=inst)
                 m.submodules[f"stage_b{b}_r{i}"] = elab
+                self.staging_ports.append(ports)
                 m.d.comb += [ports.waddr.eq(w_addr), ports.wdata.eq(stage_data[i]), ports.we.eq(w_on[i]),
-                             ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(running)]
+                             ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(s_re & (i < nd["nrows"]))]
                 live = i < cur["nrows"]
                 lane = chan[:lp]
                 xa.append(Mux(live, ports.rdata.word_select(lane, XB), 0))
@@ -862,4 +878,5 @@ class DeltaAccel(wiring.Component):
             if self.early:
                 m.d.sync += [r.eq(0) for r in ek["resets"]] + [i.eq(T <= b) for b, i in enumerate(ek["idle"])]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
+            m.d.sync += [h.eq(0) for h in s_resets]
         return m

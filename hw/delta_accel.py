@@ -48,7 +48,12 @@ is reset in the ``start`` cycle, so its drain phase and band choice start with t
   read the cycle before it is presented; with the weight stage the controller chooses instead, "Early band
   choice" below). A band presents its band-tile's first slot once the gather has
   written it (the cycle after the cycle after the last write); each slot's operands, modes, weights,
-  ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them.
+  ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them. **Staging reads** (D105): a
+  band reads its row macros only when its next cycle's slot needs a word their outputs do not hold (a macro's
+  output holds its last read, `hw.sram`): a new band-tile (its band-tile number changed, and gathered; with the
+  early choice, not while the band is idle) or a new word of P channels; only the rows its band-tile lists. Per band a held read address and flag
+  (``b{b}_staging_addr``, ``b{b}_staging_held``); so each band-tile row's words are read once, none on idle or
+  stalled cycles (`staging_re`, `staging_ports` for benches).
 - **Collect**: per drain port, ``out_valid``, ``out_tile`` (the band-tile's number in issue order),
   ``out_row`` (its row: the descriptor's token of that row) and ``out_data`` (C difference sums, ``acc_bits``
   each): the tags a host or combine stage places the row by. ``done`` pulses the cycle after the op's last row
@@ -562,6 +567,10 @@ class DeltaAccel(wiring.Component):
             with m.Else():
                 m.d.sync += [nx.eq(ek["nxt"]), has_nx.eq(1)]
         m.d.comb += getattr(top, f"b{b}_tile_in").eq(tile)
+        # idle from the next cycle on (its number then a stale one, not read from: D105's staging reads)
+        idle_nx = Signal(name=f"b{b}_idle_next")
+        m.d.comb += idle_nx.eq(~to_cur & (idle | (done_b & ~has_nx)))
+        ek.setdefault("idle_next", []).append(idle_nx)
         return Mux(to_cur, ek["nxt"], Mux(done_b, nx, tile))
 
     def _top(self, m, reset):
@@ -783,7 +792,7 @@ class DeltaAccel(wiring.Component):
             s_held_addr = Signal(unsigned(_bits(S * XW)), name=f"b{b}_staging_addr")  # the band's last staging read
             s_held = Signal(name=f"b{b}_staging_held")  # its live rows' outputs hold that word of the band's band-tile
             s_re = Signal(name=f"b{b}_staging_re")
-            m.d.comb += s_re.eq(running & (ntile < gdone)
+            m.d.comb += s_re.eq(running & (ntile < gdone) & (~ek["idle_next"][b] if self.early else 1)
                                 & (~s_held | (ntile != tile) | (s_raddr != s_held_addr)))
             with m.If(s_re):
                 m.d.sync += s_held_addr.eq(s_raddr)

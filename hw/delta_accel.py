@@ -51,9 +51,9 @@ is reset in the ``start`` cycle, so its drain phase and band choice start with t
   ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them. **Staging reads** (D105): a
   band reads its row macros only when its next cycle's slot needs a word their outputs do not hold (a macro's
   output holds its last read, `hw.sram`): a new band-tile (its band-tile number changed, and gathered; with the
-  early choice, not while the band is idle) or a new word of P channels; only the rows its band-tile lists. Per band a held read address and flag
-  (``b{b}_staging_addr``, ``b{b}_staging_held``); so each band-tile row's words are read once, none on idle or
-  stalled cycles (`staging_re`, `staging_ports` for benches).
+  early choice, not while the band is idle) or a new word of P channels; only the rows its band-tile lists. Per
+  band a held read address and flag (``b{b}_staging_addr``, ``b{b}_staging_held``); so each band-tile row's words
+  are read once, none on idle or stalled cycles (`staging_re`, `staging_ports` for benches).
 - **Collect**: per drain port, ``out_valid``, ``out_tile`` (the band-tile's number in issue order),
   ``out_row`` (its row: the descriptor's token of that row) and ``out_data`` (C difference sums, ``acc_bits``
   each): the tags a host or combine stage places the row by. ``done`` pulses the cycle after the op's last row

@@ -141,6 +141,7 @@ def test_register_banks_are_the_designs(name):
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
         assert part[acc_mod, "early choice registers"] == early
         assert part[acc_mod, "word registers"] == _bank_bits(acc, r"b\d+_wreg\d+")
+    assert part[acc_mod, "staging read registers"] == _bank_bits(acc, r"b\d+_staging_(addr|held)")
     assert part["kaleido_dqueue", "queue registers"] == _bank_bits(q, r"q\d+_[cp](\d+|_n)")
     assert part["kaleido_dqueue", "output register"] == _bank_bits(q, r"q_out_(desc|valid|cb|cb_last)")
     top = CompactTop(cfg, pe="instance", choice="ext" if kind == "delta_stage" else "self")
@@ -215,8 +216,9 @@ def test_controller_accesses_by_hand():
     a = collections.defaultdict(float)
     controllers.count_actions(a, dec, tiles, [(0, 40, "f")], 8, cfg)
     # staging: each row's ceil(40 / 32) = 2 words of 32 x 9 bits = 36 bytes, written into both bands' copies:
-    # 2 x 6 rows x 2 words x 36; read: a band's 4 row macros per slot, 60 slots x 4 x 36
-    assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 60 * 4 * 36
+    # 2 x 6 rows x 2 words x 36; read (D105): by the band running the band-tile, each live row's 2 words once,
+    # 6 rows x 2 words x 36 (not per slot: 60 slots x 4 row macros x 36 before)
+    assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
     # dcore: tile table entries of 39 bits, written per band-tile (2) and read per drained row (6); row FIFO 234
@@ -226,8 +228,9 @@ def test_controller_accesses_by_hand():
     assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,
     # woff 6, and the stage's seg 1, sbuf 6, fsrc 11, fcount 7, fdst 6, saddr 6 = 62 bits) and the early choice's
-    # E and port cycle (64) per band-tile, and a token register (8 bits) per queued (token, group): 6
-    assert a["ctrl_reg_bits"] == 2 * (62 + 64) + 6 * 8
+    # E and port cycle (64) per band-tile, a token register (8 bits) per queued (token, group): 6, and (D105) the
+    # band's staging read address (4 entries x 2 words: 3 bits) and held flag per read: 2 band-tiles x 2 words
+    assert a["ctrl_reg_bits"] == 2 * (62 + 64) + 6 * 8 + 2 * 2 * (3 + 1)
     e = controllers.action_energies(cfg, load_tech(16))
     from sim.cost.energy import sram_access_pj
 
@@ -235,37 +238,29 @@ def test_controller_accesses_by_hand():
     assert e["ctrl_where_bytes"] == ("controller", 0.0)  # delta has no where table
 
 
-@pytest.mark.parametrize(("shape", "ci"), [("8x8-B2-d2", 0), ("8x8-B4-d2", 1)])
-def test_staging_accesses_counted_on_the_rtl(shape, ci, monkeypatch):
+@pytest.mark.parametrize(("shape", "ci"), [("8x8-B2-d2", 0), ("8x8-B4-d2", 1), ("8x8-B2-d2", "one-wide")])
+def test_staging_accesses_counted_on_the_rtl(shape, ci):
     """`count_actions`' staging rule against ``kaleido_daccel`` run under Amaranth's simulator (tests/rtl/daccel_bench.py
-    on tests/test_rtl_delta.py's seeded cases, D68's order): the staging macros' write enables counted every cycle
-    (each a word of P = 32 differences) equal B copies of each band-tile row's ceil(|g| / 32) words, and the slots the
-    bands hand the top (valid and ready) times R / B row macros equal the model's reads; both in bytes equal
-    `count_actions`' on the same band-tiles."""
+    on tests/test_rtl_delta.py's seeded cases, D68's order, and tests/test_rtl_dstage.py's one group of 64 channels,
+    two staging words a row): the staging macros' write and read enables counted every cycle (each a word of P = 32
+    differences) equal B copies of each band-tile row's ceil(|g| / 32) words written and one copy read (D105: a read
+    only for a new band-tile or word, of its live rows), counted here from the band-tiles; both in bytes equal
+    `count_actions`' on the same band-tiles. The slots the bands hand the top are counted too: the reads are fewer."""
     from hw.delta_accel import DeltaAccel
     from sim.engines.band_stimulus import band_op
     from tests.rtl import daccel_bench
     from tests.test_rtl_delta import CASES, SHAPES, delta_cfg
+    from tests.test_rtl_dstage import SPECIAL
 
     cfg = delta_cfg(*SHAPES[shape])
-    case, fw, s = CASES[ci]
+    case, fw, s = (SPECIAL[ci], None, 1) if isinstance(ci, str) else CASES[ci]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=False)
-    stage_ports = []
-    real = hw.sram.macro
-
-    def spy(kind, depth, width, lane=None, **kw):
-        ports, elab = real(kind, depth, width, lane, **kw)
-        if kind == "1r1w" and width == 9 * 32:
-            stage_ports.append(ports)
-        return ports, elab
-
-    monkeypatch.setattr(hw.delta_accel, "macro", spy)
     dut = DeltaAccel(cfg)
     count = {"we": 0, "slots": 0}
     B = cfg.compact_bands  # noqa: N806
 
     def per_cycle(ctx):
-        count["we"] += sum(ctx.get(p.we) for p in stage_ports)
+        count["we"] += sum(ctx.get(p.we) for p in dut.staging_ports)
         count["slots"] += sum(ctx.get(getattr(dut.top, f"b{b}_valid")) & ctx.get(getattr(dut.top, f"b{b}_ready"))
                               for b in range(B))
 
@@ -273,16 +268,17 @@ def test_staging_accesses_counted_on_the_rtl(shape, ci, monkeypatch):
         await daccel_bench.load_and_start(ctx, dut, dut, case, op, None, False, decisions=False)
         await daccel_bench.collect(ctx, cfg, dut, out, 20000, per_cycle)
 
-    daccel_bench.simulate(dut, [None], [daccel_bench.DaccelRun()], run_op)
-    assert len(stage_ports) == cfg.array_rows
+    [got] = daccel_bench.simulate(dut, [None], [daccel_bench.DaccelRun()], run_op)
+    assert len(dut.staging_ports) == cfg.array_rows
     widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles])
     rows = np.array([len(t.tokens) for t in op.tiles])
-    assert count["we"] == B * int((rows * -(-widths // 32)).sum())
-    assert count["slots"] == int(op.s_seq.sum())
+    words = int((rows * -(-widths // 32)).sum())
+    assert count["we"] == B * words and got.staging_reads == words
+    assert count["slots"] == int(op.s_seq.sum()) and got.staging_reads < count["slots"] * (cfg.array_rows // B)
     # the same band-tiles through count_actions (N = C: each issued band-tile once)
     tiles = (np.array(op.s_seq), np.array([t.group for t in op.tiles]),
              np.array([int((~t.partial).sum()) for t in op.tiles]), np.array([int(t.partial.sum()) for t in op.tiles]))
     a = collections.defaultdict(float)
     controllers.count_actions(a, np.asarray(case.decisions), tiles, case.groups, cfg.array_cols, cfg)
     assert a["ctrl_staging_write_bytes"] == count["we"] * 36
-    assert a["ctrl_staging_read_bytes"] == count["slots"] * (cfg.array_rows // B) * 36
+    assert a["ctrl_staging_read_bytes"] == got.staging_reads * 36

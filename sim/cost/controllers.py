@@ -167,6 +167,11 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
     held = "S descriptor words held for the bands, but their X offsets and tokens"
     out.append(_bank(acc_mod, "entry registers", "reg", S * z["entry_bits"], "ctrl_registers",
                      held + (" (incl. the stage fields, D96)" if staged(cfg) else "")))
+    sab = _bits(S * z["XW"])  # a staging macro's read address
+    out += [_bank(acc_mod, "staging read registers", "reg", B * (sab + 1), "ctrl_registers",
+                  "per band the address of its last staging read and a held flag (D105)"),
+            _bank(acc_mod, "staging read comparators", "cmp", B * (2 * TILE_BITS + sab), "ctrl_registers",
+                  "per band: next band-tile gathered (less-than), band-tile changed, address changed (D105)")]
     if kind == "delta_stage":
         ports_b = max(1, d // B)
         regs = B * (EXPECT_BITS * (1 + ports_b) + TILE_BITS + 3) + EXPECT_BITS
@@ -300,8 +305,9 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     each issued once per column block (n_cb = ceil(N / C)). Rules (module docstring; D101):
 
     - staging: the gather writes each band-tile row's ``ceil(|g| / P)`` words into the row's macro of every band
-      (B copies, D91); a band reads its R / B row macros once per slot (the RTL enables the reads on every running
-      cycle, idle ones included; the model charges the slots);
+      (B copies, D91); the band running it reads each of those words once from each live row's macro (D105: a read
+      only when the next slot needs a word the macros' outputs do not hold: a new band-tile or a new word), so the
+      reads are the writes of one copy; the band's held read address (and its flag) written per read;
     - the queues' decision buffer: each token's word written once, read by the two scan passes (COMPUTE, then
       PARTIAL) once per column block (D93: compact rescans per column block, delta's D84 order reruns the chunk per
       column block of its group);
@@ -331,8 +337,9 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     word = z["P"] * lane / 8
     n_tiles, rows_out = len(slots) * n_cb, int(rows.sum()) * n_cb
     M = dec.shape[0]  # noqa: N806
-    a["ctrl_staging_write_bytes"] += n_cb * word * B * int((rows * -(-widths[grp] // z["P"])).sum())
-    a["ctrl_staging_read_bytes"] += n_cb * word * z["brows"] * int(slots.sum())
+    words = -(-widths[grp] // z["P"])  # per band-tile the staging words of each of its rows
+    a["ctrl_staging_write_bytes"] += n_cb * word * B * int((rows * words).sum())
+    a["ctrl_staging_read_bytes"] += n_cb * word * int((rows * words).sum())
     dec_bytes = CODE_BITS * G / 8
     a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
     core = {(p["module"], p["part"]): p["width"] / 8 for p in inventory(cfg)}
@@ -349,5 +356,5 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
         a["ctrl_copy_bytes"] += dec_bytes * 2 * (M + commands)
     queued = int((np.asarray(dec) != REUSE).sum()) * n_cb
     a["ctrl_reg_bits"] += n_tiles * (z["entry_bits"] + (2 * EXPECT_BITS if kind == "delta_stage" else 0)) \
-        + queued * z["tb"]
+        + queued * z["tb"] + n_cb * int(words.sum()) * (_bits(z["S"] * z["XW"]) + 1)
     return a

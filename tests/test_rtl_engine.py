@@ -397,8 +397,11 @@ def test_small_32x32_through_rtl(tmp_path, monkeypatch):
     run builds the small-32x32 engine (cached under build/verilator/): 312 s wall on the shared 2-core
     machine at load 4-5 (docs/decisions.md D78), so it is marked ``slow`` (still in `make test`). Built plain
     (``KALEIDO_RTL_PGO=0``): the profile-guided build of this size costs about 98 s more CPU (D98) and changes
-    no output (D98 checked byte-identical outputs); the tiny-8x8 tests run the profile-guided engine."""
+    no output (D98 checked byte-identical outputs); the tiny-8x8 tests run the profile-guided engine. At g++ -O0
+    (``KALEIDO_RTL_OPT``): the run is a few thousand cycles, the build most of the test (63 s against 91 s at the
+    default levels, D106); the optimisation level changes no output either."""
     monkeypatch.setenv("KALEIDO_RTL_PGO", "0")
+    monkeypatch.setenv("KALEIDO_RTL_OPT", "-O0")
     tr = engine_trace(grid=(2, 4, 8))
     trace = tmp_path / "t32.npz"
     save_trace(tr, trace)
@@ -412,3 +415,19 @@ def test_small_32x32_through_rtl(tmp_path, monkeypatch):
         assert r["tiles"] >= 2 and (r["cycles"], r["slots"]) == (m["cycles"], m["slots"]), r["name"]
     assert all(model["reuse_fraction"][k] > 0 for k in ("compute", "partial", "reuse"))
     assert rtl["outputs_sha256"] == golden_sha256(tr)
+
+
+def test_rtl_opt_level_env(monkeypatch):
+    """``KALEIDO_RTL_OPT`` puts one g++ level on every part of the build and into the cache key; anything but -O0..-O3
+    is one clear error (D106)."""
+    from sim.engines.verilator_build import MAKEFLAGS, RtlEngineError, cache_key, makeflags
+
+    monkeypatch.delenv("KALEIDO_RTL_OPT", raising=False)
+    assert makeflags() == MAKEFLAGS
+    plain = cache_key({"m": b"module m; endmodule\n"}, False)
+    monkeypatch.setenv("KALEIDO_RTL_OPT", "-O0")
+    assert makeflags().split()[1:] == ["OPT_FAST=-O0", "OPT_SLOW=-O0", "OPT_GLOBAL=-O0"]
+    assert cache_key({"m": b"module m; endmodule\n"}, False) != plain
+    monkeypatch.setenv("KALEIDO_RTL_OPT", "fast")
+    with pytest.raises(RtlEngineError, match="KALEIDO_RTL_OPT='fast': expected one of -O0"):
+        makeflags()

@@ -28,7 +28,11 @@ RESET_HIGH, FIRST_SLOT_TICK = 3, 5
 
 
 def _run(*args: str, waves: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "KALEIDO_WAVES": "1"} if waves else {k: v for k, v in os.environ.items() if k != "KALEIDO_WAVES"}
+    """``python ARGS`` with ``KALEIDO_WAVES=1`` (or without it); the traced engines are built at g++ -O0
+    (``KALEIDO_RTL_OPT``, `sim.engines.verilator_build.makeflags`): these runs are a few hundred cycles, the build
+    is the time."""
+    env = {**os.environ, "KALEIDO_WAVES": "1", "KALEIDO_RTL_OPT": "-O0"} if waves else \
+        {k: v for k, v in os.environ.items() if k != "KALEIDO_WAVES"}
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
 
 

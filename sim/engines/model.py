@@ -258,7 +258,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
               if staged or not delta else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
-        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups)
+        # kaleido_dcore walks each column block once whole when the op issues column blocks outer (D104)
+        cb_outer = cols is None and (n_cb == 1 or s == 1 or (bool(cfg.diff_sram_kib)
+                                                                and all(len(set(c.tolist())) <= 1 for c in chunks)))
+        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
+                            cb_outer)
     else:
         comb = combine_stall(adds, pools, cycles, cfg)
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
@@ -268,7 +272,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
-                 M: int, n_cb: int, n_groups: int) -> int:  # noqa: N803
+                 M: int, n_cb: int, n_groups: int, cb_outer: bool = False) -> int:  # noqa: N803
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
     docs/decisions.md D104), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
@@ -276,15 +280,19 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
     array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``.
 
-    - delta (``kaleido_dcore``, D95): every drained row through the one-way accumulate, then one walk over all
-      ``batch x M x n_cb x classes`` commands after the last (`sim.timing.delta_core.walk_done`);
+    - delta (``kaleido_dcore``, D95, D104): every drained row through the one-way accumulate (a cycle's rows in
+      band-tile order); where the op issues column blocks outer (``cb_outer``: one chunk, or s = 1; not sliced)
+      each (batch element, column block) is walked once whole, its ``M x classes`` commands
+      (`sim.timing.delta_core.blocks_done`, descriptors 2 cycles before their band-tiles' first slots), else one
+      walk over all ``batch x M x n_cb x classes`` commands after the last row (`sim.timing.delta_core.walk_done`);
+      the batch's elements as one run of blocks;
     - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
       tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
       first descriptor taken 2 cycles before its first slot, the gather keeping ahead)."""
     from sim.timing.compact import drain_reads
     from sim.timing.compact_accel import core_done, core_ways
     from sim.timing.cycle_model import PIPELINE_CYCLES
-    from sim.timing.delta_core import walk_done
+    from sim.timing.delta_core import blocks_done, walk_done
 
     band, first, last = sched
     q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
@@ -293,7 +301,18 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     if delta:
         starts = np.cumsum(v) - v
         out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
-        done = walk_done(out, cycles, len(per_batch) * M * n_cb * n_groups)
+        if cb_outer:
+            tile_blk = np.concatenate([b * n_cb + np.arange(tb * n_cb, dtype=np.int64) // max(tb, 1)
+                                       for b, tb in enumerate(per_batch)]) if per_batch else np.zeros(0, np.int64)
+            nb = len(per_batch) * n_cb
+            f0, f1 = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
+            np.maximum.at(f1, tile_blk, first - 2)
+            f0[f1 >= 0] = 1 << 62
+            np.minimum.at(f0, tile_blk, first - 2)
+            order = np.argsort(out, kind="stable")
+            done = blocks_done(out[order], np.repeat(tile_blk, v)[order], cycles, M * n_groups, f0, f1)
+        else:
+            done = walk_done(out, cycles, len(per_batch) * M * n_cb * n_groups, len(per_batch) * n_cb)
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)

@@ -23,52 +23,179 @@ import numpy as np
 
 def commands(grid, n_cb: int, n_classes: int, R: int) -> list[tuple[int, int, int]]:  # noqa: N803
     """The output walk's commands in order, ``(token, column block, class)`` (`hw.delta_core` module docstring):
-    per pool of R positions of a frame, per frame, per column block, per position, per class."""
+    per column block, per pool of R positions of a frame, per frame, per position, per class (D104: column blocks
+    outer, so a block is walked as a whole)."""
     F, H, W = grid  # noqa: N806
     hw = H * W
-    return [(f * hw + p, cb, a) for pool in range(0, hw, R) for f in range(F) for cb in range(n_cb)
+    return [(f * hw + p, cb, a) for cb in range(n_cb) for pool in range(0, hw, R) for f in range(F)
             for p in range(pool, min(pool + R, hw)) for a in range(n_classes)]
 
 
-def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int) -> dict:  # noqa: N803
-    """The combine stage's timing (module docstring).
+#: Column blocks whose row counts ``kaleido_dcore`` holds at once (`hw.delta_core.NB_BANKS`).
+NB_BANKS = 4
+
+
+def fifo_rows(band, last, rows, tile_cb, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
+    they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A
+    band-tile's port (`hw.compact_array.band_geometry`): band b's ``b d_b + k`` with ``d_b = max(1, d / B)``
+    ports per band taken round robin by the band's band-tiles (k its count there mod d_b); with ``B > d`` band b's
+    ``b mod d``."""
+    from sim.timing.delta_accel import row_out_cycles
+
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    pb = max(1, d // B)
+    count = np.zeros(B, dtype=np.int64)
+    port = np.empty(len(band), dtype=np.int64)
+    for t, b in enumerate(np.asarray(band, dtype=np.int64)):
+        port[t] = b * pb + count[b] % pb if B <= d else b % d
+        count[b] += 1
+    outs = row_out_cycles(band, last, rows, cfg)
+    cyc = np.concatenate(outs) if outs else np.zeros(0, dtype=np.int64)
+    prt = np.concatenate([np.full(len(o), port[t]) for t, o in enumerate(outs)]) if outs else cyc
+    cbs = np.concatenate([np.full(len(o), tile_cb[t]) for t, o in enumerate(outs)]) if outs else cyc
+    order = np.lexsort((prt, cyc))
+    return cyc[order].astype(np.int64), cbs[order].astype(np.int64)
+
+
+def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
+                  cb_outer: bool = False, row_cb=None, descs=None) -> dict:
+    """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
-        row_cycles: the cycle each drained row leaves ``kaleido_daccel`` (any order); accel_done: its ``done``
-            cycle; grid, n_cb, n_classes, R: the walk's sizes (`commands`).
+        row_cycles: the cycle each drained row leaves ``kaleido_daccel``; accel_done: its ``done`` cycle; grid,
+            n_cb, n_classes, R: the walk's sizes (`commands`).
+        cb_outer: the op issues column block by column block (``o_cbouter``): each block is walked once whole;
+            then ``row_cb`` (int64 ``[rows]``, each row's column block, rows in the FIFO's order, `fifo_rows`) and
+            ``descs`` (``[(desc_valid cycle, column block, rows)]`` per band-tile) are needed. Without it the walk
+            starts once the whole op is accumulated (the rows in any order).
 
     Returns:
-        ``{"acc": int64 [rows] accumulate-command cycles (sorted), "start": x, "rows": {(token, cb): cycle of its Y
-        row}, "done": cycle, "fifo_max": the most rows the FIFO holds}``.
+        ``{"acc": int64 [rows] accumulate-command cycles, "start": the first block's walk start, "rows":
+        {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
+        "overflow": a descriptor named a block NB_BANKS or more past the walked one, "gated": cycles a row waited
+        at the FIFO's head for its D buffer (its block's parity walked)}``.
     """
-    c = np.sort(np.asarray(row_cycles, dtype=np.int64))
-    j = np.empty_like(c)
-    prev = None
-    for k, ck in enumerate(c):
-        j[k] = ck + 2 if prev is None else max(ck + 2, prev + 1)
-        prev = j[k]
-    x = int(accel_done) if not len(c) else max(int(accel_done), int(j[-1]) + 3)
+    c = np.asarray(row_cycles, dtype=np.int64)
+    if not cb_outer:
+        c = np.sort(c)
+        rcb = np.zeros(len(c), dtype=np.int64)
+    else:
+        rcb = np.asarray(row_cb, dtype=np.int64)
+    F, H, W = grid  # noqa: N806
+    L = F * H * W * n_classes  # noqa: N806  commands a block
     cmds = commands(grid, n_cb, n_classes, R)
-    rows = {(t, cb): x + 4 + i for i, (t, cb, a) in enumerate(cmds) if a == n_classes - 1}
-    w = c + 1
-    fifo_max = max((int((w <= wk).sum() - (j < wk).sum()) for wk in np.unique(w)), default=0)
-    return {"acc": j + 2, "start": x, "rows": rows, "done": x + len(cmds) + 4, "fifo_max": fifo_max}
+    dq = sorted(descs or [])
+    T = int(accel_done)  # noqa: N806
+    n = len(c)
+    acc = np.empty(n, dtype=np.int64)
+    exp, got = [0] * NB_BANKS, [0] * NB_BANKS
+    hi, anyd, over = 0, False, False
+    nw = rp = di = 0
+    s1 = s2 = -1  # the row index in each accumulate stage, -1 none
+    cb, walking, waiting, wend, starts = 0, False, True, -1, []
+    fifo_max = gated = 0
+    k = 1  # cycle 0 is start's
+    while True:
+        while nw < n and c[nw] + 2 <= k:
+            nw += 1
+        held = int(np.searchsorted(c, k - 1, side="right")) - rp if n else 0  # written by k, less popped before
+        fifo_max = max(fifo_max, held)
+        bank = cb % NB_BANKS
+        if cb_outer:
+            whole = (T <= k or (anyd and hi > cb)) and exp[bank] == got[bank]
+        else:
+            fresh = n and int(np.searchsorted(c, k - 1, side="right")) > nw  # a row written this cycle
+            whole = T <= k and nw == rp and s1 < 0 and s2 < 0 and not fresh
+        par = cb % 2
+        blocked = rp < nw and rcb[rp] % 2 == par and (walking or (waiting and whole))
+        pop = rp < nw and not blocked
+        gated += bool(blocked)
+        go = (waiting and whole and not (s1 >= 0 and rcb[s1] % 2 == par) and not (s2 >= 0 and rcb[s2] % 2 == par))
+        # end of cycle k: the registers
+        if s2 >= 0:
+            acc[s2] = k
+            b2 = rcb[s2] % NB_BANKS
+            if not (go and b2 == bank):
+                got[b2] += 1
+        while di < len(dq) and dq[di][0] <= k:
+            _, dcb, nr = dq[di]
+            if not (go and dcb % NB_BANKS == bank):
+                exp[dcb % NB_BANKS] += nr
+            anyd, hi = True, max(hi, dcb)
+            over = over or (cb_outer and dcb >= cb + NB_BANKS)
+            di += 1
+        if go:
+            exp[bank] = got[bank] = 0
+        s2, s1 = s1, (rp if pop else -1)
+        rp += bool(pop)
+        if walking and k == wend:  # the block's last command read
+            walking = False
+            if cb == n_cb - 1:
+                break
+            cb, waiting = cb + 1, True
+        elif go:
+            walking, waiting, wend = True, False, k + L
+            starts.append(k)
+        k += 1
+    rows = {}
+    for j, (t, b, a) in enumerate(cmds):
+        if a == n_classes - 1:
+            rows[(t, b)] = starts[b] + 4 + j - b * L
+    return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + L + 4, "fifo_max": fifo_max,
+            "overflow": over, "gated": gated}
 
 
-def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
-    """`core_schedule`'s ``done`` in closed form, without the walk's command list (the cycle model's
-    ``combine_timing = "rtl"``, docs/decisions.md D104; tests check it equal to `core_schedule` on the RTL cases).
+def walk_done(row_cycles, accel_done: int, n_commands: int, n_blocks: int = 1) -> int:
+    """`core_schedule`'s ``done`` in closed form when the walk waits for the whole op (``cb_outer`` False), without
+    the command list (the cycle model's ``combine_timing = "rtl"``, docs/decisions.md D104; tests check it equal to
+    `core_schedule`).
 
     Args:
         row_cycles: int64 ``[rows]``, the cycle each drained row leaves ``kaleido_daccel`` (any order); accel_done:
             its ``done`` cycle; n_commands: the output walk's commands (``len(commands(...))``: tokens x column
-            blocks x axis classes).
+            blocks x axis classes); n_blocks: column blocks (a cycle between two blocks' walks).
 
     With the rows sorted, ``c_0 <= ... <= c_{n-1}``, the pop rule ``j_k = max(c_k + 2, j_{k-1} + 1)`` gives
     ``j_{n-1} = max_k (c_k + 2 + n - 1 - k)``; the walk starts at ``x = max(accel_done, j_{n-1} + 3)`` and ``done``
-    is ``x + n_commands + 4``.
+    is ``x + n_commands + (n_blocks - 1) + 4``.
     """
     c = np.sort(np.asarray(row_cycles, dtype=np.int64))
     n = len(c)
     x = int(accel_done) if not n else max(int(accel_done), int((c + (n + 1) - np.arange(n)).max()) + 3)
-    return x + int(n_commands) + 4
+    return x + int(n_commands) + int(n_blocks) - 1 + 4
+
+
+def blocks_done(row_cycles, row_block, accel_done: int, per_block: int, desc_first, desc_last) -> int:
+    """`core_schedule`'s ``done`` for a column-block-outer op (``cb_outer``) in closed form, where no row waits at
+    the FIFO's head for its D buffer (``gated`` 0: tests check it equal to `core_schedule` then; a row that waits
+    makes the op later than this).
+
+    Args:
+        row_cycles, row_block: int64 ``[rows]`` in the FIFO's order (`fifo_rows`): the cycle each row leaves
+            ``kaleido_daccel`` and its column block. accel_done: the controller's ``done``. per_block: commands a
+            block (tokens x axis classes). desc_first, desc_last: int64 ``[n_blocks]``, the ``desc_valid`` cycle of
+            each block's first and last descriptor (-1: a block without band-tiles).
+
+    Row k pops at ``j_k = max(c_k + 2, j_{k-1} + 1)`` and is counted at ``j_k + 3``; block b is whole from
+    ``max(its last row counted, its last descriptor + 1, min(a later block's first descriptor + 1, accel_done))``
+    and goes at ``g_b = max(whole_b, g_{b-1} + L + 1)`` (L = ``per_block``); ``done`` is ``g_last + L + 4``.
+    """
+    c = np.asarray(row_cycles, dtype=np.int64)
+    blk = np.asarray(row_block, dtype=np.int64)
+    first, last = np.asarray(desc_first, dtype=np.int64), np.asarray(desc_last, dtype=np.int64)
+    n_blocks = len(first)
+    k = np.arange(len(c), dtype=np.int64)
+    counted = np.maximum.accumulate(c - k) + k + 5 if len(c) else c  # j_k + 3
+    row_done = np.full(n_blocks, -1, dtype=np.int64)
+    np.maximum.at(row_done, blk, counted)
+    nxt, ahead = np.empty(n_blocks, dtype=np.int64), int(accel_done)
+    for b in range(n_blocks - 1, -1, -1):
+        nxt[b] = ahead
+        if first[b] >= 0:
+            ahead = min(int(accel_done), int(first[b]) + 1)
+    g = -(1 << 62)
+    for b in range(n_blocks):
+        whole = max(int(row_done[b]), int(last[b]) + 1, min(int(nxt[b]), int(accel_done)), 1)
+        g = max(whole, g + per_block + 1)
+    return g + per_block + 4

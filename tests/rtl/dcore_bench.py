@@ -40,7 +40,7 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
     the band-tile list."""
     from amaranth.sim import Simulator
 
-    from hw.delta_core import DeltaCore, core_ports
+    from hw.delta_core import DeltaCore, cb_outer_order, core_ports
     from tests.rtl.compact_bench import unpack_signed
     from tests.rtl.daccel_bench import load_and_start
 
@@ -52,7 +52,8 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
     async def bench(ctx):
         for (case, op, fused, ports), out in zip(jobs, outs, strict=True):
             cur["out"] = None
-            for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused).items():
+            cbo = cb_outer_order(t.cb for t in op.tiles)
+            for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused, cbo).items():
                 ctx.set(getattr(dut, name), value)
             # the core's output walk reads the decisions, so they are written on the host-list path too
             await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True)

@@ -21,30 +21,40 @@ What the host gives it:
 Each descriptor ``kaleido_daccel``'s gather takes (``desc_valid``, ``desc_tile``, ``desc``) is kept as (class,
 column block, row tokens) in a **tile table**, one 1r1w copy per drain port, addressed by band-tile number.
 
-After ``start`` (the same cycle as ``kaleido_daccel``'s), two phases, one after the other (the op is one chunk):
+After ``start`` (the same cycle as ``kaleido_daccel``'s), the accumulate and the output walk run together
+(docs/decisions.md D104; D95 ran them one after the other):
 
 - **Accumulate.** A row drained at cycle c on port p: its tile-table entry is read at c (address ``out_tile``);
   at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of ``out_row``, column
-  block cb; `tests.rtl.delta_bench.dcombine_program`'s layout) and its data are written into the **row FIFO**
+  block cb; `tests.rtl.delta_bench.dcombine_program`'s layout), cb and data are written into the **row FIFO**
   (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid ports on consecutive entries
-  in port order). One entry is popped a cycle, from the cycle after its write: popped at j, the **seen memory**
-  (one bit per D address, 1r1w) is read at j + 1 and the combine's accumulate command issues at j + 2 with
-  ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit.
-- **Output.** Once ``kaleido_daccel``'s ``done`` has come and the accumulate pipeline is empty, ``c_sel`` flips
-  and the walk of `tests.rtl.delta_bench.dcombine_program` runs, one command a cycle: per pool of R positions,
-  frame, column block, position, class. A command's token and its successor along the class's axis are read
-  from the decision copies at cycle k; at k + 1 its flags (``c_direct``, ``c_has``, ``c_reg``, ``c_keep``,
-  ``c_hold``) and addresses (the carried store's, the bench's layout) issue and its seen bit is cleared (so the
-  memory is all zero between ops); its ``Y`` row leaves 2 cycles later on ``y_valid`` with ``y_token`` and
-  ``y_cb``. ``done`` pulses the cycle after the last row.
+  in port order; per entry its cb's parity in flops). One entry is popped a cycle, from the cycle after its
+  write: popped at j, the **seen memory** of its D buffer (one bit per D address, 1r1w, one bank per buffer) is
+  read at j + 1 and the combine's accumulate command issues at j + 2 with ``a_first`` = not seen (a back-to-back
+  repeat forwarded), setting the bit. Column block cb accumulates into D buffer cb mod 2 (``c_sel``).
+- **Output walk**, column block by column block, each once it is *whole*; per block, the bench program's order
+  restricted to it: per pool of R positions, frame, position, class, one command a cycle. With ``o_cbouter``
+  (the op's band-tiles issue column block by column block: `cb_outer_order`) block cb is whole once every row its
+  descriptors list has had its accumulate command (per block the descriptors' ``nrows`` summed as the gather
+  takes them and the accumulate commands counted, in `NB_BANKS` banks by cb mod 4) and a later block's descriptor
+  or ``kaleido_daccel``'s ``done`` has come; without it, once ``done`` has come and the accumulate pipeline is
+  empty (the whole op, D95). The walk goes when its block is whole and no row of its parity is in the accumulate
+  stages; while a block is walked (or whole and waiting to go) a row of its parity (a block two or more later)
+  waits at the FIFO's head: the walk reads that D buffer. A command's token and its successor along the class's
+  axis are read from the decision copies at cycle k; at k + 1 its flags (``c_direct``, ``c_has``, ``c_reg``,
+  ``c_keep``, ``c_hold``) and addresses (the carried store's, the bench's layout) issue, ``c_sel`` the other
+  buffer than the block's, and its seen bit is cleared (so both banks are all zero between ops); its ``Y`` row
+  leaves 2 cycles later on ``y_valid`` with ``y_token`` and ``y_cb``. After a block's last command the walk waits
+  a cycle at least. ``done`` pulses the cycle after the last row.
 
 Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
 
-Not in this slice (D95): chunks (the output walk overlapping the next chunk's accumulation in the other D
-buffer: here the whole op is one chunk, its D must fit one buffer), the combine unit's second way (one
-accumulate a cycle against up to d drained rows a cycle: the FIFO absorbs the difference), back-pressure on
-``kaleido_daccel``'s drain (``overflow`` is a sticky flag; `core_schedule`'s ``fifo_max`` gives the depth an
-op needs).
+Not in this slice (D95, D104): a walk per chunk (D84's chunk-major order on an op of several chunks with s > 1
+column blocks a group issues (chunk, column block) segments, not column blocks outer: ``o_cbouter`` is 0 and the
+walk waits for the whole op), the combine unit's second way (one accumulate a cycle against up to d drained rows
+a cycle: the FIFO absorbs the difference), back-pressure on ``kaleido_daccel``'s drain (``overflow`` is a sticky
+flag, also raised by a descriptor of a block `NB_BANKS` or more past the walked one; `core_schedule`'s
+``fifo_max`` gives the depth an op needs).
 """
 
 from __future__ import annotations
@@ -255,7 +265,7 @@ class DeltaCore(wiring.Component):
 
         # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
         # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
-        nbk = NB_BANKS
+        nbk = min(NB_BANKS, 1 << (acc.max_nb - 1).bit_length())  # no more banks than column blocks (powers of two)
         cnt_w = _bits(acc.max_tokens * G + 1)
         exp = [Signal(cnt_w, name=f"cb_rows{k}") for k in range(nbk)]
         got = [Signal(cnt_w, name=f"cb_acc{k}") for k in range(nbk)]
@@ -373,8 +383,9 @@ class DeltaCore(wiring.Component):
             m.d.sync += anyd.eq(1)
             with m.If(d_cb > hi):
                 m.d.sync += hi.eq(d_cb)
-            with m.If(self.o_cbouter & (d_cb >= cb + nbk)):  # its bank still holds an unwalked block
-                m.d.sync += over.eq(1)
+            if acc.max_nb > nbk:  # a block nbk past the walked one: its bank still holds an unwalked block
+                with m.If(self.o_cbouter & (d_cb >= cb + nbk)):
+                    m.d.sync += over.eq(1)
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):

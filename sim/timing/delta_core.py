@@ -2,18 +2,23 @@
 D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.delta_accel.row_out_cycles`) and
 ``done`` (`sim.timing.delta_accel.accel_cycles`):
 
-- a row leaving ``kaleido_daccel`` at c is written into the row FIFO at ``w = c + 1``; rows are popped one a cycle
-  in leaving order (a cycle's rows in port order), row k at ``j_k = max(w_k + 1, j_{k-1} + 1)``; its accumulate
-  command issues at ``j_k + 2`` (the seen bit's read between);
-- the output walk starts once ``done`` has come and the accumulate pipeline is empty: at ``x = max(T_a,
-  j_last + 3)`` (``T_a`` the controller's ``done``; ``x = T_a`` without rows) the phase changes, command i of the
-  walk (`commands`) is generated at ``x + 1 + i`` and issued at ``x + 2 + i``; a token's ``Y`` row leaves at
-  ``x + 4 + i`` for its last class's command i; ``done`` pulses at ``x + n + 4`` for n commands;
-- the FIFO holds, after cycle x's writes, the rows written by x less those popped before x; its depth must cover
+- a row leaving ``kaleido_daccel`` at c is written into the row FIFO at ``c + 1``; rows are popped one a cycle
+  in the FIFO's order (leaving order, a cycle's rows in port order: `fifo_rows`), from the cycle after their
+  write (``j >= c + 2``); a popped row's accumulate command issues 2 cycles later and is counted for its column
+  block the cycle after that;
+- the walk goes block by block (D104), each once whole: with ``cb_outer`` once every row its descriptors list is
+  counted and a later block's descriptor has come (counted the cycle after its ``desc_valid``) or the controller's
+  ``done`` (``T``); otherwise at ``x = max(T, j_last + 3)`` for every block (the whole op accumulated); a block goes
+  at the first such cycle g with no row of its parity in the two accumulate stages and the walk free (the cycle
+  after the previous block's last command at least); its i-th command is read at ``g + 1 + i`` and issued a cycle
+  later, a token's ``Y`` row leaves 2 cycles after its last class's command; ``done`` pulses at ``g_last + L + 4``
+  (L commands a block);
+- a row of the walked block's parity (or of a whole block waiting to go) waits at the FIFO's head (``gated``);
+- the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
 
-Plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `walk_done`, the same ``done`` in
-closed form, and only with ``combine_timing = "rtl"`` (`sim.engines.model`, docs/decisions.md D104).
+Plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `walk_done` and `blocks_done`,
+``done`` in closed form, and only with ``combine_timing = "rtl"`` (`sim.engines.model`, docs/decisions.md D104).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ chunk-major one, its qk-like cases, and two seeded synthetic ops at the balanced
 group `sim.timing.delta.plan`, D84's order). ``kaleido_dcore`` holds one chunk (its D buffer, D95), so the
 128 x 128 lines are what its walk would take, not runs it can do.
 
-``python -m tests.rtl.dcore_overhead`` prints one line per op.
+``python -m tests.rtl.dcore_overhead`` prints one line per op, and for the 128 x 128 ops `what_if`'s estimates.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from sim.engines.band_stimulus import band_op
 from sim.timing import delta as delta_rules
 from sim.timing.compact import band_cycles, combine_stall
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import commands, core_schedule, fifo_rows, walk_done
+from sim.timing.delta_core import blocks_done, commands, core_schedule, fifo_rows, walk_done
 from tests.rtl.cases import make_case
 
 
@@ -56,6 +56,39 @@ def overhead(case, cfg, fw, s, cm) -> tuple[int, int, int, int]:
     return core, array + 1, array + combine_stall(adds, pools, array, cfg) + 1, old
 
 
+def what_if(case, cfg, fw, s) -> dict[str, int]:
+    """Estimates, not built (docs/decisions.md D104): ``kaleido_dcore``'s ``done`` on ``case`` (chunk-major) with the
+    walk per (chunk, column block) segment (`blocks_done` over the segments: runs of one column block in issue
+    order, the chunk's tokens a segment), with d accumulate ways and the walk after the op (rows popped up to d a
+    cycle, no way conflicts: a lower bound), and both; beside ``now`` (`core_schedule`)."""
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=True)
+    R, d, M = cfg.array_rows, cfg.drain_rows_per_cycle, case.X.shape[0]  # noqa: N806
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    A = len(delta_rules.classes(case.groups))  # noqa: N806
+    q = queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, True)
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+    rounds = gather_rounds([t.tokens for t in op.tiles], R // cfg.compact_bands)
+    band, _first, last, g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, q)
+    T = accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, q)  # noqa: N806
+    cbs = [t.cb for t in op.tiles]
+    seg = np.cumsum([0] + [int(a != b) for a, b in zip(cbs, cbs[1:], strict=False)])
+    cyc, sg = fifo_rows(band, last, op.rows, list(seg), cfg)
+    nseg = int(seg[-1]) + 1
+    f0 = np.array([int(g[np.flatnonzero(seg == k)[0]]) + 2 for k in range(nseg)])
+    f1 = np.array([int(g[np.flatnonzero(seg == k)[-1]]) + 2 for k in range(nseg)])
+    per = M * n_cb * A // nseg
+    k = np.arange(len(cyc))
+    counted = np.maximum.accumulate(cyc - k // d) + k // d + 5  # accumulated d a cycle, counted 3 cycles after the pop
+    ways = max(T, int(counted.max()) - 2) + M * n_cb * A + n_cb - 1 + 4
+    row_done = np.full(nseg, -1, dtype=np.int64)
+    np.maximum.at(row_done, sg, counted)
+    go = -(1 << 62)
+    for b in range(nseg):
+        go = max(int(row_done[b]), int(f1[b]) + 1, min(T, int(f0[b + 1]) + 1) if b + 1 < nseg else T, go + per + 1)
+    return {"now": core_schedule(cyc, T, case.grid, n_cb, A, R)["done"],
+            "segments": blocks_done(cyc, sg, T, per, f0, f1), "ways": ways, "both": go + per + 4}
+
+
 def main() -> None:
     from tests.test_rtl_delta import CASES, QK_CASES, delta_cfg
 
@@ -81,6 +114,9 @@ def main() -> None:
         k, b, mo, o = overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib))
         print(f"128x128 balanced K {K} (C/P/R {share}, fw {fw}, s {s}): kaleido_dcore's walk would take {k} / {b} = "
               f"{k / b:.3f} (D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
+        w = what_if(c, cfg, fw, s)
+        print("  estimates, not built: " + ", ".join(f"{n} {v / b:.2f}" for n, v in w.items() if n != "now")
+              + " (walk per segment; d accumulate ways, walk after the op; both)")
 
 
 if __name__ == "__main__":

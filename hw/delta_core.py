@@ -86,7 +86,7 @@ NO_GROUP = 3
 FIFO_PER_PORT = 8
 #: Column blocks whose row counts are held at once (banks by cb mod this): the block walked or waited for and the
 #: next three; a descriptor of a block further ahead raises ``overflow`` (docs/decisions.md D104).
-NB_BANKS = 4
+NB_BANKS = 8
 
 
 class DeltaCore(wiring.Component):
@@ -119,16 +119,21 @@ class DeltaCore(wiring.Component):
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
         cs = dcombine_signature(cfg).members
         self.da, self.ra = cs["a_addr"].shape.width, cs["c_raddr"].shape.width
-        self.entry_bits = 2 + self.cbb + acc.brows * self.tb
-        self.fifo_bits = self.da + self.cbb + C * cfg.acc_bits
+        self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
+        self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
+        self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk
+        self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
         self.seen_depth = 1 << self.da
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
-            "wr_data": In(unsigned(max(acc.dbits, 2 * G))), **{n: acc.signature.members[n] for n in self.cnames},
+            "wr_data": In(unsigned(max(acc.dbits, 2 * G + self.chb))), **{n: acc.signature.members[n] for n in self.cnames},
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
             "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
-            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_cbouter": In(1),
+            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_seg": In(1),
+            "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
+            "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
             "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
             "y_valid": Out(1), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(C * cfg.acc_bits)),
@@ -165,12 +170,29 @@ class DeltaCore(wiring.Component):
             expr = Mux((field["xoff"] == self.o_gxoff[g * xb:(g + 1) * xb]) & (gc != NO_GROUP), gc, expr)
         m.d.comb += cls_w.eq(expr)
         entry_w = Cat(cls_w, field["cb"][:cbb], field["tokens"])
+        # each descriptor's segment (D104): its column block's and its first token's chunk's ordinal in the walk's
+        # order, base[cb] + chunk k[cb] (host tables); the chunk from a table the host writes with the decisions
+        chunks, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
+        m.submodules.chunks = cmac
+        m.d.comb += [chunks.we.eq(dec_we), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
+                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(ap.desc_valid),
+                     chunks.raddr.eq(field["tokens"][:tb])]
+        d1_v, d1_tile = Signal(name="desc1_valid"), Signal.like(ap.desc_tile, name="desc1_tile")
+        d1_entry, d1_cb = Signal(len(entry_w), name="desc1_entry"), Signal(cbb, name="desc1_cb")
+        d1_nrows = Signal.like(field["nrows"], name="desc1_nrows")
+        m.d.sync += [d1_v.eq(ap.desc_valid), d1_tile.eq(ap.desc_tile), d1_entry.eq(entry_w),
+                     d1_cb.eq(field["cb"][:cbb]), d1_nrows.eq(field["nrows"])]
+        kw = _bits(acc.max_nb + 1)
+        bases = Array(self.o_sbase[c * self.ob:(c + 1) * self.ob] for c in range(acc.max_nb))
+        ks = Array(self.o_sk[c * kw:(c + 1) * kw] for c in range(acc.max_nb))
+        d1_ord = Signal(self.ob, name="desc1_ord")
+        m.d.comb += d1_ord.eq(bases[d1_cb] + chunks.rdata * ks[d1_cb])
         tables = []
         for p in range(d):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
-            m.d.comb += [ports.we.eq(ap.desc_valid), ports.waddr.eq(ap.desc_tile), ports.wmask.eq(1),
-                         ports.wdata.eq(entry_w), ports.re.eq(ap.out_valid[p]),
+            m.d.comb += [ports.we.eq(d1_v), ports.waddr.eq(d1_tile), ports.wmask.eq(1),
+                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk])), ports.re.eq(ap.out_valid[p]),
                          ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
@@ -205,6 +227,7 @@ class DeltaCore(wiring.Component):
         for p in range(d):
             e = tables[p].rdata
             a_cls, cb = e[:2], e[2:2 + cbb]
+            obank = e[2 + cbb + brows * tb:]
             toks = Array(e[2 + cbb + i * tb:2 + cbb + (i + 1) * tb] for i in range(brows))
             tok = toks[r_row[p * rb:(p + 1) * rb]]
             addr = Signal(self.da, name=f"row_addr{p}")
@@ -214,9 +237,9 @@ class DeltaCore(wiring.Component):
             for b in range(d):
                 with m.If(r_v[p] & (slot[:lg] == b) if d > 1 else r_v[p]):
                     m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
-                                 fifo[b].wdata.eq(Cat(addr, cb, r_data[p * C * ab:(p + 1) * C * ab]))]
+                                 fifo[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
             with m.If(r_v[p]):
-                m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(cb[0])
+                m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(obank[0])
             rank = rank + r_v[p]
         count = Signal(16, name="fifo_count")
         m.d.comb += count.eq(wp - rp)
@@ -227,13 +250,13 @@ class DeltaCore(wiring.Component):
         m.d.comb += self.overflow.eq(over)
         pop = Signal(name="fifo_pop")
         # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
-        wcb = Signal(cbb, name="w_cb")
+        sord = Signal(self.ob, name="w_seg")  # the walk's segment ordinal
         walking, waiting = Signal(name="walking"), Signal(name="waiting")
         whole = Signal(name="cb_whole")
         headpar = Signal(name="fifo_head_parity")
         m.d.comb += headpar.eq(parb.bit_select(rp[:qb] if Q > 1 else 0, 1))
         # a row of the walked block's parity waits while that block is walked or about to be (its D buffer is read)
-        m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == wcb[0]) & (walking | (waiting & whole))))
+        m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == sord[0]) & (walking | (waiting & whole))))
         rbank = Signal(range(max(2, d)), name="fifo_rbank")
         for b in range(d):
             m.d.comb += [fifo[b].re.eq(pop & ((rp[:lg] == b) if d > 1 else 1)), fifo[b].raddr.eq(rp[lg:])]
@@ -247,7 +270,7 @@ class DeltaCore(wiring.Component):
         for b in range(1, d):
             sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
         m.d.comb += popped.eq(sel_data)
-        p_cb = popped[self.da:self.da + cbb]
+        p_cb = popped[self.da:self.da + self.obk]  # the row's segment's count bank
         seen = []  # one bank per D buffer (column-block parity): the accumulate sets one while the walk clears the other
         for b in range(2):
             ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
@@ -255,9 +278,9 @@ class DeltaCore(wiring.Component):
             m.d.comb += [ports.re.eq(s1 & (p_cb[0] == b)), ports.raddr.eq(popped[:self.da]), ports.wmask.eq(1)]
             seen.append(ports)
         s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
-        s2_cb = Signal(cbb, name="acc_cb")
+        s2_cb = Signal(self.obk, name="acc_bank")
         s2_fwd = Signal(name="acc_fwd")
-        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_cb.eq(p_cb), s2_data.eq(popped[self.da + cbb:]),
+        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_cb.eq(p_cb), s2_data.eq(popped[self.da + self.obk:]),
                      s2_fwd.eq(s1 & s2 & (s2_addr == popped[:self.da]))]
         seen_rd = Mux(s2_cb[0], seen[1].rdata[0], seen[0].rdata[0])
         m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_rd | s2_fwd)), cmb.a_addr.eq(s2_addr),
@@ -265,31 +288,35 @@ class DeltaCore(wiring.Component):
 
         # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
         # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
-        nbk = min(NB_BANKS, 1 << (acc.max_nb - 1).bit_length())  # no more banks than column blocks (powers of two)
+        nbk = NB_BANKS
         cnt_w = _bits(acc.max_tokens * G + 1)
-        exp = [Signal(cnt_w, name=f"cb_rows{k}") for k in range(nbk)]
-        got = [Signal(cnt_w, name=f"cb_acc{k}") for k in range(nbk)]
-        hi, anyd = Signal(cbb, name="desc_cb_max"), Signal(name="desc_seen")
-        dfl = {n: ap.desc[o:o + b] for n, (o, b) in pos.items()}
-        d_cb = dfl["cb"][:cbb]
-        kb = (nbk - 1).bit_length()
+        exp = [Signal(cnt_w, name=f"seg_rows{k}") for k in range(nbk)]
+        got = [Signal(cnt_w, name=f"seg_acc{k}") for k in range(nbk)]
+        hi, anyd = Signal(self.ob, name="desc_seg_max"), Signal(name="desc_seen")
+        kb = self.obk
         # --- output walk
         fin = Signal(name="accel_done_seen")
-        cb = wcb
+        g0, rp_, fc = (Signal(cbb + 1, name="w_group"), Signal(cbb + 1, name="w_rep"),
+                       Signal(range(acc.max_tokens + 1), name="w_fc"))
+        cb = Signal(cbb + 1, name="w_cb")
+        gk = Signal(cbb + 1, name="w_group_k")  # column blocks of the walked group: min(s, n_cb - g0)
+        m.d.comb += [cb.eq(g0 + rp_), gk.eq(Mux(g0 + self.o_s > self.o_ncb, self.o_ncb - g0, self.o_s))]
         pool, f, i, a = (Signal(range(acc.max_tokens + 1), name="w_pool"), Signal(range(acc.max_tokens + 1),
                          name="w_f"), Signal(range(R), name="w_i"), Signal(2, name="w_a"))
         x, x0 = Signal(range(acc.max_tokens + 1), name="w_x"), Signal(range(acc.max_tokens + 1), name="w_x0")
-        bank = cb[:kb] if kb else Const(0, 1)
+        f0 = Signal(range(2 * acc.max_tokens + 1), name="w_f0")  # the chunk's first frame
+        m.d.comb += f0.eq(fc * self.o_fw)
+        bank = sord[:kb]
         e_cur, g_cur = exp[0], got[0]
         for k in range(1, nbk):
             e_cur, g_cur = Mux(bank == k, exp[k], e_cur), Mux(bank == k, got[k], g_cur)
         done_now = fin | ap.done
         # whole: column-block-outer issue (o_cbouter): every row the block's descriptors list accumulated and a later
         # block's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
-        m.d.comb += whole.eq(Mux(self.o_cbouter, (done_now | (anyd & (hi > cb))) & (e_cur == g_cur),
+        m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
                                  done_now & (count == 0) & ~s1 & ~s2 & (rank == 0) & (r_v == 0)))
         go = Signal(name="walk_go")
-        m.d.comb += go.eq(waiting & whole & ~(s1 & (p_cb[0] == cb[0])) & ~(s2 & (s2_cb[0] == cb[0])))
+        m.d.comb += go.eq(waiting & whole & ~(s1 & (p_cb[0] == sord[0])) & ~(s2 & (s2_cb[0] == sord[0])))
         p_ = Signal(range(acc.max_tokens + 1), name="w_p")
         t = Signal(range(2 * acc.max_tokens + 1), name="w_t")
         axes = Array(self.o_axis[2 * k:2 * k + 2] for k in range(MAX_CLASSES))
@@ -297,8 +324,11 @@ class DeltaCore(wiring.Component):
         m.d.comb += [p_.eq(pool + i), t.eq(f * hw_ + p_), axis.eq(axes[a])]
         last_a = a == self.o_classes - 1
         last_i = (i == R - 1) | (p_ + 1 == hw_)
-        last_cb = cb == self.o_ncb - 1
+        last_rep = rp_ + 1 >= gk
+        last_fc = fc == self.o_nfc - 1
+        last_g = g0 + gk >= self.o_ncb
         last_f = f == self.o_f - 1
+        last_fch = last_f | (f + 1 == f0 + self.o_fw)  # the chunk's last frame
         last_pool = pool + R >= hw_
         x_next = Mux(x == self.o_w - 1, 0, x + 1)
         succ_ex = Signal(name="w_succ_exists")
@@ -312,11 +342,13 @@ class DeltaCore(wiring.Component):
         q = {n: Signal(len(s), name=f"q_{n}") for n, s in (("v", walking), ("a", a), ("axis", axis), ("t", t),
                                                               ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
                                                               ("succ", succ_ex), ("first", walking),
-                                                              ("last", walking), ("end", walking))}
+                                                              ("last", walking), ("end", walking),
+                                                              ("ord0", walking))}
         m.d.sync += [q["v"].eq(walking), q["a"].eq(a), q["axis"].eq(axis), q["t"].eq(t), q["p"].eq(p_),
                      q["f"].eq(f), q["cb"].eq(cb), q["i"].eq(i), q["x"].eq(x), q["succ"].eq(succ_ex),
                      q["first"].eq(a == 0), q["last"].eq(last_a),
-                     q["end"].eq(walking & last_a & last_i & last_cb & last_f & last_pool)]
+                     q["ord0"].eq(sord[0]),
+                     q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
         code = [decs[0].rdata[2 * g:2 * g + 2] for g in range(G)]
         scode = [decs[1].rdata[2 * g:2 * g + 2] for g in range(G)]
@@ -351,10 +383,10 @@ class DeltaCore(wiring.Component):
                      cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
                      cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
         # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
-        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_cb[0], ~q["cb"][0]))
+        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_cb[0], ~q["ord0"]))
         # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
         for b in range(2):
-            clr = q["v"] & (q["cb"][0] == b)
+            clr = q["v"] & (q["ord0"] == b)
             m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
                          seen[b].wdata.eq(~clr)]
         # tags and done: the combine's row leaves 2 cycles after its command
@@ -373,24 +405,24 @@ class DeltaCore(wiring.Component):
             with m.If(start_now | (go & (bank == k))):  # a block's bank is free once its walk goes
                 m.d.sync += [exp[k].eq(0), got[k].eq(0)]
             with m.Else():
-                with m.If(ap.desc_valid & ((d_cb[:kb] == k) if kb else 1)):
-                    m.d.sync += exp[k].eq(exp[k] + dfl["nrows"])
+                with m.If(d1_v & (d1_ord[:kb] == k)):
+                    m.d.sync += exp[k].eq(exp[k] + d1_nrows)
                 with m.If(s2 & ((s2_cb[:kb] == k) if kb else 1)):
                     m.d.sync += got[k].eq(got[k] + 1)
         with m.If(start_now):
             m.d.sync += [hi.eq(0), anyd.eq(0)]
-        with m.Elif(ap.desc_valid):
+        with m.Elif(d1_v):
             m.d.sync += anyd.eq(1)
-            with m.If(d_cb > hi):
-                m.d.sync += hi.eq(d_cb)
-            if acc.max_nb > nbk:  # a block nbk past the walked one: its bank still holds an unwalked block
-                with m.If(self.o_cbouter & (d_cb >= cb + nbk)):
-                    m.d.sync += over.eq(1)
+            with m.If(d1_ord > hi):
+                m.d.sync += hi.eq(d1_ord)
+            with m.If(self.o_seg & (d1_ord >= sord + nbk)):  # its bank still holds a segment not walked
+                m.d.sync += over.eq(1)
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
                     m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0), waiting.eq(1),
-                                 walking.eq(0), pool.eq(0), f.eq(0), cb.eq(0), i.eq(0), a.eq(0), x.eq(0), x0.eq(0)]
+                                 walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0), x0.eq(0), g0.eq(0),
+                                 rp_.eq(0), fc.eq(0), sord.eq(0)]
             with m.Case(1):
                 with m.If(go):
                     m.d.sync += [walking.eq(1), waiting.eq(0)]
@@ -403,26 +435,33 @@ class DeltaCore(wiring.Component):
                             m.d.sync += [i.eq(i + 1), x.eq(x_next)]
                         with m.Else():
                             m.d.sync += i.eq(0)
-                            with m.If(~last_f):
+                            with m.If(~last_fch):
                                 m.d.sync += [f.eq(f + 1), x.eq(x0)]
-                            with m.Elif(~last_pool):
-                                m.d.sync += [f.eq(0), pool.eq(pool + R), x.eq(x_next), x0.eq(x_next)]
-                            with m.Else():  # the block's last command: wait for the next block to be whole
-                                m.d.sync += [walking.eq(0), f.eq(0), pool.eq(0), x.eq(0), x0.eq(0)]
-                                with m.If(~last_cb):
-                                    m.d.sync += [cb.eq(cb + 1), waiting.eq(1)]
+                            with m.Else():  # the segment's last command: wait for the next segment to be whole
+                                m.d.sync += [walking.eq(0), sord.eq(sord + 1),
+                                             waiting.eq(~(last_rep & last_fc & last_pool & last_g))]
+                                with m.If(~last_rep):  # the chunk again, the group's next column block
+                                    m.d.sync += [rp_.eq(rp_ + 1), f.eq(f0), x.eq(x0)]
+                                with m.Elif(~last_fc):  # the pool's next chunk of frames
+                                    m.d.sync += [rp_.eq(0), fc.eq(fc + 1), f.eq(f0 + self.o_fw), x.eq(x0)]
+                                with m.Elif(~last_pool):
+                                    m.d.sync += [rp_.eq(0), fc.eq(0), f.eq(0), pool.eq(pool + R), x.eq(x_next),
+                                                 x0.eq(x_next)]
+                                with m.Elif(~last_g):  # the next column-block group
+                                    m.d.sync += [rp_.eq(0), fc.eq(0), f.eq(0), pool.eq(0), g0.eq(g0 + self.o_s),
+                                                 x.eq(0), x0.eq(0)]
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
-        the decision copies, the FIFO banks, the seen memory (``kaleido_daccel``'s and ``kaleido_dcombine``'s
-        are theirs)."""
+        the decision copies, the FIFO banks, the seen memory's banks, the token chunks (``kaleido_daccel``'s and
+        ``kaleido_dcombine``'s are theirs)."""
         acc, out = self.accel, []
         for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", acc.max_tokens, 2 * self.cfg.partial_regs,
                    None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
-                   ("1r1w", self.seen_depth, 1, None)):
+                   ("1r1w", self.seen_depth, 1, None), ("1r1w", acc.max_tokens, self.chb, None)):
             if mc not in out:
                 out.append(mc)
         return out
@@ -442,12 +481,13 @@ def host_through(m, core, ap, wr_valid, *also) -> Signal:
     return phase
 
 
-def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False,  # noqa: N803
-               cb_outer: bool = False) -> dict[str, int]:
+def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: bool = False,  # noqa: N803
+               fw: int | None = None, s: int | None = None) -> dict[str, int]:
     """The op's values of `DeltaCore`'s ``o_*`` ports (module docstring): grid ``(F, H, W)``, ``groups``
-    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM), ``cb_outer`` (the
-    controller issues the op's band-tiles column block by column block, `cb_outer_order`: each block is walked
-    once it is whole, docs/decisions.md D104).
+    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM); the walk's segments
+    (docs/decisions.md D104): ``fw`` frames a chunk (default F), ``s`` column blocks a group (default all), ``seg``
+    (the controller issues the band-tiles segment by segment, `segment_order`: each segment is walked once whole).
+    The host writes each token's chunk (`sim.timing.delta_core.token_chunks`) with its decisions.
 
     Raises:
         ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
@@ -457,6 +497,7 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False,  # no
     from hw.delta_accel_host import group_layout
     from hw.delta_combine import delta_combine_sizes, state_sram_sizes
     from sim.timing.delta import classes
+    from sim.timing.delta_core import segment_base
 
     cls = classes(groups)
     if len(cls) > MAX_CLASSES or len(groups) > core.cfg.partial_regs:
@@ -475,17 +516,22 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False,  # no
             raise ValueError(f"{what}: the op needs {words} words, kaleido_dcore's buffer holds {have} (one chunk "
                              "per op, D95)")
     of_group = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
+    fw, s = fw or F, s or n_cb
+    nfc = -(-F // fw)
+    nch = nfc * -(-(H * W) // R)
+    kw = _bits(core.accel.max_nb + 1)
     xb = _bits(core.accel.KW)
     lay = group_layout(core.accel, groups)
     return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": n_cb, "o_n": N, "o_classes": A,
             "o_axis": sum(AXIS_CODE[ax] << 2 * a for a, (ax, _idx) in enumerate(cls)),
             "o_gclass": sum(of_group.get(g, NO_GROUP) << 2 * g for g in range(core.cfg.partial_regs)),
             "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused),
-            "o_cbouter": int(cb_outer)}
+            "o_seg": int(seg), "o_fw": fw, "o_nfc": nfc, "o_s": s,
+            "o_sbase": sum(segment_base(c, s, n_cb, nch) << core.ob * c for c in range(n_cb)),
+            "o_sk": sum(min(s, n_cb - c // s * s) << kw * c for c in range(n_cb))}
 
 
-def cb_outer_order(tile_cbs) -> bool:
-    """Whether band-tiles issued with these column blocks (in issue order) come column block by column block (the
-    order non-decreasing): D84's chunk-major order on a one-chunk op, or s = 1 (`sim.timing.delta.issue_order`)."""
-    c = list(tile_cbs)
-    return all(a <= b for a, b in zip(c, c[1:], strict=False))
+def segment_order(chunk_major: bool, s: int, n_cb: int) -> bool:
+    """Whether the controller issues band-tiles segment by segment (the walk's order): D84's chunk-major order
+    (`sim.timing.delta.chunk_major`), or D68's with one column block a group (`sim.timing.delta.issue_order`)."""
+    return bool(chunk_major) or s == 1 or n_cb == 1

@@ -26,18 +26,58 @@ from __future__ import annotations
 import numpy as np
 
 
-def commands(grid, n_cb: int, n_classes: int, R: int) -> list[tuple[int, int, int]]:  # noqa: N803
-    """The output walk's commands in order, ``(token, column block, class)`` (`hw.delta_core` module docstring):
-    per column block, per pool of R positions of a frame, per frame, per position, per class (D104: column blocks
-    outer, so a block is walked as a whole)."""
+def segments(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # noqa: N803
+             s: int | None = None) -> list[list[tuple[int, int, int]]]:
+    """The output walk's segments in order, each its commands ``(token, column block, class)`` (D104): per group of
+    ``s`` column blocks (default all; the last group the rest), per pool of R positions, per chunk of ``fw`` frames
+    (default all), per column block of the group, the segment: per frame of the chunk, per position of the pool,
+    per class. A segment's ordinal is `hw.delta_core.segment_base` + chunk k."""
     F, H, W = grid  # noqa: N806
     hw = H * W
-    return [(f * hw + p, cb, a) for cb in range(n_cb) for pool in range(0, hw, R) for f in range(F)
-            for p in range(pool, min(pool + R, hw)) for a in range(n_classes)]
+    fw, s = fw or F, s or n_cb
+    out = []
+    for g0 in range(0, n_cb, s):
+        for pool in range(0, hw, R):
+            for f0 in range(0, F, fw):
+                for cb in range(g0, min(g0 + s, n_cb)):
+                    out.append([(f * hw + p, cb, a) for f in range(f0, min(f0 + fw, F))
+                                for p in range(pool, min(pool + R, hw)) for a in range(n_classes)])
+    return out
+
+
+def commands(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # noqa: N803
+             s: int | None = None) -> list[tuple[int, int, int]]:
+    """The output walk's commands in order, ``(token, column block, class)``: `segments` one after the other."""
+    return [c for sg in segments(grid, n_cb, n_classes, R, fw, s) for c in sg]
+
+
+def segment_base(cb: int, s: int, n_cb: int, chunks: int) -> int:
+    """The walk's ordinal of column block ``cb``'s segment of chunk 0 (`segments`; ``s`` column blocks a group,
+    ``chunks`` chunks of a pool's frames in all); the segment of chunk c is this + c k, k the group's column blocks."""
+    g0 = cb // s * s
+    return g0 * chunks + cb - g0
+
+
+def token_chunks(grid, R: int, fw: int) -> list[int]:  # noqa: N803
+    """Each token's chunk, as `sim.timing.compact.compact_tiles` numbers its band-tiles' chunks: pool (R positions)
+    outer, ``fw`` frames a chunk: ``(p // R) ceil(F / fw) + f // fw`` for token ``f H W + p``."""
+    F, H, W = grid  # noqa: N806
+    nfc = -(-F // fw)
+    return [(p // R) * nfc + f // fw for f in range(F) for p in range(H * W)]
+
+
+def tile_segments(tiles, grid, R: int, n_cb: int, fw: int | None = None, s: int | None = None) -> list[int]:  # noqa: N803
+    """Each band-tile's segment ordinal (`segments`) from its column block and its first token's chunk; ``tiles``
+    ``[(cb, first token)]``."""
+    F, H, W = grid  # noqa: N806
+    fw, s = fw or F, s or n_cb
+    nch = -(-F // fw) * -(-(H * W) // R)
+    ch = token_chunks(grid, R, fw)
+    return [segment_base(cb, s, n_cb, nch) + ch[t0] * min(s, n_cb - cb // s * s) for cb, t0 in tiles]
 
 
 #: Column blocks whose row counts ``kaleido_dcore`` holds at once (`hw.delta_core.NB_BANKS`).
-NB_BANKS = 4
+NB_BANKS = 8
 
 
 def fifo_rows(band, last, rows, tile_cb, cfg) -> tuple[np.ndarray, np.ndarray]:
@@ -64,32 +104,30 @@ def fifo_rows(band, last, rows, tile_cb, cfg) -> tuple[np.ndarray, np.ndarray]:
 
 
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
-                  cb_outer: bool = False, row_cb=None, descs=None) -> dict:
+                  seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
         row_cycles: the cycle each drained row leaves ``kaleido_daccel``; accel_done: its ``done`` cycle; grid,
-            n_cb, n_classes, R: the walk's sizes (`commands`).
-        cb_outer: the op issues column block by column block (``o_cbouter``): each block is walked once whole;
-            then ``row_cb`` (int64 ``[rows]``, each row's column block, rows in the FIFO's order, `fifo_rows`) and
-            ``descs`` (``[(desc_valid cycle, column block, rows)]`` per band-tile) are needed. Without it the walk
-            starts once the whole op is accumulated (the rows in any order).
+            n_cb, n_classes, R, fw, s: the walk's sizes and segments (`segments`).
+        seg: the op issues segment by segment (``o_seg``): each segment is walked once whole; then ``row_seg``
+            (int64 ``[rows]``, each row's segment ordinal, rows in the FIFO's order, `fifo_rows`) and ``descs``
+            (``[(desc_valid cycle, segment ordinal, rows)]`` per band-tile) are needed. Without it the walk starts
+            once the whole op is accumulated (the rows in any order).
 
     Returns:
-        ``{"acc": int64 [rows] accumulate-command cycles, "start": the first block's walk start, "rows":
+        ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
-        "overflow": a descriptor named a block NB_BANKS or more past the walked one, "gated": cycles a row waited
-        at the FIFO's head for its D buffer (its block's parity walked)}``.
+        "overflow": a descriptor named a segment NB_BANKS or more past the walked one, "gated": cycles a row waited
+        at the FIFO's head for its D buffer (its segment's parity walked)}``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
-    if not cb_outer:
+    if not seg:
         c = np.sort(c)
-        rcb = np.zeros(len(c), dtype=np.int64)
+        rsg = np.zeros(len(c), dtype=np.int64)
     else:
-        rcb = np.asarray(row_cb, dtype=np.int64)
-    F, H, W = grid  # noqa: N806
-    L = F * H * W * n_classes  # noqa: N806  commands a block
-    cmds = commands(grid, n_cb, n_classes, R)
+        rsg = np.asarray(row_seg, dtype=np.int64)
+    segs = segments(grid, n_cb, n_classes, R, fw, s)
     dq = sorted(descs or [])
     T = int(accel_done)  # noqa: N806
     n = len(c)
@@ -98,57 +136,59 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     hi, anyd, over = 0, False, False
     nw = rp = di = 0
     s1 = s2 = -1  # the row index in each accumulate stage, -1 none
-    cb, walking, waiting, wend, starts = 0, False, True, -1, []
-    fifo_max = gated = 0
+    sg, walking, waiting, wend, starts = 0, False, True, -1, []
+    fifo_max = gated = ahead = 0
     k = 1  # cycle 0 is start's
     while True:
         while nw < n and c[nw] + 2 <= k:
             nw += 1
         held = int(np.searchsorted(c, k - 1, side="right")) - rp if n else 0  # written by k, less popped before
         fifo_max = max(fifo_max, held)
-        bank = cb % NB_BANKS
-        if cb_outer:
-            whole = (T <= k or (anyd and hi > cb)) and exp[bank] == got[bank]
+        bank = sg % NB_BANKS
+        if seg:
+            whole = (T <= k or (anyd and hi > sg)) and exp[bank] == got[bank]
         else:
             fresh = n and int(np.searchsorted(c, k - 1, side="right")) > nw  # a row written this cycle
             whole = T <= k and nw == rp and s1 < 0 and s2 < 0 and not fresh
-        par = cb % 2
-        blocked = rp < nw and rcb[rp] % 2 == par and (walking or (waiting and whole))
+        par = sg % 2
+        blocked = rp < nw and rsg[rp] % 2 == par and (walking or (waiting and whole))
         pop = rp < nw and not blocked
         gated += bool(blocked)
-        go = (waiting and whole and not (s1 >= 0 and rcb[s1] % 2 == par) and not (s2 >= 0 and rcb[s2] % 2 == par))
+        go = (waiting and whole and not (s1 >= 0 and rsg[s1] % 2 == par) and not (s2 >= 0 and rsg[s2] % 2 == par))
         # end of cycle k: the registers
         if s2 >= 0:
             acc[s2] = k
-            b2 = rcb[s2] % NB_BANKS
+            b2 = rsg[s2] % NB_BANKS
             if not (go and b2 == bank):
                 got[b2] += 1
-        while di < len(dq) and dq[di][0] <= k:
-            _, dcb, nr = dq[di]
-            if not (go and dcb % NB_BANKS == bank):
-                exp[dcb % NB_BANKS] += nr
-            anyd, hi = True, max(hi, dcb)
-            over = over or (cb_outer and dcb >= cb + NB_BANKS)
+        while di < len(dq) and dq[di][0] + 1 <= k:  # a descriptor is counted the cycle after its desc_valid
+            _, dsg, nr = dq[di]
+            if not (go and dsg % NB_BANKS == bank):
+                exp[dsg % NB_BANKS] += nr
+            anyd, hi = True, max(hi, dsg)
+            ahead = max(ahead, dsg - sg)
+            over = over or (seg and dsg >= sg + NB_BANKS)
             di += 1
         if go:
             exp[bank] = got[bank] = 0
         s2, s1 = s1, (rp if pop else -1)
         rp += bool(pop)
-        if walking and k == wend:  # the block's last command read
+        if walking and k == wend:  # the segment's last command read
             walking = False
-            if cb == n_cb - 1:
+            if sg == len(segs) - 1:
                 break
-            cb, waiting = cb + 1, True
+            sg, waiting = sg + 1, True
         elif go:
-            walking, waiting, wend = True, False, k + L
+            walking, waiting, wend = True, False, k + len(segs[sg])
             starts.append(k)
         k += 1
     rows = {}
-    for j, (t, b, a) in enumerate(cmds):
-        if a == n_classes - 1:
-            rows[(t, b)] = starts[b] + 4 + j - b * L
-    return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + L + 4, "fifo_max": fifo_max,
-            "overflow": over, "gated": gated}
+    for start, cmds in zip(starts, segs, strict=True):
+        for j, (t, b, a) in enumerate(cmds):
+            if a == n_classes - 1:
+                rows[(t, b)] = start + 4 + j
+    return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
+            "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead}
 
 
 def walk_done(row_cycles, accel_done: int, n_commands: int, n_blocks: int = 1) -> int:

@@ -438,8 +438,10 @@ class DeltaCore(wiring.Component):
                             with m.If(~last_fch):
                                 m.d.sync += [f.eq(f + 1), x.eq(x0)]
                             with m.Else():  # the segment's last command: wait for the next segment to be whole
-                                m.d.sync += [walking.eq(0), sord.eq(sord + 1),
-                                             waiting.eq(~(last_rep & last_fc & last_pool & last_g))]
+                                # (without o_seg the op is all accumulated: the next segment follows at once)
+                                more = ~(last_rep & last_fc & last_pool & last_g)
+                                m.d.sync += [walking.eq(more & ~self.o_seg), sord.eq(sord + 1),
+                                             waiting.eq(more & self.o_seg)]
                                 with m.If(~last_rep):  # the chunk again, the group's next column block
                                     m.d.sync += [rp_.eq(rp_ + 1), f.eq(f0), x.eq(x0)]
                                 with m.Elif(~last_fc):  # the pool's next chunk of frames

@@ -32,30 +32,32 @@ def test_walk_done_equals_core_schedule(seed):
     rows = rng.integers(0, 60, size=int(rng.integers(0, 40)))
     done = max(int(rng.integers(0, 80)), int(rows.max()) + 1 if len(rows) else 0)  # done follows the last row
     want = core_schedule(rows, done, grid, n_cb, a, R)["done"]
-    assert walk_done(rows, done, len(commands(grid, n_cb, a, R)), n_cb) == want
+    assert walk_done(rows, done, len(commands(grid, n_cb, a, R))) == want
 
 
 def test_block_walk_by_hand():
-    """Column blocks outer (``cb_outer``), grid 1 x 1 x 2 (M = 2), one class, two blocks, R = 8. Block 0's two rows
-    leave at 5 (ports 0, 1), block 1's one at 8; descriptors at 3 (block 0, 2 rows) and 6 (block 1, 1 row); the
-    controller's done at 10. Pops at 7, 8, 10 (a row pops 2 cycles after it leaves), accumulates at 9, 10, 12,
-    counted the cycle after: block 0 whole at 11 (its 2 rows counted, block 1's descriptor seen), its walk reads
+    """Segment by segment (``seg``), grid 1 x 1 x 2 (M = 2), one class, two column blocks (one chunk: a segment
+    each), R = 8. Block 0's two rows leave at 5 (ports 0, 1), block 1's one at 8; descriptors at 3 (block 0, 2 rows)
+    and 6 (block 1, 1 row), counted 2 cycles later; the controller's done at 10. Pops at 7, 8, 10 (a row pops 2
+    cycles after it leaves), accumulates at 9, 10, 12, counted the cycle after: block 0 whole at 11 (its 2 rows
+    counted, block 1's descriptor seen at 8), its walk reads
     at 12, 13, rows at 15, 16; block 1 whole at 13, but the walk is free at 14: reads 15, 16, rows 18, 19; done 20.
-    The whole-op walk: starts at max(10, 10 + 3) = 13, 4 commands and a cycle between the blocks: done 22."""
-    kw = {"cb_outer": True, "row_cb": [0, 0, 1], "descs": [(3, 0, 2), (6, 1, 1)]}
+    The whole-op walk: starts at max(10, 10 + 3) = 13, 4 commands back to back: done 21."""
+    kw = {"seg": True, "row_seg": [0, 0, 1], "descs": [(3, 0, 2), (6, 1, 1)]}
     sch = core_schedule([5, 5, 8], 10, (1, 1, 2), 2, 1, 8, **kw)
     assert sch["rows"] == {(0, 0): 15, (1, 0): 16, (0, 1): 18, (1, 1): 19} and sch["done"] == 20
     assert list(sch["acc"]) == [9, 10, 12] and sch["gated"] == 0 and not sch["overflow"]
     assert blocks_done([5, 5, 8], [0, 0, 1], 10, 2, [3, 6], [3, 6]) == 20
-    assert core_schedule([5, 5, 8], 10, (1, 1, 2), 2, 1, 8)["done"] == 22 == walk_done([5, 5, 8], 10, 4, 2)
+    assert core_schedule([5, 5, 8], 10, (1, 1, 2), 2, 1, 8)["done"] == 21 == walk_done([5, 5, 8], 10, 4)
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_blocks_done_equals_core_schedule(seed):
-    """On random column-block-outer ops where no row waits for its buffer: rows leave in block order with some
-    overlap at the boundaries, descriptors a few cycles ahead of their rows."""
+    """On random ops issued segment by segment (one pool, one chunk: a segment a column block) where no row waits
+    for its buffer: rows leave in block order with some overlap at the boundaries, descriptors a few cycles ahead
+    of their rows."""
     rng = np.random.default_rng(seed)
-    n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 3)), (2, 2, 3), 4  # noqa: N806
+    n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 3)), (2, 2, 3), 8  # noqa: N806
     cyc, cbs, descs, t = [], [], [], 2
     for b in range(n_cb):
         n = int(rng.integers(0, 12))
@@ -139,7 +141,7 @@ def test_model_times_the_delta_core_as_built():
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
-    assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 + 1 + 4
+    assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 + 4
     # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
     t1, cfg1, _ = _op("delta", "rtl", s=1)
     c1 = t1.compact
@@ -186,3 +188,27 @@ def test_core_ways_are_the_cores(preset):
 
     cfg = load_config(preset)
     assert core_ways(cfg) == default_ways(cfg) == cfg.drain_rows_per_cycle
+
+
+@pytest.mark.parametrize(("ci", "cm"), [(0, True), (1, True), (1, False), (3, True)])
+def test_model_segments_are_the_cores(ci, cm):
+    """The cycle model's segment ordinals of the issued band-tiles (`sim.engines.model._dcore_segments`, from the
+    band-tiles' chunks) equal the ones `sim.timing.delta_core.tile_segments` gives the RTL benches' band-tiles
+    (`band_op`, their column block and first token) on tests/test_rtl_delta.py's cases (both issue orders where
+    the op goes segment by segment: D84's, or D68's with s = 1), and the segments' commands add up to M n_cb A."""
+    from sim.engines.band_stimulus import band_op
+    from sim.engines.model import _dcore_segments
+    from sim.timing.compact import compact_tiles
+    from sim.timing.delta_core import tile_segments
+    from tests.test_rtl_delta import CASES, SHAPES, delta_cfg
+
+    case, fw, s = CASES[ci]
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
+    fw = fw or case.grid[0]
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
+    want = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
+    _t, chunk = compact_tiles(case.decisions, case.grid, case.groups, cfg, fw, 4, chunks=True)
+    got, seg_len, nseg = _dcore_segments([chunk], case.grid, cfg, fw, s, n_cb, 1, cm, True)
+    assert got is not None and got.tolist() == want
+    assert int(seg_len.sum()) == case.X.shape[0] * n_cb and len(seg_len) == nseg

@@ -195,12 +195,12 @@ def test_core_schedule_by_hand():
     # and 3 after cycle 7's (3 written, none popped before 7: the pop at 7 reads as the third is written). The
     # walk starts at
     # max(9, 9 + 3) = 12. Grid 1 x 1 x 3, one column block, 2 classes, R = 2: pool 0 (positions 0, 1), then pool
-    # 1 (position 2), two segments (D104) with a cycle between them: commands at 14 .. 17 and 19, 20, each token's
-    # row 2 cycles after its second class: 17, 19, 22; done at 12 + 6 + 1 + 4 = 23.
+    # 1 (position 2), two segments (D104) back to back (the op is all accumulated): commands at 14 .. 19, each
+    # token's row 2 cycles after its second class: 17, 19, 21; done at 12 + 6 + 4 = 22.
     assert commands((1, 1, 3), 1, 2, 2) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (2, 0, 0), (2, 0, 1)]
     sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2)
     assert sch["acc"].tolist() == [9, 10, 11] and sch["start"] == 12 and sch["fifo_max"] == 3
-    assert sch["rows"] == {(0, 0): 17, (1, 0): 19, (2, 0): 22} and sch["done"] == 23
+    assert sch["rows"] == {(0, 0): 17, (1, 0): 19, (2, 0): 21} and sch["done"] == 22
     # no rows (every token REUSEs): the walk starts at done
     assert core_schedule([], 4, (1, 1, 1), 1, 1, 8)["done"] == 4 + 1 + 4
 

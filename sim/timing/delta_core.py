@@ -174,10 +174,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         s2, s1 = s1, (rp if pop else -1)
         rp += bool(pop)
         if walking and k == wend:  # the segment's last command read
-            walking = False
             if sg == len(segs) - 1:
                 break
-            sg, waiting = sg + 1, True
+            sg += 1
+            if seg:  # wait for the next segment to be whole
+                walking, waiting = False, True
+            else:  # the op is all accumulated: the next segment's commands follow at once
+                wend = k + len(segs[sg])
+                starts.append(k)
         elif go:
             walking, waiting, wend = True, False, k + len(segs[sg])
             starts.append(k)
@@ -191,56 +195,57 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead}
 
 
-def walk_done(row_cycles, accel_done: int, n_commands: int, n_blocks: int = 1) -> int:
-    """`core_schedule`'s ``done`` in closed form when the walk waits for the whole op (``cb_outer`` False), without
-    the command list (the cycle model's ``combine_timing = "rtl"``, docs/decisions.md D104; tests check it equal to
+def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
+    """`core_schedule`'s ``done`` in closed form when the walk waits for the whole op (``seg`` False), without the
+    command list (the cycle model's ``combine_timing = "rtl"``, docs/decisions.md D104; tests check it equal to
     `core_schedule`).
 
     Args:
         row_cycles: int64 ``[rows]``, the cycle each drained row leaves ``kaleido_daccel`` (any order); accel_done:
-            its ``done`` cycle; n_commands: the output walk's commands (``len(commands(...))``: tokens x column
-            blocks x axis classes); n_blocks: column blocks (a cycle between two blocks' walks).
+            its ``done`` cycle; n_commands: the output walk's commands (tokens x column blocks x axis classes).
 
     With the rows sorted, ``c_0 <= ... <= c_{n-1}``, the pop rule ``j_k = max(c_k + 2, j_{k-1} + 1)`` gives
-    ``j_{n-1} = max_k (c_k + 2 + n - 1 - k)``; the walk starts at ``x = max(accel_done, j_{n-1} + 3)`` and ``done``
-    is ``x + n_commands + (n_blocks - 1) + 4``.
+    ``j_{n-1} = max_k (c_k + 2 + n - 1 - k)``; the walk starts at ``x = max(accel_done, j_{n-1} + 3)``, its
+    segments back to back, and ``done`` is ``x + n_commands + 4``.
     """
     c = np.sort(np.asarray(row_cycles, dtype=np.int64))
     n = len(c)
     x = int(accel_done) if not n else max(int(accel_done), int((c + (n + 1) - np.arange(n)).max()) + 3)
-    return x + int(n_commands) + int(n_blocks) - 1 + 4
+    return x + int(n_commands) + 4
 
 
-def blocks_done(row_cycles, row_block, accel_done: int, per_block: int, desc_first, desc_last) -> int:
-    """`core_schedule`'s ``done`` for a column-block-outer op (``cb_outer``) in closed form, where no row waits at
-    the FIFO's head for its D buffer (``gated`` 0: tests check it equal to `core_schedule` then; a row that waits
-    makes the op later than this).
+def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_last) -> int:
+    """`core_schedule`'s ``done`` for an op issued segment by segment (``seg``) in closed form, where no row waits
+    at the FIFO's head for its D buffer (``gated`` 0: tests check it equal to `core_schedule` then; a row that
+    waits makes the op later than this).
 
     Args:
-        row_cycles, row_block: int64 ``[rows]`` in the FIFO's order (`fifo_rows`): the cycle each row leaves
-            ``kaleido_daccel`` and its column block. accel_done: the controller's ``done``. per_block: commands a
-            block (tokens x axis classes). desc_first, desc_last: int64 ``[n_blocks]``, the ``desc_valid`` cycle of
-            each block's first and last descriptor (-1: a block without band-tiles).
+        row_cycles, row_seg: int64 ``[rows]`` in the FIFO's order (`fifo_rows`): the cycle each row leaves
+            ``kaleido_daccel`` and its segment's ordinal. accel_done: the controller's ``done``. per_seg: commands
+            of each segment (int64 ``[segments]``, or one int for all). desc_first, desc_last: int64 ``[segments]``,
+            the ``desc_valid`` cycle of each segment's first and last descriptor (-1: a segment without band-tiles).
 
-    Row k pops at ``j_k = max(c_k + 2, j_{k-1} + 1)`` and is counted at ``j_k + 3``; block b is whole from
-    ``max(its last row counted, its last descriptor + 1, min(a later block's first descriptor + 1, accel_done))``
-    and goes at ``g_b = max(whole_b, g_{b-1} + L + 1)`` (L = ``per_block``); ``done`` is ``g_last + L + 4``.
+    Row k pops at ``j_k = max(c_k + 2, j_{k-1} + 1)`` and is counted at ``j_k + 3``; a descriptor is counted 2
+    cycles after its ``desc_valid``; segment b is whole from ``max(its last row counted, its last descriptor + 2,
+    min(a later segment's first descriptor + 2, accel_done))`` and goes at ``g_b = max(whole_b, g_{b-1} + L_{b-1}
+    + 1)``; ``done`` is ``g_last + L_last + 4``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
-    blk = np.asarray(row_block, dtype=np.int64)
+    blk = np.asarray(row_seg, dtype=np.int64)
     first, last = np.asarray(desc_first, dtype=np.int64), np.asarray(desc_last, dtype=np.int64)
-    n_blocks = len(first)
+    nb = len(first)
+    L = np.broadcast_to(np.asarray(per_seg, dtype=np.int64), (nb,))  # noqa: N806
     k = np.arange(len(c), dtype=np.int64)
     counted = np.maximum.accumulate(c - k) + k + 5 if len(c) else c  # j_k + 3
-    row_done = np.full(n_blocks, -1, dtype=np.int64)
+    row_done = np.full(nb, -1, dtype=np.int64)
     np.maximum.at(row_done, blk, counted)
-    nxt, ahead = np.empty(n_blocks, dtype=np.int64), int(accel_done)
-    for b in range(n_blocks - 1, -1, -1):
+    nxt, ahead = np.empty(nb, dtype=np.int64), int(accel_done)
+    for b in range(nb - 1, -1, -1):
         nxt[b] = ahead
         if first[b] >= 0:
-            ahead = min(int(accel_done), int(first[b]) + 1)
-    g = -(1 << 62)
-    for b in range(n_blocks):
-        whole = max(int(row_done[b]), int(last[b]) + 1, min(int(nxt[b]), int(accel_done)), 1)
-        g = max(whole, g + per_block + 1)
-    return g + per_block + 4
+            ahead = min(int(accel_done), int(first[b]) + 2)
+    g, free = 0, 1
+    for b in range(nb):
+        g = max(int(row_done[b]), int(last[b]) + 2 if last[b] >= 0 else 0, min(int(nxt[b]), int(accel_done)), free)
+        free = g + int(L[b]) + 1
+    return g + int(L[-1]) + 4

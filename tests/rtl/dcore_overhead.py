@@ -19,12 +19,12 @@ import numpy as np
 
 from algo.reuse.golden import COMPUTE
 from hw.config import load_config
-from hw.delta_core import cb_outer_order
+from hw.delta_core import segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing import delta as delta_rules
 from sim.timing.compact import band_cycles, combine_stall
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import blocks_done, commands, core_schedule, fifo_rows, walk_done
+from sim.timing.delta_core import blocks_done, commands, core_schedule, fifo_rows, tile_segments, walk_done
 from tests.rtl.cases import make_case
 
 
@@ -42,13 +42,13 @@ def overhead(case, cfg, fw, s, cm) -> tuple[int, int, int, int]:
     band, _first, last, g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32, q)
     rows = np.concatenate(row_out_cycles(band, last, op.rows, cfg))
     done = accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, q)
-    cbs = [t.cb for t in op.tiles]
-    cyc, rcb = fifo_rows(band, last, op.rows, cbs, cfg)
-    descs = [(int(g[n]) + 2, cbs[n], int(op.rows[n])) for n in range(len(cbs))]
+    sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, R, n_cb, fw, s)
+    cyc, rsg = fifo_rows(band, last, op.rows, sgs, cfg)
+    descs = [(int(g[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
     A = len(delta_rules.classes(case.groups))  # noqa: N806
-    core = core_schedule(cyc, done, case.grid, n_cb, A, R, cb_outer_order(cbs), rcb, descs)["done"]
-    # D95's walk: after the whole op, in its order, without the cycle between blocks
-    old = walk_done(rows, done, len(commands(case.grid, n_cb, A, R)), 1)
+    core = core_schedule(cyc, done, case.grid, n_cb, A, R, segment_order(cm, s, n_cb), rsg, descs, fw, s)["done"]
+    # D95's walk: after the whole op
+    old = walk_done(rows, done, len(commands(case.grid, n_cb, A, R)))
     array = band_cycles(op.s_seq, op.rows, cfg)[0]
     F, H, W = case.grid  # noqa: N806
     pools = n_cb * -(-(H * W) // R) * F
@@ -57,10 +57,11 @@ def overhead(case, cfg, fw, s, cm) -> tuple[int, int, int, int]:
 
 
 def what_if(case, cfg, fw, s) -> dict[str, int]:
-    """Estimates, not built (docs/decisions.md D104): ``kaleido_dcore``'s ``done`` on ``case`` (chunk-major) with the
-    walk per (chunk, column block) segment (`blocks_done` over the segments: runs of one column block in issue
-    order, the chunk's tokens a segment), with d accumulate ways and the walk after the op (rows popped up to d a
-    cycle, no way conflicts: a lower bound), and both; beside ``now`` (`core_schedule`)."""
+    """Estimates, not built (docs/decisions.md D104): ``kaleido_dcore``'s ``done`` on ``case`` (chunk-major) with d
+    accumulate ways (rows popped up to d a cycle, no way conflicts: a lower bound), with the walk after the op and
+    with the walk per (chunk, column block) segment as built (`blocks_done` over the segments: runs of one column
+    block in issue order, the chunk's tokens a segment); ``segments``: as built, without ways (`blocks_done`,
+    beside ``now``, `core_schedule`)."""
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=True)
     R, d, M = cfg.array_rows, cfg.drain_rows_per_cycle, case.X.shape[0]  # noqa: N806
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
@@ -115,8 +116,8 @@ def main() -> None:
         print(f"128x128 balanced K {K} (C/P/R {share}, fw {fw}, s {s}): kaleido_dcore's walk would take {k} / {b} = "
               f"{k / b:.3f} (D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
         w = what_if(c, cfg, fw, s)
-        print("  estimates, not built: " + ", ".join(f"{n} {v / b:.2f}" for n, v in w.items() if n != "now")
-              + " (walk per segment; d accumulate ways, walk after the op; both)")
+        print(f"  d accumulate ways (estimates, not built): {w['ways'] / b:.2f} with the walk after the op, "
+              f"{w['both'] / b:.2f} with the segment walk (its closed form without ways {w['segments'] / b:.2f})")
 
 
 if __name__ == "__main__":

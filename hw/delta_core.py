@@ -9,52 +9,60 @@ What the host gives it:
 - the write port, passed on to ``kaleido_daccel`` (``wr_sel`` 0 differences, 1 weights, 2 descriptors without
   queues, 3 decisions); ``wr_sel`` 3 also writes the core's **decision copies**, one word per token of G 2-bit
   codes (`hw.delta_accel_host.dec_words`; COMPUTE 0, PARTIAL 1, REUSE 2), two 1r1w macros (the walk reads a token
-  and its successor in one cycle);
+  and its successor in one cycle), and from the word's bits 2 G up the token's **chunk** (a third 1r1w macro:
+  `sim.timing.delta_core.token_chunks`, D104);
 - ``kaleido_daccel``'s ``c_*`` ports (the queues' op sizes, or ``c_tiles``), passed on;
 - the op ports (stable from ``start`` to ``done``), `core_ports` computes them: ``o_f``, ``o_h``, ``o_w`` the
   grid, ``o_ncb`` column blocks, ``o_n`` output channels, ``o_classes`` axis classes A (`sim.timing.delta.classes`),
   ``o_axis`` per class its axis (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``), ``o_gclass`` per group its class (2
   bits each; `NO_GROUP` for a group the op does not have), ``o_gxoff`` per group its difference-word offset
   (`hw.delta_accel_host.group_layout`: how a descriptor names its group), ``o_fused`` (carried values in the
-  state SRAM: a fused score op, D79).
+  state SRAM: a fused score op, D79); the walk's segments (D104): ``o_fw`` frames a chunk, ``o_nfc`` chunks of
+  frames, ``o_s`` column blocks a group, per column block its segment base and group size (``o_sbase``,
+  ``o_sk``: a segment's ordinal is base + chunk k), ``o_seg`` (the controller issues segment by segment:
+  `segment_order`).
 
 Each descriptor ``kaleido_daccel``'s gather takes (``desc_valid``, ``desc_tile``, ``desc``) is kept as (class,
 column block, row tokens) in a **tile table**, one 1r1w copy per drain port, addressed by band-tile number.
 
 After ``start`` (the same cycle as ``kaleido_daccel``'s), the accumulate and the output walk run together
-(docs/decisions.md D104; D95 ran them one after the other):
+(docs/decisions.md D104; D95 ran them one after the other). The walk goes *segment* by segment
+(`sim.timing.delta_core.segments`): per group of ``o_s`` column blocks, per pool of R positions, per chunk of
+``o_fw`` frames, per column block of the group; within a segment the bench program's order restricted to it (per
+frame, position, class). That is the controller's issue order in D84's chunk-major order (its chunks are a pool's
+frames, `sim.timing.compact.compact_tiles`) and in D68's with one column block a group.
 
-- **Accumulate.** A row drained at cycle c on port p: its tile-table entry is read at c (address ``out_tile``);
-  at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of ``out_row``, column
-  block cb; `tests.rtl.delta_bench.dcombine_program`'s layout), cb and data are written into the **row FIFO**
-  (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid ports on consecutive entries
-  in port order; per entry its cb's parity in flops). One entry is popped a cycle, from the cycle after its
-  write: popped at j, the **seen memory** of its D buffer (one bit per D address, 1r1w, one bank per buffer) is
-  read at j + 1 and the combine's accumulate command issues at j + 2 with ``a_first`` = not seen (a back-to-back
-  repeat forwarded), setting the bit. Column block cb accumulates into D buffer cb mod 2 (``c_sel``).
-- **Output walk**, column block by column block, each once it is *whole*; per block, the bench program's order
-  restricted to it: per pool of R positions, frame, position, class, one command a cycle. With ``o_cbouter``
-  (the op's band-tiles issue column block by column block: `cb_outer_order`) block cb is whole once every row its
-  descriptors list has had its accumulate command (per block the descriptors' ``nrows`` summed as the gather
-  takes them and the accumulate commands counted, in `NB_BANKS` banks by cb mod 4) and a later block's descriptor
-  or ``kaleido_daccel``'s ``done`` has come; without it, once ``done`` has come and the accumulate pipeline is
-  empty (the whole op, D95). The walk goes when its block is whole and no row of its parity is in the accumulate
-  stages; while a block is walked (or whole and waiting to go) a row of its parity (a block two or more later)
-  waits at the FIFO's head: the walk reads that D buffer. A command's token and its successor along the class's
-  axis are read from the decision copies at cycle k; at k + 1 its flags (``c_direct``, ``c_has``, ``c_reg``,
-  ``c_keep``, ``c_hold``) and addresses (the carried store's, the bench's layout) issue, ``c_sel`` the other
-  buffer than the block's, and its seen bit is cleared (so both banks are all zero between ops); its ``Y`` row
-  leaves 2 cycles later on ``y_valid`` with ``y_token`` and ``y_cb``. After a block's last command the walk waits
-  a cycle at least. ``done`` pulses the cycle after the last row.
+- **Accumulate.** A descriptor's segment ordinal is computed the cycle after the gather takes it (its first
+  token's chunk read from the chunk table) and kept with it in the **tile table** (class, column block, row
+  tokens, the ordinal's low bits). A row drained at cycle c on port p: its tile-table entry is read at c (address
+  ``out_tile``); at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of
+  ``out_row``, column block cb; `tests.rtl.delta_bench.dcombine_program`'s layout), segment bits and data are
+  written into the **row FIFO** (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid
+  ports on consecutive entries in port order; per entry its segment's parity in flops). One entry is popped a
+  cycle, from the cycle after its write: popped at j, the **seen memory** of its D buffer (one bit per D address,
+  1r1w, one bank per buffer) is read at j + 1 and the combine's accumulate command issues at j + 2 with
+  ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit. Segment k accumulates into D buffer
+  k mod 2 (``c_sel``).
+- **Output walk**, each segment once it is *whole*: with ``o_seg`` once every row its descriptors list has had its
+  accumulate command (per segment the descriptors' ``nrows`` and the accumulate commands counted, `NB_BANKS`
+  banks by ordinal) and a later segment's descriptor or ``kaleido_daccel``'s ``done`` has come (a segment without
+  band-tiles is whole then); without it the walk starts once ``done`` has come and the accumulate pipeline is
+  empty, its segments back to back (D95's timing). A segment goes when it is whole and no row of its parity is in
+  the accumulate stages; while a segment is walked (or whole and waiting to go) a row of its parity (a segment
+  two or more later) waits at the FIFO's head: the walk reads that D buffer. A command's token and its successor
+  along the class's axis are read from the decision copies at cycle k; at k + 1 its flags (``c_direct``,
+  ``c_has``, ``c_reg``, ``c_keep``, ``c_hold``) and addresses (the carried store's, the bench's layout) issue,
+  ``c_sel`` the other buffer than the segment's, and its seen bit is cleared (so both banks are all zero between
+  ops); its ``Y`` row leaves 2 cycles later on ``y_valid`` with ``y_token`` and ``y_cb``. With ``o_seg`` the walk
+  waits a cycle at least after a segment's last command. ``done`` pulses the cycle after the last row.
 
 Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
 
-Not in this slice (D95, D104): a walk per chunk (D84's chunk-major order on an op of several chunks with s > 1
-column blocks a group issues (chunk, column block) segments, not column blocks outer: ``o_cbouter`` is 0 and the
-walk waits for the whole op), the combine unit's second way (one accumulate a cycle against up to d drained rows
-a cycle: the FIFO absorbs the difference), back-pressure on ``kaleido_daccel``'s drain (``overflow`` is a sticky
-flag, also raised by a descriptor of a block `NB_BANKS` or more past the walked one; `core_schedule`'s
-``fifo_max`` gives the depth an op needs).
+Not in this slice (D95, D104): the combine unit's second way (one accumulate a cycle against up to d drained rows
+a cycle: the FIFO absorbs the difference, and that rate binds the 128 x 128 ops), D68's order with s > 1 walked per
+segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
+(``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
+`core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
 """
 
 from __future__ import annotations
@@ -84,8 +92,9 @@ NO_GROUP = 3
 #: no back-pressure into kaleido_daccel, so the depth an op needs is `sim.timing.delta_core.core_schedule`'s
 #: ``fifo_max``; the seeded test cases reach 39 rows on 8 x 8 with d = 2 (tests use 64), above this default.
 FIFO_PER_PORT = 8
-#: Column blocks whose row counts are held at once (banks by cb mod this): the block walked or waited for and the
-#: next three; a descriptor of a block further ahead raises ``overflow`` (docs/decisions.md D104).
+#: Segments whose row counts are held at once (banks by ordinal mod this): the segment walked or waited for and the
+#: next seven; a descriptor of a segment further ahead raises ``overflow`` (docs/decisions.md D104: the tests' ops
+#: run up to 6 ahead, with one-frame chunks).
 NB_BANKS = 8
 
 
@@ -311,8 +320,8 @@ class DeltaCore(wiring.Component):
         for k in range(1, nbk):
             e_cur, g_cur = Mux(bank == k, exp[k], e_cur), Mux(bank == k, got[k], g_cur)
         done_now = fin | ap.done
-        # whole: column-block-outer issue (o_cbouter): every row the block's descriptors list accumulated and a later
-        # block's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
+        # whole: issued segment by segment (o_seg): every row the segment's descriptors list accumulated and a later
+        # segment's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
         m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
                                  done_now & (count == 0) & ~s1 & ~s2 & (rank == 0) & (r_v == 0)))
         go = Signal(name="walk_go")

@@ -6,14 +6,15 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
   in the FIFO's order (leaving order, a cycle's rows in port order: `fifo_rows`), from the cycle after their
   write (``j >= c + 2``); a popped row's accumulate command issues 2 cycles later and is counted for its column
   block the cycle after that;
-- the walk goes block by block (D104), each once whole: with ``cb_outer`` once every row its descriptors list is
-  counted and a later block's descriptor has come (counted the cycle after its ``desc_valid``) or the controller's
-  ``done`` (``T``); otherwise at ``x = max(T, j_last + 3)`` for every block (the whole op accumulated); a block goes
-  at the first such cycle g with no row of its parity in the two accumulate stages and the walk free (the cycle
-  after the previous block's last command at least); its i-th command is read at ``g + 1 + i`` and issued a cycle
-  later, a token's ``Y`` row leaves 2 cycles after its last class's command; ``done`` pulses at ``g_last + L + 4``
-  (L commands a block);
-- a row of the walked block's parity (or of a whole block waiting to go) waits at the FIFO's head (``gated``);
+- the walk goes segment by segment (D104, `segments`), each once whole: with ``seg`` once every row its descriptors
+  list is counted and a later segment's descriptor has come (a descriptor is counted 2 cycles after its
+  ``desc_valid``: its segment is computed the cycle between) or the controller's ``done`` (``T``); otherwise at
+  ``x = max(T, j_last + 3)`` (the whole op accumulated), the segments back to back; with ``seg`` a segment goes at
+  the first such cycle g with no row of its parity in the two accumulate stages and the walk free (the cycle after
+  the previous segment's last command at least); its i-th command is read at ``g + 1 + i`` and issued a cycle
+  later, a token's ``Y`` row leaves 2 cycles after its last class's command; ``done`` pulses 4 cycles after the
+  last segment's last command is read;
+- a row of the walked segment's parity (or of a whole segment waiting to go) waits at the FIFO's head (``gated``);
 - the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
 
@@ -76,7 +77,7 @@ def tile_segments(tiles, grid, R: int, n_cb: int, fw: int | None = None, s: int 
     return [segment_base(cb, s, n_cb, nch) + ch[t0] * min(s, n_cb - cb // s * s) for cb, t0 in tiles]
 
 
-#: Column blocks whose row counts ``kaleido_dcore`` holds at once (`hw.delta_core.NB_BANKS`).
+#: Segments whose row counts ``kaleido_dcore`` holds at once (`hw.delta_core.NB_BANKS`).
 NB_BANKS = 8
 
 

@@ -214,6 +214,7 @@ class CompactTop(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, pe: str = "instance", choice: str = "self"):
         if pe not in ("instance", "inline"):
+            discard(self)
             raise ValueError(f"pe must be 'instance' or 'inline', got {pe!r}")
         if choice not in ("self", "ext"):
             discard(self)

@@ -47,6 +47,13 @@ pool, ``R x partial_regs`` words over the W ways, so an op's positions H W must 
 tables ``max_cb`` column blocks (default `MAX_CB`) x ``max_tokens`` x ``partial_regs / W`` entries per port and
 way. `core_ports` refuses an op beyond them.
 
+**Similarity front** (``front=True``, Verilog module ``kaleido_ccore_front``, docs/decisions.md D103): `hw.delta_front.
+DeltaFront` (``kaleido_cfront``) between the host and ``kaleido_caccel``, as in `hw.delta_core` (`hw.delta_front.
+front_through`): the host writes raw X (``wr_sel`` 0) and the weights, sets ``c_b1``, ``c_b2`` (the SAD bounds,
+`hw.delta_front.front_ports`) with the op ports, and pulses ``start``; the front (axes ``o_axes``) writes the X bytes
+and the decision words into ``kaleido_caccel`` and the decision copies, and its ``done`` starts the controller: every
+cycle above moves by `sim.timing.delta_front.front_cycles`.
+
 Not in this slice (D97, D104): a walk overlapping the drain finer than column blocks (chunks, pools), more than
 one token a command (the model's 4 d command rate), streaming beyond one pool of positions.
 """
@@ -70,6 +77,8 @@ from hw.sram import macro
 
 #: Verilog module name of `CompactCore`.
 CCORE_MODULE_NAME = "kaleido_ccore"
+#: Verilog module name of `CompactCore` built with its similarity front (``front=True``, docs/decisions.md D103).
+CCORE_FRONT_MODULE_NAME = "kaleido_ccore_front"
 #: Axis codes of ``o_axes``.
 AXIS_CODE = {"f": 0, "h": 1, "w": 2}
 #: Column blocks per op the where tables hold by default: chosen, not derived (the tests' ops have up to 3; each
@@ -92,21 +101,32 @@ class CompactCore(wiring.Component):
     Args:
         cfg: a compact-organisation config. max_cb: column blocks per op (default `MAX_CB`, at most the
             controller's). pe: ``"inline"`` (Amaranth simulation) or ``"instance"`` (submodules by name).
+        ways: the combine's ways W (default `default_ways`; docs/decisions.md D104).
+        front: the similarity front (module docstring, "Similarity front").
         **accel: `CompactAccel`'s keyword arguments (sizes, entries, lanes); the queues are always built.
 
     Raises:
-        ValueError: as `CompactAccel` or `hw.combine.combine_sizes`.
+        ValueError: ``ways`` not a power of two dividing ``partial_regs``; as `CompactAccel`,
+            `hw.combine.combine_sizes` or `hw.delta_front.DeltaFront`.
     """
 
     def __init__(self, cfg: AcceleratorConfig, max_cb: int | None = None, pe: str = "inline",
-                 ways: int | None = None, **accel):
-        self.cfg, self.pe_kind = cfg, pe
+                 ways: int | None = None, front: bool = False, **accel):
+        self.cfg, self.pe_kind, self.front = cfg, pe, front
         self.accel = discard(CompactAccel(cfg, pe=pe, queues=True, **accel))
         #: The combine's ways W (docs/decisions.md D104): a command takes W of a token's groups.
         self.ways = default_ways(cfg) if ways is None else ways
         if self.ways & (self.ways - 1) or cfg.partial_regs % self.ways:
             discard(self.accel)
             raise ValueError(f"{self.ways} combine ways: a power of two dividing partial_regs = {cfg.partial_regs}")
+        #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_cfront``), else None.
+        self.front_unit, fports, abits = None, {}, self.accel.abits
+        if front:
+            from hw.delta_front import DeltaFront
+
+            self.front_unit = fu = discard(DeltaFront(self.accel, pe=pe))
+            fports = {n: fu.signature.members[n] for n in ("c_b1", "c_b2")}
+            abits = max(abits, fu.xabits)
         self.combine = discard(Combine(cfg, instance=pe == "instance", ways=self.ways))
         acc = self.accel
         self.max_cb = min(max_cb or MAX_CB, acc.max_nb)
@@ -120,9 +140,9 @@ class CompactCore(wiring.Component):
         self.where_depth = (1 << self.tb) * (1 << _bits(self.gw))  # a bank per (port, way, block): (token, command)
         self.head_depth = sz["state_depth"]  # per way: one pool's positions x its groups
         super().__init__({
-            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
+            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(abits)),
             "wr_data": In(unsigned(max(acc.dbits, 2 * G))), **{n: acc.signature.members[n] for n in self.cnames},
-            "x_unsigned": In(1), "o_w": In(range(acc.max_tokens + 1)), "o_axes": In(unsigned(2 * G)),
+            **fports, "x_unsigned": In(1), "o_w": In(range(acc.max_tokens + 1)), "o_axes": In(unsigned(2 * G)),
             "start": In(1), "busy": Out(1), "done": Out(1),
             "y_valid": Out(1), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(C * cfg.acc_bits)),
@@ -152,8 +172,15 @@ class CompactCore(wiring.Component):
         cmb = add_child(m, "comb", self.combine, combine_module_name(self.ways), inst)
 
         # --- host writes, start, phases
-        dec_we = self.wr_valid & (self.wr_sel == 3)
-        phase = host_through(m, self, ap, self.wr_valid, ap.x_unsigned.eq(self.x_unsigned))  # 0 idle, 1 running
+        dec_we, dec_addr, dec_data = self.wr_valid & (self.wr_sel == 3), self.wr_addr, self.wr_data[:2 * G]
+        # phase: 0 idle, 1 running (stage and walk), 3 the similarity front (front=True)
+        if self.front:
+            from hw.delta_front import front_through
+
+            phase, fr, dec_we, dec_addr, dec_data = front_through(m, self, ap, inst, self.o_axes,
+                                                                  ap.x_unsigned.eq(self.x_unsigned))
+        else:
+            phase = host_through(m, self, ap, self.wr_valid, ap.x_unsigned.eq(self.x_unsigned))
 
         # --- descriptor fields and the op's group offsets
         pos, off = {}, 0
@@ -242,8 +269,10 @@ class CompactCore(wiring.Component):
         dfl = {n: ap.desc[o:o + b] for n, (o, b) in pos.items()}
         fin = Signal(name="accel_done_seen")
         start_now = (phase == 0) & self.start
+        # the controller's start: the host's, or with the front its done pulse (`hw.delta_front.front_through`)
+        ctrl_start = (phase == 3) & fr.done if self.front else start_now
         for c in range(ncb):
-            with m.If(start_now):
+            with m.If(ctrl_start):
                 m.d.sync += [exp[c].eq(0), got[c].eq(0), past[c].eq(0)]
             with m.Else():
                 with m.If(ap.desc_valid & (dfl["cb"] == c)):
@@ -260,8 +289,7 @@ class CompactCore(wiring.Component):
         for i in range(1 + Wy):
             ports, mac = macro("1r1w", acc.max_tokens, 2 * G, instance=inst)
             m.submodules[f"dec{i}"] = mac
-            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(self.wr_addr), ports.wmask.eq(1),
-                         ports.wdata.eq(self.wr_data[:2 * G])]
+            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(dec_addr), ports.wmask.eq(1), ports.wdata.eq(dec_data)]
             decs.append(ports)
 
         # --- walk: per column block, token, command k (groups k W .. k W + W - 1 on the W ways)
@@ -365,7 +393,10 @@ class CompactCore(wiring.Component):
 
         with m.If(ap.done):
             m.d.sync += fin.eq(1)
-        with m.If(start_now):
+        if self.front:  # the similarity front first: the controller starts with its done pulse
+            with m.If(start_now):
+                m.d.sync += phase.eq(3)
+        with m.If(ctrl_start):
             m.d.sync += [phase.eq(1), fin.eq(0), active.eq(1), cb.eq(0), t.eq(0), f.eq(0), p_.eq(0), x.eq(0), k.eq(0)]
             m.d.sync += [n.eq(0) for row in nxt for n in row]
         with m.If(walking):

@@ -5,7 +5,7 @@ config) from banked SRAM buffers and hands out the drained rows with their tags.
 What the host gives it (written through the write port while idle; `hw.delta_accel_host` packs the words):
 
 - the **difference buffer** ``x``: per token its 9-bit differences (`sim.timing.delta_reference.differences`:
-  ``X - X_eff[nb]``, X itself in the direct form; the similarity unit would form them, not RTL here), group by
+  ``X - X_eff[nb]``, X itself in the direct form; `hw.delta_front` forms them on chip, D103), group by
   group, each group starting on a word of ``P = lanes`` differences: word ``token KW + xoff_g + j`` holds the
   group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[9 l, 9 l + 9)``);
 - the **weight buffer** ``w``: per column block and group, word ``cb KWW + woff_g + j`` holds the group's
@@ -48,7 +48,12 @@ is reset in the ``start`` cycle, so its drain phase and band choice start with t
   read the cycle before it is presented; with the weight stage the controller chooses instead, "Early band
   choice" below). A band presents its band-tile's first slot once the gather has
   written it (the cycle after the cycle after the last write); each slot's operands, modes, weights,
-  ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them.
+  ``first``/``last``/``rows`` as `sim.engines.band_stimulus.BandTile` gives them. **Staging reads** (D105): a
+  band reads its row macros only when its next cycle's slot needs a word their outputs do not hold (a macro's
+  output holds its last read, `hw.sram`): a new band-tile (its band-tile number changed, and gathered; with the
+  early choice, not while the band is idle) or a new word of P channels; only the rows its band-tile lists. Per
+  band a held read address and flag (``b{b}_staging_addr``, ``b{b}_staging_held``); so each band-tile row's words
+  are read once, none on idle or stalled cycles (`staging_re`, `staging_ports` for benches).
 - **Collect**: per drain port, ``out_valid``, ``out_tile`` (the band-tile's number in issue order),
   ``out_row`` (its row: the descriptor's token of that row) and ``out_data`` (C difference sums, ``acc_bits``
   each): the tags a host or combine stage places the row by. ``done`` pulses the cycle after the op's last row
@@ -108,7 +113,8 @@ Timing and counts of this path: `sim.timing.delta_accel.stage_schedule` (``defer
 ``defer``), tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
-Not in this slice (D91, D93, D96): the similarity unit's differences, the combine stage
+Not in this slice (D91, D93, D96): the similarity unit's differences (`hw.delta_front.DeltaFront` in front of it,
+D103), the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
 queues (the segment flag would come from them), the vector unit and fused-attention control (modelled only).
 """
@@ -279,7 +285,10 @@ class DeltaAccel(wiring.Component):
             self.queue = discard(DeltaQueue(self, pe=pe))
             self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
-        self.abits = max(_bits(dp) for _, dp, _, _ in self.geometry.values())
+        # The host's X address ``token KW + word`` spans the X buffer's R / B banks (bank = token mod R / B, module
+        # docstring): its width is the banks' words together, not one bank's (D102: one bank's width dropped the
+        # top token bit, so tokens from 128 on overwrote tokens 0 .. 127 at 256 tokens on tiny-8x8).
+        self.abits = max(_bits(dp * (brows if name == "x" else 1)) for name, (_, dp, _, _) in self.geometry.items())
         if queues:
             self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
@@ -562,6 +571,10 @@ class DeltaAccel(wiring.Component):
             with m.Else():
                 m.d.sync += [nx.eq(ek["nxt"]), has_nx.eq(1)]
         m.d.comb += getattr(top, f"b{b}_tile_in").eq(tile)
+        # idle from the next cycle on (its number then a stale one, not read from: D105's staging reads)
+        idle_nx = Signal(name=f"b{b}_idle_next")
+        m.d.comb += idle_nx.eq(~to_cur & (idle | (done_b & ~has_nx)))
+        ek.setdefault("idle_next", []).append(idle_nx)
         return Mux(to_cur, ek["nxt"], Mux(done_b, nx, tile))
 
     def _top(self, m, reset):
@@ -747,6 +760,9 @@ class DeltaAccel(wiring.Component):
         inst = self.pe_kind == "instance"
         #: Per band the band-tile number it runs (mirrors ``kaleido_dtop``'s ``b{b}_tile``), for test benches.
         self.band_tile, slots_of = [Signal(unsigned(TILE_BITS), name=f"b{b}_tile", init=b) for b in range(B)], []
+        #: Per band its staging read enable (its live rows read together, D105) and per band and band row the
+        #: staging macro's ports, for test benches to count the reads.
+        self.staging_re, self.staging_ports, s_resets = [], [], []
         if self.early:
             ek = self._early_choice(m, regs, regd, running, nxt, entry_of, T)
         for b in range(B):
@@ -775,6 +791,18 @@ class DeltaAccel(wiring.Component):
             nd = {n: arr[ne] for n, arr in regs.items()}
             nchan = Mux(nd["paired"], nslot << 1, nslot)
             s_raddr = Cat(nchan[lp:lp + lxw], ne) if ls + lxw else Const(0, 1)
+            # the staging read (D105): only when the next cycle's slot needs a word the band's row macros do not hold
+            # (their outputs hold the last read's word, `hw.sram`), and only of its band-tile's live rows
+            s_held_addr = Signal(unsigned(_bits(S * XW)), name=f"b{b}_staging_addr")  # the band's last staging read
+            s_held = Signal(name=f"b{b}_staging_held")  # its live rows' outputs hold that word of the band's band-tile
+            s_re = Signal(name=f"b{b}_staging_re")
+            m.d.comb += s_re.eq(running & (ntile < gdone) & (~ek["idle_next"][b] if self.early else 1)
+                                & (~s_held | (ntile != tile) | (s_raddr != s_held_addr)))
+            with m.If(s_re):
+                m.d.sync += s_held_addr.eq(s_raddr)
+            m.d.sync += s_held.eq(s_re | (s_held & (ntile == tile)))
+            self.staging_re.append(s_re)
+            s_resets.append(s_held)
             if not self.stage:
                 wsum = (nd["woff"] + (nchan >> 1))[:lkww]
                 wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
@@ -791,8 +819,9 @@ class DeltaAccel(wiring.Component):
             for i in range(brows):
                 ports, elab = macro("1r1w", S * XW, XB * P, None, instance=inst)
                 m.submodules[f"stage_b{b}_r{i}"] = elab
+                self.staging_ports.append(ports)
                 m.d.comb += [ports.waddr.eq(w_addr), ports.wdata.eq(stage_data[i]), ports.we.eq(w_on[i]),
-                             ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(running)]
+                             ports.wmask.eq(1), ports.raddr.eq(s_raddr), ports.re.eq(s_re & (i < nd["nrows"]))]
                 live = i < cur["nrows"]
                 lane = chan[:lp]
                 xa.append(Mux(live, ports.rdata.word_select(lane, XB), 0))
@@ -862,4 +891,5 @@ class DeltaAccel(wiring.Component):
             if self.early:
                 m.d.sync += [r.eq(0) for r in ek["resets"]] + [i.eq(T <= b) for b, i in enumerate(ek["idle"])]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
+            m.d.sync += [h.eq(0) for h in s_resets]
         return m

@@ -58,6 +58,15 @@ frames, `sim.timing.compact.compact_tiles`) and in D68's with one column block a
 
 Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
 
+**Similarity front** (``front=True``, Verilog module ``kaleido_dcore_front``, docs/decisions.md D103): `hw.delta_front.
+DeltaFront` (``kaleido_dfront``) sits between the host and ``kaleido_daccel``. The host writes raw X with ``wr_sel`` 0
+(`hw.compact_accel_host.x_words`' bytes, into the front's X buffer), the weights as before and each token's chunk
+(``wr_sel`` 3, bits 2 G up; the decision bits are the front's to write), sets the op ports plus ``c_b1``, ``c_b2``
+(the SAD bounds, `hw.delta_front.front_ports`) and ``x_unsigned``, and pulses ``start``: the front runs first (its
+axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the differences and the decision words
+into ``kaleido_daccel`` and the decision copies through the same port (the chunk table only from the host), and its
+``done`` starts the controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
+
 Not in this slice (D95, D104): the combine unit's second way (one accumulate a cycle against up to d drained rows
 a cycle: the FIFO absorbs the difference, and that rate binds the 128 x 128 ops), D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
@@ -82,6 +91,8 @@ from hw.sram import macro
 
 #: Verilog module name of `DeltaCore`.
 DCORE_MODULE_NAME = "kaleido_dcore"
+#: Verilog module name of `DeltaCore` built with its similarity front (``front=True``, docs/decisions.md D103).
+DCORE_FRONT_MODULE_NAME = "kaleido_dcore_front"
 #: Axis classes the ports carry (`sim.timing.delta.classes`: f, h, w).
 MAX_CLASSES = 3
 #: Axis codes of ``o_axis``.
@@ -103,26 +114,41 @@ class DeltaCore(wiring.Component):
 
     Args:
         cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
-        **accel: `DeltaAccel`'s keyword arguments (sizes, entries, lanes; ``queues`` must stay False).
+        pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default; False: the host's band-tile list).
+        front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
+        **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
-        ValueError: as `DeltaAccel`, or ``queues=True``, or ``fifo`` not a positive multiple of d.
+        ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d, or
+            ``front`` without ``queues``.
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 **accel):
+                 front: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
-        self.cfg, self.fifo, self.pe_kind, self.queues = cfg, fifo, pe, queues
+        if front and not queues:
+            discard(self)
+            raise ValueError("the similarity front (front=True) writes decisions: it needs the queues (queues=True)")
+        self.cfg, self.fifo, self.pe_kind, self.queues, self.front = cfg, fifo, pe, queues, front
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
         self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
         self.combine = discard(DeltaCombine(cfg, instance=pe == "instance"))
         acc = self.accel
+        #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_dfront``), else None.
+        self.front_unit = None
+        fports, abits = {}, acc.abits
+        if front:
+            from hw.delta_front import DeltaFront
+
+            self.front_unit = fu = discard(DeltaFront(acc, pe=pe))
+            fports = {n: fu.signature.members[n] for n in ("c_b1", "c_b2", "x_unsigned")}
+            abits = max(abits, fu.xabits)
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
@@ -135,8 +161,9 @@ class DeltaCore(wiring.Component):
         self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
         self.seen_depth = 1 << self.da
         super().__init__({
-            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(acc.abits)),
+            "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(abits)),
             "wr_data": In(unsigned(max(acc.dbits, 2 * G + self.chb))), **{n: acc.signature.members[n] for n in self.cnames},
+            **fports,
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
             "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
@@ -160,9 +187,16 @@ class DeltaCore(wiring.Component):
         desc_bits = self.accel.desc_bits
 
         # --- host writes, start, the run's phases
-        dec_we = self.wr_valid & (self.wr_sel == 3)
-        # phase: 0 idle, 1 accumulate, 2 output
-        phase = host_through(m, self, ap, self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1))
+        dec_we = host_dec = self.wr_valid & (self.wr_sel == 3)  # the chunk table: the host's writes only
+        dec_addr, dec_data = self.wr_addr, self.wr_data[:2 * G]
+        # phase: 0 idle, 1 accumulate, 2 output, 3 the similarity front (front=True)
+        if self.front:  # the front's axes: each group's class's axis
+            from hw.delta_front import front_through
+
+            axes = Cat(*(self.o_axis.word_select(self.o_gclass[2 * g:2 * g + 2], 2) for g in range(G)))
+            phase, fr, dec_we, dec_addr, dec_data = front_through(m, self, ap, inst, axes)
+        else:
+            phase = host_through(m, self, ap, self.wr_valid & ((self.wr_sel != 3) if not self.queues else 1))
 
         # --- tile table: (class, cb, tokens) per band-tile, one copy per drain port
         pos, off = {}, 0
@@ -183,7 +217,7 @@ class DeltaCore(wiring.Component):
         # order, base[cb] + chunk k[cb] (host tables); the chunk from a table the host writes with the decisions
         chunks, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
         m.submodules.chunks = cmac
-        m.d.comb += [chunks.we.eq(dec_we), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
+        m.d.comb += [chunks.we.eq(host_dec), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
                      chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(ap.desc_valid),
                      chunks.raddr.eq(field["tokens"][:tb])]
         d1_v, d1_tile = Signal(name="desc1_valid"), Signal.like(ap.desc_tile, name="desc1_tile")
@@ -210,8 +244,7 @@ class DeltaCore(wiring.Component):
         for i in range(2):
             ports, mac = macro("1r1w", self.accel.max_tokens, 2 * G, instance=inst)
             m.submodules[f"dec{i}"] = mac
-            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(self.wr_addr), ports.wmask.eq(1),
-                         ports.wdata.eq(self.wr_data[:2 * G])]
+            m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(dec_addr), ports.wmask.eq(1), ports.wdata.eq(dec_data)]
             decs.append(ports)
 
         hw_ = Signal(range(acc.max_tokens + 1), name="op_hw")
@@ -429,9 +462,13 @@ class DeltaCore(wiring.Component):
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
-                    m.d.sync += [phase.eq(1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0), waiting.eq(1),
-                                 walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0), x0.eq(0), g0.eq(0),
-                                 rp_.eq(0), fc.eq(0), sord.eq(0)]
+                    m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0),
+                                 waiting.eq(1), walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0),
+                                 x0.eq(0), g0.eq(0), rp_.eq(0), fc.eq(0), sord.eq(0)]
+            if self.front:
+                with m.Case(3):  # the similarity front: the controller starts with its done pulse
+                    with m.If(fr.done):
+                        m.d.sync += phase.eq(1)
             with m.Case(1):
                 with m.If(go):
                     m.d.sync += [walking.eq(1), waiting.eq(0)]

@@ -13,7 +13,10 @@ its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
-stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros; a delta config with a
+stage's command generation and ``kaleido_dcombine``, final ``Y`` rows) with its macros, the similarity front
+``kaleido_dfront`` (hw/delta_front.py, D103: decisions and differences from raw X through ``kaleido_daccel``'s write
+port) with its macros and ``kaleido_dcore_front`` (``kaleido_dcore`` with it: final ``Y`` rows from raw X); a delta
+config with a
 weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's band-tile list with D85's weight
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
 macros. A compact preset also gets
@@ -21,7 +24,8 @@ the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_ac
 buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
 ``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
 with the combine stage's staged writes and command generation and ``kaleido_combine_w<W>``, the combine unit with
-W ways, D104, emitted beside it; final ``Y`` rows).
+W ways, D104, emitted beside it; final ``Y`` rows), and the similarity front ``kaleido_cfront`` with
+``kaleido_ccore_front`` (D103: ``kaleido_ccore`` from raw X).
 The lockstep core and ``kaleido_accel`` are emitted for every preset.
 
 The PE and the column are converted once each and instantiated by name (`hw.array`), so the
@@ -51,13 +55,14 @@ from hw.array import COLUMN_MODULE_NAME, DELAY_VERILOG, PE_MODULE_NAME, Column
 from hw.combine import COMBINE_MODULE_NAME, Combine, combine_module_name
 from hw.compact_accel import CACCEL_MODULE_NAME, CompactAccel
 from hw.compact_array import CompactColumn, CompactTop, column_module_name, top_module_name
-from hw.compact_core import CCORE_MODULE_NAME, CompactCore, default_ways
+from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactCore, default_ways
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine
-from hw.delta_core import DCORE_MODULE_NAME, DeltaCore
+from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DeltaCore
+from hw.delta_front import CFRONT_MODULE_NAME, DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
 from hw.dispatcher.scheduler import Scheduler
@@ -177,6 +182,24 @@ _MODULES = {
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
               "row FIFO + accumulate and output command generation + kaleido_dcombine, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance")),
+    # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
+    # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
+    "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
+               "macros + similarity unit (SAD, thresholds) + effective values, differences and decision codes through "
+               "kaleido_daccel's write port",
+               lambda cfg: DeltaFront(discard(DeltaAccel(cfg, pe="instance", queues=True)), pe="instance")),
+    "dcore_front": (DCORE_FRONT_MODULE_NAME, "Kaleido delta controller with its similarity front and combine stage: "
+                    "kaleido_dfront + kaleido_daccel + tile table + row FIFO + command generation + kaleido_dcombine, "
+                    "final Y rows from raw X", lambda cfg: DeltaCore(cfg, pe="instance", front=True)),
+    # The same front before kaleido_caccel (D103: decisions and X bytes), and kaleido_ccore with it.
+    "cfront": (CFRONT_MODULE_NAME, "Kaleido similarity front of the compact controller: X and effective-value SRAM "
+               "macros + similarity unit (SAD, thresholds) + effective values, X bytes and decision codes through "
+               "kaleido_caccel's write port",
+               lambda cfg: DeltaFront(discard(CompactAccel(cfg, pe="instance", queues=True)), pe="instance")),
+    "ccore_front": (CCORE_FRONT_MODULE_NAME, "Kaleido compact controller with its similarity front and combine "
+                    "stage: kaleido_cfront + kaleido_caccel + tile table + staged writes + output command walk + "
+                    "kaleido_combine, final Y rows from raw X",
+                    lambda cfg: CompactCore(cfg, pe="instance", front=True)),
 }
 _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_top": top_module_name,
               "org_top_ext": lambda cfg: top_module_name(cfg, ext=True),
@@ -203,13 +226,17 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         if default_ways(cfg) > 1:  # kaleido_ccore's combine (D104)
             roles += ["combine_ways"]
             macros += [mc for mc in discard(Combine(cfg, ways=default_ways(cfg))).macros() if mc not in macros]
-        roles += ["caccel", "cqueue", "ccore"]
-        macros += [mc for mc in discard(CompactAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        roles += ["caccel", "cqueue", "ccore", "cfront", "ccore_front"]
+        acc = discard(CompactAccel(cfg, pe="instance", queues=True))
+        macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]
+        macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
     if cfg.organisation == "delta":
-        roles += ["daccel", "dqueue", "dcore"]
-        macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", queues=True)).macros() if mc not in macros]
+        roles += ["daccel", "dqueue", "dcore", "dfront", "dcore_front"]
+        acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
+        macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]
+        macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
             roles += ["org_top_ext", "dstage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
@@ -328,16 +355,18 @@ def main(argv: list[str] | None = None) -> int:
             combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
             ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
-                   "combine stage's command generation (one chunk per op)"
+                   "combine stage's command generation (one chunk per op), kaleido_dcore_front the similarity front "
+                   "kaleido_dfront before it (decisions and differences from raw X)"
                    + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
                       "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
                       "band" if cfg.wstage_sram_kib and cfg.diff_sram_kib
-                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100)"
+                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103)"
                    if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
-                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, ops "
-                   "staged whole; docs/decisions.md D65, D97)")
+                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, a "
+                   "column block walked once staged, on d combine ways), kaleido_ccore_front the similarity front "
+                   "kaleido_cfront before it (decisions from raw X; docs/decisions.md D65, D97, D103, D104)")
             print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
                   f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
                   f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")

@@ -14,7 +14,8 @@ two X words a row). Shapes: 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands
   `sim.engines.band_stimulus.band_op` computes from X and W apart from the RTL; ``Y`` placed from the tags by the
   compact combine rule equals `algo.reuse.golden.apply_decisions`;
 - every row leaves in the cycle `sim.timing.compact_accel` gives and ``done`` comes `caccel_cycles` after ``start``;
-  the controller's band-tile numbers equal ``kaleido_ctop``'s every cycle;
+  the controller's band-tile numbers equal ``kaleido_ctop``'s every cycle; the staging macros read each band-tile
+  row's words once (D105: `tests.rtl.daccel_bench.staging_words`, the read enables counted every cycle);
 - the X buffer's reads equal, in words, the gather's count from the decisions alone, whose bytes are the model's
   array input reads (`sim.cost.compact_actions`: ``n_cb (cc + pc)``);
 - with the queues, every descriptor equals the host list's in order (compact's issue order from ``kaleido_dqueue``
@@ -41,6 +42,7 @@ from sim.timing.compact import band_cycles, band_schedule
 from sim.timing.compact_accel import caccel_cycles, caccel_schedule, gather_reads, queue_steps, row_out_cycles
 from tests.rtl.caccel_bench import host_tiles, run_caccel, runs_from_tags
 from tests.rtl.combine_rules import compact_y
+from tests.rtl.daccel_bench import staging_words
 from tests.test_rtl_compact import CASES, _case, compact_cfg, run_combine
 from tests.test_rtl_compact import SHAPES as _SHAPES
 
@@ -93,6 +95,7 @@ def check_run(cfg, case, op, got, S, lanes, fw, queues):  # noqa: N803
         assert cycle == want[key][0], key
     assert got.cycles == caccel_cycles(op, case.groups, cfg, S, lanes, q)
     assert got.tile_mismatch == 0
+    assert got.staging_reads == staging_words(case, op, lanes)  # D105: each band-tile row's words once
     rows = ((int(op.tiles[n].tokens[i]), op.tiles[n].group, op.tiles[n].n0, w) for (n, i), (_c, w) in got.rows.items())
     y = compact_y(case.decisions, case.grid, case.groups, case.W.shape[1], rows)
     assert np.array_equal(y, apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4))

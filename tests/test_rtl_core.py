@@ -152,6 +152,7 @@ def test_rejected_components_leave_no_unused_warning():
     from amaranth.hdl import UnusedElaboratable
 
     from hw.accel import Accel
+    from hw.compact_array import CompactTop
 
     was = UnusedElaboratable.__dict__.get("_MustUse__silence", False)
     UnusedElaboratable._MustUse__silence = False
@@ -161,6 +162,10 @@ def test_rejected_components_leave_no_unused_warning():
             for cls in (TileCore, Accel):
                 with pytest.raises(ValueError, match="power of two"):
                     cls(CFG, load_channels=3)
+            with pytest.raises(ValueError, match="pe must be"):
+                CompactTop(CFG, pe="bogus")
+            with pytest.raises(ValueError, match="choice must be"):
+                CompactTop(CFG, choice="ahead")
             gc.collect()
     finally:
         UnusedElaboratable._MustUse__silence = was

@@ -12,7 +12,9 @@ orders, with the staging entries and lanes varied. For each:
   tags by the delta combine rule equals `algo.reuse.golden.apply_decisions` and
   `sim.timing.delta_reference.delta_gemm` bit for bit;
 - every row leaves in the cycle `sim.timing.delta_accel.row_out_cycles` gives, and ``done`` comes
-  `accel_cycles` cycles after ``start``; the controller's band-tile numbers equal ``kaleido_dtop``'s every cycle.
+  `accel_cycles` cycles after ``start``; the controller's band-tile numbers equal ``kaleido_dtop``'s every cycle;
+- the staging macros read each band-tile row's words once (D105: `tests.rtl.daccel_bench.staging_words`), the
+  read enables counted every cycle.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from sim.engines.band_stimulus import band_op
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, row_out_cycles
 from sim.timing.delta_reference import delta_gemm
 from tests.rtl.combine_rules import delta_y
-from tests.rtl.daccel_bench import run_daccel
+from tests.rtl.daccel_bench import run_daccel, staging_words
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 # (shape, case, entries, lanes, chunk-major issue order); entries None: 2 B
@@ -76,6 +78,8 @@ def check_run(cfg, case, op, got, S, lanes, fw, queue=None):  # noqa: N803
         assert cycle == want[key][0], key
     assert got.cycles == accel_cycles(op.s_seq, op.rows, _widths(case, op), _rounds(cfg, op), cfg, S, lanes, queue)
     assert got.tile_mismatch == 0
+    # D105: each band-tile row's staging words read once (the macros' read enables, counted every cycle)
+    assert got.staging_reads == staging_words(case, op, lanes)
     # Y from the tags alone: tile n's row i is token op.tiles[n].tokens[i] of its group and column block
     rows = ((int(op.tiles[n].tokens[i]), op.tiles[n].group, op.tiles[n].n0, w[:, None])
             for (n, i), (_c, w) in got.rows.items())

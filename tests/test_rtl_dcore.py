@@ -5,7 +5,9 @@ Seeded cases of tests/test_rtl_delta.py (every decision mix incl. paired half-wi
 scattered and coherent decisions, int8 and uint8, ``f``/``w``/``h`` groups, N = 11 and 5 against C = 8, odd
 widths, direct tokens) and its qk-like cases over two and three axis classes (pools splitting image rows), with the
 carried values in the partial-sum state buffer and in the state SRAM, on 8 x 8 with 2 bands on 2 ports, 4 bands on
-2, 2 bands on 4, and 4 x 8 with 2 bands on 1, in D68's and D84's issue orders, and seeded random ops back to back.
+2, 2 bands on 4, and 4 x 8 with 2 bands on 1, in D68's and D84's issue orders. The 8 x 8, 2-band, 2-port cases
+without the state SRAM (but case 0) and the seeded random ops back to back run on the compiled engine instead
+(tests/test_rtl_core_engine.py, D102), which checks their Y rows and cycles, not the commands and accesses below.
 For each op:
 
 - every token's ``Y`` row of every column block leaves once, tagged (token, column block), equal to
@@ -43,13 +45,17 @@ from tests.test_rtl_dqueue import _random
 FIFO = 64  # rows; the most these cases queue is 39 (core_schedule's fifo_max, checked below)
 
 # (shape, case, chunk-major issue order, fused, queues)
-RUNS = [("8x8-B2-d2", c, False, False, True) for c in range(4)] + [
-    ("8x8-B4-d2", 1, True, False, True), ("4x8-B2-d1", 2, False, False, True), ("8x8-B2-d4", 3, True, False, True),
-    ("8x8-B2-d2", 0, True, False, False), ("4x8-B2-d1", 1, False, False, False),
-    ("8x8-B2-d2", "qk-int8", False, False, True), ("8x8-B2-d2", "qk-int8", True, True, True),
-    ("8x8-B4-d2", "three-axes", True, True, True), ("8x8-B2-d2", "hand", False, True, False),
-    ("8x8-B2-d4", "qk-uint8-coherent", False, True, True), ("8x8-B2-d2", "three-axes", False, False, False),
-]
+# The 8 x 8, 2 bands on 2 ports cases without the state SRAM and the seeded random ops back to back
+# (`ENGINE_RUNS`, `random_ops`) run on the compiled engine (tests/test_rtl_core_engine.py, D102: Y rows and their
+# cycles); case 0 stays here, with the command and access checks below.
+ENGINE_RUNS = [("8x8-B2-d2", c, False, False, True) for c in range(1, 4)] + [
+    ("8x8-B2-d2", 0, True, False, False), ("8x8-B2-d2", "qk-int8", False, False, True),
+    ("8x8-B2-d2", "three-axes", False, False, False)]
+RUNS = [("8x8-B2-d2", 0, False, False, True),
+        ("8x8-B4-d2", 1, True, False, True), ("4x8-B2-d1", 2, False, False, True), ("8x8-B2-d4", 3, True, False, True),
+        ("4x8-B2-d1", 1, False, False, False), ("8x8-B2-d2", "qk-int8", True, True, True),
+        ("8x8-B4-d2", "three-axes", True, True, True), ("8x8-B2-d2", "hand", False, True, False),
+        ("8x8-B2-d4", "qk-uint8-coherent", False, True, True)]
 
 
 def _job(cfg, case, fw, s, cm, fused, queues=True):
@@ -177,16 +183,13 @@ def test_wide_cases_hold_rows_for_their_buffer():
     assert gated > 0
 
 
-def test_dcore_random_ops_back_to_back():
-    # six seeded random ops (tests/test_rtl_dqueue.py's: random grids, 1-3 groups of 1-6 channels on f, w or h,
-    # N 3-17, int8/uint8, scattered or coherent, chunk frames, s 1-3, both issue orders) on one core, each checked as above: the seen
-    # bits the walk clears and the flipped D buffer carry over from op to op.
-    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
+def random_ops() -> list:
+    """Six seeded random ops (tests/test_rtl_dqueue.py's: random grids, 1-3 groups of 1-6 channels on f, w or h,
+    N 3-17, int8/uint8, scattered or coherent, chunk frames, s 1-3, both issue orders), ``(case, fw, s,
+    chunk_major)``: run back to back on one core by tests/test_rtl_core_engine.py (the seen bits the walk clears and
+    the flipped D buffer carry over from op to op)."""
     rng = np.random.default_rng(95)
-    jobs = [_job(cfg, *_random(rng, k), False) for k in range(6)]
-    got = run_dcore(cfg, [j for j, _q in jobs], fifo=FIFO)
-    for (job, queue), run in zip(jobs, got, strict=True):
-        check(cfg, job, queue, run)
+    return [_random(rng, k) for k in range(6)]
 
 
 def test_core_schedule_by_hand():

@@ -13,7 +13,8 @@ chunk-major, slice by slice) and D68's with two column blocks per group. For eac
 - every band-tile's rows leave once, tagged, with `sim.engines.band_stimulus.band_op`'s difference sums, and Y
   from the tags equals `algo.reuse.golden.apply_decisions` on the case's own groups (sliced ones too);
 - every row's cycle and ``done`` equal `stage_schedule`'s; the band-tile numbers equal ``kaleido_dtop``'s;
-- the stage reads, weight-buffer reads (fills) and stage writes counted on the RTL equal `stage_schedule`'s.
+- the stage reads, weight-buffer reads (fills) and stage writes counted on the RTL equal `stage_schedule`'s; the
+  staging macros read each band-tile row's words once (D105: `tests.rtl.daccel_bench.staging_words`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from hw.delta_accel_host import stage_plan, stage_w_words
 from sim.timing.delta_accel import drain_reads, gather_rounds, row_out_cycles, stage_schedule, staged_tiles
 from tests.rtl.cases import make_case
 from tests.rtl.combine_rules import delta_y
-from tests.rtl.daccel_bench import host_tiles, run_staged, staged_op
+from tests.rtl.daccel_bench import host_tiles, run_staged, staged_op, staging_words
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, delta_cfg
 
 
@@ -143,6 +144,7 @@ def test_staged_values_cycles_and_counts(shape, ci, entries, lanes, cm, s, early
     assert got.tile_mismatch == 0
     assert (got.stage_reads, got.fill_reads, got.fill_writes) == (m["reads"], m["fill_reads"], m["fill_reads"])
     assert got.deferred == m["deferred"]
+    assert got.staging_reads == staging_words(job.case, op, lanes)  # D105: each band-tile row's words once
     # Y from the tags alone, on the case's own groups (a sliced group's slices sum to its product, D88)
     rows = ((int(op.tiles[n].tokens[i]), op.tiles[n].group, op.tiles[n].n0, w[:, None])
             for (n, i), (_c, w) in got.rows.items())

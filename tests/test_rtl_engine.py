@@ -370,14 +370,12 @@ def test_build_needs_compiler_only_when_building(tmp_path, monkeypatch):
     assert not (tmp_path / "b").exists()
 
 
-def test_captured_trace_through_rtl(tmp_path):
+def test_captured_trace_through_rtl(tmp_path, captured_block):
     """A whole captured trace (tiny Wan2.1, step 49, block 0: every op of the block, heads of qk
-    and pv) through the compiled RTL: total and per-op cycles and the output checksum equal the
-    cycle model's (`--engine model --checksum`)."""
-    from algo.capture import capture
-
+    and pv; tests/conftest.py's ``captured_block``) through the compiled RTL: total and per-op cycles and
+    the output checksum equal the cycle model's (`--engine model --checksum`)."""
     trace = tmp_path / "captured.npz"
-    save_trace(capture(steps=(49,), seed=0, blocks=(0,)), trace)
+    save_trace(captured_block, trace)
     res_m = kaleido("simulate", str(trace), "-c", "tiny-8x8", "--checksum", "--json", str(tmp_path / "m.json"))
     assert res_m.returncode == 0, res_m.stderr
     res_r = kaleido("simulate", str(trace), "-c", "tiny-8x8", "--engine", "rtl", "--json", str(tmp_path / "r.json"))

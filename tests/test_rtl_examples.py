@@ -1,6 +1,6 @@
-"""The example configs of the compact and delta organisations (hw/presets/examples/), and the refusals a new user
-met in a trial from a fresh clone: `--engine rtl` with a config whose organisation has no RTL engine, and two
-configs that would write their Verilog into one folder."""
+"""The example configs of the compact and delta organisations (hw/presets/examples/), `--engine rtl` with them (their
+op-level controllers since D102; a new user's trial from a fresh clone met a refusal there before), and a refusal:
+two configs that would write their Verilog into one folder."""
 
 from __future__ import annotations
 
@@ -23,12 +23,25 @@ def test_examples_load_and_are_not_presets(org):
     assert bool(cfg.diff_sram_kib and cfg.wstage_sram_kib) == (org == "delta")  # the delta one has a weight stage
 
 
-def test_rtl_engine_refuses_other_organisations(tmp_path):
+def test_rtl_engine_runs_other_organisations_without_waves(tmp_path, monkeypatch):
+    # the compact example through kaleido_ccore (D102; the engine is built by tests/test_rtl_core_engine.py first in
+    # the suite): the outputs' checksum is the golden model's; waveforms are the lockstep engine's only
+    import json
+
+    from algo.trace import load_trace
+    from sim.engines.rtl import golden_checksums
+
     trace = small_trace(tmp_path / "t.npz")
-    res = kaleido("simulate", str(trace), "--config", str(EXAMPLES / "tiny-8x8-delta.toml"), "--engine", "rtl",
+    res = kaleido("simulate", str(trace), "--config", str(EXAMPLES / "tiny-8x8-compact.toml"), "--engine", "rtl",
                   "--json", str(tmp_path / "r.json"))
-    assert_one_line_error(res, "lockstep organisation's RTL only", "'delta'")
-    assert not (tmp_path / "r.json").exists()
+    assert res.returncode == 0, res.stderr
+    out = json.loads((tmp_path / "r.json").read_text())
+    assert out["core"] == "ccore" and out["outputs_sha256"] == golden_checksums(load_trace(trace))[0]
+    monkeypatch.setenv("KALEIDO_WAVES", "1")
+    res = kaleido("simulate", str(trace), "--config", str(EXAMPLES / "tiny-8x8-delta.toml"), "--engine", "rtl",
+                  "--json", str(tmp_path / "w.json"))
+    assert_one_line_error(res, "KALEIDO_WAVES=1 applies to the lockstep RTL engine", "'delta'")
+    assert not (tmp_path / "w.json").exists()
 
 
 def test_rtl_refuses_two_configs_in_one_folder(tmp_path):

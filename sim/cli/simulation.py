@@ -79,9 +79,8 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
     try:
         cfg = load_config(config)
         if cfg.organisation != "lockstep":
-            fail(f"--engine rtl runs the lockstep organisation's RTL only, and {cfg.name}'s organisation is "
-                 f"{cfg.organisation!r} (its tops and controllers are checked by the test benches, docs/decisions.md "
-                 "D86, D91-D99); use a lockstep config, or --engine model")
+            _simulate_core(trace, cfg, json_out, want_waves)
+            return
         tr = load_trace(trace, derive_p=False)  # pv's P regenerated one frame of one head at a time (D81)
         t0 = time.perf_counter()
         with progress_callback("simulate (RTL)", len(tr.ops)) as cb:
@@ -106,6 +105,33 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
         out.print(f"results: {json_out}")
 
 
+def _simulate_core(trace: Path, cfg, json_out: Path | None, want_waves: bool) -> None:
+    """``--engine rtl`` on a delta or compact config: the trace through the op-level controller with its combine
+    stage, ``kaleido_dcore`` or ``kaleido_ccore``, compiled by Verilator (`sim.engines.verilator_core`, D102)."""
+    from algo.trace import load_trace
+    from sim.engines.verilator_build import RtlEngineError
+    from sim.engines.verilator_core import simulate_trace_core
+
+    if want_waves:
+        fail(f"KALEIDO_WAVES=1 applies to the lockstep RTL engine; {cfg.name} is {cfg.organisation!r}")
+    timings: dict = {}
+    try:
+        tr = load_trace(trace)  # pv's P whole: the core's host side slices it
+        res = simulate_trace_core(tr, cfg, str(trace), log=lambda line: print(line, file=sys.stderr, flush=True),
+                                  timings=timings)
+    except (*known_errors(), RtlEngineError) as err:
+        fail(str(err))
+    if json_out is not None:
+        write_json_atomic(json_out, res)
+    out = stdout_console()
+    out.print(f"[bold]{trace}[/] on {cfg.name} (RTL, Verilator, {res['core']}): {res['cycles']:,} controller cycles "
+              f"(start to done per slice; the cycle model's op cycles differ, docs/decisions.md D102); outputs sha256 "
+              f"{res['outputs_sha256'][:16]}...")
+    print(f"RTL engine: {timings.get('run_s', 0):.1f} s in all", file=sys.stderr)
+    if json_out is not None:
+        out.print(f"results: {json_out}")
+
+
 def simulate(
     trace: Annotated[Path | None, typer.Argument(help="trace file from `kaleido capture` (or use --gemm)")] = None,
     config: Annotated[str, typer.Option("--config", "-c", help="preset name or TOML file")] = "kaleido-16nm-128x128",
@@ -124,7 +150,9 @@ def simulate(
     engine: Annotated[str, typer.Option(
         help="model (cycle model) or rtl (the RTL compiled by Verilator, arrays up to 32x32, exact traces only; "
              "reports cycles, tiles, slots and outputs_sha256; build cached in build/verilator/; KALEIDO_WAVES=1 "
-             "writes an FST of the --waves-from window)")] = "model",
+             "writes an FST of the --waves-from window; a delta or compact config runs its op-level controller with "
+             "its combine stage, kaleido_dcore or kaleido_ccore, on tiny-8x8-sized configs, and reports its own "
+             "cycles)")] = "model",
     waves_from: Annotated[int | None, typer.Option(
         help="--engine rtl with KALEIDO_WAVES=1: first tick (clock cycle of the run, reset included) to dump "
              "(default 0)")] = None,

@@ -132,6 +132,7 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.config import AcceleratorConfig
 from hw.pe import LINK_BITS, OPERAND_MUX_BITS
+from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
 from sim.cost.tiling import TiledDecisions, group_code_counts, tile_stats
 from sim.timing.delta import plan as delta_plan
 from sim.timing.dispatch import position_block
@@ -372,7 +373,8 @@ def fused_dram(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, query_
 def empty_actions() -> dict[str, float]:
     """Every action key at zero (so that per-op objects all have the same keys)."""
     keys = [*ARRAY_ACTIONS, "idle_pe_cycles", "sim_add8", "dispatch_add8", "gather_mux_bits", "combine_add",
-            "combine_reg_bits", "stage_reg_bits", "weight_word_reg_bits", *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
+            "combine_reg_bits", "stage_reg_bits", "weight_word_reg_bits", *CONTROLLER_ACTIONS,
+            *(f"sram_{b}_{rw}_bytes" for b in SRAM_BUFFERS for rw in ("read", "write")),
             "dram_read_bytes", "dram_write_bytes", "vec_fp16_add", "vec_fp16_mult", "vec_int_add", "vec_lut_read",
             "cycles"]
     return {k: 0 for k in keys}

@@ -60,7 +60,10 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
 - ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
   the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary); and the bands'
   weight words (`sim.timing.compact.weight_word_bits`, D88, D94: three words of 2 B bytes per band and column,
-  from the model, not the RTL).
+  as ``kaleido_daccel_stage`` builds them, D96), only where the controller has them: a controller without a
+  weight stage (compact's ``kaleido_caccel``, delta's ``kaleido_daccel``) has a weight copy per band instead (D101).
+- ``ctrl_staging``, ``ctrl_weight_copies``, ``ctrl_tables``, ``ctrl_registers``: the op-level controllers'
+  staging macros, extra weight copies, tables and register banks (`sim.cost.controllers`, D101).
 - ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
   to any band-tile row): R x 8 x (R - 1) 2:1 mux bits (the controller's; not RTL yet, D65);
 - ``combine_unit``: `sim.timing.compact.combine_lanes` acc-bit adders in ways of 2 C adders, each way
@@ -173,7 +176,8 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
 
 #: Components only Kaleido's die has (the dense baseline's die is the rest, with its own I/O skew).
 KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_psum", "sram_peff", "sram_state",
-                "sram_diff", "sram_wstage", "band_weight_lanes", "gather_network", "combine_unit")
+                "sram_diff", "sram_wstage", "band_weight_lanes", "gather_network", "combine_unit", "ctrl_staging",
+                "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
 
 
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
@@ -208,9 +212,15 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
 
         io = compact_io_bits(cfg)
         um2["array_io_skew"] = _um2(tech, reg_bits=io["io"])
+        from sim.cost.controllers import area_um2 as controller_um2
+        from sim.cost.controllers import weight_copies
         from sim.timing.compact import weight_word_bits
 
-        um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"] + weight_word_bits(cfg))  # + words (D88)
+        # + the word registers (D88, D94), where the controller has them: a band reading its own weight copy (no
+        # stage: kaleido_caccel, kaleido_daccel) takes its weights straight from it (D91, D97; D101)
+        words = weight_word_bits(cfg) if weight_copies(cfg) == 1 else 0
+        um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"] + words)
+        um2.update(controller_um2(cfg, tech))  # the controllers' staging, weight copies, tables, registers (D101)
         byte = DIFF_BITS if cfg.organisation == "delta" else 8  # a delta operand is a 9-bit difference
         um2["gather_network"] = _um2(tech, mux_bits=R * byte * (R - 1))
         if cfg.organisation == "delta":  # ways of 2 C of the lanes, each as hw/delta_combine.py builds it (D79)

@@ -27,7 +27,13 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
   read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
-  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before.
+  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. Since D101 the
+  controller as built sets this rule where it has no weight stage (compact's ``kaleido_caccel``, delta's
+  ``kaleido_daccel``; `sim.cost.controllers.weight_copies` > 1): each band reads its own weight copy, one word of
+  `sim.cost.controllers.WEIGHT_LANES` = 2 channels x min(C, N) a slot (Σ slots x 2 min(C, N) x n_cb bytes), no word
+  registers are written, and the weight SRAM's writes are charged once per copy (all written together, D91).
+- The controller's own accesses (`sim.cost.controllers.count_actions`, D101): its staging copies, the queues'
+  decision buffer, the core's tables, FIFO and decision copies, its descriptor and queue registers.
 - Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
   output column) holds what a successor can read, the chain's msb partial (a PARTIAL successor adds its
   own lsb to it) and its total (a REUSE successor takes it). The decisions of a chunk are known before its
@@ -75,7 +81,9 @@ the same band-tiles, gather network and weight reads, with these rules instead (
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above go to the stage
   (``sram_wstage``), less the reads that bands in step share (`sim.timing.compact.shared_stage_weights` x min(C,
-  N), D92; the word registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
+  N), D92), times `sim.cost.controllers.STAGE_READ_RATIO` (1.58: what ``kaleido_daccel_stage`` reads on its phased
+  schedule over D92's count, D100's measurement, charged since D101), at most one read per band-tile (the word
+  registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
   SRAM is read once per chunk with band-tiles and column block to fill it, ``chunks x K x N`` bytes, which the
   stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
@@ -98,6 +106,9 @@ from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
+from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
+from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, weight_copies
+from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
 
@@ -202,12 +213,13 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             "sram_psum_write_bytes", "sram_diff_read_bytes", "sram_diff_write_bytes", "sram_partial_read_bytes",
             "sram_partial_write_bytes", "combine_add",
             "combine_reg_bits",
-            "dispatch_add8")
+            "dispatch_add8", *CONTROLLER_ACTIONS)
     for k in keys:
         a[k] = 0
     if delta_blocks is not None:
         a["mac8"] = a["mac5"] = a["mac4"] = 0
-    array_input = weight = lock_input = lock_weight = fills = 0
+    array_input = weight = lock_input = lock_weight = fills = slot_words = 0
+    copies = weight_copies(cfg)
     for i, (td, (slots, grp, nc, npart)) in enumerate(zip(tiled, band_tiles, strict=True)):
         dec = td.decisions
         lock_input += td.stats["rows_x_channels"] * n_cb
@@ -233,6 +245,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         bits = DIFF_BITS if delta_blocks is not None else 8  # a delta operand is a 9-bit difference
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
+        slot_words += int(slots.sum()) * WEIGHT_LANES * min(C, N) * n_cb  # a band's own copy: a word per slot
+        count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg)  # the controller's accesses (D101)
         if stage_chunks is not None:  # one fill of every column block's K x C weights per chunk that has band-tiles
             fills += len(np.unique(stage_chunks[i])) * int(widths.sum()) * N
         a["dispatch_add8"] += dec.size
@@ -252,6 +266,12 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
     read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
+    if stage_chunks is not None:  # the RTL's stage reads on its phased schedule (D100): D92's count x the ratio
+        read = min(weight, STAGE_READ_RATIO * read)
+    if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)
+        read = slot_words
+        a["weight_word_reg_bits"] = 0
+        a["sram_weight_write_bytes"] *= copies  # every copy written (D91: all B together)
     if stage_chunks is not None:  # the bands read the stage; the weight SRAM only fills it (D85)
         a["sram_wstage_read_bytes"] += read
         a["sram_wstage_write_bytes"] += fills

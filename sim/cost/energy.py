@@ -51,9 +51,14 @@ or a bit width of the RTL):
   D89), in both designs. Its wake-up is not charged: the op
   sequence is static, so it is woken during the previous op, and the op lasts 10^5 to 10^8 cycles.
 
+- the op-level controllers' accesses (``ctrl_*``, `sim.cost.controllers.action_energies`, D101): their macros at
+  ``sram_access_pj`` of the macro's own size, their registers at ``reg_bit``, component ``controller``. The bands'
+  weight copies (``ctrl_weight_copies`` in the area) are the weight SRAM's: read and written as ``sram_weight`` and
+  power-gated with it.
+
 Components of ``energy_breakdown_pj``: ``array_macs`` (mac8, mac5, mac4, mac8_plain, pe_add),
 ``pe_registers`` (pe_reg_bits, pipe_reg_bits), ``pe_muxes``, ``dispatcher`` (similarity unit and
-matcher), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
+matcher), ``controller`` (the banded organisations' op-level controllers, D101), ``sram_input``, ``sram_weight``, ``sram_output``, ``sram_partial``, ``dram``,
 ``vector_unit``, ``leakage``. Not modelled: clock tree, wires between SRAMs and the array, control
 FSMs, DRAM refresh/background power, SRAM leakage apart from the die-area and gating rules, the energy of
 waking a gated SRAM.
@@ -70,6 +75,7 @@ from hw.pe import HI_BITS, LO_BITS, SPLIT_MULT_FRACTION, W_BITS, X_BITS
 from sim.cost.actions import FUSED_PAIRS, SCORE_BITS, SRAM_BUFFERS, add_actions, dense_actions, op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
+from sim.cost.controllers import action_energies as controller_energies
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
 from sim.timing.memory import similarity_lanes, vector_lanes
@@ -104,7 +110,7 @@ def row_banks(cfg: AcceleratorConfig, buffer: str) -> int:
     return max(1, min(cfg.array_rows, lanes))
 
 
-COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
+COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit", "controller",
               *(f"sram_{b}" for b in SRAM_BUFFERS),
               "dram", "vector_unit", "leakage")
 
@@ -145,6 +151,7 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "vec_int_add": ("vector_unit", tech.e("add32") * SCORE_BITS / 32),
         "vec_lut_read": ("vector_unit", 8 * reg),
     }
+    out.update(controller_energies(cfg, tech))  # the op-level controllers' macros and registers (D101)
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
         if b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
@@ -167,7 +174,10 @@ def gated_sram_mm2(breakdown: dict[str, float], *actions: dict) -> float:
     of a fused attention pair run interleaved, so their union is on for both."""
     def touched(b: str) -> bool:
         return any(a.get(f"sram_{b}_read_bytes", 0) or a.get(f"sram_{b}_write_bytes", 0) for a in actions)
-    return float(sum(breakdown.get(f"sram_{b}", 0.0) for b in SRAM_BUFFERS if not touched(b)))
+    gated = sum(breakdown.get(f"sram_{b}", 0.0) for b in SRAM_BUFFERS if not touched(b))
+    if not touched("weight"):  # the bands' weight copies (D101) are the weight SRAM's, gated with it
+        gated += breakdown.get("ctrl_weight_copies", 0.0)
+    return float(gated)
 
 
 def energy_of(actions: dict, cfg: AcceleratorConfig, tech: TechTable, area_mm2: float) -> dict[str, float]:

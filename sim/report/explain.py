@@ -20,7 +20,7 @@ array cycles, else the organisation's own loss when Kaleido's slots are above th
 filled band-tiles at pool and chunk ends) -- or ``array``. For the compact organisation ``slots`` are
 band-tile slots divided by the bands (the array-equivalent issue time).
 Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first; the
-compact organisation's own components are ``gather_network``, ``combine_unit`` and ``sram_psum`` (and the delta
+compact organisation's own components are ``gather_network``, ``combine_unit``, ``controller`` (D101) and ``sram_psum`` (and the delta
 organisation's difference-sum buffer ``sram_diff``, D84, which holds what the partial-sum SRAM held before).
 The whole result's energy difference is split into the array's share (`ARRAY_COMPONENTS`: what reuse saves
 and what the PE extras cost) and the share of the units around it (SRAMs, DRAM, vector unit, leakage), where
@@ -110,8 +110,9 @@ def totals(res: dict) -> dict:
 
 #: Energy components of the array itself (`sim.cost.energy.COMPONENTS`); the rest are the units around it.
 ARRAY_COMPONENTS = ("array_macs", "pe_registers", "pe_muxes", "dispatcher", "gather_network", "combine_unit",
-                    "sram_psum", "sram_diff")  # the last four: the compact and delta organisations' own units
-                                               # (sim.cost.compact_actions; sram_diff: delta's D sums, D84)
+                    "controller", "sram_psum", "sram_diff")  # the last five: the compact and delta organisations'
+                                               # own units (sim.cost.compact_actions; controller: their op-level
+                                               # controllers, D101; sram_diff: delta's D sums, D84)
 
 
 def _dram(op: dict, key: str) -> float:

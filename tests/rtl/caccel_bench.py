@@ -109,28 +109,35 @@ class CcoreRun:
     state_reads: int = 0
 
 
-def run_ccore(cfg, jobs, max_cycles=20000, **accel) -> list[CcoreRun]:
+def run_ccore(cfg, jobs, max_cycles=20000, theta=None, **accel) -> list[CcoreRun]:
     """Drive one `hw.compact_core.CompactCore` (inline) through the ops of ``jobs`` (``(case, op, fw)``) one after
     the other: the host words and decision codes, the queues' and the core's op ports, ``start``; every Y row with
-    its tags and cycle until ``done``."""
+    its tags and cycle until ``done``. ``theta``: the core built with its similarity front (D103): no decision codes
+    written (the front decides from the X words), its bounds from ``theta`` (`hw.delta_front.front_ports`)."""
     from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
     from hw.compact_core import CompactCore, core_ports
+    from hw.delta_front import front_ports
     from hw.pe import REUSE
     from tests.rtl.compact_bench import unpack_signed
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    dut = CompactCore(cfg, **accel)
+
+    dut = CompactCore(cfg, front=theta is not None, **accel)
     acc = dut.accel
 
     async def run_op(ctx, job, out):
         case, op, fw = (*job, None)[:3]
         words = op_words(acc, case.X, case.W, case.groups, [])
-        words += [(SEL_DEC, a, w) for a, w in dec_words(acc, case.decisions)]
+        if theta is None:
+            words += [(SEL_DEC, a, w) for a, w in dec_words(acc, case.decisions)]
         await write_words(ctx, dut, words)
         n_cb = -(-case.W.shape[1] // C)
         ports = queue_ports(acc, case.grid, case.groups, fw or case.grid[0], n_cb)
         per_group = np.bincount([t.group for t in op.tiles], weights=op.rows, minlength=len(case.groups))
         ports |= core_ports(dut, case.grid, case.groups, case.W.shape[1], per_group)
+        if theta is not None:
+            fp = front_ports(dut.front_unit, case.grid, case.groups, theta)
+            ports |= {"c_b1": fp["c_b1"], "c_b2": fp["c_b2"]}
         await start_op(ctx, dut, ports | {"x_unsigned": int(case.x_unsigned)})
         cycle = 1
         while not ctx.get(dut.done):

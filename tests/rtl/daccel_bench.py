@@ -21,13 +21,21 @@ class DaccelRun:
     """What one op through the controller gave: ``rows`` ``{(tile, row): (cycle, words int64 [C])}`` (cycle counted
     from the ``start`` cycle), ``cycles`` (``start`` cycle to ``done`` pulse), ``twice`` the tags drained more than
     once, ``tile_mismatch`` the (cycle, band) pairs where the controller's band-tile number differed from
-    ``kaleido_dtop``'s ``b{b}_tile``, ``port`` the drain port each tag left on."""
+    ``kaleido_dtop``'s ``b{b}_tile``, ``port`` the drain port each tag left on, ``staging_reads`` the staging
+    macros' read enables counted every cycle from the cycle after ``start`` to the ``done`` cycle (D105)."""
 
     rows: dict = field(default_factory=dict)
     cycles: int = -1
     twice: list = field(default_factory=list)
     tile_mismatch: int = 0
     port: dict = field(default_factory=dict)
+    staging_reads: int = 0
+
+
+def staging_words(case, op, lanes: int) -> int:
+    """The staging reads D105's rule gives one op, counted from its band-tiles apart from the RTL: each band-tile
+    row's ``ceil(|g| / lanes)`` words read once (its group's width ``|g|``, ``case.groups``)."""
+    return sum(len(t.tokens) * -(-(case.groups[t.group][1] - case.groups[t.group][0]) // lanes) for t in op.tiles)
 
 
 def host_tiles(op) -> list[tuple]:
@@ -68,7 +76,10 @@ async def collect(ctx, cfg, dut, out: DaccelRun, max_cycles: int, per_cycle=None
     nw = len(dut.out_data) // (d * C * ab)  # words per column
     rb = max(1, (dut.brows - 1).bit_length())
     cycle = 1
-    while not ctx.get(dut.done):
+    while True:
+        out.staging_reads += sum(ctx.get(p.re) for p in dut.staging_ports)
+        if ctx.get(dut.done):
+            break
         assert cycle < max_cycles, "the controller did not finish"
         if per_cycle is not None:
             per_cycle(ctx)

@@ -33,12 +33,14 @@ class DcoreRun:
     counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we"), 0))
 
 
-def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> list[DcoreRun]:
+def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, front=False, **accel) -> list[DcoreRun]:
     """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused, ports, (seg, fw, s))``: a
     `tests.test_rtl_delta` case, its `sim.engines.band_stimulus.band_op`, carried values in the state SRAM, with
     ``queues`` the queues' ports, `hw.delta_accel_host.queue_ports`, and the walk's segments,
-    `hw.delta_core.core_ports`) one after the other; without ``queues`` the host writes
-    the band-tile list."""
+    `hw.delta_core.core_ports`) one after the other; without ``queues`` the host writes the band-tile list.
+    ``load``: ``await load(ctx, dut, case, op, ports, chunks)`` writes the op's words (each token's chunk,
+    `sim.timing.delta_core.token_chunks`, among them) and pulses ``start`` instead of
+    `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X, tests/test_rtl_dfront.py)."""
     from amaranth.sim import Simulator
 
     from hw.delta_core import DeltaCore, core_ports
@@ -47,7 +49,7 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
     from tests.rtl.daccel_bench import load_and_start
 
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    dut = DeltaCore(cfg, fifo=fifo, queues=queues, **accel)
+    dut = DeltaCore(cfg, fifo=fifo, queues=queues, front=front, **accel)
     outs = [DcoreRun() for _ in jobs]
     cur = {}
 
@@ -58,8 +60,11 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, **accel) -> l
                 ctx.set(getattr(dut, name), value)
             # the core's output walk reads the decisions, so they are written on the host-list path too; each
             # token's chunk with them (the walk's segments, D104)
-            await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True,
-                                 dec_high=token_chunks(case.grid, cfg.array_rows, fw or case.grid[0]))
+            chunks = token_chunks(case.grid, cfg.array_rows, fw or case.grid[0])
+            if load is None:
+                await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True, dec_high=chunks)
+            else:
+                await load(ctx, dut, case, op, ports, chunks)
             cur["out"] = out
             cycle = 1
             while not ctx.get(dut.done):

@@ -1,0 +1,360 @@
+"""The op-level controllers' memories and register banks as the RTL builds them, and what the cost model charges
+for them (docs/decisions.md D101).
+
+The banded organisations' controllers (hw/delta_accel.py ``kaleido_daccel`` / ``kaleido_daccel_stage``,
+hw/compact_accel.py ``kaleido_caccel``, hw/delta_queue.py ``kaleido_dqueue``, hw/delta_core.py ``kaleido_dcore``,
+hw/compact_core.py ``kaleido_ccore``, and the ``out_tile`` delay of hw/compact_array.py's tops) hold buffers,
+tables and registers that `sim.cost.area` and `sim.cost.energy` did not charge before D101. `inventory` lists every
+memory macro and every register or comparator bank of them as a function of the config, with the rule the RTL
+sizes it by (the formulas are written from the configs' fields here; tests/test_controller_cost.py checks them
+against the macros and registers of the elaborated designs), and which model term charges it:
+
+- ``charged`` = a `sim.cost.area` component that already charged it at the model's full size before D101
+  (``sram_input``: the difference / X buffer is the input SRAM's role; ``sram_weight``, ``sram_wstage``,
+  ``band_weight_lanes``: the weight buffer, the stage, the word registers);
+- ``ctrl_staging``, ``ctrl_weight_copies``, ``ctrl_tables``, ``ctrl_registers``: charged since D101 (`area_um2`);
+- ``None``: not charged, with the reason in ``note``.
+
+Which controller a config runs (`controller`): the delta organisation with a weight stage and a difference-sum
+buffer (the balanced preset) runs ``kaleido_daccel_stage`` (the early band choice of D99 and D100's deferred read,
+on ``kaleido_dtop_ext``) with the queues (``kaleido_dqueue``) standing for its host-written band-tile list (D93: the
+queues' RTL replaces the list; the staged controller's stage fields are not formed by the queues yet, D96) and
+``kaleido_dcore``'s tables; a delta config without a stage runs ``kaleido_daccel`` with its queues; the compact
+organisation ``kaleido_caccel`` with its queues and ``kaleido_ccore``'s tables. The lockstep organisation has none
+of these (its controller, hw/accel.py, is charged as before).
+
+The similarity front (hw/delta_front.py ``kaleido_dfront`` / ``kaleido_cfront``, D103), which `hw.rtl` emits for the
+unstaged delta and the compact controller, is listed with its two buffers and charged ``None``: the model runs the
+similarity pass of D23 and D31 instead (X read in the input SRAM, its X_eff state of a few KiB kept there, its lanes
+in ``dispatcher``, its time overlapped with the array), not this serial first slice, whose X copy and
+effective-value buffer are each as large as the controller's X buffer (256 tokens x 16 words on the examples).
+
+Sizes: the RTL sizes its staging macros, tables and registers by the controller's capacity (``accel_max_tokens``,
+``accel_max_k``, ``accel_max_n`` and `hw.delta_accel.MAX_TILES` band-tiles), a slice's capacity, not a 480p op's
+(D91, D93: a 480p op needs streaming). They are charged at that size, as built. The one exception is the weight
+copies: a band's copy holds what the weight buffer holds, and the model's weight buffer is the weight SRAM
+(``weight_sram_kib``), so a copy is charged as a weight SRAM (`area_um2`).
+
+Costs reuse the technology table's rows (`sim.cost.tech`): ``sram_bit`` per macro bit (the rule every SRAM of
+`sim.cost.area` follows; a small macro's periphery is a larger share than the table's 0.5 array efficiency, so
+the small macros here are if anything under-charged), ``reg_bit`` per register bit, ``add_bit`` per comparator
+or adder bit (a comparator is a subtractor's carry chain). Per access, a macro of ``kib`` KiB costs
+`sim.cost.energy.sram_access_pj` per 64-bit access (`access_pj_per_byte`), the rule of every SRAM of the model.
+"""
+
+from __future__ import annotations
+
+from hw.config import AcceleratorConfig
+from hw.sram import index_bits as _bits
+from hw.sram import pow2ceil as _pow2ceil
+from hw.sram import split_banks
+
+#: The controller's differences (delta, `hw.pe.X_BITS` = 9 bits) or operand bytes (compact, 8) per lane, its lanes
+#: P (`hw.delta_accel.LANES` = 32) and weight channels per word of the unstaged weight buffer
+#: (`hw.delta_accel.WEIGHT_LANES` = 2), the band-tile number's bits (`hw.compact_array.TILE_BITS` = 24), the early
+#: choice's cycle numbers (`hw.delta_accel.EXPECT_BITS` = 32), the row FIFO's entries per drain port
+#: (`hw.delta_core.FIFO_PER_PORT` = 8), the compact core's column blocks (`hw.compact_core.MAX_CB` = 4), the
+#: band-tiles a controller holds (`hw.delta_accel.MAX_TILES` = 1,024) and the bits of a decision code
+#: (`hw.delta_queue.CODE_BITS` = 2): restated here so that the inventory is written from the config, not read off
+#: the designs it is tested against (tests/test_controller_cost.py imports the RTL's and compares).
+DELTA_LANE_BITS, COMPACT_LANE_BITS, LANES, WEIGHT_LANES = 9, 8, 32, 2
+TILE_BITS, EXPECT_BITS, FIFO_PER_PORT, MAX_CB, MAX_TILES, CODE_BITS = 24, 32, 8, 4, 1024, 2
+W_BITS = 8
+#: Word registers per band and column of the staged controller (hw/delta_accel.py ``_stage_band``, D94, D96), as
+#: `sim.timing.compact.WORD_REGISTERS` charges them.
+WORD_REGISTERS = 3
+
+#: The staged controller's weight-stage reads on a Wan2.1-1.3B block at 480p over D92's count
+#: (`sim.timing.compact.shared_stage_weights` on the trace model's schedule, what the model counted before D101):
+#: D100's measurement of the RTL as built (`python -m tests.rtl.dstage_check R 3 --defer behind`, equal to
+#: `sim.timing.delta_accel.stage_schedule(early=True, defer="behind")`), Σ reads ÷ Σ D92 over qkv, qk, o_proj, ffn1
+#: and ffn2: 1.09 at r = 0.3 and 1.58 at r = 0.8. The RTL's count at full size is not computable here
+#: (`stage_schedule` is plain Python: about 5 min for 3 frames with N cut to 256, so hours per 480p op), so the
+#: model charges the larger measured ratio, 1.58, on every staged op: an upper figure at r = 0.3 (measured 1.09),
+#: the measured one at r = 0.8 (D101).
+STAGE_READ_RATIO = 1.58
+
+AREA_COMPONENTS = ("ctrl_staging", "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
+
+
+def controller(cfg: AcceleratorConfig) -> str | None:
+    """The controller the config's organisation runs (module docstring): ``"delta_stage"``, ``"delta"``,
+    ``"compact"`` or None (lockstep)."""
+    if cfg.organisation == "compact":
+        return "compact"
+    if cfg.organisation == "delta":
+        return "delta_stage" if staged(cfg) else "delta"
+    return None
+
+
+def staged(cfg: AcceleratorConfig) -> bool:
+    """The delta organisation with a weight stage and a difference-sum buffer (D85, D96): `kaleido_daccel_stage`."""
+    return cfg.organisation == "delta" and cfg.wstage_sram_kib > 0 and cfg.diff_sram_kib > 0
+
+
+def weight_copies(cfg: AcceleratorConfig) -> int:
+    """Weight buffers the controller reads: one per band without a weight stage (D91, D97: each band reads its
+    own copy every slot), one with it (D96)."""
+    kind = controller(cfg)
+    return 1 if kind in (None, "delta_stage") else cfg.compact_bands
+
+
+def sizes(cfg: AcceleratorConfig) -> dict[str, int]:
+    """The controller's size parameters (hw/delta_accel.py ``DeltaAccel.__init__``'s rules, restated): P, S = 2 B
+    staging entries, ``brows`` = R / B, XW / KW / KWW / KWH words, ``max_nb`` column blocks, ``tb`` token bits,
+    ``halves`` stage half-words per column bank, and ``desc_bits`` (the descriptor word; with the stage fields
+    where `staged`)."""
+    R, C, B, G = cfg.array_rows, cfg.array_cols, cfg.compact_bands, cfg.partial_regs  # noqa: N806
+    P, S, brows = LANES, 2 * B, R // B  # noqa: N806
+    mt, mk, mn = cfg.accel_max_tokens, cfg.accel_max_k, cfg.accel_max_n
+    z = {"P": P, "S": S, "brows": brows, "XW": _pow2ceil(-(-mk // P)), "KW": _pow2ceil(-(-mk // P) + G),
+         "KWW": _pow2ceil(-(-mk // WEIGHT_LANES) + G), "KWH": _pow2ceil(-(-mk // B) + G), "max_nb": -(-mn // C),
+         "tb": _bits(mt), "halves": cfg.wstage_sram_kib * 1024 // C // B if cfg.organisation == "delta" else 0}
+    fields = [_bits(brows + 1), _bits(brows + 1), _bits(mk + 1), 1, _bits(z["max_nb"]), _bits(z["KW"]),
+              _bits(z["XW"] + 1), _bits(z["KWW"]), brows * z["tb"]]
+    z["queue_desc_bits"] = sum(fields)  # the queues' descriptor (hw/delta_queue.py: no stage fields)
+    z["entry_bits"] = sum(fields) - fields[5] - fields[6] - fields[8]  # held per entry: all but xoff, xwords, tokens
+    if staged(cfg):  # seg, sbuf, fsrc, fcount, fdst, saddr (D96)
+        h = z["halves"]
+        fields += [1, _bits(h), _bits(_pow2ceil(z["max_nb"] * z["KWH"])), _bits(z["KWH"] + 1), _bits(h), _bits(h)]
+        z["entry_bits"] += sum(fields[-6:])
+    z["desc_bits"] = sum(fields)
+    return z
+
+
+def _macro(module: str, part: str, kind: str, depth: int, width: int, copies: int, charged: str | None,
+           note: str = "") -> dict:
+    bank, n = split_banks(depth, width)
+    return {"module": module, "part": part, "kind": kind, "depth": bank, "width": width, "count": copies * n,
+            "bits": copies * n * bank * width, "charged": charged, "note": note}
+
+
+def _bank(module: str, part: str, kind: str, bits: int, charged: str | None, note: str = "") -> dict:
+    return {"module": module, "part": part, "kind": kind, "depth": 1, "width": bits, "count": 1, "bits": bits,
+            "charged": charged, "note": note}
+
+
+def inventory(cfg: AcceleratorConfig) -> list[dict]:
+    """Every memory macro (``kind`` ``"1rw"`` / ``"1r1w"``: ``count`` macros of ``depth`` x ``width`` bits, split by
+    depth past 1 Mbit as `hw.sram.split_banks`) and register (``"reg"``, bits) or comparator / adder (``"cmp"``, bits)
+    bank of the config's controller (module docstring), each ``{"module", "part", "kind", "depth", "width",
+    "count", "bits", "charged", "note"}``; ``[]`` for the lockstep organisation."""
+    kind = controller(cfg)
+    if kind is None:
+        return []
+    R, C, B, d, G, acc = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
+                          cfg.drain_rows_per_cycle, cfg.partial_regs, cfg.acc_bits)
+    z = sizes(cfg)
+    P, S, brows, tb = z["P"], z["S"], z["brows"], z["tb"]  # noqa: N806
+    lane = COMPACT_LANE_BITS if kind == "compact" else DELTA_LANE_BITS
+    acc_mod = {"delta_stage": "kaleido_daccel_stage", "delta": "kaleido_daccel", "compact": "kaleido_caccel"}[kind]
+    top = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop"}[kind]
+    out = [_macro(acc_mod, "x", "1rw", _pow2ceil(-(-cfg.accel_max_tokens // brows)) * z["KW"], lane * P, brows,
+                  "sram_input", "the input SRAM's role (differences / operands, R / B banks)"),
+           _macro(acc_mod, "staging", "1r1w", S * z["XW"], lane * P, R, "ctrl_staging",
+                  "per band and band row; the gather writes every band's copy (D91)")]
+    if kind == "delta_stage":
+        out += [_macro(acc_mod, "w", "1rw", _pow2ceil(z["max_nb"] * z["KWH"]), B * C * W_BITS, 1, "sram_weight",
+                       "the one weight buffer (D96)"),
+                _macro(acc_mod, "wstage", "1r1w", -(-z["halves"] // 2), B * W_BITS, 2 * C, "sram_wstage",
+                       "two half-word macros per column bank (D96)"),
+                _macro(acc_mod, "desc", "1rw", _pow2ceil(MAX_TILES), z["desc_bits"], 1, None,
+                       "the host's band-tile list, standing for the queues (D93, D96); the queues are charged")]
+    else:
+        w = _macro(acc_mod, "w", "1rw", _pow2ceil(z["max_nb"] * z["KWW"]), WEIGHT_LANES * C * W_BITS, B,
+                   "sram_weight", "one copy per band (D91, D97)")
+        out.append(w)
+    held = "S descriptor words held for the bands, but their X offsets and tokens"
+    out.append(_bank(acc_mod, "entry registers", "reg", S * z["entry_bits"], "ctrl_registers",
+                     held + (" (incl. the stage fields, D96)" if staged(cfg) else "")))
+    sab = _bits(S * z["XW"])  # a staging macro's read address
+    out += [_bank(acc_mod, "staging read registers", "reg", B * (sab + 1), "ctrl_registers",
+                  "per band the address of its last staging read and a held flag (D105)"),
+            _bank(acc_mod, "staging read comparators", "cmp", B * (2 * TILE_BITS + sab), "ctrl_registers",
+                  "per band: next band-tile gathered (less-than), band-tile changed, address changed (D105)")]
+    if kind == "delta_stage":
+        ports_b = max(1, d // B)
+        regs = B * (EXPECT_BITS * (1 + ports_b) + TILE_BITS + 3) + EXPECT_BITS
+        cmps = EXPECT_BITS * ((B - 1) + 2 + 5 * B)  # read off _early_choice / _early_band; not tested
+        out += [_bank(acc_mod, "early choice registers", "reg", regs, "ctrl_registers",
+                      "per band E, its ports' free cycles, next number, 3 flags; the cycle counter (D99)"),
+                _bank(acc_mod, "early choice comparators", "cmp", cmps, "ctrl_registers",
+                      "the least-E chain, the window, per band 5 cycle sums / compares (D99)"),
+                _bank(acc_mod, "defer comparators", "cmp",
+                      B * (2 * _bits(z["halves"]) + _bits(z["KWH"] + 1) + _bits(z["halves"])), "ctrl_registers",
+                      "per band (buffer, word 0) equality, word index less-than, stage address equality (D100)"),
+                _bank(acc_mod, "word registers", "reg", WORD_REGISTERS * 2 * B * C * W_BITS * B, "band_weight_lanes",
+                      "three words of 2 B channels per band and column (D94)")]
+    out.append(_bank(top, "out_tile delay", "reg", d * TILE_BITS * (C + 1), "ctrl_registers",
+                     "each drain port's band-tile number delayed with its row (D91)"))
+    # the queues (hw/delta_queue.py): the decision buffer, per group a COMPUTE and a PARTIAL queue, the output
+    V = brows  # noqa: N806
+    out += [_macro("kaleido_dqueue", "decisions", "1rw", max(1, (1 << _bits(cfg.accel_max_tokens)) // V),
+                   CODE_BITS * G, V, "ctrl_tables", "V = R / B banks, token mod V (D93)"),
+            _bank("kaleido_dqueue", "queue registers", "reg", 2 * G * (brows * tb + _bits(brows + 1)), "ctrl_registers",
+                  "per group a COMPUTE and a PARTIAL queue of R / B tokens and a count (D93)"),
+            _bank("kaleido_dqueue", "output register", "reg", z["queue_desc_bits"] + 1 + 2 * _bits(z["max_nb"] + 1),
+                  "ctrl_registers", "the emitted descriptor, its valid bit and column blocks (D93)")]
+    if kind != "delta_stage" and cfg.accel_max_k <= max(cfg.max_k, cfg.max_tokens):
+        # the similarity front (hw/delta_front.py, D103; hw.rtl emits it for these controllers, none for the staged
+        # one): raw X and the effective values, token-addressed as the controller's X buffer; the model does not run
+        # it (module docstring, "The similarity front")
+        front = "kaleido_cfront" if kind == "compact" else "kaleido_dfront"
+        depth = _pow2ceil(cfg.accel_max_tokens) * z["KW"]
+        why = ("not charged: the model's similarity pass (D23, D31) reads X in the input SRAM and keeps its X_eff "
+               "state there (a few KiB); this RTL first slice (D103) is not what the model runs")
+        out += [_macro(front, "front x", "1rw", depth, COMPACT_LANE_BITS * P, 1, None,
+                       "raw X bytes, the host's copy; " + why),
+                _macro(front, "effective values", "1r1w", depth, DELTA_LANE_BITS * P, 1, None,
+                       "one 9-bit lane per byte of X; " + why)]
+    if kind == "compact":
+        from hw.combine import combine_sizes
+        from hw.compact_core import default_ways
+
+        W = default_ways(cfg)  # noqa: N806
+        try:
+            cs = combine_sizes(cfg, W)
+        except ValueError:  # a partial-sum SRAM too small for kaleido_combine: no core (the model refuses its ops)
+            return out
+        sa, ra = _bits(cs["stage_depth"]), _bits(cs["state_depth"])
+        max_cb = min(MAX_CB, z["max_nb"])
+        where = (1 << tb) * (1 << _bits(G // W))
+        out += [_macro("kaleido_ccore", "tile table", "1r1w", MAX_TILES, z["desc_bits"], d, "ctrl_tables",
+                       "per drain port, by band-tile number (D97)"),
+                _macro("kaleido_ccore", "where table", "1r1w", where, sa + 1, d * W * max_cb, "ctrl_tables",
+                       "per drain port, combine way and column block, (token, command) -> staging address (D97, D104)"),
+                _macro("kaleido_ccore", "decision copies", "1r1w", cfg.accel_max_tokens, CODE_BITS * G, 1 + W,
+                       "ctrl_tables", "the token's, and per way its group's successor's decisions (D97, D104)"),
+                _macro("kaleido_ccore", "head table", "1r1w", cs["state_depth"], ra, W, "ctrl_tables",
+                       "per way, one state address per (position, group of the way) (D97, D104)")]
+    else:
+        from hw.delta_combine import delta_combine_sizes
+
+        try:
+            da = _bits(delta_combine_sizes(cfg)["d_depth"])
+        except ValueError:  # a partial-sum SRAM too small for kaleido_dcombine: no core (the model refuses its ops)
+            return out
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, 2 + _bits(z["max_nb"]) + brows * tb, d,
+                       "ctrl_tables", "per drain port: class, column block, row tokens (D95)"),
+                _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, da + C * acc, d, "ctrl_tables",
+                       "d banks of the drained rows waiting for the one-way combine (D95)"),
+                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << da, 1, 1, "ctrl_tables",
+                       "one per D-buffer word (D95)"),
+                _macro("kaleido_dcore", "decision copies", "1r1w", cfg.accel_max_tokens, CODE_BITS * G, 2,
+                       "ctrl_tables", "the token's and its successor's decisions (D95)")]
+    return out
+
+
+def area_um2(cfg: AcceleratorConfig, tech) -> dict[str, float]:
+    """um^2 of the controllers' parts charged since D101, by `AREA_COMPONENTS` key (all present; zeros for the
+    lockstep organisation): macros at ``sram_bit`` per bit, registers at ``reg_bit``, comparators at ``add_bit``
+    (module docstring); ``ctrl_weight_copies`` is ``weight_copies - 1`` copies of the weight SRAM
+    (``weight_sram_kib``), the buffer a band's copy stands for."""
+    out = dict.fromkeys(AREA_COMPONENTS, 0.0)
+    unit = {"1rw": tech.a("sram_bit"), "1r1w": tech.a("sram_bit"), "reg": tech.a("reg_bit"), "cmp": tech.a("add_bit")}
+    for p in inventory(cfg):
+        if p["charged"] in out:
+            out[p["charged"]] += p["bits"] * unit[p["kind"]]
+    out["ctrl_weight_copies"] = (weight_copies(cfg) - 1) * cfg.weight_sram_kib * 8192 * tech.a("sram_bit")
+    return out
+
+
+def part(cfg: AcceleratorConfig, module: str, name: str) -> dict:
+    """The `inventory` entry of ``module``'s ``name``; KeyError if the config's controller has none."""
+    for p in inventory(cfg):
+        if p["module"] == module and p["part"] == name:
+            return p
+    raise KeyError(f"{cfg.name}: no {module} {name}")
+
+
+def access_pj_per_byte(tech, depth: int, width: int) -> float:
+    """pJ per byte read or written of a macro of ``depth`` x ``width`` bits: `sim.cost.energy.sram_access_pj` of its
+    KiB per 64-bit access, / 8."""
+    from sim.cost.energy import sram_access_pj
+
+    return sram_access_pj(tech, depth * width / 8192) / 8
+
+
+#: The controllers' per-access actions (`count_actions`), all charged to the ``controller`` energy component.
+ACTIONS = ("ctrl_staging_write_bytes", "ctrl_staging_read_bytes", "ctrl_dec_bytes", "ctrl_tile_bytes",
+           "ctrl_fifo_bytes", "ctrl_copy_bytes",
+           "ctrl_where_bytes", "ctrl_head_bytes", "ctrl_reg_bits")
+
+_ACTION_PART = {"ctrl_staging_write_bytes": (None, "staging"), "ctrl_staging_read_bytes": (None, "staging"),
+                "ctrl_dec_bytes": ("kaleido_dqueue", "decisions"),
+                "ctrl_tile_bytes": (None, "tile table"), "ctrl_fifo_bytes": ("kaleido_dcore", "row FIFO"),
+                "ctrl_copy_bytes": (None, "decision copies"), "ctrl_where_bytes": ("kaleido_ccore", "where table"),
+                "ctrl_head_bytes": ("kaleido_ccore", "head table")}
+
+
+def action_energies(cfg: AcceleratorConfig, tech) -> dict[str, tuple[str, float]]:
+    """``{action: ("controller", pJ)}`` for `ACTIONS`: a macro's bytes at `access_pj_per_byte` of its macro (one
+    bank of its part in `inventory`), ``ctrl_reg_bits`` at the table's ``reg_bit``; a part the config's controller
+    does not have costs 0 (it is never counted)."""
+    out = {"ctrl_reg_bits": ("controller", tech.e("reg_bit"))}
+    parts = inventory(cfg)
+    for act, (module, name) in _ACTION_PART.items():
+        p = next((p for p in parts if p["part"] == name and module in (None, p["module"])), None)
+        out[act] = ("controller", access_pj_per_byte(tech, p["depth"], p["width"]) if p else 0.0)
+    return out
+
+
+def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -> dict:  # noqa: N803
+    """Add one batch element's controller accesses to ``a`` (in place; returns it). ``dec``: its decisions ``[M,
+    G]``; ``tiles``: its band-tiles ``(slots, group, n_compute, n_partial)`` (`sim.timing.compact.compact_tiles`),
+    each issued once per column block (n_cb = ceil(N / C)). Rules (module docstring; D101):
+
+    - staging: the gather writes each band-tile row's ``ceil(|g| / P)`` words into the row's macro of every band
+      (B copies, D91); the band running it reads each of those words once from each live row's macro (D105: a read
+      only when the next slot needs a word the macros' outputs do not hold: a new band-tile or a new word), so the
+      reads are the writes of one copy; the band's held read address (and its flag) written per read;
+    - the queues' decision buffer: each token's word written once, read by the two scan passes (COMPUTE, then
+      PARTIAL) once per column block (D93: compact rescans per column block, delta's D84 order reruns the chunk per
+      column block of its group);
+    - the tile table: an entry written per band-tile, read per drained row; delta's row FIFO: each drained row
+      written and read once; the decision copies: both written per token, both read per combine command (delta:
+      per column block, token and axis class, D95; compact: per column block, token and group, D97); compact's
+      where table: written per drained row and cleared per command, read per command; its head table read and
+      written per command;
+    - registers: a band-tile's entry registers written once per column block, each queued (token, group) a token
+      register; staged: each band-tile's expected last slot and its port's free cycle (2 x `EXPECT_BITS`).
+    """
+    import numpy as np
+
+    from algo.reuse.golden import REUSE
+    from sim.timing.delta import classes
+
+    kind = controller(cfg)
+    if kind is None:
+        return a
+    z = sizes(cfg)
+    C, B, G = cfg.array_cols, cfg.compact_bands, cfg.partial_regs  # noqa: N806
+    n_cb = -(-N // C)
+    slots, grp, nc, npart = tiles
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    rows = nc + npart
+    lane = COMPACT_LANE_BITS if kind == "compact" else DELTA_LANE_BITS
+    word = z["P"] * lane / 8
+    n_tiles, rows_out = len(slots) * n_cb, int(rows.sum()) * n_cb
+    M = dec.shape[0]  # noqa: N806
+    words = -(-widths[grp] // z["P"])  # per band-tile the staging words of each of its rows
+    a["ctrl_staging_write_bytes"] += n_cb * word * B * int((rows * words).sum())
+    a["ctrl_staging_read_bytes"] += n_cb * word * int((rows * words).sum())
+    dec_bytes = CODE_BITS * G / 8
+    a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
+    core = {(p["module"], p["part"]): p["width"] / 8 for p in inventory(cfg)}
+    if kind == "compact" and ("kaleido_ccore", "tile table") in core:
+        commands = n_cb * M * len(groups)
+        a["ctrl_where_bytes"] += core["kaleido_ccore", "where table"] * (rows_out + 2 * commands)
+        a["ctrl_head_bytes"] += core["kaleido_ccore", "head table"] * 2 * commands
+        a["ctrl_tile_bytes"] += core["kaleido_ccore", "tile table"] * (n_tiles + rows_out)
+        a["ctrl_copy_bytes"] += dec_bytes * 2 * (M + commands)
+    elif ("kaleido_dcore", "tile table") in core:
+        commands = n_cb * M * len(classes(groups))
+        a["ctrl_fifo_bytes"] += core["kaleido_dcore", "row FIFO"] * 2 * rows_out
+        a["ctrl_tile_bytes"] += core["kaleido_dcore", "tile table"] * (n_tiles + rows_out)
+        a["ctrl_copy_bytes"] += dec_bytes * 2 * (M + commands)
+    queued = int((np.asarray(dec) != REUSE).sum()) * n_cb
+    a["ctrl_reg_bits"] += n_tiles * (z["entry_bits"] + (2 * EXPECT_BITS if kind == "delta_stage" else 0)) \
+        + queued * z["tb"] + n_cb * int(words.sum()) * (_bits(z["S"] * z["XW"]) + 1)
+    return a

@@ -1,0 +1,541 @@
+"""Ops through the compiled op-level controllers with their combine stage (docs/decisions.md D102): ``kaleido_dcore``
+(delta, `hw.delta_core`) and ``kaleido_ccore`` (compact, `hw.compact_core`) on `sim.engines.verilator_stream`'s
+engine, so that the host's side is a per-cycle record stream and Python runs no cycle.
+
+An op's records are what the Amaranth benches do (tests/rtl/dcore_bench.py, caccel_bench.py): one host write a
+cycle (``wr_valid``, ``wr_sel``, ``wr_addr``, ``wr_data``: the differences or X bytes, the weights and the decision
+codes, `hw.delta_accel_host` / `hw.compact_accel_host`), then the ``start`` cycle with the queues' and the core's op
+ports (`queue_ports`, `core_ports`), then those ports held until ``done`` (the segment's wait, bounded by `bound`).
+Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done`` cycle, both counted from
+the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core without a reset between
+them, as the benches' multi-op tests do.
+
+Capacity: the controllers hold one op of at most ``accel_max_tokens`` tokens (256), ``accel_max_k`` channels (64),
+``partial_regs`` groups and `hw.delta_accel.MAX_TILES` band-tiles; ``kaleido_dcore`` holds the op's difference sums
+and carried values in one buffer each (`hw.delta_core.core_ports`), ``kaleido_ccore`` one pool of positions (H W
+<= R), `hw.compact_core.MAX_CB` column blocks and its staging macros' rows. `slices` cuts a bigger op on the host:
+channels by whole groups (each slice's Y is ``X_eff[:, slice] @ W[slice]``, the host adds them), then output column
+blocks (every slice keeps all tokens) for ``kaleido_dcore``; ``kaleido_ccore`` also needs its tokens cut into
+sub-grids of whole image rows (``F x H' x W`` with ``H' W <= R``), which keeps every ``f`` and ``w`` neighbour
+inside the slice, and ``h`` neighbours only when ``H' = H`` (an op with an ``h`` group and ``H W > R`` is refused).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hw.config import AcceleratorConfig
+from sim.engines.verilator_build import BUILD_ROOT, RtlEngineError
+from sim.engines.verilator_stream import StreamEngine, encode
+from sim.engines.verilator_stream import field as port_field
+
+#: The core each organisation runs.
+CORE_MODULE = {"delta": "dcore", "compact": "ccore"}
+#: ``kaleido_dcore``'s row FIFO built into the engine, entries (`hw.delta_core.DeltaCore`'s ``fifo``; `hw.rtl`
+#: emits `hw.delta_core.FIFO_PER_PORT` d = 16 on tiny-8x8, tests/test_rtl_dcore.py uses 64): chosen for the captured
+#: trace, whose one-column-block slices of qkv back up 106 rows (`sim.timing.delta_core.core_schedule`'s
+#: ``fifo_max``), two column blocks 205 (D102). The FIFO has no back-pressure (D95), so `slices` keeps a slice's
+#: ``fifo_max`` within it and `CoreRun` reports ``overflow``.
+DCORE_FIFO = 256
+#: `bound`'s cycles per (token, column block, group) and its constant: chosen, about 10x what the cores need on the
+#: tests' ops and the captured trace's slices (docs/decisions.md D102).
+BOUND_PER_ITEM, BOUND_BASE = 20, 20_000
+
+
+@dataclass
+class CoreOp:
+    """One op as a core runs it: X int8 or uint8 ``[M, K]``, W int8 ``[K, N]``, ``grid`` ``(F, H,
+    W)`` with ``F H W = M``, ``groups`` ``[(k0, k1, axis)]`` covering ``0 .. K``, ``decisions`` int8 ``[M, G]``
+    (`algo.reuse.golden` codes), ``x_unsigned`` (uint8 X), ``fused`` (``kaleido_dcore``: carried values in the state
+    SRAM, D79)."""
+
+    X: np.ndarray
+    W: np.ndarray
+    grid: tuple
+    groups: list
+    decisions: np.ndarray
+    x_unsigned: bool = False
+    fused: bool = False
+    #: ``(Fw, s, chunk_major)`` to run instead of the model's plan (`CoreEngine.plan`; compact: ``s`` 1, no order)
+    plan: tuple | None = None
+
+
+@dataclass
+class CoreRun:
+    """What one op through a core gave: ``y`` int64 ``[M, N]`` (each (token, column block) row written once),
+    ``rows`` ``{(token, cb): cycle}``, ``twice`` rows handed out more than once, ``done`` the ``done`` cycle (cycles
+    counted from the ``start`` cycle, cycle 0), ``writes`` the host-write cycles before ``start``, ``overflow``
+    (``kaleido_dcore``'s sticky FIFO flag; False for ``kaleido_ccore``)."""
+
+    y: np.ndarray
+    rows: dict = field(default_factory=dict)
+    twice: list = field(default_factory=list)
+    done: int = -1
+    writes: int = 0
+    overflow: bool = False
+
+
+def bound(op: CoreOp) -> int:
+    """The most cycles after ``start`` a run waits for ``done`` (`BOUND_PER_ITEM` per (token, column block, group)
+    plus `BOUND_BASE`): a run past it is an error, not a hang."""
+    M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
+    return BOUND_PER_ITEM * M * -(-N // 8) * len(op.groups) + BOUND_BASE
+
+
+def _unpack_rows(data: np.ndarray, n: int, bits: int) -> np.ndarray:
+    """int64 ``[rows, n]``: each byte row of ``data`` (uint8 ``[rows, bytes]``, little-endian) as ``n`` signed
+    ``bits``-bit lanes."""
+    b = np.unpackbits(data, axis=1, bitorder="little")[:, :n * bits].reshape(len(data), n, bits).astype(np.int64)
+    v = (b << np.arange(bits, dtype=np.int64)).sum(axis=2)
+    return v - ((v >> (bits - 1)) << bits)
+
+
+class CoreEngine:
+    """The compiled core of a delta or compact config (`CORE_MODULE`), running `CoreOp` lists.
+
+    Args:
+        cfg: a delta or compact config. fifo: ``kaleido_dcore``'s row FIFO (default `DCORE_FIFO`).
+        waves, build_root, log: as `sim.engines.verilator_build.build`.
+
+    Raises:
+        RtlEngineError: another organisation, or as `sim.engines.verilator_stream.StreamEngine`.
+    """
+
+    def __init__(self, cfg: AcceleratorConfig, fifo: int = DCORE_FIFO, waves: bool = False,
+                 build_root: Path = BUILD_ROOT, log=None):
+        from hw import discard
+
+        if cfg.organisation not in CORE_MODULE:
+            raise RtlEngineError(f"the core engine runs the delta or compact organisation; {cfg.name} is "
+                                 f"{cfg.organisation!r}")
+        self.cfg, self.module = cfg, CORE_MODULE[cfg.organisation]
+        opts = {"fifo": fifo} if self.module == "dcore" else {}
+        self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
+        if self.module == "dcore":
+            from hw.delta_core import DeltaCore
+
+            self.core = discard(DeltaCore(cfg, pe="instance", **opts))
+        else:
+            from hw.compact_core import CompactCore
+
+            self.core = discard(CompactCore(cfg, pe="instance"))
+
+    # ---- records ---------------------------------------------------------------------------------------------
+
+    def plan(self, op: CoreOp) -> tuple[int, int, bool]:
+        """``(Fw, s, chunk_major)``: the model's frames per chunk, column blocks per group and delta issue order
+        (`sim.timing.delta.plan`, D84's order with a difference-sum buffer; compact: `sim.timing.compact.chunk_frames`,
+        s = 1)."""
+        K, N = op.W.shape  # noqa: N806
+        if op.plan is not None:
+            return op.plan
+        if self.module == "dcore":
+            from sim.timing import delta as rules
+
+            fw, s = rules.plan(self.cfg, op.grid[0], K, N, False, "op", op.groups)
+            return fw, s, bool(self.cfg.diff_sram_kib)
+        from sim.timing.compact import chunk_frames
+
+        return chunk_frames(self.cfg, op.grid[0], K, N, op.groups, False, "op"), 1, False
+
+    def records(self, op: CoreOp, bop=None) -> tuple[np.ndarray, int]:
+        """uint8 ``[writes + 2, in bytes]``: the op's host writes, its ``start`` cycle and the held op ports (module
+        docstring); and the number of writes.
+
+        Raises:
+            ValueError: the op exceeds the core (`hw.delta_core.core_ports` / `hw.compact_core.core_ports`)."""
+        acc, core = self.core.accel, self.core
+        N = op.W.shape[1]  # noqa: N806
+        n_cb = -(-N // self.cfg.array_cols)
+        fw, s, cm = self.plan(op)
+        X, W = op.X, np.asarray(op.W, np.int64)  # noqa: N806
+        if self.module == "dcore":
+            from hw.delta_accel_host import SEL_DEC, dec_words, op_words, queue_ports
+            from hw.delta_core import core_ports
+            from sim.timing.delta_reference import differences
+
+            ports = core_ports(core, op.grid, op.groups, N, op.fused)
+            diffs = differences(X, op.grid, op.groups, op.decisions).astype(np.int64)
+            words = op_words(acc, diffs, W, op.groups, [])
+            ports |= queue_ports(acc, op.grid, op.groups, fw, n_cb, s, cm)
+        else:
+            from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
+            from hw.compact_core import core_ports
+
+            bop = bop if bop is not None else tile_list(self, op)
+            ports = core_ports(core, op.grid, op.groups, N, rows_per_group(bop, op.groups))
+            words = op_words(acc, X, W, op.groups, [])
+            ports |= queue_ports(acc, op.grid, op.groups, fw, n_cb) | {"x_unsigned": int(op.x_unsigned)}
+        words += [(SEL_DEC, a, w) for a, w in dec_words(acc, op.decisions)]
+        nw = len(words)
+        vals = {"wr_valid": [1] * nw + [0, 0], "wr_sel": [w[0] for w in words] + [0, 0],
+                "wr_addr": [w[1] for w in words] + [0, 0], "wr_data": [int(w[2]) for w in words] + [0, 0],
+                "start": [0] * nw + [1, 0]}
+        vals |= {k: [0] * nw + [int(v), int(v)] for k, v in ports.items()}
+        return encode(self.engine.ins, nw + 2, vals), nw
+
+    # ---- runs ------------------------------------------------------------------------------------------------
+
+    def run(self, ops: list[CoreOp], bops: list | None = None) -> list[CoreRun]:
+        """Run ``ops`` back to back on one core (one run from reset; ``bops`` their `tile_list`, optional).
+
+        Raises:
+            ValueError: an op exceeds the core. RtlEngineError: an op did not finish within `bound`, or the core was
+                not ready for a host write (``wr_ready`` low)."""
+        bops = bops or [None] * len(ops)
+        recs = [self.records(op, b) for op, b in zip(ops, bops, strict=True)]
+        [outs] = self.engine.run_segments([[(r, bound(op)) for (r, _n), op in zip(recs, ops, strict=True)]],
+                                          stop="done")
+        C, ab, lay = self.cfg.array_cols, self.cfg.acc_bits, self.engine.outs  # noqa: N806
+        res = []
+        for op, (_r, nw), out in zip(ops, recs, outs, strict=True):
+            M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
+            ready = port_field(lay, out[:nw], "wr_ready")
+            if not ready.all():  # the benches assert it before every write; here the run is over, so say where
+                raise RtlEngineError(f"{self.module}: wr_ready low at host write {int(np.argmin(ready))} of an op")
+            run = CoreRun(np.zeros((M, N), np.int64), done=len(out) - 1 - nw, writes=nw)
+            if self.module == "dcore":
+                run.overflow = bool(port_field(lay, out[-1:], "overflow")[0])
+            vr = np.flatnonzero(port_field(lay, out, "y_valid"))
+            toks, cbs = port_field(lay, out, "y_token", vr), port_field(lay, out, "y_cb", vr)
+            w, off = next((w, o) for n, w, o in lay if n == "y_data")
+            vals = _unpack_rows(out[vr, off:off + -(-w // 8)], C, ab)
+            for i, t, cb, v in zip(vr, toks, cbs, vals, strict=True):
+                key = (int(t), int(cb))
+                if key in run.rows:
+                    run.twice.append(key)
+                run.rows[key] = int(i) - nw
+                n = min(C, N - cb * C)
+                if t < M and n > 0:
+                    run.y[t, cb * C:cb * C + n] = v[:n]
+            res.append(run)
+        return res
+
+    # ---- the controllers' timing models ------------------------------------------------------------------------
+
+    def expected(self, op: CoreOp, bop=None) -> dict:
+        """The core's cycles by its timing functions, computed apart from the RTL: ``rows`` ``{(token, cb): cycle}``,
+        ``done``, and for ``kaleido_dcore`` ``fifo_max`` (`sim.timing.delta_accel` into
+        `sim.timing.delta_core.core_schedule`; compact: `sim.timing.compact_accel.caccel_cycles` into
+        `core_cycles`), with the staging entries and lanes `hw.rtl` builds (2 B, `hw.delta_accel.LANES`)."""
+        from hw.delta_accel import LANES
+
+        cfg = self.cfg
+        bop = bop if bop is not None else tile_list(self, op)
+        R, B, C = cfg.array_rows, cfg.compact_bands, cfg.array_cols  # noqa: N806
+        M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
+        n_cb = -(-N // C)
+        fw, s, cm = self.plan(op)
+        if self.module == "dcore":
+            from sim.timing.delta import classes
+            from sim.timing.delta_accel import (
+                accel_cycles,
+                accel_schedule,
+                gather_rounds,
+                queue_steps,
+                row_out_cycles,
+            )
+            from sim.timing.delta_core import core_schedule
+
+            widths = np.array([op.groups[t.group][1] - op.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
+            rounds = gather_rounds([t.tokens for t in bop.tiles], R // B)
+            q = queue_steps(op.decisions, op.grid, R, R // B, fw, n_cb, s, cm)
+            band, _first, last, _g = accel_schedule(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
+            rows = np.concatenate(row_out_cycles(band, last, bop.rows, cfg)) if bop.tiles else np.zeros(0, np.int64)
+            done = accel_cycles(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
+            sch = core_schedule(rows, done, op.grid, n_cb, len(classes(op.groups)), R)
+            return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"]}
+        from sim.timing.compact_accel import (
+            block_times,
+            caccel_cycles,
+            caccel_schedule,
+            core_cycles,
+            queue_steps,
+        )
+
+        q = queue_steps(op.decisions, op.grid, cfg, fw, n_cb)
+        args = (bop, op.groups, cfg, 2 * B, LANES, q)
+        blocks = block_times(bop, caccel_schedule(*args), cfg, n_cb)
+        y_at, done = core_cycles(caccel_cycles(*args), M, -(-len(op.groups) // self.core.ways), blocks)
+        return {"rows": {(t, cb): int(y_at[cb, t]) for cb in range(n_cb) for t in range(M)}, "done": int(done)}
+
+
+def rows_per_group(bop, groups) -> np.ndarray:
+    """A band-tile list's rows per group (float64 ``[G]``): what `hw.compact_core.core_ports` checks against a
+    way's staging macro (docs/decisions.md D104)."""
+    return np.bincount([t.group for t in bop.tiles], weights=bop.rows, minlength=len(groups))
+
+
+# ---- host slicing --------------------------------------------------------------------------------------------
+
+@dataclass
+class Slice:
+    """One piece of an op (module docstring): ``tokens`` int64 (rows of X and Y), ``grid`` its sub-grid,
+    ``groups`` indices of the op's groups (its channels), ``cols`` ``(n0, n1)`` its output columns."""
+
+    tokens: np.ndarray
+    grid: tuple
+    groups: list
+    cols: tuple
+
+
+@dataclass
+class Piece:
+    """A `Slice` planned: ``op`` its `CoreOp` (`sub_op`), ``tiles`` its band-tiles (`tile_list`), ``want`` the core's
+    cycles by its timing functions (`CoreEngine.expected`)."""
+
+    slice: Slice
+    op: CoreOp
+    tiles: object
+    want: dict
+
+
+@dataclass
+class _Tile:
+    group: int
+    tokens: np.ndarray
+    cb: int
+
+
+@dataclass
+class TileList:
+    """An op's band-tiles in the core's issue order, only what the timing functions read (``tiles`` with ``group``
+    and ``tokens``, ``s_seq`` slots, ``rows``): `sim.engines.band_stimulus.band_op` without the slot images and
+    expected words (about 10x faster); a tile's ``cb`` is its column block (`sim.timing.compact_accel.block_times`)."""
+
+    tiles: list
+    s_seq: np.ndarray
+    rows: np.ndarray
+
+
+def tile_list(engine: CoreEngine, op: CoreOp) -> TileList:
+    """`TileList` of ``op`` on `engine`'s core: `sim.timing.compact_reference.band_tiles` in
+    `sim.engines.band_stimulus.issue_order` at `CoreEngine.plan`'s ``Fw``, ``s`` and order (as ``band_op``)."""
+    from sim.engines.band_stimulus import issue_order
+    from sim.timing.compact import band_rows, compact_tiles
+    from sim.timing.compact_reference import band_tiles
+
+    cfg = engine.cfg
+    fw, s, cm = engine.plan(op)
+    widths = [k1 - k0 for k0, k1, _ in op.groups]
+    bts = band_tiles(op.decisions, op.grid, widths, cfg.array_rows, band_rows(cfg), fw)
+    _t, chunk = compact_tiles(op.decisions, op.grid, op.groups, cfg, fw, 4, chunks=True)
+    n_cb = -(-op.W.shape[1] // cfg.array_cols)
+    order = issue_order(chunk, n_cb, cfg, s, cm)
+    tiles = [_Tile(bts[t].group, np.array(list(bts[t].compute) + list(bts[t].partial), dtype=np.int64), cb)
+             for t, cb in order]
+    return TileList(tiles, np.array([bts[t].slots for t, _cb in order], dtype=np.int64),
+                    np.array([len(t.tokens) for t in tiles], dtype=np.int64))
+
+
+def _group_runs(cfg: AcceleratorConfig, groups, max_k: int) -> list[list[int]]:
+    """The op's groups in order, cut into runs of at most ``max_k`` channels and ``partial_regs`` groups.
+
+    Raises:
+        RtlEngineError: a group wider than ``max_k``."""
+    runs, cur, width = [], [], 0
+    for g, (k0, k1, _ax) in enumerate(groups):
+        w = k1 - k0
+        if w > max_k:
+            raise RtlEngineError(f"a group of {w} channels exceeds the controller's {max_k}")
+        if cur and (width + w > max_k or len(cur) == cfg.partial_regs):
+            runs.append(cur)
+            cur, width = [], 0
+        cur.append(g)
+        width += w
+    return runs + ([cur] if cur else [])
+
+
+def sub_op(op: CoreOp, sl: Slice) -> CoreOp:
+    """The `CoreOp` of one slice: its tokens, channels (groups renumbered from 0) and columns."""
+    ks = [op.groups[g] for g in sl.groups]  # a run of consecutive groups (`_group_runs`)
+    k0 = ks[0][0]
+    kidx = np.arange(k0, ks[-1][1])
+    groups = [(a - k0, b - k0, ax) for a, b, ax in ks]
+    X = np.ascontiguousarray(op.X[np.ix_(sl.tokens, kidx)])  # noqa: N806
+    W = np.ascontiguousarray(op.W[kidx, sl.cols[0]:sl.cols[1]])  # noqa: N806
+    dec = np.ascontiguousarray(op.decisions[np.ix_(sl.tokens, sl.groups)])
+    return CoreOp(X, W, sl.grid, groups, dec, op.x_unsigned, op.fused, op.plan)
+
+
+def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | None:
+    """`Piece` of ``sl``, or None where the core cannot hold it (`core_ports`, `hw.delta_accel.MAX_TILES`
+    band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``)."""
+    from hw.delta_accel import MAX_TILES
+
+    op = sub_op(full, sl)
+    try:
+        tl = tile_list(engine, op)
+        if len(tl.tiles) > MAX_TILES:
+            return None
+        if engine.module == "ccore":
+            from hw.compact_core import core_ports
+
+            core_ports(engine.core, op.grid, op.groups, op.W.shape[1], rows_per_group(tl, op.groups))
+        else:
+            from hw.delta_core import core_ports
+
+            core_ports(engine.core, op.grid, op.groups, op.W.shape[1], op.fused)
+        want = engine.expected(op, tl)
+    except ValueError:
+        return None
+    if want.get("fifo_max", 0) > getattr(engine.core, "fifo", 0) and engine.module == "dcore":
+        return None
+    return Piece(sl, op, tl, want)
+
+
+def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
+    """The pieces `engine`'s core runs ``op`` in (module docstring): channel runs of whole groups (`_group_runs`),
+    for ``kaleido_ccore`` sub-grids of whole image rows, then the most output column blocks per slice that the core
+    holds (`_plan_piece`; the band-tiles and FIFO backlog grow with the column blocks, so the first slice's count,
+    found from one column block's, is tried first and lowered where a slice does not fit).
+
+    Raises:
+        RtlEngineError: a piece the core cannot hold even with one column block, or a compact op whose ``h`` groups
+            would lose their neighbours."""
+    from hw.delta_accel import MAX_TILES
+
+    cfg, acc = engine.cfg, engine.core.accel
+    R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
+    F, H, W = op.grid  # noqa: N806
+    M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
+    n_cb = -(-N // C)
+    if M > acc.max_tokens and engine.module == "dcore":
+        raise RtlEngineError(f"{M} tokens exceed kaleido_dcore's {acc.max_tokens} (slicing tokens would cut "
+                             "neighbours; the controller does not stream, D91)")
+    tok_sets = [(np.arange(M), tuple(op.grid))]
+    if engine.module == "ccore" and H * W > R:
+        if W > R or any(ax == "h" for _a, _b, ax in op.groups):
+            raise RtlEngineError(f"grid {op.grid}: kaleido_ccore holds H W <= R = {R} positions; cutting it into "
+                                 "whole image rows would lose " + ("a row's w neighbours" if W > R else
+                                                                    "the h neighbours"))
+        hp = max(h for h in range(1, H + 1) if H % h == 0 and h * W <= R)
+        idx = np.arange(M).reshape(F, H, W)
+        tok_sets = [(idx[:, h0:h0 + hp, :].reshape(-1), (F, hp, W)) for h0 in range(0, H, hp)]
+    out = []
+    for gs in _group_runs(cfg, op.groups, acc.max_k):
+        for toks, grid in tok_sets:
+            one = _plan_piece(engine, op, Slice(toks, grid, gs, (0, min(N, C))))
+            if one is None:
+                raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}) does not fit "
+                                     f"{engine.module} on {cfg.name}")
+            per = max(1, len(one.tiles.tiles))
+            fifo = one.want.get("fifo_max", 0)
+            nb = min(acc.max_nb, MAX_TILES // per, engine.core.fifo // max(1, fifo) if fifo else acc.max_nb)
+            cb0 = 0
+            while cb0 < n_cb:
+                for k in range(min(nb, n_cb - cb0), 0, -1):
+                    piece = (one if (cb0, k) == (0, 1) else
+                             _plan_piece(engine, op, Slice(toks, grid, gs, (cb0 * C, min(N, (cb0 + k) * C)))))
+                    if piece is not None:
+                        break
+                else:
+                    raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}, column block "
+                                         f"{cb0}) does not fit {engine.module} on {cfg.name}")
+                out.append(piece)
+                nb = k if cb0 + k < n_cb else nb
+                cb0 += k
+    return out
+
+
+# ---- a trace through a core -------------------------------------------------------------------------------------
+
+def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None = None, log=None) -> dict:
+    """Every op of an exact trace through `cfg`'s core (`CoreEngine`), each batch element cut by `slices` and its
+    slices run back to back on one core, the decisions `algo.reuse.golden.decide` makes at the op's theta (as
+    `sim.engines.rtl.golden_checksums`).
+
+    Returns:
+        ``{"outputs_sha256": str, "per_op": [...]}``: the checksum (`sim.engines.rtl.outputs_checksum`) of the Y the
+        core gave, ops and batch elements in trace order (slices added on the host where channels were cut); per op
+        ``name``, ``batch``, ``M``, ``K``, ``N``, ``slices``, ``cycles`` (every slice's ``start`` to ``done``,
+        inclusive: ``done + 1``, summed), ``model_cycles`` (the same from the core's timing functions, `expected`),
+        ``writes`` (host-write cycles), ``outputs_sha256`` and ``errors`` (rows missing, twice, off their modelled
+        cycle, a FIFO overflow: each one line; empty when the op is right).
+
+    Raises:
+        RtlEngineError: as `slices` and `CoreEngine.run`.
+    """
+    from algo.reuse.golden import decide
+    from sim.engines.rtl import outputs_checksum
+
+    eng = engine or CoreEngine(cfg, log=log)
+    ys, per_op = [], []
+    for op in trace.ops:
+        groups = [g.as_tuple() for g in op.groups]
+        rec = {"name": op.name, "batch": op.batch, "M": op.M, "K": op.K, "N": op.N, "slices": 0, "cycles": 0,
+               "model_cycles": 0, "writes": 0, "errors": []}
+        op_ys = []
+        for b in range(op.batch):
+            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
+            full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
+            pieces = slices(eng, full)
+            runs = eng.run([p.op for p in pieces], [p.tiles for p in pieces])
+            y = np.zeros((op.M, op.N), np.int64)
+            for k, (piece, run) in enumerate(zip(pieces, runs, strict=True)):
+                sl, want = piece.slice, piece.want
+                y[sl.tokens[:, None], np.arange(sl.cols[0], sl.cols[1])[None, :]] += run.y
+                rec["cycles"] += run.done + 1
+                rec["model_cycles"] += want["done"] + 1
+                rec["writes"] += run.writes
+                where = f"{op.name} batch {b} slice {k}"
+                if run.twice or run.overflow:
+                    rec["errors"].append(f"{where}: rows twice {run.twice[:3]}, overflow {run.overflow}")
+                if set(run.rows) != set(want["rows"]):
+                    rec["errors"].append(f"{where}: {len(set(want['rows']) - set(run.rows))} rows missing")
+                elif run.rows != want["rows"] or run.done != want["done"]:
+                    off = sum(run.rows[r] != c for r, c in want["rows"].items())
+                    rec["errors"].append(f"{where}: {off} rows off their modelled cycle; done {run.done}, "
+                                         f"modelled {want['done']}")
+            rec["slices"] += len(pieces)
+            op_ys.append(y)
+        rec["outputs_sha256"] = outputs_checksum(op_ys)
+        ys += op_ys
+        per_op.append(rec)
+        if log:
+            log(f"{op.name}: {rec['slices']} slices, {rec['cycles']:,} cycles")
+    return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}
+
+
+def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log=None, timings: dict | None = None
+                        ) -> dict:
+    """``kaleido simulate T.npz --engine rtl`` on a delta or compact config: `trace_through_core`, as the results
+    object of `sim.engines.verilator.simulate_trace_rtl` (``format``, ``version``, ``engine`` ``"rtl"``, ``config``,
+    ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run). ``cycles`` are the
+    controller's (``start`` to ``done`` per slice, summed), not the cycle model's op cycles (docs/decisions.md D102
+    gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``model_cycles`` (its
+    timing functions'). `timings` receives ``run_s`` (wall seconds, build included).
+
+    Raises:
+        sim.engines.model.SimError: the trace does not fit the config or is not exact.
+        RtlEngineError: an op the core cannot run even sliced, a build or run failure, or a slice whose rows or cycles
+            differ from the controller's timing functions (a hardware bug: its first lines).
+    """
+    import time
+
+    from sim.engines.model import RESULTS_FORMAT, RESULTS_VERSION, SimError, check_compatible
+
+    check_compatible(trace, cfg)
+    if trace.kind != "exact":
+        raise SimError(f"--engine rtl needs an exact trace (operands X and W); this one is a {trace.kind!r} trace")
+    t0 = time.perf_counter()
+    res = trace_through_core(trace, cfg, CoreEngine(cfg, log=log), log=log)
+    errors = [e for r in res["per_op"] for e in r.pop("errors")]
+    if errors:
+        raise RtlEngineError(f"{len(errors)} slices differ from the controller's timing functions: "
+                             + "; ".join(errors[:3]))
+    if timings is not None:
+        timings["run_s"] = time.perf_counter() - t0
+    per_op = [{"block": op.block, "step": op.step} | r for op, r in zip(trace.ops, res["per_op"], strict=True)]
+    return {
+        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": CORE_MODULE[cfg.organisation],
+        "config": cfg.model_dump(mode="json"),
+        "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
+                  "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},
+        "cycles": sum(r["cycles"] for r in per_op),
+        "outputs_sha256": res["outputs_sha256"],
+        "per_op": per_op,
+    }

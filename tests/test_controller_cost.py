@@ -1,0 +1,284 @@
+"""The op-level controllers in the area and energy model (sim/cost/controllers.py, docs/decisions.md D101).
+
+`sim.cost.controllers.inventory` writes every macro and register bank of the controllers from the config; these tests
+elaborate the Amaranth designs themselves (hw/delta_accel.py, hw/compact_accel.py, hw/delta_queue.py,
+hw/delta_core.py, hw/compact_core.py, hw/compact_array.py, hw/delta_front.py) and compare: every `hw.sram.macro` the
+elaboration asks for, and the register bits of the named banks in the designs' clocked statements. Then the area and energy rules by
+hand, and the lockstep organisation's figures unchanged."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+from amaranth.hdl import Fragment, Instance
+
+import hw.compact_core
+import hw.delta_accel
+import hw.delta_core
+import hw.delta_front
+import hw.delta_queue
+import hw.sram
+from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
+from hw.config import config_from_dict, load_config, with_organisation
+from sim.cost import controllers
+from sim.cost.area import area_breakdown
+from sim.cost.tech import load_tech
+
+TINY_DELTA = "hw/presets/examples/tiny-8x8-delta.toml"
+TINY_COMPACT = "hw/presets/examples/tiny-8x8-compact.toml"
+BALANCED = "kaleido-16nm-128x128-balanced"
+CONFIGS = {"tiny-delta": lambda: load_config(TINY_DELTA), "tiny-compact": lambda: load_config(TINY_COMPACT),
+           "balanced": lambda: load_config(BALANCED),
+           "balanced-compact": lambda: with_organisation(load_config(BALANCED), "compact"),
+           # kaleido_daccel unstaged, with its similarity front (D103)
+           "tiny-delta-unstaged": lambda: config_from_dict(load_config(TINY_DELTA).model_dump() | {"wstage_sram_kib": 0},
+                                                           "tiny-8x8-delta without a weight stage")}
+
+
+def _designs(cfg):
+    """module name -> the design that module is, as `hw.rtl` emits it (children instanced by name)."""
+    from hw.compact_accel import CompactAccel
+    from hw.compact_core import CompactCore
+    from hw.delta_accel import DeltaAccel
+    from hw.delta_core import DeltaCore
+    from hw.delta_front import DeltaFront
+    from hw.delta_queue import DeltaQueue
+
+    kind = controllers.controller(cfg)
+    if kind == "compact":
+        acc = CompactAccel(cfg, queues=True, pe="instance")
+        return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance"),
+                "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
+    fed = DeltaAccel(cfg, queues=True, pe="instance")
+    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance")}
+    if kind == "delta_stage":  # no front on the staged controller (D103)
+        out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
+        Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
+    else:
+        out["kaleido_daccel"] = fed
+        out["kaleido_dfront"] = DeltaFront(fed, pe="instance")
+    return out
+
+
+def _recorded_macros(design, monkeypatch) -> collections.Counter:
+    """``(kind, depth, width) -> count`` of every macro the design's elaboration builds (`hw.sram.macro` calls)."""
+    seen = collections.Counter()
+    real = hw.sram.macro
+
+    def spy(kind, depth, width, lane=None, **kw):
+        seen[kind, depth, width] += 1
+        return real(kind, depth, width, lane, **kw)
+
+    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core, hw.delta_front):
+        monkeypatch.setattr(mod, "macro", spy)
+    Fragment.get(design, None)
+    return seen
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_macros_are_the_designs(name, monkeypatch):
+    cfg = CONFIGS[name]()
+    inv = [p for p in controllers.inventory(cfg) if p["kind"] in ("1rw", "1r1w")]
+    for module, design in _designs(cfg).items():
+        want = collections.Counter()
+        for p in inv:
+            if p["module"] == module:
+                want[p["kind"], p["depth"], p["width"]] += p["count"]
+        assert _recorded_macros(design, monkeypatch) == want, module
+
+
+def _clocked_bits(design) -> dict[str, int]:
+    """Signal name -> bits of every signal a clocked statement of the elaborated design (and its submodules) drives,
+    and of every delay line instanced as `hw.array.DELAY_MODULE_NAME` (WIDTH x DEPTH)."""
+    out = {}
+
+    def walk(f):
+        if isinstance(f, Instance):
+            p = f.parameters
+            if "WIDTH" in p and "DEPTH" in p:
+                out[f"{f.type}:{id(f)}"] = int(p["WIDTH"]) * int(p["DEPTH"])
+            return
+        for dom, stmts in f.statements.items():
+            if dom != "comb":
+                for s in stmts:
+                    for sig in s._lhs_signals():
+                        out[sig.name] = len(sig)
+        for sub, *_ in f.subfragments:
+            walk(sub)
+
+    walk(Fragment.get(design, None))
+    return out
+
+
+def _bank_bits(regs: dict[str, int], pattern: str) -> int:
+    import re
+
+    return sum(b for n, b in regs.items() if re.fullmatch(pattern, n))
+
+
+@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact"])
+def test_register_banks_are_the_designs(name):
+    from hw.compact_array import CompactTop
+
+    cfg = CONFIGS[name]()
+    kind = controllers.controller(cfg)
+    designs = _designs(cfg)
+    acc_mod = "kaleido_caccel" if kind == "compact" else "kaleido_daccel_stage"
+    acc = _clocked_bits(designs[acc_mod])
+    q = _clocked_bits(designs["kaleido_dqueue"])
+    if kind != "compact":
+        Fragment.get(designs["kaleido_dcore"], None)
+    if kind == "compact":
+        Fragment.get(designs["kaleido_ccore"], None)
+    for front in ("kaleido_cfront", "kaleido_dfront"):  # elaborated, so that Amaranth does not warn (no banks here)
+        if front in designs:
+            Fragment.get(designs[front], None)
+    part = {(p["module"], p["part"]): p["bits"] for p in controllers.inventory(cfg)}
+    assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
+    if kind == "delta_stage":
+        early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
+        assert part[acc_mod, "early choice registers"] == early
+        assert part[acc_mod, "word registers"] == _bank_bits(acc, r"b\d+_wreg\d+")
+    assert part[acc_mod, "staging read registers"] == _bank_bits(acc, r"b\d+_staging_(addr|held)")
+    assert part["kaleido_dqueue", "queue registers"] == _bank_bits(q, r"q\d+_[cp](\d+|_n)")
+    assert part["kaleido_dqueue", "output register"] == _bank_bits(q, r"q_out_(desc|valid|cb|cb_last)")
+    top = CompactTop(cfg, pe="instance", choice="ext" if kind == "delta_stage" else "self")
+    name_ = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop"}[kind]
+    frag = Fragment.get(top, None)
+    delays = {n: f for f, n, *_ in frag.subfragments if isinstance(f, Instance)}
+    sr = delays["out_tile_sr"].parameters
+    assert part[name_, "out_tile delay"] == int(sr["WIDTH"]) * int(sr["DEPTH"])
+
+
+def test_area_by_hand_and_what_is_new():
+    """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
+    macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
+    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 39 (2 class + 5 column-block + 4 x 8
+    token bits), row FIFO 2 x 8 x 234 (10 address + 8 x 28), seen bits 1,024, decision copies 2 x 256 x 16."""
+    cfg, tech = load_config(TINY_DELTA), load_tech(16)
+    b = area_breakdown(cfg, tech)["breakdown"]
+    um = 1e-6
+    assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
+    assert b["ctrl_weight_copies"] == 0
+    tables = 4 * 64 * 16 + 2 * 1024 * 39 + 2 * 8 * 234 + 1024 + 2 * 256 * 16
+    assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
+    # compact: a weight copy per band, each charged as the weight SRAM it stands for (16 KiB)
+    c = area_breakdown(load_config(TINY_COMPACT), tech)["breakdown"]
+    assert c["ctrl_weight_copies"] == pytest.approx(16 * 8192 * tech.a("sram_bit") * um)
+    # what was charged before D101 stays where it was: the X buffer is the input SRAM's role, the stage's weight
+    # buffer the weight SRAM's, the word registers band_weight_lanes'
+    old = {p["part"]: p["charged"] for p in controllers.inventory(load_config(BALANCED))}
+    assert old["x"] == "sram_input" and old["w"] == "sram_weight" and old["wstage"] == "sram_wstage"
+    assert old["word registers"] == "band_weight_lanes" and old["desc"] is None
+    # the similarity front (D103), listed, not charged: on tiny-8x8 as compact 256 tokens x KW = 16 words (K = 64
+    # over P = 32 lanes, 2 words, + G = 8 word-aligned groups -> 16), raw X 32 x 8 bits, effective values 32 x 9
+    # bits (4,096 x 288 = 1.125 Mbit: two macros of 2,048 words); no front on the staged controllers (tiny-8x8 as
+    # delta has a stage, as balanced)
+    fr = {p["part"]: p for p in controllers.inventory(load_config(TINY_COMPACT)) if p["module"] == "kaleido_cfront"}
+    assert {n: (p["kind"], p["count"], p["depth"], p["width"], p["charged"]) for n, p in fr.items()} == {
+        "front x": ("1rw", 1, 4096, 256, None), "effective values": ("1r1w", 2, 2048, 288, None)}
+    for staged in (cfg, load_config(BALANCED)):
+        assert not [p for p in controllers.inventory(staged) if p["module"].endswith("front")]
+
+
+def test_lockstep_figures_unchanged():
+    """The lockstep organisation has none of these controllers: its die and energy are the figures before D101
+    (values of the commit before it, on the same inputs)."""
+    for name, total in (("tiny-8x8", 0.18007821714999997), ("kaleido-16nm-128x128", 36.75478250079999)):
+        assert area_breakdown(load_config(name))["total_mm2"] == pytest.approx(total, rel=1e-12)
+    lock = with_organisation(load_config(BALANCED), "lockstep")
+    assert controllers.inventory(lock) == []
+    assert area_breakdown(lock)["total_mm2"] == pytest.approx(69.68826340679998, rel=1e-12)
+    import tempfile
+    from pathlib import Path
+
+    from algo.trace.reader import load_trace
+    from sim.engines.model import simulate_trace
+    from tests.test_cli import small_trace
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tr = load_trace(small_trace(Path(tmp) / "t.npz"))
+    for cfg, pj in ((load_config("tiny-8x8"), 58103.324485333476), (lock, 407968.7231850052)):
+        r = simulate_trace(tr, cfg)
+        assert r["energy_pj"] == pytest.approx(pj, rel=1e-12)
+        assert r["energy_breakdown_pj"]["controller"] == 0
+
+
+def test_controller_accesses_by_hand():
+    """One batch element on tiny-8x8 as delta (staged): 8 tokens, one group of 40 channels on ``f``, N = 8 (one column
+    block). Decisions: tokens 0-3 COMPUTE, 4-5 PARTIAL, 6-7 REUSE. Band-tiles (given): one of 4 COMPUTE rows x 40
+    slots, one PAIRED of 2 PARTIAL rows x 20 slots."""
+    cfg = load_config(TINY_DELTA)
+    dec = np.array([[COMPUTE]] * 4 + [[PARTIAL]] * 2 + [[REUSE]] * 2, dtype=np.int8)
+    tiles = (np.array([40, 20]), np.array([0, 0]), np.array([4, 0]), np.array([0, 2]))
+    a = collections.defaultdict(float)
+    controllers.count_actions(a, dec, tiles, [(0, 40, "f")], 8, cfg)
+    # staging: each row's ceil(40 / 32) = 2 words of 32 x 9 bits = 36 bytes, written into both bands' copies:
+    # 2 x 6 rows x 2 words x 36; read (D105): by the band running the band-tile, each live row's 2 words once,
+    # 6 rows x 2 words x 36 (not per slot: 60 slots x 4 row macros x 36 before)
+    assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
+    # decisions (2 bytes a token): written once, read by 2 passes per column block
+    assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
+    # dcore: tile table entries of 39 bits, written per band-tile (2) and read per drained row (6); row FIFO 234
+    # bits in and out per row; decision copies: both written per token, both read per command (8 tokens x 1 class)
+    assert a["ctrl_tile_bytes"] == pytest.approx(39 / 8 * (2 + 6))
+    assert a["ctrl_fifo_bytes"] == pytest.approx(234 / 8 * 2 * 6)
+    assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
+    # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,
+    # woff 6, and the stage's seg 1, sbuf 6, fsrc 11, fcount 7, fdst 6, saddr 6 = 62 bits) and the early choice's
+    # E and port cycle (64) per band-tile, a token register (8 bits) per queued (token, group): 6, and (D105) the
+    # band's staging read address (4 entries x 2 words: 3 bits) and held flag per read: 2 band-tiles x 2 words
+    assert a["ctrl_reg_bits"] == 2 * (62 + 64) + 6 * 8 + 2 * 2 * (3 + 1)
+    e = controllers.action_energies(cfg, load_tech(16))
+    from sim.cost.energy import sram_access_pj
+
+    assert e["ctrl_staging_read_bytes"][1] == e["ctrl_staging_write_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 8 * 288 / 8192) / 8)
+    assert e["ctrl_where_bytes"] == ("controller", 0.0)  # delta has no where table
+
+
+@pytest.mark.parametrize(("shape", "ci"), [("8x8-B2-d2", 0), ("8x8-B4-d2", 1), ("8x8-B2-d2", "one-wide")])
+def test_staging_accesses_counted_on_the_rtl(shape, ci):
+    """`count_actions`' staging rule against ``kaleido_daccel`` run under Amaranth's simulator (tests/rtl/daccel_bench.py
+    on tests/test_rtl_delta.py's seeded cases, D68's order, and tests/test_rtl_dstage.py's one group of 64 channels,
+    two staging words a row): the staging macros' write and read enables counted every cycle (each a word of P = 32
+    differences) equal B copies of each band-tile row's ceil(|g| / 32) words written and one copy read (D105: a read
+    only for a new band-tile or word, of its live rows), counted here from the band-tiles; both in bytes equal
+    `count_actions`' on the same band-tiles. The slots the bands hand the top are counted too: the reads are fewer."""
+    from hw.delta_accel import DeltaAccel
+    from sim.engines.band_stimulus import band_op
+    from tests.rtl import daccel_bench
+    from tests.test_rtl_delta import CASES, SHAPES, delta_cfg
+    from tests.test_rtl_dstage import SPECIAL
+
+    cfg = delta_cfg(*SHAPES[shape])
+    case, fw, s = (SPECIAL[ci], None, 1) if isinstance(ci, str) else CASES[ci]
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=False)
+    dut = DeltaAccel(cfg)
+    count = {"we": 0, "slots": 0}
+    B = cfg.compact_bands  # noqa: N806
+
+    def per_cycle(ctx):
+        count["we"] += sum(ctx.get(p.we) for p in dut.staging_ports)
+        count["slots"] += sum(ctx.get(getattr(dut.top, f"b{b}_valid")) & ctx.get(getattr(dut.top, f"b{b}_ready"))
+                              for b in range(B))
+
+    async def run_op(ctx, job, out):
+        await daccel_bench.load_and_start(ctx, dut, dut, case, op, None, False, decisions=False)
+        await daccel_bench.collect(ctx, cfg, dut, out, 20000, per_cycle)
+
+    [got] = daccel_bench.simulate(dut, [None], [daccel_bench.DaccelRun()], run_op)
+    assert len(dut.staging_ports) == cfg.array_rows
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles])
+    rows = np.array([len(t.tokens) for t in op.tiles])
+    words = int((rows * -(-widths // 32)).sum())
+    assert count["we"] == B * words and got.staging_reads == words
+    assert count["slots"] == int(op.s_seq.sum()) and got.staging_reads < count["slots"] * (cfg.array_rows // B)
+    # the same band-tiles through count_actions (N = C: each issued band-tile once)
+    tiles = (np.array(op.s_seq), np.array([t.group for t in op.tiles]),
+             np.array([int((~t.partial).sum()) for t in op.tiles]), np.array([int(t.partial.sum()) for t in op.tiles]))
+    a = collections.defaultdict(float)
+    controllers.count_actions(a, np.asarray(case.decisions), tiles, case.groups, cfg.array_cols, cfg)
+    assert a["ctrl_staging_write_bytes"] == count["we"] * 36
+    assert a["ctrl_staging_read_bytes"] == got.staging_reads * 36

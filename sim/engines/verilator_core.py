@@ -4,10 +4,11 @@ engine, so that the host's side is a per-cycle record stream and Python runs no 
 
 An op's records are what the Amaranth benches do (tests/rtl/dcore_bench.py, caccel_bench.py): one host write a
 cycle (``wr_valid``, ``wr_sel``, ``wr_addr``, ``wr_data``: the differences or X bytes, the weights and the decision
-codes, `hw.delta_accel_host` / `hw.compact_accel_host`), then the ``start`` cycle with the queues' and the core's op
-ports (`queue_ports`, `core_ports`), then those ports held until ``done`` (the segment's wait, bounded by `bound`).
-Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done`` cycle, both counted from
-the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core without a reset between
+codes, `hw.delta_accel_host` / `hw.compact_accel_host`; ``kaleido_dcore``'s with each token's chunk above them,
+docs/decisions.md D104), then the ``start`` cycle with the queues' and the core's op ports (`queue_ports`,
+`core_ports`, ``kaleido_dcore``'s with its walk's segments), then those ports held until ``done`` (the segment's
+wait, bounded by `bound`). Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done``
+cycle, both counted from the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core without a reset between
 them, as the benches' multi-op tests do.
 
 Capacity: the controllers hold one op of at most ``accel_max_tokens`` tokens (256), ``accel_max_k`` channels (64),

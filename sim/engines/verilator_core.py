@@ -8,8 +8,8 @@ codes, `hw.delta_accel_host` / `hw.compact_accel_host`; ``kaleido_dcore``'s with
 docs/decisions.md D104), then the ``start`` cycle with the queues' and the core's op ports (`queue_ports`,
 `core_ports`, ``kaleido_dcore``'s with its walk's segments), then those ports held until ``done`` (the segment's
 wait, bounded by `bound`). Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done``
-cycle, both counted from the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core without a reset between
-them, as the benches' multi-op tests do.
+cycle, both counted from the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core
+without a reset between them, as the benches' multi-op tests do.
 
 Capacity: the controllers hold one op of at most ``accel_max_tokens`` tokens (256), ``accel_max_k`` channels (64),
 ``partial_regs`` groups and `hw.delta_accel.MAX_TILES` band-tiles; ``kaleido_dcore`` holds the op's difference sums
@@ -224,8 +224,9 @@ class CoreEngine:
     def expected(self, op: CoreOp, bop=None) -> dict:
         """The core's cycles by its timing functions, computed apart from the RTL: ``rows`` ``{(token, cb): cycle}``,
         ``done``, and for ``kaleido_dcore`` ``fifo_max`` and ``overflow`` (`sim.timing.delta_accel` into
-        `sim.timing.delta_core.core_schedule`, the walk segment by segment where the op issues so, D104; compact: `sim.timing.compact_accel.caccel_cycles` into
-        `core_cycles`), with the staging entries and lanes `hw.rtl` builds (2 B, `hw.delta_accel.LANES`)."""
+        `sim.timing.delta_core.core_schedule`, the walk segment by segment where the op issues so, D104; compact:
+        `sim.timing.compact_accel.caccel_cycles` into `core_cycles`), with the staging entries and lanes `hw.rtl`
+        builds (2 B, `hw.delta_accel.LANES`)."""
         from hw.delta_accel import LANES
 
         cfg = self.cfg

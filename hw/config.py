@@ -31,6 +31,11 @@ DEFAULT_PRESET = "kaleido-16nm-128x128"
 #: read once per group of resident column blocks (`sim.timing.delta`, docs/decisions.md D68).
 ORGANISATIONS = ("lockstep", "compact", "delta")
 
+#: How the cycle model times the banded organisations' combine (`AcceleratorConfig.combine_timing`, docs/decisions.md
+#: D104): ``model``, the design's combine unit; ``rtl``, the combine stage as ``kaleido_ccore`` / ``kaleido_dcore`` are
+#: built today.
+COMBINE_TIMINGS = ("model", "rtl")
+
 #: Buffer sizes an organisation does not build (its area model charges them 0 mm^2 and its timing never reads
 #: them, `sim.cost.area.area_breakdown`): lockstep has no partial-sum, state, difference-sum buffer or weight
 #: stage; compact no lockstep partial buffer, state, difference-sum buffer or stage (D50, D71, D84, D85); delta
@@ -154,12 +159,24 @@ class AcceleratorConfig(BaseModel):
     combine_lanes: int | None = Field(
         None, gt=0, description="combine-unit adders of the compact organisation (acc-bit adds per cycle); None = "
         "4 x array_cols x drain_rows_per_cycle (sim.timing.compact.combine_lanes)")
+    combine_timing: str = Field(
+        "model", description="how the cycle model times the compact and delta organisations' combine: model (the "
+        "design's combine, combine_lanes adders overlapped pool by pool: sim.timing.compact.combine_stall) or rtl "
+        "(the combine as kaleido_ccore and kaleido_dcore are built today, docs/decisions.md D104: "
+        "sim.timing.compact_accel.core_done, sim.timing.delta_core.walk_done)")
 
     @field_validator("organisation")
     @classmethod
     def _org(cls, v: str) -> str:
         if v not in ORGANISATIONS:
             raise ValueError(f"unknown array organisation {v!r}; known organisations: {', '.join(ORGANISATIONS)}")
+        return v
+
+    @field_validator("combine_timing")
+    @classmethod
+    def _combine_timing(cls, v: str) -> str:
+        if v not in COMBINE_TIMINGS:
+            raise ValueError(f"unknown combine timing {v!r}; known: {', '.join(COMBINE_TIMINGS)}")
         return v
 
     @field_validator(

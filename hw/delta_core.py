@@ -9,50 +9,69 @@ What the host gives it:
 - the write port, passed on to ``kaleido_daccel`` (``wr_sel`` 0 differences, 1 weights, 2 descriptors without
   queues, 3 decisions); ``wr_sel`` 3 also writes the core's **decision copies**, one word per token of G 2-bit
   codes (`hw.delta_accel_host.dec_words`; COMPUTE 0, PARTIAL 1, REUSE 2), two 1r1w macros (the walk reads a token
-  and its successor in one cycle);
+  and its successor in one cycle), and from the word's bits 2 G up the token's **chunk** (a third 1r1w macro:
+  `sim.timing.delta_core.token_chunks`, D104);
 - ``kaleido_daccel``'s ``c_*`` ports (the queues' op sizes, or ``c_tiles``), passed on;
 - the op ports (stable from ``start`` to ``done``), `core_ports` computes them: ``o_f``, ``o_h``, ``o_w`` the
   grid, ``o_ncb`` column blocks, ``o_n`` output channels, ``o_classes`` axis classes A (`sim.timing.delta.classes`),
   ``o_axis`` per class its axis (2 bits each: 0 ``f``, 1 ``h``, 2 ``w``), ``o_gclass`` per group its class (2
   bits each; `NO_GROUP` for a group the op does not have), ``o_gxoff`` per group its difference-word offset
   (`hw.delta_accel_host.group_layout`: how a descriptor names its group), ``o_fused`` (carried values in the
-  state SRAM: a fused score op, D79).
+  state SRAM: a fused score op, D79); the walk's segments (D104): ``o_fw`` frames a chunk, ``o_nfc`` chunks of
+  frames, ``o_s`` column blocks a group, per column block its segment base and group size (``o_sbase``,
+  ``o_sk``: a segment's ordinal is base + chunk k), ``o_seg`` (the controller issues segment by segment:
+  `segment_order`).
 
 Each descriptor ``kaleido_daccel``'s gather takes (``desc_valid``, ``desc_tile``, ``desc``) is kept as (class,
 column block, row tokens) in a **tile table**, one 1r1w copy per drain port, addressed by band-tile number.
 
-After ``start`` (the same cycle as ``kaleido_daccel``'s), two phases, one after the other (the op is one chunk):
+After ``start`` (the same cycle as ``kaleido_daccel``'s), the accumulate and the output walk run together
+(docs/decisions.md D104; D95 ran them one after the other). The walk goes *segment* by segment
+(`sim.timing.delta_core.segments`): per group of ``o_s`` column blocks, per pool of R positions, per chunk of
+``o_fw`` frames, per column block of the group; within a segment the bench program's order restricted to it (per
+frame, position, class). That is the controller's issue order in D84's chunk-major order (its chunks are a pool's
+frames, `sim.timing.compact.compact_tiles`) and in D68's with one column block a group.
 
-- **Accumulate.** A row drained at cycle c on port p: its tile-table entry is read at c (address ``out_tile``);
-  at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of ``out_row``, column
-  block cb; `tests.rtl.delta_bench.dcombine_program`'s layout) and its data are written into the **row FIFO**
-  (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid ports on consecutive entries
-  in port order). One entry is popped a cycle, from the cycle after its write: popped at j, the **seen memory**
-  (one bit per D address, 1r1w) is read at j + 1 and the combine's accumulate command issues at j + 2 with
-  ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit.
-- **Output.** Once ``kaleido_daccel``'s ``done`` has come and the accumulate pipeline is empty, ``c_sel`` flips
-  and the walk of `tests.rtl.delta_bench.dcombine_program` runs, one command a cycle: per pool of R positions,
-  frame, column block, position, class. A command's token and its successor along the class's axis are read
-  from the decision copies at cycle k; at k + 1 its flags (``c_direct``, ``c_has``, ``c_reg``, ``c_keep``,
-  ``c_hold``) and addresses (the carried store's, the bench's layout) issue and its seen bit is cleared (so the
-  memory is all zero between ops); its ``Y`` row leaves 2 cycles later on ``y_valid`` with ``y_token`` and
-  ``y_cb``. ``done`` pulses the cycle after the last row.
+- **Accumulate.** A descriptor's segment ordinal is computed the cycle after the gather takes it (its first
+  token's chunk read from the chunk table) and kept with it in the **tile table** (class, column block, row
+  tokens, the ordinal's low bits). A row drained at cycle c on port p: its tile-table entry is read at c (address
+  ``out_tile``); at c + 1 its D address ``(a M + t) n_cb + cb`` (class a, token t = the entry's token of
+  ``out_row``, column block cb; `tests.rtl.delta_bench.dcombine_program`'s layout), segment bits and data are
+  written into the **row FIFO** (d 1r1w banks of ``fifo / d`` entries, entry i in bank i mod d, a cycle's valid
+  ports on consecutive entries in port order; per entry its segment's parity in flops). One entry is popped a
+  cycle, from the cycle after its write: popped at j, the **seen memory** of its D buffer (one bit per D address,
+  1r1w, one bank per buffer) is read at j + 1 and the combine's accumulate command issues at j + 2 with
+  ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit. Segment k accumulates into D buffer
+  k mod 2 (``c_sel``).
+- **Output walk**, each segment once it is *whole*: with ``o_seg`` once every row its descriptors list has had its
+  accumulate command (per segment the descriptors' ``nrows`` and the accumulate commands counted, `NB_BANKS`
+  banks by ordinal) and a later segment's descriptor or ``kaleido_daccel``'s ``done`` has come (a segment without
+  band-tiles is whole then); without it the walk starts once ``done`` has come and the accumulate pipeline is
+  empty, its segments back to back (D95's timing). A segment goes when it is whole and no row of its parity is in
+  the accumulate stages; while a segment is walked (or whole and waiting to go) a row of its parity (a segment
+  two or more later) waits at the FIFO's head: the walk reads that D buffer. A command's token and its successor
+  along the class's axis are read from the decision copies at cycle k; at k + 1 its flags (``c_direct``,
+  ``c_has``, ``c_reg``, ``c_keep``, ``c_hold``) and addresses (the carried store's, the bench's layout) issue,
+  ``c_sel`` the other buffer than the segment's, and its seen bit is cleared (so both banks are all zero between
+  ops); its ``Y`` row leaves 2 cycles later on ``y_valid`` with ``y_token`` and ``y_cb``. With ``o_seg`` the walk
+  waits a cycle at least after a segment's last command. ``done`` pulses the cycle after the last row.
 
 Timing: `sim.timing.delta_core.core_schedule` (tested cycle for cycle, tests/test_rtl_dcore.py).
 
 **Similarity front** (``front=True``, Verilog module ``kaleido_dcore_front``, docs/decisions.md D103): `hw.delta_front.
 DeltaFront` (``kaleido_dfront``) sits between the host and ``kaleido_daccel``. The host writes raw X with ``wr_sel`` 0
-(`hw.compact_accel_host.x_words`' bytes, into the front's X buffer) and the weights as before, sets the op ports plus
-``c_b1``, ``c_b2`` (the SAD bounds, `hw.delta_front.front_ports`) and ``x_unsigned``, and pulses ``start``: the front
-runs first (its axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the differences and the
-decision words into ``kaleido_daccel`` and the decision copies through the same port, and its ``done`` starts the
-controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
+(`hw.compact_accel_host.x_words`' bytes, into the front's X buffer), the weights as before and each token's chunk
+(``wr_sel`` 3, bits 2 G up; the decision bits are the front's to write), sets the op ports plus ``c_b1``, ``c_b2``
+(the SAD bounds, `hw.delta_front.front_ports`) and ``x_unsigned``, and pulses ``start``: the front runs first (its
+axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the differences and the decision words
+into ``kaleido_daccel`` and the decision copies through the same port (the chunk table only from the host), and its
+``done`` starts the controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
 
-Not in this slice (D95): chunks (the output walk overlapping the next chunk's accumulation in the other D
-buffer: here the whole op is one chunk, its D must fit one buffer), the combine unit's second way (one
-accumulate a cycle against up to d drained rows a cycle: the FIFO absorbs the difference), back-pressure on
-``kaleido_daccel``'s drain (``overflow`` is a sticky flag; `core_schedule`'s ``fifo_max`` gives the depth an
-op needs).
+Not in this slice (D95, D104): the combine unit's second way (one accumulate a cycle against up to d drained rows
+a cycle: the FIFO absorbs the difference, and that rate binds the 128 x 128 ops), D68's order with s > 1 walked per
+segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
+(``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
+`core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
 """
 
 from __future__ import annotations
@@ -84,6 +103,10 @@ NO_GROUP = 3
 #: no back-pressure into kaleido_daccel, so the depth an op needs is `sim.timing.delta_core.core_schedule`'s
 #: ``fifo_max``; the seeded test cases reach 39 rows on 8 x 8 with d = 2 (tests use 64), above this default.
 FIFO_PER_PORT = 8
+#: Segments whose row counts are held at once (banks by ordinal mod this): the segment walked or waited for and the
+#: next seven; a descriptor of a segment further ahead raises ``overflow`` (docs/decisions.md D104: the tests' ops
+#: run up to 6 ahead, with one-frame chunks).
+NB_BANKS = 8
 
 
 class DeltaCore(wiring.Component):
@@ -131,17 +154,22 @@ class DeltaCore(wiring.Component):
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
         cs = dcombine_signature(cfg).members
         self.da, self.ra = cs["a_addr"].shape.width, cs["c_raddr"].shape.width
-        self.entry_bits = 2 + self.cbb + acc.brows * self.tb
-        self.fifo_bits = self.da + C * cfg.acc_bits
+        self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
+        self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
+        self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk
+        self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
         self.seen_depth = 1 << self.da
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(abits)),
-            "wr_data": In(unsigned(max(acc.dbits, 2 * G))), **{n: acc.signature.members[n] for n in self.cnames},
+            "wr_data": In(unsigned(max(acc.dbits, 2 * G + self.chb))), **{n: acc.signature.members[n] for n in self.cnames},
             **fports,
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
             "o_n": In(range(acc.max_n + 1)), "o_classes": In(range(MAX_CLASSES + 1)), "o_axis": In(2 * MAX_CLASSES),
-            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1),
+            "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_seg": In(1),
+            "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
+            "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
             "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
             "y_valid": Out(1), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(C * cfg.acc_bits)),
@@ -159,7 +187,7 @@ class DeltaCore(wiring.Component):
         desc_bits = self.accel.desc_bits
 
         # --- host writes, start, the run's phases
-        dec_we = self.wr_valid & (self.wr_sel == 3)
+        dec_we = host_dec = self.wr_valid & (self.wr_sel == 3)  # the chunk table: the host's writes only
         dec_addr, dec_data = self.wr_addr, self.wr_data[:2 * G]
         # phase: 0 idle, 1 accumulate, 2 output, 3 the similarity front (front=True)
         if self.front:  # the front's axes: each group's class's axis
@@ -185,12 +213,29 @@ class DeltaCore(wiring.Component):
             expr = Mux((field["xoff"] == self.o_gxoff[g * xb:(g + 1) * xb]) & (gc != NO_GROUP), gc, expr)
         m.d.comb += cls_w.eq(expr)
         entry_w = Cat(cls_w, field["cb"][:cbb], field["tokens"])
+        # each descriptor's segment (D104): its column block's and its first token's chunk's ordinal in the walk's
+        # order, base[cb] + chunk k[cb] (host tables); the chunk from a table the host writes with the decisions
+        chunks, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
+        m.submodules.chunks = cmac
+        m.d.comb += [chunks.we.eq(host_dec), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
+                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(ap.desc_valid),
+                     chunks.raddr.eq(field["tokens"][:tb])]
+        d1_v, d1_tile = Signal(name="desc1_valid"), Signal.like(ap.desc_tile, name="desc1_tile")
+        d1_entry, d1_cb = Signal(len(entry_w), name="desc1_entry"), Signal(cbb, name="desc1_cb")
+        d1_nrows = Signal.like(field["nrows"], name="desc1_nrows")
+        m.d.sync += [d1_v.eq(ap.desc_valid), d1_tile.eq(ap.desc_tile), d1_entry.eq(entry_w),
+                     d1_cb.eq(field["cb"][:cbb]), d1_nrows.eq(field["nrows"])]
+        kw = _bits(acc.max_nb + 1)
+        bases = Array(self.o_sbase[c * self.ob:(c + 1) * self.ob] for c in range(acc.max_nb))
+        ks = Array(self.o_sk[c * kw:(c + 1) * kw] for c in range(acc.max_nb))
+        d1_ord = Signal(self.ob, name="desc1_ord")
+        m.d.comb += d1_ord.eq(bases[d1_cb] + chunks.rdata * ks[d1_cb])
         tables = []
         for p in range(d):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
-            m.d.comb += [ports.we.eq(ap.desc_valid), ports.waddr.eq(ap.desc_tile), ports.wmask.eq(1),
-                         ports.wdata.eq(entry_w), ports.re.eq(ap.out_valid[p]),
+            m.d.comb += [ports.we.eq(d1_v), ports.waddr.eq(d1_tile), ports.wmask.eq(1),
+                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk])), ports.re.eq(ap.out_valid[p]),
                          ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
@@ -212,6 +257,8 @@ class DeltaCore(wiring.Component):
         r_data = Signal(d * C * ab, name="row_data")
         m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
+        qb = (Q - 1).bit_length()
+        parb = Signal(Q, name="fifo_parity")  # per entry its column block's parity (which D buffer), in flops
         fifo = []
         for b in range(d):
             ports, mac = macro("1r1w", Q // d, self.fifo_bits, instance=inst)
@@ -222,6 +269,7 @@ class DeltaCore(wiring.Component):
         for p in range(d):
             e = tables[p].rdata
             a_cls, cb = e[:2], e[2:2 + cbb]
+            obank = e[2 + cbb + brows * tb:]
             toks = Array(e[2 + cbb + i * tb:2 + cbb + (i + 1) * tb] for i in range(brows))
             tok = toks[r_row[p * rb:(p + 1) * rb]]
             addr = Signal(self.da, name=f"row_addr{p}")
@@ -231,7 +279,9 @@ class DeltaCore(wiring.Component):
             for b in range(d):
                 with m.If(r_v[p] & (slot[:lg] == b) if d > 1 else r_v[p]):
                     m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
-                                 fifo[b].wdata.eq(Cat(addr, r_data[p * C * ab:(p + 1) * C * ab]))]
+                                 fifo[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
+            with m.If(r_v[p]):
+                m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(obank[0])
             rank = rank + r_v[p]
         count = Signal(16, name="fifo_count")
         m.d.comb += count.eq(wp - rp)
@@ -241,7 +291,14 @@ class DeltaCore(wiring.Component):
             m.d.sync += over.eq(1)
         m.d.comb += self.overflow.eq(over)
         pop = Signal(name="fifo_pop")
-        m.d.comb += pop.eq((phase == 1) & (count != 0))
+        # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
+        sord = Signal(self.ob, name="w_seg")  # the walk's segment ordinal
+        walking, waiting = Signal(name="walking"), Signal(name="waiting")
+        whole = Signal(name="cb_whole")
+        headpar = Signal(name="fifo_head_parity")
+        m.d.comb += headpar.eq(parb.bit_select(rp[:qb] if Q > 1 else 0, 1))
+        # a row of the walked block's parity waits while that block is walked or about to be (its D buffer is read)
+        m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == sord[0]) & (walking | (waiting & whole))))
         rbank = Signal(range(max(2, d)), name="fifo_rbank")
         for b in range(d):
             m.d.comb += [fifo[b].re.eq(pop & ((rp[:lg] == b) if d > 1 else 1)), fifo[b].raddr.eq(rp[lg:])]
@@ -255,25 +312,53 @@ class DeltaCore(wiring.Component):
         for b in range(1, d):
             sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
         m.d.comb += popped.eq(sel_data)
-        seen_p, seen_mac = macro("1r1w", self.seen_depth, 1, instance=inst)
-        m.submodules.seen = seen_mac
+        p_cb = popped[self.da:self.da + self.obk]  # the row's segment's count bank
+        seen = []  # one bank per D buffer (column-block parity): the accumulate sets one while the walk clears the other
+        for b in range(2):
+            ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
+            m.submodules[f"seen{b}"] = mac
+            m.d.comb += [ports.re.eq(s1 & (p_cb[0] == b)), ports.raddr.eq(popped[:self.da]), ports.wmask.eq(1)]
+            seen.append(ports)
         s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
+        s2_cb = Signal(self.obk, name="acc_bank")
         s2_fwd = Signal(name="acc_fwd")
-        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_data.eq(popped[self.da:]),
+        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_cb.eq(p_cb), s2_data.eq(popped[self.da + self.obk:]),
                      s2_fwd.eq(s1 & s2 & (s2_addr == popped[:self.da]))]
-        m.d.comb += [seen_p.re.eq(s1), seen_p.raddr.eq(popped[:self.da]), seen_p.wmask.eq(1)]
-        m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_p.rdata[0] | s2_fwd)), cmb.a_addr.eq(s2_addr),
+        seen_rd = Mux(s2_cb[0], seen[1].rdata[0], seen[0].rdata[0])
+        m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_rd | s2_fwd)), cmb.a_addr.eq(s2_addr),
                      cmb.a_data.eq(s2_data)]
 
+        # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
+        # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
+        nbk = NB_BANKS
+        cnt_w = _bits(acc.max_tokens * G + 1)
+        exp = [Signal(cnt_w, name=f"seg_rows{k}") for k in range(nbk)]
+        got = [Signal(cnt_w, name=f"seg_acc{k}") for k in range(nbk)]
+        hi, anyd = Signal(self.ob, name="desc_seg_max"), Signal(name="desc_seen")
+        kb = self.obk
         # --- output walk
         fin = Signal(name="accel_done_seen")
-        csel = Signal(name="c_sel_q")
-        m.d.comb += cmb.c_sel.eq(csel)
-        pool, f, cb, i, a = (Signal(range(acc.max_tokens + 1), name="w_pool"), Signal(range(acc.max_tokens + 1),
-                             name="w_f"), Signal(cbb, name="w_cb"), Signal(range(R), name="w_i"),
-                             Signal(2, name="w_a"))
+        g0, rp_, fc = (Signal(cbb + 1, name="w_group"), Signal(cbb + 1, name="w_rep"),
+                       Signal(range(acc.max_tokens + 1), name="w_fc"))
+        cb = Signal(cbb + 1, name="w_cb")
+        gk = Signal(cbb + 1, name="w_group_k")  # column blocks of the walked group: min(s, n_cb - g0)
+        m.d.comb += [cb.eq(g0 + rp_), gk.eq(Mux(g0 + self.o_s > self.o_ncb, self.o_ncb - g0, self.o_s))]
+        pool, f, i, a = (Signal(range(acc.max_tokens + 1), name="w_pool"), Signal(range(acc.max_tokens + 1),
+                         name="w_f"), Signal(range(R), name="w_i"), Signal(2, name="w_a"))
         x, x0 = Signal(range(acc.max_tokens + 1), name="w_x"), Signal(range(acc.max_tokens + 1), name="w_x0")
-        walking = Signal(name="walking")
+        f0 = Signal(range(2 * acc.max_tokens + 1), name="w_f0")  # the chunk's first frame
+        m.d.comb += f0.eq(fc * self.o_fw)
+        bank = sord[:kb]
+        e_cur, g_cur = exp[0], got[0]
+        for k in range(1, nbk):
+            e_cur, g_cur = Mux(bank == k, exp[k], e_cur), Mux(bank == k, got[k], g_cur)
+        done_now = fin | ap.done
+        # whole: issued segment by segment (o_seg): every row the segment's descriptors list accumulated and a later
+        # segment's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
+        m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
+                                 done_now & (count == 0) & ~s1 & ~s2 & (rank == 0) & (r_v == 0)))
+        go = Signal(name="walk_go")
+        m.d.comb += go.eq(waiting & whole & ~(s1 & (p_cb[0] == sord[0])) & ~(s2 & (s2_cb[0] == sord[0])))
         p_ = Signal(range(acc.max_tokens + 1), name="w_p")
         t = Signal(range(2 * acc.max_tokens + 1), name="w_t")
         axes = Array(self.o_axis[2 * k:2 * k + 2] for k in range(MAX_CLASSES))
@@ -281,8 +366,11 @@ class DeltaCore(wiring.Component):
         m.d.comb += [p_.eq(pool + i), t.eq(f * hw_ + p_), axis.eq(axes[a])]
         last_a = a == self.o_classes - 1
         last_i = (i == R - 1) | (p_ + 1 == hw_)
-        last_cb = cb == self.o_ncb - 1
+        last_rep = rp_ + 1 >= gk
+        last_fc = fc == self.o_nfc - 1
+        last_g = g0 + gk >= self.o_ncb
         last_f = f == self.o_f - 1
+        last_fch = last_f | (f + 1 == f0 + self.o_fw)  # the chunk's last frame
         last_pool = pool + R >= hw_
         x_next = Mux(x == self.o_w - 1, 0, x + 1)
         succ_ex = Signal(name="w_succ_exists")
@@ -296,11 +384,13 @@ class DeltaCore(wiring.Component):
         q = {n: Signal(len(s), name=f"q_{n}") for n, s in (("v", walking), ("a", a), ("axis", axis), ("t", t),
                                                               ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
                                                               ("succ", succ_ex), ("first", walking),
-                                                              ("last", walking), ("end", walking))}
+                                                              ("last", walking), ("end", walking),
+                                                              ("ord0", walking))}
         m.d.sync += [q["v"].eq(walking), q["a"].eq(a), q["axis"].eq(axis), q["t"].eq(t), q["p"].eq(p_),
                      q["f"].eq(f), q["cb"].eq(cb), q["i"].eq(i), q["x"].eq(x), q["succ"].eq(succ_ex),
                      q["first"].eq(a == 0), q["last"].eq(last_a),
-                     q["end"].eq(walking & last_a & last_i & last_cb & last_f & last_pool)]
+                     q["ord0"].eq(sord[0]),
+                     q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
         code = [decs[0].rdata[2 * g:2 * g + 2] for g in range(G)]
         scode = [decs[1].rdata[2 * g:2 * g + 2] for g in range(G)]
@@ -334,9 +424,13 @@ class DeltaCore(wiring.Component):
                      cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, waddr_ps - back)),
                      cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
                      cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
-        # the seen memory: set by the accumulate stream, cleared by the walk
-        m.d.comb += [seen_p.we.eq(s2 | q["v"]), seen_p.waddr.eq(Mux(q["v"], daddr, s2_addr)),
-                     seen_p.wdata.eq(~q["v"])]
+        # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
+        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_cb[0], ~q["ord0"]))
+        # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
+        for b in range(2):
+            clr = q["v"] & (q["ord0"] == b)
+            m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
+                         seen[b].wdata.eq(~clr)]
         # tags and done: the combine's row leaves 2 cycles after its command
         t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
         c1, c2 = Signal(cbb, name="tag_cb1"), Signal(cbb, name="tag_cb2")
@@ -348,19 +442,36 @@ class DeltaCore(wiring.Component):
 
         with m.If(ap.done):
             m.d.sync += fin.eq(1)
+        start_now = (phase == 0) & self.start
+        for k in range(nbk):
+            with m.If(start_now | (go & (bank == k))):  # a block's bank is free once its walk goes
+                m.d.sync += [exp[k].eq(0), got[k].eq(0)]
+            with m.Else():
+                with m.If(d1_v & (d1_ord[:kb] == k)):
+                    m.d.sync += exp[k].eq(exp[k] + d1_nrows)
+                with m.If(s2 & ((s2_cb[:kb] == k) if kb else 1)):
+                    m.d.sync += got[k].eq(got[k] + 1)
+        with m.If(start_now):
+            m.d.sync += [hi.eq(0), anyd.eq(0)]
+        with m.Elif(d1_v):
+            m.d.sync += anyd.eq(1)
+            with m.If(d1_ord > hi):
+                m.d.sync += hi.eq(d1_ord)
+            with m.If(self.o_seg & (d1_ord >= sord + nbk)):  # its bank still holds a segment not walked
+                m.d.sync += over.eq(1)
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
-                    m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0)]
+                    m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0),
+                                 waiting.eq(1), walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0),
+                                 x0.eq(0), g0.eq(0), rp_.eq(0), fc.eq(0), sord.eq(0)]
             if self.front:
                 with m.Case(3):  # the similarity front: the controller starts with its done pulse
                     with m.If(fr.done):
                         m.d.sync += phase.eq(1)
             with m.Case(1):
-                with m.If((fin | ap.done) & (count == 0) & ~pop & ~s1 & ~s2 & (rank == 0) & (r_v == 0)):
-                    m.d.sync += [phase.eq(2), walking.eq(1), csel.eq(~csel), pool.eq(0), f.eq(0), cb.eq(0),
-                                 i.eq(0), a.eq(0), x.eq(0), x0.eq(0)]
-            with m.Case(2):
+                with m.If(go):
+                    m.d.sync += [walking.eq(1), waiting.eq(0)]
                 with m.If(walking):
                     with m.If(~last_a):
                         m.d.sync += a.eq(a + 1)
@@ -370,26 +481,35 @@ class DeltaCore(wiring.Component):
                             m.d.sync += [i.eq(i + 1), x.eq(x_next)]
                         with m.Else():
                             m.d.sync += i.eq(0)
-                            with m.If(~last_cb):
-                                m.d.sync += [cb.eq(cb + 1), x.eq(x0)]
-                            with m.Elif(~last_f):
-                                m.d.sync += [cb.eq(0), f.eq(f + 1), x.eq(x0)]
-                            with m.Elif(~last_pool):
-                                m.d.sync += [cb.eq(0), f.eq(0), pool.eq(pool + R), x.eq(x_next), x0.eq(x_next)]
-                            with m.Else():
-                                m.d.sync += walking.eq(0)
+                            with m.If(~last_fch):
+                                m.d.sync += [f.eq(f + 1), x.eq(x0)]
+                            with m.Else():  # the segment's last command: wait for the next segment to be whole
+                                # (without o_seg the op is all accumulated: the next segment follows at once)
+                                more = ~(last_rep & last_fc & last_pool & last_g)
+                                m.d.sync += [walking.eq(more & ~self.o_seg), sord.eq(sord + 1),
+                                             waiting.eq(more & self.o_seg)]
+                                with m.If(~last_rep):  # the chunk again, the group's next column block
+                                    m.d.sync += [rp_.eq(rp_ + 1), f.eq(f0), x.eq(x0)]
+                                with m.Elif(~last_fc):  # the pool's next chunk of frames
+                                    m.d.sync += [rp_.eq(0), fc.eq(fc + 1), f.eq(f0 + self.o_fw), x.eq(x0)]
+                                with m.Elif(~last_pool):
+                                    m.d.sync += [rp_.eq(0), fc.eq(0), f.eq(0), pool.eq(pool + R), x.eq(x_next),
+                                                 x0.eq(x_next)]
+                                with m.Elif(~last_g):  # the next column-block group
+                                    m.d.sync += [rp_.eq(0), fc.eq(0), f.eq(0), pool.eq(0), g0.eq(g0 + self.o_s),
+                                                 x.eq(0), x0.eq(0)]
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
-        the decision copies, the FIFO banks, the seen memory (``kaleido_daccel``'s and ``kaleido_dcombine``'s
-        are theirs)."""
+        the decision copies, the FIFO banks, the seen memory's banks, the token chunks (``kaleido_daccel``'s and
+        ``kaleido_dcombine``'s are theirs)."""
         acc, out = self.accel, []
         for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", acc.max_tokens, 2 * self.cfg.partial_regs,
                    None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
-                   ("1r1w", self.seen_depth, 1, None)):
+                   ("1r1w", self.seen_depth, 1, None), ("1r1w", acc.max_tokens, self.chb, None)):
             if mc not in out:
                 out.append(mc)
         return out
@@ -409,9 +529,13 @@ def host_through(m, core, ap, wr_valid, *also) -> Signal:
     return phase
 
 
-def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> dict[str, int]:  # noqa: N803
+def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: bool = False,  # noqa: N803
+               fw: int | None = None, s: int | None = None) -> dict[str, int]:
     """The op's values of `DeltaCore`'s ``o_*`` ports (module docstring): grid ``(F, H, W)``, ``groups``
-    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM).
+    ``[(k0, k1, axis)]``, N output channels, ``fused`` (carried values in the state SRAM); the walk's segments
+    (docs/decisions.md D104): ``fw`` frames a chunk (default F), ``s`` column blocks a group (default all), ``seg``
+    (the controller issues the band-tiles segment by segment, `segment_order`: each segment is walked once whole).
+    The host writes each token's chunk (`sim.timing.delta_core.token_chunks`) with its decisions.
 
     Raises:
         ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
@@ -421,6 +545,7 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> di
     from hw.delta_accel_host import group_layout
     from hw.delta_combine import delta_combine_sizes, state_sram_sizes
     from sim.timing.delta import classes
+    from sim.timing.delta_core import segment_base
 
     cls = classes(groups)
     if len(cls) > MAX_CLASSES or len(groups) > core.cfg.partial_regs:
@@ -439,9 +564,22 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False) -> di
             raise ValueError(f"{what}: the op needs {words} words, kaleido_dcore's buffer holds {have} (one chunk "
                              "per op, D95)")
     of_group = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
+    fw, s = fw or F, s or n_cb
+    nfc = -(-F // fw)
+    nch = nfc * -(-(H * W) // R)
+    kw = _bits(core.accel.max_nb + 1)
     xb = _bits(core.accel.KW)
     lay = group_layout(core.accel, groups)
     return {"o_f": F, "o_h": H, "o_w": W, "o_ncb": n_cb, "o_n": N, "o_classes": A,
             "o_axis": sum(AXIS_CODE[ax] << 2 * a for a, (ax, _idx) in enumerate(cls)),
             "o_gclass": sum(of_group.get(g, NO_GROUP) << 2 * g for g in range(core.cfg.partial_regs)),
-            "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused)}
+            "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused),
+            "o_seg": int(seg), "o_fw": fw, "o_nfc": nfc, "o_s": s,
+            "o_sbase": sum(segment_base(c, s, n_cb, nch) << core.ob * c for c in range(n_cb)),
+            "o_sk": sum(min(s, n_cb - c // s * s) << kw * c for c in range(n_cb))}
+
+
+def segment_order(chunk_major: bool, s: int, n_cb: int) -> bool:
+    """Whether the controller issues band-tiles segment by segment (the walk's order): D84's chunk-major order
+    (`sim.timing.delta.chunk_major`), or D68's with one column block a group (`sim.timing.delta.issue_order`)."""
+    return bool(chunk_major) or s == 1 or n_cb == 1

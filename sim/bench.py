@@ -409,6 +409,30 @@ def _print_organisations(res: dict) -> None:
                     print(f"    scattered: slowest linear op {low:.2f}x [>= 3]")
 
 
+def bench_rtl_combine(reuses=(0.3, 0.8), region=(8, 8), organisations=("compact", "delta")) -> dict:
+    """The banded organisations on the D50 field (`sim.report.organisations.compare`, balanced preset) with the
+    combine timed as the model's combine unit and as the RTL cores are built (``combine_timing``, docs/decisions.md
+    D104): ``{(r, timing): {organisation: summary}}``."""
+    from sim.report.organisations import compare
+
+    return {(r, t): compare(BALANCED, r, region, organisations, combine_timing=t)
+            for r in reuses for t in ("model", "rtl")}
+
+
+def _print_rtl_combine(res: dict) -> None:
+    print(f"The combine as built in RTL (combine_timing = rtl, docs/decisions.md D104) against the model's combine unit, "
+          f"on {BALANCED}, the organisations field (region 8x8):")
+    for r in sorted({r for r, _ in res}):
+        model, rtl = res[(r, "model")], res[(r, "rtl")]
+        for org in model:
+            m, t = model[org], rtl[org]
+            print(f"  r = {r} {org:7s}: total_speedup {m['total_speedup']:.3f} -> {t['total_speedup']:.3f} as built "
+                  f"({t['total_speedup'] / m['total_speedup']:.3f}x; ideal {m['ideal']:.2f}, array {m['speedup']:.3f} "
+                  f"-> {t['speedup']:.3f}); energy {m['energy_vs_dense']:.3f}x -> {t['energy_vs_dense']:.3f}x dense")
+            print("    per op total/ideal, model -> rtl: " + ", ".join(
+                f"{n} {v['share']:.2f} -> {t['per_op'][n]['share']:.2f}" for n, v in m["per_op"].items()))
+
+
 def _bench_golden() -> None:
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
@@ -489,6 +513,8 @@ SECTIONS = {
     "balance": (lambda: _print_balance(bench_balance()), "issue 14's balance targets on the balanced preset"),
     "organisations": (lambda: _print_organisations(bench_organisations()),
                       "lockstep, compact and delta on the synthetic field (and the figure)"),
+    "rtl-combine": (lambda: _print_rtl_combine(bench_rtl_combine()),
+                    "compact and delta with the combine timed as the RTL cores are built (D104)"),
     "sweep": (_bench_sweep, "sweeps on Dask (1 vs 2 workers), the serial step, whole videos"),
     "rtl": (lambda: print_rtl(bench_rtl()), "the compiled RTL engine against pyverilator; the delta top beside"),
     "ditango": (_bench_ditango, "DiTango workloads, Wan2.1-14B 720p on 32 devices"),

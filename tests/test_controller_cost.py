@@ -128,14 +128,19 @@ def test_register_banks_are_the_designs(name):
     acc_mod = "kaleido_caccel" if kind == "compact" else "kaleido_daccel_stage"
     acc = _clocked_bits(designs[acc_mod])
     q = _clocked_bits(designs["kaleido_dqueue"])
-    if kind != "compact":
-        Fragment.get(designs["kaleido_dcore"], None)
+    dc = _clocked_bits(designs["kaleido_dcore"]) if kind != "compact" else None
     if kind == "compact":
         Fragment.get(designs["kaleido_ccore"], None)
     for front in ("kaleido_cfront", "kaleido_dfront"):  # elaborated, so that Amaranth does not warn (no banks here)
         if front in designs:
             Fragment.get(designs[front], None)
     part = {(p["module"], p["part"]): p["bits"] for p in controllers.inventory(cfg)}
+    if dc is not None:  # kaleido_dcore's registers of the segment walk (D104)
+        assert part["kaleido_dcore", "segment counts"] == _bank_bits(dc, r"seg_(rows|acc)\d+")
+        assert part["kaleido_dcore", "latest descriptor"] == _bank_bits(dc, r"desc_seg_max|desc_seen")
+        assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc)|waiting")
+        assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
+        assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_parity")
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind == "delta_stage":
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
@@ -155,14 +160,15 @@ def test_register_banks_are_the_designs(name):
 def test_area_by_hand_and_what_is_new():
     """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
     macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
-    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 39 (2 class + 5 column-block + 4 x 8
-    token bits), row FIFO 2 x 8 x 234 (10 address + 8 x 28), seen bits 1,024, decision copies 2 x 256 x 16."""
+    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 42 (2 class + 5 column-block + 4 x 8
+    token bits + 3 bits of the segment's count bank, D104), row FIFO 2 x 8 x 237 (10 address + 3 bank + 8 x 28), seen
+    bits 2 x 1,024 (a bank per D buffer, D104), decision copies 2 x 256 x 16, token chunks 256 x 8 (D104)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 39 + 2 * 8 * 234 + 1024 + 2 * 256 * 16
+    tables = 4 * 64 * 16 + 2 * 1024 * 42 + 2 * 8 * 237 + 2 * 1024 + 2 * 256 * 16 + 256 * 8
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
     # compact: a weight copy per band, each charged as the weight SRAM it stands for (16 KiB)
     c = area_breakdown(load_config(TINY_COMPACT), tech)["breakdown"]
@@ -221,10 +227,10 @@ def test_controller_accesses_by_hand():
     assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
-    # dcore: tile table entries of 39 bits, written per band-tile (2) and read per drained row (6); row FIFO 234
+    # dcore: tile table entries of 42 bits, written per band-tile (2) and read per drained row (6); row FIFO 237
     # bits in and out per row; decision copies: both written per token, both read per command (8 tokens x 1 class)
-    assert a["ctrl_tile_bytes"] == pytest.approx(39 / 8 * (2 + 6))
-    assert a["ctrl_fifo_bytes"] == pytest.approx(234 / 8 * 2 * 6)
+    assert a["ctrl_tile_bytes"] == pytest.approx(42 / 8 * (2 + 6))
+    assert a["ctrl_fifo_bytes"] == pytest.approx(237 / 8 * 2 * 6)
     assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,
     # woff 6, and the stage's seg 1, sbuf 6, fsrc 11, fcount 7, fdst 6, saddr 6 = 62 bits) and the early choice's

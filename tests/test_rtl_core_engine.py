@@ -67,11 +67,13 @@ def test_dcore_engine_seeded_cases_and_random_ops(dcore):
     runs = dcore.run([CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw, s, cm))
                       for c, fw, s, cm in cases])
     for (case, fw, s, cm), run in zip(cases, runs, strict=True):
-        (_c, op, _f, _p), queue = _job(cfg, case, fw, s, cm, False)
-        rows, done = _model(cfg, case, op, queue)
+        (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
+        _rows, done, (cyc, rsg, descs) = _model(cfg, case, op, queue, fw, s)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        sch = core_schedule(rows, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows)
-        assert sch["fifo_max"] <= dcore.core.fifo
+        # the walk segment by segment where the op issues so (docs/decisions.md D104)
+        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, walk[0], rsg,
+                            descs, fw, s)
+        assert sch["fifo_max"] <= dcore.core.fifo and not sch["overflow"]
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
 
 

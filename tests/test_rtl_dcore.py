@@ -26,19 +26,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from algo.reuse.golden import apply_decisions
+from algo.reuse.golden import COMPUTE, REUSE, apply_decisions
 from hw import discard
 from hw.delta_accel import DeltaAccel
 from hw.delta_accel_host import queue_ports
-from hw.delta_core import DeltaCore, core_ports
+from hw.delta_core import DeltaCore, core_ports, segment_order
 from hw.sram import macro_name
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import commands, core_schedule
+from sim.timing.delta_core import commands, core_schedule, fifo_rows, segments, tile_segments
+from tests.rtl.cases import make_case
 from tests.rtl.dcore_bench import CMD_PORTS, run_dcore
 from tests.rtl.delta_bench import dcombine_program
-from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, delta_cfg, model_counts
+from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg, model_counts
 from tests.test_rtl_dqueue import _random
 
 FIFO = 64  # rows; the most these cases queue is 39 (core_schedule's fifo_max, checked below)
@@ -58,37 +59,45 @@ RUNS = [("8x8-B2-d2", 0, False, False, True),
 
 
 def _job(cfg, case, fw, s, cm, fused, queues=True):
-    """``(case, op, fused, ports)`` for `tests.rtl.dcore_bench.run_dcore` and the queues' `queue_steps` (None
-    without queues)."""
+    """``(case, op, fused, ports, (seg, fw, s))`` for `tests.rtl.dcore_bench.run_dcore` and the queues'
+    `queue_steps` (None without queues)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
-    if not queues:
-        return (case, op, fused, None), None
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    walk = (segment_order(cm, s, n_cb), fw, s)
+    if not queues:
+        return (case, op, fused, None, walk), None
     ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
     R = cfg.array_rows  # noqa: N806
-    return (case, op, fused, ports), queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm)
+    return ((case, op, fused, ports, walk),
+            queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm))
 
 
-def _model(cfg, case, op, queue):
-    """The controller's row cycles and ``done`` by `sim.timing.delta_accel` (2 B staging entries, 32 lanes)."""
+def _model(cfg, case, op, queue, fw=None, s=None):
+    """The controller's row cycles and ``done`` by `sim.timing.delta_accel` (2 B staging entries, 32 lanes), and
+    the rows in the FIFO's order with their segments and the descriptors (`sim.timing.delta_core.core_schedule`)."""
     widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
     rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
     S = 2 * cfg.compact_bands  # noqa: N806
-    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
+    band, _first, last, g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
     rows = np.concatenate(row_out_cycles(band, last, op.rows, cfg))
-    return rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
+    descs = [(int(g[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
+    return (rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue),
+            (*fifo_rows(band, last, op.rows, sgs, cfg), descs))
 
 
-def check(cfg, job, queue, got):
-    case, op, fused, _ports = job
+def check(cfg, job, queue, got, fifo=FIFO):
+    case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done = _model(cfg, case, op, queue)
-    sch = core_schedule(rows, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows)
+    rows, done, (cyc, rsg, descs) = _model(cfg, case, op, queue, fw, s)
+    A = len(classes(case.groups))  # noqa: N806
+    sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s)
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
-    assert sch["fifo_max"] <= FIFO and not got.overflow
+    assert sch["fifo_max"] <= fifo and not got.overflow and not sch["overflow"]
     assert not got.twice
     assert sorted(got.rows) == sorted(sch["rows"])
     for (t, cb), (cycle, values) in got.rows.items():
@@ -99,6 +108,8 @@ def check(cfg, job, queue, got):
     # the output commands, field for field, against tests.rtl.delta_bench's program (the combine's specification,
     # D79), the carried-store read address only where it is read
     _acc, prog = dcombine_program(case, [], cfg, fused)
+    where = {(t, b): k for k, sg in enumerate(segments(case.grid, n_cb, A, cfg.array_rows, fw, s)) for t, b, _a in sg}
+    prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
     assert len(got.cmds) == len(prog)
     for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
         keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
@@ -125,6 +136,53 @@ def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused, queues):
     check(cfg, job, queue, got)
 
 
+def _three_axes(seed, grid, N, p):  # noqa: N803
+    """A seeded case of three axis classes (groups of 2 channels on h, w, f), each (token, group) REUSE with
+    chance ``p`` where its neighbour exists (else COMPUTE); one column block at a time (s = 1), one chunk."""
+    c = make_case(f"wide{seed}", 400 + seed, grid, 6, N, [2, 2, 2])
+    c.groups = [(0, 2, "h"), (2, 4, "w"), (4, 6, "f")]
+    rng = np.random.default_rng(seed)
+    c.decisions = np.where(rng.random(c.decisions.shape) < p, REUSE, COMPUTE).astype(np.int8)
+    idx = np.unravel_index(np.arange(c.X.shape[0]), grid)
+    for g, ax in enumerate((1, 2, 0)):
+        c.decisions[idx[ax] == 0, g] = COMPUTE
+    return c, None, 1
+
+
+#: Column blocks outer (s = 1) on 5 and 3 column blocks (N = 37, 20 on C = 8): blocks walked while later ones
+#: accumulate, block 4 on block 0's count bank; on the three-axis case (a block's walk 3 M = 108 commands against
+#: few rows a block) rows of block b + 2 wait while b is walked (the same D buffer).
+WIDE = [(_case(7, (2, 2, 4), 6, 37, [3, 3], False, "f", None, 1), "8x8-B2-d2"),
+        (_case(8, (2, 2, 3), 5, 20, [2, 3], True, "w", 1, 1), "8x8-B4-d2"),
+        (_case(9, (3, 2, 2), 4, 37, [4], False, "f", None, 1), "4x8-B2-d1"),
+        (_three_axes(0, (3, 3, 4), 37, 0.7), "8x8-B2-d2")]
+
+
+@pytest.mark.parametrize("wi", range(len(WIDE)))
+def test_dcore_walks_each_column_block_once_whole(wi):
+    case, shape = WIDE[wi]
+    c, fw, s = case
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    job, queue = _job(cfg, c, fw, s, False, False)
+    assert job[4][0]  # walked segment by segment
+    [got] = run_dcore(cfg, [job], fifo=2 * FIFO)  # the three-axis case holds 105 rows
+    check(cfg, job, queue, got, 2 * FIFO)
+
+
+def test_wide_cases_hold_rows_for_their_buffer():
+    """The WIDE runs reach the pop's gate (a row of the walked block's parity waits) at least once, so the RTL tests
+    above check it; computed by `core_schedule` from the controller's model."""
+    gated = 0
+    for (c, fw, s), shape in WIDE:
+        cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+        job, queue = _job(cfg, c, fw, s, False, False)
+        _rows, done, (cyc, rsg, descs) = _model(cfg, c, job[1], queue, *job[4][1:])
+        n_cb = -(-c.W.shape[1] // cfg.array_cols)
+        gated += core_schedule(cyc, done, c.grid, n_cb, len(classes(c.groups)), cfg.array_rows, True, rsg,
+                               descs, *job[4][1:])["gated"]
+    assert gated > 0
+
+
 def random_ops() -> list:
     """Six seeded random ops (tests/test_rtl_dqueue.py's: random grids, 1-3 groups of 1-6 channels on f, w or h,
     N 3-17, int8/uint8, scattered or coherent, chunk frames, s 1-3, both issue orders), ``(case, fw, s,
@@ -140,8 +198,8 @@ def test_core_schedule_by_hand():
     # and 3 after cycle 7's (3 written, none popped before 7: the pop at 7 reads as the third is written). The
     # walk starts at
     # max(9, 9 + 3) = 12. Grid 1 x 1 x 3, one column block, 2 classes, R = 2: pool 0 (positions 0, 1), then pool
-    # 1 (position 2); 6 commands at 14 .. 19, each token's row 2 cycles after its second class: 17, 19, 21;
-    # done at 12 + 6 + 4 = 22.
+    # 1 (position 2), two segments (D104) back to back (the op is all accumulated): commands at 14 .. 19, each
+    # token's row 2 cycles after its second class: 17, 19, 21; done at 12 + 6 + 4 = 22.
     assert commands((1, 1, 3), 1, 2, 2) == [(0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (2, 0, 0), (2, 0, 1)]
     sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2)
     assert sch["acc"].tolist() == [9, 10, 11] and sch["start"] == 12 and sch["fifo_max"] == 3

@@ -141,15 +141,17 @@ def test_front_refusals():
 
 # ---- kaleido_dcore with its front (front=True): the host writes raw X ----
 
-def _front_load(ctx, dut, case, op, ports):
-    """The core's host words from raw X: X bytes (``wr_sel`` 0, into the front), weights; the op ports with the
-    front's bounds and ``x_unsigned``; ``start``."""
-    from hw.delta_accel_host import SEL_W, SEL_X, w_words
+def _front_load(ctx, dut, case, op, ports, chunks):
+    """The core's host words from raw X: X bytes (``wr_sel`` 0, into the front), weights, each token's chunk
+    (``wr_sel`` 3 at bit 2 G, decision bits 0: the front writes them, D104); the op ports with the front's bounds
+    and ``x_unsigned``; ``start``."""
+    from hw.delta_accel_host import SEL_DEC, SEL_W, SEL_X, w_words
     from tests.rtl.daccel_bench import start_op, write_words
 
     async def go():
         words = [(SEL_X, a, w) for a, w in compact_x_words(dut.accel, case.X, case.groups)]
         words += [(SEL_W, a, w) for a, w in w_words(dut.accel, case.W.astype(np.int64), case.groups)]
+        words += [(SEL_DEC, t, int(k) << 2 * dut.cfg.partial_regs) for t, k in enumerate(chunks)]
         await write_words(ctx, dut, words)
         fp = front_ports(dut.front_unit, case.grid, case.groups, THETA)
         await start_op(ctx, dut, ports | {"c_b1": fp["c_b1"], "c_b2": fp["c_b2"], "x_unsigned": int(case.x_unsigned)})

@@ -54,11 +54,13 @@ from hw.sram import split_banks
 #: (`hw.delta_accel.WEIGHT_LANES` = 2), the band-tile number's bits (`hw.compact_array.TILE_BITS` = 24), the early
 #: choice's cycle numbers (`hw.delta_accel.EXPECT_BITS` = 32), the row FIFO's entries per drain port
 #: (`hw.delta_core.FIFO_PER_PORT` = 8), the compact core's column blocks (`hw.compact_core.MAX_CB` = 4), the
-#: band-tiles a controller holds (`hw.delta_accel.MAX_TILES` = 1,024) and the bits of a decision code
-#: (`hw.delta_queue.CODE_BITS` = 2): restated here so that the inventory is written from the config, not read off
+#: band-tiles a controller holds (`hw.delta_accel.MAX_TILES` = 1,024), the bits of a decision code
+#: (`hw.delta_queue.CODE_BITS` = 2) and ``kaleido_dcore``'s segment count banks (`hw.delta_core.NB_BANKS` = 8, D104):
+#: restated here so that the inventory is written from the config, not read off
 #: the designs it is tested against (tests/test_controller_cost.py imports the RTL's and compares).
 DELTA_LANE_BITS, COMPACT_LANE_BITS, LANES, WEIGHT_LANES = 9, 8, 32, 2
 TILE_BITS, EXPECT_BITS, FIFO_PER_PORT, MAX_CB, MAX_TILES, CODE_BITS = 24, 32, 8, 4, 1024, 2
+NB_BANKS = 8
 W_BITS = 8
 #: Word registers per band and column of the staged controller (hw/delta_accel.py ``_stage_band``, D94, D96), as
 #: `sim.timing.compact.WORD_REGISTERS` charges them.
@@ -234,14 +236,35 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
             da = _bits(delta_combine_sizes(cfg)["d_depth"])
         except ValueError:  # a partial-sum SRAM too small for kaleido_dcombine: no core (the model refuses its ops)
             return out
-        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, 2 + _bits(z["max_nb"]) + brows * tb, d,
-                       "ctrl_tables", "per drain port: class, column block, row tokens (D95)"),
-                _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, da + C * acc, d, "ctrl_tables",
-                       "d banks of the drained rows waiting for the one-way combine (D95)"),
-                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << da, 1, 1, "ctrl_tables",
-                       "one per D-buffer word (D95)"),
-                _macro("kaleido_dcore", "decision copies", "1r1w", cfg.accel_max_tokens, CODE_BITS * G, 2,
-                       "ctrl_tables", "the token's and its successor's decisions (D95)")]
+        mt, nb = cfg.accel_max_tokens, z["max_nb"]
+        cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
+        obk = (NB_BANKS - 1).bit_length()  # a segment's count bank: the ordinal's low bits
+        entry = 2 + cbb + brows * tb
+        fifo = FIFO_PER_PORT * d
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk, d, "ctrl_tables",
+                       "per drain port: class, column block, row tokens (D95), the segment's bank (D104)"),
+                _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, da + obk + C * acc, d, "ctrl_tables",
+                       "d banks of the drained rows waiting for the one-way combine (D95), with the segment's bank "
+                       "(D104)"),
+                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << da, 1, 2, "ctrl_tables",
+                       "one per D-buffer word (D95), a bank per D buffer (D104)"),
+                _macro("kaleido_dcore", "decision copies", "1r1w", mt, CODE_BITS * G, 2,
+                       "ctrl_tables", "the token's and its successor's decisions (D95)"),
+                _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb, 1, "ctrl_tables",
+                       "each token's chunk, written by the host with the decisions (D104)"),
+                _bank("kaleido_dcore", "segment counts", "reg", 2 * NB_BANKS * _bits(mt * G + 1), "ctrl_registers",
+                      "per count bank the rows its descriptors list and the rows accumulated (D104)"),
+                _bank("kaleido_dcore", "latest descriptor", "reg", ob + 1, "ctrl_registers",
+                      "the largest segment ordinal a descriptor named and a flag (D104)"),
+                _bank("kaleido_dcore", "walk segment", "reg", ob + 2 * (cbb + 1) + _bits(mt + 1) + 1,
+                      "ctrl_registers", "the walk's segment ordinal, group, column block in it, chunk; waiting (D104)"),
+                _bank("kaleido_dcore", "descriptor register", "reg",
+                      1 + TILE_BITS + entry + cbb + _bits(brows + 1), "ctrl_registers",
+                      "the descriptor the gather took, held a cycle for its segment (D104)"),
+                _bank("kaleido_dcore", "FIFO parity", "reg", fifo, "ctrl_registers",
+                      "per row-FIFO entry its segment's D buffer (D104)"),
+                _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
+                      "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
     return out
 
 

@@ -184,8 +184,9 @@ def _fractions(counts: np.ndarray) -> dict[str, float]:
 
 def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: int, cfg: AcceleratorConfig,
                     fused: bool) -> dict:
-    """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots in issue
-    order over the batch and column blocks, cycles, drain stall, combine stall and the tiles' counts.
+    """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots and valid rows
+    in issue order over the batch and column blocks, cycles, drain stall, combine stall (``cfg.combine_timing``:
+    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -202,6 +203,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     except CompactError as err:
         raise SimError(str(err)) from None
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
+    # the RTL walk's commands per token and column block with one way: axis classes (delta), groups (compact)
+    n_groups = len(delta_rules.classes(groups)) if delta else len(groups)
     # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
     # segment; compact: a column block of a batch element), its group and whether it is PAIRED
     wsegs, grps, pairs = [], [], []
@@ -254,10 +257,111 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                                    cfg.compact_bands)
               if staged or not delta else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
-    return {"s_seq": s_seq, "cycles": cycles, "drain": stall, "combine": combine_stall(adds, pools, cycles, cfg),
+    if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
+        walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),
+                               cols is None) if delta else None
+        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups, walk)
+    else:
+        comb = combine_stall(adds, pools, cycles, cfg)
+    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "shared_weights": shared}
+
+
+def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int, n_cb: int, n_classes: int,
+                    chunk_major: bool, whole: bool) -> tuple:
+    """``kaleido_dcore``'s walk (D104) of one op: ``(per issued band-tile its segment ordinal, batch elements one
+    after the other, or None where the op is not issued segment by segment; each segment's commands; segments)``.
+    ``chunks``: per batch element its band-tiles' chunks (`compact_tiles`); the issue order D84's chunk-major
+    (per column-block group, chunk, column block) or D68's (segment by segment only with s = 1); ``whole`` False
+    (a sliced op, D88): not segment by segment."""
+    from sim.timing.delta import column_groups
+    from sim.timing.delta_core import segment_base
+
+    F, H, W = grid  # noqa: N806
+    R, hw = cfg.array_rows, H * W  # noqa: N806
+    nfc, npool = -(-F // fw), -(-hw // R)
+    nch = nfc * npool
+    seg_len = []  # the walk's order: group, pool, chunk of frames, column block
+    for g0 in range(0, n_cb, s):
+        for pool in range(npool):
+            for fc in range(nfc):
+                seg_len += [min(R, hw - pool * R) * (min(F, fc * fw + fw) - fc * fw) * n_classes] * min(s, n_cb - g0)
+    nseg = len(seg_len)
+    if not whole or not (chunk_major or s == 1 or n_cb == 1):
+        return None, np.asarray(seg_len * len(chunks), dtype=np.int64), nseg * len(chunks)
+    out = []
+    for b, ch in enumerate(chunks):
+        ch = np.asarray(ch, dtype=np.int64)
+        parts = []
+        if chunk_major:
+            starts = np.flatnonzero(np.r_[True, np.diff(ch) != 0, True]) if len(ch) else np.zeros(1, np.int64)
+            g0 = 0
+            for k in column_groups(n_cb, s):
+                for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
+                    for r in range(k):
+                        parts.append(np.full(a1 - a0, segment_base(g0 + r, s, n_cb, nch) + ch[a0] * k))
+                g0 += k
+        else:
+            for cb in range(n_cb):
+                parts.append(segment_base(cb, s, n_cb, nch) + ch * min(s, n_cb - cb // s * s))
+        out.append(np.concatenate(parts) + b * nseg if parts else np.zeros(0, np.int64))
+    return np.concatenate(out).astype(np.int64), np.asarray(seg_len * len(chunks), dtype=np.int64), nseg * len(chunks)
+
+
+def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
+                 M: int, n_cb: int, n_groups: int, walk: tuple | None = None) -> int:  # noqa: N803
+    """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
+    docs/decisions.md D104), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
+    band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
+    column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
+    axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
+    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``.
+
+    - delta (``kaleido_dcore``, D95, D104): every drained row through the one-way accumulate (a cycle's rows in
+      band-tile order); where the op issues segment by segment (``walk``, `_dcore_segments`: D84's chunk-major
+      order, or s = 1; not sliced) each (chunk, column block) segment is walked once whole
+      (`sim.timing.delta_core.blocks_done`, descriptors 2 cycles before their band-tiles' first slots), else one
+      walk over all segments after the last row (`sim.timing.delta_core.walk_done`); the batch's elements as one
+      run of segments;
+    - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
+      tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
+      first descriptor taken 2 cycles before its first slot, the gather keeping ahead)."""
+    from sim.timing.compact import drain_reads
+    from sim.timing.compact_accel import core_done, core_ways
+    from sim.timing.cycle_model import PIPELINE_CYCLES
+    from sim.timing.delta_core import blocks_done, walk_done
+
+    band, first, last = sched
+    q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
+    v = np.asarray(rows, dtype=np.int64)
+    end = drain_reads(band, last, v, cfg) + cfg.array_cols + PIPELINE_CYCLES  # each band-tile's last row leaves
+    if delta:
+        starts = np.cumsum(v) - v
+        out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
+        tile_seg, seg_len, nb = walk
+        if tile_seg is not None:
+            f0, f1 = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
+            np.maximum.at(f1, tile_seg, first - 2)
+            f0[f1 >= 0] = 1 << 62
+            np.minimum.at(f0, tile_seg, first - 2)
+            order = np.argsort(out, kind="stable")
+            done = blocks_done(out[order], np.repeat(tile_seg, v)[order], cycles, seg_len, f0, f1)
+        else:
+            done = walk_done(out, cycles, int(seg_len.sum()))
+    else:
+        nb = len(per_batch) * n_cb
+        last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
+        off = 0
+        for b, tb in enumerate(per_batch):
+            for c in range(n_cb):
+                if tb:
+                    last_row[b * n_cb + c] = int(end[off:off + tb].max())
+                    first_desc[b * n_cb + c] = int(first[off]) - 2
+                off += tb
+        done = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc))
+    return max(0, int(done) - int(cycles))
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

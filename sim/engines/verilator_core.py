@@ -4,11 +4,12 @@ engine, so that the host's side is a per-cycle record stream and Python runs no 
 
 An op's records are what the Amaranth benches do (tests/rtl/dcore_bench.py, caccel_bench.py): one host write a
 cycle (``wr_valid``, ``wr_sel``, ``wr_addr``, ``wr_data``: the differences or X bytes, the weights and the decision
-codes, `hw.delta_accel_host` / `hw.compact_accel_host`), then the ``start`` cycle with the queues' and the core's op
-ports (`queue_ports`, `core_ports`), then those ports held until ``done`` (the segment's wait, bounded by `bound`).
-Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done`` cycle, both counted from
-the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core without a reset between
-them, as the benches' multi-op tests do.
+codes, `hw.delta_accel_host` / `hw.compact_accel_host`; ``kaleido_dcore``'s with each token's chunk above them,
+docs/decisions.md D104), then the ``start`` cycle with the queues' and the core's op ports (`queue_ports`,
+`core_ports`, ``kaleido_dcore``'s with its walk's segments), then those ports held until ``done`` (the segment's
+wait, bounded by `bound`). Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done``
+cycle, both counted from the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core
+without a reset between them, as the benches' multi-op tests do.
 
 Capacity: the controllers hold one op of at most ``accel_max_tokens`` tokens (256), ``accel_max_k`` channels (64),
 ``partial_regs`` groups and `hw.delta_accel.MAX_TILES` band-tiles; ``kaleido_dcore`` holds the op's difference sums
@@ -154,13 +155,17 @@ class CoreEngine:
         X, W = op.X, np.asarray(op.W, np.int64)  # noqa: N806
         if self.module == "dcore":
             from hw.delta_accel_host import SEL_DEC, dec_words, op_words, queue_ports
-            from hw.delta_core import core_ports
+            from hw.delta_core import core_ports, segment_order
+            from sim.timing.delta_core import token_chunks
             from sim.timing.delta_reference import differences
 
-            ports = core_ports(core, op.grid, op.groups, N, op.fused)
+            ports = core_ports(core, op.grid, op.groups, N, op.fused, segment_order(cm, s, n_cb), fw, s)
             diffs = differences(X, op.grid, op.groups, op.decisions).astype(np.int64)
             words = op_words(acc, diffs, W, op.groups, [])
             ports |= queue_ports(acc, op.grid, op.groups, fw, n_cb, s, cm)
+            # each token's chunk above its decision codes (the walk's segments, docs/decisions.md D104)
+            hi, chunks = 2 * self.cfg.partial_regs, token_chunks(op.grid, self.cfg.array_rows, fw or op.grid[0])
+            words += [(SEL_DEC, a, w | int(chunks[a]) << hi) for a, w in dec_words(acc, op.decisions)]
         else:
             from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
             from hw.compact_core import core_ports
@@ -169,7 +174,7 @@ class CoreEngine:
             ports = core_ports(core, op.grid, op.groups, N, rows_per_group(bop, op.groups))
             words = op_words(acc, X, W, op.groups, [])
             ports |= queue_ports(acc, op.grid, op.groups, fw, n_cb) | {"x_unsigned": int(op.x_unsigned)}
-        words += [(SEL_DEC, a, w) for a, w in dec_words(acc, op.decisions)]
+            words += [(SEL_DEC, a, w) for a, w in dec_words(acc, op.decisions)]
         nw = len(words)
         vals = {"wr_valid": [1] * nw + [0, 0], "wr_sel": [w[0] for w in words] + [0, 0],
                 "wr_addr": [w[1] for w in words] + [0, 0], "wr_data": [int(w[2]) for w in words] + [0, 0],
@@ -218,9 +223,10 @@ class CoreEngine:
 
     def expected(self, op: CoreOp, bop=None) -> dict:
         """The core's cycles by its timing functions, computed apart from the RTL: ``rows`` ``{(token, cb): cycle}``,
-        ``done``, and for ``kaleido_dcore`` ``fifo_max`` (`sim.timing.delta_accel` into
-        `sim.timing.delta_core.core_schedule`; compact: `sim.timing.compact_accel.caccel_cycles` into
-        `core_cycles`), with the staging entries and lanes `hw.rtl` builds (2 B, `hw.delta_accel.LANES`)."""
+        ``done``, and for ``kaleido_dcore`` ``fifo_max`` and ``overflow`` (`sim.timing.delta_accel` into
+        `sim.timing.delta_core.core_schedule`, the walk segment by segment where the op issues so, D104; compact:
+        `sim.timing.compact_accel.caccel_cycles` into `core_cycles`), with the staging entries and lanes `hw.rtl`
+        builds (2 B, `hw.delta_accel.LANES`)."""
         from hw.delta_accel import LANES
 
         cfg = self.cfg
@@ -230,24 +236,24 @@ class CoreEngine:
         n_cb = -(-N // C)
         fw, s, cm = self.plan(op)
         if self.module == "dcore":
+            from hw.delta_core import segment_order
             from sim.timing.delta import classes
-            from sim.timing.delta_accel import (
-                accel_cycles,
-                accel_schedule,
-                gather_rounds,
-                queue_steps,
-                row_out_cycles,
-            )
-            from sim.timing.delta_core import core_schedule
+            from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps
+            from sim.timing.delta_core import core_schedule, fifo_rows, tile_segments
 
             widths = np.array([op.groups[t.group][1] - op.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
             rounds = gather_rounds([t.tokens for t in bop.tiles], R // B)
             q = queue_steps(op.decisions, op.grid, R, R // B, fw, n_cb, s, cm)
-            band, _first, last, _g = accel_schedule(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
-            rows = np.concatenate(row_out_cycles(band, last, bop.rows, cfg)) if bop.tiles else np.zeros(0, np.int64)
+            band, _first, last, g = accel_schedule(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
             done = accel_cycles(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
-            sch = core_schedule(rows, done, op.grid, n_cb, len(classes(op.groups)), R)
-            return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"]}
+            # each band-tile's segment; its descriptor taken at the gather's cycle + 2 (desc_valid, D104)
+            sgs = tile_segments([(t.cb, int(t.tokens[0])) for t in bop.tiles], op.grid, R, n_cb, fw, s)
+            descs = [(int(g[k]) + 2, sgs[k], int(bop.rows[k])) for k in range(len(sgs))]
+            rows, rsg = fifo_rows(band, last, bop.rows, sgs, cfg) if bop.tiles else (np.zeros(0, np.int64),) * 2
+            sch = core_schedule(rows, done, op.grid, n_cb, len(classes(op.groups)), R, segment_order(cm, s, n_cb),
+                                rsg, descs, fw, s)
+            return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
+                    "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (
             block_times,
             caccel_cycles,
@@ -363,7 +369,8 @@ def sub_op(op: CoreOp, sl: Slice) -> CoreOp:
 
 def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | None:
     """`Piece` of ``sl``, or None where the core cannot hold it (`core_ports`, `hw.delta_accel.MAX_TILES`
-    band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``)."""
+    band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``, its segment count banks against the
+    model's ``overflow``: a descriptor `hw.delta_core.NB_BANKS` segments ahead of the walk, D104)."""
     from hw.delta_accel import MAX_TILES
 
     op = sub_op(full, sl)
@@ -382,7 +389,7 @@ def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | None:
         want = engine.expected(op, tl)
     except ValueError:
         return None
-    if want.get("fifo_max", 0) > getattr(engine.core, "fifo", 0) and engine.module == "dcore":
+    if engine.module == "dcore" and (want["fifo_max"] > engine.core.fifo or want["overflow"]):
         return None
     return Piece(sl, op, tl, want)
 

@@ -87,8 +87,9 @@ def summary(res: dict, unsized: int = 0) -> dict:
 
 
 def compare(preset: str, reuse: float, region: tuple[int, int], organisations=ORGANISATIONS,
-            progress: Callable[[str], None] | None = None) -> dict[str, dict]:
-    """`summary` of the D50 field at ``reuse`` and ``region`` on ``preset`` under each organisation."""
+            progress: Callable[[str], None] | None = None, combine_timing: str = "model") -> dict[str, dict]:
+    """`summary` of the D50 field at ``reuse`` and ``region`` on ``preset`` under each organisation, the banded
+    organisations' combine timed as ``combine_timing`` (`hw.config.AcceleratorConfig.combine_timing`)."""
     from algo.trace import load_trace
     from algo.workloads.synth import SynthField, synth_trace
     from sim.engines.model import simulate_trace
@@ -105,7 +106,7 @@ def compare(preset: str, reuse: float, region: tuple[int, int], organisations=OR
         for org in organisations:
             if progress:
                 progress(f"{org} r={reuse} region {region[0]}x{region[1]}")
-            cfg = with_organisation(base, org)
+            cfg = with_organisation(base.model_copy(update={"combine_timing": combine_timing}), org)
             res = simulate_trace(tr, cfg)
             out[org] = summary(res, len(state_notes(res, tr, cfg)))
     return out

@@ -92,6 +92,36 @@ def block_times(op, schedule: tuple, cfg: AcceleratorConfig, n_cb: int) -> tuple
     return last_row, first_desc
 
 
+def core_ways(cfg: AcceleratorConfig) -> int:
+    """``kaleido_ccore``'s combine ways by default (`hw.compact_core.default_ways`, docs/decisions.md D104): d
+    (``drain_rows_per_cycle``), or the largest power of two below it that divides ``partial_regs``."""
+    w = 1
+    while 2 * w <= cfg.drain_rows_per_cycle and cfg.partial_regs % (2 * w) == 0:
+        w *= 2
+    return w
+
+
+def core_done(accel_done: int, M: int, commands: int, blocks: tuple) -> int:  # noqa: N803
+    """`core_cycles`' ``done`` alone, without the ``[n_cb, M]`` rows (the cycle model's ``combine_timing = "rtl"``,
+    docs/decisions.md D104; tests check it equal to `core_cycles`): block c's walk reads from ``W_c`` (`core_cycles`'
+    rule) and ``done`` is ``W_last + M n + 3``."""
+    last_row, first_desc = (np.asarray(a, dtype=np.int64) for a in blocks)
+    n_cb = len(last_row)
+    if not M or not n_cb:
+        return int(accel_done) + 1
+    # per block, the first descriptor of the next block with band-tiles, + 1 (or T + 1 when none follows)
+    nxt = np.full(n_cb, int(accel_done) + 1, dtype=np.int64)
+    ahead = int(accel_done) + 1
+    for c in range(n_cb - 1, -1, -1):
+        nxt[c] = ahead
+        if first_desc[c] >= 0:
+            ahead = int(first_desc[c]) + 1
+    w = -(1 << 62)
+    for c in range(n_cb):
+        w = max(int(last_row[c]) + 2, min(int(nxt[c]), int(accel_done) + 1), w + M * commands if c else w)
+    return w + M * commands + 3
+
+
 def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[np.ndarray, int]:  # noqa: N803
     """``kaleido_ccore``'s combine stage (`hw.compact_core`, docs/decisions.md D97, D104), counted from the
     ``start`` cycle: ``(y, done)`` with ``y`` int64 ``[n_cb, M]`` the cycle each (column block, token) ``Y`` row

@@ -2,17 +2,24 @@
 D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.delta_accel.row_out_cycles`) and
 ``done`` (`sim.timing.delta_accel.accel_cycles`):
 
-- a row leaving ``kaleido_daccel`` at c is written into the row FIFO at ``w = c + 1``; rows are popped one a cycle
-  in leaving order (a cycle's rows in port order), row k at ``j_k = max(w_k + 1, j_{k-1} + 1)``; its accumulate
-  command issues at ``j_k + 2`` (the seen bit's read between);
-- the output walk starts once ``done`` has come and the accumulate pipeline is empty: at ``x = max(T_a,
-  j_last + 3)`` (``T_a`` the controller's ``done``; ``x = T_a`` without rows) the phase changes, command i of the
-  walk (`commands`) is generated at ``x + 1 + i`` and issued at ``x + 2 + i``; a token's ``Y`` row leaves at
-  ``x + 4 + i`` for its last class's command i; ``done`` pulses at ``x + n + 4`` for n commands;
-- the FIFO holds, after cycle x's writes, the rows written by x less those popped before x; its depth must cover
+- a row leaving ``kaleido_daccel`` at c is written into the row FIFO at ``c + 1``; rows are popped one a cycle
+  in the FIFO's order (leaving order, a cycle's rows in port order: `fifo_rows`), from the cycle after their
+  write (``j >= c + 2``); a popped row's accumulate command issues 2 cycles later and is counted for its column
+  block the cycle after that;
+- the walk goes segment by segment (D104, `segments`), each once whole: with ``seg`` once every row its descriptors
+  list is counted and a later segment's descriptor has come (a descriptor is counted 2 cycles after its
+  ``desc_valid``: its segment is computed the cycle between) or the controller's ``done`` (``T``); otherwise at
+  ``x = max(T, j_last + 3)`` (the whole op accumulated), the segments back to back; with ``seg`` a segment goes at
+  the first such cycle g with no row of its parity in the two accumulate stages and the walk free (the cycle after
+  the previous segment's last command at least); its i-th command is read at ``g + 1 + i`` and issued a cycle
+  later, a token's ``Y`` row leaves 2 cycles after its last class's command; ``done`` pulses 4 cycles after the
+  last segment's last command is read;
+- a row of the walked segment's parity (or of a whole segment waiting to go) waits at the FIFO's head (``gated``);
+- the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
 
-Plain Python (the RTL benches' sizes); the cycle model of whole traces does not call it.
+Plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `walk_done` and `blocks_done`,
+``done`` in closed form, and only with ``combine_timing = "rtl"`` (`sim.engines.model`, docs/decisions.md D104).
 """
 
 from __future__ import annotations
@@ -20,35 +27,226 @@ from __future__ import annotations
 import numpy as np
 
 
-def commands(grid, n_cb: int, n_classes: int, R: int) -> list[tuple[int, int, int]]:  # noqa: N803
-    """The output walk's commands in order, ``(token, column block, class)`` (`hw.delta_core` module docstring):
-    per pool of R positions of a frame, per frame, per column block, per position, per class."""
+def segments(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # noqa: N803
+             s: int | None = None) -> list[list[tuple[int, int, int]]]:
+    """The output walk's segments in order, each its commands ``(token, column block, class)`` (D104): per group of
+    ``s`` column blocks (default all; the last group the rest), per pool of R positions, per chunk of ``fw`` frames
+    (default all), per column block of the group, the segment: per frame of the chunk, per position of the pool,
+    per class. A segment's ordinal is `hw.delta_core.segment_base` + chunk k."""
     F, H, W = grid  # noqa: N806
     hw = H * W
-    return [(f * hw + p, cb, a) for pool in range(0, hw, R) for f in range(F) for cb in range(n_cb)
-            for p in range(pool, min(pool + R, hw)) for a in range(n_classes)]
+    fw, s = fw or F, s or n_cb
+    out = []
+    for g0 in range(0, n_cb, s):
+        for pool in range(0, hw, R):
+            for f0 in range(0, F, fw):
+                for cb in range(g0, min(g0 + s, n_cb)):
+                    out.append([(f * hw + p, cb, a) for f in range(f0, min(f0 + fw, F))
+                                for p in range(pool, min(pool + R, hw)) for a in range(n_classes)])
+    return out
 
 
-def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int) -> dict:  # noqa: N803
-    """The combine stage's timing (module docstring).
+def commands(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # noqa: N803
+             s: int | None = None) -> list[tuple[int, int, int]]:
+    """The output walk's commands in order, ``(token, column block, class)``: `segments` one after the other."""
+    return [c for sg in segments(grid, n_cb, n_classes, R, fw, s) for c in sg]
+
+
+def segment_base(cb: int, s: int, n_cb: int, chunks: int) -> int:
+    """The walk's ordinal of column block ``cb``'s segment of chunk 0 (`segments`; ``s`` column blocks a group,
+    ``chunks`` chunks of a pool's frames in all); the segment of chunk c is this + c k, k the group's column blocks."""
+    g0 = cb // s * s
+    return g0 * chunks + cb - g0
+
+
+def token_chunks(grid, R: int, fw: int) -> list[int]:  # noqa: N803
+    """Each token's chunk, as `sim.timing.compact.compact_tiles` numbers its band-tiles' chunks: pool (R positions)
+    outer, ``fw`` frames a chunk: ``(p // R) ceil(F / fw) + f // fw`` for token ``f H W + p``."""
+    F, H, W = grid  # noqa: N806
+    nfc = -(-F // fw)
+    return [(p // R) * nfc + f // fw for f in range(F) for p in range(H * W)]
+
+
+def tile_segments(tiles, grid, R: int, n_cb: int, fw: int | None = None, s: int | None = None) -> list[int]:  # noqa: N803
+    """Each band-tile's segment ordinal (`segments`) from its column block and its first token's chunk; ``tiles``
+    ``[(cb, first token)]``."""
+    F, H, W = grid  # noqa: N806
+    fw, s = fw or F, s or n_cb
+    nch = -(-F // fw) * -(-(H * W) // R)
+    ch = token_chunks(grid, R, fw)
+    return [segment_base(cb, s, n_cb, nch) + ch[t0] * min(s, n_cb - cb // s * s) for cb, t0 in tiles]
+
+
+#: Segments whose row counts ``kaleido_dcore`` holds at once (`hw.delta_core.NB_BANKS`).
+NB_BANKS = 8
+
+
+def fifo_rows(band, last, rows, tile_cb, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
+    they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A
+    band-tile's port (`hw.compact_array.band_geometry`): band b's ``b d_b + k`` with ``d_b = max(1, d / B)``
+    ports per band taken round robin by the band's band-tiles (k its count there mod d_b); with ``B > d`` band b's
+    ``b mod d``."""
+    from sim.timing.delta_accel import row_out_cycles
+
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    pb = max(1, d // B)
+    count = np.zeros(B, dtype=np.int64)
+    port = np.empty(len(band), dtype=np.int64)
+    for t, b in enumerate(np.asarray(band, dtype=np.int64)):
+        port[t] = b * pb + count[b] % pb if B <= d else b % d
+        count[b] += 1
+    outs = row_out_cycles(band, last, rows, cfg)
+    cyc = np.concatenate(outs) if outs else np.zeros(0, dtype=np.int64)
+    prt = np.concatenate([np.full(len(o), port[t]) for t, o in enumerate(outs)]) if outs else cyc
+    cbs = np.concatenate([np.full(len(o), tile_cb[t]) for t, o in enumerate(outs)]) if outs else cyc
+    order = np.lexsort((prt, cyc))
+    return cyc[order].astype(np.int64), cbs[order].astype(np.int64)
+
+
+def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
+                  seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None) -> dict:
+    """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
-        row_cycles: the cycle each drained row leaves ``kaleido_daccel`` (any order); accel_done: its ``done``
-            cycle; grid, n_cb, n_classes, R: the walk's sizes (`commands`).
+        row_cycles: the cycle each drained row leaves ``kaleido_daccel``; accel_done: its ``done`` cycle; grid,
+            n_cb, n_classes, R, fw, s: the walk's sizes and segments (`segments`).
+        seg: the op issues segment by segment (``o_seg``): each segment is walked once whole; then ``row_seg``
+            (int64 ``[rows]``, each row's segment ordinal, rows in the FIFO's order, `fifo_rows`) and ``descs``
+            (``[(desc_valid cycle, segment ordinal, rows)]`` per band-tile) are needed. Without it the walk starts
+            once the whole op is accumulated (the rows in any order).
 
     Returns:
-        ``{"acc": int64 [rows] accumulate-command cycles (sorted), "start": x, "rows": {(token, cb): cycle of its Y
-        row}, "done": cycle, "fifo_max": the most rows the FIFO holds}``.
+        ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
+        {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
+        "overflow": a descriptor named a segment NB_BANKS or more past the walked one, "gated": cycles a row waited
+        at the FIFO's head for its D buffer (its segment's parity walked)}``.
+    """
+    c = np.asarray(row_cycles, dtype=np.int64)
+    if not seg:
+        c = np.sort(c)
+        rsg = np.zeros(len(c), dtype=np.int64)
+    else:
+        rsg = np.asarray(row_seg, dtype=np.int64)
+    segs = segments(grid, n_cb, n_classes, R, fw, s)
+    dq = sorted(descs or [])
+    T = int(accel_done)  # noqa: N806
+    n = len(c)
+    acc = np.empty(n, dtype=np.int64)
+    exp, got = [0] * NB_BANKS, [0] * NB_BANKS
+    hi, anyd, over = 0, False, False
+    nw = rp = di = 0
+    s1 = s2 = -1  # the row index in each accumulate stage, -1 none
+    sg, walking, waiting, wend, starts = 0, False, True, -1, []
+    fifo_max = gated = ahead = 0
+    k = 1  # cycle 0 is start's
+    while True:
+        while nw < n and c[nw] + 2 <= k:
+            nw += 1
+        held = int(np.searchsorted(c, k - 1, side="right")) - rp if n else 0  # written by k, less popped before
+        fifo_max = max(fifo_max, held)
+        bank = sg % NB_BANKS
+        if seg:
+            whole = (T <= k or (anyd and hi > sg)) and exp[bank] == got[bank]
+        else:
+            fresh = n and int(np.searchsorted(c, k - 1, side="right")) > nw  # a row written this cycle
+            whole = T <= k and nw == rp and s1 < 0 and s2 < 0 and not fresh
+        par = sg % 2
+        blocked = rp < nw and rsg[rp] % 2 == par and (walking or (waiting and whole))
+        pop = rp < nw and not blocked
+        gated += bool(blocked)
+        go = (waiting and whole and not (s1 >= 0 and rsg[s1] % 2 == par) and not (s2 >= 0 and rsg[s2] % 2 == par))
+        # end of cycle k: the registers
+        if s2 >= 0:
+            acc[s2] = k
+            b2 = rsg[s2] % NB_BANKS
+            if not (go and b2 == bank):
+                got[b2] += 1
+        while di < len(dq) and dq[di][0] + 1 <= k:  # a descriptor is counted the cycle after its desc_valid
+            _, dsg, nr = dq[di]
+            if not (go and dsg % NB_BANKS == bank):
+                exp[dsg % NB_BANKS] += nr
+            anyd, hi = True, max(hi, dsg)
+            ahead = max(ahead, dsg - sg)
+            over = over or (seg and dsg >= sg + NB_BANKS)
+            di += 1
+        if go:
+            exp[bank] = got[bank] = 0
+        s2, s1 = s1, (rp if pop else -1)
+        rp += bool(pop)
+        if walking and k == wend:  # the segment's last command read
+            if sg == len(segs) - 1:
+                break
+            sg += 1
+            if seg:  # wait for the next segment to be whole
+                walking, waiting = False, True
+            else:  # the op is all accumulated: the next segment's commands follow at once
+                wend = k + len(segs[sg])
+                starts.append(k)
+        elif go:
+            walking, waiting, wend = True, False, k + len(segs[sg])
+            starts.append(k)
+        k += 1
+    rows = {}
+    for start, cmds in zip(starts, segs, strict=True):
+        for j, (t, b, a) in enumerate(cmds):
+            if a == n_classes - 1:
+                rows[(t, b)] = start + 4 + j
+    return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
+            "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead}
+
+
+def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
+    """`core_schedule`'s ``done`` in closed form when the walk waits for the whole op (``seg`` False), without the
+    command list (the cycle model's ``combine_timing = "rtl"``, docs/decisions.md D104; tests check it equal to
+    `core_schedule`).
+
+    Args:
+        row_cycles: int64 ``[rows]``, the cycle each drained row leaves ``kaleido_daccel`` (any order); accel_done:
+            its ``done`` cycle; n_commands: the output walk's commands (tokens x column blocks x axis classes).
+
+    With the rows sorted, ``c_0 <= ... <= c_{n-1}``, the pop rule ``j_k = max(c_k + 2, j_{k-1} + 1)`` gives
+    ``j_{n-1} = max_k (c_k + 2 + n - 1 - k)``; the walk starts at ``x = max(accel_done, j_{n-1} + 3)``, its
+    segments back to back, and ``done`` is ``x + n_commands + 4``.
     """
     c = np.sort(np.asarray(row_cycles, dtype=np.int64))
-    j = np.empty_like(c)
-    prev = None
-    for k, ck in enumerate(c):
-        j[k] = ck + 2 if prev is None else max(ck + 2, prev + 1)
-        prev = j[k]
-    x = int(accel_done) if not len(c) else max(int(accel_done), int(j[-1]) + 3)
-    cmds = commands(grid, n_cb, n_classes, R)
-    rows = {(t, cb): x + 4 + i for i, (t, cb, a) in enumerate(cmds) if a == n_classes - 1}
-    w = c + 1
-    fifo_max = max((int((w <= wk).sum() - (j < wk).sum()) for wk in np.unique(w)), default=0)
-    return {"acc": j + 2, "start": x, "rows": rows, "done": x + len(cmds) + 4, "fifo_max": fifo_max}
+    n = len(c)
+    x = int(accel_done) if not n else max(int(accel_done), int((c + (n + 1) - np.arange(n)).max()) + 3)
+    return x + int(n_commands) + 4
+
+
+def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_last) -> int:
+    """`core_schedule`'s ``done`` for an op issued segment by segment (``seg``) in closed form, where no row waits
+    at the FIFO's head for its D buffer (``gated`` 0: tests check it equal to `core_schedule` then; a row that
+    waits makes the op later than this).
+
+    Args:
+        row_cycles, row_seg: int64 ``[rows]`` in the FIFO's order (`fifo_rows`): the cycle each row leaves
+            ``kaleido_daccel`` and its segment's ordinal. accel_done: the controller's ``done``. per_seg: commands
+            of each segment (int64 ``[segments]``, or one int for all). desc_first, desc_last: int64 ``[segments]``,
+            the ``desc_valid`` cycle of each segment's first and last descriptor (-1: a segment without band-tiles).
+
+    Row k pops at ``j_k = max(c_k + 2, j_{k-1} + 1)`` and is counted at ``j_k + 3``; a descriptor is counted 2
+    cycles after its ``desc_valid``; segment b is whole from ``max(its last row counted, its last descriptor + 2,
+    min(a later segment's first descriptor + 2, accel_done))`` and goes at ``g_b = max(whole_b, g_{b-1} + L_{b-1}
+    + 1)``; ``done`` is ``g_last + L_last + 4``.
+    """
+    c = np.asarray(row_cycles, dtype=np.int64)
+    blk = np.asarray(row_seg, dtype=np.int64)
+    first, last = np.asarray(desc_first, dtype=np.int64), np.asarray(desc_last, dtype=np.int64)
+    nb = len(first)
+    L = np.broadcast_to(np.asarray(per_seg, dtype=np.int64), (nb,))  # noqa: N806
+    k = np.arange(len(c), dtype=np.int64)
+    counted = np.maximum.accumulate(c - k) + k + 5 if len(c) else c  # j_k + 3
+    row_done = np.full(nb, -1, dtype=np.int64)
+    np.maximum.at(row_done, blk, counted)
+    nxt, ahead = np.empty(nb, dtype=np.int64), int(accel_done)
+    for b in range(nb - 1, -1, -1):
+        nxt[b] = ahead
+        if first[b] >= 0:
+            ahead = min(int(accel_done), int(first[b]) + 2)
+    g, free = 0, 1
+    for b in range(nb):
+        g = max(int(row_done[b]), int(last[b]) + 2 if last[b] >= 0 else 0, min(int(nxt[b]), int(accel_done)), free)
+        free = g + int(L[b]) + 1
+    return g + int(L[-1]) + 4

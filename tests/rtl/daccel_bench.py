@@ -118,18 +118,21 @@ def simulate(dut, jobs, outs, run_op) -> list:
     return outs
 
 
-async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool) -> None:
+async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool, dec_high=None) -> None:
     """Write one op's host words through ``dut``'s write port (``accel``: the `DeltaAccel` whose buffers they fill,
     ``dut`` itself or the core around it), set its op ports and pulse ``start``: the differences and weights, the
     band-tile list (host path) or, with ``decisions``, the decision codes (`hw.delta_accel_host.dec_words`); the
-    op ports are ``ports`` (queues) or ``c_tiles``."""
+    op ports are ``ports`` (queues) or ``c_tiles``. ``dec_high``: per token a value written above its decision
+    codes (bit 2 G up; ``kaleido_dcore``'s token chunks, D104)."""
     from hw.delta_accel_host import SEL_DEC, dec_words, op_words
     from sim.timing.delta_reference import differences
 
     diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
     words = op_words(accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
     if decisions:
-        words += [(SEL_DEC, a, w) for a, w in dec_words(accel, case.decisions)]
+        hi = 2 * accel.cfg.partial_regs
+        words += [(SEL_DEC, a, w | (int(dec_high[a]) << hi if dec_high is not None else 0))
+                  for a, w in dec_words(accel, case.decisions)]
     await write_words(ctx, dut, words)
     await start_op(ctx, dut, ports if queues else {"c_tiles": len(op.tiles)})
 

@@ -34,15 +34,17 @@ class DcoreRun:
 
 
 def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, front=False, **accel) -> list[DcoreRun]:
-    """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused, ports)``: a `tests.test_rtl_delta`
-    case, its `sim.engines.band_stimulus.band_op`, carried values in the state SRAM, and with ``queues`` the
-    queues' ports, `hw.delta_accel_host.queue_ports`) one after the other; without ``queues`` the host writes
-    the band-tile list. ``load``: ``await load(ctx, dut, case, op, ports)`` writes the op's words and pulses
-    ``start`` instead of `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X,
-    tests/test_rtl_dfront.py)."""
+    """Drive one `DeltaCore` (inline) through ``jobs`` (``(case, op, fused, ports, (seg, fw, s))``: a
+    `tests.test_rtl_delta` case, its `sim.engines.band_stimulus.band_op`, carried values in the state SRAM, with
+    ``queues`` the queues' ports, `hw.delta_accel_host.queue_ports`, and the walk's segments,
+    `hw.delta_core.core_ports`) one after the other; without ``queues`` the host writes the band-tile list.
+    ``load``: ``await load(ctx, dut, case, op, ports, chunks)`` writes the op's words (each token's chunk,
+    `sim.timing.delta_core.token_chunks`, among them) and pulses ``start`` instead of
+    `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X, tests/test_rtl_dfront.py)."""
     from amaranth.sim import Simulator
 
     from hw.delta_core import DeltaCore, core_ports
+    from sim.timing.delta_core import token_chunks
     from tests.rtl.compact_bench import unpack_signed
     from tests.rtl.daccel_bench import load_and_start
 
@@ -52,15 +54,17 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
     cur = {}
 
     async def bench(ctx):
-        for (case, op, fused, ports), out in zip(jobs, outs, strict=True):
+        for (case, op, fused, ports, (seg, fw, s)), out in zip(jobs, outs, strict=True):
             cur["out"] = None
-            for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused).items():
+            for name, value in core_ports(dut, case.grid, case.groups, case.W.shape[1], fused, seg, fw, s).items():
                 ctx.set(getattr(dut, name), value)
-            # the core's output walk reads the decisions, so they are written on the host-list path too
+            # the core's output walk reads the decisions, so they are written on the host-list path too; each
+            # token's chunk with them (the walk's segments, D104)
+            chunks = token_chunks(case.grid, cfg.array_rows, fw or case.grid[0])
             if load is None:
-                await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True)
+                await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True, dec_high=chunks)
             else:
-                await load(ctx, dut, case, op, ports)
+                await load(ctx, dut, case, op, ports, chunks)
             cur["out"] = out
             cycle = 1
             while not ctx.get(dut.done):

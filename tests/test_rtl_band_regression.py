@@ -31,18 +31,6 @@ from tests.rtl.band_regression import (
 
 SEED = int(os.environ.get("KALEIDO_RTL_SEED", DEFAULT_SEED))
 
-@pytest.fixture(scope="module", autouse=True)
-def _quick_builds():
-    """This module's engines are built at g++ -O0 (``KALEIDO_RTL_OPT``, docs/decisions.md D106): its runs are short,
-    the builds most of its time; subprocesses (the CLI) inherit it and find the same builds."""
-    was = os.environ.get("KALEIDO_RTL_OPT")
-    os.environ["KALEIDO_RTL_OPT"] = "-O0"
-    yield
-    if was is None:
-        del os.environ["KALEIDO_RTL_OPT"]
-    else:
-        os.environ["KALEIDO_RTL_OPT"] = was
-
 
 @pytest.fixture(scope="module", params=[(o, s) for o in ORGS for s in SHAPES], ids=lambda p: f"{p[0]}-{p[1]}")
 def regression(request):

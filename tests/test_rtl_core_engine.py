@@ -18,8 +18,6 @@ D102), on hw/presets/examples/tiny-8x8-{delta,compact}.toml.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -31,18 +29,6 @@ from sim.engines.verilator_core import CoreEngine, CoreOp, trace_through_core
 
 DELTA_TOML = "hw/presets/examples/tiny-8x8-delta.toml"
 COMPACT_TOML = "hw/presets/examples/tiny-8x8-compact.toml"
-
-@pytest.fixture(scope="module", autouse=True)
-def _quick_builds():
-    """This module's engines are built at g++ -O0 (``KALEIDO_RTL_OPT``, docs/decisions.md D106): its runs are short,
-    the builds most of its time; subprocesses (the CLI) inherit it and find the same builds."""
-    was = os.environ.get("KALEIDO_RTL_OPT")
-    os.environ["KALEIDO_RTL_OPT"] = "-O0"
-    yield
-    if was is None:
-        del os.environ["KALEIDO_RTL_OPT"]
-    else:
-        os.environ["KALEIDO_RTL_OPT"] = was
 
 
 @pytest.fixture(scope="module")

@@ -74,9 +74,11 @@ def instantiated(source: str, names) -> list[str]:
     return [n for n in names if re.search(rf"^\s*{re.escape(n)}\s+(?:[\\\w$.]+\s*\(|#\s*\()", source, re.M)]
 
 
-def lint_folder(folder: Path, full: bool = False, jobs: int = 1) -> list[tuple[str, bool, float, str]]:
+def lint_folder(folder: Path, full: bool = False, jobs: int = 1,
+                tops: tuple[str, ...] | None = None) -> list[tuple[str, bool, float, str]]:
     """Lint each ``*.v`` in `folder` as its own top, children from other files as stubs; ``full``: also each
-    file that instantiates others with the whole folder as its hierarchy; ``jobs`` Verilator processes at once.
+    file that instantiates others with the whole folder as its hierarchy (with ``tops``, module names: only those
+    files', the hierarchies below them being inside theirs); ``jobs`` Verilator processes at once.
 
     Returns:
         ``(label, ok, seconds, verilator output)`` per run.
@@ -104,7 +106,7 @@ def lint_folder(folder: Path, full: bool = False, jobs: int = 1) -> list[tuple[s
                 stubs.append(str(p))
             tasks.append((f"{f.name}" + (f" (stubs: {', '.join(children)})" if children else ""),
                           [str(f), *stubs], top))
-            if full and children:
+            if full and children and (tops is None or top in tops):
                 tasks.append((f"{f.name} whole hierarchy", [str(g) for g in files], top))
         # Verilator runs as its own process: `jobs` of them at once, results in task order.
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -250,7 +250,7 @@ def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
     assert len(a) == len(names) == len(set(mine)) + len(roles)
     for child, comp in zip(children, (core.accel, core.combine), strict=True):  # port-only stand-ins
         (tmp_path / "a" / f"{child}.v").write_text(_signature_stub(child, comp.signature))
-    runs = lint_folder(tmp_path / "a")
+    runs = lint_folder(tmp_path / "a", jobs=2)
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert {f"{fname}.v", f"{cname}.v"} <= {label.split(" ")[0] for label, *_ in runs}
 

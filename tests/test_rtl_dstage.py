@@ -342,7 +342,7 @@ def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
     for name in macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert len(re.findall(r"^\s*kaleido_sram_1r1w_32x16 ", text, re.M)) == 2 * cfg.array_cols
-    runs = lint_folder(tmp_path / "a", full=True)
+    runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DSTAGE_MODULE_NAME,))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert f"{DSTAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
 

@@ -232,7 +232,7 @@ def check_emission(cfg, folder):
     assert sorted(p.name for p in paths) == sorted(f"{n}.v" for n in names)
     for q in emit(cfg, folder / "b", only=names[:4]):
         assert q.read_bytes() == (folder / "a" / q.name).read_bytes(), q.name
-    runs = lint_folder(folder / "a", full=True)
+    runs = lint_folder(folder / "a", full=True, jobs=2, tops=(top_module_name(cfg), comb))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:400]) for label, ok, _, out in runs if not ok]
     assert {f"{top_module_name(cfg)}.v whole hierarchy", f"{comb}.v whole hierarchy"} <= {label for label, *_ in runs}
 

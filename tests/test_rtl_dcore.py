@@ -204,6 +204,18 @@ def test_core_schedule_by_hand():
     sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2)
     assert sch["acc"].tolist() == [9, 10, 11] and sch["start"] == 12 and sch["fifo_max"] == 3
     assert sch["rows"] == {(0, 0): 17, (1, 0): 19, (2, 0): 21} and sch["done"] == 22
+    # two accumulate ways (D107), the rows' ways 0, 1, 1 as given (leaving at 6, 5, 5), 1, 1, 0 in the FIFO's
+    # order: at 7 the two written rows share way 1 (one pops), at 8 the second and the third (ways 1, 0) pop
+    # together; accumulate commands at 9, 10, 10, the pipeline empty at 11: the walk starts there (a cycle earlier),
+    # rows at 16, 18, 20, done at 11 + 6 + 4 = 21
+    sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1])
+    assert sch["acc"].tolist() == [9, 10, 10] and sch["start"] == 11 and sch["fifo_max"] == 3
+    assert sch["rows"] == {(0, 0): 16, (1, 0): 18, (2, 0): 20} and sch["done"] == 21
+    # ways 1, 0, 1 in the FIFO's order: the first two pop at 7, the third at 8 (written at 7): the same end
+    sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[1, 1, 0])
+    assert sch["acc"].tolist() == [9, 9, 10] and sch["done"] == 21
+    with pytest.raises(ValueError, match="needs row_way"):
+        core_schedule([6], 9, (1, 1, 3), 1, 2, 2, ways=2)
     # no rows (every token REUSEs): the walk starts at done
     assert core_schedule([], 4, (1, 1, 1), 1, 1, 8)["done"] == 4 + 1 + 4
 

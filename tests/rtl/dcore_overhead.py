@@ -24,8 +24,15 @@ from sim.engines.band_stimulus import band_op
 from sim.timing import delta as delta_rules
 from sim.timing.compact import band_cycles, combine_stall
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import (blocks_done, commands, core_schedule, fifo_rows, row_ways, tile_segments,
-                                  walk_done)
+from sim.timing.delta_core import (
+    blocks_done,
+    commands,
+    core_schedule,
+    fifo_rows,
+    row_ways,
+    tile_segments,
+    walk_done,
+)
 from tests.rtl.cases import make_case
 
 

@@ -5,7 +5,8 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - a row leaving ``kaleido_daccel`` at c is written into the row FIFO at ``c + 1``; rows are popped one a cycle
   in the FIFO's order (leaving order, a cycle's rows in port order: `fifo_rows`), from the cycle after their
   write (``j >= c + 2``); a popped row's accumulate command issues 2 cycles later and is counted for its column
-  block the cycle after that;
+  block the cycle after that; with W accumulate ways (``ways``, docs/decisions.md D107) up to W rows a cycle: the
+  FIFO's run from its head in distinct ways (`row_ways`), each row under the head's gate;
 - the walk goes segment by segment (D104, `segments`), each once whole: with ``seg`` once every row its descriptors
   list is counted and a later segment's descriptor has come (a descriptor is counted 2 cycles after its
   ``desc_valid``: its segment is computed the cycle between) or the controller's ``done`` (``T``); otherwise at
@@ -132,8 +133,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             once the whole op is accumulated (the rows in any order).
         ways: accumulate ways W (docs/decisions.md D107; 1 is D95's one row a cycle); then ``row_way`` (int64
             ``[rows]``, each row's way, `row_ways`, in the same order as ``row_cycles``) is needed. A cycle pops the
-            FIFO's longest run from its head of at most W rows, each written, none waiting for its D buffer, all
-            of the head's segment parity (one ``c_sel``) and in W distinct ways.
+            FIFO's longest run from its head of at most W rows, each written, none waiting for its D buffer (the
+            head's rule, row by row) and in W distinct ways.
 
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
@@ -182,7 +183,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         if rp < nw and not blocked:
             used = set()
             for r in range(rp, min(nw, rp + ways)):
-                if rsg[r] % 2 != rsg[rp] % 2 or rw[r] in used:
+                if (rsg[r] % 2 == par and gate) or rw[r] in used:
                     break
                 used.add(rw[r])
                 pops.append(r)

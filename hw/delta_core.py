@@ -43,6 +43,14 @@ frames, `sim.timing.compact.compact_tiles`) and in D68's with one column block a
   1r1w, one bank per buffer) is read at j + 1 and the combine's accumulate command issues at j + 2 with
   ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit. Segment k accumulates into D buffer
   k mod 2 (``c_sel``).
+- **Accumulate ways** (``ways`` W > 1, docs/decisions.md D107; W <= d, a power of two): the D buffers are W ways
+  (``kaleido_dcombine_w<W>``), a (token t, class a) in way ``u mod W`` (u = a M + t) at ``(u div W) n_cb + cb``
+  there, and the FIFO entry's D address is that way low, that word above it (``c_daddr`` the same); per entry its
+  way in flops. A cycle pops the FIFO's longest run from its head of at most W entries, each written, each under
+  the head's gate (its parity walked), in distinct ways: W <= d consecutive entries sit in distinct FIFO banks.
+  Way w's row goes through its own s1/s2 registers, its own seen banks (one per D buffer) and the combine's way w
+  (``a_sel`` its D buffer), so rows of one cycle may go to both buffers; the output reads the walked segment's
+  buffer (``c_sel`` its other). `sim.timing.delta_core.core_schedule` with ``ways`` and `row_ways` times it.
 - **Output walk**, each segment once it is *whole*: with ``o_seg`` once every row its descriptors list has had its
   accumulate command (per segment the descriptors' ``nrows`` and the accumulate commands counted, `NB_BANKS`
   banks by ordinal) and a later segment's descriptor or ``kaleido_daccel``'s ``done`` has come (a segment without
@@ -67,8 +75,9 @@ axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the
 into ``kaleido_daccel`` and the decision copies through the same port (the chunk table only from the host), and its
 ``done`` starts the controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
 
-Not in this slice (D95, D104): the combine unit's second way (one accumulate a cycle against up to d drained rows
-a cycle: the FIFO absorbs the difference, and that rate binds the 128 x 128 ops), D68's order with s > 1 walked per
+Not in this slice (D95, D104, D107): ways by default (``ways`` is 1 unless asked for: `hw.rtl`, the compiled engine,
+the cycle model's closed forms and the cost inventory follow the one-way core); output ways (the walk issues one
+command a cycle: on the 128 x 128 ops with d ways its M n_cb A commands bind), D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
 `core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
@@ -116,11 +125,12 @@ class DeltaCore(wiring.Component):
         cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
         pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default; False: the host's band-tile list).
         front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
+        ways: accumulate ways W (module docstring, "Accumulate ways"; default 1, D95's one row a cycle).
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
-        ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d, or
-            ``front`` without ``queues``.
+        ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
+            ``front`` without ``queues``, or ``ways`` not a power of two at most d.
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,

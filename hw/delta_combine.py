@@ -47,7 +47,9 @@ k + 2 (``y_valid``).
 Per way (`combine_way_counts`): 3 C acc-bit adders (``D`` accumulate; ``S_a``; ``Y``) and 5 C acc-bit
 registers (the accumulate stream's row and forwarded word, the output stream's forwarded ``S``, ``y_data``,
 which is also ``Y``'s running sum, and the lane register). `sim.timing.compact.combine_lanes` counts
-4 C d adders, 2 d ways; one way is built (D65's gap: ways need the macros banked by way).
+4 C d adders, 2 d ways. With W accumulate ways (``ways``, ``kaleido_dcombine_w<W>``, docs/decisions.md D107) each
+D buffer is W ways and W accumulate commands issue a cycle (``a_*`` W slices, ``a_sel`` each one's buffer): per
+extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle.
 """
 
 from __future__ import annotations
@@ -85,10 +87,13 @@ def _split(words: int, word: int) -> tuple[int, int]:
     return split_banks(words, word, MACRO_MAX_BITS)
 
 
-def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:
+def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1) -> dict:
     """``{"word": bits, "bank_depth": words per macro, "banks": macros per buffer, "state_depth": words,
-    "d_depth": words per D buffer}`` (module docstring): each buffer of the partial-sum SRAM (the state, each D)
-    takes a third of ``psum_sram_kib`` in words of C acc bits, as ``banks`` macros of ``bank_depth`` words.
+    "d_depth": words per D buffer, "way_depth": words per macro of a D buffer's way, "way_banks": its macros}``
+    (module docstring): each buffer of the partial-sum SRAM (the state, each D) takes a third of ``psum_sram_kib``
+    in words of C acc bits, as ``banks`` macros of ``bank_depth`` words; with W accumulate ``ways`` (a power of
+    two, docs/decisions.md D107) each D buffer is W ways of a W-th of the third each (``d_depth`` = W x
+    ``way_banks`` x ``way_depth``; W = 1: the state buffer's banking).
 
     Raises:
         ValueError: ``psum_sram_kib`` holds fewer than ``array_rows`` words per buffer (one pool's state)."""
@@ -98,7 +103,9 @@ def delta_combine_sizes(cfg: AcceleratorConfig) -> dict:
         raise ValueError(f"{cfg.name}: psum_sram_kib = {cfg.psum_sram_kib} holds {third} words of {word} bits per "
                          f"delta combine buffer, fewer than array_rows = {cfg.array_rows}")
     bank, banks = _split(third, word)
-    return {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank, "d_depth": banks * bank}
+    wd, wb = _split(third // ways, word)
+    return {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank,
+            "d_depth": ways * wb * wd, "way_depth": wd, "way_banks": wb}
 
 
 def state_sram_sizes(cfg: AcceleratorConfig) -> dict | None:
@@ -127,13 +134,27 @@ def combine_way_counts(cfg: AcceleratorConfig) -> dict:
             "reg_bits": WAY_REGISTER_ROWS * C * acc}
 
 
-def dcombine_signature(cfg: AcceleratorConfig) -> wiring.Signature:
-    sz, st = delta_combine_sizes(cfg), state_sram_sizes(cfg)
-    da = _abits(sz["d_depth"])
+def dcombine_module_name(ways: int = 1) -> str:
+    """Verilog module name of `DeltaCombine` with ``ways`` accumulate ways (``kaleido_dcombine_w<W>``; 1: the plain
+    name)."""
+    return DCOMBINE_MODULE_NAME if ways == 1 else f"{DCOMBINE_MODULE_NAME}_w{ways}"
+
+
+def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
+    """Bits of a D address within one way (``a_addr``'s per way; ``c_daddr`` has log2 W more, the way low)."""
+    sz = delta_combine_sizes(cfg, ways)
+    return _abits(sz["d_depth"] // ways)
+
+
+def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1) -> wiring.Signature:
+    sz, st = delta_combine_sizes(cfg, ways), state_sram_sizes(cfg)
+    daw = way_address_bits(cfg, ways)
+    da = daw + (ways - 1).bit_length()
     ra = max(_abits(sz["state_depth"]), _abits(st["depth"]) if st else 1)
     return wiring.Signature({
         "c_sel": In(1),
-        "a_valid": In(1), "a_first": In(1), "a_addr": In(unsigned(da)), "a_data": In(unsigned(sz["word"])),
+        "a_valid": In(ways), "a_first": In(ways), "a_addr": In(unsigned(ways * daw)),
+        "a_data": In(unsigned(ways * sz["word"])), **({"a_sel": In(ways)} if ways > 1 else {}),
         "c_valid": In(1), "c_first": In(1), "c_last": In(1), "c_direct": In(1), "c_has": In(1),
         "c_daddr": In(unsigned(da)), "c_reg": In(1), "c_sram": In(1), "c_raddr": In(unsigned(ra)),
         "c_waddr": In(unsigned(ra)), "c_keep": In(1), "c_hold": In(1), "c_cols": In(range(cfg.array_cols + 1)),
@@ -154,21 +175,27 @@ class DeltaCombine(wiring.Component):
     bank of the state SRAM), ``"ps_re"``/``"ps_we"`` (the partial-sum state buffer), ``"lane_we"`` (C bits).
     """
 
-    def __init__(self, cfg: AcceleratorConfig, instance: bool = False):
-        self.cfg, self.instance = cfg, instance
+    def __init__(self, cfg: AcceleratorConfig, instance: bool = False, ways: int = 1):
+        if ways < 1 or ways & (ways - 1):
+            raise ValueError(f"ways = {ways}: a power of two")
+        self.cfg, self.instance, self.ways = cfg, instance, ways
         self.probes: dict = {}
-        super().__init__(dcombine_signature(cfg))
+        super().__init__(dcombine_signature(cfg, ways))
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates: the partial-sum buffers'
-        banks, then the state SRAM's (when it has one)."""
-        sz, st = delta_combine_sizes(self.cfg), state_sram_sizes(self.cfg)
+        banks (with ways, the state buffer's, then the D ways'), then the state SRAM's (when it has one)."""
+        sz, st = delta_combine_sizes(self.cfg, self.ways), state_sram_sizes(self.cfg)
         out = [("1r1w", sz["bank_depth"], sz["word"], None)]
+        if ("1r1w", sz["way_depth"], sz["word"], None) not in out:
+            out.append(("1r1w", sz["way_depth"], sz["word"], None))
         if st and ("1r1w", st["bank_depth"], st["word"], None) not in out:
             out.append(("1r1w", st["bank_depth"], st["word"], None))
         return out
 
     def elaborate(self, platform):
+        if self.ways > 1:
+            return self._elaborate_ways()
         m = Module()
         C, ab = self.cfg.array_cols, self.cfg.acc_bits  # noqa: N806
         sz, st = delta_combine_sizes(self.cfg), state_sram_sizes(self.cfg)
@@ -241,6 +268,104 @@ class DeltaCombine(wiring.Component):
         self.probes = {"st_re": [p.re for p in cols], "st_we": [p.we for p in cols], "ps_re": state.re,
                        "ps_we": state.we, "lane_we": lane_we}
         return m
+
+
+    def _elaborate_ways(self):  # noqa: C901
+        """`elaborate` with W > 1 accumulate ways (docs/decisions.md D107): way w's command (``a_*``'s w-th slice)
+        reads, adds and writes way w of the D buffer ``a_sel[w]`` at its in-way address, with its own forwarding;
+        the output command reads way ``c_daddr mod W`` of the buffer other than ``c_sel`` at ``c_daddr div W``
+        (the controller never has a way accumulate into the buffer the output reads in one cycle)."""
+        m = Module()
+        C, ab, W = self.cfg.array_cols, self.cfg.acc_bits, self.ways  # noqa: N806
+        sz, st = delta_combine_sizes(self.cfg, W), state_sram_sizes(self.cfg)
+        word, lw, daw = sz["word"], (W - 1).bit_length(), way_address_bits(self.cfg, W)
+        dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
+                for i in range(2)]
+        state = _banked(m, "state", sz["banks"], sz["bank_depth"], word, self.instance)
+        cols = ([_banked(m, f"st{j}", st["banks"], st["bank_depth"], st["word"], self.instance) for j in range(C)]
+                if st else [])
+
+        sel = Signal(name="sel_q")
+        m.d.sync += sel.eq(self.c_sel)
+        c_way = Signal(max(1, lw), name="c_way_q")  # the output command's way (its D read)
+        m.d.sync += c_way.eq(self.c_daddr[:lw])
+        c_way_now = self.c_daddr[:lw]
+        c_in = self.c_daddr[lw:]
+        for w in range(W):
+            av, af = self.a_valid[w], self.a_first[w]
+            aa, ad = self.a_addr[w * daw:(w + 1) * daw], self.a_data[w * word:(w + 1) * word]
+            a_v, a_first = Signal(name=f"a_v{w}"), Signal(name=f"a_first_q{w}")
+            a_addr, a_data = Signal(daw, name=f"a_addr_q{w}"), Signal(word, name=f"a_data_q{w}")
+            a_fwd, a_sum, last_a = Signal(name=f"a_fwd{w}"), Signal(word, name=f"a_sum{w}"), Signal(word,
+                                                                                                   name=f"last_a{w}")
+            asel, a_selq = self.a_sel[w], Signal(name=f"a_sel_q{w}")
+            m.d.sync += [a_v.eq(av), a_first.eq(af), a_addr.eq(aa), a_data.eq(ad), a_selq.eq(asel),
+                         a_fwd.eq(a_v & (a_addr == aa) & (a_selq == asel)), last_a.eq(a_sum)]
+            for i in range(2):
+                ports, acc_here = dbuf[i][w], av & (asel == i)
+                out_here = self.c_valid & self.c_has & (c_way_now == w) & (self.c_sel != i)
+                m.d.comb += [ports.re.eq(Mux(acc_here, ~af, out_here)),
+                             ports.raddr.eq(Mux(acc_here, aa, c_in)), ports.we.eq(a_v & (a_selq == i)),
+                             ports.wmask.eq(1), ports.waddr.eq(a_addr), ports.wdata.eq(a_sum)]
+            d_old = Signal(word, name=f"d_old{w}")
+            m.d.comb += d_old.eq(Mux(a_fwd, last_a, Mux(a_selq, dbuf[1][w].rdata, dbuf[0][w].rdata)))
+            for j in range(C):
+                col = slice(j * ab, (j + 1) * ab)
+                a_new = Signal(signed(ab), name=f"a_new{w}_{j}")  # D_a[t] += the drained row
+                m.d.comb += [a_new.eq(Mux(a_first, 0, d_old[col].as_signed()) + a_data[col].as_signed()),
+                             a_sum[col].eq(a_new)]
+        d_out = Signal(word, name="d_out")
+        out_w = Mux(sel, dbuf[0][0].rdata, dbuf[1][0].rdata)
+        for w in range(1, W):
+            out_w = Mux(c_way == w, Mux(sel, dbuf[0][w].rdata, dbuf[1][w].rdata), out_w)
+        m.d.comb += d_out.eq(out_w)
+        self._output(m, state, cols, d_out, C, ab, word)
+        return m
+
+    def _output(self, m, state, cols, d_out, C, ab, word):  # noqa: N803
+        """The output stream (W > 1 ways; `elaborate` builds the same inline for one way, its emission kept)."""
+        c_v, c_direct, c_has = Signal(name="c_v"), Signal(name="c_direct_q"), Signal(name="c_has_q")
+        c_first, c_last, c_reg = Signal(name="c_first_q"), Signal(name="c_last_q"), Signal(name="c_reg_q")
+        c_sram, c_hold = Signal(name="c_sram_q"), Signal(name="c_hold_q")
+        c_cols = Signal.like(self.c_cols, name="c_cols_q")
+        c_waddr, c_we = Signal.like(self.c_waddr, name="c_waddr_q"), Signal(name="c_we")
+        c_fwd, s = Signal(name="c_fwd"), Signal(word, name="s")
+        last_s = Signal(word, name="last_s")
+        lane, y = Signal(word, name="lane"), Signal(word, name="y")
+        reads = self.c_valid & ~self.c_direct & ~self.c_reg  # the carried store is read
+        m.d.sync += [c_v.eq(self.c_valid), c_direct.eq(self.c_direct), c_has.eq(self.c_has), c_waddr.eq(self.c_waddr),
+                     c_first.eq(self.c_first), c_last.eq(self.c_last), c_reg.eq(self.c_reg), c_sram.eq(self.c_sram),
+                     c_hold.eq(self.c_valid & self.c_hold), c_cols.eq(self.c_cols),
+                     c_we.eq(self.c_valid & self.c_keep),
+                     c_fwd.eq(c_we & (c_sram == self.c_sram) & (c_waddr == self.c_raddr)), last_s.eq(s)]
+        m.d.comb += [state.re.eq(reads & ~self.c_sram), state.raddr.eq(self.c_raddr),
+                     state.we.eq(c_we & ~c_sram), state.wmask.eq(1), state.waddr.eq(c_waddr), state.wdata.eq(s)]
+        lane_we = Signal(C, name="lane_we")
+        st_rdata = Signal(word, name="st_rdata")  # the state SRAM's words, sign-extended to acc bits
+        for j, ports in enumerate(cols):
+            m.d.comb += [ports.re.eq(reads & self.c_sram & (self.c_cols > j)), ports.raddr.eq(self.c_raddr),
+                         ports.we.eq(c_we & c_sram & (c_cols > j)), ports.wmask.eq(1), ports.waddr.eq(c_waddr),
+                         ports.wdata.eq(s[j * ab:j * ab + STATE_BITS]),
+                         st_rdata[j * ab:(j + 1) * ab].eq(ports.rdata.as_signed())]
+        for j in range(C):
+            m.d.comb += lane_we[j].eq(c_hold & (c_cols > j))
+            with m.If(lane_we[j]):
+                m.d.sync += lane[j * ab:(j + 1) * ab].eq(s[j * ab:(j + 1) * ab])
+        s_nb = Signal(word, name="s_nb")
+        stored = Mux(c_sram, st_rdata, state.rdata) if cols else state.rdata
+        m.d.comb += s_nb.eq(Mux(c_reg, lane, Mux(c_fwd, last_s, stored)))
+        for j in range(C):
+            col = slice(j * ab, (j + 1) * ab)
+            s_new = Signal(signed(ab), name=f"s_new{j}")  # S_a[t] = S_a[nb] + D_a[t]
+            m.d.comb += [s_new.eq(Mux(c_direct, 0, s_nb[col].as_signed()) + Mux(c_has, d_out[col].as_signed(), 0)),
+                         s[col].eq(s_new)]
+            y_new = Signal(signed(ab), name=f"y_new{j}")  # Y = sum_a S_a[t], y_data its running sum
+            m.d.comb += [y_new.eq(Mux(c_first, 0, self.y_data[col].as_signed()) + s_new), y[col].eq(y_new)]
+        with m.If(c_v):
+            m.d.sync += self.y_data.eq(y)
+        m.d.sync += self.y_valid.eq(c_v & c_last)
+        self.probes = {"st_re": [p.re for p in cols], "st_we": [p.we for p in cols], "ps_re": state.re,
+                       "ps_we": state.we, "lane_we": lane_we}
 
 
 class _Ports:

@@ -43,6 +43,14 @@ frames, `sim.timing.compact.compact_tiles`) and in D68's with one column block a
   1r1w, one bank per buffer) is read at j + 1 and the combine's accumulate command issues at j + 2 with
   ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit. Segment k accumulates into D buffer
   k mod 2 (``c_sel``).
+- **Accumulate ways** (``ways`` W > 1, docs/decisions.md D107; W <= d, a power of two): the D buffers are W ways
+  (``kaleido_dcombine_w<W>``), a (token t, class a) in way ``u mod W`` (u = a M + t) at ``(u div W) n_cb + cb``
+  there, and the FIFO entry's D address is that way low, that word above it (``c_daddr`` the same); per entry its
+  way in flops. A cycle pops the FIFO's longest run from its head of at most W entries, each written, each under
+  the head's gate (its parity walked), in distinct ways: W <= d consecutive entries sit in distinct FIFO banks.
+  Way w's row goes through its own s1/s2 registers, its own seen banks (one per D buffer) and the combine's way w
+  (``a_sel`` its D buffer), so rows of one cycle may go to both buffers; the output reads the walked segment's
+  buffer (``c_sel`` its other). `sim.timing.delta_core.core_schedule` with ``ways`` and `row_ways` times it.
 - **Output walk**, each segment once it is *whole*: with ``o_seg`` once every row its descriptors list has had its
   accumulate command (per segment the descriptors' ``nrows`` and the accumulate commands counted, `NB_BANKS`
   banks by ordinal) and a later segment's descriptor or ``kaleido_daccel``'s ``done`` has come (a segment without
@@ -67,8 +75,9 @@ axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the
 into ``kaleido_daccel`` and the decision copies through the same port (the chunk table only from the host), and its
 ``done`` starts the controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
 
-Not in this slice (D95, D104): the combine unit's second way (one accumulate a cycle against up to d drained rows
-a cycle: the FIFO absorbs the difference, and that rate binds the 128 x 128 ops), D68's order with s > 1 walked per
+Not in this slice (D95, D104, D107): ways by default (``ways`` is 1 unless asked for: `hw.rtl`, the compiled engine,
+the cycle model's closed forms and the cost inventory follow the one-way core); output ways (the walk issues one
+command a cycle: on the 128 x 128 ops with d ways its M n_cb A commands bind), D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
 `core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
@@ -85,7 +94,7 @@ from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
 from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
-from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine, dcombine_signature
+from hw.delta_combine import DeltaCombine, dcombine_module_name, dcombine_signature
 from hw.sram import index_bits as _bits
 from hw.sram import macro
 
@@ -116,17 +125,21 @@ class DeltaCore(wiring.Component):
         cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
         pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default; False: the host's band-tile list).
         front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
+        ways: accumulate ways W (module docstring, "Accumulate ways"; default 1, D95's one row a cycle).
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
-        ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d, or
-            ``front`` without ``queues``.
+        ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
+            ``front`` without ``queues``, or ``ways`` not a power of two at most d.
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 front: bool = False, **accel):
+                 front: bool = False, ways: int = 1, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
+        if ways < 1 or ways & (ways - 1) or ways > d:
+            discard(self)
+            raise ValueError(f"ways = {ways}: a power of two at most d = {d} (the row FIFO's banks)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -134,11 +147,13 @@ class DeltaCore(wiring.Component):
             discard(self)
             raise ValueError("the similarity front (front=True) writes decisions: it needs the queues (queues=True)")
         self.cfg, self.fifo, self.pe_kind, self.queues, self.front = cfg, fifo, pe, queues, front
+        #: Accumulate ways W (docs/decisions.md D107): up to W FIFO rows a cycle, in distinct ways.
+        self.ways = ways
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
         self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
-        self.combine = discard(DeltaCombine(cfg, instance=pe == "instance"))
+        self.combine = discard(DeltaCombine(cfg, instance=pe == "instance", ways=ways))
         acc = self.accel
         #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_dfront``), else None.
         self.front_unit = None
@@ -152,14 +167,14 @@ class DeltaCore(wiring.Component):
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
-        cs = dcombine_signature(cfg).members
-        self.da, self.ra = cs["a_addr"].shape.width, cs["c_raddr"].shape.width
+        cs = dcombine_signature(cfg, ways).members
+        self.da, self.ra = cs["c_daddr"].shape.width, cs["c_raddr"].shape.width
         self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
         self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
         self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
         self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk
         self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
-        self.seen_depth = 1 << self.da
+        self.seen_depth = 1 << (self.da - (ways - 1).bit_length())  # per way
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(abits)),
             "wr_data": In(unsigned(max(acc.dbits, 2 * G + self.chb))), **{n: acc.signature.members[n] for n in self.cnames},
@@ -183,7 +198,8 @@ class DeltaCore(wiring.Component):
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
         ap = add_child(m, "accel", acc, DACCEL_MODULE_NAME, inst)
-        cmb = add_child(m, "comb", self.combine, DCOMBINE_MODULE_NAME, inst)
+        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways), inst)
+        W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
         desc_bits = self.accel.desc_bits
 
         # --- host writes, start, the run's phases
@@ -259,6 +275,8 @@ class DeltaCore(wiring.Component):
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
         qb = (Q - 1).bit_length()
         parb = Signal(Q, name="fifo_parity")  # per entry its column block's parity (which D buffer), in flops
+        if W > 1:
+            wayb = Signal(Q * lw, name="fifo_way")  # per entry its way (D107), in flops
         fifo = []
         for b in range(d):
             ports, mac = macro("1r1w", Q // d, self.fifo_bits, instance=inst)
@@ -273,7 +291,11 @@ class DeltaCore(wiring.Component):
             toks = Array(e[2 + cbb + i * tb:2 + cbb + (i + 1) * tb] for i in range(brows))
             tok = toks[r_row[p * rb:(p + 1) * rb]]
             addr = Signal(self.da, name=f"row_addr{p}")
-            m.d.comb += addr.eq((a_cls * m_tok + tok) * self.o_ncb + cb)
+            if W == 1:
+                m.d.comb += addr.eq((a_cls * m_tok + tok) * self.o_ncb + cb)
+            else:  # way (a M + t) mod W low, ((a M + t) div W) n_cb + cb in the way (D107)
+                u = Signal(range(MAX_CLASSES * acc.max_tokens + 1), name=f"row_u{p}")
+                m.d.comb += [u.eq(a_cls * m_tok + tok), addr.eq(Cat(u[:lw], u[lw:] * self.o_ncb + cb))]
             slot = Signal(16, name=f"row_slot{p}")
             m.d.comb += slot.eq(wp + rank)
             for b in range(d):
@@ -282,6 +304,8 @@ class DeltaCore(wiring.Component):
                                  fifo[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
             with m.If(r_v[p]):
                 m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(obank[0])
+                if W > 1:
+                    m.d.sync += wayb.word_select(slot[:qb], lw).eq(addr[:lw])
             rank = rank + r_v[p]
         count = Signal(16, name="fifo_count")
         m.d.comb += count.eq(wp - rp)
@@ -298,35 +322,43 @@ class DeltaCore(wiring.Component):
         headpar = Signal(name="fifo_head_parity")
         m.d.comb += headpar.eq(parb.bit_select(rp[:qb] if Q > 1 else 0, 1))
         # a row of the walked block's parity waits while that block is walked or about to be (its D buffer is read)
-        m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == sord[0]) & (walking | (waiting & whole))))
-        rbank = Signal(range(max(2, d)), name="fifo_rbank")
-        for b in range(d):
-            m.d.comb += [fifo[b].re.eq(pop & ((rp[:lg] == b) if d > 1 else 1)), fifo[b].raddr.eq(rp[lg:])]
-        with m.If(pop):
-            m.d.sync += rp.eq(rp + 1)
-        m.d.sync += rbank.eq(rp[:lg] if d > 1 else 0)
-        s1 = Signal(name="acc_s1")
-        m.d.sync += s1.eq(pop)
-        popped = Signal(self.fifo_bits, name="fifo_out")
-        sel_data = fifo[0].rdata
-        for b in range(1, d):
-            sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
-        m.d.comb += popped.eq(sel_data)
-        p_cb = popped[self.da:self.da + self.obk]  # the row's segment's count bank
-        seen = []  # one bank per D buffer (column-block parity): the accumulate sets one while the walk clears the other
-        for b in range(2):
-            ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
-            m.submodules[f"seen{b}"] = mac
-            m.d.comb += [ports.re.eq(s1 & (p_cb[0] == b)), ports.raddr.eq(popped[:self.da]), ports.wmask.eq(1)]
-            seen.append(ports)
-        s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
-        s2_cb = Signal(self.obk, name="acc_bank")
-        s2_fwd = Signal(name="acc_fwd")
-        m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_cb.eq(p_cb), s2_data.eq(popped[self.da + self.obk:]),
-                     s2_fwd.eq(s1 & s2 & (s2_addr == popped[:self.da]))]
-        seen_rd = Mux(s2_cb[0], seen[1].rdata[0], seen[0].rdata[0])
-        m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_rd | s2_fwd)), cmb.a_addr.eq(s2_addr),
-                     cmb.a_data.eq(s2_data)]
+        if W == 1:
+            m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == sord[0]) & (walking | (waiting & whole))))
+            rbank = Signal(range(max(2, d)), name="fifo_rbank")
+            for b in range(d):
+                m.d.comb += [fifo[b].re.eq(pop & ((rp[:lg] == b) if d > 1 else 1)), fifo[b].raddr.eq(rp[lg:])]
+            with m.If(pop):
+                m.d.sync += rp.eq(rp + 1)
+            m.d.sync += rbank.eq(rp[:lg] if d > 1 else 0)
+            s1 = Signal(name="acc_s1")
+            m.d.sync += s1.eq(pop)
+            popped = Signal(self.fifo_bits, name="fifo_out")
+            sel_data = fifo[0].rdata
+            for b in range(1, d):
+                sel_data = Mux(rbank == b, fifo[b].rdata, sel_data)
+            m.d.comb += popped.eq(sel_data)
+            p_cb = popped[self.da:self.da + self.obk]  # the row's segment's count bank
+            seen = []  # one bank per D buffer (column-block parity): the accumulate sets one while the walk clears the other
+            for b in range(2):
+                ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
+                m.submodules[f"seen{b}"] = mac
+                m.d.comb += [ports.re.eq(s1 & (p_cb[0] == b)), ports.raddr.eq(popped[:self.da]), ports.wmask.eq(1)]
+                seen.append(ports)
+            s2, s2_addr, s2_data = Signal(name="acc_s2"), Signal(self.da, name="acc_addr"), Signal(C * ab, name="acc_data")
+            s2_cb = Signal(self.obk, name="acc_bank")
+            s2_fwd = Signal(name="acc_fwd")
+            m.d.sync += [s2.eq(s1), s2_addr.eq(popped[:self.da]), s2_cb.eq(p_cb), s2_data.eq(popped[self.da + self.obk:]),
+                         s2_fwd.eq(s1 & s2 & (s2_addr == popped[:self.da]))]
+            seen_rd = Mux(s2_cb[0], seen[1].rdata[0], seen[0].rdata[0])
+            m.d.comb += [cmb.a_valid.eq(s2), cmb.a_first.eq(~(seen_rd | s2_fwd)), cmb.a_addr.eq(s2_addr),
+                         cmb.a_data.eq(s2_data)]
+            s1_par, s2_par = p_cb[0], s2_cb[0]
+            s1_in, s2_in = s1 & (s1_par == sord[0]), s2 & (s2_par == sord[0])  # a row of the walked parity
+        else:
+            s1h, s2h, s2p, seen, s2v, s2_cb = self._ways_accumulate(
+                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, sord, walking, waiting, whole, inst)
+            s1, s2 = s1h[0] | s1h[1], s2h[0] | s2h[1]
+            s1_in, s2_in = Mux(sord[0], s1h[1], s1h[0]), Mux(sord[0], s2h[1], s2h[0])
 
         # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
         # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
@@ -358,7 +390,7 @@ class DeltaCore(wiring.Component):
         m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
                                  done_now & (count == 0) & ~s1 & ~s2 & (rank == 0) & (r_v == 0)))
         go = Signal(name="walk_go")
-        m.d.comb += go.eq(waiting & whole & ~(s1 & (p_cb[0] == sord[0])) & ~(s2 & (s2_cb[0] == sord[0])))
+        m.d.comb += go.eq(waiting & whole & ~s1_in & ~s2_in)
         p_ = Signal(range(acc.max_tokens + 1), name="w_p")
         t = Signal(range(2 * acc.max_tokens + 1), name="w_t")
         axes = Array(self.o_axis[2 * k:2 * k + 2] for k in range(MAX_CLASSES))
@@ -417,7 +449,11 @@ class DeltaCore(wiring.Component):
         rest = Signal(range(acc.max_n + 1), name="c_rest")
         m.d.comb += [rest.eq(self.o_n - q["cb"] * C), cols.eq(Mux(rest >= C, C, rest))]
         daddr = Signal(self.da, name="c_daddr_w")
-        m.d.comb += daddr.eq((q["a"] * m_tok + q["t"]) * ncb + q["cb"])
+        if W == 1:
+            m.d.comb += daddr.eq((q["a"] * m_tok + q["t"]) * ncb + q["cb"])
+        else:  # the accumulate's layout (D107): way (a M + t) mod W low
+            wu = Signal(range(MAX_CLASSES * acc.max_tokens + 1), name="c_u_w")
+            m.d.comb += [wu.eq(q["a"] * m_tok + q["t"]), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
         m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
                      cmb.c_direct.eq(dir_s), cmb.c_has.eq(has_s), cmb.c_daddr.eq(daddr),
                      cmb.c_reg.eq(near & ~dir_s), cmb.c_sram.eq(self.o_fused),
@@ -425,12 +461,19 @@ class DeltaCore(wiring.Component):
                      cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
                      cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
         # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
-        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_cb[0], ~q["ord0"]))
+        # (ways: the output reads the walked segment's buffer, each way writes its row's, D107)
+        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
         # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
         for b in range(2):
             clr = q["v"] & (q["ord0"] == b)
-            m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
-                         seen[b].wdata.eq(~clr)]
+            if W == 1:
+                m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
+                             seen[b].wdata.eq(~clr)]
+                continue
+            for w in range(W):  # way w's bank of buffer b
+                cw = clr & (daddr[:lw] == w)
+                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                             seen[b][w].waddr.eq(Mux(cw, daddr[lw:], seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
         # tags and done: the combine's row leaves 2 cycles after its command
         t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
         c1, c2 = Signal(cbb, name="tag_cb1"), Signal(cbb, name="tag_cb2")
@@ -449,8 +492,12 @@ class DeltaCore(wiring.Component):
             with m.Else():
                 with m.If(d1_v & (d1_ord[:kb] == k)):
                     m.d.sync += exp[k].eq(exp[k] + d1_nrows)
-                with m.If(s2 & ((s2_cb[:kb] == k) if kb else 1)):
-                    m.d.sync += got[k].eq(got[k] + 1)
+                if W == 1:
+                    with m.If(s2 & ((s2_cb[:kb] == k) if kb else 1)):
+                        m.d.sync += got[k].eq(got[k] + 1)
+                else:  # the ways accumulated this cycle into segment bank k
+                    n_k = sum(s2v[w] & ((s2_cb[w][:kb] == k) if kb else 1) for w in range(W))
+                    m.d.sync += got[k].eq(got[k] + n_k)
         with m.If(start_now):
             m.d.sync += [hi.eq(0), anyd.eq(0)]
         with m.Elif(d1_v):
@@ -501,6 +548,91 @@ class DeltaCore(wiring.Component):
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
+
+    def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, sord, walking, waiting, whole,
+                         inst):  # noqa: N803
+        """The accumulate path on W > 1 ways (docs/decisions.md D107; `elaborate` builds one way inline): pops the
+        FIFO's longest run from its head of at most W entries, none waiting for its D buffer, all of the head's
+        parity, in distinct ways (each entry's way in flops), reading each from its FIFO bank (W <= d: distinct);
+        way w's row is registered at s1 (its bank), its seen bit read from way w's seen bank, and at s2 its
+        command issues on the combine's way w. Returns ``(per parity p whether s1 holds a row of it, the same for s2,
+        s2 parity per way, seen banks [buffer][way] (each with its ``s2_addr``), s2 valid per way, s2 count bank
+        per way)``."""
+        cfg, W = self.cfg, self.ways  # noqa: N806
+        d, C, ab, Q = cfg.drain_rows_per_cycle, cfg.array_cols, cfg.acc_bits, self.fifo  # noqa: N806
+        lg, lw, qb = (d - 1).bit_length(), (W - 1).bit_length(), (Q - 1).bit_length()
+        da, daw = self.da, self.da - lw
+        gate = (headpar == sord[0]) & (walking | (waiting & whole))
+        takes, ways_j, banks_j, pars_j = [], [], [], []
+        for j in range(W):
+            e = Signal(16, name=f"pop_e{j}")
+            m.d.comb += e.eq(rp + j)
+            par_j, way_j = parb.bit_select(e[:qb], 1), wayb.word_select(e[:qb], lw)
+            t = Signal(name=f"pop_take{j}")
+            if j == 0:
+                m.d.comb += t.eq((phase == 1) & (count != 0) & ~gate)
+            else:
+                distinct = Const(1, 1)
+                for w_i in ways_j:
+                    distinct = distinct & (way_j != w_i)
+                m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == sord[0]) & (walking | (waiting & whole)))
+                                 & distinct)
+            for b in range(d):
+                with m.If(t & ((e[:lg] == b) if d > 1 else 1)):
+                    m.d.comb += [fifo[b].re.eq(1), fifo[b].raddr.eq(e[lg:])]
+            takes.append(t)
+            pars_j.append(par_j)
+            ways_j.append(way_j)
+            banks_j.append(e[:lg] if d > 1 else Const(0, 1))
+        npop = Signal(range(W + 1), name="pop_n")
+        m.d.comb += npop.eq(sum(takes))
+        m.d.sync += rp.eq(rp + npop)
+        s1v, s1p = Signal(W, name="acc_s1_v"), Signal(W, name="acc_s1_par")  # per way: valid, parity
+        s1src = [Signal(max(1, lg), name=f"acc_s1_bank{w}") for w in range(W)]
+        for w in range(W):
+            hit = Const(0, 1)
+            for j in range(W):
+                hj = takes[j] & (ways_j[j] == w)
+                hit = hit | hj
+                with m.If(hj):
+                    m.d.sync += [s1src[w].eq(banks_j[j]), s1p[w].eq(pars_j[j])]
+            m.d.sync += s1v[w].eq(hit)
+        seen = [[None] * W for _ in range(2)]
+        for b in range(2):
+            for w in range(W):
+                ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
+                m.submodules[f"seen{b}_w{w}"] = mac
+                m.d.comb += ports.wmask.eq(1)
+                seen[b][w] = ports
+        s2v, s2p = Signal(W, name="acc_s2_v"), Signal(W, name="acc_s2_par")
+        m.d.sync += [s2v.eq(s1v), s2p.eq(s1p)]
+        s2_cbs, a_first, a_addr, a_data = [], [], [], []
+        for w in range(W):
+            popped = Signal(self.fifo_bits, name=f"fifo_out{w}")
+            sel_data = fifo[0].rdata
+            for b in range(1, d):
+                sel_data = Mux(s1src[w] == b, fifo[b].rdata, sel_data)
+            m.d.comb += popped.eq(sel_data)
+            p_cb = popped[da:da + self.obk]
+            for b in range(2):
+                m.d.comb += [seen[b][w].re.eq(s1v[w] & (s1p[w] == b)), seen[b][w].raddr.eq(popped[lw:da])]
+            s2_addr, s2_data = Signal(daw, name=f"acc_addr{w}"), Signal(C * ab, name=f"acc_data{w}")
+            s2_cb, s2_fwd = Signal(self.obk, name=f"acc_bank{w}"), Signal(name=f"acc_fwd{w}")
+            m.d.sync += [s2_addr.eq(popped[lw:da]), s2_cb.eq(p_cb), s2_data.eq(popped[da + self.obk:]),
+                         s2_fwd.eq(s1v[w] & s2v[w] & (s2_addr == popped[lw:da]))]
+            for b in range(2):
+                seen[b][w].s2_addr = s2_addr
+            seen_rd = Mux(s2p[w], seen[1][w].rdata[0], seen[0][w].rdata[0])
+            s2_cbs.append(s2_cb)
+            a_first.append(~(seen_rd | s2_fwd))
+            a_addr.append(s2_addr)
+            a_data.append(s2_data)
+        m.d.comb += [cmb.a_valid.eq(s2v), cmb.a_first.eq(Cat(*a_first)), cmb.a_addr.eq(Cat(*a_addr)),
+                     cmb.a_data.eq(Cat(*a_data)), cmb.a_sel.eq(s2p)]
+        # per stage, whether it holds a row of parity 0, of parity 1 (the walk's go)
+        s1h = [(s1v & ~s1p).any(), (s1v & s1p).any()]
+        s2h = [(s2v & ~s2p).any(), (s2v & s2p).any()]
+        return s1h, s2h, s2p, seen, s2v, s2_cbs
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
@@ -553,8 +685,10 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
                          f"{core.cfg.partial_regs}")
     F, H, W = grid  # noqa: N806
     n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
-    sz, st = delta_combine_sizes(core.cfg), state_sram_sizes(core.cfg)
-    need = {"difference sums": (A * F * H * W * n_cb, sz["d_depth"])}
+    ways = core.ways
+    sz, st = delta_combine_sizes(core.cfg, ways), state_sram_sizes(core.cfg)
+    # with W ways (D107) each way holds its tokens' sums: ceil(A M / W) n_cb words of a W-th of the buffer
+    need = {"difference sums": (ways * -(-(A * F * H * W) // ways) * n_cb, sz["d_depth"])}
     if fused:
         need["state SRAM"] = ((R + F + F * W) * n_cb, st["depth"] if st else 0)
     else:

@@ -35,7 +35,7 @@ from hw.sram import macro_name
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import commands, core_schedule, fifo_rows, segments, tile_segments
+from sim.timing.delta_core import commands, core_schedule, fifo_rows, row_ways, segments, tile_segments
 from tests.rtl.cases import make_case
 from tests.rtl.dcore_bench import CMD_PORTS, run_dcore
 from tests.rtl.delta_bench import dcombine_program
@@ -73,9 +73,10 @@ def _job(cfg, case, fw, s, cm, fused, queues=True):
             queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm))
 
 
-def _model(cfg, case, op, queue, fw=None, s=None):
+def _model(cfg, case, op, queue, fw=None, s=None, ways=1):
     """The controller's row cycles and ``done`` by `sim.timing.delta_accel` (2 B staging entries, 32 lanes), and
-    the rows in the FIFO's order with their segments and the descriptors (`sim.timing.delta_core.core_schedule`)."""
+    the rows in the FIFO's order with their segments and the descriptors (`sim.timing.delta_core.core_schedule`),
+    and with ``ways`` > 1 each row's accumulate way (`sim.timing.delta_core.row_ways`) fourth."""
     widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
     rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
     S = 2 * cfg.compact_bands  # noqa: N806
@@ -84,18 +85,29 @@ def _model(cfg, case, op, queue, fw=None, s=None):
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
     descs = [(int(g[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
+    of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+    rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+    cyc, rsg, way = fifo_rows(band, last, op.rows, sgs, cfg, rw)
     return (rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue),
-            (*fifo_rows(band, last, op.rows, sgs, cfg), descs))
+            (cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
 
 
-def check(cfg, job, queue, got, fifo=FIFO):
+def way_daddr(addr: int, n_cb: int, ways: int) -> int:
+    """The bench program's D address ``u n_cb + cb`` (u = a M + t) in `hw.delta_core.DeltaCore`'s layout on W
+    ``ways`` (docs/decisions.md D107): way u mod W low, ``(u div W) n_cb + cb`` above it."""
+    u, cb = divmod(addr, n_cb)
+    return ((u // ways) * n_cb + cb) * ways + u % ways
+
+
+def check(cfg, job, queue, got, fifo=FIFO, ways=1):
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done, (cyc, rsg, descs) = _model(cfg, case, op, queue, fw, s)
+    rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
-    sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s)
+    sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
+                        way[0] if way else None)
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
     assert sch["fifo_max"] <= fifo and not got.overflow and not sch["overflow"]
     assert not got.twice
@@ -110,6 +122,8 @@ def check(cfg, job, queue, got, fifo=FIFO):
     _acc, prog = dcombine_program(case, [], cfg, fused)
     where = {(t, b): k for k, sg in enumerate(segments(case.grid, n_cb, A, cfg.array_rows, fw, s)) for t, b, _a in sg}
     prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
+    for c in prog:
+        c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
     assert len(got.cmds) == len(prog)
     for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
         keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
@@ -134,6 +148,28 @@ def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused, queues):
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
     [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues)
     check(cfg, job, queue, got)
+
+
+#: The runs on d accumulate ways (docs/decisions.md D107): d = 2 and 4, both issue orders, fused and not, host and
+#: queues, three axis classes (a token's classes in distinct ways).
+WAY_RUNS = [("8x8-B2-d2", 0, False, False, True), ("8x8-B2-d4", 3, True, False, True),
+            ("8x8-B4-d2", "three-axes", True, True, True), ("8x8-B2-d4", "qk-uint8-coherent", False, True, True),
+            ("8x8-B2-d2", "hand", False, True, False)]
+
+
+@pytest.mark.parametrize(("shape", "ci", "chunk_major", "fused", "queues"), WAY_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}{'' if q else '-host'}"
+                              for s, c, cm, fu, q in WAY_RUNS])
+def test_dcore_on_d_ways(shape, ci, chunk_major, fused, queues):
+    if isinstance(ci, str):
+        case, fw, s = QK_CASES[ci], 1, 2
+    else:
+        case, fw, s = CASES[ci]
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    d = cfg.drain_rows_per_cycle
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, ways=d)
+    check(cfg, job, queue, got, ways=d)
 
 
 def _three_axes(seed, grid, N, p):  # noqa: N803
@@ -204,6 +240,18 @@ def test_core_schedule_by_hand():
     sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2)
     assert sch["acc"].tolist() == [9, 10, 11] and sch["start"] == 12 and sch["fifo_max"] == 3
     assert sch["rows"] == {(0, 0): 17, (1, 0): 19, (2, 0): 21} and sch["done"] == 22
+    # two accumulate ways (D107), the rows' ways 0, 1, 1 as given (leaving at 6, 5, 5), 1, 1, 0 in the FIFO's
+    # order: at 7 the two written rows share way 1 (one pops), at 8 the second and the third (ways 1, 0) pop
+    # together; accumulate commands at 9, 10, 10, the pipeline empty at 11: the walk starts there (a cycle earlier),
+    # rows at 16, 18, 20, done at 11 + 6 + 4 = 21
+    sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1])
+    assert sch["acc"].tolist() == [9, 10, 10] and sch["start"] == 11 and sch["fifo_max"] == 3
+    assert sch["rows"] == {(0, 0): 16, (1, 0): 18, (2, 0): 20} and sch["done"] == 21
+    # ways 1, 0, 1 in the FIFO's order: the first two pop at 7, the third at 8 (written at 7): the same end
+    sch = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[1, 1, 0])
+    assert sch["acc"].tolist() == [9, 9, 10] and sch["done"] == 21
+    with pytest.raises(ValueError, match="needs row_way"):
+        core_schedule([6], 9, (1, 1, 3), 1, 2, 2, ways=2)
     # no rows (every token REUSEs): the walk starts at done
     assert core_schedule([], 4, (1, 1, 1), 1, 1, 8)["done"] == 4 + 1 + 4
 
@@ -251,5 +299,39 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert "kaleido_dcore.v" in {p.name for p in a}
     runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=("kaleido_dcore",))
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
+    assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
+
+
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path):
+    # kaleido_dcore on d = 4 ways (D107) with kaleido_dcombine_w4 and their macros, beside the 8 x 8 hierarchy
+    # `hw.rtl` emits (one way): the same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
+    from amaranth.back import verilog
+
+    from hw.delta_combine import DeltaCombine, dcombine_module_name
+    from hw.lint import lint_folder
+    from hw.rtl import emit, plan, render
+    from hw.sram import emit_macro
+
+    cfg = delta_cfg(8, 8, 2, 4, state_kib=2)
+    names = [n for n, spec, _ in plan(cfg) if (spec[0] == "macro" or spec[1] in
+             ("daccel", "dqueue", "org_pe", "org_column", "org_top", "top", "column", "pe"))]
+    emit(cfg, tmp_path, only=tuple(names))
+
+    def texts():
+        core = DeltaCore(cfg, pe="instance", ways=4)
+        comb = DeltaCombine(cfg, instance=True, ways=4)
+        return (verilog.convert(core, name="kaleido_dcore", emit_src=False),
+                verilog.convert(comb, name=dcombine_module_name(4), emit_src=False), core.macros() + comb.macros())
+
+    a, b = texts(), texts()
+    assert a[:2] == b[:2]
+    assert "kaleido_dcombine_w4 " in a[0]
+    (tmp_path / "kaleido_dcore.v").write_text(render(cfg, "kaleido_dcore", ("module", "dcore"), "dcore", a[0]))
+    (tmp_path / "kaleido_dcombine_w4.v").write_text(render(cfg, "kaleido_dcombine_w4", ("module", "dcombine"),
+                                                           "dcombine", a[1]))
+    for mc in a[2]:
+        (tmp_path / f"{macro_name(*mc)}.v").write_text(emit_macro(*mc))
+    runs = lint_folder(tmp_path, full=True)
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}

@@ -5,7 +5,8 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - a row leaving ``kaleido_daccel`` at c is written into the row FIFO at ``c + 1``; rows are popped one a cycle
   in the FIFO's order (leaving order, a cycle's rows in port order: `fifo_rows`), from the cycle after their
   write (``j >= c + 2``); a popped row's accumulate command issues 2 cycles later and is counted for its column
-  block the cycle after that;
+  block the cycle after that; with W accumulate ways (``ways``, docs/decisions.md D107) up to W rows a cycle: the
+  FIFO's run from its head in distinct ways (`row_ways`), each row under the head's gate;
 - the walk goes segment by segment (D104, `segments`), each once whole: with ``seg`` once every row its descriptors
   list is counted and a later segment's descriptor has come (a descriptor is counted 2 cycles after its
   ``desc_valid``: its segment is computed the cycle between) or the controller's ``done`` (``T``); otherwise at
@@ -81,12 +82,13 @@ def tile_segments(tiles, grid, R: int, n_cb: int, fw: int | None = None, s: int 
 NB_BANKS = 8
 
 
-def fifo_rows(band, last, rows, tile_cb, cfg) -> tuple[np.ndarray, np.ndarray]:
+def fifo_rows(band, last, rows, tile_cb, cfg, tile_vals=None) -> tuple[np.ndarray, ...]:
     """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
     they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A
     band-tile's port (`hw.compact_array.band_geometry`): band b's ``b d_b + k`` with ``d_b = max(1, d / B)``
     ports per band taken round robin by the band's band-tiles (k its count there mod d_b); with ``B > d`` band b's
-    ``b mod d``."""
+    ``b mod d``. ``tile_vals`` (optional): per band-tile a sequence of per-row values (its rows in drain order,
+    e.g. `row_ways`' input): returned third, int64 ``[rows]`` in the FIFO's order."""
     from sim.timing.delta_accel import row_out_cycles
 
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
@@ -101,11 +103,25 @@ def fifo_rows(band, last, rows, tile_cb, cfg) -> tuple[np.ndarray, np.ndarray]:
     prt = np.concatenate([np.full(len(o), port[t]) for t, o in enumerate(outs)]) if outs else cyc
     cbs = np.concatenate([np.full(len(o), tile_cb[t]) for t, o in enumerate(outs)]) if outs else cyc
     order = np.lexsort((prt, cyc))
-    return cyc[order].astype(np.int64), cbs[order].astype(np.int64)
+    if tile_vals is None:
+        return cyc[order].astype(np.int64), cbs[order].astype(np.int64)
+    vals = np.concatenate([np.asarray(tile_vals[t], dtype=np.int64)[:len(o)] for t, o in enumerate(outs)]) if outs \
+        else cyc
+    return cyc[order].astype(np.int64), cbs[order].astype(np.int64), vals[order].astype(np.int64)
+
+
+def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  # noqa: N803
+    """Per band-tile, int64 ``[rows]``: each row's accumulate way (docs/decisions.md D107): ``(a M + t) mod W``
+    for a row of token t in axis class a (the D buffer's word ``(a M + t) n_cb + cb`` is in way ``(a M + t) mod
+    W``, at ``((a M + t) div W) n_cb + cb`` there: a (token, class)'s rows of every group and column block share a
+    way, so a read-modify-write never meets another way's). ``tile_tokens``: per band-tile its row tokens (row
+    order); ``tile_class``: its class; W a power of two."""
+    return [(int(a) * M + np.asarray(t, dtype=np.int64)) % ways for t, a in zip(tile_tokens, tile_class, strict=True)]
 
 
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
-                  seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None) -> dict:
+                  seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
+                  ways: int = 1, row_way=None) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -115,6 +131,10 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             (int64 ``[rows]``, each row's segment ordinal, rows in the FIFO's order, `fifo_rows`) and ``descs``
             (``[(desc_valid cycle, segment ordinal, rows)]`` per band-tile) are needed. Without it the walk starts
             once the whole op is accumulated (the rows in any order).
+        ways: accumulate ways W (docs/decisions.md D107; 1 is D95's one row a cycle); then ``row_way`` (int64
+            ``[rows]``, each row's way, `row_ways`, in the same order as ``row_cycles``) is needed. A cycle pops the
+            FIFO's longest run from its head of at most W rows, each written, none waiting for its D buffer (the
+            head's rule, row by row) and in W distinct ways.
 
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
@@ -123,8 +143,12 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         at the FIFO's head for its D buffer (its segment's parity walked)}``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
+    rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
+    if ways > 1 and row_way is None:
+        raise ValueError(f"ways = {ways} needs row_way")
     if not seg:
-        c = np.sort(c)
+        order = np.argsort(c, kind="stable")
+        c, rw = c[order], rw[order]
         rsg = np.zeros(len(c), dtype=np.int64)
     else:
         rsg = np.asarray(row_seg, dtype=np.int64)
@@ -136,7 +160,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     exp, got = [0] * NB_BANKS, [0] * NB_BANKS
     hi, anyd, over = 0, False, False
     nw = rp = di = 0
-    s1 = s2 = -1  # the row index in each accumulate stage, -1 none
+    s1: list[int] = []  # the row indices in each accumulate stage
+    s2: list[int] = []
     sg, walking, waiting, wend, starts = 0, False, True, -1, []
     fifo_max = gated = ahead = 0
     k = 1  # cycle 0 is start's
@@ -150,16 +175,25 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             whole = (T <= k or (anyd and hi > sg)) and exp[bank] == got[bank]
         else:
             fresh = n and int(np.searchsorted(c, k - 1, side="right")) > nw  # a row written this cycle
-            whole = T <= k and nw == rp and s1 < 0 and s2 < 0 and not fresh
+            whole = T <= k and nw == rp and not s1 and not s2 and not fresh
         par = sg % 2
-        blocked = rp < nw and rsg[rp] % 2 == par and (walking or (waiting and whole))
-        pop = rp < nw and not blocked
+        gate = walking or (waiting and whole)
+        blocked = rp < nw and rsg[rp] % 2 == par and gate
+        pops = []
+        if rp < nw and not blocked:
+            used = set()
+            for r in range(rp, min(nw, rp + ways)):
+                if (rsg[r] % 2 == par and gate) or rw[r] in used:
+                    break
+                used.add(rw[r])
+                pops.append(r)
         gated += bool(blocked)
-        go = (waiting and whole and not (s1 >= 0 and rsg[s1] % 2 == par) and not (s2 >= 0 and rsg[s2] % 2 == par))
+        go = (waiting and whole and not any(rsg[r] % 2 == par for r in s1)
+              and not any(rsg[r] % 2 == par for r in s2))
         # end of cycle k: the registers
-        if s2 >= 0:
-            acc[s2] = k
-            b2 = rsg[s2] % NB_BANKS
+        for r in s2:
+            acc[r] = k
+            b2 = rsg[r] % NB_BANKS
             if not (go and b2 == bank):
                 got[b2] += 1
         while di < len(dq) and dq[di][0] + 1 <= k:  # a descriptor is counted the cycle after its desc_valid
@@ -172,8 +206,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             di += 1
         if go:
             exp[bank] = got[bank] = 0
-        s2, s1 = s1, (rp if pop else -1)
-        rp += bool(pop)
+        s2, s1 = s1, pops
+        rp += len(pops)
         if walking and k == wend:  # the segment's last command read
             if sg == len(segs) - 1:
                 break

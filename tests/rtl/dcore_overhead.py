@@ -24,13 +24,22 @@ from sim.engines.band_stimulus import band_op
 from sim.timing import delta as delta_rules
 from sim.timing.compact import band_cycles, combine_stall
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import blocks_done, commands, core_schedule, fifo_rows, tile_segments, walk_done
+from sim.timing.delta_core import (
+    blocks_done,
+    commands,
+    core_schedule,
+    fifo_rows,
+    row_ways,
+    tile_segments,
+    walk_done,
+)
 from tests.rtl.cases import make_case
 
 
-def overhead(case, cfg, fw, s, cm) -> tuple[int, int, int, int]:
+def overhead(case, cfg, fw, s, cm, ways: int = 1) -> tuple[int, int, int, int]:
     """``(kaleido_dcore's done, band_cycles + 1, the model's op + 1, its done with the whole-op walk (D95))`` of
-    ``case`` (``fw`` frames a chunk, ``s`` column blocks a group, ``cm`` D84's chunk-major order)."""
+    ``case`` (``fw`` frames a chunk, ``s`` column blocks a group, ``cm`` D84's chunk-major order), the core's
+    accumulate on ``ways`` ways (`sim.timing.delta_core.core_schedule`'s rule, docs/decisions.md D107)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
@@ -43,10 +52,14 @@ def overhead(case, cfg, fw, s, cm) -> tuple[int, int, int, int]:
     rows = np.concatenate(row_out_cycles(band, last, op.rows, cfg))
     done = accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, q)
     sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, R, n_cb, fw, s)
-    cyc, rsg = fifo_rows(band, last, op.rows, sgs, cfg)
+    cls = delta_rules.classes(case.groups)
+    of_group = {gi: a for a, (_ax, idx) in enumerate(cls) for gi in idx}
+    rw = row_ways([t.tokens for t in op.tiles], [of_group[t.group] for t in op.tiles], case.X.shape[0], ways)
+    cyc, rsg, way = fifo_rows(band, last, op.rows, sgs, cfg, rw)
     descs = [(int(g[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
-    A = len(delta_rules.classes(case.groups))  # noqa: N806
-    core = core_schedule(cyc, done, case.grid, n_cb, A, R, segment_order(cm, s, n_cb), rsg, descs, fw, s)["done"]
+    A = len(cls)  # noqa: N806
+    core = core_schedule(cyc, done, case.grid, n_cb, A, R, segment_order(cm, s, n_cb), rsg, descs, fw, s, ways,
+                         way)["done"]
     # D95's walk: after the whole op
     old = walk_done(rows, done, len(commands(case.grid, n_cb, A, R)))
     array = band_cycles(op.s_seq, op.rows, cfg)[0]
@@ -97,13 +110,15 @@ def main() -> None:
     for ci, (case, fw, s) in enumerate(CASES):
         for cm in (False, True):
             k, b, mo, o = overhead(case, cfg, fw, s, cm)
+            kw = overhead(case, cfg, fw, s, cm, 2)[0]
             print(f"tiny case {ci}{' chunk-major' if cm else ''} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = "
-                  f"{k / b:.3f} (D95's whole-op walk {o / b:.3f}); the model's op with its combine stall {mo} / {b} = "
-                  f"{mo / b:.3f}")
+                  f"{k / b:.3f}, 2 ways {kw / b:.3f} (D95's whole-op walk {o / b:.3f}); the model's op with its "
+                  f"combine stall {mo} / {b} = {mo / b:.3f}")
     for name, case in QK_CASES.items():
         k, b, mo, o = overhead(case, cfg, 1, 2, False)
-        print(f"tiny qk-like {name} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = {k / b:.3f} (D95's {o / b:.3f}); the "
-              f"model's op {mo} / {b} = {mo / b:.3f}")
+        kw = overhead(case, cfg, 1, 2, False, 2)[0]
+        print(f"tiny qk-like {name} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = {k / b:.3f}, 2 ways {kw / b:.3f} "
+              f"(D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
     cfg = load_config("kaleido-16nm-128x128-balanced")
     for seed, (K, sizes) in enumerate([(128, [64, 32, 32]), (512, [128] * 4)]):  # noqa: N806
         grid = (4, 16, 16)
@@ -115,6 +130,9 @@ def main() -> None:
         k, b, mo, o = overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib))
         print(f"128x128 balanced K {K} (C/P/R {share}, fw {fw}, s {s}): kaleido_dcore's walk would take {k} / {b} = "
               f"{k / b:.3f} (D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
+        kw = overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib), cfg.drain_rows_per_cycle)[0]
+        print(f"  {cfg.drain_rows_per_cycle} accumulate ways by (a M + t) mod W (core_schedule, D107): {kw} / {b} = "
+              f"{kw / b:.3f}")
         w = what_if(c, cfg, fw, s)
         print(f"  d accumulate ways (estimates, not built): {w['ways'] / b:.2f} with the walk after the op, "
               f"{w['both'] / b:.2f} with the segment walk (its closed form without ways {w['segments'] / b:.2f})")

@@ -13,6 +13,11 @@ def test_per_file_lint_clean_and_catches_width_mismatch(tmp_path):
     runs = lint_folder(folder)
     assert [(label, ok) for label, ok, _, _ in runs] == [
         ("kaleido_column.v (stubs: kaleido_pe)", True), ("kaleido_pe.v", True)]
+    # full: each file with children also over the whole folder; tops restricts that to the files named
+    labels = [label for label, *_ in lint_folder(folder, full=True, jobs=2)]
+    assert "kaleido_column.v whole hierarchy" in labels
+    assert [label for label, *_ in lint_folder(folder, full=True, tops=("kaleido_pe",))] == [
+        "kaleido_column.v (stubs: kaleido_pe)", "kaleido_pe.v"]
     pe = folder / "kaleido_pe.v"
     text = pe.read_text()
     s = stub(modules_of(text)["kaleido_pe"])

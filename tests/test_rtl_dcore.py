@@ -332,6 +332,6 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path):
                                                            "dcombine", a[1]))
     for mc in a[2]:
         (tmp_path / f"{macro_name(*mc)}.v").write_text(emit_macro(*mc))
-    runs = lint_folder(tmp_path, full=True)
+    runs = lint_folder(tmp_path, full=True, jobs=2, tops=("kaleido_dcore",))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}

@@ -205,70 +205,31 @@ class DeltaCombine(wiring.Component):
         cols = ([_banked(m, f"st{j}", st["banks"], st["bank_depth"], st["word"], self.instance) for j in range(C)]
                 if st else [])
 
-        # Second-stage registers of both streams (the commands of the previous cycle).
+        # Second-stage registers of the accumulate stream (the commands of the previous cycle); `_output` has the
+        # output stream's.
         a_v, a_first, a_addr = Signal(name="a_v"), Signal(name="a_first_q"), Signal.like(self.a_addr, name="a_addr_q")
         a_data, a_fwd, a_sum = Signal(word, name="a_data_q"), Signal(name="a_fwd"), Signal(word, name="a_sum")
-        sel = Signal(name="sel_q")
-        c_v, c_direct, c_has = Signal(name="c_v"), Signal(name="c_direct_q"), Signal(name="c_has_q")
-        c_first, c_last, c_reg = Signal(name="c_first_q"), Signal(name="c_last_q"), Signal(name="c_reg_q")
-        c_sram, c_hold = Signal(name="c_sram_q"), Signal(name="c_hold_q")
-        c_cols = Signal.like(self.c_cols, name="c_cols_q")
-        c_waddr, c_we = Signal.like(self.c_waddr, name="c_waddr_q"), Signal(name="c_we")
-        c_fwd, s = Signal(name="c_fwd"), Signal(word, name="s")
-        last_a, last_s = Signal(word, name="last_a"), Signal(word, name="last_s")
-        lane, y = Signal(word, name="lane"), Signal(word, name="y")
-        reads = self.c_valid & ~self.c_direct & ~self.c_reg  # the carried store is read
+        sel, last_a = Signal(name="sel_q"), Signal(word, name="last_a")
         m.d.sync += [a_v.eq(self.a_valid), a_first.eq(self.a_first), a_addr.eq(self.a_addr), a_data.eq(self.a_data),
                      a_fwd.eq(a_v & (a_addr == self.a_addr) & (sel == self.c_sel)), last_a.eq(a_sum),
-                     sel.eq(self.c_sel),
-                     c_v.eq(self.c_valid), c_direct.eq(self.c_direct), c_has.eq(self.c_has), c_waddr.eq(self.c_waddr),
-                     c_first.eq(self.c_first), c_last.eq(self.c_last), c_reg.eq(self.c_reg), c_sram.eq(self.c_sram),
-                     c_hold.eq(self.c_valid & self.c_hold), c_cols.eq(self.c_cols),
-                     c_we.eq(self.c_valid & self.c_keep),
-                     c_fwd.eq(c_we & (c_sram == self.c_sram) & (c_waddr == self.c_raddr)), last_s.eq(s)]
+                     sel.eq(self.c_sel)]
         for i, ports in enumerate(dbuf):  # buffer c_sel: accumulate; the other: output
             acc_here = self.c_sel == i
             m.d.comb += [ports.re.eq(Mux(acc_here, self.a_valid & ~self.a_first, self.c_valid & self.c_has)),
                          ports.raddr.eq(Mux(acc_here, self.a_addr, self.c_daddr)),
                          ports.we.eq(a_v & (sel == i)), ports.wmask.eq(1), ports.waddr.eq(a_addr),
                          ports.wdata.eq(a_sum)]
-        m.d.comb += [state.re.eq(reads & ~self.c_sram), state.raddr.eq(self.c_raddr),
-                     state.we.eq(c_we & ~c_sram), state.wmask.eq(1), state.waddr.eq(c_waddr), state.wdata.eq(s)]
-        lane_we = Signal(C, name="lane_we")
-        st_rdata = Signal(word, name="st_rdata")  # the state SRAM's words, sign-extended to acc bits
-        for j, ports in enumerate(cols):
-            m.d.comb += [ports.re.eq(reads & self.c_sram & (self.c_cols > j)), ports.raddr.eq(self.c_raddr),
-                         ports.we.eq(c_we & c_sram & (c_cols > j)), ports.wmask.eq(1), ports.waddr.eq(c_waddr),
-                         ports.wdata.eq(s[j * ab:j * ab + STATE_BITS]),
-                         st_rdata[j * ab:(j + 1) * ab].eq(ports.rdata.as_signed())]
-        for j in range(C):
-            m.d.comb += lane_we[j].eq(c_hold & (c_cols > j))
-            with m.If(lane_we[j]):
-                m.d.sync += lane[j * ab:(j + 1) * ab].eq(s[j * ab:(j + 1) * ab])
-
         # Named words: Amaranth re-emits an expression at every use, and each column slices these.
-        d_old, d_out, s_nb = Signal(word, name="d_old"), Signal(word, name="d_out"), Signal(word, name="s_nb")
-        stored = Mux(c_sram, st_rdata, state.rdata) if cols else state.rdata
+        d_old, d_out = Signal(word, name="d_old"), Signal(word, name="d_out")
         m.d.comb += [d_old.eq(Mux(a_fwd, last_a, Mux(sel, dbuf[1].rdata, dbuf[0].rdata))),
-                     d_out.eq(Mux(sel, dbuf[0].rdata, dbuf[1].rdata)),
-                     s_nb.eq(Mux(c_reg, lane, Mux(c_fwd, last_s, stored)))]
+                     d_out.eq(Mux(sel, dbuf[0].rdata, dbuf[1].rdata))]
         for j in range(C):
             col = slice(j * ab, (j + 1) * ab)
             a_new = Signal(signed(ab), name=f"a_new{j}")  # D_a[t] += the drained row
             m.d.comb += [a_new.eq(Mux(a_first, 0, d_old[col].as_signed()) + a_data[col].as_signed()),
                          a_sum[col].eq(a_new)]
-            s_new = Signal(signed(ab), name=f"s_new{j}")  # S_a[t] = S_a[nb] + D_a[t]
-            m.d.comb += [s_new.eq(Mux(c_direct, 0, s_nb[col].as_signed()) + Mux(c_has, d_out[col].as_signed(), 0)),
-                         s[col].eq(s_new)]
-            y_new = Signal(signed(ab), name=f"y_new{j}")  # Y = sum_a S_a[t], y_data its running sum
-            m.d.comb += [y_new.eq(Mux(c_first, 0, self.y_data[col].as_signed()) + s_new), y[col].eq(y_new)]
-        with m.If(c_v):
-            m.d.sync += self.y_data.eq(y)
-        m.d.sync += self.y_valid.eq(c_v & c_last)
-        self.probes = {"st_re": [p.re for p in cols], "st_we": [p.we for p in cols], "ps_re": state.re,
-                       "ps_we": state.we, "lane_we": lane_we}
+        self._output(m, state, cols, d_out, C, ab, word)
         return m
-
 
     def _elaborate_ways(self):  # noqa: C901
         """`elaborate` with W > 1 accumulate ways (docs/decisions.md D107): way w's command (``a_*``'s w-th slice)
@@ -323,7 +284,8 @@ class DeltaCombine(wiring.Component):
         return m
 
     def _output(self, m, state, cols, d_out, C, ab, word):  # noqa: N803
-        """The output stream (W > 1 ways; `elaborate` builds the same inline for one way, its emission kept)."""
+        """The output stream, the same for one way and W: the carried store (state macro, state SRAM columns, lane
+        register) read, ``S_a[t] = S_a[nb] + D_a[t]`` from ``d_out`` (the output buffer's word), ``Y`` summed."""
         c_v, c_direct, c_has = Signal(name="c_v"), Signal(name="c_direct_q"), Signal(name="c_has_q")
         c_first, c_last, c_reg = Signal(name="c_first_q"), Signal(name="c_last_q"), Signal(name="c_reg_q")
         c_sram, c_hold = Signal(name="c_sram_q"), Signal(name="c_hold_q")

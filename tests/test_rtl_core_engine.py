@@ -184,4 +184,4 @@ def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
     assert out["cycles"] == sum(r["cycles"] for r in out["per_op"])
     assert out["outputs_sha256"] == golden_sha256(engine_trace())
     bad = kaleido("simulate", str(trace), "-c", DELTA_TOML, "--engine", "rtl", "--waves-from", "0")
-    assert bad.returncode == 2 and "KALEIDO_WAVES=1" in bad.stderr
+    assert bad.returncode == 2 and "lockstep RTL engine only" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

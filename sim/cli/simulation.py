@@ -69,6 +69,13 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
         fail("--no-dispatcher, --theta-index and --tech apply to --engine model only")
     waves_from, waves_cycles, waves_out = waves
     want_waves = os.environ.get("KALEIDO_WAVES") == "1"
+    try:
+        cfg = load_config(config)
+    except known_errors() as err:
+        fail(str(err))
+    if cfg.organisation != "lockstep" and (want_waves or waves_from is not None or waves_cycles is not None):
+        fail(f"waveforms (KALEIDO_WAVES=1, --waves-from, --waves-cycles) apply to the lockstep RTL engine only; "
+             f"{cfg.name} is {cfg.organisation!r}")
     if not want_waves and (waves_from is not None or waves_cycles is not None):
         fail("--waves-from and --waves-cycles need KALEIDO_WAVES=1 in the environment")
     if want_waves:
@@ -77,7 +84,6 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
             fail("--waves-from must be >= 0 and --waves-cycles > 0")
     timings: dict = {}
     try:
-        cfg = load_config(config)
         if cfg.organisation != "lockstep":
             _simulate_core(trace, cfg, json_out, want_waves)
             return
@@ -211,7 +217,8 @@ def simulate(
         simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
         return
     if organisation is not None and (trace is None or engine != "model"):
-        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; the RTL engine runs the lockstep array)")
+        fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; --engine rtl runs the "
+             "config's own organisation: give a delta or compact config, e.g. hw/presets/examples/tiny-8x8-delta.toml)")
     if devices is not None or reuse is not None or seed:
         fail("--devices, --reuse and --seed apply to workload files (`kaleido workload`), not traces")
     if gemm is not None:

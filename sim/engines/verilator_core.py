@@ -459,7 +459,7 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         ``{"outputs_sha256": str, "per_op": [...]}``: the checksum (`sim.engines.rtl.outputs_checksum`) of the Y the
         core gave, ops and batch elements in trace order (slices added on the host where channels were cut); per op
         ``name``, ``batch``, ``M``, ``K``, ``N``, ``slices``, ``cycles`` (every slice's ``start`` to ``done``,
-        inclusive: ``done + 1``, summed), ``model_cycles`` (the same from the core's timing functions, `expected`),
+        inclusive: ``done + 1``, summed), ``timing_cycles`` (the same from the core's timing functions, `expected`),
         ``writes`` (host-write cycles), ``outputs_sha256`` and ``errors`` (rows missing, twice, off their modelled
         cycle, a FIFO overflow: each one line; empty when the op is right).
 
@@ -474,7 +474,7 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
     for op in trace.ops:
         groups = [g.as_tuple() for g in op.groups]
         rec = {"name": op.name, "batch": op.batch, "M": op.M, "K": op.K, "N": op.N, "slices": 0, "cycles": 0,
-               "model_cycles": 0, "writes": 0, "errors": []}
+               "timing_cycles": 0, "writes": 0, "errors": []}
         op_ys = []
         for b in range(op.batch):
             dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
@@ -486,7 +486,7 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
                 sl, want = piece.slice, piece.want
                 y[sl.tokens[:, None], np.arange(sl.cols[0], sl.cols[1])[None, :]] += run.y
                 rec["cycles"] += run.done + 1
-                rec["model_cycles"] += want["done"] + 1
+                rec["timing_cycles"] += want["done"] + 1
                 rec["writes"] += run.writes
                 where = f"{op.name} batch {b} slice {k}"
                 if run.twice or run.overflow:
@@ -513,7 +513,7 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     object of `sim.engines.verilator.simulate_trace_rtl` (``format``, ``version``, ``engine`` ``"rtl"``, ``config``,
     ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run). ``cycles`` are the
     controller's (``start`` to ``done`` per slice, summed), not the cycle model's op cycles (docs/decisions.md D102
-    gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``model_cycles`` (its
+    gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``timing_cycles`` (its
     timing functions'). `timings` receives ``run_s`` (wall seconds, build included).
 
     Raises:

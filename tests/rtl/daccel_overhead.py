@@ -32,6 +32,18 @@ def overhead(case, cfg, fw, s, entries: int, lanes: int, queues: bool = False) -
     return accel_cycles(op.s_seq, op.rows, w, u, cfg, entries, lanes, q), band_cycles(op.s_seq, op.rows, cfg)[0] + 1
 
 
+def balanced_cases():
+    """The overhead scripts' two seeded ops on the balanced preset's shapes: ``(K, case)`` for K = 128 (groups of
+    64, 32, 32 channels) and K = 512 (four of 128), grid 4 x 16 x 16 (1,024 tokens), N = 256, every group on ``f``
+    and the first frame COMPUTE (it has no predecessor along ``f``)."""
+    for seed, (K, sizes) in enumerate([(128, [64, 32, 32]), (512, [128] * 4)]):  # noqa: N806
+        grid = (4, 16, 16)
+        c = make_case("big", 900 + seed, grid, K, 256, sizes)
+        c.groups = [(k0, k1, "f") for k0, k1, _ in c.groups]
+        c.decisions[np.unravel_index(np.arange(c.X.shape[0]), grid)[0] == 0] = COMPUTE
+        yield K, c
+
+
 def main() -> None:
     from tests.test_rtl_delta import CASES, delta_cfg
 
@@ -40,11 +52,7 @@ def main() -> None:
         q, _ = overhead(case, delta_cfg(8, 8, 2, 2), fw, s, 4, 32, queues=True)
         print(f"tiny case {ci} (8x8, B 2, d 2) S 4 P 32: {a} / {b} = {a / b:.3f}; with its queues {q / b:.3f}")
     cfg = load_config("kaleido-16nm-128x128-balanced")
-    for seed, (K, sizes) in enumerate([(128, [64, 32, 32]), (512, [128] * 4)]):  # noqa: N806
-        grid = (4, 16, 16)
-        c = make_case("big", 900 + seed, grid, K, 256, sizes)
-        c.groups = [(k0, k1, "f") for k0, k1, _ in c.groups]
-        c.decisions[np.unravel_index(np.arange(c.X.shape[0]), grid)[0] == 0] = COMPUTE
+    for K, c in balanced_cases():  # noqa: N806
         share = " / ".join(f"{(c.decisions == v).mean():.2f}" for v in range(3))
         for S, P in [(16, 8), (16, 16), (32, 16), (16, 32)]:  # noqa: N806
             a, b = overhead(c, cfg, None, 1, S, P)

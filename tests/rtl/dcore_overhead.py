@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from algo.reuse.golden import COMPUTE
 from hw.config import load_config
 from hw.delta_core import segment_order
 from sim.engines.band_stimulus import band_op
@@ -33,7 +32,7 @@ from sim.timing.delta_core import (
     tile_segments,
     walk_done,
 )
-from tests.rtl.cases import make_case
+from tests.rtl.daccel_overhead import balanced_cases
 
 
 def overhead(case, cfg, fw, s, cm, ways: int = 1) -> tuple[int, int, int, int]:
@@ -120,12 +119,8 @@ def main() -> None:
         print(f"tiny qk-like {name} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = {k / b:.3f}, 2 ways {kw / b:.3f} "
               f"(D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
     cfg = load_config("kaleido-16nm-128x128-balanced")
-    for seed, (K, sizes) in enumerate([(128, [64, 32, 32]), (512, [128] * 4)]):  # noqa: N806
-        grid = (4, 16, 16)
-        c = make_case("big", 900 + seed, grid, K, 256, sizes)
-        c.groups = [(k0, k1, "f") for k0, k1, _ in c.groups]
-        c.decisions[np.unravel_index(np.arange(c.X.shape[0]), grid)[0] == 0] = COMPUTE
-        fw, s = delta_rules.plan(cfg, grid[0], K, 256, False, "op", c.groups)
+    for K, c in balanced_cases():  # noqa: N806
+        fw, s = delta_rules.plan(cfg, c.grid[0], K, 256, False, "op", c.groups)
         share = " / ".join(f"{(c.decisions == v).mean():.2f}" for v in range(3))
         k, b, mo, o = overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib))
         print(f"128x128 balanced K {K} (C/P/R {share}, fw {fw}, s {s}): kaleido_dcore's walk would take {k} / {b} = "

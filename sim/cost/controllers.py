@@ -60,6 +60,8 @@ from hw.sram import split_banks
 #: the designs it is tested against (tests/test_controller_cost.py imports the RTL's and compares).
 DELTA_LANE_BITS, COMPACT_LANE_BITS, LANES, WEIGHT_LANES = 9, 8, 32, 2
 TILE_BITS, EXPECT_BITS, FIFO_PER_PORT, MAX_CB, MAX_TILES, CODE_BITS = 24, 32, 8, 4, 1024, 2
+#: `kaleido_dcore`'s per-segment row-count banks (`hw.delta_core.NB_BANKS` = 8, D104) and a weight's bits
+#: (`hw.pe.W_BITS` = 8, int8 weights): restated for the same reason.
 NB_BANKS = 8
 W_BITS = 8
 #: Word registers per band and column of the staged controller (hw/delta_accel.py ``_stage_band``, D94, D96), as
@@ -76,6 +78,7 @@ WORD_REGISTERS = 3
 #: the measured one at r = 0.8 (D101).
 STAGE_READ_RATIO = 1.58
 
+#: The `sim.cost.area` components D101 added (module docstring).
 AREA_COMPONENTS = ("ctrl_staging", "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
 
 

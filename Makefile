@@ -66,8 +66,14 @@ demo: setup
 train: setup
 	$(KALEIDO) train --out build/wan-small
 
+# pytest-xdist workers: one per CPU this process may use, at most 4 (CI: 2 cores); a test file's tests stay on one
+# worker (--dist loadfile), so module fixtures such as tests/test_rtl.py's cocotb build run once. The compiled
+# engines' build cache is locked per design (sim.engines.verilator_build.cache_lock), so two workers never build
+# one engine twice. TEST_JOBS=0: one process.
+TEST_JOBS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 bench: setup
 	$(PY) -m sim.bench

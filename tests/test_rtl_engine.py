@@ -263,6 +263,36 @@ def _fake_verilator(tmp_path, monkeypatch, ok=True, gcc=True, profiles=True):
     return calls
 
 
+def test_concurrent_builds_of_one_design_build_once(tmp_path, monkeypatch):
+    """Two threads asking for the same engine at once (as two pytest-xdist workers do): the build cache's lock
+    (`cache_lock`) makes the second wait and reuse the first's build: one Verilator run, one executable."""
+    import threading
+    import time
+
+    from hw.config import load_config
+    from sim.engines.verilator import build
+    from sim.engines.verilator_build import lockstep_design
+
+    cfg = load_config("tiny-8x8")
+    des = lockstep_design(cfg)  # emitted once, before the threads (Amaranth's emission is not thread-safe)
+    calls = _fake_verilator(tmp_path, monkeypatch)
+    fake = subprocess.run
+
+    def slow(cmd, *args, **kw):  # hold the first build open long enough for the second to arrive
+        if cmd[0] == "verilator":
+            time.sleep(0.5)
+        return fake(cmd, *args, **kw)
+    monkeypatch.setattr(subprocess, "run", slow)
+    exes = []
+    threads = [threading.Thread(target=lambda: exes.append(build(cfg, build_root=tmp_path / "c", design=lambda c: des))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(exes) == 2 and exes[0] == exes[1] and exes[0].is_file()
+    assert sum(cmd[0] == "verilator" for cmd, _ in calls) == 1
+
+
 def test_build_cache_detects_stale_and_half_built(tmp_path, monkeypatch):
     """Key = content hash: a folder under the final name without a matching stamp (half-built or
     copied) is rebuilt; a finished build is reused; an older key of the preset is removed; a failed
@@ -290,7 +320,8 @@ def test_build_cache_detects_stale_and_half_built(tmp_path, monkeypatch):
     (final / "stamp.json").unlink()
     build(cfg, build_root=tmp_path)
     assert not old.exists() and builds() == 4
-    assert sorted(p.name for p in tmp_path.iterdir()) == [final.name]  # no hidden work folders left
+    # no hidden work folders left (the family's lock file stays, `cache_lock`)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".{cfg.name}-.lock", final.name]
 
     monkeypatch.undo()
     _fake_verilator(tmp_path, monkeypatch, ok=False)
@@ -299,7 +330,7 @@ def test_build_cache_detects_stale_and_half_built(tmp_path, monkeypatch):
         build(cfg, build_root=fresh)
     assert "Verilator build of tiny-8x8 failed (%Error: kaleido_top.v:1: syntax error)" in str(err.value)
     assert len(str(err.value).splitlines()) == 1
-    assert [p.name for p in fresh.iterdir()] == ["failed-tiny-8x8.log"]
+    assert sorted(p.name for p in fresh.iterdir()) == [".tiny-8x8-.lock", "failed-tiny-8x8.log"]
 
 
 def test_build_profile_guided(tmp_path, monkeypatch):
@@ -356,7 +387,7 @@ def test_build_profile_guided(tmp_path, monkeypatch):
         build(cfg, build_root=fresh)
     assert "training run of tiny-8x8 failed (no .gcda profile in " in str(err.value)
     assert len(str(err.value).splitlines()) == 1
-    assert [p.name for p in fresh.iterdir()] == ["failed-tiny-8x8.log"]
+    assert sorted(p.name for p in fresh.iterdir()) == [".tiny-8x8-.lock", "failed-tiny-8x8.log"]
 
 
 def test_build_needs_compiler_only_when_building(tmp_path, monkeypatch):

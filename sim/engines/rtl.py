@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from hw.config import AcceleratorConfig
-from sim.engines.verilator_build import RtlEngineError  # one error class for both RTL engines
+from sim.engines.verilator_build import RtlEngineError, cache_lock  # one error class for both RTL engines
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Default cache folder of the Verilated builds (one sub-folder per preset).
@@ -197,35 +197,39 @@ class RtlModel:
             stamp_file = self.build_dir / "stamp.json"
             if so.exists() and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
                 return PyVerilator(str(so))
-            # Tell the user why the first run waits (Verilator + C++ build: 1-3 min on 2 cores, fresh-user trial).
-            print(f"building the Verilator model in {self.build_dir} (first run, ~1-3 min) ...", file=sys.stderr,
-                  flush=True)
-            # Build into a fresh sibling folder, then swap it in (a concurrent run never sees half a build).
-            self.build_dir.parent.mkdir(parents=True, exist_ok=True)
-            work = Path(tempfile.mkdtemp(prefix=f".{self.build_dir.name}.", dir=self.build_dir.parent))
-            try:
-                for name in self.sources:
-                    shutil.copy(rtl / f"{name}.v", work / f"{name}.v")
-                args = [*VERILATOR_ARGS] + ([] if self.waves else ["--trace-depth", "1"])
+            # one build at a time (`cache_lock`): a concurrent process waits, then finds this one's stamp
+            with cache_lock(self.build_dir.parent, self.build_dir.name):
+                if so.exists() and stamp_file.exists() and json.loads(stamp_file.read_text()) == stamp:
+                    return PyVerilator(str(so))
+                # Tell the user why the first run waits (Verilator + C++ build: 1-3 min on 2 cores, fresh-user trial).
+                print(f"building the Verilator model in {self.build_dir} (first run, ~1-3 min) ...", file=sys.stderr,
+                      flush=True)
+                # Build into a fresh sibling folder, then swap it in (a concurrent run never sees half a build).
+                self.build_dir.parent.mkdir(parents=True, exist_ok=True)
+                work = Path(tempfile.mkdtemp(prefix=f".{self.build_dir.name}.", dir=self.build_dir.parent))
                 try:
-                    with _stdout_to(work / "verilator.log"):  # pyverilator lets Verilator print to fd 1
-                        PyVerilator.build(
-                            str(work / f"{self.top_name}.v"), verilog_path=[str(work)], build_dir=str(work / "obj"),
-                            args=args, cargs="-std=c++17", dump_en=self.waves, quiet=True, gen_only=True)
-                except subprocess.CalledProcessError as err:
-                    log = (work / "verilator.log").read_text(errors="replace")[-4000:]
-                    raise RtlEngineError(f"Verilator failed ({err}):\n{log}") from None
-                _make(work / "obj", self.top_name)
-                for f in (work / "obj").iterdir():  # objects and archives: 140 MB, only the library is loaded
-                    if f.suffix in (".o", ".a", ".d"):
-                        f.unlink()
-                (work / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
-                if self.build_dir.exists():
-                    shutil.rmtree(self.build_dir)
-                os.replace(work, self.build_dir)
-            except BaseException:
-                shutil.rmtree(work, ignore_errors=True)
-                raise
+                    for name in self.sources:
+                        shutil.copy(rtl / f"{name}.v", work / f"{name}.v")
+                    args = [*VERILATOR_ARGS] + ([] if self.waves else ["--trace-depth", "1"])
+                    try:
+                        with _stdout_to(work / "verilator.log"):  # pyverilator lets Verilator print to fd 1
+                            PyVerilator.build(
+                                str(work / f"{self.top_name}.v"), verilog_path=[str(work)], build_dir=str(work / "obj"),
+                                args=args, cargs="-std=c++17", dump_en=self.waves, quiet=True, gen_only=True)
+                    except subprocess.CalledProcessError as err:
+                        log = (work / "verilator.log").read_text(errors="replace")[-4000:]
+                        raise RtlEngineError(f"Verilator failed ({err}):\n{log}") from None
+                    _make(work / "obj", self.top_name)
+                    for f in (work / "obj").iterdir():  # objects and archives: 140 MB, only the library is loaded
+                        if f.suffix in (".o", ".a", ".d"):
+                            f.unlink()
+                    (work / "stamp.json").write_text(json.dumps(stamp, indent=1) + "\n")
+                    if self.build_dir.exists():
+                        shutil.rmtree(self.build_dir)
+                    os.replace(work, self.build_dir)
+                except BaseException:
+                    shutil.rmtree(work, ignore_errors=True)
+                    raise
         return PyVerilator(str(so))
 
     # ---- cycle-level access -------------------------------------------------------------------

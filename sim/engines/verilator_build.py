@@ -515,11 +515,11 @@ def build(cfg: AcceleratorConfig, waves: bool = False, build_root: Path = BUILD_
     final = Path(build_root) / f"{family}{key[:16]}{suffix}"
     if _stamp_ok(final, key):
         return final / f"V{TOP}"
+    env = toolchain_env()  # only a build needs the compiler (checked before any folder is made)
     # one build per family at a time (`cache_lock`): a concurrent process waits, then finds this one's stamp
     with cache_lock(final.parent, f"{family}{suffix}"):
         if _stamp_ok(final, key):
             return final / f"V{TOP}"
-        env = toolchain_env()  # only a build needs the compiler
         pgo = training is not None and not waves and pgo_compiler(env)
         if log:
             log(f"building the Verilator engine for {cfg.name} in {final} (first run{', profile-guided' if pgo else ''}) ...")

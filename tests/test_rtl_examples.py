@@ -37,6 +37,17 @@ def test_rtl_engine_runs_other_organisations_without_waves(tmp_path, monkeypatch
     assert res.returncode == 0, res.stderr
     out = json.loads((tmp_path / "r.json").read_text())
     assert out["core"] == "ccore" and out["outputs_sha256"] == golden_checksums(load_trace(trace))[0]
+    # beside the controller's cycles, the cycle model's on the same trace and config (its own CLI run)
+    res_m = kaleido("simulate", str(trace), "--config", str(EXAMPLES / "tiny-8x8-compact.toml"), "--json",
+                    str(tmp_path / "m.json"))
+    assert res_m.returncode == 0, res_m.stderr
+    model = json.loads((tmp_path / "m.json").read_text())
+    assert (out["model_cycles"], out["dense_cycles"]) == (model["cycles"], model["dense_cycles"])
+    assert [(r["model_cycles"], r["dense_cycles"]) for r in out["per_op"]] == [
+        (m["cycles"], m["dense_cycles"]) for m in model["per_op"]]
+    assert f"the cycle model on the same trace and config: {model['cycles']:,} array cycles" in res.stdout
+    first = load_trace(trace).ops[0]
+    assert f"step {first.step} block {first.block} {first.name} (op 1 of " in res.stderr  # progress names the op
     monkeypatch.setenv("KALEIDO_WAVES", "1")
     res = kaleido("simulate", str(trace), "--config", str(EXAMPLES / "tiny-8x8-delta.toml"), "--engine", "rtl",
                   "--json", str(tmp_path / "w.json"))

@@ -130,9 +130,12 @@ def _simulate_core(trace: Path, cfg, json_out: Path | None, want_waves: bool) ->
     if json_out is not None:
         write_json_atomic(json_out, res)
     out = stdout_console()
-    out.print(f"[bold]{trace}[/] on {cfg.name} (RTL, Verilator, {res['core']}): {res['cycles']:,} controller cycles "
-              f"(start to done per slice; the cycle model's op cycles differ, docs/decisions.md D102); outputs sha256 "
-              f"{res['outputs_sha256'][:16]}...")
+    c, m, d = res["cycles"], res["model_cycles"], res["dense_cycles"]
+    out.print(f"[bold]{trace}[/] on {cfg.name} (RTL, Verilator, {res['core']}): {c:,} controller cycles "
+              f"(start to done per slice, host writes not counted); outputs sha256 {res['outputs_sha256'][:16]}...")
+    out.print(f"the cycle model on the same trace and config: {m:,} array cycles (the controller takes {c / m:.2f}x "
+              f"that; combine timed as {cfg.combine_timing!r}), dense {d:,} (speedup of the controller over dense "
+              f"{d / c:.2f}x; docs/decisions.md D102, D104)")
     print(f"RTL engine: {timings.get('run_s', 0):.1f} s in all", file=sys.stderr)
     if json_out is not None:
         out.print(f"results: {json_out}")
@@ -158,7 +161,7 @@ def simulate(
              "reports cycles, tiles, slots and outputs_sha256; build cached in build/verilator/; KALEIDO_WAVES=1 "
              "writes an FST of the --waves-from window; a delta or compact config runs its op-level controller with "
              "its combine stage, kaleido_dcore or kaleido_ccore, on tiny-8x8-sized configs, and reports its own "
-             "cycles)")] = "model",
+             "cycles beside the cycle model's and dense's)")] = "model",
     waves_from: Annotated[int | None, typer.Option(
         help="--engine rtl with KALEIDO_WAVES=1: first tick (clock cycle of the run, reset included) to dump "
              "(default 0)")] = None,

@@ -503,7 +503,8 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         ys += op_ys
         per_op.append(rec)
         if log:
-            log(f"{op.name}: {rec['slices']} slices, {rec['cycles']:,} cycles")
+            log(f"step {op.step} block {op.block} {op.name} (op {len(per_op)} of {len(trace.ops)}): "
+                f"{rec['slices']} slices, {rec['cycles']:,} cycles")
     return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}
 
 
@@ -514,7 +515,10 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run). ``cycles`` are the
     controller's (``start`` to ``done`` per slice, summed), not the cycle model's op cycles (docs/decisions.md D102
     gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``timing_cycles`` (its
-    timing functions'). `timings` receives ``run_s`` (wall seconds, build included).
+    timing functions'). For comparison, the cycle model on the same trace and config
+    (`sim.engines.model.simulate_trace`, the config's ``combine_timing``): ``model_cycles`` and ``dense_cycles``
+    (its array cycles with reuse, and dense), at the top and per op. `timings` receives ``run_s`` (wall seconds,
+    build included).
 
     Raises:
         sim.engines.model.SimError: the trace does not fit the config or is not exact.
@@ -536,13 +540,18 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
                              + "; ".join(errors[:3]))
     if timings is not None:
         timings["run_s"] = time.perf_counter() - t0
-    per_op = [{"block": op.block, "step": op.step} | r for op, r in zip(trace.ops, res["per_op"], strict=True)]
+    from sim.engines.model import simulate_trace
+
+    model = simulate_trace(trace, cfg)  # the cycle model beside the controller (seconds on a tiny trace)
+    per_op = [{"block": op.block, "step": op.step} | r | {"model_cycles": m["cycles"], "dense_cycles": m["dense_cycles"]}
+              for op, r, m in zip(trace.ops, res["per_op"], model["per_op"], strict=True)]
     return {
         "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": CORE_MODULE[cfg.organisation],
         "config": cfg.model_dump(mode="json"),
         "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
                   "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},
         "cycles": sum(r["cycles"] for r in per_op),
+        "model_cycles": model["cycles"], "dense_cycles": model["dense_cycles"],
         "outputs_sha256": res["outputs_sha256"],
         "per_op": per_op,
     }

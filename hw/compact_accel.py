@@ -60,6 +60,7 @@ class CompactAccel(DeltaAccel):
     X_LANE_BITS = X_BYTE_BITS
     X_UNSIGNED = True
     X_READ_ENABLES = True
+    WEIGHT_PORT = True
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,

@@ -226,7 +226,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         if default_ways(cfg) > 1:  # kaleido_ccore's combine (D104)
             roles += ["combine_ways"]
             macros += [mc for mc in discard(Combine(cfg, ways=default_ways(cfg))).macros() if mc not in macros]
-        roles += ["caccel", "cqueue", "ccore", "cfront", "ccore_front"]
+        roles += ["org_top_ext", "caccel", "cqueue", "ccore", "cfront", "ccore_front"]  # caccel on ctop_ext (D109)
         acc = discard(CompactAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]

@@ -49,15 +49,53 @@ def _args(op, groups, cfg):
             cfg)
 
 
+def port_fields(op, groups, cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(paired, saddr)`` int64 ``[T]`` per band-tile of ``op``: PAIRED (fewer slots than channels: all rows
+    PARTIAL at half width, `hw.delta_accel_host.descriptor_word`'s rule) and the weight buffer's half-word of its group's word 0
+    in its column block, ``cb H + hoff_g`` (groups on consecutive half-words of ``B`` channels, ``H`` their
+    half-words + 1: the RTL's ``cb KWH + hoff_g`` up to the gap between column blocks, which no comparison sees)."""
+    B = cfg.compact_bands  # noqa: N806
+    hoff, h = [], 0
+    for k0, k1, _ in groups:
+        hoff.append(h)
+        h += -(-(k1 - k0) // B)
+    widths = tile_widths(op, groups)
+    paired = (np.asarray(op.s_seq, dtype=np.int64) < widths).astype(np.int64)  # half the slots: two channels a slot
+    saddr = np.array([t.cb * (h + 1) + hoff[t.group] for t in op.tiles], dtype=np.int64)
+    return paired, saddr
+
+
+def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> dict:
+    """The controller's cycles and weight reads for ``op`` (`sim.engines.band_stimulus.BandOp` in compact's issue
+    order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.stage_schedule` with no stage segment (the
+    weight buffer read by band turn into three word registers per band, docs/decisions.md D109), the early band
+    choice and the deferred read (``defer="behind"``), as `hw.compact_accel.CompactAccel` builds them. ``"reads"``
+    counts the weight buffer's reads (one word of ``2 B`` channels x C a read)."""
+    T = len(op.tiles)  # noqa: N806
+    paired, saddr = port_fields(op, groups, cfg)
+    zero = np.zeros(T, dtype=np.int64)
+    s_seq, rows, widths, rounds, _ = _args(op, groups, cfg)
+    return _da.stage_schedule(s_seq, rows, widths, rounds, paired, zero, zero, zero, saddr, cfg, entries, lanes,
+                              early=True, defer="behind", queue=queue, stage=False)
+
+
 def caccel_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None):
-    """``(band, first, last, gather)`` int64 ``[T]`` per band-tile of ``op`` (`sim.engines.band_stimulus.BandOp` in
-    compact's issue order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.accel_schedule`."""
-    return _da.accel_schedule(*_args(op, groups, cfg), entries, lanes, queue)
+    """``(band, first, last, gather)`` int64 ``[T]`` per band-tile of ``op`` (`port_schedule`)."""
+    if not len(op.tiles):
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(4))
+    sch = port_schedule(op, groups, cfg, entries, lanes, queue)
+    return sch["band"], sch["first"], sch["last"], sch["gather"]
 
 
 def caccel_cycles(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> int:
-    """Cycles of one op from ``start`` to ``done`` (`sim.timing.delta_accel.accel_cycles`)."""
-    return _da.accel_cycles(*_args(op, groups, cfg), entries, lanes, queue)
+    """Cycles of one op from ``start`` to ``done``: the last row's drain read + C + 3 (as
+    `sim.timing.delta_accel.accel_cycles`) on `caccel_schedule`; 1 without band-tiles; with ``queue`` no earlier
+    than 2 cycles after the queues' `sim.timing.delta_accel.queue_done`."""
+    if not len(op.tiles):
+        return 1 if queue is None else queue[2] + 2
+    band, _first, last, g = caccel_schedule(op, groups, cfg, entries, lanes, queue)
+    out = int(_da.drain_reads(band, last, op.rows, cfg).max()) + cfg.array_cols + 3
+    return out if queue is None else max(out, _da.queue_done(g, queue) + 2)
 
 
 def gather_reads(dec: np.ndarray, groups, n_cb: int, lanes: int) -> tuple[int, int]:

@@ -113,6 +113,17 @@ Timing and counts of this path: `sim.timing.delta_accel.stage_schedule` (``defer
 ``defer``), tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
+**Weight port** (``WEIGHT_PORT``, the compact controller `hw.compact_accel.CompactAccel`, docs/decisions.md D109; D88's
+weight path without a stage): the weight buffer holds the op's weights as half-words of ``B`` channels x C
+(`hw.delta_accel_host.stage_w_words`' layout; a group's word 0 at half-word ``cb KWH + woff``, ``woff`` then in
+half-words) in two 1rw banks, even and odd half-words, read at the turn's address (half-words a and a + 1: the
+even bank at (a + 1) // 2, the odd one at a // 2), so it is the bands' "stage": the word registers, the early band
+choice and the deferred read above, with no fills; a band-tile's words are readable once its descriptor's fields
+are held, and the host's queues may feed it (``queues=True``: the band choice then does not know the op's
+band-tile count T; a band b >= T waits for its first band-tile and is no candidate, which changes nothing, since
+no band-tile is left to hand out). ``w_re`` is the buffer's read enable (both
+banks). Timing and counts: `sim.timing.compact_accel.port_schedule` (``stage_schedule(stage=False)``).
+
 Not in this slice (D91, D93, D96): the similarity unit's differences (`hw.delta_front.DeltaFront` in front of it,
 D103), the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
@@ -179,8 +190,9 @@ class DeltaAccel(wiring.Component):
             instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
             (module docstring) instead of the host-written descriptor buffer. stage: the weight stage (module
             docstring, D96; the host's descriptor buffer, ``queues=False``). early: the early band choice (module
-            docstring, D99; default: ``stage``; only with ``stage``). defer: the deferred stage read (module
-            docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage``).
+            docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
+            stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
+            ``WEIGHT_PORT``).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -191,7 +203,8 @@ class DeltaAccel(wiring.Component):
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
             (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
-            bank under two half-words, or ``early`` or ``defer`` without ``stage``.
+            bank under two half-words, B not a power of two with ``WEIGHT_PORT``, or ``early`` or ``defer`` without
+            ``stage`` or ``WEIGHT_PORT``.
     """
 
     #: The variant's parameters, which `hw.compact_accel.CompactAccel` (D97) sets: the organisation it runs

@@ -1,5 +1,5 @@
 """Cycles and gather reads of the compact organisation's op-level controller (`hw.compact_accel.CompactAccel`,
-``kaleido_caccel``, docs/decisions.md D97), and the cycles of its combine stage (`hw.compact_core`,
+``kaleido_caccel``, docs/decisions.md D97, D109), and the cycles of its combine stage (`hw.compact_core`,
 ``kaleido_ccore``: `core_cycles`).
 
 The controller is the delta controller's structure on the compact array, so its timing is
@@ -12,10 +12,17 @@ cycle after ``start``:
   gather starting at ``g_n = max(g_{n-1} + 1 + u_{n-1} xw_{n-1}, L_{n-S} + 1)`` (``u`` rounds of the X buffer's
   ``R / B`` banks, `gather_rounds`; ``xw = ceil(width / P)`` words per row; ``S`` staging entries), with its queues
   also no earlier than the cycle after the queues emit its descriptor (`queue_steps`, one step a cycle); the start
-  cycle before cycle 0 and ``done`` the cycle after the last row leaves (``max read + C + 3`` from ``start``).
+  cycle before cycle 0 and ``done`` the cycle after the last row leaves (``max read + C + 3`` from ``start``);
+- since D109 the weight port (`port_schedule`): the one weight buffer read by band turn into three word registers
+  per band, a slot issuing only once its word is there, the band choice made ahead (the list schedule's choice
+  when nothing waits: `sim.timing.delta_accel.stage_schedule` with ``early``, ``defer="behind"`` and no stage).
+  A band-tile's word 0 is read at its band's first turn after its fields are held (``g_n + 2``), so the op's first
+  band-tiles can wait up to ``B - 1`` cycles more than their gather; later ones have it read during their band's
+  previous band-tile (D99). D97's timing without the port (a weight copy per band, no word waits) is
+  `sim.timing.delta_accel.accel_schedule` on the same arguments.
 
-So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather keeps ahead of the
-bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
+So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather and word keeps ahead of
+the bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
 not call it.
 """
 

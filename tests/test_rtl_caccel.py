@@ -14,10 +14,13 @@ two X words a row). Shapes: 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands
   `sim.engines.band_stimulus.band_op` computes from X and W apart from the RTL; ``Y`` placed from the tags by the
   compact combine rule equals `algo.reuse.golden.apply_decisions`;
 - every row leaves in the cycle `sim.timing.compact_accel` gives and ``done`` comes `caccel_cycles` after ``start``;
-  the controller's band-tile numbers equal ``kaleido_ctop``'s every cycle; the staging macros read each band-tile
+  the controller's band-tile numbers equal ``kaleido_ctop_ext``'s tags every cycle; the staging macros read each band-tile
   row's words once (D105: `tests.rtl.daccel_bench.staging_words`, the read enables counted every cycle);
 - the X buffer's reads equal, in words, the gather's count from the decisions alone, whose bytes are the model's
   array input reads (`sim.cost.compact_actions`: ``n_cb (cc + pc)``);
+- the weight buffer's reads (D109: the read enable of its one port, counted every cycle) equal the count of
+  `sim.timing.compact_accel.port_schedule` (the rule cycle by cycle) and lie between one read per distinct (column
+  block, group, word of 2 B channels) and one per band-tile word; the rule's count by hand on four band-tiles;
 - with the queues, every descriptor equals the host list's in order (compact's issue order from ``kaleido_dqueue``
   with one column block per group).
 

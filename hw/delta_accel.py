@@ -10,7 +10,8 @@ What the host gives it (written through the write port while idle; `hw.delta_acc
   group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[9 l, 9 l + 9)``);
 - the **weight buffer** ``w``: per column block and group, word ``cb KWW + woff_g + j`` holds the group's
   channels ``k0 + 2 j`` and ``k0 + 2 j + 1`` for the C columns of the block (lane ``h C + c`` at bits
-  ``[8 (h C + c), 8 (h C + c) + 8)``); written into B copies at once, one per band (each band reads its own);
+  ``[8 (h C + c), 8 (h C + c) + 8)``); written into B copies at once, one per band (each band reads its own;
+  with the weight stage or the weight port, below, one buffer of half-words instead);
 - the **descriptor buffer** ``desc``: one word per band-tile in the model's delta issue order
   (`sim.engines.band_stimulus.issue_order`, the order `sim.engines.model` times), fields `DeltaAccel.fields`:
   valid rows, COMPUTE rows (rows 0 .. ncomp - 1 COMPUTE, the rest PARTIAL), group width, paired (a half-width

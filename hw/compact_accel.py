@@ -17,22 +17,31 @@ the same buffers, gather, band issue, tags and timing, with these differences:
   instanced as it is: its D68 order with one column block per group (``c_s = 1``, ``c_cm = 0``) is compact's
   order (tested), since compact and delta form the same band-tiles (`sim.timing.compact_reference.band_tiles`)
   and the same PARTIAL pairing (an all-PARTIAL band-tile of a group wider than one channel runs at half width);
-- ``x{k}_re`` per X bank (attributes ``x_re``) so a bench counts the gather's reads.
+- ``x{k}_re`` per X bank (attributes ``x_re``) so a bench counts the gather's reads;
+- the **weight port** (``WEIGHT_PORT``, docs/decisions.md D109; D88's weight path): one weight buffer instead of a
+  copy per band. The host writes half-words of ``B`` channels x C (`hw.delta_accel_host.stage_w_words`' layout,
+  each group on a half-word; the descriptor's ``woff`` counts half-words), into two 1rw banks, even and odd
+  half-words, so a word of ``2 B`` channels starting on any half-word is one read of each bank. The bands take their
+  weights through three word registers per band and column read by band turn, the early band choice on
+  ``kaleido_ctop_ext`` and the deferred read: the staged delta controller's band path (D94, D96, D99, D100) with
+  the weight buffer as its stage, readable from ``start`` (no fills, no segments). ``w_re`` is its read enable.
 
 Buffers (single-port 1rw unless named; each split by depth past 1 Mbit, `hw.sram.split_banks`): X bytes in
-``R / B`` banks (token mod ``R / B``), weights one copy per band, descriptors (host path only) or the queues'
+``R / B`` banks (token mod ``R / B``), weights in two half-word banks, descriptors (host path only) or the queues'
 decision buffer, staging 1r1w per band and band row. The write port, ``start``/``busy``/``done``, the drain
 ports' tags (``out_tile`` band-tile in issue order, ``out_row`` its row) and ``desc_valid``/``desc_tile``/``desc``
 are `hw.delta_accel.DeltaAccel`'s.
 
-Timing: `sim.timing.compact_accel` (the delta controller's rule, `sim.timing.delta_accel`, on compact's band-tiles:
-`sim.timing.compact.band_schedule` with each band-tile's first slot after its gather; tested cycle for cycle).
+Timing: `sim.timing.compact_accel` (`port_schedule`: `sim.timing.delta_accel.stage_schedule` without a stage on
+compact's band-tiles, the band choice of `sim.timing.compact.band_schedule` made ahead, each band-tile's first slot
+after its gather and its first weight word; tested cycle for cycle, and the weight buffer's reads).
 
-`CompactAccel` is `hw.delta_accel.DeltaAccel` with the three changes above as that class's variant parameters
-(``X_LANE_BITS``, ``X_UNSIGNED``, ``X_READ_ENABLES``; ``ORGANISATION``): the controller's logic exists once.
+`CompactAccel` is `hw.delta_accel.DeltaAccel` with the changes above as that class's variant parameters
+(``X_LANE_BITS``, ``X_UNSIGNED``, ``X_READ_ENABLES``, ``WEIGHT_PORT``; ``ORGANISATION``): the controller's logic exists
+once.
 
 The combine stage that turns the tagged rows into ``Y`` is `hw.compact_core` (``kaleido_ccore``). Not in this
-slice (D97): the weight stage, the vector unit and fused-attention control (modelled only).
+slice (D97): the vector unit and fused-attention control (modelled only).
 """
 
 from __future__ import annotations
@@ -48,18 +57,20 @@ X_BYTE_BITS = 8
 
 class CompactAccel(DeltaAccel):
     """The compact op-level controller (module docstring); `hw.delta_accel.DeltaAccel`'s arguments (without
-    ``stage``), attributes and buffers (``geometry``), with ``X_BYTE_BITS`` lanes in the X and staging buffers, the
-    ``x_unsigned`` input and ``x_re`` (per X bank its read enable ``x{k}_re``).
+    ``stage``, ``early`` and ``defer``: built with the early choice and the deferred read), attributes and buffers (``geometry``), with ``X_BYTE_BITS``
+    lanes in the X and staging buffers, the ``x_unsigned`` input, ``x_re`` (per X bank its read enable ``x{k}_re``)
+    and the weight port (``w_re`` its read enable).
 
     Raises:
-        ValueError: not the compact organisation, R / B not a power of two, lanes or entries not a power of two
-            (lanes at least 2), or a size below 1.
+        ValueError: not the compact organisation, R / B or B not a power of two, lanes or entries not a power of
+            two (lanes at least 2), or a size below 1.
     """
 
     ORGANISATION = "compact"
     X_LANE_BITS = X_BYTE_BITS
     X_UNSIGNED = True
     X_READ_ENABLES = True
+    WEIGHT_PORT = True
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,

@@ -10,7 +10,8 @@ What the host gives it (written through the write port while idle; `hw.delta_acc
   group's channels ``k0 + P j .. k0 + P j + P - 1`` (lane l at bits ``[9 l, 9 l + 9)``);
 - the **weight buffer** ``w``: per column block and group, word ``cb KWW + woff_g + j`` holds the group's
   channels ``k0 + 2 j`` and ``k0 + 2 j + 1`` for the C columns of the block (lane ``h C + c`` at bits
-  ``[8 (h C + c), 8 (h C + c) + 8)``); written into B copies at once, one per band (each band reads its own);
+  ``[8 (h C + c), 8 (h C + c) + 8)``); written into B copies at once, one per band (each band reads its own;
+  with the weight stage or the weight port, below, one buffer of half-words instead);
 - the **descriptor buffer** ``desc``: one word per band-tile in the model's delta issue order
   (`sim.engines.band_stimulus.issue_order`, the order `sim.engines.model` times), fields `DeltaAccel.fields`:
   valid rows, COMPUTE rows (rows 0 .. ncomp - 1 COMPUTE, the rest PARTIAL), group width, paired (a half-width
@@ -113,6 +114,17 @@ Timing and counts of this path: `sim.timing.delta_accel.stage_schedule` (``defer
 ``defer``), tested cycle for cycle
 (tests/test_rtl_dstage.py).
 
+**Weight port** (``WEIGHT_PORT``, the compact controller `hw.compact_accel.CompactAccel`, docs/decisions.md D109; D88's
+weight path without a stage): the weight buffer holds the op's weights as half-words of ``B`` channels x C
+(`hw.delta_accel_host.stage_w_words`' layout; a group's word 0 at half-word ``cb KWH + woff``, ``woff`` then in
+half-words) in two 1rw banks, even and odd half-words, read at the turn's address (half-words a and a + 1: the
+even bank at (a + 1) // 2, the odd one at a // 2), so it is the bands' "stage": the word registers, the early band
+choice and the deferred read above, with no fills; a band-tile's words are readable once its descriptor's fields
+are held, and the host's queues may feed it (``queues=True``: the band choice then does not know the op's
+band-tile count T; a band b >= T waits for its first band-tile and is no candidate, which changes nothing, since
+no band-tile is left to hand out). ``w_re`` is the buffer's read enable (both
+banks). Timing and counts: `sim.timing.compact_accel.port_schedule` (``stage_schedule(stage=False)``).
+
 Not in this slice (D91, D93, D96): the similarity unit's differences (`hw.delta_front.DeltaFront` in front of it,
 D103), the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
@@ -179,8 +191,9 @@ class DeltaAccel(wiring.Component):
             instantiates them by name (Verilog, `hw.rtl`). queues: take the band-tiles from `hw.delta_queue`
             (module docstring) instead of the host-written descriptor buffer. stage: the weight stage (module
             docstring, D96; the host's descriptor buffer, ``queues=False``). early: the early band choice (module
-            docstring, D99; default: ``stage``; only with ``stage``). defer: the deferred stage read (module
-            docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage``).
+            docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
+            stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
+            ``WEIGHT_PORT``).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -191,7 +204,8 @@ class DeltaAccel(wiring.Component):
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
             (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
-            bank under two half-words, or ``early`` or ``defer`` without ``stage``.
+            bank under two half-words, B not a power of two with ``WEIGHT_PORT``, or ``early`` or ``defer`` without
+            ``stage`` or ``WEIGHT_PORT``.
     """
 
     #: The variant's parameters, which `hw.compact_accel.CompactAccel` (D97) sets: the organisation it runs
@@ -202,6 +216,11 @@ class DeltaAccel(wiring.Component):
     X_LANE_BITS = X_BITS
     X_UNSIGNED = False
     X_READ_ENABLES = False
+    #: D88's weight port without a stage (`hw.compact_accel.CompactAccel`, docs/decisions.md D109): one weight
+    #: buffer of ``B``-channel half-words (even and odd half-words in two 1rw banks) read by band turn into three
+    #: word registers per band, the staged path's bands, early choice and deferred read on it; False: a weight copy
+    #: per band (D91).
+    WEIGHT_PORT = False
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
@@ -219,7 +238,9 @@ class DeltaAccel(wiring.Component):
             err = f"{cfg.name}: R / B = {brows} rows per band must be a power of two (a row's tag is its low bits)"
         elif P < 2 or P & (P - 1) or S < 1 or S & (S - 1):
             err = f"lanes = {P} (a power of two >= 2) and entries = {S} (a power of two) required"
-        elif stage and (queues or B & (B - 1) or cfg.wstage_sram_kib * 1024 // C // B < 2):
+        elif (stage or self.WEIGHT_PORT) and B & (B - 1):
+            err = f"{cfg.name}: the weight word registers need B = {B} a power of two (the band turn)"
+        elif stage and (queues or cfg.wstage_sram_kib * 1024 // C // B < 2):
             err = (f"{cfg.name}: the weight stage needs the host's band-tile list (queues=False), B a power of two "
                    f"and a stage (wstage_sram_kib) of at least 2 B bytes per column bank")
         self.max_tokens = max_tokens or cfg.accel_max_tokens
@@ -233,18 +254,23 @@ class DeltaAccel(wiring.Component):
             raise ValueError(err)
         self.cfg, self.pe_kind, self.P, self.S, self.brows, self.queues = cfg, pe, P, S, brows, queues
         self.stage = stage
-        #: The early band choice (D99; the staged controller's default): the bands' numbers handed out ahead and
+        #: The bands take their weights through word registers read by band turn (D94): from the weight stage
+        #: (``stage``, D96) or from the one weight buffer (``WEIGHT_PORT``, D109).
+        self.wpath = stage or self.WEIGHT_PORT
+        #: The early band choice (D99; the default with the word registers): the bands' numbers handed out ahead and
         #: passed to ``kaleido_dtop_ext``; False: ``kaleido_dtop``'s own choice at each last slot (D96).
-        self.early = stage if early is None else early
-        if self.early and not stage:
+        self.early = self.wpath if early is None else early
+        if self.early and not self.wpath:
             discard(self)
-            raise ValueError("the early band choice (early=True) is built for the weight stage (stage=True) only")
+            raise ValueError("the early band choice (early=True) is built for the weight stage (stage=True) or "
+                             "the weight port only")
         #: The deferred stage read (D100's ``defer="behind"``; default: ``early``): the turn's band skips its read
         #: while it holds two words in use and another band will still take the word or is behind on its group's.
         self.defer = self.early if defer is None else defer
-        if self.defer and not stage:
+        if self.defer and not self.wpath:
             discard(self)
-            raise ValueError("the deferred stage read (defer=True) is built for the weight stage (stage=True) only")
+            raise ValueError("the deferred stage read (defer=True) is built for the weight stage (stage=True) or "
+                             "the weight port only")
         #: Staged (D96): weight-buffer words of B channels x C per column block (groups half-word aligned), and
         #: the stage's half-words (B bytes) per column bank.
         self.KWH = _pow2ceil(-(-self.max_k // B) + G)
@@ -258,7 +284,8 @@ class DeltaAccel(wiring.Component):
         #: The descriptor word's fields, least significant first: ``(name, bits)`` (module docstring).
         self.fields = [("nrows", _bits(brows + 1)), ("ncomp", _bits(brows + 1)), ("width", _bits(self.max_k + 1)),
                        ("paired", 1), ("cb", _bits(self.max_nb)), ("xoff", _bits(self.KW)),
-                       ("xwords", _bits(self.XW + 1)), ("woff", _bits(self.KWW)), ("tokens", brows * self.tb)]
+                       ("xwords", _bits(self.XW + 1)),
+                       ("woff", _bits(self.KWH if self.WEIGHT_PORT else self.KWW)), ("tokens", brows * self.tb)]
         if stage:  # the stage fields (hw.delta_accel_host.stage_plan)
             wdepth = _pow2ceil(self.max_nb * self.KWH)
             self.fields += [("seg", 1), ("sbuf", _bits(self.stage_halves)), ("fsrc", _bits(wdepth)),
@@ -276,6 +303,8 @@ class DeltaAccel(wiring.Component):
         if stage:  # one weight buffer of B channels x C a word; the weight stage: two half-word macros per column
             self.geometry["w"] = ("1rw", _pow2ceil(self.max_nb * self.KWH), B * C * W_BITS, 1)
             self.geometry["wstage"] = ("1r1w", -(-self.stage_halves // 2), B * W_BITS, 2 * C)
+        elif self.WEIGHT_PORT:  # one weight buffer of B channels x C a half-word: even and odd half-words (D109)
+            self.geometry["w"] = ("1rw", _pow2ceil(self.max_nb * self.KWH) // 2 or 1, B * C * W_BITS, 2)
         port_names = ["c_tiles"]
         if queues:  # the queues' decision buffer replaces the descriptor buffer (hw.delta_queue)
             from hw.delta_queue import DeltaQueue
@@ -288,7 +317,9 @@ class DeltaAccel(wiring.Component):
         # The host's X address ``token KW + word`` spans the X buffer's R / B banks (bank = token mod R / B, module
         # docstring): its width is the banks' words together, not one bank's (D102: one bank's width dropped the
         # top token bit, so tokens from 128 on overwrote tokens 0 .. 127 at 256 tokens on tiny-8x8).
-        self.abits = max(_bits(dp * (brows if name == "x" else 1)) for name, (_, dp, _, _) in self.geometry.items())
+        # likewise the weight port's half-word address spans its two banks (D109)
+        spans = {"x": brows, "w": 2 if self.WEIGHT_PORT and not stage else 1}
+        self.abits = max(_bits(dp * spans.get(name, 1)) for name, (_, dp, _, _) in self.geometry.items())
         if queues:
             self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
@@ -407,6 +438,36 @@ class DeltaAccel(wiring.Component):
                 "resets": [fp, fp_d, filling, assigned, w_on, turn], "need": [], "free": [], "load": [],
                 "defer": []}
 
+    def _port_words(self, m, regd, wr, running):
+        """The one weight buffer read by band turn (``WEIGHT_PORT``, module docstring "Weight port"; D109): returns
+        the state the bands share (`_stage_band`), as `_stage_fill` does for the stage."""
+        cfg = self.cfg
+        C, B = cfg.array_cols, cfg.compact_bands  # noqa: N806
+        lkh = (_pow2ceil(self.max_nb * self.KWH) - 1).bit_length()
+        turn_addr = Signal(max(1, lkh), name="stage_raddr")  # the half-word a band's turn reads (set by the bands)
+        re = Signal(name="stage_re")
+        par = Signal(name="stage_rpar")
+        m.d.sync += par.eq(turn_addr[0])
+        # half-words a and a + 1: the even bank at (a + 1) // 2, the odd one at a // 2; the host's half-word h goes
+        # into bank h mod 2 at h // 2
+        hw_ = self.wr_addr
+        we = wr & (self.wr_sel == 1)
+        wdata = self.wr_data[:B * C * W_BITS]
+        halves = []
+        for h in range(2):
+            raddr = (turn_addr >> 1) + (turn_addr[0] if h == 0 else 0)
+            halves.append(self._bank_1rw(m, f"w{h}", Mux(running, raddr, hw_ >> 1), running & re,
+                                         we & (hw_[0] == h), wdata))
+        word = Signal(2 * B * C * W_BITS, name="stage_word")  # the read word, lane h C + c (channel h, column c)
+        m.d.comb += word.eq(Mux(par, Cat(halves[1], halves[0]), Cat(halves[0], halves[1])))
+        turn = Signal(range(max(2, B)), name="stage_turn")
+        m.d.sync += turn.eq(Mux(turn == B - 1, 0, turn + 1))
+        #: For test benches: a read of the weight buffer (both banks) this cycle.
+        self.w_re = self.stage_re = re
+        # the buffer holds the op's weights from start: a band-tile's words are readable once its fields are held
+        return {"fp_d": regd, "word": word, "turn": turn, "raddr": turn_addr, "re": re,
+                "resets": [turn], "need": [], "free": [], "load": [], "defer": []}
+
     def _stage_band(self, m, stg, b, tile, cur, chan, wok, acc, last, done_b, T, ahead=None):  # noqa: N803
         """Band b's three word registers and their loads (module docstring): returns the slot's two weight lanes
         ``(w_a, w_b)`` (C weights each); sets the band's ``word_ok``. ``ahead`` (early band choice, D99): the
@@ -514,7 +575,7 @@ class DeltaAccel(wiring.Component):
                                                       + (("sbuf",) if self.defer else ())}})
         cand = [Signal(name=f"b{b}_candidate") for b in range(B)]  # no next yet, its band-tile started (or none)
         for b in range(B):
-            m.d.comb += cand[b].eq(~ek["has_nx"][b] & (ek["idle"][b] | (tiles[b] >= T) | ek["started"][b]))
+            m.d.comb += cand[b].eq(~ek["has_nx"][b] & (ek["idle"][b] | (Const(0) if T is None else tiles[b] >= T) | ek["started"][b]))
         best_v, best_e, best_i = cand[0], ek["E"][0], Const(0, range(max(2, B)))
         for b in range(1, B):  # the candidate with the least E, ties to the lower band: a signal per step
             lt = cand[b] & (~best_v | (ek["E"][b] < best_e))
@@ -523,7 +584,7 @@ class DeltaAccel(wiring.Component):
             m.d.comb += [v_s.eq(best_v | cand[b]), e_s.eq(Mux(lt, ek["E"][b], best_e)), i_s.eq(Mux(lt, b, best_i))]
             best_v, best_e, best_i = v_s, e_s, i_s
         give = Signal(name="choice_give")
-        m.d.comb += give.eq(running & (nxt < T) & (nxt < regd) & best_v & (best_e <= now + EARLY_AHEAD * B))
+        m.d.comb += give.eq(running & (Const(1) if T is None else nxt < T) & (nxt < regd) & best_v & (best_e <= now + EARLY_AHEAD * B))
         en = entry_of(nxt)
         s_n = Signal(range(self.max_k + 1), name="choice_slots")
         m.d.comb += s_n.eq(Mux(regs["paired"][en], (regs["width"][en] + 1) >> 1, regs["width"][en]))
@@ -730,7 +791,7 @@ class DeltaAccel(wiring.Component):
                 for n, arr in regs.items():
                     m.d.sync += arr[g_entry].eq(f[n])
                 m.d.sync += rowsum.eq(rowsum + f["nrows"])
-                if self.stage:
+                if self.wpath:
                     m.d.sync += regd.eq(regd + 1)
             with m.If(last_word):
                 m.d.sync += [g_word.eq(0), g_round.eq(g_round + 1)]
@@ -753,6 +814,11 @@ class DeltaAccel(wiring.Component):
         # ---- weight stage (stage=True, D96): fills from the one weight buffer, then per band word registers ----
         if self.stage:
             stg = self._stage_fill(m, regs, regd, held, wr, entry_of, can_desc, gidx, running)
+        elif self.wpath:  # the weight port (D109): a group's word 0 at half-word cb KWH + woff, one "buffer"
+            lkh = (self.KWH - 1).bit_length()
+            regs["saddr"] = Array(Cat(regs["woff"][e][:lkh], regs["cb"][e]) for e in range(S))
+            regs["sbuf"] = Array(Const(0, 1) for _ in range(S))
+            stg = self._port_words(m, regd, wr, running)
         # ---- bands ----
         nxt = Signal(unsigned(TILE_BITS), name="next_tile", init=B)
         taken = Const(0, unsigned(TILE_BITS))
@@ -803,14 +869,14 @@ class DeltaAccel(wiring.Component):
             m.d.sync += s_held.eq(s_re | (s_held & (ntile == tile)))
             self.staging_re.append(s_re)
             s_resets.append(s_held)
-            if not self.stage:
+            if not self.wpath:
                 wsum = (nd["woff"] + (nchan >> 1))[:lkww]
                 wq = self._bank_1rw(m, f"w{b}", Mux(running, Cat(wsum, nd["cb"]), self.wr_addr), running,
                                     wr & (self.wr_sel == 1), self.wr_data[:WEIGHT_LANES * C * W_BITS])
             chan = Mux(cur["paired"], slot << 1, slot)
             has_b = Signal(name=f"b{b}_has_b")
             m.d.comb += has_b.eq(cur["paired"] & (chan + 1 < cur["width"]))
-            if self.stage:
+            if self.wpath:
                 ahead = (ek["idle"][b], ek["has_nx"][b], ek["nd"][b]) if self.early else None
                 wsel = self._stage_band(m, stg, b, tile, cur, chan, wok, acc, last, done_b, T, ahead)
             else:
@@ -828,7 +894,7 @@ class DeltaAccel(wiring.Component):
                 xb.append(Mux(live & has_b, ports.rdata.word_select(lane | 1, XB), 0))
                 modes.append(Mux(i < cur["ncomp"], int(PEMode.COMPUTE),
                                  Mux(live, Mux(has_b, int(PEMode.PAIRED), int(PEMode.PARTIAL)), int(PEMode.REUSE))))
-            if self.stage:
+            if self.wpath:
                 lane0, lane1 = wsel
                 wa, wb = lane0, Mux(has_b, lane1, 0)
             else:
@@ -839,7 +905,7 @@ class DeltaAccel(wiring.Component):
                          getattr(top, f"b{b}_x_a").eq(Cat(*xa)), getattr(top, f"b{b}_x_b").eq(Cat(*xb)),
                          getattr(top, f"b{b}_mode").eq(Cat(*(Const(0, 2) | md for md in modes))),
                          getattr(top, f"b{b}_w_a").eq(wa), getattr(top, f"b{b}_w_b").eq(wb)]
-        if self.stage:  # the turn's band reads its next word; every band whose next word is that one loads it
+        if self.wpath:  # the turn's band reads its next word; every band whose next word is that one loads it
             go = Signal(name="stage_go")
             need_t = Array(n for n, _, _, _ in stg["need"])
             free_t = Array(f for _, _, f, _ in stg["need"])
@@ -886,10 +952,10 @@ class DeltaAccel(wiring.Component):
             m.d.sync += [running.eq(1), gidx.eq(0), in_rows.eq(0), held.eq(0), gdone.eq(0), avail.eq(0),
                          rowsum.eq(0), drained.eq(0), nxt.eq(B), w_last.eq(0), q_fin.eq(0)]
             m.d.sync += [w.eq(0) for w in w_on]
-            if self.stage:
+            if self.wpath:
                 m.d.sync += [r.eq(0) for r in stg["resets"]] + [regd.eq(0)]
             if self.early:
-                m.d.sync += [r.eq(0) for r in ek["resets"]] + [i.eq(T <= b) for b, i in enumerate(ek["idle"])]
+                m.d.sync += [r.eq(0) for r in ek["resets"]] + [i.eq(Const(0) if T is None else T <= b) for b, i in enumerate(ek["idle"])]
             m.d.sync += [t.eq(b) for b, t in enumerate(self.band_tile)] + [s.eq(0) for s in slots_of]
             m.d.sync += [h.eq(0) for h in s_resets]
         return m

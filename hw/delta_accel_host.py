@@ -22,25 +22,28 @@ SEL_X, SEL_W, SEL_DESC = 0, 1, 2
 def group_layout(acc: DeltaAccel, groups) -> list[tuple[int, int, int]]:
     """Per group ``(xoff, xwords, woff)``: its first X word in a token's words, its X words per row
     (``ceil(|g| / P)``) and its first weight word in a column block's words; groups in order, each starting
-    on a word.
+    on a word. On a controller with the weight port (``WEIGHT_PORT``, the compact controller, docs/decisions.md
+    D109) ``woff`` counts half-words of ``B`` channels (`stage_group_layout`'s ``hoff``) within ``KWH``.
 
     Raises:
         ValueError: more groups than ``partial_regs``, a group wider than ``max_k``, or the words do not fit
-            ``KW`` / ``KWW``.
+            ``KW`` / ``KWW`` (``KWH``).
     """
     if len(groups) > acc.cfg.partial_regs:
         raise ValueError(f"{len(groups)} groups: the controller holds {acc.cfg.partial_regs} (partial_regs)")
+    port = acc.WEIGHT_PORT and not acc.stage
+    unit, wmax = (acc.cfg.compact_bands, acc.KWH) if port else (WEIGHT_LANES, acc.KWW)
     out, xo, wo = [], 0, 0
     for k0, k1, _ in groups:
         width = k1 - k0
         if not 1 <= width <= acc.max_k:
             raise ValueError(f"group ({k0}, {k1}): width must be 1 .. max_k = {acc.max_k}")
-        xw, ww = -(-width // acc.P), -(-width // WEIGHT_LANES)
+        xw, ww = -(-width // acc.P), -(-width // unit)
         out.append((xo, xw, wo))
         xo, wo = xo + xw, wo + ww
-    if xo > acc.KW or wo > acc.KWW:
+    if xo > acc.KW or wo > wmax:
         raise ValueError(f"the groups take {xo} X words and {wo} weight words: the controller holds {acc.KW} and "
-                         f"{acc.KWW}")
+                         f"{wmax}")
     return out
 
 
@@ -92,9 +95,13 @@ def w_words(acc: DeltaAccel, W: np.ndarray, groups) -> list[tuple[int, int]]:  #
     """``(address, word)`` of the weight buffer: ``W`` int8 ``[K, N]`` per column block and group, two channels
     a word (lane ``h C + c``: channel ``k0 + 2 j + h``, column ``cb C + c``; columns past N zero).
 
+    On a controller with the weight port (``WEIGHT_PORT``, D109): `stage_w_words`' half-words instead.
+
     Raises:
         ValueError: N above ``max_n``, or as `group_layout`.
     """
+    if acc.WEIGHT_PORT and not acc.stage:
+        return stage_w_words(acc, W, groups)
     C = acc.cfg.array_cols  # noqa: N806
     N, Wp = _padded_weights(acc, W)  # noqa: N806
     out = []

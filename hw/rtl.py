@@ -21,7 +21,8 @@ weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's ba
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
 macros. A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
-buffers, gather, band issue and tagged drain on ``kaleido_ctop``, X bytes) with its macros and its band-tile queues,
+buffers, gather, band issue and tagged drain, X bytes; D109: one weight buffer read by band turn into three word
+registers per band, on ``kaleido_ctop_ext`` with the early band choice) with its macros and its band-tile queues,
 ``kaleido_dqueue`` as the delta organisation's (instantiated by name), and ``kaleido_ccore`` (D97: ``kaleido_caccel``
 with the combine stage's staged writes and command generation and ``kaleido_combine_w<W>``, the combine unit with
 W ways, D104, emitted beside it; final ``Y`` rows), and the similarity front ``kaleido_cfront`` with
@@ -166,8 +167,9 @@ _MODULES = {
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
     # The compact organisation's op-level controller (D97): instantiates kaleido_ctop, kaleido_dqueue and its macros
     # by name; kaleido_dqueue is the delta organisation's queue module, sized by this controller.
-    "caccel": (CACCEL_MODULE_NAME, "Kaleido compact op-level controller: banked SRAM buffers (X bytes, weights, "
-               "staging) + kaleido_dqueue + gather + band issue onto kaleido_ctop + tagged drain",
+    "caccel": (CACCEL_MODULE_NAME, "Kaleido compact op-level controller: banked SRAM buffers (X bytes, one weight "
+               "buffer read by band turn into three word registers per band, staging) + kaleido_dqueue + gather + "
+               "band issue onto kaleido_ctop_ext (bands chosen ahead) + tagged drain",
                lambda cfg: CompactAccel(cfg, pe="instance", queues=True)),
     "cqueue": (DQUEUE_MODULE_NAME, "Kaleido band-tile queues (compact issue order with c_s = 1): decision-buffer SRAM "
                "macro + per-group COMPUTE/PARTIAL queues + flushes",
@@ -226,7 +228,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         if default_ways(cfg) > 1:  # kaleido_ccore's combine (D104)
             roles += ["combine_ways"]
             macros += [mc for mc in discard(Combine(cfg, ways=default_ways(cfg))).macros() if mc not in macros]
-        roles += ["caccel", "cqueue", "ccore", "cfront", "ccore_front"]
+        roles += ["org_top_ext", "caccel", "cqueue", "ccore", "cfront", "ccore_front"]  # caccel on ctop_ext (D109)
         acc = discard(CompactAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(CompactCore(cfg, pe="instance")).macros() if mc not in macros]

@@ -142,15 +142,15 @@ def test_register_banks_are_the_designs(name):
         assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
         assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_parity")
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
-    if kind == "delta_stage":
+    if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
         assert part[acc_mod, "early choice registers"] == early
         assert part[acc_mod, "word registers"] == _bank_bits(acc, r"b\d+_wreg\d+")
     assert part[acc_mod, "staging read registers"] == _bank_bits(acc, r"b\d+_staging_(addr|held)")
     assert part["kaleido_dqueue", "queue registers"] == _bank_bits(q, r"q\d+_[cp](\d+|_n)")
     assert part["kaleido_dqueue", "output register"] == _bank_bits(q, r"q_out_(desc|valid|cb|cb_last)")
-    top = CompactTop(cfg, pe="instance", choice="ext" if kind == "delta_stage" else "self")
-    name_ = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop"}[kind]
+    top = CompactTop(cfg, pe="instance", choice="ext" if kind in ("delta_stage", "compact") else "self")
+    name_ = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop_ext"}[kind]
     frag = Fragment.get(top, None)
     delays = {n: f for f, n, *_ in frag.subfragments if isinstance(f, Instance)}
     sr = delays["out_tile_sr"].parameters
@@ -170,9 +170,19 @@ def test_area_by_hand_and_what_is_new():
     assert b["ctrl_weight_copies"] == 0
     tables = 4 * 64 * 16 + 2 * 1024 * 42 + 2 * 8 * 237 + 2 * 1024 + 2 * 256 * 16 + 256 * 8
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
-    # compact: a weight copy per band, each charged as the weight SRAM it stands for (16 KiB)
-    c = area_breakdown(load_config(TINY_COMPACT), tech)["breakdown"]
-    assert c["ctrl_weight_copies"] == pytest.approx(16 * 8192 * tech.a("sram_bit") * um)
+    # compact (D109): one weight buffer, no copy; its bands' word registers in band_weight_lanes: 3 words of
+    # 2 B = 4 channels x C = 8 columns x 8 bits per band, 2 bands = 1,536 bits, which the register test finds in
+    # the design (b{b}_wreg{i})
+    tc = load_config(TINY_COMPACT)
+    c = area_breakdown(tc, tech)["breakdown"]
+    assert c["ctrl_weight_copies"] == 0 and controllers.weight_copies(tc) == 1
+    assert controllers.part(tc, "kaleido_caccel", "word registers")["bits"] == 3 * 4 * 8 * 8 * 2
+    assert controllers.part(tc, "kaleido_caccel", "w")["charged"] == "sram_weight"
+    # unstaged delta keeps a copy per band (D91), each charged as the weight SRAM it stands for (16 KiB)
+    ud = CONFIGS["tiny-delta-unstaged"]()
+    u = area_breakdown(ud, tech)["breakdown"]
+    assert u["ctrl_weight_copies"] == pytest.approx((ud.compact_bands - 1) * ud.weight_sram_kib * 8192
+                                                    * tech.a("sram_bit") * um)
     # what was charged before D101 stays where it was: the X buffer is the input SRAM's role, the stage's weight
     # buffer the weight SRAM's, the word registers band_weight_lanes'
     old = {p["part"]: p["charged"] for p in controllers.inventory(load_config(BALANCED))}

@@ -252,6 +252,13 @@ def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
     same = set(dlt) - {"gather_network", "array_pe_kaleido_extra", "array_io_skew", "combine_unit"}
     # the controllers' 9-bit staging, their cores' tables (D101) and registers (kaleido_dcore's segment walk, D104)
     same -= {"ctrl_staging", "ctrl_tables", "ctrl_registers"}
+    # the weights (D109): compact's kaleido_caccel reads one weight buffer through 3 word registers of 2 B = 4
+    # channels per band and column (3 x 4 x 8 bits x C = 8 x B = 2 = 1,536 bits); this unstaged delta's
+    # kaleido_daccel a copy per band (B - 1 = one more weight SRAM, tiny-8x8's 16 KiB) and no word registers
+    same -= {"ctrl_weight_copies", "band_weight_lanes"}
+    assert comp["band_weight_lanes"] - dlt["band_weight_lanes"] == pytest.approx(1536 * tech.a("reg_bit") * um)
+    assert comp["ctrl_weight_copies"] == 0
+    assert dlt["ctrl_weight_copies"] == pytest.approx(cfg.weight_sram_kib * 8192 * tech.a("sram_bit") * um)
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 
 

@@ -13,6 +13,7 @@ from hw.config import ORGANISATIONS, ConfigError, config_from_dict, load_config,
 from sim.cost.actions import op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
+from sim.cost.controllers import PORT_READ_SHARE
 from sim.cost.energy import action_energies
 from sim.cost.tech import load_tech
 from sim.cost.tiling import TiledDecisions, tile_stats
@@ -194,10 +195,11 @@ def test_compact_actions_hand_counts():
     assert c["sram_psum_read_bytes"] == (22 + 24) * 8 * 3
     assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
-    # kaleido_caccel (D97, D101): each band reads its own weight copy, one word of 2 channels x C a slot, with no
-    # word registers: (8 + 8 + 4 + 4) slots x 2 x 8 bytes; the fills write both bands' copies
-    assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 24 * 2 * 8
-    assert c["weight_word_reg_bits"] == 0 and c["sram_weight_write_bytes"] == 2 * a["sram_weight_write_bytes"]
+    # kaleido_caccel (D109): one weight buffer read by band turn into the bands' word registers: every band-tile's
+    # weights (4 band-tiles x 8 channels x 8 columns = 256 bytes) through the registers, the buffer read the measured
+    # share of them (PORT_READ_SHARE); written once
+    assert c["sram_weight_read_bytes"] == pytest.approx(lock_w - lock_ch * 8 + PORT_READ_SHARE * 4 * 8 * 8)
+    assert c["weight_word_reg_bits"] == 8 * 4 * 8 * 8 and c["sram_weight_write_bytes"] == a["sram_weight_write_bytes"]
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
     # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,
     # the 13-bit sign correction on each PARTIAL row-slot; acc writes per active row-slot + out per row (14);
@@ -228,12 +230,13 @@ def test_compact_area_rules():
     # around the array (hw/compact_array.py, B = 2 bands of 4 rows, d = 2, C = 8, acc = 28, row lane 20 bits,
     # band lane 19, Σ_j (j + 1) = 36): row skew 2 x 20 x 10 = 400, band 0's lane 19 x 36 = 684, read strobes
     # 2 x (1 + 2) x 36 = 216, 2 sequencers x (2 + 3 + 2) = 14, band choice 3 x 24 = 72, de-skew
-    # 2 x 2 x 28 x 28 = 3,136 + valid 2 x 7 = 14, row tags 2 x 3 x 9 = 54 -> 4,590; band 1's lane 684, and no
-    # weight words: kaleido_caccel's bands read their own weight copies (D97; D101), the second copy a weight SRAM
+    # 2 x 2 x 28 x 28 = 3,136 + valid 2 x 7 = 14, row tags 2 x 3 x 9 = 54 -> 4,590; band 1's lane 684, and the
+    # weight words of kaleido_caccel's one weight buffer (D109): 3 words of 2 B = 4 bytes per band and column,
+    # 3 x 4 x 8 bits x 8 columns x 2 bands = 1,536; no weight copy
     assert cfg.acc_bits == 28
     assert b["array_io_skew"] == pytest.approx(4590 * tech.a("reg_bit") * um)
-    assert b["band_weight_lanes"] == pytest.approx(684 * tech.a("reg_bit") * um)
-    assert b["ctrl_weight_copies"] == pytest.approx(b["sram_weight"])
+    assert b["band_weight_lanes"] == pytest.approx((684 + 1536) * tech.a("reg_bit") * um)
+    assert b["ctrl_weight_copies"] == 0
     assert area_breakdown(cfg, tech)["dense_total_mm2"] == pytest.approx(
         area_breakdown(load_config("tiny-8x8"), tech)["dense_total_mm2"])  # the dense die does not change
     assert b["sram_psum"] == pytest.approx(64 * 8192 * tech.a("sram_bit") * um) and b["sram_partial"] == 0
@@ -350,11 +353,11 @@ def test_successor_reads_and_psum_state_hand_counts():
     assert c["sram_psum_write_bytes"] == c["sram_psum_read_bytes"] == 32 * 8 * 3  # 32 totals x N = 8 x pb = 3
 
 
-def test_compact_bands_in_step_share_weight_reads():
-    """D92: two band-tiles of one column block on the two bands start together and take the same weight words, so
-    each word of the weight SRAM is read once for both. 8 tokens of one frame (all COMPUTE, no neighbour), one group
-    of K = 32, N = 16 (two column blocks): per column block two band-tiles of 4 rows x 32 slots, both first at
-    cycle 0 (column block 0) and 32 (column block 1; the ports are free again 4 cycles after each last slot)."""
+def test_compact_weight_reads_are_the_ports():
+    """The compact weight SRAM's reads as `kaleido_caccel` makes them (D109), through the trace model. 8 tokens of one
+    frame (all COMPUTE, no neighbour), one group of K = 32, N = 16 (two column blocks): per column block two
+    band-tiles of 4 rows x 32 slots, both first at cycle 0 (column block 0) and 32 (column block 1; the ports are
+    free again 4 cycles after each last slot) on the array's schedule, where D92's rule would share every word."""
     from algo.trace import Group, OpRecord, Trace, pack_decisions
     from sim.engines.model import simulate_trace
 
@@ -364,8 +367,9 @@ def test_compact_bands_in_step_share_weight_reads():
                   decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
     res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), tiny_compact())
     a = res["per_op"][0]["actions"]
-    # D101: kaleido_caccel has no shared port (each band reads its own weight copy, a word of 2 channels x 8 columns
-    # a slot, and has no word registers), so the sharing D92 counts is not charged on compact: 4 band-tiles x 32
-    # slots x 16 bytes = 2,048 bytes (D92's shared count was 2 x 32 x 8 = 512)
-    assert a["sram_weight_read_bytes"] == 4 * 32 * 2 * 8
-    assert a["weight_word_reg_bits"] == 0
+    # D109: kaleido_caccel reads its one weight buffer by band turn; the bands start a gather apart there, so the
+    # model charges the share of no sharing measured on the RTL's rule (PORT_READ_SHARE), not D92's count on the
+    # array's schedule: 0.817 x 4 band-tiles x 32 x 8 bytes (D92's shared count is 2 x 32 x 8 = 512, D101's copies
+    # 4 x 32 slots x 16 bytes = 2,048); every band-tile's bytes through the word registers
+    assert a["sram_weight_read_bytes"] == pytest.approx(PORT_READ_SHARE * 4 * 32 * 8)
+    assert a["weight_word_reg_bits"] == 8 * 4 * 32 * 8

@@ -14,10 +14,13 @@ two X words a row). Shapes: 8 x 8 with 2 bands on 2 ports, 4 bands on 2, 2 bands
   `sim.engines.band_stimulus.band_op` computes from X and W apart from the RTL; ``Y`` placed from the tags by the
   compact combine rule equals `algo.reuse.golden.apply_decisions`;
 - every row leaves in the cycle `sim.timing.compact_accel` gives and ``done`` comes `caccel_cycles` after ``start``;
-  the controller's band-tile numbers equal ``kaleido_ctop``'s every cycle; the staging macros read each band-tile
+  the controller's band-tile numbers equal ``kaleido_ctop_ext``'s tags every cycle; the staging macros read each band-tile
   row's words once (D105: `tests.rtl.daccel_bench.staging_words`, the read enables counted every cycle);
 - the X buffer's reads equal, in words, the gather's count from the decisions alone, whose bytes are the model's
   array input reads (`sim.cost.compact_actions`: ``n_cb (cc + pc)``);
+- the weight buffer's reads (D109: the read enable of its one port, counted every cycle) equal the count of
+  `sim.timing.compact_accel.port_schedule` (the rule cycle by cycle) and lie between one read per distinct (column
+  block, group, word of 2 B channels) and one per band-tile word; the rule's count by hand on four band-tiles;
 - with the queues, every descriptor equals the host list's in order (compact's issue order from ``kaleido_dqueue``
   with one column block per group).
 
@@ -39,7 +42,14 @@ from hw.delta_accel import LANES
 from hw.pe import PEMode
 from sim.engines.band_stimulus import band_op
 from sim.timing.compact import band_cycles, band_schedule
-from sim.timing.compact_accel import caccel_cycles, caccel_schedule, gather_reads, queue_steps, row_out_cycles
+from sim.timing.compact_accel import (
+    caccel_cycles,
+    caccel_schedule,
+    gather_reads,
+    port_schedule,
+    queue_steps,
+    row_out_cycles,
+)
 from tests.rtl.caccel_bench import host_tiles, run_caccel, runs_from_tags
 from tests.rtl.combine_rules import compact_y
 from tests.rtl.daccel_bench import staging_words
@@ -86,6 +96,12 @@ def check_run(cfg, case, op, got, S, lanes, fw, queues):  # noqa: N803
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb) if queues else None
     band, _first, last, _g = caccel_schedule(op, case.groups, cfg, S, lanes, q)
+    # the weight buffer's reads (D109): the model's count of the same rule, and between one read per distinct
+    # (column block, group, word) and one per band-tile word (words of 2 B channels)
+    word = 2 * cfg.compact_bands
+    nw = [-(-(case.groups[t.group][1] - case.groups[t.group][0]) // word) for t in op.tiles]
+    assert got.w_reads == port_schedule(op, case.groups, cfg, S, lanes, q)["reads"]
+    assert sum(dict(((t.cb, t.group), w) for t, w in zip(op.tiles, nw, strict=True)).values()) <= got.w_reads <= sum(nw)
     out = row_out_cycles(band, last, op.rows, cfg)
     want = {(n, i): (int(out[n][i]), t.want[i]) for n, t in enumerate(op.tiles) for i in range(len(t.tokens))}
     assert not got.twice
@@ -182,27 +198,39 @@ def test_caccel_random_ops_back_to_back(shape):
         check_run(cfg, case, op, run, 2 * cfg.compact_bands, LANES, fw, True)
 
 
-def test_caccel_timing_is_band_schedule_plus_gather():
-    # By hand, 8 x 8, 2 bands on 2 ports, 4 band-tiles of 12 slots and 4 rows (consecutive tokens: one round of one
-    # 32-byte word each), 4 entries. The array alone (band_schedule, cycle 0 its first slot): bands 0, 1, 0, 1,
-    # last slots 11, 11, 23, 23. The controller (cycle 0 the cycle after start): band-tile 0's descriptor read at 0,
-    # its word at 1, written at 2, first slot at 0 + 1 + 3 = 4; band-tile 1's gather follows at 2, first slot 6; then
-    # each gather finishes before its band frees, so bands run back to back: last slots 15, 17, 27, 29 (+4, +6, +4,
-    # +6). The op: band-tile 3's rows read at 30-33, done at 33 + C + 3 = 44 = band_cycles (37) + 6 + 1 (start).
+def test_caccel_timing_is_band_schedule_plus_gather_and_the_weight_port():
+    # By hand, 8 x 8, 2 bands on 2 ports, 4 band-tiles of 12 slots and 4 rows of one 12-channel group (consecutive
+    # tokens: one round of one 32-byte word each), 4 entries. The array alone (band_schedule, cycle 0 its first
+    # slot): bands 0, 1, 0, 1, last slots 11, 11, 23, 23. The controller (cycle 0 the cycle after start):
+    # - gathers: band-tile n's descriptor read at 2 n (one round of one word), its fields held from 2 n + 2, its
+    #   rows written by 2 n + 2, so its first slot no earlier than 2 n + 4 (D91);
+    # - the weight port (D109): words of 2 B = 4 channels, 3 a band-tile; band b reads at its turns (cycles = b mod 2),
+    #   a word read at c usable from c + 2. Band-tile 0: word 0 read at 2, first slot 4 (the gather's). Band-tile 1:
+    #   fields from 4, band 1's turn at 5, word 0 from 7: first slot 7, one cycle after its gather allows;
+    # - bands back to back (the early choice hands band-tile 2 to band 0 and 3 to band 1 ahead): first slots 4, 7,
+    #   16, 19, last slots 15, 18, 27, 30 (the array's + 4, + 7, + 4, + 7);
+    # - the op: band-tile 3's rows read at 31-34, done at 34 + C + 3 = 45 = band_cycles (37) + 7 + 1 (start).
+    # Reads, turn by turn (in use = words read and not yet past their last slot; "behind": a band with two in use
+    # leaves the read to a band on an earlier word of the same group): band 0 word 0 at 2, word 1 at 4; band 1
+    # word 0 at 5; band 0 defers word 2 at 6 (band 1 on word 1); band 1 word 1 at 7; band 0 word 2 at 8, loaded into
+    # band 1 too (its next word). Band-tiles 2 and 3 likewise: band 0 words 0, 1 at 12, 14; band 1 word 0 at 15;
+    # band 0 defers word 2 at 16; band 1 word 1 at 17; band 0 word 2 at 18, loaded into band 1. So 10 reads of 12
+    # band-tile words, 2 deferred.
     from types import SimpleNamespace
 
     cfg = compact_cfg(8, 8, 2, 2)
     s, rows = np.array([12, 12, 12, 12]), np.array([4, 4, 4, 4])
-    # the fields caccel_schedule reads: band-tile i holds tokens 4 i .. 4 i + 3 (banks 0-3: one round)
-    Op = SimpleNamespace(s_seq=s, rows=rows, tiles=[SimpleNamespace(group=0, tokens=np.arange(4) + 4 * i)  # noqa: N806
+    Op = SimpleNamespace(s_seq=s, rows=rows, tiles=[SimpleNamespace(group=0, cb=0, tokens=np.arange(4) + 4 * i)  # noqa: N806
                                                     for i in range(4)])
     groups = [(0, 12, "f")]
     band, first, last, gather = caccel_schedule(Op, groups, cfg, 4, 32)
     mb, mf, ml = band_schedule(s, rows, cfg)
     assert mb.tolist() == [0, 1, 0, 1] and ml.tolist() == [11, 11, 23, 23]
-    assert band.tolist() == mb.tolist() and gather.tolist()[:2] == [0, 2]
-    assert first.tolist() == [4, 6, 16, 18] and last.tolist() == [15, 17, 27, 29]
-    assert band_cycles(s, rows, cfg)[0] == 37 and caccel_cycles(Op, groups, cfg, 4, 32) == 44
+    assert band.tolist() == mb.tolist() and gather.tolist() == [0, 2, 4, 6]
+    assert first.tolist() == [4, 7, 16, 19] and last.tolist() == [15, 18, 27, 30]
+    assert band_cycles(s, rows, cfg)[0] == 37 and caccel_cycles(Op, groups, cfg, 4, 32) == 45
+    got = port_schedule(Op, groups, cfg, 4, 32)
+    assert (got["reads"], got["deferred"], got["weights"], got["fill_reads"]) == (10, 2, 40, 0)
 
 
 def test_host_words_and_errors():

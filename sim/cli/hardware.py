@@ -82,8 +82,9 @@ def rtl(
     (kaleido_cpe, kaleido_ccolumn, kaleido_ctop, kaleido_combine and its partial-sum SRAM macros;
     docs/decisions.md D65) and a first slice of its op-level controller, kaleido_caccel (D97: X bytes, weights
     and staging as banked SRAM macros written by a host port, band-tiles formed by kaleido_dqueue from host-written
-    decision codes in the model's compact issue order, gather, band issue onto kaleido_ctop, drained rows tagged
-    by band-tile and row), and kaleido_ccore (D97): kaleido_caccel with the combine stage's staged writes and
+    decision codes in the model's compact issue order, gather, band issue onto kaleido_ctop_ext with the bands
+    chosen ahead, one weight buffer read by band turn into three word registers per band (D109), drained rows
+    tagged by band-tile and row), and kaleido_ccore (D97): kaleido_caccel with the combine stage's staged writes and
     commands and kaleido_combine, handing out final Y rows (the op staged whole, its positions in one pool). The
     core and kaleido_accel beside them are the lockstep ones. A preset whose organisation is delta (the balanced
     preset's, docs/decisions.md D68) gets the delta PE, array and combine unit the same way (kaleido_dpe,

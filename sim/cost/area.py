@@ -60,8 +60,8 @@ counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs
 - ``band_weight_lanes``: each of the B - 1 other bands' weight-lane skew (column j: j + 1 registers of
   the 19-bit lane); a band's top row takes its lane directly (no mux at the band boundary); and the bands'
   weight words (`sim.timing.compact.weight_word_bits`, D88, D94: three words of 2 B bytes per band and column,
-  as ``kaleido_daccel_stage`` builds them, D96), only where the controller has them: a controller without a
-  weight stage (compact's ``kaleido_caccel``, delta's ``kaleido_daccel``) has a weight copy per band instead (D101).
+  as ``kaleido_daccel_stage`` builds them, D96, and ``kaleido_caccel`` on its one weight buffer, D109), only where
+  the controller has them: delta's ``kaleido_daccel`` (no stage) has a weight copy per band instead (D101).
 - ``ctrl_staging``, ``ctrl_weight_copies``, ``ctrl_tables``, ``ctrl_registers``: the op-level controllers'
   staging macros, extra weight copies, tables and register banks (`sim.cost.controllers`, D101).
 - ``gather_network``: an R:1 byte crossbar per array row from the input SRAM's row ports (any token
@@ -216,8 +216,8 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         from sim.cost.controllers import weight_copies
         from sim.timing.compact import weight_word_bits
 
-        # + the word registers (D88, D94), where the controller has them: a band reading its own weight copy (no
-        # stage: kaleido_caccel, kaleido_daccel) takes its weights straight from it (D91, D97; D101)
+        # + the word registers (D88, D94), where the controller has them: a band reading its own weight copy
+        # (kaleido_daccel without a stage) takes its weights straight from it (D91; D101); compact's since D109 not
         words = weight_word_bits(cfg) if weight_copies(cfg) == 1 else 0
         um2["band_weight_lanes"] = _um2(tech, reg_bits=io["band_lanes"] + words)
         um2.update(controller_um2(cfg, tech))  # the controllers' staging, weight copies, tables, registers (D101)

@@ -27,11 +27,14 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
   read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
-  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. Since D101 the
-  controller as built sets this rule where it has no weight stage (compact's ``kaleido_caccel``, delta's
-  ``kaleido_daccel``; `sim.cost.controllers.weight_copies` > 1): each band reads its own weight copy, one word of
-  `sim.cost.controllers.WEIGHT_LANES` = 2 channels x min(C, N) a slot (Σ slots x 2 min(C, N) x n_cb bytes), no word
-  registers are written, and the weight SRAM's writes are charged once per copy (all written together, D91).
+  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. The controllers
+  as built set the read count (D101): the staged delta controller's stage reads are D92's count x
+  `sim.cost.controllers.STAGE_READ_RATIO` (capped at no sharing); compact's ``kaleido_caccel`` reads its one weight
+  buffer by band turn (D109) `sim.cost.controllers.PORT_READ_SHARE` of the no-sharing bytes (measured on its
+  phased schedule); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
+  > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x
+  min(C, N) a slot (Σ slots x 2 min(C, N) x n_cb bytes), no word registers written, and the weight SRAM's writes
+  charged once per copy (all written together, D91).
 - The controller's own accesses (`sim.cost.controllers.count_actions`, D101): its staging copies, the queues'
   decision buffer, the core's tables, FIFO and decision copies, its descriptor and queue registers.
 - Partial-sum SRAM (``sram_psum``), docs/decisions.md D58: the neighbour state of a (position, group,
@@ -107,7 +110,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, weight_copies
+from sim.cost.controllers import PORT_READ_SHARE, STAGE_READ_RATIO, WEIGHT_LANES, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
@@ -268,6 +271,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
     if stage_chunks is not None:  # the RTL's stage reads on its phased schedule (D100): D92's count x the ratio
         read = min(weight, STAGE_READ_RATIO * read)
+    elif delta_blocks is None:  # compact's weight port on its phased schedule (D109): the measured share of no sharing
+        read = PORT_READ_SHARE * weight
     if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)
         read = slot_words
         a["weight_word_reg_bits"] = 0

@@ -32,8 +32,9 @@ effective-value buffer are each as large as the controller's X buffer (256 token
 Sizes: the RTL sizes its staging macros, tables and registers by the controller's capacity (``accel_max_tokens``,
 ``accel_max_k``, ``accel_max_n`` and `hw.delta_accel.MAX_TILES` band-tiles), a slice's capacity, not a 480p op's
 (D91, D93: a 480p op needs streaming). They are charged at that size, as built. The one exception is the weight
-copies: a band's copy holds what the weight buffer holds, and the model's weight buffer is the weight SRAM
-(``weight_sram_kib``), so a copy is charged as a weight SRAM (`area_um2`).
+copies of the unstaged delta controller: a band's copy holds what the weight buffer holds, and the model's weight
+buffer is the weight SRAM (``weight_sram_kib``), so a copy is charged as a weight SRAM (`area_um2`). The compact
+controller has one weight buffer since D109 (`weight_copies`).
 
 Costs reuse the technology table's rows (`sim.cost.tech`): ``sram_bit`` per macro bit (the rule every SRAM of
 `sim.cost.area` follows; a small macro's periphery is a larger share than the table's 0.5 array efficiency, so
@@ -78,6 +79,17 @@ WORD_REGISTERS = 3
 #: the measured one at r = 0.8 (D101).
 STAGE_READ_RATIO = 1.58
 
+#: The compact controller's weight-buffer reads (D109: one buffer read by band turn into the bands' word registers,
+#: with the early band choice and the deferred read) as a share of one read per band-tile word (the bytes each
+#: band-tile takes, Σ |g| x min(C, N) per column block: no read shared). Measured with `python -m
+#: tests.rtl.cport_check R` (`sim.timing.compact_accel.port_schedule`, the RTL's rule cycle for cycle, on qkv, qk,
+#: o_proj, ffn1 and ffn2 of a Wan2.1-1.3B block at 480p K, 3 frames of 16 x 32 positions, N cut to 256, the D41 field
+#: at seed 1, the gather idealised): Σ reads ÷ Σ one per band-tile word = 0.797 at r = 0.3 and 0.817 at r = 0.8; the
+#: larger is charged. Against D92's count on the trace model's schedule (`shared_stage_weights`, what compact was
+#: charged before D101) that is 2.48x and 2.61x: the gather starts the bands 1 + ceil(|g| / 32) cycles apart and the
+#: wide groups' band-tiles (ffn2: 0.98-0.99 of no sharing) keep those phases (D99's finding on the stage).
+PORT_READ_SHARE = 0.817
+
 #: The `sim.cost.area` components D101 added (module docstring).
 AREA_COMPONENTS = ("ctrl_staging", "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
 
@@ -98,10 +110,17 @@ def staged(cfg: AcceleratorConfig) -> bool:
 
 
 def weight_copies(cfg: AcceleratorConfig) -> int:
-    """Weight buffers the controller reads: one per band without a weight stage (D91, D97: each band reads its
-    own copy every slot), one with it (D96)."""
-    kind = controller(cfg)
-    return 1 if kind in (None, "delta_stage") else cfg.compact_bands
+    """Weight buffers the controller reads: one per band on the delta controller without a weight stage (D91: each
+    band reads its own copy every slot), one with the stage (D96) and on the compact controller (D109: the one
+    weight buffer read by band turn into the bands' word registers, D88)."""
+    return cfg.compact_bands if controller(cfg) == "delta" else 1
+
+
+def word_path(cfg: AcceleratorConfig) -> bool:
+    """The controller's bands take their weights through word registers read by band turn, with the early band
+    choice and the deferred read (D94, D99, D100): the staged delta controller (from its stage, D96) and the compact
+    controller (from its weight buffer, D109)."""
+    return controller(cfg) in ("delta_stage", "compact")
 
 
 def sizes(cfg: AcceleratorConfig) -> dict[str, int]:
@@ -115,8 +134,9 @@ def sizes(cfg: AcceleratorConfig) -> dict[str, int]:
     z = {"P": P, "S": S, "brows": brows, "XW": _pow2ceil(-(-mk // P)), "KW": _pow2ceil(-(-mk // P) + G),
          "KWW": _pow2ceil(-(-mk // WEIGHT_LANES) + G), "KWH": _pow2ceil(-(-mk // B) + G), "max_nb": -(-mn // C),
          "tb": _bits(mt), "halves": cfg.wstage_sram_kib * 1024 // C // B if cfg.organisation == "delta" else 0}
+    # woff: a word of 2 channels in KWW, or on the compact controller's weight port a half-word in KWH (D109)
     fields = [_bits(brows + 1), _bits(brows + 1), _bits(mk + 1), 1, _bits(z["max_nb"]), _bits(z["KW"]),
-              _bits(z["XW"] + 1), _bits(z["KWW"]), brows * z["tb"]]
+              _bits(z["XW"] + 1), _bits(z["KWH"] if controller(cfg) == "compact" else z["KWW"]), brows * z["tb"]]
     z["queue_desc_bits"] = sum(fields)  # the queues' descriptor (hw/delta_queue.py: no stage fields)
     z["entry_bits"] = sum(fields) - fields[5] - fields[6] - fields[8]  # held per entry: all but xoff, xwords, tokens
     if staged(cfg):  # seg, sbuf, fsrc, fcount, fdst, saddr (D96)
@@ -153,7 +173,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
     P, S, brows, tb = z["P"], z["S"], z["brows"], z["tb"]  # noqa: N806
     lane = COMPACT_LANE_BITS if kind == "compact" else DELTA_LANE_BITS
     acc_mod = {"delta_stage": "kaleido_daccel_stage", "delta": "kaleido_daccel", "compact": "kaleido_caccel"}[kind]
-    top = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop"}[kind]
+    top = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop_ext"}[kind]
     out = [_macro(acc_mod, "x", "1rw", _pow2ceil(-(-cfg.accel_max_tokens // brows)) * z["KW"], lane * P, brows,
                   "sram_input", "the input SRAM's role (differences / operands, R / B banks)"),
            _macro(acc_mod, "staging", "1r1w", S * z["XW"], lane * P, R, "ctrl_staging",
@@ -165,9 +185,13 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "two half-word macros per column bank (D96)"),
                 _macro(acc_mod, "desc", "1rw", _pow2ceil(MAX_TILES), z["desc_bits"], 1, None,
                        "the host's band-tile list, standing for the queues (D93, D96); the queues are charged")]
+    elif kind == "compact":
+        out.append(_macro(acc_mod, "w", "1rw", max(1, _pow2ceil(z["max_nb"] * z["KWH"]) // 2), B * C * W_BITS, 2,
+                          "sram_weight", "the one weight buffer, half-words of B channels x C in two banks (even, "
+                          "odd): a word of 2 B channels is one read of each, at the turn's band (D109)"))
     else:
         w = _macro(acc_mod, "w", "1rw", _pow2ceil(z["max_nb"] * z["KWW"]), WEIGHT_LANES * C * W_BITS, B,
-                   "sram_weight", "one copy per band (D91, D97)")
+                   "sram_weight", "one copy per band (D91)")
         out.append(w)
     held = "S descriptor words held for the bands, but their X offsets and tokens"
     out.append(_bank(acc_mod, "entry registers", "reg", S * z["entry_bits"], "ctrl_registers",
@@ -177,17 +201,21 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                   "per band the address of its last staging read and a held flag (D105)"),
             _bank(acc_mod, "staging read comparators", "cmp", B * (2 * TILE_BITS + sab), "ctrl_registers",
                   "per band: next band-tile gathered (less-than), band-tile changed, address changed (D105)")]
-    if kind == "delta_stage":
+    if word_path(cfg):
         ports_b = max(1, d // B)
+        if kind == "delta_stage":  # (buffer, word 0) equality, word index less-than, stage address equality
+            defer = B * (2 * _bits(z["halves"]) + _bits(z["KWH"] + 1) + _bits(z["halves"]))
+        else:  # word 0 (column block, half-word) equality, index less-than, address equality; one buffer (D109)
+            sab = (_pow2ceil(z["max_nb"] * z["KWH"]) - 1).bit_length()
+            defer = B * ((z["KWH"] - 1).bit_length() + _bits(z["max_nb"]) + _bits(z["KWH"] + 1) + sab)
         regs = B * (EXPECT_BITS * (1 + ports_b) + TILE_BITS + 3) + EXPECT_BITS
         cmps = EXPECT_BITS * ((B - 1) + 2 + 5 * B)  # read off _early_choice / _early_band; not tested
         out += [_bank(acc_mod, "early choice registers", "reg", regs, "ctrl_registers",
                       "per band E, its ports' free cycles, next number, 3 flags; the cycle counter (D99)"),
                 _bank(acc_mod, "early choice comparators", "cmp", cmps, "ctrl_registers",
                       "the least-E chain, the window, per band 5 cycle sums / compares (D99)"),
-                _bank(acc_mod, "defer comparators", "cmp",
-                      B * (2 * _bits(z["halves"]) + _bits(z["KWH"] + 1) + _bits(z["halves"])), "ctrl_registers",
-                      "per band (buffer, word 0) equality, word index less-than, stage address equality (D100)"),
+                _bank(acc_mod, "defer comparators", "cmp", defer, "ctrl_registers",
+                      "per band (buffer, word 0) equality, word index less-than, read address equality (D100)"),
                 _bank(acc_mod, "word registers", "reg", WORD_REGISTERS * 2 * B * C * W_BITS * B, "band_weight_lanes",
                       "three words of 2 B channels per band and column (D94)")]
     out.append(_bank(top, "out_tile delay", "reg", d * TILE_BITS * (C + 1), "ctrl_registers",
@@ -343,7 +371,8 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
       where table: written per drained row and cleared per command, read per command; its head table read and
       written per command;
     - registers: a band-tile's entry registers written once per column block, each queued (token, group) a token
-      register; staged: each band-tile's expected last slot and its port's free cycle (2 x `EXPECT_BITS`).
+      register; with the word path (`word_path`: staged delta, compact): each band-tile's expected last slot and its
+      port's free cycle (2 x `EXPECT_BITS`).
     """
     import numpy as np
 
@@ -381,6 +410,6 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
         a["ctrl_tile_bytes"] += core["kaleido_dcore", "tile table"] * (n_tiles + rows_out)
         a["ctrl_copy_bytes"] += dec_bytes * 2 * (M + commands)
     queued = int((np.asarray(dec) != REUSE).sum()) * n_cb
-    a["ctrl_reg_bits"] += n_tiles * (z["entry_bits"] + (2 * EXPECT_BITS if kind == "delta_stage" else 0)) \
+    a["ctrl_reg_bits"] += n_tiles * (z["entry_bits"] + (2 * EXPECT_BITS if word_path(cfg) else 0)) \
         + queued * z["tb"] + n_cb * int(words.sum()) * (_bits(z["S"] * z["XW"]) + 1)
     return a

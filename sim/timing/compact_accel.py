@@ -1,5 +1,5 @@
 """Cycles and gather reads of the compact organisation's op-level controller (`hw.compact_accel.CompactAccel`,
-``kaleido_caccel``, docs/decisions.md D97), and the cycles of its combine stage (`hw.compact_core`,
+``kaleido_caccel``, docs/decisions.md D97, D109), and the cycles of its combine stage (`hw.compact_core`,
 ``kaleido_ccore``: `core_cycles`).
 
 The controller is the delta controller's structure on the compact array, so its timing is
@@ -12,10 +12,17 @@ cycle after ``start``:
   gather starting at ``g_n = max(g_{n-1} + 1 + u_{n-1} xw_{n-1}, L_{n-S} + 1)`` (``u`` rounds of the X buffer's
   ``R / B`` banks, `gather_rounds`; ``xw = ceil(width / P)`` words per row; ``S`` staging entries), with its queues
   also no earlier than the cycle after the queues emit its descriptor (`queue_steps`, one step a cycle); the start
-  cycle before cycle 0 and ``done`` the cycle after the last row leaves (``max read + C + 3`` from ``start``).
+  cycle before cycle 0 and ``done`` the cycle after the last row leaves (``max read + C + 3`` from ``start``);
+- since D109 the weight port (`port_schedule`): the one weight buffer read by band turn into three word registers
+  per band, a slot issuing only once its word is there, the band choice made ahead (the list schedule's choice
+  when nothing waits: `sim.timing.delta_accel.stage_schedule` with ``early``, ``defer="behind"`` and no stage).
+  A band-tile's word 0 is read at its band's first turn after its fields are held (``g_n + 2``), so the op's first
+  band-tiles can wait up to ``B - 1`` cycles more than their gather; later ones have it read during their band's
+  previous band-tile (D99). D97's timing without the port (a weight copy per band, no word waits) is
+  `sim.timing.delta_accel.accel_schedule` on the same arguments.
 
-So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather keeps ahead of the
-bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
+So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather and word keeps ahead of
+the bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
 not call it.
 """
 
@@ -49,15 +56,53 @@ def _args(op, groups, cfg):
             cfg)
 
 
+def port_fields(op, groups, cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``(paired, saddr)`` int64 ``[T]`` per band-tile of ``op``: PAIRED (fewer slots than channels: all rows
+    PARTIAL at half width, `hw.delta_accel_host.descriptor_word`'s rule) and the weight buffer's half-word of its group's word 0
+    in its column block, ``cb H + hoff_g`` (groups on consecutive half-words of ``B`` channels, ``H`` their
+    half-words + 1: the RTL's ``cb KWH + hoff_g`` up to the gap between column blocks, which no comparison sees)."""
+    B = cfg.compact_bands  # noqa: N806
+    hoff, h = [], 0
+    for k0, k1, _ in groups:
+        hoff.append(h)
+        h += -(-(k1 - k0) // B)
+    widths = tile_widths(op, groups)
+    paired = (np.asarray(op.s_seq, dtype=np.int64) < widths).astype(np.int64)  # half the slots: two channels a slot
+    saddr = np.array([t.cb * (h + 1) + hoff[t.group] for t in op.tiles], dtype=np.int64)
+    return paired, saddr
+
+
+def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> dict:
+    """The controller's cycles and weight reads for ``op`` (`sim.engines.band_stimulus.BandOp` in compact's issue
+    order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.stage_schedule` with no stage segment (the
+    weight buffer read by band turn into three word registers per band, docs/decisions.md D109), the early band
+    choice and the deferred read (``defer="behind"``), as `hw.compact_accel.CompactAccel` builds them. ``"reads"``
+    counts the weight buffer's reads (one word of ``2 B`` channels x C a read)."""
+    T = len(op.tiles)  # noqa: N806
+    paired, saddr = port_fields(op, groups, cfg)
+    zero = np.zeros(T, dtype=np.int64)
+    s_seq, rows, widths, rounds, _ = _args(op, groups, cfg)
+    return _da.stage_schedule(s_seq, rows, widths, rounds, paired, zero, zero, zero, saddr, cfg, entries, lanes,
+                              early=True, defer="behind", queue=queue, stage=False)
+
+
 def caccel_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None):
-    """``(band, first, last, gather)`` int64 ``[T]`` per band-tile of ``op`` (`sim.engines.band_stimulus.BandOp` in
-    compact's issue order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.accel_schedule`."""
-    return _da.accel_schedule(*_args(op, groups, cfg), entries, lanes, queue)
+    """``(band, first, last, gather)`` int64 ``[T]`` per band-tile of ``op`` (`port_schedule`)."""
+    if not len(op.tiles):
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(4))
+    sch = port_schedule(op, groups, cfg, entries, lanes, queue)
+    return sch["band"], sch["first"], sch["last"], sch["gather"]
 
 
 def caccel_cycles(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> int:
-    """Cycles of one op from ``start`` to ``done`` (`sim.timing.delta_accel.accel_cycles`)."""
-    return _da.accel_cycles(*_args(op, groups, cfg), entries, lanes, queue)
+    """Cycles of one op from ``start`` to ``done``: the last row's drain read + C + 3 (as
+    `sim.timing.delta_accel.accel_cycles`) on `caccel_schedule`; 1 without band-tiles; with ``queue`` no earlier
+    than 2 cycles after the queues' `sim.timing.delta_accel.queue_done`."""
+    if not len(op.tiles):
+        return 1 if queue is None else queue[2] + 2
+    band, _first, last, g = caccel_schedule(op, groups, cfg, entries, lanes, queue)
+    out = int(_da.drain_reads(band, last, op.rows, cfg).max()) + cfg.array_cols + 3
+    return out if queue is None else max(out, _da.queue_done(g, queue) + 2)
 
 
 def gather_reads(dec: np.ndarray, groups, n_cb: int, lanes: int) -> tuple[int, int]:

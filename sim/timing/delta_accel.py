@@ -365,7 +365,7 @@ EARLY_AHEAD = 2
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
                    entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
-                   barrier: str = "off") -> dict:
+                   barrier: str = "off", queue: tuple | None = None, stage: bool = True) -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
 
@@ -373,7 +373,14 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     slice's) channels, rounds its gather rounds (`gather_rounds`), paired (PAIRED: two channels a slot), seg 1 on
     the first band-tile of a stage segment, sbuf the segment's stage buffer, fcount the segment's fill
     half-words (on its first band-tile), saddr the stage half-word of its group's word 0; entries S, lanes P;
-    regs the word registers per band (default `sim.timing.compact.WORD_REGISTERS`).
+    regs the word registers per band (default `sim.timing.compact.WORD_REGISTERS`); queue: the controller's
+    queues (`accel_schedule`'s ``queue``: each descriptor also waits for its emission; the compact controller's
+    weight port, docs/decisions.md D109).
+
+    ``stage=False`` (the compact controller's weight port, `hw.compact_accel.CompactAccel`, docs/decisions.md
+    D109): no stage and no fills (``seg``, ``sbuf``, ``fcount`` ignored); the "stage" is the weight buffer itself,
+    which holds the op's weights from ``start``, so a band-tile's words are readable once its fields are held
+    (from ``g_n + 2``); the word registers, bands, early choice and deferred reads as below.
 
     Rules (what the RTL does; hw/delta_accel.py's docstring):
 
@@ -482,16 +489,29 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     if defer not in ("off", "next", "behind"):
         raise ValueError(f"defer must be 'off', 'next' or 'behind', not {defer!r}")
     deferred = 0
+    emits = _emit_of(queue, T)
+    q_state = [-1, -1, 0]  # queues: the emission cycle and step of the last band-tile, the next take's first cycle
+
+    def queued(t):  # band-tile t's emission (`accel_schedule`'s rule), once gather[t - 1] is known
+        if emits is not None and t < T and emits[t] >= 0:
+            e = max(q_state[0] + int(emits[t]) - q_state[1], gather[t - 1] if t else -1)
+            q_state[:] = [e, int(emits[t]), e + 1]
+        elif emits is not None and t < T:
+            q_state[2] = q_state[0] + 1
+    queued(0)
     c = 0
     while min(last, default=0) < 0:
         if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
             raise RuntimeError("stage_schedule did not finish")
         # gather: a descriptor read when the gather is idle and the entry's band-tile n - S issued its last slot
-        if gidx < T and c >= g_free and (gidx < entries or 0 <= last[gidx - entries] < c):
+        if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c):
             g = c
             gather[gidx], xready[gidx] = g, g + u[gidx] * int(xw[gidx]) + 3
             g_free = g + u[gidx] * int(xw[gidx]) + 1
+            if not stage:  # the weight port: readable once its fields are held
+                wready[gidx] = g + 2
             gidx += 1
+            queued(gidx)
         # early choice: decided on the cycle's registered state, taken at its end
         give = None
         if early and nxt < T and 0 <= gather[nxt] <= c - 2:
@@ -531,7 +551,7 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                 pact[b][k] = c + v[t] * q
                 count[b] += 1
         # fill unit
-        if c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
+        if stage and c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
             if not sg[fp]:
                 passed[fp] = c
                 wready[fp] = c + 2
@@ -586,7 +606,8 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
                 cw[k] += pop[k]
         for k in range(B):
             if done[k]:
-                inbuf[sb[bt[k]]] -= 1  # its last slot: its buffer is free of it from c + 1
+                if stage:
+                    inbuf[sb[bt[k]]] -= 1  # its last slot: its buffer is free of it from c + 1
                 if not early:
                     bt[k], slot[k], cw[k], pw[k], present[k] = nxt, 0, 0, 0, []
                     nxt += 1

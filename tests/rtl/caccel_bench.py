@@ -23,9 +23,11 @@ from tests.rtl.daccel_bench import DaccelRun, collect, host_tiles, simulate, sta
 class CaccelRun(DaccelRun):
     """What one op through the controller gave: `tests.rtl.daccel_bench.DaccelRun`'s fields, ``rows`` ``{(tile,
     row): (cycle, words int64 [C, 2])}`` (``out``, ``out_m``; ``tile_mismatch`` against ``kaleido_ctop``), with
-    ``x_reads`` X-buffer bank reads and ``descs`` the descriptors the gather took, by band-tile number."""
+    ``x_reads`` X-buffer bank reads, ``w_reads`` weight-buffer reads (cycles with the weight port's read enable, both
+    banks read; D109) and ``descs`` the descriptors the gather took, by band-tile number."""
 
     x_reads: int = 0
+    w_reads: int = 0
     descs: dict = field(default_factory=dict)
 
 
@@ -53,6 +55,7 @@ def run_caccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=Fal
 
         def count(ctx):
             out.x_reads += sum(ctx.get(r) for r in dut.x_re)
+            out.w_reads += ctx.get(dut.w_re)
             if ctx.get(dut.desc_valid):
                 out.descs[ctx.get(dut.desc_tile)] = ctx.get(dut.desc)
 

@@ -9,6 +9,12 @@ queues (``kaleido_dqueue``).
 ``kaleido_ccore``'s op (`core_cycles`: per column block and token ``ceil(G / W)`` commands on its W = d combine
 ways, a column block's walk once its rows are all staged, docs/decisions.md D104; the 128 x 128 ops' H W = 256 positions are beyond its one-pool
 state, so that line is what the walk would take, not a run it can do).
+
+Since D109 the controller reads one weight buffer by band turn (`sim.timing.compact_accel.port_schedule`); each line
+also gives the cycles with the queues under D97's rule (a weight copy per band, `sim.timing.delta_accel.
+accel_schedule`'s timing: no word waits) and the weights per column the port reads, against D92's count on the
+array's own schedule (`sim.timing.compact.shared_stage_weights` on `band_schedule`, what the trace model charges)
+and against one read per band-tile word (no sharing).
 """
 
 from __future__ import annotations
@@ -19,8 +25,25 @@ from algo.reuse.golden import COMPUTE
 from hw.compact_core import default_ways
 from hw.config import AcceleratorConfig, load_config
 from sim.engines.band_stimulus import band_op
-from sim.timing.compact import band_cycles, chunk_frames, combine_adds, combine_stall
-from sim.timing.compact_accel import block_times, caccel_cycles, caccel_schedule, core_cycles, queue_steps
+from sim.timing import delta_accel as _da
+from sim.timing.compact import (
+    band_cycles,
+    band_schedule,
+    chunk_frames,
+    combine_adds,
+    combine_stall,
+    shared_stage_weights,
+)
+from sim.timing.compact_accel import (
+    _args,
+    block_times,
+    caccel_cycles,
+    caccel_schedule,
+    core_cycles,
+    port_fields,
+    port_schedule,
+    queue_steps,
+)
 from tests.rtl.cases import make_case
 
 
@@ -41,6 +64,29 @@ def overhead(case, cfg, fw, entries: int, lanes: int = 32) -> tuple[int, int, in
     return caccel_cycles(op, case.groups, cfg, entries, lanes), withq, array + 1, core, model + 1
 
 
+def weight_reads(case, cfg, fw, entries: int, lanes: int = 32) -> tuple[int, int, int, int, int]:
+    """``(port weights, D92's weights, weights without sharing, cycles with the queues under D97's rule, with the
+    port)``: weights per column the controller's reads carry (module docstring)."""
+    op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    q = queue_steps(case.decisions, case.grid, cfg, fw or case.grid[0], n_cb)
+    port = port_schedule(op, case.groups, cfg, entries, lanes, q)
+    paired, _ = port_fields(op, case.groups, cfg)
+    band, first, _last = band_schedule(op.s_seq, op.rows, cfg)
+    widths = np.array([k1 - k0 for k0, k1, _ in case.groups], dtype=np.int64)
+    grp = np.array([t.group for t in op.tiles], dtype=np.int64)
+    d92 = shared_stage_weights(np.array([t.cb for t in op.tiles]), grp, paired.astype(bool), band, first, widths,
+                               cfg.compact_bands)
+    old = _da.accel_cycles(*_args(op, case.groups, cfg), entries, lanes, q)
+    return port["weights"], d92, int(widths[grp].sum()), old, caccel_cycles(op, case.groups, cfg, entries, lanes, q)
+
+
+def _reads_line(case, cfg, fw, entries) -> str:
+    pw, d92, every, old, new = weight_reads(case, cfg, fw, entries)
+    return (f"  weight port: {pw} weights per column read = {pw / d92:.3f} x D92's count {d92} (no sharing: {every}); "
+            f"cycles with the queues {new} (D97's copies: {old}, {new / old:.4f})")
+
+
 def main() -> None:
     from tests.test_rtl_caccel import ALL
     from tests.test_rtl_compact import compact_cfg
@@ -50,6 +96,7 @@ def main() -> None:
         print(f"tiny case {ci} (8x8, B 2, d 2) S 4 P 32: host list {a} / {b} = {a / b:.3f}; with its queues "
               f"{q} / {b} = {q / b:.3f}; kaleido_ccore {k} / {b} = {k / b:.3f} (the model's op with its combine "
               f"stall: {mo})")
+        print(_reads_line(case, compact_cfg(8, 8, 2, 2), fw, 4))
     cfg = AcceleratorConfig.model_validate(load_config("kaleido-16nm-128x128-balanced").model_dump()
                                            | {"organisation": "compact"})
     for seed, (K, sizes) in enumerate([(128, [64, 32, 32]), (512, [128] * 4)]):  # noqa: N806
@@ -63,6 +110,7 @@ def main() -> None:
         print(f"128x128 balanced as compact, K {K} (C/P/R {share}, fw {fw}) S 16 P 32: host list {a} / {b} = "
               f"{a / b:.3f}; with its queues {q} / {b} = {q / b:.3f}; kaleido_ccore's walk would take {k} / {b} = "
               f"{k / b:.3f} (the model's op with its combine stall: {mo})")
+        print(_reads_line(c, cfg, fw, 2 * cfg.compact_bands))
 
 
 if __name__ == "__main__":

@@ -250,12 +250,13 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     rows = np.concatenate(valid)
     sched = band_schedule(s_seq, rows, cfg, *stage)
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
-    # weights per column the bands read from their bank (the stage; compact: the weight SRAM), a read shared by
-    # the bands that want the same word at its turn (D92); None where not counted (delta without the stage)
+    # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
+    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band; compact:
+    # its weight port's measured share, D109)
     shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],
                                    sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
                                    cfg.compact_bands)
-              if staged or not delta else None)
+              if staged else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),

@@ -108,6 +108,20 @@ def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1) -> dict:
             "d_depth": ways * wb * wd, "way_depth": wd, "way_banks": wb}
 
 
+def default_ways(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s accumulate ways by default (docs/decisions.md D107, D108): the largest power of two W <= d
+    (``drain_rows_per_cycle``, itself a power of two: the row FIFO's banks) whose D buffer on W ways
+    (`delta_combine_sizes`' ``d_depth``) still holds ``array_rows`` words, the least one buffer must hold (one pool's
+    sums). That is d on every shipped delta config (tiny-8x8 delta: 2, the balanced preset: 4).
+
+    Raises:
+        ValueError: as `delta_combine_sizes`."""
+    w = 1 << (max(1, cfg.drain_rows_per_cycle).bit_length() - 1)
+    while w > 1 and delta_combine_sizes(cfg, w)["d_depth"] < cfg.array_rows:
+        w //= 2
+    return w
+
+
 def state_sram_sizes(cfg: AcceleratorConfig) -> dict | None:
     """``{"word": STATE_BITS, "depth": words per column bank, "bank_depth", "banks"}`` of the state SRAM's C
     column banks (module docstring), ``state_sram_kib x 8192 / (C x STATE_BITS)`` words each; None without one.

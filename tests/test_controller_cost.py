@@ -52,7 +52,7 @@ def _designs(cfg):
         return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance"),
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
     fed = DeltaAccel(cfg, queues=True, pe="instance")
-    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance")}
+    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance", ways=1)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
         out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design

@@ -47,7 +47,8 @@ k + 2 (``y_valid``).
 Per way (`combine_way_counts`): 3 C acc-bit adders (``D`` accumulate; ``S_a``; ``Y``) and 5 C acc-bit
 registers (the accumulate stream's row and forwarded word, the output stream's forwarded ``S``, ``y_data``,
 which is also ``Y``'s running sum, and the lane register). `sim.timing.compact.combine_lanes` counts
-4 C d adders, 2 d ways. With W accumulate ways (``ways``, ``kaleido_dcombine_w<W>``, docs/decisions.md D107) each
+4 C d adders, 2 d ways. With W accumulate ways (``ways``, ``kaleido_dcombine_w<W>``, docs/decisions.md D107; the
+W ``kaleido_dcore`` builds by default is `default_ways`, d, D108) each
 D buffer is W ways and W accumulate commands issue a cycle (``a_*`` W slices, ``a_sel`` each one's buffer): per
 extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle.
 """

@@ -47,7 +47,8 @@ k + 2 (``y_valid``).
 Per way (`combine_way_counts`): 3 C acc-bit adders (``D`` accumulate; ``S_a``; ``Y``) and 5 C acc-bit
 registers (the accumulate stream's row and forwarded word, the output stream's forwarded ``S``, ``y_data``,
 which is also ``Y``'s running sum, and the lane register). `sim.timing.compact.combine_lanes` counts
-4 C d adders, 2 d ways. With W accumulate ways (``ways``, ``kaleido_dcombine_w<W>``, docs/decisions.md D107) each
+4 C d adders, 2 d ways. With W accumulate ways (``ways``, ``kaleido_dcombine_w<W>``, docs/decisions.md D107; the
+W ``kaleido_dcore`` builds by default is `default_ways`, d, D108) each
 D buffer is W ways and W accumulate commands issue a cycle (``a_*`` W slices, ``a_sel`` each one's buffer): per
 extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle.
 """
@@ -106,6 +107,20 @@ def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1) -> dict:
     wd, wb = _split(third // ways, word)
     return {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank,
             "d_depth": ways * wb * wd, "way_depth": wd, "way_banks": wb}
+
+
+def default_ways(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s accumulate ways by default (docs/decisions.md D107, D108): the largest power of two W <= d
+    (``drain_rows_per_cycle``, itself a power of two: the row FIFO's banks) whose D buffer on W ways
+    (`delta_combine_sizes`' ``d_depth``) still holds ``array_rows`` words, the least one buffer must hold (one pool's
+    sums). That is d on every shipped delta config (tiny-8x8 delta: 2, the balanced preset: 4).
+
+    Raises:
+        ValueError: as `delta_combine_sizes`."""
+    w = 1 << (max(1, cfg.drain_rows_per_cycle).bit_length() - 1)
+    while w > 1 and delta_combine_sizes(cfg, w)["d_depth"] < cfg.array_rows:
+        w //= 2
+    return w
 
 
 def state_sram_sizes(cfg: AcceleratorConfig) -> dict | None:

@@ -43,7 +43,8 @@ frames, `sim.timing.compact.compact_tiles`) and in D68's with one column block a
   1r1w, one bank per buffer) is read at j + 1 and the combine's accumulate command issues at j + 2 with
   ``a_first`` = not seen (a back-to-back repeat forwarded), setting the bit. Segment k accumulates into D buffer
   k mod 2 (``c_sel``).
-- **Accumulate ways** (``ways`` W > 1, docs/decisions.md D107; W <= d, a power of two): the D buffers are W ways
+- **Accumulate ways** (``ways`` W > 1, docs/decisions.md D107; W <= d, a power of two; by default d,
+  `hw.delta_combine.default_ways`, D108, the one-way path above with ``ways=1``): the D buffers are W ways
   (``kaleido_dcombine_w<W>``), a (token t, class a) in way ``u mod W`` (u = a M + t) at ``(u div W) n_cb + cb``
   there, and the FIFO entry's D address is that way low, that word above it (``c_daddr`` the same); per entry its
   way in flops. A cycle pops the FIFO's longest run from its head of at most W entries, each written, each under
@@ -75,8 +76,9 @@ axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the
 into ``kaleido_daccel`` and the decision copies through the same port (the chunk table only from the host), and its
 ``done`` starts the controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
 
-Not in this slice (D95, D104, D107): ways by default (``ways`` is 1 unless asked for: `hw.rtl`, the compiled engine,
-the cycle model's closed forms and the cost inventory follow the one-way core); output ways (the walk issues one
+Ways by default (D108): ``ways`` is `hw.delta_combine.default_ways` (d on the shipped configs) unless asked for, and
+`hw.rtl`, the compiled engine, the cycle model's ``combine_timing = "rtl"`` and the cost inventory follow it.
+Not in this slice (D95, D104, D107): output ways (the walk issues one
 command a cycle: on the 128 x 128 ops with d ways its M n_cb A commands bind), D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
@@ -94,7 +96,7 @@ from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
 from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
-from hw.delta_combine import DeltaCombine, dcombine_module_name, dcombine_signature
+from hw.delta_combine import DeltaCombine, dcombine_module_name, dcombine_signature, default_ways
 from hw.sram import index_bits as _bits
 from hw.sram import macro
 
@@ -125,7 +127,8 @@ class DeltaCore(wiring.Component):
         cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
         pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default; False: the host's band-tile list).
         front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
-        ways: accumulate ways W (module docstring, "Accumulate ways"; default 1, D95's one row a cycle).
+        ways: accumulate ways W (module docstring, "Accumulate ways"; default `hw.delta_combine.default_ways`: d on
+            the shipped delta configs, docs/decisions.md D108; 1 is D95's one row a cycle).
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
@@ -134,9 +137,14 @@ class DeltaCore(wiring.Component):
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 front: bool = False, ways: int = 1, **accel):
+                 front: bool = False, ways: int | None = None, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
+        try:
+            ways = default_ways(cfg) if ways is None else ways
+        except ValueError:
+            discard(self)
+            raise
         if ways < 1 or ways & (ways - 1) or ways > d:
             discard(self)
             raise ValueError(f"ways = {ways}: a power of two at most d = {d} (the row FIFO's banks)")

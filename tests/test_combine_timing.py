@@ -126,34 +126,66 @@ def _op(org: str, timing: str, s: int | None = None):
         return simulate_op(op, grid, 4, cfg), cfg, grid
 
 
+def _model_ways(cfg, grid, groups, dec, s_seq_len, n_cb, s, W):  # noqa: N803
+    """Each issued row's way on W ways, independently of the model: the band-tiles' tokens by the Python reference
+    (`sim.timing.compact_reference.band_tiles`, COMPUTE then PARTIAL), issued in D68's order (each band-tile for
+    the ``s`` column blocks of its group in turn), way ``(a M + t) mod W`` (`row_ways`)."""
+    from sim.timing.compact import band_rows
+    from sim.timing.compact_reference import band_tiles
+    from sim.timing.delta import classes, column_groups
+    from sim.timing.delta_core import row_ways
+
+    bts = band_tiles(dec, grid, [k1 - k0 for k0, k1, _ in groups], cfg.array_rows, band_rows(cfg), grid[0])
+    issued = [b for k in column_groups(n_cb, s) for b in bts for _ in range(k)]
+    assert len(issued) == s_seq_len
+    of_class = {g: a for a, (_ax, idx) in enumerate(classes(groups)) for g in idx}
+    M = grid[0] * grid[1] * grid[2]  # noqa: N806
+    return issued, row_ways([list(b.compute) + list(b.partial) for b in issued], [of_class[b.group] for b in issued],
+                            M, W)
+
+
 def test_model_times_the_delta_core_as_built():
     """``combine_timing = "rtl"`` on delta: the combine stall is `core_schedule`'s ``done`` over the model's band
     schedule (rows out per `row_out_cycles`, the controller's done taken as the array's last row) less the array's
-    cycles; 16 tokens x 2 column blocks x 1 class = 32 walk commands; the default is the model's combine unit."""
+    cycles, on the core's d = 2 accumulate ways (docs/decisions.md D108; each row's way from its token, here t mod 2:
+    one axis class); 16 tokens x 2 column blocks x 1 class = 32 walk commands; the default is the model's combine
+    unit."""
+    from sim.timing.delta_core import core_ways
+
     t, cfg, grid = _op("delta", "rtl")
     c = t.compact
+    assert core_ways(cfg) == 2
     band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
-    rows = np.concatenate(row_out_cycles(band, last, c["rows"], cfg))
+    outs = row_out_cycles(band, last, c["rows"], cfg)
+    rows = np.concatenate(outs)
     assert rows.max() == c["cycles"]  # the last row leaves at the array's end
     assert int(c["rows"].sum()) == len(rows) == 2 * (16 + 8)  # per column block 16 + 8 rows (frame 1's group 0 REUSEs)
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)
+    groups = [(0, 8, "f"), (8, 16, "f")]
+    dec = np.full((16, 2), COMPUTE, dtype=np.int8)
+    dec[8:, 0] = REUSE
+    _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 2, 2)
+    way = np.concatenate(rw)
+    assert [int(x) for x in way[:8]] == [0, 1] * 4  # the first band-tile: tokens 0 .. 7 of group 0 (4 rows a band)
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way)
     assert len(whole_op["rows"]) == 32
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
     assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 + 4
+    one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)["done"]
+    assert whole_op["done"] <= one_way
     # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
     t1, cfg1, _ = _op("delta", "rtl", s=1)
     c1 = t1.compact
     assert c1["col_blocks"] == 1
     band, first, last = band_schedule(c1["s_seq"], c1["rows"], cfg1)
     n = len(c1["s_seq"]) // 2
-    cyc, cbs = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1)
+    _issued, rw1 = _model_ways(cfg1, grid, groups, dec, len(c1["s_seq"]), 2, 1, 2)
+    cyc, cbs, way1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1, rw1)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
-    sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs)
-    assert sch["gated"] == 0
+    sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
-    assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows)["done"]
+    assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1)["done"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
@@ -212,3 +244,92 @@ def test_model_segments_are_the_cores(ci, cm):
     got, seg_len, nseg = _dcore_segments([chunk], case.grid, cfg, fw, s, n_cb, 1, cm, True)
     assert got is not None and got.tolist() == want
     assert int(seg_len.sum()) == case.X.shape[0] * n_cb and len(seg_len) == nseg
+
+
+def test_ways_done_by_hand():
+    """`ways_done` on tests/test_rtl_dcore.py's hand schedule (grid 1 x 1 x 3, 2 classes, R = 2: segments of 4 and 2
+    commands, the walk after the op): one way done 22; two ways with the rows' ways 0, 1, 1 (leaving at 6, 5, 5;
+    1, 1, 0 in the FIFO's order: the first two share way 1) the pipeline is empty at 11, done 11 + 6 + 4 = 21; with
+    every row in way 0 the ways change nothing (22)."""
+    from sim.timing.delta_core import ways_done
+
+    assert ways_done([6, 5, 5], None, None, 9, False, [4, 2], None, 1) == 22
+    assert ways_done([6, 5, 5], None, [0, 1, 1], 9, False, [4, 2], None, 2) == 21
+    assert ways_done([6, 5, 5], None, [0, 0, 0], 9, False, [4, 2], None, 2) == 22
+    assert ways_done([], None, [], 4, False, [1], None, 4) == 4 + 1 + 4  # no rows: the walk starts at done
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ways_done_equals_core_schedule(seed):
+    """`ways_done` (the model's numba loop) against `core_schedule` on seeded ops of 1-4 column blocks (a segment
+    each), 1-3 classes, on 1, 2 and 4 ways with random row ways, segment by segment (descriptors a few cycles ahead
+    of their rows; rows that wait for their D buffer included) and after the whole op."""
+    from sim.timing.delta_core import segments, ways_done
+
+    gated = 0
+    for sub in range(20):
+        rng = np.random.default_rng(1000 * seed + sub)
+        n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 4)), (2, 2, 3), 8  # noqa: N806
+        W = int(rng.choice([1, 2, 4]))  # noqa: N806
+        cyc, cbs, descs, t = [], [], [], 2
+        for b in range(n_cb):
+            n = int(rng.integers(0, 16))
+            for _ in range(int(rng.integers(1, 3)) if n else 0):
+                descs.append((t, b, 0))
+            cyc += np.sort(t + 2 + rng.integers(0, 2 * n + 1, size=n)).tolist()
+            cbs += [b] * n
+            t += int(rng.integers(1, 2 * n + 2))
+        for b in range(n_cb):  # the descriptors' rows: the block's rows split over its descriptors
+            idx = [i for i, d in enumerate(descs) if d[1] == b]
+            k = cbs.count(b)
+            for j, i in enumerate(idx):
+                descs[i] = (descs[i][0], b, k // len(idx) + (j < k % len(idx)))
+        order = np.argsort(np.asarray(cyc), kind="stable")
+        cyc, cbs = np.asarray(cyc, dtype=np.int64)[order], np.asarray(cbs, dtype=np.int64)[order]
+        way = rng.integers(0, W, size=len(cyc))
+        done = int(max(cyc.max() + 1 if len(cyc) else 0, t))
+        lens = [len(sg) for sg in segments(grid, n_cb, a, R)]
+        dz = tuple(np.array(x) for x in zip(*descs, strict=True)) if descs else None
+        for seg in (True, False):
+            sch = core_schedule(cyc, done, grid, n_cb, a, R, seg, cbs if seg else None, descs if seg else None,
+                                ways=W, row_way=way)
+            assert ways_done(cyc, cbs, way, done, seg, lens, dz, W) == sch["done"], (sub, seg, W)
+            # the cycle model's count banks, one per segment: the same where the RTL's 8 do not overflow (here never)
+            assert not sch["overflow"] and ways_done(cyc, cbs, way, done, seg, lens, dz, W, len(lens)) == sch["done"]
+            gated += sch["gated"] > 0
+    assert gated > 0  # the gate is exercised
+
+
+def test_band_tile_tokens_are_the_reference_band_tiles():
+    """`sim.timing.compact.band_tile_tokens` (numba, the model's rows' tokens) equals the Python reference's band-tiles
+    (`sim.timing.compact_reference.band_tiles`: COMPUTE tokens, then PARTIAL) on seeded decisions: random grids,
+    1-3 groups, pools of 4 and 8, band rows 1, 2, 4, any chunk frames (flushes that split a band-tile included)."""
+    from sim.timing.compact import band_tile_sequence, band_tile_tokens
+    from sim.timing.compact_reference import band_tiles
+
+    rng = np.random.default_rng(108)
+    for _ in range(120):
+        F, H, W = (int(x) for x in rng.integers(1, 6, size=3))  # noqa: N806
+        G, R, brows = int(rng.integers(1, 4)), int(rng.choice([4, 8])), int(rng.choice([1, 2, 4]))  # noqa: N806
+        fw = int(rng.integers(1, F + 1))
+        dec = rng.integers(0, 3, size=(F * H * W, G)).astype(np.int8)
+        widths = rng.integers(1, 9, size=G).astype(np.int64)
+        ref = band_tiles(dec, (F, H, W), list(widths), R, brows, fw)
+        tok, off = band_tile_tokens(dec, F, H * W, R, brows, fw)
+        assert len(off) - 1 == len(ref) == len(band_tile_sequence(dec, F, H * W, R, brows, fw, widths, True)[0])
+        assert [tok[off[i]:off[i + 1]].tolist() for i in range(len(ref))] == [
+            list(b.compute) + list(b.partial) for b in ref]
+
+
+@pytest.mark.parametrize("name", ["kaleido-16nm-128x128-balanced", "hw/presets/examples/tiny-8x8-delta.toml"])
+def test_dcore_ways_are_the_cores(name):
+    """The model's ways (`sim.timing.delta_core.core_ways`, plain Python) are ``kaleido_dcore``'s
+    (`hw.delta_combine.default_ways`, `hw.delta_core.DeltaCore`'s default): d = 4 on the balanced preset, 2 on the
+    tiny delta example (docs/decisions.md D108)."""
+    from hw import discard
+    from hw.delta_combine import default_ways
+    from hw.delta_core import DeltaCore
+    from sim.timing.delta_core import core_ways
+
+    cfg = load_config(name)
+    assert core_ways(cfg) == default_ways(cfg) == discard(DeltaCore(cfg)).ways == cfg.drain_rows_per_cycle

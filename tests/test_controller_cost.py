@@ -53,6 +53,11 @@ def _designs(cfg):
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
     fed = DeltaAccel(cfg, queues=True, pe="instance")
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance")}
+    if kind is not None and cfg.drain_rows_per_cycle > 1:  # the core's combine on its d accumulate ways (D108)
+        from hw.delta_combine import DeltaCombine, dcombine_module_name
+
+        w = out["kaleido_dcore"].ways
+        out[dcombine_module_name(w)] = DeltaCombine(cfg, instance=True, ways=w)
     if kind == "delta_stage":  # no front on the staged controller (D103)
         out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
@@ -137,6 +142,16 @@ def test_register_banks_are_the_designs(name):
     part = {(p["module"], p["part"]): p["bits"] for p in controllers.inventory(cfg)}
     if dc is not None:  # kaleido_dcore's registers of the segment walk (D104)
         assert part["kaleido_dcore", "segment counts"] == _bank_bits(dc, r"seg_(rows|acc)\d+")
+        # ... and of its accumulate ways (D107, D108; d ways: 2 on tiny-8x8 as delta, 4 on the balanced preset): the
+        # entries' ways, the ways' s1 / s2 registers (the first way's uncharged, D101), the combine's per-way ones
+        W = designs["kaleido_dcore"].ways  # noqa: N806
+        assert W == cfg.drain_rows_per_cycle > 1
+        assert part["kaleido_dcore", "FIFO ways"] == _bank_bits(dc, r"fifo_way")
+        ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par)")
+        assert part["kaleido_dcore", "accumulate ways"] * W == ways * (W - 1)
+        cmb = _clocked_bits(designs[f"kaleido_dcombine_w{W}"])
+        assert part[f"kaleido_dcombine_w{W}", "accumulate ways"] == _bank_bits(
+            cmb, r"a_(addr|data|first)_q\d+|a_(fwd|v|sel_q)\d+|last_a\d+|c_way_q")
         assert part["kaleido_dcore", "latest descriptor"] == _bank_bits(dc, r"desc_seg_max|desc_seen")
         assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc)|waiting")
         assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
@@ -161,14 +176,17 @@ def test_area_by_hand_and_what_is_new():
     """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
     macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
     tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 42 (2 class + 5 column-block + 4 x 8
-    token bits + 3 bits of the segment's count bank, D104), row FIFO 2 x 8 x 237 (10 address + 3 bank + 8 x 28), seen
-    bits 2 x 1,024 (a bank per D buffer, D104), decision copies 2 x 256 x 16, token chunks 256 x 8 (D104)."""
+    token bits + 3 bits of the segment's count bank, D104), row FIFO 2 x 8 x 237 (10 address: the way's bit and 9 in
+    the way, D107, + 3 bank + 8 x 28), seen bits 4 x 512 (a bank per D buffer, D104, and per way of d = 2, D108: the
+    same 2 x 1,024 bits), decision copies 2 x 256 x 16, token chunks 256 x 8 (D104)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 42 + 2 * 8 * 237 + 2 * 1024 + 2 * 256 * 16 + 256 * 8
+    tables = 4 * 64 * 16 + 2 * 1024 * 42 + 2 * 8 * 237 + 4 * 512 + 2 * 256 * 16 + 256 * 8
+    seen = controllers.part(cfg, "kaleido_dcore", "seen bits")
+    assert (seen["count"], seen["depth"]) == (4, 512)
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
     # compact (D109): one weight buffer, no copy; its bands' word registers in band_weight_lanes: 3 words of
     # 2 B = 4 channels x C = 8 columns x 8 bits per band, 2 bands = 1,536 bits, which the register test finds in
@@ -245,8 +263,9 @@ def test_controller_accesses_by_hand():
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,
     # woff 6, and the stage's seg 1, sbuf 6, fsrc 11, fcount 7, fdst 6, saddr 6 = 62 bits) and the early choice's
     # E and port cycle (64) per band-tile, a token register (8 bits) per queued (token, group): 6, and (D105) the
-    # band's staging read address (4 entries x 2 words: 3 bits) and held flag per read: 2 band-tiles x 2 words
-    assert a["ctrl_reg_bits"] == 2 * (62 + 64) + 6 * 8 + 2 * 2 * (3 + 1)
+    # band's staging read address (4 entries x 2 words: 3 bits) and held flag per read: 2 band-tiles x 2 words;
+    # on d = 2 accumulate ways (D108) each drained row's way bit into its FIFO entry: 6
+    assert a["ctrl_reg_bits"] == 2 * (62 + 64) + 6 * 8 + 2 * 2 * (3 + 1) + 6 * 1
     e = controllers.action_energies(cfg, load_tech(16))
     from sim.cost.energy import sram_access_pj
 

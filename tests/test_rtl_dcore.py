@@ -146,12 +146,12 @@ def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused, queues):
         case, fw, s = CASES[ci]
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
-    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues)
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, ways=1)  # D95's one way, its schedules pinned
     check(cfg, job, queue, got)
 
 
-#: The runs on d accumulate ways (docs/decisions.md D107): d = 2 and 4, both issue orders, fused and not, host and
-#: queues, three axis classes (a token's classes in distinct ways).
+#: The runs on d accumulate ways (docs/decisions.md D107; the core's default, D108): d = 2 and 4, both issue orders,
+#: fused and not, host and queues, three axis classes (a token's classes in distinct ways).
 WAY_RUNS = [("8x8-B2-d2", 0, False, False, True), ("8x8-B2-d4", 3, True, False, True),
             ("8x8-B4-d2", "three-axes", True, True, True), ("8x8-B2-d4", "qk-uint8-coherent", False, True, True),
             ("8x8-B2-d2", "hand", False, True, False)]
@@ -168,7 +168,7 @@ def test_dcore_on_d_ways(shape, ci, chunk_major, fused, queues):
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     d = cfg.drain_rows_per_cycle
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
-    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, ways=d)
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues)  # the default ways: d (D108)
     check(cfg, job, queue, got, ways=d)
 
 
@@ -201,7 +201,7 @@ def test_dcore_walks_each_column_block_once_whole(wi):
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     job, queue = _job(cfg, c, fw, s, False, False)
     assert job[4][0]  # walked segment by segment
-    [got] = run_dcore(cfg, [job], fifo=2 * FIFO)  # the three-axis case holds 105 rows
+    [got] = run_dcore(cfg, [job], fifo=2 * FIFO, ways=1)  # the three-axis case holds 105 rows
     check(cfg, job, queue, got, 2 * FIFO)
 
 
@@ -262,7 +262,7 @@ def test_fifo_overflow_flagged_and_errors():
     case, fw, s = CASES[0]
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
     job, _queue = _job(cfg, case, fw, s, False, False)
-    [got] = run_dcore(cfg, [job], fifo=2)
+    [got] = run_dcore(cfg, [job], fifo=2, ways=1)
     assert got.overflow
     with pytest.raises(ValueError, match="multiple of d"):
         DeltaCore(cfg, fifo=3)
@@ -277,8 +277,9 @@ def test_fifo_overflow_flagged_and_errors():
 
 def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     # kaleido_dcore and everything below it (kaleido_daccel with kaleido_dqueue, kaleido_dcombine, kaleido_dtop and
-    # its modules, every macro) on an 8 x 8 delta config: the same bytes twice, no paths, Verilator -Wall clean per
-    # file and over the whole hierarchy from kaleido_dcore.
+    # its modules, every macro) on an 8 x 8 delta config, as `hw.rtl` emits it: on d = 2 accumulate ways by default
+    # (D108), so with kaleido_dcombine_w2: the same bytes twice, no paths, Verilator -Wall clean per file and over the
+    # whole hierarchy from kaleido_dcore.
     import re
     from pathlib import Path
 
@@ -288,13 +289,15 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     cfg = delta_cfg(8, 8, 2, 2, state_kib=2)
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance")).macros()]
     names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in
-             ("dcore", "daccel", "dqueue", "dcombine", "org_pe", "org_column", "org_top", "top", "column", "pe")]
+             ("dcore", "daccel", "dqueue", "dcombine", "dcombine_ways", "org_pe", "org_column", "org_top", "top",
+              "column", "pe")]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
     b = emit(cfg, tmp_path / "b", only=("kaleido_dcore",))
     assert (tmp_path / "a" / "kaleido_dcore.v").read_bytes() == b[0].read_bytes()
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    assert "kaleido_daccel " in text and "kaleido_dcombine " in text
+    assert "kaleido_daccel " in text and "kaleido_dcombine_w2 " in text
+    assert not re.search(r"^\s*kaleido_dcombine \S+\s+\(", text, re.M)  # not the one-way unit
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert "kaleido_dcore.v" in {p.name for p in a}
@@ -303,9 +306,12 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
 
 
-def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path):
-    # kaleido_dcore on d = 4 ways (D107) with kaleido_dcombine_w4 and their macros, beside the 8 x 8 hierarchy
-    # `hw.rtl` emits (one way): the same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
+@pytest.mark.parametrize("ways", [4, 1])
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways):
+    # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
+    # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, beside the
+    # 8 x 8 hierarchy `hw.rtl` emits: the same bytes twice, Verilator -Wall clean per file and over the whole
+    # hierarchy.
     from amaranth.back import verilog
 
     from hw.delta_combine import DeltaCombine, dcombine_module_name
@@ -314,22 +320,23 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path):
     from hw.sram import emit_macro
 
     cfg = delta_cfg(8, 8, 2, 4, state_kib=2)
+    assert discard(DeltaCore(cfg)).ways == 4  # the default: d (D108)
     names = [n for n, spec, _ in plan(cfg) if (spec[0] == "macro" or spec[1] in
              ("daccel", "dqueue", "org_pe", "org_column", "org_top", "top", "column", "pe"))]
     emit(cfg, tmp_path, only=tuple(names))
 
     def texts():
-        core = DeltaCore(cfg, pe="instance", ways=4)
-        comb = DeltaCombine(cfg, instance=True, ways=4)
+        core = DeltaCore(cfg, pe="instance", ways=ways)
+        comb = DeltaCombine(cfg, instance=True, ways=ways)
         return (verilog.convert(core, name="kaleido_dcore", emit_src=False),
-                verilog.convert(comb, name=dcombine_module_name(4), emit_src=False), core.macros() + comb.macros())
+                verilog.convert(comb, name=dcombine_module_name(ways), emit_src=False), core.macros() + comb.macros())
 
     a, b = texts(), texts()
     assert a[:2] == b[:2]
-    assert "kaleido_dcombine_w4 " in a[0]
+    cname = dcombine_module_name(ways)
+    assert f"{cname} " in a[0]
     (tmp_path / "kaleido_dcore.v").write_text(render(cfg, "kaleido_dcore", ("module", "dcore"), "dcore", a[0]))
-    (tmp_path / "kaleido_dcombine_w4.v").write_text(render(cfg, "kaleido_dcombine_w4", ("module", "dcombine"),
-                                                           "dcombine", a[1]))
+    (tmp_path / f"{cname}.v").write_text(render(cfg, cname, ("module", "dcombine"), "dcombine", a[1]))
     for mc in a[2]:
         (tmp_path / f"{macro_name(*mc)}.v").write_text(emit_macro(*mc))
     runs = lint_folder(tmp_path, full=True, jobs=2, tops=("kaleido_dcore",))

@@ -160,10 +160,11 @@ def _front_load(ctx, dut, case, op, ports, chunks):
 
 def test_dcore_with_front_from_raw_x():
     """Two ops back to back on ``kaleido_dcore`` built with its front (3 axis classes, int8, N = 11: two column
-    blocks worked together; 2 classes, uint8, N = 5, chunk-major): every ``Y`` row equals `algo.reuse.golden.
-    reuse_gemm` from raw X, and every row, the controller's rows and ``done`` leave `front_cycles` later than
-    `tests.test_rtl_dcore.check`'s model of the core fed with the golden decisions and differences
-    (`sim.timing.delta_core.core_schedule`)."""
+    blocks worked together; 2 classes, uint8, N = 5, chunk-major), on the core's default d = 2 accumulate ways
+    (docs/decisions.md D108): every ``Y`` row equals `algo.reuse.golden.reuse_gemm` from raw X, and every row, the
+    controller's rows and ``done`` leave `front_cycles` later than `tests.test_rtl_dcore.check`'s model of the core
+    fed with the golden decisions and differences (`sim.timing.delta_core.core_schedule` with ``ways`` = 2 and the
+    rows' ways, `row_ways`)."""
     from algo.reuse.golden import reuse_gemm
     from tests.rtl.cases import Case
     from tests.rtl.dcore_bench import run_dcore
@@ -187,7 +188,7 @@ def test_dcore_with_front_from_raw_x():
         run.rows = {k: (c - D, v) for k, (c, v) in run.rows.items()}
         run.row_cycles = [c - D for c in run.row_cycles]
         run.accel_done, run.cycles = run.accel_done - D, run.cycles - D
-        check(cfg, job, queue, run)
+        check(cfg, job, queue, run, ways=2)
         C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
         assert len(run.rows) == case.X.shape[0] * -(-N // C)
         for (t, cb), (_c, v) in run.rows.items():
@@ -216,7 +217,8 @@ def _signature_stub(name: str, signature) -> str:
 def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
     """``kaleido_dfront`` and ``kaleido_dcore_front`` of an 8 x 8 delta config (``kaleido_cfront``,
     ``kaleido_ccore_front`` of a compact one): the same bytes twice, no paths, and Verilator -Wall clean each with
-    its macros and with port-only stubs of the controller and the combine unit (compact: on its 2 ways, D104), which
+    its macros and with port-only stubs of the controller and the combine unit (on its 2 ways: compact D104, delta
+    D108), which
     the core instantiates by name (`_signature_stub`: their ports from the components' signatures, as Amaranth
     emits them, so neither is converted here). (The whole hierarchies from the cores lint clean too,
     `hw.lint.lint_folder` with ``full``: D103, not rerun here for time.)"""
@@ -224,6 +226,7 @@ def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
 
     from hw.combine import combine_module_name
     from hw.compact_core import CompactCore
+    from hw.delta_combine import dcombine_module_name
     from hw.delta_core import DeltaCore
     from hw.lint import lint_folder
     from hw.rtl import emit, plan
@@ -236,8 +239,10 @@ def test_front_emits_reproducibly_and_lints_clean(tmp_path, org):
     core = discard((DeltaCore if delta else CompactCore)(cfg, pe="instance", front=True))
     mine = [macro_name(*mc) for mc in front.macros() + core.macros()]
     fname, cname = ("kaleido_dfront", "kaleido_dcore_front") if delta else ("kaleido_cfront", "kaleido_ccore_front")
-    # the compact core's combine on its ways (D104: kaleido_combine_w2 on d = 2)
-    children = ("kaleido_daccel", "kaleido_dcombine") if delta else ("kaleido_caccel", combine_module_name(core.ways))
+    # the cores' combine on their ways (D104: kaleido_combine_w2 on d = 2; D108: kaleido_dcombine_w2)
+    children = (("kaleido_daccel", dcombine_module_name(core.ways)) if delta
+                else ("kaleido_caccel", combine_module_name(core.ways)))
+    assert core.ways == 2
     roles = ("dfront", "dcore_front") if delta else ("cfront", "ccore_front")
     names = [n for n, spec, _ in plan(cfg) if n in mine or (spec[0] == "module" and spec[1] in roles)]
     a = emit(cfg, tmp_path / "a", only=tuple(names))

@@ -39,7 +39,8 @@ controller has one weight buffer since D109 (`weight_copies`).
 Costs reuse the technology table's rows (`sim.cost.tech`): ``sram_bit`` per macro bit (the rule every SRAM of
 `sim.cost.area` follows; a small macro's periphery is a larger share than the table's 0.5 array efficiency, so
 the small macros here are if anything under-charged), ``reg_bit`` per register bit, ``add_bit`` per comparator
-or adder bit (a comparator is a subtractor's carry chain). Per access, a macro of ``kib`` KiB costs
+or adder bit (a comparator is a subtractor's carry chain), ``mux2_bit`` per 2:1 multiplexer bit (an n-to-1 read of b
+bits is (n - 1) b of them). Per access, a macro of ``kib`` KiB costs
 `sim.cost.energy.sram_access_pj` per 64-bit access (`access_pj_per_byte`), the rule of every SRAM of the model.
 """
 
@@ -161,7 +162,8 @@ def _bank(module: str, part: str, kind: str, bits: int, charged: str | None, not
 
 def inventory(cfg: AcceleratorConfig) -> list[dict]:
     """Every memory macro (``kind`` ``"1rw"`` / ``"1r1w"``: ``count`` macros of ``depth`` x ``width`` bits, split by
-    depth past 1 Mbit as `hw.sram.split_banks`) and register (``"reg"``, bits) or comparator / adder (``"cmp"``, bits)
+    depth past 1 Mbit as `hw.sram.split_banks`) and register (``"reg"``, bits), comparator / adder (``"cmp"``, bits)
+    or multiplexer (``"mux"``, 2:1 mux bits)
     bank of the config's controller (module docstring), each ``{"module", "part", "kind", "depth", "width",
     "count", "bits", "charged", "note"}``; ``[]`` for the lockstep organisation."""
     kind = controller(cfg)
@@ -262,23 +264,28 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "per way, one state address per (position, group of the way) (D97, D104)")]
     else:
         from hw.delta_combine import delta_combine_sizes
+        from sim.timing.delta_core import core_ways
 
+        W = core_ways(cfg)  # noqa: N806  # the core's accumulate ways (D107; d by default, D108)
+        lw = (W - 1).bit_length()
         try:
-            da = _bits(delta_combine_sizes(cfg)["d_depth"])
+            daw = _bits(delta_combine_sizes(cfg, W)["d_depth"] // W)  # a D address within a way
         except ValueError:  # a partial-sum SRAM too small for kaleido_dcombine: no core (the model refuses its ops)
             return out
+        da = lw + daw  # the controller's D address: the way low, the word in it above (D107)
         mt, nb = cfg.accel_max_tokens, z["max_nb"]
         cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
         obk = (NB_BANKS - 1).bit_length()  # a segment's count bank: the ordinal's low bits
         entry = 2 + cbb + brows * tb
         fifo = FIFO_PER_PORT * d
+        fifo_bits = da + obk + C * acc
         out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk, d, "ctrl_tables",
                        "per drain port: class, column block, row tokens (D95), the segment's bank (D104)"),
-                _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, da + obk + C * acc, d, "ctrl_tables",
-                       "d banks of the drained rows waiting for the one-way combine (D95), with the segment's bank "
-                       "(D104)"),
-                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << da, 1, 2, "ctrl_tables",
-                       "one per D-buffer word (D95), a bank per D buffer (D104)"),
+                _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, fifo_bits, d, "ctrl_tables",
+                       f"d banks of the drained rows waiting for the combine's {W} accumulate ways (D95, D107), with "
+                       "the segment's bank (D104)"),
+                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, 2 * W, "ctrl_tables",
+                       "one per D-buffer word (D95), a bank per D buffer (D104) and way (D107)"),
                 _macro("kaleido_dcore", "decision copies", "1r1w", mt, CODE_BITS * G, 2,
                        "ctrl_tables", "the token's and its successor's decisions (D95)"),
                 _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb, 1, "ctrl_tables",
@@ -296,16 +303,41 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                       "per row-FIFO entry its segment's D buffer (D104)"),
                 _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
                       "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
+        if W > 1:  # the accumulate ways (D107, D108)
+            lg = (d - 1).bit_length()
+            way = 2 + max(1, lg) + 3 + obk + daw + C * acc  # s1: valid, parity, bank; s2: valid, parity, fwd, ...
+            dway = 2 * C * acc + daw + 4  # kaleido_dcombine_w<W>'s per way: row, forwarded word, address, 4 flags
+            cmb = f"kaleido_dcombine_w{W}"
+            out += [_bank("kaleido_dcore", "FIFO ways", "reg", fifo * lw, "ctrl_registers",
+                          "per row-FIFO entry its accumulate way (D107)"),
+                    _bank("kaleido_dcore", "accumulate ways", "reg", (W - 1) * way, "ctrl_registers",
+                          "per extra way its s1 (valid, parity, FIFO bank) and s2 (valid, parity, forward, count bank, "
+                          "address in the way, the row) registers (D107); the first way's, D95's, uncharged as in D101"),
+                    _bank("kaleido_dcore", "pop comparators", "cmp", W * (W - 1) // 2 * lw, "ctrl_registers",
+                          "the pop's pairwise distinct-way compares (D107); read off, not tested"),
+                    _bank("kaleido_dcore", "pop muxes", "mux", (W - 1) * (d - 1) * fifo_bits, "ctrl_registers",
+                          "per extra way a d-to-1 read of the FIFO's banks, 2:1 mux bits (D107); read off, not tested"),
+                    _bank(cmb, "accumulate ways", "reg", W * dway + lw, "combine_unit",
+                          "per way its row, forwarded word, address and flags, and the output's way (D107); the "
+                          "model's combine_unit charges 2 d ways of 3 C adders and 5 C registers (`sim.cost.area`), "
+                          "more than these"),
+                    _bank(cmb, "accumulate adders", "cmp", W * C * acc, "combine_unit",
+                          "a C acc-bit adder per way (D107); in the model's combine_unit as above"),
+                    _bank(cmb, "output read mux", "mux", (W - 1) * C * acc, "ctrl_registers",
+                          "the output's W-to-1 read of the walked buffer's ways, 2:1 mux bits (D107); read off, "
+                          "not tested")]
     return out
 
 
 def area_um2(cfg: AcceleratorConfig, tech) -> dict[str, float]:
     """um^2 of the controllers' parts charged since D101, by `AREA_COMPONENTS` key (all present; zeros for the
-    lockstep organisation): macros at ``sram_bit`` per bit, registers at ``reg_bit``, comparators at ``add_bit``
+    lockstep organisation): macros at ``sram_bit`` per bit, registers at ``reg_bit``, comparators at ``add_bit``,
+    multiplexers at ``mux2_bit``
     (module docstring); ``ctrl_weight_copies`` is ``weight_copies - 1`` copies of the weight SRAM
     (``weight_sram_kib``), the buffer a band's copy stands for."""
     out = dict.fromkeys(AREA_COMPONENTS, 0.0)
-    unit = {"1rw": tech.a("sram_bit"), "1r1w": tech.a("sram_bit"), "reg": tech.a("reg_bit"), "cmp": tech.a("add_bit")}
+    unit = {"1rw": tech.a("sram_bit"), "1r1w": tech.a("sram_bit"), "reg": tech.a("reg_bit"), "cmp": tech.a("add_bit"),
+            "mux": tech.a("mux2_bit")}
     for p in inventory(cfg):
         if p["charged"] in out:
             out[p["charged"]] += p["bits"] * unit[p["kind"]]
@@ -372,7 +404,8 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
       written per command;
     - registers: a band-tile's entry registers written once per column block, each queued (token, group) a token
       register; with the word path (`word_path`: staged delta, compact): each band-tile's expected last slot and its
-      port's free cycle (2 x `EXPECT_BITS`).
+      port's free cycle (2 x `EXPECT_BITS`); delta on W accumulate ways: each drained row's way (log2 W bits) into
+      its FIFO entry's flops (D107, D108).
     """
     import numpy as np
 
@@ -407,6 +440,9 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     elif ("kaleido_dcore", "tile table") in core:
         commands = n_cb * M * len(classes(groups))
         a["ctrl_fifo_bytes"] += core["kaleido_dcore", "row FIFO"] * 2 * rows_out
+        from sim.timing.delta_core import core_ways
+
+        a["ctrl_reg_bits"] += rows_out * (core_ways(cfg) - 1).bit_length()  # each row's way into its entry (D107)
         a["ctrl_tile_bytes"] += core["kaleido_dcore", "tile table"] * (n_tiles + rows_out)
         a["ctrl_copy_bytes"] += dec_bytes * 2 * (M + commands)
     queued = int((np.asarray(dec) != REUSE).sum()) * n_cb

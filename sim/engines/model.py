@@ -54,6 +54,7 @@ from sim.timing.compact import (
     shared_stage_weights,
 )
 from sim.timing.cycle_model import op_cycles_tiled
+from sim.timing.delta_core import core_ways as dcore_ways
 from sim.timing.dispatch import position_order
 from sim.timing.memory import fold_bytes, fold_shortfall, op_memory
 
@@ -203,6 +204,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     except CompactError as err:
         raise SimError(str(err)) from None
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
+    # kaleido_dcore's accumulate ways (D107, D108): each issued row's way, where the model times the core as built
+    ways = dcore_ways(cfg) if delta and cfg.combine_timing == "rtl" else 1
+    rways = []
     # the RTL walk's commands per token and column block with one way: axis classes (delta), groups (compact)
     n_groups = len(delta_rules.classes(groups)) if delta else len(groups)
     # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
@@ -224,6 +228,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                 order, seg = delta_rules.slice_order(order, seg, t[1])
             seqs.append(t[0][order])
             valid.append((t[2] + t[3])[order])
+            issued = order
             if staged:  # segments numbered across the batch, in issue order
                 segs.append(seg + (segs[-1][-1] + 1 if segs and len(segs[-1]) else 0))
                 wsegs.append(segs[-1])
@@ -232,6 +237,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         elif delta:  # each band-tile issues for the s column blocks of its group in turn (D68)
             seqs.append(delta_rules.issue_order(t[0], n_cb, s))
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
+            issued = delta_rules.issue_order(np.arange(len(t[0]), dtype=np.int64), n_cb, s)
+        if delta and cfg.combine_timing == "rtl":
+            rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways))
         if delta:
             adds += delta_rules.combine_adds_delta(dec, op.N, groups)
         else:
@@ -261,13 +269,37 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),
                                cols is None) if delta else None
-        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups, walk)
+        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups, walk,
+                            (ways, np.concatenate(rways)) if delta else None)
     else:
         comb = combine_stall(adds, pools, cycles, cfg)
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "shared_weights": shared}
+
+
+def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,
+              fw: int, ways: int) -> np.ndarray:
+    """Each issued row's accumulate way in ``kaleido_dcore`` (docs/decisions.md D107, D108), int64 ``[rows]`` in issue
+    order (band-tile by band-tile, each band-tile's rows in drain order): ``(a M + t) mod W`` for token t of axis
+    class a (`sim.timing.delta_core.row_ways`), the tokens from `sim.timing.compact.band_tile_tokens`. ``dec`` one
+    batch element's decisions, ``group`` its band-tiles' groups, ``issued`` the issued band-tiles' indices. int8
+    (W <= 64): the op's rows are many (qk at 480p: hundreds of millions), their ways are small."""
+    from sim.timing.compact import band_rows, band_tile_tokens
+
+    F, H, W = grid  # noqa: N806
+    M = F * H * W  # noqa: N806
+    toks, off = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, band_rows(cfg), fw)
+    of_class = np.zeros(len(groups), dtype=np.int64)
+    for a, (_ax, idx) in enumerate(delta_rules.classes(groups)):
+        of_class[list(idx)] = a
+    issued = np.asarray(issued, dtype=np.int64)
+    n = off[issued + 1] - off[issued]
+    if not n.sum():
+        return np.zeros(0, dtype=np.int64)
+    start = np.repeat(off[issued] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
+    return ((np.repeat(of_class[group[issued]], n) * M + toks[start]) % ways).astype(np.int8)
 
 
 def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int, n_cb: int, n_classes: int,
@@ -312,7 +344,8 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
-                 M: int, n_cb: int, n_groups: int, walk: tuple | None = None) -> int:  # noqa: N803
+                 M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
+                 ways: tuple | None = None) -> int:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
     docs/decisions.md D104), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
@@ -320,19 +353,23 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
     array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``.
 
-    - delta (``kaleido_dcore``, D95, D104): every drained row through the one-way accumulate (a cycle's rows in
-      band-tile order); where the op issues segment by segment (``walk``, `_dcore_segments`: D84's chunk-major
-      order, or s = 1; not sliced) each (chunk, column block) segment is walked once whole
-      (`sim.timing.delta_core.blocks_done`, descriptors 2 cycles before their band-tiles' first slots), else one
-      walk over all segments after the last row (`sim.timing.delta_core.walk_done`); the batch's elements as one
-      run of segments;
+    - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
+      through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's
+      default, `sim.timing.delta_core.core_ways`); where the op issues segment by segment (``walk``,
+      `_dcore_segments`: D84's chunk-major order, or s = 1; not sliced) each (chunk, column block) segment is
+      walked once whole (descriptors 2 cycles before their band-tiles' first slots), else one walk over all
+      segments after the last row; the batch's elements as one run of segments. Timed by
+      `sim.timing.delta_core.ways_done`, `core_schedule`'s rule cycle by cycle (the pop's way conflicts and the
+      head's gate, a row of the walked segment's parity waiting, have no closed form: `blocks_done` leaves the
+      gate out), with as many count banks as segments (the RTL's `NB_BANKS` would raise ``overflow`` where the
+      descriptors run further ahead of the walk: what the walk would take with the banks it needs);
     - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
       tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
       first descriptor taken 2 cycles before its first slot, the gather keeping ahead)."""
     from sim.timing.compact import drain_reads
     from sim.timing.compact_accel import core_done, core_ways
     from sim.timing.cycle_model import PIPELINE_CYCLES
-    from sim.timing.delta_core import blocks_done, walk_done
+    from sim.timing.delta_core import ways_done
 
     band, first, last = sched
     q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
@@ -342,15 +379,14 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         starts = np.cumsum(v) - v
         out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
         tile_seg, seg_len, nb = walk
-        if tile_seg is not None:
-            f0, f1 = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
-            np.maximum.at(f1, tile_seg, first - 2)
-            f0[f1 >= 0] = 1 << 62
-            np.minimum.at(f0, tile_seg, first - 2)
+        W, rw = ways  # noqa: N806
+        if tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
             order = np.argsort(out, kind="stable")
-            done = blocks_done(out[order], np.repeat(tile_seg, v)[order], cycles, seg_len, f0, f1)
+            descs = (first - 2, tile_seg, v)
+            done = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
+                             max(nb, 1))
         else:
-            done = walk_done(out, cycles, int(seg_len.sum()))
+            done = ways_done(out, None, rw, cycles, False, seg_len, None, W)
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)

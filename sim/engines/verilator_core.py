@@ -224,7 +224,8 @@ class CoreEngine:
     def expected(self, op: CoreOp, bop=None) -> dict:
         """The core's cycles by its timing functions, computed apart from the RTL: ``rows`` ``{(token, cb): cycle}``,
         ``done``, and for ``kaleido_dcore`` ``fifo_max`` and ``overflow`` (`sim.timing.delta_accel` into
-        `sim.timing.delta_core.core_schedule`, the walk segment by segment where the op issues so, D104; compact:
+        `sim.timing.delta_core.core_schedule`, the walk segment by segment where the op issues so, D104, on the
+        core's accumulate ways with each row's way, `sim.timing.delta_core.row_ways`, D107, D108; compact:
         `sim.timing.compact_accel.caccel_cycles` into `core_cycles`), with the staging entries and lanes `hw.rtl`
         builds (2 B, `hw.delta_accel.LANES`)."""
         from hw.delta_accel import LANES
@@ -239,7 +240,7 @@ class CoreEngine:
             from hw.delta_core import segment_order
             from sim.timing.delta import classes
             from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps
-            from sim.timing.delta_core import core_schedule, fifo_rows, tile_segments
+            from sim.timing.delta_core import core_schedule, fifo_rows, row_ways, tile_segments
 
             widths = np.array([op.groups[t.group][1] - op.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
             rounds = gather_rounds([t.tokens for t in bop.tiles], R // B)
@@ -249,9 +250,14 @@ class CoreEngine:
             # each band-tile's segment; its descriptor taken at the gather's cycle + 2 (desc_valid, D104)
             sgs = tile_segments([(t.cb, int(t.tokens[0])) for t in bop.tiles], op.grid, R, n_cb, fw, s)
             descs = [(int(g[k]) + 2, sgs[k], int(bop.rows[k])) for k in range(len(sgs))]
-            rows, rsg = fifo_rows(band, last, bop.rows, sgs, cfg) if bop.tiles else (np.zeros(0, np.int64),) * 2
-            sch = core_schedule(rows, done, op.grid, n_cb, len(classes(op.groups)), R, segment_order(cm, s, n_cb),
-                                rsg, descs, fw, s)
+            # each row's accumulate way (a M + t) mod W on the core's W ways (D107; W = d by default, D108)
+            cls, W = classes(op.groups), self.core.ways  # noqa: N806
+            of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
+            rw = row_ways([t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles], M, W)
+            rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
+                              else (np.zeros(0, np.int64),) * 3)
+            sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, segment_order(cm, s, n_cb), rsg, descs, fw,
+                                s, W, way)
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (

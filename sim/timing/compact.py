@@ -222,6 +222,89 @@ def band_tile_sequence(dec, F, hw, R, brows, fw, widths, half_ok):  # noqa: N803
 
 
 @numba.njit(cache=True)
+def band_tile_tokens(dec, F, hw, R, brows, fw):  # noqa: N803
+    """The tokens of `band_tile_sequence`'s band-tiles, in the same order, each band-tile's rows as the controller
+    drains them: its COMPUTE tokens, then its PARTIAL ones, each in queue (raster) order
+    (`sim.timing.compact_reference.band_tiles`' ``compute + partial``; the cycle model's rows' accumulate ways,
+    `sim.timing.delta_core.row_ways`, docs/decisions.md D108).
+
+    Args:
+        dec: int8 ``[F * hw, G]`` decisions, raster token order; F, hw, R, brows, fw: as `band_tile_sequence`.
+    Returns:
+        ``(tokens, offsets)``: int64 ``[rows]``, the band-tiles' tokens one after the other, and int64 ``[T + 1]``,
+        band-tile t's at ``tokens[offsets[t]:offsets[t + 1]]``.
+    """
+    G = dec.shape[1]  # noqa: N806
+    npb = (hw + R - 1) // R
+    cap = F * hw * G
+    toks = np.empty(cap, dtype=np.int64)
+    offs = np.empty(cap + 1, dtype=np.int64)
+    qlen = F * min(R, hw) + 1  # a pool's tokens: a queue is emptied at every chunk's end
+    qc = np.empty((G, qlen), dtype=np.int64)
+    qp = np.empty((G, qlen), dtype=np.int64)
+    hc = np.zeros(G, dtype=np.int64)  # heads and tails
+    tc = np.zeros(G, dtype=np.int64)
+    hp = np.zeros(G, dtype=np.int64)
+    tp = np.zeros(G, dtype=np.int64)
+    n = 0
+    t = 0
+    offs[0] = 0
+    for pb in range(npb):
+        p0 = pb * R
+        p1 = min(p0 + R, hw)
+        for f in range(F):
+            for p in range(p0, p1):
+                row = f * hw + p
+                for g in range(G):
+                    d = dec[row, g]
+                    if d == 0:
+                        qc[g, tc[g]] = row
+                        tc[g] += 1
+                    elif d == 1:
+                        qp[g, tp[g]] = row
+                        tp[g] += 1
+            for g in range(G):
+                while tc[g] - hc[g] >= brows:
+                    for i in range(brows):
+                        toks[n] = qc[g, hc[g] + i]
+                        n += 1
+                    hc[g] += brows
+                    t += 1
+                    offs[t] = n
+                while tp[g] - hp[g] >= brows:
+                    for i in range(brows):
+                        toks[n] = qp[g, hp[g] + i]
+                        n += 1
+                    hp[g] += brows
+                    t += 1
+                    offs[t] = n
+            if (f + 1) % fw == 0 or f == F - 1:  # chunk end: flush
+                for g in range(G):
+                    c = tc[g] - hc[g]
+                    q = tp[g] - hp[g]
+                    if c + q == 0:
+                        hc[g] = tc[g] = hp[g] = tp[g] = 0
+                        continue
+                    for i in range(c):
+                        toks[n] = qc[g, hc[g] + i]
+                        n += 1
+                    k = q if c + q <= brows else brows - c
+                    for i in range(k):
+                        toks[n] = qp[g, hp[g] + i]
+                        n += 1
+                    t += 1
+                    offs[t] = n
+                    if k < q:
+                        for i in range(k, q):
+                            toks[n] = qp[g, hp[g] + i]
+                            n += 1
+                        t += 1
+                        offs[t] = n
+                    hc[g] = tc[g] = hp[g] = tp[g] = 0
+    return toks[:n], offs[:t + 1]
+
+
+@numba.njit(cache=True)
 def _band_issue(s_seq, occ, bands, ports_b, seg, fill, nbuf):
     """List-schedule band-tiles on ``bands`` bands: ``(band, first, last)`` int64 ``[T]`` each, the band
     each band-tile goes to and the cycles its first and last slots issue.

@@ -19,12 +19,16 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
 
-Plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `walk_done` and `blocks_done`,
-``done`` in closed form, and only with ``combine_timing = "rtl"`` (`sim.engines.model`, docs/decisions.md D104).
+`core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
+(``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with
+``combine_timing = "rtl"`` (`sim.engines.model`, D104). `walk_done` and `blocks_done` are one way's ``done`` in closed
+form (D104), `blocks_done` only where no row waits at the FIFO's head for its D buffer (at 480p rows do wait: the
+walk lags the array by many segments, D108).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 
@@ -80,6 +84,30 @@ def tile_segments(tiles, grid, R: int, n_cb: int, fw: int | None = None, s: int 
 
 #: Segments whose row counts ``kaleido_dcore`` holds at once (`hw.delta_core.NB_BANKS`).
 NB_BANKS = 8
+#: Bits of one SRAM macro at most (`hw.sram.MACRO_MAX_BITS`, restated so that the cycle model needs no Amaranth;
+#: tests/test_combine_timing.py checks `core_ways` equal to `hw.delta_combine.default_ways`).
+MACRO_MAX_BITS = 1 << 20
+
+
+def core_ways(cfg) -> int:
+    """``kaleido_dcore``'s accumulate ways by default (`hw.delta_combine.default_ways`, docs/decisions.md D108), plain
+    Python: the largest power of two W <= d whose D buffer, a third of ``psum_sram_kib`` in words of C ``acc_bits``
+    split into W ways of ``2^k``-word macros (`hw.sram.split_banks`, the remainder below a macro dropped), holds at
+    least ``array_rows`` words; 1 where one buffer holds fewer than that (the core refuses such a config)."""
+    word = cfg.array_cols * cfg.acc_bits
+    third = cfg.psum_sram_kib * 8192 // word // 3
+    if third < cfg.array_rows:
+        return 1
+
+    def depth(w: int) -> int:
+        words = third // w
+        bank = words if words * word <= MACRO_MAX_BITS else 1 << (max(1, MACRO_MAX_BITS // word).bit_length() - 1)
+        return w * bank * (words // bank)
+
+    w = 1 << (max(1, cfg.drain_rows_per_cycle).bit_length() - 1)
+    while w > 1 and depth(w) < cfg.array_rows:
+        w //= 2
+    return w
 
 
 def fifo_rows(band, last, rows, tile_cb, cfg, tile_vals=None) -> tuple[np.ndarray, ...]:
@@ -284,3 +312,118 @@ def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_
         g = max(int(row_done[b]), int(last[b]) + 2 if last[b] >= 0 else 0, min(int(nxt[b]), int(accel_done)), free)
         free = g + int(L[b]) + 1
     return g + int(L[-1]) + 4
+
+
+def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
+              banks: int | None = None) -> int:
+    """`core_schedule`'s ``done`` on W accumulate ways (docs/decisions.md D107, D108), without its per-row and per-Y
+    outputs: the same cycle-by-cycle rule (the pop's run of at most W written rows in distinct ways under the head's
+    gate, the segment counts, the walk segment by segment once whole or, without ``seg``, after the whole op) as a
+    numba loop, for the cycle model's ``combine_timing = "rtl"`` on whole ops (no closed form: way conflicts and the
+    gate depend on the rows' order; tests check it equal to `core_schedule`).
+
+    Args:
+        row_cycles, row_seg, row_way: int64 ``[rows]`` in the FIFO's order (`fifo_rows`; without ``seg`` any order,
+            sorted here, ``row_seg`` ignored): the cycle each row leaves ``kaleido_daccel``, its segment's ordinal,
+            its way (`row_ways`). accel_done: the controller's ``done``. seg: the op issues segment by segment.
+        per_seg: commands of each segment in walk order (int64 ``[segments]``; `segments`' lengths).
+        descs: ``(desc_valid cycles, segment ordinals, rows)``, int64 ``[band-tiles]`` each (with ``seg``).
+        ways: W, a power of two (1: D95's one row a cycle).
+        banks: segment count banks (default `NB_BANKS`, the RTL's: a descriptor `NB_BANKS` or more segments ahead
+            of the walk then shares its bank, where the RTL raises ``overflow``; the cycle model passes the op's
+            segments, so that no two share one: what the walk would take with the banks it needs, as it takes the
+            row FIFO as deep as the op needs).
+    """
+    c = np.asarray(row_cycles, dtype=np.int64)
+    rw = np.asarray(row_way) if row_way is not None else np.zeros(len(c), dtype=np.int8)  # its dtype kept (int8)
+    if seg:
+        rsg = np.asarray(row_seg, dtype=np.int64)
+    else:
+        order = np.argsort(c, kind="stable")
+        c, rw, rsg = c[order], rw[order], np.zeros(len(c), dtype=np.int64)
+    dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs) if descs is not None else (np.zeros(0, np.int64),) * 3
+    o = np.argsort(dc, kind="stable")
+    return int(_ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o], ds[o],
+                          dr[o], int(ways), int(banks or NB_BANKS)))
+
+
+@numba.njit(cache=True)
+def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  # noqa: N803, C901
+    """`ways_done`'s loop: `core_schedule`'s, state for state (its ``s1`` / ``s2`` stages as runs of the FIFO)."""
+    n = c.shape[0]
+    nd = dcyc.shape[0]
+    nseg = seg_len.shape[0]
+    exp = np.zeros(nbanks, dtype=np.int64)
+    got = np.zeros(nbanks, dtype=np.int64)
+    used = np.empty(ways, dtype=rw.dtype)
+    hi, anyd = 0, False
+    nw = rp = di = 0
+    s1a = s1n = s2a = s2n = 0  # each stage's rows: FIFO indices [a, a + n)
+    sg, walking, waiting, wend, start = 0, False, True, -1, -1
+    k = 1
+    while True:
+        while nw < n and c[nw] + 2 <= k:
+            nw += 1
+        bank = sg % nbanks
+        if seg:
+            whole = (T <= k or (anyd and hi > sg)) and exp[bank] == got[bank]
+        else:
+            fresh = nw < n and c[nw] <= k - 1
+            whole = T <= k and nw == rp and s1n == 0 and s2n == 0 and not fresh
+        par = sg % 2
+        gate = walking or (waiting and whole)
+        blocked = rp < nw and rsg[rp] % 2 == par and gate
+        npop = 0
+        if rp < nw and not blocked:
+            r = rp
+            while r < nw and r < rp + ways:
+                if rsg[r] % 2 == par and gate:
+                    break
+                dup = False
+                for u in range(npop):
+                    if used[u] == rw[r]:
+                        dup = True
+                if dup:
+                    break
+                used[npop] = rw[r]
+                npop += 1
+                r += 1
+        go = waiting and whole
+        if go:
+            for r in range(s1a, s1a + s1n):
+                if rsg[r] % 2 == par:
+                    go = False
+            for r in range(s2a, s2a + s2n):
+                if rsg[r] % 2 == par:
+                    go = False
+        for r in range(s2a, s2a + s2n):
+            b2 = rsg[r] % nbanks
+            if not (go and b2 == bank):
+                got[b2] += 1
+        while di < nd and dcyc[di] + 1 <= k:
+            b2 = dseg[di] % nbanks
+            if not (go and b2 == bank):
+                exp[b2] += drows[di]
+            anyd = True
+            hi = max(hi, dseg[di])
+            di += 1
+        if go:
+            exp[bank] = 0
+            got[bank] = 0
+        s2a, s2n = s1a, s1n
+        s1a, s1n = rp, npop
+        rp += npop
+        if walking and k == wend:
+            if sg == nseg - 1:
+                break
+            sg += 1
+            if seg:
+                walking, waiting = False, True
+            else:
+                wend = k + seg_len[sg]
+                start = k
+        elif go:
+            walking, waiting, wend = True, False, k + seg_len[sg]
+            start = k
+        k += 1
+    return start + seg_len[nseg - 1] + 4

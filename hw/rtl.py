@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         files = build([(cfg, args.out / cfg.name) for cfg in cfgs], plan, convert, render,
-                      jobs=args.jobs, cache=not args.force, log=print if args.verbose else None)
+                      jobs=args.jobs, cache=True, force=args.force, log=print if args.verbose else None)
     except OSError as err:
         print(f"error: cannot write Verilog under {args.out}: {err.strerror or err}", file=sys.stderr)
         return 2

@@ -165,7 +165,7 @@ def _inline(fn, *args) -> Future:
 
 
 def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert: Callable, render: Callable, *,
-          only: tuple[str, ...] | None = None, jobs: int = 1, cache: bool = False,
+          only: tuple[str, ...] | None = None, jobs: int = 1, cache: bool = False, force: bool = False,
           log: Callable[[str], None] | None = None) -> list[list[tuple[Path, str]]]:
     """Emit every part of every ``(cfg, folder)`` target (module docstring).
 
@@ -174,7 +174,9 @@ def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert
         plan, convert, render: the parts (module docstring).
         only: file stems to emit (default all); others are left out.
         jobs: worker processes (1: convert in this process).
-        cache: skip a file whose manifest entry still matches its inputs and bytes.
+        cache: skip a file whose manifest entry still matches its inputs and bytes, and write the manifest.
+        force: with `cache`, convert every part again (none kept) but still write the manifest, so the next run
+            keeps what this one wrote.
         log: called with one line per conversion (part, config name, CPU seconds).
 
     Returns:
@@ -197,7 +199,7 @@ def build(targets: list[tuple[AcceleratorConfig, Path]], plan: Callable, convert
                 key = _sha(json.dumps([fingerprint, cfg.model_dump(mode="json"), stem, repr(spec)]).encode())
                 entry, path = manifests[ti].get(f"{stem}.v"), folder / f"{stem}.v"
                 with contextlib.suppress(OSError):
-                    if entry and entry.get("key") == key and entry.get("sha256") == _sha(path.read_bytes()):
+                    if not force and entry and entry.get("key") == key and entry.get("sha256") == _sha(path.read_bytes()):
                         out[ti][stem] = (path, "kept")
                         continue
             work.append((ti, stem, spec, what, key))

@@ -46,8 +46,8 @@ def test_equal_modules_are_converted_once_in_parallel_and_match_a_fresh_emission
 def test_cache_keeps_unchanged_files_and_redoes_edited_or_changed_ones(tmp_path):
     cfg, folder = load_config("tiny-8x8"), tmp_path / "rtl"
 
-    def run(c=cfg):
-        [f] = build([(c, folder)], plan, convert, render, only=PARTS, cache=True)
+    def run(c=cfg, force=False):
+        [f] = build([(c, folder)], plan, convert, render, only=PARTS, cache=True, force=force)
         return {p.name: how for p, how in f}
 
     assert set(run().values()) == {"converted"}
@@ -62,6 +62,10 @@ def test_cache_keeps_unchanged_files_and_redoes_edited_or_changed_ones(tmp_path)
     (folder / MANIFEST).write_text("{not json")  # a damaged manifest trusts nothing
     assert set(run().values()) == {"converted"}
     assert set(json.loads((folder / MANIFEST).read_text())) == {f"{p}.v" for p in PARTS}
+    # force (`python -m hw.rtl --force`): every file converted again, the manifest still written for the next run
+    (folder / MANIFEST).unlink()
+    assert set(run(force=True).values()) == {"converted"}
+    assert set(run().values()) == {"kept"}
 
 
 def test_bad_jobs_is_a_one_line_error(tmp_path, capsys):

@@ -130,6 +130,38 @@ def test_captured_trace_through_core(which, dcore, ccore, captured_block):
         assert all(r["slices"] >= 8 * r["batch"] for r in res["per_op"])
 
 
+def test_ops_cut_into_fewer_groups_where_one_column_block_does_not_fit(dcore, captured_block, monkeypatch):
+    """A controller that holds fewer band-tiles than one column block of an op's whole group run (here
+    `hw.delta_accel.MAX_TILES` lowered below o_proj's count) runs the op in fewer groups a slice (`slices` halves the
+    run), the pieces' Y added on the host equal to the golden model's and every slice on its modelled cycles; one that
+    cannot hold even one group and one column block is one error saying why."""
+    import dataclasses
+
+    import hw.delta_accel
+    from algo.reuse.golden import decide
+    from sim.engines.rtl import golden_checksums
+    from sim.engines.verilator_core import Slice, _plan_piece, slices
+
+    trace = dataclasses.replace(captured_block, ops=[op for op in captured_block.ops if op.name == "o_proj"])
+    op = trace.ops[0]
+    groups = [g.as_tuple() for g in op.groups]
+    dec = decide(op.X[0], trace.grid, groups, op.theta, trace.b_msb)[0]
+    core_op = CoreOp(op.X[0], op.W[0], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
+    whole = _plan_piece(dcore, core_op, Slice(np.arange(op.M), tuple(trace.grid), list(range(len(groups))),
+                                              (0, dcore.cfg.array_cols)))
+    n = len(whole.tiles.tiles)  # one column block of all 8 groups (o_proj's K = 128 is one run)
+    monkeypatch.setattr(hw.delta_accel, "MAX_TILES", n - 1)
+    pieces = slices(dcore, core_op)
+    assert max(len(p.slice.groups) for p in pieces) < len(groups)  # cut by groups
+    assert all(len(p.tiles.tiles) < n for p in pieces)
+    res = trace_through_core(trace, dcore.cfg, dcore)
+    assert not res["per_op"][0]["errors"] and res["outputs_sha256"] == golden_checksums(trace)[0]
+    monkeypatch.setattr(hw.delta_accel, "MAX_TILES", 0)  # nothing fits: one line naming the band-tiles
+    with pytest.raises(RtlEngineError, match=r"does not fit dcore on tiny-8x8-delta: \d+ band-tiles, more than the "
+                                             r"controller's 0$"):
+        slices(dcore, core_op)
+
+
 def test_unfinished_run_is_an_error(dcore):
     # the host writes of a small case, then idle cycles without ``start``: ``done`` never comes within the wait
     from tests.test_rtl_delta import CASES

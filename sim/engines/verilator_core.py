@@ -373,17 +373,18 @@ def sub_op(op: CoreOp, sl: Slice) -> CoreOp:
     return CoreOp(X, W, sl.grid, groups, dec, op.x_unsigned, op.fused, op.plan)
 
 
-def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | None:
-    """`Piece` of ``sl``, or None where the core cannot hold it (`core_ports`, `hw.delta_accel.MAX_TILES`
-    band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``, its segment count banks against the
-    model's ``overflow``: a descriptor `hw.delta_core.NB_BANKS` segments ahead of the walk, D104)."""
+def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
+    """`Piece` of ``sl``, or why the core cannot hold it (one phrase): its ports' capacity (`core_ports`), more than
+    `hw.delta_accel.MAX_TILES` band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``, its segment
+    count banks against the model's ``overflow`` (a descriptor `hw.delta_core.NB_BANKS` segments ahead of the walk,
+    D104)."""
     from hw.delta_accel import MAX_TILES
 
     op = sub_op(full, sl)
     try:
         tl = tile_list(engine, op)
         if len(tl.tiles) > MAX_TILES:
-            return None
+            return f"{len(tl.tiles)} band-tiles, more than the controller's {MAX_TILES}"
         if engine.module == "ccore":
             from hw.compact_core import core_ports
 
@@ -393,10 +394,12 @@ def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | None:
 
             core_ports(engine.core, op.grid, op.groups, op.W.shape[1], op.fused)
         want = engine.expected(op, tl)
-    except ValueError:
-        return None
-    if engine.module == "dcore" and (want["fifo_max"] > engine.core.fifo or want["overflow"]):
-        return None
+    except ValueError as err:
+        return str(err)
+    if engine.module == "dcore" and want["fifo_max"] > engine.core.fifo:
+        return f"a row FIFO backlog of {want['fifo_max']} rows, more than its {engine.core.fifo} entries"
+    if engine.module == "dcore" and want["overflow"]:
+        return "a descriptor more segments ahead of the walk than its segment count banks"
     return Piece(sl, op, tl, want)
 
 
@@ -404,11 +407,12 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
     """The pieces `engine`'s core runs ``op`` in (module docstring): channel runs of whole groups (`_group_runs`),
     for ``kaleido_ccore`` sub-grids of whole image rows, then the most output column blocks per slice that the core
     holds (`_plan_piece`; the band-tiles and FIFO backlog grow with the column blocks, so the first slice's count,
-    found from one column block's, is tried first and lowered where a slice does not fit).
+    found from one column block's, is tried first and lowered where a slice does not fit). A run of groups that does
+    not fit even with one column block is halved (fewer channels a slice, added on the host) down to one group.
 
     Raises:
-        RtlEngineError: a piece the core cannot hold even with one column block, or a compact op whose ``h`` groups
-            would lose their neighbours."""
+        RtlEngineError: a piece of one group and one column block the core cannot hold (the message says why), or a
+            compact op whose ``h`` groups would lose their neighbours."""
     from hw.delta_accel import MAX_TILES
 
     cfg, acc = engine.cfg, engine.core.accel
@@ -429,28 +433,33 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
         idx = np.arange(M).reshape(F, H, W)
         tok_sets = [(idx[:, h0:h0 + hp, :].reshape(-1), (F, hp, W)) for h0 in range(0, H, hp)]
     out = []
-    for gs in _group_runs(cfg, op.groups, acc.max_k):
-        for toks, grid in tok_sets:
-            one = _plan_piece(engine, op, Slice(toks, grid, gs, (0, min(N, C))))
-            if one is None:
-                raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}) does not fit "
-                                     f"{engine.module} on {cfg.name}")
-            per = max(1, len(one.tiles.tiles))
-            fifo = one.want.get("fifo_max", 0)
-            nb = min(acc.max_nb, MAX_TILES // per, engine.core.fifo // max(1, fifo) if fifo else acc.max_nb)
-            cb0 = 0
-            while cb0 < n_cb:
-                for k in range(min(nb, n_cb - cb0), 0, -1):
-                    piece = (one if (cb0, k) == (0, 1) else
-                             _plan_piece(engine, op, Slice(toks, grid, gs, (cb0 * C, min(N, (cb0 + k) * C)))))
-                    if piece is not None:
-                        break
-                else:
-                    raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}, column block "
-                                         f"{cb0}) does not fit {engine.module} on {cfg.name}")
-                out.append(piece)
-                nb = k if cb0 + k < n_cb else nb
-                cb0 += k
+    runs = [(gs, toks, grid) for gs in _group_runs(cfg, op.groups, acc.max_k) for toks, grid in tok_sets]
+    while runs:
+        gs, toks, grid = runs.pop(0)
+        one = _plan_piece(engine, op, Slice(toks, grid, gs, (0, min(N, C))))
+        if isinstance(one, str) and len(gs) > 1:  # fewer groups a slice: a smaller backlog and fewer band-tiles
+            half = len(gs) // 2
+            runs[:0] = [(gs[:half], toks, grid), (gs[half:], toks, grid)]
+            continue
+        if isinstance(one, str):
+            raise RtlEngineError(f"a slice of one group and one column block (group {gs[0]}, grid {grid}) does "
+                                 f"not fit {engine.module} on {cfg.name}: {one}")
+        per = max(1, len(one.tiles.tiles))
+        fifo = one.want.get("fifo_max", 0)
+        nb = min(acc.max_nb, MAX_TILES // per, engine.core.fifo // max(1, fifo) if fifo else acc.max_nb)
+        cb0 = 0
+        while cb0 < n_cb:
+            for k in range(min(nb, n_cb - cb0), 0, -1):
+                piece = (one if (cb0, k) == (0, 1) else
+                         _plan_piece(engine, op, Slice(toks, grid, gs, (cb0 * C, min(N, (cb0 + k) * C)))))
+                if not isinstance(piece, str):
+                    break
+            else:
+                raise RtlEngineError(f"a slice of one column block (groups {gs}, grid {grid}, column block "
+                                     f"{cb0}) does not fit {engine.module} on {cfg.name}: {piece}")
+            out.append(piece)
+            nb = k if cb0 + k < n_cb else nb
+            cb0 += k
     return out
 
 

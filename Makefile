@@ -73,6 +73,7 @@ train: setup
 TEST_JOBS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
 
 test: setup
+	@case "$(TEST_JOBS)" in ''|*[!0-9]*) echo "error: TEST_JOBS=$(TEST_JOBS): expected a number of worker processes (0: one process)" >&2; exit 2;; esac
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist loadfile
 
 bench: setup

@@ -18,6 +18,9 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - a row of the walked segment's parity (or of a whole segment waiting to go) waits at the FIFO's head (``gated``);
 - the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
+- with V output ways (``out_ways``, docs/decisions.md D111: the model's rule, not built in RTL) the walk's cycles are
+  `segment_steps`: a run of V consecutive tokens of one class a cycle, so a segment takes `segment_step_counts`
+  cycles; ``buffers`` D buffers (2 as built) make a row wait only while a segment of its residue is walked.
 
 `core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
 (``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with

@@ -303,7 +303,8 @@ def test_ways_done_equals_core_schedule(seed):
             # D111's output ways and more D buffers (the model's what-if): the same rule in both
             sv = core_schedule(cyc, done, grid, n_cb, a, R, seg, cbs if seg else None, descs if seg else None,
                                ways=W, row_way=way, out_ways=V, buffers=nbuf)
-            assert ways_done(cyc, cbs, way, done, seg, vlens, dz, W, len(lens), nbuf) == sv["done"], (sub, seg, V)
+            got = ways_done(cyc, cbs, way, done, seg, vlens, dz if seg else None, W, len(lens), nbuf, detail=True)
+            assert got == {"done": sv["done"], "ahead": sv["ahead"], "bypass": sv["bypass"]}, (sub, seg, V)
     assert gated > 0  # the gate is exercised
 
 
@@ -374,6 +375,9 @@ def test_output_ways_schedule_by_hand():
     two = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1], out_ways=2)
     assert two["done"] == 19 and two["rows"] == {(0, 0): 16, (1, 0): 16, (2, 0): 18}
     assert ways_done([6, 5, 5], None, [0, 1, 1], 9, False, [2, 2], None, 2) == 19
+    # in the FIFO's order the rows leave at 5, 5, 6 (ways 1, 1, 0) and pop at 7, 8, 8: the second waits behind the
+    # first (way 1), the first and third pop the cycle after their write (a bypass would skip their write and read)
+    assert two["bypass"] == 2 and list(two["acc"]) == [9, 10, 10]
     with pytest.raises(ValueError, match="out_ways = 4: a power of two, at most ways = 2"):
         core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1], out_ways=4)
     with pytest.raises(ValueError, match="buffers = 1"):

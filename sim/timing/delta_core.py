@@ -213,7 +213,9 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
         "overflow": a descriptor named a segment NB_BANKS or more past the walked one, "gated": cycles a row waited
-        at the FIFO's head for its D buffer (its segment's parity walked)}``.
+        at the FIFO's head for its D buffer (its segment's parity walked), "ahead": the most segments a counted
+        descriptor was past the walked one, "bypass": rows popped the cycle after their write (the earliest: a
+        FIFO bypass could skip their write and read, docs/decisions.md D111)}``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
@@ -305,7 +307,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                 if a == n_classes - 1:
                     rows[(t, b)] = start + 4 + j
     return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
-            "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead}
+            "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead,
+            "bypass": int((acc - 4 == c).sum()) if n else 0}
 
 
 def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
@@ -365,7 +368,7 @@ def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_
 
 
 def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              banks: int | None = None, buffers: int = 2) -> int:
+              banks: int | None = None, buffers: int = 2, detail: bool = False):
     """`core_schedule`'s ``done`` on W accumulate ways (docs/decisions.md D107, D108), without its per-row and per-Y
     outputs: the same cycle-by-cycle rule (the pop's run of at most W written rows in distinct ways under the head's
     gate, the segment counts, the walk segment by segment once whole or, without ``seg``, after the whole op) as a
@@ -385,6 +388,7 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             segments, so that no two share one: what the walk would take with the banks it needs, as it takes the
             row FIFO as deep as the op needs).
         buffers: D buffers (`core_schedule`'s; 2 as built).
+        detail: return ``{"done", "ahead", "bypass"}`` (`core_schedule`'s) instead of ``done``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.asarray(row_way) if row_way is not None else np.zeros(len(c), dtype=np.int8)  # its dtype kept (int8)
@@ -395,8 +399,9 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         c, rw, rsg = c[order], rw[order], np.zeros(len(c), dtype=np.int64)
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs) if descs is not None else (np.zeros(0, np.int64),) * 3
     o = np.argsort(dc, kind="stable")
-    return int(_ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o], ds[o],
-                          dr[o], int(ways), int(banks or NB_BANKS), int(buffers)))
+    done, ahead, byp = _ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o],
+                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers))
+    return {"done": int(done), "ahead": int(ahead), "bypass": int(byp)} if detail else int(done)
 
 
 @numba.njit(cache=True)
@@ -412,6 +417,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
     nw = rp = di = 0
     s1a = s1n = s2a = s2n = 0  # each stage's rows: FIFO indices [a, a + n)
     sg, walking, waiting, wend, start = 0, False, True, -1, -1
+    ahead = byp = 0
     k = 1
     while True:
         while nw < n and c[nw] + 2 <= k:
@@ -438,6 +444,8 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
                 if dup:
                     break
                 used[npop] = rw[r]
+                if c[r] + 2 == k:
+                    byp += 1
                 npop += 1
                 r += 1
         go = waiting and whole
@@ -458,6 +466,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
                 exp[b2] += drows[di]
             anyd = True
             hi = max(hi, dseg[di])
+            ahead = max(ahead, dseg[di] - sg)
             di += 1
         if go:
             exp[bank] = 0
@@ -478,4 +487,4 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             walking, waiting, wend = True, False, k + seg_len[sg]
             start = k
         k += 1
-    return start + seg_len[nseg - 1] + 4
+    return start + seg_len[nseg - 1] + 4, ahead, byp

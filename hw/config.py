@@ -164,6 +164,14 @@ class AcceleratorConfig(BaseModel):
         "design's combine, combine_lanes adders overlapped pool by pool: sim.timing.compact.combine_stall) or rtl "
         "(the combine as kaleido_ccore and kaleido_dcore are built today, docs/decisions.md D104: "
         "sim.timing.compact_accel.core_done, sim.timing.delta_core.walk_done)")
+    dcore_out_ways: int = Field(
+        1, gt=0, description="delta, combine_timing = rtl: tokens kaleido_dcore's output walk takes a cycle (power "
+        "of two, at most the core's accumulate ways, sim.timing.delta_core.core_ways); 1 = as built; more = the "
+        "output ways docs/decisions.md D111 designs, timed by the model, not built in RTL")
+    dcore_d_buffers: int = Field(
+        2, ge=2, description="delta, combine_timing = rtl: kaleido_dcore's D buffers; a drained row of segment k "
+        "waits at the row FIFO's head while a segment of k's residue mod this is walked (the head's gate, "
+        "docs/decisions.md D108); 2 = as built; more = D111's what-if, not built")
 
     @field_validator("organisation")
     @classmethod
@@ -182,6 +190,7 @@ class AcceleratorConfig(BaseModel):
     @field_validator(
         "array_rows", "array_cols", "drain_rows_per_cycle", "partial_regs",
         "input_sram_kib", "weight_sram_kib", "output_sram_kib", "partial_sram_kib", "compact_bands",
+        "dcore_out_ways",
     )
     @classmethod
     def _pow2(cls, v: int) -> int:

@@ -79,7 +79,8 @@ into ``kaleido_daccel`` and the decision copies through the same port (the chunk
 Ways by default (D108): ``ways`` is `hw.delta_combine.default_ways` (d on the shipped configs) unless asked for, and
 `hw.rtl`, the compiled engine, the cycle model's ``combine_timing = "rtl"`` and the cost inventory follow it.
 Not in this slice (D95, D104, D107): output ways (the walk issues one
-command a cycle: on the 128 x 128 ops with d ways its M n_cb A commands bind), D68's order with s > 1 walked per
+command a cycle: on the 128 x 128 ops with d ways its M n_cb A commands bind; designed in docs/decisions.md D111,
+timed by `sim.timing.delta_core.segment_steps`), D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
 `core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).

@@ -103,9 +103,10 @@ def test_core_done_equals_core_cycles(seed):
     assert core_done(T, M, n, (last_row, first_desc)) == core_cycles(T, M, n, (last_row, first_desc))[1]
 
 
-def _op(org: str, timing: str, s: int | None = None):
+def _op(org: str, timing: str, s: int | None = None, **extra):
     """One op on tiny-8x8 as ``org`` (B = 2 bands, d = 2, no weight stage): grid 2 x 2 x 4, K = 16 in two frame
-    groups (one axis class), N = 16 (two column blocks); frame 0 COMPUTEs, frame 1 REUSEs group 0."""
+    groups (one axis class), N = 16 (two column blocks); frame 0 COMPUTEs, frame 1 REUSEs group 0; ``extra``: more
+    config fields."""
     from algo.trace import Group, OpRecord, pack_decisions
     from sim.engines.model import simulate_op
 
@@ -115,7 +116,7 @@ def _op(org: str, timing: str, s: int | None = None):
     op = OpRecord("o_proj", 0, 0, None, None, [Group(0, 8, "f"), Group(8, 16, "f")], (0.0, 0.0),
                   dims=(1, 16, K, N), decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
     cfg = config_from_dict(load_config("tiny-8x8").model_dump() | {
-        "organisation": org, "psum_sram_kib": 64, "compact_bands": 2, "combine_timing": timing})
+        "organisation": org, "psum_sram_kib": 64, "compact_bands": 2, "combine_timing": timing, **extra})
     if s is None:
         return simulate_op(op, grid, 4, cfg), cfg, grid
     from unittest import mock
@@ -264,7 +265,7 @@ def test_ways_done_equals_core_schedule(seed):
     """`ways_done` (the model's numba loop) against `core_schedule` on seeded ops of 1-4 column blocks (a segment
     each), 1-3 classes, on 1, 2 and 4 ways with random row ways, segment by segment (descriptors a few cycles ahead
     of their rows; rows that wait for their D buffer included) and after the whole op."""
-    from sim.timing.delta_core import segments, ways_done
+    from sim.timing.delta_core import segment_step_counts, segments, ways_done
 
     gated = 0
     for sub in range(20):
@@ -290,6 +291,8 @@ def test_ways_done_equals_core_schedule(seed):
         done = int(max(cyc.max() + 1 if len(cyc) else 0, t))
         lens = [len(sg) for sg in segments(grid, n_cb, a, R)]
         dz = tuple(np.array(x) for x in zip(*descs, strict=True)) if descs else None
+        V, nbuf = int(rng.choice([v for v in (1, 2, 4) if v <= W])), int(rng.integers(2, 5))  # noqa: N806
+        vlens = segment_step_counts(grid, n_cb, a, R, out_ways=V)
         for seg in (True, False):
             sch = core_schedule(cyc, done, grid, n_cb, a, R, seg, cbs if seg else None, descs if seg else None,
                                 ways=W, row_way=way)
@@ -297,6 +300,11 @@ def test_ways_done_equals_core_schedule(seed):
             # the cycle model's count banks, one per segment: the same where the RTL's 8 do not overflow (here never)
             assert not sch["overflow"] and ways_done(cyc, cbs, way, done, seg, lens, dz, W, len(lens)) == sch["done"]
             gated += sch["gated"] > 0
+            # D111's output ways and more D buffers (the model's what-if): the same rule in both
+            sv = core_schedule(cyc, done, grid, n_cb, a, R, seg, cbs if seg else None, descs if seg else None,
+                               ways=W, row_way=way, out_ways=V, buffers=nbuf)
+            got = ways_done(cyc, cbs, way, done, seg, vlens, dz if seg else None, W, len(lens), nbuf, detail=True)
+            assert got == {"done": sv["done"], "ahead": sv["ahead"], "bypass": sv["bypass"]}, (sub, seg, V)
     assert gated > 0  # the gate is exercised
 
 
@@ -333,3 +341,72 @@ def test_dcore_ways_are_the_cores(name):
 
     cfg = load_config(name)
     assert core_ways(cfg) == default_ways(cfg) == discard(DeltaCore(cfg)).ways == cfg.drain_rows_per_cycle
+
+
+def test_output_ways_steps_by_hand():
+    """`segment_steps` (docs/decisions.md D111): grid 2 x 1 x 5 (hw = 5), R = 4, one column block, 2 classes, V = 2:
+    segment 0 is pool 0 (positions 0-3) over both frames: per frame the runs (0, 1), (2, 3), per run class 0 then 1:
+    2 x 2 x 2 = 8 steps; segment 1, pool 1 (position 4 alone): 2 frames x 1 run x 2 classes = 4 steps; each
+    segment's commands those of `segments`. V = 1 is `segments`, one command a step."""
+    from sim.timing.delta_core import segment_step_counts, segment_steps, segments
+
+    st = segment_steps((2, 1, 5), 1, 2, 4, out_ways=2)
+    assert [len(x) for x in st] == [8, 4] == segment_step_counts((2, 1, 5), 1, 2, 4, out_ways=2).tolist()
+    assert st[0][0] == ((0, 0, 0), (1, 0, 0)) and st[0][3] == ((2, 0, 1), (3, 0, 1))
+    assert st[0][4] == ((5, 0, 0), (6, 0, 0))  # frame 1: token 5 + position
+    assert st[1] == [((4, 0, 0),), ((4, 0, 1),), ((9, 0, 0),), ((9, 0, 1),)]
+    # the same commands per segment, a run's classes after its tokens
+    assert [sorted(c for step in sg for c in step) for sg in st] == [sorted(x) for x in segments((2, 1, 5), 1, 2, 4)]
+    one = segment_steps((2, 1, 5), 1, 2, 4)
+    assert [[c[0] for c in sg] for sg in one] == segments((2, 1, 5), 1, 2, 4) and all(len(c) == 1 for sg in one
+                                                                                          for c in sg)
+
+
+def test_output_ways_schedule_by_hand():
+    """`core_schedule` with V = 2 output ways on tests/test_rtl_dcore.py's hand op (grid 1 x 1 x 3, 2 classes,
+    R = 2, rows leaving at 6, 5, 5 in ways 0, 1, 1 on 2 accumulate ways; the walk after the op, from 11): segment 0
+    (tokens 0, 1) is 2 steps, read at 12, 13, both Y rows at 11 + 4 + 1 = 16; segment 1 (token 2) starts at 13,
+    its Y row at 13 + 4 + 1 = 18; done 13 + 2 + 4 = 19, against one command a cycle's 21 (rows 16, 18, 20).
+    `ways_done` on the step counts [2, 2] agrees; V above the accumulate ways and fewer than 2 buffers are refused."""
+    from sim.timing.delta_core import ways_done
+
+    one = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1])
+    assert one["done"] == 21 and one["rows"] == {(0, 0): 16, (1, 0): 18, (2, 0): 20}
+    two = core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1], out_ways=2)
+    assert two["done"] == 19 and two["rows"] == {(0, 0): 16, (1, 0): 16, (2, 0): 18}
+    assert ways_done([6, 5, 5], None, [0, 1, 1], 9, False, [2, 2], None, 2) == 19
+    # in the FIFO's order the rows leave at 5, 5, 6 (ways 1, 1, 0) and pop at 7, 8, 8: the second waits behind the
+    # first (way 1), the first and third pop the cycle after their write (a bypass would skip their write and read)
+    assert two["bypass"] == 2 and list(two["acc"]) == [9, 10, 10]
+    with pytest.raises(ValueError, match="out_ways = 4: a power of two, at most ways = 2"):
+        core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, ways=2, row_way=[0, 1, 1], out_ways=4)
+    with pytest.raises(ValueError, match="buffers = 1"):
+        core_schedule([6, 5, 5], 9, (1, 1, 3), 1, 2, 2, buffers=1)
+
+
+def test_model_times_output_ways_and_buffers():
+    """``dcore_out_ways`` = 2 and ``dcore_d_buffers`` = 3 (D111's what-if) through `simulate_op`: the combine stall
+    is `core_schedule`'s with ``out_ways`` = 2 and ``buffers`` = 3 over the model's schedule (as
+    `test_model_times_the_delta_core_as_built`, s = 1: segment by segment), and less than the core as built;
+    ``dcore_out_ways`` above the core's 2 accumulate ways is refused, and a config's ``dcore_out_ways`` must be a
+    power of two."""
+    from sim.engines.model import SimError
+
+    groups = [(0, 8, "f"), (8, 16, "f")]
+    dec = np.full((16, 2), COMPUTE, dtype=np.int8)
+    dec[8:, 0] = REUSE
+    built, _, _ = _op("delta", "rtl", s=1)
+    t, cfg, grid = _op("delta", "rtl", s=1, dcore_out_ways=2, dcore_d_buffers=3)
+    c = t.compact
+    band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
+    n = len(c["s_seq"]) // 2
+    _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 1, 2)
+    cyc, cbs, way = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg, rw)
+    descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c["rows"], strict=True))]
+    sch = core_schedule(cyc, c["cycles"], grid, 2, 1, cfg.array_rows, True, cbs, descs, ways=2, row_way=way,
+                        out_ways=2, buffers=3)
+    assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] < built.stall_cycles["combine"]
+    with pytest.raises(SimError, match="dcore_out_ways = 4 exceeds kaleido_dcore's 2 accumulate ways"):
+        _op("delta", "rtl", dcore_out_ways=4)
+    with pytest.raises(ValueError, match="must be a power of two, got 3"):
+        config_from_dict(load_config("tiny-8x8").model_dump() | {"dcore_out_ways": 3})

@@ -206,6 +206,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
     # kaleido_dcore's accumulate ways (D107, D108): each issued row's way, where the model times the core as built
     ways = dcore_ways(cfg) if delta and cfg.combine_timing == "rtl" else 1
+    if delta and cfg.combine_timing == "rtl" and cfg.dcore_out_ways > ways:  # D111: the walk's reads in distinct ways
+        raise SimError(f"{cfg.name}: dcore_out_ways = {cfg.dcore_out_ways} exceeds kaleido_dcore's {ways} "
+                       "accumulate ways")
     rways = []
     # the RTL walk's commands per token and column block with one way: axis classes (delta), groups (compact)
     n_groups = len(delta_rules.classes(groups)) if delta else len(groups)
@@ -308,19 +311,21 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
     after the other, or None where the op is not issued segment by segment; each segment's commands; segments)``.
     ``chunks``: per batch element its band-tiles' chunks (`compact_tiles`); the issue order D84's chunk-major
     (per column-block group, chunk, column block) or D68's (segment by segment only with s = 1); ``whole`` False
-    (a sliced op, D88): not segment by segment."""
+    (a sliced op, D88): not segment by segment. A segment's walk cycles are its commands, or with
+    ``cfg.dcore_out_ways`` V > 1 (D111's output ways, not built) `sim.timing.delta_core.segment_step_counts`'."""
     from sim.timing.delta import column_groups
     from sim.timing.delta_core import segment_base
 
     F, H, W = grid  # noqa: N806
-    R, hw = cfg.array_rows, H * W  # noqa: N806
+    R, hw, V = cfg.array_rows, H * W, cfg.dcore_out_ways  # noqa: N806
     nfc, npool = -(-F // fw), -(-hw // R)
     nch = nfc * npool
     seg_len = []  # the walk's order: group, pool, chunk of frames, column block
     for g0 in range(0, n_cb, s):
         for pool in range(npool):
             for fc in range(nfc):
-                seg_len += [min(R, hw - pool * R) * (min(F, fc * fw + fw) - fc * fw) * n_classes] * min(s, n_cb - g0)
+                seg_len += [-(-min(R, hw - pool * R) // V) * (min(F, fc * fw + fw) - fc * fw) * n_classes] \
+                    * min(s, n_cb - g0)
     nseg = len(seg_len)
     if not whole or not (chunk_major or s == 1 or n_cb == 1):
         return None, np.asarray(seg_len * len(chunks), dtype=np.int64), nseg * len(chunks)
@@ -384,9 +389,9 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
             order = np.argsort(out, kind="stable")
             descs = (first - 2, tile_seg, v)
             done = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
-                             max(nb, 1))
+                             max(nb, 1), cfg.dcore_d_buffers)
         else:
-            done = ways_done(out, None, rw, cycles, False, seg_len, None, W)
+            done = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=cfg.dcore_d_buffers)
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)

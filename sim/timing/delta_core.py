@@ -18,6 +18,9 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - a row of the walked segment's parity (or of a whole segment waiting to go) waits at the FIFO's head (``gated``);
 - the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
+- with V output ways (``out_ways``, docs/decisions.md D111: the model's rule, not built in RTL) the walk's cycles are
+  `segment_steps`: a run of V consecutive tokens of one class a cycle, so a segment takes `segment_step_counts`
+  cycles; ``buffers`` D buffers (2 as built) make a row wait only while a segment of its residue is walked.
 
 `core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
 (``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with
@@ -55,6 +58,44 @@ def commands(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # 
              s: int | None = None) -> list[tuple[int, int, int]]:
     """The output walk's commands in order, ``(token, column block, class)``: `segments` one after the other."""
     return [c for sg in segments(grid, n_cb, n_classes, R, fw, s) for c in sg]
+
+
+def segment_steps(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None, s: int | None = None,  # noqa: N803
+                  out_ways: int = 1) -> list[list[tuple[tuple[int, int, int], ...]]]:
+    """The output walk's cycles per segment (`segments`' order) with ``out_ways`` V output ways (docs/decisions.md
+    D111, the model's rule; the RTL walks one command a cycle, V = 1): per frame of the segment's chunk, per run of
+    V consecutive positions of the pool (the pool's last run the rest), per class, one *step*: the run's commands
+    ``(token, column block, class)`` in one cycle. A run's tokens are consecutive, so V <= W accumulate ways puts
+    their D words ``(a M + t) mod W`` in distinct ways (`row_ways`). V = 1: `segments`' commands, one a step."""
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    fw, s = fw or F, s or n_cb
+    out = []
+    for g0 in range(0, n_cb, s):
+        for pool in range(0, hw, R):
+            pend = min(pool + R, hw)
+            for f0 in range(0, F, fw):
+                for cb in range(g0, min(g0 + s, n_cb)):
+                    out.append([tuple((f * hw + p, cb, a) for p in range(q0, min(q0 + out_ways, pend)))
+                                for f in range(f0, min(f0 + fw, F)) for q0 in range(pool, pend, out_ways)
+                                for a in range(n_classes)])
+    return out
+
+
+def segment_step_counts(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # noqa: N803
+                        s: int | None = None, out_ways: int = 1) -> np.ndarray:
+    """int64 ``[segments]``: each segment's walk cycles, `segment_steps`' lengths, without the commands: frames x
+    ``ceil(pool positions / out_ways)`` x classes (the cycle model's `ways_done` ``per_seg``)."""
+    F, H, W = grid  # noqa: N806
+    hw = H * W
+    fw, s = fw or F, s or n_cb
+    out = []
+    for g0 in range(0, n_cb, s):
+        for pool in range(0, hw, R):
+            runs = -(-(min(pool + R, hw) - pool) // out_ways)
+            for f0 in range(0, F, fw):
+                out += [(min(f0 + fw, F) - f0) * runs * n_classes] * min(s, n_cb - g0)
+    return np.asarray(out, dtype=np.int64)
 
 
 def segment_base(cb: int, s: int, n_cb: int, chunks: int) -> int:
@@ -149,7 +190,7 @@ def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  #
 
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
-                  ways: int = 1, row_way=None) -> dict:
+                  ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -163,24 +204,34 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             ``[rows]``, each row's way, `row_ways`, in the same order as ``row_cycles``) is needed. A cycle pops the
             FIFO's longest run from its head of at most W rows, each written, none waiting for its D buffer (the
             head's rule, row by row) and in W distinct ways.
+        out_ways: V, the output walk's tokens a cycle (`segment_steps`; docs/decisions.md D111, the model's rule,
+            not built: the RTL is V = 1), a power of two <= ``ways``.
+        buffers: D buffers (docs/decisions.md D111's what-if; the RTL has 2): segment k accumulates into buffer
+            k mod ``buffers``, and a row waits at the FIFO's head while a segment of its residue is walked.
 
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
         "overflow": a descriptor named a segment NB_BANKS or more past the walked one, "gated": cycles a row waited
-        at the FIFO's head for its D buffer (its segment's parity walked)}``.
+        at the FIFO's head for its D buffer (its segment's parity walked), "ahead": the most segments a counted
+        descriptor was past the walked one, "bypass": rows popped the cycle after their write (the earliest: a
+        FIFO bypass could skip their write and read, docs/decisions.md D111)}``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
     if ways > 1 and row_way is None:
         raise ValueError(f"ways = {ways} needs row_way")
+    if out_ways < 1 or out_ways & (out_ways - 1) or out_ways > ways:
+        raise ValueError(f"out_ways = {out_ways}: a power of two, at most ways = {ways}")
+    if buffers < 2:
+        raise ValueError(f"buffers = {buffers}: at least 2")
     if not seg:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
         rsg = np.zeros(len(c), dtype=np.int64)
     else:
         rsg = np.asarray(row_seg, dtype=np.int64)
-    segs = segments(grid, n_cb, n_classes, R, fw, s)
+    segs = segment_steps(grid, n_cb, n_classes, R, fw, s, out_ways)
     dq = sorted(descs or [])
     T = int(accel_done)  # noqa: N806
     n = len(c)
@@ -204,20 +255,20 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         else:
             fresh = n and int(np.searchsorted(c, k - 1, side="right")) > nw  # a row written this cycle
             whole = T <= k and nw == rp and not s1 and not s2 and not fresh
-        par = sg % 2
+        par = sg % buffers
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[rp] % 2 == par and gate
+        blocked = rp < nw and rsg[rp] % buffers == par and gate
         pops = []
         if rp < nw and not blocked:
             used = set()
             for r in range(rp, min(nw, rp + ways)):
-                if (rsg[r] % 2 == par and gate) or rw[r] in used:
+                if (rsg[r] % buffers == par and gate) or rw[r] in used:
                     break
                 used.add(rw[r])
                 pops.append(r)
         gated += bool(blocked)
-        go = (waiting and whole and not any(rsg[r] % 2 == par for r in s1)
-              and not any(rsg[r] % 2 == par for r in s2))
+        go = (waiting and whole and not any(rsg[r] % buffers == par for r in s1)
+              and not any(rsg[r] % buffers == par for r in s2))
         # end of cycle k: the registers
         for r in s2:
             acc[r] = k
@@ -250,12 +301,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             starts.append(k)
         k += 1
     rows = {}
-    for start, cmds in zip(starts, segs, strict=True):
-        for j, (t, b, a) in enumerate(cmds):
-            if a == n_classes - 1:
-                rows[(t, b)] = start + 4 + j
+    for start, steps in zip(starts, segs, strict=True):
+        for j, step in enumerate(steps):
+            for t, b, a in step:
+                if a == n_classes - 1:
+                    rows[(t, b)] = start + 4 + j
     return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
-            "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead}
+            "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead,
+            "bypass": int((acc - 4 == c).sum()) if n else 0}
 
 
 def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
@@ -315,7 +368,7 @@ def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_
 
 
 def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              banks: int | None = None) -> int:
+              banks: int | None = None, buffers: int = 2, detail: bool = False):
     """`core_schedule`'s ``done`` on W accumulate ways (docs/decisions.md D107, D108), without its per-row and per-Y
     outputs: the same cycle-by-cycle rule (the pop's run of at most W written rows in distinct ways under the head's
     gate, the segment counts, the walk segment by segment once whole or, without ``seg``, after the whole op) as a
@@ -326,13 +379,16 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         row_cycles, row_seg, row_way: int64 ``[rows]`` in the FIFO's order (`fifo_rows`; without ``seg`` any order,
             sorted here, ``row_seg`` ignored): the cycle each row leaves ``kaleido_daccel``, its segment's ordinal,
             its way (`row_ways`). accel_done: the controller's ``done``. seg: the op issues segment by segment.
-        per_seg: commands of each segment in walk order (int64 ``[segments]``; `segments`' lengths).
+        per_seg: walk cycles of each segment in walk order (int64 ``[segments]``; `segments`' lengths, or with
+            output ways `segment_step_counts`', docs/decisions.md D111).
         descs: ``(desc_valid cycles, segment ordinals, rows)``, int64 ``[band-tiles]`` each (with ``seg``).
         ways: W, a power of two (1: D95's one row a cycle).
         banks: segment count banks (default `NB_BANKS`, the RTL's: a descriptor `NB_BANKS` or more segments ahead
             of the walk then shares its bank, where the RTL raises ``overflow``; the cycle model passes the op's
             segments, so that no two share one: what the walk would take with the banks it needs, as it takes the
             row FIFO as deep as the op needs).
+        buffers: D buffers (`core_schedule`'s; 2 as built).
+        detail: return ``{"done", "ahead", "bypass"}`` (`core_schedule`'s) instead of ``done``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.asarray(row_way) if row_way is not None else np.zeros(len(c), dtype=np.int8)  # its dtype kept (int8)
@@ -343,12 +399,13 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         c, rw, rsg = c[order], rw[order], np.zeros(len(c), dtype=np.int64)
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs) if descs is not None else (np.zeros(0, np.int64),) * 3
     o = np.argsort(dc, kind="stable")
-    return int(_ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o], ds[o],
-                          dr[o], int(ways), int(banks or NB_BANKS)))
+    done, ahead, byp = _ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o],
+                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers))
+    return {"done": int(done), "ahead": int(ahead), "bypass": int(byp)} if detail else int(done)
 
 
 @numba.njit(cache=True)
-def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  # noqa: N803, C901
+def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf):  # noqa: N803, C901
     """`ways_done`'s loop: `core_schedule`'s, state for state (its ``s1`` / ``s2`` stages as runs of the FIFO)."""
     n = c.shape[0]
     nd = dcyc.shape[0]
@@ -360,6 +417,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  #
     nw = rp = di = 0
     s1a = s1n = s2a = s2n = 0  # each stage's rows: FIFO indices [a, a + n)
     sg, walking, waiting, wend, start = 0, False, True, -1, -1
+    ahead = byp = 0
     k = 1
     while True:
         while nw < n and c[nw] + 2 <= k:
@@ -370,14 +428,14 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  #
         else:
             fresh = nw < n and c[nw] <= k - 1
             whole = T <= k and nw == rp and s1n == 0 and s2n == 0 and not fresh
-        par = sg % 2
+        par = sg % nbuf
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[rp] % 2 == par and gate
+        blocked = rp < nw and rsg[rp] % nbuf == par and gate
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
-                if rsg[r] % 2 == par and gate:
+                if rsg[r] % nbuf == par and gate:
                     break
                 dup = False
                 for u in range(npop):
@@ -386,15 +444,17 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  #
                 if dup:
                     break
                 used[npop] = rw[r]
+                if c[r] + 2 == k:
+                    byp += 1
                 npop += 1
                 r += 1
         go = waiting and whole
         if go:
             for r in range(s1a, s1a + s1n):
-                if rsg[r] % 2 == par:
+                if rsg[r] % nbuf == par:
                     go = False
             for r in range(s2a, s2a + s2n):
-                if rsg[r] % 2 == par:
+                if rsg[r] % nbuf == par:
                     go = False
         for r in range(s2a, s2a + s2n):
             b2 = rsg[r] % nbanks
@@ -406,6 +466,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  #
                 exp[b2] += drows[di]
             anyd = True
             hi = max(hi, dseg[di])
+            ahead = max(ahead, dseg[di] - sg)
             di += 1
         if go:
             exp[bank] = 0
@@ -426,4 +487,4 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks):  #
             walking, waiting, wend = True, False, k + seg_len[sg]
             start = k
         k += 1
-    return start + seg_len[nseg - 1] + 4
+    return start + seg_len[nseg - 1] + 4, ahead, byp

@@ -10,7 +10,8 @@ chunk-major one, its qk-like cases, and two seeded synthetic ops at the balanced
 group `sim.timing.delta.plan`, D84's order). ``kaleido_dcore`` holds one chunk (its D buffer, D95), so the
 128 x 128 lines are what its walk would take, not runs it can do.
 
-``python -m tests.rtl.dcore_overhead`` prints one line per op, and for the 128 x 128 ops `what_if`'s estimates.
+``python -m tests.rtl.dcore_overhead`` prints one line per op, and for the 128 x 128 ops `what_if`'s estimates and
+docs/decisions.md D111's what-if (d output ways, 3 or 4 D buffers: `core_schedule`'s ``out_ways``, ``buffers``).
 """
 
 from __future__ import annotations
@@ -35,10 +36,12 @@ from sim.timing.delta_core import (
 from tests.rtl.daccel_overhead import balanced_cases
 
 
-def overhead(case, cfg, fw, s, cm, ways: int = 1) -> tuple[int, int, int, int]:
+def overhead(case, cfg, fw, s, cm, ways: int = 1, out_ways: int = 1, buffers: int = 2) -> tuple[int, int, int, int]:
     """``(kaleido_dcore's done, band_cycles + 1, the model's op + 1, its done with the whole-op walk (D95))`` of
     ``case`` (``fw`` frames a chunk, ``s`` column blocks a group, ``cm`` D84's chunk-major order), the core's
-    accumulate on ``ways`` ways (`sim.timing.delta_core.core_schedule`'s rule, docs/decisions.md D107)."""
+    accumulate on ``ways`` ways (`sim.timing.delta_core.core_schedule`'s rule, docs/decisions.md D107); with
+    ``out_ways`` output ways and ``buffers`` D buffers (docs/decisions.md D111's what-if, the model's rule, not
+    built)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
@@ -58,7 +61,7 @@ def overhead(case, cfg, fw, s, cm, ways: int = 1) -> tuple[int, int, int, int]:
     descs = [(int(g[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
     A = len(cls)  # noqa: N806
     core = core_schedule(cyc, done, case.grid, n_cb, A, R, segment_order(cm, s, n_cb), rsg, descs, fw, s, ways,
-                         way)["done"]
+                         way, out_ways, buffers)["done"]
     # D95's walk: after the whole op
     old = walk_done(rows, done, len(commands(case.grid, n_cb, A, R)))
     array = band_cycles(op.s_seq, op.rows, cfg)[0]
@@ -110,14 +113,16 @@ def main() -> None:
         for cm in (False, True):
             k, b, mo, o = overhead(case, cfg, fw, s, cm)
             kw = overhead(case, cfg, fw, s, cm, 2)[0]
+            ko = overhead(case, cfg, fw, s, cm, 2, 2)[0]
             print(f"tiny case {ci}{' chunk-major' if cm else ''} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = "
-                  f"{k / b:.3f}, 2 ways {kw / b:.3f} (D95's whole-op walk {o / b:.3f}); the model's op with its "
-                  f"combine stall {mo} / {b} = {mo / b:.3f}")
+                  f"{k / b:.3f}, 2 ways {kw / b:.3f}, 2 output ways too (D111) {ko / b:.3f} (D95's whole-op walk "
+                  f"{o / b:.3f}); the model's op with its combine stall {mo} / {b} = {mo / b:.3f}")
     for name, case in QK_CASES.items():
         k, b, mo, o = overhead(case, cfg, 1, 2, False)
         kw = overhead(case, cfg, 1, 2, False, 2)[0]
-        print(f"tiny qk-like {name} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = {k / b:.3f}, 2 ways {kw / b:.3f} "
-              f"(D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
+        ko = overhead(case, cfg, 1, 2, False, 2, 2)[0]
+        print(f"tiny qk-like {name} (8x8, B 2, d 2): kaleido_dcore {k} / {b} = {k / b:.3f}, 2 ways {kw / b:.3f}, "
+              f"2 output ways too (D111) {ko / b:.3f} (D95's {o / b:.3f}); the model's op {mo} / {b} = {mo / b:.3f}")
     cfg = load_config("kaleido-16nm-128x128-balanced")
     for K, c in balanced_cases():  # noqa: N806
         fw, s = delta_rules.plan(cfg, c.grid[0], K, 256, False, "op", c.groups)
@@ -128,6 +133,12 @@ def main() -> None:
         kw = overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib), cfg.drain_rows_per_cycle)[0]
         print(f"  {cfg.drain_rows_per_cycle} accumulate ways by (a M + t) mod W (core_schedule, D107): {kw} / {b} = "
               f"{kw / b:.3f}")
+        d = cfg.drain_rows_per_cycle
+        kg = {nb: overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib), d, 1, nb)[0] for nb in (3, 4)}
+        ko = {nb: overhead(c, cfg, fw, s, bool(cfg.diff_sram_kib), d, d, nb)[0] for nb in (2, 3, 4)}
+        print(f"  D111's what-if (core_schedule, not built): {d} output ways {ko[2]} / {b} = {ko[2] / b:.3f}; the "
+              f"head's gate lifted by 3 / 4 D buffers {kg[3] / b:.3f} / {kg[4] / b:.3f}, with the output ways "
+              f"{ko[3] / b:.3f} / {ko[4] / b:.3f}")
         w = what_if(c, cfg, fw, s)
         print(f"  d accumulate ways (estimates, not built): {w['ways'] / b:.2f} with the walk after the op, "
               f"{w['both'] / b:.2f} with the segment walk (its closed form without ways {w['segments'] / b:.2f})")

@@ -55,7 +55,7 @@ extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -88,13 +88,15 @@ def _split(words: int, word: int) -> tuple[int, int]:
     return split_banks(words, word, MACRO_MAX_BITS)
 
 
-def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1) -> dict:
+def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1) -> dict:
     """``{"word": bits, "bank_depth": words per macro, "banks": macros per buffer, "state_depth": words,
     "d_depth": words per D buffer, "way_depth": words per macro of a D buffer's way, "way_banks": its macros}``
     (module docstring): each buffer of the partial-sum SRAM (the state, each D) takes a third of ``psum_sram_kib``
     in words of C acc bits, as ``banks`` macros of ``bank_depth`` words; with W accumulate ``ways`` (a power of
     two, docs/decisions.md D107) each D buffer is W ways of a W-th of the third each (``d_depth`` = W x
-    ``way_banks`` x ``way_depth``; W = 1: the state buffer's banking).
+    ``way_banks`` x ``way_depth``; W = 1: the state buffer's banking). With V > 1 ``out_ways`` (docs/decisions.md
+    D112) the state buffer is V position banks of a V-th of the third each, keys added: ``"lane_depth"`` words per
+    macro, ``"lane_banks"`` its macros, ``"lane_words"`` words per position bank (``lane_banks x lane_depth``).
 
     Raises:
         ValueError: ``psum_sram_kib`` holds fewer than ``array_rows`` words per buffer (one pool's state)."""
@@ -105,8 +107,12 @@ def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1) -> dict:
                          f"delta combine buffer, fewer than array_rows = {cfg.array_rows}")
     bank, banks = _split(third, word)
     wd, wb = _split(third // ways, word)
-    return {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank,
-            "d_depth": ways * wb * wd, "way_depth": wd, "way_banks": wb}
+    out = {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank,
+           "d_depth": ways * wb * wd, "way_depth": wd, "way_banks": wb}
+    if out_ways > 1:
+        ld, lb = _split(third // out_ways, word)
+        out.update(lane_depth=ld, lane_banks=lb, lane_words=ld * lb)
+    return out
 
 
 def default_ways(cfg: AcceleratorConfig) -> int:
@@ -149,10 +155,11 @@ def combine_way_counts(cfg: AcceleratorConfig) -> dict:
             "reg_bits": WAY_REGISTER_ROWS * C * acc}
 
 
-def dcombine_module_name(ways: int = 1) -> str:
-    """Verilog module name of `DeltaCombine` with ``ways`` accumulate ways (``kaleido_dcombine_w<W>``; 1: the plain
-    name)."""
-    return DCOMBINE_MODULE_NAME if ways == 1 else f"{DCOMBINE_MODULE_NAME}_w{ways}"
+def dcombine_module_name(ways: int = 1, out_ways: int = 1) -> str:
+    """Verilog module name of `DeltaCombine` with ``ways`` accumulate ways and ``out_ways`` output lanes
+    (``kaleido_dcombine_w<W>``, ``kaleido_dcombine_w<W>_v<V>`` with V > 1; one way: the plain name)."""
+    name = DCOMBINE_MODULE_NAME if ways == 1 else f"{DCOMBINE_MODULE_NAME}_w{ways}"
+    return name if out_ways == 1 else f"{name}_v{out_ways}"
 
 
 def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
@@ -161,10 +168,12 @@ def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
     return _abits(sz["d_depth"] // ways)
 
 
-def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1) -> wiring.Signature:
-    sz, st = delta_combine_sizes(cfg, ways), state_sram_sizes(cfg)
+def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1) -> wiring.Signature:
+    sz, st = delta_combine_sizes(cfg, ways, out_ways), state_sram_sizes(cfg)
     daw = way_address_bits(cfg, ways)
     da = daw + (ways - 1).bit_length()
+    if out_ways > 1:
+        return _lanes_signature(sz, daw, da, ways, out_ways, cfg.array_cols)
     ra = max(_abits(sz["state_depth"]), _abits(st["depth"]) if st else 1)
     return wiring.Signature({
         "c_sel": In(1),
@@ -174,6 +183,25 @@ def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1) -> wiring.Signatur
         "c_daddr": In(unsigned(da)), "c_reg": In(1), "c_sram": In(1), "c_raddr": In(unsigned(ra)),
         "c_waddr": In(unsigned(ra)), "c_keep": In(1), "c_hold": In(1), "c_cols": In(range(cfg.array_cols + 1)),
         "y_valid": Out(1), "y_data": Out(unsigned(sz["word"])),
+    })
+
+
+def _lanes_signature(sz, daw, da, W, V, C) -> wiring.Signature:  # noqa: N803
+    """`dcombine_signature` with V > 1 output lanes (docs/decisions.md D112): per lane (slice l of each V-wide
+    port) ``c_valid``, ``c_direct``, ``c_has``, ``c_daddr`` (way low, as one lane's), ``c_reg`` (lane 0: the lane
+    register; lane l > 0: lane l - 1's ``S`` of the same step), ``c_raddr``/``c_waddr`` (the state buffer's
+    position bank low, log2 V bits, the word in it above), ``c_keep``, ``c_hold``; shared by the step ``c_sel``,
+    ``c_first``, ``c_last``, ``c_cols``; ``y_valid``/``y_data`` one bit / word per lane. No ``c_sram``: the state
+    SRAM is refused with lanes (first build)."""
+    ra = _abits(sz["lane_words"]) + (V - 1).bit_length()
+    return wiring.Signature({
+        "c_sel": In(1),
+        "a_valid": In(W), "a_first": In(W), "a_addr": In(unsigned(W * daw)),
+        "a_data": In(unsigned(W * sz["word"])), "a_sel": In(W),
+        "c_valid": In(V), "c_first": In(1), "c_last": In(1), "c_direct": In(V), "c_has": In(V),
+        "c_daddr": In(unsigned(V * da)), "c_reg": In(V), "c_raddr": In(unsigned(V * ra)),
+        "c_waddr": In(unsigned(V * ra)), "c_keep": In(V), "c_hold": In(V), "c_cols": In(range(C + 1)),
+        "y_valid": Out(V), "y_data": Out(unsigned(V * sz["word"])),
     })
 
 
@@ -190,17 +218,22 @@ class DeltaCombine(wiring.Component):
     bank of the state SRAM), ``"ps_re"``/``"ps_we"`` (the partial-sum state buffer), ``"lane_we"`` (C bits).
     """
 
-    def __init__(self, cfg: AcceleratorConfig, instance: bool = False, ways: int = 1):
+    def __init__(self, cfg: AcceleratorConfig, instance: bool = False, ways: int = 1, out_ways: int = 1):
         if ways < 1 or ways & (ways - 1):
             raise ValueError(f"ways = {ways}: a power of two")
-        self.cfg, self.instance, self.ways = cfg, instance, ways
+        if out_ways < 1 or out_ways & (out_ways - 1) or (out_ways > 1 and out_ways > ways):
+            raise ValueError(f"out_ways = {out_ways}: a power of two at most ways = {ways}")
+        self.cfg, self.instance, self.ways, self.out_ways = cfg, instance, ways, out_ways
         self.probes: dict = {}
-        super().__init__(dcombine_signature(cfg, ways))
+        super().__init__(dcombine_signature(cfg, ways, out_ways))
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates: the partial-sum buffers'
         banks (with ways, the state buffer's, then the D ways'), then the state SRAM's (when it has one)."""
-        sz, st = delta_combine_sizes(self.cfg, self.ways), state_sram_sizes(self.cfg)
+        sz, st = delta_combine_sizes(self.cfg, self.ways, self.out_ways), state_sram_sizes(self.cfg)
+        if self.out_ways > 1:  # the state buffer's position banks, the D ways; no state SRAM (D112)
+            return list(dict.fromkeys([("1r1w", sz["lane_depth"], sz["word"], None),
+                                       ("1r1w", sz["way_depth"], sz["word"], None)]))
         out = [("1r1w", sz["bank_depth"], sz["word"], None)]
         if ("1r1w", sz["way_depth"], sz["word"], None) not in out:
             out.append(("1r1w", sz["way_depth"], sz["word"], None))
@@ -209,6 +242,8 @@ class DeltaCombine(wiring.Component):
         return out
 
     def elaborate(self, platform):
+        if self.out_ways > 1:
+            return self._elaborate_lanes()
         if self.ways > 1:
             return self._elaborate_ways()
         m = Module()
@@ -254,7 +289,7 @@ class DeltaCombine(wiring.Component):
         m = Module()
         C, ab, W = self.cfg.array_cols, self.cfg.acc_bits, self.ways  # noqa: N806
         sz, st = delta_combine_sizes(self.cfg, W), state_sram_sizes(self.cfg)
-        word, lw, daw = sz["word"], (W - 1).bit_length(), way_address_bits(self.cfg, W)
+        word, lw = sz["word"], (W - 1).bit_length()
         dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
                 for i in range(2)]
         state = _banked(m, "state", sz["banks"], sz["bank_depth"], word, self.instance)
@@ -268,28 +303,7 @@ class DeltaCombine(wiring.Component):
         c_way_now = self.c_daddr[:lw]
         c_in = self.c_daddr[lw:]
         for w in range(W):
-            av, af = self.a_valid[w], self.a_first[w]
-            aa, ad = self.a_addr[w * daw:(w + 1) * daw], self.a_data[w * word:(w + 1) * word]
-            a_v, a_first = Signal(name=f"a_v{w}"), Signal(name=f"a_first_q{w}")
-            a_addr, a_data = Signal(daw, name=f"a_addr_q{w}"), Signal(word, name=f"a_data_q{w}")
-            a_fwd, a_sum, last_a = Signal(name=f"a_fwd{w}"), Signal(word, name=f"a_sum{w}"), Signal(word,
-                                                                                                   name=f"last_a{w}")
-            asel, a_selq = self.a_sel[w], Signal(name=f"a_sel_q{w}")
-            m.d.sync += [a_v.eq(av), a_first.eq(af), a_addr.eq(aa), a_data.eq(ad), a_selq.eq(asel),
-                         a_fwd.eq(a_v & (a_addr == aa) & (a_selq == asel)), last_a.eq(a_sum)]
-            for i in range(2):
-                ports, acc_here = dbuf[i][w], av & (asel == i)
-                out_here = self.c_valid & self.c_has & (c_way_now == w) & (self.c_sel != i)
-                m.d.comb += [ports.re.eq(Mux(acc_here, ~af, out_here)),
-                             ports.raddr.eq(Mux(acc_here, aa, c_in)), ports.we.eq(a_v & (a_selq == i)),
-                             ports.wmask.eq(1), ports.waddr.eq(a_addr), ports.wdata.eq(a_sum)]
-            d_old = Signal(word, name=f"d_old{w}")
-            m.d.comb += d_old.eq(Mux(a_fwd, last_a, Mux(a_selq, dbuf[1][w].rdata, dbuf[0][w].rdata)))
-            for j in range(C):
-                col = slice(j * ab, (j + 1) * ab)
-                a_new = Signal(signed(ab), name=f"a_new{w}_{j}")  # D_a[t] += the drained row
-                m.d.comb += [a_new.eq(Mux(a_first, 0, d_old[col].as_signed()) + a_data[col].as_signed()),
-                             a_sum[col].eq(a_new)]
+            self._accumulate_way(m, dbuf, w, self.c_valid & self.c_has & (c_way_now == w), c_in)
         d_out = Signal(word, name="d_out")
         out_w = Mux(sel, dbuf[0][0].rdata, dbuf[1][0].rdata)
         for w in range(1, W):
@@ -297,6 +311,137 @@ class DeltaCombine(wiring.Component):
         m.d.comb += d_out.eq(out_w)
         self._output(m, state, cols, d_out, C, ab, word)
         return m
+
+    def _elaborate_lanes(self):  # noqa: C901
+        """`elaborate` with V > 1 output lanes (docs/decisions.md D112, D111's items 3-5) on W >= V accumulate ways:
+        lane l's output command reads way ``c_daddr_l mod W`` of the buffer other than ``c_sel`` (a step's V tokens
+        are consecutive, so their ways are distinct: each way is read by at most one lane, the lanes' addresses
+        rotated onto the ways and the words back); the carried store is the state buffer in V position banks (the
+        address's low log2 V bits), a step's V reads and V writes in distinct banks; lane l's
+        ``S_l = (c_direct_l ? 0 : S_nb,l) + (c_has_l ? D_l : 0)`` with ``S_nb,l`` lane l - 1's ``S_{l-1}`` of the
+        same step where ``c_reg_l`` and l > 0 (the w axis's chain), the lane register where ``c_reg_0``, else the
+        store (forwarded from any lane's write of the previous step: V x V address compares); ``Y_l`` summed over
+        the step's classes, V rows a cycle. The lane register takes the highest lane's ``S`` with ``c_hold``."""
+        m = Module()
+        C, ab, W, V = self.cfg.array_cols, self.cfg.acc_bits, self.ways, self.out_ways  # noqa: N806
+        sz = delta_combine_sizes(self.cfg, W, V)
+        word, lw, lv = sz["word"], (W - 1).bit_length(), (V - 1).bit_length()
+        da = way_address_bits(self.cfg, W) + lw
+        ra = len(self.c_raddr) // V
+        dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
+                for i in range(2)]
+        banks = [_banked(m, f"state_v{b}", sz["lane_banks"], sz["lane_depth"], word, self.instance) for b in range(V)]
+        sel = Signal(name="sel_q")
+        m.d.sync += sel.eq(self.c_sel)
+        daddr = [self.c_daddr[lane * da:(lane + 1) * da] for lane in range(V)]
+        reads_d = [self.c_valid[lane] & self.c_has[lane] for lane in range(V)]
+        c_way = [Signal(max(1, lw), name=f"c_way_q{lane}") for lane in range(V)]  # each lane's way (its D read)
+        m.d.sync += [c_way[lane].eq(daddr[lane][:lw]) for lane in range(V)]
+        for w in range(W):  # way w is read by the lane whose token sits there (at most one)
+            hit, addr = Const(0, 1), Const(0, da - lw)
+            for lane in range(V):
+                mine = reads_d[lane] & (daddr[lane][:lw] == w)
+                hit, addr = hit | mine, Mux(mine, daddr[lane][lw:], addr)
+            out_hit, out_addr = Signal(name=f"out_hit{w}"), Signal(da - lw, name=f"out_addr{w}")
+            m.d.comb += [out_hit.eq(hit), out_addr.eq(addr)]
+            self._accumulate_way(m, dbuf, w, out_hit, out_addr)
+        d_outs = []
+        for lane in range(V):
+            d_out = Signal(word, name=f"d_out{lane}")
+            out_w = Mux(sel, dbuf[0][0].rdata, dbuf[1][0].rdata)
+            for w in range(1, W):
+                out_w = Mux(c_way[lane] == w, Mux(sel, dbuf[0][w].rdata, dbuf[1][w].rdata), out_w)
+            m.d.comb += d_out.eq(out_w)
+            d_outs.append(d_out)
+
+        # the output stream's second stage, per lane
+        V_ = range(V)  # noqa: N806
+        c_v, c_direct, c_has, c_reg = (Signal(V, name=n) for n in ("c_v", "c_direct_q", "c_has_q", "c_reg_q"))
+        c_first, c_last, c_hold = Signal(name="c_first_q"), Signal(name="c_last_q"), Signal(V, name="c_hold_q")
+        c_cols, c_we = Signal.like(self.c_cols, name="c_cols_q"), Signal(V, name="c_we")
+        c_waddr = [Signal(ra, name=f"c_waddr_q{lane}") for lane in V_]
+        raddr = [self.c_raddr[lane * ra:(lane + 1) * ra] for lane in V_]
+        waddr = [self.c_waddr[lane * ra:(lane + 1) * ra] for lane in V_]
+        s = [Signal(word, name=f"s{lane}") for lane in V_]
+        last_s = [Signal(word, name=f"last_s{lane}") for lane in V_]
+        fwd = [Signal(V, name=f"c_fwd{lane}") for lane in V_]  # lane l's read is lane k's write of the step before
+        rbank = [Signal(max(1, lv), name=f"c_rbank_q{lane}") for lane in V_]
+        lane_reg, y = Signal(word, name="lane"), [Signal(word, name=f"y{lane}") for lane in V_]
+        reads = [self.c_valid[lane] & ~self.c_direct[lane] & ~self.c_reg[lane] for lane in V_]
+        m.d.sync += [c_v.eq(self.c_valid), c_direct.eq(self.c_direct), c_has.eq(self.c_has), c_reg.eq(self.c_reg),
+                     c_first.eq(self.c_first), c_last.eq(self.c_last), c_hold.eq(self.c_valid & self.c_hold),
+                     c_cols.eq(self.c_cols), c_we.eq(self.c_valid & self.c_keep)]
+        for lane in V_:
+            m.d.sync += [c_waddr[lane].eq(waddr[lane]), last_s[lane].eq(s[lane]), rbank[lane].eq(raddr[lane][:lv]),
+                         fwd[lane].eq(Cat(*(c_we[k] & (c_waddr[k] == raddr[lane]) for k in V_)))]
+        for b, ports in enumerate(banks):  # bank b: read and written by at most one lane a step
+            re, ra_, we, wa, wd = Const(0, 1), Const(0, ra - lv), Const(0, 1), Const(0, ra - lv), Const(0, word)
+            for lane in V_:
+                rh = reads[lane] & (raddr[lane][:lv] == b)
+                wh = c_we[lane] & (c_waddr[lane][:lv] == b)
+                re, ra_ = re | rh, Mux(rh, raddr[lane][lv:], ra_)
+                we, wa, wd = we | wh, Mux(wh, c_waddr[lane][lv:], wa), Mux(wh, s[lane], wd)
+            m.d.comb += [ports.re.eq(re), ports.raddr.eq(ra_), ports.we.eq(we), ports.wmask.eq(1),
+                         ports.waddr.eq(wa), ports.wdata.eq(wd)]
+        lane_we = Signal(C, name="lane_we")
+        hold_s = Const(0, word)
+        for lane in V_:  # the highest lane holding: the next step's lane 0 reads it
+            hold_s = Mux(c_hold[lane], s[lane], hold_s)
+        for j in range(C):
+            m.d.comb += lane_we[j].eq(c_hold.any() & (c_cols > j))
+            with m.If(lane_we[j]):
+                m.d.sync += lane_reg[j * ab:(j + 1) * ab].eq(hold_s[j * ab:(j + 1) * ab])
+        for lane in V_:
+            stored = banks[0].rdata
+            for b in range(1, V):
+                stored = Mux(rbank[lane] == b, banks[b].rdata, stored)
+            for k in V_:
+                stored = Mux(fwd[lane][k], last_s[k], stored)
+            s_nb = Signal(word, name=f"s_nb{lane}")
+            m.d.comb += s_nb.eq(Mux(c_reg[lane], lane_reg if lane == 0 else s[lane - 1], stored))
+            y_l = self.y_data[lane * word:(lane + 1) * word]
+            for j in range(C):
+                col = slice(j * ab, (j + 1) * ab)
+                s_new = Signal(signed(ab), name=f"s_new{lane}_{j}")
+                m.d.comb += [s_new.eq(Mux(c_direct[lane], 0, s_nb[col].as_signed())
+                                      + Mux(c_has[lane], d_outs[lane][col].as_signed(), 0)), s[lane][col].eq(s_new)]
+                y_new = Signal(signed(ab), name=f"y_new{lane}_{j}")
+                m.d.comb += [y_new.eq(Mux(c_first, 0, y_l[col].as_signed()) + s_new), y[lane][col].eq(y_new)]
+            with m.If(c_v[lane]):
+                m.d.sync += y_l.eq(y[lane])
+        m.d.sync += self.y_valid.eq(c_v & Mux(c_last, (1 << V) - 1, 0))
+        self.probes = {"st_re": [], "st_we": [], "ps_re": Cat(*(p.re for p in banks)),
+                       "ps_we": Cat(*(p.we for p in banks)), "lane_we": lane_we}
+        return m
+
+    def _accumulate_way(self, m, dbuf, w, out_hit, out_addr):
+        """Way w of the W accumulate ways (`_elaborate_ways`, `_elaborate_lanes`): its command (``a_*``'s w-th
+        slice) reads, adds and writes way w of D buffer ``a_sel[w]`` with its own forwarding; the other buffer's
+        way w is read for the output where ``out_hit`` (an output read of this way) at ``out_addr`` (in the way)."""
+        C, ab, word = self.cfg.array_cols, self.cfg.acc_bits, self.cfg.array_cols * self.cfg.acc_bits  # noqa: N806
+        daw = way_address_bits(self.cfg, self.ways)
+        av, af = self.a_valid[w], self.a_first[w]
+        aa, ad = self.a_addr[w * daw:(w + 1) * daw], self.a_data[w * word:(w + 1) * word]
+        a_v, a_first = Signal(name=f"a_v{w}"), Signal(name=f"a_first_q{w}")
+        a_addr, a_data = Signal(daw, name=f"a_addr_q{w}"), Signal(word, name=f"a_data_q{w}")
+        a_fwd, a_sum, last_a = Signal(name=f"a_fwd{w}"), Signal(word, name=f"a_sum{w}"), Signal(word,
+                                                                                               name=f"last_a{w}")
+        asel, a_selq = self.a_sel[w], Signal(name=f"a_sel_q{w}")
+        m.d.sync += [a_v.eq(av), a_first.eq(af), a_addr.eq(aa), a_data.eq(ad), a_selq.eq(asel),
+                     a_fwd.eq(a_v & (a_addr == aa) & (a_selq == asel)), last_a.eq(a_sum)]
+        for i in range(2):
+            ports, acc_here = dbuf[i][w], av & (asel == i)
+            out_here = out_hit & (self.c_sel != i)
+            m.d.comb += [ports.re.eq(Mux(acc_here, ~af, out_here)),
+                         ports.raddr.eq(Mux(acc_here, aa, out_addr)), ports.we.eq(a_v & (a_selq == i)),
+                         ports.wmask.eq(1), ports.waddr.eq(a_addr), ports.wdata.eq(a_sum)]
+        d_old = Signal(word, name=f"d_old{w}")
+        m.d.comb += d_old.eq(Mux(a_fwd, last_a, Mux(a_selq, dbuf[1][w].rdata, dbuf[0][w].rdata)))
+        for j in range(C):
+            col = slice(j * ab, (j + 1) * ab)
+            a_new = Signal(signed(ab), name=f"a_new{w}_{j}")  # D_a[t] += the drained row
+            m.d.comb += [a_new.eq(Mux(a_first, 0, d_old[col].as_signed()) + a_data[col].as_signed()),
+                         a_sum[col].eq(a_new)]
 
     def _output(self, m, state, cols, d_out, C, ab, word):  # noqa: N803
         """The output stream, the same for one way and W: the carried store (state macro, state SRAM columns, lane

@@ -130,15 +130,18 @@ class DeltaCore(wiring.Component):
         front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
         ways: accumulate ways W (module docstring, "Accumulate ways"; default `hw.delta_combine.default_ways`: d on
             the shipped delta configs, docs/decisions.md D108; 1 is D95's one row a cycle).
+        out_ways: output lanes V (module docstring, "Output lanes"; docs/decisions.md D112, opt-in): a power of two
+            at most W dividing ``array_rows``; 1 (default) is the one-command walk, the same Verilog as before.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
         ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
-            ``front`` without ``queues``, or ``ways`` not a power of two at most d.
+            ``front`` without ``queues``, ``ways`` not a power of two at most d, ``out_ways`` not a power of two at
+            most ``ways`` dividing ``array_rows``, or ``out_ways`` > 1 with ``front`` (not built, D112).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 front: bool = False, ways: int | None = None, **accel):
+                 front: bool = False, ways: int | None = None, out_ways: int = 1, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
         try:
@@ -149,6 +152,11 @@ class DeltaCore(wiring.Component):
         if ways < 1 or ways & (ways - 1) or ways > d:
             discard(self)
             raise ValueError(f"ways = {ways}: a power of two at most d = {d} (the row FIFO's banks)")
+        V = out_ways  # noqa: N806
+        if V < 1 or V & (V - 1) or V > ways or cfg.array_rows % V or (V > 1 and front):
+            discard(self)
+            raise ValueError(f"out_ways = {V}: a power of two at most ways = {ways} dividing array_rows = "
+                             f"{cfg.array_rows}, without the similarity front (docs/decisions.md D112)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -158,11 +166,14 @@ class DeltaCore(wiring.Component):
         self.cfg, self.fifo, self.pe_kind, self.queues, self.front = cfg, fifo, pe, queues, front
         #: Accumulate ways W (docs/decisions.md D107): up to W FIFO rows a cycle, in distinct ways.
         self.ways = ways
+        #: Output lanes V (docs/decisions.md D112): the walk's tokens a step, V Y rows a cycle.
+        self.out_ways = out_ways
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
         self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
-        self.combine = discard(DeltaCombine(cfg, instance=pe == "instance", ways=ways))
+        self.combine = discard(DeltaCombine(cfg, instance=pe == "instance", ways=ways,
+                                            **({"out_ways": out_ways} if out_ways > 1 else {})))
         acc = self.accel
         #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_dfront``), else None.
         self.front_unit = None
@@ -176,8 +187,8 @@ class DeltaCore(wiring.Component):
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
-        cs = dcombine_signature(cfg, ways).members
-        self.da, self.ra = cs["c_daddr"].shape.width, cs["c_raddr"].shape.width
+        cs = dcombine_signature(cfg, ways, out_ways).members
+        self.da, self.ra = cs["c_daddr"].shape.width // out_ways, cs["c_raddr"].shape.width // out_ways
         self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
         self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
         self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
@@ -195,8 +206,8 @@ class DeltaCore(wiring.Component):
             "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
             "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
             "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
-            "y_valid": Out(1), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
-            "y_data": Out(unsigned(C * cfg.acc_bits)),
+            "y_valid": Out(out_ways), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
+            "y_data": Out(unsigned(out_ways * C * cfg.acc_bits)),
         })
 
     def elaborate(self, platform):  # noqa: C901
@@ -207,8 +218,9 @@ class DeltaCore(wiring.Component):
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
         ap = add_child(m, "accel", acc, DACCEL_MODULE_NAME, inst)
-        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways), inst)
+        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
+        V, lv = self.out_ways, (self.out_ways - 1).bit_length()  # noqa: N806
         desc_bits = self.accel.desc_bits
 
         # --- host writes, start, the run's phases
@@ -267,6 +279,16 @@ class DeltaCore(wiring.Component):
         # --- decision buffer: two copies (token, successor)
         decs = []
         for i in range(2):
+            if V > 1:  # banked V ways by token mod V (D112): a step's V tokens, and their successors, in distinct banks
+                banks = []
+                for b in range(V):
+                    ports, mac = macro("1r1w", -(-self.accel.max_tokens // V), 2 * G, instance=inst)
+                    m.submodules[f"dec{i}_v{b}"] = mac
+                    m.d.comb += [ports.we.eq(dec_we & (dec_addr[:lv] == b)), ports.waddr.eq(dec_addr[lv:]),
+                                 ports.wmask.eq(1), ports.wdata.eq(dec_data)]
+                    banks.append(ports)
+                decs.append(banks)
+                continue
             ports, mac = macro("1r1w", self.accel.max_tokens, 2 * G, instance=inst)
             m.submodules[f"dec{i}"] = mac
             m.d.comb += [ports.we.eq(dec_we), ports.waddr.eq(dec_addr), ports.wmask.eq(1), ports.wdata.eq(dec_data)]
@@ -406,21 +428,25 @@ class DeltaCore(wiring.Component):
         axis = Signal(2, name="w_axis")
         m.d.comb += [p_.eq(pool + i), t.eq(f * hw_ + p_), axis.eq(axes[a])]
         last_a = a == self.o_classes - 1
-        last_i = (i == R - 1) | (p_ + 1 == hw_)
+        last_i = (i == R - 1) | (p_ + 1 == hw_) if V == 1 else (i + V >= R) | (p_ + V >= hw_)
         last_rep = rp_ + 1 >= gk
         last_fc = fc == self.o_nfc - 1
         last_g = g0 + gk >= self.o_ncb
         last_f = f == self.o_f - 1
         last_fch = last_f | (f + 1 == f0 + self.o_fw)  # the chunk's last frame
         last_pool = pool + R >= hw_
-        x_next = Mux(x == self.o_w - 1, 0, x + 1)
+        # (with V lanes, o_w >= V: one wrap, core_ports; V divides R, so a pool's last full run ends at its end)
+        x_next = Mux(x == self.o_w - 1, 0, x + 1) if V == 1 else Mux(x + V >= self.o_w, x + V - self.o_w, x + V)
         succ_ex = Signal(name="w_succ_exists")
         succ_t = Signal(range(3 * acc.max_tokens + 1), name="w_succ_t")
         m.d.comb += [succ_ex.eq(Mux(axis == 2, x != self.o_w - 1,
                                     Mux(axis == 1, p_ + self.o_w < hw_, ~last_f))),
                      succ_t.eq(t + Mux(axis == 2, 1, Mux(axis == 1, self.o_w, hw_)))]
-        m.d.comb += [decs[0].re.eq(walking), decs[0].raddr.eq(t), decs[1].re.eq(walking & succ_ex),
-                     decs[1].raddr.eq(succ_t)]
+        if V == 1:
+            m.d.comb += [decs[0].re.eq(walking), decs[0].raddr.eq(t), decs[1].re.eq(walking & succ_ex),
+                         decs[1].raddr.eq(succ_t)]
+        else:
+            lanes = self._walk_lanes(m, decs, walking, t, succ_t, p_, x, i, axis, last_f, hw_)
         # registered command fields (the issue stage)
         q = {n: Signal(len(s), name=f"q_{n}") for n, s in (("v", walking), ("a", a), ("axis", axis), ("t", t),
                                                               ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
@@ -433,56 +459,59 @@ class DeltaCore(wiring.Component):
                      q["ord0"].eq(sord[0]),
                      q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
-        code = [decs[0].rdata[2 * g:2 * g + 2] for g in range(G)]
-        scode = [decs[1].rdata[2 * g:2 * g + 2] for g in range(G)]
-        direct, has, sdirect = Const(1, 1), Const(0, 1), Const(1, 1)
-        for g in range(G):
-            mine = gcls[g] == q["a"]
-            direct = direct & (~mine | (code[g] == 0))
-            has = has | (mine & (code[g] != 2))
-            sdirect = sdirect & (~mine | (scode[g] == 0))
-        dir_s, has_s, succ = Signal(name="c_direct_w"), Signal(name="c_has_w"), Signal(name="c_succ_w")
-        m.d.comb += [dir_s.eq(direct), has_s.eq(has), succ.eq(q["succ"] & ~sdirect)]
-        is_w = q["axis"] == 2
-        near = is_w & (q["x"] != 0) & (q["i"] != 0)
-        succ_near = is_w & (q["i"] != R - 1)
-        ncb = self.o_ncb
-        waddr_ps = Signal(self.ra + 8, name="c_waddr_ps")
-        m.d.comb += waddr_ps.eq((((q["a"] * self.o_f + q["f"]) * hw_) + q["p"]) * ncb + q["cb"])
-        back = Mux(q["axis"] == 2, ncb, Mux(q["axis"] == 1, self.o_w * ncb, hw_ * ncb))
-        waddr_st = Signal(self.ra + 8, name="c_waddr_st")
-        m.d.comb += waddr_st.eq(Mux(q["axis"] == 0, q["i"] * ncb + q["cb"],
-                                    Mux(q["axis"] == 2, (R + q["f"]) * ncb + q["cb"],
-                                        (R + self.o_f + q["f"] * self.o_w + q["x"]) * ncb + q["cb"])))
-        cols = Signal(range(C + 1), name="c_cols_w")
-        rest = Signal(range(acc.max_n + 1), name="c_rest")
-        m.d.comb += [rest.eq(self.o_n - q["cb"] * C), cols.eq(Mux(rest >= C, C, rest))]
-        daddr = Signal(self.da, name="c_daddr_w")
-        if W == 1:
-            m.d.comb += daddr.eq((q["a"] * m_tok + q["t"]) * ncb + q["cb"])
-        else:  # the accumulate's layout (D107): way (a M + t) mod W low
-            wu = Signal(range(MAX_CLASSES * acc.max_tokens + 1), name="c_u_w")
-            m.d.comb += [wu.eq(q["a"] * m_tok + q["t"]), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
-        m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
-                     cmb.c_direct.eq(dir_s), cmb.c_has.eq(has_s), cmb.c_daddr.eq(daddr),
-                     cmb.c_reg.eq(near & ~dir_s), cmb.c_sram.eq(self.o_fused),
-                     cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, waddr_ps - back)),
-                     cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
-                     cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
-        # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
-        # (ways: the output reads the walked segment's buffer, each way writes its row's, D107)
-        m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
-        # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
-        for b in range(2):
-            clr = q["v"] & (q["ord0"] == b)
+        if V > 1:  # V lanes a step (D112)
+            self._issue_lanes(m, cmb, seen, s2v, s2p, decs, lanes, q, gcls, m_tok, hw_)
+        else:
+            code = [decs[0].rdata[2 * g:2 * g + 2] for g in range(G)]
+            scode = [decs[1].rdata[2 * g:2 * g + 2] for g in range(G)]
+            direct, has, sdirect = Const(1, 1), Const(0, 1), Const(1, 1)
+            for g in range(G):
+                mine = gcls[g] == q["a"]
+                direct = direct & (~mine | (code[g] == 0))
+                has = has | (mine & (code[g] != 2))
+                sdirect = sdirect & (~mine | (scode[g] == 0))
+            dir_s, has_s, succ = Signal(name="c_direct_w"), Signal(name="c_has_w"), Signal(name="c_succ_w")
+            m.d.comb += [dir_s.eq(direct), has_s.eq(has), succ.eq(q["succ"] & ~sdirect)]
+            is_w = q["axis"] == 2
+            near = is_w & (q["x"] != 0) & (q["i"] != 0)
+            succ_near = is_w & (q["i"] != R - 1)
+            ncb = self.o_ncb
+            waddr_ps = Signal(self.ra + 8, name="c_waddr_ps")
+            m.d.comb += waddr_ps.eq((((q["a"] * self.o_f + q["f"]) * hw_) + q["p"]) * ncb + q["cb"])
+            back = Mux(q["axis"] == 2, ncb, Mux(q["axis"] == 1, self.o_w * ncb, hw_ * ncb))
+            waddr_st = Signal(self.ra + 8, name="c_waddr_st")
+            m.d.comb += waddr_st.eq(Mux(q["axis"] == 0, q["i"] * ncb + q["cb"],
+                                        Mux(q["axis"] == 2, (R + q["f"]) * ncb + q["cb"],
+                                            (R + self.o_f + q["f"] * self.o_w + q["x"]) * ncb + q["cb"])))
+            cols = Signal(range(C + 1), name="c_cols_w")
+            rest = Signal(range(acc.max_n + 1), name="c_rest")
+            m.d.comb += [rest.eq(self.o_n - q["cb"] * C), cols.eq(Mux(rest >= C, C, rest))]
+            daddr = Signal(self.da, name="c_daddr_w")
             if W == 1:
-                m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
-                             seen[b].wdata.eq(~clr)]
-                continue
-            for w in range(W):  # way w's bank of buffer b
-                cw = clr & (daddr[:lw] == w)
-                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
-                             seen[b][w].waddr.eq(Mux(cw, daddr[lw:], seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
+                m.d.comb += daddr.eq((q["a"] * m_tok + q["t"]) * ncb + q["cb"])
+            else:  # the accumulate's layout (D107): way (a M + t) mod W low
+                wu = Signal(range(MAX_CLASSES * acc.max_tokens + 1), name="c_u_w")
+                m.d.comb += [wu.eq(q["a"] * m_tok + q["t"]), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
+            m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
+                         cmb.c_direct.eq(dir_s), cmb.c_has.eq(has_s), cmb.c_daddr.eq(daddr),
+                         cmb.c_reg.eq(near & ~dir_s), cmb.c_sram.eq(self.o_fused),
+                         cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, waddr_ps - back)),
+                         cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
+                         cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
+            # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
+            # (ways: the output reads the walked segment's buffer, each way writes its row's, D107)
+            m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
+            # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
+            for b in range(2):
+                clr = q["v"] & (q["ord0"] == b)
+                if W == 1:
+                    m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
+                                 seen[b].wdata.eq(~clr)]
+                    continue
+                for w in range(W):  # way w's bank of buffer b
+                    cw = clr & (daddr[:lw] == w)
+                    m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                                 seen[b][w].waddr.eq(Mux(cw, daddr[lw:], seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
         # tags and done: the combine's row leaves 2 cycles after its command
         t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
         c1, c2 = Signal(cbb, name="tag_cb1"), Signal(cbb, name="tag_cb2")
@@ -534,7 +563,7 @@ class DeltaCore(wiring.Component):
                     with m.Else():
                         m.d.sync += a.eq(0)
                         with m.If(~last_i):
-                            m.d.sync += [i.eq(i + 1), x.eq(x_next)]
+                            m.d.sync += [i.eq(i + V), x.eq(x_next)]
                         with m.Else():
                             m.d.sync += i.eq(0)
                             with m.If(~last_fch):
@@ -643,13 +672,108 @@ class DeltaCore(wiring.Component):
         s2h = [(s2v & ~s2p).any(), (s2v & s2p).any()]
         return s1h, s2h, s2p, seen, s2v, s2_cbs
 
+    def _walk_lanes(self, m, decs, walking, t, succ_t, p_, x, i, axis, last_f, hw_) -> dict:  # noqa: N803
+        """The walk stage's V lanes (docs/decisions.md D112, D111's items 1-2): lane l is position ``p + l`` of the
+        pool (valid while ``i + l < R`` and ``p + l < H W``; lane 0 always), ``x + l`` wrapped once at ``o_w``; its
+        token and its successor along the class's axis read from the decision copies' V banks (token mod V: a step's
+        V tokens and their V successors are consecutive, so each bank is read once, bank b at
+        ``t div V + (b < t mod V)``). Returns the issue stage's registers ``{"lv": lanes valid, "succ": lanes with
+        a successor, "tlow": t mod V, "stlow": the successor's}``."""
+        R, V = self.cfg.array_rows, self.out_ways  # noqa: N806
+        lv = (V - 1).bit_length()
+        lane_v, succ_v = Signal(V, name="w_lane_v"), Signal(V, name="w_lane_succ")
+        for lane in range(V):
+            xl = x + lane
+            xw = Mux(xl >= self.o_w, xl - self.o_w, xl)
+            ok = Const(1, 1) if lane == 0 else (i + lane < R) & (p_ + lane < hw_)
+            sx = Mux(axis == 2, xw != self.o_w - 1, Mux(axis == 1, p_ + lane + self.o_w < hw_, ~last_f))
+            m.d.comb += [lane_v[lane].eq(ok), succ_v[lane].eq(ok & sx)]
+        for copy, base, need in ((0, t, lane_v), (1, succ_t, succ_v)):
+            for b in range(V):
+                re = Const(0, 1)
+                for lane in range(V):
+                    re = re | (need[lane] & ((base + lane)[:lv] == b))
+                word = base[lv:] + (base[:lv] > b) if b < V - 1 else base[lv:]
+                m.d.comb += [decs[copy][b].re.eq(walking & re), decs[copy][b].raddr.eq(word)]
+        out = {"lv": Signal(V, name="q_lane_v"), "succ": Signal(V, name="q_lane_succ"),
+               "tlow": Signal(lv, name="q_tlow"), "stlow": Signal(lv, name="q_stlow")}
+        m.d.sync += [out["lv"].eq(lane_v), out["succ"].eq(succ_v), out["tlow"].eq(t[:lv]),
+                     out["stlow"].eq(succ_t[:lv])]
+        return out
+
+    def _issue_lanes(self, m, cmb, seen, s2v, s2p, decs, lanes, q, gcls, m_tok, hw_):  # noqa: N803
+        """The issue stage's V lanes (docs/decisions.md D112, D111's items 2-5): per lane its decision codes
+        (from bank ``(t + l) mod V``), flags, D address (way ``(a M + t + l) mod W`` low, as the accumulate's), the
+        state buffer's addresses (position bank ``p mod V`` low, ``((a F + f) ceil(H W / V) + p div V) n_cb + cb``
+        above: its own ``p`` for the write, its neighbour's for the read), the walked buffer's seen bits cleared in
+        the lanes' ways; lane l > 0 takes ``c_reg`` from lane l - 1 (the w axis's chain)."""
+        cfg, acc = self.cfg, self.accel
+        R, C, G, W, V = cfg.array_rows, cfg.array_cols, cfg.partial_regs, self.ways, self.out_ways  # noqa: N806
+        lw, lv, ncb = (W - 1).bit_length(), (V - 1).bit_length(), self.o_ncb
+        is_w = q["axis"] == 2
+        hwv = Signal(range(acc.max_tokens + V), name="c_hw_lanes")  # ceil(H W / V): a position bank's words a frame
+        m.d.comb += hwv.eq((hw_ + V - 1)[lv:])
+        cols = Signal(range(C + 1), name="c_cols_w")
+        rest = Signal(range(acc.max_n + 1), name="c_rest")
+        m.d.comb += [rest.eq(self.o_n - q["cb"] * C), cols.eq(Mux(rest >= C, C, rest))]
+        step = Mux(is_w, 1, Mux(q["axis"] == 1, self.o_w, 0))  # the neighbour's position, back
+        fields = {n: [] for n in ("valid", "direct", "has", "daddr", "reg", "raddr", "waddr", "keep", "hold")}
+        for lane in range(V):
+            word = decs[0][0].rdata
+            sword = decs[1][0].rdata
+            bt, sbt = (lanes["tlow"] + lane)[:lv], (lanes["stlow"] + lane)[:lv]
+            for b in range(1, V):
+                word, sword = Mux(bt == b, decs[0][b].rdata, word), Mux(sbt == b, decs[1][b].rdata, sword)
+            direct, has, sdirect = Const(1, 1), Const(0, 1), Const(1, 1)
+            for g in range(G):
+                mine = gcls[g] == q["a"]
+                direct = direct & (~mine | (word[2 * g:2 * g + 2] == 0))
+                has = has | (mine & (word[2 * g:2 * g + 2] != 2))
+                sdirect = sdirect & (~mine | (sword[2 * g:2 * g + 2] == 0))
+            dir_s, has_s, succ = (Signal(name=f"c_direct_w{lane}"), Signal(name=f"c_has_w{lane}"),
+                                  Signal(name=f"c_succ_w{lane}"))
+            m.d.comb += [dir_s.eq(direct), has_s.eq(has), succ.eq(lanes["succ"][lane] & ~sdirect)]
+            if lane == 0:
+                near = is_w & (q["x"] != 0) & (q["i"] != 0)
+            else:
+                xl = q["x"] + lane
+                near = is_w & (Mux(xl >= self.o_w, xl - self.o_w, xl) != 0)
+            succ_near = is_w & (q["i"] + lane != R - 1)
+            pl = Signal(range(acc.max_tokens + V), name=f"c_p{lane}")
+            pn = Signal(range(acc.max_tokens + V), name=f"c_pn{lane}")  # the neighbour's (unread where none)
+            fn = Signal(range(acc.max_tokens + 1), name=f"c_fn{lane}")
+            m.d.comb += [pl.eq(q["p"] + lane), pn.eq(pl - step), fn.eq(q["f"] - (q["axis"] == 0))]
+            waddr, raddr = Signal(self.ra, name=f"c_waddr_w{lane}"), Signal(self.ra, name=f"c_raddr_w{lane}")
+            for sig, ff, pp in ((waddr, q["f"], pl), (raddr, fn, pn)):
+                m.d.comb += sig.eq(Cat(pp[:lv], (((q["a"] * self.o_f + ff) * hwv + pp[lv:]) * ncb + q["cb"])))
+            wu, daddr = Signal(range(MAX_CLASSES * acc.max_tokens + V), name=f"c_u_w{lane}"), Signal(
+                self.da, name=f"c_daddr_w{lane}")
+            m.d.comb += [wu.eq(q["a"] * m_tok + q["t"] + lane), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
+            for n, v in (("valid", q["v"] & lanes["lv"][lane]), ("direct", dir_s), ("has", has_s), ("daddr", daddr),
+                         ("reg", near & ~dir_s), ("raddr", raddr), ("waddr", waddr), ("keep", succ & ~succ_near),
+                         ("hold", succ & succ_near)):
+                fields[n].append(v)
+        m.d.comb += [cmb.c_valid.eq(Cat(*fields["valid"])), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
+                     cmb.c_cols.eq(cols), cmb.c_sel.eq(~q["ord0"])]
+        m.d.comb += [getattr(cmb, f"c_{n}").eq(Cat(*fields[n])) for n in ("direct", "has", "daddr", "reg", "raddr",
+                                                                          "waddr", "keep", "hold")]
+        for b in range(2):  # the walked buffer's seen bits: one clear per way, the lanes' ways distinct
+            clr = q["ord0"] == b
+            for w in range(W):
+                cw, ca = Const(0, 1), Const(0, self.da - lw)
+                for lane in range(V):
+                    hit = clr & fields["valid"][lane] & (fields["daddr"][lane][:lw] == w)
+                    cw, ca = cw | hit, Mux(hit, fields["daddr"][lane][lw:], ca)
+                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                             seen[b][w].waddr.eq(Mux(cw, ca, seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
+
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
         the decision copies, the FIFO banks, the seen memory's banks, the token chunks (``kaleido_daccel``'s and
         ``kaleido_dcombine``'s are theirs)."""
         acc, out = self.accel, []
-        for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", acc.max_tokens, 2 * self.cfg.partial_regs,
-                   None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
+        for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", -(-acc.max_tokens // self.out_ways),
+                   2 * self.cfg.partial_regs, None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
                    ("1r1w", self.seen_depth, 1, None), ("1r1w", acc.max_tokens, self.chb, None)):
             if mc not in out:
                 out.append(mc)
@@ -689,17 +813,23 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
     from sim.timing.delta_core import segment_base
 
     cls = classes(groups)
+    V = core.out_ways  # noqa: N806
+    if V > 1 and (fused or grid[2] < V):
+        raise ValueError(f"out_ways = {V}: kaleido_dcore's output lanes take neither a fused score op (the state "
+                         f"SRAM) nor o_w = {grid[2]} < {V} (not built, docs/decisions.md D112)")
     if len(cls) > MAX_CLASSES or len(groups) > core.cfg.partial_regs:
         raise ValueError(f"{len(cls)} axis classes, {len(groups)} groups: kaleido_dcore holds {MAX_CLASSES} and "
                          f"{core.cfg.partial_regs}")
     F, H, W = grid  # noqa: N806
     n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
     ways = core.ways
-    sz, st = delta_combine_sizes(core.cfg, ways), state_sram_sizes(core.cfg)
+    sz, st = delta_combine_sizes(core.cfg, ways, V), state_sram_sizes(core.cfg)
     # with W ways (D107) each way holds its tokens' sums: ceil(A M / W) n_cb words of a W-th of the buffer
     need = {"difference sums": (ways * -(-(A * F * H * W) // ways) * n_cb, sz["d_depth"])}
     if fused:
         need["state SRAM"] = ((R + F + F * W) * n_cb, st["depth"] if st else 0)
+    elif V > 1:  # V position banks, each ceil(H W / V) positions a frame (D112)
+        need["state buffer"] = (V * A * F * -(-(H * W) // V) * n_cb, V * sz["lane_words"])
     else:
         need["state buffer"] = (A * F * H * W * n_cb, sz["state_depth"])
     for what, (words, have) in need.items():

@@ -99,7 +99,33 @@ def way_daddr(addr: int, n_cb: int, ways: int) -> int:
     return ((u // ways) * n_cb + cb) * ways + u % ways
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1):
+def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int) -> list[dict]:  # noqa: N803
+    """The bench program's output commands (`tests.rtl.delta_bench.dcombine_program`, one a cycle) as V output
+    lanes issue them (docs/decisions.md D112): in `sim.timing.delta_core.segment_steps`' order (per step its
+    lanes), the partial-sum state buffer's addresses ``((a F + f) H W + p) n_cb + cb`` moved to the position
+    banks' layout: bank p mod V low, ``((a F + f) ceil(H W / V) + p div V) n_cb + cb`` above."""
+    from sim.timing.delta_core import segment_steps
+
+    F, H, W = case.grid  # noqa: N806
+    hw, M, lv = H * W, F * H * W, (V - 1).bit_length()  # noqa: N806
+
+    def banked(addr):
+        u, cb = divmod(addr, n_cb)
+        af, p = divmod(u, hw)
+        return ((af * -(-hw // V) + p // V) * n_cb + cb) << lv | p % V
+
+    key = {(c["_token"], c["_cb"], (c["c_daddr"] // n_cb - c["_token"]) // M): c for c in prog}
+    out = []
+    for sg in segment_steps(case.grid, n_cb, A, cfg.array_rows, fw, s, V):
+        for step in sg:
+            for cmd in step:
+                c = dict(key[cmd])
+                c["c_waddr"], c["c_raddr"] = banked(c["c_waddr"]), banked(c["c_raddr"])
+                out.append(c)
+    return out
+
+
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
@@ -107,7 +133,7 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1):
     rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None)
+                        way[0] if way else None, out_ways)
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
     assert sch["fifo_max"] <= fifo and not got.overflow and not sch["overflow"]
     assert not got.twice
@@ -122,13 +148,16 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1):
     _acc, prog = dcombine_program(case, [], cfg, fused)
     where = {(t, b): k for k, sg in enumerate(segments(case.grid, n_cb, A, cfg.array_rows, fw, s)) for t, b, _a in sg}
     prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
+    if out_ways > 1:  # the lanes' order: per step, its lanes (segment_steps), addresses in the lanes' layouts
+        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways)
     for c in prog:
         c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
     assert len(got.cmds) == len(prog)
     for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
-        keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
+        keys = [n for n in CMD_PORTS if (n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"]))
+                and (n != "c_sram" or out_ways == 1)]
         assert {n: mine[n] for n in keys} == {n: spec[n] for n in keys}, (k, spec["_token"], spec["_cb"])
-    if len(classes(case.groups)) > 1:  # the qk-like cases: the combine's carried traffic against the model
+    if len(classes(case.groups)) > 1 and out_ways == 1:  # the qk-like cases: the combine's carried traffic against the model
         m = model_counts(case, cfg, fused)
         c = got.counts
         assert (c["st_re"], c["st_we"]) == (m["state_read"], m["state_write"])
@@ -170,6 +199,50 @@ def test_dcore_on_d_ways(shape, ci, chunk_major, fused, queues):
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
     [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues)  # the default ways: d (D108)
     check(cfg, job, queue, got, ways=d)
+
+
+#: The runs on V output lanes (docs/decisions.md D112, opt-in): ``(shape, case, chunk-major, queues, V)`` on d
+#: accumulate ways, V = d = 2 (two and three axis classes, the w axis's lane chain, both issue orders, host and
+#: queues) and V = 4 and 2 on d = 4. Not fused: the lanes refuse the state SRAM (first build).
+LANE_RUNS = [("8x8-B2-d2", 0, False, True, 2), ("8x8-B2-d2", 1, False, True, 2), ("8x8-B2-d2", "hand", False, False, 2),
+             ("8x8-B2-d2", "qk-int8", True, True, 2), ("8x8-B4-d2", "three-axes", True, True, 2),
+             ("8x8-B2-d4", "qk-uint8-coherent", False, True, 4), ("8x8-B2-d4", 3, True, True, 2)]
+
+
+@pytest.mark.parametrize(("shape", "ci", "chunk_major", "queues", "out_ways"), LANE_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'' if q else '-host'}-v{v}"
+                              for s, c, cm, q, v in LANE_RUNS])
+def test_dcore_on_output_lanes(shape, ci, chunk_major, queues, out_ways):
+    # every Y row against apply_decisions, its cycle and done against core_schedule(ways=d, out_ways=V), every
+    # lane's output command against the bench program in segment_steps' order (the carried store's addresses in
+    # the position banks' layout)
+    if isinstance(ci, str):
+        case, fw, s = QK_CASES[ci], 1, 2
+    else:
+        case, fw, s = CASES[ci]
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    job, queue = _job(cfg, case, fw, s, chunk_major, False, queues)
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, out_ways=out_ways)
+    check(cfg, job, queue, got, ways=cfg.drain_rows_per_cycle, out_ways=out_ways)
+
+
+def test_output_lanes_refusals():
+    cfg = delta_cfg(*SHAPES["8x8-B2-d4"], state_kib=2)
+    for kw in ({"out_ways": 3}, {"out_ways": 4, "ways": 2}, {"out_ways": 2, "front": True}):
+        with pytest.raises(ValueError, match="out_ways"):
+            DeltaCore(cfg, **kw)
+    core = discard(DeltaCore(cfg, out_ways=4))
+    with pytest.raises(ValueError, match="fused score op .* nor o_w = 2 < 4"):
+        core_ports(core, (1, 2, 2), [(0, 4, "w")], 8)
+    with pytest.raises(ValueError, match="out_ways = 4"):
+        core_ports(core, (1, 2, 4), [(0, 4, "w")], 8, fused=True)
+    core_ports(core, (1, 2, 4), [(0, 4, "w")], 8)  # o_w = V: built
+    # the state buffer's position banks: 64 KiB / 3 / (8 x 28 bits) = 780 words, 195 a bank on 4 lanes; grid
+    # 3 x 1 x 5, classes w and f, 20 column blocks (N = 160): the D sums take 4 ceil(2 x 15 / 4) x 20 = 640 words
+    # (they fit), the carried values 4 banks x 2 classes x 3 frames x ceil(5 / 4) positions x 20 = 960 (they do not)
+    with pytest.raises(ValueError, match="state buffer: the op needs 960 words.*holds 780"):
+        core_ports(core, (3, 1, 5), [(0, 4, "w"), (4, 8, "f")], 160)
+    core_ports(discard(DeltaCore(cfg)), (3, 1, 5), [(0, 4, "w"), (4, 8, "f")], 160)  # one lane: 600 words fit
 
 
 def _three_axes(seed, grid, N, p):  # noqa: N803
@@ -306,12 +379,12 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
 
 
-@pytest.mark.parametrize("ways", [4, 1])
-def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways):
+@pytest.mark.parametrize(("ways", "out_ways"), [(4, 1), (1, 1), (4, 4), (2, 2)])
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways):
     # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
-    # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, beside the
-    # 8 x 8 hierarchy `hw.rtl` emits: the same bytes twice, Verilator -Wall clean per file and over the whole
-    # hierarchy.
+    # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, and on V output
+    # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), beside the 8 x 8 hierarchy `hw.rtl` emits: the
+    # same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
     from amaranth.back import verilog
 
     from hw.delta_combine import DeltaCombine, dcombine_module_name
@@ -326,14 +399,15 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways):
     emit(cfg, tmp_path, only=tuple(names))
 
     def texts():
-        core = DeltaCore(cfg, pe="instance", ways=ways)
-        comb = DeltaCombine(cfg, instance=True, ways=ways)
+        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways)
+        comb = DeltaCombine(cfg, instance=True, ways=ways, out_ways=out_ways)
         return (verilog.convert(core, name="kaleido_dcore", emit_src=False),
-                verilog.convert(comb, name=dcombine_module_name(ways), emit_src=False), core.macros() + comb.macros())
+                verilog.convert(comb, name=dcombine_module_name(ways, out_ways), emit_src=False),
+                core.macros() + comb.macros())
 
     a, b = texts(), texts()
     assert a[:2] == b[:2]
-    cname = dcombine_module_name(ways)
+    cname = dcombine_module_name(ways, out_ways)
     assert f"{cname} " in a[0]
     (tmp_path / "kaleido_dcore.v").write_text(render(cfg, "kaleido_dcore", ("module", "dcore"), "dcore", a[0]))
     (tmp_path / f"{cname}.v").write_text(render(cfg, cname, ("module", "dcombine"), "dcombine", a[1]))

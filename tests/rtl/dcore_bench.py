@@ -16,6 +16,26 @@ CMD_PORTS = ("c_first", "c_last", "c_direct", "c_has", "c_daddr", "c_reg", "c_sr
              "c_hold", "c_cols")
 
 
+def lane_commands(ctx, comb, V: int) -> list[dict]:  # noqa: N803
+    """The output commands of one cycle on `hw.delta_combine.DeltaCombine`'s V > 1 lanes (docs/decisions.md D112):
+    per valid lane its `CMD_PORTS` (no ``c_sram``), its slice of the per-lane ports, the step's shared ones."""
+    valid, out = ctx.get(comb.c_valid), []
+    for lane in range(V):
+        if valid >> lane & 1:
+            cmd = {}
+            for k in CMD_PORTS:
+                if k == "c_sram":
+                    continue
+                port = getattr(comb, k)
+                v, width = ctx.get(port), len(port)
+                if k not in ("c_first", "c_last", "c_cols"):
+                    width //= V
+                    v = v >> lane * width & ((1 << width) - 1)
+                cmd[k] = v
+            out.append(cmd)
+    return out
+
+
 @dataclass
 class DcoreRun:
     """One op: ``rows`` ``{(token, cb): (cycle, int64 [C])}``, ``twice`` tags seen more than once, ``row_cycles``
@@ -71,17 +91,22 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
                 assert cycle < max_cycles, "the core did not finish"
                 if ctx.get(dut.combine.a_valid):
                     out.acc.append((ctx.get(dut.combine.a_first), ctx.get(dut.combine.a_addr)))
-                if ctx.get(dut.combine.c_valid):
+                if dut.out_ways == 1 and ctx.get(dut.combine.c_valid):
                     out.cmds.append({k: ctx.get(getattr(dut.combine, k)) for k in CMD_PORTS})
+                elif dut.out_ways > 1:  # one command per valid lane, in lane order (D112)
+                    out.cmds += lane_commands(ctx, dut.combine, dut.out_ways)
                 ov = ctx.get(dut.accel.out_valid)
                 out.row_cycles += [cycle] * bin(ov).count("1")
                 if ctx.get(dut.accel.done):
                     out.accel_done = cycle
-                if ctx.get(dut.y_valid):
-                    key = (ctx.get(dut.y_token), ctx.get(dut.y_cb))
-                    if key in out.rows:
-                        out.twice.append(key)
-                    out.rows[key] = (cycle, np.array(unpack_signed(ctx.get(dut.y_data), ab, C), np.int64))
+                yv = ctx.get(dut.y_valid)
+                for lane in range(dut.out_ways):  # lane l: token y_token + l (D112)
+                    if yv >> lane & 1:
+                        key = (ctx.get(dut.y_token) + lane, ctx.get(dut.y_cb))
+                        if key in out.rows:
+                            out.twice.append(key)
+                        word = ctx.get(dut.y_data) >> lane * C * ab
+                        out.rows[key] = (cycle, np.array(unpack_signed(word, ab, C), np.int64))
                 await ctx.tick()
                 cycle += 1
             out.cycles = cycle
@@ -99,8 +124,8 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
                 continue
             out.counts["st_re"] += sum(v[:nb])
             out.counts["st_we"] += sum(v[nb:2 * nb])
-            out.counts["ps_re"] += v[2 * nb]
-            out.counts["ps_we"] += v[2 * nb + 1]
+            out.counts["ps_re"] += bin(v[2 * nb]).count("1")  # one bit per position bank with lanes (D112)
+            out.counts["ps_we"] += bin(v[2 * nb + 1]).count("1")
             out.counts["lane_we"] += bin(v[2 * nb + 2]).count("1")
 
     sim = Simulator(dut)

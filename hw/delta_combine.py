@@ -50,7 +50,10 @@ which is also ``Y``'s running sum, and the lane register). `sim.timing.compact.c
 4 C d adders, 2 d ways. With W accumulate ways (``ways``, ``kaleido_dcombine_w<W>``, docs/decisions.md D107; the
 W ``kaleido_dcore`` builds by default is `default_ways`, d, D108) each
 D buffer is W ways and W accumulate commands issue a cycle (``a_*`` W slices, ``a_sel`` each one's buffer): per
-extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle.
+extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle. With V > 1
+output lanes (``out_ways`` <= W, ``kaleido_dcombine_w<W>_v<V>``, docs/decisions.md D112, opt-in) the output stream
+takes V commands a cycle, one per lane, of V consecutive tokens (`DeltaCombine._elaborate_lanes`); the state buffer
+is V position banks and there is no state SRAM (the lanes refuse fused score ops in this first build).
 """
 
 from __future__ import annotations

@@ -78,9 +78,19 @@ into ``kaleido_daccel`` and the decision copies through the same port (the chunk
 
 Ways by default (D108): ``ways`` is `hw.delta_combine.default_ways` (d on the shipped configs) unless asked for, and
 `hw.rtl`, the compiled engine, the cycle model's ``combine_timing = "rtl"`` and the cost inventory follow it.
-Not in this slice (D95, D104, D107): output ways (the walk issues one
-command a cycle: on the 128 x 128 ops with d ways its M n_cb A commands bind; designed in docs/decisions.md D111,
-timed by `sim.timing.delta_core.segment_steps`), D68's order with s > 1 walked per
+
+**Output lanes** (``out_ways`` V > 1, docs/decisions.md D112, D111's design; opt-in, V = 1 by default: the same
+Verilog as before, so `hw.rtl`, the compiled engine and the cost inventory still describe the one-command walk): the
+walk steps V positions of the pool a cycle (lane l: position ``p + l``, ``x + l`` wrapped once at ``o_w``; per frame,
+run of V positions, class: `sim.timing.delta_core.segment_steps`), the decision copies banked V ways by token mod V,
+each lane's D address in its way ``(a M + t + l) mod W`` (a step's V tokens are consecutive: distinct ways, one seen
+clear per way), the carried values in the state buffer's V position banks (``p mod V`` low), and
+``kaleido_dcombine_w<W>_v<V>`` (`hw.delta_combine.DeltaCombine` with ``out_ways``) hands out V ``Y`` rows a cycle:
+``y_valid`` one bit, ``y_data`` one word per lane, lane l token ``y_token + l``. `core_schedule` with ``out_ways``
+times it. Refused (first build): ``o_w < V``, the fused score ops (the state SRAM's banking), the similarity front.
+
+Not in this slice (D95, D104, D107, D112): output lanes by default (the model's ``dcore_out_ways``, the compiled
+engine, the cost inventory), D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
 `core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).

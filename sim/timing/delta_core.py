@@ -18,7 +18,7 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - a row of the walked segment's parity (or of a whole segment waiting to go) waits at the FIFO's head (``gated``);
 - the FIFO holds, after cycle k's writes, the rows written by k less those popped before k; its depth must cover
   the most (`core_schedule`'s ``fifo_max``).
-- with V output ways (``out_ways``, docs/decisions.md D111: the model's rule, not built in RTL) the walk's cycles are
+- with V output ways (``out_ways``, docs/decisions.md D111's rule; built opt-in in RTL, D112) the walk's cycles are
   `segment_steps`: a run of V consecutive tokens of one class a cycle, so a segment takes `segment_step_counts`
   cycles; ``buffers`` D buffers (2 as built) make a row wait only while a segment of its residue is walked.
 
@@ -205,7 +205,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             FIFO's longest run from its head of at most W rows, each written, none waiting for its D buffer (the
             head's rule, row by row) and in W distinct ways.
         out_ways: V, the output walk's tokens a cycle (`segment_steps`; docs/decisions.md D111, the model's rule,
-            not built: the RTL is V = 1), a power of two <= ``ways``.
+            built opt-in in RTL: `hw.delta_core.DeltaCore`'s ``out_ways``, D112), a power of two <= ``ways``.
         buffers: D buffers (docs/decisions.md D111's what-if; the RTL has 2): segment k accumulates into buffer
             k mod ``buffers``, and a row waits at the FIFO's head while a segment of its residue is walked.
 

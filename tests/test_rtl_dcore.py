@@ -280,6 +280,20 @@ def test_dcore_walks_each_column_block_once_whole(wi):
     check(cfg, job, queue, got, 2 * FIFO)
 
 
+def test_dcore_lanes_on_wide_and_random_ops():
+    # V = d = 2 output lanes (D112) on the WIDE ops of d = 2 shapes (several column blocks walked one at a time,
+    # rows waiting at the head's gate) and the six seeded random ops (random grids, groups and axes, both orders),
+    # each op alone: as test_dcore_on_output_lanes
+    runs = [(c, fw, s, False, shape, 2 * FIFO) for (c, fw, s), shape in WIDE if SHAPES[shape][3] == 2]
+    runs += [(c, fw, s, cm, "8x8-B2-d2", FIFO) for c, fw, s, cm in random_ops()]
+    assert len(runs) == 9 and all(c.grid[2] >= 2 for c, *_ in runs)
+    for c, fw, s, cm, shape, fifo in runs:
+        cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+        job, queue = _job(cfg, c, fw, s, cm, False)
+        [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=2)
+        check(cfg, job, queue, got, fifo, ways=2, out_ways=2)
+
+
 def test_wide_cases_hold_rows_for_their_buffer():
     """The WIDE runs reach the pop's gate (a row of the walked block's parity waits) at least once, so the RTL tests
     above check it; computed by `core_schedule` from the controller's model."""

@@ -132,9 +132,11 @@ def default_ways(cfg: AcceleratorConfig) -> int:
     return w
 
 
-def state_sram_sizes(cfg: AcceleratorConfig) -> dict | None:
+def state_sram_sizes(cfg: AcceleratorConfig, out_ways: int = 1) -> dict | None:
     """``{"word": STATE_BITS, "depth": words per column bank, "bank_depth", "banks"}`` of the state SRAM's C
     column banks (module docstring), ``state_sram_kib x 8192 / (C x STATE_BITS)`` words each; None without one.
+    With V > 1 ``out_ways`` (docs/decisions.md D112) each column bank is V position banks of a V-th each: keys
+    ``"lane_depth"``, ``"lane_banks"``, ``"lane_words"`` as `delta_combine_sizes`'.
 
     Raises:
         ValueError: ``state_sram_kib`` holds fewer than ``array_rows`` words per column bank (one query tile's
@@ -146,7 +148,11 @@ def state_sram_sizes(cfg: AcceleratorConfig) -> dict | None:
         raise ValueError(f"{cfg.name}: state_sram_kib = {cfg.state_sram_kib} holds {words} words of {STATE_BITS} "
                          f"bits per column bank, fewer than array_rows = {cfg.array_rows}")
     bank, banks = _split(words, STATE_BITS)
-    return {"word": STATE_BITS, "depth": banks * bank, "bank_depth": bank, "banks": banks}
+    out = {"word": STATE_BITS, "depth": banks * bank, "bank_depth": bank, "banks": banks}
+    if out_ways > 1:
+        ld, lb = _split(words // out_ways, STATE_BITS)
+        out.update(lane_depth=ld, lane_banks=lb, lane_words=ld * lb)
+    return out
 
 
 def combine_way_counts(cfg: AcceleratorConfig) -> dict:
@@ -172,11 +178,11 @@ def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
 
 
 def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1) -> wiring.Signature:
-    sz, st = delta_combine_sizes(cfg, ways, out_ways), state_sram_sizes(cfg)
+    sz, st = delta_combine_sizes(cfg, ways, out_ways), state_sram_sizes(cfg, out_ways)
     daw = way_address_bits(cfg, ways)
     da = daw + (ways - 1).bit_length()
     if out_ways > 1:
-        return _lanes_signature(sz, daw, da, ways, out_ways, cfg.array_cols)
+        return _lanes_signature(sz, st, daw, da, ways, out_ways, cfg.array_cols)
     ra = max(_abits(sz["state_depth"]), _abits(st["depth"]) if st else 1)
     return wiring.Signature({
         "c_sel": In(1),
@@ -189,20 +195,19 @@ def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1)
     })
 
 
-def _lanes_signature(sz, daw, da, W, V, C) -> wiring.Signature:  # noqa: N803
+def _lanes_signature(sz, st, daw, da, W, V, C) -> wiring.Signature:  # noqa: N803
     """`dcombine_signature` with V > 1 output lanes (docs/decisions.md D112): per lane (slice l of each V-wide
     port) ``c_valid``, ``c_direct``, ``c_has``, ``c_daddr`` (way low, as one lane's), ``c_reg`` (lane 0: the lane
-    register; lane l > 0: lane l - 1's ``S`` of the same step), ``c_raddr``/``c_waddr`` (the state buffer's
+    register; lane l > 0: lane l - 1's ``S`` of the same step), ``c_raddr``/``c_waddr`` (the carried store's
     position bank low, log2 V bits, the word in it above), ``c_keep``, ``c_hold``; shared by the step ``c_sel``,
-    ``c_first``, ``c_last``, ``c_cols``; ``y_valid``/``y_data`` one bit / word per lane. No ``c_sram``: the state
-    SRAM is refused with lanes (first build)."""
-    ra = _abits(sz["lane_words"]) + (V - 1).bit_length()
+    ``c_first``, ``c_last``, ``c_sram``, ``c_cols``; ``y_valid``/``y_data`` one bit / word per lane."""
+    ra = max(_abits(sz["lane_words"]), _abits(st["lane_words"]) if st else 1) + (V - 1).bit_length()
     return wiring.Signature({
         "c_sel": In(1),
         "a_valid": In(W), "a_first": In(W), "a_addr": In(unsigned(W * daw)),
         "a_data": In(unsigned(W * sz["word"])), "a_sel": In(W),
         "c_valid": In(V), "c_first": In(1), "c_last": In(1), "c_direct": In(V), "c_has": In(V),
-        "c_daddr": In(unsigned(V * da)), "c_reg": In(V), "c_raddr": In(unsigned(V * ra)),
+        "c_daddr": In(unsigned(V * da)), "c_reg": In(V), "c_sram": In(1), "c_raddr": In(unsigned(V * ra)),
         "c_waddr": In(unsigned(V * ra)), "c_keep": In(V), "c_hold": In(V), "c_cols": In(range(C + 1)),
         "y_valid": Out(V), "y_data": Out(unsigned(V * sz["word"])),
     })
@@ -234,9 +239,11 @@ class DeltaCombine(wiring.Component):
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates: the partial-sum buffers'
         banks (with ways, the state buffer's, then the D ways'), then the state SRAM's (when it has one)."""
         sz, st = delta_combine_sizes(self.cfg, self.ways, self.out_ways), state_sram_sizes(self.cfg)
-        if self.out_ways > 1:  # the state buffer's position banks, the D ways; no state SRAM (D112)
+        if self.out_ways > 1:  # the carried stores' position banks, the D ways (D112)
+            st = state_sram_sizes(self.cfg, self.out_ways)
             return list(dict.fromkeys([("1r1w", sz["lane_depth"], sz["word"], None),
-                                       ("1r1w", sz["way_depth"], sz["word"], None)]))
+                                       ("1r1w", sz["way_depth"], sz["word"], None)]
+                                      + ([("1r1w", st["lane_depth"], st["word"], None)] if st else [])))
         out = [("1r1w", sz["bank_depth"], sz["word"], None)]
         if ("1r1w", sz["way_depth"], sz["word"], None) not in out:
             out.append(("1r1w", sz["way_depth"], sz["word"], None))
@@ -334,6 +341,9 @@ class DeltaCombine(wiring.Component):
         dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
                 for i in range(2)]
         banks = [_banked(m, f"state_v{b}", sz["lane_banks"], sz["lane_depth"], word, self.instance) for b in range(V)]
+        st = state_sram_sizes(self.cfg, V)
+        cols = ([[_banked(m, f"st{j}_v{b}", st["lane_banks"], st["lane_depth"], st["word"], self.instance)
+                  for b in range(V)] for j in range(C)] if st else [])
         sel = Signal(name="sel_q")
         m.d.sync += sel.eq(self.c_sel)
         daddr = [self.c_daddr[lane * da:(lane + 1) * da] for lane in range(V)]
@@ -361,6 +371,7 @@ class DeltaCombine(wiring.Component):
         V_ = range(V)  # noqa: N806
         c_v, c_direct, c_has, c_reg = (Signal(V, name=n) for n in ("c_v", "c_direct_q", "c_has_q", "c_reg_q"))
         c_first, c_last, c_hold = Signal(name="c_first_q"), Signal(name="c_last_q"), Signal(V, name="c_hold_q")
+        c_sram = Signal(name="c_sram_q")
         c_cols, c_we = Signal.like(self.c_cols, name="c_cols_q"), Signal(V, name="c_we")
         c_waddr = [Signal(ra, name=f"c_waddr_q{lane}") for lane in V_]
         raddr = [self.c_raddr[lane * ra:(lane + 1) * ra] for lane in V_]
@@ -373,19 +384,28 @@ class DeltaCombine(wiring.Component):
         reads = [self.c_valid[lane] & ~self.c_direct[lane] & ~self.c_reg[lane] for lane in V_]
         m.d.sync += [c_v.eq(self.c_valid), c_direct.eq(self.c_direct), c_has.eq(self.c_has), c_reg.eq(self.c_reg),
                      c_first.eq(self.c_first), c_last.eq(self.c_last), c_hold.eq(self.c_valid & self.c_hold),
-                     c_cols.eq(self.c_cols), c_we.eq(self.c_valid & self.c_keep)]
+                     c_cols.eq(self.c_cols), c_we.eq(self.c_valid & self.c_keep), c_sram.eq(self.c_sram)]
         for lane in V_:
             m.d.sync += [c_waddr[lane].eq(waddr[lane]), last_s[lane].eq(s[lane]), rbank[lane].eq(raddr[lane][:lv]),
-                         fwd[lane].eq(Cat(*(c_we[k] & (c_waddr[k] == raddr[lane]) for k in V_)))]
-        for b, ports in enumerate(banks):  # bank b: read and written by at most one lane a step
-            re, ra_, we, wa, wd = Const(0, 1), Const(0, ra - lv), Const(0, 1), Const(0, ra - lv), Const(0, word)
+                         fwd[lane].eq(Cat(*(c_we[k] & (c_sram == self.c_sram) & (c_waddr[k] == raddr[lane])
+                                            for k in V_)))]
+
+        def route(ports, b, rd, wr, data):  # bank b: read and written by at most one lane a step
+            re, ra_, we, wa, wd = Const(0, 1), Const(0, ra - lv), Const(0, 1), Const(0, ra - lv), Const(0, len(data[0]))
             for lane in V_:
-                rh = reads[lane] & (raddr[lane][:lv] == b)
-                wh = c_we[lane] & (c_waddr[lane][:lv] == b)
+                rh = rd & reads[lane] & (raddr[lane][:lv] == b)
+                wh = wr & c_we[lane] & (c_waddr[lane][:lv] == b)
                 re, ra_ = re | rh, Mux(rh, raddr[lane][lv:], ra_)
-                we, wa, wd = we | wh, Mux(wh, c_waddr[lane][lv:], wa), Mux(wh, s[lane], wd)
+                we, wa, wd = we | wh, Mux(wh, c_waddr[lane][lv:], wa), Mux(wh, data[lane], wd)
             m.d.comb += [ports.re.eq(re), ports.raddr.eq(ra_), ports.we.eq(we), ports.wmask.eq(1),
                          ports.waddr.eq(wa), ports.wdata.eq(wd)]
+
+        for b, ports in enumerate(banks):
+            route(ports, b, ~self.c_sram, ~c_sram, s)
+        for j, col in enumerate(cols):  # the state SRAM's column j, its valid columns only
+            for b, ports in enumerate(col):
+                route(ports, b, self.c_sram & (self.c_cols > j), c_sram & (c_cols > j),
+                      [s[lane][j * ab:j * ab + STATE_BITS] for lane in V_])
         lane_we = Signal(C, name="lane_we")
         hold_s = Const(0, word)
         for lane in V_:  # the highest lane holding: the next step's lane 0 reads it
@@ -398,6 +418,14 @@ class DeltaCombine(wiring.Component):
             stored = banks[0].rdata
             for b in range(1, V):
                 stored = Mux(rbank[lane] == b, banks[b].rdata, stored)
+            if cols:  # the state SRAM's words, sign-extended to acc bits
+                st_rdata = Signal(word, name=f"st_rdata{lane}")
+                for j, col in enumerate(cols):
+                    cw = col[0].rdata
+                    for b in range(1, V):
+                        cw = Mux(rbank[lane] == b, col[b].rdata, cw)
+                    m.d.comb += st_rdata[j * ab:(j + 1) * ab].eq(cw.as_signed())
+                stored = Mux(c_sram, st_rdata, stored)
             for k in V_:
                 stored = Mux(fwd[lane][k], last_s[k], stored)
             s_nb = Signal(word, name=f"s_nb{lane}")
@@ -413,7 +441,8 @@ class DeltaCombine(wiring.Component):
             with m.If(c_v[lane]):
                 m.d.sync += y_l.eq(y[lane])
         m.d.sync += self.y_valid.eq(c_v & Mux(c_last, (1 << V) - 1, 0))
-        self.probes = {"st_re": [], "st_we": [], "ps_re": Cat(*(p.re for p in banks)),
+        self.probes = {"st_re": [Cat(*(p.re for p in col)) for col in cols],
+                       "st_we": [Cat(*(p.we for p in col)) for col in cols], "ps_re": Cat(*(p.re for p in banks)),
                        "ps_we": Cat(*(p.we for p in banks)), "lane_we": lane_we}
         return m
 

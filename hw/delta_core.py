@@ -743,11 +743,10 @@ class DeltaCore(wiring.Component):
             dir_s, has_s, succ = (Signal(name=f"c_direct_w{lane}"), Signal(name=f"c_has_w{lane}"),
                                   Signal(name=f"c_succ_w{lane}"))
             m.d.comb += [dir_s.eq(direct), has_s.eq(has), succ.eq(lanes["succ"][lane] & ~sdirect)]
-            if lane == 0:
-                near = is_w & (q["x"] != 0) & (q["i"] != 0)
-            else:
-                xl = q["x"] + lane
-                near = is_w & (Mux(xl >= self.o_w, xl - self.o_w, xl) != 0)
+            xl = Signal(range(acc.max_tokens + 1), name=f"c_x{lane}")
+            m.d.comb += xl.eq(q["x"] + lane if lane == 0 else Mux(q["x"] + lane >= self.o_w, q["x"] + lane - self.o_w,
+                                                                  q["x"] + lane))
+            near = is_w & (q["x"] != 0) & (q["i"] != 0) if lane == 0 else is_w & (xl != 0)
             succ_near = is_w & (q["i"] + lane != R - 1)
             pl = Signal(range(acc.max_tokens + V), name=f"c_p{lane}")
             pn = Signal(range(acc.max_tokens + V), name=f"c_pn{lane}")  # the neighbour's (unread where none)
@@ -756,15 +755,25 @@ class DeltaCore(wiring.Component):
             waddr, raddr = Signal(self.ra, name=f"c_waddr_w{lane}"), Signal(self.ra, name=f"c_raddr_w{lane}")
             for sig, ff, pp in ((waddr, q["f"], pl), (raddr, fn, pn)):
                 m.d.comb += sig.eq(Cat(pp[:lv], (((q["a"] * self.o_f + ff) * hwv + pp[lv:]) * ncb + q["cb"])))
+            # the state SRAM (fused, D112): f axis the pool position i + l, bank (i + l) mod V; w axis one word a
+            # frame in bank 0 (lane 0 reads it at the pool's start, the pool's last lane writes it); h axis per
+            # (frame, x) in bank x mod V (o_w a multiple of V, core_ports); R / V + ... the regions in a bank
+            st = Signal(self.ra, name=f"c_st_w{lane}")
+            il = q["i"] + lane
+            m.d.comb += st.eq(Mux(q["axis"] == 0, Cat(il[:lv], il[lv:] * ncb + q["cb"]),
+                                  Mux(is_w, Cat(Const(0, lv), (R // V + q["f"]) * ncb + q["cb"]),
+                                      Cat(xl[:lv], (R // V + self.o_f + q["f"] * self.o_w[lv:] + xl[lv:]) * ncb
+                                          + q["cb"]))))
             wu, daddr = Signal(range(MAX_CLASSES * acc.max_tokens + V), name=f"c_u_w{lane}"), Signal(
                 self.da, name=f"c_daddr_w{lane}")
             m.d.comb += [wu.eq(q["a"] * m_tok + q["t"] + lane), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
             for n, v in (("valid", q["v"] & lanes["lv"][lane]), ("direct", dir_s), ("has", has_s), ("daddr", daddr),
-                         ("reg", near & ~dir_s), ("raddr", raddr), ("waddr", waddr), ("keep", succ & ~succ_near),
+                         ("reg", near & ~dir_s), ("raddr", Mux(self.o_fused, st, raddr)),
+                         ("waddr", Mux(self.o_fused, st, waddr)), ("keep", succ & ~succ_near),
                          ("hold", succ & succ_near)):
                 fields[n].append(v)
         m.d.comb += [cmb.c_valid.eq(Cat(*fields["valid"])), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
-                     cmb.c_cols.eq(cols), cmb.c_sel.eq(~q["ord0"])]
+                     cmb.c_cols.eq(cols), cmb.c_sel.eq(~q["ord0"]), cmb.c_sram.eq(self.o_fused)]
         m.d.comb += [getattr(cmb, f"c_{n}").eq(Cat(*fields[n])) for n in ("direct", "has", "daddr", "reg", "raddr",
                                                                           "waddr", "keep", "hold")]
         for b in range(2):  # the walked buffer's seen bits: one clear per way, the lanes' ways distinct
@@ -824,19 +833,21 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
 
     cls = classes(groups)
     V = core.out_ways  # noqa: N806
-    if V > 1 and (fused or grid[2] < V):
-        raise ValueError(f"out_ways = {V}: kaleido_dcore's output lanes take neither a fused score op (the state "
-                         f"SRAM) nor o_w = {grid[2]} < {V} (not built, docs/decisions.md D112)")
+    if V > 1 and (grid[2] < V or (fused and grid[2] % V)):
+        raise ValueError(f"out_ways = {V}: kaleido_dcore's output lanes take neither o_w = {grid[2]} < {V} nor a fused "
+                         f"score op with o_w not a multiple of {V} (not built, docs/decisions.md D112)")
     if len(cls) > MAX_CLASSES or len(groups) > core.cfg.partial_regs:
         raise ValueError(f"{len(cls)} axis classes, {len(groups)} groups: kaleido_dcore holds {MAX_CLASSES} and "
                          f"{core.cfg.partial_regs}")
     F, H, W = grid  # noqa: N806
     n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
     ways = core.ways
-    sz, st = delta_combine_sizes(core.cfg, ways, V), state_sram_sizes(core.cfg)
+    sz, st = delta_combine_sizes(core.cfg, ways, V), state_sram_sizes(core.cfg, V)
     # with W ways (D107) each way holds its tokens' sums: ceil(A M / W) n_cb words of a W-th of the buffer
     need = {"difference sums": (ways * -(-(A * F * H * W) // ways) * n_cb, sz["d_depth"])}
-    if fused:
+    if fused and V > 1:  # per position bank: R / V pool slots, F frame words (bank 0), F o_w / V h words (D112)
+        need["state SRAM"] = (V * (R // V + F + F * W // V) * n_cb, V * st["lane_words"] if st else 0)
+    elif fused:
         need["state SRAM"] = ((R + F + F * W) * n_cb, st["depth"] if st else 0)
     elif V > 1:  # V position banks, each ceil(H W / V) positions a frame (D112)
         need["state buffer"] = (V * A * F * -(-(H * W) // V) * n_cb, V * sz["lane_words"])

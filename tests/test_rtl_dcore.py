@@ -99,18 +99,30 @@ def way_daddr(addr: int, n_cb: int, ways: int) -> int:
     return ((u // ways) * n_cb + cb) * ways + u % ways
 
 
-def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int) -> list[dict]:  # noqa: N803
+def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool = False) -> list[dict]:  # noqa: N803
     """The bench program's output commands (`tests.rtl.delta_bench.dcombine_program`, one a cycle) as V output
     lanes issue them (docs/decisions.md D112): in `sim.timing.delta_core.segment_steps`' order (per step its
-    lanes), the partial-sum state buffer's addresses ``((a F + f) H W + p) n_cb + cb`` moved to the position
-    banks' layout: bank p mod V low, ``((a F + f) ceil(H W / V) + p div V) n_cb + cb`` above."""
+    lanes), the carried store's addresses moved to the position banks' layout (bank low, log2 V bits): the
+    partial-sum state buffer's ``((a F + f) H W + p) n_cb + cb`` to bank p mod V, ``((a F + f) ceil(H W / V) +
+    p div V) n_cb + cb``; the state SRAM's (``fused``) pool slot i (f axis) to bank i mod V, ``(i div V) n_cb + cb``,
+    frame word R + f (w) to bank 0, ``(R / V + f) n_cb + cb``, and h word R + F + f W + x to bank x mod V,
+    ``(R / V + F + f W / V + x div V) n_cb + cb``."""
     from sim.timing.delta_core import segment_steps
 
     F, H, W = case.grid  # noqa: N806
     hw, M, lv = H * W, F * H * W, (V - 1).bit_length()  # noqa: N806
 
+    R = cfg.array_rows  # noqa: N806
+
     def banked(addr):
         u, cb = divmod(addr, n_cb)
+        if fused:
+            if u < R:
+                return ((u // V) * n_cb + cb) << lv | u % V
+            if u < R + F:
+                return ((R // V + u - R) * n_cb + cb) << lv
+            f, x = divmod(u - R - F, W)
+            return ((R // V + F + f * W // V + x // V) * n_cb + cb) << lv | x % V
         af, p = divmod(u, hw)
         return ((af * -(-hw // V) + p // V) * n_cb + cb) << lv | p % V
 
@@ -149,13 +161,12 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
     where = {(t, b): k for k, sg in enumerate(segments(case.grid, n_cb, A, cfg.array_rows, fw, s)) for t, b, _a in sg}
     prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
     if out_ways > 1:  # the lanes' order: per step, its lanes (segment_steps), addresses in the lanes' layouts
-        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways)
+        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways, fused)
     for c in prog:
         c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
     assert len(got.cmds) == len(prog)
     for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
-        keys = [n for n in CMD_PORTS if (n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"]))
-                and (n != "c_sram" or out_ways == 1)]
+        keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
         assert {n: mine[n] for n in keys} == {n: spec[n] for n in keys}, (k, spec["_token"], spec["_cb"])
     if len(classes(case.groups)) > 1:  # the qk-like cases: the combine's carried traffic against the model
         m = model_counts(case, cfg, fused)
@@ -202,28 +213,30 @@ def test_dcore_on_d_ways(shape, ci, chunk_major, fused, queues):
     check(cfg, job, queue, got, ways=d)
 
 
-#: The runs on V output lanes (docs/decisions.md D112, opt-in): ``(shape, case, chunk-major, queues, V)`` on d
-#: accumulate ways, V = d = 2 (two and three axis classes, the w axis's lane chain broken by direct tokens, both
-#: issue orders, host and queues) and V = 4 and 2 on d = 4 (case 3: the h axis at o_w = V). Not fused: the lanes
-#: refuse the state SRAM (first build).
-LANE_RUNS = [("8x8-B2-d2", 0, False, True, 2), ("8x8-B2-d2", 1, False, True, 2), ("8x8-B2-d2", "hand", False, False, 2),
-             ("8x8-B2-d2", "qk-int8", True, True, 2), ("8x8-B4-d2", "three-axes", True, True, 2),
-             ("8x8-B2-d4", "qk-uint8-coherent", False, True, 4), ("8x8-B2-d4", 3, True, True, 2)]
+#: The runs on V output lanes (docs/decisions.md D112, opt-in): ``(shape, case, chunk-major, queues, V, fused)`` on
+#: d accumulate ways, V = d = 2 (two and three axis classes, the w axis's lane chain broken by direct tokens, both
+#: issue orders, host and queues, the state buffer and the state SRAM) and V = 4 and 2 on d = 4 (case 3: the h axis
+#: at o_w = V; three-axes fused: the state SRAM's h words at o_w = V).
+LANE_RUNS = [("8x8-B2-d2", 0, False, True, 2, False), ("8x8-B2-d2", 1, False, True, 2, False),
+             ("8x8-B2-d2", "hand", False, False, 2, True), ("8x8-B2-d2", "hand", False, True, 2, False),
+             ("8x8-B2-d2", "qk-int8", True, True, 2, False), ("8x8-B4-d2", "three-axes", True, True, 2, True),
+             ("8x8-B2-d4", "qk-uint8-coherent", False, True, 4, False), ("8x8-B2-d4", "three-axes", False, True, 4, True),
+             ("8x8-B2-d4", 3, True, True, 2, False)]
 
 
-@pytest.mark.parametrize(("shape", "ci", "chunk_major", "queues", "out_ways"), LANE_RUNS,
-                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'' if q else '-host'}-v{v}"
-                              for s, c, cm, q, v in LANE_RUNS])
-def test_dcore_on_output_lanes(shape, ci, chunk_major, queues, out_ways):
+@pytest.mark.parametrize(("shape", "ci", "chunk_major", "queues", "out_ways", "fused"), LANE_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}{'' if q else '-host'}-v{v}"
+                              for s, c, cm, q, v, fu in LANE_RUNS])
+def test_dcore_on_output_lanes(shape, ci, chunk_major, queues, out_ways, fused):
     # every Y row against apply_decisions, its cycle and done against core_schedule(ways=d, out_ways=V), every
     # lane's output command against the bench program in segment_steps' order (the carried store's addresses in
-    # the position banks' layout)
+    # the position banks' layout); on the qk-like ops the carried store's accesses against the model's counts
     if isinstance(ci, str):
         case, fw, s = QK_CASES[ci], 1, 2
     else:
         case, fw, s = CASES[ci]
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
-    job, queue = _job(cfg, case, fw, s, chunk_major, False, queues)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
     [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, out_ways=out_ways)
     check(cfg, job, queue, got, ways=cfg.drain_rows_per_cycle, out_ways=out_ways)
 
@@ -234,11 +247,18 @@ def test_output_lanes_refusals():
         with pytest.raises(ValueError, match="out_ways"):
             DeltaCore(cfg, **kw)
     core = discard(DeltaCore(cfg, out_ways=4))
-    with pytest.raises(ValueError, match="fused score op .* nor o_w = 2 < 4"):
+    with pytest.raises(ValueError, match="neither o_w = 2 < 4"):
         core_ports(core, (1, 2, 2), [(0, 4, "w")], 8)
-    with pytest.raises(ValueError, match="out_ways = 4"):
-        core_ports(core, (1, 2, 4), [(0, 4, "w")], 8, fused=True)
+    with pytest.raises(ValueError, match="fused score op with o_w not a multiple of 4"):
+        core_ports(core, (1, 2, 6), [(0, 4, "w")], 8, fused=True)
     core_ports(core, (1, 2, 4), [(0, 4, "w")], 8)  # o_w = V: built
+    core_ports(core, (1, 2, 8), [(0, 4, "w")], 8, fused=True)
+    # the state SRAM's position banks: 2 KiB / (8 x 24 bits) = 85 words a column bank, 21 a position bank on 4
+    # lanes (84 in all): grid 2 x 1 x 8, 3 column blocks: 4 x (8 / 4 + 2 + 2 x 8 / 4) x 3 = 96 > 84; one lane
+    # needs (8 + 2 + 16) x 3 = 78 <= 85
+    with pytest.raises(ValueError, match="state SRAM: the op needs 96 words.*holds 84"):
+        core_ports(core, (2, 1, 8), [(0, 4, "w")], 24, fused=True)
+    core_ports(discard(DeltaCore(cfg)), (2, 1, 8), [(0, 4, "w")], 24, fused=True)
     # the state buffer's position banks: 64 KiB / 3 / (8 x 28 bits) = 780 words, 195 a bank on 4 lanes; grid
     # 3 x 1 x 5, classes w and f, 20 column blocks (N = 160): the D sums take 4 ceil(2 x 15 / 4) x 20 = 640 words
     # (they fit), the carried values 4 banks x 2 classes x 3 frames x ceil(5 / 4) positions x 20 = 960 (they do not)

@@ -18,17 +18,15 @@ CMD_PORTS = ("c_first", "c_last", "c_direct", "c_has", "c_daddr", "c_reg", "c_sr
 
 def lane_commands(ctx, comb, V: int) -> list[dict]:  # noqa: N803
     """The output commands of one cycle on `hw.delta_combine.DeltaCombine`'s V > 1 lanes (docs/decisions.md D112):
-    per valid lane its `CMD_PORTS` (no ``c_sram``), its slice of the per-lane ports, the step's shared ones."""
+    per valid lane its `CMD_PORTS`, its slice of the per-lane ports, the step's shared ones."""
     valid, out = ctx.get(comb.c_valid), []
     for lane in range(V):
         if valid >> lane & 1:
             cmd = {}
             for k in CMD_PORTS:
-                if k == "c_sram":
-                    continue
                 port = getattr(comb, k)
                 v, width = ctx.get(port), len(port)
-                if k not in ("c_first", "c_last", "c_cols"):
+                if k not in ("c_first", "c_last", "c_sram", "c_cols"):
                     width //= V
                     v = v >> lane * width & ((1 << width) - 1)
                 cmd[k] = v
@@ -122,8 +120,8 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
             out = cur.get("out")
             if out is None:
                 continue
-            out.counts["st_re"] += sum(v[:nb])
-            out.counts["st_we"] += sum(v[nb:2 * nb])
+            out.counts["st_re"] += sum(bin(x).count("1") for x in v[:nb])  # a bit per position bank (D112)
+            out.counts["st_we"] += sum(bin(x).count("1") for x in v[nb:2 * nb])
             out.counts["ps_re"] += bin(v[2 * nb]).count("1")  # one bit per position bank with lanes (D112)
             out.counts["ps_we"] += bin(v[2 * nb + 1]).count("1")
             out.counts["lane_we"] += bin(v[2 * nb + 2]).count("1")

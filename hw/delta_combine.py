@@ -53,7 +53,7 @@ D buffer is W ways and W accumulate commands issue a cycle (``a_*`` W slices, ``
 extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle. With V > 1
 output lanes (``out_ways`` <= W, ``kaleido_dcombine_w<W>_v<V>``, docs/decisions.md D112, opt-in) the output stream
 takes V commands a cycle, one per lane, of V consecutive tokens (`DeltaCombine._elaborate_lanes`); the state buffer
-is V position banks and there is no state SRAM (the lanes refuse fused score ops in this first build).
+and each of the state SRAM's column banks are V position banks (the address's low log2 V bits).
 """
 
 from __future__ import annotations
@@ -326,8 +326,9 @@ class DeltaCombine(wiring.Component):
         """`elaborate` with V > 1 output lanes (docs/decisions.md D112, D111's items 3-5) on W >= V accumulate ways:
         lane l's output command reads way ``c_daddr_l mod W`` of the buffer other than ``c_sel`` (a step's V tokens
         are consecutive, so their ways are distinct: each way is read by at most one lane, the lanes' addresses
-        rotated onto the ways and the words back); the carried store is the state buffer in V position banks (the
-        address's low log2 V bits), a step's V reads and V writes in distinct banks; lane l's
+        rotated onto the ways and the words back); the carried store is the state buffer, or (``c_sram``) the state
+        SRAM's C column banks, each in V position banks (the address's low log2 V bits), a step's V reads and V
+        writes in distinct banks; lane l's
         ``S_l = (c_direct_l ? 0 : S_nb,l) + (c_has_l ? D_l : 0)`` with ``S_nb,l`` lane l - 1's ``S_{l-1}`` of the
         same step where ``c_reg_l`` and l > 0 (the w axis's chain), the lane register where ``c_reg_0``, else the
         store (forwarded from any lane's write of the previous step: V x V address compares); ``Y_l`` summed over

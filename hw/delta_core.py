@@ -84,10 +84,11 @@ Verilog as before, so `hw.rtl`, the compiled engine and the cost inventory still
 walk steps V positions of the pool a cycle (lane l: position ``p + l``, ``x + l`` wrapped once at ``o_w``; per frame,
 run of V positions, class: `sim.timing.delta_core.segment_steps`), the decision copies banked V ways by token mod V,
 each lane's D address in its way ``(a M + t + l) mod W`` (a step's V tokens are consecutive: distinct ways, one seen
-clear per way), the carried values in the state buffer's V position banks (``p mod V`` low), and
+clear per way), the carried values in the state buffer's or the state SRAM's V position banks (bank low), and
 ``kaleido_dcombine_w<W>_v<V>`` (`hw.delta_combine.DeltaCombine` with ``out_ways``) hands out V ``Y`` rows a cycle:
 ``y_valid`` one bit, ``y_data`` one word per lane, lane l token ``y_token + l``. `core_schedule` with ``out_ways``
-times it. Refused (first build): ``o_w < V``, the fused score ops (the state SRAM's banking), the similarity front.
+times it; the state SRAM (fused score ops) is banked V ways too (D112). Refused (first build): ``o_w < V``, a fused
+op with ``o_w`` not a multiple of V, the similarity front.
 
 Not in this slice (D95, D104, D107, D112): output lanes by default (the model's ``dcore_out_ways``, the compiled
 engine, the cost inventory), D68's order with s > 1 walked per

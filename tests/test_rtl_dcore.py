@@ -177,14 +177,17 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
             assert c["lane_we"] == m["lane"]
 
 
+def _run_case(ci):
+    """``(case, frames a chunk, column blocks a group)`` of a run's case: a qk-like case by name (one frame a chunk,
+    two column blocks a group) or a seeded case by index (its own)."""
+    return (QK_CASES[ci], 1, 2) if isinstance(ci, str) else CASES[ci]
+
+
 @pytest.mark.parametrize(("shape", "ci", "chunk_major", "fused", "queues"), RUNS,
                          ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}{'' if q else '-host'}"
                               for s, c, cm, fu, q in RUNS])
 def test_dcore_y_rows_and_cycles(shape, ci, chunk_major, fused, queues):
-    if isinstance(ci, str):
-        case, fw, s = QK_CASES[ci], 1, 2
-    else:
-        case, fw, s = CASES[ci]
+    case, fw, s = _run_case(ci)
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
     [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, ways=1)  # D95's one way, its schedules pinned
@@ -202,10 +205,7 @@ WAY_RUNS = [("8x8-B2-d2", 0, False, False, True), ("8x8-B2-d4", 3, True, False, 
                          ids=[f"{s}-{c}{'-cm' if cm else ''}{'-sram' if fu else ''}{'' if q else '-host'}"
                               for s, c, cm, fu, q in WAY_RUNS])
 def test_dcore_on_d_ways(shape, ci, chunk_major, fused, queues):
-    if isinstance(ci, str):
-        case, fw, s = QK_CASES[ci], 1, 2
-    else:
-        case, fw, s = CASES[ci]
+    case, fw, s = _run_case(ci)
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     d = cfg.drain_rows_per_cycle
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
@@ -231,10 +231,7 @@ def test_dcore_on_output_lanes(shape, ci, chunk_major, queues, out_ways, fused):
     # every Y row against apply_decisions, its cycle and done against core_schedule(ways=d, out_ways=V), every
     # lane's output command against the bench program in segment_steps' order (the carried store's addresses in
     # the position banks' layout); on the qk-like ops the carried store's accesses against the model's counts
-    if isinstance(ci, str):
-        case, fw, s = QK_CASES[ci], 1, 2
-    else:
-        case, fw, s = CASES[ci]
+    case, fw, s = _run_case(ci)
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
     [got] = run_dcore(cfg, [job], fifo=FIFO, queues=queues, out_ways=out_ways)

@@ -40,18 +40,9 @@ def segments(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # 
     """The output walk's segments in order, each its commands ``(token, column block, class)`` (D104): per group of
     ``s`` column blocks (default all; the last group the rest), per pool of R positions, per chunk of ``fw`` frames
     (default all), per column block of the group, the segment: per frame of the chunk, per position of the pool,
-    per class. A segment's ordinal is `hw.delta_core.segment_base` + chunk k."""
-    F, H, W = grid  # noqa: N806
-    hw = H * W
-    fw, s = fw or F, s or n_cb
-    out = []
-    for g0 in range(0, n_cb, s):
-        for pool in range(0, hw, R):
-            for f0 in range(0, F, fw):
-                for cb in range(g0, min(g0 + s, n_cb)):
-                    out.append([(f * hw + p, cb, a) for f in range(f0, min(f0 + fw, F))
-                                for p in range(pool, min(pool + R, hw)) for a in range(n_classes)])
-    return out
+    per class. A segment's ordinal is `hw.delta_core.segment_base` + chunk k. (`segment_steps` with one output way,
+    its steps flattened.)"""
+    return [[c for step in seg for c in step] for seg in segment_steps(grid, n_cb, n_classes, R, fw, s)]
 
 
 def commands(grid, n_cb: int, n_classes: int, R: int, fw: int | None = None,  # noqa: N803

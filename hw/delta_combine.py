@@ -51,7 +51,7 @@ which is also ``Y``'s running sum, and the lane register). `sim.timing.compact.c
 W ``kaleido_dcore`` builds by default is `default_ways`, d, D108) each
 D buffer is W ways and W accumulate commands issue a cycle (``a_*`` W slices, ``a_sel`` each one's buffer): per
 extra way one C acc-bit adder and 2 C acc-bit registers; the output stream stays one command a cycle. With V > 1
-output lanes (``out_ways`` <= W, ``kaleido_dcombine_w<W>_v<V>``, docs/decisions.md D112, opt-in) the output stream
+output lanes (``out_ways`` <= W, ``kaleido_dcombine_w<W>_v<V>``, docs/decisions.md D112; `default_out_ways` = W in ``kaleido_dcore`` since D113) the output stream
 takes V commands a cycle, one per lane, of V consecutive tokens (`DeltaCombine._elaborate_lanes`); the state buffer
 and each of the state SRAM's column banks are V position banks (the address's low log2 V bits).
 """
@@ -130,6 +130,20 @@ def default_ways(cfg: AcceleratorConfig) -> int:
     while w > 1 and delta_combine_sizes(cfg, w)["d_depth"] < cfg.array_rows:
         w //= 2
     return w
+
+
+def default_out_ways(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s output lanes V by default (docs/decisions.md D113, D112's lanes): the largest power of two
+    V <= `default_ways` (the accumulate ways W, D108) dividing ``array_rows`` (D112: a run's next x is the next pool's
+    first). That is W on every shipped delta config (tiny-8x8 delta: 2, the balanced preset: 4).
+    ``kaleido_dcore_front`` stays at V = 1 (the front is not built with lanes, D112).
+
+    Raises:
+        ValueError: as `default_ways`."""
+    v = default_ways(cfg)
+    while v > 1 and cfg.array_rows % v:
+        v //= 2
+    return v
 
 
 def state_sram_sizes(cfg: AcceleratorConfig, out_ways: int = 1) -> dict | None:

@@ -79,19 +79,19 @@ into ``kaleido_daccel`` and the decision copies through the same port (the chunk
 Ways by default (D108): ``ways`` is `hw.delta_combine.default_ways` (d on the shipped configs) unless asked for, and
 `hw.rtl`, the compiled engine, the cycle model's ``combine_timing = "rtl"`` and the cost inventory follow it.
 
-**Output lanes** (``out_ways`` V > 1, docs/decisions.md D112, D111's design; opt-in, V = 1 by default: the same
-Verilog as before, so `hw.rtl`, the compiled engine and the cost inventory still describe the one-command walk): the
+**Output lanes** (``out_ways`` V > 1, docs/decisions.md D112, D111's design; the constructor's default stays V = 1,
+the one-command walk's Verilog, but `hw.rtl` and the compiled engine build ``kaleido_dcore`` on
+`hw.delta_combine.default_out_ways` = W lanes since D113; ``kaleido_dcore_front`` stays at V = 1): the
 walk steps V positions of the pool a cycle (lane l: position ``p + l``, ``x + l`` wrapped once at ``o_w``; per frame,
 run of V positions, class: `sim.timing.delta_core.segment_steps`), the decision copies banked V ways by token mod V,
 each lane's D address in its way ``(a M + t + l) mod W`` (a step's V tokens are consecutive: distinct ways, one seen
 clear per way), the carried values in the state buffer's or the state SRAM's V position banks (bank low), and
 ``kaleido_dcombine_w<W>_v<V>`` (`hw.delta_combine.DeltaCombine` with ``out_ways``) hands out V ``Y`` rows a cycle:
-``y_valid`` one bit, ``y_data`` one word per lane, lane l token ``y_token + l``. `core_schedule` with ``out_ways``
+``y_valid`` one bit per lane, ``y_data`` one word per lane, lane l token ``y_token + l``. `core_schedule` with ``out_ways``
 times it; the state SRAM (fused score ops) is banked V ways too (D112). Refused (first build): ``o_w < V``, a fused
 op with ``o_w`` not a multiple of V, the similarity front.
 
-Not in this slice (D95, D104, D107, D112): output lanes by default (the model's ``dcore_out_ways``, the compiled
-engine, the cost inventory), D68's order with s > 1 walked per
+Not in this slice (D95, D104, D107, D112, D113): the cost inventory per lane, D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
 `core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
@@ -141,8 +141,9 @@ class DeltaCore(wiring.Component):
         front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
         ways: accumulate ways W (module docstring, "Accumulate ways"; default `hw.delta_combine.default_ways`: d on
             the shipped delta configs, docs/decisions.md D108; 1 is D95's one row a cycle).
-        out_ways: output lanes V (module docstring, "Output lanes"; docs/decisions.md D112, opt-in): a power of two
-            at most W dividing ``array_rows``; 1 (default) is the one-command walk, the same Verilog as before.
+        out_ways: output lanes V (module docstring, "Output lanes"; docs/decisions.md D112): a power of two
+            at most W dividing ``array_rows``; 1 (default here) is the one-command walk, the same Verilog as before;
+            `hw.rtl` and the compiled engine pass `hw.delta_combine.default_out_ways` (W, D113).
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:

@@ -7,7 +7,9 @@ cycle (``wr_valid``, ``wr_sel``, ``wr_addr``, ``wr_data``: the differences or X 
 codes, `hw.delta_accel_host` / `hw.compact_accel_host`; ``kaleido_dcore``'s with each token's chunk above them,
 docs/decisions.md D104), then the ``start`` cycle with the queues' and the core's op ports (`queue_ports`,
 `core_ports`, ``kaleido_dcore``'s with its walk's segments), then those ports held until ``done`` (the segment's
-wait, bounded by `bound`). Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``) and the ``done``
+wait, bounded by `bound`). Back come the ``Y`` rows (``y_valid``, ``y_token``, ``y_cb``, ``y_data``; ``kaleido_dcore``
+on V = `hw.delta_combine.default_out_ways` output lanes, D112, D113: V valid bits and V words, lane l token
+``y_token + l``) and the ``done``
 cycle, both counted from the ``start`` cycle (cycle 0), as the benches count them. Ops run back to back on one core
 without a reset between them, as the benches' multi-op tests do.
 
@@ -114,6 +116,11 @@ class CoreEngine:
                                  f"{cfg.organisation!r}")
         self.cfg, self.module = cfg, CORE_MODULE[cfg.organisation]
         opts = {"fifo": fifo} if self.module == "dcore" else {}
+        if self.module == "dcore":  # hw.rtl's kaleido_dcore: V output lanes by default (D112, D113)
+            from hw.delta_combine import default_out_ways
+
+            if default_out_ways(cfg) > 1:
+                opts["out_ways"] = default_out_ways(cfg)
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.module == "dcore":
             from hw.delta_core import DeltaCore
@@ -204,11 +211,16 @@ class CoreEngine:
             run = CoreRun(np.zeros((M, N), np.int64), done=len(out) - 1 - nw, writes=nw)
             if self.module == "dcore":
                 run.overflow = bool(port_field(lay, out[-1:], "overflow")[0])
-            vr = np.flatnonzero(port_field(lay, out, "y_valid"))
+            # V output lanes (D112): y_valid V bits, y_data V words (lane 0 low), lane l is token y_token + l
+            V = getattr(self.core, "out_ways", 1)  # noqa: N806
+            yv = port_field(lay, out, "y_valid")
+            vr = np.flatnonzero(yv)
             toks, cbs = port_field(lay, out, "y_token", vr), port_field(lay, out, "y_cb", vr)
             w, off = next((w, o) for n, w, o in lay if n == "y_data")
-            vals = _unpack_rows(out[vr, off:off + -(-w // 8)], C, ab)
-            for i, t, cb, v in zip(vr, toks, cbs, vals, strict=True):
+            words = _unpack_rows(out[vr, off:off + -(-w // 8)], V * C, ab).reshape(len(vr), V, C)
+            lane = [(i, t + ln, cb, words[k, ln]) for k, (i, t, cb) in enumerate(zip(vr, toks, cbs, strict=True))
+                    for ln in range(V) if (int(yv[i]) >> ln) & 1]
+            for i, t, cb, v in lane:
                 key = (int(t), int(cb))
                 if key in run.rows:
                     run.twice.append(key)
@@ -257,7 +269,7 @@ class CoreEngine:
             rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
                               else (np.zeros(0, np.int64),) * 3)
             sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, segment_order(cm, s, n_cb), rsg, descs, fw,
-                                s, W, way)
+                                s, W, way, out_ways=self.core.out_ways)
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (

@@ -164,10 +164,12 @@ class AcceleratorConfig(BaseModel):
         "design's combine, combine_lanes adders overlapped pool by pool: sim.timing.compact.combine_stall) or rtl "
         "(the combine as kaleido_ccore and kaleido_dcore are built today, docs/decisions.md D104: "
         "sim.timing.compact_accel.core_done, sim.timing.delta_core.walk_done)")
-    dcore_out_ways: int = Field(
-        1, gt=0, description="delta, combine_timing = rtl: tokens kaleido_dcore's output walk takes a cycle (power "
-        "of two, at most the core's accumulate ways, sim.timing.delta_core.core_ways); 1 = as built; more = the "
-        "output ways docs/decisions.md D111 designs, timed by the model, not built in RTL")
+    dcore_out_ways: int | None = Field(
+        None, gt=0, description="delta, combine_timing = rtl: tokens kaleido_dcore's output walk takes a cycle, its "
+        "output lanes (power of two, at most the core's accumulate ways, sim.timing.delta_core.core_ways); None = "
+        "the core's default as built (sim.timing.delta_core.core_out_ways: the accumulate ways W, halved until they "
+        "divide array_rows; hw.delta_combine.default_out_ways, docs/decisions.md D112, D113); 1 = one a cycle "
+        "(D95's walk, still buildable with out_ways=1)")
     dcore_d_buffers: int = Field(
         2, ge=2, description="delta, combine_timing = rtl: kaleido_dcore's D buffers; a drained row of segment k "
         "waits at the row FIFO's head while a segment of k's residue mod this is walked (the head's gate, "
@@ -193,8 +195,8 @@ class AcceleratorConfig(BaseModel):
         "dcore_out_ways",
     )
     @classmethod
-    def _pow2(cls, v: int) -> int:
-        if not _is_pow2(v):
+    def _pow2(cls, v: int | None) -> int | None:
+        if v is not None and not _is_pow2(v):
             raise ValueError(f"must be a power of two, got {v}")
         return v
 

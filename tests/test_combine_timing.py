@@ -149,13 +149,13 @@ def test_model_times_the_delta_core_as_built():
     """``combine_timing = "rtl"`` on delta: the combine stall is `core_schedule`'s ``done`` over the model's band
     schedule (rows out per `row_out_cycles`, the controller's done taken as the array's last row) less the array's
     cycles, on the core's d = 2 accumulate ways (docs/decisions.md D108; each row's way from its token, here t mod 2:
-    one axis class); 16 tokens x 2 column blocks x 1 class = 32 walk commands; the default is the model's combine
-    unit."""
-    from sim.timing.delta_core import core_ways
+    one axis class) and its 2 output lanes (D113: V = W = 2 divides R = 8); 16 tokens x 2 column blocks x 1 class
+    = 32 Y rows; the default is the model's combine unit."""
+    from sim.timing.delta_core import core_out_ways, core_ways
 
     t, cfg, grid = _op("delta", "rtl")
     c = t.compact
-    assert core_ways(cfg) == 2
+    assert core_ways(cfg) == 2 and cfg.dcore_out_ways is None and core_out_ways(cfg) == 2
     band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
     outs = row_out_cycles(band, last, c["rows"], cfg)
     rows = np.concatenate(outs)
@@ -167,12 +167,12 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 2, 2)
     way = np.concatenate(rw)
     assert [int(x) for x in way[:8]] == [0, 1] * 4  # the first band-tile: tokens 0 .. 7 of group 0 (4 rows a band)
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way)
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
     assert len(whole_op["rows"]) == 32
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
-    assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 + 4
+    assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 // 2 + 4
     one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)["done"]
     assert whole_op["done"] <= one_way
     # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
@@ -184,9 +184,14 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw1 = _model_ways(cfg1, grid, groups, dec, len(c1["s_seq"]), 2, 1, 2)
     cyc, cbs, way1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1, rw1)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
-    sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1)
+    sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
+                        out_ways=2)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
-    assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1)["done"]
+    assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
+                                       out_ways=2)["done"]
+    one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
+    assert one_lane.stall_cycles["combine"] == core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs,
+                                                             descs, ways=2, row_way=way1)["done"] - c1["cycles"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
@@ -228,7 +233,8 @@ def test_model_segments_are_the_cores(ci, cm):
     """The cycle model's segment ordinals of the issued band-tiles (`sim.engines.model._dcore_segments`, from the
     band-tiles' chunks) equal the ones `sim.timing.delta_core.tile_segments` gives the RTL benches' band-tiles
     (`band_op`, their column block and first token) on tests/test_rtl_delta.py's cases (both issue orders where
-    the op goes segment by segment: D84's, or D68's with s = 1), and the segments' commands add up to M n_cb A."""
+    the op goes segment by segment: D84's, or D68's with s = 1), and the segments' commands add up to M n_cb A (one
+    output lane, ``dcore_out_ways`` = 1: a segment's walk cycles are its commands)."""
     from sim.engines.band_stimulus import band_op
     from sim.engines.model import _dcore_segments
     from sim.timing.compact import compact_tiles
@@ -236,7 +242,7 @@ def test_model_segments_are_the_cores(ci, cm):
     from tests.test_rtl_delta import CASES, SHAPES, delta_cfg
 
     case, fw, s = CASES[ci]
-    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2).model_copy(update={"dcore_out_ways": 1})
     fw = fw or case.grid[0]
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
@@ -387,7 +393,7 @@ def test_output_ways_schedule_by_hand():
 def test_model_times_output_ways_and_buffers():
     """``dcore_out_ways`` = 2 and ``dcore_d_buffers`` = 3 (D111's what-if) through `simulate_op`: the combine stall
     is `core_schedule`'s with ``out_ways`` = 2 and ``buffers`` = 3 over the model's schedule (as
-    `test_model_times_the_delta_core_as_built`, s = 1: segment by segment), and less than the core as built;
+    `test_model_times_the_delta_core_as_built`, s = 1: segment by segment), and less than one lane's (V = 1);
     ``dcore_out_ways`` above the core's 2 accumulate ways is refused, and a config's ``dcore_out_ways`` must be a
     power of two."""
     from sim.engines.model import SimError
@@ -395,7 +401,7 @@ def test_model_times_output_ways_and_buffers():
     groups = [(0, 8, "f"), (8, 16, "f")]
     dec = np.full((16, 2), COMPUTE, dtype=np.int8)
     dec[8:, 0] = REUSE
-    built, _, _ = _op("delta", "rtl", s=1)
+    built, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)
     t, cfg, grid = _op("delta", "rtl", s=1, dcore_out_ways=2, dcore_d_buffers=3)
     c = t.compact
     band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)

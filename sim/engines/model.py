@@ -54,6 +54,7 @@ from sim.timing.compact import (
     shared_stage_weights,
 )
 from sim.timing.cycle_model import op_cycles_tiled
+from sim.timing.delta_core import core_out_ways
 from sim.timing.delta_core import core_ways as dcore_ways
 from sim.timing.dispatch import position_order
 from sim.timing.memory import fold_bytes, fold_shortfall, op_memory
@@ -206,8 +207,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     seqs, valid, tiles, chunks, segs, adds = [], [], [], [], [], 0
     # kaleido_dcore's accumulate ways (D107, D108): each issued row's way, where the model times the core as built
     ways = dcore_ways(cfg) if delta and cfg.combine_timing == "rtl" else 1
-    if delta and cfg.combine_timing == "rtl" and cfg.dcore_out_ways > ways:  # D111: the walk's reads in distinct ways
-        raise SimError(f"{cfg.name}: dcore_out_ways = {cfg.dcore_out_ways} exceeds kaleido_dcore's {ways} "
+    if delta and cfg.combine_timing == "rtl" and out_ways(cfg) > ways:  # D111: the walk's reads in distinct ways
+        raise SimError(f"{cfg.name}: dcore_out_ways = {out_ways(cfg)} exceeds kaleido_dcore's {ways} "
                        "accumulate ways")
     rways = []
     # the RTL walk's commands per token and column block with one way: axis classes (delta), groups (compact)
@@ -305,6 +306,12 @@ def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, grou
     return ((np.repeat(of_class[group[issued]], n) * M + toks[start]) % ways).astype(np.int8)
 
 
+def out_ways(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s output lanes V as the model times them: ``cfg.dcore_out_ways``, or where None the core's
+    default (`sim.timing.delta_core.core_out_ways`, docs/decisions.md D113)."""
+    return cfg.dcore_out_ways if cfg.dcore_out_ways is not None else core_out_ways(cfg)
+
+
 def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int, n_cb: int, n_classes: int,
                     chunk_major: bool, whole: bool) -> tuple:
     """``kaleido_dcore``'s walk (D104) of one op: ``(per issued band-tile its segment ordinal, batch elements one
@@ -312,12 +319,13 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
     ``chunks``: per batch element its band-tiles' chunks (`compact_tiles`); the issue order D84's chunk-major
     (per column-block group, chunk, column block) or D68's (segment by segment only with s = 1); ``whole`` False
     (a sliced op, D88): not segment by segment. A segment's walk cycles are its commands, or with
-    ``cfg.dcore_out_ways`` V > 1 (D111's output ways, not built) `sim.timing.delta_core.segment_step_counts`'."""
+    the output lanes V > 1 (`out_ways`: D111's rule, built as D112's lanes, the default since D113)
+    `sim.timing.delta_core.segment_step_counts`'."""
     from sim.timing.delta import column_groups
     from sim.timing.delta_core import segment_base
 
     F, H, W = grid  # noqa: N806
-    R, hw, V = cfg.array_rows, H * W, cfg.dcore_out_ways  # noqa: N806
+    R, hw, V = cfg.array_rows, H * W, out_ways(cfg)  # noqa: N806
     nfc, npool = -(-F // fw), -(-hw // R)
     nch = nfc * npool
     seg_len = []  # the walk's order: group, pool, chunk of frames, column block

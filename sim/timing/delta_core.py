@@ -142,6 +142,16 @@ def core_ways(cfg) -> int:
     return w
 
 
+def core_out_ways(cfg) -> int:
+    """``kaleido_dcore``'s output lanes V by default (`hw.delta_combine.default_out_ways`, docs/decisions.md D112,
+    D113), plain Python: `core_ways` W halved until it divides ``array_rows`` (a run's next x is the next pool's
+    first); W on every shipped delta config."""
+    v = core_ways(cfg)
+    while v > 1 and cfg.array_rows % v:
+        v //= 2
+    return v
+
+
 def fifo_rows(band, last, rows, tile_cb, cfg, tile_vals=None) -> tuple[np.ndarray, ...]:
     """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
     they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A

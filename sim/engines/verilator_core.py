@@ -493,12 +493,16 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
     Raises:
         RtlEngineError: as `slices` and `CoreEngine.run`.
     """
+    import time
+
     from algo.reuse.golden import decide
     from sim.engines.rtl import outputs_checksum
 
     eng = engine or CoreEngine(cfg, log=log)
     ys, per_op = [], []
-    for op in trace.ops:
+    macs = [op.batch * op.M * op.K * op.N for op in trace.ops]  # the log's ETA: the core's time goes with the MACs
+    t0, done_macs = time.perf_counter(), 0
+    for i, op in enumerate(trace.ops):
         groups = [g.as_tuple() for g in op.groups]
         rec = {"name": op.name, "batch": op.batch, "M": op.M, "K": op.K, "N": op.N, "slices": 0, "cycles": 0,
                "timing_cycles": 0, "writes": 0, "errors": []}
@@ -529,9 +533,13 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         rec["outputs_sha256"] = outputs_checksum(op_ys)
         ys += op_ys
         per_op.append(rec)
+        done_macs += macs[i]
         if log:
+            spent = time.perf_counter() - t0
+            left = spent * (sum(macs) - done_macs) / done_macs if done_macs else 0.0
             log(f"step {op.step} block {op.block} {op.name} (op {len(per_op)} of {len(trace.ops)}): "
-                f"{rec['slices']} slices, {rec['cycles']:,} cycles")
+                f"{rec['slices']} slices, {rec['cycles']:,} cycles; {spent:,.0f} s so far, about {left:,.0f} s left "
+                "(by MACs)")
     return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}
 
 

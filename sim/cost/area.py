@@ -243,6 +243,11 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
+    if cfg.organisation == "delta":  # the partial-sum and state SRAMs as kaleido_dcombine builds them (D114)
+        from sim.cost.controllers import built_sram_bits
+
+        for buf, bits in built_sram_bits(cfg).items():
+            um2[buf] = bits * tech.a("sram_bit")
     if cfg.organisation != "delta":  # the state SRAM (D71), difference-sum buffer (D84), weight stage (D85): delta's
         um2["sram_state"] = 0.0
         um2["sram_diff"] = 0.0

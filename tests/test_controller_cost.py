@@ -390,3 +390,18 @@ def test_lanes_inventory_by_hand():
     inv = controllers.inventory(load_config(BALANCED))
     adders = sum(p["bits"] for p in inv if p["charged"] == "combine_unit" and p["kind"] == "cmp")
     assert adders == (4 + 3 * 2) * word and adders + 2 * word <= 24 * word  # + lane 0's S and Y, as D108
+
+
+def test_state_sram_access_at_the_built_bank():
+    """D114: the delta organisation's state SRAM is charged per access at the macro kaleido_dcombine builds: on the
+    balanced preset's V = 4 lanes a position bank of 9,557 words x 24 bits (its column bank of 38,229 words over 4,
+    test_lanes_inventory_by_hand), 28.0 KiB, not the column bank's 14,336 / 128 = 112 KiB; on one lane the column
+    bank as built, 38,229 x 24 bits. Compact has no state SRAM macro: the column-bank rule as before."""
+    from sim.cost.energy import action_energies, sram_access_pj
+
+    tech = load_tech(16)
+    for cfg, bits in ((load_config(BALANCED), 9557 * 24), (CONFIGS["balanced-v1"](), 38229 * 24)):
+        assert action_energies(cfg, tech)["sram_state_read_bytes"] == (
+            "sram_state", pytest.approx(sram_access_pj(tech, bits / 8192) / 8))
+    comp = with_organisation(load_config(BALANCED), "compact").model_copy(update={"state_sram_kib": 14336})
+    assert action_energies(comp, tech)["sram_state_write_bytes"][1] == pytest.approx(sram_access_pj(tech, 112) / 8)

@@ -37,7 +37,9 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
   docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
   buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
-  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
+  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits. On the delta organisation the
+  partial-sum and state SRAMs are the bits of the macros ``kaleido_dcombine`` builds
+  (`sim.cost.controllers.built_sram_bits`, docs/decisions.md D114): a buffer's remainder below a macro is not built.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
 counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs/decisions.md D65):

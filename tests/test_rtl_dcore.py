@@ -169,12 +169,13 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
         keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
         assert {n: mine[n] for n in keys} == {n: spec[n] for n in keys}, (k, spec["_token"], spec["_cb"])
     if len(classes(case.groups)) > 1:  # the qk-like cases: the combine's carried traffic against the model
-        m = model_counts(case, cfg, fused)
+        m = model_counts(case, cfg, fused, out_ways)
         c = got.counts
         assert (c["st_re"], c["st_we"]) == (m["state_read"], m["state_write"])
         assert c["ps_re"] * N == m["psum_carried_read"] * n_cb and c["ps_we"] * N == m["psum_carried_write"] * n_cb
-        if out_ways == 1:  # lanes: the chain carries a run's w neighbours, the register only across runs (D112)
-            assert c["lane_we"] == m["lane"]
+        # the lane register: with lanes the chain carries a run's w neighbours, the register is written once per
+        # step holding any (D112; counted so since D114)
+        assert c["lane_we"] == m["lane"]
 
 
 def _run_case(ci):

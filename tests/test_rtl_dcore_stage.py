@@ -62,14 +62,37 @@ def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=
     return rows, r["cycles"], ((cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
 
 
+def _sliced_blocks():
+    """tests/test_combine_timing.py's sliced op (K = 90 in groups of 70 and 20, D88's slices 35 + 35 and 20, on a
+    1 KiB stage) over three column blocks (N = 24): the slices of each (chunk, column block) segment issue within it,
+    and the core walks segment by segment."""
+    from algo.reuse.golden import COMPUTE
+    from tests.rtl.cases import make_case
+
+    c = make_case("staged", 119, (2, 2, 4), 90, 24, [70, 20])
+    c.decisions[:4] = COMPUTE  # frame 0 has no neighbour along f
+    return c
+
+
+CORE_CASES = {"sliced-3cb": _sliced_blocks()}
+MAX_K = {**MAX_K, "sliced-3cb": 96}
+
+
+def _get(ci):
+    from tests.test_rtl_dstage import _get as dstage_case
+
+    return CORE_CASES.get(ci) or dstage_case(ci)
+
+
 #: ``(shape, case, chunk-major, column blocks a group in D68's order, ways (None: d), output lanes, fused)``:
 #: tests/test_rtl_dstage.py's cases on the staged core: d = 2 on one way (D95's schedules) and on d ways with one
-#: and two output lanes, d = 1 (4 x 8), d = 4 on 4 ways, 4 and 8 bands (bands idle at the start), D88's slices, one
-#: group of 64 (two stage buffers), groups wider than a stage word over five column blocks, two and three axis
-#: classes with the carried values in the state SRAM, and D68's order (two column blocks a group: the walk after
-#: the op).
+#: and two output lanes, d = 1 (4 x 8), d = 4 on 4 ways, 4 and 8 bands (bands idle at the start), D88's slices (on
+#: one column block and on three, segment by segment), one group of 64 (two stage buffers), groups wider than a
+#: stage word over five column blocks, two and three axis classes with the carried values in the state SRAM, and
+#: D68's order (two column blocks a group: the walk after the op).
 RUNS = [("8x8-B2-d2", 0, True, None, 1, 1, False), ("8x8-B2-d2", 1, True, None, None, 1, False),
-        ("8x8-B2-d2", "sliced", True, None, None, 2, False), ("8x8-B2-d2", "wide", True, None, None, 2, False),
+        ("8x8-B2-d2", "sliced", True, None, None, 2, False), ("8x8-B2-d2", "sliced-3cb", True, None, None, 2, False),
+        ("8x8-B2-d2", "wide", True, None, None, 2, False),
         ("4x8-B2-d1", 2, True, None, None, 1, False), ("8x8-B2-d4", 0, True, None, None, 2, False),
         ("8x8-B4-d2", "three-axes", True, None, None, 2, True), ("8x8-B2-d2", "hand", True, None, None, 2, True),
         ("8x8-B2-d2", "one-wide", True, None, None, 1, False), ("8x8-B8-d2", "few", True, None, None, 2, False),
@@ -81,7 +104,6 @@ RUNS = [("8x8-B2-d2", 0, True, None, 1, 1, False), ("8x8-B2-d2", 1, True, None, 
                               for r in RUNS])
 def test_dcore_stage_y_rows_and_cycles(shape, ci, cm, s, ways, out_ways, fused):
     from algo.reuse.golden import apply_decisions
-    from tests.test_rtl_dstage import _get
 
     cfg = core_stage_cfg(shape)
     case = _get(ci)
@@ -100,8 +122,6 @@ def test_dcore_stage_ops_back_to_back():
     # two ops on one staged core, one after the other (the seen bits the walk clears, the flipped D buffer, the stage's
     # buffers and the early choice's state carry over from op to op): each as the test above
     cfg = core_stage_cfg("8x8-B2-d2")
-    from tests.test_rtl_dstage import _get
-
     sops = [staged_op(_get(ci), cfg) for ci in (3, "qk-int8")]
     jobs = [stage_job(cfg, sop) for sop in sops]
     got = run_dcore(cfg, jobs, fifo=FIFO, queues=False, stage=True)

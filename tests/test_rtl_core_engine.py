@@ -202,8 +202,9 @@ def test_engine_macro_loop_keeps_the_zeros():
 
 
 def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
-    """``kaleido simulate T.npz --engine rtl`` with a delta config runs ``kaleido_dcore`` (no longer refused): the
-    outputs' checksum is the golden model's, each op's cycles its controller's timing functions'."""
+    """``kaleido simulate T.npz --engine rtl`` with a delta config runs its core (no longer refused): on the TOML, which
+    has a weight stage, ``kaleido_dcore_stage`` (docs/decisions.md D119); the outputs' checksum is the golden model's,
+    each op's cycles its controller's timing functions'."""
     import json
 
     from algo.trace import save_trace
@@ -215,7 +216,7 @@ def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
     res = kaleido("simulate", str(trace), "-c", DELTA_TOML, "--engine", "rtl", "--json", str(tmp_path / "r.json"))
     assert res.returncode == 0, res.stderr
     out = json.loads((tmp_path / "r.json").read_text())
-    assert out["engine"] == "rtl" and out["core"] == "dcore" and "kaleido_dcore" not in res.stderr
+    assert out["engine"] == "rtl" and out["core"] == "dcore_stage" and "kaleido_dcore" not in res.stderr
     assert [r["name"] for r in out["per_op"]] == ["qkv", "qk", "pv"]
     assert all(r["cycles"] == r["timing_cycles"] > 0 for r in out["per_op"])
     assert out["cycles"] == sum(r["cycles"] for r in out["per_op"])

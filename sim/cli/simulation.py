@@ -113,7 +113,8 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
 
 def _simulate_core(trace: Path, cfg, json_out: Path | None, want_waves: bool) -> None:
     """``--engine rtl`` on a delta or compact config: the trace through the op-level controller with its combine
-    stage, ``kaleido_dcore`` or ``kaleido_ccore``, compiled by Verilator (`sim.engines.verilator_core`, D102)."""
+    stage, ``kaleido_dcore`` (``kaleido_dcore_stage`` with a weight stage, D119) or ``kaleido_ccore``, compiled by
+    Verilator (`sim.engines.verilator_core`, D102)."""
     from algo.trace import load_trace
     from sim.engines.verilator_build import RtlEngineError
     from sim.engines.verilator_core import simulate_trace_core

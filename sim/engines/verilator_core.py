@@ -659,7 +659,8 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
                         ) -> dict:
     """``kaleido simulate T.npz --engine rtl`` on a delta or compact config: `trace_through_core`, as the results
     object of `sim.engines.verilator.simulate_trace_rtl` (``format``, ``version``, ``engine`` ``"rtl"``, ``config``,
-    ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run). ``cycles`` are the
+    ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run: on a delta config
+    with a weight stage and a difference-sum buffer the organisation it models, ``kaleido_dcore_stage``, D119). ``cycles`` are the
     controller's (``start`` to ``done`` per slice, summed), not the cycle model's op cycles (docs/decisions.md D102
     gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``timing_cycles`` (its
     timing functions'). For comparison, the cycle model on the same trace and config
@@ -680,7 +681,9 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     if trace.kind != "exact":
         raise SimError(f"--engine rtl needs an exact trace (operands X and W); this one is a {trace.kind!r} trace")
     t0 = time.perf_counter()
-    res = trace_through_core(trace, cfg, CoreEngine(cfg, log=log), log=log)
+    staged = cfg.organisation == "delta" and bool(cfg.wstage_sram_kib and cfg.diff_sram_kib)
+    eng = CoreEngine(cfg, log=log, stage=staged)
+    res = trace_through_core(trace, cfg, eng, log=log)
     errors = [e for r in res["per_op"] for e in r.pop("errors")]
     if errors:
         raise RtlEngineError(f"{len(errors)} slices differ from the controller's timing functions: "
@@ -693,7 +696,7 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     per_op = [{"block": op.block, "step": op.step} | r | {"model_cycles": m["cycles"], "dense_cycles": m["dense_cycles"]}
               for op, r, m in zip(trace.ops, res["per_op"], model["per_op"], strict=True)]
     return {
-        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": CORE_MODULE[cfg.organisation],
+        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": eng.module,
         "config": cfg.model_dump(mode="json"),
         "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
                   "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},

@@ -137,12 +137,15 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     return out
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None):
+    """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
+    the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
+    and the bench program's commands (module docstring)."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, op, queue, fw, s, ways)
+    rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
                         way[0] if way else None, out_ways)

@@ -13,7 +13,6 @@ from hw.config import ORGANISATIONS, ConfigError, config_from_dict, load_config,
 from sim.cost.actions import op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
-from sim.cost.controllers import PORT_READ_SHARE
 from sim.cost.energy import action_energies
 from sim.cost.tech import load_tech
 from sim.cost.tiling import TiledDecisions, tile_stats
@@ -196,9 +195,11 @@ def test_compact_actions_hand_counts():
     assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     # kaleido_caccel (D109): one weight buffer read by band turn into the bands' word registers: every band-tile's
-    # weights (4 band-tiles x 8 channels x 8 columns = 256 bytes) through the registers, the buffer read the measured
-    # share of them (PORT_READ_SHARE); written once
-    assert c["sram_weight_read_bytes"] == pytest.approx(lock_w - lock_ch * 8 + PORT_READ_SHARE * 4 * 8 * 8)
+    # weights (4 band-tiles x 8 channels x 8 columns = 256 bytes) through the registers; without the port's count
+    # the buffer is read once per band-tile word (256 bytes), with it (D117) that count x min(C, N); written once
+    assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8
+    c2 = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, port_weights=20)
+    assert c2["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 20 * 8
     assert c["weight_word_reg_bits"] == 8 * 4 * 8 * 8 and c["sram_weight_write_bytes"] == a["sram_weight_write_bytes"]
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
     # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,
@@ -354,22 +355,32 @@ def test_successor_reads_and_psum_state_hand_counts():
 
 
 def test_compact_weight_reads_are_the_ports():
-    """The compact weight SRAM's reads as `kaleido_caccel` makes them (D109), through the trace model. 8 tokens of one
-    frame (all COMPUTE, no neighbour), one group of K = 32, N = 16 (two column blocks): per column block two
-    band-tiles of 4 rows x 32 slots, both first at cycle 0 (column block 0) and 32 (column block 1; the ports are
-    free again 4 cycles after each last slot) on the array's schedule, where D92's rule would share every word."""
+    """The compact weight SRAM's reads as `kaleido_caccel` makes them (D109), counted per op through the trace model
+    (D117). 8 tokens of one frame (all COMPUTE, no neighbour), one group of K = 32, N = 16 (two column blocks): per
+    column block two band-tiles of 4 rows x 32 slots, 8 words of 2 B = 4 channels each."""
+    from types import SimpleNamespace
+
     from algo.trace import Group, OpRecord, Trace, pack_decisions
     from sim.engines.model import simulate_trace
+    from sim.timing.compact_accel import port_schedule
 
     grid, K, N = (1, 2, 4), 32, 16  # noqa: N806
     dec = np.zeros((8, 1), dtype=np.int8)
     op = OpRecord("o_proj", 0, 0, None, None, [Group(0, K, "f")], (0.0, 0.0), dims=(1, 8, K, N),
                   decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
-    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), tiny_compact())
+    cfg = tiny_compact()
+    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)
     a = res["per_op"][0]["actions"]
-    # D109: kaleido_caccel reads its one weight buffer by band turn; the bands start a gather apart there, so the
-    # model charges the share of no sharing measured on the RTL's rule (PORT_READ_SHARE), not D92's count on the
-    # array's schedule: 0.817 x 4 band-tiles x 32 x 8 bytes (D92's shared count is 2 x 32 x 8 = 512, D101's copies
-    # 4 x 32 slots x 16 bytes = 2,048); every band-tile's bytes through the word registers
-    assert a["sram_weight_read_bytes"] == pytest.approx(PORT_READ_SHARE * 4 * 32 * 8)
+    # the port on these band-tiles (tokens 0-3 and 4-7, one gather round and one X word each, staging entries 2 B =
+    # 4): gathers at 0, 2 (0 + 1 round x 1 word + 1), 4, 6; band-tile 0's word 0 read at band 0's first turn
+    # after its fields are held (cycle 2), in its register at 4 = its operands' cycle (0 + 1 + 3): first slot 4;
+    # band-tile 1's word 0 at band 1's turn after 4 (cycle 5): first slot 7, so the bands run 3 cycles apart
+    tiles = [SimpleNamespace(group=0, cb=cb, tokens=np.arange(4) + 4 * i) for cb in range(2) for i in range(2)]
+    ref = port_schedule(SimpleNamespace(s_seq=np.full(4, 32), rows=np.full(4, 4), tiles=tiles), [(0, K, "f")], cfg,
+                        4, 32)
+    assert list(ref["first"][:2]) == [4, 7]
+    # the reads are `port_schedule`'s (the rule the RTL is checked against cycle by cycle, tests/test_rtl_caccel.py),
+    # between each of the 16 distinct words once (64 weights) and once per band-tile word (128): x 8 bytes a column
+    assert 64 < ref["weights"] < 128
+    assert a["sram_weight_read_bytes"] == ref["weights"] * 8
     assert a["weight_word_reg_bits"] == 8 * 4 * 32 * 8

@@ -53,6 +53,7 @@ from sim.timing.compact import (
     paired_tiles,
     shared_stage_weights,
 )
+from sim.timing.compact_accel import op_port
 from sim.timing.cycle_model import op_cycles_tiled
 from sim.timing.delta_core import core_out_ways
 from sim.timing.delta_core import core_ways as dcore_ways
@@ -250,9 +251,6 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
             adds += combine_adds(dec, op.N)
-            wsegs.append(np.repeat(np.arange(n_cb, dtype=np.int64), len(t[0])) + n_cb * len(tiles))
-            grps.append(np.tile(t[1], n_cb))
-            pairs.append(np.tile(paired_tiles(t, groups), n_cb))
         tiles.append(t)
     s_seq = np.concatenate(seqs)
     # a stage buffer holds one slice (D88; the widest slice's half-words) or one column block, group-aligned (D85, D96)
@@ -263,12 +261,14 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     sched = band_schedule(s_seq, rows, cfg, *stage)
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
-    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band; compact:
-    # its weight port's measured share, D109)
+    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band)
     shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],
                                    sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
                                    cfg.compact_bands)
               if staged else None)
+    # compact: its weight buffer's reads as kaleido_caccel's port makes them (D109), counted per op on the port's
+    # schedule (`sim.timing.compact_accel.op_port`, D117)
+    port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),
@@ -280,7 +280,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
-            "shared_weights": shared}
+            "shared_weights": shared, "port_weights": None if port is None else port["weights"]}
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,

@@ -22,8 +22,9 @@ cycle after ``start``:
   `sim.timing.delta_accel.accel_schedule` on the same arguments.
 
 So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather and word keeps ahead of
-the bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
-not call it.
+the bands); `tests.rtl.caccel_overhead` measures it. `port_schedule` is plain Python over the band-tiles (the RTL
+benches' sizes); `port_run` is its rule compiled (numba, equal to it key for key), and `op_port` runs it on a whole op
+of the cycle model, whose weight-buffer reads `sim.cost.compact_actions` charges (docs/decisions.md D117).
 """
 
 from __future__ import annotations
@@ -112,6 +113,58 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
             _da.gather_words(a[2], lanes).max(initial=1)))) + 1000)
     return {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
             "weights": int(weights), "deferred": int(deferred)}
+
+
+def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
+            entries: int | None = None, lanes: int = 32) -> dict:
+    """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
+    band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
+    controller on its one weight buffer (every batch element reads the same weights: the same half-words).
+
+    Args:
+        decs: per batch element the int ``[F H W, G]`` decisions; tiles: per batch element its
+            `sim.timing.compact.compact_tiles` ``(slots, group, n_compute, n_partial)``; grid ``(F, H, W)``;
+            groups ``(k0, k1, axis)``; fw: `sim.timing.compact.chunk_frames`; n_cb column blocks; entries: staging
+            entries S (default 2 B, `hw.delta_accel.DeltaAccel`'s); lanes: X lanes P (`hw.delta_accel.LANES` = 32,
+            restated as `sim.cost.controllers.LANES`).
+
+    Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``);
+    the queues' emission waits are not modelled (``queue=None``: the host's band-tile list). Returns `port_run`'s
+    dict."""
+    from sim.timing.compact import band_tile_tokens, paired_tiles
+
+    B, brows = cfg.compact_bands, band_rows(cfg)  # noqa: N806
+    F, H, W = grid  # noqa: N806
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    hoff = np.r_[0, np.cumsum(-(-widths // B))].astype(np.int64)  # each group's first half-word, `port_fields`
+    span = int(hoff[-1]) + 1
+    parts = []
+    for dec, t in zip(decs, tiles, strict=True):
+        toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, brows, fw)
+        rounds = _tile_rounds(toks, offs, brows)
+        grp = t[1]
+        one = (t[0], t[2] + t[3], widths[grp], rounds, paired_tiles(t, groups).astype(np.int64))
+        for cb in range(n_cb):
+            parts.append((*one, cb * span + hoff[grp]))
+    cols = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64) for i in range(6)]
+    return port_run(*cols, cfg, entries or 2 * B, lanes)
+
+
+@numba.njit(cache=True)
+def _tile_rounds(toks, offs, banks):
+    """int64 ``[T]``: `gather_rounds` of each band-tile's tokens ``toks[offs[t]:offs[t + 1]]``."""
+    T = offs.shape[0] - 1  # noqa: N806
+    out = np.zeros(T, dtype=np.int64)
+    cnt = np.zeros(banks, dtype=np.int64)
+    for t in range(T):
+        cnt[:] = 0
+        m = 0
+        for i in range(offs[t], offs[t + 1]):
+            k = toks[i] % banks
+            cnt[k] += 1
+            m = max(m, cnt[k])
+        out[t] = m
+    return out
 
 
 def caccel_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None):

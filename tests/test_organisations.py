@@ -275,11 +275,17 @@ def test_compact_psum_too_small_for_an_op_is_a_clean_error(tmp_path):
 
 
 def test_compact_end_to_end_cycles_and_values(tmp_path):
-    # small_trace's qkv op (grid 2x2x4: 16 tokens, K = 16 in 2 groups of 8, N = 12) times as the band-tiles
-    # say, and the JSON names the organisation
+    # small_trace's qkv op (grid 2x2x4: 16 tokens, K = 16 in 2 groups of 8, N = 12) times as kaleido_caccel runs
+    # its band-tiles (D117: `sim.timing.compact_accel.caccel_cycles`, the rule the RTL equals cycle for cycle, less
+    # the start cycle), its array's list schedule plus the gather and the weight port; the JSON names the
+    # organisation
+    from types import SimpleNamespace
+
     from algo.reuse.golden import decide
     from algo.trace import load_trace
     from sim.engines.model import simulate_trace
+    from sim.timing.compact import band_rows, band_tile_tokens
+    from sim.timing.compact_accel import caccel_cycles
 
     tr = load_trace(small_trace(tmp_path / "t.npz"))
     cfg = tiny_compact()
@@ -288,9 +294,14 @@ def test_compact_end_to_end_cycles_and_values(tmp_path):
     op = tr.ops[0]
     groups = [g.as_tuple() for g in op.groups]
     dec = decide(op.X[0], tr.grid, groups, op.theta, 4)[0]
-    slots, _, nc, npart = compact_tiles(dec, tr.grid, groups, cfg, 2, 4)
+    slots, grp, nc, npart = compact_tiles(dec, tr.grid, groups, cfg, 2, 4)
     cyc, _ = band_cycles(np.tile(slots, 2), np.tile(nc + npart, 2), cfg)  # N = 12: two column blocks
-    assert res["per_op"][0]["cycles"] == cyc
+    toks, off = band_tile_tokens(dec.astype(np.int8), 2, 8, 8, band_rows(cfg), 2)
+    tiles = [SimpleNamespace(group=int(g), cb=cb, tokens=toks[off[i]:off[i + 1]])
+             for cb in range(2) for i, g in enumerate(grp)]
+    bop = SimpleNamespace(s_seq=np.tile(slots, 2), rows=np.tile(nc + npart, 2), tiles=tiles)
+    port = caccel_cycles(bop, groups, cfg, 2 * cfg.compact_bands, 32) - 1
+    assert res["per_op"][0]["cycles"] == port > cyc
     assert np.array_equal(compact_gemm(op.X[0], op.W[0], tr.grid, groups, dec, 8, 4, 2),
                           apply_decisions(op.X[0], op.W[0], tr.grid, groups, dec, 4))
 

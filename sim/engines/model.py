@@ -189,7 +189,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                     fused: bool) -> dict:
     """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots and valid rows
     in issue order over the batch and column blocks, cycles, drain stall, combine stall (``cfg.combine_timing``:
-    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts.
+    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
+    band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
+    the list schedule with the gather and the weight port, `caccel_cycles` less the start cycle; its stall counts
+    the word waits with the drain's), the delta organisation's by `band_schedule`.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -258,7 +261,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held, hgroups),
               delta_rules.stage_buffers(cfg, held, hgroups)) if staged else (None, 0, 2))
     rows = np.concatenate(valid)
-    sched = band_schedule(s_seq, rows, cfg, *stage)
+    # compact: kaleido_caccel's schedule, its gather and weight port cycle by cycle (D109), which the RTL equals; its
+    # weight buffer's reads are counted on it (`sim.timing.compact_accel.op_port`, D117)
+    port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
+    sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
     # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band)
@@ -266,9 +272,6 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                                    sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
                                    cfg.compact_bands)
               if staged else None)
-    # compact: its weight buffer's reads as kaleido_caccel's port makes them (D109), counted per op on the port's
-    # schedule (`sim.timing.compact_accel.op_port`, D117)
-    port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),

@@ -74,29 +74,33 @@ def port_fields(op, groups, cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndar
     return paired, saddr
 
 
-def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> dict:
+def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None,
+                  barrier: str = "off", seg=None) -> dict:
     """The controller's cycles and weight reads for ``op`` (`sim.engines.band_stimulus.BandOp` in compact's issue
     order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.stage_schedule` with no stage segment (the
     weight buffer read by band turn into three word registers per band, docs/decisions.md D109), the early band
     choice and the deferred read (``defer="behind"``), as `hw.compact_accel.CompactAccel` builds them. ``"reads"``
-    counts the weight buffer's reads (one word of ``2 B`` channels x C a read)."""
+    counts the weight buffer's reads (one word of ``2 B`` channels x C a read). ``barrier``, ``seg``: `stage_schedule`'s
+    segment barrier (not built; ``seg`` 1 on a segment's first band-tile), to measure the bands in phase (D117)."""
     T = len(op.tiles)  # noqa: N806
     paired, saddr = port_fields(op, groups, cfg)
     zero = np.zeros(T, dtype=np.int64)
     s_seq, rows, widths, rounds, _ = _args(op, groups, cfg)
-    return _da.stage_schedule(s_seq, rows, widths, rounds, paired, zero, zero, zero, saddr, cfg, entries, lanes,
-                              early=True, defer="behind", queue=queue, stage=False)
+    return _da.stage_schedule(s_seq, rows, widths, rounds, paired, zero if seg is None else seg, zero, zero, saddr,
+                              cfg, entries, lanes, early=True, defer="behind", queue=queue, stage=False,
+                              barrier=barrier)
 
 
 def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig, entries: int, lanes: int,
-             queue: tuple | None = None) -> dict:
+             queue: tuple | None = None, barrier: str = "off", seg=None) -> dict:
     """`port_schedule`'s rule compiled (numba): `sim.timing.delta_accel.stage_schedule` with ``stage=False``,
     ``early=True``, ``defer="behind"`` and `sim.timing.compact.WORD_REGISTERS` word registers, on arrays, equal to it
     key for key (tests/test_caccel_port.py); fast enough for the cycle model's whole ops (docs/decisions.md D117).
 
     Args (int ``[T]`` per band-tile in issue order): s_seq slots, rows valid rows, widths its group's channels,
     rounds its gather rounds (`gather_rounds`), paired PAIRED (two channels a slot), saddr the weight buffer's
-    half-word of its group's word 0 (`port_fields`); entries S, lanes P; queue `accel_schedule`'s.
+    half-word of its group's word 0 (`port_fields`); entries S, lanes P; queue `accel_schedule`'s; barrier and seg
+    (1 on a segment's first band-tile) `stage_schedule`'s segment barrier (``"off"``: `kaleido_caccel` as built).
 
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]``, ``"late"``, ``"reads"``, ``"weights"`` (weights
     per column those reads carry) and ``"deferred"``, as `stage_schedule`."""
@@ -106,11 +110,20 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     a = [np.ascontiguousarray(x, dtype=np.int64) for x in (s_seq, rows, widths, rounds, paired, saddr)]
     T = len(a[0])  # noqa: N806
     emits = _da._emit_of(queue, T) if queue is not None else np.zeros(0, dtype=np.int64)
+    tg_lo, tg_hi = np.full(T, -1, dtype=np.int64), np.zeros(T, dtype=np.int64)
+    if barrier not in ("off", "first", "every"):
+        raise ValueError(f"barrier must be 'off', 'first' or 'every', not {barrier!r}")
+    if barrier != "off":
+        starts = [*np.flatnonzero(np.asarray(seg)).tolist(), T]
+        if barrier == "first":
+            starts = starts[:2]
+        for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
+            tg_lo[a0:min(a1, a0 + B)], tg_hi[a0:min(a1, a0 + B)] = a0, min(a1, a0 + B)
     band, first, last, gather, late, reads, weights, deferred = _port_run(
         a[0], a[1], a[2], _da.gather_words(a[2], lanes), a[3], a[4].astype(np.bool_), a[5], emits, B,
         max(1, d // B), max(1, B // d), int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B,
         50 * (int(np.maximum(a[0], 1).sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
-            _da.gather_words(a[2], lanes).max(initial=1)))) + 1000)
+            _da.gather_words(a[2], lanes).max(initial=1)))) + 1000, tg_lo, tg_hi)
     return {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
             "weights": int(weights), "deferred": int(deferred)}
 
@@ -282,11 +295,12 @@ def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[
 
 @numba.njit(cache=True)
 def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
-              limit):
+              limit, tg_lo, tg_hi):
     """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``stage=False``, ``early=True`` and
     ``defer="behind"``, statement for statement (one cycle an iteration). ``emits``: `_emit_of`'s steps, or an
     empty array without the queues; ``limit``: the cycles after which it gives up (RuntimeError), as
-    `stage_schedule`'s."""
+    `stage_schedule`'s; ``tg_lo``, ``tg_hi``: per band-tile the band-tiles ``[lo, hi)`` it starts together with
+    (`stage_schedule`'s ``barrier``; lo = -1: none)."""
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B
@@ -372,6 +386,18 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             if have <= cw[b]:
                 late += 1
                 continue
+            if slot[b] == 0 and tg_lo[t] >= 0:  # the barrier: its band-tiles start together
+                ok = True
+                for m in range(tg_lo[t], tg_hi[t]):
+                    km = -1
+                    for k2 in range(B):
+                        if bt[k2] == m:
+                            km = k2
+                    if km < 0 or c < xready[m] or npres[km] - (1 if p1[km] > c else 0) - (1 if p2[km] > c else 0) < 1:
+                        ok = False
+                        break
+                if not ok:
+                    continue
             lastslot = slot[b] == max(1, s_seq[t]) - 1
             k = count[b] % ports_b
             if lastslot and c < pfree[b, k]:

@@ -129,7 +129,7 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
 
 
 def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
-            entries: int | None = None, lanes: int = 32) -> dict:
+            entries: int | None = None, lanes: int = 32, barrier: str = "off") -> dict:
     """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
     band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
     controller on its one weight buffer (every batch element reads the same weights: the same half-words).
@@ -142,8 +142,10 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
             restated as `sim.cost.controllers.LANES`).
 
     Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``);
-    the queues' emission waits are not modelled (``queue=None``: the host's band-tile list). Returns `port_run`'s
-    dict."""
+    the queues' emission waits are not modelled (``queue=None``: the host's band-tile list). ``barrier="first"``:
+    the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
+    barrier; not built, D117 measures it; ``"every"`` can deadlock, RuntimeError). Returns
+    `port_run`'s dict."""
     from sim.timing.compact import band_tile_tokens, paired_tiles
 
     B, brows = cfg.compact_bands, band_rows(cfg)  # noqa: N806
@@ -160,7 +162,10 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
         for cb in range(n_cb):
             parts.append((*one, cb * span + hoff[grp]))
     cols = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64) for i in range(6)]
-    return port_run(*cols, cfg, entries or 2 * B, lanes)
+    seg = np.zeros(len(cols[0]), dtype=np.int64)
+    starts = np.cumsum([0] + [len(p[0]) for p in parts[:-1]]) if barrier == "every" else np.zeros(1, dtype=np.int64)
+    seg[starts[starts < len(seg)]] = 1
+    return port_run(*cols, cfg, entries or 2 * B, lanes, None, barrier, seg)
 
 
 @numba.njit(cache=True)

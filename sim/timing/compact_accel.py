@@ -144,7 +144,7 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``);
     the queues' emission waits are not modelled (``queue=None``: the host's band-tile list). ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
-    barrier; not built, D117 measures it; ``"every"`` can deadlock, RuntimeError). Returns
+    barrier; not built, D117 measures it). Returns
     `port_run`'s dict."""
     from sim.timing.compact import band_tile_tokens, paired_tiles
 

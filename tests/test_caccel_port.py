@@ -13,6 +13,7 @@ import pytest
 from hw.config import load_config, with_organisation
 from sim.timing.compact import band_rows
 from sim.timing.compact_accel import gather_rounds, port_fields, port_run, port_schedule, tile_widths
+from sim.timing.delta_accel import queue_done
 from tests.test_rtl_compact import compact_cfg
 
 #: Shapes (rows, cols, bands, ports): the balanced preset's B / d = 2 on a small array, one port per band, two
@@ -77,6 +78,8 @@ def test_port_run_equals_port_schedule(shape):
             assert np.array_equal(got[key], want[key]), (trial, key)
         for key in ("late", "reads", "weights", "deferred"):
             assert got[key] == want[key], (trial, key)
+        if queue is not None:
+            assert got["queue_done"] == queue_done(want["gather"], queue)
 
 
 def test_port_run_on_the_balanced_preset():

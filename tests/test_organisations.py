@@ -277,15 +277,15 @@ def test_compact_psum_too_small_for_an_op_is_a_clean_error(tmp_path):
 def test_compact_end_to_end_cycles_and_values(tmp_path):
     # small_trace's qkv op (grid 2x2x4: 16 tokens, K = 16 in 2 groups of 8, N = 12) times as kaleido_caccel runs
     # its band-tiles (D117: `sim.timing.compact_accel.caccel_cycles`, the rule the RTL equals cycle for cycle, less
-    # the start cycle), its array's list schedule plus the gather and the weight port; the JSON names the
-    # organisation
+    # the start cycle), its array's list schedule plus the queues, the gather and the weight port; the JSON names
+    # the organisation
     from types import SimpleNamespace
 
     from algo.reuse.golden import decide
     from algo.trace import load_trace
     from sim.engines.model import simulate_trace
     from sim.timing.compact import band_rows, band_tile_tokens
-    from sim.timing.compact_accel import caccel_cycles
+    from sim.timing.compact_accel import caccel_cycles, queue_steps
 
     tr = load_trace(small_trace(tmp_path / "t.npz"))
     cfg = tiny_compact()
@@ -300,8 +300,10 @@ def test_compact_end_to_end_cycles_and_values(tmp_path):
     tiles = [SimpleNamespace(group=int(g), cb=cb, tokens=toks[off[i]:off[i + 1]])
              for cb in range(2) for i, g in enumerate(grp)]
     bop = SimpleNamespace(s_seq=np.tile(slots, 2), rows=np.tile(nc + npart, 2), tiles=tiles)
-    port = caccel_cycles(bop, groups, cfg, 2 * cfg.compact_bands, 32) - 1
-    assert res["per_op"][0]["cycles"] == port > cyc
+    # with its queues (`hw.rtl` emits them): each descriptor no earlier than kaleido_dqueue emits it
+    queue = queue_steps(dec, tr.grid, cfg, 2, 2)
+    port = caccel_cycles(bop, groups, cfg, 2 * cfg.compact_bands, 32, queue) - 1
+    assert res["per_op"][0]["cycles"] == port >= caccel_cycles(bop, groups, cfg, 2 * cfg.compact_bands, 32) - 1 > cyc
     assert np.array_equal(compact_gemm(op.X[0], op.W[0], tr.grid, groups, dec, 8, 4, 2),
                           apply_decisions(op.X[0], op.W[0], tr.grid, groups, dec, 4))
 
@@ -373,7 +375,7 @@ def test_compact_weight_reads_are_the_ports():
 
     from algo.trace import Group, OpRecord, Trace, pack_decisions
     from sim.engines.model import simulate_trace
-    from sim.timing.compact_accel import port_schedule
+    from sim.timing.compact_accel import port_schedule, queue_steps
 
     grid, K, N = (1, 2, 4), 32, 16  # noqa: N806
     dec = np.zeros((8, 1), dtype=np.int8)
@@ -383,13 +385,16 @@ def test_compact_weight_reads_are_the_ports():
     res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)
     a = res["per_op"][0]["actions"]
     # the port on these band-tiles (tokens 0-3 and 4-7, one gather round and one X word each, staging entries 2 B =
-    # 4): gathers at 0, 2 (0 + 1 round x 1 word + 1), 4, 6; band-tile 0's word 0 read at band 0's first turn
-    # after its fields are held (cycle 2), in its register at 4 = its operands' cycle (0 + 1 + 3): first slot 4;
-    # band-tile 1's word 0 at band 1's turn after 4 (cycle 5): first slot 7, so the bands run 3 cycles apart
+    # 4), with the queues as `hw.rtl` builds it: kaleido_dqueue scans 4 positions a step, so band-tiles 0 and 1 are
+    # emitted at steps (cycles) 0 and 1 and gathered at 1 (the cycle after) and 3 (the gather busy 1 + 1 round x 1
+    # word); band-tile 0's word 0 is read at band 0's first (even) turn once its fields are held (3 + 1 = 4), in its
+    # register at 6, its operands at 1 + 1 + 3 = 5: first slot 6; band-tile 1's at band 1's turn 5, in at 7 = its
+    # operands' 3 + 4: first slot 7. From the host's list instead (no queues): gathers 0 and 2, first slots 4 and 7
     tiles = [SimpleNamespace(group=0, cb=cb, tokens=np.arange(4) + 4 * i) for cb in range(2) for i in range(2)]
-    ref = port_schedule(SimpleNamespace(s_seq=np.full(4, 32), rows=np.full(4, 4), tiles=tiles), [(0, K, "f")], cfg,
-                        4, 32)
-    assert list(ref["first"][:2]) == [4, 7]
+    bop = SimpleNamespace(s_seq=np.full(4, 32), rows=np.full(4, 4), tiles=tiles)
+    ref = port_schedule(bop, [(0, K, "f")], cfg, 4, 32, queue_steps(dec, grid, cfg, 1, 2))
+    assert list(ref["gather"][:2]) == [1, 3] and list(ref["first"][:2]) == [6, 7]
+    assert list(port_schedule(bop, [(0, K, "f")], cfg, 4, 32)["first"][:2]) == [4, 7]
     # the reads are `port_schedule`'s (the rule the RTL is checked against cycle by cycle, tests/test_rtl_caccel.py),
     # between each of the 16 distinct words once (64 weights) and once per band-tile word (128): x 8 bytes a column
     assert 64 < ref["weights"] < 128

@@ -191,8 +191,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     in issue order over the batch and column blocks, cycles, drain stall, combine stall (``cfg.combine_timing``:
     the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
     band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
-    the list schedule with the gather and the weight port, `caccel_cycles` less the start cycle; its stall counts
-    the word waits with the drain's), the delta organisation's by `band_schedule`.
+    the list schedule with the queues, the gather and the weight port, `caccel_cycles` less the start cycle; its
+    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -266,6 +266,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
+    if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
+        cycles = max(cycles, port["queue_done"] + 1)
     # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
     # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band)
     shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],

@@ -103,7 +103,8 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     (1 on a segment's first band-tile) `stage_schedule`'s segment barrier (``"off"``: `kaleido_caccel` as built).
 
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]``, ``"late"``, ``"reads"``, ``"weights"`` (weights
-    per column those reads carry) and ``"deferred"``, as `stage_schedule`."""
+    per column those reads carry) and ``"deferred"``, as `stage_schedule`; with ``queue`` also ``"queue_done"``
+    (`sim.timing.delta_accel.queue_done`)."""
     from sim.timing.compact import WORD_REGISTERS
 
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
@@ -119,17 +120,20 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
             starts = starts[:2]
         for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
             tg_lo[a0:min(a1, a0 + B)], tg_hi[a0:min(a1, a0 + B)] = a0, min(a1, a0 + B)
-    band, first, last, gather, late, reads, weights, deferred = _port_run(
+    band, first, last, gather, late, reads, weights, deferred, q0, q1 = _port_run(
         a[0], a[1], a[2], _da.gather_words(a[2], lanes), a[3], a[4].astype(np.bool_), a[5], emits, B,
         max(1, d // B), max(1, B // d), int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B,
         50 * (int(np.maximum(a[0], 1).sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
             _da.gather_words(a[2], lanes).max(initial=1)))) + 1000, tg_lo, tg_hi)
-    return {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
-            "weights": int(weights), "deferred": int(deferred)}
+    out = {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
+           "weights": int(weights), "deferred": int(deferred)}
+    if queue is not None:  # `sim.timing.delta_accel.queue_done` from the last emission's cycle and step
+        out["queue_done"] = int(max(q0 + queue[2] - q1, gather[-1] + 1)) if len(queue[0]) else int(queue[2])
+    return out
 
 
 def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
-            entries: int | None = None, lanes: int = 32, barrier: str = "off") -> dict:
+            entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True) -> dict:
     """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
     band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
     controller on its one weight buffer (every batch element reads the same weights: the same half-words).
@@ -141,8 +145,10 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
             entries S (default 2 B, `hw.delta_accel.DeltaAccel`'s); lanes: X lanes P (`hw.delta_accel.LANES` = 32,
             restated as `sim.cost.controllers.LANES`).
 
-    Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``);
-    the queues' emission waits are not modelled (``queue=None``: the host's band-tile list). ``barrier="first"``:
+    Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``).
+    ``queues`` (default, what `hw.rtl` emits): each descriptor also waits for ``kaleido_dqueue`` to emit it
+    (`queue_steps` of each batch element, one column block's steps repeated for each block, the batch's runs one
+    after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
     barrier; not built, D117 measures it). Returns
     `port_run`'s dict."""
@@ -153,8 +159,12 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     hoff = np.r_[0, np.cumsum(-(-widths // B))].astype(np.int64)  # each group's first half-word, `port_fields`
     span = int(hoff[-1]) + 1
-    parts = []
+    parts, qstep, qn = [], [], 0
     for dec, t in zip(decs, tiles, strict=True):
+        if queues:  # the scan is the same for every column block (one block per group: c_s = 1)
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False)
+            qstep += [st + qn + c * n1 for c in range(n_cb)]
+            qn += n_cb * n1
         toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, brows, fw)
         rounds = _tile_rounds(toks, offs, brows)
         grp = t[1]
@@ -165,7 +175,11 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     seg = np.zeros(len(cols[0]), dtype=np.int64)
     starts = np.cumsum([0] + [len(p[0]) for p in parts[:-1]]) if barrier == "every" else np.zeros(1, dtype=np.int64)
     seg[starts[starts < len(seg)]] = 1
-    return port_run(*cols, cfg, entries or 2 * B, lanes, None, barrier, seg)
+    queue = None
+    if queues:
+        step = np.concatenate(qstep) if qstep else np.zeros(0, dtype=np.int64)
+        queue = (step, np.ones(len(step), dtype=np.int64), qn)  # one descriptor an emission (one column block)
+    return port_run(*cols, cfg, entries or 2 * B, lanes, queue, barrier, seg)
 
 
 @numba.njit(cache=True)
@@ -486,4 +500,4 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 nx[k] = t
             nxt += 1
         c += 1
-    return band, first, last, gather, late, reads, weights, deferred
+    return band, first, last, gather, late, reads, weights, deferred, q0, q1

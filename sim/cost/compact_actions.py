@@ -30,8 +30,8 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. The controllers
   as built set the read count (D101): the staged delta controller's stage reads are D92's count x
   `sim.cost.controllers.STAGE_READ_RATIO` (capped at no sharing); compact's ``kaleido_caccel`` reads its one weight
-  buffer by band turn (D109) `sim.cost.controllers.PORT_READ_SHARE` of the no-sharing bytes (measured on its
-  phased schedule); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
+  buffer by band turn (D109), the reads its port makes on its phased schedule counted per op
+  (`sim.timing.compact_accel.op_port`, D117); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
   > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x
   min(C, N) a slot (Σ slots x 2 min(C, N) x n_cb bytes), no word registers written, and the weight SRAM's writes
   charged once per copy (all written together, D91).
@@ -112,7 +112,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import PORT_READ_SHARE, STAGE_READ_RATIO, WEIGHT_LANES, lanes, weight_copies
+from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, lanes, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
@@ -209,7 +209,8 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
-                    p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None) -> dict:
+                    p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
+                    port_weights: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -226,6 +227,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             shared_weights: weights per column the bands read from their bank (the stage, or the weight SRAM without
             one), a read shared by the bands that want the same word at its turn (`sim.timing.compact.
             shared_stage_weights`, D92); None: one read per band-tile (Σ |g|).
+        port_weights: compact (``delta_blocks`` None, no stage): weights per column its controller's weight port
+            reads (`sim.timing.compact_accel.op_port`'s ``"weights"``, docs/decisions.md D109, D117); None: one read
+            per band-tile word (Σ |g|, no read shared).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -293,8 +297,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
     if stage_chunks is not None:  # the RTL's stage reads on its phased schedule (D100): D92's count x the ratio
         read = min(weight, STAGE_READ_RATIO * read)
-    elif delta_blocks is None:  # compact's weight port on its phased schedule (D109): the measured share of no sharing
-        read = PORT_READ_SHARE * weight
+    elif delta_blocks is None:  # compact's weight port on its phased schedule (D109), counted per op (D117)
+        read = weight if port_weights is None else port_weights * min(C, N)
     if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)
         read = slot_words
         a["weight_word_reg_bits"] = 0

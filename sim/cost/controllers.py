@@ -80,16 +80,8 @@ WORD_REGISTERS = 3
 #: the measured one at r = 0.8 (D101).
 STAGE_READ_RATIO = 1.58
 
-#: The compact controller's weight-buffer reads (D109: one buffer read by band turn into the bands' word registers,
-#: with the early band choice and the deferred read) as a share of one read per band-tile word (the bytes each
-#: band-tile takes, Σ |g| x min(C, N) per column block: no read shared). Measured with `python -m
-#: tests.rtl.cport_check R` (`sim.timing.compact_accel.port_schedule`, the RTL's rule cycle for cycle, on qkv, qk,
-#: o_proj, ffn1 and ffn2 of a Wan2.1-1.3B block at 480p K, 3 frames of 16 x 32 positions, N cut to 256, the D41 field
-#: at seed 1, the gather idealised): Σ reads ÷ Σ one per band-tile word = 0.797 at r = 0.3 and 0.817 at r = 0.8; the
-#: larger is charged. Against D92's count on the trace model's schedule (`shared_stage_weights`, what compact was
-#: charged before D101) that is 2.48x and 2.61x: the gather starts the bands 1 + ceil(|g| / 32) cycles apart and the
-#: wide groups' band-tiles (ffn2: 0.98-0.99 of no sharing) keep those phases (D99's finding on the stage).
-PORT_READ_SHARE = 0.817
+#: (The compact controller's weight-buffer reads, D109's measured `PORT_READ_SHARE`, are counted per op since D117:
+#: `sim.timing.compact_accel.op_port`, charged by `sim.cost.compact_actions`.)
 
 #: The `sim.cost.area` components D101 added (module docstring).
 AREA_COMPONENTS = ("ctrl_staging", "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")

@@ -53,6 +53,7 @@ from sim.timing.compact import (
     paired_tiles,
     shared_stage_weights,
 )
+from sim.timing.compact_accel import op_port
 from sim.timing.cycle_model import op_cycles_tiled
 from sim.timing.delta_core import core_out_ways
 from sim.timing.delta_core import core_ways as dcore_ways
@@ -188,7 +189,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                     fused: bool) -> dict:
     """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots and valid rows
     in issue order over the batch and column blocks, cycles, drain stall, combine stall (``cfg.combine_timing``:
-    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts.
+    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
+    band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
+    the list schedule with the queues, the gather and the weight port, `caccel_cycles` less the start cycle; its
+    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -250,9 +254,6 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
             adds += combine_adds(dec, op.N)
-            wsegs.append(np.repeat(np.arange(n_cb, dtype=np.int64), len(t[0])) + n_cb * len(tiles))
-            grps.append(np.tile(t[1], n_cb))
-            pairs.append(np.tile(paired_tiles(t, groups), n_cb))
         tiles.append(t)
     s_seq = np.concatenate(seqs)
     # a stage buffer holds one slice (D88; the widest slice's half-words) or one column block, group-aligned (D85, D96)
@@ -260,11 +261,15 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held, hgroups),
               delta_rules.stage_buffers(cfg, held, hgroups)) if staged else (None, 0, 2))
     rows = np.concatenate(valid)
-    sched = band_schedule(s_seq, rows, cfg, *stage)
+    # compact: kaleido_caccel's schedule, its gather and weight port cycle by cycle (D109), which the RTL equals; its
+    # weight buffer's reads are counted on it (`sim.timing.compact_accel.op_port`, D117)
+    port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
+    sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
+    if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
+        cycles = max(cycles, port["queue_done"] + 1)
     # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
-    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band; compact:
-    # its weight port's measured share, D109)
+    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band)
     shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],
                                    sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
                                    cfg.compact_bands)
@@ -281,7 +286,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
-            "shared_weights": shared}
+            "shared_weights": shared, "port_weights": None if port is None else port["weights"]}
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,

@@ -201,10 +201,16 @@ def test_model_times_the_compact_core_as_built():
     """``combine_timing = "rtl"`` on compact: `core_cycles` over the model's schedule, one block per column block
     (half the band-tiles each, issued column block outer), a block's first descriptor 2 cycles before its first
     slot; 2 groups on W = 2 ways: one command a token."""
-    t, cfg, _grid = _op("compact", "rtl")
+    from sim.timing.compact_accel import op_port
+
+    t, cfg, grid = _op("compact", "rtl")
     c = t.compact
     assert core_ways(cfg) == 2
-    band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
+    # the band-tiles as kaleido_caccel runs them (D117): its list schedule with the queues, gather and weight port
+    dec = np.full((16, 2), COMPUTE, dtype=np.int8)
+    dec[8:, 0] = REUSE
+    port = op_port([dec], c["band_tiles"], grid, [(0, 8, "f"), (8, 16, "f")], cfg, c["chunk_frames"], 2)
+    band, first, last = port["band"], port["first"], port["last"]
     outs = row_out_cycles(band, last, c["rows"], cfg)
     n = len(outs) // 2
     blocks = ([max(int(o.max()) for o in outs[:n]), max(int(o.max()) for o in outs[n:])],

@@ -416,3 +416,87 @@ def test_model_times_output_ways_and_buffers():
         _op("delta", "rtl", dcore_out_ways=4)
     with pytest.raises(ValueError, match="must be a power of two, got 3"):
         config_from_dict(load_config("tiny-8x8").model_dump() | {"dcore_out_ways": 3})
+
+
+def test_back_pressure_by_hand():
+    """docs/decisions.md D116's issue rule on two hand ops (cycles counted by hand).
+
+    Credits: grid 1 x 1 x 2, one class, R = 2 (one segment of 2 commands), the walk after the op (``done`` 8);
+    band-tile 0 (desc 2) drains rows at 5, 5, band-tile 1 (desc 3) at 6, 6; a FIFO of 2. Band-tile 0 takes both
+    credits; its rows are written at 6, popped at 7 and 8 (one way), the credits back from cycles 8 and 9, so
+    band-tile 1 issues at 9 (H = 6): rows at 12, 12, popped at 14, 15; the walk starts at max(8 + 6, 15 + 3) = 18,
+    ``done`` 18 + 2 + 4 = 24 (19 without the rule: pops 7-10, the walk at 13).
+
+    Banks: grid 1 x 1 x 9, R = 1 (nine one-command segments), segment by segment; band-tile 0 (segment 0, desc 2,
+    its row at 20), band-tile 1 (segment 8 = 0 + NB_BANKS, desc 3, row at 4). Held at 3: the walk needs segment 0,
+    whose row is counted at 24 (written 21, popped 22); it goes at 25 (the held descriptor is "a later segment's"),
+    its command at 26, ``sg`` 1 from 27, when band-tile 1 issues (H = 24, its row at 28); segments 1-7 (empty) go at
+    27, 29, ..., 39; segment 8 is whole at 21 + 24 = 45 (the array's done moved), ``done`` 45 + 1 + 4 = 50. Without
+    the rule the descriptor is counted 8 segments ahead: ``overflow``."""
+    sch = core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2, descs=[(2, 0, 2), (3, 0, 2)], fifo=2,
+                        row_tile=[0, 0, 1, 1])
+    assert (sch["held"], list(sch["issue"]), list(sch["out"])) == (6, [2, 9], [5, 5, 12, 12])
+    assert (list(sch["acc"] - 2), sch["start"], sch["done"], sch["fifo_max"]) == ([7, 8, 14, 15], 18, 24, 2)
+    assert core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2)["done"] == 19
+    held = core_schedule([20, 4], 21, (1, 1, 9), 1, 1, 1, True, [0, 8], [(2, 0, 1), (3, 8, 1)], hold=True,
+                         row_tile=[0, 1])
+    assert (held["held"], list(held["issue"]), list(held["out"]), held["start"], held["done"]) == \
+        (24, [2, 27], [20, 28], 25, 50)
+    assert not held["overflow"] and held["ahead"] == 7
+    assert core_schedule([4, 20], 21, (1, 1, 9), 1, 1, 1, True, [8, 0], [(2, 0, 1), (3, 8, 1)])["overflow"]
+    from sim.timing.delta_core import held_done
+    assert held_done([20, 4], [0, 8], None, 21, True, [1] * 9, ([2, 3], [0, 8], [1, 1]), 1, None, True) == 50
+    assert held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 2, False) == 24
+    with pytest.raises(ValueError, match="fewer entries than a band-tile's 2 rows"):
+        held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 1, False)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_held_done_equals_core_schedule(seed):
+    """`held_done` (the model's numba loop with back-pressure, D116) against `core_schedule` on 20 seeded ops each:
+    band-tiles of 0-6 rows over the segments (some empty), random FIFO depths (at least a band-tile's rows, or none)
+    with and without the bank rule, 1-4 ways, V output ways, 2-3 D buffers, both walk modes; the FIFO never holds
+    more than its entries and, with the bank rule, no descriptor is counted `NB_BANKS` ahead; without either rule
+    `held_done` is `ways_done`."""
+    from sim.timing.delta_core import NB_BANKS, held_done, segment_step_counts, ways_done
+
+    held = 0
+    for sub in range(20):
+        rng = np.random.default_rng(1000 * seed + sub)
+        n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 4)), (2, 2, 3), 8  # noqa: N806
+        nseg = len(segment_step_counts(grid, n_cb, a, R))
+        W = int(rng.choice([1, 2, 4]))  # noqa: N806
+        cyc, sgs, descs, t, sg = [], [], [], 2, 0
+        while sg < nseg:
+            for _ in range(int(rng.integers(0, 4))):
+                v = int(rng.integers(0, 7))
+                descs.append((t, sg, v))
+                cyc += (t + 1 + rng.integers(0, 12, size=v)).tolist()
+                sgs += [sg] * v
+                t += int(rng.integers(0, 4))
+            sg += int(rng.integers(1, 4))
+        cyc, sgs = np.asarray(cyc, dtype=np.int64), np.asarray(sgs, dtype=np.int64)
+        way = rng.integers(0, W, size=len(cyc))
+        tile = np.repeat(np.arange(len(descs)), [d[2] for d in descs]).astype(np.int64)
+        done = int(max(cyc.max() + 1 if len(cyc) else 0, t))
+        V, nbuf = int(rng.choice([v for v in (1, 2, 4) if v <= W])), int(rng.integers(2, 4))  # noqa: N806
+        lens = segment_step_counts(grid, n_cb, a, R, out_ways=V)
+        most = max([d[2] for d in descs] + [1])
+        fifo = None if rng.integers(0, 4) == 0 else int(rng.integers(most, most + 6))
+        hold = bool(rng.integers(0, 2))
+        order = np.argsort(cyc, kind="stable")  # the FIFO's order unheld: by cycle, a cycle's rows by band-tile
+        dz = tuple(np.array(x, dtype=np.int64) for x in zip(*descs, strict=True)) if descs else \
+            (np.zeros(0, np.int64),) * 3
+        for seg in (True, False):
+            sch = core_schedule(cyc[order], done, grid, n_cb, a, R, seg, sgs[order] if seg else None, descs, ways=W,
+                                row_way=way[order], out_ways=V, buffers=nbuf, fifo=fifo, hold=hold,
+                                row_tile=tile[order], row_tie=order)
+            got = held_done(cyc, sgs, way, done, seg, lens, dz, W, fifo, hold, nbuf, detail=True)
+            assert got == {kk: sch[kk] for kk in ("done", "ahead", "bypass", "held", "fifo_max")}, (sub, seg)
+            assert fifo is None or sch["fifo_max"] <= fifo
+            assert not (hold and seg) or (not sch["overflow"] and sch["ahead"] < NB_BANKS)
+            held += sch["held"] > 0
+            if fifo is None and not (hold and seg):
+                assert got["done"] == ways_done(cyc[order], sgs[order], way[order], done, seg, lens,
+                                                dz if seg else None, W, None, nbuf)
+    assert held > 0  # the rule is exercised

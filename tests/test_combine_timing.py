@@ -167,13 +167,21 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 2, 2)
     way = np.concatenate(rw)
     assert [int(x) for x in way[:8]] == [0, 1] * 4  # the first band-tile: tokens 0 .. 7 of group 0 (4 rows a band)
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
-    assert len(whole_op["rows"]) == 32
+    # the row FIFO's 8 entries a port (d = 2) and the 8 count banks, D116: the issue waits for credits
+    assert (cfg.dcore_fifo_per_port, cfg.dcore_count_banks) == (8, 8)
+    tile = np.repeat(np.arange(len(outs)), [len(o) for o in outs])
+    descs = [(int(f) - 2, 0, int(r)) for f, r in zip(first, c["rows"], strict=True)]
+    bp = {"fifo": 16, "descs": descs, "row_tile": tile, "row_tie": np.arange(len(rows))}
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, **bp)
+    assert len(whole_op["rows"]) == 32 and whole_op["held"] > 0 and whole_op["fifo_max"] <= 16
+    unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
+    assert unheld.stall_cycles["combine"] == core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2,
+                                                           row_way=way, out_ways=2)["done"] - c["cycles"]
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
     assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 // 2 + 4
-    one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)["done"]
+    one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, **bp)["done"]
     assert whole_op["done"] <= one_way
     # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
     t1, cfg1, _ = _op("delta", "rtl", s=1)
@@ -184,14 +192,19 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw1 = _model_ways(cfg1, grid, groups, dec, len(c1["s_seq"]), 2, 1, 2)
     cyc, cbs, way1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1, rw1)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
+    # each row's band-tile and its index band-tile by band-tile (the model's order of a cycle's rows), FIFO order
+    offs = np.r_[0, np.cumsum(c1["rows"])]
+    _, _, tie1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1,
+                           [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
+    bp1 = {"fifo": 16, "hold": True, "row_tile": np.searchsorted(offs, tie1, side="right") - 1, "row_tie": tie1}
     sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
-                        out_ways=2)
+                        out_ways=2, **bp1)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
     assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
-                                       out_ways=2)["done"]
+                                       out_ways=2, descs=descs, **bp1)["done"]
     one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
     assert one_lane.stall_cycles["combine"] == core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs,
-                                                             descs, ways=2, row_way=way1)["done"] - c1["cycles"]
+                                                             descs, ways=2, row_way=way1, **bp1)["done"] - c1["cycles"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
@@ -409,8 +422,12 @@ def test_model_times_output_ways_and_buffers():
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 1, 2)
     cyc, cbs, way = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg, rw)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c["rows"], strict=True))]
+    offs = np.r_[0, np.cumsum(c["rows"])]  # D116's back-pressure: each row's band-tile, ties by band-tile
+    _, _, tie = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg,
+                          [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
     sch = core_schedule(cyc, c["cycles"], grid, 2, 1, cfg.array_rows, True, cbs, descs, ways=2, row_way=way,
-                        out_ways=2, buffers=3)
+                        out_ways=2, buffers=3, fifo=16, hold=True, row_tile=np.searchsorted(offs, tie, side="right") - 1,
+                        row_tie=tie)
     assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] < built.stall_cycles["combine"]
     with pytest.raises(SimError, match="dcore_out_ways = 4 exceeds kaleido_dcore's 2 accumulate ways"):
         _op("delta", "rtl", dcore_out_ways=4)

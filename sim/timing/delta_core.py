@@ -194,7 +194,7 @@ def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  #
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
-                  hold: bool = False, row_tile=None, row_tie=None) -> dict:
+                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -216,7 +216,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             (``descs[n]``, issue order) issues at the first cycle ``k >= its desc_valid + H`` (H: the cycles every
             issue has been held so far; band-tiles in order, several a cycle) at which its rows fit the row FIFO's
             credits (``fifo`` entries less the rows issued and not yet popped; None: no such rule) and, with
-            ``hold`` and ``seg``, its segment is fewer than `NB_BANKS` past the walked one; a cycle it cannot,
+            ``hold`` and ``seg``, its segment is fewer than ``banks`` (the segment count banks, `NB_BANKS` as
+            built) past the walked one; a cycle it cannot,
             H grows by one, so it and every later band-tile, their rows and ``done`` move a cycle later (rows
             already issued do not). Needs ``descs`` and ``row_tile`` (int64 ``[rows]``: each row's band-tile,
             an index into ``descs``; its rows leave after its ``desc_valid``); the FIFO's order is then the rows'
@@ -276,7 +277,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         heap: list[tuple[int, int, int]] = []
     else:
         fq, cy = list(range(n)), out
-    exp, got = [0] * NB_BANKS, [0] * NB_BANKS
+    NB = int(banks)  # noqa: N806
+    exp, got = [0] * NB, [0] * NB
     hi, anyd, over = 0, False, False
     nw = rp = di = 0
     s1: list[int] = []  # the FIFO positions in each accumulate stage
@@ -296,8 +298,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             while ni < len(dl) and int(dl[di_order[ni]][0]) + H <= k:
                 t = di_order[ni]
                 dsg, nr = int(dl[t][1]), int(dl[t][2])
-                if (fifo is not None and credit + nr > fifo) or (hold and seg and dsg >= sg + NB_BANKS):
-                    if hold and seg and dsg >= sg + NB_BANKS:
+                if (fifo is not None and credit + nr > fifo) or (hold and seg and dsg >= sg + NB):
+                    if hold and seg and dsg >= sg + NB:
                         pend_next = dsg
                     H += 1  # noqa: N806
                     break
@@ -319,7 +321,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         wr = len(fq) if bp else int(np.searchsorted(c, k - 1, side="right")) if n else 0  # written by k
         held = wr - rp  # written by k, less popped before
         fifo_max = max(fifo_max, held)
-        bank = sg % NB_BANKS
+        bank = sg % NB
         if seg:
             whole = ((tdone is not None and tdone <= k) or (anyd and hi > sg) or (pend is not None and pend > sg)) \
                 and exp[bank] == got[bank]
@@ -342,16 +344,16 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         # end of cycle k: the registers
         for r in s2:
             acc[fq[r]] = k
-            b2 = rsg[fq[r]] % NB_BANKS
+            b2 = rsg[fq[r]] % NB
             if not (go and b2 == bank):
                 got[b2] += 1
         while di < len(dq) and dq[di][0] + 1 <= k:  # a descriptor is counted the cycle after its desc_valid
             _, dsg, nr = dq[di]
-            if not (go and dsg % NB_BANKS == bank):
-                exp[dsg % NB_BANKS] += nr
+            if not (go and dsg % NB == bank):
+                exp[dsg % NB] += nr
             anyd, hi = True, max(hi, dsg)
             ahead = max(ahead, dsg - sg)
-            over = over or (seg and dsg >= sg + NB_BANKS)
+            over = over or (seg and dsg >= sg + NB)
             di += 1
         if go:
             exp[bank] = got[bank] = 0
@@ -563,7 +565,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
 
 
 def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False):
+              fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS):
     """`core_schedule`'s ``done`` with back-pressure on ``kaleido_daccel``'s issue (``fifo`` credits, ``hold``: the
     bank rule; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
     cycle model's ``combine_timing = "rtl"``; tests check it equal to `core_schedule`).
@@ -577,7 +579,8 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         accel_done: the unheld controller's ``done``. seg, per_seg, ways, buffers: `ways_done`'s.
         descs: ``(desc_valid cycles, segment ordinals, rows)``, int64 ``[band-tiles]`` in issue order
             (non-decreasing cycles), with or without ``seg``.
-        fifo: the row FIFO's entries (None: no credit rule); hold: the bank rule (with ``seg``, `NB_BANKS` banks).
+        fifo: the row FIFO's entries (None: no credit rule); hold: the bank rule (with ``seg``); banks: segment
+            count banks (`NB_BANKS` as built).
         detail: ``{"done", "ahead", "bypass", "held", "fifo_max"}`` instead of ``done``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
@@ -594,7 +597,8 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     cap = n + 1 if fifo is None else int(fifo) + 2 * int(ways) + 2
     cap = 1 << max(1, (cap - 1).bit_length())
     out = _held_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc, ds, dr, off,
-                     int(ways), int(buffers), -1 if fifo is None else int(fifo), bool(hold and seg), cap)
+                     int(ways), int(buffers), -1 if fifo is None else int(fifo), bool(hold and seg), cap,
+                     int(banks))
     keys = ("done", "ahead", "bypass", "held", "fifo_max")
     return {kk: int(v) for kk, v in zip(keys, out, strict=True)} if detail else int(out[0])
 
@@ -634,13 +638,12 @@ def _heap_pop(h, m):
 
 
 @numba.njit(cache=True)
-def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, hold, cap):  # noqa: N803, C901
+def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, hold, cap, nb):  # noqa: N803, C901
     """`held_done`'s loop: `core_schedule`'s with ``fifo`` / ``hold``, state for state. The FIFO is a ring of
     ``cap`` positions (row index and cycle), the rows issued and not yet left a heap keyed ``cycle << 32 | row``."""
     n = c.shape[0]
     nt = dcyc.shape[0]
     nseg = seg_len.shape[0]
-    nb = NB_BANKS
     exp = np.zeros(nb, dtype=np.int64)
     got = np.zeros(nb, dtype=np.int64)
     used = np.empty(ways, dtype=rw.dtype)

@@ -171,9 +171,9 @@ def test_model_times_the_delta_core_as_built():
     assert (cfg.dcore_fifo_per_port, cfg.dcore_count_banks) == (8, 8)
     tile = np.repeat(np.arange(len(outs)), [len(o) for o in outs])
     descs = [(int(f) - 2, 0, int(r)) for f, r in zip(first, c["rows"], strict=True)]
-    bp = {"fifo": 16, "descs": descs, "row_tile": tile, "row_tie": np.arange(len(rows))}
+    bp = {"fifo": 16, "ports": 2, "descs": descs, "row_tile": tile, "row_tie": np.arange(len(rows))}
     whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, **bp)
-    assert len(whole_op["rows"]) == 32 and whole_op["held"] > 0 and whole_op["fifo_max"] <= 16
+    assert len(whole_op["rows"]) == 32 and whole_op["fifo_max"] <= 16
     unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
     assert unheld.stall_cycles["combine"] == core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2,
                                                            row_way=way, out_ways=2)["done"] - c["cycles"]
@@ -196,7 +196,7 @@ def test_model_times_the_delta_core_as_built():
     offs = np.r_[0, np.cumsum(c1["rows"])]
     _, _, tie1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1,
                            [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
-    bp1 = {"fifo": 16, "hold": True, "row_tile": np.searchsorted(offs, tie1, side="right") - 1, "row_tie": tie1}
+    bp1 = {"fifo": 16, "ports": 2, "hold": True, "row_tile": np.searchsorted(offs, tie1, side="right") - 1, "row_tie": tie1}
     sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
                         out_ways=2, **bp1)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
@@ -426,7 +426,7 @@ def test_model_times_output_ways_and_buffers():
     _, _, tie = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg,
                           [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
     sch = core_schedule(cyc, c["cycles"], grid, 2, 1, cfg.array_rows, True, cbs, descs, ways=2, row_way=way,
-                        out_ways=2, buffers=3, fifo=16, hold=True, row_tile=np.searchsorted(offs, tie, side="right") - 1,
+                        out_ways=2, buffers=3, fifo=16, ports=2, hold=True, row_tile=np.searchsorted(offs, tie, side="right") - 1,
                         row_tie=tie)
     assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] < built.stall_cycles["combine"]
     with pytest.raises(SimError, match="dcore_out_ways = 4 exceeds kaleido_dcore's 2 accumulate ways"):
@@ -438,11 +438,13 @@ def test_model_times_output_ways_and_buffers():
 def test_back_pressure_by_hand():
     """docs/decisions.md D116's issue rule on two hand ops (cycles counted by hand).
 
-    Credits: grid 1 x 1 x 2, one class, R = 2 (one segment of 2 commands), the walk after the op (``done`` 8);
-    band-tile 0 (desc 2) drains rows at 5, 5, band-tile 1 (desc 3) at 6, 6; a FIFO of 2. Band-tile 0 takes both
-    credits; its rows are written at 6, popped at 7 and 8 (one way), the credits back from cycles 8 and 9, so
-    band-tile 1 issues at 9 (H = 6): rows at 12, 12, popped at 14, 15; the walk starts at max(8 + 6, 15 + 3) = 18,
-    ``done`` 18 + 2 + 4 = 24 (19 without the rule: pops 7-10, the walk at 13).
+    Array hold: grid 1 x 1 x 2, one class, R = 2 (one segment of 2 commands), the walk after the op (``done`` 8);
+    band-tile 0 (desc 2) drains rows at 5, 5, band-tile 1 (desc 3) at 6, 6; a FIFO of 2 entries, 2 rows a cycle
+    (the array runs a cycle only with the FIFO empty). Rows 5, 5 are written at 6 and popped at 7, 8 (one way): the
+    FIFO holds 2, 2, 1 rows at 6, 7, 8, so the array is held then and its cycle 6 runs at 9 (rows out at 9, 9,
+    written 10, popped 11, 12; held again at 10, 11, 12); its cycles 7, 8 run at 13, 14: ``done`` at 14 (6 cycles
+    held). The walk starts at max(14, 12 + 3) = 15, ``done`` 15 + 2 + 4 = 21 (19 without the rule: pops 7-10, the
+    walk at 13).
 
     Banks: grid 1 x 1 x 9, R = 1 (nine one-command segments), segment by segment; band-tile 0 (segment 0, desc 2,
     its row at 20), band-tile 1 (segment 8 = 0 + NB_BANKS, desc 3, row at 4). Held at 3: the walk needs segment 0,
@@ -450,10 +452,10 @@ def test_back_pressure_by_hand():
     its command at 26, ``sg`` 1 from 27, when band-tile 1 issues (H = 24, its row at 28); segments 1-7 (empty) go at
     27, 29, ..., 39; segment 8 is whole at 21 + 24 = 45 (the array's done moved), ``done`` 45 + 1 + 4 = 50. Without
     the rule the descriptor is counted 8 segments ahead: ``overflow``."""
-    sch = core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2, descs=[(2, 0, 2), (3, 0, 2)], fifo=2,
+    sch = core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2, descs=[(2, 0, 2), (3, 0, 2)], fifo=2, ports=2,
                         row_tile=[0, 0, 1, 1])
-    assert (sch["held"], list(sch["issue"]), list(sch["out"])) == (6, [2, 9], [5, 5, 12, 12])
-    assert (list(sch["acc"] - 2), sch["start"], sch["done"], sch["fifo_max"]) == ([7, 8, 14, 15], 18, 24, 2)
+    assert (sch["frozen"], sch["held"], list(sch["issue"]), list(sch["out"])) == (6, 0, [2, 3], [5, 5, 9, 9])
+    assert (list(sch["acc"] - 2), sch["start"], sch["done"], sch["fifo_max"]) == ([7, 8, 11, 12], 15, 21, 2)
     assert core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2)["done"] == 19
     held = core_schedule([20, 4], 21, (1, 1, 9), 1, 1, 1, True, [0, 8], [(2, 0, 1), (3, 8, 1)], hold=True,
                          row_tile=[0, 1])
@@ -463,19 +465,19 @@ def test_back_pressure_by_hand():
     assert core_schedule([4, 20], 21, (1, 1, 9), 1, 1, 1, True, [8, 0], [(2, 0, 1), (3, 8, 1)])["overflow"]
     from sim.timing.delta_core import held_done
     assert held_done([20, 4], [0, 8], None, 21, True, [1] * 9, ([2, 3], [0, 8], [1, 1]), 1, None, True) == 50
-    assert held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 2, False) == 24
-    with pytest.raises(ValueError, match="fewer entries than a band-tile's 2 rows"):
-        held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 1, False)
+    assert held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 2, False, ports=2) == 21
+    with pytest.raises(ValueError, match="fewer entries than the 2 rows a cycle can write"):
+        held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 1, False, ports=2)
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_held_done_equals_core_schedule(seed):
     """`held_done` (the model's numba loop with back-pressure, D116) against `core_schedule` on 20 seeded ops each:
-    band-tiles of 0-6 rows over the segments (some empty), random FIFO depths (at least a band-tile's rows, or none)
-    with and without the bank rule, 1-4 ways, V output ways, 2-3 D buffers, both walk modes; the FIFO never holds
+    band-tiles of 0-6 rows over the segments (some empty), random FIFO depths and rows a cycle (the array hold) or
+    none, with and without the issue hold, 1-4 ways, V output ways, 2-3 D buffers, both walk modes; the FIFO never holds
     more than its entries and, with the bank rule, no descriptor is counted `NB_BANKS` ahead; without either rule
     `held_done` is `ways_done`."""
-    from sim.timing.delta_core import NB_BANKS, held_done, segment_step_counts, ways_done
+    from sim.timing.delta_core import held_done, segment_step_counts, ways_done
 
     held = 0
     for sub in range(20):
@@ -498,22 +500,25 @@ def test_held_done_equals_core_schedule(seed):
         done = int(max(cyc.max() + 1 if len(cyc) else 0, t))
         V, nbuf = int(rng.choice([v for v in (1, 2, 4) if v <= W])), int(rng.integers(2, 4))  # noqa: N806
         lens = segment_step_counts(grid, n_cb, a, R, out_ways=V)
-        most = max([d[2] for d in descs] + [1])
-        fifo = None if rng.integers(0, 4) == 0 else int(rng.integers(most, most + 6))
-        hold = bool(rng.integers(0, 2))
+        ports = int(rng.integers(1, 4))
+        fifo = None if rng.integers(0, 4) == 0 else int(rng.integers(ports, ports + 8))
+        hold, nbk = bool(rng.integers(0, 2)), int(rng.integers(1, 5))  # few banks: the op has 2-8 segments
         order = np.argsort(cyc, kind="stable")  # the FIFO's order unheld: by cycle, a cycle's rows by band-tile
         dz = tuple(np.array(x, dtype=np.int64) for x in zip(*descs, strict=True)) if descs else \
             (np.zeros(0, np.int64),) * 3
         for seg in (True, False):
             sch = core_schedule(cyc[order], done, grid, n_cb, a, R, seg, sgs[order] if seg else None, descs, ways=W,
-                                row_way=way[order], out_ways=V, buffers=nbuf, fifo=fifo, hold=hold,
-                                row_tile=tile[order], row_tie=order)
-            got = held_done(cyc, sgs, way, done, seg, lens, dz, W, fifo, hold, nbuf, detail=True)
-            assert got == {kk: sch[kk] for kk in ("done", "ahead", "bypass", "held", "fifo_max")}, (sub, seg)
-            assert fifo is None or sch["fifo_max"] <= fifo
-            assert not (hold and seg) or (not sch["overflow"] and sch["ahead"] < NB_BANKS)
-            held += sch["held"] > 0
+                                row_way=way[order], out_ways=V, buffers=nbuf, fifo=fifo, hold=hold, ports=ports,
+                                row_tile=tile[order], row_tie=order, banks=nbk)
+            got = held_done(cyc, sgs, way, done, seg, lens, dz, W, fifo, hold, nbuf, detail=True, ports=ports,
+                            banks=nbk)
+            assert got == {kk: sch[kk] for kk in ("done", "ahead", "bypass", "held", "fifo_max", "frozen")}, (sub, seg)
+            # the FIFO holds no more than its entries where no cycle writes more than ``ports`` rows
+            burst = int(np.bincount(sch["out"] - sch["out"].min()).max()) if len(cyc) else 0
+            assert fifo is None or sch["fifo_max"] <= fifo - ports + max(ports, burst)
+            assert not (hold and seg) or (not sch["overflow"] and sch["ahead"] < nbk)
+            held += (sch["held"] > 0) + 100 * (sch["frozen"] > 0)
             if fifo is None and not (hold and seg):
                 assert got["done"] == ways_done(cyc[order], sgs[order], way[order], done, seg, lens,
-                                                dz if seg else None, W, None, nbuf)
-    assert held > 0  # the rule is exercised
+                                                dz if seg else None, W, nbk, nbuf)
+    assert held % 100 > 0 and held >= 100  # both holds are exercised

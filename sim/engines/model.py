@@ -374,10 +374,10 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
       segments after the last row; the batch's elements as one run of segments. Timed by
       `sim.timing.delta_core.ways_done`, `core_schedule`'s rule cycle by cycle (the pop's way conflicts and the
       head's gate, a row of the walked segment's parity waiting, have no closed form: `blocks_done` leaves the
-      gate out). Back-pressure (docs/decisions.md D116, `sim.timing.delta_core.held_done`): a band-tile issues only
-      when its rows fit the row FIFO's credits (``dcore_fifo_per_port`` x d entries) and its segment is fewer than
-      ``dcore_count_banks`` past the walked one; the cycles it waits move it and every later band-tile (their
-      rows, the array's end) later, so the stall includes the array's. 0 for either field drops that rule (the
+      gate out). Back-pressure (docs/decisions.md D116, `sim.timing.delta_core.held_done`): the array runs a cycle
+      only while the row FIFO (``dcore_fifo_per_port`` x d entries) has d free, and a band-tile issues only when
+      its segment is fewer than ``dcore_count_banks`` past the walked one; a held cycle moves the array's later
+      events (a held issue: that band-tile's and the later ones'), so the stall includes the array's. 0 for either field drops that rule (the
       what-if before D116: the FIFO as deep and a count bank per segment as the op needs);
     - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
       tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
@@ -398,14 +398,11 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         W, rw = ways  # noqa: N806
         fifo = cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None
         if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
-            if fifo is not None and len(v) and int(v.max()) > fifo:
-                raise SimError(f"{cfg.name}: kaleido_dcore's row FIFO ({fifo} entries) holds fewer than a band-tile's "
-                               f"{int(v.max())} rows")
             seg = tile_seg is not None
             tsg = tile_seg if seg else np.zeros(len(v), dtype=np.int64)
             done = held_done(out, np.repeat(tsg, v) if seg else None, rw, cycles, seg, seg_len, (first - 2, tsg, v),
                              W, fifo, bool(cfg.dcore_count_banks), cfg.dcore_d_buffers,
-                             banks=cfg.dcore_count_banks or max(nb, 1))
+                             banks=cfg.dcore_count_banks or max(nb, 1), ports=cfg.drain_rows_per_cycle)
         elif tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
             order = np.argsort(out, kind="stable")
             descs = (first - 2, tile_seg, v)

@@ -194,7 +194,7 @@ def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  #
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
-                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS) -> dict:
+                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -212,26 +212,28 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             built opt-in in RTL: `hw.delta_core.DeltaCore`'s ``out_ways``, D112), a power of two <= ``ways``.
         buffers: D buffers (docs/decisions.md D111's what-if; the RTL has 2): segment k accumulates into buffer
             k mod ``buffers``, and a row waits at the FIFO's head while a segment of its residue is walked.
-        fifo, hold, row_tile: back-pressure on ``kaleido_daccel``'s issue (docs/decisions.md D116): band-tile n
-            (``descs[n]``, issue order) issues at the first cycle ``k >= its desc_valid + H`` (H: the cycles every
-            issue has been held so far; band-tiles in order, several a cycle) at which its rows fit the row FIFO's
-            credits (``fifo`` entries less the rows issued and not yet popped; None: no such rule) and, with
-            ``hold`` and ``seg``, its segment is fewer than ``banks`` (the segment count banks, `NB_BANKS` as
-            built) past the walked one; a cycle it cannot,
-            H grows by one, so it and every later band-tile, their rows and ``done`` move a cycle later (rows
-            already issued do not). Needs ``descs`` and ``row_tile`` (int64 ``[rows]``: each row's band-tile,
-            an index into ``descs``; its rows leave after its ``desc_valid``); the FIFO's order is then the rows'
-            cycles after the moves, ties by ``row_tie`` (int64 ``[rows]``; default the given order: ports, as
-            `fifo_rows`; `held_done` breaks them by band-tile, the cycle model's order). A descriptor held by the
-            bank rule counts as "a later segment's descriptor has come" for the walked segment.
-
+        fifo, ports, hold, banks, row_tile, row_tie: back-pressure into ``kaleido_daccel`` (docs/decisions.md
+            D116). *Array hold*: the array (``kaleido_daccel`` with its array, one enable) runs a cycle only when the
+            row FIFO has ``ports`` (d, the most rows that leave it a cycle) free entries at the cycle's start
+            (``fifo`` entries less the rows written by then and not popped before; None: always); a held cycle
+            moves every later event of the array (rows, descriptors, ``done``) a cycle later. *Issue hold* (with
+            ``hold`` and ``seg``): band-tile n (``descs[n]``, issue order) issues at the first array cycle ``a >=
+            its desc_valid + H`` at which its segment is fewer than ``banks`` (the segment count banks, `NB_BANKS`
+            as built) past the walked one; each array cycle it cannot, H grows by one, so it and every later
+            band-tile and their rows and ``done`` move a cycle later (rows already issued do not). Needs ``descs``
+            and ``row_tile`` (int64 ``[rows]``: each row's band-tile, an index into ``descs``; its rows leave
+            after its ``desc_valid``); the FIFO's order is then the rows' cycles after the moves, ties by
+            ``row_tie`` (int64 ``[rows]``; default the given order: ports, as `fifo_rows`; `held_done` breaks them
+            by band-tile, the cycle model's order). A descriptor the issue hold keeps counts as "a later segment's
+            descriptor has come" for the walked segment.
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
         "overflow": a descriptor named a segment NB_BANKS or more past the walked one, "gated": cycles a row waited
         at the FIFO's head for its D buffer (its segment's parity walked), "ahead": the most segments a counted
         descriptor was past the walked one, "bypass": rows popped the cycle after their write (the earliest: a
-        FIFO bypass could skip their write and read, docs/decisions.md D111), "held": H at the end (D116), "out":
+        FIFO bypass could skip their write and read, docs/decisions.md D111), "held": H at the end (D116),
+        "frozen": the cycles the array was held, "out":
         int64 [rows] the cycle each row leaves ``kaleido_daccel`` after the holds (the given order), "issue": int64
         [band-tiles] each descriptor's cycle after the holds}``.
     """
@@ -246,8 +248,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     bp = fifo is not None or (hold and seg)
     if bp and (row_tile is None or descs is None):
         raise ValueError("back-pressure (fifo, hold) needs descs and row_tile")
-    if fifo is not None and descs and max(int(x[2]) for x in descs) > fifo:
-        raise ValueError(f"fifo = {fifo}: fewer entries than a band-tile's {max(int(x[2]) for x in descs)} rows")
+    if fifo is not None and fifo < ports:
+        raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     if not seg:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
@@ -285,40 +287,48 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     s2: list[int] = []
     sg, walking, waiting, wend, starts = 0, False, True, -1, []
     fifo_max = gated = ahead = 0
-    ni, H, credit = 0, 0, 0  # band-tiles issued, cycles held, rows issued and not popped  # noqa: N806
-    pend = None  # the segment of a descriptor the bank rule holds (registered: from the cycle after)
+    ni, H = 0, 0  # band-tiles issued, array cycles the issue was held  # noqa: N806
+    pend = None  # the segment of a descriptor the issue hold keeps, once at the count stage (all before counted)
+    bseg, bsince = None, 0  # ... and since when
     dq: list[tuple[int, int, int]] = []  # issued descriptors (cycle, segment, rows), in issue order
     if not bp:
         dq = sorted((int(x[0]), int(x[1]), int(x[2])) for x in dl)
         ni = len(dl)
+    frozen, ar, tdone, nl = 0, 1, None if bp else T, 0  # the array's own cycle ar, done after the moves
     k = 1  # cycle 0 is start's
     while True:
-        pend_next = pend
         if bp:
-            while ni < len(dl) and int(dl[di_order[ni]][0]) + H <= k:
-                t = di_order[ni]
-                dsg, nr = int(dl[t][1]), int(dl[t][2])
-                if (fifo is not None and credit + nr > fifo) or (hold and seg and dsg >= sg + NB):
-                    if hold and seg and dsg >= sg + NB:
-                        pend_next = dsg
-                    H += 1  # noqa: N806
-                    break
-                issue[t] = k
-                pend_next = None
-                dq.append((k, dsg, nr))
-                credit += nr
-                for r in of_tile[t]:
-                    out[r] = c[r] + H
-                    heapq.heappush(heap, (int(out[r]), r if tie is None else int(tie[r]), r))
-                ni += 1
-            while heap and heap[0][0] <= k - 1:  # rows that left by k - 1: written at k
-                cyc, _, r = heapq.heappop(heap)
-                fq.append(r)
-                cy.append(cyc)
-        tdone = T + H if ni == len(dl) else None
+            while nl < len(fq) and cy[nl] <= k - 1:
+                nl += 1
+            if ni < len(dl) or heap or tdone is None:  # the array still has events: does it run this cycle?
+                if fifo is not None and nl - rp + ports > fifo:
+                    frozen += 1
+                else:
+                    while ni < len(dl) and int(dl[di_order[ni]][0]) + H <= ar:
+                        t = di_order[ni]
+                        dsg, nr = int(dl[t][1]), int(dl[t][2])
+                        if hold and seg and dsg >= sg + NB:  # too far past the walk: held with every later one
+                            if bseg is None:
+                                bseg, bsince = dsg, k
+                            H += 1  # noqa: N806
+                            break
+                        issue[t] = int(dl[t][0]) + H + k - ar
+                        bseg = None
+                        dq.append((int(issue[t]), dsg, nr))
+                        for r in of_tile[t]:
+                            heapq.heappush(heap, (int(c[r]) + H, r if tie is None else int(tie[r]), r))
+                        ni += 1
+                    while heap and heap[0][0] <= ar:  # rows leaving this cycle
+                        cyc, _, r = heapq.heappop(heap)
+                        out[r] = cyc + k - ar
+                        fq.append(r)
+                        cy.append(int(out[r]))
+                    if ni == len(dl) and tdone is None and T + H <= ar:
+                        tdone = T + H + k - ar
+                    ar += 1
         while nw < len(fq) and cy[nw] + 2 <= k:
             nw += 1
-        wr = len(fq) if bp else int(np.searchsorted(c, k - 1, side="right")) if n else 0  # written by k
+        wr = nl if bp else int(np.searchsorted(c, k - 1, side="right")) if n else 0  # written by k
         held = wr - rp  # written by k, less popped before
         fifo_max = max(fifo_max, held)
         bank = sg % NB
@@ -357,10 +367,9 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             di += 1
         if go:
             exp[bank] = got[bank] = 0
-        pend = pend_next
+        pend = bseg if bseg is not None and bsince + 1 <= k and di == ni else None
         s2, s1 = s1, pops
         rp += len(pops)
-        credit -= len(pops)
         if walking and k == wend:  # the segment's last command read
             if sg == len(segs) - 1:
                 break
@@ -382,7 +391,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                     rows[(t, b)] = start + 4 + j
     return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
             "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead,
-            "bypass": int((acc - 4 == out).sum()) if n else 0, "held": H, "out": out, "issue": issue}
+            "bypass": int((acc - 4 == out).sum()) if n else 0, "held": H, "frozen": frozen, "out": out,
+            "issue": issue}
 
 
 def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
@@ -565,9 +575,10 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
 
 
 def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS):
-    """`core_schedule`'s ``done`` with back-pressure on ``kaleido_daccel``'s issue (``fifo`` credits, ``hold``: the
-    bank rule; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
+              fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS,
+              ports: int = 1):
+    """`core_schedule`'s ``done`` with back-pressure into ``kaleido_daccel`` (``fifo``: the array hold, ``hold``: the
+    issue hold; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
     cycle model's ``combine_timing = "rtl"``; tests check it equal to `core_schedule`).
 
     Args:
@@ -579,9 +590,10 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         accel_done: the unheld controller's ``done``. seg, per_seg, ways, buffers: `ways_done`'s.
         descs: ``(desc_valid cycles, segment ordinals, rows)``, int64 ``[band-tiles]`` in issue order
             (non-decreasing cycles), with or without ``seg``.
-        fifo: the row FIFO's entries (None: no credit rule); hold: the bank rule (with ``seg``); banks: segment
-            count banks (`NB_BANKS` as built).
-        detail: ``{"done", "ahead", "bypass", "held", "fifo_max"}`` instead of ``done``.
+        fifo, ports, hold, banks: `core_schedule`'s back-pressure: the row FIFO's entries (None: the array never
+            held) and the most rows a cycle leaves the array (d); the issue hold (with ``seg``) on ``banks``
+            segment count banks (`NB_BANKS` as built).
+        detail: ``{"done", "ahead", "bypass", "held", "fifo_max", "frozen"}`` instead of ``done``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     n = len(c)
@@ -590,17 +602,27 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs)
     if int(dr.sum()) != n:
         raise ValueError(f"the descriptors list {int(dr.sum())} rows, {n} given")
-    if fifo is not None and len(dr) and int(dr.max()) > fifo:
-        raise ValueError(f"fifo = {fifo}: fewer entries than a band-tile's {int(dr.max())} rows")
+    if fifo is not None and fifo < ports:
+        raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     off = np.zeros(len(dr) + 1, dtype=np.int64)
     np.cumsum(dr, out=off[1:])
-    cap = n + 1 if fifo is None else int(fifo) + 2 * int(ways) + 2
-    cap = 1 << max(1, (cap - 1).bit_length())
+    cap = 1 << max(1, (max(64, 0 if fifo is None else int(fifo)) + 2 * int(ways) + int(ports)).bit_length())
     out = _held_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc, ds, dr, off,
-                     int(ways), int(buffers), -1 if fifo is None else int(fifo), bool(hold and seg), cap,
-                     int(banks))
-    keys = ("done", "ahead", "bypass", "held", "fifo_max")
+                     int(ways), int(buffers), -1 if fifo is None else int(fifo), int(ports), bool(hold and seg),
+                     cap, int(banks))
+    keys = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
     return {kk: int(v) for kk, v in zip(keys, out, strict=True)} if detail else int(out[0])
+
+
+@numba.njit(cache=True)
+def _ring_grow(fq, fc, lo, hi, cap):
+    """The FIFO ring's positions ``[lo, hi)`` in a ring of twice ``cap``."""
+    nq = np.empty(2 * cap, dtype=np.int64)
+    nc = np.empty(2 * cap, dtype=np.int64)
+    for p in range(lo, hi):
+        nq[p & (2 * cap - 1)] = fq[p & (cap - 1)]
+        nc[p & (2 * cap - 1)] = fc[p & (cap - 1)]
+    return nq, nc
 
 
 @numba.njit(cache=True)
@@ -638,17 +660,16 @@ def _heap_pop(h, m):
 
 
 @numba.njit(cache=True)
-def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, hold, cap, nb):  # noqa: N803, C901
+def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb):  # noqa: N803, C901, E501
     """`held_done`'s loop: `core_schedule`'s with ``fifo`` / ``hold``, state for state. The FIFO is a ring of
-    ``cap`` positions (row index and cycle), the rows issued and not yet left a heap keyed ``cycle << 32 | row``."""
-    n = c.shape[0]
+    ``cap`` positions (row index and cycle, grown when full), the rows issued and not yet left a heap keyed
+    ``cycle << 32 | row``."""
     nt = dcyc.shape[0]
     nseg = seg_len.shape[0]
     exp = np.zeros(nb, dtype=np.int64)
     got = np.zeros(nb, dtype=np.int64)
     used = np.empty(ways, dtype=rw.dtype)
-    hcap = n + 1 if fifo < 0 else fifo + 1
-    heap = np.empty(hcap, dtype=np.int64)
+    heap = np.empty(1024, dtype=np.int64)  # grown as needed
     hm = 0
     fq = np.empty(cap, dtype=np.int64)  # ring: FIFO position p at p & (cap - 1)
     fc = np.empty(cap, dtype=np.int64)
@@ -662,40 +683,55 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
     ahead = byp = fifo_max = 0
     ni = 0
     H = 0  # noqa: N806
-    credit = 0
     pend = -1
+    bseg, bsince = -1, 0
+    frozen, ar, nl = 0, 1, 0
+    tk = -1  # done after the moves, once known
     k = 1
     while True:
-        pend_next = pend
-        while ni < nt and dcyc[ni] + H <= k:
-            nr = drows[ni]
-            far = hold and dseg[ni] >= sg + nb
-            if (fifo >= 0 and credit + nr > fifo) or far:
-                if far:
-                    pend_next = dseg[ni]
-                H += 1  # noqa: N806
-                break
-            dq[ni] = k
-            pend_next = -1
-            credit += nr
-            for r in range(off[ni], off[ni + 1]):
-                hm = _heap_push(heap, hm, ((c[r] + H) << 32) | r)
-            ni += 1
-        while hm > 0 and (heap[0] >> 32) <= k - 1:
-            x, hm = _heap_pop(heap, hm)
-            fq[nf & msk] = x & 0xFFFFFFFF
-            fc[nf & msk] = x >> 32
-            nf += 1
-        tin = ni == nt
+        while nl < nf and fc[nl & msk] <= k - 1:
+            nl += 1
+        if ni < nt or hm > 0 or tk < 0:
+            if fifo >= 0 and nl - rp + ports > fifo:
+                frozen += 1
+            else:
+                while ni < nt and dcyc[ni] + H <= ar:
+                    if hold and dseg[ni] >= sg + nb:
+                        if bseg < 0:
+                            bseg, bsince = dseg[ni], k
+                        H += 1  # noqa: N806
+                        break
+                    dq[ni] = dcyc[ni] + H + k - ar
+                    bseg = -1
+                    if hm + off[ni + 1] - off[ni] > heap.shape[0]:
+                        grown = np.empty(2 * (hm + off[ni + 1] - off[ni]), dtype=np.int64)
+                        grown[:hm] = heap[:hm]
+                        heap = grown
+                    for r in range(off[ni], off[ni + 1]):
+                        hm = _heap_push(heap, hm, ((c[r] + H) << 32) | r)
+                    ni += 1
+                while hm > 0 and (heap[0] >> 32) <= ar:
+                    x, hm = _heap_pop(heap, hm)
+                    if nf - min(s2a, rp) >= cap:  # the ring is full: twice its size, positions kept
+                        fq, fc = _ring_grow(fq, fc, min(s2a, rp), nf, cap)
+                        cap *= 2
+                        msk = cap - 1
+                    fq[nf & msk] = x & 0xFFFFFFFF
+                    fc[nf & msk] = (x >> 32) + k - ar
+                    nf += 1
+                if ni == nt and tk < 0 and T + H <= ar:
+                    tk = T + H + k - ar
+                ar += 1
+        tin = tk >= 0
         while nw < nf and fc[nw & msk] + 2 <= k:
             nw += 1
-        fifo_max = max(fifo_max, nf - rp)
+        fifo_max = max(fifo_max, nl - rp)
         bank = sg % nb
         if seg:
-            whole = ((tin and T + H <= k) or (anyd and hi > sg) or (pend >= 0 and pend > sg)) \
+            whole = ((tin and tk <= k) or (anyd and hi > sg) or (pend >= 0 and pend > sg)) \
                 and exp[bank] == got[bank]
         else:
-            whole = tin and T + H <= k and nw == rp and s1n == 0 and s2n == 0 and nf == nw
+            whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
         par = sg % nbuf
         gate = walking or (waiting and whole)
         blocked = rp < nw and rsg[fq[rp & msk]] % nbuf == par and gate
@@ -740,11 +776,10 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
         if go:
             exp[bank] = 0
             got[bank] = 0
-        pend = pend_next
+        pend = bseg if bseg >= 0 and bsince + 1 <= k and di == ni else -1
         s2a, s2n = s1a, s1n
         s1a, s1n = rp, npop
         rp += npop
-        credit -= npop
         if walking and k == wend:
             if sg == nseg - 1:
                 break
@@ -758,4 +793,4 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             walking, waiting, wend = True, False, k + seg_len[sg]
             start = k
         k += 1
-    return start + seg_len[nseg - 1] + 4, ahead, byp, H, fifo_max
+    return start + seg_len[nseg - 1] + 4, ahead, byp, H, fifo_max, frozen

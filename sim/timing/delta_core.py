@@ -606,6 +606,8 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs)
     if int(dr.sum()) != n:
         raise ValueError(f"the descriptors list {int(dr.sum())} rows, {n} given")
+    if len(dc) > 1 and bool((np.diff(dc) < 0).any()):
+        raise ValueError("the descriptors' cycles must not decrease (issue order)")
     if fifo is not None and fifo < ports:
         raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     off = np.zeros(len(dr) + 1, dtype=np.int64)

@@ -174,6 +174,15 @@ class AcceleratorConfig(BaseModel):
         2, ge=2, description="delta, combine_timing = rtl: kaleido_dcore's D buffers; a drained row of segment k "
         "waits at the row FIFO's head while a segment of k's residue mod this is walked (the head's gate, "
         "docs/decisions.md D108); 2 = as built; more = D111's what-if, not built")
+    dcore_fifo_per_port: int = Field(
+        8, ge=0, description="delta, combine_timing = rtl: kaleido_dcore's row-FIFO entries per drain port "
+        "(hw.delta_core.FIFO_PER_PORT, 8 as built; d ports); kaleido_daccel issues a band-tile only when its rows fit "
+        "the FIFO's credits (docs/decisions.md D116); 0 = no such rule, the FIFO as deep as the op needs (the "
+        "what-if before D116)")
+    dcore_count_banks: int = Field(
+        8, ge=0, description="delta, combine_timing = rtl: kaleido_dcore's segment count banks (hw.delta_core.NB_BANKS, "
+        "8 as built); kaleido_daccel does not issue a band-tile of a segment this many or more past the walked one "
+        "(docs/decisions.md D116); 0 = no such rule, a bank per segment (the what-if before D116)")
 
     @field_validator("organisation")
     @classmethod

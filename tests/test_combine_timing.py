@@ -167,13 +167,21 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 2, 2)
     way = np.concatenate(rw)
     assert [int(x) for x in way[:8]] == [0, 1] * 4  # the first band-tile: tokens 0 .. 7 of group 0 (4 rows a band)
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
-    assert len(whole_op["rows"]) == 32
+    # the row FIFO's 8 entries a port (d = 2) and the 8 count banks, D116: the issue waits for credits
+    assert (cfg.dcore_fifo_per_port, cfg.dcore_count_banks) == (8, 8)
+    tile = np.repeat(np.arange(len(outs)), [len(o) for o in outs])
+    descs = [(int(f) - 2, 0, int(r)) for f, r in zip(first, c["rows"], strict=True)]
+    bp = {"fifo": 16, "ports": 2, "descs": descs, "row_tile": tile, "row_tie": np.arange(len(rows))}
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, **bp)
+    assert len(whole_op["rows"]) == 32 and whole_op["fifo_max"] <= 16
+    unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
+    assert unheld.stall_cycles["combine"] == core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2,
+                                                           row_way=way, out_ways=2)["done"] - c["cycles"]
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
     assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 // 2 + 4
-    one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows)["done"]
+    one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, **bp)["done"]
     assert whole_op["done"] <= one_way
     # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
     t1, cfg1, _ = _op("delta", "rtl", s=1)
@@ -184,14 +192,19 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw1 = _model_ways(cfg1, grid, groups, dec, len(c1["s_seq"]), 2, 1, 2)
     cyc, cbs, way1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1, rw1)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
+    # each row's band-tile and its index band-tile by band-tile (the model's order of a cycle's rows), FIFO order
+    offs = np.r_[0, np.cumsum(c1["rows"])]
+    _, _, tie1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1,
+                           [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
+    bp1 = {"fifo": 16, "ports": 2, "hold": True, "row_tile": np.searchsorted(offs, tie1, side="right") - 1, "row_tie": tie1}
     sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
-                        out_ways=2)
+                        out_ways=2, **bp1)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
     assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
-                                       out_ways=2)["done"]
+                                       out_ways=2, descs=descs, **bp1)["done"]
     one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
     assert one_lane.stall_cycles["combine"] == core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs,
-                                                             descs, ways=2, row_way=way1)["done"] - c1["cycles"]
+                                                             descs, ways=2, row_way=way1, **bp1)["done"] - c1["cycles"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
@@ -415,8 +428,12 @@ def test_model_times_output_ways_and_buffers():
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 1, 2)
     cyc, cbs, way = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg, rw)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c["rows"], strict=True))]
+    offs = np.r_[0, np.cumsum(c["rows"])]  # D116's back-pressure: each row's band-tile, ties by band-tile
+    _, _, tie = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg,
+                          [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
     sch = core_schedule(cyc, c["cycles"], grid, 2, 1, cfg.array_rows, True, cbs, descs, ways=2, row_way=way,
-                        out_ways=2, buffers=3)
+                        out_ways=2, buffers=3, fifo=16, ports=2, hold=True, row_tile=np.searchsorted(offs, tie, side="right") - 1,
+                        row_tie=tie)
     assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] < built.stall_cycles["combine"]
     with pytest.raises(SimError, match="dcore_out_ways = 4 exceeds kaleido_dcore's 2 accumulate ways"):
         _op("delta", "rtl", dcore_out_ways=4)
@@ -467,3 +484,92 @@ def test_model_times_the_staged_core_as_built(K, N, sizes):  # noqa: N803
     assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] > 0
     after = core_schedule(cyc, c["cycles"], grid, n_cb, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
     assert sch["done"] < after["done"]  # the walk after the op (the model's for sliced ops before D119)
+
+
+def test_back_pressure_by_hand():
+    """docs/decisions.md D116's issue rule on two hand ops (cycles counted by hand).
+
+    Array hold: grid 1 x 1 x 2, one class, R = 2 (one segment of 2 commands), the walk after the op (``done`` 8);
+    band-tile 0 (desc 2) drains rows at 5, 5, band-tile 1 (desc 3) at 6, 6; a FIFO of 2 entries, 2 rows a cycle
+    (the array runs a cycle only with the FIFO empty). Rows 5, 5 are written at 6 and popped at 7, 8 (one way): the
+    FIFO holds 2, 2, 1 rows at 6, 7, 8, so the array is held then and its cycle 6 runs at 9 (rows out at 9, 9,
+    written 10, popped 11, 12; held again at 10, 11, 12); its cycles 7, 8 run at 13, 14: ``done`` at 14 (6 cycles
+    held). The walk starts at max(14, 12 + 3) = 15, ``done`` 15 + 2 + 4 = 21 (19 without the rule: pops 7-10, the
+    walk at 13).
+
+    Banks: grid 1 x 1 x 9, R = 1 (nine one-command segments), segment by segment; band-tile 0 (segment 0, desc 2,
+    its row at 20), band-tile 1 (segment 8 = 0 + NB_BANKS, desc 3, row at 4). Held at 3: the walk needs segment 0,
+    whose row is counted at 24 (written 21, popped 22); it goes at 25 (the held descriptor is "a later segment's"),
+    its command at 26, ``sg`` 1 from 27, when band-tile 1 issues (H = 24, its row at 28); segments 1-7 (empty) go at
+    27, 29, ..., 39; segment 8 is whole at 21 + 24 = 45 (the array's done moved), ``done`` 45 + 1 + 4 = 50. Without
+    the rule the descriptor is counted 8 segments ahead: ``overflow``."""
+    sch = core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2, descs=[(2, 0, 2), (3, 0, 2)], fifo=2, ports=2,
+                        row_tile=[0, 0, 1, 1])
+    assert (sch["frozen"], sch["held"], list(sch["issue"]), list(sch["out"])) == (6, 0, [2, 3], [5, 5, 9, 9])
+    assert (list(sch["acc"] - 2), sch["start"], sch["done"], sch["fifo_max"]) == ([7, 8, 11, 12], 15, 21, 2)
+    assert core_schedule([5, 5, 6, 6], 8, (1, 1, 2), 1, 1, 2)["done"] == 19
+    held = core_schedule([20, 4], 21, (1, 1, 9), 1, 1, 1, True, [0, 8], [(2, 0, 1), (3, 8, 1)], hold=True,
+                         row_tile=[0, 1])
+    assert (held["held"], list(held["issue"]), list(held["out"]), held["start"], held["done"]) == \
+        (24, [2, 27], [20, 28], 25, 50)
+    assert not held["overflow"] and held["ahead"] == 7
+    assert core_schedule([4, 20], 21, (1, 1, 9), 1, 1, 1, True, [8, 0], [(2, 0, 1), (3, 8, 1)])["overflow"]
+    from sim.timing.delta_core import held_done
+    assert held_done([20, 4], [0, 8], None, 21, True, [1] * 9, ([2, 3], [0, 8], [1, 1]), 1, None, True) == 50
+    assert held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 2, False, ports=2) == 21
+    with pytest.raises(ValueError, match="fewer entries than the 2 rows a cycle can write"):
+        held_done([5, 5, 6, 6], None, None, 8, False, [2], ([2, 3], [0, 0], [2, 2]), 1, 1, False, ports=2)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_held_done_equals_core_schedule(seed):
+    """`held_done` (the model's numba loop with back-pressure, D116) against `core_schedule` on 20 seeded ops each:
+    band-tiles of 0-6 rows over the segments (some empty), random FIFO depths and rows a cycle (the array hold) or
+    none, with and without the issue hold, 1-4 ways, V output ways, 2-3 D buffers, both walk modes; the FIFO never holds
+    more than its entries and, with the bank rule, no descriptor is counted `NB_BANKS` ahead; without either rule
+    `held_done` is `ways_done`."""
+    from sim.timing.delta_core import held_done, segment_step_counts, ways_done
+
+    held = 0
+    for sub in range(20):
+        rng = np.random.default_rng(1000 * seed + sub)
+        n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 4)), (2, 2, 3), 8  # noqa: N806
+        nseg = len(segment_step_counts(grid, n_cb, a, R))
+        W = int(rng.choice([1, 2, 4]))  # noqa: N806
+        cyc, sgs, descs, t, sg = [], [], [], 2, 0
+        while sg < nseg:
+            for _ in range(int(rng.integers(0, 4))):
+                v = int(rng.integers(0, 7))
+                descs.append((t, sg, v))
+                cyc += (t + 1 + rng.integers(0, 12, size=v)).tolist()
+                sgs += [sg] * v
+                t += int(rng.integers(0, 4))
+            sg += int(rng.integers(1, 4))
+        cyc, sgs = np.asarray(cyc, dtype=np.int64), np.asarray(sgs, dtype=np.int64)
+        way = rng.integers(0, W, size=len(cyc))
+        tile = np.repeat(np.arange(len(descs)), [d[2] for d in descs]).astype(np.int64)
+        done = int(max(cyc.max() + 1 if len(cyc) else 0, t))
+        V, nbuf = int(rng.choice([v for v in (1, 2, 4) if v <= W])), int(rng.integers(2, 4))  # noqa: N806
+        lens = segment_step_counts(grid, n_cb, a, R, out_ways=V)
+        ports = int(rng.integers(1, 4))
+        fifo = None if rng.integers(0, 4) == 0 else int(rng.integers(ports, ports + 8))
+        hold, nbk = bool(rng.integers(0, 2)), int(rng.integers(1, 5))  # few banks: the op has 2-8 segments
+        order = np.argsort(cyc, kind="stable")  # the FIFO's order unheld: by cycle, a cycle's rows by band-tile
+        dz = tuple(np.array(x, dtype=np.int64) for x in zip(*descs, strict=True)) if descs else \
+            (np.zeros(0, np.int64),) * 3
+        for seg in (True, False):
+            sch = core_schedule(cyc[order], done, grid, n_cb, a, R, seg, sgs[order] if seg else None, descs, ways=W,
+                                row_way=way[order], out_ways=V, buffers=nbuf, fifo=fifo, hold=hold, ports=ports,
+                                row_tile=tile[order], row_tie=order, banks=nbk)
+            got = held_done(cyc, sgs, way, done, seg, lens, dz, W, fifo, hold, nbuf, detail=True, ports=ports,
+                            banks=nbk)
+            assert got == {kk: sch[kk] for kk in ("done", "ahead", "bypass", "held", "fifo_max", "frozen")}, (sub, seg)
+            # the FIFO holds no more than its entries where no cycle writes more than ``ports`` rows
+            burst = int(np.bincount(sch["out"] - sch["out"].min()).max()) if len(cyc) else 0
+            assert fifo is None or sch["fifo_max"] <= fifo - ports + max(ports, burst)
+            assert not (hold and seg) or (not sch["overflow"] and sch["ahead"] < nbk)
+            held += (sch["held"] > 0) + 100 * (sch["frozen"] > 0)
+            if fifo is None and not (hold and seg):
+                assert got["done"] == ways_done(cyc[order], sgs[order], way[order], done, seg, lens,
+                                                dz if seg else None, W, nbk, nbuf)
+    assert held % 100 > 0 and held >= 100  # both holds are exercised

@@ -385,15 +385,18 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
       segments after the last row; the batch's elements as one run of segments. Timed by
       `sim.timing.delta_core.ways_done`, `core_schedule`'s rule cycle by cycle (the pop's way conflicts and the
       head's gate, a row of the walked segment's parity waiting, have no closed form: `blocks_done` leaves the
-      gate out), with as many count banks as segments (the RTL's `NB_BANKS` would raise ``overflow`` where the
-      descriptors run further ahead of the walk: what the walk would take with the banks it needs);
+      gate out). Back-pressure (docs/decisions.md D116, `sim.timing.delta_core.held_done`): the array runs a cycle
+      only while the row FIFO (``dcore_fifo_per_port`` x d entries) has d free, and a band-tile issues only when
+      its segment is fewer than ``dcore_count_banks`` past the walked one; a held cycle moves the array's later
+      events (a held issue: that band-tile's and the later ones'), so the stall includes the array's. 0 for either field drops that rule (the
+      what-if before D116: the FIFO as deep and a count bank per segment as the op needs);
     - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
       tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
       first descriptor taken 2 cycles before its first slot, the gather keeping ahead)."""
     from sim.timing.compact import drain_reads
     from sim.timing.compact_accel import core_done, core_ways
     from sim.timing.cycle_model import PIPELINE_CYCLES
-    from sim.timing.delta_core import ways_done
+    from sim.timing.delta_core import held_done, ways_done
 
     band, first, last = sched
     q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
@@ -404,7 +407,14 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
         tile_seg, seg_len, nb = walk
         W, rw = ways  # noqa: N806
-        if tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
+        fifo = cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None
+        if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
+            seg = tile_seg is not None
+            tsg = tile_seg if seg else np.zeros(len(v), dtype=np.int64)
+            done = held_done(out, np.repeat(tsg, v) if seg else None, rw, cycles, seg, seg_len, (first - 2, tsg, v),
+                             W, fifo, bool(cfg.dcore_count_banks), cfg.dcore_d_buffers,
+                             banks=cfg.dcore_count_banks or max(nb, 1), ports=cfg.drain_rows_per_cycle)
+        elif tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
             order = np.argsort(out, kind="stable")
             descs = (first - 2, tile_seg, v)
             done = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,

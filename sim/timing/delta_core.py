@@ -21,6 +21,10 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - with V output ways (``out_ways``, docs/decisions.md D111's rule; built opt-in in RTL, D112) the walk's cycles are
   `segment_steps`: a run of V consecutive tokens of one class a cycle, so a segment takes `segment_step_counts`
   cycles; ``buffers`` D buffers (2 as built) make a row wait only while a segment of its residue is walked.
+- back-pressure into ``kaleido_daccel`` (docs/decisions.md D116; the cycle model's default, the RTL designed, not
+  built): the array runs a cycle only while the row FIFO has d free entries (``fifo``, ``ports``), and a band-tile
+  issues only while its segment is fewer than the count banks past the walked one (``hold``, ``banks``); a held
+  cycle moves the array's later events (`core_schedule`; `held_done`, its numba loop).
 
 `core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
 (``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with
@@ -30,6 +34,8 @@ walk lags the array by many segments, D108).
 """
 
 from __future__ import annotations
+
+import heapq
 
 import numba
 import numpy as np
@@ -191,7 +197,8 @@ def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  #
 
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
-                  ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2) -> dict:
+                  ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
+                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -209,14 +216,30 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             built opt-in in RTL: `hw.delta_core.DeltaCore`'s ``out_ways``, D112), a power of two <= ``ways``.
         buffers: D buffers (docs/decisions.md D111's what-if; the RTL has 2): segment k accumulates into buffer
             k mod ``buffers``, and a row waits at the FIFO's head while a segment of its residue is walked.
-
+        fifo, ports, hold, banks, row_tile, row_tie: back-pressure into ``kaleido_daccel`` (docs/decisions.md
+            D116). *Array hold*: the array (``kaleido_daccel`` with its array, one enable) runs a cycle only when the
+            row FIFO has ``ports`` (d, the most rows that leave it a cycle) free entries at the cycle's start
+            (``fifo`` entries less the rows written by then and not popped before; None: always); a held cycle
+            moves every later event of the array (rows, descriptors, ``done``) a cycle later. *Issue hold* (with
+            ``hold`` and ``seg``): band-tile n (``descs[n]``, issue order) issues at the first array cycle ``a >=
+            its desc_valid + H`` at which its segment is fewer than ``banks`` (the segment count banks, `NB_BANKS`
+            as built) past the walked one; each array cycle it cannot, H grows by one, so it and every later
+            band-tile and their rows and ``done`` move a cycle later (rows already issued do not). Needs ``descs``
+            and ``row_tile`` (int64 ``[rows]``: each row's band-tile, an index into ``descs``; its rows leave
+            after its ``desc_valid``); the FIFO's order is then the rows' cycles after the moves, ties by
+            ``row_tie`` (int64 ``[rows]``; default the given order: ports, as `fifo_rows`; `held_done` breaks them
+            by band-tile, the cycle model's order). A descriptor the issue hold keeps counts as "a later segment's
+            descriptor has come" for the walked segment.
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
         "overflow": a descriptor named a segment NB_BANKS or more past the walked one, "gated": cycles a row waited
         at the FIFO's head for its D buffer (its segment's parity walked), "ahead": the most segments a counted
         descriptor was past the walked one, "bypass": rows popped the cycle after their write (the earliest: a
-        FIFO bypass could skip their write and read, docs/decisions.md D111)}``.
+        FIFO bypass could skip their write and read, docs/decisions.md D111), "held": H at the end (D116),
+        "frozen": the cycles the array was held, "out":
+        int64 [rows] the cycle each row leaves ``kaleido_daccel`` after the holds (the given order), "issue": int64
+        [band-tiles] each descriptor's cycle after the holds}``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
@@ -226,66 +249,129 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         raise ValueError(f"out_ways = {out_ways}: a power of two, at most ways = {ways}")
     if buffers < 2:
         raise ValueError(f"buffers = {buffers}: at least 2")
+    bp = fifo is not None or (hold and seg)
+    if bp and (row_tile is None or descs is None):
+        raise ValueError("back-pressure (fifo, hold) needs descs and row_tile")
+    if fifo is not None and fifo < ports:
+        raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     if not seg:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
         rsg = np.zeros(len(c), dtype=np.int64)
+        rt = None if row_tile is None else np.asarray(row_tile, dtype=np.int64)[order]
+        tie = None if row_tie is None else np.asarray(row_tie, dtype=np.int64)[order]
     else:
         rsg = np.asarray(row_seg, dtype=np.int64)
+        rt = None if row_tile is None else np.asarray(row_tile, dtype=np.int64)
+        tie = None if row_tie is None else np.asarray(row_tie, dtype=np.int64)
     segs = segment_steps(grid, n_cb, n_classes, R, fw, s, out_ways)
-    dq = sorted(descs or [])
+    dl = list(descs or [])
+    di_order = sorted(range(len(dl)), key=lambda i: dl[i][0])  # issue order (stable)
     T = int(accel_done)  # noqa: N806
     n = len(c)
     acc = np.empty(n, dtype=np.int64)
-    exp, got = [0] * NB_BANKS, [0] * NB_BANKS
+    out = c.copy()  # each row's cycle out of kaleido_daccel after the holds (D116)
+    issue = np.array([int(x[0]) for x in dl], dtype=np.int64)
+    if bp:  # each band-tile's rows, in the given order; they leave once it has issued (a heap of (cycle, row))
+        of_tile = [[] for _ in dl]
+        for r in range(n):
+            of_tile[int(rt[r])].append(r)
+        if any(c[r] <= dl[int(rt[r])][0] for r in range(n)):
+            raise ValueError("a row leaves kaleido_daccel no later than its band-tile's desc_valid")
+        fq: list[int] = []  # the FIFO's rows in the order they leave
+        cy: list[int] = []  # ... and their cycles
+        heap: list[tuple[int, int, int]] = []
+    else:
+        fq, cy = list(range(n)), out
+    NB = int(banks)  # noqa: N806
+    exp, got = [0] * NB, [0] * NB
     hi, anyd, over = 0, False, False
     nw = rp = di = 0
-    s1: list[int] = []  # the row indices in each accumulate stage
+    s1: list[int] = []  # the FIFO positions in each accumulate stage
     s2: list[int] = []
     sg, walking, waiting, wend, starts = 0, False, True, -1, []
     fifo_max = gated = ahead = 0
+    ni, H = 0, 0  # band-tiles issued, array cycles the issue was held  # noqa: N806
+    pend = None  # the segment of a descriptor the issue hold keeps, once at the count stage (all before counted)
+    bseg, bsince = None, 0  # ... and since when
+    dq: list[tuple[int, int, int]] = []  # issued descriptors (cycle, segment, rows), in issue order
+    if not bp:
+        dq = sorted((int(x[0]), int(x[1]), int(x[2])) for x in dl)
+        ni = len(dl)
+    frozen, ar, tdone, nl = 0, 1, None if bp else T, 0  # the array's own cycle ar, done after the moves
     k = 1  # cycle 0 is start's
     while True:
-        while nw < n and c[nw] + 2 <= k:
+        if bp:
+            while nl < len(fq) and cy[nl] <= k - 1:
+                nl += 1
+            if ni < len(dl) or heap or tdone is None:  # the array still has events: does it run this cycle?
+                if fifo is not None and nl - rp + ports > fifo:
+                    frozen += 1
+                else:
+                    while ni < len(dl) and int(dl[di_order[ni]][0]) + H <= ar:
+                        t = di_order[ni]
+                        dsg, nr = int(dl[t][1]), int(dl[t][2])
+                        if hold and seg and dsg >= sg + NB:  # too far past the walk: held with every later one
+                            if bseg is None:
+                                bseg, bsince = dsg, k
+                            H += 1  # noqa: N806
+                            break
+                        issue[t] = int(dl[t][0]) + H + k - ar
+                        bseg = None
+                        dq.append((int(issue[t]), dsg, nr))
+                        for r in of_tile[t]:
+                            heapq.heappush(heap, (int(c[r]) + H, r if tie is None else int(tie[r]), r))
+                        ni += 1
+                    while heap and heap[0][0] <= ar:  # rows leaving this cycle
+                        cyc, _, r = heapq.heappop(heap)
+                        out[r] = cyc + k - ar
+                        fq.append(r)
+                        cy.append(int(out[r]))
+                    if ni == len(dl) and tdone is None and T + H <= ar:
+                        tdone = T + H + k - ar
+                    ar += 1
+        while nw < len(fq) and cy[nw] + 2 <= k:
             nw += 1
-        held = int(np.searchsorted(c, k - 1, side="right")) - rp if n else 0  # written by k, less popped before
+        wr = nl if bp else int(np.searchsorted(c, k - 1, side="right")) if n else 0  # written by k
+        held = wr - rp  # written by k, less popped before
         fifo_max = max(fifo_max, held)
-        bank = sg % NB_BANKS
+        bank = sg % NB
         if seg:
-            whole = (T <= k or (anyd and hi > sg)) and exp[bank] == got[bank]
+            whole = ((tdone is not None and tdone <= k) or (anyd and hi > sg) or (pend is not None and pend > sg)) \
+                and exp[bank] == got[bank]
         else:
-            fresh = n and int(np.searchsorted(c, k - 1, side="right")) > nw  # a row written this cycle
-            whole = T <= k and nw == rp and not s1 and not s2 and not fresh
+            whole = tdone is not None and tdone <= k and nw == rp and not s1 and not s2 and wr == nw
         par = sg % buffers
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[rp] % buffers == par and gate
+        blocked = rp < nw and rsg[fq[rp]] % buffers == par and gate
         pops = []
         if rp < nw and not blocked:
             used = set()
             for r in range(rp, min(nw, rp + ways)):
-                if (rsg[r] % buffers == par and gate) or rw[r] in used:
+                if (rsg[fq[r]] % buffers == par and gate) or rw[fq[r]] in used:
                     break
-                used.add(rw[r])
+                used.add(rw[fq[r]])
                 pops.append(r)
         gated += bool(blocked)
-        go = (waiting and whole and not any(rsg[r] % buffers == par for r in s1)
-              and not any(rsg[r] % buffers == par for r in s2))
+        go = (waiting and whole and not any(rsg[fq[r]] % buffers == par for r in s1)
+              and not any(rsg[fq[r]] % buffers == par for r in s2))
         # end of cycle k: the registers
         for r in s2:
-            acc[r] = k
-            b2 = rsg[r] % NB_BANKS
+            acc[fq[r]] = k
+            b2 = rsg[fq[r]] % NB
             if not (go and b2 == bank):
                 got[b2] += 1
         while di < len(dq) and dq[di][0] + 1 <= k:  # a descriptor is counted the cycle after its desc_valid
             _, dsg, nr = dq[di]
-            if not (go and dsg % NB_BANKS == bank):
-                exp[dsg % NB_BANKS] += nr
+            if not (go and dsg % NB == bank):
+                exp[dsg % NB] += nr
             anyd, hi = True, max(hi, dsg)
             ahead = max(ahead, dsg - sg)
-            over = over or (seg and dsg >= sg + NB_BANKS)
+            over = over or (seg and dsg >= sg + NB)
             di += 1
         if go:
             exp[bank] = got[bank] = 0
+        pend = bseg if bseg is not None and bsince + 1 <= k and di == ni else None
         s2, s1 = s1, pops
         rp += len(pops)
         if walking and k == wend:  # the segment's last command read
@@ -309,7 +395,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                     rows[(t, b)] = start + 4 + j
     return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
             "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead,
-            "bypass": int((acc - 4 == c).sum()) if n else 0}
+            "bypass": int((acc - 4 == out).sum()) if n else 0, "held": H, "frozen": frozen, "out": out,
+            "issue": issue}
 
 
 def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:
@@ -489,3 +576,227 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             start = k
         k += 1
     return start + seg_len[nseg - 1] + 4, ahead, byp
+
+
+def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
+              fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS,
+              ports: int = 1):
+    """`core_schedule`'s ``done`` with back-pressure into ``kaleido_daccel`` (``fifo``: the array hold, ``hold``: the
+    issue hold; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
+    cycle model's ``combine_timing = "rtl"``; tests check it equal to `core_schedule`).
+
+    Args:
+        row_cycles, row_seg, row_way: ``[rows]`` *band-tile by band-tile* in issue order (each band-tile's rows in
+            drain order, ``descs``' row counts each): the cycle each row leaves the unheld array (after its
+            band-tile's ``desc_valid``), its segment's ordinal (ignored without ``seg``), its way. The FIFO's
+            order is the rows' cycles after the holds, ties in this order (the cycle model's: a cycle's rows in
+            band-tile order).
+        accel_done: the unheld controller's ``done``. seg, per_seg, ways, buffers: `ways_done`'s.
+        descs: ``(desc_valid cycles, segment ordinals, rows)``, int64 ``[band-tiles]`` in issue order
+            (non-decreasing cycles), with or without ``seg``.
+        fifo, ports, hold, banks: `core_schedule`'s back-pressure: the row FIFO's entries (None: the array never
+            held) and the most rows a cycle leaves the array (d); the issue hold (with ``seg``) on ``banks``
+            segment count banks (`NB_BANKS` as built).
+        detail: ``{"done", "ahead", "bypass", "held", "fifo_max", "frozen"}`` instead of ``done``.
+    """
+    c = np.asarray(row_cycles, dtype=np.int64)
+    n = len(c)
+    rw = np.asarray(row_way) if row_way is not None else np.zeros(n, dtype=np.int8)
+    rsg = np.asarray(row_seg, dtype=np.int64) if seg else np.zeros(n, dtype=np.int64)
+    dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs)
+    if int(dr.sum()) != n:
+        raise ValueError(f"the descriptors list {int(dr.sum())} rows, {n} given")
+    if len(dc) > 1 and bool((np.diff(dc) < 0).any()):
+        raise ValueError("the descriptors' cycles must not decrease (issue order)")
+    if fifo is not None and fifo < ports:
+        raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
+    off = np.zeros(len(dr) + 1, dtype=np.int64)
+    np.cumsum(dr, out=off[1:])
+    cap = 1 << max(1, (max(64, 0 if fifo is None else int(fifo)) + 2 * int(ways) + int(ports)).bit_length())
+    out = _held_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc, ds, dr, off,
+                     int(ways), int(buffers), -1 if fifo is None else int(fifo), int(ports), bool(hold and seg),
+                     cap, int(banks))
+    keys = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
+    return {kk: int(v) for kk, v in zip(keys, out, strict=True)} if detail else int(out[0])
+
+
+@numba.njit(cache=True)
+def _ring_grow(fq, fc, lo, hi, cap):
+    """The FIFO ring's positions ``[lo, hi)`` in a ring of twice ``cap``."""
+    nq = np.empty(2 * cap, dtype=np.int64)
+    nc = np.empty(2 * cap, dtype=np.int64)
+    for p in range(lo, hi):
+        nq[p & (2 * cap - 1)] = fq[p & (cap - 1)]
+        nc[p & (2 * cap - 1)] = fc[p & (cap - 1)]
+    return nq, nc
+
+
+@numba.njit(cache=True)
+def _heap_push(h, m, x):
+    """Push ``x`` on the binary min-heap ``h[:m]``; returns the new size."""
+    i = m
+    h[i] = x
+    while i > 0:
+        p = (i - 1) >> 1
+        if h[p] <= h[i]:
+            break
+        h[p], h[i] = h[i], h[p]
+        i = p
+    return m + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(h, m):
+    """Pop the least of ``h[:m]`` (returned first) and the new size."""
+    top = h[0]
+    m -= 1
+    h[0] = h[m]
+    i = 0
+    while True:
+        a, b, j = 2 * i + 1, 2 * i + 2, i
+        if a < m and h[a] < h[j]:
+            j = a
+        if b < m and h[b] < h[j]:
+            j = b
+        if j == i:
+            break
+        h[i], h[j] = h[j], h[i]
+        i = j
+    return top, m
+
+
+@numba.njit(cache=True)
+def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb):  # noqa: N803, C901, E501
+    """`held_done`'s loop: `core_schedule`'s with ``fifo`` / ``hold``, state for state. The FIFO is a ring of
+    ``cap`` positions (row index and cycle, grown when full), the rows issued and not yet left a heap keyed
+    ``cycle << 32 | row``."""
+    nt = dcyc.shape[0]
+    nseg = seg_len.shape[0]
+    exp = np.zeros(nb, dtype=np.int64)
+    got = np.zeros(nb, dtype=np.int64)
+    used = np.empty(ways, dtype=rw.dtype)
+    heap = np.empty(1024, dtype=np.int64)  # grown as needed
+    hm = 0
+    fq = np.empty(cap, dtype=np.int64)  # ring: FIFO position p at p & (cap - 1)
+    fc = np.empty(cap, dtype=np.int64)
+    msk = cap - 1
+    nf = 0  # FIFO positions written (rows that left by k - 1)
+    dq = np.empty(nt, dtype=np.int64)  # issued band-tiles in order, their cycle after the holds
+    hi, anyd = 0, False
+    nw = rp = di = 0
+    s1a = s1n = s2a = s2n = 0
+    sg, walking, waiting, wend, start = 0, False, True, -1, -1
+    ahead = byp = fifo_max = 0
+    ni = 0
+    H = 0  # noqa: N806
+    pend = -1
+    bseg, bsince = -1, 0
+    frozen, ar, nl = 0, 1, 0
+    tk = -1  # done after the moves, once known
+    k = 1
+    while True:
+        while nl < nf and fc[nl & msk] <= k - 1:
+            nl += 1
+        if ni < nt or hm > 0 or tk < 0:
+            if fifo >= 0 and nl - rp + ports > fifo:
+                frozen += 1
+            else:
+                while ni < nt and dcyc[ni] + H <= ar:
+                    if hold and dseg[ni] >= sg + nb:
+                        if bseg < 0:
+                            bseg, bsince = dseg[ni], k
+                        H += 1  # noqa: N806
+                        break
+                    dq[ni] = dcyc[ni] + H + k - ar
+                    bseg = -1
+                    if hm + off[ni + 1] - off[ni] > heap.shape[0]:
+                        grown = np.empty(2 * (hm + off[ni + 1] - off[ni]), dtype=np.int64)
+                        grown[:hm] = heap[:hm]
+                        heap = grown
+                    for r in range(off[ni], off[ni + 1]):
+                        hm = _heap_push(heap, hm, ((c[r] + H) << 32) | r)
+                    ni += 1
+                while hm > 0 and (heap[0] >> 32) <= ar:
+                    x, hm = _heap_pop(heap, hm)
+                    if nf - min(s2a, rp) >= cap:  # the ring is full: twice its size, positions kept
+                        fq, fc = _ring_grow(fq, fc, min(s2a, rp), nf, cap)
+                        cap *= 2
+                        msk = cap - 1
+                    fq[nf & msk] = x & 0xFFFFFFFF
+                    fc[nf & msk] = (x >> 32) + k - ar
+                    nf += 1
+                if ni == nt and tk < 0 and T + H <= ar:
+                    tk = T + H + k - ar
+                ar += 1
+        tin = tk >= 0
+        while nw < nf and fc[nw & msk] + 2 <= k:
+            nw += 1
+        fifo_max = max(fifo_max, nl - rp)
+        bank = sg % nb
+        if seg:
+            whole = ((tin and tk <= k) or (anyd and hi > sg) or (pend >= 0 and pend > sg)) \
+                and exp[bank] == got[bank]
+        else:
+            whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
+        par = sg % nbuf
+        gate = walking or (waiting and whole)
+        blocked = rp < nw and rsg[fq[rp & msk]] % nbuf == par and gate
+        npop = 0
+        if rp < nw and not blocked:
+            r = rp
+            while r < nw and r < rp + ways:
+                q = fq[r & msk]
+                if rsg[q] % nbuf == par and gate:
+                    break
+                dup = False
+                for u in range(npop):
+                    if used[u] == rw[q]:
+                        dup = True
+                if dup:
+                    break
+                used[npop] = rw[q]
+                if fc[r & msk] + 2 == k:
+                    byp += 1
+                npop += 1
+                r += 1
+        go = waiting and whole
+        if go:
+            for r in range(s1a, s1a + s1n):
+                if rsg[fq[r & msk]] % nbuf == par:
+                    go = False
+            for r in range(s2a, s2a + s2n):
+                if rsg[fq[r & msk]] % nbuf == par:
+                    go = False
+        for r in range(s2a, s2a + s2n):
+            b2 = rsg[fq[r & msk]] % nb
+            if not (go and b2 == bank):
+                got[b2] += 1
+        while di < ni and dq[di] + 1 <= k:
+            b2 = dseg[di] % nb
+            if not (go and b2 == bank):
+                exp[b2] += drows[di]
+            anyd = True
+            hi = max(hi, dseg[di])
+            ahead = max(ahead, dseg[di] - sg)
+            di += 1
+        if go:
+            exp[bank] = 0
+            got[bank] = 0
+        pend = bseg if bseg >= 0 and bsince + 1 <= k and di == ni else -1
+        s2a, s2n = s1a, s1n
+        s1a, s1n = rp, npop
+        rp += npop
+        if walking and k == wend:
+            if sg == nseg - 1:
+                break
+            sg += 1
+            if seg:
+                walking, waiting = False, True
+            else:
+                wend = k + seg_len[sg]
+                start = k
+        elif go:
+            walking, waiting, wend = True, False, k + seg_len[sg]
+            start = k
+        k += 1
+    return start + seg_len[nseg - 1] + 4, ahead, byp, H, fifo_max, frozen

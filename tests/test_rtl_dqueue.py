@@ -116,6 +116,30 @@ def test_queue_steps_and_times_by_hand():
     assert step.tolist() == [1, 4] and n == 5
 
 
+def test_queue_steps_replay_by_hand():
+    # D120's replay: the first column block's scan (C P C as above: emissions at steps 2 and 6 of 7), then its two
+    # band-tiles read back one a step for each later block (steps 7, 8 and 9, 10): 11 steps, against 3 x 7 = 21
+    # rescanning
+    dec = np.array([[0], [1], [0]], dtype=np.int8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 3, 1, False, lanes=1)
+    assert step.tolist() == [2, 6, 9, 13, 16, 20] and n == 21
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 3, 1, False, lanes=1, replay=True)
+    assert step.tolist() == [2, 6, 7, 8, 9, 10] and reps.tolist() == [1] * 6 and n == 11
+    # taken the cycle after each emission; the register is free again the cycle of each take, so each read-back
+    # step emits at once: emissions 2, 6, 7, 8, 9, 10, takes one later; done after the last take (11) at 12
+    emit, pops, done = queue_times(step, reps, n)
+    assert emit.tolist() == [2, 6, 7, 8, 9, 10] and pops.tolist() == [3, 7, 8, 9, 10, 11] and done == 12
+    # two groups of two blocks (s = 2): the second group's read-back band-tiles are handed out twice, as the scan's
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 4, 2, False, lanes=1, replay=True)
+    assert step.tolist() == [2, 6, 7, 8] and reps.tolist() == [2] * 4 and n == 9
+    # D84's order: the chunk scanned for its first column block (steps 0-6), read back for the second (7, 8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, True, lanes=1, replay=True)
+    assert step.tolist() == [2, 6, 7, 8] and reps.tolist() == [1] * 4 and n == 9
+    # a scan that finds nothing (all REUSE): nothing read back, the later blocks take no steps
+    step, reps, n = queue_steps(np.full((3, 1), 2, np.int8), (1, 1, 3), 4, 2, 1, 3, 1, False, lanes=1, replay=True)
+    assert step.tolist() == [] and n == 7
+
+
 def test_host_decision_words_and_errors():
     cfg = delta_cfg(8, 8, 2, 2)
     acc = discard(DeltaAccel(cfg))

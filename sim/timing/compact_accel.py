@@ -47,10 +47,10 @@ def tile_widths(op, groups) -> np.ndarray:
     return np.array([groups[t.group][1] - groups[t.group][0] for t in op.tiles], dtype=np.int64)
 
 
-def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: int) -> tuple:
+def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: int, replay: bool = False) -> tuple:
     """``kaleido_dqueue``'s steps in compact's issue order: `sim.timing.delta_accel.queue_steps` with one column block
-    per group and D68's order (`hw.compact_accel_host.queue_ports`)."""
-    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False)
+    per group and D68's order (`hw.compact_accel_host.queue_ports`); ``replay`` its option (D120)."""
+    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False, replay=replay)
 
 
 def _args(op, groups, cfg):
@@ -133,7 +133,8 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
 
 
 def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
-            entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True) -> dict:
+            entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True,
+            replay: bool = False) -> dict:
     """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
     band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
     controller on its one weight buffer (every batch element reads the same weights: the same half-words).
@@ -148,7 +149,9 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``).
     ``queues`` (default, what `hw.rtl` emits): each descriptor also waits for ``kaleido_dqueue`` to emit it
     (`queue_steps` of each batch element, one column block's steps repeated for each block, the batch's runs one
-    after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``barrier="first"``:
+    after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``replay`` (D120): the
+    queues scan each batch element's first column block only and read its band-tiles back for the others
+    (`sim.timing.delta_accel.queue_steps`' ``replay``). ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
     barrier; not built, D117 measures it). Returns
     `port_run`'s dict."""
@@ -161,7 +164,11 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     span = int(hoff[-1]) + 1
     parts, qstep, qn = [], [], 0
     for dec, t in zip(decs, tiles, strict=True):
-        if queues:  # the scan is the same for every column block (one block per group: c_s = 1)
+        if queues and replay:  # the first column block scanned, its band-tiles read back for the others
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, n_cb, 1, False, replay=True)
+            qstep.append(st + qn)
+            qn += n1
+        elif queues:  # the scan is the same for every column block (one block per group: c_s = 1)
             st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False)
             qstep += [st + qn + c * n1 for c in range(n_cb)]
             qn += n_cb * n1

@@ -33,15 +33,15 @@ from tests.test_rtl_daccel import check_run
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 
-def _job(cfg, case, fw, s, cm, lanes=None):
+def _job(cfg, case, fw, s, cm, lanes=None, replay=0):
     """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op
-    (``lanes`` positions a step, default R / B)."""
+    (``lanes`` positions a step, default R / B; ``replay`` the descriptor buffer's entries, D120)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
     queue = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, fw, n_cb, s,
-                        cm, lanes)
+                        cm, lanes, replay=replay)
     return op, ports, queue
 
 
@@ -78,6 +78,30 @@ def test_dqueue_descriptors_equal_the_host_list_and_cycles(shape, lanes):
         _emit, pops, want_done = queue_times(*queue)
         assert [c for c, _ in descs] == pops.tolist()
         assert done == want_done
+
+
+@pytest.mark.parametrize(("shape", "replay"), [("8x8-B2-d2", 64), ("8x8-B4-d2", 64), ("8x8-B4-d2", 13)])
+def test_dqueue_replay_descriptors_and_cycles(shape, replay):
+    # D120's replay (D68's order): the same words as the host list, each taken at the cycle `queue_times` gives on
+    # `queue_steps(replay=...)`; 13 entries: the ops whose first group emits 13 band-tiles fill the buffer exactly and
+    # are replayed, those of 17-30 overflow and are rescanned; s = 1 (compact's one column block a group) and the
+    # cases' own s
+    cfg = delta_cfg(*SHAPES[shape])
+    acc = discard(DeltaAccel(cfg))
+    cases = [(c, fw, s_) for c, fw, s, cm in _all_cases(93) if not cm for s_ in sorted({1, s})]
+    jobs = [(c, *_job(cfg, c, fw, s, False, replay=replay)) for c, fw, s in cases]
+    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], replay=replay)
+    replayed = 0
+    for (case, op, ports, queue), (descs, done) in zip(jobs, got, strict=True):
+        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+        assert [w for _, w in descs] == want
+        _emit, pops, want_done = queue_times(*queue)
+        assert [c for c, _ in descs] == pops.tolist()
+        assert done == want_done
+        rescan = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands,
+                             ports["c_fw"], ports["c_ncb"], ports["c_s"], False)
+        replayed += queue[2] < rescan[2]
+    assert replayed >= 2  # the replay (fewer steps than the rescans) is exercised
 
 
 def test_queue_steps_and_times_by_hand():
@@ -153,6 +177,8 @@ def test_host_decision_words_and_errors():
     for lanes in (3, 8):  # not a power of two; above R / B = 4
         with pytest.raises(ValueError, match="power of two up to"):
             DeltaQueue(acc, lanes=lanes)
+    with pytest.raises(ValueError, match="queue replay = -1"):
+        DeltaQueue(acc, replay=-1)
 
 
 # (shape, case, issue order chunk-major); the case: an index of CASES, a QK_CASES name, or "random"

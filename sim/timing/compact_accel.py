@@ -134,7 +134,7 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
 
 def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
             entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True,
-            replay: bool = False) -> dict:
+            replay: bool = False, reach: int | None = None) -> dict:
     """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
     band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
     controller on its one weight buffer (every batch element reads the same weights: the same half-words).
@@ -151,7 +151,7 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     (`queue_steps` of each batch element, one column block's steps repeated for each block, the batch's runs one
     after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``replay`` (D120): the
     queues scan each batch element's first column block only and read its band-tiles back for the others
-    (`sim.timing.delta_accel.queue_steps`' ``replay``). ``barrier="first"``:
+    (`sim.timing.delta_accel.queue_steps`' ``replay``); ``reach`` its wide scan. ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
     barrier; not built, D117 measures it). Returns
     `port_run`'s dict."""
@@ -165,11 +165,12 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     parts, qstep, qn = [], [], 0
     for dec, t in zip(decs, tiles, strict=True):
         if queues and replay:  # the first column block scanned, its band-tiles read back for the others
-            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, n_cb, 1, False, replay=True)
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, n_cb, 1, False, replay=True,
+                                            reach=reach)
             qstep.append(st + qn)
             qn += n1
         elif queues:  # the scan is the same for every column block (one block per group: c_s = 1)
-            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False)
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False, reach=reach)
             qstep += [st + qn + c * n1 for c in range(n_cb)]
             qn += n_cb * n1
         toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, brows, fw)

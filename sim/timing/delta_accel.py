@@ -145,8 +145,8 @@ def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: Ac
 
 
 def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s: int,  # noqa: N803
-                chunk_major: bool, lanes: int | None = None, replay: bool = False) -> tuple[np.ndarray, np.ndarray,
-                                                                                           int]:
+                chunk_major: bool, lanes: int | None = None, replay: bool | int = False,
+                reach: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """The band-tile queues' steps (`hw.delta_queue`, ``kaleido_dqueue``, docs/decisions.md D93): ``(step, reps,
     steps)`` -- per emitted band-tile (issue order of distinct band-tiles) the index of the step that emits it and
     how many descriptors it is handed out as (``k`` column blocks in D68's order, 1 in D84's), int64 ``[E]``
@@ -166,6 +166,13 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     emits, handed out ``k`` times as the scan's); in D84's order a chunk is scanned for its first column block and
     replayed, one step a band-tile, for the others. The steps and emissions are otherwise the scan's; the order
     and contents of the band-tiles do not change (the buffer holds one run's first group, or one chunk).
+    ``replay`` True: a buffer that holds them all; an int: its entries (D68's order, as `hw.delta_queue` builds
+    it: a first group of more band-tiles than that is rescanned for each later group, as without ``replay``).
+
+    ``reach`` (D120; a what-if, not built; instead of ``lanes``): a step reads the pass's next ``reach`` positions
+    and stops at the one whose token fills the queue: it emits, the queue empties and the next step starts after
+    that position; a step whose tokens do not fill the queue queues them and moves on by ``reach``. At most one
+    band-tile a step, so a pass of mostly REUSE positions takes about ``reach`` positions a step.
 
     Args:
         dec: int ``[F H W, G]`` decisions (COMPUTE 0, PARTIAL 1, REUSE 2); grid ``(F, H, W)``.
@@ -179,7 +186,7 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     first = e_chunk = 0  # replay: the first group's band-tiles (D68's order), the chunk's (D84's)
     while c0 < n_cb:
         k = min(s, n_cb - c0)
-        if replay and not chunk_major and c0:  # the first group's band-tiles read back, one a step
+        if replay and not chunk_major and c0 and (replay is True or first <= replay):  # read back, one a step
             step += range(n, n + first)
             reps += [k] * first
             n += first
@@ -199,6 +206,20 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
                     for f in range(fc0, min(fc0 + fw, F)):
                         for g in range(G):
                             for kind in (0, 1):
+                                if reach:  # steps of up to `reach` positions, each ending at a fill
+                                    p = p0
+                                    while p < p1:
+                                        cs = np.cumsum(dec[f * hw + p:f * hw + min(p + reach, p1), g] == kind)
+                                        if qn[g, kind] + cs[-1] >= brows:
+                                            p += int(np.argmax(qn[g, kind] + cs >= brows)) + 1
+                                            qn[g, kind] = 0
+                                            step.append(n)
+                                            reps.append(1 if chunk_major else k)
+                                        else:
+                                            qn[g, kind] += int(cs[-1])
+                                            p += reach
+                                        n += 1
+                                    continue
                                 for p in range(p0, p1, V):
                                     qn[g, kind] += int(np.sum(dec[f * hw + p:f * hw + min(p + V, p1), g] == kind))
                                     if qn[g, kind] >= brows:

@@ -164,6 +164,32 @@ def test_queue_steps_replay_by_hand():
     assert step.tolist() == [] and n == 7
 
 
+def test_queue_steps_reach_by_hand():
+    # D120's wider scan (a what-if, not built): a step reads up to `reach` positions and stops at the one that fills
+    # the queue. R = 4, 2 tokens a band-tile, reach 4. C P C: the COMPUTE step reads positions 0-2 and fills at 2
+    # (step 0 emits tokens 0, 2); the PARTIAL step queues token 1 (step 1); the flush emits it (step 2): 3 steps
+    dec = np.array([[0], [1], [0]], dtype=np.int8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False, reach=4)
+    assert step.tolist() == [0, 2] and n == 3
+    # C C C C: the first step fills at position 1 (emits 0, 1) and the next starts at 2, fills at 3 (emits 2, 3);
+    # the PARTIAL pass one step, the empty flush one: 4 steps (5 with two positions a step)
+    step, reps, n = queue_steps(np.zeros((4, 1), np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False, reach=4)
+    assert step.tolist() == [0, 1] and n == 4
+    assert queue_steps(np.zeros((4, 1), np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False)[2] == 5
+
+
+def test_replay_entries_restated():
+    from hw.compact_accel import CompactAccel
+    from hw.delta_accel import MAX_TILES
+    from sim.timing.compact_accel import REPLAY_ENTRIES
+    from tests.test_rtl_compact import compact_cfg
+
+    assert REPLAY_ENTRIES == MAX_TILES
+    acc = discard(CompactAccel(compact_cfg(8, 8, 2, 2), queues=True))
+    assert acc.queue.replay == MAX_TILES and acc.geometry["replay"][:2] == ("1r1w", MAX_TILES)
+    assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.replay == 0  # delta's: D93's rescans
+
+
 def test_host_decision_words_and_errors():
     cfg = delta_cfg(8, 8, 2, 2)
     acc = discard(DeltaAccel(cfg))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from algo.reuse.golden import REUSE
 from hw import discard
 from hw.delta_accel import LANES, DeltaAccel
 from hw.delta_accel_host import dec_words, descriptor_word, queue_ports
@@ -138,6 +139,23 @@ def test_queue_steps_and_times_by_hand():
     # (step 1); PARTIAL queues token 0 (steps 2-3); the flush makes one band-tile of 3 (COMPUTE) and 0 (step 4)
     step, reps, n = queue_steps(np.array([[1], [0], [0], [0]], np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False)
     assert step.tolist() == [1, 4] and n == 5
+
+
+def test_dqueue_replay_forwards_the_word_written_by_the_last_scan_step():
+    # One band-tile (token 0 COMPUTE, tokens 1-5 REUSE) over three column blocks, one a group: the scan's last step (the
+    # flush) emits it and writes entry 0 in the cycle the first replay step's read of entry 0 is issued, so that word
+    # is forwarded (`hw.delta_queue`, "Replay"); the later blocks take it at the cycles `queue_times` gives
+    cfg = delta_cfg(*SHAPES["8x8-B4-d2"])
+    acc = discard(DeltaAccel(cfg))
+    case, _fw, _s = _case(7, (1, 1, 6), 4, 24, [4], False, "w", None, 1)
+    case.decisions[1:] = REUSE
+    op, ports, queue = _job(cfg, case, None, 1, False, replay=4)
+    # 2 positions a step: the C pass steps 0-2, the P pass 3-5, the flush 6 (emits), two replay steps 7, 8
+    assert queue[0].tolist() == [6, 7, 8] and queue[2] == 9
+    [(descs, done)] = run_dqueue(cfg, [(case.decisions, ports)], replay=4)
+    assert [w for _, w in descs] == [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+    _emit, pops, want_done = queue_times(*queue)
+    assert [c for c, _ in descs] == pops.tolist() and done == want_done
 
 
 def test_queue_steps_replay_by_hand():

@@ -17,6 +17,9 @@ the same buffers, gather, band issue, tags and timing, with these differences:
   instanced as it is: its D68 order with one column block per group (``c_s = 1``, ``c_cm = 0``) is compact's
   order (tested), since compact and delta form the same band-tiles (`sim.timing.compact_reference.band_tiles`)
   and the same PARTIAL pairing (an all-PARTIAL band-tile of a group wider than one channel runs at half width);
+  with its replay (``QUEUE_REPLAY``, docs/decisions.md D120) the queues scan the first column block only and read
+  its band-tiles back from a descriptor buffer of ``max_tiles`` entries for the others (one scan per column block
+  was slower than the array on the score ops at high reuse, D117);
 - ``x{k}_re`` per X bank (attributes ``x_re``) so a bench counts the gather's reads;
 - the **weight port** (``WEIGHT_PORT``, docs/decisions.md D109; D88's weight path): one weight buffer instead of a
   copy per band. The host writes half-words of ``B`` channels x C (`hw.delta_accel_host.stage_w_words`' layout,
@@ -71,6 +74,7 @@ class CompactAccel(DeltaAccel):
     X_UNSIGNED = True
     X_READ_ENABLES = True
     WEIGHT_PORT = True
+    QUEUE_REPLAY = True
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,

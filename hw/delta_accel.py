@@ -221,6 +221,10 @@ class DeltaAccel(wiring.Component):
     #: word registers per band, the staged path's bands, early choice and deferred read on it; False: a weight copy
     #: per band (D91).
     WEIGHT_PORT = False
+    #: The queues (``queues=True``) read back the first column-block group's band-tiles for the later groups from a
+    #: descriptor buffer of ``max_tiles`` entries (`hw.delta_queue` "Replay", docs/decisions.md D120); False: they
+    #: rescan (D93).
+    QUEUE_REPLAY = False
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
@@ -311,7 +315,7 @@ class DeltaAccel(wiring.Component):
 
             del self.geometry["desc"]
             # elaborated inside this one (inline) or emitted on its own (hw.rtl): this one's own check suffices
-            self.queue = discard(DeltaQueue(self, pe=pe))
+            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.max_tiles if self.QUEUE_REPLAY else 0))
             self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
         # The host's X address ``token KW + word`` spans the X buffer's R / B banks (bank = token mod R / B, module
@@ -323,6 +327,8 @@ class DeltaAccel(wiring.Component):
         if queues:
             self.abits = max(self.abits, self.queue.abits)  # the decision buffer's host address is the token
         self.dbits = max(w for name, (_, _, w, _) in self.geometry.items() if name != "stage")
+        if queues and "replay" in self.queue.geometry:  # the queues' descriptor buffer (D120): not host-written
+            self.geometry["replay"] = self.queue.geometry["replay"]
         rb = _bits(brows)
         cports = ({n: self.queue.signature.members[n] for n in port_names} if queues
                   else {"c_tiles": In(range(self.max_tiles + 1))})

@@ -38,6 +38,16 @@ Timing (`sim.timing.delta_accel.queue_steps`, `queue_times`): cycle 0 the cycle 
 first step's code) runs step 0; each step one cycle; a step that emits runs no earlier than the cycle the
 previous band-tile's last copy is taken (the register is loaded in that cycle); an emitted band-tile is
 ``out_valid`` from the next cycle. ``done`` pulses once every step has run and the register is empty.
+
+**Replay** (``replay`` entries > 0, docs/decisions.md D120; compact's queues, ``c_cm`` = 0): what a scan finds is
+the same for every column-block group, so the first group's scan also writes each band-tile it emits (cb field
+zero) into a **descriptor buffer** of ``replay`` words (one 1r1w macro), and each later group, instead of its
+scan, reads them back in order, one **replay step** a cycle (each emits; its word is read the cycle before, the
+output register loaded as a scan's emission, handed out ``k`` times). A first group of more band-tiles than
+``replay`` (an overflow flag) is rescanned for each later group as without the buffer; one of none ends the op
+with its scan. `sim.timing.delta_accel.queue_steps`' ``replay`` is this rule. A word written the cycle its
+read is issued (the first replay step reads entry 0 during the scan's last step) is forwarded from a register
+(the macro reads before it writes).
 """
 
 from __future__ import annotations
@@ -78,14 +88,19 @@ class DeltaQueue(wiring.Component):
         acc: the `hw.delta_accel.DeltaAccel` it feeds (its config, capacity and descriptor fields; read for its
             sizes only). pe: ``"inline"`` (Amaranth simulation) or ``"instance"`` (macros by name, `hw.rtl`).
         lanes: positions a scan step reads, V: a power of two up to ``R / B`` (default ``R / B``: at 128 x 128 the
-            queues then keep up with the array, docs/decisions.md D93).
+            queues keep up with the array on the linear ops, docs/decisions.md D93, not on the score ops, D117).
+        replay: the descriptor buffer's entries (module docstring, "Replay"; 0: none, D93's queues).
 
     Raises:
-        ValueError: lanes not a power of two or above ``R / B``.
+        ValueError: lanes not a power of two or above ``R / B``; replay below 0.
     """
 
-    def __init__(self, acc: DeltaAccel, pe: str = "inline", lanes: int | None = None):
+    def __init__(self, acc: DeltaAccel, pe: str = "inline", lanes: int | None = None, replay: int = 0):
         cfg = acc.cfg
+        if replay < 0:
+            discard(self)
+            raise ValueError(f"queue replay = {replay}: the descriptor buffer's entries, 0 (none) or more")
+        self.replay = replay
         self.acc, self.cfg, self.pe_kind = acc, cfg, pe
         self.G = cfg.partial_regs
         self.brows, self.tb = acc.brows, acc.tb
@@ -97,6 +112,8 @@ class DeltaQueue(wiring.Component):
         #: The decision buffer: (kind, depth, width, banks): V banks (token mod V), each split by depth
         #: (`hw.sram.split_banks`).
         self.geometry = {"dec": ("1rw", max(1, depth // self.V), CODE_BITS * self.G, self.V)}
+        if replay:  # one macro of `replay` descriptor words (module docstring, "Replay")
+            self.geometry["replay"] = ("1r1w", replay, acc.desc_bits, 1)
         self.abits = _bits(depth)
         tk = range(acc.max_tokens + 1)
         super().__init__({
@@ -109,9 +126,12 @@ class DeltaQueue(wiring.Component):
         })
 
     def macros(self) -> list[tuple[str, int, int, None]]:
-        """The distinct macros ``(kind, depth, width, lane)`` of the decision buffer."""
+        """The distinct macros ``(kind, depth, width, lane)`` of the decision buffer (and the replay buffer)."""
         kind, depth, width, _ = self.geometry["dec"]
-        return [(kind, split_banks(depth, width)[0], width, None)]
+        out = [(kind, split_banks(depth, width)[0], width, None)]
+        if self.replay:
+            out.append(("1r1w", self.replay, self.acc.desc_bits, None))
+        return out
 
     def elaborate(self, platform):  # noqa: C901
         m = Module()
@@ -128,6 +148,9 @@ class DeltaQueue(wiring.Component):
         # ---- the step pointer (current) and its successor (n_*) ----
         names = {"c0": nb, "rep": nb, "p0": tk, "fc0": tk, "f": tk, "g": range(G + 1), "kind": 1, "p": tk,
                  "flush": 1, "second": 1, "fin": 1}
+        RP = self.replay  # noqa: N806
+        if RP:  # replay steps: the flag and the entry read back
+            names |= {"rp": 1, "ri": range(RP + 1)}
         cur = {n: Signal(r if not isinstance(r, int) else unsigned(r), name=f"q_{n}") for n, r in names.items()}
         nxt = {n: Signal.like(s, name=f"q_n_{n}") for n, s in cur.items()}
         k = Signal(nb, name="q_k")  # column blocks of this group
@@ -205,9 +228,15 @@ class DeltaQueue(wiring.Component):
 
         # ---- the current step: does it emit, and what ----
         is_scan = Signal(name="q_scan")
-        m.d.comb += is_scan.eq(running & ~cur["fin"] & ~cur["flush"])
         is_flush = Signal(name="q_flush_step")
-        m.d.comb += is_flush.eq(running & ~cur["fin"] & cur["flush"])
+        if RP:
+            is_rp = Signal(name="q_replay_step")
+            m.d.comb += [is_scan.eq(running & ~cur["fin"] & ~cur["flush"] & ~cur["rp"]),
+                         is_flush.eq(running & ~cur["fin"] & cur["flush"] & ~cur["rp"]),
+                         is_rp.eq(running & ~cur["fin"] & cur["rp"])]
+        else:
+            m.d.comb += [is_scan.eq(running & ~cur["fin"] & ~cur["flush"]),
+                         is_flush.eq(running & ~cur["fin"] & cur["flush"])]
         match = [Signal(name=f"q_match{j}") for j in range(V)]
         m.d.comb += [match[j].eq(is_scan & (cur["p"] + j < p1) & (codes[j] == cur["kind"])) for j in range(V)]
         q_n = Signal(range(brows + 1), name="q_count")
@@ -237,7 +266,7 @@ class DeltaQueue(wiring.Component):
         f_emit = Signal(name="q_flush_emit")
         m.d.comb += f_emit.eq(is_flush & (cur["second"] | (c_n + p_n != 0)))
         emit = Signal(name="q_emit")
-        m.d.comb += emit.eq(fills | f_emit)
+        m.d.comb += emit.eq(fills | f_emit | is_rp if RP else fills | f_emit)
         stall = Signal(name="q_stall")
         m.d.comb += stall.eq(emit & ~free)
         adv = Signal(name="q_advance")
@@ -274,6 +303,25 @@ class DeltaQueue(wiring.Component):
             m.d.comb += v.eq(vals[name])
             parts.append(v)
         word = Cat(*parts)
+        if RP:  # the descriptor buffer: written by the first group's scan, read back by the replay steps
+            rp_n = Signal(range(RP + 1), name="q_rp_n")  # words written
+            rp_ovf = Signal(name="q_rp_ovf")  # the first group emitted more than RP band-tiles
+            rp_raddr = Signal(range(RP + 1), name="q_rp_raddr")
+            rports, relab = macro("1r1w", RP, acc.desc_bits, None, instance=self.pe_kind == "instance")
+            m.submodules.replay_m = relab
+            rp_we = Signal(name="q_rp_we")
+            m.d.comb += rp_we.eq(adv & emit & ~cur["rp"] & (cur["c0"] == 0) & (rp_n < RP))
+            m.d.comb += [rports.waddr.eq(rp_n), rports.wdata.eq(word), rports.we.eq(rp_we), rports.wmask.eq(1),
+                         rports.raddr.eq(rp_raddr), rports.re.eq(running)]
+            with m.If(adv & emit & ~cur["rp"] & (cur["c0"] == 0)):
+                with m.If(rp_n < RP):
+                    m.d.sync += rp_n.eq(rp_n + 1)
+                with m.Else():
+                    m.d.sync += rp_ovf.eq(1)
+            fwd = Signal(name="q_rp_fwd")  # the word read was written in the read's cycle: forward it
+            fwd_w = Signal(unsigned(acc.desc_bits), name="q_rp_fwd_word")
+            m.d.sync += [fwd.eq(rp_we & (rp_n == rp_raddr)), fwd_w.eq(word)]
+            word = Mux(cur["rp"], Mux(fwd, fwd_w, rports.rdata), word)
         reps_cm = Signal(name="q_cm")
         m.d.comb += reps_cm.eq(self.c_cm)
         with m.If(pop):
@@ -301,7 +349,17 @@ class DeltaQueue(wiring.Component):
         # ---- successor of the current step ----
         m.d.comb += [nxt[n].eq(cur[n]) for n in cur]
         last_g = cur["g"] + 1 >= self.c_groups
-        with m.If(adv):
+        adv_scan = adv
+        if RP:
+            adv_scan = adv & ~cur["rp"]
+            with m.If(adv & cur["rp"]):  # a replay step: the next entry, or the next group's first
+                with m.If(cur["ri"] + 1 < rp_n):
+                    m.d.comb += nxt["ri"].eq(cur["ri"] + 1)
+                with m.Elif(cur["c0"] + k < self.c_ncb):
+                    m.d.comb += [nxt["ri"].eq(0), nxt["c0"].eq(cur["c0"] + k)]
+                with m.Else():
+                    m.d.comb += nxt["fin"].eq(1)
+        with m.If(adv_scan):
             with m.If(~cur["flush"]):
                 with m.If(cur["p"] + V < p1):
                     m.d.comb += nxt["p"].eq(cur["p"] + V)
@@ -329,9 +387,19 @@ class DeltaQueue(wiring.Component):
                 with m.Elif(cur["c0"] + k < self.c_ncb):
                     m.d.comb += [nxt["rep"].eq(0), nxt["fc0"].eq(0), nxt["f"].eq(0), nxt["p0"].eq(0),
                                  nxt["p"].eq(0), nxt["c0"].eq(cur["c0"] + k)]
+                    if RP:  # the first group scanned: read its band-tiles back (none: the op ends)
+                        wrote = Mux(rp_we, rp_n + 1, rp_n)
+                        ovf = rp_ovf | (emit & (cur["c0"] == 0) & (rp_n == RP))
+                        with m.If(~self.c_cm & ~ovf):
+                            with m.If(wrote == 0):
+                                m.d.comb += nxt["fin"].eq(1)
+                            with m.Else():
+                                m.d.comb += [nxt["rp"].eq(1), nxt["ri"].eq(0)]
                 with m.Else():
                     m.d.comb += nxt["fin"].eq(1)
         m.d.comb += raddr.eq(Mux(begin, 0, nxt["f"] * self.c_hw + nxt["p"]))
+        if RP:
+            m.d.comb += rp_raddr.eq(nxt["ri"])
         m.d.sync += [cur[n].eq(nxt[n]) for n in cur]
 
         # ---- run state ----
@@ -341,6 +409,8 @@ class DeltaQueue(wiring.Component):
         with m.If(begin):
             m.d.sync += [running.eq(1), o_valid.eq(0)] + [cur[n].eq(0) for n in cur]
             m.d.sync += [qn[g][kd].eq(0) for g in range(G) for kd in (0, 1)]
+            if RP:
+                m.d.sync += [rp_n.eq(0), rp_ovf.eq(0)]
         return m
 
 

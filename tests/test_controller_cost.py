@@ -53,7 +53,7 @@ def _designs(cfg):
     kind = controllers.controller(cfg)
     if kind == "compact":
         acc = CompactAccel(cfg, queues=True, pe="instance")
-        return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance"),
+        return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance", replay=acc.max_tiles),
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
     from hw.delta_combine import DeltaCombine, dcombine_module_name, default_out_ways
 
@@ -180,6 +180,10 @@ def test_register_banks_are_the_designs(name):
     assert part[acc_mod, "staging read registers"] == _bank_bits(acc, r"b\d+_staging_(addr|held)")
     assert part["kaleido_dqueue", "queue registers"] == _bank_bits(q, r"q\d+_[cp](\d+|_n)")
     assert part["kaleido_dqueue", "output register"] == _bank_bits(q, r"q_out_(desc|valid|cb|cb_last)")
+    if kind == "compact":  # the replay (D120): forwarded word and flag, count, entry, overflow, replay flag
+        assert part["kaleido_dqueue", "replay registers"] == _bank_bits(q, r"q_rp_(fwd|fwd_word|n|ovf)|q_rp|q_ri")
+    else:
+        assert ("kaleido_dqueue", "replay registers") not in part
     top = CompactTop(cfg, pe="instance", choice="ext" if kind in ("delta_stage", "compact") else "self")
     name_ = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop_ext"}[kind]
     frag = Fragment.get(top, None)
@@ -255,6 +259,31 @@ def test_lockstep_figures_unchanged():
         r = simulate_trace(tr, cfg)
         assert r["energy_pj"] == pytest.approx(pj, rel=1e-12)
         assert r["energy_breakdown_pj"]["controller"] == 0
+
+
+def test_compact_queue_replay_accesses_by_hand():
+    """The compact controller's queues (D120) on tiny-8x8 as compact: 8 tokens, one group, N = 24 (three column
+    blocks), two band-tiles. The decision words (2 bytes a token, G = 8) written once and read by the two passes
+    of the one scan; the replay buffer written per band-tile once and read per band-tile for the two later blocks:
+    2 x 3 words of the queues' descriptor."""
+    cfg = with_organisation(load_config(TINY_DELTA), "compact")
+    dec = np.array([[COMPUTE]] * 4 + [[PARTIAL]] * 2 + [[REUSE]] * 2, dtype=np.int8)
+    tiles = (np.array([40, 20]), np.array([0, 0]), np.array([4, 0]), np.array([0, 2]))
+    a = collections.defaultdict(float)
+    controllers.count_actions(a, dec, tiles, [(0, 40, "f")], 24, cfg)
+    assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)  # not 2 x 8 x (1 + 2 x 3): no rescans
+    desc = controllers.sizes(cfg)["queue_desc_bits"]
+    assert a["ctrl_replay_bytes"] == pytest.approx(desc / 8 * 2 * 3)
+    part = {p["part"]: p for p in controllers.inventory(cfg) if p["module"] == "kaleido_dqueue"}
+    assert (part["replay buffer"]["kind"], part["replay buffer"]["depth"], part["replay buffer"]["width"]) == (
+        "1r1w", 1024, desc)
+    e = controllers.action_energies(cfg, load_tech(16))
+    from sim.cost.energy import sram_access_pj
+
+    assert e["ctrl_replay_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 1024 * desc / 8192) / 8)
+    delta = collections.defaultdict(float)
+    controllers.count_actions(delta, dec, tiles, [(0, 40, "f")], 24, load_config(TINY_DELTA))
+    assert delta["ctrl_replay_bytes"] == 0 and delta["ctrl_dec_bytes"] == 2 * 8 * (1 + 2 * 3)
 
 
 def test_controller_accesses_by_hand():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from algo.reuse.golden import REUSE
 from hw import discard
 from hw.delta_accel import LANES, DeltaAccel
 from hw.delta_accel_host import dec_words, descriptor_word, queue_ports
@@ -33,15 +34,15 @@ from tests.test_rtl_daccel import check_run
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 
-def _job(cfg, case, fw, s, cm, lanes=None):
+def _job(cfg, case, fw, s, cm, lanes=None, replay=0):
     """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op
-    (``lanes`` positions a step, default R / B)."""
+    (``lanes`` positions a step, default R / B; ``replay`` the descriptor buffer's entries, D120)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
     queue = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, fw, n_cb, s,
-                        cm, lanes)
+                        cm, lanes, replay=replay)
     return op, ports, queue
 
 
@@ -80,6 +81,30 @@ def test_dqueue_descriptors_equal_the_host_list_and_cycles(shape, lanes):
         assert done == want_done
 
 
+@pytest.mark.parametrize(("shape", "replay"), [("8x8-B2-d2", 64), ("8x8-B4-d2", 64), ("8x8-B4-d2", 13)])
+def test_dqueue_replay_descriptors_and_cycles(shape, replay):
+    # D120's replay (D68's order): the same words as the host list, each taken at the cycle `queue_times` gives on
+    # `queue_steps(replay=...)`; 13 entries: the ops whose first group emits 13 band-tiles fill the buffer exactly and
+    # are replayed, those of 17-30 overflow and are rescanned; s = 1 (compact's one column block a group) and the
+    # cases' own s
+    cfg = delta_cfg(*SHAPES[shape])
+    acc = discard(DeltaAccel(cfg))
+    cases = [(c, fw, s_) for c, fw, s, cm in _all_cases(93) if not cm for s_ in sorted({1, s})]
+    jobs = [(c, *_job(cfg, c, fw, s, False, replay=replay)) for c, fw, s in cases]
+    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], replay=replay)
+    replayed = 0
+    for (case, op, ports, queue), (descs, done) in zip(jobs, got, strict=True):
+        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+        assert [w for _, w in descs] == want
+        _emit, pops, want_done = queue_times(*queue)
+        assert [c for c, _ in descs] == pops.tolist()
+        assert done == want_done
+        rescan = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands,
+                             ports["c_fw"], ports["c_ncb"], ports["c_s"], False)
+        replayed += queue[2] < rescan[2]
+    assert replayed >= 2  # the replay (fewer steps than the rescans) is exercised
+
+
 def test_queue_steps_and_times_by_hand():
     # R = 4 positions a pool, 2 tokens a band-tile, one position a step (lanes 1); grid (1, 1, 3): one pool of 3
     # positions, one frame, one group. Codes C P C: the COMPUTE pass (steps 0-2) fills its queue at position 2
@@ -116,6 +141,73 @@ def test_queue_steps_and_times_by_hand():
     assert step.tolist() == [1, 4] and n == 5
 
 
+def test_dqueue_replay_forwards_the_word_written_by_the_last_scan_step():
+    # One band-tile (token 0 COMPUTE, tokens 1-5 REUSE) over three column blocks, one a group: the scan's last step (the
+    # flush) emits it and writes entry 0 in the cycle the first replay step's read of entry 0 is issued, so that word
+    # is forwarded (`hw.delta_queue`, "Replay"); the later blocks take it at the cycles `queue_times` gives
+    cfg = delta_cfg(*SHAPES["8x8-B4-d2"])
+    acc = discard(DeltaAccel(cfg))
+    case, _fw, _s = _case(7, (1, 1, 6), 4, 24, [4], False, "w", None, 1)
+    case.decisions[1:] = REUSE
+    op, ports, queue = _job(cfg, case, None, 1, False, replay=4)
+    # 2 positions a step: the C pass steps 0-2, the P pass 3-5, the flush 6 (emits), two replay steps 7, 8
+    assert queue[0].tolist() == [6, 7, 8] and queue[2] == 9
+    [(descs, done)] = run_dqueue(cfg, [(case.decisions, ports)], replay=4)
+    assert [w for _, w in descs] == [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+    _emit, pops, want_done = queue_times(*queue)
+    assert [c for c, _ in descs] == pops.tolist() and done == want_done
+
+
+def test_queue_steps_replay_by_hand():
+    # D120's replay: the first column block's scan (C P C as above: emissions at steps 2 and 6 of 7), then its two
+    # band-tiles read back one a step for each later block (steps 7, 8 and 9, 10): 11 steps, against 3 x 7 = 21
+    # rescanning
+    dec = np.array([[0], [1], [0]], dtype=np.int8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 3, 1, False, lanes=1)
+    assert step.tolist() == [2, 6, 9, 13, 16, 20] and n == 21
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 3, 1, False, lanes=1, replay=True)
+    assert step.tolist() == [2, 6, 7, 8, 9, 10] and reps.tolist() == [1] * 6 and n == 11
+    # taken the cycle after each emission; the register is free again the cycle of each take, so each read-back
+    # step emits at once: emissions 2, 6, 7, 8, 9, 10, takes one later; done after the last take (11) at 12
+    emit, pops, done = queue_times(step, reps, n)
+    assert emit.tolist() == [2, 6, 7, 8, 9, 10] and pops.tolist() == [3, 7, 8, 9, 10, 11] and done == 12
+    # two groups of two blocks (s = 2): the second group's read-back band-tiles are handed out twice, as the scan's
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 4, 2, False, lanes=1, replay=True)
+    assert step.tolist() == [2, 6, 7, 8] and reps.tolist() == [2] * 4 and n == 9
+    # D84's order: the chunk scanned for its first column block (steps 0-6), read back for the second (7, 8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 2, 2, True, lanes=1, replay=True)
+    assert step.tolist() == [2, 6, 7, 8] and reps.tolist() == [1] * 4 and n == 9
+    # a scan that finds nothing (all REUSE): nothing read back, the later blocks take no steps
+    step, reps, n = queue_steps(np.full((3, 1), 2, np.int8), (1, 1, 3), 4, 2, 1, 3, 1, False, lanes=1, replay=True)
+    assert step.tolist() == [] and n == 7
+
+
+def test_queue_steps_reach_by_hand():
+    # D120's wider scan (a what-if, not built): a step reads up to `reach` positions and stops at the one that fills
+    # the queue. R = 4, 2 tokens a band-tile, reach 4. C P C: the COMPUTE step reads positions 0-2 and fills at 2
+    # (step 0 emits tokens 0, 2); the PARTIAL step queues token 1 (step 1); the flush emits it (step 2): 3 steps
+    dec = np.array([[0], [1], [0]], dtype=np.int8)
+    step, reps, n = queue_steps(dec, (1, 1, 3), 4, 2, 1, 1, 1, False, reach=4)
+    assert step.tolist() == [0, 2] and n == 3
+    # C C C C: the first step fills at position 1 (emits 0, 1) and the next starts at 2, fills at 3 (emits 2, 3);
+    # the PARTIAL pass one step, the empty flush one: 4 steps (5 with two positions a step)
+    step, reps, n = queue_steps(np.zeros((4, 1), np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False, reach=4)
+    assert step.tolist() == [0, 1] and n == 4
+    assert queue_steps(np.zeros((4, 1), np.int8), (1, 1, 4), 4, 2, 1, 1, 1, False)[2] == 5
+
+
+def test_replay_entries_restated():
+    from hw.compact_accel import CompactAccel
+    from hw.delta_accel import MAX_TILES
+    from sim.timing.compact_accel import REPLAY_ENTRIES
+    from tests.test_rtl_compact import compact_cfg
+
+    assert REPLAY_ENTRIES == MAX_TILES
+    acc = discard(CompactAccel(compact_cfg(8, 8, 2, 2), queues=True))
+    assert acc.queue.replay == MAX_TILES and acc.geometry["replay"][:2] == ("1r1w", MAX_TILES)
+    assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.replay == 0  # delta's: D93's rescans
+
+
 def test_host_decision_words_and_errors():
     cfg = delta_cfg(8, 8, 2, 2)
     acc = discard(DeltaAccel(cfg))
@@ -129,6 +221,8 @@ def test_host_decision_words_and_errors():
     for lanes in (3, 8):  # not a power of two; above R / B = 4
         with pytest.raises(ValueError, match="power of two up to"):
             DeltaQueue(acc, lanes=lanes)
+    with pytest.raises(ValueError, match="queue replay = -1"):
+        DeltaQueue(acc, replay=-1)
 
 
 # (shape, case, issue order chunk-major); the case: an index of CASES, a QK_CASES name, or "random"

@@ -222,6 +222,12 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                   "per group a COMPUTE and a PARTIAL queue of R / B tokens and a count (D93)"),
             _bank("kaleido_dqueue", "output register", "reg", z["queue_desc_bits"] + 1 + 2 * _bits(z["max_nb"] + 1),
                   "ctrl_registers", "the emitted descriptor, its valid bit and column blocks (D93)")]
+    if kind == "compact":  # kaleido_caccel's queues read the first column block's band-tiles back (D120)
+        out += [_macro("kaleido_dqueue", "replay buffer", "1r1w", MAX_TILES, z["queue_desc_bits"], 1, "ctrl_tables",
+                       "the first column block's band-tiles, read back one a step for the others (D120)"),
+                _bank("kaleido_dqueue", "replay registers", "reg",
+                      z["queue_desc_bits"] + 2 + 2 * _bits(MAX_TILES + 1) + 1, "ctrl_registers",
+                      "the forwarded word and its flag, the count written, the entry read, overflow, replay (D120)")]
     if kind != "delta_stage" and cfg.accel_max_k <= max(cfg.max_k, cfg.max_tokens):
         # the similarity front (hw/delta_front.py, D103; hw.rtl emits it for these controllers, none for the staged
         # one): raw X and the effective values, token-addressed as the controller's X buffer; the model does not run
@@ -448,11 +454,12 @@ def access_pj_per_byte(tech, depth: int, width: int) -> float:
 
 #: The controllers' per-access actions (`count_actions`), all charged to the ``controller`` energy component.
 ACTIONS = ("ctrl_staging_write_bytes", "ctrl_staging_read_bytes", "ctrl_dec_bytes", "ctrl_tile_bytes",
-           "ctrl_fifo_bytes", "ctrl_copy_bytes",
+           "ctrl_fifo_bytes", "ctrl_copy_bytes", "ctrl_replay_bytes",
            "ctrl_where_bytes", "ctrl_head_bytes", "ctrl_reg_bits")
 
 _ACTION_PART = {"ctrl_staging_write_bytes": (None, "staging"), "ctrl_staging_read_bytes": (None, "staging"),
                 "ctrl_dec_bytes": ("kaleido_dqueue", "decisions"),
+                "ctrl_replay_bytes": ("kaleido_dqueue", "replay buffer"),
                 "ctrl_tile_bytes": (None, "tile table"), "ctrl_fifo_bytes": ("kaleido_dcore", "row FIFO"),
                 "ctrl_copy_bytes": (None, "decision copies"), "ctrl_where_bytes": ("kaleido_ccore", "where table"),
                 "ctrl_head_bytes": ("kaleido_ccore", "head table")}
@@ -480,8 +487,9 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
       only when the next slot needs a word the macros' outputs do not hold: a new band-tile or a new word), so the
       reads are the writes of one copy; the band's held read address (and its flag) written per read;
     - the queues' decision buffer: each token's word written once, read by the two scan passes (COMPUTE, then
-      PARTIAL) once per column block (D93: compact rescans per column block, delta's D84 order reruns the chunk per
-      column block of its group);
+      PARTIAL) once per column block (D93: delta's D84 order reruns the chunk per column block of its group);
+      compact's queues scan the first column block only and write its band-tiles to their replay buffer, read
+      back once per later column block (D120; a slice's band-tiles fit its `MAX_TILES` entries);
     - the tile table: an entry written per band-tile, read per drained row; delta's row FIFO: each drained row
       written and read once; the decision copies: both written per token, both read per combine command (delta:
       per column block, token and axis class, D95; compact: per column block, token and group, D97); compact's
@@ -514,7 +522,11 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     a["ctrl_staging_write_bytes"] += n_cb * word * B * int((rows * words).sum())
     a["ctrl_staging_read_bytes"] += n_cb * word * int((rows * words).sum())
     dec_bytes = CODE_BITS * G / 8
-    a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
+    if kind == "compact":  # one scan, the band-tiles written once and read back per later column block (D120)
+        a["ctrl_dec_bytes"] += dec_bytes * M * 3
+        a["ctrl_replay_bytes"] += z["queue_desc_bits"] / 8 * len(slots) * n_cb
+    else:
+        a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
     core = {(p["module"], p["part"]): p["width"] / 8 for p in inventory(cfg)}
     if kind == "compact" and ("kaleido_ccore", "tile table") in core:
         commands = n_cb * M * len(groups)

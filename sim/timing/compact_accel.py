@@ -37,6 +37,10 @@ from hw.config import AcceleratorConfig
 from sim.timing import delta_accel as _da
 from sim.timing.compact import band_rows
 
+#: ``kaleido_caccel``'s queues' replay buffer entries (docs/decisions.md D120): its ``max_tiles`` default,
+#: `hw.delta_accel.MAX_TILES` (restated: sim does not import the RTL; tests/test_rtl_dqueue.py checks it).
+REPLAY_ENTRIES = 1024
+
 #: Re-exported: rows' out cycles (`sim.timing.delta_accel.row_out_cycles`) and gather rounds.
 row_out_cycles = _da.row_out_cycles
 gather_rounds = _da.gather_rounds
@@ -47,10 +51,13 @@ def tile_widths(op, groups) -> np.ndarray:
     return np.array([groups[t.group][1] - groups[t.group][0] for t in op.tiles], dtype=np.int64)
 
 
-def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: int) -> tuple:
+def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: int,
+                replay: bool | int | None = None) -> tuple:
     """``kaleido_dqueue``'s steps in compact's issue order: `sim.timing.delta_accel.queue_steps` with one column block
-    per group and D68's order (`hw.compact_accel_host.queue_ports`)."""
-    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False)
+    per group and D68's order (`hw.compact_accel_host.queue_ports`), with ``kaleido_caccel``'s replay buffer of
+    `REPLAY_ENTRIES` (``replay`` None; D120; False: D93's rescans)."""
+    replay = REPLAY_ENTRIES if replay is None else replay
+    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False, replay=replay)
 
 
 def _args(op, groups, cfg):
@@ -133,7 +140,8 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
 
 
 def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
-            entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True) -> dict:
+            entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True,
+            replay: bool = True, reach: int | None = None) -> dict:
     """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
     band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
     controller on its one weight buffer (every batch element reads the same weights: the same half-words).
@@ -148,7 +156,12 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``).
     ``queues`` (default, what `hw.rtl` emits): each descriptor also waits for ``kaleido_dqueue`` to emit it
     (`queue_steps` of each batch element, one column block's steps repeated for each block, the batch's runs one
-    after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``barrier="first"``:
+    after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``replay`` (default, D120,
+    as `hw.compact_accel.CompactAccel` builds its queues): the queues scan each batch element's first column block
+    only and read its band-tiles back for the others (`sim.timing.delta_accel.queue_steps`' ``replay``, a buffer
+    that holds them: the host's slices of at most ``accel_max_tokens`` tokens make far fewer band-tiles a column
+    block than its `REPLAY_ENTRIES`); False: D93's rescan per column block. ``reach``: `queue_steps`' wide scan
+    (a what-if, not built). ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
     barrier; not built, D117 measures it). Returns
     `port_run`'s dict."""
@@ -161,8 +174,13 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     span = int(hoff[-1]) + 1
     parts, qstep, qn = [], [], 0
     for dec, t in zip(decs, tiles, strict=True):
-        if queues:  # the scan is the same for every column block (one block per group: c_s = 1)
-            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False)
+        if queues and replay:  # the first column block scanned, its band-tiles read back for the others
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, n_cb, 1, False, replay=True,
+                                            reach=reach)
+            qstep.append(st + qn)
+            qn += n1
+        elif queues:  # the scan is the same for every column block (one block per group: c_s = 1)
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False, reach=reach)
             qstep += [st + qn + c * n1 for c in range(n_cb)]
             qn += n_cb * n1
         toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, brows, fw)

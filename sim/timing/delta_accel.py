@@ -145,7 +145,8 @@ def row_out_cycles(band: np.ndarray, last: np.ndarray, rows: np.ndarray, cfg: Ac
 
 
 def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s: int,  # noqa: N803
-                chunk_major: bool, lanes: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+                chunk_major: bool, lanes: int | None = None, replay: bool | int = False,
+                reach: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """The band-tile queues' steps (`hw.delta_queue`, ``kaleido_dqueue``, docs/decisions.md D93): ``(step, reps,
     steps)`` -- per emitted band-tile (issue order of distinct band-tiles) the index of the step that emits it and
     how many descriptors it is handed out as (``k`` column blocks in D68's order, 1 in D84's), int64 ``[E]``
@@ -159,6 +160,20 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     per group, two when the rest of its queues exceeds ``brows`` tokens (each emits; an empty flush emits
     nothing). The queue contents follow `sim.timing.compact.band_tile_sequence`.
 
+    ``replay`` (docs/decisions.md D120; a what-if, not built): what a scan finds is the same for every column block,
+    so the queues scan once and keep the band-tiles in a descriptor buffer: in D68's order the first column-block
+    group is scanned and each later group's band-tiles are its band-tiles again, read back one a step (each step
+    emits, handed out ``k`` times as the scan's); in D84's order a chunk is scanned for its first column block and
+    replayed, one step a band-tile, for the others. The steps and emissions are otherwise the scan's; the order
+    and contents of the band-tiles do not change (the buffer holds one run's first group, or one chunk).
+    ``replay`` True: a buffer that holds them all; an int: its entries (D68's order, as `hw.delta_queue` builds
+    it: a first group of more band-tiles than that is rescanned for each later group, as without ``replay``).
+
+    ``reach`` (D120; a what-if, not built; instead of ``lanes``): a step reads the pass's next ``reach`` positions
+    and stops at the one whose token fills the queue: it emits, the queue empties and the next step starts after
+    that position; a step whose tokens do not fill the queue queues them and moves on by ``reach``. At most one
+    band-tile a step, so a pass of mostly REUSE positions takes about ``reach`` positions a step.
+
     Args:
         dec: int ``[F H W, G]`` decisions (COMPUTE 0, PARTIAL 1, REUSE 2); grid ``(F, H, W)``.
     """
@@ -168,16 +183,43 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     V = lanes or brows  # noqa: N806
     step, reps, n = [], [], 0
     c0 = 0
+    first = e_chunk = 0  # replay: the first group's band-tiles (D68's order), the chunk's (D84's)
     while c0 < n_cb:
         k = min(s, n_cb - c0)
+        if replay and not chunk_major and c0 and (replay is True or first <= replay):  # read back, one a step
+            step += range(n, n + first)
+            reps += [k] * first
+            n += first
+            c0 += k
+            continue
         for p0 in range(0, hw, R):
             p1 = min(p0 + R, hw)
             for fc0 in range(0, F, fw):
                 for _rep in range(k if chunk_major else 1):
+                    if replay and chunk_major and _rep:  # the chunk's band-tiles read back, one a step
+                        step += range(n, n + e_chunk)
+                        reps += [1] * e_chunk
+                        n += e_chunk
+                        continue
+                    e0 = len(step)
                     qn = np.zeros((G, 2), dtype=np.int64)
                     for f in range(fc0, min(fc0 + fw, F)):
                         for g in range(G):
                             for kind in (0, 1):
+                                if reach:  # steps of up to `reach` positions, each ending at a fill
+                                    p = p0
+                                    while p < p1:
+                                        cs = np.cumsum(dec[f * hw + p:f * hw + min(p + reach, p1), g] == kind)
+                                        if qn[g, kind] + cs[-1] >= brows:
+                                            p += int(np.argmax(qn[g, kind] + cs >= brows)) + 1
+                                            qn[g, kind] = 0
+                                            step.append(n)
+                                            reps.append(1 if chunk_major else k)
+                                        else:
+                                            qn[g, kind] += int(cs[-1])
+                                            p += reach
+                                        n += 1
+                                    continue
                                 for p in range(p0, p1, V):
                                     qn[g, kind] += int(np.sum(dec[f * hw + p:f * hw + min(p + V, p1), g] == kind))
                                     if qn[g, kind] >= brows:
@@ -192,6 +234,8 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
                             reps.append(1 if chunk_major else k)
                             n += 1
                         n += rest == 0
+                    e_chunk = len(step) - e0
+        first = first or len(step)
         c0 += k
     return np.array(step, dtype=np.int64), np.array(reps, dtype=np.int64), n
 

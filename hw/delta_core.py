@@ -91,6 +91,14 @@ clear per way), the carried values in the state buffer's or the state SRAM's V p
 times it; the state SRAM (fused score ops) is banked V ways too (D112). Refused (first build): ``o_w < V``, a fused
 op with ``o_w`` not a multiple of V, the similarity front.
 
+**D buffers** (``d_buffers`` n, docs/decisions.md D115; 2 by default, the Verilog as before byte for byte; n > 2 needs
+W > 1 ways): segment k accumulates into D buffer k mod n (``kaleido_dcombine_..._b<n>``, ``a_sel`` a buffer number
+per way, ``c_buf`` the walked segment's buffer), so a row waits at the FIFO's head only while a segment of its
+residue is walked (two segments ahead of it with n = 2, n with n). With n > 2 the descriptor's ordinal's residue
+mod n is computed the cycle after the gather takes it and kept in the tile table beside its count bank, each FIFO
+entry's residue is in flops (log2 n bits, not a parity bit), the walk keeps a residue counter beside its ordinal,
+and the seen memory has a bank per buffer and way. `core_schedule`'s ``buffers`` times it.
+
 Not in this slice (D95, D104, D107, D112, D113): the cost inventory per lane, D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
@@ -144,16 +152,19 @@ class DeltaCore(wiring.Component):
         out_ways: output lanes V (module docstring, "Output lanes"; docs/decisions.md D112): a power of two
             at most W dividing ``array_rows``; 1 (default here) is the one-command walk, the same Verilog as before;
             `hw.rtl` and the compiled engine pass `hw.delta_combine.default_out_ways` (W, D113).
+        d_buffers: D buffers n (module docstring, "D buffers"; docs/decisions.md D115): 2 to `NB_BANKS`, above 2
+            only on W > 1 ways; 2 (default here) is the core as before.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
         ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
             ``front`` without ``queues``, ``ways`` not a power of two at most d, ``out_ways`` not a power of two at
-            most ``ways`` dividing ``array_rows``, or ``out_ways`` > 1 with ``front`` (not built, D112).
+            most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with ``front`` (not built, D112), or ``d_buffers``
+            outside 2 .. `NB_BANKS` or above 2 on one way (D115).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 front: bool = False, ways: int | None = None, out_ways: int = 1, **accel):
+                 front: bool = False, ways: int | None = None, out_ways: int = 1, d_buffers: int = 2, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
         try:
@@ -169,6 +180,10 @@ class DeltaCore(wiring.Component):
             discard(self)
             raise ValueError(f"out_ways = {V}: a power of two at most ways = {ways} dividing array_rows = "
                              f"{cfg.array_rows}, without the similarity front (docs/decisions.md D112)")
+        if d_buffers < 2 or d_buffers > NB_BANKS or (d_buffers > 2 and ways == 1):
+            discard(self)
+            raise ValueError(f"d_buffers = {d_buffers}: 2 to {NB_BANKS}, more than 2 only on ways > 1 (docs/decisions.md "
+                             "D115)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -180,12 +195,17 @@ class DeltaCore(wiring.Component):
         self.ways = ways
         #: Output lanes V (docs/decisions.md D112): the walk's tokens a step, V Y rows a cycle.
         self.out_ways = out_ways
+        #: D buffers n (docs/decisions.md D115): segment k accumulates into buffer k mod n.
+        self.d_buffers = d_buffers
+        #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
+        self.resb = 0 if d_buffers == 2 else (d_buffers - 1).bit_length()
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
         self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
         self.combine = discard(DeltaCombine(cfg, instance=pe == "instance", ways=ways,
-                                            **({"out_ways": out_ways} if out_ways > 1 else {})))
+                                            **({"out_ways": out_ways} if out_ways > 1 else {}),
+                                            **({"buffers": d_buffers} if d_buffers != 2 else {})))
         acc = self.accel
         #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_dfront``), else None.
         self.front_unit = None
@@ -199,12 +219,12 @@ class DeltaCore(wiring.Component):
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
-        cs = dcombine_signature(cfg, ways, out_ways).members
+        cs = dcombine_signature(cfg, ways, out_ways, d_buffers).members
         self.da, self.ra = cs["c_daddr"].shape.width // out_ways, cs["c_raddr"].shape.width // out_ways
         self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
         self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
         self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
-        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk + self.resb
         self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
         self.seen_depth = 1 << (self.da - (ways - 1).bit_length())  # per way
         super().__init__({
@@ -230,7 +250,7 @@ class DeltaCore(wiring.Component):
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
         ap = add_child(m, "accel", acc, DACCEL_MODULE_NAME, inst)
-        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways), inst)
+        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways, self.d_buffers), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
         V, lv = self.out_ways, (self.out_ways - 1).bit_length()  # noqa: N806
         desc_bits = self.accel.desc_bits
@@ -279,12 +299,17 @@ class DeltaCore(wiring.Component):
         ks = Array(self.o_sk[c * kw:(c + 1) * kw] for c in range(acc.max_nb))
         d1_ord = Signal(self.ob, name="desc1_ord")
         m.d.comb += d1_ord.eq(bases[d1_cb] + chunks.rdata * ks[d1_cb])
+        res_w = []  # n > 2 D buffers (D115): the segment's residue mod n, kept beside its count bank
+        if self.resb:
+            d1_res = Signal(self.resb, name="desc1_res")
+            m.d.comb += d1_res.eq(d1_ord % self.d_buffers)
+            res_w = [d1_res]
         tables = []
         for p in range(d):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
             m.d.comb += [ports.we.eq(d1_v), ports.waddr.eq(d1_tile), ports.wmask.eq(1),
-                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk])), ports.re.eq(ap.out_valid[p]),
+                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk], *res_w)), ports.re.eq(ap.out_valid[p]),
                          ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
@@ -317,7 +342,9 @@ class DeltaCore(wiring.Component):
         m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
         qb = (Q - 1).bit_length()
-        parb = Signal(Q, name="fifo_parity")  # per entry its column block's parity (which D buffer), in flops
+        nb, rs = self.d_buffers, max(1, self.resb)  # the D buffers; bits of a buffer's number
+        # per entry its segment's D buffer (the ordinal's parity, or its residue mod n > 2, D115), in flops
+        parb = Signal(Q * rs, name="fifo_parity" if nb == 2 else "fifo_residue")
         if W > 1:
             wayb = Signal(Q * lw, name="fifo_way")  # per entry its way (D107), in flops
         fifo = []
@@ -330,7 +357,8 @@ class DeltaCore(wiring.Component):
         for p in range(d):
             e = tables[p].rdata
             a_cls, cb = e[:2], e[2:2 + cbb]
-            obank = e[2 + cbb + brows * tb:]
+            obank = e[2 + cbb + brows * tb:2 + cbb + brows * tb + self.obk]
+            ores = obank[0] if nb == 2 else e[2 + cbb + brows * tb + self.obk:]
             toks = Array(e[2 + cbb + i * tb:2 + cbb + (i + 1) * tb] for i in range(brows))
             tok = toks[r_row[p * rb:(p + 1) * rb]]
             addr = Signal(self.da, name=f"row_addr{p}")
@@ -346,7 +374,7 @@ class DeltaCore(wiring.Component):
                     m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
                                  fifo[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
             with m.If(r_v[p]):
-                m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(obank[0])
+                m.d.sync += parb.word_select(slot[:qb] if Q > 1 else 0, rs).eq(ores)
                 if W > 1:
                     m.d.sync += wayb.word_select(slot[:qb], lw).eq(addr[:lw])
             rank = rank + r_v[p]
@@ -360,10 +388,12 @@ class DeltaCore(wiring.Component):
         pop = Signal(name="fifo_pop")
         # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
         sord = Signal(self.ob, name="w_seg")  # the walk's segment ordinal
+        # its D buffer: the ordinal's parity, or with n > 2 buffers a residue counter mod n (D115)
+        wres = sord[0] if nb == 2 else Signal(self.resb, name="w_seg_res")
         walking, waiting = Signal(name="walking"), Signal(name="waiting")
         whole = Signal(name="cb_whole")
-        headpar = Signal(name="fifo_head_parity")
-        m.d.comb += headpar.eq(parb.bit_select(rp[:qb] if Q > 1 else 0, 1))
+        headpar = Signal(rs, name="fifo_head_parity" if nb == 2 else "fifo_head_residue")
+        m.d.comb += headpar.eq(parb.word_select(rp[:qb] if Q > 1 else 0, rs))
         # a row of the walked block's parity waits while that block is walked or about to be (its D buffer is read)
         if W == 1:
             m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == sord[0]) & (walking | (waiting & whole))))
@@ -399,9 +429,12 @@ class DeltaCore(wiring.Component):
             s1_in, s2_in = s1 & (s1_par == sord[0]), s2 & (s2_par == sord[0])  # a row of the walked parity
         else:
             s1h, s2h, s2p, seen, s2v, s2_cb = self._ways_accumulate(
-                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, sord, walking, waiting, whole, inst)
+                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole, inst)
             s1, s2 = s1h[0] | s1h[1], s2h[0] | s2h[1]
-            s1_in, s2_in = Mux(sord[0], s1h[1], s1h[0]), Mux(sord[0], s2h[1], s2h[0])
+            s1_in, s2_in = Mux(wres, s1h[1], s1h[0]), Mux(wres, s2h[1], s2h[0])
+            for b in range(2, nb):  # n > 2 buffers (D115)
+                s1, s2 = s1 | s1h[b], s2 | s2h[b]
+                s1_in, s2_in = Mux(wres == b, s1h[b], s1_in), Mux(wres == b, s2h[b], s2_in)
 
         # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
         # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
@@ -464,11 +497,11 @@ class DeltaCore(wiring.Component):
                                                               ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
                                                               ("succ", succ_ex), ("first", walking),
                                                               ("last", walking), ("end", walking),
-                                                              ("ord0", walking))}
+                                                              ("ord0", wres))}
         m.d.sync += [q["v"].eq(walking), q["a"].eq(a), q["axis"].eq(axis), q["t"].eq(t), q["p"].eq(p_),
                      q["f"].eq(f), q["cb"].eq(cb), q["i"].eq(i), q["x"].eq(x), q["succ"].eq(succ_ex),
                      q["first"].eq(a == 0), q["last"].eq(last_a),
-                     q["ord0"].eq(sord[0]),
+                     q["ord0"].eq(wres),
                      q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
         if V > 1:  # V lanes a step (D112)
@@ -512,9 +545,12 @@ class DeltaCore(wiring.Component):
                          cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
             # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
             # (ways: the output reads the walked segment's buffer, each way writes its row's, D107)
-            m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
+            if nb == 2:
+                m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
+            else:  # n > 2 buffers (D115): the output reads the walked segment's
+                m.d.comb += cmb.c_buf.eq(q["ord0"])
             # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
-            for b in range(2):
+            for b in range(nb):
                 clr = q["v"] & (q["ord0"] == b)
                 if W == 1:
                     m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
@@ -522,7 +558,7 @@ class DeltaCore(wiring.Component):
                     continue
                 for w in range(W):  # way w's bank of buffer b
                     cw = clr & (daddr[:lw] == w)
-                    m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                    m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w * rs:(w + 1) * rs] == b)) | cw),
                                  seen[b][w].waddr.eq(Mux(cw, daddr[lw:], seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
         # tags and done: the combine's row leaves 2 cycles after its command
         t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
@@ -559,6 +595,8 @@ class DeltaCore(wiring.Component):
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
+                    if nb > 2:
+                        m.d.sync += wres.eq(0)
                     m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0),
                                  waiting.eq(1), walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0),
                                  x0.eq(0), g0.eq(0), rp_.eq(0), fc.eq(0), sord.eq(0)]
@@ -585,6 +623,8 @@ class DeltaCore(wiring.Component):
                                 more = ~(last_rep & last_fc & last_pool & last_g)
                                 m.d.sync += [walking.eq(more & ~self.o_seg), sord.eq(sord + 1),
                                              waiting.eq(more & self.o_seg)]
+                                if nb > 2:
+                                    m.d.sync += wres.eq(Mux(wres == nb - 1, 0, wres + 1))
                                 with m.If(~last_rep):  # the chunk again, the group's next column block
                                     m.d.sync += [rp_.eq(rp_ + 1), f.eq(f0), x.eq(x0)]
                                 with m.Elif(~last_fc):  # the pool's next chunk of frames
@@ -599,7 +639,7 @@ class DeltaCore(wiring.Component):
                     m.d.sync += phase.eq(0)
         return m
 
-    def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, sord, walking, waiting, whole,
+    def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole,
                          inst):  # noqa: N803
         """The accumulate path on W > 1 ways (docs/decisions.md D107; `elaborate` builds one way inline): pops the
         FIFO's longest run from its head of at most W entries, none waiting for its D buffer, all of the head's
@@ -612,12 +652,13 @@ class DeltaCore(wiring.Component):
         d, C, ab, Q = cfg.drain_rows_per_cycle, cfg.array_cols, cfg.acc_bits, self.fifo  # noqa: N806
         lg, lw, qb = (d - 1).bit_length(), (W - 1).bit_length(), (Q - 1).bit_length()
         da, daw = self.da, self.da - lw
-        gate = (headpar == sord[0]) & (walking | (waiting & whole))
+        nb, rs = self.d_buffers, max(1, self.resb)
+        gate = (headpar == wres) & (walking | (waiting & whole))
         takes, ways_j, banks_j, pars_j = [], [], [], []
         for j in range(W):
             e = Signal(16, name=f"pop_e{j}")
             m.d.comb += e.eq(rp + j)
-            par_j, way_j = parb.bit_select(e[:qb], 1), wayb.word_select(e[:qb], lw)
+            par_j, way_j = parb.word_select(e[:qb], rs), wayb.word_select(e[:qb], lw)
             t = Signal(name=f"pop_take{j}")
             if j == 0:
                 m.d.comb += t.eq((phase == 1) & (count != 0) & ~gate)
@@ -625,7 +666,7 @@ class DeltaCore(wiring.Component):
                 distinct = Const(1, 1)
                 for w_i in ways_j:
                     distinct = distinct & (way_j != w_i)
-                m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == sord[0]) & (walking | (waiting & whole)))
+                m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == wres) & (walking | (waiting & whole)))
                                  & distinct)
             for b in range(d):
                 with m.If(t & ((e[:lg] == b) if d > 1 else 1)):
@@ -637,7 +678,8 @@ class DeltaCore(wiring.Component):
         npop = Signal(range(W + 1), name="pop_n")
         m.d.comb += npop.eq(sum(takes))
         m.d.sync += rp.eq(rp + npop)
-        s1v, s1p = Signal(W, name="acc_s1_v"), Signal(W, name="acc_s1_par")  # per way: valid, parity
+        # per way: valid, parity (n > 2 buffers: residue, rs bits a way, D115)
+        s1v, s1p = Signal(W, name="acc_s1_v"), Signal(W * rs, name="acc_s1_par" if nb == 2 else "acc_s1_res")
         s1src = [Signal(max(1, lg), name=f"acc_s1_bank{w}") for w in range(W)]
         for w in range(W):
             hit = Const(0, 1)
@@ -645,16 +687,16 @@ class DeltaCore(wiring.Component):
                 hj = takes[j] & (ways_j[j] == w)
                 hit = hit | hj
                 with m.If(hj):
-                    m.d.sync += [s1src[w].eq(banks_j[j]), s1p[w].eq(pars_j[j])]
+                    m.d.sync += [s1src[w].eq(banks_j[j]), s1p[w * rs:(w + 1) * rs].eq(pars_j[j])]
             m.d.sync += s1v[w].eq(hit)
-        seen = [[None] * W for _ in range(2)]
-        for b in range(2):
+        seen = [[None] * W for _ in range(nb)]
+        for b in range(nb):
             for w in range(W):
                 ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
                 m.submodules[f"seen{b}_w{w}"] = mac
                 m.d.comb += ports.wmask.eq(1)
                 seen[b][w] = ports
-        s2v, s2p = Signal(W, name="acc_s2_v"), Signal(W, name="acc_s2_par")
+        s2v, s2p = Signal(W, name="acc_s2_v"), Signal(W * rs, name="acc_s2_par" if nb == 2 else "acc_s2_res")
         m.d.sync += [s2v.eq(s1v), s2p.eq(s1p)]
         s2_cbs, a_first, a_addr, a_data = [], [], [], []
         for w in range(W):
@@ -664,24 +706,31 @@ class DeltaCore(wiring.Component):
                 sel_data = Mux(s1src[w] == b, fifo[b].rdata, sel_data)
             m.d.comb += popped.eq(sel_data)
             p_cb = popped[da:da + self.obk]
-            for b in range(2):
-                m.d.comb += [seen[b][w].re.eq(s1v[w] & (s1p[w] == b)), seen[b][w].raddr.eq(popped[lw:da])]
+            s1r, s2r = s1p[w * rs:(w + 1) * rs], s2p[w * rs:(w + 1) * rs]
+            for b in range(nb):
+                m.d.comb += [seen[b][w].re.eq(s1v[w] & (s1r == b)), seen[b][w].raddr.eq(popped[lw:da])]
             s2_addr, s2_data = Signal(daw, name=f"acc_addr{w}"), Signal(C * ab, name=f"acc_data{w}")
             s2_cb, s2_fwd = Signal(self.obk, name=f"acc_bank{w}"), Signal(name=f"acc_fwd{w}")
             m.d.sync += [s2_addr.eq(popped[lw:da]), s2_cb.eq(p_cb), s2_data.eq(popped[da + self.obk:]),
                          s2_fwd.eq(s1v[w] & s2v[w] & (s2_addr == popped[lw:da]))]
-            for b in range(2):
+            for b in range(nb):
                 seen[b][w].s2_addr = s2_addr
-            seen_rd = Mux(s2p[w], seen[1][w].rdata[0], seen[0][w].rdata[0])
+            seen_rd = Mux(s2r, seen[1][w].rdata[0], seen[0][w].rdata[0])
+            for b in range(2, nb):
+                seen_rd = Mux(s2r == b, seen[b][w].rdata[0], seen_rd)
             s2_cbs.append(s2_cb)
             a_first.append(~(seen_rd | s2_fwd))
             a_addr.append(s2_addr)
             a_data.append(s2_data)
         m.d.comb += [cmb.a_valid.eq(s2v), cmb.a_first.eq(Cat(*a_first)), cmb.a_addr.eq(Cat(*a_addr)),
                      cmb.a_data.eq(Cat(*a_data)), cmb.a_sel.eq(s2p)]
-        # per stage, whether it holds a row of parity 0, of parity 1 (the walk's go)
-        s1h = [(s1v & ~s1p).any(), (s1v & s1p).any()]
-        s2h = [(s2v & ~s2p).any(), (s2v & s2p).any()]
+        # per stage, whether it holds a row of parity 0, of parity 1 (the walk's go); n > 2: of each residue (D115)
+        if nb == 2:
+            s1h = [(s1v & ~s1p).any(), (s1v & s1p).any()]
+            s2h = [(s2v & ~s2p).any(), (s2v & s2p).any()]
+        else:
+            s1h = [Cat(*(s1v[w] & (s1p[w * rs:(w + 1) * rs] == b) for w in range(W))).any() for b in range(nb)]
+            s2h = [Cat(*(s2v[w] & (s2p[w * rs:(w + 1) * rs] == b) for w in range(W))).any() for b in range(nb)]
         return s1h, s2h, s2p, seen, s2v, s2_cbs
 
     def _walk_lanes(self, m, decs, walking, t, succ_t, p_, x, i, axis, last_f, hw_) -> dict:  # noqa: N803
@@ -775,17 +824,20 @@ class DeltaCore(wiring.Component):
                          ("hold", succ & succ_near)):
                 fields[n].append(v)
         m.d.comb += [cmb.c_valid.eq(Cat(*fields["valid"])), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
-                     cmb.c_cols.eq(cols), cmb.c_sel.eq(~q["ord0"]), cmb.c_sram.eq(self.o_fused)]
+                     cmb.c_cols.eq(cols), cmb.c_sram.eq(self.o_fused)]
+        nb, rs = self.d_buffers, max(1, self.resb)
+        # the output reads the walked segment's buffer: 2 buffers, c_sel the other; n > 2, c_buf it (D115)
+        m.d.comb += cmb.c_sel.eq(~q["ord0"]) if nb == 2 else cmb.c_buf.eq(q["ord0"])
         m.d.comb += [getattr(cmb, f"c_{n}").eq(Cat(*fields[n])) for n in ("direct", "has", "daddr", "reg", "raddr",
                                                                           "waddr", "keep", "hold")]
-        for b in range(2):  # the walked buffer's seen bits: one clear per way, the lanes' ways distinct
+        for b in range(nb):  # the walked buffer's seen bits: one clear per way, the lanes' ways distinct
             clr = q["ord0"] == b
             for w in range(W):
                 cw, ca = Const(0, 1), Const(0, self.da - lw)
                 for lane in range(V):
                     hit = clr & fields["valid"][lane] & (fields["daddr"][lane][:lw] == w)
                     cw, ca = cw | hit, Mux(hit, fields["daddr"][lane][lw:], ca)
-                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w * rs:(w + 1) * rs] == b)) | cw),
                              seen[b][w].waddr.eq(Mux(cw, ca, seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
 
     def macros(self) -> list[tuple[str, int, int, None]]:

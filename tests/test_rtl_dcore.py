@@ -137,7 +137,7 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     return out
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, buffers=2):
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
@@ -145,7 +145,7 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1):
     rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None, out_ways)
+                        way[0] if way else None, out_ways, buffers)
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
     assert sch["fifo_max"] <= fifo and not got.overflow and not sch["overflow"]
     assert not got.twice
@@ -311,6 +311,40 @@ def test_dcore_lanes_on_wide_and_random_ops():
         check(cfg, job, queue, got, fifo, ways=2, out_ways=2)
 
 
+#: The runs on three D buffers (docs/decisions.md D115): ``(case, shape, chunk-major, V, fused, FIFO entries)``: the
+#: three-axis WIDE op (rows of segment k + 2 wait while k is walked on two buffers; on three its V = 2 schedule has no
+#: row waiting and ends at 379 against 395, on V = 1 rows of k + 3 still wait), three-axes fused on 4 bands (V = 1),
+#: qk-uint8-coherent on d = 4 ways (V = 1: its rows wait on two buffers, not on three), three-axes fused on d = 4
+#: with V = 4, and seeded random op 3 (D68's order, not walked segment by segment).
+D3_RUNS = [("wide3", "8x8-B2-d2", False, 2, False, 2 * FIFO), ("wide3", "8x8-B2-d2", False, 1, False, 2 * FIFO),
+           ("three-axes", "8x8-B4-d2", True, 1, True, FIFO), ("qk-uint8-coherent", "8x8-B2-d4", False, 1, False, FIFO),
+           ("three-axes", "8x8-B2-d4", False, 4, True, FIFO), ("random3", "8x8-B2-d2", None, 2, False, FIFO)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "out_ways", "fused", "fifo"), D3_RUNS,
+                         ids=[f"{s}-{c}{'-sram' if fu else ''}-v{v}" for c, s, _cm, v, fu, _f in D3_RUNS])
+def test_dcore_on_three_d_buffers(ci, shape, chunk_major, out_ways, fused, fifo):
+    # every Y row against apply_decisions, its cycle and done against core_schedule(ways=d, out_ways=V, buffers=3)
+    # (the controller's model), every output command against the bench program
+    if ci == "wide3":
+        case, fw, s = WIDE[3][0]
+    elif ci == "random3":
+        case, fw, s, chunk_major = random_ops()[3]
+    else:
+        case, fw, s = _run_case(ci)
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused)
+    [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3)
+    check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3)
+
+
+def test_three_d_buffers_refusals():
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
+    for kw in ({"d_buffers": 1}, {"d_buffers": 3, "ways": 1}, {"d_buffers": 9}):
+        with pytest.raises(ValueError, match="d_buffers"):
+            DeltaCore(cfg, **kw)
+
+
 def test_wide_cases_hold_rows_for_their_buffer():
     """The WIDE runs reach the pop's gate (a row of the walked block's parity waits) at least once, so the RTL tests
     above check it; computed by `core_schedule` from the controller's model."""
@@ -415,12 +449,13 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
 
 
-@pytest.mark.parametrize(("ways", "out_ways"), [(4, 1), (1, 1), (4, 4), (2, 2)])
-def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways):
+@pytest.mark.parametrize(("ways", "out_ways", "buffers"), [(4, 1, 2), (1, 1, 2), (4, 4, 2), (2, 2, 2), (4, 4, 3)])
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways, buffers):
     # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
     # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, and on V output
-    # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), beside the 8 x 8 hierarchy `hw.rtl` emits: the
-    # same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
+    # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), and on three D buffers (D115,
+    # kaleido_dcombine_w4_v4_b3), beside the 8 x 8 hierarchy `hw.rtl` emits: the same bytes twice, Verilator -Wall
+    # clean per file and over the whole hierarchy.
     from amaranth.back import verilog
 
     from hw.delta_combine import DeltaCombine, dcombine_module_name
@@ -435,15 +470,15 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_wa
     emit(cfg, tmp_path, only=tuple(names))
 
     def texts():
-        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways)
-        comb = DeltaCombine(cfg, instance=True, ways=ways, out_ways=out_ways)
+        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways, d_buffers=buffers)
+        comb = DeltaCombine(cfg, instance=True, ways=ways, out_ways=out_ways, buffers=buffers)
         return (verilog.convert(core, name="kaleido_dcore", emit_src=False),
-                verilog.convert(comb, name=dcombine_module_name(ways, out_ways), emit_src=False),
+                verilog.convert(comb, name=dcombine_module_name(ways, out_ways, buffers), emit_src=False),
                 core.macros() + comb.macros())
 
     a, b = texts(), texts()
     assert a[:2] == b[:2]
-    cname = dcombine_module_name(ways, out_ways)
+    cname = dcombine_module_name(ways, out_ways, buffers)
     assert f"{cname} " in a[0]
     (tmp_path / "kaleido_dcore.v").write_text(render(cfg, "kaleido_dcore", ("module", "dcore"), "dcore", a[0]))
     (tmp_path / f"{cname}.v").write_text(render(cfg, cname, ("module", "dcombine"), "dcombine", a[1]))
@@ -452,3 +487,28 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_wa
     runs = lint_folder(tmp_path, full=True, jobs=2, tops=("kaleido_dcore",))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
+
+
+#: sha256 of `kaleido_dcore`'s and its combine unit's Verilog on two D buffers, converted from main's code at
+#: 4af9b65 (before D115 added ``d_buffers``): (d, W, V) -> (kaleido_dcore, kaleido_dcombine_w<W>[_v<V>]). A deliberate
+#: change to the n = 2 core (another decision) updates these after checking that its diff is the intended one.
+N2_SHA256 = {(2, 2, 2): ("3bb7df0ef6adcd3d", "8088498a3fead2b6"), (4, 4, 1): ("ed5318bc3f8fe1b2", "0ca84217a7dea82a")}
+
+
+@pytest.mark.parametrize("dwv", list(N2_SHA256))
+def test_two_d_buffers_verilog_unchanged(dwv):
+    # D115: d_buffers = 2 (the default) is the Verilog of the core before the third buffer, byte for byte
+    import hashlib
+
+    from amaranth.back import verilog
+
+    from hw.delta_combine import DeltaCombine, dcombine_module_name
+
+    d, W, V = dwv  # noqa: N806
+    cfg = delta_cfg(8, 8, 2, d, state_kib=2)
+    core = verilog.convert(DeltaCore(cfg, pe="instance", ways=W, out_ways=V, d_buffers=2), name="kaleido_dcore",
+                           emit_src=False)
+    comb = verilog.convert(DeltaCombine(cfg, instance=True, ways=W, out_ways=V, buffers=2),
+                           name=dcombine_module_name(W, V), emit_src=False)
+    got = tuple(hashlib.sha256(t.encode()).hexdigest()[:16] for t in (core, comb))
+    assert got == N2_SHA256[dwv]

@@ -37,7 +37,9 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
   docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
   buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
-  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits.
+  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits. With ``dcore_d_buffers`` n > 2
+  (docs/decisions.md D115) the SRAM holding the delta organisation's D buffers grows by their count
+  (`d_buffer_sram`, `d_buffer_scale`): the difference-sum buffer n / 2, or the partial-sum SRAM (1 + n) / 3.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
 counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs/decisions.md D65):
@@ -180,6 +182,24 @@ KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_ps
                 "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
 
 
+def d_buffer_sram(cfg: AcceleratorConfig) -> str:
+    """The area key of the SRAM that holds the delta organisation's D buffers (its difference sums): ``sram_diff``
+    where the config has a difference-sum buffer (D84: C column banks, each double-buffered), else ``sram_psum``
+    (`hw.delta_combine.delta_combine_sizes`: a third of ``psum_sram_kib`` for the state and each D buffer); the
+    one `sim.cost.compact_actions` charges the D traffic to."""
+    return "sram_diff" if cfg.diff_sram_kib else "sram_psum"
+
+
+def d_buffer_scale(cfg: AcceleratorConfig) -> float:
+    """``kaleido_dcore``'s ``dcore_d_buffers`` n (docs/decisions.md D115) over the 2 its SRAM is sized for, as a
+    factor on `d_buffer_sram`'s area: n / 2 of the difference-sum buffer (both halves are D buffers), or (1 + n) / 3
+    of the partial-sum SRAM (`hw.delta_combine.psum_buffers_kib`: one third is the state buffer). Each buffer keeps
+    its size (the ops' capacity checks are unchanged) and each access its energy (a buffer is its own macros): only
+    the area, and so the leakage, grows."""
+    n = cfg.dcore_d_buffers
+    return n / 2 if cfg.diff_sram_kib else (1 + n) / 3
+
+
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
     """Area in mm^2 by component: ``{"technology", "total_mm2", "breakdown", "dense_total_mm2"}``.
 
@@ -243,6 +263,8 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
+    if cfg.organisation == "delta" and cfg.dcore_d_buffers != 2:  # kaleido_dcore's n D buffers (D115)
+        um2[d_buffer_sram(cfg)] *= d_buffer_scale(cfg)
     if cfg.organisation != "delta":  # the state SRAM (D71), difference-sum buffer (D84), weight stage (D85): delta's
         um2["sram_state"] = 0.0
         um2["sram_diff"] = 0.0

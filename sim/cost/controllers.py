@@ -276,16 +276,19 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         mt, nb = cfg.accel_max_tokens, z["max_nb"]
         cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
         obk = (NB_BANKS - 1).bit_length()  # a segment's count bank: the ordinal's low bits
+        nbuf = cfg.dcore_d_buffers  # D buffers (D115): n > 2 keeps each segment's residue mod n (rb bits)
+        rb = 0 if nbuf == 2 else (nbuf - 1).bit_length()
         entry = 2 + cbb + brows * tb
         fifo = FIFO_PER_PORT * d
         fifo_bits = da + obk + C * acc
-        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk, d, "ctrl_tables",
-                       "per drain port: class, column block, row tokens (D95), the segment's bank (D104)"),
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk + rb, d, "ctrl_tables",
+                       "per drain port: class, column block, row tokens (D95), the segment's bank (D104), with n > 2 "
+                       "D buffers its residue mod n (D115)"),
                 _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, fifo_bits, d, "ctrl_tables",
                        f"d banks of the drained rows waiting for the combine's {W} accumulate ways (D95, D107), with "
                        "the segment's bank (D104)"),
-                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, 2 * W, "ctrl_tables",
-                       "one per D-buffer word (D95), a bank per D buffer (D104) and way (D107)"),
+                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, nbuf * W, "ctrl_tables",
+                       "one per D-buffer word (D95), a bank per D buffer (D104, D115) and way (D107)"),
                 _macro("kaleido_dcore", "decision copies", "1r1w", mt, CODE_BITS * G, 2,
                        "ctrl_tables", "the token's and its successor's decisions (D95)"),
                 _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb, 1, "ctrl_tables",
@@ -299,10 +302,20 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _bank("kaleido_dcore", "descriptor register", "reg",
                       1 + TILE_BITS + entry + cbb + _bits(brows + 1), "ctrl_registers",
                       "the descriptor the gather took, held a cycle for its segment (D104)"),
-                _bank("kaleido_dcore", "FIFO parity", "reg", fifo, "ctrl_registers",
-                      "per row-FIFO entry its segment's D buffer (D104)"),
+                _bank("kaleido_dcore", "FIFO parity", "reg", fifo * max(1, rb), "ctrl_registers",
+                      "per row-FIFO entry its segment's D buffer (D104; n > 2 buffers: its residue, D115)"),
                 _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
                       "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
+        if rb:  # n > 2 D buffers (D115)
+            out += [_bank("kaleido_dcore", "segment residues", "reg", rb * (2 + 2 * W), "ctrl_registers",
+                          "the walk's residue counter, the descriptor's residue, per way its s1 and s2 residue beyond "
+                          "the parity bit (D115)"),
+                    _bank("kaleido_dcore", "residue mod n", "cmp", ob, "ctrl_registers",
+                          "the descriptor ordinal's residue mod n, about one adder bit per ordinal bit (D115); "
+                          "read off, not tested"),
+                    _bank(f"kaleido_dcombine_w{W}", "buffer selects", "mux", (nbuf - 2) * 2 * W * C * acc,
+                          "ctrl_registers", "per way one more 2:1 word select per extra buffer for the output's read "
+                          "and the accumulate's old word (D115); read off, not tested")]
         if W > 1:  # the accumulate ways (D107, D108)
             lg = (d - 1).bit_length()
             way = 2 + max(1, lg) + 3 + obk + daw + C * acc  # s1: valid, parity, bank; s2: valid, parity, fwd, ...

@@ -1,0 +1,41 @@
+"""kaleido_dcore's D buffers charged in the cost model (docs/decisions.md D115): the extra buffer's SRAM (area, so
+leakage) and the controller's residue state, from hand counts of the configs' sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from hw.config import load_config
+from sim.cost.area import area_breakdown
+from sim.cost.controllers import part
+from sim.cost.energy import load_tech
+from tests.test_rtl_delta import delta_cfg
+
+BALANCED = "kaleido-16nm-128x128-balanced"
+
+
+def test_third_d_buffer_sram_area():
+    # the balanced preset keeps its D sums in the 512 KiB difference-sum buffer (two halves, D84): a third buffer is
+    # 768 KiB; its partial-sum SRAM (3,072 KiB) is unchanged. Without a difference-sum buffer (the 8 x 8 test
+    # config, psum_sram_kib = 64: the state and two D buffers a third each) three D buffers are 4 thirds: 85.33 KiB
+    for cfg, kib in ((load_config(BALANCED), {"sram_diff": 512 * 3 / 2, "sram_psum": 3072}),
+                     (delta_cfg(8, 8, 2, 2), {"sram_diff": 0, "sram_psum": 64 * 4 / 3})):
+        bit = load_tech(cfg.technology_nm).a("sram_bit") * 1e-6  # mm^2 per bit
+        two, three = (area_breakdown(cfg.model_copy(update={"dcore_d_buffers": n}))["breakdown"] for n in (2, 3))
+        for key, want in kib.items():
+            assert three[key] == pytest.approx(want * 8192 * bit)
+        grown = {k for k in three if three[k] != pytest.approx(two[k])}
+        assert grown <= {"sram_diff", "sram_psum", "ctrl_tables", "ctrl_registers"}
+
+
+def test_third_d_buffer_controller_parts():
+    # 8 x 8, d = 2 ways (W = 2): seen banks one per buffer and way, 4 -> 6; per FIFO entry (8 per port x 2 ports)
+    # a 2-bit residue, not a parity bit; the tile table's entry 2 bits wider
+    cfg = delta_cfg(8, 8, 2, 2)
+    two, three = cfg.model_copy(update={"dcore_d_buffers": 2}), cfg.model_copy(update={"dcore_d_buffers": 3})
+    assert (part(two, "kaleido_dcore", "seen bits")["count"], part(three, "kaleido_dcore", "seen bits")["count"]) == (4, 6)
+    assert (part(two, "kaleido_dcore", "FIFO parity")["bits"], part(three, "kaleido_dcore", "FIFO parity")["bits"]) == (16, 32)
+    assert part(three, "kaleido_dcore", "tile table")["width"] == part(two, "kaleido_dcore", "tile table")["width"] + 2
+    with pytest.raises(KeyError):
+        part(two, "kaleido_dcore", "segment residues")
+    assert part(three, "kaleido_dcore", "segment residues")["bits"] == 2 * (2 + 2 * 2)

@@ -148,6 +148,17 @@ def default_out_ways(cfg: AcceleratorConfig) -> int:
     return v
 
 
+def default_d_buffers(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s D buffers by default (docs/decisions.md D115): 3 where it has V > 1 output lanes
+    (`default_out_ways`, so W > 1 ways; every shipped delta config: ``kaleido_dcombine_w<W>_v<V>_b3``), else 2 (the
+    one-way core has no residue path). A third buffer lets a row of segment k + 2 accumulate while k is walked
+    (D108's head's gate); `sim.cost.area.d_buffer_scale` charges its SRAM. ``kaleido_dcore_front`` stays on 2.
+
+    Raises:
+        ValueError: as `default_ways`."""
+    return 3 if default_out_ways(cfg) > 1 else 2
+
+
 def state_sram_sizes(cfg: AcceleratorConfig, out_ways: int = 1) -> dict | None:
     """``{"word": STATE_BITS, "depth": words per column bank, "bank_depth", "banks"}`` of the state SRAM's C
     column banks (module docstring), ``state_sram_kib x 8192 / (C x STATE_BITS)`` words each; None without one.

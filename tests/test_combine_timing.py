@@ -149,13 +149,14 @@ def test_model_times_the_delta_core_as_built():
     """``combine_timing = "rtl"`` on delta: the combine stall is `core_schedule`'s ``done`` over the model's band
     schedule (rows out per `row_out_cycles`, the controller's done taken as the array's last row) less the array's
     cycles, on the core's d = 2 accumulate ways (docs/decisions.md D108; each row's way from its token, here t mod 2:
-    one axis class) and its 2 output lanes (D113: V = W = 2 divides R = 8); 16 tokens x 2 column blocks x 1 class
-    = 32 Y rows; the default is the model's combine unit."""
-    from sim.timing.delta_core import core_out_ways, core_ways
+    one axis class), its 2 output lanes (D113: V = W = 2 divides R = 8) and 3 D buffers (D115); 16 tokens x 2
+    column blocks x 1 class = 32 Y rows; the default is the model's combine unit."""
+    from sim.timing.delta_core import core_d_buffers, core_out_ways, core_ways
 
     t, cfg, grid = _op("delta", "rtl")
     c = t.compact
     assert core_ways(cfg) == 2 and cfg.dcore_out_ways is None and core_out_ways(cfg) == 2
+    assert cfg.dcore_d_buffers is None and core_d_buffers(cfg) == 3
     band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
     outs = row_out_cycles(band, last, c["rows"], cfg)
     rows = np.concatenate(outs)
@@ -167,7 +168,8 @@ def test_model_times_the_delta_core_as_built():
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 2, 2)
     way = np.concatenate(rw)
     assert [int(x) for x in way[:8]] == [0, 1] * 4  # the first band-tile: tokens 0 .. 7 of group 0 (4 rows a band)
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2,
+                             buffers=3)
     assert len(whole_op["rows"]) == 32
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
@@ -185,13 +187,13 @@ def test_model_times_the_delta_core_as_built():
     cyc, cbs, way1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1, rw1)
     descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
     sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
-                        out_ways=2)
+                        out_ways=2, buffers=3)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
     assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
                                        out_ways=2)["done"]
     one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
     assert one_lane.stall_cycles["combine"] == core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs,
-                                                             descs, ways=2, row_way=way1)["done"] - c1["cycles"]
+                                                             descs, ways=2, row_way=way1, buffers=3)["done"] - c1["cycles"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"

@@ -52,12 +52,15 @@ def _designs(cfg):
         return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance"),
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
     fed = DeltaAccel(cfg, queues=True, pe="instance")
-    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance")}
+    from hw.delta_combine import default_d_buffers
+
+    n = default_d_buffers(cfg)  # the core's D buffers as the inventory charges them (D115)
+    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance", d_buffers=n)}
     if kind is not None and cfg.drain_rows_per_cycle > 1:  # the core's combine on its d accumulate ways (D108)
         from hw.delta_combine import DeltaCombine, dcombine_module_name
 
         w = out["kaleido_dcore"].ways
-        out[dcombine_module_name(w)] = DeltaCombine(cfg, instance=True, ways=w)
+        out[dcombine_module_name(w)] = DeltaCombine(cfg, instance=True, ways=w, buffers=n)
     if kind == "delta_stage":  # no front on the staged controller (D103)
         out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
@@ -147,15 +150,15 @@ def test_register_banks_are_the_designs(name):
         W = designs["kaleido_dcore"].ways  # noqa: N806
         assert W == cfg.drain_rows_per_cycle > 1
         assert part["kaleido_dcore", "FIFO ways"] == _bank_bits(dc, r"fifo_way")
-        ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par)")
+        ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par|res)")
         assert part["kaleido_dcore", "accumulate ways"] * W == ways * (W - 1)
         cmb = _clocked_bits(designs[f"kaleido_dcombine_w{W}"])
         assert part[f"kaleido_dcombine_w{W}", "accumulate ways"] == _bank_bits(
             cmb, r"a_(addr|data|first)_q\d+|a_(fwd|v|sel_q)\d+|last_a\d+|c_way_q")
         assert part["kaleido_dcore", "latest descriptor"] == _bank_bits(dc, r"desc_seg_max|desc_seen")
-        assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc)|waiting")
+        assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc|seg_res)|waiting")
         assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
-        assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_parity")
+        assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_(parity|residue)")
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
@@ -175,18 +178,18 @@ def test_register_banks_are_the_designs(name):
 def test_area_by_hand_and_what_is_new():
     """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
     macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
-    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 42 (2 class + 5 column-block + 4 x 8
-    token bits + 3 bits of the segment's count bank, D104), row FIFO 2 x 8 x 237 (10 address: the way's bit and 9 in
-    the way, D107, + 3 bank + 8 x 28), seen bits 4 x 512 (a bank per D buffer, D104, and per way of d = 2, D108: the
-    same 2 x 1,024 bits), decision copies 2 x 256 x 16, token chunks 256 x 8 (D104)."""
+    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 44 (2 class + 5 column-block + 4 x 8
+    token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115), row FIFO 2 x 8 x 237 (10
+    address: the way's bit and 9 in the way, D107, + 3 bank + 8 x 28), seen bits 6 x 512 (a bank per D buffer, D104,
+    3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16, token chunks 256 x 8 (D104)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 42 + 2 * 8 * 237 + 4 * 512 + 2 * 256 * 16 + 256 * 8
+    tables = 4 * 64 * 16 + 2 * 1024 * 44 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 8
     seen = controllers.part(cfg, "kaleido_dcore", "seen bits")
-    assert (seen["count"], seen["depth"]) == (4, 512)
+    assert (seen["count"], seen["depth"]) == (6, 512)
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
     # compact (D109): one weight buffer, no copy; its bands' word registers in band_weight_lanes: 3 words of
     # 2 B = 4 channels x C = 8 columns x 8 bits per band, 2 bands = 1,536 bits, which the register test finds in
@@ -255,9 +258,10 @@ def test_controller_accesses_by_hand():
     assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
-    # dcore: tile table entries of 42 bits, written per band-tile (2) and read per drained row (6); row FIFO 237
-    # bits in and out per row; decision copies: both written per token, both read per command (8 tokens x 1 class)
-    assert a["ctrl_tile_bytes"] == pytest.approx(42 / 8 * (2 + 6))
+    # dcore: tile table entries of 44 bits (42 + the segment's residue mod 3, D115), written per band-tile (2) and
+    # read per drained row (6); row FIFO 237 bits in and out per row; decision copies: both written per token, both
+    # read per command (8 tokens x 1 class)
+    assert a["ctrl_tile_bytes"] == pytest.approx(44 / 8 * (2 + 6))
     assert a["ctrl_fifo_bytes"] == pytest.approx(237 / 8 * 2 * 6)
     assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,

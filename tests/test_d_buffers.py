@@ -36,6 +36,11 @@ def test_third_d_buffer_controller_parts():
     assert (part(two, "kaleido_dcore", "seen bits")["count"], part(three, "kaleido_dcore", "seen bits")["count"]) == (4, 6)
     assert (part(two, "kaleido_dcore", "FIFO parity")["bits"], part(three, "kaleido_dcore", "FIFO parity")["bits"]) == (16, 32)
     assert part(three, "kaleido_dcore", "tile table")["width"] == part(two, "kaleido_dcore", "tile table")["width"] + 2
+    # the walk's residue counter (2 bits) beside its ordinal; per extra way (1 of 2) its s1 and s2 residues one bit
+    # wider than the parity; the combine's a_sel a 2-bit buffer number per way (2 ways)
+    for name, more in (("walk segment", 2), ("accumulate ways", 2)):
+        assert part(three, "kaleido_dcore", name)["bits"] == part(two, "kaleido_dcore", name)["bits"] + more
+    assert (part(three, "kaleido_dcombine_w2", "accumulate ways")["bits"]
+            == part(two, "kaleido_dcombine_w2", "accumulate ways")["bits"] + 2)
     with pytest.raises(KeyError):
-        part(two, "kaleido_dcore", "segment residues")
-    assert part(three, "kaleido_dcore", "segment residues")["bits"] == 2 * (2 + 2 * 2)
+        part(two, "kaleido_dcore", "residue mod n")

@@ -418,9 +418,9 @@ def test_fifo_overflow_flagged_and_errors():
 def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     # kaleido_dcore and everything below it (kaleido_daccel with kaleido_dqueue, kaleido_dcombine, kaleido_dtop and
     # its modules, every macro) on an 8 x 8 delta config, as `hw.rtl` emits it: on d = 2 accumulate ways by default
-    # (D108) and V = 2 output lanes by default (D113: 2 = d divides R = 8), so with kaleido_dcombine_w2_v2 (and
-    # kaleido_dcombine_w2 beside it, the front's): the same bytes twice, no paths, Verilator -Wall clean per file and
-    # over the whole hierarchy from kaleido_dcore.
+    # (D108) and V = 2 output lanes by default (D113: 2 = d divides R = 8) on 3 D buffers (D115), so with
+    # kaleido_dcombine_w2_v2_b3 (and kaleido_dcombine_w2 beside it, the front's): the same bytes twice, no paths,
+    # Verilator -Wall clean per file and over the whole hierarchy from kaleido_dcore.
     import re
     from pathlib import Path
 
@@ -428,7 +428,7 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     from hw.rtl import emit, plan
 
     cfg = delta_cfg(8, 8, 2, 2, state_kib=2)
-    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", out_ways=2)).macros()]
+    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", out_ways=2, d_buffers=3)).macros()]
     roles = {spec[1] for _n, spec, _ in plan(cfg) if spec[0] == "module"}
     assert {"dcombine_ways", "dcombine_lanes", "dcore", "dcore_front"} <= roles
     names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in
@@ -439,8 +439,8 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert (tmp_path / "a" / "kaleido_dcore.v").read_bytes() == b[0].read_bytes()
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    assert "kaleido_daccel " in text and "kaleido_dcombine_w2_v2 " in text
-    assert not re.search(r"^\s*kaleido_dcombine(_w2)? \S+\s+\(", text, re.M)  # not the one-way or one-lane unit
+    assert "kaleido_daccel " in text and "kaleido_dcombine_w2_v2_b3 " in text
+    assert not re.search(r"^\s*kaleido_dcombine(_w2|_w2_v2)? \S+\s+\(", text, re.M)  # not the one-way, one-lane, 2-buffer unit
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert "kaleido_dcore.v" in {p.name for p in a}

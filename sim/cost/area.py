@@ -196,7 +196,9 @@ def d_buffer_scale(cfg: AcceleratorConfig) -> float:
     of the partial-sum SRAM (`hw.delta_combine.psum_buffers_kib`: one third is the state buffer). Each buffer keeps
     its size (the ops' capacity checks are unchanged) and each access its energy (a buffer is its own macros): only
     the area, and so the leakage, grows."""
-    n = cfg.dcore_d_buffers
+    from sim.timing.delta_core import core_d_buffers
+
+    n = core_d_buffers(cfg)
     return n / 2 if cfg.diff_sram_kib else (1 + n) / 3
 
 
@@ -263,7 +265,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
-    if cfg.organisation == "delta" and cfg.dcore_d_buffers != 2:  # kaleido_dcore's n D buffers (D115)
+    if cfg.organisation == "delta" and d_buffer_scale(cfg) != 1:  # kaleido_dcore's n D buffers (D115)
         um2[d_buffer_sram(cfg)] *= d_buffer_scale(cfg)
     if cfg.organisation != "delta":  # the state SRAM (D71), difference-sum buffer (D84), weight stage (D85): delta's
         um2["sram_state"] = 0.0

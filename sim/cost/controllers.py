@@ -264,7 +264,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "per way, one state address per (position, group of the way) (D97, D104)")]
     else:
         from hw.delta_combine import delta_combine_sizes
-        from sim.timing.delta_core import core_ways
+        from sim.timing.delta_core import core_d_buffers, core_ways
 
         W = core_ways(cfg)  # noqa: N806  # the core's accumulate ways (D107; d by default, D108)
         lw = (W - 1).bit_length()
@@ -276,7 +276,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         mt, nb = cfg.accel_max_tokens, z["max_nb"]
         cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
         obk = (NB_BANKS - 1).bit_length()  # a segment's count bank: the ordinal's low bits
-        nbuf = cfg.dcore_d_buffers  # D buffers (D115): n > 2 keeps each segment's residue mod n (rb bits)
+        nbuf = core_d_buffers(cfg)  # D buffers (D115): n > 2 keeps each segment's residue mod n (rb bits)
         rb = 0 if nbuf == 2 else (nbuf - 1).bit_length()
         entry = 2 + cbb + brows * tb
         fifo = FIFO_PER_PORT * d
@@ -297,8 +297,9 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                       "per count bank the rows its descriptors list and the rows accumulated (D104)"),
                 _bank("kaleido_dcore", "latest descriptor", "reg", ob + 1, "ctrl_registers",
                       "the largest segment ordinal a descriptor named and a flag (D104)"),
-                _bank("kaleido_dcore", "walk segment", "reg", ob + 2 * (cbb + 1) + _bits(mt + 1) + 1,
-                      "ctrl_registers", "the walk's segment ordinal, group, column block in it, chunk; waiting (D104)"),
+                _bank("kaleido_dcore", "walk segment", "reg", ob + 2 * (cbb + 1) + _bits(mt + 1) + 1 + rb,
+                      "ctrl_registers", "the walk's segment ordinal, group, column block in it, chunk; waiting (D104); "
+                      "with n > 2 D buffers its residue counter (D115)"),
                 _bank("kaleido_dcore", "descriptor register", "reg",
                       1 + TILE_BITS + entry + cbb + _bits(brows + 1), "ctrl_registers",
                       "the descriptor the gather took, held a cycle for its segment (D104)"),
@@ -307,10 +308,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
                       "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
         if rb:  # n > 2 D buffers (D115)
-            out += [_bank("kaleido_dcore", "segment residues", "reg", rb * (2 + 2 * W), "ctrl_registers",
-                          "the walk's residue counter, the descriptor's residue, per way its s1 and s2 residue beyond "
-                          "the parity bit (D115)"),
-                    _bank("kaleido_dcore", "residue mod n", "cmp", ob, "ctrl_registers",
+            out += [_bank("kaleido_dcore", "residue mod n", "cmp", ob, "ctrl_registers",
                           "the descriptor ordinal's residue mod n, about one adder bit per ordinal bit (D115); "
                           "read off, not tested"),
                     _bank(f"kaleido_dcombine_w{W}", "buffer selects", "mux", (nbuf - 2) * 2 * W * C * acc,
@@ -318,8 +316,10 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           "and the accumulate's old word (D115); read off, not tested")]
         if W > 1:  # the accumulate ways (D107, D108)
             lg = (d - 1).bit_length()
-            way = 2 + max(1, lg) + 3 + obk + daw + C * acc  # s1: valid, parity, bank; s2: valid, parity, fwd, ...
-            dway = 2 * C * acc + daw + 4  # kaleido_dcombine_w<W>'s per way: row, forwarded word, address, 4 flags
+            # s1: valid, parity, bank; s2: valid, parity, fwd, ...; n > 2 D buffers: a residue for each parity (D115)
+            way = 2 + max(1, lg) + 3 + obk + daw + C * acc + 2 * max(0, rb - 1)
+            # kaleido_dcombine_w<W>'s per way: row, forwarded word, address, 4 flags (a_sel: a buffer number, D115)
+            dway = 2 * C * acc + daw + 4 + max(0, rb - 1)
             cmb = f"kaleido_dcombine_w{W}"
             out += [_bank("kaleido_dcore", "FIFO ways", "reg", fifo * lw, "ctrl_registers",
                           "per row-FIFO entry its accumulate way (D107)"),

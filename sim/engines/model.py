@@ -382,7 +382,7 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     from sim.timing.compact import drain_reads
     from sim.timing.compact_accel import core_done, core_ways
     from sim.timing.cycle_model import PIPELINE_CYCLES
-    from sim.timing.delta_core import ways_done
+    from sim.timing.delta_core import core_d_buffers, ways_done
 
     band, first, last = sched
     q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
@@ -397,9 +397,9 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
             order = np.argsort(out, kind="stable")
             descs = (first - 2, tile_seg, v)
             done = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
-                             max(nb, 1), cfg.dcore_d_buffers)
+                             max(nb, 1), core_d_buffers(cfg))
         else:
-            done = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=cfg.dcore_d_buffers)
+            done = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=core_d_buffers(cfg))
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)

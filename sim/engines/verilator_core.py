@@ -116,11 +116,13 @@ class CoreEngine:
                                  f"{cfg.organisation!r}")
         self.cfg, self.module = cfg, CORE_MODULE[cfg.organisation]
         opts = {"fifo": fifo} if self.module == "dcore" else {}
-        if self.module == "dcore":  # hw.rtl's kaleido_dcore: V output lanes by default (D112, D113)
-            from hw.delta_combine import default_out_ways
+        if self.module == "dcore":  # hw.rtl's kaleido_dcore: V output lanes (D112, D113), n D buffers (D115)
+            from hw.delta_combine import default_d_buffers, default_out_ways
 
             if default_out_ways(cfg) > 1:
                 opts["out_ways"] = default_out_ways(cfg)
+            if default_d_buffers(cfg) != 2:
+                opts["d_buffers"] = default_d_buffers(cfg)
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.module == "dcore":
             from hw.delta_core import DeltaCore
@@ -269,7 +271,7 @@ class CoreEngine:
             rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
                               else (np.zeros(0, np.int64),) * 3)
             sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, segment_order(cm, s, n_cb), rsg, descs, fw,
-                                s, W, way, out_ways=self.core.out_ways)
+                                s, W, way, out_ways=self.core.out_ways, buffers=self.core.d_buffers)
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (

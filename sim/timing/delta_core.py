@@ -152,6 +152,15 @@ def core_out_ways(cfg) -> int:
     return v
 
 
+def core_d_buffers(cfg) -> int:
+    """``kaleido_dcore``'s D buffers as the model times and charges them: ``cfg.dcore_d_buffers``, or where None the
+    core's default (`hw.delta_combine.default_d_buffers`, docs/decisions.md D115), plain Python: 3 where the core
+    has output lanes (`core_out_ways` V > 1), else 2."""
+    if getattr(cfg, "dcore_d_buffers", None) is not None:
+        return cfg.dcore_d_buffers
+    return 3 if core_out_ways(cfg) > 1 else 2
+
+
 def fifo_rows(band, last, rows, tile_cb, cfg, tile_vals=None) -> tuple[np.ndarray, ...]:
     """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
     they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A

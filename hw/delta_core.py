@@ -164,7 +164,8 @@ class DeltaCore(wiring.Component):
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 front: bool = False, ways: int | None = None, out_ways: int = 1, d_buffers: int = 2, **accel):
+                 front: bool = False, ways: int | None = None, out_ways: int = 1, d_buffers: int = 2,
+                 fifo_bypass: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         fifo = fifo or FIFO_PER_PORT * d
         try:
@@ -184,6 +185,9 @@ class DeltaCore(wiring.Component):
             discard(self)
             raise ValueError(f"d_buffers = {d_buffers}: 2 to {NB_BANKS}, more than 2 only on ways > 1 (docs/decisions.md "
                              "D115)")
+        if fifo_bypass and ways == 1:
+            discard(self)
+            raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -197,6 +201,10 @@ class DeltaCore(wiring.Component):
         self.out_ways = out_ways
         #: D buffers n (docs/decisions.md D115): segment k accumulates into buffer k mod n.
         self.d_buffers = d_buffers
+        #: The row FIFO's bypass (docs/decisions.md D118): a row popped the cycle after its write skips the macros.
+        self.fifo_bypass = fifo_bypass
+        #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
+        self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
         self.resb = 0 if d_buffers == 2 else (d_buffers - 1).bit_length()
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
@@ -353,6 +361,23 @@ class DeltaCore(wiring.Component):
             m.submodules[f"fifo{b}"] = mac
             m.d.comb += ports.wmask.eq(1)
             fifo.append(ports)
+        self.probes = {"fifo_we": Cat(*(f.we for f in fifo)), "fifo_re": Cat(*(f.re for f in fifo))}
+        wport, byp = fifo, None
+        if self.fifo_bypass:  # D118: each cycle's writes held a cycle in stage A, then written unless popped
+            from types import SimpleNamespace
+
+            wport = [SimpleNamespace(we=Signal(name=f"fifo_in_we{b}"), waddr=Signal.like(fifo[b].waddr,
+                     name=f"fifo_in_addr{b}"), wdata=Signal(self.fifo_bits, name=f"fifo_in_data{b}")) for b in range(d)]
+            stage = [SimpleNamespace(we=Signal(name=f"fifo_a_we{b}"), waddr=Signal.like(fifo[b].waddr,
+                     name=f"fifo_a_addr{b}"), wdata=Signal(self.fifo_bits, name=f"fifo_a_data{b}")) for b in range(d)]
+            byp = {"stage": stage, "wp": Signal(16, name="fifo_a_wp"), "n": Signal(range(d + 1), name="fifo_a_n"),
+                   "hit": [Signal(name=f"fifo_bypass{b}") for b in range(d)]}
+            for b in range(d):
+                m.d.sync += [stage[b].we.eq(wport[b].we), stage[b].waddr.eq(wport[b].waddr)]
+                with m.If(wport[b].we):
+                    m.d.sync += stage[b].wdata.eq(wport[b].wdata)
+                m.d.comb += [fifo[b].we.eq(stage[b].we & ~byp["hit"][b]), fifo[b].waddr.eq(stage[b].waddr),
+                             fifo[b].wdata.eq(stage[b].wdata)]
         rank = Const(0, 16)
         for p in range(d):
             e = tables[p].rdata
@@ -371,13 +396,15 @@ class DeltaCore(wiring.Component):
             m.d.comb += slot.eq(wp + rank)
             for b in range(d):
                 with m.If(r_v[p] & (slot[:lg] == b) if d > 1 else r_v[p]):
-                    m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
-                                 fifo[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
+                    m.d.comb += [wport[b].we.eq(1), wport[b].waddr.eq(slot[lg:]),
+                                 wport[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
             with m.If(r_v[p]):
                 m.d.sync += parb.word_select(slot[:qb] if Q > 1 else 0, rs).eq(ores)
                 if W > 1:
                     m.d.sync += wayb.word_select(slot[:qb], lw).eq(addr[:lw])
             rank = rank + r_v[p]
+        if byp:  # stage A's entries next cycle: [wp, wp + rank)
+            m.d.sync += [byp["wp"].eq(wp), byp["n"].eq(rank)]
         count = Signal(16, name="fifo_count")
         m.d.comb += count.eq(wp - rp)
         m.d.sync += wp.eq(wp + rank)
@@ -429,7 +456,7 @@ class DeltaCore(wiring.Component):
             s1_in, s2_in = s1 & (s1_par == sord[0]), s2 & (s2_par == sord[0])  # a row of the walked parity
         else:
             s1h, s2h, s2p, seen, s2v, s2_cb = self._ways_accumulate(
-                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole, inst)
+                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole, inst, byp)
             s1, s2 = s1h[0] | s1h[1], s2h[0] | s2h[1]
             s1_in, s2_in = Mux(wres, s1h[1], s1h[0]), Mux(wres, s2h[1], s2h[0])
             for b in range(2, nb):  # n > 2 buffers (D115)
@@ -640,7 +667,7 @@ class DeltaCore(wiring.Component):
         return m
 
     def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole,
-                         inst):  # noqa: N803
+                         inst, byp=None):  # noqa: N803
         """The accumulate path on W > 1 ways (docs/decisions.md D107; `elaborate` builds one way inline): pops the
         FIFO's longest run from its head of at most W entries, none waiting for its D buffer, all of the head's
         parity, in distinct ways (each entry's way in flops), reading each from its FIFO bank (W <= d: distinct);
@@ -654,7 +681,7 @@ class DeltaCore(wiring.Component):
         da, daw = self.da, self.da - lw
         nb, rs = self.d_buffers, max(1, self.resb)
         gate = (headpar == wres) & (walking | (waiting & whole))
-        takes, ways_j, banks_j, pars_j = [], [], [], []
+        takes, ways_j, banks_j, pars_j, inas = [], [], [], [], []
         for j in range(W):
             e = Signal(16, name=f"pop_e{j}")
             m.d.comb += e.eq(rp + j)
@@ -668,9 +695,16 @@ class DeltaCore(wiring.Component):
                     distinct = distinct & (way_j != w_i)
                 m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == wres) & (walking | (waiting & whole)))
                                  & distinct)
+            ina = Const(0, 1)
+            if byp:  # D118: entry e still in stage A (written last cycle): popped from there, the macros untouched
+                ina = Signal(name=f"pop_bypass{j}")
+                m.d.comb += ina.eq((e - byp["wp"])[:16] < byp["n"])
             for b in range(d):
                 with m.If(t & ((e[:lg] == b) if d > 1 else 1)):
-                    m.d.comb += [fifo[b].re.eq(1), fifo[b].raddr.eq(e[lg:])]
+                    m.d.comb += [fifo[b].re.eq(~ina if byp else 1), fifo[b].raddr.eq(e[lg:])]
+                    if byp:
+                        m.d.comb += byp["hit"][b].eq(ina)
+            inas.append(ina)
             takes.append(t)
             pars_j.append(par_j)
             ways_j.append(way_j)
@@ -681,6 +715,10 @@ class DeltaCore(wiring.Component):
         # per way: valid, parity (n > 2 buffers: residue, rs bits a way, D115)
         s1v, s1p = Signal(W, name="acc_s1_v"), Signal(W * rs, name="acc_s1_par" if nb == 2 else "acc_s1_res")
         s1src = [Signal(max(1, lg), name=f"acc_s1_bank{w}") for w in range(W)]
+        if byp:  # D118: per way whether its row came from stage A, and that row
+            s1byp = Signal(W, name="acc_s1_byp")
+            s1bd = [Signal(self.fifo_bits, name=f"acc_s1_bypd{w}") for w in range(W)]
+            sdata = Array(st.wdata for st in byp["stage"])
         for w in range(W):
             hit = Const(0, 1)
             for j in range(W):
@@ -688,6 +726,10 @@ class DeltaCore(wiring.Component):
                 hit = hit | hj
                 with m.If(hj):
                     m.d.sync += [s1src[w].eq(banks_j[j]), s1p[w * rs:(w + 1) * rs].eq(pars_j[j])]
+                    if byp:
+                        m.d.sync += s1byp[w].eq(inas[j])
+                        with m.If(inas[j]):
+                            m.d.sync += s1bd[w].eq(sdata[banks_j[j]])
             m.d.sync += s1v[w].eq(hit)
         seen = [[None] * W for _ in range(nb)]
         for b in range(nb):
@@ -704,7 +746,7 @@ class DeltaCore(wiring.Component):
             sel_data = fifo[0].rdata
             for b in range(1, d):
                 sel_data = Mux(s1src[w] == b, fifo[b].rdata, sel_data)
-            m.d.comb += popped.eq(sel_data)
+            m.d.comb += popped.eq(Mux(s1byp[w], s1bd[w], sel_data) if byp else sel_data)
             p_cb = popped[da:da + self.obk]
             s1r, s2r = s1p[w * rs:(w + 1) * rs], s2p[w * rs:(w + 1) * rs]
             for b in range(nb):

@@ -175,6 +175,7 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, buffers=2):
         assert c["ps_re"] * N == m["psum_carried_read"] * n_cb and c["ps_we"] * N == m["psum_carried_write"] * n_cb
         if out_ways == 1:  # lanes: the chain carries a run's w neighbours, the register only across runs (D112)
             assert c["lane_we"] == m["lane"]
+    return sch
 
 
 def _run_case(ci):
@@ -338,11 +339,40 @@ def test_dcore_on_three_d_buffers(ci, shape, chunk_major, out_ways, fused, fifo)
     check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3)
 
 
+#: The runs with the row FIFO's bypass (docs/decisions.md D118), on 3 D buffers and V = d lanes (the default core):
+#: ``(case, shape, chunk-major, fused, FIFO entries)``.
+BYPASS_RUNS = [(0, "8x8-B2-d2", False, False, FIFO), ("wide3", "8x8-B2-d2", False, False, 2 * FIFO),
+               ("qk-uint8-coherent", "8x8-B2-d4", False, False, FIFO), ("three-axes", "8x8-B4-d2", True, True, FIFO)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "fused", "fifo"), BYPASS_RUNS,
+                         ids=[f"{s}-{c}{'-sram' if fu else ''}" for c, s, _cm, fu, _f in BYPASS_RUNS])
+def test_dcore_fifo_bypass(ci, shape, chunk_major, fused, fifo):
+    # the same Y rows, cycles and commands as core_schedule gives (the bypass keeps every pop's cycle); the FIFO's
+    # banks written and read once per row less the rows core_schedule counts as popped the cycle after their write
+    # ("bypass"); without the bypass once per row
+    case, fw, s = WIDE[3][0] if ci == "wide3" else _run_case(ci)
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    d = cfg.drain_rows_per_cycle
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused)
+    runs = {}
+    for byp in (False, True):
+        [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=d, d_buffers=3, fifo_bypass=byp)
+        runs[byp] = (got, check(cfg, job, queue, got, fifo, ways=d, out_ways=d, buffers=3))
+    rows = len(runs[False][0].row_cycles)
+    assert runs[False][0].counts["fifo_we"] == runs[False][0].counts["fifo_re"] == rows
+    got, sch = runs[True]
+    assert 0 < sch["bypass"] < rows
+    assert got.counts["fifo_we"] == got.counts["fifo_re"] == rows - sch["bypass"]
+
+
 def test_three_d_buffers_refusals():
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
     for kw in ({"d_buffers": 1}, {"d_buffers": 3, "ways": 1}, {"d_buffers": 9}):
         with pytest.raises(ValueError, match="d_buffers"):
             DeltaCore(cfg, **kw)
+    with pytest.raises(ValueError, match="fifo_bypass"):  # D118
+        DeltaCore(cfg, ways=1, fifo_bypass=True)
 
 
 def test_wide_cases_hold_rows_for_their_buffer():

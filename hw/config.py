@@ -176,6 +176,11 @@ class AcceleratorConfig(BaseModel):
         "timed with combine_timing = rtl); None = the core's default as built (sim.timing.delta_core.core_d_buffers: "
         "3 with output lanes V > 1, else 2; hw.delta_combine.default_d_buffers, D115); 2 = D108's core, still "
         "buildable; the extra buffers' SRAM is charged (sim.cost.area.d_buffer_scale)")
+    dcore_fifo_bypass: bool | None = Field(
+        None, description="delta, combine_timing = rtl: kaleido_dcore's row-FIFO bypass (docs/decisions.md D118): a "
+        "row popped the cycle after its write skips the FIFO's write and read (the cost charges only those that "
+        "happen, and the bypass's registers); None = the core's default as built (sim.timing.delta_core."
+        "core_fifo_bypass)")
 
     @field_validator("organisation")
     @classmethod

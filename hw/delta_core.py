@@ -895,6 +895,16 @@ class DeltaCore(wiring.Component):
         return out
 
 
+def default_fifo_bypass(cfg: AcceleratorConfig) -> bool:
+    """``kaleido_dcore``'s row-FIFO bypass by default (docs/decisions.md D118): on wherever it accumulates on W > 1
+    ways (`hw.delta_combine.default_ways`; every shipped delta config), where it is built;
+    `sim.timing.delta_core.core_fifo_bypass` is the model's copy of this rule. ``kaleido_dcore_front`` goes without.
+
+    Raises:
+        ValueError: as `hw.delta_combine.default_ways`."""
+    return default_ways(cfg) > 1
+
+
 def host_through(m, core, ap, wr_valid, *also) -> Signal:
     """A combine core's (`DeltaCore`, `hw.compact_core.CompactCore`) host side through to its controller ``ap``
     (ports): the write port (``wr_valid`` the controller's write valid; ``also`` further statements, driven with

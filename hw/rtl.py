@@ -15,7 +15,7 @@ its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles form
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
 stage's command generation and ``kaleido_dcombine_w<W>_v<V>_b3``, the delta combine unit on W accumulate ways, D107,
 W = d by default, D108, with V output lanes, D112, V = `hw.delta_combine.default_out_ways` = W by default, D113, and
-3 D buffers, D115, `hw.delta_combine.default_d_buffers`, emitted beside it; final ``Y`` rows, V a cycle) with its macros, the similarity front
+3 D buffers, D115, `hw.delta_combine.default_d_buffers`, emitted beside it; its row FIFO bypassed, D118; final ``Y`` rows, V a cycle) with its macros, the similarity front
 ``kaleido_dfront`` (hw/delta_front.py, D103: decisions and differences from raw X through ``kaleido_daccel``'s write
 port) with its macros and ``kaleido_dcore_front`` (``kaleido_dcore`` with it, one output lane on
 ``kaleido_dcombine_w<W>``: final ``Y`` rows from raw X); a delta
@@ -72,7 +72,7 @@ from hw.delta_combine import (
     default_out_ways,
 )
 from hw.delta_combine import default_ways as default_dways
-from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DeltaCore
+from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DeltaCore, default_fifo_bypass
 from hw.delta_front import CFRONT_MODULE_NAME, DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
@@ -206,7 +206,7 @@ _MODULES = {
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
               "row FIFO + accumulate and output command generation + kaleido_dcombine on its accumulate ways, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
-                                    d_buffers=default_d_buffers(cfg))),
+                                    d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
@@ -271,7 +271,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
-                                                  d_buffers=default_d_buffers(cfg))).macros() if mc not in macros]
+                                                  d_buffers=default_d_buffers(cfg),
+                                                  fifo_bypass=default_fifo_bypass(cfg))).macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]  # the front's
         macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)

@@ -55,7 +55,10 @@ def _designs(cfg):
     from hw.delta_combine import default_d_buffers
 
     n = default_d_buffers(cfg)  # the core's D buffers as the inventory charges them (D115)
-    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": DeltaCore(cfg, pe="instance", d_buffers=n)}
+    from hw.delta_core import default_fifo_bypass
+
+    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"),
+           "kaleido_dcore": DeltaCore(cfg, pe="instance", d_buffers=n, fifo_bypass=default_fifo_bypass(cfg))}
     if kind is not None and cfg.drain_rows_per_cycle > 1:  # the core's combine on its d accumulate ways (D108)
         from hw.delta_combine import DeltaCombine, dcombine_module_name
 
@@ -151,6 +154,7 @@ def test_register_banks_are_the_designs(name):
         assert W == cfg.drain_rows_per_cycle > 1
         assert part["kaleido_dcore", "FIFO ways"] == _bank_bits(dc, r"fifo_way")
         ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par|res)")
+        assert part["kaleido_dcore", "FIFO bypass"] == _bank_bits(dc, r"fifo_a_\w+|acc_s1_byp\w*")  # D118
         assert part["kaleido_dcore", "accumulate ways"] * W == ways * (W - 1)
         cmb = _clocked_bits(designs[f"kaleido_dcombine_w{W}"])
         assert part[f"kaleido_dcombine_w{W}", "accumulate ways"] == _bank_bits(

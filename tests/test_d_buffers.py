@@ -44,3 +44,26 @@ def test_third_d_buffer_controller_parts():
             == part(two, "kaleido_dcombine_w2", "accumulate ways")["bits"] + 2)
     with pytest.raises(KeyError):
         part(two, "kaleido_dcore", "residue mod n")
+
+
+def test_fifo_bypass_registers_and_charges():
+    # D118: the inventory's bypass registers are the elaborated design's (stage A per FIFO bank, stage B per way,
+    # stage A's first entry and count), 8 x 8 d = 2 (W = 2); and the charge: a bypassed row's FIFO write and read
+    # (2 x the FIFO word's bytes) off, every row's stage-A write and each bypassed row's stage-B write in registers
+    import collections
+
+    from hw.delta_core import DeltaCore
+    from sim.cost.controllers import bypass_actions
+    from tests.test_controller_cost import _bank_bits, _clocked_bits
+
+    cfg = delta_cfg(8, 8, 2, 2).model_copy(update={"dcore_fifo_bypass": True})
+    regs = _clocked_bits(DeltaCore(cfg, pe="instance", out_ways=2, d_buffers=3, fifo_bypass=True))
+    assert part(cfg, "kaleido_dcore", "FIFO bypass")["bits"] == _bank_bits(regs, r"fifo_a_\w+|acc_s1_byp\w*")
+    width = part(cfg, "kaleido_dcore", "row FIFO")["width"]
+    a = collections.Counter({"ctrl_fifo_bytes": 100 * 2 * width / 8})
+    bypass_actions(a, 100, 20, cfg)
+    assert a["ctrl_fifo_bytes"] == pytest.approx(80 * 2 * width / 8) and a["ctrl_reg_bits"] == width * 120
+    off = cfg.model_copy(update={"dcore_fifo_bypass": False})
+    with pytest.raises(KeyError):
+        part(off, "kaleido_dcore", "FIFO bypass")
+    assert bypass_actions(collections.Counter(), 100, 20, off) == {}

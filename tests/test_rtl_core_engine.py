@@ -71,7 +71,7 @@ def test_dcore_engine_seeded_cases_and_random_ops(dcore):
     d = cfg.drain_rows_per_cycle
     assert dcore.core.ways == d == 2  # the engine's core accumulates on d ways (docs/decisions.md D108)
     assert dcore.core.out_ways == d  # and hands out d Y rows a cycle: V = W, 2 divides R = 8 (D112, D113)
-    assert dcore.core.d_buffers == 3  # on 3 D buffers (D115)
+    assert dcore.core.d_buffers == 3 and dcore.core.fifo_bypass  # on 3 D buffers (D115), the FIFO bypassed (D118)
     for (case, fw, s, cm), run in zip(cases, runs, strict=True):
         (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
         _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d)

@@ -307,6 +307,14 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                       "per row-FIFO entry its segment's D buffer (D104; n > 2 buffers: its residue, D115)"),
                 _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
                       "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
+        from sim.timing.delta_core import core_fifo_bypass
+
+        if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)
+            wa = _bits(FIFO_PER_PORT)  # a bank's address
+            out += [_bank("kaleido_dcore", "FIFO bypass", "reg", d * (1 + wa + fifo_bits) + W * (1 + fifo_bits) + 16
+                          + _bits(d + 1), "ctrl_registers",
+                          "stage A (per FIFO bank a cycle's write: valid, address, word), per way stage B (the "
+                          "bypassed row and its flag), stage A's first entry and count (D118)")]
         if rb:  # n > 2 D buffers (D115)
             out += [_bank("kaleido_dcore", "residue mod n", "cmp", ob, "ctrl_registers",
                           "the descriptor ordinal's residue mod n, about one adder bit per ordinal bit (D115); "
@@ -396,6 +404,23 @@ def action_energies(cfg: AcceleratorConfig, tech) -> dict[str, tuple[str, float]
         p = next((p for p in parts if p["part"] == name and module in (None, p["module"])), None)
         out[act] = ("controller", access_pj_per_byte(tech, p["depth"], p["width"]) if p else 0.0)
     return out
+
+
+def bypass_actions(a: dict, rows: int, bypass: int | None, cfg: AcceleratorConfig) -> dict:
+    """``kaleido_dcore``'s row-FIFO bypass (docs/decisions.md D118) on one op's counts ``a`` (in place; returns it):
+    ``rows`` drained rows (`count_actions` charged each a FIFO write and read), ``bypass`` of them popped the cycle
+    after their write (the cycle model's, `sim.timing.delta_core.ways_done`; None: not timed, nothing changes).
+    With the core's bypass (`sim.timing.delta_core.core_fifo_bypass`) each row is written into stage A's registers
+    (a FIFO word), and a bypassed row skips the FIFO's write and read and is written into its way's stage-B register
+    (a FIFO word) instead."""
+    from sim.timing.delta_core import core_fifo_bypass
+
+    if bypass is None or not core_fifo_bypass(cfg) or controller(cfg) is None:
+        return a
+    width = part(cfg, "kaleido_dcore", "row FIFO")["width"]
+    a["ctrl_fifo_bytes"] -= width / 8 * 2 * bypass
+    a["ctrl_reg_bits"] += width * (rows + bypass)
+    return a
 
 
 def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -> dict:  # noqa: N803

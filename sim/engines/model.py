@@ -273,11 +273,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),
                                cols is None) if delta else None
-        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups, walk,
-                            (ways, np.concatenate(rways)) if delta else None)
+        comb, bypass = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
+                                    walk, (ways, np.concatenate(rways)) if delta else None)
     else:
-        comb = combine_stall(adds, pools, cycles, cfg)
-    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
+        comb, bypass = combine_stall(adds, pools, cycles, cfg), None
+    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb, "fifo_bypass": bypass,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "shared_weights": shared}
@@ -358,9 +358,10 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
                  M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None) -> int:
+                 ways: tuple | None = None) -> tuple[int, int | None]:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
-    docs/decisions.md D104), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
+    docs/decisions.md D104), and for delta the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their
+    write (`core_schedule`'s ``bypass``, which D118's bypass keeps out of the FIFO's macros; None for compact), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
@@ -396,10 +397,11 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         if tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
             order = np.argsort(out, kind="stable")
             descs = (first - 2, tile_seg, v)
-            done = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
-                             max(nb, 1), core_d_buffers(cfg))
+            got = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
+                            max(nb, 1), core_d_buffers(cfg), detail=True)
         else:
-            done = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=core_d_buffers(cfg))
+            got = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=core_d_buffers(cfg), detail=True)
+        done, bypass = got["done"], got["bypass"]
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
@@ -410,8 +412,8 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
                     last_row[b * n_cb + c] = int(end[off:off + tb].max())
                     first_desc[b * n_cb + c] = int(first[off]) - 2
                 off += tb
-        done = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc))
-    return max(0, int(done) - int(cycles))
+        done, bypass = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc)), None
+    return max(0, int(done) - int(cycles)), bypass
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

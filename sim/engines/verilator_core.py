@@ -123,6 +123,10 @@ class CoreEngine:
                 opts["out_ways"] = default_out_ways(cfg)
             if default_d_buffers(cfg) != 2:
                 opts["d_buffers"] = default_d_buffers(cfg)
+            from hw.delta_core import default_fifo_bypass
+
+            if default_fifo_bypass(cfg):  # the row FIFO's bypass (D118): the same cycles
+                opts["fifo_bypass"] = True
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.module == "dcore":
             from hw.delta_core import DeltaCore

@@ -99,6 +99,13 @@ mod n is computed the cycle after the gather takes it and kept in the tile table
 entry's residue is in flops (log2 n bits, not a parity bit), the walk keeps a residue counter beside its ordinal,
 and the seen memory has a bank per buffer and way. `core_schedule`'s ``buffers`` times it.
 
+**Row-FIFO bypass** (``fifo_bypass``, docs/decisions.md D118; W > 1 ways; off by default here, on in `hw.rtl` and the
+compiled engine, `default_fifo_bypass`): a cycle's FIFO writes are held a cycle in *stage A* registers (per bank:
+valid, address, word) and written into the banks then, unless the pop takes that entry in that cycle (it is still
+in stage A: ``(e - wp_A) mod 2^16 < n_A``); such a row skips the bank's read too and reaches its way's s1 through a
+*stage B* register (the banks' read latency). Every pop keeps its cycle: `core_schedule` is unchanged, and its
+``bypass`` counts the rows that skip the banks (``probes`` ``fifo_we`` / ``fifo_re`` count the banks' accesses).
+
 Not in this slice (D95, D104, D107, D112, D113): the cost inventory per lane, D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
@@ -154,13 +161,15 @@ class DeltaCore(wiring.Component):
             `hw.rtl` and the compiled engine pass `hw.delta_combine.default_out_ways` (W, D113).
         d_buffers: D buffers n (module docstring, "D buffers"; docs/decisions.md D115): 2 to `NB_BANKS`, above 2
             only on W > 1 ways; 2 (default here) is the core as before.
+        fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
+            ways only; False (default here) is the core as before.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
         ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
             ``front`` without ``queues``, ``ways`` not a power of two at most d, ``out_ways`` not a power of two at
             most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with ``front`` (not built, D112), or ``d_buffers``
-            outside 2 .. `NB_BANKS` or above 2 on one way (D115).
+            outside 2 .. `NB_BANKS` or above 2 on one way (D115), or ``fifo_bypass`` on one way (D118).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,

@@ -76,6 +76,20 @@ axes from ``o_axis`` by ``o_gclass``, its widths from ``c_layout``), writing the
 into ``kaleido_daccel`` and the decision copies through the same port (the chunk table only from the host), and its
 ``done`` starts the controller, so every cycle above moves by `sim.timing.delta_front.front_cycles`.
 
+**Weight stage** (``stage=True``, Verilog module ``kaleido_dcore_stage``, docs/decisions.md D119): the controller
+is ``kaleido_daccel_stage`` (`hw.delta_accel.DeltaAccel` with ``stage=True``: D96's weight stage, D99's early band
+choice, D100's deferred read) on the host's band-tile list, the organisation the balanced preset models. The host
+writes ``wr_sel`` 0 the differences, 1 the one weight buffer (`hw.delta_accel_host.stage_w_words`), 2 the band-tile
+list with each descriptor's stage fields (`hw.delta_accel_host.stage_op_words`), 3 the decision copies and token
+chunks (the core's only: ``kaleido_daccel_stage`` has no ``wr_sel`` 3), and sets ``c_tiles``. The descriptors
+the gather takes carry the stage fields above the list's (``desc`` is wider); the tile table reads the same
+fields (class from ``xoff``, column block, tokens), so everything after the drain ports is as above. The staged
+issue order is D84's chunk-major one (slice by slice within a segment, D88): ``o_seg`` set, each (chunk, column
+block) segment walked once whole; D88's slices are the op's groups here (``o_gclass``, ``o_gxoff`` and the
+decisions per slice, a slice's decisions its group's). Timing: `core_schedule` fed by
+`sim.timing.delta_accel.stage_schedule`'s row-out cycles (tests/test_rtl_dcore_stage.py). Refused: the queues
+and the similarity front (``kaleido_daccel_stage`` takes the host's list; D96).
+
 Ways by default (D108): ``ways`` is `hw.delta_combine.default_ways` (d on the shipped configs) unless asked for, and
 `hw.rtl`, the compiled engine, the cycle model's ``combine_timing = "rtl"`` and the cost inventory follow it.
 
@@ -122,7 +136,7 @@ from hw import discard
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
-from hw.delta_accel import DACCEL_MODULE_NAME, DeltaAccel
+from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import DeltaCombine, dcombine_module_name, dcombine_signature, default_ways
 from hw.sram import index_bits as _bits
 from hw.sram import macro
@@ -131,6 +145,8 @@ from hw.sram import macro
 DCORE_MODULE_NAME = "kaleido_dcore"
 #: Verilog module name of `DeltaCore` built with its similarity front (``front=True``, docs/decisions.md D103).
 DCORE_FRONT_MODULE_NAME = "kaleido_dcore_front"
+#: Verilog module name of `DeltaCore` built on the staged controller (``stage=True``, docs/decisions.md D119).
+DCORE_STAGE_MODULE_NAME = "kaleido_dcore_stage"
 #: Axis classes the ports carry (`sim.timing.delta.classes`: f, h, w).
 MAX_CLASSES = 3
 #: Axis codes of ``o_axis``.
@@ -152,7 +168,10 @@ class DeltaCore(wiring.Component):
 
     Args:
         cfg: a delta-organisation config. fifo: row-FIFO entries (a multiple of d; default `FIFO_PER_PORT` d).
-        pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default; False: the host's band-tile list).
+        pe: as `DeltaAccel`'s. queues: `DeltaAccel`'s band-tile queues (default without ``stage``; False: the
+            host's band-tile list).
+        stage: ``kaleido_daccel_stage`` instead of ``kaleido_daccel`` (module docstring, "Weight stage"; the
+            host's band-tile list with its stage fields, docs/decisions.md D119).
         front: the similarity front (module docstring, "Similarity front"; needs ``queues``).
         ways: accumulate ways W (module docstring, "Accumulate ways"; default `hw.delta_combine.default_ways`: d on
             the shipped delta configs, docs/decisions.md D108; 1 is D95's one row a cycle).
@@ -167,15 +186,21 @@ class DeltaCore(wiring.Component):
 
     Raises:
         ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
-            ``front`` without ``queues``, ``ways`` not a power of two at most d, ``out_ways`` not a power of two at
-            most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with ``front`` (not built, D112), or ``d_buffers``
-            outside 2 .. `NB_BANKS` or above 2 on one way (D115), or ``fifo_bypass`` on one way (D118).
+            ``front`` without ``queues``, ``stage`` with ``queues`` or ``front``, ``ways`` not a power of two at
+            most d, ``out_ways`` not a power of two at most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with
+            ``front`` (not built, D112), ``d_buffers`` outside 2 .. `NB_BANKS` or above 2 on one way (D115), or
+            ``fifo_bypass`` on one way (D118).
     """
 
-    def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool = True,
-                 front: bool = False, ways: int | None = None, out_ways: int = 1, d_buffers: int = 2,
-                 fifo_bypass: bool = False, **accel):
+    def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
+                 front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
+                 d_buffers: int = 2, fifo_bypass: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
+        queues = not stage if queues is None else queues
+        if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
+            discard(self)
+            raise ValueError("the weight stage (stage=True) runs on the host's band-tile list with its stage fields: "
+                             "neither the queues nor the similarity front (docs/decisions.md D96, D119)")
         fifo = fifo or FIFO_PER_PORT * d
         try:
             ways = default_ways(cfg) if ways is None else ways
@@ -219,7 +244,11 @@ class DeltaCore(wiring.Component):
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
-        self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, **accel))
+        try:
+            self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, stage=stage, **accel))
+        except ValueError:
+            discard(self)  # refused by the controller: never elaborated (hw.discard)
+            raise
         self.combine = discard(DeltaCombine(cfg, instance=pe == "instance", ways=ways,
                                             **({"out_ways": out_ways} if out_ways > 1 else {}),
                                             **({"buffers": d_buffers} if d_buffers != 2 else {})))
@@ -266,7 +295,7 @@ class DeltaCore(wiring.Component):
         ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, self.accel.brows, self.fifo  # noqa: N806
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
-        ap = add_child(m, "accel", acc, DACCEL_MODULE_NAME, inst)
+        ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
         cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways, self.d_buffers), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
         V, lv = self.out_ways, (self.out_ways - 1).bit_length()  # noqa: N806

@@ -22,7 +22,9 @@ port) with its macros and ``kaleido_dcore_front`` (``kaleido_dcore`` with it, on
 config with a
 weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's band-tile list with D85's weight
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
-macros. A compact preset also gets
+macros, and ``kaleido_dcore_stage`` (D119: ``kaleido_dcore`` on ``kaleido_daccel_stage``, the weight stage and the
+combine in one top, the organisation such a preset models; its combine ``kaleido_dcombine_w<W>_v<V>`` as
+``kaleido_dcore``'s). A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain, X bytes; D109: one weight buffer read by band turn into three word
 registers per band, on ``kaleido_ctop_ext`` with the early band choice) with its macros and its band-tile queues,
@@ -72,7 +74,13 @@ from hw.delta_combine import (
     default_out_ways,
 )
 from hw.delta_combine import default_ways as default_dways
-from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DeltaCore, default_fifo_bypass
+from hw.delta_core import (
+    DCORE_FRONT_MODULE_NAME,
+    DCORE_MODULE_NAME,
+    DCORE_STAGE_MODULE_NAME,
+    DeltaCore,
+    default_fifo_bypass,
+)
 from hw.delta_front import CFRONT_MODULE_NAME, DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
@@ -207,6 +215,14 @@ _MODULES = {
               "row FIFO + accumulate and output command generation + kaleido_dcombine on its accumulate ways, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
                                     d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
+    # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
+    # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
+    # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
+    "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
+                    "kaleido_daccel_stage + tile table + row FIFO + accumulate and output command generation + "
+                    "kaleido_dcombine on its accumulate ways and output lanes, final Y rows",
+                    lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
+                                          d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
@@ -238,8 +254,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
     PE, column, top and combine unit (compact and delta presets), the compact controller and its queues (compact
-    presets) or the delta controller (delta presets; with a weight stage also `kaleido_dtop_ext` and
-    `kaleido_daccel_stage`, D96, D99), then the
+    presets) or the delta controller (delta presets; with a weight stage also `kaleido_dtop_ext`,
+    `kaleido_daccel_stage`, D96, D99, and `kaleido_dcore_stage`, D119), then the
     SRAM macros in `hw.sram.macro_name` order (the lockstep controller's, then the combine unit's, then the
     organisation's controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
@@ -276,8 +292,12 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]  # the front's
         macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
-            roles += ["org_top_ext", "dstage"]
+            roles += ["org_top_ext", "dstage", "dcore_stage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
+            macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
+                                                      d_buffers=default_d_buffers(cfg),
+                                                      fifo_bypass=default_fifo_bypass(cfg))).macros()
+                       if mc not in macros]  # kaleido_dcore_stage's own (D119; its D buffers and bypass, D115, D118)
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
@@ -402,8 +422,9 @@ def main(argv: list[str] | None = None) -> int:
                    "kaleido_dfront before it (decisions and differences from raw X)"
                    + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
                       "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
-                      "band" if cfg.wstage_sram_kib and cfg.diff_sram_kib
-                      else "") + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108)"
+                      "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
+                      and cfg.diff_sram_kib else "")
+                   + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D119)"
                    if cfg.organisation == "delta"
                    else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
                    "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

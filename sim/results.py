@@ -20,7 +20,8 @@ def result_notes(res: dict, tr, cfg) -> list[str]:
         org = res.get("organisation", cfg.organisation)
         loss = {"lockstep": "on the lockstep array a tile's slots are set by its busiest rows"}.get(
             org, "partly filled band-tiles and the drain")
-        why = f"`kaleido explain` on the --json results names what binds each op ({loss})"
+        why = (f"`kaleido explain` on the --json results names where each op loses to dense in its 'loses on' "
+               f"column ({loss})")
         if (h * w) % cfg.array_rows:
             tiles = -(-(h * w) // cfg.array_rows)
             empty = (tiles * cfg.array_rows - h * w) / (tiles * cfg.array_rows)

@@ -189,8 +189,13 @@ def test_delta_fused_qk_class_state_by_hand():
     # f class: frame 1's 8 tokens read S_f[nb]; frame 0's 8 tokens write it for them: the state SRAM.
     assert qk["sram_state_read_bytes"] == 8 * n * yb and qk["sram_state_write_bytes"] == 8 * n * yb
     # w class: one pool is a whole frame (8 positions), so every w neighbour is in the pool: no SRAM access;
-    # the 12 tokens with w >= 1 take S_w[t - 1] from the combine lane's register (acc bits each).
-    assert qk["combine_reg_bits"] == 12 * n * cfg.acc_bits
+    # the 12 tokens with w >= 1 take S_w[t - 1] from the combine lane's register (acc bits each). On
+    # kaleido_dcore's V = d = 2 output lanes (D113) the register is written once per run of 2 positions holding
+    # any (D114): the held values are w = 0, 1, 2 of each image row, positions 0-2 and 4-6 of a frame, so runs
+    # (0, 1), (2, 3), (4, 5), (6, 7) all hold: 4 writes a frame, 8 in all (one lane: 12).
+    assert qk["combine_reg_bits"] == 8 * n * cfg.acc_bits
+    one = simulate_trace(trace, cfg.model_copy(update={"dcore_out_ways": 1}))["per_op"][0]["actions"]
+    assert one["combine_reg_bits"] == 12 * n * cfg.acc_bits
     # D traffic in the partial-sum SRAM: the non-REUSE (token, group) pairs: w class 2 + 8, f class 8.
     assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * yb
     # D84: with a difference-sum buffer the same D traffic goes there instead; apart from the cycles (the band-tiles

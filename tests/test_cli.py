@@ -344,3 +344,32 @@ def test_presets_name_organisation_and_attention():
     rows = {ln.split("│")[1].strip(): ln for ln in res.stdout.splitlines() if ln.count("│") > 2}
     assert "delta" in rows["kaleido-16nm-128x128-balanced"] and "fused" in rows["kaleido-16nm-128x128-balanced"]
     assert "lockstep" in rows["kaleido-16nm-128x128"] and "unfused" in rows["kaleido-16nm-128x128"]
+
+
+def _command_paths(group, prefix=()):
+    """Every command path of the click tree under ``group`` (sub-apps like ``workload`` and their commands)."""
+    import click
+
+    for name, cmd in sorted(group.commands.items()):
+        yield (*prefix, name)
+        if isinstance(cmd, click.Group):
+            yield from _command_paths(cmd, (*prefix, name))
+
+
+def test_every_help_fits_80_columns_without_cutting_a_word():
+    """At 80 columns rich cuts a cell that has no space to wrap at with "…": a path or a comma list in an option's
+    help, or an option name squeezed by a wide column. No command's ``--help`` may cut anything."""
+    import typer
+    from typer.testing import CliRunner
+
+    from sim.cli import app
+
+    runner = CliRunner()
+    root = typer.main.get_command(app)
+    paths = list(_command_paths(root))
+    assert len(paths) >= 15 and ("capture",) in paths
+    for path in [(), *paths]:
+        res = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80", "TERM": "xterm"}, terminal_width=80)
+        assert res.exit_code == 0, (path, res.output)
+        assert "Usage" in res.output and "…" not in res.output, (path, [ln for ln in res.output.splitlines()
+                                                                           if "…" in ln])

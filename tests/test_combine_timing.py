@@ -193,7 +193,7 @@ def test_model_times_the_delta_core_as_built():
                                        out_ways=2)["done"]
     one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
     assert one_lane.stall_cycles["combine"] == core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs,
-                                                             descs, ways=2, row_way=way1, buffers=3)["done"] - c1["cycles"]
+                                                             descs, ways=2, row_way=way1)["done"] - c1["cycles"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
@@ -250,7 +250,7 @@ def test_model_segments_are_the_cores(ci, cm):
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     want = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
     _t, chunk = compact_tiles(case.decisions, case.grid, case.groups, cfg, fw, 4, chunks=True)
-    got, seg_len, nseg = _dcore_segments([chunk], case.grid, cfg, fw, s, n_cb, 1, cm, True)
+    got, seg_len, nseg = _dcore_segments([chunk], case.grid, cfg, fw, s, n_cb, 1, cm)
     assert got is not None and got.tolist() == want
     assert int(seg_len.sum()) == case.X.shape[0] * n_cb and len(seg_len) == nseg
 
@@ -418,3 +418,48 @@ def test_model_times_output_ways_and_buffers():
         _op("delta", "rtl", dcore_out_ways=4)
     with pytest.raises(ValueError, match="must be a power of two, got 3"):
         config_from_dict(load_config("tiny-8x8").model_dump() | {"dcore_out_ways": 3})
+
+
+@pytest.mark.parametrize(("K", "N", "sizes"), [(16, 16, [8, 8]), (90, 24, [70, 20])])  # noqa: N803
+def test_model_times_the_staged_core_as_built(K, N, sizes):  # noqa: N803
+    """``combine_timing = "rtl"`` on a delta config with a weight stage (8 x 8, B = 2, d = 2, a 1 KiB stage: 128 B a
+    column bank; ``kaleido_dcore_stage``, docs/decisions.md D119): the combine stall is `core_schedule`'s ``done``
+    over the model's staged band schedule (`band_schedule` with `staged_tiles`' segments, fill and buffers: D85) less
+    the array's cycles, every (chunk, column block) segment walked once whole, on d = 2 ways and V = 2 lanes; the
+    band-tiles, their segments and rows' ways from the RTL bench's staged op (`tests.rtl.daccel_bench.staged_op`).
+    K = 16 in two groups, N = 16: the stage holds the whole K; K = 90 (70 + 20), N = 24: two column blocks' 90 B do
+    not fit a bank, so D88's slices (35 + 35, 20), which the staged core also walks segment by segment (the model
+    walked them after the op before D119: 575 cycles, not 559, here)."""
+    from algo.trace import Group, OpRecord, pack_decisions
+    from sim.engines.model import simulate_op
+    from sim.timing.delta_accel import staged_tiles
+    from sim.timing.delta_core import row_ways, tile_segments
+    from tests.rtl.cases import make_case
+    from tests.rtl.daccel_bench import staged_op
+
+    grid = (2, 2, 4)
+    case = make_case("staged", 119, grid, K, N, sizes)
+    case.decisions[:4] = COMPUTE  # frame 0 has no neighbour along f
+    cfg = config_from_dict(load_config("tiny-8x8").model_dump() | {
+        "organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2, "combine_timing": "rtl",
+        "diff_sram_kib": 8, "wstage_sram_kib": 1})
+    op = OpRecord("o_proj", 0, 0, None, None, [Group(k0, k1, "f") for k0, k1, _ in case.groups], (0.0, 0.0),
+                  dims=(1, 16, K, N), decisions=pack_decisions(case.decisions)[None, None], thetas=((0.0, 0.0),))
+    t = simulate_op(op, grid, 4, cfg)
+    c = t.compact
+    assert c["staged"] and (c["slices"] is not None) == (K == 90)
+    sop = staged_op(case, cfg)
+    st = staged_tiles(case.decisions, grid, case.groups, cfg, K, N)
+    assert sop.sliced == (K == 90) and sop.op.s_seq.tolist() == c["s_seq"].tolist() == st["s_seq"].tolist()
+    band, first, last = band_schedule(st["s_seq"], st["rows"], cfg, st["segment"], st["fill"], st["buffers"])
+    n_cb = -(-N // cfg.array_cols)
+    tiles = sop.op.tiles
+    sgs = tile_segments([(b.cb, b.tokens[0]) for b in tiles], grid, cfg.array_rows, n_cb, sop.fw, sop.s)
+    rw = row_ways([b.tokens for b in tiles], [0] * len(tiles), 16, 2)  # one axis class (f)
+    cyc, rsg, way = fifo_rows(band, last, st["rows"], sgs, cfg, rw)
+    descs = [(int(f) - 2, sg, int(r)) for f, sg, r in zip(first, sgs, st["rows"], strict=True)]
+    sch = core_schedule(cyc, c["cycles"], grid, n_cb, 1, cfg.array_rows, True, rsg, descs, sop.fw, sop.s, ways=2,
+                        row_way=way, out_ways=2)
+    assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] > 0
+    after = core_schedule(cyc, c["cycles"], grid, n_cb, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
+    assert sch["done"] < after["done"]  # the walk after the op (the model's for sliced ops before D119)

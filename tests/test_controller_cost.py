@@ -16,6 +16,7 @@ from amaranth.hdl import Fragment, Instance
 
 import hw.compact_core
 import hw.delta_accel
+import hw.delta_combine
 import hw.delta_core
 import hw.delta_front
 import hw.delta_queue
@@ -34,7 +35,10 @@ CONFIGS = {"tiny-delta": lambda: load_config(TINY_DELTA), "tiny-compact": lambda
            "balanced-compact": lambda: with_organisation(load_config(BALANCED), "compact"),
            # kaleido_daccel unstaged, with its similarity front (D103)
            "tiny-delta-unstaged": lambda: config_from_dict(load_config(TINY_DELTA).model_dump() | {"wstage_sram_kib": 0},
-                                                           "tiny-8x8-delta without a weight stage")}
+                                                           "tiny-8x8-delta without a weight stage"),
+           # kaleido_dcore on one output lane (D108's core; the emitted one has V = W lanes since D113)
+           "tiny-delta-v1": lambda: load_config(TINY_DELTA).model_copy(update={"dcore_out_ways": 1}),
+           "balanced-v1": lambda: load_config(BALANCED).model_copy(update={"dcore_out_ways": 1})}
 
 
 def _designs(cfg):
@@ -51,19 +55,18 @@ def _designs(cfg):
         acc = CompactAccel(cfg, queues=True, pe="instance")
         return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance"),
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
-    fed = DeltaAccel(cfg, queues=True, pe="instance")
-    from hw.delta_combine import default_d_buffers
-
-    n = default_d_buffers(cfg)  # the core's D buffers as the inventory charges them (D115)
+    from hw.delta_combine import DeltaCombine, dcombine_module_name, default_d_buffers, default_out_ways
     from hw.delta_core import default_fifo_bypass
 
-    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"),
-           "kaleido_dcore": DeltaCore(cfg, pe="instance", d_buffers=n, fifo_bypass=default_fifo_bypass(cfg))}
-    if kind is not None and cfg.drain_rows_per_cycle > 1:  # the core's combine on its d accumulate ways (D108)
-        from hw.delta_combine import DeltaCombine, dcombine_module_name
-
-        w = out["kaleido_dcore"].ways
-        out[dcombine_module_name(w)] = DeltaCombine(cfg, instance=True, ways=w, buffers=n)
+    fed = DeltaAccel(cfg, queues=True, pe="instance")
+    # kaleido_dcore as hw.rtl emits it: its default d accumulate ways (D108) and V output lanes (D113), or the lanes
+    # the config names (V = 1: D108's core), and its combine unit on those ways and lanes; on its D buffers (D115)
+    # and with its FIFO bypass (D118)
+    v = cfg.dcore_out_ways if cfg.dcore_out_ways is not None else default_out_ways(cfg)
+    n = default_d_buffers(cfg) if v > 1 else 2
+    core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg))
+    out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
+           dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
         out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
@@ -82,7 +85,7 @@ def _recorded_macros(design, monkeypatch) -> collections.Counter:
         seen[kind, depth, width] += 1
         return real(kind, depth, width, lane, **kw)
 
-    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core, hw.delta_front):
+    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core, hw.delta_front, hw.delta_combine):
         monkeypatch.setattr(mod, "macro", spy)
     Fragment.get(design, None)
     return seen
@@ -129,7 +132,7 @@ def _bank_bits(regs: dict[str, int], pattern: str) -> int:
     return sum(b for n, b in regs.items() if re.fullmatch(pattern, n))
 
 
-@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact"])
+@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact", "tiny-delta-v1"])
 def test_register_banks_are_the_designs(name):
     from hw.compact_array import CompactTop
 
@@ -150,15 +153,27 @@ def test_register_banks_are_the_designs(name):
         assert part["kaleido_dcore", "segment counts"] == _bank_bits(dc, r"seg_(rows|acc)\d+")
         # ... and of its accumulate ways (D107, D108; d ways: 2 on tiny-8x8 as delta, 4 on the balanced preset): the
         # entries' ways, the ways' s1 / s2 registers (the first way's uncharged, D101), the combine's per-way ones
-        W = designs["kaleido_dcore"].ways  # noqa: N806
+        W, V = designs["kaleido_dcore"].ways, designs["kaleido_dcore"].out_ways  # noqa: N806
         assert W == cfg.drain_rows_per_cycle > 1
         assert part["kaleido_dcore", "FIFO ways"] == _bank_bits(dc, r"fifo_way")
         ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par|res)")
         assert part["kaleido_dcore", "FIFO bypass"] == _bank_bits(dc, r"fifo_a_\w+|acc_s1_byp\w*")  # D118
         assert part["kaleido_dcore", "accumulate ways"] * W == ways * (W - 1)
-        cmb = _clocked_bits(designs[f"kaleido_dcombine_w{W}"])
-        assert part[f"kaleido_dcombine_w{W}", "accumulate ways"] == _bank_bits(
-            cmb, r"a_(addr|data|first)_q\d+|a_(fwd|v|sel_q)\d+|last_a\d+|c_way_q")
+        from hw.delta_combine import dcombine_module_name
+
+        name_c = dcombine_module_name(W, V, designs["kaleido_dcore"].d_buffers)  # _b3 on 3 D buffers (D115)
+        cmb = _clocked_bits(designs[name_c])
+        # the output's way: one register with one lane (D107), one per lane with V (D112, in "output lanes")
+        assert part[name_c, "accumulate ways"] == _bank_bits(
+            cmb, r"a_(addr|data|first)_q\d+|a_(fwd|v|sel_q)\d+|last_a\d+" + ("|c_way_q" if V == 1 else ""))
+        if V > 1:  # the output lanes (D112, D114): V = W = 2 on tiny-8x8 as delta, 4 on the balanced preset
+            assert V == W
+            assert part["kaleido_dcore", "walk lanes"] == _bank_bits(dc, r"q_lane_(v|succ)|q_(tlow|stlow)")
+            lanes = _bank_bits(cmb, r"last_s\d+|y_data|y_valid|c_(waddr_q|rbank_q|fwd|way_q)\d+"
+                                    r"|c_(v|direct_q|has_q|reg_q|hold_q|we)")
+            assert part[name_c, "output lanes"] * V == lanes * (V - 1)  # the first lane's as the one-lane unit's
+        else:
+            assert not [p for p in controllers.inventory(cfg) if p["part"] in ("walk lanes", "output lanes")]
         assert part["kaleido_dcore", "latest descriptor"] == _bank_bits(dc, r"desc_seg_max|desc_seen")
         assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc|seg_res)|waiting")
         assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
@@ -185,7 +200,8 @@ def test_area_by_hand_and_what_is_new():
     tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 44 (2 class + 5 column-block + 4 x 8
     token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115), row FIFO 2 x 8 x 237 (10
     address: the way's bit and 9 in the way, D107, + 3 bank + 8 x 28), seen bits 6 x 512 (a bank per D buffer, D104,
-    3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16, token chunks 256 x 8 (D104)."""
+    3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16 (on V = 2 lanes 2 x 2 banks of 128,
+    D112), token chunks 256 x 8 (D104)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
@@ -325,3 +341,75 @@ def test_staging_accesses_counted_on_the_rtl(shape, ci):
     controllers.count_actions(a, np.asarray(case.decisions), tiles, case.groups, cfg.array_cols, cfg)
     assert a["ctrl_staging_write_bytes"] == count["we"] * 36
     assert a["ctrl_staging_read_bytes"] == got.staging_reads * 36
+
+
+def test_lane_register_writes_per_step_by_hand():
+    """The combine's lane register on V output lanes (D112, D114): written once per walk step (a run of V positions
+    of a frame, one class) whose lanes hold any value, not once per held value (`lane_writes`, through
+    `_delta_terms`' ``combine_reg_bits``). Grid (F, H, W) = (1, 2, 4), pools of R = 4 positions (an image row), one
+    group on ``w``; decisions t0-t7: COMPUTE, PARTIAL, REUSE, COMPUTE | COMPUTE, REUSE, COMPUTE, REUSE. Tokens
+    that read their w neighbour (not COMPUTE, x >= 1, same pool): t1, t2, t5, t7, so the held values are t0, t1, t4,
+    t6. One lane: 4 writes. V = 2, runs (t0, t1), (t2, t3), (t4, t5), (t6, t7): runs 0, 2, 3 hold (t0 and t1 in one
+    run: the register takes t1's S, t1 reads t0's through the chain): 3 writes. V = 4 (runs = the pools): 2 writes.
+    Two frames of the same: twice as many."""
+    from sim.cost.compact_actions import _delta_terms, lane_writes
+
+    dec = np.array([[COMPUTE], [PARTIAL], [REUSE], [COMPUTE], [COMPUTE], [REUSE], [COMPUTE], [REUSE]], dtype=np.int8)
+    takes = np.zeros(8, dtype=bool)
+    takes[[1, 2, 5, 7]] = True
+    for v, n in ((1, 4), (2, 3), (4, 2)):
+        assert lane_writes(takes, (1, 2, 4), v) == n
+        assert lane_writes(np.tile(takes, 2), (2, 2, 4), v) == 2 * n
+        a = collections.defaultdict(int)
+        _delta_terms(a, dec, [(0, 4, "w")], 8, 0, 0, 1, 1, (1, 2, 4), 4, 28, out_lanes=v)
+        assert a["combine_reg_bits"] == n * 8 * 28  # N = 8 columns of 28 acc bits per write
+    # the cost's V is the core's lanes (D113): 2 on tiny-8x8 as delta, 4 on the balanced preset, or the config's
+    assert [controllers.lanes(CONFIGS[n]()) for n in ("tiny-delta", "balanced", "tiny-delta-v1")] == [2, 4, 1]
+
+
+def test_lanes_inventory_by_hand():
+    """The lanes' macros and the built SRAM bits by hand (D114). tiny-8x8 as delta: 256 tokens, G = 8 (16-bit
+    decision words), V = W = 2: the decision copies 2 x 2 banks of 128 words (the same 8,192 bits as D108's 2 x 256).
+    Its 64 KiB partial-sum SRAM: words of C x acc = 8 x 28 = 224 bits, a third is 524,288 // 224 // 3 = 780 words;
+    the D buffers 2 x 2 ways of 390 words, the state buffer 2 position banks of 390: 3 x 780 x 224 = 524,160 bits
+    built (128 below 64 KiB); on three D buffers (D115's default) 4 x 780 x 224 = 698,880. The balanced preset (C = 128, acc = 33: 4,224-bit words; psum 3,072 KiB, state SRAM
+    14,336 KiB, V = W = 4): a third is 25,165,824 // 4,224 // 3 = 1,985 words, a way or a position bank 1,985 // 4 =
+    496, in macros of 128 words (the largest power of two under 1 Mbit / 4,224 = 248), 3 of them (384 words): D
+    2 x 4 x 3 = 24 macros, the state buffer 4 x 3 = 12: 36 x 128 x 4,224 = 19,464,192 bits built against
+    25,165,824 (D108's 1,536 of 1,920 words a D buffer; the state buffer now 1,536 too); on three D buffers (D115)
+    D 3 x 4 x 3 = 36 macros: 48 x 128 x 4,224. Its state SRAM: 14,336 KiB
+    over 128 column banks of 24-bit words is 38,229 words a bank, 9,557 a position bank: 512 macros of 9,557 x 24."""
+    tech = load_tech(16)
+    for name, copies, psum, state in (
+            ("tiny-delta", (4, 128, 16), 4 * 780 * 224, 0),
+            ("balanced", (8, 64, 16), 48 * 128 * 4224, 512 * 9557 * 24)):
+        cfg = CONFIGS[name]()
+        dc = controllers.part(cfg, "kaleido_dcore", "decision copies")
+        assert (dc["count"], dc["depth"], dc["width"]) == copies
+        assert controllers.built_sram_bits(cfg) == {"sram_psum": psum} | ({"sram_state": state} if state else {})
+        b = area_breakdown(cfg, tech)["breakdown"]
+        assert b["sram_psum"] == pytest.approx(psum * tech.a("sram_bit") * 1e-6)
+        assert b["sram_state"] == pytest.approx(state * tech.a("sram_bit") * 1e-6)
+    assert controllers.built_sram_bits(CONFIGS["tiny-compact"]()) == {}  # compact: psum_sram_kib as before
+    # the lanes' datapath is inside the model's combine_unit charge (2 d ways of 3 C adders and 5 C registers,
+    # sim.cost.area): on the balanced preset 4 accumulate ways (1 adder, 2 words each) and 4 lanes (2 adders, 2
+    # words each) and the lane register: 12 C adders and 17 C words against 24 and 40
+    word = 128 * 33
+    inv = controllers.inventory(load_config(BALANCED))
+    adders = sum(p["bits"] for p in inv if p["charged"] == "combine_unit" and p["kind"] == "cmp")
+    assert adders == (4 + 3 * 2) * word and adders + 2 * word <= 24 * word  # + lane 0's S and Y, as D108
+
+
+def test_state_sram_access_at_the_built_bank():
+    """D114: the delta organisation's state SRAM is charged per access at the macro kaleido_dcombine builds: on the
+    balanced preset's V = 4 lanes a position bank of 9,557 words x 24 bits (its column bank of 38,229 words over 4,
+    test_lanes_inventory_by_hand), 28.0 KiB, not the column bank's 14,336 / 128 = 112 KiB; on one lane the column
+    bank as built, 38,229 x 24 bits. Compact has no state SRAM macro: the column-bank rule as before."""
+    from sim.cost.energy import action_energies, sram_access_pj
+
+    tech = load_tech(16)
+    for cfg, bits in ((load_config(BALANCED), 9557 * 24), (CONFIGS["balanced-v1"](), 38229 * 24)):
+        assert action_energies(cfg, tech)["sram_state_read_bytes"] == (
+            "sram_state", pytest.approx(sram_access_pj(tech, bits / 8192) / 8))
+    comp = with_organisation(load_config(BALANCED), "compact").model_copy(update={"state_sram_kib": 14336})
+    assert action_energies(comp, tech)["sram_state_write_bytes"][1] == pytest.approx(sram_access_pj(tech, 112) / 8)

@@ -193,13 +193,10 @@ def test_difference_sum_buffer_plan_and_order_by_hand():
     # per group, per chunk, the chunk's band-tiles once per column block of the group
     order = delta.issue_order(np.array([1, 2, 3]), 5, 2, np.array([0, 0, 1]))
     assert order.tolist() == [1, 2, 1, 2, 3, 3, 1, 2, 1, 2, 3, 3, 1, 2, 3]
-    # area: 512 KiB of SRAM bits on the delta die only, not in the dense die, not built for another organisation;
-    # with kaleido_dcore's three D buffers (D115, the default) a third half: 768 KiB
+    # area: 512 KiB of SRAM bits on the delta die only, not in the dense die, not built for another organisation
     tech = load_tech("16nm")
     ab = area_breakdown(cfg, tech)
-    assert ab["breakdown"]["sram_diff"] == pytest.approx(768 * 8192 * tech.a("sram_bit") * 1e-6)
-    two = area_breakdown(cfg.model_copy(update={"dcore_d_buffers": 2}), tech)
-    assert two["breakdown"]["sram_diff"] == pytest.approx(512 * 8192 * tech.a("sram_bit") * 1e-6)
+    assert ab["breakdown"]["sram_diff"] == pytest.approx(512 * 8192 * tech.a("sram_bit") * 1e-6)
     assert "sram_diff" not in ab["dense_breakdown"]
     assert area_breakdown(cfg.model_copy(update={"organisation": "compact"}), tech)["breakdown"]["sram_diff"] == 0
 
@@ -259,13 +256,16 @@ def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
     # channels per band and column (3 x 4 x 8 bits x C = 8 x B = 2 = 1,536 bits); this unstaged delta's
     # kaleido_daccel a copy per band (B - 1 = one more weight SRAM, tiny-8x8's 16 KiB) and no word registers
     same -= {"ctrl_weight_copies", "band_weight_lanes"}
-    # kaleido_dcore's three D buffers (D115, the default; no difference-sum buffer here): the partial-sum SRAM's state
-    # and two D thirds become four thirds
-    same -= {"sram_psum"}
-    assert dlt["sram_psum"] == pytest.approx(comp["sram_psum"] * 4 / 3)
     assert comp["band_weight_lanes"] - dlt["band_weight_lanes"] == pytest.approx(1536 * tech.a("reg_bit") * um)
     assert comp["ctrl_weight_copies"] == 0
     assert dlt["ctrl_weight_copies"] == pytest.approx(cfg.weight_sram_kib * 8192 * tech.a("sram_bit") * um)
+    # the partial-sum SRAM as kaleido_dcombine builds it (D114): buffers of 524,288 // 224 // 3 = 780 words of
+    # C x acc = 224 bits, the state and three D buffers (D115's default), 4 x 780 x 224 bits; on two D buffers 3 x
+    # 780 x 224, 128 bits below compact's 64 KiB
+    same -= {"sram_psum"}
+    assert dlt["sram_psum"] == pytest.approx(4 * 780 * 224 * tech.a("sram_bit") * um)
+    two = area_breakdown(cfg.model_copy(update={"dcore_d_buffers": 2}))["breakdown"]
+    assert comp["sram_psum"] - two["sram_psum"] == pytest.approx(128 * tech.a("sram_bit") * um)
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 
 

@@ -77,3 +77,34 @@ def test_dram_over_grouped_by_op_name():
 
     over = [("ffn2", 0, 0, 5.96), ("ffn2", 1, 0, 5.96), ("qkv", 0, 0, 1.5), ("pv", 0, 0, 1.2), ("pv", 0, 1, 1.4)]
     assert _dram_over_text(over, "x") == "ffn2 (2 ops) 5.96x, qkv (block 0, step 0) 1.50x, pv (2 ops) 1.20-1.40x"
+
+
+def test_loses_on_names_the_link_furthest_below_one():
+    """Hand-made ops, each link's ratio by hand (`_op`: ideal 2.0, dense slots 256 on 128 x 128)."""
+    from sim.report.explain import loses_on
+
+    cfg = {"array_rows": 128, "array_cols": 128}
+
+    def row(op, org="lockstep"):
+        (r,) = explain_rows({"config": cfg, "per_op": [op], "organisation": org})
+        assert r["loses_on"] == loses_on(r, op, org)
+        return r["loses_on"]
+
+    # slots 128 = ideal 2.0: no tiling loss; array 2.0 = slots; end to end = array: nothing lost
+    assert row(_op(slots=128)) == ("-", 1.0)
+    # slots 256 (1.0 of dense's) against ideal 2.0: the lockstep link at 0.5, the others at 1 / 1.0 / 2.0 = 2.0
+    assert row(_op(slots=256)) == ("lockstep", 0.5)
+    # as the balanced demo: both designs stall on DRAM alike (binds dram), but Kaleido's array is 0.6x dense with
+    # a drain stall of 300 of its 1,667 cycles (>= 5 %): slots 1.0 -> array 0.6 loses on the drain
+    st = {"drain": 300, "dram": 200, "vector": 0, "similarity": 0}
+    op = _op(slots=256, useful_macs=4.0e6, cycles=1667, speedup=0.6, total_cycles=1867, dense_total_cycles=1120,
+             total_speedup=0.6, stall_cycles=st, dense_stall_cycles={"drain": 0, "dram": 200})
+    assert binding(op, dense=False, organisation="delta") == "dram"
+    name, ratio = row(op, "delta")
+    assert name == "drain" and ratio == 0.6
+    # same, without the drain stall: the array's fill and drain around the slots
+    assert row({**op, "stall_cycles": {**st, "drain": 0}}, "delta")[0] == "fill"
+    # array 2.0 = ideal, end to end 1.5: the stall Kaleido has more of than dense (vector 300 against 0)
+    st = {"drain": 0, "dram": 100, "vector": 300, "similarity": 0}
+    assert row(_op(slots=128, total_speedup=1.5, stall_cycles=st, dense_stall_cycles={"dram": 100})) == ("vector",
+                                                                                                          0.75)

@@ -13,7 +13,6 @@ from hw.config import ORGANISATIONS, ConfigError, config_from_dict, load_config,
 from sim.cost.actions import op_actions
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
-from sim.cost.controllers import PORT_READ_SHARE
 from sim.cost.energy import action_energies
 from sim.cost.tech import load_tech
 from sim.cost.tiling import TiledDecisions, tile_stats
@@ -196,9 +195,11 @@ def test_compact_actions_hand_counts():
     assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     # kaleido_caccel (D109): one weight buffer read by band turn into the bands' word registers: every band-tile's
-    # weights (4 band-tiles x 8 channels x 8 columns = 256 bytes) through the registers, the buffer read the measured
-    # share of them (PORT_READ_SHARE); written once
-    assert c["sram_weight_read_bytes"] == pytest.approx(lock_w - lock_ch * 8 + PORT_READ_SHARE * 4 * 8 * 8)
+    # weights (4 band-tiles x 8 channels x 8 columns = 256 bytes) through the registers; without the port's count
+    # the buffer is read once per band-tile word (256 bytes), with it (D117) that count x min(C, N); written once
+    assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8
+    c2 = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, port_weights=20)
+    assert c2["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 20 * 8
     assert c["weight_word_reg_bits"] == 8 * 4 * 8 * 8 and c["sram_weight_write_bytes"] == a["sram_weight_write_bytes"]
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
     # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,
@@ -274,11 +275,17 @@ def test_compact_psum_too_small_for_an_op_is_a_clean_error(tmp_path):
 
 
 def test_compact_end_to_end_cycles_and_values(tmp_path):
-    # small_trace's qkv op (grid 2x2x4: 16 tokens, K = 16 in 2 groups of 8, N = 12) times as the band-tiles
-    # say, and the JSON names the organisation
+    # small_trace's qkv op (grid 2x2x4: 16 tokens, K = 16 in 2 groups of 8, N = 12) times as kaleido_caccel runs
+    # its band-tiles (D117: `sim.timing.compact_accel.caccel_cycles`, the rule the RTL equals cycle for cycle, less
+    # the start cycle), its array's list schedule plus the queues, the gather and the weight port; the JSON names
+    # the organisation
+    from types import SimpleNamespace
+
     from algo.reuse.golden import decide
     from algo.trace import load_trace
     from sim.engines.model import simulate_trace
+    from sim.timing.compact import band_rows, band_tile_tokens
+    from sim.timing.compact_accel import caccel_cycles, queue_steps
 
     tr = load_trace(small_trace(tmp_path / "t.npz"))
     cfg = tiny_compact()
@@ -287,9 +294,16 @@ def test_compact_end_to_end_cycles_and_values(tmp_path):
     op = tr.ops[0]
     groups = [g.as_tuple() for g in op.groups]
     dec = decide(op.X[0], tr.grid, groups, op.theta, 4)[0]
-    slots, _, nc, npart = compact_tiles(dec, tr.grid, groups, cfg, 2, 4)
+    slots, grp, nc, npart = compact_tiles(dec, tr.grid, groups, cfg, 2, 4)
     cyc, _ = band_cycles(np.tile(slots, 2), np.tile(nc + npart, 2), cfg)  # N = 12: two column blocks
-    assert res["per_op"][0]["cycles"] == cyc
+    toks, off = band_tile_tokens(dec.astype(np.int8), 2, 8, 8, band_rows(cfg), 2)
+    tiles = [SimpleNamespace(group=int(g), cb=cb, tokens=toks[off[i]:off[i + 1]])
+             for cb in range(2) for i, g in enumerate(grp)]
+    bop = SimpleNamespace(s_seq=np.tile(slots, 2), rows=np.tile(nc + npart, 2), tiles=tiles)
+    # with its queues (`hw.rtl` emits them): each descriptor no earlier than kaleido_dqueue emits it
+    queue = queue_steps(dec, tr.grid, cfg, 2, 2)
+    port = caccel_cycles(bop, groups, cfg, 2 * cfg.compact_bands, 32, queue) - 1
+    assert res["per_op"][0]["cycles"] == port >= caccel_cycles(bop, groups, cfg, 2 * cfg.compact_bands, 32) - 1 > cyc
     assert np.array_equal(compact_gemm(op.X[0], op.W[0], tr.grid, groups, dec, 8, 4, 2),
                           apply_decisions(op.X[0], op.W[0], tr.grid, groups, dec, 4))
 
@@ -354,22 +368,35 @@ def test_successor_reads_and_psum_state_hand_counts():
 
 
 def test_compact_weight_reads_are_the_ports():
-    """The compact weight SRAM's reads as `kaleido_caccel` makes them (D109), through the trace model. 8 tokens of one
-    frame (all COMPUTE, no neighbour), one group of K = 32, N = 16 (two column blocks): per column block two
-    band-tiles of 4 rows x 32 slots, both first at cycle 0 (column block 0) and 32 (column block 1; the ports are
-    free again 4 cycles after each last slot) on the array's schedule, where D92's rule would share every word."""
+    """The compact weight SRAM's reads as `kaleido_caccel` makes them (D109), counted per op through the trace model
+    (D117). 8 tokens of one frame (all COMPUTE, no neighbour), one group of K = 32, N = 16 (two column blocks): per
+    column block two band-tiles of 4 rows x 32 slots, 8 words of 2 B = 4 channels each."""
+    from types import SimpleNamespace
+
     from algo.trace import Group, OpRecord, Trace, pack_decisions
     from sim.engines.model import simulate_trace
+    from sim.timing.compact_accel import port_schedule, queue_steps
 
     grid, K, N = (1, 2, 4), 32, 16  # noqa: N806
     dec = np.zeros((8, 1), dtype=np.int8)
     op = OpRecord("o_proj", 0, 0, None, None, [Group(0, K, "f")], (0.0, 0.0), dims=(1, 8, K, N),
                   decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
-    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), tiny_compact())
+    cfg = tiny_compact()
+    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)
     a = res["per_op"][0]["actions"]
-    # D109: kaleido_caccel reads its one weight buffer by band turn; the bands start a gather apart there, so the
-    # model charges the share of no sharing measured on the RTL's rule (PORT_READ_SHARE), not D92's count on the
-    # array's schedule: 0.817 x 4 band-tiles x 32 x 8 bytes (D92's shared count is 2 x 32 x 8 = 512, D101's copies
-    # 4 x 32 slots x 16 bytes = 2,048); every band-tile's bytes through the word registers
-    assert a["sram_weight_read_bytes"] == pytest.approx(PORT_READ_SHARE * 4 * 32 * 8)
+    # the port on these band-tiles (tokens 0-3 and 4-7, one gather round and one X word each, staging entries 2 B =
+    # 4), with the queues as `hw.rtl` builds it: kaleido_dqueue scans 4 positions a step, so band-tiles 0 and 1 are
+    # emitted at steps (cycles) 0 and 1 and gathered at 1 (the cycle after) and 3 (the gather busy 1 + 1 round x 1
+    # word); band-tile 0's word 0 is read at band 0's first (even) turn once its fields are held (3 + 1 = 4), in its
+    # register at 6, its operands at 1 + 1 + 3 = 5: first slot 6; band-tile 1's at band 1's turn 5, in at 7 = its
+    # operands' 3 + 4: first slot 7. From the host's list instead (no queues): gathers 0 and 2, first slots 4 and 7
+    tiles = [SimpleNamespace(group=0, cb=cb, tokens=np.arange(4) + 4 * i) for cb in range(2) for i in range(2)]
+    bop = SimpleNamespace(s_seq=np.full(4, 32), rows=np.full(4, 4), tiles=tiles)
+    ref = port_schedule(bop, [(0, K, "f")], cfg, 4, 32, queue_steps(dec, grid, cfg, 1, 2))
+    assert list(ref["gather"][:2]) == [1, 3] and list(ref["first"][:2]) == [6, 7]
+    assert list(port_schedule(bop, [(0, K, "f")], cfg, 4, 32)["first"][:2]) == [4, 7]
+    # the reads are `port_schedule`'s (the rule the RTL is checked against cycle by cycle, tests/test_rtl_caccel.py),
+    # between each of the 16 distinct words once (64 weights) and once per band-tile word (128): x 8 bytes a column
+    assert 64 < ref["weights"] < 128
+    assert a["sram_weight_read_bytes"] == ref["weights"] * 8
     assert a["weight_word_reg_bits"] == 8 * 4 * 32 * 8

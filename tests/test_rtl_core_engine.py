@@ -203,8 +203,9 @@ def test_engine_macro_loop_keeps_the_zeros():
 
 
 def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
-    """``kaleido simulate T.npz --engine rtl`` with a delta config runs ``kaleido_dcore`` (no longer refused): the
-    outputs' checksum is the golden model's, each op's cycles its controller's timing functions'."""
+    """``kaleido simulate T.npz --engine rtl`` with a delta config runs its core (no longer refused): on the TOML, which
+    has a weight stage, ``kaleido_dcore_stage`` (docs/decisions.md D119); the outputs' checksum is the golden model's,
+    each op's cycles its controller's timing functions'."""
     import json
 
     from algo.trace import save_trace
@@ -216,10 +217,46 @@ def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
     res = kaleido("simulate", str(trace), "-c", DELTA_TOML, "--engine", "rtl", "--json", str(tmp_path / "r.json"))
     assert res.returncode == 0, res.stderr
     out = json.loads((tmp_path / "r.json").read_text())
-    assert out["engine"] == "rtl" and out["core"] == "dcore" and "kaleido_dcore" not in res.stderr
+    assert out["engine"] == "rtl" and out["core"] == "dcore_stage" and "kaleido_dcore" not in res.stderr
     assert [r["name"] for r in out["per_op"]] == ["qkv", "qk", "pv"]
     assert all(r["cycles"] == r["timing_cycles"] > 0 for r in out["per_op"])
     assert out["cycles"] == sum(r["cycles"] for r in out["per_op"])
     assert out["outputs_sha256"] == golden_sha256(engine_trace())
     bad = kaleido("simulate", str(trace), "-c", DELTA_TOML, "--engine", "rtl", "--waves-from", "0")
     assert bad.returncode == 2 and "lockstep RTL engine only" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_dcore_stage_engine_staged_ops():
+    """``kaleido_dcore_stage`` (the delta core on the staged controller, docs/decisions.md D119) on the compiled engine
+    (`CoreEngine(stage=True)`, opt-in) on the TOML's 8 x 8, 2 bands, 2 ports, 1 KiB stage: tests/test_rtl_dcore_stage.py's
+    ops of that shape without the state SRAM (a whole-K op in D84's order, 13/14/13-channel groups over five column
+    blocks, one group of 64 in two stage buffers, a qk-like op, and D88's slices over three column blocks, which fit
+    the controller's 64 channels a group once sliced) back to back on one core: Y against `apply_decisions` on the
+    op's own groups, every Y row's cycle and ``done`` against `core_schedule` fed by `stage_schedule`, computed apart
+    from the engine (`tests.test_rtl_dcore_stage.stage_model`, from `band_op`'s band-tiles), and the engine's own
+    `expected` equal to them."""
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.rtl.daccel_bench import staged_op
+    from tests.test_rtl_dcore_stage import _get, stage_model
+
+    eng = CoreEngine(load_config(DELTA_TOML), stage=True)
+    cfg = eng.cfg
+    assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
+    sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
+    assert [s.sliced for s in sops] == [False] * 4 + [True]
+    ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
+                  (s.fw, s.s, True)) for s in sops]
+    runs = eng.run(ops)
+    for sop, op, run in zip(sops, ops, runs, strict=True):
+        case = sop.case
+        rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
+                            descs, sop.fw, sop.s, 2, way, out_ways=2)
+        assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
+        _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+        want = eng.expected(op)
+        assert want["rows"] == sch["rows"] and want["done"] == sch["done"]
+    with pytest.raises(RtlEngineError, match="kaleido_dcore_stage needs a delta config with a weight stage"):
+        CoreEngine(load_config(COMPACT_TOML), stage=True)

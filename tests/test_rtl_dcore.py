@@ -137,12 +137,15 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     return out
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, buffers=2):
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2):
+    """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
+    the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
+    on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, op, queue, fw, s, ways)
+    rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
                         way[0] if way else None, out_ways, buffers)
@@ -169,12 +172,13 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, buffers=2):
         keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
         assert {n: mine[n] for n in keys} == {n: spec[n] for n in keys}, (k, spec["_token"], spec["_cb"])
     if len(classes(case.groups)) > 1:  # the qk-like cases: the combine's carried traffic against the model
-        m = model_counts(case, cfg, fused)
+        m = model_counts(case, cfg, fused, out_ways)
         c = got.counts
         assert (c["st_re"], c["st_we"]) == (m["state_read"], m["state_write"])
         assert c["ps_re"] * N == m["psum_carried_read"] * n_cb and c["ps_we"] * N == m["psum_carried_write"] * n_cb
-        if out_ways == 1:  # lanes: the chain carries a run's w neighbours, the register only across runs (D112)
-            assert c["lane_we"] == m["lane"]
+        # the lane register: with lanes the chain carries a run's w neighbours, the register is written once per
+        # step holding any (D112; counted so since D114)
+        assert c["lane_we"] == m["lane"]
     return sch
 
 

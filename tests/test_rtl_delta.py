@@ -166,10 +166,11 @@ QK_CASES = {
 }
 
 
-def model_counts(case, cfg, fused):
+def model_counts(case, cfg, fused, out_lanes=1):
     """The model's counts of the combine's carried traffic (`sim.cost.compact_actions`' delta rules) in values:
     ``{"state_read", "state_write", "psum_carried_read", "psum_carried_write", "lane"}`` (the partial-sum SRAM's
-    ``D`` traffic, one read and one write per difference row, taken out)."""
+    ``D`` traffic, one read and one write per difference row, taken out); ``out_lanes``: the combine's output
+    lanes V (the lane register written once per step of V positions, `sim.cost.compact_actions.lane_writes`)."""
     import collections
 
     from sim.cost.compact_actions import _delta_terms
@@ -177,7 +178,7 @@ def model_counts(case, cfg, fused):
     a = collections.defaultdict(int)
     N = case.W.shape[1]  # noqa: N806
     _delta_terms(a, case.decisions, case.groups, N, 0, 0, 1, -(-N // cfg.array_cols), case.grid, cfg.array_rows,
-                 cfg.acc_bits, state_buffer=fused)
+                 cfg.acc_bits, state_buffer=fused, out_lanes=out_lanes)
     yb, diffs = output_bytes(case.groups[-1][1]), int((case.decisions != REUSE).sum())
     return {"state_read": a["sram_state_read_bytes"] // yb, "state_write": a["sram_state_write_bytes"] // yb,
             "psum_carried_read": a["sram_psum_read_bytes"] // yb - diffs * N,

@@ -48,6 +48,8 @@ def test_rtl_engine_runs_other_organisations_without_waves(tmp_path, monkeypatch
     assert f"the cycle model on the same trace and config: {model['cycles']:,} array cycles" in res.stdout
     first = load_trace(trace).ops[0]
     assert f"step {first.step} block {first.block} {first.name} (op 1 of " in res.stderr  # progress names the op
+    # and gives the time left by the MACs still to run: none after the last op
+    assert res.stderr.count(" s left (by MACs)") == len(load_trace(trace).ops) and "about 0 s left" in res.stderr
     monkeypatch.setenv("KALEIDO_WAVES", "1")
     res = kaleido("simulate", str(trace), "--config", str(EXAMPLES / "tiny-8x8-delta.toml"), "--engine", "rtl",
                   "--json", str(tmp_path / "w.json"))

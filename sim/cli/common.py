@@ -15,7 +15,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 app = typer.Typer(
     help="Kaleido: cycle-accurate simulator and RTL generator for a channel-wise reuse video-DiT accelerator.",
@@ -119,7 +126,7 @@ def progress_callback(title: str, total: int | None = None):
 def progress() -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[label]}"), console=console, transient=False,
+        TimeRemainingColumn(), TextColumn("{task.fields[label]}"), console=console, transient=False,
         disable=not console.is_terminal and os.environ.get("KALEIDO_PROGRESS") != "1",
     )
 

@@ -30,18 +30,19 @@ def quality(
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
     theta: Annotated[str, typer.Option(help="thresholds theta1,theta2 (int8 units per channel), or rules as "
                                             "capture: '4,12; ffn1=2,8; qk@47-49=8,24'")] = "4,12",
-    ops: Annotated[str, typer.Option(help="ops with reuse: qkv,qk,pv,o_proj,ffn1,ffn2 (+ cross_q,cross_qk,"
-                                          "cross_pv,cross_o), or all/self/none")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
+    ops: Annotated[str, typer.Option(help="ops with reuse: qkv, qk, pv, o_proj, ffn1, ffn2 (+ cross_q, cross_qk, "
+                                          "cross_pv, cross_o), or all/self/none")] = "qkv,qk,pv,o_proj,ffn1,ffn2",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
     grid: Annotated[str, typer.Option(help="token grid F,H,W (default: the size's default)")] = "",
     b_msb: Annotated[int, typer.Option(help="reused high bits of PARTIAL (1..7)")] = 4,
     json_out: Annotated[Path | None, typer.Option("--json", help="write the full result JSON here")] = None,
     vae: Annotated[Path | None, typer.Option("--vae", help="local Wan VAE checkpoint folder (decoded frames)")] = None,
     weights: Annotated[Path | None, typer.Option(help="checkpoint (.safetensors or diffusers folder; default: seeded "
-                                                      "weights), e.g. the trained --size small model "
-                                                      "algo/train/assets/wan-small/diffusion_pytorch_model.safetensors")] = None,
+                                                      "weights), e.g. the trained --size small model named above")] = None,
 ) -> None:
-    """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse."""
+    """Sample with and without reuse (int8 fake-quant both) and report per-op SNR, PSNR/SSIM, reuse.
+
+    The trained --size small checkpoint: algo/train/assets/wan-small/diffusion_pytorch_model.safetensors."""
     from algo.reuse.thresholds import parse_theta
     from algo.trace import OP_TYPES
 

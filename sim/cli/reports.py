@@ -53,7 +53,7 @@ def explain(
 ) -> None:
     """Why each op is as fast and as costly as it is (sim/report/explain.py): the speedup chain ideal -> dispatcher
     slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, packing,
-    drain, combine, vector, similarity, DRAM), and the energy components that differ most from dense."""
+    drain, combine, vector, similarity, DRAM), the link where Kaleido loses to dense, and the energy components that differ most from dense."""
     from sim.report.explain import (
         ExplainError,
         energy_ledger_lines,
@@ -74,15 +74,19 @@ def explain(
                     "what binds",
               caption="ideal: dense MACs / useful MACs (1 / (C + P/2), each decision weighted by its MACs); slots: "
                       "dense issued slots / Kaleido's (band-tile slots / bands for compact and delta); array: array "
-                      "cycles; end to end: with DRAM, vector and similarity stalls (sim/report/explain.py)")
-    for col in ("op", "block", "step", "ideal", "slots", "array", "end to end", "binds", "dense binds",
+                      "cycles; end to end: with DRAM, vector and similarity stalls. binds: the largest stall beyond "
+                      "the array (>= 5 % of the op's time), else the array's own loss; loses on: the chain link "
+                      "furthest below 1 and its ratio (sim/report/explain.py)")
+    for col in ("op", "block", "step", "ideal", "slots", "array", "end to end", "binds", "dense binds", "loses on",
                 "energy / dense", "largest energy differences (uJ)"):
         t.add_column(col)
     for r in explain_rows(res):
         name = r["name"] + (f" (fused with {r['fused']})" if r["fused"] else "")
         diffs = ", ".join(f"{k} {d / 1e6:+,.0f}" for k, d in r["energy_top"])
         t.add_row(name, str(r["block"]), str(r["step"]), f"{r['ideal']:.2f}", f"{r['slots']:.2f}", f"{r['array']:.2f}",
-                  f"{r['end_to_end']:.2f}", r["binds"], r["dense_binds"], f"{r['energy_ratio']:.2f}", diffs)
+                  f"{r['end_to_end']:.2f}", r["binds"], r["dense_binds"],
+                  "-" if r["loses_on"][0] == "-" else f"{r['loses_on'][0]} x{r['loses_on'][1]:.2f}",
+                  f"{r['energy_ratio']:.2f}", diffs)
     out.print(t)
     tot = totals(res)
     out.print(f"all ops: ideal {tot['ideal']:.2f}x -> array {tot['array']:.2f}x -> end to end {tot['end_to_end']:.2f}x"

@@ -113,7 +113,8 @@ def _simulate_rtl(trace: Path, config: str, json_out: Path | None, model_only_op
 
 def _simulate_core(trace: Path, cfg, json_out: Path | None, want_waves: bool) -> None:
     """``--engine rtl`` on a delta or compact config: the trace through the op-level controller with its combine
-    stage, ``kaleido_dcore`` or ``kaleido_ccore``, compiled by Verilator (`sim.engines.verilator_core`, D102)."""
+    stage, ``kaleido_dcore`` (``kaleido_dcore_stage`` with a weight stage, D119) or ``kaleido_ccore``, compiled by
+    Verilator (`sim.engines.verilator_core`, D102)."""
     from algo.trace import load_trace
     from sim.engines.verilator_build import RtlEngineError
     from sim.engines.verilator_core import simulate_trace_core
@@ -160,8 +161,8 @@ def simulate(
         help="model (cycle model) or rtl (the RTL compiled by Verilator, arrays up to 32x32, exact traces only; "
              "reports cycles, tiles, slots and outputs_sha256; build cached in build/verilator/; KALEIDO_WAVES=1 "
              "writes an FST of the --waves-from window; a delta or compact config runs its op-level controller with "
-             "its combine stage, kaleido_dcore or kaleido_ccore, on tiny-8x8-sized configs, and reports its own "
-             "cycles beside the cycle model's and dense's)")] = "model",
+             "its combine stage, kaleido_dcore (kaleido_dcore_stage with a weight stage) or kaleido_ccore, on "
+             "tiny-8x8-sized configs, and reports its own cycles beside the cycle model's and dense's)")] = "model",
     waves_from: Annotated[int | None, typer.Option(
         help="--engine rtl with KALEIDO_WAVES=1: first tick (clock cycle of the run, reset included) to dump "
              "(default 0)")] = None,

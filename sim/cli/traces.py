@@ -28,8 +28,8 @@ def capture(
     model: Annotated[str, typer.Option(help="model: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, "
                                             "cogvideox-5b")] = "wan2.1-t2v-1.3b",
     size: Annotated[str, typer.Option(help="'tiny' (reduced model for tests), 'small' (the trained model's config: "
-                                           "give --weights algo/train/assets/wan-small/diffusion_pytorch_model.safetensors"
-                                           ") or 'full' (the published config) (default: tiny; full with "
+                                           "give --weights the trained checkpoint named above)"
+                                           " or 'full' (the published config) (default: tiny; full with "
                                            "--shape-only)")] = "",
     steps: Annotated[str, typer.Option(help="denoising step indices to capture, e.g. 0,40,47,49")] = "0,40,47,49",
     num_inference_steps: Annotated[int, typer.Option(help="length of the flow-matching schedule")] = 50,
@@ -39,39 +39,42 @@ def capture(
     blocks: Annotated[str, typer.Option(help="block indices to capture (default: all)")] = "",
     seed: Annotated[int, typer.Option(help="seed of weights, text embeddings and noise")] = 0,
     cross: Annotated[bool, flag("--cross/--no-cross", help="also record cross-attention ops")] = False,
-    ops: Annotated[str, typer.Option(help="op types to record: qkv,qk,pv,o_proj,ffn1,ffn2 (+ cross_q,cross_qk,"
-                                          "cross_pv,cross_o), or self/cross/all (default: self)")] = "",
+    ops: Annotated[str, typer.Option(help="op types to record: qkv, qk, pv, o_proj, ffn1, ffn2 (+ cross_q, "
+                                          "cross_qk, cross_pv, cross_o), or self/cross/all (default: self)")] = "",
     resolution: Annotated[str, typer.Option(help="video size 480p, 720p or WxHxF pixels x frames "
                                                  "(default: the size's small grid)")] = "",
     weights: Annotated[Path | None, typer.Option(help="local checkpoint: diffusers folder or .safetensors "
                                                       "file (default: seeded weights)")] = None,
     dtype: Annotated[str, typer.Option(help="fp32 or bf16")] = "fp32",
     decisions_only: Annotated[bool, flag(
-        "--decisions-only", help="write a decision trace (packed decisions per theta, no operands)")] = False,
-    thetas: Annotated[str, typer.Option(help="--decisions-only: threshold pairs, e.g. '2,6;4,12;8,24'")] = "4,12",
+        "--decisions-only", rich_help_panel="Decision and shape traces", help="write a decision trace (packed decisions per theta, no operands)")] = False,
+    thetas: Annotated[str, typer.Option(rich_help_panel="Decision and shape traces", help="--decisions-only: threshold pairs, e.g. '2,6;4,12;8,24'")] = "4,12",
     shape_only: Annotated[bool, flag(
-        "--shape-only", help="write a shape trace: every op's (batch, M, K, N) and groups from the model's "
+        "--shape-only", rich_help_panel="Decision and shape traces", help="write a shape trace: every op's (batch, M, K, N) and groups from the model's "
                              "config, no weights, no forward (any size, e.g. --size full --resolution 720p)")] = False,
     derive_blocks: Annotated[str, typer.Option(
-        help="full-model decision trace: output blocks 'all' or a list; the decisions of blocks not in "
-             "--blocks are copied from the nearest captured (step, block) (algo/trace/derive.py, docs/capture.md); "
+        rich_help_panel="Decision and shape traces", help="full-model decision trace: output blocks 'all' or a list; the decisions of blocks not in "
+             "--blocks are copied from the nearest captured (step, block) (docs/capture.md); "
              "needs --decisions-only")] = "",
     derive_steps: Annotated[str, typer.Option(
-        help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
+        rich_help_panel="Decision and shape traces", help="with --derive-blocks: output steps 'all' (default) or a list; --steps are the captured ones")] = "",
     stream_blocks: Annotated[bool, flag(
-        "--stream-blocks", help="any model, seeded or --weights (safetensors): fill each block just before it "
+        "--stream-blocks", rich_help_panel="Memory", help="any model, seeded or --weights (safetensors): fill each block just before it "
                                 "runs and free it after (one block in memory: wan2.1-t2v-14b, hunyuanvideo); "
                                 "same trace as without")] = False,
     attn_states: Annotated[bool, flag(
-        "--attn-states/--no-attn-states", help="store the attention output and log-sum-exp per head on "
+        "--attn-states/--no-attn-states", rich_help_panel="Memory", help="store the attention output and log-sum-exp per head on "
                                                "self-attention pv ops (480p: ~201 MB per block and step)")] = True,
     dry_run: Annotated[bool, flag(
-        "--dry-run", help="print the estimated file size and peak memory (from the shape plan, before any "
+        "--dry-run", rich_help_panel="Memory", help="print the estimated file size and peak memory (from the shape plan, before any "
                           "weight is built) against this machine's free disk and memory, write nothing")] = False,
 ) -> None:
     """Run a diffusers video DiT on real-image latents with hooks and write an exact int8 trace
     (or, with --decisions-only, a decision trace for large sizes; with --shape-only, shapes only).
-    Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full; wan2.1-t2v-1.3b also small, the size of the trained checkpoint the demo passes with `--weights`)."""
+    Models: wan2.1-t2v-1.3b, wan2.1-t2v-14b, hunyuanvideo, cogvideox-5b (sizes tiny, full; wan2.1-t2v-1.3b also small, the size of the trained checkpoint the demo passes with `--weights`).
+
+    The trained checkpoint:
+    algo/train/assets/wan-small/diffusion_pytorch_model.safetensors."""
     check_out(out)
     check_model(model)
     from algo.capture import capture_to_file, write_shape_trace

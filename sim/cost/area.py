@@ -37,9 +37,10 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   compact organisation's partial-sum SRAM (``psum_sram_kib``) and Kaleido's P_eff buffer (``peff_sram_kib``,
   docs/decisions.md D58), and the delta organisation's state SRAM (``state_sram_kib``, D71) and difference-sum
   buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
-  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits. With ``dcore_d_buffers`` n > 2
-  (docs/decisions.md D115) the SRAM holding the delta organisation's D buffers grows by their count
-  (`d_buffer_sram`, `d_buffer_scale`): the difference-sum buffer n / 2, or the partial-sum SRAM (1 + n) / 3.
+  `sim.cost.energy`) partitions a buffer; its area is taken as the same bits. On the delta organisation the
+  partial-sum and state SRAMs are the bits of the macros ``kaleido_dcombine`` builds
+  (`sim.cost.controllers.built_sram_bits`, docs/decisions.md D114): a buffer's remainder below a macro is not built;
+  with n D buffers (``dcore_d_buffers``, D115) n of them.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
 counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs/decisions.md D65):
@@ -265,8 +266,11 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
-    if cfg.organisation == "delta" and d_buffer_scale(cfg) != 1:  # kaleido_dcore's n D buffers (D115)
-        um2[d_buffer_sram(cfg)] *= d_buffer_scale(cfg)
+    if cfg.organisation == "delta":  # the partial-sum and state SRAMs as kaleido_dcombine builds them (D114, D115)
+        from sim.cost.controllers import built_sram_bits
+
+        for buf, bits in built_sram_bits(cfg).items():
+            um2[buf] = bits * tech.a("sram_bit")
     if cfg.organisation != "delta":  # the state SRAM (D71), difference-sum buffer (D84), weight stage (D85): delta's
         um2["sram_state"] = 0.0
         um2["sram_diff"] = 0.0

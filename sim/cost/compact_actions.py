@@ -30,8 +30,8 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. The controllers
   as built set the read count (D101): the staged delta controller's stage reads are D92's count x
   `sim.cost.controllers.STAGE_READ_RATIO` (capped at no sharing); compact's ``kaleido_caccel`` reads its one weight
-  buffer by band turn (D109) `sim.cost.controllers.PORT_READ_SHARE` of the no-sharing bytes (measured on its
-  phased schedule); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
+  buffer by band turn (D109), the reads its port makes on its phased schedule counted per op
+  (`sim.timing.compact_accel.op_port`, D117); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
   > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x
   min(C, N) a slot (Σ slots x 2 min(C, N) x n_cb bytes), no word registers written, and the weight SRAM's writes
   charged once per copy (all written together, D91).
@@ -91,11 +91,13 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   stage writes.
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
-  partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order per column, so where the neighbour
-  (or the successor) lies in the same pool -- a ``w`` class's previous position inside the pool's R
-  positions -- its ``S`` is still in the lane's register (hw/delta_combine.py): that read or write is no SRAM
-  access but one acc-bit register write per value (``combine_reg_bits``, `in_pool`); an ``f`` class's
-  neighbour is always in another pool, and an ``h`` class's is read from the SRAM (D79: one register per lane).
+  partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order
+  per column, so where the neighbour (or the successor) lies in the same pool -- a ``w`` class's previous position
+  inside the pool's R positions -- its ``S`` is still in the lane's register (hw/delta_combine.py): that read or
+  write is no SRAM access but one acc-bit register write per value (``combine_reg_bits``, `in_pool`; on
+  ``kaleido_dcore``'s V output lanes one per run of V positions holding any, the lanes between them chained,
+  `lane_writes`, D114); an ``f`` class's neighbour is always in another pool, and an ``h`` class's is read from
+  the SRAM (D79: one register per lane).
 - Combine unit: `sim.timing.delta.combine_adds_delta` (with ``classes - 1`` adds per token for ``Y = Σ S``).
 """
 
@@ -110,13 +112,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import (
-    PORT_READ_SHARE,
-    STAGE_READ_RATIO,
-    WEIGHT_LANES,
-    bypass_actions,
-    weight_copies,
-)
+from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, bypass_actions, lanes, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
@@ -160,11 +156,31 @@ def in_pool(grid, axis: str, rows: int) -> np.ndarray:
     return (p % W >= 1) & ((p - 1) // rows == p // rows)
 
 
+def lane_writes(takes: np.ndarray, grid, out_lanes: int = 1) -> int:
+    """Writes of the combine's lane register (hw/delta_combine.py ``lane``) per column for one axis class:
+    ``takes`` (bool ``[M]``, raster tokens of ``grid``) marks the tokens that take their ``w`` neighbour's ``S``
+    inside the pool (the module docstring's ``reads & in_pool``), so the neighbour t - 1 is *held*. With one output
+    lane each held value is one write. With V = ``out_lanes`` > 1 (docs/decisions.md D112, D114) the walk steps
+    runs of V consecutive positions of a frame (V divides the pool's R positions, so a pool's runs start at
+    multiples of V: a run is ``(f, p div V)``); within a run lane l takes lane l - 1's ``S`` through the chain, and
+    the register is written once per run with any held lane (``c_hold.any()``, the highest one's ``S``). Returns
+    the writes: held tokens (V = 1), or runs with a held token."""
+    held = np.flatnonzero(takes) - 1  # takes[0] is False (no neighbour)
+    if out_lanes == 1:
+        return len(held)
+    F, H, W = grid  # noqa: N806
+    hw_ = H * W
+    runs = (held // hw_) * -(-hw_ // out_lanes) + (held % hw_) // out_lanes
+    return len(np.unique(runs))
+
+
 def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803
-                 grid, cfg_rows: int, acc: int, state_buffer: bool = False, diff_buffer: bool = False) -> None:
+                 grid, cfg_rows: int, acc: int, state_buffer: bool = False, diff_buffer: bool = False,
+                 out_lanes: int = 1) -> None:
     """Add the delta organisation's own counts of one batch element to ``a`` (module docstring); ``cfg_rows``:
     positions per pool (the array's rows), ``acc``: accumulator bits, ``diff_buffer``: the config has a
-    difference-sum buffer (D84), which takes the ``D`` traffic."""
+    difference-sum buffer (D84), which takes the ``D`` traffic; ``out_lanes``: ``kaleido_dcore``'s output lanes V
+    (`lane_writes`)."""
     K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
     M = dec.shape[0]  # noqa: N806
     yb = output_bytes(K)
@@ -181,7 +197,7 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
         a[f"{dbuf}_read_bytes"] += diffs * N * yb
         a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb
         a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * yb
-        a["combine_reg_bits"] += int((reads & near).sum()) * N * acc
+        a["combine_reg_bits"] += lane_writes(reads & near, grid, out_lanes) * N * acc
     a["mac8"] += N * cc
     a["mac5"] += N * -(-pc // 2)
     a["mac4"] += N * (pc // 2)
@@ -194,7 +210,7 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
                     p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
-                    fifo_bypass: int | None = None) -> dict:
+                    port_weights: int | None = None, fifo_bypass: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -211,6 +227,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             shared_weights: weights per column the bands read from their bank (the stage, or the weight SRAM without
             one), a read shared by the bands that want the same word at its turn (`sim.timing.compact.
             shared_stage_weights`, D92); None: one read per band-tile (Σ |g|).
+        port_weights: compact (``delta_blocks`` None, no stage): weights per column its controller's weight port
+            reads (`sim.timing.compact_accel.op_port`'s ``"weights"``, docs/decisions.md D109, D117); None: one read
+            per band-tile word (Σ |g|, no read shared).
         fifo_bypass: delta, the op's rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write (the
             cycle model's, ``combine_timing = "rtl"``; None: not timed): with the core's bypass (D118) those skip the
             FIFO's write and read (`sim.cost.controllers.bypass_actions`).
@@ -268,7 +287,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
                 a["sram_input_write_bytes"] -= dec.shape[0] * int(widths.sum())
             _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid, cfg.array_rows, acc,
-                         state_buffer, bool(cfg.diff_sram_kib))
+                         state_buffer, bool(cfg.diff_sram_kib), lanes(cfg))
             continue
         array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)
@@ -282,8 +301,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
     if stage_chunks is not None:  # the RTL's stage reads on its phased schedule (D100): D92's count x the ratio
         read = min(weight, STAGE_READ_RATIO * read)
-    elif delta_blocks is None:  # compact's weight port on its phased schedule (D109): the measured share of no sharing
-        read = PORT_READ_SHARE * weight
+    elif delta_blocks is None:  # compact's weight port on its phased schedule (D109), counted per op (D117)
+        read = weight if port_weights is None else port_weights * min(C, N)
     if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)
         read = slot_words
         a["weight_word_reg_bits"] = 0

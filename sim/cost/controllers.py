@@ -80,16 +80,8 @@ WORD_REGISTERS = 3
 #: the measured one at r = 0.8 (D101).
 STAGE_READ_RATIO = 1.58
 
-#: The compact controller's weight-buffer reads (D109: one buffer read by band turn into the bands' word registers,
-#: with the early band choice and the deferred read) as a share of one read per band-tile word (the bytes each
-#: band-tile takes, Σ |g| x min(C, N) per column block: no read shared). Measured with `python -m
-#: tests.rtl.cport_check R` (`sim.timing.compact_accel.port_schedule`, the RTL's rule cycle for cycle, on qkv, qk,
-#: o_proj, ffn1 and ffn2 of a Wan2.1-1.3B block at 480p K, 3 frames of 16 x 32 positions, N cut to 256, the D41 field
-#: at seed 1, the gather idealised): Σ reads ÷ Σ one per band-tile word = 0.797 at r = 0.3 and 0.817 at r = 0.8; the
-#: larger is charged. Against D92's count on the trace model's schedule (`shared_stage_weights`, what compact was
-#: charged before D101) that is 2.48x and 2.61x: the gather starts the bands 1 + ceil(|g| / 32) cycles apart and the
-#: wide groups' band-tiles (ffn2: 0.98-0.99 of no sharing) keep those phases (D99's finding on the stage).
-PORT_READ_SHARE = 0.817
+#: (The compact controller's weight-buffer reads, D109's measured `PORT_READ_SHARE`, are counted per op since D117:
+#: `sim.timing.compact_accel.op_port`, charged by `sim.cost.compact_actions`.)
 
 #: The `sim.cost.area` components D101 added (module docstring).
 AREA_COMPONENTS = ("ctrl_staging", "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
@@ -263,15 +255,16 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _macro("kaleido_ccore", "head table", "1r1w", cs["state_depth"], ra, W, "ctrl_tables",
                        "per way, one state address per (position, group of the way) (D97, D104)")]
     else:
-        from hw.delta_combine import delta_combine_sizes
+        from hw.delta_combine import dcombine_module_name, delta_combine_sizes
         from sim.timing.delta_core import core_d_buffers, core_ways
 
-        W = core_ways(cfg)  # noqa: N806  # the core's accumulate ways (D107; d by default, D108)
-        lw = (W - 1).bit_length()
+        W, V = core_ways(cfg), lanes(cfg)  # noqa: N806  # accumulate ways (D107, D108), output lanes (D112, D113)
+        lw, lv = (W - 1).bit_length(), (V - 1).bit_length()
         try:
-            daw = _bits(delta_combine_sizes(cfg, W)["d_depth"] // W)  # a D address within a way
+            sz = delta_combine_sizes(cfg, W, V)
         except ValueError:  # a partial-sum SRAM too small for kaleido_dcombine: no core (the model refuses its ops)
             return out
+        daw = _bits(sz["d_depth"] // W)  # a D address within a way
         da = lw + daw  # the controller's D address: the way low, the word in it above (D107)
         mt, nb = cfg.accel_max_tokens, z["max_nb"]
         cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
@@ -289,8 +282,9 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "the segment's bank (D104)"),
                 _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, nbuf * W, "ctrl_tables",
                        "one per D-buffer word (D95), a bank per D buffer (D104, D115) and way (D107)"),
-                _macro("kaleido_dcore", "decision copies", "1r1w", mt, CODE_BITS * G, 2,
-                       "ctrl_tables", "the token's and its successor's decisions (D95)"),
+                _macro("kaleido_dcore", "decision copies", "1r1w", -(-mt // V), CODE_BITS * G, 2 * V,
+                       "ctrl_tables", "the token's and its successor's decisions (D95), each copy V banks by token "
+                       "mod V (D112)"),
                 _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb, 1, "ctrl_tables",
                        "each token's chunk, written by the host with the decisions (D104)"),
                 _bank("kaleido_dcore", "segment counts", "reg", 2 * NB_BANKS * _bits(mt * G + 1), "ctrl_registers",
@@ -319,7 +313,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
             out += [_bank("kaleido_dcore", "residue mod n", "cmp", ob, "ctrl_registers",
                           "the descriptor ordinal's residue mod n, about one adder bit per ordinal bit (D115); "
                           "read off, not tested"),
-                    _bank(f"kaleido_dcombine_w{W}", "buffer selects", "mux", (nbuf - 2) * 2 * W * C * acc,
+                    _bank(dcombine_module_name(W, V, nbuf), "buffer selects", "mux", (nbuf - 2) * 2 * W * C * acc,
                           "ctrl_registers", "per way one more 2:1 word select per extra buffer for the output's read "
                           "and the accumulate's old word (D115); read off, not tested")]
         if W > 1:  # the accumulate ways (D107, D108)
@@ -328,7 +322,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
             way = 2 + max(1, lg) + 3 + obk + daw + C * acc + 2 * max(0, rb - 1)
             # kaleido_dcombine_w<W>'s per way: row, forwarded word, address, 4 flags (a_sel: a buffer number, D115)
             dway = 2 * C * acc + daw + 4 + max(0, rb - 1)
-            cmb = f"kaleido_dcombine_w{W}"
+            cmb = dcombine_module_name(W, V, nbuf)
             out += [_bank("kaleido_dcore", "FIFO ways", "reg", fifo * lw, "ctrl_registers",
                           "per row-FIFO entry its accumulate way (D107)"),
                     _bank("kaleido_dcore", "accumulate ways", "reg", (W - 1) * way, "ctrl_registers",
@@ -338,15 +332,110 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           "the pop's pairwise distinct-way compares (D107); read off, not tested"),
                     _bank("kaleido_dcore", "pop muxes", "mux", (W - 1) * (d - 1) * fifo_bits, "ctrl_registers",
                           "per extra way a d-to-1 read of the FIFO's banks, 2:1 mux bits (D107); read off, not tested"),
-                    _bank(cmb, "accumulate ways", "reg", W * dway + lw, "combine_unit",
-                          "per way its row, forwarded word, address and flags, and the output's way (D107); the "
+                    _bank(cmb, "accumulate ways", "reg", W * dway + (lw if V == 1 else 0), "combine_unit",
+                          "per way its row, forwarded word, address and flags, and (V = 1) the output's way (D107); the "
                           "model's combine_unit charges 2 d ways of 3 C adders and 5 C registers (`sim.cost.area`), "
                           "more than these"),
                     _bank(cmb, "accumulate adders", "cmp", W * C * acc, "combine_unit",
-                          "a C acc-bit adder per way (D107); in the model's combine_unit as above"),
-                    _bank(cmb, "output read mux", "mux", (W - 1) * C * acc, "ctrl_registers",
-                          "the output's W-to-1 read of the walked buffer's ways, 2:1 mux bits (D107); read off, "
-                          "not tested")]
+                          "a C acc-bit adder per way (D107); in the model's combine_unit as above")]
+            if V == 1:
+                out.append(_bank(cmb, "output read mux", "mux", (W - 1) * C * acc, "ctrl_registers",
+                                 "the output's W-to-1 read of the walked buffer's ways, 2:1 mux bits (D107); read "
+                                 "off, not tested"))
+        out += _combine_macros(cfg, sz, W, V)
+        if V > 1:
+            out += _lanes(cfg, sz, W, V, lw, lv, daw)
+    return out
+
+
+def lanes(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s output lanes V that the cost charges (docs/decisions.md D112-D114): the config's
+    ``dcore_out_ways``, or where None (the default) the lanes `hw.rtl` builds (`sim.timing.delta_core.core_out_ways`,
+    `hw.delta_combine.default_out_ways`: W on every shipped delta config), as the cycle model times them
+    (`sim.engines.model.out_ways`)."""
+    from sim.timing.delta_core import core_out_ways
+
+    return cfg.dcore_out_ways if cfg.dcore_out_ways is not None else core_out_ways(cfg)
+
+
+def _combine_macros(cfg: AcceleratorConfig, sz: dict, W: int, V: int) -> list[dict]:  # noqa: N803
+    """``kaleido_dcombine``'s macros (hw/delta_combine.py ``DeltaCombine`` with W ways and V lanes): the n D
+    buffers of W ways (`sim.timing.delta_core.core_d_buffers`, D115), the state buffer (V position banks where V > 1), the state SRAM's C column banks (V position
+    banks each). The partial-sum SRAM's and the state SRAM's built bits: `sim.cost.area` charges ``sram_psum`` and
+    ``sram_state`` by them (docs/decisions.md D114), less than ``psum_sram_kib`` / ``state_sram_kib`` where a
+    buffer's remainder below a macro is dropped (`hw.sram.split_banks`)."""
+    from hw.delta_combine import dcombine_module_name, state_sram_sizes
+    from sim.timing.delta_core import core_d_buffers
+
+    n = core_d_buffers(cfg)  # D buffers (D115)
+    cmb, word = dcombine_module_name(W, V, n), sz["word"]
+    st = state_sram_sizes(cfg, V)
+    lanes_ = V > 1
+    out = [_macro(cmb, "D buffers", "1r1w", sz["way_depth"], word, n * W * sz["way_banks"], "sram_psum",
+                  "n D buffers (D95, D104; n = 3 by default since D115) of W ways (D107), each a third of "
+                  "psum_sram_kib"),
+           _macro(cmb, "state buffer", "1r1w", sz["lane_depth" if lanes_ else "bank_depth"], word,
+                  V * sz["lane_banks"] if lanes_ else sz["banks"], "sram_psum",
+                  "the carried values, a third of psum_sram_kib" + (", in V position banks (D112)" if lanes_ else ""))]
+    if st:
+        out.append(_macro(cmb, "state SRAM", "1r1w", st["lane_depth" if lanes_ else "bank_depth"], st["word"],
+                          cfg.array_cols * (V * st["lane_banks"] if lanes_ else st["banks"]), "sram_state",
+                          "C column banks (D71, D79)" + (", each V position banks (D112)" if lanes_ else "")))
+    return out
+
+
+def _lanes(cfg: AcceleratorConfig, sz: dict, W: int, V: int, lw: int, lv: int, daw: int) -> list[dict]:  # noqa: N803
+    """The V > 1 output lanes' registers, adders, comparators and selects (hw/delta_core.py ``_walk_lanes`` /
+    ``_issue_lanes``, hw/delta_combine.py ``_elaborate_lanes``; docs/decisions.md D111 item 7, D112, D114)."""
+    from hw.delta_combine import STATE_BITS, dcombine_module_name, state_sram_sizes
+    from sim.timing.delta_core import core_d_buffers
+
+    C, acc = cfg.array_cols, cfg.acc_bits  # noqa: N806
+    cmb, word, st = dcombine_module_name(W, V, core_d_buffers(cfg)), sz["word"], state_sram_sizes(cfg, V)
+    ra = max(_bits(sz["lane_words"]), _bits(st["lane_words"]) if st else 1) + lv  # a carried-store address
+    lane = 2 * word + ra + max(1, lv) + V + max(1, lw) + 7  # S forward, Y; write address, read bank, fwd, way, flags
+    sel = V * (V - 1) * (2 * word + 2 * (ra - lv)) + V * V * word  # store read / write routes, forward selects
+    if st:
+        sel += C * V * (V - 1) * 2 * (STATE_BITS + ra - lv)
+    return [_bank("kaleido_dcore", "walk lanes", "reg", 2 * V + 2 * lv, "ctrl_registers",
+                  "per lane valid and successor flags, the token's and its successor's bank (D112)"),
+            _bank(cmb, "output lanes", "reg", (V - 1) * lane, "combine_unit",
+                  "per extra lane its S forward and Y words (the output side's V rows), its carried-store write "
+                  "address, read bank, forward flags, way and 7 flags (valid, direct, has, reg, hold, write, "
+                  "y_valid; D112); the model's combine_unit charges 2 d ways of 5 C registers (`sim.cost.area`), "
+                  "more than these; the first lane's as D108's"),
+            _bank(cmb, "output lane adders", "cmp", (V - 1) * 2 * C * acc, "combine_unit",
+                  "per extra lane the S and Y adders (the w axis's ripple chain feeds lane l's S adder from lane "
+                  "l - 1's S, D112); in the model's combine_unit as above"),
+            _bank(cmb, "forward comparators", "cmp", (V * V - 1) * (ra + 1), "ctrl_registers",
+                  "V x V carried-store address compares (and the store's select) against the previous step's "
+                  "writes (D112); the one lane's one uncharged as in D101; read off, not tested"),
+            _bank(cmb, "D-read select", "mux", V * (W - 1) * word + W * (V - 1) * daw, "ctrl_registers",
+                  "per lane a W-to-1 read of the walked buffer's ways, per way a V-to-1 of the lanes' in-way "
+                  "addresses, 2:1 mux bits (D112); read off, not tested"),
+            _bank(cmb, "carried-store selects", "mux", sel, "ctrl_registers",
+                  "per position bank a V-to-1 of the lanes' write words and addresses, per lane a V-to-1 of the "
+                  "banks' read words and a V-way forward select; the state SRAM's column banks likewise; 2:1 mux "
+                  "bits (D112); read off, not tested")]
+
+
+#: The SRAMs whose area follows the macros ``kaleido_dcombine`` builds on the delta organisation (`built_sram_bits`,
+#: docs/decisions.md D114).
+BUILT_SRAMS = ("sram_psum", "sram_state")
+
+
+def built_sram_bits(cfg: AcceleratorConfig) -> dict[str, int]:
+    """``{"sram_psum": bits, "sram_state": bits}`` of the macros ``kaleido_dcombine`` builds for the delta core
+    (`inventory`'s parts charged to them: the D buffers and the state buffer; the state SRAM's column banks), for
+    the roles the inventory lists; ``{}`` on the other organisations and where the core is not built (a partial-sum
+    SRAM too small for it). `sim.cost.area` charges these SRAMs by these bits (docs/decisions.md D114): a buffer's
+    remainder below a macro is not built (`hw.sram.split_banks`), so it is not charged."""
+    out: dict[str, int] = {}
+    if cfg.organisation != "delta":
+        return out
+    for p in inventory(cfg):
+        if p["charged"] in BUILT_SRAMS:
+            out[p["charged"]] = out.get(p["charged"], 0) + p["bits"]
     return out
 
 

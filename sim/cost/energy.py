@@ -35,7 +35,10 @@ or a bit width of the RTL):
   most ``similarity_lanes`` where it holds P_eff too; `row_banks`), for dense and Kaleido alike. The other
   buffers are charged whole (the input SRAM feeds any row through the scheduler's order or the gather network;
   the output SRAM is written through the drain ports and read by the vector unit's lanes across rows and
-  columns). As for every banked buffer, the wires between a bank and its lanes are not charged.
+  columns). As for every banked buffer, the wires between a bank and its lanes are not charged. The delta
+  organisation's state SRAM is charged at the macro ``kaleido_dcombine`` builds (`sim.cost.controllers.inventory`'s
+  "state SRAM" part, docs/decisions.md D114): each column bank is V position banks on the core's V output lanes
+  (D112), so an access is at ``kib / (C V)`` (less the remainder `hw.sram.split_banks` drops).
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -76,6 +79,7 @@ from sim.cost.actions import FUSED_PAIRS, SCORE_BITS, SRAM_BUFFERS, add_actions,
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.controllers import action_energies as controller_energies
+from sim.cost.controllers import inventory as controller_inventory
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
 from sim.timing.memory import similarity_lanes, vector_lanes
@@ -152,9 +156,12 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
         "vec_lut_read": ("vector_unit", 8 * reg),
     }
     out.update(controller_energies(cfg, tech))  # the op-level controllers' macros and registers (D101)
+    state_macro = next((p for p in controller_inventory(cfg) if p["charged"] == "sram_state"), None)
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
-        if b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
+        if b == "state" and state_macro is not None:  # the built position banks of its column banks (D114)
+            kib = state_macro["depth"] * state_macro["width"] / 8192
+        elif b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
             kib = kib / cfg.array_cols
         elif b in ROW_BANKED:  # row banks beside the lanes of each tile row (D77, D83)
             kib = kib / row_banks(cfg, b)
@@ -224,7 +231,8 @@ class EnergyModel:
                 cgroups, cols = t.compact["slices"]
                 cdec = [replace(td, decisions=td.decisions[:, cols], code_counts=None) for td in decisions]
             a = compact_actions(a, cdec, t.compact["band_tiles"], cgroups, t.N, self.cfg, grid, blocks, state,
-                                p_op, stage, t.compact.get("shared_weights"), t.compact.get("fifo_bypass"))
+                                p_op, stage, t.compact.get("shared_weights"), t.compact.get("port_weights"),
+                                fifo_bypass=t.compact.get("fifo_bypass"))
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

@@ -53,6 +53,7 @@ from sim.timing.compact import (
     paired_tiles,
     shared_stage_weights,
 )
+from sim.timing.compact_accel import op_port
 from sim.timing.cycle_model import op_cycles_tiled
 from sim.timing.delta_core import core_out_ways
 from sim.timing.delta_core import core_ways as dcore_ways
@@ -188,7 +189,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                     fused: bool) -> dict:
     """The compact organisation's array timing of one op (`sim.timing.compact`): band-tile slots and valid rows
     in issue order over the batch and column blocks, cycles, drain stall, combine stall (``cfg.combine_timing``:
-    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts.
+    the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
+    band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
+    the list schedule with the queues, the gather and the weight port, `caccel_cycles` less the start cycle; its
+    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -250,9 +254,6 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
             adds += combine_adds(dec, op.N)
-            wsegs.append(np.repeat(np.arange(n_cb, dtype=np.int64), len(t[0])) + n_cb * len(tiles))
-            grps.append(np.tile(t[1], n_cb))
-            pairs.append(np.tile(paired_tiles(t, groups), n_cb))
         tiles.append(t)
     s_seq = np.concatenate(seqs)
     # a stage buffer holds one slice (D88; the widest slice's half-words) or one column block, group-aligned (D85, D96)
@@ -260,19 +261,24 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held, hgroups),
               delta_rules.stage_buffers(cfg, held, hgroups)) if staged else (None, 0, 2))
     rows = np.concatenate(valid)
-    sched = band_schedule(s_seq, rows, cfg, *stage)
+    # compact: kaleido_caccel's schedule, its gather and weight port cycle by cycle (D109), which the RTL equals; its
+    # weight buffer's reads are counted on it (`sim.timing.compact_accel.op_port`, D117)
+    port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
+    sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
+    if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
+        cycles = max(cycles, port["queue_done"] + 1)
     # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
-    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band; compact:
-    # its weight port's measured share, D109)
+    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band)
     shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],
                                    sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
                                    cfg.compact_bands)
               if staged else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
-        walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib),
-                               cols is None) if delta else None
+        # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a
+        # (chunk, column block) segment, D119)
+        walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta else None
         comb, bypass = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
                                     walk, (ways, np.concatenate(rways)) if delta else None)
     else:
@@ -280,7 +286,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb, "fifo_bypass": bypass,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
-            "shared_weights": shared}
+            "shared_weights": shared, "port_weights": None if port is None else port["weights"]}
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,
@@ -313,12 +319,13 @@ def out_ways(cfg: AcceleratorConfig) -> int:
 
 
 def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int, n_cb: int, n_classes: int,
-                    chunk_major: bool, whole: bool) -> tuple:
+                    chunk_major: bool) -> tuple:
     """``kaleido_dcore``'s walk (D104) of one op: ``(per issued band-tile its segment ordinal, batch elements one
     after the other, or None where the op is not issued segment by segment; each segment's commands; segments)``.
     ``chunks``: per batch element its band-tiles' chunks (`compact_tiles`); the issue order D84's chunk-major
-    (per column-block group, chunk, column block) or D68's (segment by segment only with s = 1); ``whole`` False
-    (a sliced op, D88): not segment by segment. A segment's walk cycles are its commands, or with
+    (per column-block group, chunk, column block) or D68's (segment by segment only with s = 1); a sliced op
+    (D88: ``kaleido_dcore_stage``, D119) too, its slices issued within their segment. A segment's walk cycles are
+    its commands, or with
     the output lanes V > 1 (`out_ways`: D111's rule, built as D112's lanes, the default since D113)
     `sim.timing.delta_core.segment_step_counts`'."""
     from sim.timing.delta import column_groups
@@ -335,7 +342,7 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
                 seg_len += [-(-min(R, hw - pool * R) // V) * (min(F, fc * fw + fw) - fc * fw) * n_classes] \
                     * min(s, n_cb - g0)
     nseg = len(seg_len)
-    if not whole or not (chunk_major or s == 1 or n_cb == 1):
+    if not (chunk_major or s == 1 or n_cb == 1):
         return None, np.asarray(seg_len * len(chunks), dtype=np.int64), nseg * len(chunks)
     out = []
     for b, ch in enumerate(chunks):
@@ -365,12 +372,16 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
-    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``.
+    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. On a
+    staged config (``kaleido_dcore_stage``, D119) that is the model's staged band schedule (D85's fills and
+    buffers), standing for `sim.timing.delta_accel.stage_schedule` (the staged controller cycle by cycle, plain
+    Python: hours per 480p op); fed `stage_schedule`'s rows instead, `core_schedule` is the RTL's ``done``
+    (tests/test_rtl_dcore_stage.py).
 
     - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
       through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's
       default, `sim.timing.delta_core.core_ways`); where the op issues segment by segment (``walk``,
-      `_dcore_segments`: D84's chunk-major order, or s = 1; not sliced) each (chunk, column block) segment is
+      `_dcore_segments`: D84's chunk-major order, sliced or not, D119; or s = 1) each (chunk, column block) segment is
       walked once whole (descriptors 2 cycles before their band-tiles' first slots), else one walk over all
       segments after the last row; the batch's elements as one run of segments. Timed by
       `sim.timing.delta_core.ways_done`, `core_schedule`'s rule cycle by cycle (the pop's way conflicts and the

@@ -102,21 +102,31 @@ class CoreEngine:
     Args:
         cfg: a delta or compact config. fifo: ``kaleido_dcore``'s row FIFO (default `DCORE_FIFO`).
         waves, build_root, log: as `sim.engines.verilator_build.build`.
+        stage: ``kaleido_dcore_stage`` (docs/decisions.md D119) instead of ``kaleido_dcore``: the delta core on the
+            staged controller (a config with a weight stage and a difference-sum buffer); the host writes the
+            staged controller's words (`hw.delta_accel_host.stage_op_words`) in D84's order, D88's slices where the
+            stage cannot hold the op's K (`CoreEngine.staged_form`). Opt-in (default False).
 
     Raises:
-        RtlEngineError: another organisation, or as `sim.engines.verilator_stream.StreamEngine`.
+        RtlEngineError: another organisation, ``stage`` on a config without a weight stage, or as
+            `sim.engines.verilator_stream.StreamEngine`.
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int = DCORE_FIFO, waves: bool = False,
-                 build_root: Path = BUILD_ROOT, log=None):
+                 build_root: Path = BUILD_ROOT, log=None, stage: bool = False):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
             raise RtlEngineError(f"the core engine runs the delta or compact organisation; {cfg.name} is "
                                  f"{cfg.organisation!r}")
-        self.cfg, self.module = cfg, CORE_MODULE[cfg.organisation]
-        opts = {"fifo": fifo} if self.module == "dcore" else {}
-        if self.module == "dcore":  # hw.rtl's kaleido_dcore: V output lanes (D112, D113), n D buffers (D115)
+        if stage and not (cfg.organisation == "delta" and cfg.wstage_sram_kib and cfg.diff_sram_kib):
+            raise RtlEngineError(f"kaleido_dcore_stage needs a delta config with a weight stage and a difference-sum "
+                                 f"buffer (wstage_sram_kib, diff_sram_kib); {cfg.name} has none")
+        self.cfg, self.module = cfg, "dcore_stage" if stage else CORE_MODULE[cfg.organisation]
+        #: The delta core (``kaleido_dcore`` or ``kaleido_dcore_stage``), not ``kaleido_ccore``.
+        self.delta = self.module != "ccore"
+        opts = {"fifo": fifo} if self.delta else {}
+        if self.delta:  # hw.rtl's kaleido_dcore: V output lanes (D112, D113), n D buffers (D115), bypass (D118)
             from hw.delta_combine import default_d_buffers, default_out_ways
 
             if default_out_ways(cfg) > 1:
@@ -128,10 +138,10 @@ class CoreEngine:
             if default_fifo_bypass(cfg):  # the row FIFO's bypass (D118): the same cycles
                 opts["fifo_bypass"] = True
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
-        if self.module == "dcore":
+        if self.delta:
             from hw.delta_core import DeltaCore
 
-            self.core = discard(DeltaCore(cfg, pe="instance", **opts))
+            self.core = discard(DeltaCore(cfg, pe="instance", stage=stage, **opts))
         else:
             from hw.compact_core import CompactCore
 
@@ -146,7 +156,7 @@ class CoreEngine:
         K, N = op.W.shape  # noqa: N806
         if op.plan is not None:
             return op.plan
-        if self.module == "dcore":
+        if self.delta:
             from sim.timing import delta as rules
 
             fw, s = rules.plan(self.cfg, op.grid[0], K, N, False, "op", op.groups)
@@ -154,6 +164,24 @@ class CoreEngine:
         from sim.timing.compact import chunk_frames
 
         return chunk_frames(self.cfg, op.grid[0], K, N, op.groups, False, "op"), 1, False
+
+    def staged_form(self, op: CoreOp) -> tuple[CoreOp, bool]:
+        """``(op, sliced)`` as ``kaleido_dcore_stage`` runs it: ``op`` itself where the stage holds its K (D85,
+        `sim.timing.delta.stages`), else with D88's slices as its groups and each slice's decisions its group's
+        (`sim.timing.delta.stage_slices`; Y is the same, tests/test_rtl_dcore_stage.py). Only for the staged core.
+
+        Raises:
+            ValueError: the stage cannot hold one slice a band."""
+        from sim.timing import delta as rules
+
+        if rules.stages(self.cfg, op.W.shape[0], op.groups):
+            return op, False
+        sl = rules.stage_slices(self.cfg, op.groups)
+        if sl is None:
+            raise ValueError(f"the weight stage of {self.cfg.name} cannot hold one channel a band")
+        groups, cols, _width = sl
+        return CoreOp(op.X, op.W, op.grid, groups, np.ascontiguousarray(op.decisions[:, cols]), op.x_unsigned,
+                      op.fused, op.plan), True
 
     def records(self, op: CoreOp, bop=None) -> tuple[np.ndarray, int]:
         """uint8 ``[writes + 2, in bytes]``: the op's host writes, its ``start`` cycle and the held op ports (module
@@ -166,7 +194,21 @@ class CoreEngine:
         n_cb = -(-N // self.cfg.array_cols)
         fw, s, cm = self.plan(op)
         X, W = op.X, np.asarray(op.W, np.int64)  # noqa: N806
-        if self.module == "dcore":
+        if self.module == "dcore_stage":  # the host's band-tile list with its stage fields (D96, D119)
+            from hw.delta_accel_host import SEL_DEC, dec_words, stage_op_words
+            from hw.delta_core import core_ports, segment_order
+            from sim.timing.delta_core import token_chunks
+            from sim.timing.delta_reference import differences
+
+            bop = bop if bop is not None else tile_list(self, op)
+            sop, sliced = self.staged_form(op)
+            ports = core_ports(core, op.grid, sop.groups, N, op.fused, segment_order(cm, s, n_cb), fw, s)
+            ports |= {"c_tiles": len(bop.tiles)}
+            diffs = differences(X, op.grid, sop.groups, sop.decisions).astype(np.int64)
+            words = stage_op_words(acc, diffs, W, sop.groups, host_tiles(bop), bop.segment, sliced)
+            hi, chunks = 2 * self.cfg.partial_regs, token_chunks(op.grid, self.cfg.array_rows, fw or op.grid[0])
+            words += [(SEL_DEC, a, w | int(chunks[a]) << hi) for a, w in dec_words(acc, sop.decisions)]
+        elif self.module == "dcore":
             from hw.delta_accel_host import SEL_DEC, dec_words, op_words, queue_ports
             from hw.delta_core import core_ports, segment_order
             from sim.timing.delta_core import token_chunks
@@ -215,7 +257,7 @@ class CoreEngine:
             if not ready.all():  # the benches assert it before every write; here the run is over, so say where
                 raise RtlEngineError(f"{self.module}: wr_ready low at host write {int(np.argmin(ready))} of an op")
             run = CoreRun(np.zeros((M, N), np.int64), done=len(out) - 1 - nw, writes=nw)
-            if self.module == "dcore":
+            if self.delta:
                 run.overflow = bool(port_field(lay, out[-1:], "overflow")[0])
             # V output lanes (D112): y_valid V bits, y_data V words (lane 0 low), lane l is token y_token + l
             V = getattr(self.core, "out_ways", 1)  # noqa: N806
@@ -254,6 +296,8 @@ class CoreEngine:
         M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
         n_cb = -(-N // C)
         fw, s, cm = self.plan(op)
+        if self.module == "dcore_stage":
+            return self._expected_staged(op, bop)
         if self.module == "dcore":
             from hw.delta_core import segment_order
             from sim.timing.delta import classes
@@ -292,6 +336,48 @@ class CoreEngine:
         y_at, done = core_cycles(caccel_cycles(*args), M, -(-len(op.groups) // self.core.ways), blocks)
         return {"rows": {(t, cb): int(y_at[cb, t]) for cb in range(n_cb) for t in range(M)}, "done": int(done)}
 
+    def _expected_staged(self, op: CoreOp, bop) -> dict:
+        """`expected` of ``kaleido_dcore_stage`` (D119): `sim.timing.delta_accel.stage_schedule` (the early band
+        choice and the deferred read, as built; the stage fields `hw.delta_accel_host.stage_plan`'s) into
+        `core_schedule`, every segment walked once whole where the order is segment by segment (D84's),
+        descriptors counted at gather + 2."""
+        from hw.delta_accel import LANES
+        from hw.delta_accel_host import stage_plan
+        from hw.delta_core import segment_order
+        from sim.timing.compact import drain_reads
+        from sim.timing.delta import classes
+        from sim.timing.delta_accel import gather_rounds, stage_schedule
+        from sim.timing.delta_core import core_schedule, fifo_rows, row_ways, tile_segments
+
+        cfg, acc = self.cfg, self.core.accel
+        R, B, C = cfg.array_rows, cfg.compact_bands, cfg.array_cols  # noqa: N806
+        M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
+        n_cb = -(-N // C)
+        fw, s, cm = self.plan(op)
+        seg = segment_order(cm, s, n_cb)
+        sop, sliced = self.staged_form(op)
+        cls, W = classes(sop.groups), self.core.ways  # noqa: N806
+        if not bop.tiles:  # no band-tiles: the controller's done the cycle after start (`accel_cycles`)
+            sch = core_schedule(np.zeros(0, np.int64), 1, op.grid, n_cb, len(cls), R, seg, np.zeros(0, np.int64), [],
+                                fw, s, W, np.zeros(0, np.int64), out_ways=self.core.out_ways, buffers=self.core.d_buffers)
+            return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
+        plan, _nbuf, _size = stage_plan(acc, sop.groups, host_tiles(bop), bop.segment, sliced)
+        widths = np.array([sop.groups[t.group][1] - sop.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
+        paired = [t.ncomp == 0 and t.slots < w for t, w in zip(bop.tiles, widths, strict=True)]
+        rounds = gather_rounds([t.tokens for t in bop.tiles], R // B)
+        r = stage_schedule(bop.s_seq, bop.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
+            "seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, LANES, early=acc.early,
+            defer="behind" if acc.defer else "off")
+        done = int(drain_reads(r["band"], r["last"], bop.rows, cfg).max()) + C + 3
+        sgs = tile_segments([(t.cb, int(t.tokens[0])) for t in bop.tiles], op.grid, R, n_cb, fw, s)
+        descs = [(int(r["gather"][k]) + 2, sgs[k], int(bop.rows[k])) for k in range(len(sgs))]
+        of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
+        rw = row_ways([t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles], M, W)
+        rows, rsg, way = fifo_rows(r["band"], r["last"], bop.rows, sgs, cfg, rw)
+        sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
+                            out_ways=self.core.out_ways, buffers=self.core.d_buffers)
+        return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
+
 
 def rows_per_group(bop, groups) -> np.ndarray:
     """A band-tile list's rows per group (float64 ``[G]``): what `hw.compact_core.core_ports` checks against a
@@ -328,37 +414,62 @@ class _Tile:
     group: int
     tokens: np.ndarray
     cb: int
+    ncomp: int = 0  # its COMPUTE rows (the first ones)
+    slots: int = 0
 
 
 @dataclass
 class TileList:
     """An op's band-tiles in the core's issue order, only what the timing functions read (``tiles`` with ``group``
     and ``tokens``, ``s_seq`` slots, ``rows``): `sim.engines.band_stimulus.band_op` without the slot images and
-    expected words (about 10x faster); a tile's ``cb`` is its column block (`sim.timing.compact_accel.block_times`)."""
+    expected words (about 10x faster); a tile's ``cb`` is its column block (`sim.timing.compact_accel.block_times`).
+    ``segment``: on ``kaleido_dcore_stage`` (D119) each band-tile's stage segment (a run of one chunk, column block
+    and, sliced, slice: `hw.delta_accel_host.stage_plan`'s), else None."""
 
     tiles: list
     s_seq: np.ndarray
     rows: np.ndarray
+    segment: np.ndarray | None = None
+
+
+def host_tiles(bop: TileList) -> list[tuple]:
+    """`hw.delta_accel_host.op_words`' band-tile list of a `TileList`: ``(group, cb, tokens, COMPUTE rows, slots)``
+    (as `tests.rtl.daccel_bench.host_tiles` of a `sim.engines.band_stimulus.BandOp`)."""
+    return [(t.group, t.cb, t.tokens.tolist(), t.ncomp, t.slots) for t in bop.tiles]
 
 
 def tile_list(engine: CoreEngine, op: CoreOp) -> TileList:
     """`TileList` of ``op`` on `engine`'s core: `sim.timing.compact_reference.band_tiles` in
-    `sim.engines.band_stimulus.issue_order` at `CoreEngine.plan`'s ``Fw``, ``s`` and order (as ``band_op``)."""
+    `sim.engines.band_stimulus.issue_order` at `CoreEngine.plan`'s ``Fw``, ``s`` and order (as ``band_op``); on
+    ``kaleido_dcore_stage`` (D119) of its `CoreEngine.staged_form`, with each band-tile's stage segment and, sliced,
+    a segment's band-tiles slice by slice (D88; as `sim.timing.delta_accel.staged_tiles`)."""
     from sim.engines.band_stimulus import issue_order
     from sim.timing.compact import band_rows, compact_tiles
     from sim.timing.compact_reference import band_tiles
 
     cfg = engine.cfg
     fw, s, cm = engine.plan(op)
+    sliced = False
+    if engine.module == "dcore_stage":
+        op, sliced = engine.staged_form(op)
     widths = [k1 - k0 for k0, k1, _ in op.groups]
     bts = band_tiles(op.decisions, op.grid, widths, cfg.array_rows, band_rows(cfg), fw)
     _t, chunk = compact_tiles(op.decisions, op.grid, op.groups, cfg, fw, 4, chunks=True)
     n_cb = -(-op.W.shape[1] // cfg.array_cols)
     order = issue_order(chunk, n_cb, cfg, s, cm)
-    tiles = [_Tile(bts[t].group, np.array(list(bts[t].compute) + list(bts[t].partial), dtype=np.int64), cb)
-             for t, cb in order]
+    seg = None
+    if engine.module == "dcore_stage":  # a stage segment: a run of one (chunk, column block), then of one slice
+        keys = [(int(chunk[t]), cb) for t, cb in order]
+        seg = np.cumsum([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))], dtype=np.int64) - 1
+        if sliced and order:
+            grp = np.array([bts[t].group for t, _cb in order], dtype=np.int64)
+            idx = np.lexsort((grp, seg))
+            order, g2, s2 = [order[i] for i in idx], grp[idx], seg[idx]
+            seg = np.cumsum(np.r_[True, (np.diff(s2) != 0) | (np.diff(g2) != 0)]) - 1
+    tiles = [_Tile(bts[t].group, np.array(list(bts[t].compute) + list(bts[t].partial), dtype=np.int64), cb,
+                   len(bts[t].compute), bts[t].slots) for t, cb in order]
     return TileList(tiles, np.array([bts[t].slots for t, _cb in order], dtype=np.int64),
-                    np.array([len(t.tokens) for t in tiles], dtype=np.int64))
+                    np.array([len(t.tokens) for t in tiles], dtype=np.int64), seg)
 
 
 def _group_runs(cfg: AcceleratorConfig, groups, max_k: int) -> list[list[int]]:
@@ -410,13 +521,14 @@ def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
         else:
             from hw.delta_core import core_ports
 
-            core_ports(engine.core, op.grid, op.groups, op.W.shape[1], op.fused)
+            groups = engine.staged_form(op)[0].groups if engine.module == "dcore_stage" else op.groups
+            core_ports(engine.core, op.grid, groups, op.W.shape[1], op.fused)
         want = engine.expected(op, tl)
     except ValueError as err:
         return str(err)
-    if engine.module == "dcore" and want["fifo_max"] > engine.core.fifo:
+    if engine.delta and want["fifo_max"] > engine.core.fifo:
         return f"a row FIFO backlog of {want['fifo_max']} rows, more than its {engine.core.fifo} entries"
-    if engine.module == "dcore" and want["overflow"]:
+    if engine.delta and want["overflow"]:
         return "a descriptor more segments ahead of the walk than its segment count banks"
     return Piece(sl, op, tl, want)
 
@@ -438,7 +550,7 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
     F, H, W = op.grid  # noqa: N806
     M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
-    if M > acc.max_tokens and engine.module == "dcore":
+    if M > acc.max_tokens and engine.delta:
         raise RtlEngineError(f"{M} tokens exceed kaleido_dcore's {acc.max_tokens} (slicing tokens would cut "
                              "neighbours; the controller does not stream, D91)")
     tok_sets = [(np.arange(M), tuple(op.grid))]
@@ -499,12 +611,16 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
     Raises:
         RtlEngineError: as `slices` and `CoreEngine.run`.
     """
+    import time
+
     from algo.reuse.golden import decide
     from sim.engines.rtl import outputs_checksum
 
     eng = engine or CoreEngine(cfg, log=log)
     ys, per_op = [], []
-    for op in trace.ops:
+    macs = [op.batch * op.M * op.K * op.N for op in trace.ops]  # the log's ETA: the core's time goes with the MACs
+    t0, done_macs = time.perf_counter(), 0
+    for i, op in enumerate(trace.ops):
         groups = [g.as_tuple() for g in op.groups]
         rec = {"name": op.name, "batch": op.batch, "M": op.M, "K": op.K, "N": op.N, "slices": 0, "cycles": 0,
                "timing_cycles": 0, "writes": 0, "errors": []}
@@ -535,9 +651,13 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         rec["outputs_sha256"] = outputs_checksum(op_ys)
         ys += op_ys
         per_op.append(rec)
+        done_macs += macs[i]
         if log:
+            spent = time.perf_counter() - t0
+            left = spent * (sum(macs) - done_macs) / done_macs if done_macs else 0.0
             log(f"step {op.step} block {op.block} {op.name} (op {len(per_op)} of {len(trace.ops)}): "
-                f"{rec['slices']} slices, {rec['cycles']:,} cycles")
+                f"{rec['slices']} slices, {rec['cycles']:,} cycles; {spent:,.0f} s so far, about {left:,.0f} s left "
+                "(by MACs)")
     return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}
 
 
@@ -545,7 +665,8 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
                         ) -> dict:
     """``kaleido simulate T.npz --engine rtl`` on a delta or compact config: `trace_through_core`, as the results
     object of `sim.engines.verilator.simulate_trace_rtl` (``format``, ``version``, ``engine`` ``"rtl"``, ``config``,
-    ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run). ``cycles`` are the
+    ``trace``, ``cycles``, ``outputs_sha256``, ``per_op``), plus ``core`` (the Verilog module run: on a delta config
+    with a weight stage and a difference-sum buffer the organisation it models, ``kaleido_dcore_stage``, D119). ``cycles`` are the
     controller's (``start`` to ``done`` per slice, summed), not the cycle model's op cycles (docs/decisions.md D102
     gives both); per op also ``slices``, ``writes`` (host-write cycles, not in ``cycles``) and ``timing_cycles`` (its
     timing functions'). For comparison, the cycle model on the same trace and config
@@ -566,7 +687,9 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     if trace.kind != "exact":
         raise SimError(f"--engine rtl needs an exact trace (operands X and W); this one is a {trace.kind!r} trace")
     t0 = time.perf_counter()
-    res = trace_through_core(trace, cfg, CoreEngine(cfg, log=log), log=log)
+    staged = cfg.organisation == "delta" and bool(cfg.wstage_sram_kib and cfg.diff_sram_kib)
+    eng = CoreEngine(cfg, log=log, stage=staged)
+    res = trace_through_core(trace, cfg, eng, log=log)
     errors = [e for r in res["per_op"] for e in r.pop("errors")]
     if errors:
         raise RtlEngineError(f"{len(errors)} slices differ from the controller's timing functions: "
@@ -579,7 +702,7 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     per_op = [{"block": op.block, "step": op.step} | r | {"model_cycles": m["cycles"], "dense_cycles": m["dense_cycles"]}
               for op, r, m in zip(trace.ops, res["per_op"], model["per_op"], strict=True)]
     return {
-        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": CORE_MODULE[cfg.organisation],
+        "format": RESULTS_FORMAT, "version": RESULTS_VERSION, "engine": "rtl", "core": eng.module,
         "config": cfg.model_dump(mode="json"),
         "trace": {"path": trace_path, "model": trace.model, "size": trace.size, "weights": trace.weights,
                   "grid": list(trace.grid), "b_msb": trace.b_msb, "ops": len(trace.ops), "kind": trace.kind},

@@ -33,7 +33,8 @@ DRIVER = Path(__file__).with_name("verilator_stream_driver.cpp")
 #: Job file format the driver reads (``JOB_VERSION`` in verilator_stream_driver.cpp).
 STREAM_JOB_VERSION = 2
 #: The modules the engine builds: short name -> (organisation, `hw.rtl` role).
-MODULES = {"dcombine": ("delta", "dcombine"), "dcore": ("delta", "dcore"), "ccore": ("compact", "ccore")}
+MODULES = {"dcombine": ("delta", "dcombine"), "dcore": ("delta", "dcore"), "ccore": ("compact", "ccore"),
+           "dcore_stage": ("delta", "dcore_stage")}
 #: An emitted macro's module name (`hw.sram.macro_name`).
 _MACRO = re.compile(r"kaleido_sram_(\w+?)_(\d+)x(\d+)(?:_l(\d+))?")
 #: A line instantiating an emitted module (Amaranth's Verilog declares its own wires as ``wire``/``reg``, so a line
@@ -75,10 +76,10 @@ def _component(cfg: AcceleratorConfig, module: str, options: dict):
             from hw.delta_combine import DeltaCombine
 
             return discard(DeltaCombine(cfg, instance=True, **options))
-        if module == "dcore":
+        if module in ("dcore", "dcore_stage"):  # kaleido_dcore_stage: on the staged controller (D119)
             from hw.delta_core import DeltaCore
 
-            return discard(DeltaCore(cfg, pe="instance", **options))
+            return discard(DeltaCore(cfg, pe="instance", stage=module == "dcore_stage", **options))
         from hw.compact_core import CompactCore
 
         return discard(CompactCore(cfg, pe="instance", **options))

@@ -18,7 +18,8 @@ cycles) are below `ARRAY_BOUND_SHARE` of its total, else the cause with the most
 array cycles, else the organisation's own loss when Kaleido's slots are above the ideal -- ``lockstep``
 (a tile's slots are set by its busiest rows) or, for the compact organisation, ``packing`` (partly
 filled band-tiles at pool and chunk ends) -- or ``array``. For the compact organisation ``slots`` are
-band-tile slots divided by the bands (the array-equivalent issue time).
+band-tile slots divided by the bands (the array-equivalent issue time). Where Kaleido *loses* is a second
+question (`loses_on`): the chain link that falls furthest below 1, named by its mechanism.
 Energy: each op's components (`sim.energy.COMPONENTS`) against dense, largest differences first; the
 compact organisation's own components are ``gather_network``, ``combine_unit``, ``controller`` (D101) and ``sram_psum`` (and the delta
 organisation's difference-sum buffer ``sram_diff``, D84, which holds what the partial-sum SRAM held before).
@@ -73,6 +74,35 @@ def binding(op: dict, dense: bool, organisation: str = "lockstep") -> str:
     return "array"
 
 
+#: A chain link below this ratio is a loss worth naming (a reading aid, like `ARRAY_BOUND_SHARE`: 2 % is below the
+#: cycle model's fill/drain rounding on small ops).
+LOSS_RATIO = 0.98
+
+
+def loses_on(row: dict, op: dict, organisation: str = "lockstep") -> tuple[str, float]:
+    """Where along the chain Kaleido falls furthest below what the previous link promised, as (link, ratio).
+
+    ``row`` is `explain_rows`' row of ``op``. The links: ideal -> slots is the organisation's tiling loss
+    (`ORGANISATION_LOSS`: ``lockstep`` or ``packing``); slots -> array is ``drain`` when Kaleido's drain stall is at
+    least `ARRAY_BOUND_SHARE` of its array cycles, else ``fill`` (the array's fill and drain around the slots);
+    array -> end to end is the stall outside the array (``dram``, ``vector``, ``similarity``, ``combine``) whose
+    cycles exceed dense's the most. The link with the smallest ratio below `LOSS_RATIO` is named; ``("-", 1.0)``
+    when none is. This answers a different question from `binding`: an op can be DRAM-bound in both designs (the
+    same stall) and lose to dense in its array (``binds dram``, ``loses on drain``)."""
+    links = []
+    if row["ideal"] and row["slots"]:
+        links.append((ORGANISATION_LOSS.get(organisation, "lockstep"), row["slots"] / row["ideal"]))
+    if row["slots"] and row["array"]:
+        drain = op.get("stall_cycles", {}).get("drain", 0)
+        links.append(("drain" if drain >= ARRAY_BOUND_SHARE * op["cycles"] else "fill", row["array"] / row["slots"]))
+    if row["array"] and row["end_to_end"]:
+        st, dst = op.get("stall_cycles", {}), op.get("dense_stall_cycles", {})
+        keys = ("dram", "vector", "similarity", "combine")
+        links.append((max(keys, key=lambda k: st.get(k, 0) - dst.get(k, 0)), row["end_to_end"] / row["array"]))
+    worst = min(links, key=lambda t: t[1], default=("-", 1.0))
+    return worst if worst[1] < LOSS_RATIO else ("-", 1.0)
+
+
 def dense_slots(op: dict, cfg: dict) -> int:
     """Issued slots of the dense design: ``batch ceil(M/R) ceil(N/C) K``."""
     R, C = cfg["array_rows"], cfg["array_cols"]  # noqa: N806
@@ -81,7 +111,8 @@ def dense_slots(op: dict, cfg: dict) -> int:
 
 def explain_rows(res: dict) -> list[dict]:
     """One row per op: ``name``, ``block``, ``step``, ``ideal``, ``slots``, ``array``, ``end_to_end``,
-    ``binds`` (Kaleido), ``dense_binds``, ``energy_ratio`` and ``energy_top`` (components by difference)."""
+    ``binds`` (Kaleido), ``dense_binds``, ``loses_on`` (`loses_on`'s (link, ratio)), ``energy_ratio`` and
+    ``energy_top`` (components by difference)."""
     cfg = res["config"]
     rows = []
     for op in res["per_op"]:
@@ -96,6 +127,7 @@ def explain_rows(res: dict) -> list[dict]:
             "energy_ratio": op["energy_pj"] / op["dense_energy_pj"] if op.get("dense_energy_pj") else 0.0,
             "energy_top": [(k, d) for d, k in diff[:3] if d],
         })
+        rows[-1]["loses_on"] = loses_on(rows[-1], op, res.get("organisation", "lockstep"))
     return rows
 
 

@@ -22,12 +22,14 @@ cycle after ``start``:
   `sim.timing.delta_accel.accel_schedule` on the same arguments.
 
 So ``caccel_cycles - (band_cycles + 1)`` is the controller's overhead (0 when every gather and word keeps ahead of
-the bands); `tests.rtl.caccel_overhead` measures it. Plain Python over the band-tiles; the cycle model of traces does
-not call it.
+the bands); `tests.rtl.caccel_overhead` measures it. `port_schedule` is plain Python over the band-tiles (the RTL
+benches' sizes); `port_run` is its rule compiled (numba, equal to it key for key), and `op_port` runs it on a whole op
+of the cycle model, whose weight-buffer reads `sim.cost.compact_actions` charges (docs/decisions.md D117).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from algo.reuse.golden import REUSE
@@ -72,18 +74,129 @@ def port_fields(op, groups, cfg: AcceleratorConfig) -> tuple[np.ndarray, np.ndar
     return paired, saddr
 
 
-def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None) -> dict:
+def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None,
+                  barrier: str = "off", seg=None) -> dict:
     """The controller's cycles and weight reads for ``op`` (`sim.engines.band_stimulus.BandOp` in compact's issue
     order; cycle 0 the cycle after ``start``): `sim.timing.delta_accel.stage_schedule` with no stage segment (the
     weight buffer read by band turn into three word registers per band, docs/decisions.md D109), the early band
     choice and the deferred read (``defer="behind"``), as `hw.compact_accel.CompactAccel` builds them. ``"reads"``
-    counts the weight buffer's reads (one word of ``2 B`` channels x C a read)."""
+    counts the weight buffer's reads (one word of ``2 B`` channels x C a read). ``barrier``, ``seg``: `stage_schedule`'s
+    segment barrier (not built; ``seg`` 1 on a segment's first band-tile), to measure the bands in phase (D117)."""
     T = len(op.tiles)  # noqa: N806
     paired, saddr = port_fields(op, groups, cfg)
     zero = np.zeros(T, dtype=np.int64)
     s_seq, rows, widths, rounds, _ = _args(op, groups, cfg)
-    return _da.stage_schedule(s_seq, rows, widths, rounds, paired, zero, zero, zero, saddr, cfg, entries, lanes,
-                              early=True, defer="behind", queue=queue, stage=False)
+    return _da.stage_schedule(s_seq, rows, widths, rounds, paired, zero if seg is None else seg, zero, zero, saddr,
+                              cfg, entries, lanes, early=True, defer="behind", queue=queue, stage=False,
+                              barrier=barrier)
+
+
+def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig, entries: int, lanes: int,
+             queue: tuple | None = None, barrier: str = "off", seg=None) -> dict:
+    """`port_schedule`'s rule compiled (numba): `sim.timing.delta_accel.stage_schedule` with ``stage=False``,
+    ``early=True``, ``defer="behind"`` and `sim.timing.compact.WORD_REGISTERS` word registers, on arrays, equal to it
+    key for key (tests/test_caccel_port.py); fast enough for the cycle model's whole ops (docs/decisions.md D117).
+
+    Args (int ``[T]`` per band-tile in issue order): s_seq slots, rows valid rows, widths its group's channels,
+    rounds its gather rounds (`gather_rounds`), paired PAIRED (two channels a slot), saddr the weight buffer's
+    half-word of its group's word 0 (`port_fields`); entries S, lanes P; queue `accel_schedule`'s; barrier and seg
+    (1 on a segment's first band-tile) `stage_schedule`'s segment barrier (``"off"``: `kaleido_caccel` as built).
+
+    Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]``, ``"late"``, ``"reads"``, ``"weights"`` (weights
+    per column those reads carry) and ``"deferred"``, as `stage_schedule`; with ``queue`` also ``"queue_done"``
+    (`sim.timing.delta_accel.queue_done`)."""
+    from sim.timing.compact import WORD_REGISTERS
+
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    a = [np.ascontiguousarray(x, dtype=np.int64) for x in (s_seq, rows, widths, rounds, paired, saddr)]
+    T = len(a[0])  # noqa: N806
+    emits = _da._emit_of(queue, T) if queue is not None else np.zeros(0, dtype=np.int64)
+    tg_lo, tg_hi = np.full(T, -1, dtype=np.int64), np.zeros(T, dtype=np.int64)
+    if barrier not in ("off", "first", "every"):
+        raise ValueError(f"barrier must be 'off', 'first' or 'every', not {barrier!r}")
+    if barrier != "off":
+        starts = [*np.flatnonzero(np.asarray(seg)).tolist(), T]
+        if barrier == "first":
+            starts = starts[:2]
+        for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
+            tg_lo[a0:min(a1, a0 + B)], tg_hi[a0:min(a1, a0 + B)] = a0, min(a1, a0 + B)
+    band, first, last, gather, late, reads, weights, deferred, q0, q1 = _port_run(
+        a[0], a[1], a[2], _da.gather_words(a[2], lanes), a[3], a[4].astype(np.bool_), a[5], emits, B,
+        max(1, d // B), max(1, B // d), int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B,
+        50 * (int(np.maximum(a[0], 1).sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
+            _da.gather_words(a[2], lanes).max(initial=1)))) + 1000, tg_lo, tg_hi)
+    out = {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
+           "weights": int(weights), "deferred": int(deferred)}
+    if queue is not None:  # `sim.timing.delta_accel.queue_done` from the last emission's cycle and step
+        out["queue_done"] = int(max(q0 + queue[2] - q1, gather[-1] + 1)) if len(queue[0]) else int(queue[2])
+    return out
+
+
+def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
+            entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True) -> dict:
+    """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
+    band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
+    controller on its one weight buffer (every batch element reads the same weights: the same half-words).
+
+    Args:
+        decs: per batch element the int ``[F H W, G]`` decisions; tiles: per batch element its
+            `sim.timing.compact.compact_tiles` ``(slots, group, n_compute, n_partial)``; grid ``(F, H, W)``;
+            groups ``(k0, k1, axis)``; fw: `sim.timing.compact.chunk_frames`; n_cb column blocks; entries: staging
+            entries S (default 2 B, `hw.delta_accel.DeltaAccel`'s); lanes: X lanes P (`hw.delta_accel.LANES` = 32,
+            restated as `sim.cost.controllers.LANES`).
+
+    Each band-tile's gather rounds come from its tokens (`sim.timing.compact.band_tile_tokens`, banks ``R / B``).
+    ``queues`` (default, what `hw.rtl` emits): each descriptor also waits for ``kaleido_dqueue`` to emit it
+    (`queue_steps` of each batch element, one column block's steps repeated for each block, the batch's runs one
+    after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``barrier="first"``:
+    the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
+    barrier; not built, D117 measures it). Returns
+    `port_run`'s dict."""
+    from sim.timing.compact import band_tile_tokens, paired_tiles
+
+    B, brows = cfg.compact_bands, band_rows(cfg)  # noqa: N806
+    F, H, W = grid  # noqa: N806
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    hoff = np.r_[0, np.cumsum(-(-widths // B))].astype(np.int64)  # each group's first half-word, `port_fields`
+    span = int(hoff[-1]) + 1
+    parts, qstep, qn = [], [], 0
+    for dec, t in zip(decs, tiles, strict=True):
+        if queues:  # the scan is the same for every column block (one block per group: c_s = 1)
+            st, _reps, n1 = _da.queue_steps(dec, grid, cfg.array_rows, brows, fw, 1, 1, False)
+            qstep += [st + qn + c * n1 for c in range(n_cb)]
+            qn += n_cb * n1
+        toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), F, H * W, cfg.array_rows, brows, fw)
+        rounds = _tile_rounds(toks, offs, brows)
+        grp = t[1]
+        one = (t[0], t[2] + t[3], widths[grp], rounds, paired_tiles(t, groups).astype(np.int64))
+        for cb in range(n_cb):
+            parts.append((*one, cb * span + hoff[grp]))
+    cols = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, dtype=np.int64) for i in range(6)]
+    seg = np.zeros(len(cols[0]), dtype=np.int64)
+    starts = np.cumsum([0] + [len(p[0]) for p in parts[:-1]]) if barrier == "every" else np.zeros(1, dtype=np.int64)
+    seg[starts[starts < len(seg)]] = 1
+    queue = None
+    if queues:
+        step = np.concatenate(qstep) if qstep else np.zeros(0, dtype=np.int64)
+        queue = (step, np.ones(len(step), dtype=np.int64), qn)  # one descriptor an emission (one column block)
+    return port_run(*cols, cfg, entries or 2 * B, lanes, queue, barrier, seg)
+
+
+@numba.njit(cache=True)
+def _tile_rounds(toks, offs, banks):
+    """int64 ``[T]``: `gather_rounds` of each band-tile's tokens ``toks[offs[t]:offs[t + 1]]``."""
+    T = offs.shape[0] - 1  # noqa: N806
+    out = np.zeros(T, dtype=np.int64)
+    cnt = np.zeros(banks, dtype=np.int64)
+    for t in range(T):
+        cnt[:] = 0
+        m = 0
+        for i in range(offs[t], offs[t + 1]):
+            k = toks[i] % banks
+            cnt[k] += 1
+            m = max(m, cnt[k])
+        out[t] = m
+    return out
 
 
 def caccel_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, queue: tuple | None = None):
@@ -197,3 +310,194 @@ def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[
         y[c] = w + np.arange(M, dtype=np.int64) * commands + commands + 2
         walk_free = w + M * commands
     return y, int(y[-1, -1]) + 1 if M and n_cb else accel_done + 1
+
+
+@numba.njit(cache=True)
+def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
+              limit, tg_lo, tg_hi):
+    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``stage=False``, ``early=True`` and
+    ``defer="behind"``, statement for statement (one cycle an iteration). ``emits``: `_emit_of`'s steps, or an
+    empty array without the queues; ``limit``: the cycles after which it gives up (RuntimeError), as
+    `stage_schedule`'s; ``tg_lo``, ``tg_hi``: per band-tile the band-tiles ``[lo, hi)`` it starts together with
+    (`stage_schedule`'s ``barrier``; lo = -1: none)."""
+    T = s_seq.shape[0]  # noqa: N806
+    B = bands  # noqa: N806
+    word = 2 * B
+    inf = np.int64(1) << 40
+    band = np.full(T, -1, dtype=np.int64)
+    first = np.full(T, -1, dtype=np.int64)
+    last = np.full(T, -1, dtype=np.int64)
+    gather = np.full(T, -1, dtype=np.int64)
+    xready = np.full(T, inf, dtype=np.int64)
+    wready = np.full(T, inf, dtype=np.int64)
+    nw = (widths + word - 1) // word
+    late = reads = weights = deferred = 0
+    gidx = 0
+    g_free = 0
+    bt = np.arange(B).astype(np.int64)
+    slot = np.zeros(B, dtype=np.int64)
+    cw = np.zeros(B, dtype=np.int64)
+    pw = np.zeros(B, dtype=np.int64)
+    count = np.zeros(B, dtype=np.int64)
+    # the words loaded for a band's band-tile (and its next): how many, and the cycles the last two land (a word
+    # read at c lands at c + 2, so only the last two can still be in flight)
+    npres = np.zeros(B, dtype=np.int64)
+    p1 = np.full(B, -inf, dtype=np.int64)
+    p2 = np.full(B, -inf, dtype=np.int64)
+    nx = np.full(B, inf, dtype=np.int64)
+    pn = np.zeros(B, dtype=np.int64)
+    npresn = np.zeros(B, dtype=np.int64)
+    p1n = np.full(B, -inf, dtype=np.int64)
+    p2n = np.full(B, -inf, dtype=np.int64)
+    E = np.full(B, -1, dtype=np.int64)  # noqa: N806
+    pfree = np.full((B, ports_b), -inf, dtype=np.int64)
+    pact = np.full((B, ports_b), -inf, dtype=np.int64)
+    acc = np.zeros(B, dtype=np.bool_)
+    pop = np.zeros(B, dtype=np.int64)
+    done = np.zeros(B, dtype=np.bool_)
+    need = np.zeros(B, dtype=np.int64)
+    nxn = np.zeros(B, dtype=np.bool_)
+    free = np.zeros(B, dtype=np.bool_)
+    tjt = np.zeros(B, dtype=np.int64)
+    tjj = np.zeros(B, dtype=np.int64)
+    queues = emits.shape[0] > 0
+    q0, q1, q2 = -1, -1, 0  # the queues: the last emission's cycle and step, the next take's first cycle
+    if queues and T > 0 and emits[0] >= 0:
+        q0, q1, q2 = max(q0 + emits[0] - q1, -1), emits[0], max(q0 + emits[0] - q1, -1) + 1
+    nxt = B
+    ndone = 0
+    c = 0
+    while ndone < T:
+        if c > limit:
+            raise RuntimeError("port_run did not finish")
+        # gather
+        if gidx < T and c >= g_free and c >= q2 and (gidx < entries or 0 <= last[gidx - entries] < c):
+            gather[gidx] = c
+            xready[gidx] = c + rounds[gidx] * xw[gidx] + 3
+            g_free = c + rounds[gidx] * xw[gidx] + 1
+            wready[gidx] = c + 2
+            gidx += 1
+            if queues and gidx < T:
+                if emits[gidx] >= 0:
+                    e = max(q0 + emits[gidx] - q1, gather[gidx - 1])
+                    q0, q1, q2 = e, emits[gidx], e + 1
+                else:
+                    q2 = q0 + 1
+        # early choice on the cycle's registered state
+        give = -1
+        if nxt < T and 0 <= gather[nxt] <= c - 2:
+            bs = -1
+            for k in range(B):
+                if nx[k] >= T and (bt[k] >= T or 0 <= first[bt[k]] < c):
+                    if bs < 0 or E[k] < E[bs]:
+                        bs = k
+            if bs >= 0 and E[bs] <= c + ahead:
+                give = bs
+        # bands
+        for b in range(B):
+            acc[b] = False
+            pop[b] = 0
+            done[b] = False
+            t = bt[b]
+            if t >= T or c < xready[t]:
+                continue
+            have = npres[b] - (1 if p1[b] > c else 0) - (1 if p2[b] > c else 0)
+            if have <= cw[b]:
+                late += 1
+                continue
+            if slot[b] == 0 and tg_lo[t] >= 0:  # the barrier: its band-tiles start together
+                ok = True
+                for m in range(tg_lo[t], tg_hi[t]):
+                    km = -1
+                    for k2 in range(B):
+                        if bt[k2] == m:
+                            km = k2
+                    if km < 0 or c < xready[m] or npres[km] - (1 if p1[km] > c else 0) - (1 if p2[km] > c else 0) < 1:
+                        ok = False
+                        break
+                if not ok:
+                    continue
+            lastslot = slot[b] == max(1, s_seq[t]) - 1
+            k = count[b] % ports_b
+            if lastslot and c < pfree[b, k]:
+                continue
+            acc[b] = True
+            if slot[b] == 0:
+                first[t] = c
+                band[t] = b
+                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, k])
+            if paired[t]:
+                chan = 2 * slot[b]
+                pop[b] = 1 if lastslot or (chan % word) + 2 >= word else 0
+            else:
+                pop[b] = 1 if lastslot or (slot[b] % word) + 1 >= word else 0
+            if lastslot:
+                done[b] = True
+                last[t] = c
+                ndone += 1
+                pfree[b, k] = c + rows[t] * q
+                pact[b, k] = c + rows[t] * q
+                count[b] += 1
+        # word loads: band c mod B's turn
+        for k in range(B):
+            t = bt[k]
+            need[k] = -1
+            nxn[k] = False
+            if t < T and pw[k] < nw[t]:
+                if wready[t] <= c:
+                    need[k] = saddr[t] + 2 * pw[k]
+                    tjt[k], tjj[k] = t, pw[k]
+            elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
+                need[k] = saddr[nx[k]] + 2 * pn[k]
+                nxn[k] = True
+                tjt[k], tjj[k] = nx[k], pn[k]
+            free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
+        b = c % B
+        a = need[b]
+        if a >= 0 and free[b] and pw[b] - cw[b] + pn[b] - pop[b] >= 2:
+            tb, jb = tjt[b], tjj[b]
+            for k in range(B):
+                if k != b and ((need[k] == a and not free[k]) or (
+                        need[k] >= 0 and saddr[tjt[k]] == saddr[tb] and tjj[k] < jb)):
+                    deferred += 1
+                    a = -1
+                    break
+        if a >= 0 and free[b]:
+            reads += 1
+            weights += min(word, widths[tjt[b]] - word * tjj[b])
+            for k in range(B):
+                if (k == b or need[k] == a) and free[k]:
+                    if nxn[k]:
+                        pn[k] += 1
+                        npresn[k] += 1
+                        p2n[k], p1n[k] = p1n[k], c + 2
+                    else:
+                        pw[k] += 1
+                        npres[k] += 1
+                        p2[k], p1[k] = p1[k], c + 2
+        # end of cycle
+        for k in range(B):
+            if acc[k]:
+                slot[k] += 1
+                cw[k] += pop[k]
+        for k in range(B):
+            if done[k]:
+                bt[k], slot[k], cw[k], pw[k] = nx[k], 0, 0, pn[k]
+                npres[k], p1[k], p2[k] = npresn[k], p1n[k], p2n[k]
+                nx[k], pn[k], npresn[k], p1n[k], p2n[k] = inf, 0, 0, -inf, -inf
+                if bt[k] >= T:
+                    E[k] = c
+        if give >= 0:
+            t, k = nxt, give
+            if ports_b == 1:
+                f_at = E[k] + (rows[bt[k]] * q if bt[k] < T else 0)
+            else:
+                f_at = pact[k, (count[k] + (1 if bt[k] < T else 0)) % ports_b]
+            E[k] = max(E[k] + max(1, s_seq[t]), f_at)
+            if bt[k] >= T:
+                bt[k] = t
+            else:
+                nx[k] = t
+            nxt += 1
+        c += 1
+    return band, first, last, gather, late, reads, weights, deferred, q0, q1

@@ -155,10 +155,11 @@ def core_out_ways(cfg) -> int:
 def core_d_buffers(cfg) -> int:
     """``kaleido_dcore``'s D buffers as the model times and charges them: ``cfg.dcore_d_buffers``, or where None the
     core's default (`hw.delta_combine.default_d_buffers`, docs/decisions.md D115), plain Python: 3 where the core
-    has output lanes (`core_out_ways` V > 1), else 2."""
+    has output lanes (the config's ``dcore_out_ways``, or where None `core_out_ways`, V > 1), else 2."""
     if getattr(cfg, "dcore_d_buffers", None) is not None:
         return cfg.dcore_d_buffers
-    return 3 if core_out_ways(cfg) > 1 else 2
+    v = getattr(cfg, "dcore_out_ways", None)
+    return 3 if (core_out_ways(cfg) if v is None else v) > 1 else 2
 
 
 #: ``kaleido_dcore``'s row-FIFO bypass by default (`hw.delta_core.default_fifo_bypass`, docs/decisions.md D118).

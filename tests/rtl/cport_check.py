@@ -14,7 +14,9 @@ count on the trace model's schedule (`shared_stage_weights`, what `sim.engines.m
 per band-tile word.
 
 ``python -m tests.rtl.cport_check R [F]`` (R the reuse share; F frames, default 3); ``--ops a,b`` keeps only those
-ops (the others' decisions are still drawn).
+ops (the others' decisions are still drawn); ``--barrier first`` or ``every`` runs the port with the bands started
+together (`port_schedule`'s segment barrier, not built: the op's first B band-tiles, or each column block's;
+docs/decisions.md D117).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sim.timing.compact_accel import port_schedule
 from sim.timing.delta_accel import accel_schedule
 
 
-def main(r: float, frames: int = 3, only: set | None = None) -> dict:
+def main(r: float, frames: int = 3, only: set | None = None, barrier: str = "off") -> dict:
     """Print one line per op (module docstring); returns ``{op: (port weights, D92 weights, no-sharing weights)}``."""
     cfg = with_organisation(load_config("kaleido-16nm-128x128-balanced"), "compact")
     B = cfg.compact_bands  # noqa: N806
@@ -62,7 +64,9 @@ def main(r: float, frames: int = 3, only: set | None = None) -> dict:
         model = int(last.max() - first.min() + 1)
         ones = np.ones(len(s_seq), dtype=np.int64)
         _b, f0, l0, _g = accel_schedule(s_seq, rows, widths[grp], ones, cfg, 2 * B, 32)
-        p = port_schedule(bop, groups, cfg, 2 * B, 32)
+        seg = np.r_[1, np.diff(cbs) != 0].astype(np.int64) if barrier == "every" else np.r_[1, np.zeros(len(cbs) - 1,
+                                                                                                        dtype=np.int64)]
+        p = port_schedule(bop, groups, cfg, 2 * B, 32, None, barrier, seg)
         d92 = shared_stage_weights(cbs, grp, paired, band, first, widths, B)
         every = int(widths[grp].sum())
         cyc = int(p["last"].max() - p["first"].min() + 1)
@@ -84,5 +88,6 @@ if __name__ == "__main__":
     ap.add_argument("reuse", type=float)
     ap.add_argument("frames", type=int, nargs="?", default=3)
     ap.add_argument("--ops", default="", help="comma-separated op names to keep")
+    ap.add_argument("--barrier", default="off", choices=("off", "first", "every"))
     a = ap.parse_args()
-    main(a.reuse, a.frames, set(filter(None, a.ops.split(","))))
+    main(a.reuse, a.frames, set(filter(None, a.ops.split(","))), a.barrier)

@@ -118,17 +118,22 @@ def simulate(dut, jobs, outs, run_op) -> list:
     return outs
 
 
-async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool, dec_high=None) -> None:
+async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool, dec_high=None,
+                         stage=None) -> None:
     """Write one op's host words through ``dut``'s write port (``accel``: the `DeltaAccel` whose buffers they fill,
     ``dut`` itself or the core around it), set its op ports and pulse ``start``: the differences and weights, the
     band-tile list (host path) or, with ``decisions``, the decision codes (`hw.delta_accel_host.dec_words`); the
     op ports are ``ports`` (queues) or ``c_tiles``. ``dec_high``: per token a value written above its decision
-    codes (bit 2 G up; ``kaleido_dcore``'s token chunks, D104)."""
-    from hw.delta_accel_host import SEL_DEC, dec_words, op_words
+    codes (bit 2 G up; ``kaleido_dcore``'s token chunks, D104). ``stage``: ``(segment, sliced)`` of a `StagedOp`
+    (a controller built with ``stage=True``, D96): the host words are `hw.delta_accel_host.stage_op_words`'."""
+    from hw.delta_accel_host import SEL_DEC, dec_words, op_words, stage_op_words
     from sim.timing.delta_reference import differences
 
     diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-    words = op_words(accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
+    if stage is not None:
+        words = stage_op_words(accel, diffs, case.W.astype(np.int64), case.groups, host_tiles(op), *stage)
+    else:
+        words = op_words(accel, diffs, case.W.astype(np.int64), case.groups, [] if queues else host_tiles(op))
     if decisions:
         hi = 2 * accel.cfg.partial_regs
         words += [(SEL_DEC, a, w | (int(dec_high[a]) << hi if dec_high is not None else 0))
@@ -228,18 +233,13 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
     `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
     each cycle from ``start`` to ``done``."""
     from hw.delta_accel import LANES, DeltaAccel
-    from hw.delta_accel_host import stage_op_words
-    from sim.timing.delta_reference import differences
 
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early,
                      defer=defer)
 
     async def run_op(ctx, job, out):
-        case, op = job.case, job.op
-        diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
-        await write_words(ctx, dut, stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups, host_tiles(op),
-                                                   job.segment, job.sliced))
-        await start_op(ctx, dut, {"c_tiles": len(op.tiles)})
+        await load_and_start(ctx, dut, dut, job.case, job.op, None, False, decisions=False,
+                             stage=(job.segment, job.sliced))
 
         def count(ctx):
             out.stage_reads += ctx.get(dut.stage_re)

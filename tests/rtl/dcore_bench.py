@@ -59,7 +59,10 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
     `hw.delta_core.core_ports`) one after the other; without ``queues`` the host writes the band-tile list.
     ``load``: ``await load(ctx, dut, case, op, ports, chunks)`` writes the op's words (each token's chunk,
     `sim.timing.delta_core.token_chunks`, among them) and pulses ``start`` instead of
-    `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X, tests/test_rtl_dfront.py)."""
+    `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X, tests/test_rtl_dfront.py).
+    A core built with the weight stage (``stage=True`` among ``accel``, docs/decisions.md D119): ``ports`` is the
+    op's ``(segment, sliced)`` (`tests.rtl.daccel_bench.StagedOp`), the host writes the staged controller's words
+    (`hw.delta_accel_host.stage_op_words`) and the decisions with the chunks."""
     from amaranth.sim import Simulator
 
     from hw.delta_core import DeltaCore, core_ports
@@ -81,7 +84,9 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
             # token's chunk with them (the walk's segments, D104)
             chunks = token_chunks(case.grid, cfg.array_rows, fw or case.grid[0])
             if load is None:
-                await load_and_start(ctx, dut, dut.accel, case, op, ports, queues, decisions=True, dec_high=chunks)
+                staged = dut.accel.stage
+                await load_and_start(ctx, dut, dut.accel, case, op, None if staged else ports, queues, decisions=True,
+                                     dec_high=chunks, stage=ports if staged else None)
             else:
                 await load(ctx, dut, case, op, ports, chunks)
             cur["out"] = out

@@ -1,0 +1,177 @@
+"""The delta controller with its weight stage and its combine stage in one core (`hw.delta_core.DeltaCore` with
+``stage=True``, Verilog module ``kaleido_dcore_stage``, docs/decisions.md D119) under Amaranth's simulator: the
+host writes the staged controller's words (differences, one weight buffer, the band-tile list with the stage fields,
+`hw.delta_accel_host.stage_op_words`) and the decisions with each token's chunk; per op
+
+- every token's ``Y`` row of every column block leaves once, tagged, equal to `algo.reuse.golden.apply_decisions`;
+- the controller's drained rows leave at `sim.timing.delta_accel.stage_schedule`'s cycles and its ``done`` too;
+- every ``Y`` row's cycle and the core's ``done`` equal `sim.timing.delta_core.core_schedule` fed by
+  `stage_schedule`'s row-out cycles in the FIFO's order (`sim.timing.delta_core.fifo_rows`), each descriptor
+  counted 2 cycles after its gather;
+- every output command equals `tests.rtl.delta_bench.dcombine_program`'s (as tests/test_rtl_dcore.py `check`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hw import discard
+from hw.config import AcceleratorConfig
+from hw.delta_accel import LANES
+from hw.delta_core import segment_order
+from sim.timing.delta import classes
+from sim.timing.delta_core import fifo_rows, row_ways, tile_segments
+from tests.rtl.daccel_bench import StagedOp, staged_op
+from tests.rtl.dcore_bench import run_dcore
+from tests.test_rtl_dcore import FIFO, check
+from tests.test_rtl_delta import SHAPES, delta_cfg
+from tests.test_rtl_dstage import EXTRA_SHAPES, MAX_K, model_of
+
+
+def core_stage_cfg(shape: str, kib: int = 1) -> AcceleratorConfig:
+    """tests/test_rtl_dstage.py's staged config (a difference-sum buffer, a ``kib`` KiB weight stage) with a 2 KiB
+    state SRAM (fused score ops, as tests/test_rtl_dcore.py's)."""
+    c = delta_cfg(*(SHAPES.get(shape) or EXTRA_SHAPES[shape]), state_kib=2)
+    return AcceleratorConfig.model_validate(c.model_dump() | {"diff_sram_kib": 8, "wstage_sram_kib": kib})
+
+
+def stage_job(cfg, sop: StagedOp, fused: bool = False, chunk_major: bool = True):
+    """`tests.rtl.dcore_bench.run_dcore`'s job of a staged op: ``(case, op, fused, (segment, sliced), (seg, fw,
+    s))``, the walk segment by segment where the issue order is (`segment_order`)."""
+    n_cb = -(-sop.case.W.shape[1] // cfg.array_cols)
+    return (sop.case, sop.op, fused, (sop.segment, sop.sliced),
+            (segment_order(chunk_major, sop.s, n_cb), sop.fw, sop.s))
+
+
+def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=None):
+    """The staged controller's row cycles and ``done`` (`stage_schedule` with the early band choice and the
+    deferred read, as `DeltaAccel(stage=True)` builds them; tests/test_rtl_dstage.py `model_of`) and the rows in the
+    FIFO's order with their segments, the descriptors (counted 2 cycles after their gather) and, with ``ways`` > 1,
+    each row's accumulate way: `tests.test_rtl_dcore.check`'s ``model``."""
+    case, op = sop.case, sop.op
+    R = cfg.array_rows  # noqa: N806
+    r = model_of(cfg, sop, entries or 2 * cfg.compact_bands, lanes, max_k)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, R, n_cb, sop.fw, sop.s)
+    descs = [(int(r["gather"][n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
+    of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+    rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+    cyc, rsg, way = fifo_rows(r["band"], r["last"], op.rows, sgs, cfg, rw)
+    rows = np.concatenate(r["out"]) if len(r["out"]) else np.zeros(0, np.int64)
+    return rows, r["cycles"], ((cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
+
+
+def _sliced_blocks():
+    """tests/test_combine_timing.py's sliced op (K = 90 in groups of 70 and 20, D88's slices 35 + 35 and 20, on a
+    1 KiB stage) over three column blocks (N = 24): the slices of each (chunk, column block) segment issue within it,
+    and the core walks segment by segment."""
+    from algo.reuse.golden import COMPUTE
+    from tests.rtl.cases import make_case
+
+    c = make_case("staged", 119, (2, 2, 4), 90, 24, [70, 20])
+    c.decisions[:4] = COMPUTE  # frame 0 has no neighbour along f
+    return c
+
+
+CORE_CASES = {"sliced-3cb": _sliced_blocks()}
+MAX_K = {**MAX_K, "sliced-3cb": 96}
+
+
+def _get(ci):
+    from tests.test_rtl_dstage import _get as dstage_case
+
+    return CORE_CASES.get(ci) or dstage_case(ci)
+
+
+#: ``(shape, case, chunk-major, column blocks a group in D68's order, ways (None: d), output lanes, fused)``:
+#: tests/test_rtl_dstage.py's cases on the staged core: d = 2 on one way (D95's schedules) and on d ways with one
+#: and two output lanes, d = 1 (4 x 8), d = 4 on 4 ways, 4 and 8 bands (bands idle at the start), D88's slices (on
+#: one column block and on three, segment by segment), one group of 64 (two stage buffers), groups wider than a
+#: stage word over five column blocks, two and three axis classes with the carried values in the state SRAM, and
+#: D68's order (two column blocks a group: the walk after the op).
+RUNS = [("8x8-B2-d2", 0, True, None, 1, 1, False), ("8x8-B2-d2", 1, True, None, None, 1, False),
+        ("8x8-B2-d2", "sliced", True, None, None, 2, False), ("8x8-B2-d2", "sliced-3cb", True, None, None, 2, False),
+        ("8x8-B2-d2", "wide", True, None, None, 2, False),
+        ("4x8-B2-d1", 2, True, None, None, 1, False), ("8x8-B2-d4", 0, True, None, None, 2, False),
+        ("8x8-B4-d2", "three-axes", True, None, None, 2, True), ("8x8-B2-d2", "hand", True, None, None, 2, True),
+        ("8x8-B2-d2", "one-wide", True, None, None, 1, False), ("8x8-B8-d2", "few", True, None, None, 2, False),
+        ("8x8-B4-d2", "qk-uint8-coherent", False, 2, None, 2, False)]
+
+
+@pytest.mark.parametrize(("shape", "ci", "cm", "s", "ways", "out_ways", "fused"), RUNS,
+                         ids=[f"{r[0]}-{r[1]}{'' if r[2] else '-d68'}-w{r[4] or 'd'}-v{r[5]}{'-sram' if r[6] else ''}"
+                              for r in RUNS])
+def test_dcore_stage_y_rows_and_cycles(shape, ci, cm, s, ways, out_ways, fused):
+    from algo.reuse.golden import apply_decisions
+
+    cfg = core_stage_cfg(shape)
+    case = _get(ci)
+    sop = staged_op(case, cfg, chunk_major=cm, s=s)
+    job = stage_job(cfg, sop, fused, cm)
+    w = ways or cfg.drain_rows_per_cycle
+    [got] = run_dcore(cfg, [job], fifo=FIFO, queues=False, ways=w, out_ways=out_ways, stage=True, max_k=MAX_K.get(ci))
+    check(cfg, job, None, got, ways=w, out_ways=out_ways, model=stage_model(cfg, sop, w, max_k=MAX_K.get(ci)))
+    if sop.sliced:  # Y on the slices (the core's groups) is Y on the case's own groups (D88)
+        want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
+        c2 = sop.case
+        assert np.array_equal(apply_decisions(c2.X, c2.W, c2.grid, c2.groups, c2.decisions, 4), want)
+
+
+def test_dcore_stage_ops_back_to_back():
+    # two ops on one staged core, one after the other (the seen bits the walk clears, the flipped D buffer, the stage's
+    # buffers and the early choice's state carry over from op to op): each as the test above
+    cfg = core_stage_cfg("8x8-B2-d2")
+    sops = [staged_op(_get(ci), cfg) for ci in (3, "qk-int8")]
+    jobs = [stage_job(cfg, sop) for sop in sops]
+    got = run_dcore(cfg, jobs, fifo=FIFO, queues=False, stage=True)
+    for job, sop, g in zip(jobs, sops, got, strict=True):
+        check(cfg, job, None, g, ways=2, model=stage_model(cfg, sop, 2))
+
+
+def test_dcore_stage_refusals():
+    from hw.delta_core import DeltaCore
+
+    cfg = core_stage_cfg("8x8-B2-d2")
+    core = discard(DeltaCore(cfg, stage=True))  # the host's list by default with the stage
+    assert not core.queues and core.accel.stage
+    for kw in ({"queues": True}, {"front": True}, {"queues": True, "front": True}):
+        with pytest.raises(ValueError, match="weight stage .* neither the queues nor the similarity front"):
+            DeltaCore(cfg, stage=True, **kw)
+    with pytest.raises(ValueError, match="the weight stage needs the host's band-tile list.*wstage_sram_kib"):
+        DeltaCore(delta_cfg(*SHAPES["8x8-B2-d2"]), stage=True)  # no weight stage on the config
+
+
+def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
+    # kaleido_dcore_stage and everything below it (kaleido_daccel_stage on kaleido_dtop_ext and their modules,
+    # kaleido_dcombine_w2_v2: d = 2 ways and lanes by default, D108, D113, every macro) on an 8 x 8 delta config
+    # with a weight stage, as `hw.rtl` emits it: only on such a config, the same bytes twice, no paths, each of its
+    # own macros instantiated by name, Verilator -Wall clean per file and over the whole hierarchy.
+    import re
+    from pathlib import Path
+
+    from hw.delta_core import DCORE_STAGE_MODULE_NAME, DeltaCore
+    from hw.lint import lint_folder
+    from hw.rtl import emit, plan
+    from hw.sram import macro_name
+
+    cfg = core_stage_cfg("8x8-B2-d2")
+    assert DCORE_STAGE_MODULE_NAME in [name for name, _, _ in plan(cfg)]
+    assert DCORE_STAGE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]
+    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2)).macros()]
+    roles = ("dcore_stage", "dstage", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
+    names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in roles]
+    a = emit(cfg, tmp_path / "a", only=tuple(names))
+    assert f"{DCORE_STAGE_MODULE_NAME}.v" in {p.name for p in a}
+    b = emit(cfg, tmp_path / "b", only=(DCORE_STAGE_MODULE_NAME,))
+    assert (tmp_path / "a" / b[0].name).read_bytes() == b[0].read_bytes()
+    text = b[0].read_text()
+    assert str(Path.cwd()) not in text and str(tmp_path) not in text
+    assert re.search(r"^\s*kaleido_daccel_stage \S+\s+\(", text, re.M)
+    assert re.search(r"^\s*kaleido_dcombine_w2_v2 \S+\s+\(", text, re.M)
+    assert not re.search(r"^\s*kaleido_daccel \S+\s+\(", text, re.M)  # not the queues' controller
+    for name in core_macros:
+        assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
+    runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
+    assert f"{DCORE_STAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}

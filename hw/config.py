@@ -170,10 +170,17 @@ class AcceleratorConfig(BaseModel):
         "the core's default as built (sim.timing.delta_core.core_out_ways: the accumulate ways W, halved until they "
         "divide array_rows; hw.delta_combine.default_out_ways, docs/decisions.md D112, D113); 1 = one a cycle "
         "(D95's walk, still buildable with out_ways=1)")
-    dcore_d_buffers: int = Field(
-        2, ge=2, description="delta, combine_timing = rtl: kaleido_dcore's D buffers; a drained row of segment k "
-        "waits at the row FIFO's head while a segment of k's residue mod this is walked (the head's gate, "
-        "docs/decisions.md D108); 2 = as built; more = D111's what-if, not built")
+    dcore_d_buffers: int | None = Field(
+        None, ge=2, description="delta: kaleido_dcore's D buffers; a drained row of segment k waits at the row "
+        "FIFO's head while a segment of k's residue mod this is walked (the head's gate, docs/decisions.md D108; "
+        "timed with combine_timing = rtl); None = the core's default as built (sim.timing.delta_core.core_d_buffers: "
+        "3 with output lanes V > 1, else 2; hw.delta_combine.default_d_buffers, D115); 2 = D108's core, still "
+        "buildable; the extra buffers' SRAM is charged (sim.cost.area.d_buffer_scale)")
+    dcore_fifo_bypass: bool | None = Field(
+        None, description="delta, combine_timing = rtl: kaleido_dcore's row-FIFO bypass (docs/decisions.md D118): a "
+        "row popped the cycle after its write skips the FIFO's write and read (the cost charges only those that "
+        "happen, and the bypass's registers); None = the core's default as built (sim.timing.delta_core."
+        "core_fifo_bypass)")
     dcore_fifo_per_port: int = Field(
         8, ge=0, description="delta, combine_timing = rtl: kaleido_dcore's row-FIFO entries per drain port "
         "(hw.delta_core.FIFO_PER_PORT, 8 as built; d ports); kaleido_daccel issues a band-tile only when its rows fit "

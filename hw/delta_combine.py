@@ -29,7 +29,9 @@ Macros (`hw.sram`, behavioural, replaceable by a memory compiler's of the same n
 - the partial-sum SRAM: ``D`` double-buffered as two buffers (``c_sel`` picks the one the accumulate stream
   writes; the output stream reads the other, the previous chunk's), and the *state* buffer of carried values
   (one word per (class, position, column block)); each a third of ``psum_sram_kib`` in words of C acc bits
-  (`delta_combine_sizes`);
+  (`delta_combine_sizes`). With ``buffers`` n > 2 D buffers (W > 1 ways, ``kaleido_dcombine_..._b<n>``,
+  docs/decisions.md D115) way w accumulates into buffer ``a_sel[w]`` (a buffer number) and the output reads buffer
+  ``c_buf``; each D buffer the same size, so the SRAM is ``psum_sram_kib (1 + n) / 3`` (`psum_buffers_kib`);
 - the state SRAM (``state_sram_kib`` > 0, `state_sram_sizes`): C column banks (key column n's values are only
   touched by the lane of column n mod C, the model's banking, `sim.cost.energy.COLUMN_BANKED`), each of
   `STATE_BITS`-bit words (the model's carried-value width, `sim.timing.delta.output_bytes`), stored truncated
@@ -146,6 +148,17 @@ def default_out_ways(cfg: AcceleratorConfig) -> int:
     return v
 
 
+def default_d_buffers(cfg: AcceleratorConfig) -> int:
+    """``kaleido_dcore``'s D buffers by default (docs/decisions.md D115): 3 where it has V > 1 output lanes
+    (`default_out_ways`, so W > 1 ways; every shipped delta config: ``kaleido_dcombine_w<W>_v<V>_b3``), else 2 (the
+    one-way core has no residue path). A third buffer lets a row of segment k + 2 accumulate while k is walked
+    (D108's head's gate); `sim.cost.area.d_buffer_scale` charges its SRAM. ``kaleido_dcore_front`` stays on 2.
+
+    Raises:
+        ValueError: as `default_ways`."""
+    return 3 if default_out_ways(cfg) > 1 else 2
+
+
 def state_sram_sizes(cfg: AcceleratorConfig, out_ways: int = 1) -> dict | None:
     """``{"word": STATE_BITS, "depth": words per column bank, "bank_depth", "banks"}`` of the state SRAM's C
     column banks (module docstring), ``state_sram_kib x 8192 / (C x STATE_BITS)`` words each; None without one.
@@ -178,11 +191,25 @@ def combine_way_counts(cfg: AcceleratorConfig) -> dict:
             "reg_bits": WAY_REGISTER_ROWS * C * acc}
 
 
-def dcombine_module_name(ways: int = 1, out_ways: int = 1) -> str:
-    """Verilog module name of `DeltaCombine` with ``ways`` accumulate ways and ``out_ways`` output lanes
-    (``kaleido_dcombine_w<W>``, ``kaleido_dcombine_w<W>_v<V>`` with V > 1; one way: the plain name)."""
+def dcombine_module_name(ways: int = 1, out_ways: int = 1, buffers: int = 2) -> str:
+    """Verilog module name of `DeltaCombine` with ``ways`` accumulate ways, ``out_ways`` output lanes and ``buffers``
+    D buffers (``kaleido_dcombine_w<W>``, ``kaleido_dcombine_w<W>_v<V>`` with V > 1, ``..._b<n>`` with n != 2 D
+    buffers, docs/decisions.md D115; one way: the plain name)."""
     name = DCOMBINE_MODULE_NAME if ways == 1 else f"{DCOMBINE_MODULE_NAME}_w{ways}"
-    return name if out_ways == 1 else f"{name}_v{out_ways}"
+    name = name if out_ways == 1 else f"{name}_v{out_ways}"
+    return name if buffers == 2 else f"{name}_b{buffers}"
+
+
+def psum_buffers_kib(cfg: AcceleratorConfig, buffers: int = 2) -> float:
+    """KiB of the delta combine's partial-sum SRAM with ``buffers`` D buffers (docs/decisions.md D115): the state
+    buffer and each D buffer are a third of ``psum_sram_kib`` each (`delta_combine_sizes`), so ``buffers`` D buffers
+    take ``psum_sram_kib (1 + buffers) / 3``; 2 (as ``psum_sram_kib`` is sized, D68) gives ``psum_sram_kib``."""
+    return cfg.psum_sram_kib * (1 + buffers) / 3
+
+
+def _sel_bits(buffers: int) -> int:
+    """Bits of a D-buffer number: ``a_sel``'s per way and ``c_buf`` with ``buffers`` > 2 (docs/decisions.md D115)."""
+    return (buffers - 1).bit_length()
 
 
 def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
@@ -191,17 +218,27 @@ def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
     return _abits(sz["d_depth"] // ways)
 
 
-def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1) -> wiring.Signature:
+def _sel_ports(ways: int, buffers: int) -> dict:
+    """The buffer selects (module docstring): with 2 D buffers ``c_sel`` (1 bit: the buffer the output does not read)
+    and ``a_sel`` (W > 1: one bit per way); with ``buffers`` n > 2 (docs/decisions.md D115) ``c_buf`` (the buffer
+    the output reads) and ``a_sel`` (`_sel_bits` per way, way w at bits ``[w b, (w + 1) b)``)."""
+    if buffers == 2:
+        return {"c_sel": In(1), **({"a_sel": In(ways)} if ways > 1 else {})}
+    return {"c_buf": In(range(buffers)), "a_sel": In(unsigned(ways * _sel_bits(buffers)))}
+
+
+def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1, buffers: int = 2) -> wiring.Signature:
     sz, st = delta_combine_sizes(cfg, ways, out_ways), state_sram_sizes(cfg, out_ways)
     daw = way_address_bits(cfg, ways)
     da = daw + (ways - 1).bit_length()
     if out_ways > 1:
-        return _lanes_signature(sz, st, daw, da, ways, out_ways, cfg.array_cols)
+        return _lanes_signature(sz, st, daw, da, ways, out_ways, cfg.array_cols, buffers)
     ra = max(_abits(sz["state_depth"]), _abits(st["depth"]) if st else 1)
+    sel = _sel_ports(ways, buffers)
     return wiring.Signature({
-        "c_sel": In(1),
+        **({"c_sel": sel.pop("c_sel")} if buffers == 2 else {}),
         "a_valid": In(ways), "a_first": In(ways), "a_addr": In(unsigned(ways * daw)),
-        "a_data": In(unsigned(ways * sz["word"])), **({"a_sel": In(ways)} if ways > 1 else {}),
+        "a_data": In(unsigned(ways * sz["word"])), **sel,
         "c_valid": In(1), "c_first": In(1), "c_last": In(1), "c_direct": In(1), "c_has": In(1),
         "c_daddr": In(unsigned(da)), "c_reg": In(1), "c_sram": In(1), "c_raddr": In(unsigned(ra)),
         "c_waddr": In(unsigned(ra)), "c_keep": In(1), "c_hold": In(1), "c_cols": In(range(cfg.array_cols + 1)),
@@ -209,17 +246,18 @@ def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1)
     })
 
 
-def _lanes_signature(sz, st, daw, da, W, V, C) -> wiring.Signature:  # noqa: N803
+def _lanes_signature(sz, st, daw, da, W, V, C, buffers=2) -> wiring.Signature:  # noqa: N803
     """`dcombine_signature` with V > 1 output lanes (docs/decisions.md D112): per lane (slice l of each V-wide
     port) ``c_valid``, ``c_direct``, ``c_has``, ``c_daddr`` (way low, as one lane's), ``c_reg`` (lane 0: the lane
     register; lane l > 0: lane l - 1's ``S`` of the same step), ``c_raddr``/``c_waddr`` (the carried store's
     position bank low, log2 V bits, the word in it above), ``c_keep``, ``c_hold``; shared by the step ``c_sel``,
     ``c_first``, ``c_last``, ``c_sram``, ``c_cols``; ``y_valid``/``y_data`` one bit / word per lane."""
     ra = max(_abits(sz["lane_words"]), _abits(st["lane_words"]) if st else 1) + (V - 1).bit_length()
+    sel = _sel_ports(W, buffers)
     return wiring.Signature({
-        "c_sel": In(1),
+        **({"c_sel": sel.pop("c_sel")} if buffers == 2 else {}),
         "a_valid": In(W), "a_first": In(W), "a_addr": In(unsigned(W * daw)),
-        "a_data": In(unsigned(W * sz["word"])), "a_sel": In(W),
+        "a_data": In(unsigned(W * sz["word"])), **sel,
         "c_valid": In(V), "c_first": In(1), "c_last": In(1), "c_direct": In(V), "c_has": In(V),
         "c_daddr": In(unsigned(V * da)), "c_reg": In(V), "c_sram": In(1), "c_raddr": In(unsigned(V * ra)),
         "c_waddr": In(unsigned(V * ra)), "c_keep": In(V), "c_hold": In(V), "c_cols": In(range(C + 1)),
@@ -235,19 +273,26 @@ class DeltaCombine(wiring.Component):
 
     Args:
         instance: the SRAM macros as instances of their emitted modules (Verilog) or inline (simulation).
+        ways, out_ways: accumulate ways W and output lanes V (module docstring).
+        buffers: D buffers n (docs/decisions.md D115; 2 by default, the module as before): n > 2 needs W > 1; way
+            w's accumulate command writes buffer ``a_sel[w]`` and the output reads buffer ``c_buf``; the controller
+            never has them meet in one way and cycle.
 
     After elaboration, ``probes`` names the enables a test bench counts: ``"st_re"``/``"st_we"`` (per column
     bank of the state SRAM), ``"ps_re"``/``"ps_we"`` (the partial-sum state buffer), ``"lane_we"`` (C bits).
     """
 
-    def __init__(self, cfg: AcceleratorConfig, instance: bool = False, ways: int = 1, out_ways: int = 1):
+    def __init__(self, cfg: AcceleratorConfig, instance: bool = False, ways: int = 1, out_ways: int = 1,
+                 buffers: int = 2):
         if ways < 1 or ways & (ways - 1):
             raise ValueError(f"ways = {ways}: a power of two")
         if out_ways < 1 or out_ways & (out_ways - 1) or (out_ways > 1 and out_ways > ways):
             raise ValueError(f"out_ways = {out_ways}: a power of two at most ways = {ways}")
-        self.cfg, self.instance, self.ways, self.out_ways = cfg, instance, ways, out_ways
+        if buffers < 2 or (buffers > 2 and ways == 1):
+            raise ValueError(f"buffers = {buffers}: at least 2, more than 2 only on ways > 1 (docs/decisions.md D115)")
+        self.cfg, self.instance, self.ways, self.out_ways, self.buffers = cfg, instance, ways, out_ways, buffers
         self.probes: dict = {}
-        super().__init__(dcombine_signature(cfg, ways, out_ways))
+        super().__init__(dcombine_signature(cfg, ways, out_ways, buffers))
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates: the partial-sum buffers'
@@ -315,13 +360,12 @@ class DeltaCombine(wiring.Component):
         sz, st = delta_combine_sizes(self.cfg, W), state_sram_sizes(self.cfg)
         word, lw = sz["word"], (W - 1).bit_length()
         dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
-                for i in range(2)]
+                for i in range(self.buffers)]
         state = _banked(m, "state", sz["banks"], sz["bank_depth"], word, self.instance)
         cols = ([_banked(m, f"st{j}", st["banks"], st["bank_depth"], st["word"], self.instance) for j in range(C)]
                 if st else [])
 
-        sel = Signal(name="sel_q")
-        m.d.sync += sel.eq(self.c_sel)
+        out_read = self._out_buffer(m)
         c_way = Signal(max(1, lw), name="c_way_q")  # the output command's way (its D read)
         m.d.sync += c_way.eq(self.c_daddr[:lw])
         c_way_now = self.c_daddr[:lw]
@@ -329,9 +373,9 @@ class DeltaCombine(wiring.Component):
         for w in range(W):
             self._accumulate_way(m, dbuf, w, self.c_valid & self.c_has & (c_way_now == w), c_in)
         d_out = Signal(word, name="d_out")
-        out_w = Mux(sel, dbuf[0][0].rdata, dbuf[1][0].rdata)
+        out_w = out_read(dbuf, 0)
         for w in range(1, W):
-            out_w = Mux(c_way == w, Mux(sel, dbuf[0][w].rdata, dbuf[1][w].rdata), out_w)
+            out_w = Mux(c_way == w, out_read(dbuf, w), out_w)
         m.d.comb += d_out.eq(out_w)
         self._output(m, state, cols, d_out, C, ab, word)
         return m
@@ -354,13 +398,12 @@ class DeltaCombine(wiring.Component):
         da = way_address_bits(self.cfg, W) + lw
         ra = len(self.c_raddr) // V
         dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
-                for i in range(2)]
+                for i in range(self.buffers)]
         banks = [_banked(m, f"state_v{b}", sz["lane_banks"], sz["lane_depth"], word, self.instance) for b in range(V)]
         st = state_sram_sizes(self.cfg, V)
         cols = ([[_banked(m, f"st{j}_v{b}", st["lane_banks"], st["lane_depth"], st["word"], self.instance)
                   for b in range(V)] for j in range(C)] if st else [])
-        sel = Signal(name="sel_q")
-        m.d.sync += sel.eq(self.c_sel)
+        out_read = self._out_buffer(m)
         daddr = [self.c_daddr[lane * da:(lane + 1) * da] for lane in range(V)]
         reads_d = [self.c_valid[lane] & self.c_has[lane] for lane in range(V)]
         c_way = [Signal(max(1, lw), name=f"c_way_q{lane}") for lane in range(V)]  # each lane's way (its D read)
@@ -376,9 +419,9 @@ class DeltaCombine(wiring.Component):
         d_outs = []
         for lane in range(V):
             d_out = Signal(word, name=f"d_out{lane}")
-            out_w = Mux(sel, dbuf[0][0].rdata, dbuf[1][0].rdata)
+            out_w = out_read(dbuf, 0)
             for w in range(1, W):
-                out_w = Mux(c_way[lane] == w, Mux(sel, dbuf[0][w].rdata, dbuf[1][w].rdata), out_w)
+                out_w = Mux(c_way[lane] == w, out_read(dbuf, w), out_w)
             m.d.comb += d_out.eq(out_w)
             d_outs.append(d_out)
 
@@ -461,6 +504,23 @@ class DeltaCombine(wiring.Component):
                        "ps_we": Cat(*(p.we for p in banks)), "lane_we": lane_we}
         return m
 
+    def _out_buffer(self, m):
+        """The output's D buffer, registered for its read data: returns ``read(dbuf, w)``, way w's word of it. Two
+        buffers: the one other than ``c_sel``; n > 2 (docs/decisions.md D115): ``c_buf``."""
+        if self.buffers == 2:
+            sel = Signal(name="sel_q")
+            m.d.sync += sel.eq(self.c_sel)
+            return lambda dbuf, w: Mux(sel, dbuf[0][w].rdata, dbuf[1][w].rdata)
+        buf = Signal(range(self.buffers), name="c_buf_q")
+        m.d.sync += buf.eq(self.c_buf)
+
+        def read(dbuf, w):
+            out = dbuf[0][w].rdata
+            for i in range(1, self.buffers):
+                out = Mux(buf == i, dbuf[i][w].rdata, out)
+            return out
+        return read
+
     def _accumulate_way(self, m, dbuf, w, out_hit, out_addr):
         """Way w of the W accumulate ways (`_elaborate_ways`, `_elaborate_lanes`): its command (``a_*``'s w-th
         slice) reads, adds and writes way w of D buffer ``a_sel[w]`` with its own forwarding; the other buffer's
@@ -473,17 +533,21 @@ class DeltaCombine(wiring.Component):
         a_addr, a_data = Signal(daw, name=f"a_addr_q{w}"), Signal(word, name=f"a_data_q{w}")
         a_fwd, a_sum, last_a = Signal(name=f"a_fwd{w}"), Signal(word, name=f"a_sum{w}"), Signal(word,
                                                                                                name=f"last_a{w}")
-        asel, a_selq = self.a_sel[w], Signal(name=f"a_sel_q{w}")
+        n, sb = self.buffers, _sel_bits(self.buffers)
+        asel, a_selq = self.a_sel[w * sb:(w + 1) * sb], Signal(sb, name=f"a_sel_q{w}")
         m.d.sync += [a_v.eq(av), a_first.eq(af), a_addr.eq(aa), a_data.eq(ad), a_selq.eq(asel),
                      a_fwd.eq(a_v & (a_addr == aa) & (a_selq == asel)), last_a.eq(a_sum)]
-        for i in range(2):
+        for i in range(n):
             ports, acc_here = dbuf[i][w], av & (asel == i)
-            out_here = out_hit & (self.c_sel != i)
+            out_here = out_hit & ((self.c_sel != i) if n == 2 else (self.c_buf == i))
             m.d.comb += [ports.re.eq(Mux(acc_here, ~af, out_here)),
                          ports.raddr.eq(Mux(acc_here, aa, out_addr)), ports.we.eq(a_v & (a_selq == i)),
                          ports.wmask.eq(1), ports.waddr.eq(a_addr), ports.wdata.eq(a_sum)]
         d_old = Signal(word, name=f"d_old{w}")
-        m.d.comb += d_old.eq(Mux(a_fwd, last_a, Mux(a_selq, dbuf[1][w].rdata, dbuf[0][w].rdata)))
+        old = Mux(a_selq, dbuf[1][w].rdata, dbuf[0][w].rdata)
+        for i in range(2, n):
+            old = Mux(a_selq == i, dbuf[i][w].rdata, old)
+        m.d.comb += d_old.eq(Mux(a_fwd, last_a, old))
         for j in range(C):
             col = slice(j * ab, (j + 1) * ab)
             a_new = Signal(signed(ab), name=f"a_new{w}_{j}")  # D_a[t] += the drained row

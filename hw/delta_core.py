@@ -105,6 +105,21 @@ clear per way), the carried values in the state buffer's or the state SRAM's V p
 times it; the state SRAM (fused score ops) is banked V ways too (D112). Refused (first build): ``o_w < V``, a fused
 op with ``o_w`` not a multiple of V, the similarity front.
 
+**D buffers** (``d_buffers`` n, docs/decisions.md D115; 2 by default, the Verilog as before byte for byte; n > 2 needs
+W > 1 ways): segment k accumulates into D buffer k mod n (``kaleido_dcombine_..._b<n>``, ``a_sel`` a buffer number
+per way, ``c_buf`` the walked segment's buffer), so a row waits at the FIFO's head only while a segment of its
+residue is walked (two segments ahead of it with n = 2, n with n). With n > 2 the descriptor's ordinal's residue
+mod n is computed the cycle after the gather takes it and kept in the tile table beside its count bank, each FIFO
+entry's residue is in flops (log2 n bits, not a parity bit), the walk keeps a residue counter beside its ordinal,
+and the seen memory has a bank per buffer and way. `core_schedule`'s ``buffers`` times it.
+
+**Row-FIFO bypass** (``fifo_bypass``, docs/decisions.md D118; W > 1 ways; off by default here, on in `hw.rtl` and the
+compiled engine, `default_fifo_bypass`): a cycle's FIFO writes are held a cycle in *stage A* registers (per bank:
+valid, address, word) and written into the banks then, unless the pop takes that entry in that cycle (it is still
+in stage A: ``(e - wp_A) mod 2^16 < n_A``); such a row skips the bank's read too and reaches its way's s1 through a
+*stage B* register (the banks' read latency). Every pop keeps its cycle: `core_schedule` is unchanged, and its
+``bypass`` counts the rows that skip the banks (``probes`` ``fifo_we`` / ``fifo_re`` count the banks' accesses).
+
 Not in this slice (D95, D104, D107, D112, D113): the cost inventory per lane, D68's order with s > 1 walked per
 segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
 (``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
@@ -163,17 +178,23 @@ class DeltaCore(wiring.Component):
         out_ways: output lanes V (module docstring, "Output lanes"; docs/decisions.md D112): a power of two
             at most W dividing ``array_rows``; 1 (default here) is the one-command walk, the same Verilog as before;
             `hw.rtl` and the compiled engine pass `hw.delta_combine.default_out_ways` (W, D113).
+        d_buffers: D buffers n (module docstring, "D buffers"; docs/decisions.md D115): 2 to `NB_BANKS`, above 2
+            only on W > 1 ways; 2 (default here) is the core as before.
+        fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
+            ways only; False (default here) is the core as before.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
         ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
             ``front`` without ``queues``, ``stage`` with ``queues`` or ``front``, ``ways`` not a power of two at
-            most d, ``out_ways`` not a power of two at most ``ways`` dividing ``array_rows``, or ``out_ways`` > 1
-            with ``front`` (not built, D112).
+            most d, ``out_ways`` not a power of two at most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with
+            ``front`` (not built, D112), ``d_buffers`` outside 2 .. `NB_BANKS` or above 2 on one way (D115), or
+            ``fifo_bypass`` on one way (D118).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
-                 front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False, **accel):
+                 front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
+                 d_buffers: int = 2, fifo_bypass: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         queues = not stage if queues is None else queues
         if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
@@ -194,6 +215,13 @@ class DeltaCore(wiring.Component):
             discard(self)
             raise ValueError(f"out_ways = {V}: a power of two at most ways = {ways} dividing array_rows = "
                              f"{cfg.array_rows}, without the similarity front (docs/decisions.md D112)")
+        if d_buffers < 2 or d_buffers > NB_BANKS or (d_buffers > 2 and ways == 1):
+            discard(self)
+            raise ValueError(f"d_buffers = {d_buffers}: 2 to {NB_BANKS}, more than 2 only on ways > 1 (docs/decisions.md "
+                             "D115)")
+        if fifo_bypass and ways == 1:
+            discard(self)
+            raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -205,6 +233,14 @@ class DeltaCore(wiring.Component):
         self.ways = ways
         #: Output lanes V (docs/decisions.md D112): the walk's tokens a step, V Y rows a cycle.
         self.out_ways = out_ways
+        #: D buffers n (docs/decisions.md D115): segment k accumulates into buffer k mod n.
+        self.d_buffers = d_buffers
+        #: The row FIFO's bypass (docs/decisions.md D118): a row popped the cycle after its write skips the macros.
+        self.fifo_bypass = fifo_bypass
+        #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
+        self.probes: dict = {}
+        #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
+        self.resb = 0 if d_buffers == 2 else (d_buffers - 1).bit_length()
         # Marked with `discard` always, as DeltaAccel marks its queue: a core built only for its ports, sizes or
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
@@ -214,7 +250,8 @@ class DeltaCore(wiring.Component):
             discard(self)  # refused by the controller: never elaborated (hw.discard)
             raise
         self.combine = discard(DeltaCombine(cfg, instance=pe == "instance", ways=ways,
-                                            **({"out_ways": out_ways} if out_ways > 1 else {})))
+                                            **({"out_ways": out_ways} if out_ways > 1 else {}),
+                                            **({"buffers": d_buffers} if d_buffers != 2 else {})))
         acc = self.accel
         #: With ``front``: the similarity pass (`hw.delta_front.DeltaFront`, ``kaleido_dfront``), else None.
         self.front_unit = None
@@ -228,12 +265,12 @@ class DeltaCore(wiring.Component):
         self.cnames = [n for n in acc.signature.members if n.startswith("c_")]
         G, C = cfg.partial_regs, cfg.array_cols  # noqa: N806
         self.tb, self.cbb = acc.tb, _bits(acc.max_nb)
-        cs = dcombine_signature(cfg, ways, out_ways).members
+        cs = dcombine_signature(cfg, ways, out_ways, d_buffers).members
         self.da, self.ra = cs["c_daddr"].shape.width // out_ways, cs["c_raddr"].shape.width // out_ways
         self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
         self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
         self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
-        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk + self.resb
         self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
         self.seen_depth = 1 << (self.da - (ways - 1).bit_length())  # per way
         super().__init__({
@@ -259,7 +296,7 @@ class DeltaCore(wiring.Component):
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
         ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
-        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways), inst)
+        cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways, self.d_buffers), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
         V, lv = self.out_ways, (self.out_ways - 1).bit_length()  # noqa: N806
         desc_bits = self.accel.desc_bits
@@ -308,12 +345,17 @@ class DeltaCore(wiring.Component):
         ks = Array(self.o_sk[c * kw:(c + 1) * kw] for c in range(acc.max_nb))
         d1_ord = Signal(self.ob, name="desc1_ord")
         m.d.comb += d1_ord.eq(bases[d1_cb] + chunks.rdata * ks[d1_cb])
+        res_w = []  # n > 2 D buffers (D115): the segment's residue mod n, kept beside its count bank
+        if self.resb:
+            d1_res = Signal(self.resb, name="desc1_res")
+            m.d.comb += d1_res.eq(d1_ord % self.d_buffers)
+            res_w = [d1_res]
         tables = []
         for p in range(d):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
             m.d.comb += [ports.we.eq(d1_v), ports.waddr.eq(d1_tile), ports.wmask.eq(1),
-                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk])), ports.re.eq(ap.out_valid[p]),
+                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk], *res_w)), ports.re.eq(ap.out_valid[p]),
                          ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
@@ -346,7 +388,9 @@ class DeltaCore(wiring.Component):
         m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
         qb = (Q - 1).bit_length()
-        parb = Signal(Q, name="fifo_parity")  # per entry its column block's parity (which D buffer), in flops
+        nb, rs = self.d_buffers, max(1, self.resb)  # the D buffers; bits of a buffer's number
+        # per entry its segment's D buffer (the ordinal's parity, or its residue mod n > 2, D115), in flops
+        parb = Signal(Q * rs, name="fifo_parity" if nb == 2 else "fifo_residue")
         if W > 1:
             wayb = Signal(Q * lw, name="fifo_way")  # per entry its way (D107), in flops
         fifo = []
@@ -355,11 +399,29 @@ class DeltaCore(wiring.Component):
             m.submodules[f"fifo{b}"] = mac
             m.d.comb += ports.wmask.eq(1)
             fifo.append(ports)
+        self.probes = {"fifo_we": Cat(*(f.we for f in fifo)), "fifo_re": Cat(*(f.re for f in fifo))}
+        wport, byp = fifo, None
+        if self.fifo_bypass:  # D118: each cycle's writes held a cycle in stage A, then written unless popped
+            from types import SimpleNamespace
+
+            wport = [SimpleNamespace(we=Signal(name=f"fifo_in_we{b}"), waddr=Signal.like(fifo[b].waddr,
+                     name=f"fifo_in_addr{b}"), wdata=Signal(self.fifo_bits, name=f"fifo_in_data{b}")) for b in range(d)]
+            stage = [SimpleNamespace(we=Signal(name=f"fifo_a_we{b}"), waddr=Signal.like(fifo[b].waddr,
+                     name=f"fifo_a_addr{b}"), wdata=Signal(self.fifo_bits, name=f"fifo_a_data{b}")) for b in range(d)]
+            byp = {"stage": stage, "wp": Signal(16, name="fifo_a_wp"), "n": Signal(range(d + 1), name="fifo_a_n"),
+                   "hit": [Signal(name=f"fifo_bypass{b}") for b in range(d)]}
+            for b in range(d):
+                m.d.sync += [stage[b].we.eq(wport[b].we), stage[b].waddr.eq(wport[b].waddr)]
+                with m.If(wport[b].we):
+                    m.d.sync += stage[b].wdata.eq(wport[b].wdata)
+                m.d.comb += [fifo[b].we.eq(stage[b].we & ~byp["hit"][b]), fifo[b].waddr.eq(stage[b].waddr),
+                             fifo[b].wdata.eq(stage[b].wdata)]
         rank = Const(0, 16)
         for p in range(d):
             e = tables[p].rdata
             a_cls, cb = e[:2], e[2:2 + cbb]
-            obank = e[2 + cbb + brows * tb:]
+            obank = e[2 + cbb + brows * tb:2 + cbb + brows * tb + self.obk]
+            ores = obank[0] if nb == 2 else e[2 + cbb + brows * tb + self.obk:]
             toks = Array(e[2 + cbb + i * tb:2 + cbb + (i + 1) * tb] for i in range(brows))
             tok = toks[r_row[p * rb:(p + 1) * rb]]
             addr = Signal(self.da, name=f"row_addr{p}")
@@ -372,13 +434,15 @@ class DeltaCore(wiring.Component):
             m.d.comb += slot.eq(wp + rank)
             for b in range(d):
                 with m.If(r_v[p] & (slot[:lg] == b) if d > 1 else r_v[p]):
-                    m.d.comb += [fifo[b].we.eq(1), fifo[b].waddr.eq(slot[lg:]),
-                                 fifo[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
+                    m.d.comb += [wport[b].we.eq(1), wport[b].waddr.eq(slot[lg:]),
+                                 wport[b].wdata.eq(Cat(addr, obank, r_data[p * C * ab:(p + 1) * C * ab]))]
             with m.If(r_v[p]):
-                m.d.sync += parb.bit_select(slot[:qb] if Q > 1 else 0, 1).eq(obank[0])
+                m.d.sync += parb.word_select(slot[:qb] if Q > 1 else 0, rs).eq(ores)
                 if W > 1:
                     m.d.sync += wayb.word_select(slot[:qb], lw).eq(addr[:lw])
             rank = rank + r_v[p]
+        if byp:  # stage A's entries next cycle: [wp, wp + rank)
+            m.d.sync += [byp["wp"].eq(wp), byp["n"].eq(rank)]
         count = Signal(16, name="fifo_count")
         m.d.comb += count.eq(wp - rp)
         m.d.sync += wp.eq(wp + rank)
@@ -389,10 +453,12 @@ class DeltaCore(wiring.Component):
         pop = Signal(name="fifo_pop")
         # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
         sord = Signal(self.ob, name="w_seg")  # the walk's segment ordinal
+        # its D buffer: the ordinal's parity, or with n > 2 buffers a residue counter mod n (D115)
+        wres = sord[0] if nb == 2 else Signal(self.resb, name="w_seg_res")
         walking, waiting = Signal(name="walking"), Signal(name="waiting")
         whole = Signal(name="cb_whole")
-        headpar = Signal(name="fifo_head_parity")
-        m.d.comb += headpar.eq(parb.bit_select(rp[:qb] if Q > 1 else 0, 1))
+        headpar = Signal(rs, name="fifo_head_parity" if nb == 2 else "fifo_head_residue")
+        m.d.comb += headpar.eq(parb.word_select(rp[:qb] if Q > 1 else 0, rs))
         # a row of the walked block's parity waits while that block is walked or about to be (its D buffer is read)
         if W == 1:
             m.d.comb += pop.eq((phase == 1) & (count != 0) & ~((headpar == sord[0]) & (walking | (waiting & whole))))
@@ -428,9 +494,12 @@ class DeltaCore(wiring.Component):
             s1_in, s2_in = s1 & (s1_par == sord[0]), s2 & (s2_par == sord[0])  # a row of the walked parity
         else:
             s1h, s2h, s2p, seen, s2v, s2_cb = self._ways_accumulate(
-                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, sord, walking, waiting, whole, inst)
+                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole, inst, byp)
             s1, s2 = s1h[0] | s1h[1], s2h[0] | s2h[1]
-            s1_in, s2_in = Mux(sord[0], s1h[1], s1h[0]), Mux(sord[0], s2h[1], s2h[0])
+            s1_in, s2_in = Mux(wres, s1h[1], s1h[0]), Mux(wres, s2h[1], s2h[0])
+            for b in range(2, nb):  # n > 2 buffers (D115)
+                s1, s2 = s1 | s1h[b], s2 | s2h[b]
+                s1_in, s2_in = Mux(wres == b, s1h[b], s1_in), Mux(wres == b, s2h[b], s2_in)
 
         # --- per column block (banked by cb mod NB_BANKS): rows its descriptors list, rows accumulated; the
         # largest column block a descriptor has named (a later block's descriptor: this one's are all taken)
@@ -493,11 +562,11 @@ class DeltaCore(wiring.Component):
                                                               ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
                                                               ("succ", succ_ex), ("first", walking),
                                                               ("last", walking), ("end", walking),
-                                                              ("ord0", walking))}
+                                                              ("ord0", wres))}
         m.d.sync += [q["v"].eq(walking), q["a"].eq(a), q["axis"].eq(axis), q["t"].eq(t), q["p"].eq(p_),
                      q["f"].eq(f), q["cb"].eq(cb), q["i"].eq(i), q["x"].eq(x), q["succ"].eq(succ_ex),
                      q["first"].eq(a == 0), q["last"].eq(last_a),
-                     q["ord0"].eq(sord[0]),
+                     q["ord0"].eq(wres),
                      q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
         if V > 1:  # V lanes a step (D112)
@@ -541,9 +610,12 @@ class DeltaCore(wiring.Component):
                          cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
             # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
             # (ways: the output reads the walked segment's buffer, each way writes its row's, D107)
-            m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
+            if nb == 2:
+                m.d.comb += cmb.c_sel.eq(Mux(s2, s2_par, ~q["ord0"]) if W == 1 else ~q["ord0"])
+            else:  # n > 2 buffers (D115): the output reads the walked segment's
+                m.d.comb += cmb.c_buf.eq(q["ord0"])
             # the seen banks: set by the accumulate stream, cleared by the walk (never the same bank in one cycle)
-            for b in range(2):
+            for b in range(nb):
                 clr = q["v"] & (q["ord0"] == b)
                 if W == 1:
                     m.d.comb += [seen[b].we.eq((s2 & (s2_cb[0] == b)) | clr), seen[b].waddr.eq(Mux(clr, daddr, s2_addr)),
@@ -551,7 +623,7 @@ class DeltaCore(wiring.Component):
                     continue
                 for w in range(W):  # way w's bank of buffer b
                     cw = clr & (daddr[:lw] == w)
-                    m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                    m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w * rs:(w + 1) * rs] == b)) | cw),
                                  seen[b][w].waddr.eq(Mux(cw, daddr[lw:], seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
         # tags and done: the combine's row leaves 2 cycles after its command
         t1, t2 = Signal(tb, name="tag_t1"), Signal(tb, name="tag_t2")
@@ -588,6 +660,8 @@ class DeltaCore(wiring.Component):
         with m.Switch(phase):
             with m.Case(0):
                 with m.If(self.start):
+                    if nb > 2:
+                        m.d.sync += wres.eq(0)
                     m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0),
                                  waiting.eq(1), walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0),
                                  x0.eq(0), g0.eq(0), rp_.eq(0), fc.eq(0), sord.eq(0)]
@@ -614,6 +688,8 @@ class DeltaCore(wiring.Component):
                                 more = ~(last_rep & last_fc & last_pool & last_g)
                                 m.d.sync += [walking.eq(more & ~self.o_seg), sord.eq(sord + 1),
                                              waiting.eq(more & self.o_seg)]
+                                if nb > 2:
+                                    m.d.sync += wres.eq(Mux(wres == nb - 1, 0, wres + 1))
                                 with m.If(~last_rep):  # the chunk again, the group's next column block
                                     m.d.sync += [rp_.eq(rp_ + 1), f.eq(f0), x.eq(x0)]
                                 with m.Elif(~last_fc):  # the pool's next chunk of frames
@@ -628,8 +704,8 @@ class DeltaCore(wiring.Component):
                     m.d.sync += phase.eq(0)
         return m
 
-    def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, sord, walking, waiting, whole,
-                         inst):  # noqa: N803
+    def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole,
+                         inst, byp=None):  # noqa: N803
         """The accumulate path on W > 1 ways (docs/decisions.md D107; `elaborate` builds one way inline): pops the
         FIFO's longest run from its head of at most W entries, none waiting for its D buffer, all of the head's
         parity, in distinct ways (each entry's way in flops), reading each from its FIFO bank (W <= d: distinct);
@@ -641,12 +717,13 @@ class DeltaCore(wiring.Component):
         d, C, ab, Q = cfg.drain_rows_per_cycle, cfg.array_cols, cfg.acc_bits, self.fifo  # noqa: N806
         lg, lw, qb = (d - 1).bit_length(), (W - 1).bit_length(), (Q - 1).bit_length()
         da, daw = self.da, self.da - lw
-        gate = (headpar == sord[0]) & (walking | (waiting & whole))
-        takes, ways_j, banks_j, pars_j = [], [], [], []
+        nb, rs = self.d_buffers, max(1, self.resb)
+        gate = (headpar == wres) & (walking | (waiting & whole))
+        takes, ways_j, banks_j, pars_j, inas = [], [], [], [], []
         for j in range(W):
             e = Signal(16, name=f"pop_e{j}")
             m.d.comb += e.eq(rp + j)
-            par_j, way_j = parb.bit_select(e[:qb], 1), wayb.word_select(e[:qb], lw)
+            par_j, way_j = parb.word_select(e[:qb], rs), wayb.word_select(e[:qb], lw)
             t = Signal(name=f"pop_take{j}")
             if j == 0:
                 m.d.comb += t.eq((phase == 1) & (count != 0) & ~gate)
@@ -654,11 +731,18 @@ class DeltaCore(wiring.Component):
                 distinct = Const(1, 1)
                 for w_i in ways_j:
                     distinct = distinct & (way_j != w_i)
-                m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == sord[0]) & (walking | (waiting & whole)))
+                m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == wres) & (walking | (waiting & whole)))
                                  & distinct)
+            ina = Const(0, 1)
+            if byp:  # D118: entry e still in stage A (written last cycle): popped from there, the macros untouched
+                ina = Signal(name=f"pop_bypass{j}")
+                m.d.comb += ina.eq((e - byp["wp"])[:16] < byp["n"])
             for b in range(d):
                 with m.If(t & ((e[:lg] == b) if d > 1 else 1)):
-                    m.d.comb += [fifo[b].re.eq(1), fifo[b].raddr.eq(e[lg:])]
+                    m.d.comb += [fifo[b].re.eq(~ina if byp else 1), fifo[b].raddr.eq(e[lg:])]
+                    if byp:
+                        m.d.comb += byp["hit"][b].eq(ina)
+            inas.append(ina)
             takes.append(t)
             pars_j.append(par_j)
             ways_j.append(way_j)
@@ -666,24 +750,33 @@ class DeltaCore(wiring.Component):
         npop = Signal(range(W + 1), name="pop_n")
         m.d.comb += npop.eq(sum(takes))
         m.d.sync += rp.eq(rp + npop)
-        s1v, s1p = Signal(W, name="acc_s1_v"), Signal(W, name="acc_s1_par")  # per way: valid, parity
+        # per way: valid, parity (n > 2 buffers: residue, rs bits a way, D115)
+        s1v, s1p = Signal(W, name="acc_s1_v"), Signal(W * rs, name="acc_s1_par" if nb == 2 else "acc_s1_res")
         s1src = [Signal(max(1, lg), name=f"acc_s1_bank{w}") for w in range(W)]
+        if byp:  # D118: per way whether its row came from stage A, and that row
+            s1byp = Signal(W, name="acc_s1_byp")
+            s1bd = [Signal(self.fifo_bits, name=f"acc_s1_bypd{w}") for w in range(W)]
+            sdata = Array(st.wdata for st in byp["stage"])
         for w in range(W):
             hit = Const(0, 1)
             for j in range(W):
                 hj = takes[j] & (ways_j[j] == w)
                 hit = hit | hj
                 with m.If(hj):
-                    m.d.sync += [s1src[w].eq(banks_j[j]), s1p[w].eq(pars_j[j])]
+                    m.d.sync += [s1src[w].eq(banks_j[j]), s1p[w * rs:(w + 1) * rs].eq(pars_j[j])]
+                    if byp:
+                        m.d.sync += s1byp[w].eq(inas[j])
+                        with m.If(inas[j]):
+                            m.d.sync += s1bd[w].eq(sdata[banks_j[j]])
             m.d.sync += s1v[w].eq(hit)
-        seen = [[None] * W for _ in range(2)]
-        for b in range(2):
+        seen = [[None] * W for _ in range(nb)]
+        for b in range(nb):
             for w in range(W):
                 ports, mac = macro("1r1w", self.seen_depth, 1, instance=inst)
                 m.submodules[f"seen{b}_w{w}"] = mac
                 m.d.comb += ports.wmask.eq(1)
                 seen[b][w] = ports
-        s2v, s2p = Signal(W, name="acc_s2_v"), Signal(W, name="acc_s2_par")
+        s2v, s2p = Signal(W, name="acc_s2_v"), Signal(W * rs, name="acc_s2_par" if nb == 2 else "acc_s2_res")
         m.d.sync += [s2v.eq(s1v), s2p.eq(s1p)]
         s2_cbs, a_first, a_addr, a_data = [], [], [], []
         for w in range(W):
@@ -691,26 +784,33 @@ class DeltaCore(wiring.Component):
             sel_data = fifo[0].rdata
             for b in range(1, d):
                 sel_data = Mux(s1src[w] == b, fifo[b].rdata, sel_data)
-            m.d.comb += popped.eq(sel_data)
+            m.d.comb += popped.eq(Mux(s1byp[w], s1bd[w], sel_data) if byp else sel_data)
             p_cb = popped[da:da + self.obk]
-            for b in range(2):
-                m.d.comb += [seen[b][w].re.eq(s1v[w] & (s1p[w] == b)), seen[b][w].raddr.eq(popped[lw:da])]
+            s1r, s2r = s1p[w * rs:(w + 1) * rs], s2p[w * rs:(w + 1) * rs]
+            for b in range(nb):
+                m.d.comb += [seen[b][w].re.eq(s1v[w] & (s1r == b)), seen[b][w].raddr.eq(popped[lw:da])]
             s2_addr, s2_data = Signal(daw, name=f"acc_addr{w}"), Signal(C * ab, name=f"acc_data{w}")
             s2_cb, s2_fwd = Signal(self.obk, name=f"acc_bank{w}"), Signal(name=f"acc_fwd{w}")
             m.d.sync += [s2_addr.eq(popped[lw:da]), s2_cb.eq(p_cb), s2_data.eq(popped[da + self.obk:]),
                          s2_fwd.eq(s1v[w] & s2v[w] & (s2_addr == popped[lw:da]))]
-            for b in range(2):
+            for b in range(nb):
                 seen[b][w].s2_addr = s2_addr
-            seen_rd = Mux(s2p[w], seen[1][w].rdata[0], seen[0][w].rdata[0])
+            seen_rd = Mux(s2r, seen[1][w].rdata[0], seen[0][w].rdata[0])
+            for b in range(2, nb):
+                seen_rd = Mux(s2r == b, seen[b][w].rdata[0], seen_rd)
             s2_cbs.append(s2_cb)
             a_first.append(~(seen_rd | s2_fwd))
             a_addr.append(s2_addr)
             a_data.append(s2_data)
         m.d.comb += [cmb.a_valid.eq(s2v), cmb.a_first.eq(Cat(*a_first)), cmb.a_addr.eq(Cat(*a_addr)),
                      cmb.a_data.eq(Cat(*a_data)), cmb.a_sel.eq(s2p)]
-        # per stage, whether it holds a row of parity 0, of parity 1 (the walk's go)
-        s1h = [(s1v & ~s1p).any(), (s1v & s1p).any()]
-        s2h = [(s2v & ~s2p).any(), (s2v & s2p).any()]
+        # per stage, whether it holds a row of parity 0, of parity 1 (the walk's go); n > 2: of each residue (D115)
+        if nb == 2:
+            s1h = [(s1v & ~s1p).any(), (s1v & s1p).any()]
+            s2h = [(s2v & ~s2p).any(), (s2v & s2p).any()]
+        else:
+            s1h = [Cat(*(s1v[w] & (s1p[w * rs:(w + 1) * rs] == b) for w in range(W))).any() for b in range(nb)]
+            s2h = [Cat(*(s2v[w] & (s2p[w * rs:(w + 1) * rs] == b) for w in range(W))).any() for b in range(nb)]
         return s1h, s2h, s2p, seen, s2v, s2_cbs
 
     def _walk_lanes(self, m, decs, walking, t, succ_t, p_, x, i, axis, last_f, hw_) -> dict:  # noqa: N803
@@ -804,17 +904,20 @@ class DeltaCore(wiring.Component):
                          ("hold", succ & succ_near)):
                 fields[n].append(v)
         m.d.comb += [cmb.c_valid.eq(Cat(*fields["valid"])), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
-                     cmb.c_cols.eq(cols), cmb.c_sel.eq(~q["ord0"]), cmb.c_sram.eq(self.o_fused)]
+                     cmb.c_cols.eq(cols), cmb.c_sram.eq(self.o_fused)]
+        nb, rs = self.d_buffers, max(1, self.resb)
+        # the output reads the walked segment's buffer: 2 buffers, c_sel the other; n > 2, c_buf it (D115)
+        m.d.comb += cmb.c_sel.eq(~q["ord0"]) if nb == 2 else cmb.c_buf.eq(q["ord0"])
         m.d.comb += [getattr(cmb, f"c_{n}").eq(Cat(*fields[n])) for n in ("direct", "has", "daddr", "reg", "raddr",
                                                                           "waddr", "keep", "hold")]
-        for b in range(2):  # the walked buffer's seen bits: one clear per way, the lanes' ways distinct
+        for b in range(nb):  # the walked buffer's seen bits: one clear per way, the lanes' ways distinct
             clr = q["ord0"] == b
             for w in range(W):
                 cw, ca = Const(0, 1), Const(0, self.da - lw)
                 for lane in range(V):
                     hit = clr & fields["valid"][lane] & (fields["daddr"][lane][:lw] == w)
                     cw, ca = cw | hit, Mux(hit, fields["daddr"][lane][lw:], ca)
-                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w] == b)) | cw),
+                m.d.comb += [seen[b][w].we.eq((s2v[w] & (s2p[w * rs:(w + 1) * rs] == b)) | cw),
                              seen[b][w].waddr.eq(Mux(cw, ca, seen[b][w].s2_addr)), seen[b][w].wdata.eq(~cw)]
 
     def macros(self) -> list[tuple[str, int, int, None]]:
@@ -828,6 +931,16 @@ class DeltaCore(wiring.Component):
             if mc not in out:
                 out.append(mc)
         return out
+
+
+def default_fifo_bypass(cfg: AcceleratorConfig) -> bool:
+    """``kaleido_dcore``'s row-FIFO bypass by default (docs/decisions.md D118): on wherever it accumulates on W > 1
+    ways (`hw.delta_combine.default_ways`; every shipped delta config), where it is built;
+    `sim.timing.delta_core.core_fifo_bypass` is the model's copy of this rule. ``kaleido_dcore_front`` goes without.
+
+    Raises:
+        ValueError: as `hw.delta_combine.default_ways`."""
+    return default_ways(cfg) > 1
 
 
 def host_through(m, core, ap, wr_valid, *also) -> Signal:

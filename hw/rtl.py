@@ -13,9 +13,9 @@ its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
 codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
-stage's command generation and ``kaleido_dcombine_w<W>_v<V>``, the delta combine unit on W accumulate ways, D107, W = d
-by default, D108, with V output lanes, D112, V = `hw.delta_combine.default_out_ways` = W by default, D113, emitted
-beside it; final ``Y`` rows, V a cycle) with its macros, the similarity front
+stage's command generation and ``kaleido_dcombine_w<W>_v<V>_b3``, the delta combine unit on W accumulate ways, D107,
+W = d by default, D108, with V output lanes, D112, V = `hw.delta_combine.default_out_ways` = W by default, D113, and
+3 D buffers, D115, `hw.delta_combine.default_d_buffers`, emitted beside it; its row FIFO bypassed, D118; final ``Y`` rows, V a cycle) with its macros, the similarity front
 ``kaleido_dfront`` (hw/delta_front.py, D103: decisions and differences from raw X through ``kaleido_daccel``'s write
 port) with its macros and ``kaleido_dcore_front`` (``kaleido_dcore`` with it, one output lane on
 ``kaleido_dcombine_w<W>``: final ``Y`` rows from raw X); a delta
@@ -66,9 +66,21 @@ from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
 from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
-from hw.delta_combine import DCOMBINE_MODULE_NAME, DeltaCombine, dcombine_module_name, default_out_ways
+from hw.delta_combine import (
+    DCOMBINE_MODULE_NAME,
+    DeltaCombine,
+    dcombine_module_name,
+    default_d_buffers,
+    default_out_ways,
+)
 from hw.delta_combine import default_ways as default_dways
-from hw.delta_core import DCORE_FRONT_MODULE_NAME, DCORE_MODULE_NAME, DCORE_STAGE_MODULE_NAME, DeltaCore
+from hw.delta_core import (
+    DCORE_FRONT_MODULE_NAME,
+    DCORE_MODULE_NAME,
+    DCORE_STAGE_MODULE_NAME,
+    DeltaCore,
+    default_fifo_bypass,
+)
 from hw.delta_front import CFRONT_MODULE_NAME, DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
 from hw.dispatcher.matcher import MATCHER_MODULE_NAME, Matcher
@@ -160,13 +172,13 @@ _MODULES = {
     "dcombine_ways": (None, "Kaleido delta combine unit per axis class, {dways} accumulate ways (D banked by (class, "
                       "token)) + D, state-buffer and state-SRAM macros",
                       lambda cfg: DeltaCombine(cfg, instance=True, ways=default_dways(cfg))),
-    # The same unit with V output lanes, as kaleido_dcore instantiates it (D112, D113; V =
-    # hw.delta_combine.default_out_ways); kaleido_dcore_front keeps the one-lane unit above.
+    # The same unit with V output lanes and n D buffers, as kaleido_dcore instantiates it (D112, D113; V =
+    # hw.delta_combine.default_out_ways; D115: n = default_d_buffers); kaleido_dcore_front keeps the unit above.
     "dcombine_lanes": (None, "Kaleido delta combine unit per axis class, {dways} accumulate ways (D banked by (class, "
-                       "token)), {dlanes} output lanes (carried stores in position banks) + D, state-buffer and "
-                       "state-SRAM macros",
+                       "token)), {dlanes} output lanes (carried stores in position banks), {dbufs} D buffers + D, "
+                       "state-buffer and state-SRAM macros",
                        lambda cfg: DeltaCombine(cfg, instance=True, ways=default_dways(cfg),
-                                                out_ways=default_out_ways(cfg))),
+                                                out_ways=default_out_ways(cfg), buffers=default_d_buffers(cfg))),
     # The delta organisation's op-level controller (D91): instantiates kaleido_dtop and its macros by name.
     # With its queues (D93): it instantiates kaleido_dqueue by name, which forms the band-tiles from the decisions.
     "daccel": (DACCEL_MODULE_NAME, "Kaleido delta op-level controller: banked SRAM buffers (differences, weights, "
@@ -201,13 +213,16 @@ _MODULES = {
     # both instantiated by name, with its own macros (tile table, decision copies, row FIFO, seen bits).
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
               "row FIFO + accumulate and output command generation + kaleido_dcombine on its accumulate ways, final Y rows",
-              lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg))),
+              lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
+                                    d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
-    # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage).
+    # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
+    # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
     "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
                     "kaleido_daccel_stage + tile table + row FIFO + accumulate and output command generation + "
                     "kaleido_dcombine on its accumulate ways and output lanes, final Y rows",
-                    lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg))),
+                    lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
+                                          d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
@@ -231,7 +246,8 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
               "org_top_ext": lambda cfg: top_module_name(cfg, ext=True),
               "combine_ways": lambda cfg: combine_module_name(default_ways(cfg)),
               "dcombine_ways": lambda cfg: dcombine_module_name(default_dways(cfg)),
-              "dcombine_lanes": lambda cfg: dcombine_module_name(default_dways(cfg), default_out_ways(cfg))}
+              "dcombine_lanes": lambda cfg: dcombine_module_name(default_dways(cfg), default_out_ways(cfg),
+                                                                 default_d_buffers(cfg))}
 
 
 def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
@@ -265,27 +281,31 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
             macros += [mc for mc in discard(DeltaCombine(cfg, ways=default_dways(cfg))).macros() if mc not in macros]
         if default_out_ways(cfg) > 1:  # kaleido_dcore's combine with output lanes (D112, D113)
             roles += ["dcombine_lanes"]
-            macros += [mc for mc in discard(DeltaCombine(cfg, ways=default_dways(cfg), out_ways=default_out_ways(cfg)))
-                       .macros() if mc not in macros]
+            macros += [mc for mc in discard(DeltaCombine(cfg, ways=default_dways(cfg), out_ways=default_out_ways(cfg),
+                                                         buffers=default_d_buffers(cfg))).macros() if mc not in macros]
         roles += ["daccel", "dqueue", "dcore", "dfront", "dcore_front"]
         acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
-        macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg))).macros()
-                   if mc not in macros]
+        macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
+                                                  d_buffers=default_d_buffers(cfg),
+                                                  fifo_bypass=default_fifo_bypass(cfg))).macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]  # the front's
         macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
             roles += ["org_top_ext", "dstage", "dcore_stage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
-            macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg)))
-                       .macros() if mc not in macros]  # kaleido_dcore_stage's own (D119)
+            macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
+                                                      d_buffers=default_d_buffers(cfg),
+                                                      fifo_bypass=default_fifo_bypass(cfg))).macros()
+                       if mc not in macros]  # kaleido_dcore_stage's own (D119; its D buffers and bypass, D115, D118)
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
         parts.append((name or _ORG_NAMES[role](cfg), ("module", role),
                       what.format(org=cfg.organisation, ways=default_ways(cfg),
                                   dways=default_dways(cfg) if cfg.organisation == "delta" else 1,
-                                  dlanes=default_out_ways(cfg) if cfg.organisation == "delta" else 1)))
+                                  dlanes=default_out_ways(cfg) if cfg.organisation == "delta" else 1,
+                                  dbufs=default_d_buffers(cfg) if cfg.organisation == "delta" else 2)))
     parts += [(macro_name(*mc), ("macro", *mc), "") for mc in macros]
     return parts
 

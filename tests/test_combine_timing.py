@@ -149,13 +149,14 @@ def test_model_times_the_delta_core_as_built():
     """``combine_timing = "rtl"`` on delta: the combine stall is `core_schedule`'s ``done`` over the model's band
     schedule (rows out per `row_out_cycles`, the controller's done taken as the array's last row) less the array's
     cycles, on the core's d = 2 accumulate ways (docs/decisions.md D108; each row's way from its token, here t mod 2:
-    one axis class) and its 2 output lanes (D113: V = W = 2 divides R = 8); 16 tokens x 2 column blocks x 1 class
-    = 32 Y rows; the default is the model's combine unit."""
-    from sim.timing.delta_core import core_out_ways, core_ways
+    one axis class), its 2 output lanes (D113: V = W = 2 divides R = 8) and 3 D buffers (D115); 16 tokens x 2
+    column blocks x 1 class = 32 Y rows; the default is the model's combine unit."""
+    from sim.timing.delta_core import core_d_buffers, core_out_ways, core_ways
 
     t, cfg, grid = _op("delta", "rtl")
     c = t.compact
     assert core_ways(cfg) == 2 and cfg.dcore_out_ways is None and core_out_ways(cfg) == 2
+    assert cfg.dcore_d_buffers is None and core_d_buffers(cfg) == 3
     band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
     outs = row_out_cycles(band, last, c["rows"], cfg)
     rows = np.concatenate(outs)
@@ -172,11 +173,12 @@ def test_model_times_the_delta_core_as_built():
     tile = np.repeat(np.arange(len(outs)), [len(o) for o in outs])
     descs = [(int(f) - 2, 0, int(r)) for f, r in zip(first, c["rows"], strict=True)]
     bp = {"fifo": 16, "ports": 2, "descs": descs, "row_tile": tile, "row_tie": np.arange(len(rows))}
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, **bp)
+    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3,
+                             **bp)
     assert len(whole_op["rows"]) == 32 and whole_op["fifo_max"] <= 16
     unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
     assert unheld.stall_cycles["combine"] == core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2,
-                                                           row_way=way, out_ways=2)["done"] - c["cycles"]
+                                                           row_way=way, out_ways=2, buffers=3)["done"] - c["cycles"]
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
@@ -198,7 +200,7 @@ def test_model_times_the_delta_core_as_built():
                            [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
     bp1 = {"fifo": 16, "ports": 2, "hold": True, "row_tile": np.searchsorted(offs, tie1, side="right") - 1, "row_tie": tie1}
     sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
-                        out_ways=2, **bp1)
+                        out_ways=2, buffers=3, **bp1)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
     assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
                                        out_ways=2, descs=descs, **bp1)["done"]

@@ -55,15 +55,18 @@ def _designs(cfg):
         acc = CompactAccel(cfg, queues=True, pe="instance")
         return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance", replay=acc.max_tiles),
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
-    from hw.delta_combine import DeltaCombine, dcombine_module_name, default_out_ways
+    from hw.delta_combine import DeltaCombine, dcombine_module_name, default_d_buffers, default_out_ways
+    from hw.delta_core import default_fifo_bypass
 
     fed = DeltaAccel(cfg, queues=True, pe="instance")
     # kaleido_dcore as hw.rtl emits it: its default d accumulate ways (D108) and V output lanes (D113), or the lanes
-    # the config names (V = 1: D108's core), and its combine unit on those ways and lanes
+    # the config names (V = 1: D108's core), and its combine unit on those ways and lanes; on its D buffers (D115)
+    # and with its FIFO bypass (D118)
     v = cfg.dcore_out_ways if cfg.dcore_out_ways is not None else default_out_ways(cfg)
-    core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v)
+    n = default_d_buffers(cfg) if v > 1 else 2
+    core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg))
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
-           dcombine_module_name(core.ways, v): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v)}
+           dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
         out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
@@ -153,9 +156,12 @@ def test_register_banks_are_the_designs(name):
         W, V = designs["kaleido_dcore"].ways, designs["kaleido_dcore"].out_ways  # noqa: N806
         assert W == cfg.drain_rows_per_cycle > 1
         assert part["kaleido_dcore", "FIFO ways"] == _bank_bits(dc, r"fifo_way")
-        ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par)")
+        ways = _bank_bits(dc, r"acc_(addr|bank|data|fwd|s1_bank)\d+|acc_s[12]_(v|par|res)")
+        assert part["kaleido_dcore", "FIFO bypass"] == _bank_bits(dc, r"fifo_a_\w+|acc_s1_byp\w*")  # D118
         assert part["kaleido_dcore", "accumulate ways"] * W == ways * (W - 1)
-        name_c = f"kaleido_dcombine_w{W}" + (f"_v{V}" if V > 1 else "")
+        from hw.delta_combine import dcombine_module_name
+
+        name_c = dcombine_module_name(W, V, designs["kaleido_dcore"].d_buffers)  # _b3 on 3 D buffers (D115)
         cmb = _clocked_bits(designs[name_c])
         # the output's way: one register with one lane (D107), one per lane with V (D112, in "output lanes")
         assert part[name_c, "accumulate ways"] == _bank_bits(
@@ -169,9 +175,9 @@ def test_register_banks_are_the_designs(name):
         else:
             assert not [p for p in controllers.inventory(cfg) if p["part"] in ("walk lanes", "output lanes")]
         assert part["kaleido_dcore", "latest descriptor"] == _bank_bits(dc, r"desc_seg_max|desc_seen")
-        assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc)|waiting")
+        assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc|seg_res)|waiting")
         assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
-        assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_parity")
+        assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_(parity|residue)")
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
@@ -195,19 +201,19 @@ def test_register_banks_are_the_designs(name):
 def test_area_by_hand_and_what_is_new():
     """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
     macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
-    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 42 (2 class + 5 column-block + 4 x 8
-    token bits + 3 bits of the segment's count bank, D104), row FIFO 2 x 8 x 237 (10 address: the way's bit and 9 in
-    the way, D107, + 3 bank + 8 x 28), seen bits 4 x 512 (a bank per D buffer, D104, and per way of d = 2, D108: the
-    same 2 x 1,024 bits), decision copies 2 x 256 x 16 (on V = 2 lanes 2 x 2 banks of 128, D112), token chunks
-    256 x 8 (D104)."""
+    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 44 (2 class + 5 column-block + 4 x 8
+    token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115), row FIFO 2 x 8 x 237 (10
+    address: the way's bit and 9 in the way, D107, + 3 bank + 8 x 28), seen bits 6 x 512 (a bank per D buffer, D104,
+    3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16 (on V = 2 lanes 2 x 2 banks of 128,
+    D112), token chunks 256 x 8 (D104)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 42 + 2 * 8 * 237 + 4 * 512 + 2 * 256 * 16 + 256 * 8
+    tables = 4 * 64 * 16 + 2 * 1024 * 44 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 8
     seen = controllers.part(cfg, "kaleido_dcore", "seen bits")
-    assert (seen["count"], seen["depth"]) == (4, 512)
+    assert (seen["count"], seen["depth"]) == (6, 512)
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
     # compact (D109): one weight buffer, no copy; its bands' word registers in band_weight_lanes: 3 words of
     # 2 B = 4 channels x C = 8 columns x 8 bits per band, 2 bands = 1,536 bits, which the register test finds in
@@ -301,9 +307,10 @@ def test_controller_accesses_by_hand():
     assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
-    # dcore: tile table entries of 42 bits, written per band-tile (2) and read per drained row (6); row FIFO 237
-    # bits in and out per row; decision copies: both written per token, both read per command (8 tokens x 1 class)
-    assert a["ctrl_tile_bytes"] == pytest.approx(42 / 8 * (2 + 6))
+    # dcore: tile table entries of 44 bits (42 + the segment's residue mod 3, D115), written per band-tile (2) and
+    # read per drained row (6); row FIFO 237 bits in and out per row; decision copies: both written per token, both
+    # read per command (8 tokens x 1 class)
+    assert a["ctrl_tile_bytes"] == pytest.approx(44 / 8 * (2 + 6))
     assert a["ctrl_fifo_bytes"] == pytest.approx(237 / 8 * 2 * 6)
     assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,
@@ -394,16 +401,17 @@ def test_lanes_inventory_by_hand():
     decision words), V = W = 2: the decision copies 2 x 2 banks of 128 words (the same 8,192 bits as D108's 2 x 256).
     Its 64 KiB partial-sum SRAM: words of C x acc = 8 x 28 = 224 bits, a third is 524,288 // 224 // 3 = 780 words;
     the D buffers 2 x 2 ways of 390 words, the state buffer 2 position banks of 390: 3 x 780 x 224 = 524,160 bits
-    built (128 below 64 KiB). The balanced preset (C = 128, acc = 33: 4,224-bit words; psum 3,072 KiB, state SRAM
+    built (128 below 64 KiB); on three D buffers (D115's default) 4 x 780 x 224 = 698,880. The balanced preset (C = 128, acc = 33: 4,224-bit words; psum 3,072 KiB, state SRAM
     14,336 KiB, V = W = 4): a third is 25,165,824 // 4,224 // 3 = 1,985 words, a way or a position bank 1,985 // 4 =
     496, in macros of 128 words (the largest power of two under 1 Mbit / 4,224 = 248), 3 of them (384 words): D
     2 x 4 x 3 = 24 macros, the state buffer 4 x 3 = 12: 36 x 128 x 4,224 = 19,464,192 bits built against
-    25,165,824 (D108's 1,536 of 1,920 words a D buffer; the state buffer now 1,536 too). Its state SRAM: 14,336 KiB
+    25,165,824 (D108's 1,536 of 1,920 words a D buffer; the state buffer now 1,536 too); on three D buffers (D115)
+    D 3 x 4 x 3 = 36 macros: 48 x 128 x 4,224. Its state SRAM: 14,336 KiB
     over 128 column banks of 24-bit words is 38,229 words a bank, 9,557 a position bank: 512 macros of 9,557 x 24."""
     tech = load_tech(16)
     for name, copies, psum, state in (
-            ("tiny-delta", (4, 128, 16), 3 * 780 * 224, 0),
-            ("balanced", (8, 64, 16), 36 * 128 * 4224, 512 * 9557 * 24)):
+            ("tiny-delta", (4, 128, 16), 4 * 780 * 224, 0),
+            ("balanced", (8, 64, 16), 48 * 128 * 4224, 512 * 9557 * 24)):
         cfg = CONFIGS[name]()
         dc = controllers.part(cfg, "kaleido_dcore", "decision copies")
         assert (dc["count"], dc["depth"], dc["width"]) == copies

@@ -259,10 +259,13 @@ def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
     assert comp["band_weight_lanes"] - dlt["band_weight_lanes"] == pytest.approx(1536 * tech.a("reg_bit") * um)
     assert comp["ctrl_weight_copies"] == 0
     assert dlt["ctrl_weight_copies"] == pytest.approx(cfg.weight_sram_kib * 8192 * tech.a("sram_bit") * um)
-    # the partial-sum SRAM as kaleido_dcombine builds it (D114): 3 buffers of 524,288 // 224 // 3 = 780 words of
-    # C x acc = 224 bits, 128 bits below compact's 64 KiB
+    # the partial-sum SRAM as kaleido_dcombine builds it (D114): buffers of 524,288 // 224 // 3 = 780 words of
+    # C x acc = 224 bits, the state and three D buffers (D115's default), 4 x 780 x 224 bits; on two D buffers 3 x
+    # 780 x 224, 128 bits below compact's 64 KiB
     same -= {"sram_psum"}
-    assert comp["sram_psum"] - dlt["sram_psum"] == pytest.approx(128 * tech.a("sram_bit") * um)
+    assert dlt["sram_psum"] == pytest.approx(4 * 780 * 224 * tech.a("sram_bit") * um)
+    two = area_breakdown(cfg.model_copy(update={"dcore_d_buffers": 2}))["breakdown"]
+    assert comp["sram_psum"] - two["sram_psum"] == pytest.approx(128 * tech.a("sram_bit") * um)
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 
 

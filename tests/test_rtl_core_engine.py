@@ -6,7 +6,7 @@ D102), on hw/presets/examples/tiny-8x8-{delta,compact}.toml.
   shape: their ``ENGINE_RUNS``, which moved here, and the first of their ``RUNS``, which stays there too with the
   command and access checks; those files keep their other shapes and the fused cases under Amaranth's simulator)
   and their seeded random ops, back to back on one core (on its d = 2 accumulate ways, docs/decisions.md D108, and
-  d = 2 output lanes, D112, D113):
+  d = 2 output lanes, D112, D113, on 3 D buffers, D115):
   every (token, column block) Y row once, equal to
   `algo.reuse.golden.apply_decisions`, at the cycle the controller's timing functions give (computed here from
   `sim.engines.band_stimulus.band_op`, apart from the RTL and from the engine's own planning), and ``done``.
@@ -71,13 +71,14 @@ def test_dcore_engine_seeded_cases_and_random_ops(dcore):
     d = cfg.drain_rows_per_cycle
     assert dcore.core.ways == d == 2  # the engine's core accumulates on d ways (docs/decisions.md D108)
     assert dcore.core.out_ways == d  # and hands out d Y rows a cycle: V = W, 2 divides R = 8 (D112, D113)
+    assert dcore.core.d_buffers == 3 and dcore.core.fifo_bypass  # on 3 D buffers (D115), the FIFO bypassed (D118)
     for (case, fw, s, cm), run in zip(cases, runs, strict=True):
         (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
         _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         # the walk segment by segment where the op issues so (docs/decisions.md D104), rows on d ways (D107)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, walk[0], rsg,
-                            descs, fw, s, d, way, out_ways=d)
+                            descs, fw, s, d, way, out_ways=d, buffers=3)
         assert sch["fifo_max"] <= dcore.core.fifo and not sch["overflow"]
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
 
@@ -242,6 +243,7 @@ def test_dcore_stage_engine_staged_ops():
     eng = CoreEngine(load_config(DELTA_TOML), stage=True)
     cfg = eng.cfg
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
+    assert eng.core.d_buffers == 3 and eng.core.fifo_bypass  # as hw.rtl builds it (D115, D118)
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -252,7 +254,7 @@ def test_dcore_stage_engine_staged_ops():
         rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, sop.fw, sop.s, 2, way, out_ways=2)
+                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)

@@ -137,10 +137,10 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     return out
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None):
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
-    and the bench program's commands (module docstring)."""
+    on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
@@ -148,7 +148,7 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None):
     rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None, out_ways)
+                        way[0] if way else None, out_ways, buffers)
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
     assert sch["fifo_max"] <= fifo and not got.overflow and not sch["overflow"]
     assert not got.twice
@@ -179,6 +179,7 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None):
         # the lane register: with lanes the chain carries a run's w neighbours, the register is written once per
         # step holding any (D112; counted so since D114)
         assert c["lane_we"] == m["lane"]
+    return sch
 
 
 def _run_case(ci):
@@ -315,6 +316,69 @@ def test_dcore_lanes_on_wide_and_random_ops():
         check(cfg, job, queue, got, fifo, ways=2, out_ways=2)
 
 
+#: The runs on three D buffers (docs/decisions.md D115): ``(case, shape, chunk-major, V, fused, FIFO entries)``: the
+#: three-axis WIDE op (rows of segment k + 2 wait while k is walked on two buffers; on three its V = 2 schedule has no
+#: row waiting and ends at 379 against 395, on V = 1 rows of k + 3 still wait), three-axes fused on 4 bands (V = 1),
+#: qk-uint8-coherent on d = 4 ways (V = 1: its rows wait on two buffers, not on three), three-axes fused on d = 4
+#: with V = 4, and seeded random op 3 (D68's order, not walked segment by segment).
+D3_RUNS = [("wide3", "8x8-B2-d2", False, 2, False, 2 * FIFO), ("wide3", "8x8-B2-d2", False, 1, False, 2 * FIFO),
+           ("three-axes", "8x8-B4-d2", True, 1, True, FIFO), ("qk-uint8-coherent", "8x8-B2-d4", False, 1, False, FIFO),
+           ("three-axes", "8x8-B2-d4", False, 4, True, FIFO), ("random3", "8x8-B2-d2", None, 2, False, FIFO)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "out_ways", "fused", "fifo"), D3_RUNS,
+                         ids=[f"{s}-{c}{'-sram' if fu else ''}-v{v}" for c, s, _cm, v, fu, _f in D3_RUNS])
+def test_dcore_on_three_d_buffers(ci, shape, chunk_major, out_ways, fused, fifo):
+    # every Y row against apply_decisions, its cycle and done against core_schedule(ways=d, out_ways=V, buffers=3)
+    # (the controller's model), every output command against the bench program
+    if ci == "wide3":
+        case, fw, s = WIDE[3][0]
+    elif ci == "random3":
+        case, fw, s, chunk_major = random_ops()[3]
+    else:
+        case, fw, s = _run_case(ci)
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused)
+    [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3)
+    check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3)
+
+
+#: The runs with the row FIFO's bypass (docs/decisions.md D118), on 3 D buffers and V = d lanes (the default core):
+#: ``(case, shape, chunk-major, fused, FIFO entries)``.
+BYPASS_RUNS = [(0, "8x8-B2-d2", False, False, FIFO), ("wide3", "8x8-B2-d2", False, False, 2 * FIFO),
+               ("qk-uint8-coherent", "8x8-B2-d4", False, False, FIFO), ("three-axes", "8x8-B4-d2", True, True, FIFO)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "fused", "fifo"), BYPASS_RUNS,
+                         ids=[f"{s}-{c}{'-sram' if fu else ''}" for c, s, _cm, fu, _f in BYPASS_RUNS])
+def test_dcore_fifo_bypass(ci, shape, chunk_major, fused, fifo):
+    # the same Y rows, cycles and commands as core_schedule gives (the bypass keeps every pop's cycle); the FIFO's
+    # banks written and read once per row less the rows core_schedule counts as popped the cycle after their write
+    # ("bypass"); without the bypass once per row
+    case, fw, s = WIDE[3][0] if ci == "wide3" else _run_case(ci)
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    d = cfg.drain_rows_per_cycle
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused)
+    runs = {}
+    for byp in (False, True):
+        [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=d, d_buffers=3, fifo_bypass=byp)
+        runs[byp] = (got, check(cfg, job, queue, got, fifo, ways=d, out_ways=d, buffers=3))
+    rows = len(runs[False][0].row_cycles)
+    assert runs[False][0].counts["fifo_we"] == runs[False][0].counts["fifo_re"] == rows
+    got, sch = runs[True]
+    assert 0 < sch["bypass"] < rows
+    assert got.counts["fifo_we"] == got.counts["fifo_re"] == rows - sch["bypass"]
+
+
+def test_three_d_buffers_refusals():
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
+    for kw in ({"d_buffers": 1}, {"d_buffers": 3, "ways": 1}, {"d_buffers": 9}):
+        with pytest.raises(ValueError, match="d_buffers"):
+            DeltaCore(cfg, **kw)
+    with pytest.raises(ValueError, match="fifo_bypass"):  # D118
+        DeltaCore(cfg, ways=1, fifo_bypass=True)
+
+
 def test_wide_cases_hold_rows_for_their_buffer():
     """The WIDE runs reach the pop's gate (a row of the walked block's parity waits) at least once, so the RTL tests
     above check it; computed by `core_schedule` from the controller's model."""
@@ -388,9 +452,9 @@ def test_fifo_overflow_flagged_and_errors():
 def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     # kaleido_dcore and everything below it (kaleido_daccel with kaleido_dqueue, kaleido_dcombine, kaleido_dtop and
     # its modules, every macro) on an 8 x 8 delta config, as `hw.rtl` emits it: on d = 2 accumulate ways by default
-    # (D108) and V = 2 output lanes by default (D113: 2 = d divides R = 8), so with kaleido_dcombine_w2_v2 (and
-    # kaleido_dcombine_w2 beside it, the front's): the same bytes twice, no paths, Verilator -Wall clean per file and
-    # over the whole hierarchy from kaleido_dcore.
+    # (D108) and V = 2 output lanes by default (D113: 2 = d divides R = 8) on 3 D buffers (D115), so with
+    # kaleido_dcombine_w2_v2_b3 (and kaleido_dcombine_w2 beside it, the front's): the same bytes twice, no paths,
+    # Verilator -Wall clean per file and over the whole hierarchy from kaleido_dcore.
     import re
     from pathlib import Path
 
@@ -398,7 +462,7 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     from hw.rtl import emit, plan
 
     cfg = delta_cfg(8, 8, 2, 2, state_kib=2)
-    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", out_ways=2)).macros()]
+    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", out_ways=2, d_buffers=3)).macros()]
     roles = {spec[1] for _n, spec, _ in plan(cfg) if spec[0] == "module"}
     assert {"dcombine_ways", "dcombine_lanes", "dcore", "dcore_front"} <= roles
     names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in
@@ -409,8 +473,8 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert (tmp_path / "a" / "kaleido_dcore.v").read_bytes() == b[0].read_bytes()
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    assert "kaleido_daccel " in text and "kaleido_dcombine_w2_v2 " in text
-    assert not re.search(r"^\s*kaleido_dcombine(_w2)? \S+\s+\(", text, re.M)  # not the one-way or one-lane unit
+    assert "kaleido_daccel " in text and "kaleido_dcombine_w2_v2_b3 " in text
+    assert not re.search(r"^\s*kaleido_dcombine(_w2|_w2_v2)? \S+\s+\(", text, re.M)  # not the one-way, one-lane, 2-buffer unit
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert "kaleido_dcore.v" in {p.name for p in a}
@@ -419,11 +483,13 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
 
 
-@pytest.mark.parametrize(("ways", "out_ways"), [(4, 1), (1, 1), (4, 4), (2, 2)])
-def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways):
+@pytest.mark.parametrize(("ways", "out_ways", "buffers", "bypass"),
+                         [(4, 1, 2, False), (1, 1, 2, False), (4, 4, 2, False), (2, 2, 2, False), (4, 4, 3, True)])
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways, buffers, bypass):
     # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
     # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, and on V output
-    # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), beside the 8 x 8 hierarchy `hw.rtl` emits: the
+    # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), and on three D buffers (D115,
+    # kaleido_dcombine_w4_v4_b3) with the row FIFO's bypass (D118), beside the 8 x 8 hierarchy `hw.rtl` emits: the
     # same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
     from amaranth.back import verilog
 
@@ -439,15 +505,15 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_wa
     emit(cfg, tmp_path, only=tuple(names))
 
     def texts():
-        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways)
-        comb = DeltaCombine(cfg, instance=True, ways=ways, out_ways=out_ways)
+        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways, d_buffers=buffers, fifo_bypass=bypass)
+        comb = DeltaCombine(cfg, instance=True, ways=ways, out_ways=out_ways, buffers=buffers)
         return (verilog.convert(core, name="kaleido_dcore", emit_src=False),
-                verilog.convert(comb, name=dcombine_module_name(ways, out_ways), emit_src=False),
+                verilog.convert(comb, name=dcombine_module_name(ways, out_ways, buffers), emit_src=False),
                 core.macros() + comb.macros())
 
     a, b = texts(), texts()
     assert a[:2] == b[:2]
-    cname = dcombine_module_name(ways, out_ways)
+    cname = dcombine_module_name(ways, out_ways, buffers)
     assert f"{cname} " in a[0]
     (tmp_path / "kaleido_dcore.v").write_text(render(cfg, "kaleido_dcore", ("module", "dcore"), "dcore", a[0]))
     (tmp_path / f"{cname}.v").write_text(render(cfg, cname, ("module", "dcombine"), "dcombine", a[1]))
@@ -456,3 +522,28 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_wa
     runs = lint_folder(tmp_path, full=True, jobs=2, tops=("kaleido_dcore",))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
+
+
+#: sha256 of `kaleido_dcore`'s and its combine unit's Verilog on two D buffers, converted from main's code at
+#: 4af9b65 (before D115 added ``d_buffers``): (d, W, V) -> (kaleido_dcore, kaleido_dcombine_w<W>[_v<V>]). A deliberate
+#: change to the n = 2 core (another decision) updates these after checking that its diff is the intended one.
+N2_SHA256 = {(2, 2, 2): ("3bb7df0ef6adcd3d", "8088498a3fead2b6"), (4, 4, 1): ("ed5318bc3f8fe1b2", "0ca84217a7dea82a")}
+
+
+@pytest.mark.parametrize("dwv", list(N2_SHA256))
+def test_two_d_buffers_verilog_unchanged(dwv):
+    # D115: d_buffers = 2 (the default) is the Verilog of the core before the third buffer, byte for byte
+    import hashlib
+
+    from amaranth.back import verilog
+
+    from hw.delta_combine import DeltaCombine, dcombine_module_name
+
+    d, W, V = dwv  # noqa: N806
+    cfg = delta_cfg(8, 8, 2, d, state_kib=2)
+    core = verilog.convert(DeltaCore(cfg, pe="instance", ways=W, out_ways=V, d_buffers=2), name="kaleido_dcore",
+                           emit_src=False)
+    comb = verilog.convert(DeltaCombine(cfg, instance=True, ways=W, out_ways=V, buffers=2),
+                           name=dcombine_module_name(W, V), emit_src=False)
+    got = tuple(hashlib.sha256(t.encode()).hexdigest()[:16] for t in (core, comb))
+    assert got == N2_SHA256[dwv]

@@ -158,7 +158,8 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     cfg = core_stage_cfg("8x8-B2-d2")
     assert DCORE_STAGE_MODULE_NAME in [name for name, _, _ in plan(cfg)]
     assert DCORE_STAGE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]
-    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2)).macros()]
+    core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2, d_buffers=3,
+                                                               fifo_bypass=True)).macros()]
     roles = ("dcore_stage", "dstage", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
     names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in roles]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
@@ -168,7 +169,7 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
     assert re.search(r"^\s*kaleido_daccel_stage \S+\s+\(", text, re.M)
-    assert re.search(r"^\s*kaleido_dcombine_w2_v2 \S+\s+\(", text, re.M)
+    assert re.search(r"^\s*kaleido_dcombine_w2_v2_b3 \S+\s+\(", text, re.M)  # 3 D buffers (D115)
     assert not re.search(r"^\s*kaleido_daccel \S+\s+\(", text, re.M)  # not the queues' controller
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name

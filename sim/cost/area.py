@@ -39,7 +39,8 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   buffer (``diff_sram_kib``, D84) and weight stage (``wstage_sram_kib``, D85), none in the dense die. Banking (the weight, partial-sum and state SRAMs in column banks,
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits. On the delta organisation the
   partial-sum and state SRAMs are the bits of the macros ``kaleido_dcombine`` builds
-  (`sim.cost.controllers.built_sram_bits`, docs/decisions.md D114): a buffer's remainder below a macro is not built.
+  (`sim.cost.controllers.built_sram_bits`, docs/decisions.md D114): a buffer's remainder below a macro is not built;
+  with n D buffers (``dcore_d_buffers``, D115) n of them.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
 counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs/decisions.md D65):
@@ -182,6 +183,26 @@ KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_ps
                 "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
 
 
+def d_buffer_sram(cfg: AcceleratorConfig) -> str:
+    """The area key of the SRAM that holds the delta organisation's D buffers (its difference sums): ``sram_diff``
+    where the config has a difference-sum buffer (D84: C column banks, each double-buffered), else ``sram_psum``
+    (`hw.delta_combine.delta_combine_sizes`: a third of ``psum_sram_kib`` for the state and each D buffer); the
+    one `sim.cost.compact_actions` charges the D traffic to."""
+    return "sram_diff" if cfg.diff_sram_kib else "sram_psum"
+
+
+def d_buffer_scale(cfg: AcceleratorConfig) -> float:
+    """``kaleido_dcore``'s ``dcore_d_buffers`` n (docs/decisions.md D115) over the 2 its SRAM is sized for, as a
+    factor on `d_buffer_sram`'s area: n / 2 of the difference-sum buffer (both halves are D buffers), or (1 + n) / 3
+    of the partial-sum SRAM (`hw.delta_combine.psum_buffers_kib`: one third is the state buffer). Each buffer keeps
+    its size (the ops' capacity checks are unchanged) and each access its energy (a buffer is its own macros): only
+    the area, and so the leakage, grows."""
+    from sim.timing.delta_core import core_d_buffers
+
+    n = core_d_buffers(cfg)
+    return n / 2 if cfg.diff_sram_kib else (1 + n) / 3
+
+
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:
     """Area in mm^2 by component: ``{"technology", "total_mm2", "breakdown", "dense_total_mm2"}``.
 
@@ -245,7 +266,7 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
-    if cfg.organisation == "delta":  # the partial-sum and state SRAMs as kaleido_dcombine builds them (D114)
+    if cfg.organisation == "delta":  # the partial-sum and state SRAMs as kaleido_dcombine builds them (D114, D115)
         from sim.cost.controllers import built_sram_bits
 
         for buf, bits in built_sram_bits(cfg).items():

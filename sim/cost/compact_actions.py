@@ -112,7 +112,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, lanes, weight_copies
+from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, bypass_actions, lanes, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
@@ -210,7 +210,7 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
                     p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
-                    port_weights: int | None = None) -> dict:
+                    port_weights: int | None = None, fifo_bypass: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -230,6 +230,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         port_weights: compact (``delta_blocks`` None, no stage): weights per column its controller's weight port
             reads (`sim.timing.compact_accel.op_port`'s ``"weights"``, docs/decisions.md D109, D117); None: one read
             per band-tile word (Σ |g|, no read shared).
+        fifo_bypass: delta, the op's rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write (the
+            cycle model's, ``combine_timing = "rtl"``; None: not timed): with the core's bypass (D118) those skip the
+            FIFO's write and read (`sim.cost.controllers.bypass_actions`).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -247,7 +250,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a[k] = 0
     if delta_blocks is not None:
         a["mac8"] = a["mac5"] = a["mac4"] = 0
-    array_input = weight = lock_input = lock_weight = fills = slot_words = 0
+    array_input = weight = lock_input = lock_weight = fills = slot_words = all_rows = 0
     copies = weight_copies(cfg)
     for i, (td, (slots, grp, nc, npart)) in enumerate(zip(tiled, band_tiles, strict=True)):
         dec = td.decisions
@@ -276,6 +279,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
         slot_words += int(slots.sum()) * WEIGHT_LANES * min(C, N) * n_cb  # a band's own copy: a word per slot
         count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg)  # the controller's accesses (D101)
+        all_rows += rows_out
         if stage_chunks is not None:  # one fill of every column block's K x C weights per chunk that has band-tiles
             fills += len(np.unique(stage_chunks[i])) * int(widths.sum()) * N
         a["dispatch_add8"] += dec.size
@@ -309,4 +313,6 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["sram_weight_read_bytes"] += fills - lock_weight
     else:
         a["sram_weight_read_bytes"] += read - lock_weight
+    if delta_blocks is not None:
+        bypass_actions(a, all_rows, fifo_bypass, cfg)  # kaleido_dcore's row-FIFO bypass (D118)
     return a

@@ -262,7 +262,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "per way, one state address per (position, group of the way) (D97, D104)")]
     else:
         from hw.delta_combine import dcombine_module_name, delta_combine_sizes
-        from sim.timing.delta_core import core_ways
+        from sim.timing.delta_core import core_d_buffers, core_ways
 
         W, V = core_ways(cfg), lanes(cfg)  # noqa: N806  # accumulate ways (D107, D108), output lanes (D112, D113)
         lw, lv = (W - 1).bit_length(), (V - 1).bit_length()
@@ -275,16 +275,19 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         mt, nb = cfg.accel_max_tokens, z["max_nb"]
         cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
         obk = (NB_BANKS - 1).bit_length()  # a segment's count bank: the ordinal's low bits
+        nbuf = core_d_buffers(cfg)  # D buffers (D115): n > 2 keeps each segment's residue mod n (rb bits)
+        rb = 0 if nbuf == 2 else (nbuf - 1).bit_length()
         entry = 2 + cbb + brows * tb
         fifo = FIFO_PER_PORT * d
         fifo_bits = da + obk + C * acc
-        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk, d, "ctrl_tables",
-                       "per drain port: class, column block, row tokens (D95), the segment's bank (D104)"),
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk + rb, d, "ctrl_tables",
+                       "per drain port: class, column block, row tokens (D95), the segment's bank (D104), with n > 2 "
+                       "D buffers its residue mod n (D115)"),
                 _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, fifo_bits, d, "ctrl_tables",
                        f"d banks of the drained rows waiting for the combine's {W} accumulate ways (D95, D107), with "
                        "the segment's bank (D104)"),
-                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, 2 * W, "ctrl_tables",
-                       "one per D-buffer word (D95), a bank per D buffer (D104) and way (D107)"),
+                _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, nbuf * W, "ctrl_tables",
+                       "one per D-buffer word (D95), a bank per D buffer (D104, D115) and way (D107)"),
                 _macro("kaleido_dcore", "decision copies", "1r1w", -(-mt // V), CODE_BITS * G, 2 * V,
                        "ctrl_tables", "the token's and its successor's decisions (D95), each copy V banks by token "
                        "mod V (D112)"),
@@ -294,20 +297,38 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                       "per count bank the rows its descriptors list and the rows accumulated (D104)"),
                 _bank("kaleido_dcore", "latest descriptor", "reg", ob + 1, "ctrl_registers",
                       "the largest segment ordinal a descriptor named and a flag (D104)"),
-                _bank("kaleido_dcore", "walk segment", "reg", ob + 2 * (cbb + 1) + _bits(mt + 1) + 1,
-                      "ctrl_registers", "the walk's segment ordinal, group, column block in it, chunk; waiting (D104)"),
+                _bank("kaleido_dcore", "walk segment", "reg", ob + 2 * (cbb + 1) + _bits(mt + 1) + 1 + rb,
+                      "ctrl_registers", "the walk's segment ordinal, group, column block in it, chunk; waiting (D104); "
+                      "with n > 2 D buffers its residue counter (D115)"),
                 _bank("kaleido_dcore", "descriptor register", "reg",
                       1 + TILE_BITS + entry + cbb + _bits(brows + 1), "ctrl_registers",
                       "the descriptor the gather took, held a cycle for its segment (D104)"),
-                _bank("kaleido_dcore", "FIFO parity", "reg", fifo, "ctrl_registers",
-                      "per row-FIFO entry its segment's D buffer (D104)"),
+                _bank("kaleido_dcore", "FIFO parity", "reg", fifo * max(1, rb), "ctrl_registers",
+                      "per row-FIFO entry its segment's D buffer (D104; n > 2 buffers: its residue, D115)"),
                 _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
                       "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
+        from sim.timing.delta_core import core_fifo_bypass
+
+        if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)
+            wa = _bits(FIFO_PER_PORT)  # a bank's address
+            out += [_bank("kaleido_dcore", "FIFO bypass", "reg", d * (1 + wa + fifo_bits) + W * (1 + fifo_bits) + 16
+                          + _bits(d + 1), "ctrl_registers",
+                          "stage A (per FIFO bank a cycle's write: valid, address, word), per way stage B (the "
+                          "bypassed row and its flag), stage A's first entry and count (D118)")]
+        if rb:  # n > 2 D buffers (D115)
+            out += [_bank("kaleido_dcore", "residue mod n", "cmp", ob, "ctrl_registers",
+                          "the descriptor ordinal's residue mod n, about one adder bit per ordinal bit (D115); "
+                          "read off, not tested"),
+                    _bank(dcombine_module_name(W, V, nbuf), "buffer selects", "mux", (nbuf - 2) * 2 * W * C * acc,
+                          "ctrl_registers", "per way one more 2:1 word select per extra buffer for the output's read "
+                          "and the accumulate's old word (D115); read off, not tested")]
         if W > 1:  # the accumulate ways (D107, D108)
             lg = (d - 1).bit_length()
-            way = 2 + max(1, lg) + 3 + obk + daw + C * acc  # s1: valid, parity, bank; s2: valid, parity, fwd, ...
-            dway = 2 * C * acc + daw + 4  # kaleido_dcombine_w<W>'s per way: row, forwarded word, address, 4 flags
-            cmb = dcombine_module_name(W, V)
+            # s1: valid, parity, bank; s2: valid, parity, fwd, ...; n > 2 D buffers: a residue for each parity (D115)
+            way = 2 + max(1, lg) + 3 + obk + daw + C * acc + 2 * max(0, rb - 1)
+            # kaleido_dcombine_w<W>'s per way: row, forwarded word, address, 4 flags (a_sel: a buffer number, D115)
+            dway = 2 * C * acc + daw + 4 + max(0, rb - 1)
+            cmb = dcombine_module_name(W, V, nbuf)
             out += [_bank("kaleido_dcore", "FIFO ways", "reg", fifo * lw, "ctrl_registers",
                           "per row-FIFO entry its accumulate way (D107)"),
                     _bank("kaleido_dcore", "accumulate ways", "reg", (W - 1) * way, "ctrl_registers",
@@ -344,18 +365,21 @@ def lanes(cfg: AcceleratorConfig) -> int:
 
 
 def _combine_macros(cfg: AcceleratorConfig, sz: dict, W: int, V: int) -> list[dict]:  # noqa: N803
-    """``kaleido_dcombine``'s macros (hw/delta_combine.py ``DeltaCombine`` with W ways and V lanes): the two D
-    buffers of W ways, the state buffer (V position banks where V > 1), the state SRAM's C column banks (V position
+    """``kaleido_dcombine``'s macros (hw/delta_combine.py ``DeltaCombine`` with W ways and V lanes): the n D
+    buffers of W ways (`sim.timing.delta_core.core_d_buffers`, D115), the state buffer (V position banks where V > 1), the state SRAM's C column banks (V position
     banks each). The partial-sum SRAM's and the state SRAM's built bits: `sim.cost.area` charges ``sram_psum`` and
     ``sram_state`` by them (docs/decisions.md D114), less than ``psum_sram_kib`` / ``state_sram_kib`` where a
     buffer's remainder below a macro is dropped (`hw.sram.split_banks`)."""
     from hw.delta_combine import dcombine_module_name, state_sram_sizes
+    from sim.timing.delta_core import core_d_buffers
 
-    cmb, word = dcombine_module_name(W, V), sz["word"]
+    n = core_d_buffers(cfg)  # D buffers (D115)
+    cmb, word = dcombine_module_name(W, V, n), sz["word"]
     st = state_sram_sizes(cfg, V)
     lanes_ = V > 1
-    out = [_macro(cmb, "D buffers", "1r1w", sz["way_depth"], word, 2 * W * sz["way_banks"], "sram_psum",
-                  "two D buffers (D95, D104) of W ways (D107), each a third of psum_sram_kib"),
+    out = [_macro(cmb, "D buffers", "1r1w", sz["way_depth"], word, n * W * sz["way_banks"], "sram_psum",
+                  "n D buffers (D95, D104; n = 3 by default since D115) of W ways (D107), each a third of "
+                  "psum_sram_kib"),
            _macro(cmb, "state buffer", "1r1w", sz["lane_depth" if lanes_ else "bank_depth"], word,
                   V * sz["lane_banks"] if lanes_ else sz["banks"], "sram_psum",
                   "the carried values, a third of psum_sram_kib" + (", in V position banks (D112)" if lanes_ else ""))]
@@ -370,9 +394,10 @@ def _lanes(cfg: AcceleratorConfig, sz: dict, W: int, V: int, lw: int, lv: int, d
     """The V > 1 output lanes' registers, adders, comparators and selects (hw/delta_core.py ``_walk_lanes`` /
     ``_issue_lanes``, hw/delta_combine.py ``_elaborate_lanes``; docs/decisions.md D111 item 7, D112, D114)."""
     from hw.delta_combine import STATE_BITS, dcombine_module_name, state_sram_sizes
+    from sim.timing.delta_core import core_d_buffers
 
     C, acc = cfg.array_cols, cfg.acc_bits  # noqa: N806
-    cmb, word, st = dcombine_module_name(W, V), sz["word"], state_sram_sizes(cfg, V)
+    cmb, word, st = dcombine_module_name(W, V, core_d_buffers(cfg)), sz["word"], state_sram_sizes(cfg, V)
     ra = max(_bits(sz["lane_words"]), _bits(st["lane_words"]) if st else 1) + lv  # a carried-store address
     lane = 2 * word + ra + max(1, lv) + V + max(1, lw) + 7  # S forward, Y; write address, read bank, fwd, way, flags
     sel = V * (V - 1) * (2 * word + 2 * (ra - lv)) + V * V * word  # store read / write routes, forward selects
@@ -475,6 +500,23 @@ def action_energies(cfg: AcceleratorConfig, tech) -> dict[str, tuple[str, float]
         p = next((p for p in parts if p["part"] == name and module in (None, p["module"])), None)
         out[act] = ("controller", access_pj_per_byte(tech, p["depth"], p["width"]) if p else 0.0)
     return out
+
+
+def bypass_actions(a: dict, rows: int, bypass: int | None, cfg: AcceleratorConfig) -> dict:
+    """``kaleido_dcore``'s row-FIFO bypass (docs/decisions.md D118) on one op's counts ``a`` (in place; returns it):
+    ``rows`` drained rows (`count_actions` charged each a FIFO write and read), ``bypass`` of them popped the cycle
+    after their write (the cycle model's, `sim.timing.delta_core.ways_done`; None: not timed, nothing changes).
+    With the core's bypass (`sim.timing.delta_core.core_fifo_bypass`) each row is written into stage A's registers
+    (a FIFO word), and a bypassed row skips the FIFO's write and read and is written into its way's stage-B register
+    (a FIFO word) instead."""
+    from sim.timing.delta_core import core_fifo_bypass
+
+    if bypass is None or not core_fifo_bypass(cfg) or controller(cfg) is None:
+        return a
+    width = part(cfg, "kaleido_dcore", "row FIFO")["width"]
+    a["ctrl_fifo_bytes"] -= width / 8 * 2 * bypass
+    a["ctrl_reg_bits"] += width * (rows + bypass)
+    return a
 
 
 def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -> dict:  # noqa: N803

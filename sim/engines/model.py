@@ -279,11 +279,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a
         # (chunk, column block) segment, D119)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta else None
-        comb = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups, walk,
-                            (ways, np.concatenate(rways)) if delta else None)
+        comb, bypass = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
+                                    walk, (ways, np.concatenate(rways)) if delta else None)
     else:
-        comb = combine_stall(adds, pools, cycles, cfg)
-    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
+        comb, bypass = combine_stall(adds, pools, cycles, cfg), None
+    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb, "fifo_bypass": bypass,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "shared_weights": shared, "port_weights": None if port is None else port["weights"]}
@@ -365,9 +365,10 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
                  M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None) -> int:
+                 ways: tuple | None = None) -> tuple[int, int | None]:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
-    docs/decisions.md D104), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
+    docs/decisions.md D104), and for delta the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their
+    write (`core_schedule`'s ``bypass``, which D118's bypass keeps out of the FIFO's macros; None for compact), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
@@ -396,7 +397,7 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     from sim.timing.compact import drain_reads
     from sim.timing.compact_accel import core_done, core_ways
     from sim.timing.cycle_model import PIPELINE_CYCLES
-    from sim.timing.delta_core import held_done, ways_done
+    from sim.timing.delta_core import core_d_buffers, held_done, ways_done
 
     band, first, last = sched
     q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
@@ -411,16 +412,17 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
             seg = tile_seg is not None
             tsg = tile_seg if seg else np.zeros(len(v), dtype=np.int64)
-            done = held_done(out, np.repeat(tsg, v) if seg else None, rw, cycles, seg, seg_len, (first - 2, tsg, v),
-                             W, fifo, bool(cfg.dcore_count_banks), cfg.dcore_d_buffers,
-                             banks=cfg.dcore_count_banks or max(nb, 1), ports=cfg.drain_rows_per_cycle)
+            got = held_done(out, np.repeat(tsg, v) if seg else None, rw, cycles, seg, seg_len, (first - 2, tsg, v),
+                            W, fifo, bool(cfg.dcore_count_banks), core_d_buffers(cfg), detail=True,
+                            banks=cfg.dcore_count_banks or max(nb, 1), ports=cfg.drain_rows_per_cycle)
         elif tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
             order = np.argsort(out, kind="stable")
             descs = (first - 2, tile_seg, v)
-            done = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
-                             max(nb, 1), cfg.dcore_d_buffers)
+            got = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
+                            max(nb, 1), core_d_buffers(cfg), detail=True)
         else:
-            done = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=cfg.dcore_d_buffers)
+            got = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=core_d_buffers(cfg), detail=True)
+        done, bypass = got["done"], got["bypass"]
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
@@ -431,8 +433,8 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
                     last_row[b * n_cb + c] = int(end[off:off + tb].max())
                     first_desc[b * n_cb + c] = int(first[off]) - 2
                 off += tb
-        done = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc))
-    return max(0, int(done) - int(cycles))
+        done, bypass = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc)), None
+    return max(0, int(done) - int(cycles)), bypass
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

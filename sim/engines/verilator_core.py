@@ -126,11 +126,17 @@ class CoreEngine:
         #: The delta core (``kaleido_dcore`` or ``kaleido_dcore_stage``), not ``kaleido_ccore``.
         self.delta = self.module != "ccore"
         opts = {"fifo": fifo} if self.delta else {}
-        if self.delta:  # hw.rtl's kaleido_dcore: V output lanes by default (D112, D113)
-            from hw.delta_combine import default_out_ways
+        if self.delta:  # hw.rtl's kaleido_dcore: V output lanes (D112, D113), n D buffers (D115), bypass (D118)
+            from hw.delta_combine import default_d_buffers, default_out_ways
 
             if default_out_ways(cfg) > 1:
                 opts["out_ways"] = default_out_ways(cfg)
+            if default_d_buffers(cfg) != 2:
+                opts["d_buffers"] = default_d_buffers(cfg)
+            from hw.delta_core import default_fifo_bypass
+
+            if default_fifo_bypass(cfg):  # the row FIFO's bypass (D118): the same cycles
+                opts["fifo_bypass"] = True
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.delta:
             from hw.delta_core import DeltaCore
@@ -313,7 +319,7 @@ class CoreEngine:
             rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
                               else (np.zeros(0, np.int64),) * 3)
             sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, segment_order(cm, s, n_cb), rsg, descs, fw,
-                                s, W, way, out_ways=self.core.out_ways)
+                                s, W, way, out_ways=self.core.out_ways, buffers=self.core.d_buffers)
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (
@@ -353,7 +359,7 @@ class CoreEngine:
         cls, W = classes(sop.groups), self.core.ways  # noqa: N806
         if not bop.tiles:  # no band-tiles: the controller's done the cycle after start (`accel_cycles`)
             sch = core_schedule(np.zeros(0, np.int64), 1, op.grid, n_cb, len(cls), R, seg, np.zeros(0, np.int64), [],
-                                fw, s, W, np.zeros(0, np.int64), out_ways=self.core.out_ways)
+                                fw, s, W, np.zeros(0, np.int64), out_ways=self.core.out_ways, buffers=self.core.d_buffers)
             return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
         plan, _nbuf, _size = stage_plan(acc, sop.groups, host_tiles(bop), bop.segment, sliced)
         widths = np.array([sop.groups[t.group][1] - sop.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
@@ -369,7 +375,7 @@ class CoreEngine:
         rw = row_ways([t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles], M, W)
         rows, rsg, way = fifo_rows(r["band"], r["last"], bop.rows, sgs, cfg, rw)
         sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
-                            out_ways=self.core.out_ways)
+                            out_ways=self.core.out_ways, buffers=self.core.d_buffers)
         return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
 
 

@@ -158,6 +158,28 @@ def core_out_ways(cfg) -> int:
     return v
 
 
+def core_d_buffers(cfg) -> int:
+    """``kaleido_dcore``'s D buffers as the model times and charges them: ``cfg.dcore_d_buffers``, or where None the
+    core's default (`hw.delta_combine.default_d_buffers`, docs/decisions.md D115), plain Python: 3 where the core
+    has output lanes (the config's ``dcore_out_ways``, or where None `core_out_ways`, V > 1), else 2."""
+    if getattr(cfg, "dcore_d_buffers", None) is not None:
+        return cfg.dcore_d_buffers
+    v = getattr(cfg, "dcore_out_ways", None)
+    return 3 if (core_out_ways(cfg) if v is None else v) > 1 else 2
+
+
+#: ``kaleido_dcore``'s row-FIFO bypass by default (`hw.delta_core.default_fifo_bypass`, docs/decisions.md D118).
+FIFO_BYPASS = True
+
+
+def core_fifo_bypass(cfg) -> bool:
+    """Whether ``kaleido_dcore`` has its row-FIFO bypass as the model charges it: ``cfg.dcore_fifo_bypass``, or where
+    None the core's default (`FIFO_BYPASS` on W > 1 ways, where it is built; docs/decisions.md D118)."""
+    if getattr(cfg, "dcore_fifo_bypass", None) is not None:
+        return bool(cfg.dcore_fifo_bypass) and core_ways(cfg) > 1
+    return FIFO_BYPASS and core_ways(cfg) > 1
+
+
 def fifo_rows(band, last, rows, tile_cb, cfg, tile_vals=None) -> tuple[np.ndarray, ...]:
     """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
     they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A

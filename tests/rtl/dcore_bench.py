@@ -48,7 +48,8 @@ class DcoreRun:
     overflow: int = 0
     acc: list = field(default_factory=list)
     cmds: list = field(default_factory=list)
-    counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we"), 0))
+    counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we", "fifo_we",
+                                                                "fifo_re"), 0))
 
 
 def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, front=False, **accel) -> list[DcoreRun]:
@@ -121,10 +122,12 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
         pr = dut.combine.probes
         nb = len(pr["st_re"])
         async for _clk, _rst, *v in ctx.tick().sample(*pr["st_re"], *pr["st_we"], pr["ps_re"], pr["ps_we"],
-                                                       pr["lane_we"]):
+                                                       pr["lane_we"], dut.probes["fifo_we"], dut.probes["fifo_re"]):
             out = cur.get("out")
             if out is None:
                 continue
+            out.counts["fifo_we"] += bin(v[-2]).count("1")  # the row FIFO's bank writes and reads (D118)
+            out.counts["fifo_re"] += bin(v[-1]).count("1")
             out.counts["st_re"] += sum(bin(x).count("1") for x in v[:nb])  # a bit per position bank (D112)
             out.counts["st_we"] += sum(bin(x).count("1") for x in v[nb:2 * nb])
             out.counts["ps_re"] += bin(v[2 * nb]).count("1")  # one bit per position bank with lanes (D112)

@@ -112,7 +112,7 @@ def test_band_stimulus_issue_order_is_the_models(regression):
     `sim.engines.model` times the organisation with, in the same order (D84's chunk-major order for delta)."""
     from sim.engines.model import _compact_timing
     from sim.timing import delta as delta_rules
-    from sim.timing.compact import chunk_frames
+    from sim.timing.compact import band_cycles, chunk_frames
     from tests.rtl.band_regression import BandCase
 
     org, _shape, cfg, cases, _ops, _res = regression
@@ -125,7 +125,11 @@ def test_band_stimulus_issue_order_is_the_models(regression):
         op = case.op(cfg)
         timing = _compact_timing([c.decisions], SimpleNamespace(K=K, N=N, name="op"), c.grid, c.groups, 4, cfg, False)
         assert op.s_seq.tolist() == timing["s_seq"].tolist(), c.index
-        assert op.cycles == timing["cycles"]
+        if org == "delta":
+            assert op.cycles == timing["cycles"]
+        else:  # the model times compact's op as kaleido_caccel runs it (D117: queues, gather, weight port), the
+            # regression drives kaleido_ctop alone: its cycles are the band schedule of the same band-tiles
+            assert op.cycles == band_cycles(timing["s_seq"], timing["rows"], cfg)[0] <= timing["cycles"]
 
 
 def test_band_engine_refuses_the_lockstep_organisation(tmp_path):

@@ -442,3 +442,25 @@ def test_state_sram_access_at_the_built_bank():
             "sram_state", pytest.approx(sram_access_pj(tech, bits / 8192) / 8))
     comp = with_organisation(load_config(BALANCED), "compact").model_copy(update={"state_sram_kib": 14336})
     assert action_energies(comp, tech)["sram_state_write_bytes"][1] == pytest.approx(sram_access_pj(tech, 112) / 8)
+
+
+def test_fifo_and_count_banks_priced_as_the_model_times_them():
+    """D116's fields size what is charged: the row FIFO's d banks of ``dcore_fifo_per_port`` entries and its per-entry
+    residue flops, the segment count banks and the bank bits every tile-table entry and FIFO word carries. Balanced
+    preset (d = 4, three D buffers: 2 residue bits an entry). 0 (the unlimited what-if) is charged at the RTL's 8 / 8."""
+    base = load_config("kaleido-16nm-128x128-balanced")
+
+    def parts(**kw):
+        return {(p["module"], p["part"]): p for p in controllers.inventory(base.model_copy(update=kw))}
+
+    rtl, big, unlimited = parts(), parts(dcore_fifo_per_port=32, dcore_count_banks=16), parts(
+        dcore_fifo_per_port=0, dcore_count_banks=0)
+    fifo, big_fifo = rtl["kaleido_dcore", "row FIFO"], big["kaleido_dcore", "row FIFO"]
+    assert (fifo["depth"], fifo["count"], big_fifo["depth"], big_fifo["count"]) == (8, 4, 32, 4)
+    assert big_fifo["width"] == fifo["width"] + 1  # the segment's bank: log2 16 = 4 bits against 3
+    assert big["kaleido_dcore", "tile table"]["width"] == rtl["kaleido_dcore", "tile table"]["width"] + 1
+    # per FIFO entry its residue mod 3 (2 bits): 4 x 8 x 2 = 64, 4 x 32 x 2 = 256
+    assert (rtl["kaleido_dcore", "FIFO parity"]["bits"], big["kaleido_dcore", "FIFO parity"]["bits"]) == (64, 256)
+    # two counts per bank (rows listed, rows accumulated): 16 banks hold twice the bits of 8
+    assert big["kaleido_dcore", "segment counts"]["bits"] == 2 * rtl["kaleido_dcore", "segment counts"]["bits"]
+    assert unlimited == rtl

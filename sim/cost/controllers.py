@@ -274,16 +274,19 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         da = lw + daw  # the controller's D address: the way low, the word in it above (D107)
         mt, nb = cfg.accel_max_tokens, z["max_nb"]
         cbb, ob, chb = _bits(nb), _bits(nb * mt), _bits(mt)  # column block, segment ordinal, chunk (D104)
-        obk = (NB_BANKS - 1).bit_length()  # a segment's count bank: the ordinal's low bits
+        # the FIFO's entries per port and the count banks the model times (D116's fields; 0 there = its unlimited
+        # what-if, charged at the RTL's sizes), so a sweep over them prices what it times
+        per_port, nbk = cfg.dcore_fifo_per_port or FIFO_PER_PORT, cfg.dcore_count_banks or NB_BANKS
+        obk = (nbk - 1).bit_length()  # a segment's count bank: the ordinal's low bits
         nbuf = core_d_buffers(cfg)  # D buffers (D115): n > 2 keeps each segment's residue mod n (rb bits)
         rb = 0 if nbuf == 2 else (nbuf - 1).bit_length()
         entry = 2 + cbb + brows * tb
-        fifo = FIFO_PER_PORT * d
+        fifo = per_port * d
         fifo_bits = da + obk + C * acc
         out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk + rb, d, "ctrl_tables",
                        "per drain port: class, column block, row tokens (D95), the segment's bank (D104), with n > 2 "
                        "D buffers its residue mod n (D115)"),
-                _macro("kaleido_dcore", "row FIFO", "1r1w", FIFO_PER_PORT, fifo_bits, d, "ctrl_tables",
+                _macro("kaleido_dcore", "row FIFO", "1r1w", per_port, fifo_bits, d, "ctrl_tables",
                        f"d banks of the drained rows waiting for the combine's {W} accumulate ways (D95, D107), with "
                        "the segment's bank (D104)"),
                 _macro("kaleido_dcore", "seen bits", "1r1w", 1 << daw, 1, nbuf * W, "ctrl_tables",
@@ -293,7 +296,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "mod V (D112)"),
                 _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb, 1, "ctrl_tables",
                        "each token's chunk, written by the host with the decisions (D104)"),
-                _bank("kaleido_dcore", "segment counts", "reg", 2 * NB_BANKS * _bits(mt * G + 1), "ctrl_registers",
+                _bank("kaleido_dcore", "segment counts", "reg", 2 * nbk * _bits(mt * G + 1), "ctrl_registers",
                       "per count bank the rows its descriptors list and the rows accumulated (D104)"),
                 _bank("kaleido_dcore", "latest descriptor", "reg", ob + 1, "ctrl_registers",
                       "the largest segment ordinal a descriptor named and a flag (D104)"),
@@ -310,7 +313,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)
-            wa = _bits(FIFO_PER_PORT)  # a bank's address
+            wa = _bits(per_port)  # a bank's address
             out += [_bank("kaleido_dcore", "FIFO bypass", "reg", d * (1 + wa + fifo_bits) + W * (1 + fifo_bits) + 16
                           + _bits(d + 1), "ctrl_registers",
                           "stage A (per FIFO bank a cycle's write: valid, address, word), per way stage B (the "

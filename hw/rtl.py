@@ -358,6 +358,34 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
     return [path for path, _ in files]
 
 
+def organisation_note(cfg: AcceleratorConfig) -> str:
+    """The note `main` prints after emitting a compact or delta config: which of its modules are what (every
+    ``kaleido_*`` module it names is in `plan`, tests/test_rtl_build.py)."""
+    combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
+    ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
+           "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
+           "combine stage's command generation (one chunk per op; its accumulate on "
+           f"{dcombine_module_name(default_dways(cfg), default_out_ways(cfg), default_d_buffers(cfg))}, "
+           f"{default_dways(cfg)} ways, {default_out_ways(cfg)} output lanes, {default_d_buffers(cfg)} D "
+           "buffers" + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
+                        else "") + "), kaleido_dcore_front the similarity front "
+           "kaleido_dfront before it (decisions and differences from raw X)"
+           + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
+              "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
+              "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
+              and cfg.diff_sram_kib else "")
+           + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119)"
+           if cfg.organisation == "delta"
+           else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
+           "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
+           "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, a "
+           "column block walked once staged, on d combine ways), kaleido_ccore_front the similarity front "
+           "kaleido_cfront before it (decisions from raw X; docs/decisions.md D65, D97, D103, D104)")
+    return (f"{cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
+            f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
+            f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hw.rtl", description=__doc__.splitlines()[0])
     ap.add_argument("presets", nargs="*", help=f"presets or TOML files (default: {', '.join(preset_names())})")
@@ -413,27 +441,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{cfg.name} ({cfg.organisation}): {len(paths)} files, {kb:,.0f} kB in {args.out / cfg.name} "
                   f"({hows}; -v lists them)")
         if cfg.organisation in ("compact", "delta"):
-            combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
-            ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
-                   "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
-                   "combine stage's command generation (one chunk per op; its accumulate on "
-                   f"{dcombine_module_name(default_dways(cfg), default_out_ways(cfg))}, {default_dways(cfg)} ways, "
-                   f"{default_out_ways(cfg)} output lanes), kaleido_dcore_front the similarity front "
-                   "kaleido_dfront before it (decisions and differences from raw X)"
-                   + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
-                      "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
-                      "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
-                      and cfg.diff_sram_kib else "")
-                   + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D119)"
-                   if cfg.organisation == "delta"
-                   else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
-                   "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
-                   "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, a "
-                   "column block walked once staged, on d combine ways), kaleido_ccore_front the similarity front "
-                   "kaleido_cfront before it (decisions from raw X; docs/decisions.md D65, D97, D103, D104)")
-            print(f"note: {cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
-                  f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
-                  f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")
+            print(f"note: {organisation_note(cfg)}")
     count = {how: sum(h == how for paths in files for _, h in paths) for how in HOW}
     print(f"{sum(map(len, files))} files in {time.perf_counter() - t0:.1f} s with {args.jobs} worker "
           f"process{'es' if args.jobs > 1 else ''}: {count['converted']} converted, {count['reused']} the same "

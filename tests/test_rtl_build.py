@@ -72,3 +72,21 @@ def test_bad_jobs_is_a_one_line_error(tmp_path, capsys):
     assert main(["tiny-8x8", "--out", str(tmp_path), "--jobs", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--jobs" in err and not any(tmp_path.iterdir())
+
+
+def test_organisation_note_names_only_emitted_modules():
+    """Every ``kaleido_*`` module `organisation_note` names for the example configs (and the balanced preset) is one
+    `plan` emits: a new user found it naming ``kaleido_dcombine_w2_v2`` after D115 renamed it ``..._b3``."""
+    import re
+    from pathlib import Path
+
+    from hw.rtl import organisation_note
+
+    examples = Path(__file__).resolve().parents[1] / "hw" / "presets" / "examples"
+    for cfg in (load_config(examples / "tiny-8x8-delta.toml"), load_config(examples / "tiny-8x8-compact.toml"),
+                load_config("kaleido-16nm-128x128-balanced")):
+        named = set(re.findall(r"\bkaleido_[a-z0-9_]+", organisation_note(cfg)))
+        emitted = {name for name, _spec, _what in plan(cfg)}
+        assert named and named <= emitted, (cfg.name, named - emitted)
+        if cfg.organisation == "delta":
+            assert "kaleido_dcore_stage" in named and any(n.endswith("_b3") for n in named)

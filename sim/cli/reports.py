@@ -75,8 +75,11 @@ def explain(
               caption="ideal: dense MACs / useful MACs (1 / (C + P/2), each decision weighted by its MACs); slots: "
                       "dense issued slots / Kaleido's (band-tile slots / bands for compact and delta); array: array "
                       "cycles; end to end: with DRAM, vector and similarity stalls. binds: the largest stall beyond "
-                      "the array (>= 5 % of the op's time), else the array's own loss; loses on: the chain link "
-                      "furthest below 1 and its ratio (sim/report/explain.py)")
+                      "the array (>= 5 % of the op's time), else the array's own loss; loses on: the link of the chain "
+                      "that keeps least of what the link before it promised, and that ratio (below 0.98; an op "
+                      "faster than dense can still lose there): lockstep / packing = slots / ideal, drain / fill = "
+                      "array / slots, dram / vector / similarity / combine = end to end / array "
+                      "(sim/report/explain.py)")
     for col in ("op", "block", "step", "ideal", "slots", "array", "end to end", "binds", "dense binds", "loses on",
                 "energy / dense", "largest energy differences (uJ)"):
         t.add_column(col)

@@ -279,7 +279,8 @@ def check_rtl_config(cfg: AcceleratorConfig) -> None:
     if pes > MAX_RTL_PES:
         raise RtlEngineError(
             f"--engine rtl builds arrays up to {MAX_RTL_PES} PEs; {cfg.name} has "
-            f"{cfg.array_rows}x{cfg.array_cols} = {pes} (use tiny-8x8 or small-32x32)")
+            f"{cfg.array_rows}x{cfg.array_cols} = {pes} (use tiny-8x8 or small-32x32, or for the compact and delta "
+            "organisations hw/presets/examples/tiny-8x8-compact.toml or tiny-8x8-delta.toml)")
 
 
 def engine_wrapper(cfg: AcceleratorConfig) -> str:

@@ -183,8 +183,8 @@ class AcceleratorConfig(BaseModel):
         "core_fifo_bypass)")
     dcore_fifo_per_port: int = Field(
         8, ge=0, description="delta, combine_timing = rtl: kaleido_dcore's row-FIFO entries per drain port "
-        "(hw.delta_core.FIFO_PER_PORT, 8 as built; d ports); kaleido_daccel issues a band-tile only when its rows fit "
-        "the FIFO's credits (docs/decisions.md D116); 0 = no such rule, the FIFO as deep as the op needs (the "
+        "(hw.delta_core.FIFO_PER_PORT, 8 as built; d ports); kaleido_daccel runs a cycle only while the FIFO has d "
+        "free entries (docs/decisions.md D116; modelled, the RTL designed); 0 = no such rule, the FIFO as deep as the op needs (the "
         "what-if before D116); the FIFO is charged at this size (sim.cost.controllers, 0 at the RTL's)")
     dcore_count_banks: int = Field(
         8, ge=0, description="delta, combine_timing = rtl: kaleido_dcore's segment count banks (hw.delta_core.NB_BANKS, "

@@ -12,21 +12,30 @@ RESULTS_FORMAT = "kaleido-results"
 RESULTS_VERSION = 1
 
 
-def result_notes(res: dict, tr, cfg) -> list[str]:
-    """One short line per surprising result (Kaleido slower or costlier than dense) naming the likely cause."""
+def result_notes(res: dict, tr, cfg, losses: dict | None = None) -> list[str]:
+    """One short line per surprising result (Kaleido slower or costlier than dense) naming the likely cause.
+
+    ``losses``: ops per link of the speedup chain where each loses most (`sim.report.explain.loses_on`'s link,
+    ``"-"`` none), counted by the caller from the results; without it the slower note names the organisation's
+    usual loss."""
     notes = []
     if res["cycles"] > res["dense_cycles"]:
         f, h, w = tr.grid
         org = res.get("organisation", cfg.organisation)
-        loss = {"lockstep": "on the lockstep array a tile's slots are set by its busiest rows"}.get(
-            org, "partly filled band-tiles and the drain")
+        if losses:
+            loss = "ops by the link they lose most on: " + ", ".join(
+                f"{'none' if k == '-' else k} {n:,}" for k, n in sorted(losses.items(), key=lambda kv: -kv[1]))
+        else:
+            loss = {"lockstep": "on the lockstep array a tile's slots are set by its busiest rows"}.get(
+                org, "partly filled band-tiles and the drain")
         why = (f"`kaleido explain` on the --json results names where each op loses to dense in its 'loses on' "
                f"column ({loss})")
         if (h * w) % cfg.array_rows:
             tiles = -(-(h * w) // cfg.array_rows)
             empty = (tiles * cfg.array_rows - h * w) / (tiles * cfg.array_rows)
             why += (f"; also, a tile holds one frame's positions (docs/decisions.md D5) and H*W = {h * w} is not a "
-                    f"multiple of the {cfg.array_rows} array rows, so {empty:.0%} of the tile rows are empty")
+                    f"multiple of the {cfg.array_rows} array rows, so {empty:.0%} of the tile rows are empty (dense "
+                    "tiles all tokens in raster order and has none)")
         notes.append(f"Kaleido is slower than dense here ({res['speedup']:.2f}x): {why}")
     elif res.get("total_cycles", 0) > res.get("dense_total_cycles", 0):
         st, dst = res["stall_cycles"], res["dense_stall_cycles"]

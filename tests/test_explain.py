@@ -108,3 +108,31 @@ def test_loses_on_names_the_link_furthest_below_one():
     st = {"drain": 0, "dram": 100, "vector": 300, "similarity": 0}
     assert row(_op(slots=128, total_speedup=1.5, stall_cycles=st, dense_stall_cycles={"dram": 100})) == ("vector",
                                                                                                           0.75)
+
+
+def test_explain_records_fit_80_columns(tmp_path):
+    """`--layout records`: three lines per op, nothing cut at 80 columns; the table stays for wide and piped output."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from sim.cli.reports import TABLE_WIDTH, _explain_records
+
+    st = {"drain": 300, "dram": 200, "vector": 0, "similarity": 0}
+    op = _op(slots=256, useful_macs=4.0e6, cycles=1667, speedup=0.6, total_cycles=1867, dense_total_cycles=1120,
+             total_speedup=0.6, stall_cycles=st, dense_stall_cycles={"drain": 0, "dram": 200})
+    res = {"config": {"array_rows": 128, "array_cols": 128}, "per_op": [op], "organisation": "delta"}
+    buf = StringIO()
+    _explain_records(Console(file=buf, width=80), res, tmp_path / "r.json")
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 80 and not any("…" in x for x in lines)
+    # the same hand-made op as test_loses_on_names_the_link_furthest_below_one: slots 1.0, array 0.6, drain x0.60
+    assert "qkv (block 0, step 0): ideal 1.00 -> slots 1.00 -> array 0.60 -> end to end 0.60" in lines
+    assert "  binds dram (dense dram); loses on drain x0.60; energy 0.75x dense" in lines
+    good = tmp_path / "r.json"
+    good.write_text(json.dumps({**res, "speedup": 0.6, "total_speedup": 0.6}))
+    piped = kaleido("explain", str(good))  # piped: at least 160 columns >= TABLE_WIDTH, so the table
+    assert piped.returncode == 0 and TABLE_WIDTH <= 160 and "┃ op" in piped.stdout
+    rec = kaleido("explain", str(good), "--layout", "records")
+    assert rec.returncode == 0 and "loses on drain x0.60" in rec.stdout and "┃ op" not in rec.stdout
+    assert_one_line_error(kaleido("explain", str(good), "--layout", "wide"), "--layout must be")

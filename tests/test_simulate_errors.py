@@ -158,4 +158,7 @@ def test_slower_note_points_to_explain_and_counts_empty_rows():
     res = {"cycles": 10, "dense_cycles": 5, "speedup": 0.5, "organisation": "lockstep", "notes": []}
     (note,) = result_notes(res, tr, cfg)
     assert note.startswith("Kaleido is slower than dense here (0.50x): `kaleido explain`")
-    assert "busiest rows" in note and "so 6% of the tile rows are empty" in note
+    assert "busiest rows" in note and "so 6% of the tile rows are empty (dense" in note
+    # with the caller's count of each op's losing link (`sim.report.explain.loses_on`), most first
+    (note,) = result_notes(res, tr, cfg, {"drain": 79, "similarity": 16, "-": 1})
+    assert "(ops by the link they lose most on: drain 79, similarity 16, none 1)" in note

@@ -50,6 +50,10 @@ def report(
 
 def explain(
     results: Annotated[Path, typer.Argument(help="results JSON from `kaleido simulate TRACE --json`")],
+    layout: Annotated[str, typer.Option(
+        help="per-op layout: 'table' (one row per op, 12 columns), 'records' (a few lines per op, for 80 "
+             "columns) or 'auto' (the table where the console is at least 140 columns wide, piped output "
+             "included; else records)")] = "auto",
 ) -> None:
     """Why each op is as fast and as costly as it is (sim/report/explain.py): the speedup chain ideal -> dispatcher
     slots -> array cycles -> end to end, the mechanism binding Kaleido and dense (array, lockstep, packing,
@@ -58,7 +62,6 @@ def explain(
         ExplainError,
         energy_ledger_lines,
         energy_rows,
-        explain_rows,
         load_results,
         totals,
     )
@@ -67,8 +70,49 @@ def explain(
         res = load_results(results)
     except ExplainError as err:
         fail(str(err))
+    if layout not in ("auto", "table", "records"):
+        fail(f"--layout must be auto, table or records, not {layout!r}")
     out = stdout_console()
     from rich.table import Table
+
+    if layout == "records" or (layout == "auto" and out.width < TABLE_WIDTH):
+        _explain_records(out, res, results)
+    else:
+        _explain_table(out, res, results)
+    tot = totals(res)
+    out.print(f"all ops: ideal {tot['ideal']:.2f}x -> array {tot['array']:.2f}x -> end to end {tot['end_to_end']:.2f}x"
+              + (f"; energy saving {tot['energy_saving']:.3f}" if tot["energy_saving"] is not None else ""))
+    if tot["energy"]:
+        e = Table(title="energy by component (uJ), the largest saving first",
+                  caption="part: the array and its own units (PEs, dispatcher, gather, combine unit, partial-sum and "
+                          "difference buffers) or the units around it (the SRAMs beside the array, shared or "
+                          "Kaleido's own P_eff, state and weight stage; DRAM, vector unit, leakage)")
+        for col in ("component", "part", "Kaleido", "dense", "Kaleido - dense", "Kaleido / dense"):
+            e.add_column(col, justify="left" if col in ("component", "part") else "right")
+        for k, part, ke, de in energy_rows(res):
+            e.add_row(k, part, f"{ke / 1e6:,.0f}", f"{de / 1e6:,.0f}", f"{(ke - de) / 1e6:+,.0f}",
+                      f"{ke / de:.3f}" if de else "-")
+        ke, de = res.get("energy_pj", 0.0), res.get("dense_energy_pj", 0.0)
+        e.add_row("total", "", f"{ke / 1e6:,.0f}", f"{de / 1e6:,.0f}", f"{(ke - de) / 1e6:+,.0f}",
+                  f"{ke / de:.3f}" if de else "-", style="bold")
+        out.print(e)
+        for line in energy_ledger_lines(res, ascii_only=True, components=False):
+            out.print(line)
+    for note in res.get("notes", []):  # written by `kaleido simulate` (sim.results.state_notes, D70)
+        out.print(f"note: {note}")
+
+
+#: Console width (columns) from which `explain`'s per-op table is readable: its 12 columns need about this much
+#: for ratios and op names to stay whole (rendered on the demo's results at 80-200 columns; below it rich squeezes
+#: columns to a few characters). A reading aid, not a measured constant of the hardware.
+TABLE_WIDTH = 140
+
+
+def _explain_table(out, res: dict, results: Path) -> None:
+    """`explain`'s per-op table: one row per op (wide consoles and pipes)."""
+    from rich.table import Table
+
+    from sim.report.explain import explain_rows
 
     t = Table(title=f"{results} ({res.get('organisation', 'lockstep')} array): speedup chain per op (x dense) and "
                     "what binds",
@@ -91,24 +135,27 @@ def explain(
                   "-" if r["loses_on"][0] == "-" else f"{r['loses_on'][0]} x{r['loses_on'][1]:.2f}",
                   f"{r['energy_ratio']:.2f}", diffs)
     out.print(t)
-    tot = totals(res)
-    out.print(f"all ops: ideal {tot['ideal']:.2f}x -> array {tot['array']:.2f}x -> end to end {tot['end_to_end']:.2f}x"
-              + (f"; energy saving {tot['energy_saving']:.3f}" if tot["energy_saving"] is not None else ""))
-    if tot["energy"]:
-        e = Table(title="energy by component (uJ), the largest saving first",
-                  caption="part: the array and its own units (PEs, dispatcher, gather, combine unit, partial-sum and "
-                          "difference buffers) or the units around it (the SRAMs beside the array, shared or "
-                          "Kaleido's own P_eff, state and weight stage; DRAM, vector unit, leakage)")
-        for col in ("component", "part", "Kaleido", "dense", "Kaleido - dense", "Kaleido / dense"):
-            e.add_column(col, justify="left" if col in ("component", "part") else "right")
-        for k, part, ke, de in energy_rows(res):
-            e.add_row(k, part, f"{ke / 1e6:,.0f}", f"{de / 1e6:,.0f}", f"{(ke - de) / 1e6:+,.0f}",
-                      f"{ke / de:.3f}" if de else "-")
-        ke, de = res.get("energy_pj", 0.0), res.get("dense_energy_pj", 0.0)
-        e.add_row("total", "", f"{ke / 1e6:,.0f}", f"{de / 1e6:,.0f}", f"{(ke - de) / 1e6:+,.0f}",
-                  f"{ke / de:.3f}" if de else "-", style="bold")
-        out.print(e)
-        for line in energy_ledger_lines(res, ascii_only=True, components=False):
-            out.print(line)
-    for note in res.get("notes", []):  # written by `kaleido simulate` (sim.results.state_notes, D70)
-        out.print(f"note: {note}")
+
+
+def _explain_records(out, res: dict, results: Path) -> None:
+    """`explain`'s per-op records: three lines per op, each short enough for 80 columns (narrow terminals)."""
+    from sim.report.explain import explain_rows
+
+    out.print(f"{results} ({res.get('organisation', 'lockstep')} array): speedup chain per op (x dense) and what "
+              "binds", style="bold")
+    out.print("chain: ideal (dense MACs / useful MACs) -> slots (dense issued slots / Kaleido's) -> array (array "
+              "cycles) -> end to end (with DRAM, vector and similarity stalls). binds: the largest stall beyond the "
+              "array (>= 5 % of the op's time), else the array's own loss. loses on: the link that keeps least of "
+              "what the link before it promised, and that ratio (below 0.98): lockstep / packing = slots / ideal, "
+              "drain / fill = array / slots, dram / vector / similarity / combine = end to end / array. "
+              "--layout table: one row per op (sim/report/explain.py)")
+    for r in explain_rows(res):
+        name = r["name"] + (f" (fused with {r['fused']})" if r["fused"] else "")
+        loses = "-" if r["loses_on"][0] == "-" else f"{r['loses_on'][0]} x{r['loses_on'][1]:.2f}"
+        out.print(f"[bold]{name}[/bold] (block {r['block']}, step {r['step']}): ideal {r['ideal']:.2f} -> slots "
+                  f"{r['slots']:.2f} -> array {r['array']:.2f} -> end to end {r['end_to_end']:.2f}")
+        out.print(f"  binds {r['binds']} (dense {r['dense_binds']}); loses on {loses}; energy "
+                  f"{r['energy_ratio']:.2f}x dense")
+        if r["energy_top"]:
+            out.print("  largest energy differences (uJ): "
+                      + ", ".join(f"{k} {d / 1e6:+,.0f}" for k, d in r["energy_top"]))

@@ -321,9 +321,13 @@ def simulate(
         bound = (f"; optimistic: {len(unsized)} fused score op(s) count reuse whose state {cfg.organisation} does not "
                  "hold (note below, D70)") if unsized else ""
         out.print(_energy_line(res) + bound)
+    from collections import Counter
+
+    from sim.report.explain import explain_rows
     from sim.results import result_notes
 
-    for note in result_notes(res, tr, cfg):
+    losses = Counter(r["loses_on"][0] for r in explain_rows(res)) if res.get("per_op") and "config" in res else None
+    for note in result_notes(res, tr, cfg, losses):
         out.print(f"note: {note}")
     if checksum:
         out.print(f"outputs sha256 {res['outputs_sha256'][:16]}... (full hash in --json: outputs_sha256)")

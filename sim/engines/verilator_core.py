@@ -616,7 +616,9 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
     from algo.reuse.golden import decide
     from sim.engines.rtl import outputs_checksum
 
+    t_build = time.perf_counter()
     eng = engine or CoreEngine(cfg, log=log)
+    built = time.perf_counter() - t_build
     ys, per_op = [], []
     macs = [op.batch * op.M * op.K * op.N for op in trace.ops]  # the log's ETA: the core's time goes with the MACs
     t0, done_macs = time.perf_counter(), 0
@@ -656,8 +658,8 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
             spent = time.perf_counter() - t0
             left = spent * (sum(macs) - done_macs) / done_macs if done_macs else 0.0
             log(f"step {op.step} block {op.block} {op.name} (op {len(per_op)} of {len(trace.ops)}): "
-                f"{rec['slices']} slices, {rec['cycles']:,} cycles; {spent:,.0f} s so far, about {left:,.0f} s left "
-                "(by MACs)")
+                f"{rec['slices']} slices, {rec['cycles']:,} cycles; {spent:,.0f} s simulating so far (after "
+                f"{built:,.0f} s building the engine), about {left:,.0f} s left (by MACs)")
     return {"outputs_sha256": outputs_checksum(ys), "per_op": per_op}
 
 

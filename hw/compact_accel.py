@@ -19,7 +19,9 @@ the same buffers, gather, band issue, tags and timing, with these differences:
   and the same PARTIAL pairing (an all-PARTIAL band-tile of a group wider than one channel runs at half width);
   with its replay (``QUEUE_REPLAY``, docs/decisions.md D120) the queues scan the first column block only and read
   its band-tiles back from a descriptor buffer of ``max_tiles`` entries for the others (one scan per column block
-  was slower than the array on the score ops at high reuse, D117);
+  was slower than the array on the score ops at high reuse, D117); and their scan is the wider one
+  (``QUEUE_REACH``, D124: ``min(R, 4 R / B)`` positions a step, stopping at the one that fills a queue), since the
+  first column block's scan still bound the ops of one or few column blocks (cross_qk, cross_pv);
 - ``x{k}_re`` per X bank (attributes ``x_re``) so a bench counts the gather's reads;
 - the **weight port** (``WEIGHT_PORT``, docs/decisions.md D109; D88's weight path): one weight buffer instead of a
   copy per band. The host writes half-words of ``B`` channels x C (`hw.delta_accel_host.stage_w_words`' layout,
@@ -75,6 +77,10 @@ class CompactAccel(DeltaAccel):
     X_READ_ENABLES = True
     WEIGHT_PORT = True
     QUEUE_REPLAY = True
+    #: The queues' wider scan (docs/decisions.md D124): ``min(R, 4 R / B)`` positions a step (64 at 128 x 128 with
+    #: B = 8), `sim.timing.compact_accel.queue_reach`; measured on the balanced preset's block at r = 0.8: 4 R / B
+    #: gains 0.020x dense (8 x 8), 2 R / B 0.0175x.
+    QUEUE_REACH = 4
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,

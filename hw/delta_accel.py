@@ -225,6 +225,9 @@ class DeltaAccel(wiring.Component):
     #: descriptor buffer of ``max_tiles`` entries (`hw.delta_queue` "Replay", docs/decisions.md D120); False: they
     #: rescan (D93).
     QUEUE_REPLAY = False
+    #: The queues' wider scan (`hw.delta_queue` "Wider scan", docs/decisions.md D124): a step reads
+    #: ``min(R, QUEUE_REACH x R / B)`` positions and stops at the one that fills its queue; 0: D93's steps of R / B.
+    QUEUE_REACH = 0
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
@@ -315,7 +318,8 @@ class DeltaAccel(wiring.Component):
 
             del self.geometry["desc"]
             # elaborated inside this one (inline) or emitted on its own (hw.rtl): this one's own check suffices
-            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.max_tiles if self.QUEUE_REPLAY else 0))
+            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.max_tiles if self.QUEUE_REPLAY else 0,
+                                            reach=min(R, self.QUEUE_REACH * brows) if self.QUEUE_REACH else None))
             self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
         # The host's X address ``token KW + word`` spans the X buffer's R / B banks (bank = token mod R / B, module

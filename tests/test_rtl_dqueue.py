@@ -24,6 +24,7 @@ import pytest
 
 from algo.reuse.golden import REUSE
 from hw import discard
+from hw.config import load_config
 from hw.delta_accel import LANES, DeltaAccel
 from hw.delta_accel_host import dec_words, descriptor_word, queue_ports
 from sim.engines.band_stimulus import band_op
@@ -34,15 +35,16 @@ from tests.test_rtl_daccel import check_run
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 
-def _job(cfg, case, fw, s, cm, lanes=None, replay=0):
+def _job(cfg, case, fw, s, cm, lanes=None, replay=0, reach=None):
     """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op
-    (``lanes`` positions a step, default R / B; ``replay`` the descriptor buffer's entries, D120)."""
+    (``lanes`` positions a step, default R / B; ``replay`` the descriptor buffer's entries, D120; ``reach`` the
+    wider scan's positions a step, D124)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
     queue = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, fw, n_cb, s,
-                        cm, lanes, replay=replay)
+                        cm, lanes, replay=replay, reach=reach)
     return op, ports, queue
 
 
@@ -103,6 +105,32 @@ def test_dqueue_replay_descriptors_and_cycles(shape, replay):
                              ports["c_fw"], ports["c_ncb"], ports["c_s"], False)
         replayed += queue[2] < rescan[2]
     assert replayed >= 2  # the replay (fewer steps than the rescans) is exercised
+
+
+@pytest.mark.parametrize(("shape", "reach", "replay"), [("8x8-B2-d2", 8, 0), ("8x8-B4-d2", 4, 0), ("8x8-B4-d2", 8, 13),
+                                                        ("8x8-B2-d4", 16, 64)])
+def test_dqueue_wider_scan_descriptors_and_cycles(shape, reach, replay):
+    # D124's wider scan: a step reads `reach` positions (at or above R / B) and stops at the one whose token fills the
+    # queue; the same words as the host list, each taken at the cycle `queue_times` gives on `queue_steps(reach=...)`,
+    # in D68's and D84's orders (with the replay: D68's, compact's s = 1 and the cases' own s)
+    cfg = delta_cfg(*SHAPES[shape])
+    acc = discard(DeltaAccel(cfg))
+    cases = [(c, fw, s, cm) for c, fw, s, cm in _all_cases(124)]
+    if replay:
+        cases = [(c, fw, s_, False) for c, fw, s, cm in cases if not cm for s_ in sorted({1, s})]
+    jobs = [(c, *_job(cfg, c, fw, s, cm, replay=replay, reach=reach)) for c, fw, s, cm in cases]
+    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], replay=replay, reach=reach)
+    fewer = 0
+    for (case, op, ports, queue), (descs, done) in zip(jobs, got, strict=True):
+        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+        assert [w for _, w in descs] == want
+        _emit, pops, want_done = queue_times(*queue)
+        assert [c for c, _ in descs] == pops.tolist()
+        assert done == want_done
+        narrow = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands,
+                             ports["c_fw"], ports["c_ncb"], ports["c_s"], bool(ports["c_cm"]), replay=replay)
+        fewer += queue[2] < narrow[2]
+    assert fewer >= len(jobs) // 2  # the wider steps are exercised: most ops take fewer steps than R / B a step
 
 
 def test_queue_steps_and_times_by_hand():
@@ -208,6 +236,22 @@ def test_replay_entries_restated():
     assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.replay == 0  # delta's: D93's rescans
 
 
+def test_queue_reach_restated():
+    # D124: compact's queues are built with the wider scan the model times (`queue_reach`: min(R, 4 R / B)), delta's
+    # without (D93's steps of R / B); the constant restated in sim equals the RTL's
+    from hw.compact_accel import CompactAccel
+    from sim.timing.compact_accel import QUEUE_REACH, queue_reach
+    from tests.test_rtl_compact import compact_cfg
+
+    assert QUEUE_REACH == CompactAccel.QUEUE_REACH
+    for shape, want in (((8, 8, 2, 2), 8), ((8, 8, 4, 2), 8), ((16, 4, 8, 4), 8)):  # min(R, 4 R / B) by hand
+        cfg = compact_cfg(*shape)
+        assert discard(CompactAccel(cfg, queues=True)).queue.reach == queue_reach(cfg) == want
+    assert queue_reach(load_config("kaleido-16nm-128x128-balanced").model_copy(
+        update={"organisation": "compact"})) == 64
+    assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.reach is None
+
+
 def test_host_decision_words_and_errors():
     cfg = delta_cfg(8, 8, 2, 2)
     acc = discard(DeltaAccel(cfg))
@@ -223,6 +267,11 @@ def test_host_decision_words_and_errors():
             DeltaQueue(acc, lanes=lanes)
     with pytest.raises(ValueError, match="queue replay = -1"):
         DeltaQueue(acc, replay=-1)
+    for bad in (3, 0):  # the wider scan: a power of two, and not with lanes
+        with pytest.raises(ValueError, match="reach"):
+            DeltaQueue(acc, reach=bad)
+    with pytest.raises(ValueError, match="reach"):
+        DeltaQueue(acc, lanes=2, reach=8)
 
 
 # (shape, case, issue order chunk-major); the case: an index of CASES, a QK_CASES name, or "random"

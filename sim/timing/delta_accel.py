@@ -169,7 +169,7 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     ``replay`` True: a buffer that holds them all; an int: its entries (D68's order, as `hw.delta_queue` builds
     it: a first group of more band-tiles than that is rescanned for each later group, as without ``replay``).
 
-    ``reach`` (D120; a what-if, not built; instead of ``lanes``): a step reads the pass's next ``reach`` positions
+    ``reach`` (D120; built for compact's queues since D124, `hw.delta_queue` "Wider scan"; instead of ``lanes``): a step reads the pass's next ``reach`` positions
     and stops at the one whose token fills the queue: it emits, the queue empties and the next step starts after
     that position; a step whose tokens do not fill the queue queues them and moves on by ``reach``. At most one
     band-tile a step, so a pass of mostly REUSE positions takes about ``reach`` positions a step.

@@ -18,7 +18,8 @@ the same buffers, gather, band issue, tags and timing, with these differences:
   order (tested), since compact and delta form the same band-tiles (`sim.timing.compact_reference.band_tiles`)
   and the same PARTIAL pairing (an all-PARTIAL band-tile of a group wider than one channel runs at half width);
   with its replay (``QUEUE_REPLAY``, docs/decisions.md D120) the queues scan the first column block only and read
-  its band-tiles back from a descriptor buffer of ``max_tiles`` entries for the others (one scan per column block
+  its band-tiles back from a descriptor buffer for the others (``max_tiles`` entries in D120, sized by a slice's
+  bound since D124, `replay_bound`) (one scan per column block
   was slower than the array on the score ops at high reuse, D117); and their scan is the wider one
   (``QUEUE_REACH``, D124: ``min(R, 4 R / B)`` positions a step, stopping at the one that fills a queue), since the
   first column block's scan still bound the ops of one or few column blocks (cross_qk, cross_pv);
@@ -86,3 +87,22 @@ class CompactAccel(DeltaAccel):
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
                  lanes: int = LANES, pe: str = "inline", queues: bool = False):
         super().__init__(cfg, max_tokens, max_k, max_n, max_tiles, entries, lanes, pe, queues)
+
+    def replay_entries(self) -> int:
+        """The queues' replay buffer's entries (docs/decisions.md D124): the band-tiles one column block of a slice
+        the host hands the controller can make, ``min(max_tiles, floor(max_tokens G / (R / B)) + G)`` (`replay_bound`);
+        `sim.engines.verilator_core.slices` gives a slice more than one column block only where its column block's
+        band-tiles fit (a slice of one column block reads nothing back)."""
+        return replay_bound(self.cfg, self.max_tokens, self.max_tiles)
+
+
+def replay_bound(cfg: AcceleratorConfig, max_tokens: int, max_tiles: int = MAX_TILES) -> int:
+    """Band-tiles of one column block of an op of ``max_tokens`` tokens and ``G = partial_regs`` groups in one chunk
+    of frames (docs/decisions.md D124), at most ``max_tiles``: every band-tile but a flush's last holds R / B rows
+    (`sim.timing.compact.band_tile_sequence`: a queue emits when it holds R / B tokens; the flush emits the rest of
+    a group's COMPUTE and PARTIAL queues, a full band-tile first when they exceed R / B; `hw.delta_queue`), so of
+    its at most ``max_tokens G`` rows at most ``floor(max_tokens G / (R / B))`` band-tiles are full and at most one
+    per group is not. 136 on the balanced preset (256 tokens, G = 8, R / B = 16), 520 on tiny-8x8's compact
+    example (R / B = 4), against D120's ``max_tiles`` = 1,024."""
+    G, brows = cfg.partial_regs, cfg.array_rows // cfg.compact_bands  # noqa: N806
+    return min(max_tiles, max_tokens * G // brows + G)

@@ -318,7 +318,7 @@ class DeltaAccel(wiring.Component):
 
             del self.geometry["desc"]
             # elaborated inside this one (inline) or emitted on its own (hw.rtl): this one's own check suffices
-            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.max_tiles if self.QUEUE_REPLAY else 0,
+            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.replay_entries() if self.QUEUE_REPLAY else 0,
                                             reach=min(R, self.QUEUE_REACH * brows) if self.QUEUE_REACH else None))
             self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
@@ -344,6 +344,11 @@ class DeltaAccel(wiring.Component):
             "out_data": Out(unsigned(ctop_signature(cfg).members["out_data"].shape.width)),  # compact: out, out_m
             "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
         })
+
+    def replay_entries(self) -> int:
+        """The queues' replay buffer's entries where ``QUEUE_REPLAY`` (docs/decisions.md D120): ``max_tiles``;
+        `hw.compact_accel.CompactAccel` sizes it by a slice's bound (D124)."""
+        return self.max_tiles
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct macros ``(kind, depth, width, lane)`` of the buffers, sorted by `hw.sram.macro_name`."""

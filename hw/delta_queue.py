@@ -48,6 +48,17 @@ output register loaded as a scan's emission, handed out ``k`` times). A first gr
 with its scan. `sim.timing.delta_accel.queue_steps`' ``replay`` is this rule. A word written the cycle its
 read is issued (the first replay step reads entry 0 during the scan's last step) is forwarded from a register
 (the macro reads before it writes).
+
+**Wider scan** (``reach`` L, docs/decisions.md D124; compact's queues, `hw.compact_accel.CompactAccel.QUEUE_REACH`):
+a scan step reads the pass's next L positions (the decision buffer in L banks, token mod L; L may exceed ``R /
+B``) and, where its tokens of the pass's kind fill the queue, stops at the lane whose token fills it: it emits the
+queued tokens and the lanes' up to that one, the queue empties and the next step starts at the position after it
+(the lanes past it are read again); a step that does not fill queues its matches and moves on by L. So at most one
+band-tile a step, no tokens carried past a fill (the queue's ``R / B`` registers, no ``V`` more places), and a
+pass of mostly REUSE positions takes L of them a step. Per lane: its match, its place ``q_n + Σ`` matches before it,
+the fill lane (the one matching lane whose place is ``R / B - 1``, one-hot: the places rise by at most one a lane)
+and the next step's start ``p + fill + 1`` or ``p + L``. `sim.timing.delta_accel.queue_steps`' ``reach`` is this
+rule.
 """
 
 from __future__ import annotations

@@ -225,15 +225,42 @@ def test_queue_steps_reach_by_hand():
 
 
 def test_replay_entries_restated():
+    # D124: compact's replay buffer holds the band-tiles one column block of a slice of max_tokens tokens in one
+    # chunk can make, floor(max_tokens G / (R / B)) + G (at most MAX_TILES), as the model times it; delta's queues
+    # have none (D93's rescans)
     from hw.compact_accel import CompactAccel
     from hw.delta_accel import MAX_TILES
-    from sim.timing.compact_accel import REPLAY_ENTRIES
+    from sim.timing.compact_accel import REPLAY_ENTRIES, replay_entries
     from tests.test_rtl_compact import compact_cfg
 
     assert REPLAY_ENTRIES == MAX_TILES
-    acc = discard(CompactAccel(compact_cfg(8, 8, 2, 2), queues=True))
-    assert acc.queue.replay == MAX_TILES and acc.geometry["replay"][:2] == ("1r1w", MAX_TILES)
+    cfg = compact_cfg(8, 8, 2, 2)  # tiny-8x8's 256 tokens, G = 8, R / B = 4: 512 full + 8
+    acc = discard(CompactAccel(cfg, queues=True))
+    assert acc.queue.replay == replay_entries(cfg) == 520 and acc.geometry["replay"][:2] == ("1r1w", 520)
+    assert discard(CompactAccel(cfg, max_tokens=32, queues=True)).queue.replay == 72  # 32 x 8 / 4 + 8
+    assert replay_entries(load_config("kaleido-16nm-128x128-balanced").model_copy(
+        update={"organisation": "compact"})) == 136  # 256 x 8 / 16 + 8
     assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.replay == 0  # delta's: D93's rescans
+
+
+def test_replay_bound_holds_and_is_reached():
+    # the bound: no op of M tokens and G groups in one chunk makes more band-tiles a column block than
+    # floor(M G / (R / B)) + G (`hw.compact_accel.replay_bound`); 5 COMPUTE tokens of one group at R / B = 4 make 2
+    # (one full, the flush's one), the bound
+    from hw.compact_accel import replay_bound
+    from tests.test_rtl_compact import compact_cfg
+
+    cfg = compact_cfg(8, 8, 2, 2)
+    assert replay_bound(cfg.model_copy(update={"partial_regs": 1}), 5) == 2
+    assert len(queue_steps(np.zeros((5, 1), np.int8), (1, 1, 5), 8, 4, 1, 1, 1, False)[0]) == 2
+    rng = np.random.default_rng(124)
+    for _ in range(200):
+        F, H, W, G = (int(v) for v in rng.integers([1, 1, 1, 1], [5, 3, 5, 5]))  # noqa: N806
+        if H * W > cfg.array_rows:
+            continue
+        dec = rng.choice(3, size=(F * H * W, G), p=rng.dirichlet([1, 1, 1])).astype(np.int8)
+        n = len(queue_steps(dec, (F, H, W), 8, 4, F, 1, 1, False)[0])
+        assert n <= replay_bound(cfg.model_copy(update={"partial_regs": G}), F * H * W)
 
 
 def test_queue_reach_restated():

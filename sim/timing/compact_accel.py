@@ -37,9 +37,18 @@ from hw.config import AcceleratorConfig
 from sim.timing import delta_accel as _da
 from sim.timing.compact import band_rows
 
-#: ``kaleido_caccel``'s queues' replay buffer entries (docs/decisions.md D120): its ``max_tiles`` default,
-#: `hw.delta_accel.MAX_TILES` (restated: sim does not import the RTL; tests/test_rtl_dqueue.py checks it).
+#: The band-tiles ``kaleido_caccel`` holds, ``max_tiles`` (`hw.delta_accel.MAX_TILES`, restated: sim does not import
+#: the RTL; tests/test_rtl_dqueue.py checks it): the cap of its queues' replay buffer (`replay_entries`).
 REPLAY_ENTRIES = 1024
+
+
+def replay_entries(cfg: AcceleratorConfig) -> int:
+    """``kaleido_caccel``'s queues' replay buffer entries (docs/decisions.md D120, sized in D124): the band-tiles of
+    one column block of a slice of ``accel_max_tokens`` tokens and G = ``partial_regs`` groups in one chunk,
+    ``min(REPLAY_ENTRIES, floor(accel_max_tokens G / (R / B)) + G)`` (`hw.compact_accel.replay_bound`, restated):
+    136 on the balanced preset."""
+    G = cfg.partial_regs  # noqa: N806
+    return min(REPLAY_ENTRIES, cfg.accel_max_tokens * G // band_rows(cfg) + G)
 #: ``kaleido_caccel``'s queues' wider scan (docs/decisions.md D124): a step reads ``min(R, QUEUE_REACH x R / B)``
 #: positions (`queue_reach`); `hw.compact_accel.CompactAccel.QUEUE_REACH`, restated (tests/test_rtl_dqueue.py checks).
 QUEUE_REACH = 4
@@ -64,9 +73,9 @@ def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: in
                 replay: bool | int | None = None, reach: int | None = -1) -> tuple:
     """``kaleido_dqueue``'s steps in compact's issue order: `sim.timing.delta_accel.queue_steps` with one column block
     per group and D68's order (`hw.compact_accel_host.queue_ports`), with ``kaleido_caccel``'s replay buffer of
-    `REPLAY_ENTRIES` (``replay`` None; D120; False: D93's rescans) and its wider scan of `queue_reach` positions a
+    `replay_entries` (``replay`` None; D120, D124; False: D93's rescans) and its wider scan of `queue_reach` positions a
     step (``reach`` -1; D124; None: D93's steps of R / B)."""
-    replay = REPLAY_ENTRIES if replay is None else replay
+    replay = replay_entries(cfg) if replay is None else replay
     reach = queue_reach(cfg) if reach == -1 else reach
     return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False, replay=replay, reach=reach)
 
@@ -170,8 +179,8 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``replay`` (default, D120,
     as `hw.compact_accel.CompactAccel` builds its queues): the queues scan each batch element's first column block
     only and read its band-tiles back for the others (`sim.timing.delta_accel.queue_steps`' ``replay``, a buffer
-    that holds them: the host's slices of at most ``accel_max_tokens`` tokens make far fewer band-tiles a column
-    block than its `REPLAY_ENTRIES`); False: D93's rescan per column block. ``reach``: `queue_steps`' wider scan,
+    that holds them: the host gives a slice more than one column block only where one column block's band-tiles fit
+    its `replay_entries`, `sim.engines.verilator_core.slices`, D124); False: D93's rescan per column block. ``reach``: `queue_steps`' wider scan,
     positions a step (default -1: `queue_reach`, as built, D124; None: D93's steps of R / B). ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
     barrier; not built, D117 measures it). Returns

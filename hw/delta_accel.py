@@ -222,8 +222,8 @@ class DeltaAccel(wiring.Component):
     #: per band (D91).
     WEIGHT_PORT = False
     #: The queues (``queues=True``) read back the first column-block group's band-tiles for the later groups from a
-    #: descriptor buffer of ``max_tiles`` entries (`hw.delta_queue` "Replay", docs/decisions.md D120); False: they
-    #: rescan (D93).
+    #: descriptor buffer of `replay_entries` entries (`hw.delta_queue` "Replay", docs/decisions.md D120, D124); False:
+    #: they rescan (D93).
     QUEUE_REPLAY = False
     #: The queues' wider scan (`hw.delta_queue` "Wider scan", docs/decisions.md D124): a step reads
     #: ``min(R, QUEUE_REACH x R / B)`` positions and stops at the one that fills its queue; 0: D93's steps of R / B.

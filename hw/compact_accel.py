@@ -18,8 +18,11 @@ the same buffers, gather, band issue, tags and timing, with these differences:
   order (tested), since compact and delta form the same band-tiles (`sim.timing.compact_reference.band_tiles`)
   and the same PARTIAL pairing (an all-PARTIAL band-tile of a group wider than one channel runs at half width);
   with its replay (``QUEUE_REPLAY``, docs/decisions.md D120) the queues scan the first column block only and read
-  its band-tiles back from a descriptor buffer of ``max_tiles`` entries for the others (one scan per column block
-  was slower than the array on the score ops at high reuse, D117);
+  its band-tiles back from a descriptor buffer for the others (``max_tiles`` entries in D120, sized by a slice's
+  bound since D124, `replay_bound`) (one scan per column block
+  was slower than the array on the score ops at high reuse, D117); and their scan is the wider one
+  (``QUEUE_REACH``, D124: ``min(R, 4 R / B)`` positions a step, stopping at the one that fills a queue), since the
+  first column block's scan still bound the ops of one or few column blocks (cross_qk, cross_pv);
 - ``x{k}_re`` per X bank (attributes ``x_re``) so a bench counts the gather's reads;
 - the **weight port** (``WEIGHT_PORT``, docs/decisions.md D109; D88's weight path): one weight buffer instead of a
   copy per band. The host writes half-words of ``B`` channels x C (`hw.delta_accel_host.stage_w_words`' layout,
@@ -75,8 +78,31 @@ class CompactAccel(DeltaAccel):
     X_READ_ENABLES = True
     WEIGHT_PORT = True
     QUEUE_REPLAY = True
+    #: The queues' wider scan (docs/decisions.md D124): ``min(R, 4 R / B)`` positions a step (64 at 128 x 128 with
+    #: B = 8), `sim.timing.compact_accel.queue_reach`; measured on the balanced preset's block at r = 0.8: 4 R / B
+    #: gains 0.020x dense (8 x 8), 2 R / B 0.0175x.
+    QUEUE_REACH = 4
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
                  lanes: int = LANES, pe: str = "inline", queues: bool = False):
         super().__init__(cfg, max_tokens, max_k, max_n, max_tiles, entries, lanes, pe, queues)
+
+    def replay_entries(self) -> int:
+        """The queues' replay buffer's entries (docs/decisions.md D124): the band-tiles one column block of a slice
+        the host hands the controller can make, ``min(max_tiles, floor(max_tokens G / (R / B)) + G)`` (`replay_bound`);
+        `sim.engines.verilator_core.slices` gives a slice more than one column block only where its column block's
+        band-tiles fit (a slice of one column block reads nothing back)."""
+        return replay_bound(self.cfg, self.max_tokens, self.max_tiles)
+
+
+def replay_bound(cfg: AcceleratorConfig, max_tokens: int, max_tiles: int = MAX_TILES) -> int:
+    """Band-tiles of one column block of an op of ``max_tokens`` tokens and ``G = partial_regs`` groups in one chunk
+    of frames (docs/decisions.md D124), at most ``max_tiles``: every band-tile but a flush's last holds R / B rows
+    (`sim.timing.compact.band_tile_sequence`: a queue emits when it holds R / B tokens; the flush emits the rest of
+    a group's COMPUTE and PARTIAL queues, a full band-tile first when they exceed R / B; `hw.delta_queue`), so of
+    its at most ``max_tokens G`` rows at most ``floor(max_tokens G / (R / B))`` band-tiles are full and at most one
+    per group is not. 136 on the balanced preset (256 tokens, G = 8, R / B = 16), 520 on tiny-8x8's compact
+    example (R / B = 4), against D120's ``max_tiles`` = 1,024."""
+    G, brows = cfg.partial_regs, cfg.array_rows // cfg.compact_bands  # noqa: N806
+    return min(max_tiles, max_tokens * G // brows + G)

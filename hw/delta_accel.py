@@ -222,9 +222,12 @@ class DeltaAccel(wiring.Component):
     #: per band (D91).
     WEIGHT_PORT = False
     #: The queues (``queues=True``) read back the first column-block group's band-tiles for the later groups from a
-    #: descriptor buffer of ``max_tiles`` entries (`hw.delta_queue` "Replay", docs/decisions.md D120); False: they
-    #: rescan (D93).
+    #: descriptor buffer of `replay_entries` entries (`hw.delta_queue` "Replay", docs/decisions.md D120, D124); False:
+    #: they rescan (D93).
     QUEUE_REPLAY = False
+    #: The queues' wider scan (`hw.delta_queue` "Wider scan", docs/decisions.md D124): a step reads
+    #: ``min(R, QUEUE_REACH x R / B)`` positions and stops at the one that fills its queue; 0: D93's steps of R / B.
+    QUEUE_REACH = 0
 
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
@@ -315,7 +318,8 @@ class DeltaAccel(wiring.Component):
 
             del self.geometry["desc"]
             # elaborated inside this one (inline) or emitted on its own (hw.rtl): this one's own check suffices
-            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.max_tiles if self.QUEUE_REPLAY else 0))
+            self.queue = discard(DeltaQueue(self, pe=pe, replay=self.replay_entries() if self.QUEUE_REPLAY else 0,
+                                            reach=min(R, self.QUEUE_REACH * brows) if self.QUEUE_REACH else None))
             self.geometry["dec"] = self.queue.geometry["dec"]
             port_names = [n for n in self.queue.signature.members if n.startswith("c_")]
         # The host's X address ``token KW + word`` spans the X buffer's R / B banks (bank = token mod R / B, module
@@ -340,6 +344,11 @@ class DeltaAccel(wiring.Component):
             "out_data": Out(unsigned(ctop_signature(cfg).members["out_data"].shape.width)),  # compact: out, out_m
             "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
         })
+
+    def replay_entries(self) -> int:
+        """The queues' replay buffer's entries where ``QUEUE_REPLAY`` (docs/decisions.md D120): ``max_tiles``;
+        `hw.compact_accel.CompactAccel` sizes it by a slice's bound (D124)."""
+        return self.max_tiles
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct macros ``(kind, depth, width, lane)`` of the buffers, sorted by `hw.sram.macro_name`."""

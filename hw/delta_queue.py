@@ -48,6 +48,17 @@ output register loaded as a scan's emission, handed out ``k`` times). A first gr
 with its scan. `sim.timing.delta_accel.queue_steps`' ``replay`` is this rule. A word written the cycle its
 read is issued (the first replay step reads entry 0 during the scan's last step) is forwarded from a register
 (the macro reads before it writes).
+
+**Wider scan** (``reach`` L, docs/decisions.md D124; compact's queues, `hw.compact_accel.CompactAccel.QUEUE_REACH`):
+a scan step reads the pass's next L positions (the decision buffer in L banks, token mod L; L may exceed ``R /
+B``) and, where its tokens of the pass's kind fill the queue, stops at the lane whose token fills it: it emits the
+queued tokens and the lanes' up to that one, the queue empties and the next step starts at the position after it
+(the lanes past it are read again); a step that does not fill queues its matches and moves on by L. So at most one
+band-tile a step, no tokens carried past a fill (the queue's ``R / B`` registers, no ``V`` more places), and a
+pass of mostly REUSE positions takes L of them a step. Per lane: its match, its place ``q_n + Σ`` matches before it,
+the fill lane (the one matching lane whose place is ``R / B - 1``, one-hot: the places rise by at most one a lane)
+and the next step's start ``p + fill + 1`` or ``p + L``. `sim.timing.delta_accel.queue_steps`' ``reach`` is this
+rule.
 """
 
 from __future__ import annotations
@@ -90,22 +101,29 @@ class DeltaQueue(wiring.Component):
         lanes: positions a scan step reads, V: a power of two up to ``R / B`` (default ``R / B``: at 128 x 128 the
             queues keep up with the array on the linear ops, docs/decisions.md D93, not on the score ops, D117).
         replay: the descriptor buffer's entries (module docstring, "Replay"; 0: none, D93's queues).
+        reach: the wider scan (module docstring, "Wider scan", docs/decisions.md D124): positions a step reads, a
+            power of two (any, also above ``R / B``), instead of ``lanes``; None: D93's steps of ``lanes``.
 
     Raises:
-        ValueError: lanes not a power of two or above ``R / B``; replay below 0.
+        ValueError: lanes not a power of two or above ``R / B``; replay below 0; reach not a power of two, or
+            given with lanes.
     """
 
-    def __init__(self, acc: DeltaAccel, pe: str = "inline", lanes: int | None = None, replay: int = 0):
+    def __init__(self, acc: DeltaAccel, pe: str = "inline", lanes: int | None = None, replay: int = 0,
+                 reach: int | None = None):
         cfg = acc.cfg
         if replay < 0:
             discard(self)
             raise ValueError(f"queue replay = {replay}: the descriptor buffer's entries, 0 (none) or more")
-        self.replay = replay
+        if reach is not None and (reach < 1 or reach & (reach - 1) or lanes is not None):
+            discard(self)
+            raise ValueError(f"queue reach = {reach}: a power of two, instead of lanes (lanes = {lanes})")
+        self.replay, self.reach = replay, reach
         self.acc, self.cfg, self.pe_kind = acc, cfg, pe
         self.G = cfg.partial_regs
         self.brows, self.tb = acc.brows, acc.tb
-        self.V = lanes or acc.brows
-        if self.V > acc.brows or self.V & (self.V - 1):
+        self.V = reach or lanes or acc.brows
+        if reach is None and (self.V > acc.brows or self.V & (self.V - 1)):
             discard(self)
             raise ValueError(f"queue lanes = {self.V}: a power of two up to R / B = {acc.brows} (one band-tile a step)")
         depth = 1 << _bits(acc.max_tokens)
@@ -250,8 +268,9 @@ class DeltaQueue(wiring.Component):
             run = a + match[j]
         total = Signal(range(brows + V + 1), name="q_total")
         m.d.comb += total.eq(run)
-        lane_tok = []  # per queue place r < brows + V: the token of the lane that lands there
-        for r in range(brows + V):
+        RCH = self.reach is not None  # noqa: N806
+        lane_tok = []  # per queue place r < brows + V (reach: r < brows): the token of the lane that lands there
+        for r in range(brows if RCH else brows + V):
             v = Const(0, unsigned(tb))
             for j in range(V):
                 v = Mux(match[j] & (at[j] == r), (token + j)[:tb], v)
@@ -260,6 +279,14 @@ class DeltaQueue(wiring.Component):
             lane_tok.append(t_r)
         fills = Signal(name="q_fills")
         m.d.comb += fills.eq(is_scan & (total >= brows))
+        if RCH:  # the wider scan: the lane whose token fills the queue (one-hot: the counts rise by at most one)
+            fill_at = Signal(range(V), name="q_fill_lane")
+            m.d.comb += fill_at.eq(0)
+            for j in range(V):
+                with m.If(match[j] & (at[j] == brows - 1)):
+                    m.d.comb += fill_at.eq(j)
+            p_step = Signal(range(acc.max_tokens + V + 1), name="q_p_step")  # where the next step of the pass starts
+            m.d.comb += p_step.eq(Mux(fills, cur["p"] + fill_at + 1, cur["p"] + V))
         c_n, p_n = qc_n, qp_n
         big = Signal(name="q_two")  # the flush makes two band-tiles
         m.d.comb += big.eq(c_n + p_n > brows)
@@ -338,10 +365,10 @@ class DeltaQueue(wiring.Component):
             on_g = gsel == g
             for kd in (0, 1):
                 with m.If(adv & is_scan & on_g & (cur["kind"] == kd)):
-                    m.d.sync += qn[g][kd].eq(Mux(fills, total - brows, total))
+                    m.d.sync += qn[g][kd].eq(Mux(fills, 0 if RCH else total - brows, total))
                     for i in range(brows):
-                        new = Mux(fills, lane_tok[brows + i] if brows + i < brows + V else 0,
-                                  Mux(i < q_n, qt[g][kd][i], lane_tok[i]))
+                        keep = Mux(i < q_n, qt[g][kd][i], lane_tok[i])
+                        new = keep if RCH else Mux(fills, lane_tok[brows + i] if brows + i < brows + V else 0, keep)
                         m.d.sync += qt[g][kd][i].eq(new)
             with m.If(adv & is_flush & on_g & (cur["second"] | ~big)):
                 m.d.sync += [qn[g][0].eq(0), qn[g][1].eq(0)]
@@ -361,8 +388,8 @@ class DeltaQueue(wiring.Component):
                     m.d.comb += nxt["fin"].eq(1)
         with m.If(adv_scan):
             with m.If(~cur["flush"]):
-                with m.If(cur["p"] + V < p1):
-                    m.d.comb += nxt["p"].eq(cur["p"] + V)
+                with m.If((p_step if RCH else cur["p"] + V) < p1):
+                    m.d.comb += nxt["p"].eq(p_step if RCH else cur["p"] + V)
                 with m.Elif(~cur["kind"]):
                     m.d.comb += [nxt["kind"].eq(1), nxt["p"].eq(cur["p0"])]
                 with m.Elif(~last_g):

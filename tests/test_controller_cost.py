@@ -53,7 +53,8 @@ def _designs(cfg):
     kind = controllers.controller(cfg)
     if kind == "compact":
         acc = CompactAccel(cfg, queues=True, pe="instance")
-        return {"kaleido_caccel": acc, "kaleido_dqueue": DeltaQueue(acc, pe="instance", replay=acc.max_tiles),
+        q = DeltaQueue(acc, pe="instance", replay=acc.queue.replay, reach=acc.queue.reach)  # D120, D124
+        return {"kaleido_caccel": acc, "kaleido_dqueue": q,
                 "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
     from hw.delta_combine import DeltaCombine, dcombine_module_name, default_d_buffers, default_out_ways
     from hw.delta_core import default_fifo_bypass
@@ -270,23 +271,25 @@ def test_lockstep_figures_unchanged():
 def test_compact_queue_replay_accesses_by_hand():
     """The compact controller's queues (D120) on tiny-8x8 as compact: 8 tokens, one group, N = 24 (three column
     blocks), two band-tiles. The decision words (2 bytes a token, G = 8) written once and read by the two passes
-    of the one scan; the replay buffer written per band-tile once and read per band-tile for the two later blocks:
-    2 x 3 words of the queues' descriptor."""
+    of the one scan, and at most L - 1 = 7 words again after each of the two fills (D124's wider scan, L = min(R,
+    4 R / B) = 8); the replay buffer written per band-tile once and read per band-tile for the two later blocks:
+    2 x 3 words of the queues' descriptor; its 520 entries (D124: 256 tokens x G = 8 / (R / B = 4) + 8)."""
     cfg = with_organisation(load_config(TINY_DELTA), "compact")
     dec = np.array([[COMPUTE]] * 4 + [[PARTIAL]] * 2 + [[REUSE]] * 2, dtype=np.int8)
     tiles = (np.array([40, 20]), np.array([0, 0]), np.array([4, 0]), np.array([0, 2]))
     a = collections.defaultdict(float)
     controllers.count_actions(a, dec, tiles, [(0, 40, "f")], 24, cfg)
-    assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)  # not 2 x 8 x (1 + 2 x 3): no rescans
+    assert a["ctrl_dec_bytes"] == 2 * (8 * (1 + 2) + 2 * 7)  # not 2 x 8 x (1 + 2 x 3): no rescans
     desc = controllers.sizes(cfg)["queue_desc_bits"]
     assert a["ctrl_replay_bytes"] == pytest.approx(desc / 8 * 2 * 3)
     part = {p["part"]: p for p in controllers.inventory(cfg) if p["module"] == "kaleido_dqueue"}
     assert (part["replay buffer"]["kind"], part["replay buffer"]["depth"], part["replay buffer"]["width"]) == (
-        "1r1w", 1024, desc)
+        "1r1w", 520, desc)
+    assert (part["decisions"]["count"], part["decisions"]["depth"]) == (8, 32)  # L = 8 banks of 256 / 8 tokens
     e = controllers.action_energies(cfg, load_tech(16))
     from sim.cost.energy import sram_access_pj
 
-    assert e["ctrl_replay_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 1024 * desc / 8192) / 8)
+    assert e["ctrl_replay_bytes"][1] == pytest.approx(sram_access_pj(load_tech(16), 520 * desc / 8192) / 8)
     delta = collections.defaultdict(float)
     controllers.count_actions(delta, dec, tiles, [(0, 40, "f")], 24, load_config(TINY_DELTA))
     assert delta["ctrl_replay_bytes"] == 0 and delta["ctrl_dec_bytes"] == 2 * 8 * (1 + 2 * 3)

@@ -165,6 +165,37 @@ def test_ops_cut_into_fewer_groups_where_one_column_block_does_not_fit(dcore, ca
         slices(dcore, core_op)
 
 
+def test_ccore_slices_of_one_column_block_where_the_replay_buffer_is_short(ccore, captured_block, monkeypatch):
+    """D124: ``kaleido_ccore``'s queues read a slice's first column block's band-tiles back for its others from a
+    replay buffer of `hw.compact_accel.replay_bound` entries; where one column block makes more (here the buffer
+    lowered below qk's count), the host gives the slice one column block (`_plan_piece` refuses more, naming the
+    buffer), and Y still equals the golden model's, every slice on its modelled cycles."""
+    import dataclasses
+
+    from algo.reuse.golden import decide
+    from sim.engines.rtl import golden_checksums
+    from sim.engines.verilator_core import Slice, _plan_piece, slices
+
+    trace = dataclasses.replace(captured_block, ops=[op for op in captured_block.ops if op.name == "qk"])
+    op = trace.ops[0]
+    groups = [g.as_tuple() for g in op.groups]
+    dec = decide(op.X[0], trace.grid, groups, op.theta, trace.b_msb)[0]
+    core_op = CoreOp(op.X[0], op.W[0], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
+    C = ccore.cfg.array_cols  # noqa: N806
+    assert op.N > C  # several column blocks
+    pieces = slices(ccore, core_op)
+    assert max(p.slice.cols[1] - p.slice.cols[0] for p in pieces) > C  # as built: several column blocks a slice
+    sl = pieces[0].slice
+    per = len(_plan_piece(ccore, core_op, Slice(sl.tokens, sl.grid, sl.groups, (0, C))).tiles.tiles)
+    monkeypatch.setattr(ccore.core.accel.queue, "replay", per - 1)
+    assert _plan_piece(ccore, core_op, Slice(sl.tokens, sl.grid, sl.groups, (0, 2 * C))) == (
+        f"{per} band-tiles a column block, more than its queues' replay buffer's {per - 1}")
+    short = slices(ccore, core_op)
+    assert any(p.slice.cols[1] - p.slice.cols[0] == C for p in short) and len(short) > len(pieces)
+    res = trace_through_core(trace, ccore.cfg, ccore)  # the short buffer's slices through the core
+    assert not res["per_op"][0]["errors"] and res["outputs_sha256"] == golden_checksums(trace)[0]
+
+
 def test_unfinished_run_is_an_error(dcore):
     # the host writes of a small case, then idle cycles without ``start``: ``done`` never comes within the wait
     from tests.test_rtl_delta import CASES

@@ -24,6 +24,7 @@ import pytest
 
 from algo.reuse.golden import REUSE
 from hw import discard
+from hw.config import load_config
 from hw.delta_accel import LANES, DeltaAccel
 from hw.delta_accel_host import dec_words, descriptor_word, queue_ports
 from sim.engines.band_stimulus import band_op
@@ -34,15 +35,16 @@ from tests.test_rtl_daccel import check_run
 from tests.test_rtl_delta import CASES, QK_CASES, SHAPES, _case, delta_cfg
 
 
-def _job(cfg, case, fw, s, cm, lanes=None, replay=0):
+def _job(cfg, case, fw, s, cm, lanes=None, replay=0, reach=None):
     """``(op, ports, queue)``: the host path's band-tiles, the queues' ports and `queue_steps` of one op
-    (``lanes`` positions a step, default R / B; ``replay`` the descriptor buffer's entries, D120)."""
+    (``lanes`` positions a step, default R / B; ``replay`` the descriptor buffer's entries, D120; ``reach`` the
+    wider scan's positions a step, D124)."""
     fw = fw or case.grid[0]
     op = band_op(case.X, case.W, case.grid, case.groups, case.decisions, cfg, fw, s, chunk_major=cm)
     n_cb = -(-case.W.shape[1] // cfg.array_cols)
     ports = queue_ports(discard(DeltaAccel(cfg)), case.grid, case.groups, fw, n_cb, s, cm)
     queue = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, fw, n_cb, s,
-                        cm, lanes, replay=replay)
+                        cm, lanes, replay=replay, reach=reach)
     return op, ports, queue
 
 
@@ -103,6 +105,32 @@ def test_dqueue_replay_descriptors_and_cycles(shape, replay):
                              ports["c_fw"], ports["c_ncb"], ports["c_s"], False)
         replayed += queue[2] < rescan[2]
     assert replayed >= 2  # the replay (fewer steps than the rescans) is exercised
+
+
+@pytest.mark.parametrize(("shape", "reach", "replay"), [("8x8-B2-d2", 8, 0), ("8x8-B4-d2", 4, 0), ("8x8-B4-d2", 8, 13),
+                                                        ("8x8-B2-d4", 16, 64)])
+def test_dqueue_wider_scan_descriptors_and_cycles(shape, reach, replay):
+    # D124's wider scan: a step reads `reach` positions (at or above R / B) and stops at the one whose token fills the
+    # queue; the same words as the host list, each taken at the cycle `queue_times` gives on `queue_steps(reach=...)`,
+    # in D68's and D84's orders (with the replay: D68's, compact's s = 1 and the cases' own s)
+    cfg = delta_cfg(*SHAPES[shape])
+    acc = discard(DeltaAccel(cfg))
+    cases = [(c, fw, s, cm) for c, fw, s, cm in _all_cases(124)]
+    if replay:
+        cases = [(c, fw, s_, False) for c, fw, s, cm in cases if not cm for s_ in sorted({1, s})]
+    jobs = [(c, *_job(cfg, c, fw, s, cm, replay=replay, reach=reach)) for c, fw, s, cm in cases]
+    got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], replay=replay, reach=reach)
+    fewer = 0
+    for (case, op, ports, queue), (descs, done) in zip(jobs, got, strict=True):
+        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+        assert [w for _, w in descs] == want
+        _emit, pops, want_done = queue_times(*queue)
+        assert [c for c, _ in descs] == pops.tolist()
+        assert done == want_done
+        narrow = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands,
+                             ports["c_fw"], ports["c_ncb"], ports["c_s"], bool(ports["c_cm"]), replay=replay)
+        fewer += queue[2] < narrow[2]
+    assert fewer >= len(jobs) // 2  # the wider steps are exercised: most ops take fewer steps than R / B a step
 
 
 def test_queue_steps_and_times_by_hand():
@@ -197,15 +225,58 @@ def test_queue_steps_reach_by_hand():
 
 
 def test_replay_entries_restated():
+    # D124: compact's replay buffer holds the band-tiles one column block of a slice of max_tokens tokens in one
+    # chunk can make, floor(max_tokens G / (R / B)) + G (at most MAX_TILES), as the model times it; delta's queues
+    # have none (D93's rescans)
     from hw.compact_accel import CompactAccel
     from hw.delta_accel import MAX_TILES
-    from sim.timing.compact_accel import REPLAY_ENTRIES
+    from sim.timing.compact_accel import REPLAY_ENTRIES, replay_entries
     from tests.test_rtl_compact import compact_cfg
 
     assert REPLAY_ENTRIES == MAX_TILES
-    acc = discard(CompactAccel(compact_cfg(8, 8, 2, 2), queues=True))
-    assert acc.queue.replay == MAX_TILES and acc.geometry["replay"][:2] == ("1r1w", MAX_TILES)
+    cfg = compact_cfg(8, 8, 2, 2)  # tiny-8x8's 256 tokens, G = 8, R / B = 4: 512 full + 8
+    acc = discard(CompactAccel(cfg, queues=True))
+    assert acc.queue.replay == replay_entries(cfg) == 520 and acc.geometry["replay"][:2] == ("1r1w", 520)
+    assert discard(CompactAccel(cfg, max_tokens=32, queues=True)).queue.replay == 72  # 32 x 8 / 4 + 8
+    assert replay_entries(load_config("kaleido-16nm-128x128-balanced").model_copy(
+        update={"organisation": "compact"})) == 136  # 256 x 8 / 16 + 8
     assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.replay == 0  # delta's: D93's rescans
+
+
+def test_replay_bound_holds_and_is_reached():
+    # the bound: no op of M tokens and G groups in one chunk makes more band-tiles a column block than
+    # floor(M G / (R / B)) + G (`hw.compact_accel.replay_bound`); 5 COMPUTE tokens of one group at R / B = 4 make 2
+    # (one full, the flush's one), the bound
+    from hw.compact_accel import replay_bound
+    from tests.test_rtl_compact import compact_cfg
+
+    cfg = compact_cfg(8, 8, 2, 2)
+    assert replay_bound(cfg.model_copy(update={"partial_regs": 1}), 5) == 2
+    assert len(queue_steps(np.zeros((5, 1), np.int8), (1, 1, 5), 8, 4, 1, 1, 1, False)[0]) == 2
+    rng = np.random.default_rng(124)
+    for _ in range(200):
+        F, H, W, G = (int(v) for v in rng.integers([1, 1, 1, 1], [5, 3, 5, 5]))  # noqa: N806
+        if H * W > cfg.array_rows:
+            continue
+        dec = rng.choice(3, size=(F * H * W, G), p=rng.dirichlet([1, 1, 1])).astype(np.int8)
+        n = len(queue_steps(dec, (F, H, W), 8, 4, F, 1, 1, False)[0])
+        assert n <= replay_bound(cfg.model_copy(update={"partial_regs": G}), F * H * W)
+
+
+def test_queue_reach_restated():
+    # D124: compact's queues are built with the wider scan the model times (`queue_reach`: min(R, 4 R / B)), delta's
+    # without (D93's steps of R / B); the constant restated in sim equals the RTL's
+    from hw.compact_accel import CompactAccel
+    from sim.timing.compact_accel import QUEUE_REACH, queue_reach
+    from tests.test_rtl_compact import compact_cfg
+
+    assert QUEUE_REACH == CompactAccel.QUEUE_REACH
+    for shape, want in (((8, 8, 2, 2), 8), ((8, 8, 4, 2), 8), ((16, 4, 8, 4), 8)):  # min(R, 4 R / B) by hand
+        cfg = compact_cfg(*shape)
+        assert discard(CompactAccel(cfg, queues=True)).queue.reach == queue_reach(cfg) == want
+    assert queue_reach(load_config("kaleido-16nm-128x128-balanced").model_copy(
+        update={"organisation": "compact"})) == 64
+    assert discard(DeltaAccel(delta_cfg(8, 8, 2, 2), queues=True)).queue.reach is None
 
 
 def test_host_decision_words_and_errors():
@@ -223,6 +294,11 @@ def test_host_decision_words_and_errors():
             DeltaQueue(acc, lanes=lanes)
     with pytest.raises(ValueError, match="queue replay = -1"):
         DeltaQueue(acc, replay=-1)
+    for bad in (3, 0):  # the wider scan: a power of two, and not with lanes
+        with pytest.raises(ValueError, match="reach"):
+            DeltaQueue(acc, reach=bad)
+    with pytest.raises(ValueError, match="reach"):
+        DeltaQueue(acc, lanes=2, reach=8)
 
 
 # (shape, case, issue order chunk-major); the case: an index of CASES, a QK_CASES name, or "random"

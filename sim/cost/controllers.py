@@ -158,6 +158,8 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
     or multiplexer (``"mux"``, 2:1 mux bits)
     bank of the config's controller (module docstring), each ``{"module", "part", "kind", "depth", "width",
     "count", "bits", "charged", "note"}``; ``[]`` for the lockstep organisation."""
+    from sim.timing.compact_accel import queue_reach, replay_entries
+
     kind = controller(cfg)
     if kind is None:
         return []
@@ -215,19 +217,33 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
     out.append(_bank(top, "out_tile delay", "reg", d * TILE_BITS * (C + 1), "ctrl_registers",
                      "each drain port's band-tile number delayed with its row (D91)"))
     # the queues (hw/delta_queue.py): the decision buffer, per group a COMPUTE and a PARTIAL queue, the output
-    V = brows  # noqa: N806
+    # register; compact's on its wider scan's L banks (D124)
+    V = queue_reach(cfg) if kind == "compact" else brows  # noqa: N806
     out += [_macro("kaleido_dqueue", "decisions", "1rw", max(1, (1 << _bits(cfg.accel_max_tokens)) // V),
-                   CODE_BITS * G, V, "ctrl_tables", "V = R / B banks, token mod V (D93)"),
+                   CODE_BITS * G, V, "ctrl_tables",
+                   "L = min(R, 4 R / B) banks, token mod L (D124)" if kind == "compact" else
+                   "V = R / B banks, token mod V (D93)"),
             _bank("kaleido_dqueue", "queue registers", "reg", 2 * G * (brows * tb + _bits(brows + 1)), "ctrl_registers",
                   "per group a COMPUTE and a PARTIAL queue of R / B tokens and a count (D93)"),
             _bank("kaleido_dqueue", "output register", "reg", z["queue_desc_bits"] + 1 + 2 * _bits(z["max_nb"] + 1),
                   "ctrl_registers", "the emitted descriptor, its valid bit and column blocks (D93)")]
     if kind == "compact":  # kaleido_caccel's queues read the first column block's band-tiles back (D120)
-        out += [_macro("kaleido_dqueue", "replay buffer", "1r1w", MAX_TILES, z["queue_desc_bits"], 1, "ctrl_tables",
-                       "the first column block's band-tiles, read back one a step for the others (D120)"),
+        E = replay_entries(cfg)  # noqa: N806  # sized by a slice's bound (D124)
+        out += [_macro("kaleido_dqueue", "replay buffer", "1r1w", E, z["queue_desc_bits"], 1, "ctrl_tables",
+                       "the first column block's band-tiles, read back one a step for the others (D120; "
+                       "a slice's bound, D124)"),
                 _bank("kaleido_dqueue", "replay registers", "reg",
-                      z["queue_desc_bits"] + 2 + 2 * _bits(MAX_TILES + 1) + 1, "ctrl_registers",
-                      "the forwarded word and its flag, the count written, the entry read, overflow, replay (D120)")]
+                      z["queue_desc_bits"] + 2 + 2 * _bits(E + 1) + 1, "ctrl_registers",
+                      "the forwarded word and its flag, the count written, the entry read, overflow, replay (D120)"),
+                # the wider scan's logic as hw/delta_queue.py builds it (D124; delta's R / B lanes are not listed):
+                # per lane an L:1 word mux of the banks (2 G bits) and the group's 2-bit code; per queue place an
+                # L:1 token mux; per lane its prefix count and fill compare (log2(R / B + L + 1) bits each), the
+                # code compare (2) and the pool bound (token bits)
+                _bank("kaleido_dqueue", "scan lane muxes", "mux",
+                      V * ((V - 1) * CODE_BITS * G + (G - 1) * CODE_BITS) + brows * (V - 1) * tb, "ctrl_registers",
+                      "per lane an L:1 bank-word mux and a G:1 code mux; per queue place an L:1 token mux (D124)"),
+                _bank("kaleido_dqueue", "scan counts", "cmp", V * (2 * _bits(brows + V + 1) + CODE_BITS + tb),
+                      "ctrl_registers", "per lane its prefix count, fill compare, code compare, pool bound (D124)")]
     if kind != "delta_stage" and cfg.accel_max_k <= max(cfg.max_k, cfg.max_tokens):
         # the similarity front (hw/delta_front.py, D103; hw.rtl emits it for these controllers, none for the staged
         # one): raw X and the effective values, token-addressed as the controller's X buffer; the model does not run
@@ -534,7 +550,8 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     - the queues' decision buffer: each token's word written once, read by the two scan passes (COMPUTE, then
       PARTIAL) once per column block (D93: delta's D84 order reruns the chunk per column block of its group);
       compact's queues scan the first column block only and write its band-tiles to their replay buffer, read
-      back once per later column block (D120; a slice's band-tiles fit its `MAX_TILES` entries);
+      back once per later column block (D120; the host gives a slice several column blocks only where one column
+      block's band-tiles fit it, D124), their wider scan reading again at most L - 1 words after each fill (D124);
     - the tile table: an entry written per band-tile, read per drained row; delta's row FIFO: each drained row
       written and read once; the decision copies: both written per token, both read per combine command (delta:
       per column block, token and axis class, D95; compact: per column block, token and group, D97); compact's
@@ -568,7 +585,11 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
     a["ctrl_staging_read_bytes"] += n_cb * word * int((rows * words).sum())
     dec_bytes = CODE_BITS * G / 8
     if kind == "compact":  # one scan, the band-tiles written once and read back per later column block (D120)
-        a["ctrl_dec_bytes"] += dec_bytes * M * 3
+        from sim.timing.compact_accel import queue_reach
+
+        # the wider scan's steps read L words each: a step that fills the queue ends at its fill lane and the next
+        # reads the rest again, at most L - 1 words a band-tile (D124; an upper count)
+        a["ctrl_dec_bytes"] += dec_bytes * (M * 3 + len(slots) * (queue_reach(cfg) - 1))
         a["ctrl_replay_bytes"] += z["queue_desc_bits"] / 8 * len(slots) * n_cb
     else:
         a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)

@@ -504,7 +504,8 @@ def sub_op(op: CoreOp, sl: Slice) -> CoreOp:
 
 def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
     """`Piece` of ``sl``, or why the core cannot hold it (one phrase): its ports' capacity (`core_ports`), more than
-    `hw.delta_accel.MAX_TILES` band-tiles, ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``, its segment
+    `hw.delta_accel.MAX_TILES` band-tiles, ``kaleido_ccore``'s queues' replay buffer against one column block's
+    band-tiles where the slice has several (D124: its queues read the first back for the others), ``kaleido_dcore``'s row FIFO against the model's ``fifo_max``, its segment
     count banks against the model's ``overflow`` (a descriptor `hw.delta_core.NB_BANKS` segments ahead of the walk,
     D104)."""
     from hw.delta_accel import MAX_TILES
@@ -526,6 +527,10 @@ def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
         want = engine.expected(op, tl)
     except ValueError as err:
         return str(err)
+    if not engine.delta and sl.cols[1] - sl.cols[0] > engine.cfg.array_cols:  # kaleido_caccel's replay (D124)
+        per, room = len(tl.tiles) // -(-(sl.cols[1] - sl.cols[0]) // engine.cfg.array_cols), engine.core.accel.queue.replay
+        if per > room:
+            return f"{per} band-tiles a column block, more than its queues' replay buffer's {room}"
     if engine.delta and want["fifo_max"] > engine.core.fifo:
         return f"a row FIFO backlog of {want['fifo_max']} rows, more than its {engine.core.fifo} entries"
     if engine.delta and want["overflow"]:
@@ -537,7 +542,8 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
     """The pieces `engine`'s core runs ``op`` in (module docstring): channel runs of whole groups (`_group_runs`),
     for ``kaleido_ccore`` sub-grids of whole image rows, then the most output column blocks per slice that the core
     holds (`_plan_piece`; the band-tiles and FIFO backlog grow with the column blocks, so the first slice's count,
-    found from one column block's, is tried first and lowered where a slice does not fit). A run of groups that does
+    found from one column block's, is tried first and lowered where a slice does not fit; ``kaleido_ccore``: one column
+    block a slice where one column block's band-tiles exceed its queues' replay buffer, D124). A run of groups that does
     not fit even with one column block is halved (fewer channels a slice, added on the host) down to one group.
 
     Raises:
@@ -577,6 +583,8 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
         per = max(1, len(one.tiles.tiles))
         fifo = one.want.get("fifo_max", 0)
         nb = min(acc.max_nb, MAX_TILES // per, engine.core.fifo // max(1, fifo) if fifo else acc.max_nb)
+        if not engine.delta and per > acc.queue.replay:  # kaleido_caccel reads one column block back (D124)
+            nb = 1
         cb0 = 0
         while cb0 < n_cb:
             for k in range(min(nb, n_cb - cb0), 0, -1):

@@ -37,9 +37,27 @@ from hw.config import AcceleratorConfig
 from sim.timing import delta_accel as _da
 from sim.timing.compact import band_rows
 
-#: ``kaleido_caccel``'s queues' replay buffer entries (docs/decisions.md D120): its ``max_tiles`` default,
-#: `hw.delta_accel.MAX_TILES` (restated: sim does not import the RTL; tests/test_rtl_dqueue.py checks it).
+#: The band-tiles ``kaleido_caccel`` holds, ``max_tiles`` (`hw.delta_accel.MAX_TILES`, restated: sim does not import
+#: the RTL; tests/test_rtl_dqueue.py checks it): the cap of its queues' replay buffer (`replay_entries`).
 REPLAY_ENTRIES = 1024
+
+
+def replay_entries(cfg: AcceleratorConfig) -> int:
+    """``kaleido_caccel``'s queues' replay buffer entries (docs/decisions.md D120, sized in D124): the band-tiles of
+    one column block of a slice of ``accel_max_tokens`` tokens and G = ``partial_regs`` groups in one chunk,
+    ``min(REPLAY_ENTRIES, floor(accel_max_tokens G / (R / B)) + G)`` (`hw.compact_accel.replay_bound`, restated):
+    136 on the balanced preset."""
+    G = cfg.partial_regs  # noqa: N806
+    return min(REPLAY_ENTRIES, cfg.accel_max_tokens * G // band_rows(cfg) + G)
+#: ``kaleido_caccel``'s queues' wider scan (docs/decisions.md D124): a step reads ``min(R, QUEUE_REACH x R / B)``
+#: positions (`queue_reach`); `hw.compact_accel.CompactAccel.QUEUE_REACH`, restated (tests/test_rtl_dqueue.py checks).
+QUEUE_REACH = 4
+
+
+def queue_reach(cfg: AcceleratorConfig) -> int:
+    """Positions a step of ``kaleido_caccel``'s queues reads (`sim.timing.delta_accel.queue_steps`' ``reach``,
+    docs/decisions.md D124): ``min(R, QUEUE_REACH x R / B)``, 64 at 128 x 128 with B = 8."""
+    return min(cfg.array_rows, QUEUE_REACH * band_rows(cfg))
 
 #: Re-exported: rows' out cycles (`sim.timing.delta_accel.row_out_cycles`) and gather rounds.
 row_out_cycles = _da.row_out_cycles
@@ -52,12 +70,14 @@ def tile_widths(op, groups) -> np.ndarray:
 
 
 def queue_steps(dec: np.ndarray, grid, cfg: AcceleratorConfig, fw: int, n_cb: int,
-                replay: bool | int | None = None) -> tuple:
+                replay: bool | int | None = None, reach: int | None = -1) -> tuple:
     """``kaleido_dqueue``'s steps in compact's issue order: `sim.timing.delta_accel.queue_steps` with one column block
     per group and D68's order (`hw.compact_accel_host.queue_ports`), with ``kaleido_caccel``'s replay buffer of
-    `REPLAY_ENTRIES` (``replay`` None; D120; False: D93's rescans)."""
-    replay = REPLAY_ENTRIES if replay is None else replay
-    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False, replay=replay)
+    `replay_entries` (``replay`` None; D120, D124; False: D93's rescans) and its wider scan of `queue_reach` positions a
+    step (``reach`` -1; D124; None: D93's steps of R / B)."""
+    replay = replay_entries(cfg) if replay is None else replay
+    reach = queue_reach(cfg) if reach == -1 else reach
+    return _da.queue_steps(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, 1, False, replay=replay, reach=reach)
 
 
 def _args(op, groups, cfg):
@@ -141,7 +161,7 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
 
 def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_cb: int,
             entries: int | None = None, lanes: int = 32, barrier: str = "off", queues: bool = True,
-            replay: bool = True, reach: int | None = None) -> dict:
+            replay: bool = True, reach: int | None = -1) -> dict:
     """`port_run` on one op of the cycle model (`sim.engines.model._compact_timing`, docs/decisions.md D117): its
     band-tiles in compact's issue order (batch element, column block, band-tile), the whole op as one run of the
     controller on its one weight buffer (every batch element reads the same weights: the same half-words).
@@ -159,15 +179,16 @@ def op_port(decs, tiles: list, grid, groups, cfg: AcceleratorConfig, fw: int, n_
     after the other; ``"queue_done"`` in the result); False: the host's band-tile list. ``replay`` (default, D120,
     as `hw.compact_accel.CompactAccel` builds its queues): the queues scan each batch element's first column block
     only and read its band-tiles back for the others (`sim.timing.delta_accel.queue_steps`' ``replay``, a buffer
-    that holds them: the host's slices of at most ``accel_max_tokens`` tokens make far fewer band-tiles a column
-    block than its `REPLAY_ENTRIES`); False: D93's rescan per column block. ``reach``: `queue_steps`' wide scan
-    (a what-if, not built). ``barrier="first"``:
+    that holds them: the host gives a slice more than one column block only where one column block's band-tiles fit
+    its `replay_entries`, `sim.engines.verilator_core.slices`, D124); False: D93's rescan per column block. ``reach``: `queue_steps`' wider scan,
+    positions a step (default -1: `queue_reach`, as built, D124; None: D93's steps of R / B). ``barrier="first"``:
     the op's first B band-tiles start together, ``"every"`` each column block's of each batch element (`port_run`'s
     barrier; not built, D117 measures it). Returns
     `port_run`'s dict."""
     from sim.timing.compact import band_tile_tokens, paired_tiles
 
     B, brows = cfg.compact_bands, band_rows(cfg)  # noqa: N806
+    reach = queue_reach(cfg) if reach == -1 else reach
     F, H, W = grid  # noqa: N806
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     hoff = np.r_[0, np.cumsum(-(-widths // B))].astype(np.int64)  # each group's first half-word, `port_fields`

@@ -169,7 +169,7 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
     ``replay`` True: a buffer that holds them all; an int: its entries (D68's order, as `hw.delta_queue` builds
     it: a first group of more band-tiles than that is rescanned for each later group, as without ``replay``).
 
-    ``reach`` (D120; a what-if, not built; instead of ``lanes``): a step reads the pass's next ``reach`` positions
+    ``reach`` (D120; built for compact's queues since D124, `hw.delta_queue` "Wider scan"; instead of ``lanes``): a step reads the pass's next ``reach`` positions
     and stops at the one whose token fills the queue: it emits, the queue empties and the next step starts after
     that position; a step whose tokens do not fill the queue queues them and moves on by ``reach``. At most one
     band-tile a step, so a pass of mostly REUSE positions takes about ``reach`` positions a step.
@@ -207,18 +207,10 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
                         for g in range(G):
                             for kind in (0, 1):
                                 if reach:  # steps of up to `reach` positions, each ending at a fill
-                                    p = p0
-                                    while p < p1:
-                                        cs = np.cumsum(dec[f * hw + p:f * hw + min(p + reach, p1), g] == kind)
-                                        if qn[g, kind] + cs[-1] >= brows:
-                                            p += int(np.argmax(qn[g, kind] + cs >= brows)) + 1
-                                            qn[g, kind] = 0
-                                            step.append(n)
-                                            reps.append(1 if chunk_major else k)
-                                        else:
-                                            qn[g, kind] += int(cs[-1])
-                                            p += reach
-                                        n += 1
+                                    em, n, qn[g, kind] = _reach_pass(dec[f * hw + p0:f * hw + p1, g] == kind,
+                                                                     int(qn[g, kind]), brows, reach, n)
+                                    step += em
+                                    reps += [1 if chunk_major else k] * len(em)
                                     continue
                                 for p in range(p0, p1, V):
                                     qn[g, kind] += int(np.sum(dec[f * hw + p:f * hw + min(p + V, p1), g] == kind))
@@ -238,6 +230,23 @@ def queue_steps(dec: np.ndarray, grid, R: int, brows: int, fw: int, n_cb: int, s
         first = first or len(step)
         c0 += k
     return np.array(step, dtype=np.int64), np.array(reps, dtype=np.int64), n
+
+
+def _reach_pass(hit: np.ndarray, q0: int, brows: int, reach: int, n: int) -> tuple[list, int, int]:
+    """One pass of `queue_steps`' wider scan over a pool's positions (``hit`` bool ``[positions]``: the pass's kind
+    and group), its queue holding ``q0`` tokens, from step ``n``: ``(emitting steps, next step, tokens left
+    queued)``. A step starting at position s either fills the queue at position e (the ``(brows - q)``-th match from
+    s, ``e - s < reach``: it emits and the next step starts at e + 1) or queues its matches and moves on by
+    ``reach``; so the fill at e after a start s takes ``(e - s) // reach + 1`` steps, and the positions after the
+    last fill ``ceil(rest / reach)``."""
+    m = np.flatnonzero(hit)
+    fills = m[np.arange(brows - q0 - 1, len(m), brows)]  # the matches that fill the queue
+    starts = np.r_[0, fills[:-1] + 1]
+    ends = n + np.cumsum((fills - starts) // reach + 1) - 1  # each fill's step
+    s = int(fills[-1]) + 1 if len(fills) else 0
+    n_next = (int(ends[-1]) + 1 if len(fills) else n) + -(-(len(hit) - s) // reach)
+    left = len(m) - (int(np.searchsorted(m, s)) if len(fills) else -q0)
+    return ends.tolist(), n_next, left
 
 
 def queue_times(step: np.ndarray, reps: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray, int]:

@@ -7,9 +7,9 @@ valid (``out_ready`` held high), with its cycle (cycle 0 the cycle after ``start
 from __future__ import annotations
 
 
-def run_dqueue(cfg, jobs, max_cycles=50000, lanes=None, replay=0) -> list[tuple[list[tuple[int, int]], int]]:
+def run_dqueue(cfg, jobs, max_cycles=50000, lanes=None, replay=0, reach=None) -> list[tuple[list[tuple[int, int]], int]]:
     """One `DeltaQueue` (inline macros; ``lanes`` positions a step, default R / B; ``replay`` its descriptor
-    buffer's entries, docs/decisions.md D120) through ``jobs`` one after the
+    buffer's entries, docs/decisions.md D120; ``reach`` its wider scan, D124) through ``jobs`` one after the
     other, each ``(dec, ports)`` (int8 ``[M, G]`` decisions and the `queue_ports` dict): per job ``(descs, done)``,
     ``descs`` the ``(cycle, word)`` of every descriptor taken, ``done`` the cycle ``done`` pulsed."""
     from amaranth.sim import Simulator
@@ -20,7 +20,7 @@ def run_dqueue(cfg, jobs, max_cycles=50000, lanes=None, replay=0) -> list[tuple[
     from hw.delta_queue import DeltaQueue
 
     acc = discard(DeltaAccel(cfg))
-    dut = DeltaQueue(acc, lanes=lanes, replay=replay)
+    dut = DeltaQueue(acc, lanes=lanes, replay=replay, reach=reach)
     outs = []
 
     async def bench(ctx):

@@ -309,3 +309,31 @@ def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
                 assert _model_done(cfg, p.op) == p.want["done"], (op.name, b, k)
                 pieces += 1
     assert pieces == 12 + 64 + 16 + 4 + 8 + 6  # D119's slices: qkv, qk, pv, o_proj, ffn1, ffn2
+
+
+def test_dcore_stage_cuts_a_wide_group_at_the_stage_slices(dstage):
+    """A group wider than the controller's 64 channels (K = 90 in groups of 70 and 20, N = 24: three column blocks;
+    tests/test_rtl_dcore_stage.py's sliced op) through the compiled ``kaleido_dcore_stage``: `slices` cuts it at the
+    weight stage's slices (docs/decisions.md D88, D121: a 1 KiB stage holds 1024 / 8 / 2 = 64 channels a slice, so
+    70 -> 35 + 35, 20 whole) rather than refusing it, then into runs of at most 64 channels (35 | 35 + 20). Y summed
+    over the pieces equals `apply_decisions` on the op's own groups; every piece's rows and ``done`` its timing
+    functions' (`CoreEngine.expected`), and the cycle model's op cycles on each piece are that ``done``."""
+    from sim.engines.verilator_core import slices
+    from tests.test_rtl_dcore_stage import _sliced_blocks
+
+    case = _sliced_blocks()
+    assert max(k1 - k0 for k0, k1, _ in case.groups) == 70 > dstage.core.accel.max_k == 64
+    full = CoreOp(case.X, case.W, case.grid, case.groups, case.decisions, case.x_unsigned)
+    pieces = slices(dstage, full)
+    assert sorted({tuple(p.slice.groups) for p in pieces}) == [(0,), (1, 2)]  # slices 35 | 35 + 20
+    assert [p.op.groups for p in pieces if p.slice.groups == [0]][0] == [(0, 35, "f")]
+    runs = dstage.run([p.op for p in pieces], [p.tiles for p in pieces])
+    M, N = case.X.shape[0], case.W.shape[1]  # noqa: N806
+    y = np.zeros((M, N), np.int64)
+    for p, run in zip(pieces, runs, strict=True):
+        sl = p.slice
+        y[sl.tokens[:, None], np.arange(sl.cols[0], sl.cols[1])[None, :]] += run.y
+        assert not run.twice and not run.overflow
+        assert run.rows == p.want["rows"] and run.done == p.want["done"]
+        assert _model_done(dstage.cfg, p.op) == run.done
+    assert np.array_equal(y, apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4))

@@ -194,7 +194,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
     band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
     the list schedule with the queues, the gather and the weight port, `caccel_cycles` less the start cycle; its
-    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`.
+    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`, or with the weight
+    stage (a difference-sum buffer and a stage: D85, D88) as ``kaleido_daccel_stage`` runs them (docs/decisions.md
+    D121: `_staged_run`, its gather, serial fills, word registers, early band choice and deferred read; cycles the
+    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -406,11 +409,8 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
     array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. On a
-    staged config (``kaleido_dcore_stage``, D119) that is the model's staged band schedule (D85's fills and
-    buffers), standing for `sim.timing.delta_accel.stage_schedule` (the staged controller cycle by cycle, plain
-    Python: hours per 480p op); fed `stage_schedule`'s rows instead, `core_schedule` is the RTL's ``done``
-    (tests/test_rtl_dcore_stage.py). Since D121 the staged schedule is `stage_run`'s (``gather``: its gather
-    cycles): the descriptors are counted at ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the
+    staged config (``kaleido_dcore_stage``, D119) the schedule is the staged controller's own since D121
+    (`sim.timing.delta_accel.stage_run`; ``gather``: its gather cycles): the descriptors are counted at ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the
     start cycle, which ``cycles`` leaves out), as `sim.engines.verilator_core.CoreEngine.expected` feeds
     `core_schedule`, so ``cycles`` + this is ``kaleido_dcore_stage``'s ``done`` (its back-pressure aside).
 

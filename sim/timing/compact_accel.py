@@ -503,43 +503,53 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 fp += 1
         if stage and fp > 0 and passed[fp - 1] == c:  # held in its buffer from c + 1 to its last slot
             inbuf[sbuf[fp - 1]] += 1
-        # word loads: band c mod B's turn
-        for k in range(B):
-            t = bt[k]
-            need[k] = -1
-            nxn[k] = False
-            if t < T and pw[k] < nw[t]:
-                if wready[t] <= c:
-                    need[k] = saddr[t] + 2 * pw[k]
-                    tjt[k], tjj[k] = t, pw[k]
-            elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
-                need[k] = saddr[nx[k]] + 2 * pn[k]
-                nxn[k] = True
-                tjt[k], tjj[k] = nx[k], pn[k]
-            free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
+        # word loads: band c mod B's turn; the other bands' wants matter only when it reads (most turns it does not:
+        # its registers are full), so they are looked at only then
         b = c % B
-        a = need[b]
-        if a >= 0 and free[b] and pw[b] - cw[b] + pn[b] - pop[b] >= 2:
-            tb, jb = tjt[b], tjj[b]
+        wants = False
+        if pw[b] - cw[b] + pn[b] - pop[b] < regs:
+            t = bt[b]
+            if t < T and pw[b] < nw[t]:
+                wants = wready[t] <= c
+            elif nx[b] < T and wready[nx[b]] <= c and pn[b] < nw[nx[b]]:
+                wants = True
+        if wants:
             for k in range(B):
-                if k != b and ((need[k] == a and not free[k]) or (
-                        need[k] >= 0 and sbuf[tjt[k]] == sbuf[tb] and saddr[tjt[k]] == saddr[tb] and tjj[k] < jb)):
-                    deferred += 1
-                    a = -1
-                    break
-        if a >= 0 and free[b]:
-            reads += 1
-            weights += min(word, widths[tjt[b]] - word * tjj[b])
-            for k in range(B):
-                if (k == b or need[k] == a) and free[k]:
-                    if nxn[k]:
-                        pn[k] += 1
-                        npresn[k] += 1
-                        p2n[k], p1n[k] = p1n[k], c + 2
-                    else:
-                        pw[k] += 1
-                        npres[k] += 1
-                        p2[k], p1[k] = p1[k], c + 2
+                t = bt[k]
+                need[k] = -1
+                nxn[k] = False
+                if t < T and pw[k] < nw[t]:
+                    if wready[t] <= c:
+                        need[k] = saddr[t] + 2 * pw[k]
+                        tjt[k], tjj[k] = t, pw[k]
+                elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
+                    need[k] = saddr[nx[k]] + 2 * pn[k]
+                    nxn[k] = True
+                    tjt[k], tjj[k] = nx[k], pn[k]
+                free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
+            a = need[b]
+            if pw[b] - cw[b] + pn[b] - pop[b] >= 2:
+                tb, jb = tjt[b], tjj[b]
+                for k in range(B):
+                    if k != b and ((need[k] == a and not free[k]) or (
+                            need[k] >= 0 and sbuf[tjt[k]] == sbuf[tb] and saddr[tjt[k]] == saddr[tb]
+                            and tjj[k] < jb)):
+                        deferred += 1
+                        a = -1
+                        break
+            if a >= 0:
+                reads += 1
+                weights += min(word, widths[tjt[b]] - word * tjj[b])
+                for k in range(B):
+                    if (k == b or need[k] == a) and free[k]:
+                        if nxn[k]:
+                            pn[k] += 1
+                            npresn[k] += 1
+                            p2n[k], p1n[k] = p1n[k], c + 2
+                        else:
+                            pw[k] += 1
+                            npres[k] += 1
+                            p2[k], p1[k] = p1[k], c + 2
         # end of cycle
         for k in range(B):
             if acc[k]:

@@ -410,9 +410,10 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
     array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. On a
     staged config (``kaleido_dcore_stage``, D119) the schedule is the staged controller's own since D121
-    (`sim.timing.delta_accel.stage_run`; ``gather``: its gather cycles): the descriptors are counted at ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the
-    start cycle, which ``cycles`` leaves out), as `sim.engines.verilator_core.CoreEngine.expected` feeds
-    `core_schedule`, so ``cycles`` + this is ``kaleido_dcore_stage``'s ``done`` (its back-pressure aside).
+    (`sim.timing.delta_accel.stage_run`; ``gather``: its gather cycles): the descriptors are counted at
+    ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the start cycle, which ``cycles`` leaves out), as
+    `sim.engines.verilator_core.CoreEngine.expected` feeds `core_schedule`, so ``cycles`` + this is
+    ``kaleido_dcore_stage``'s ``done`` (its back-pressure aside).
 
     - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
       through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's

@@ -445,20 +445,22 @@ def test_model_times_output_ways_and_buffers():
 
 @pytest.mark.parametrize(("K", "N", "sizes"), [(16, 16, [8, 8]), (90, 24, [70, 20])])  # noqa: N803
 def test_model_times_the_staged_core_as_built(K, N, sizes):  # noqa: N803
-    """``combine_timing = "rtl"`` on a delta config with a weight stage (8 x 8, B = 2, d = 2, a 1 KiB stage: 128 B a
-    column bank; ``kaleido_dcore_stage``, docs/decisions.md D119): the combine stall is `core_schedule`'s ``done``
-    over the model's staged band schedule (`band_schedule` with `staged_tiles`' segments, fill and buffers: D85) less
-    the array's cycles, every (chunk, column block) segment walked once whole, on d = 2 ways and V = 2 lanes; the
-    band-tiles, their segments and rows' ways from the RTL bench's staged op (`tests.rtl.daccel_bench.staged_op`).
+    """A delta config with a weight stage (8 x 8, B = 2, d = 2, a 1 KiB stage: 128 B a column bank;
+    ``kaleido_dcore_stage``, docs/decisions.md D119, D121): the model's array is the staged controller's schedule
+    (`stage_run`), so its cycles are the controller's ``done`` less the start cycle, and with ``combine_timing =
+    "rtl"`` its cycles plus the combine stall are ``kaleido_dcore_stage``'s ``done``: `core_schedule` fed by the
+    plain-Python `stage_schedule` on the RTL bench's staged op with the host's stage fields
+    (`tests.test_rtl_dcore_stage.stage_model`, which tests/test_rtl_dcore_stage.py checks against the RTL cycle for
+    cycle), every (chunk, column block) segment walked once whole, on d = 2 ways, V = 2 lanes and 3 D buffers.
     K = 16 in two groups, N = 16: the stage holds the whole K; K = 90 (70 + 20), N = 24: two column blocks' 90 B do
-    not fit a bank, so D88's slices (35 + 35, 20), which the staged core also walks segment by segment (the model
-    walked them after the op before D119: 575 cycles, not 559, here)."""
+    not fit a bank, so D88's slices (35 + 35, 20), which the staged core also walks segment by segment (593 cycles:
+    D119's RTL figure)."""
     from algo.trace import Group, OpRecord, pack_decisions
     from sim.engines.model import simulate_op
     from sim.timing.delta_accel import staged_tiles
-    from sim.timing.delta_core import row_ways, tile_segments
     from tests.rtl.cases import make_case
     from tests.rtl.daccel_bench import staged_op
+    from tests.test_rtl_dcore_stage import stage_model
 
     grid = (2, 2, 4)
     case = make_case("staged", 119, grid, K, N, sizes)
@@ -474,17 +476,13 @@ def test_model_times_the_staged_core_as_built(K, N, sizes):  # noqa: N803
     sop = staged_op(case, cfg)
     st = staged_tiles(case.decisions, grid, case.groups, cfg, K, N)
     assert sop.sliced == (K == 90) and sop.op.s_seq.tolist() == c["s_seq"].tolist() == st["s_seq"].tolist()
-    band, first, last = band_schedule(st["s_seq"], st["rows"], cfg, st["segment"], st["fill"], st["buffers"])
+    _rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
+    assert c["cycles"] == done - 1  # the controller's done, counted from its start cycle
     n_cb = -(-N // cfg.array_cols)
-    tiles = sop.op.tiles
-    sgs = tile_segments([(b.cb, b.tokens[0]) for b in tiles], grid, cfg.array_rows, n_cb, sop.fw, sop.s)
-    rw = row_ways([b.tokens for b in tiles], [0] * len(tiles), 16, 2)  # one axis class (f)
-    cyc, rsg, way = fifo_rows(band, last, st["rows"], sgs, cfg, rw)
-    descs = [(int(f) - 2, sg, int(r)) for f, sg, r in zip(first, sgs, st["rows"], strict=True)]
-    sch = core_schedule(cyc, c["cycles"], grid, n_cb, 1, cfg.array_rows, True, rsg, descs, sop.fw, sop.s, ways=2,
-                        row_way=way, out_ways=2)
-    assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] > 0
-    after = core_schedule(cyc, c["cycles"], grid, n_cb, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2)
+    sch = core_schedule(cyc, done, grid, n_cb, 1, cfg.array_rows, True, rsg, descs, sop.fw, sop.s, ways=2,
+                        row_way=way, out_ways=2, buffers=3)
+    assert t.cycles + t.stall_cycles["combine"] == sch["done"] == {16: 107, 90: 593}[K]
+    after = core_schedule(cyc, done, grid, n_cb, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3)
     assert sch["done"] < after["done"]  # the walk after the op (the model's for sliced ops before D119)
 
 

@@ -257,7 +257,29 @@ def test_cli_simulate_rtl_on_a_delta_config(tmp_path):
     assert bad.returncode == 2 and "lockstep RTL engine only" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
-def test_dcore_stage_engine_staged_ops():
+@pytest.fixture(scope="module")
+def dstage():
+    return CoreEngine(load_config(DELTA_TOML), stage=True)
+
+
+def _model_done(cfg, op: CoreOp) -> int:
+    """The cycle model's cycles of one `CoreOp` (`sim.engines.model.simulate_op` with ``combine_timing = "rtl"``, the
+    array's cycles plus the combine stall): a one-element batch at its own plan (the op's K, N and groups), the
+    decisions as the op carries them."""
+    from algo.trace import Group, OpRecord, pack_decisions
+    from hw.config import config_from_dict
+    from sim.engines.model import simulate_op
+
+    F, H, W = op.grid  # noqa: N806
+    K, N = op.W.shape  # noqa: N806
+    rec = OpRecord("o_proj", 0, 0, None, None, [Group(k0, k1, ax) for k0, k1, ax in op.groups], (0.0, 0.0),
+                   dims=(1, F * H * W, K, N), decisions=pack_decisions(op.decisions)[None, None],
+                   thetas=((0.0, 0.0),))
+    t = simulate_op(rec, op.grid, 4, config_from_dict(cfg.model_dump() | {"combine_timing": "rtl"}))
+    return t.cycles + t.stall_cycles["combine"]
+
+
+def test_dcore_stage_engine_staged_ops(dstage):
     """``kaleido_dcore_stage`` (the delta core on the staged controller, docs/decisions.md D119) on the compiled engine
     (`CoreEngine(stage=True)`, opt-in) on the TOML's 8 x 8, 2 bands, 2 ports, 1 KiB stage: tests/test_rtl_dcore_stage.py's
     ops of that shape without the state SRAM (a whole-K op in D84's order, 13/14/13-channel groups over five column
@@ -271,7 +293,7 @@ def test_dcore_stage_engine_staged_ops():
     from tests.rtl.daccel_bench import staged_op
     from tests.test_rtl_dcore_stage import _get, stage_model
 
-    eng = CoreEngine(load_config(DELTA_TOML), stage=True)
+    eng = dstage
     cfg = eng.cfg
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
     assert eng.core.d_buffers == 3 and eng.core.fifo_bypass  # as hw.rtl builds it (D115, D118)
@@ -290,5 +312,59 @@ def test_dcore_stage_engine_staged_ops():
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
         assert want["rows"] == sch["rows"] and want["done"] == sch["done"]
+        # the cycle model times the staged controller as built (docs/decisions.md D121): its op cycles (array +
+        # combine stall, combine_timing = "rtl") are the core's done
+        assert _model_done(cfg, op) == run.done
     with pytest.raises(RtlEngineError, match="kaleido_dcore_stage needs a delta config with a weight stage"):
         CoreEngine(load_config(COMPACT_TOML), stage=True)
+
+
+def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
+    """The captured block (tests/conftest.py) on the example delta TOML's staged core, cut as the engine cuts it
+    (`sim.engines.verilator_core.slices`: groups of at most the controller's 64 channels, at most its band-tiles and
+    column blocks a piece): on every piece the cycle model's op cycles (`simulate_op`, ``combine_timing = "rtl"``:
+    `stage_run` into the core's rule, docs/decisions.md D121) equal ``kaleido_dcore_stage``'s ``done`` as its timing
+    functions give it (`CoreEngine.expected`: `stage_schedule` into `core_schedule`, which the compiled core equals
+    slice for slice on this block, D119, and op for op in `test_dcore_stage_engine_staged_ops`)."""
+    from algo.reuse.golden import decide
+    from sim.engines.verilator_core import slices
+
+    cfg, trace = dstage.cfg, captured_block
+    pieces = 0
+    for op in trace.ops:
+        groups = [g.as_tuple() for g in op.groups]
+        for b in range(op.batch):
+            dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
+            full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
+            for k, p in enumerate(slices(dstage, full)):
+                assert _model_done(cfg, p.op) == p.want["done"], (op.name, b, k)
+                pieces += 1
+    assert pieces == 12 + 64 + 16 + 4 + 8 + 6  # D119's slices: qkv, qk, pv, o_proj, ffn1, ffn2
+
+
+def test_dcore_stage_cuts_a_wide_group_at_the_stage_slices(dstage):
+    """A group wider than the controller's 64 channels (K = 90 in groups of 70 and 20, N = 24: three column blocks;
+    tests/test_rtl_dcore_stage.py's sliced op) through the compiled ``kaleido_dcore_stage``: `slices` cuts it at the
+    weight stage's slices (docs/decisions.md D88, D121: a 1 KiB stage holds 1024 / 8 / 2 = 64 channels a slice, so
+    70 -> 35 + 35, 20 whole) rather than refusing it, then into runs of at most 64 channels (35 | 35 + 20). Y summed
+    over the pieces equals `apply_decisions` on the op's own groups; every piece's rows and ``done`` its timing
+    functions' (`CoreEngine.expected`), and the cycle model's op cycles on each piece are that ``done``."""
+    from sim.engines.verilator_core import slices
+    from tests.test_rtl_dcore_stage import _sliced_blocks
+
+    case = _sliced_blocks()
+    assert max(k1 - k0 for k0, k1, _ in case.groups) == 70 > dstage.core.accel.max_k == 64
+    full = CoreOp(case.X, case.W, case.grid, case.groups, case.decisions, case.x_unsigned)
+    pieces = slices(dstage, full)
+    assert sorted({tuple(p.slice.groups) for p in pieces}) == [(0,), (1, 2)]  # slices 35 | 35 + 20
+    assert [p.op.groups for p in pieces if p.slice.groups == [0]][0] == [(0, 35, "f")]
+    runs = dstage.run([p.op for p in pieces], [p.tiles for p in pieces])
+    M, N = case.X.shape[0], case.W.shape[1]  # noqa: N806
+    y = np.zeros((M, N), np.int64)
+    for p, run in zip(pieces, runs, strict=True):
+        sl = p.slice
+        y[sl.tokens[:, None], np.arange(sl.cols[0], sl.cols[1])[None, :]] += run.y
+        assert not run.twice and not run.overflow
+        assert run.rows == p.want["rows"] and run.done == p.want["done"]
+        assert _model_done(dstage.cfg, p.op) == run.done
+    assert np.array_equal(y, apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4))

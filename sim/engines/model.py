@@ -45,7 +45,9 @@ from sim.timing.attention import fused_memory, fused_pairs
 from sim.timing.compact import (
     CompactError,
     band_cycles,
+    band_rows,
     band_schedule,
+    band_tile_tokens,
     chunk_frames,
     combine_adds,
     combine_stall,
@@ -53,7 +55,7 @@ from sim.timing.compact import (
     paired_tiles,
     shared_stage_weights,
 )
-from sim.timing.compact_accel import op_port
+from sim.timing.compact_accel import _tile_rounds, op_port
 from sim.timing.cycle_model import op_cycles_tiled
 from sim.timing.delta_core import core_out_ways
 from sim.timing.delta_core import core_ways as dcore_ways
@@ -192,7 +194,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
     band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
     the list schedule with the queues, the gather and the weight port, `caccel_cycles` less the start cycle; its
-    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`.
+    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`, or with the weight
+    stage (a difference-sum buffer and a stage: D85, D88) as ``kaleido_daccel_stage`` runs them (docs/decisions.md
+    D121: `_staged_run`, its gather, serial fills, word registers, early band choice and deferred read; cycles the
+    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -219,7 +224,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     n_groups = len(delta_rules.classes(groups)) if delta else len(groups)
     # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
     # segment; compact: a column block of a batch element), its group and whether it is PAIRED
-    wsegs, grps, pairs = [], [], []
+    wsegs, grps, pairs, rnds = [], [], [], []
     staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K, groups)  # the weight stage (D85)
     sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
     cols = None
@@ -242,6 +247,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                 wsegs.append(segs[-1])
                 grps.append(t[1][order])
                 pairs.append(paired_tiles(t, groups)[order])
+                # each band-tile's gather rounds: its tokens over the difference buffer's R / B banks (D91)
+                toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), grid[0], grid[1] * grid[2],
+                                              cfg.array_rows, band_rows(cfg), fw)
+                rnds.append(_tile_rounds(toks, offs, band_rows(cfg))[order])
         elif delta:  # each band-tile issues for the s column blocks of its group in turn (D68)
             seqs.append(delta_rules.issue_order(t[0], n_cb, s))
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
@@ -264,6 +273,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # compact: kaleido_caccel's schedule, its gather and weight port cycle by cycle (D109), which the RTL equals; its
     # weight buffer's reads are counted on it (`sim.timing.compact_accel.op_port`, D117)
     port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
+    # delta with the stage: kaleido_daccel_stage's schedule, its gather, fills and word registers cycle by cycle
+    # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run
+    if staged:
+        port = _staged_run(s_seq, rows, np.concatenate(segs), np.concatenate(grps), np.concatenate(pairs),
+                           np.concatenate(rnds), groups, cfg, cols is not None)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
@@ -280,13 +294,35 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         # (chunk, column block) segment, D119)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta else None
         comb, bypass = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
-                                    walk, (ways, np.concatenate(rways)) if delta else None)
+                                    walk, (ways, np.concatenate(rways)) if delta else None,
+                                    port["gather"] if staged else None)
     else:
         comb, bypass = combine_stall(adds, pools, cycles, cfg), None
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb, "fifo_bypass": bypass,
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
-            "shared_weights": shared, "port_weights": None if port is None else port["weights"]}
+            "shared_weights": shared, "port_weights": None if port is None or staged else port["weights"],
+            "stage_run": {k: port[k] for k in ("reads", "weights", "fill_reads", "fill_wait", "late", "deferred")}
+            if staged else None}
+
+
+def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: AcceleratorConfig, sliced: bool,
+                lanes: int = 32) -> dict:
+    """``kaleido_daccel_stage``'s schedule of one op's band-tiles in issue order (docs/decisions.md D121):
+    `sim.timing.delta_accel.stage_run` (the early band choice and the deferred read, as `hw.rtl` builds it) on the
+    host's stage fields (`sim.timing.delta_accel.stage_fields` of each band-tile's ``segment``, renumbered from 0 in
+    issue order; ``sliced``: D88's slices), ``2 B`` staging entries and ``lanes`` X lanes (`hw.delta_accel.LANES`
+    = 32, restated as `sim.cost.controllers.LANES`). ``s_seq``, ``rows``, ``group``, ``paired``, ``rounds``: int
+    ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict."""
+    from sim.timing.delta_accel import stage_fields, stage_run
+
+    sg = np.asarray(segment, dtype=np.int64)
+    sg = np.cumsum(np.r_[0, np.diff(sg) != 0]) if len(sg) else sg
+    grp = np.asarray(group, dtype=np.int64)
+    f = stage_fields(sg, grp, groups, cfg, sliced)
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    return stage_run(s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
+                     2 * cfg.compact_bands, lanes)
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,
@@ -365,7 +401,7 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
                  M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None) -> tuple[int, int | None]:
+                 ways: tuple | None = None, gather: np.ndarray | None = None) -> tuple[int, int | None]:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
     docs/decisions.md D104), and for delta the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their
     write (`core_schedule`'s ``bypass``, which D118's bypass keeps out of the FIFO's macros; None for compact), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
@@ -373,10 +409,11 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
     array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. On a
-    staged config (``kaleido_dcore_stage``, D119) that is the model's staged band schedule (D85's fills and
-    buffers), standing for `sim.timing.delta_accel.stage_schedule` (the staged controller cycle by cycle, plain
-    Python: hours per 480p op); fed `stage_schedule`'s rows instead, `core_schedule` is the RTL's ``done``
-    (tests/test_rtl_dcore_stage.py).
+    staged config (``kaleido_dcore_stage``, D119) the schedule is the staged controller's own since D121
+    (`sim.timing.delta_accel.stage_run`; ``gather``: its gather cycles): the descriptors are counted at
+    ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the start cycle, which ``cycles`` leaves out), as
+    `sim.engines.verilator_core.CoreEngine.expected` feeds `core_schedule`, so ``cycles`` + this is
+    ``kaleido_dcore_stage``'s ``done`` (its back-pressure aside).
 
     - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
       through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's
@@ -408,20 +445,23 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
         tile_seg, seg_len, nb = walk
         W, rw = ways  # noqa: N806
+        # each band-tile's desc_valid and the controller's done: the model's array stands for kaleido_daccel (its
+        # first slot 2 cycles after), or the staged controller's own (D121)
+        dsc, adone = (first - 2, cycles) if gather is None else (np.asarray(gather, dtype=np.int64) + 2, cycles + 1)
         fifo = cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None
         if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
             seg = tile_seg is not None
             tsg = tile_seg if seg else np.zeros(len(v), dtype=np.int64)
-            got = held_done(out, np.repeat(tsg, v) if seg else None, rw, cycles, seg, seg_len, (first - 2, tsg, v),
+            got = held_done(out, np.repeat(tsg, v) if seg else None, rw, adone, seg, seg_len, (dsc, tsg, v),
                             W, fifo, bool(cfg.dcore_count_banks), core_d_buffers(cfg), detail=True,
                             banks=cfg.dcore_count_banks or max(nb, 1), ports=cfg.drain_rows_per_cycle)
         elif tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
             order = np.argsort(out, kind="stable")
-            descs = (first - 2, tile_seg, v)
-            got = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], cycles, True, seg_len, descs, W,
+            descs = (dsc, tile_seg, v)
+            got = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], adone, True, seg_len, descs, W,
                             max(nb, 1), core_d_buffers(cfg), detail=True)
         else:
-            got = ways_done(out, None, rw, cycles, False, seg_len, None, W, buffers=core_d_buffers(cfg), detail=True)
+            got = ways_done(out, None, rw, adone, False, seg_len, None, W, buffers=core_d_buffers(cfg), detail=True)
         done, bypass = got["done"], got["bypass"]
     else:
         nb = len(per_batch) * n_cb

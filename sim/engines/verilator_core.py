@@ -21,6 +21,9 @@ channels by whole groups (each slice's Y is ``X_eff[:, slice] @ W[slice]``, the 
 blocks (every slice keeps all tokens) for ``kaleido_dcore``; ``kaleido_ccore`` also needs its tokens cut into
 sub-grids of whole image rows (``F x H' x W`` with ``H' W <= R``), which keeps every ``f`` and ``w`` neighbour
 inside the slice, and ``h`` neighbours only when ``H' = H`` (an op with an ``h`` group and ``H W > R`` is refused).
+On ``kaleido_dcore_stage`` a group wider than ``accel_max_k`` is first cut at the weight stage's slices (D88,
+`CoreEngine.staged_form`; each slice's Y is its channels' part of the group's, at the group's decisions), where the
+stage slices the op (docs/decisions.md D121).
 """
 
 from __future__ import annotations
@@ -546,12 +549,21 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
     block a slice where one column block's band-tiles exceed its queues' replay buffer, D124). A run of groups that does
     not fit even with one column block is halved (fewer channels a slice, added on the host) down to one group.
 
+    On ``kaleido_dcore_stage`` an op with a group wider than the controller's ``max_k`` channels whose weights the
+    stage slices (D88: `CoreEngine.staged_form` gives the slices as groups, each at its group's decisions) is cut at
+    those slices instead of refused (docs/decisions.md D121): its slices then are the op's groups here.
+
     Raises:
         RtlEngineError: a piece of one group and one column block the core cannot hold (the message says why), or a
             compact op whose ``h`` groups would lose their neighbours."""
     from hw.delta_accel import MAX_TILES
 
     cfg, acc = engine.cfg, engine.core.accel
+    if engine.module == "dcore_stage" and max((k1 - k0 for k0, k1, _ in op.groups), default=0) > acc.max_k:
+        try:
+            op = engine.staged_form(op)[0]  # the stage's slices as groups (itself where the stage holds its K)
+        except ValueError as err:
+            raise RtlEngineError(str(err)) from None
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     F, H, W = op.grid  # noqa: N806
     M, N = op.X.shape[0], op.W.shape[1]  # noqa: N806

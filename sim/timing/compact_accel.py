@@ -119,7 +119,7 @@ def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, 
 
 
 def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig, entries: int, lanes: int,
-             queue: tuple | None = None, barrier: str = "off", seg=None) -> dict:
+             queue: tuple | None = None, barrier: str = "off", seg=None, stage: tuple | None = None) -> dict:
     """`port_schedule`'s rule compiled (numba): `sim.timing.delta_accel.stage_schedule` with ``stage=False``,
     ``early=True``, ``defer="behind"`` and `sim.timing.compact.WORD_REGISTERS` word registers, on arrays, equal to it
     key for key (tests/test_caccel_port.py); fast enough for the cycle model's whole ops (docs/decisions.md D117).
@@ -128,10 +128,15 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     rounds its gather rounds (`gather_rounds`), paired PAIRED (two channels a slot), saddr the weight buffer's
     half-word of its group's word 0 (`port_fields`); entries S, lanes P; queue `accel_schedule`'s; barrier and seg
     (1 on a segment's first band-tile) `stage_schedule`'s segment barrier (``"off"``: `kaleido_caccel` as built).
+    stage: ``(sbuf, fcount)`` int ``[T]``: `stage_schedule` with ``stage=True`` instead (the staged delta controller,
+    ``kaleido_daccel_stage``; docs/decisions.md D121; `sim.timing.delta_accel.stage_run`): ``seg`` then marks each
+    stage segment's first band-tile, ``sbuf`` its buffer, ``fcount`` its fill's half-words, ``saddr`` the stage
+    half-word of the group's word 0.
 
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]``, ``"late"``, ``"reads"``, ``"weights"`` (weights
     per column those reads carry) and ``"deferred"``, as `stage_schedule`; with ``queue`` also ``"queue_done"``
-    (`sim.timing.delta_accel.queue_done`)."""
+    (`sim.timing.delta_accel.queue_done`); with ``stage`` also ``"fills"`` (int64 ``[fills]``), ``"fill_wait"`` and
+    ``"fill_reads"``."""
     from sim.timing.compact import WORD_REGISTERS
 
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
@@ -147,15 +152,29 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
             starts = starts[:2]
         for a0, a1 in zip(starts[:-1], starts[1:], strict=True):
             tg_lo[a0:min(a1, a0 + B)], tg_hi[a0:min(a1, a0 + B)] = a0, min(a1, a0 + B)
-    band, first, last, gather, late, reads, weights, deferred, q0, q1 = _port_run(
-        a[0], a[1], a[2], _da.gather_words(a[2], lanes), a[3], a[4].astype(np.bool_), a[5], emits, B,
-        max(1, d // B), max(1, B // d), int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B,
-        50 * (int(np.maximum(a[0], 1).sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
-            _da.gather_words(a[2], lanes).max(initial=1)))) + 1000, tg_lo, tg_hi)
+    zero = np.zeros(T, dtype=np.int64)
+    if stage is None:
+        sg, sb, fc = zero, zero, zero
+    else:
+        sg = np.ascontiguousarray(seg, dtype=np.int64)
+        sb, fc = (np.ascontiguousarray(x, dtype=np.int64) for x in stage)
+        if not (len(sg) == len(sb) == len(fc) == T):
+            raise ValueError(f"the stage fields must have one entry per band-tile ({T})")
+        if T and sb.min() < 0:
+            raise ValueError("stage buffers must be numbered from 0")
+    xw = _da.gather_words(a[2], lanes)
+    limit = 50 * (int(np.maximum(a[0], 1).sum()) + int(fc.sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
+        xw.max(initial=1)))) + 1000
+    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = _port_run(
+        a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], emits, B, max(1, d // B), max(1, B // d),
+        int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B, limit, tg_lo, tg_hi, stage is not None, sg, sb, fc,
+        int(sb.max(initial=0)) + 1)
     out = {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
            "weights": int(weights), "deferred": int(deferred)}
     if queue is not None:  # `sim.timing.delta_accel.queue_done` from the last emission's cycle and step
         out["queue_done"] = int(max(q0 + queue[2] - q1, gather[-1] + 1)) if len(queue[0]) else int(queue[2])
+    if stage is not None:
+        out |= {"fills": fills, "fill_wait": int(fill_wait), "fill_reads": int(fill_reads)}
     return out
 
 
@@ -353,12 +372,14 @@ def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[
 
 @numba.njit(cache=True)
 def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
-              limit, tg_lo, tg_hi):
-    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``stage=False``, ``early=True`` and
-    ``defer="behind"``, statement for statement (one cycle an iteration). ``emits``: `_emit_of`'s steps, or an
-    empty array without the queues; ``limit``: the cycles after which it gives up (RuntimeError), as
-    `stage_schedule`'s; ``tg_lo``, ``tg_hi``: per band-tile the band-tiles ``[lo, hi)`` it starts together with
-    (`stage_schedule`'s ``barrier``; lo = -1: none)."""
+              limit, tg_lo, tg_hi, stage, seg, sbuf, fcount, nbuf):
+    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``early=True`` and ``defer="behind"``,
+    statement for statement (one cycle an iteration). ``emits``: `_emit_of`'s steps, or an empty array without the
+    queues; ``limit``: the cycles after which it gives up (RuntimeError), as `stage_schedule`'s; ``tg_lo``,
+    ``tg_hi``: per band-tile the band-tiles ``[lo, hi)`` it starts together with (`stage_schedule`'s ``barrier``;
+    lo = -1: none). ``stage`` (`stage_schedule`'s, docs/decisions.md D121): the weight stage's serial fills, with
+    ``seg``, ``sbuf``, ``fcount`` int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored
+    (any arrays) without it."""
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B
@@ -399,6 +420,13 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     free = np.zeros(B, dtype=np.bool_)
     tjt = np.zeros(B, dtype=np.int64)
     tjj = np.zeros(B, dtype=np.int64)
+    # the weight stage (stage=True): the fill pointer, the running fill's last read, per band-tile the cycle the
+    # pointer passes it, per stage buffer its passed band-tiles not yet past their last slot; each fill's first read
+    passed = np.full(T, inf, dtype=np.int64)
+    inbuf = np.zeros(max(nbuf, 1), dtype=np.int64)
+    fills = np.zeros(T, dtype=np.int64)
+    nfill = fill_wait = fill_reads = 0
+    fp, f_end = 0, -1
     queues = emits.shape[0] > 0
     q0, q1, q2 = -1, -1, 0  # the queues: the last emission's cycle and step, the next take's first cycle
     if queues and T > 0 and emits[0] >= 0:
@@ -414,7 +442,8 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             gather[gidx] = c
             xready[gidx] = c + rounds[gidx] * xw[gidx] + 3
             g_free = c + rounds[gidx] * xw[gidx] + 1
-            wready[gidx] = c + 2
+            if not stage:  # the weight port: readable once its fields are held
+                wready[gidx] = c + 2
             gidx += 1
             if queues and gidx < T:
                 if emits[gidx] >= 0:
@@ -477,43 +506,71 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 pfree[b, k] = c + rows[t] * q
                 pact[b, k] = c + rows[t] * q
                 count[b] += 1
-        # word loads: band c mod B's turn
-        for k in range(B):
-            t = bt[k]
-            need[k] = -1
-            nxn[k] = False
-            if t < T and pw[k] < nw[t]:
-                if wready[t] <= c:
-                    need[k] = saddr[t] + 2 * pw[k]
-                    tjt[k], tjj[k] = t, pw[k]
-            elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
-                need[k] = saddr[nx[k]] + 2 * pn[k]
-                nxn[k] = True
-                tjt[k], tjj[k] = nx[k], pn[k]
-            free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
+        # fill unit (stage=True)
+        if stage and c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
+            if seg[fp] == 0:  # its segment's buffer is the one just filled
+                passed[fp] = c
+                wready[fp] = c + 2
+                fp += 1
+            elif inbuf[sbuf[fp]] != 0:  # a passed band-tile of its buffer is still held
+                fill_wait += 1
+            else:
+                fills[nfill] = c
+                nfill += 1
+                f_end = c + fcount[fp] - 1
+                fill_reads += fcount[fp]
+                passed[fp] = f_end
+                wready[fp] = f_end + 2
+                fp += 1
+        if stage and fp > 0 and passed[fp - 1] == c:  # held in its buffer from c + 1 to its last slot
+            inbuf[sbuf[fp - 1]] += 1
+        # word loads: band c mod B's turn; the other bands' wants matter only when it reads (most turns it does not:
+        # its registers are full), so they are looked at only then
         b = c % B
-        a = need[b]
-        if a >= 0 and free[b] and pw[b] - cw[b] + pn[b] - pop[b] >= 2:
-            tb, jb = tjt[b], tjj[b]
+        wants = False
+        if pw[b] - cw[b] + pn[b] - pop[b] < regs:
+            t = bt[b]
+            if t < T and pw[b] < nw[t]:
+                wants = wready[t] <= c
+            elif nx[b] < T and wready[nx[b]] <= c and pn[b] < nw[nx[b]]:
+                wants = True
+        if wants:
             for k in range(B):
-                if k != b and ((need[k] == a and not free[k]) or (
-                        need[k] >= 0 and saddr[tjt[k]] == saddr[tb] and tjj[k] < jb)):
-                    deferred += 1
-                    a = -1
-                    break
-        if a >= 0 and free[b]:
-            reads += 1
-            weights += min(word, widths[tjt[b]] - word * tjj[b])
-            for k in range(B):
-                if (k == b or need[k] == a) and free[k]:
-                    if nxn[k]:
-                        pn[k] += 1
-                        npresn[k] += 1
-                        p2n[k], p1n[k] = p1n[k], c + 2
-                    else:
-                        pw[k] += 1
-                        npres[k] += 1
-                        p2[k], p1[k] = p1[k], c + 2
+                t = bt[k]
+                need[k] = -1
+                nxn[k] = False
+                if t < T and pw[k] < nw[t]:
+                    if wready[t] <= c:
+                        need[k] = saddr[t] + 2 * pw[k]
+                        tjt[k], tjj[k] = t, pw[k]
+                elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
+                    need[k] = saddr[nx[k]] + 2 * pn[k]
+                    nxn[k] = True
+                    tjt[k], tjj[k] = nx[k], pn[k]
+                free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
+            a = need[b]
+            if pw[b] - cw[b] + pn[b] - pop[b] >= 2:
+                tb, jb = tjt[b], tjj[b]
+                for k in range(B):
+                    if k != b and ((need[k] == a and not free[k]) or (
+                            need[k] >= 0 and sbuf[tjt[k]] == sbuf[tb] and saddr[tjt[k]] == saddr[tb]
+                            and tjj[k] < jb)):
+                        deferred += 1
+                        a = -1
+                        break
+            if a >= 0:
+                reads += 1
+                weights += min(word, widths[tjt[b]] - word * tjj[b])
+                for k in range(B):
+                    if (k == b or need[k] == a) and free[k]:
+                        if nxn[k]:
+                            pn[k] += 1
+                            npresn[k] += 1
+                            p2n[k], p1n[k] = p1n[k], c + 2
+                        else:
+                            pw[k] += 1
+                            npres[k] += 1
+                            p2[k], p1[k] = p1[k], c + 2
         # end of cycle
         for k in range(B):
             if acc[k]:
@@ -521,6 +578,8 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 cw[k] += pop[k]
         for k in range(B):
             if done[k]:
+                if stage:  # its last slot: its buffer is free of it from c + 1
+                    inbuf[sbuf[bt[k]]] -= 1
                 bt[k], slot[k], cw[k], pw[k] = nx[k], 0, 0, pn[k]
                 npres[k], p1[k], p2[k] = npresn[k], p1n[k], p2n[k]
                 nx[k], pn[k], npresn[k], p1n[k], p2n[k] = inf, 0, 0, -inf, -inf
@@ -539,4 +598,5 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 nx[k] = t
             nxt += 1
         c += 1
-    return band, first, last, gather, late, reads, weights, deferred, q0, q1
+    return (band, first, last, gather, late, reads, weights, deferred, q0, q1, fills[:nfill], fill_wait,
+            fill_reads)

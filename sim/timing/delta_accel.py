@@ -686,3 +686,58 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),
             "fills": np.array(fills, dtype=np.int64), "fill_wait": fill_wait, "late": late, "reads": reads,
             "weights": weights, "fill_reads": fill_reads, "deferred": deferred}
+
+
+def stage_fields(segment, group, groups, cfg: AcceleratorConfig, sliced: bool) -> dict:
+    """The stage fields of each band-tile's descriptor as the host writes them (`hw.delta_accel_host.stage_plan`'s
+    rule, restated: sim does not import the RTL; tests/test_dstage_run.py checks it equal): ``{"seg", "sbuf",
+    "fcount", "saddr"}`` int64 ``[T]`` and ``"buffers"``, ``"size"`` (a buffer's half-words).
+
+    Args:
+        segment: int ``[T]`` each band-tile's stage segment in issue order, non-decreasing; group: int ``[T]`` its
+            group (or slice) in ``groups`` ``[(k0, k1, axis), ...]``; sliced: the groups are D88's slices (a segment
+            fills its own slice) rather than the op's groups (a segment fills the whole K, D85).
+
+    Layout: groups on consecutive half-words of ``B`` channels (``hoff_g``, ``ceil(|g| / B)`` each); a buffer
+    holds ``size`` half-words (the whole K's ``Σ ceil(|g| / B)``, or with ``sliced`` the widest slice that heads a
+    segment), a column bank ``wstage_sram_kib x 1024 / C / B`` half-words, so ``buffers = bank // size``; segment
+    n fills buffer ``n mod buffers`` from half-word ``(n mod buffers) size``: its first band-tile has ``seg`` 1;
+    ``fcount`` (on every band-tile, read on the first) is ``size`` (``sliced``: its slice's half-words); ``saddr`` is the buffer's base plus the group's
+    ``hoff`` (``sliced``: the base).
+
+    Raises:
+        ValueError: segments not non-decreasing by 0 or 1 from 0, a sliced segment of two slices, or a buffer larger
+            than a column bank."""
+    B, C = cfg.compact_bands, cfg.array_cols  # noqa: N806
+    sg = np.asarray(segment, dtype=np.int64)
+    grp = np.asarray(group, dtype=np.int64)
+    T = len(sg)  # noqa: N806
+    if len(grp) != T or (T and (sg[0] != 0 or np.any((np.diff(sg) != 0) & (np.diff(sg) != 1)))):
+        raise ValueError("segments must be numbered 0, 1, ... in issue order, one per band-tile")
+    halves = np.array([-(-(k1 - k0) // B) for k0, k1, _ in groups], dtype=np.int64)
+    hoff = np.r_[0, np.cumsum(halves)[:-1]].astype(np.int64)
+    head = np.r_[True, np.diff(sg) != 0] if T else np.zeros(0, dtype=bool)
+    first_g = grp[head][sg]  # each band-tile's segment's first group
+    if sliced and np.any(first_g != grp):
+        raise ValueError("a stage segment mixes slices")
+    size = int(halves[grp[head]].max(initial=1)) if sliced else int(halves.sum())
+    bank = cfg.wstage_sram_kib * 1024 // C // B
+    if size > bank:
+        raise ValueError(f"a stage buffer of {size} half-words: a column bank holds {bank}")
+    nbuf = bank // size
+    base = (sg % nbuf) * size
+    fcount = halves[first_g] if sliced else np.full(T, size, dtype=np.int64)
+    return {"seg": head.astype(np.int64), "sbuf": sg % nbuf, "fcount": fcount,
+            "saddr": base if sliced else base + hoff[grp], "buffers": nbuf, "size": size}
+
+
+def stage_run(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig, entries: int,
+              lanes: int) -> dict:
+    """`stage_schedule` with its weight stage, ``early=True`` and ``defer="behind"`` (``kaleido_daccel_stage`` as
+    `hw.rtl` builds it), compiled (numba: `sim.timing.compact_accel.port_run` with ``stage``, docs/decisions.md
+    D121), equal to it key for key (tests/test_dstage_run.py); the same arguments and keys. Fast enough for the
+    cycle model's whole ops."""
+    from sim.timing.compact_accel import port_run
+
+    return port_run(s_seq, rows, widths, rounds, paired, saddr, cfg, entries, lanes, seg=seg,
+                    stage=(sbuf, fcount))

@@ -128,7 +128,7 @@ segment (it interleaves column blocks: the walk waits for the op), back-pressure
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -182,6 +182,9 @@ class DeltaCore(wiring.Component):
             only on W > 1 ways; 2 (default here) is the core as before.
         fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
             ways only; False (default here) is the core as before.
+        array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
+            controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Built for
+            Amaranth's simulation (``pe="inline"``); False (default) is the core as before, byte for byte.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
@@ -189,12 +192,13 @@ class DeltaCore(wiring.Component):
             ``front`` without ``queues``, ``stage`` with ``queues`` or ``front``, ``ways`` not a power of two at
             most d, ``out_ways`` not a power of two at most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with
             ``front`` (not built, D112), ``d_buffers`` outside 2 .. `NB_BANKS` or above 2 on one way (D115), or
-            ``fifo_bypass`` on one way (D118).
+            ``fifo_bypass`` on one way (D118), or ``array_hold`` with ``pe="instance"`` (the Verilog's enable
+            through ``kaleido_daccel``'s modules is not built, D123).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
                  front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
-                 d_buffers: int = 2, fifo_bypass: bool = False, **accel):
+                 d_buffers: int = 2, fifo_bypass: bool = False, array_hold: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         queues = not stage if queues is None else queues
         if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
@@ -222,6 +226,10 @@ class DeltaCore(wiring.Component):
         if fifo_bypass and ways == 1:
             discard(self)
             raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")
+        if array_hold and pe == "instance":
+            discard(self)
+            raise ValueError("array_hold: built for Amaranth's simulation (pe='inline') only; the Verilog needs an "
+                             "enable through kaleido_daccel's modules (docs/decisions.md D123)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -237,6 +245,8 @@ class DeltaCore(wiring.Component):
         self.d_buffers = d_buffers
         #: The row FIFO's bypass (docs/decisions.md D118): a row popped the cycle after its write skips the macros.
         self.fifo_bypass = fifo_bypass
+        #: The array hold (docs/decisions.md D116 item 1, D123): ``kaleido_daccel`` enabled by ``run``.
+        self.array_hold = array_hold
         #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
         self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
@@ -283,7 +293,7 @@ class DeltaCore(wiring.Component):
             "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_seg": In(1),
             "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
             "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
-            "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
+            "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1), **({"run": Out(1)} if array_hold else {}),
             "y_valid": Out(out_ways), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(out_ways * C * cfg.acc_bits)),
         })
@@ -295,7 +305,17 @@ class DeltaCore(wiring.Component):
         ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, self.accel.brows, self.fifo  # noqa: N806
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
-        ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
+        if self.array_hold:  # D123: the controller's synchronous logic and its memories' ports enabled by run
+            m.submodules.accel = EnableInserter({"sync": self.run})(acc)
+            ap = acc
+            # nothing leaves it on a held cycle (its outputs show the cycle it has not run yet)
+            a_out_v, a_desc_v, a_done = Signal(d, name="accel_out_valid"), Signal(name="accel_desc_valid"), \
+                Signal(name="accel_done")
+            m.d.comb += [a_out_v.eq(ap.out_valid & self.run.replicate(d)), a_desc_v.eq(ap.desc_valid & self.run),
+                         a_done.eq(ap.done & self.run)]
+        else:
+            ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
+            a_out_v, a_desc_v, a_done = ap.out_valid, ap.desc_valid, ap.done
         cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways, self.d_buffers), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
         V, lv = self.out_ways, (self.out_ways - 1).bit_length()  # noqa: N806
@@ -333,12 +353,12 @@ class DeltaCore(wiring.Component):
         chunks, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
         m.submodules.chunks = cmac
         m.d.comb += [chunks.we.eq(host_dec), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
-                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(ap.desc_valid),
+                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(a_desc_v),
                      chunks.raddr.eq(field["tokens"][:tb])]
         d1_v, d1_tile = Signal(name="desc1_valid"), Signal.like(ap.desc_tile, name="desc1_tile")
         d1_entry, d1_cb = Signal(len(entry_w), name="desc1_entry"), Signal(cbb, name="desc1_cb")
         d1_nrows = Signal.like(field["nrows"], name="desc1_nrows")
-        m.d.sync += [d1_v.eq(ap.desc_valid), d1_tile.eq(ap.desc_tile), d1_entry.eq(entry_w),
+        m.d.sync += [d1_v.eq(a_desc_v), d1_tile.eq(ap.desc_tile), d1_entry.eq(entry_w),
                      d1_cb.eq(field["cb"][:cbb]), d1_nrows.eq(field["nrows"])]
         kw = _bits(acc.max_nb + 1)
         bases = Array(self.o_sbase[c * self.ob:(c + 1) * self.ob] for c in range(acc.max_nb))
@@ -355,7 +375,7 @@ class DeltaCore(wiring.Component):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
             m.d.comb += [ports.we.eq(d1_v), ports.waddr.eq(d1_tile), ports.wmask.eq(1),
-                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk], *res_w)), ports.re.eq(ap.out_valid[p]),
+                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk], *res_w)), ports.re.eq(a_out_v[p]),
                          ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
@@ -385,7 +405,7 @@ class DeltaCore(wiring.Component):
         r_v = Signal(d, name="row_v")
         r_row = Signal(d * rb, name="row_row")
         r_data = Signal(d * C * ab, name="row_data")
-        m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
+        m.d.sync += [r_v.eq(a_out_v), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
         qb = (Q - 1).bit_length()
         nb, rs = self.d_buffers, max(1, self.resb)  # the D buffers; bits of a buffer's number
@@ -450,6 +470,10 @@ class DeltaCore(wiring.Component):
         with m.If((phase == 1) & (wp + rank - rp > Q)):
             m.d.sync += over.eq(1)
         m.d.comb += self.overflow.eq(over)
+        if self.array_hold:  # D116's rule: d free entries at the cycle's start (written by the cycle before: wp and
+            # this cycle's writes, the rows registered from the cycle before; popped before it: rp); all registers
+            free_n = Signal(16, name="fifo_written")
+            m.d.comb += [free_n.eq(wp + rank - rp), self.run.eq((phase != 1) | (free_n + d <= Q))]
         pop = Signal(name="fifo_pop")
         # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
         sord = Signal(self.ob, name="w_seg")  # the walk's segment ordinal
@@ -525,7 +549,7 @@ class DeltaCore(wiring.Component):
         e_cur, g_cur = exp[0], got[0]
         for k in range(1, nbk):
             e_cur, g_cur = Mux(bank == k, exp[k], e_cur), Mux(bank == k, got[k], g_cur)
-        done_now = fin | ap.done
+        done_now = fin | a_done
         # whole: issued segment by segment (o_seg): every row the segment's descriptors list accumulated and a later
         # segment's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
         m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
@@ -634,7 +658,7 @@ class DeltaCore(wiring.Component):
                      self.y_cb.eq(c2)]
         m.d.sync += self.done.eq(e2)
 
-        with m.If(ap.done):
+        with m.If(a_done):
             m.d.sync += fin.eq(1)
         start_now = (phase == 0) & self.start
         for k in range(nbk):

@@ -128,7 +128,19 @@ segment (it interleaves column blocks: the walk waits for the op), back-pressure
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
+from amaranth.hdl import (
+    Array,
+    Cat,
+    ClockSignal,
+    Const,
+    EnableInserter,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -161,6 +173,26 @@ FIFO_PER_PORT = 8
 #: next seven; a descriptor of a segment further ahead raises ``overflow`` (docs/decisions.md D104: the tests' ops
 #: run up to 6 ahead, with one-frame chunks).
 NB_BANKS = 8
+#: Verilog module name of the clock gate of the array hold's Verilog (`CLKGATE_VERILOG`, docs/decisions.md D123).
+CLKGATE_MODULE_NAME = "kaleido_clkgate"
+#: The array hold's clock gate (``array_hold`` with ``pe="instance"``, docs/decisions.md D123): a latch open while
+#: ``clk`` is low (``en`` settles after the rising edge, from registers) and ``gclk = clk & en_l``, the integrated
+#: clock-gating cell's behaviour; replace it by the library's ICG cell. ``kaleido_daccel`` on ``gclk`` does
+#: nothing on a cycle with ``en`` low: its registers, skew lines and SRAM macros keep their state and read data.
+CLKGATE_VERILOG = """\
+// Clock gate of kaleido_dcore's array hold (hw/delta_core.py, docs/decisions.md D123): the behaviour of an
+// integrated clock-gating cell (latch open while clk is low, gclk = clk & latched en). Replace it by the library's
+// ICG cell of the same ports.
+module kaleido_clkgate (
+  input wire clk,
+  input wire en,
+  output wire gclk
+);
+  reg en_l;
+  always_latch if (!clk) en_l = en;
+  assign gclk = clk & en_l;
+endmodule
+"""
 
 
 class DeltaCore(wiring.Component):
@@ -183,8 +215,10 @@ class DeltaCore(wiring.Component):
         fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
             ways only; False (default here) is the core as before.
         array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
-            controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Built for
-            Amaranth's simulation (``pe="inline"``); False (default) is the core as before, byte for byte.
+            controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Inline
+            (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports
+            too); as Verilog (``pe="instance"``) its clock is gated (`CLKGATE_VERILOG`). False (default) is the core
+            as before, byte for byte.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
@@ -192,8 +226,7 @@ class DeltaCore(wiring.Component):
             ``front`` without ``queues``, ``stage`` with ``queues`` or ``front``, ``ways`` not a power of two at
             most d, ``out_ways`` not a power of two at most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with
             ``front`` (not built, D112), ``d_buffers`` outside 2 .. `NB_BANKS` or above 2 on one way (D115), or
-            ``fifo_bypass`` on one way (D118), or ``array_hold`` with ``pe="instance"`` (the Verilog's enable
-            through ``kaleido_daccel``'s modules is not built, D123).
+            ``fifo_bypass`` on one way (D118).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
@@ -226,10 +259,6 @@ class DeltaCore(wiring.Component):
         if fifo_bypass and ways == 1:
             discard(self)
             raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")
-        if array_hold and pe == "instance":
-            discard(self)
-            raise ValueError("array_hold: built for Amaranth's simulation (pe='inline') only; the Verilog needs an "
-                             "enable through kaleido_daccel's modules (docs/decisions.md D123)")
         if fifo < d or fifo % d or d & (d - 1):
             discard(self)  # rejected: never elaborated, so no UnusedElaboratable warning (hw.discard)
             raise ValueError(f"fifo = {fifo} entries must be a positive multiple of d = {d} (a power of two)")
@@ -306,8 +335,18 @@ class DeltaCore(wiring.Component):
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
         if self.array_hold:  # D123: the controller's synchronous logic and its memories' ports enabled by run
-            m.submodules.accel = EnableInserter({"sync": self.run})(acc)
-            ap = acc
+            if not inst:
+                m.submodules.accel = EnableInserter({"sync": self.run})(acc)
+                ap = acc
+            else:  # its modules (top, queues, macros, skew lines) on a gated clock: one clock gate, no port added
+                gclk = Signal(name="accel_clk")
+                m.submodules.accel_clkgate = Instance(CLKGATE_MODULE_NAME, i_clk=ClockSignal("sync"), i_en=self.run,
+                                                      o_gclk=gclk)
+                ap = acc.signature.flip().create()
+                kw = {"i_clk": gclk, "i_rst": ResetSignal("sync")}
+                for name, member in acc.signature.members.items():
+                    kw[("i_" if member.flow == In else "o_") + name] = getattr(ap, name)
+                m.submodules.accel = Instance(DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, **kw)
             # nothing leaves it on a held cycle (its outputs show the cycle it has not run yet)
             a_out_v, a_desc_v, a_done = Signal(d, name="accel_out_valid"), Signal(name="accel_desc_valid"), \
                 Signal(name="accel_done")

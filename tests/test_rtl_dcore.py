@@ -418,14 +418,26 @@ def test_dcore_array_hold(ci, shape, chunk_major, opts, fifo):
     assert got.held > 0 and not got.overflow and sch["fifo_max"] <= fifo
 
 
-def test_array_hold_refusals():
-    # the array hold is built for Amaranth's simulation only (the Verilog's enable is not, D123); without it the
-    # core has no run port (its Verilog unchanged)
+def test_array_hold_ports_and_clock_gate():
+    # the constructor's default has no hold and no run port (its Verilog unchanged: test_two_d_buffers_verilog_unchanged);
+    # with it the Verilog instantiates kaleido_clkgate feeding kaleido_daccel's clk (and nothing else), the same bytes
+    # twice; the gate's own file lints clean (Verilator -Wall; the hierarchy in the test below)
+    import re
+
+    from amaranth.back import verilog
+
+    from hw.delta_core import CLKGATE_MODULE_NAME
+
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
-    with pytest.raises(ValueError, match="array_hold: built for Amaranth's simulation"):
-        DeltaCore(cfg, pe="instance", array_hold=True)
     assert "run" not in discard(DeltaCore(cfg)).signature.members
     assert "run" in discard(DeltaCore(cfg, array_hold=True)).signature.members
+    a, b = (verilog.convert(DeltaCore(cfg, pe="instance", array_hold=True), name="kaleido_dcore", emit_src=False)
+            for _ in range(2))
+    assert a == b
+    assert len(re.findall(rf"^\s*{CLKGATE_MODULE_NAME} \S+\s+\(", a, re.M)) == 1
+    gate = re.search(r"\.gclk\((\S+)\)", a)[1]
+    assert re.search(rf"^\s*kaleido_daccel \S+\s+\([^;]*\.clk\({re.escape(gate)}\)", a, re.M | re.S)
+    assert len(re.findall(rf"\.clk\({re.escape(gate)}\)", a)) == 1
 
 
 def test_three_d_buffers_refusals():
@@ -523,7 +535,7 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", out_ways=2, d_buffers=3)).macros()]
     roles = {spec[1] for _n, spec, _ in plan(cfg) if spec[0] == "module"}
     assert {"dcombine_ways", "dcombine_lanes", "dcore", "dcore_front"} <= roles
-    names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in
+    names = [n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in
              ("dcore", "daccel", "dqueue", "dcombine", "dcombine_ways", "dcombine_lanes", "org_pe", "org_column",
               "org_top", "top", "column", "pe")]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
@@ -532,6 +544,7 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
     assert "kaleido_daccel " in text and "kaleido_dcombine_w2_v2_b3 " in text
+    assert "kaleido_clkgate " in text  # the array hold (D123), as hw.rtl builds it
     assert not re.search(r"^\s*kaleido_dcombine(_w2|_w2_v2)? \S+\s+\(", text, re.M)  # not the one-way, one-lane, 2-buffer unit
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name

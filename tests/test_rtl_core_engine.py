@@ -269,12 +269,12 @@ def test_dcore_stage_engine_staged_ops():
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
     from tests.rtl.daccel_bench import staged_op
-    from tests.test_rtl_dcore_stage import _get, stage_model
+    from tests.test_rtl_dcore_stage import _get, stage_model, stage_row_tiles
 
     eng = CoreEngine(load_config(DELTA_TOML), stage=True)
     cfg = eng.cfg
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
-    assert eng.core.d_buffers == 3 and eng.core.fifo_bypass  # as hw.rtl builds it (D115, D118)
+    assert eng.core.d_buffers == 3 and eng.core.fifo_bypass and eng.core.array_hold  # as hw.rtl (D115, D118, D123)
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -285,7 +285,8 @@ def test_dcore_stage_engine_staged_ops():
         rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3)
+                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
+                            row_tile=stage_row_tiles(cfg, sop))  # the array hold on hw.rtl's FIFO (D123)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)

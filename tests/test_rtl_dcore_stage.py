@@ -195,7 +195,7 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2, d_buffers=3,
                                                                fifo_bypass=True)).macros()]
     roles = ("dcore_stage", "dstage", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
-    names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in roles]
+    names = [n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in roles]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
     assert f"{DCORE_STAGE_MODULE_NAME}.v" in {p.name for p in a}
     b = emit(cfg, tmp_path / "b", only=(DCORE_STAGE_MODULE_NAME,))
@@ -205,6 +205,7 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert re.search(r"^\s*kaleido_daccel_stage \S+\s+\(", text, re.M)
     assert re.search(r"^\s*kaleido_dcombine_w2_v2_b3 \S+\s+\(", text, re.M)  # 3 D buffers (D115)
     assert not re.search(r"^\s*kaleido_daccel \S+\s+\(", text, re.M)  # not the queues' controller
+    assert re.search(r"^\s*kaleido_clkgate \S+\s+\(", text, re.M)  # the array hold (D123)
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))

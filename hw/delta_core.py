@@ -120,10 +120,18 @@ in stage A: ``(e - wp_A) mod 2^16 < n_A``); such a row skips the bank's read too
 *stage B* register (the banks' read latency). Every pop keeps its cycle: `core_schedule` is unchanged, and its
 ``bypass`` counts the rows that skip the banks (``probes`` ``fifo_we`` / ``fifo_re`` count the banks' accesses).
 
-Not in this slice (D95, D104, D107, D112, D113): the cost inventory per lane, D68's order with s > 1 walked per
-segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
-(``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
-`core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
+**Array hold** (``array_hold``, docs/decisions.md D116 item 1, D123; off by default here, on in `hw.rtl` and the
+compiled engine): ``kaleido_daccel`` runs a cycle only while the row FIFO has d free entries at the cycle's start,
+``run = (fifo_wp + rows registered - fifo_rp) + d <= FIFO`` (registers only; 1 outside the accumulate phase), so the
+FIFO never holds more than its entries and ``overflow`` does not rise from it. Inline the controller is elaborated
+under ``EnableInserter({"sync": run})`` (its memories' ports gated too, a macro's read data held); as Verilog its
+clock is gated by ``kaleido_clkgate`` (`CLKGATE_VERILOG`). Its ``out_valid``, ``desc_valid`` and ``done`` are taken
+ANDed with ``run`` (a held cycle shows the cycle it has not run yet). `core_schedule`'s ``fifo`` and ``ports`` time it.
+
+Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
+column blocks: the walk waits for the op), D116's issue hold (``overflow``, a sticky flag, is raised by a descriptor
+`NB_BANKS` or more segments past the walked one, and without the array hold by a FIFO backlog; `core_schedule`'s
+``ahead`` and ``fifo_max`` give what an op needs).
 """
 
 from __future__ import annotations
@@ -165,9 +173,10 @@ MAX_CLASSES = 3
 AXIS_CODE = {"f": 0, "h": 1, "w": 2}
 #: ``o_gclass``'s code of a group the op does not have (its decision bits are not read).
 NO_GROUP = 3
-#: Row-FIFO entries by default, per drain port: a placeholder, not a sizing rule (docs/decisions.md D95). There is
-#: no back-pressure into kaleido_daccel, so the depth an op needs is `sim.timing.delta_core.core_schedule`'s
-#: ``fifo_max``; the seeded test cases reach 39 rows on 8 x 8 with d = 2 (tests use 64), above this default.
+#: Row-FIFO entries by default, per drain port (docs/decisions.md D95; kept by D116's pricing). With the array hold
+#: (``array_hold``, D123) any depth of at least d works; without it the depth an op needs is
+#: `sim.timing.delta_core.core_schedule`'s ``fifo_max``: the seeded test cases reach 39 rows on 8 x 8 with d = 2 (the
+#: tests without the hold use 64), above this default.
 FIFO_PER_PORT = 8
 #: Segments whose row counts are held at once (banks by ordinal mod this): the segment walked or waited for and the
 #: next seven; a descriptor of a segment further ahead raises ``overflow`` (docs/decisions.md D104: the tests' ops

@@ -120,15 +120,35 @@ in stage A: ``(e - wp_A) mod 2^16 < n_A``); such a row skips the bank's read too
 *stage B* register (the banks' read latency). Every pop keeps its cycle: `core_schedule` is unchanged, and its
 ``bypass`` counts the rows that skip the banks (``probes`` ``fifo_we`` / ``fifo_re`` count the banks' accesses).
 
-Not in this slice (D95, D104, D107, D112, D113): the cost inventory per lane, D68's order with s > 1 walked per
-segment (it interleaves column blocks: the walk waits for the op), back-pressure on ``kaleido_daccel``'s drain
-(``overflow`` is a sticky flag, also raised by a descriptor `NB_BANKS` or more segments past the walked one;
-`core_schedule`'s ``fifo_max`` and ``ahead`` give what an op needs).
+**Array hold** (``array_hold``, docs/decisions.md D116 item 1, D123; off by default here, on in `hw.rtl` and the
+compiled engine): ``kaleido_daccel`` runs a cycle only while the row FIFO has d free entries at the cycle's start,
+``run = (fifo_wp + rows registered - fifo_rp) + d <= FIFO`` (registers only; 1 outside the accumulate phase), so the
+FIFO never holds more than its entries and ``overflow`` does not rise from it. Inline the controller is elaborated
+under ``EnableInserter({"sync": run})`` (its memories' ports gated too, a macro's read data held); as Verilog its
+clock is gated by ``kaleido_clkgate`` (`CLKGATE_VERILOG`). Its ``out_valid``, ``desc_valid`` and ``done`` are taken
+ANDed with ``run`` (a held cycle shows the cycle it has not run yet). `core_schedule`'s ``fifo`` and ``ports`` time it.
+
+Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
+column blocks: the walk waits for the op), D116's issue hold (``overflow``, a sticky flag, is raised by a descriptor
+`NB_BANKS` or more segments past the walked one, and without the array hold by a FIFO backlog; `core_schedule`'s
+``ahead`` and ``fifo_max`` give what an op needs).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import (
+    Array,
+    Cat,
+    ClockSignal,
+    Const,
+    EnableInserter,
+    Instance,
+    Module,
+    Mux,
+    ResetSignal,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -153,14 +173,35 @@ MAX_CLASSES = 3
 AXIS_CODE = {"f": 0, "h": 1, "w": 2}
 #: ``o_gclass``'s code of a group the op does not have (its decision bits are not read).
 NO_GROUP = 3
-#: Row-FIFO entries by default, per drain port: a placeholder, not a sizing rule (docs/decisions.md D95). There is
-#: no back-pressure into kaleido_daccel, so the depth an op needs is `sim.timing.delta_core.core_schedule`'s
-#: ``fifo_max``; the seeded test cases reach 39 rows on 8 x 8 with d = 2 (tests use 64), above this default.
+#: Row-FIFO entries by default, per drain port (docs/decisions.md D95; kept by D116's pricing). With the array hold
+#: (``array_hold``, D123) any depth of at least d works; without it the depth an op needs is
+#: `sim.timing.delta_core.core_schedule`'s ``fifo_max``: the seeded test cases reach 39 rows on 8 x 8 with d = 2 (the
+#: tests without the hold use 64), above this default.
 FIFO_PER_PORT = 8
 #: Segments whose row counts are held at once (banks by ordinal mod this): the segment walked or waited for and the
 #: next seven; a descriptor of a segment further ahead raises ``overflow`` (docs/decisions.md D104: the tests' ops
 #: run up to 6 ahead, with one-frame chunks).
 NB_BANKS = 8
+#: Verilog module name of the clock gate of the array hold's Verilog (`CLKGATE_VERILOG`, docs/decisions.md D123).
+CLKGATE_MODULE_NAME = "kaleido_clkgate"
+#: The array hold's clock gate (``array_hold`` with ``pe="instance"``, docs/decisions.md D123): a latch open while
+#: ``clk`` is low (``en`` settles after the rising edge, from registers) and ``gclk = clk & en_l``, the integrated
+#: clock-gating cell's behaviour; replace it by the library's ICG cell. ``kaleido_daccel`` on ``gclk`` does
+#: nothing on a cycle with ``en`` low: its registers, skew lines and SRAM macros keep their state and read data.
+CLKGATE_VERILOG = """\
+// Clock gate of kaleido_dcore's array hold (hw/delta_core.py, docs/decisions.md D123): the behaviour of an
+// integrated clock-gating cell (latch open while clk is low, gclk = clk & latched en). Replace it by the library's
+// ICG cell of the same ports.
+module kaleido_clkgate (
+  input wire clk,
+  input wire en,
+  output wire gclk
+);
+  reg en_l;
+  always_latch if (!clk) en_l = en;
+  assign gclk = clk & en_l;
+endmodule
+"""
 
 
 class DeltaCore(wiring.Component):
@@ -182,6 +223,11 @@ class DeltaCore(wiring.Component):
             only on W > 1 ways; 2 (default here) is the core as before.
         fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
             ways only; False (default here) is the core as before.
+        array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
+            controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Inline
+            (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports
+            too); as Verilog (``pe="instance"``) its clock is gated (`CLKGATE_VERILOG`). False (default) is the core
+            as before, byte for byte.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
@@ -194,7 +240,7 @@ class DeltaCore(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
                  front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
-                 d_buffers: int = 2, fifo_bypass: bool = False, **accel):
+                 d_buffers: int = 2, fifo_bypass: bool = False, array_hold: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         queues = not stage if queues is None else queues
         if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
@@ -237,6 +283,8 @@ class DeltaCore(wiring.Component):
         self.d_buffers = d_buffers
         #: The row FIFO's bypass (docs/decisions.md D118): a row popped the cycle after its write skips the macros.
         self.fifo_bypass = fifo_bypass
+        #: The array hold (docs/decisions.md D116 item 1, D123): ``kaleido_daccel`` enabled by ``run``.
+        self.array_hold = array_hold
         #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
         self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
@@ -283,7 +331,7 @@ class DeltaCore(wiring.Component):
             "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_seg": In(1),
             "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
             "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
-            "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1),
+            "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1), **({"run": Out(1)} if array_hold else {}),
             "y_valid": Out(out_ways), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(out_ways * C * cfg.acc_bits)),
         })
@@ -295,7 +343,27 @@ class DeltaCore(wiring.Component):
         ab, tb, cbb, brows, Q = cfg.acc_bits, self.tb, self.cbb, self.accel.brows, self.fifo  # noqa: N806
         rb, lg = _bits(brows), (d - 1).bit_length()
         inst = self.pe_kind == "instance"
-        ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
+        if self.array_hold:  # D123: the controller's synchronous logic and its memories' ports enabled by run
+            if not inst:
+                m.submodules.accel = EnableInserter({"sync": self.run})(acc)
+                ap = acc
+            else:  # its modules (top, queues, macros, skew lines) on a gated clock: one clock gate, no port added
+                gclk = Signal(name="accel_clk")
+                m.submodules.accel_clkgate = Instance(CLKGATE_MODULE_NAME, i_clk=ClockSignal("sync"), i_en=self.run,
+                                                      o_gclk=gclk)
+                ap = acc.signature.flip().create()
+                kw = {"i_clk": gclk, "i_rst": ResetSignal("sync")}
+                for name, member in acc.signature.members.items():
+                    kw[("i_" if member.flow == In else "o_") + name] = getattr(ap, name)
+                m.submodules.accel = Instance(DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, **kw)
+            # nothing leaves it on a held cycle (its outputs show the cycle it has not run yet)
+            a_out_v, a_desc_v, a_done = Signal(d, name="accel_out_valid"), Signal(name="accel_desc_valid"), \
+                Signal(name="accel_done")
+            m.d.comb += [a_out_v.eq(ap.out_valid & self.run.replicate(d)), a_desc_v.eq(ap.desc_valid & self.run),
+                         a_done.eq(ap.done & self.run)]
+        else:
+            ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
+            a_out_v, a_desc_v, a_done = ap.out_valid, ap.desc_valid, ap.done
         cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways, self.d_buffers), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
         V, lv = self.out_ways, (self.out_ways - 1).bit_length()  # noqa: N806
@@ -333,12 +401,12 @@ class DeltaCore(wiring.Component):
         chunks, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
         m.submodules.chunks = cmac
         m.d.comb += [chunks.we.eq(host_dec), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
-                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(ap.desc_valid),
+                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(a_desc_v),
                      chunks.raddr.eq(field["tokens"][:tb])]
         d1_v, d1_tile = Signal(name="desc1_valid"), Signal.like(ap.desc_tile, name="desc1_tile")
         d1_entry, d1_cb = Signal(len(entry_w), name="desc1_entry"), Signal(cbb, name="desc1_cb")
         d1_nrows = Signal.like(field["nrows"], name="desc1_nrows")
-        m.d.sync += [d1_v.eq(ap.desc_valid), d1_tile.eq(ap.desc_tile), d1_entry.eq(entry_w),
+        m.d.sync += [d1_v.eq(a_desc_v), d1_tile.eq(ap.desc_tile), d1_entry.eq(entry_w),
                      d1_cb.eq(field["cb"][:cbb]), d1_nrows.eq(field["nrows"])]
         kw = _bits(acc.max_nb + 1)
         bases = Array(self.o_sbase[c * self.ob:(c + 1) * self.ob] for c in range(acc.max_nb))
@@ -355,7 +423,7 @@ class DeltaCore(wiring.Component):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
             m.submodules[f"tiles{p}"] = mac
             m.d.comb += [ports.we.eq(d1_v), ports.waddr.eq(d1_tile), ports.wmask.eq(1),
-                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk], *res_w)), ports.re.eq(ap.out_valid[p]),
+                         ports.wdata.eq(Cat(d1_entry, d1_ord[:self.obk], *res_w)), ports.re.eq(a_out_v[p]),
                          ports.raddr.eq(ap.out_tile[p * TILE_BITS:(p + 1) * TILE_BITS])]
             tables.append(ports)
 
@@ -385,7 +453,7 @@ class DeltaCore(wiring.Component):
         r_v = Signal(d, name="row_v")
         r_row = Signal(d * rb, name="row_row")
         r_data = Signal(d * C * ab, name="row_data")
-        m.d.sync += [r_v.eq(ap.out_valid), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
+        m.d.sync += [r_v.eq(a_out_v), r_row.eq(ap.out_row), r_data.eq(ap.out_data)]
         wp, rp = Signal(16, name="fifo_wp"), Signal(16, name="fifo_rp")
         qb = (Q - 1).bit_length()
         nb, rs = self.d_buffers, max(1, self.resb)  # the D buffers; bits of a buffer's number
@@ -450,6 +518,10 @@ class DeltaCore(wiring.Component):
         with m.If((phase == 1) & (wp + rank - rp > Q)):
             m.d.sync += over.eq(1)
         m.d.comb += self.overflow.eq(over)
+        if self.array_hold:  # D116's rule: d free entries at the cycle's start (written by the cycle before: wp and
+            # this cycle's writes, the rows registered from the cycle before; popped before it: rp); all registers
+            free_n = Signal(16, name="fifo_written")
+            m.d.comb += [free_n.eq(wp + rank - rp), self.run.eq((phase != 1) | (free_n + d <= Q))]
         pop = Signal(name="fifo_pop")
         # --- the walk's state (used by the pop's gate): the block walked or waited for, and its parity
         sord = Signal(self.ob, name="w_seg")  # the walk's segment ordinal
@@ -525,7 +597,7 @@ class DeltaCore(wiring.Component):
         e_cur, g_cur = exp[0], got[0]
         for k in range(1, nbk):
             e_cur, g_cur = Mux(bank == k, exp[k], e_cur), Mux(bank == k, got[k], g_cur)
-        done_now = fin | ap.done
+        done_now = fin | a_done
         # whole: issued segment by segment (o_seg): every row the segment's descriptors list accumulated and a later
         # segment's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
         m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
@@ -634,7 +706,7 @@ class DeltaCore(wiring.Component):
                      self.y_cb.eq(c2)]
         m.d.sync += self.done.eq(e2)
 
-        with m.If(ap.done):
+        with m.If(a_done):
             m.d.sync += fin.eq(1)
         start_now = (phase == 0) & self.start
         for k in range(nbk):

@@ -75,6 +75,8 @@ from hw.delta_combine import (
 )
 from hw.delta_combine import default_ways as default_dways
 from hw.delta_core import (
+    CLKGATE_MODULE_NAME,
+    CLKGATE_VERILOG,
     DCORE_FRONT_MODULE_NAME,
     DCORE_MODULE_NAME,
     DCORE_STAGE_MODULE_NAME,
@@ -214,7 +216,8 @@ _MODULES = {
     "dcore": (DCORE_MODULE_NAME, "Kaleido delta controller with its combine stage: kaleido_daccel + tile table + "
               "row FIFO + accumulate and output command generation + kaleido_dcombine on its accumulate ways, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
-                                    d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
+                                    d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
+                                    array_hold=True)),
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
     # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
@@ -222,7 +225,8 @@ _MODULES = {
                     "kaleido_daccel_stage + tile table + row FIFO + accumulate and output command generation + "
                     "kaleido_dcombine on its accumulate ways and output lanes, final Y rows",
                     lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
-                                          d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg))),
+                                          d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
+                                          array_hold=True)),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
@@ -258,7 +262,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     `kaleido_daccel_stage`, D96, D99, and `kaleido_dcore_stage`, D119), then the
     SRAM macros in `hw.sram.macro_name` order (the lockstep controller's, then the combine unit's, then the
     organisation's controller's). A module's spec is
-    ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``."""
+    ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``, the delta core's clock gate's
+    ``("clkgate",)`` (`hw.delta_core.CLKGATE_VERILOG`, after the modules, docs/decisions.md D123)."""
     roles = ["pe", "column", "top", "similarity", "matcher", "scheduler", "core", "accel"]
     macros = list(discard(Accel(cfg, pe="instance")).macros())
     if cfg.organisation in ("compact", "delta"):
@@ -306,6 +311,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
                                   dways=default_dways(cfg) if cfg.organisation == "delta" else 1,
                                   dlanes=default_out_ways(cfg) if cfg.organisation == "delta" else 1,
                                   dbufs=default_d_buffers(cfg) if cfg.organisation == "delta" else 2)))
+    if cfg.organisation == "delta":  # kaleido_dcore's array hold: the clock gate of its controller (D123)
+        parts.append((CLKGATE_MODULE_NAME, ("clkgate",), ""))
     parts += [(macro_name(*mc), ("macro", *mc), "") for mc in macros]
     return parts
 
@@ -317,6 +324,8 @@ def convert(cfg: AcceleratorConfig, name: str, spec: tuple) -> str:
     `cfg` (`hw.sram.emit_macro`)."""
     if spec[0] == "macro":
         return emit_macro(*spec[1:])
+    if spec[0] == "clkgate":  # hand-written (hw.delta_core.CLKGATE_VERILOG, D123)
+        return CLKGATE_VERILOG
     text = verilog.convert(_MODULES[spec[1]][2](cfg), name=name, emit_src=False)
     if name == CORE_MODULE_NAME:
         text += "\n" + OPBUF_VERILOG
@@ -343,7 +352,7 @@ def rtlil_text(cfg: AcceleratorConfig, name: str) -> str:
 
 def render(cfg: AcceleratorConfig, name: str, spec: tuple, what: str, text: str) -> str:
     """The file text of one part: `_header` and `text`; a macro's file is its own (`hw.sram.emit_macro`)."""
-    return text if spec[0] == "macro" else _header(cfg, what) + text
+    return text if spec[0] in ("macro", "clkgate") else _header(cfg, what) + text
 
 
 def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
@@ -368,13 +377,14 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
            f"{dcombine_module_name(default_dways(cfg), default_out_ways(cfg), default_d_buffers(cfg))}, "
            f"{default_dways(cfg)} ways, {default_out_ways(cfg)} output lanes, {default_d_buffers(cfg)} D "
            "buffers" + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
-                        else "") + "), kaleido_dcore_front the similarity front "
+                        else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
+           "has fewer free entries than rows a cycle), kaleido_dcore_front the similarity front "
            "kaleido_dfront before it (decisions and differences from raw X)"
            + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
               "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
               "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
               and cfg.diff_sram_kib else "")
-           + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119)"
+           + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D123)"
            if cfg.organisation == "delta"
            else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
            "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

@@ -65,7 +65,8 @@ def _designs(cfg):
     # and with its FIFO bypass (D118)
     v = cfg.dcore_out_ways if cfg.dcore_out_ways is not None else default_out_ways(cfg)
     n = default_d_buffers(cfg) if v > 1 else 2
-    core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg))
+    core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg),
+                     array_hold=True)  # and with its array hold (D123)
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
            dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
@@ -179,6 +180,12 @@ def test_register_banks_are_the_designs(name):
         assert part["kaleido_dcore", "walk segment"] == _bank_bits(dc, r"w_(seg|group|rep|fc|seg_res)|waiting")
         assert part["kaleido_dcore", "descriptor register"] == _bank_bits(dc, r"desc1_\w+")
         assert part["kaleido_dcore", "FIFO parity"] == _bank_bits(dc, r"fifo_(parity|residue)")
+        # the array hold (D123): two adders and a compare as wide as a FIFO pointer, one clock gate's latch (the
+        # core's only kaleido_clkgate; its run is combinational: no register)
+        assert part["kaleido_dcore", "array hold"] == 3 * dc["fifo_wp"] == 3 * dc["fifo_rp"]
+        gates = [f for f, *_ in Fragment.get(designs["kaleido_dcore"], None).subfragments
+                 if isinstance(f, Instance) and f.type == "kaleido_clkgate"]
+        assert part["kaleido_dcore", "clock gate"] == len(gates) == 1
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")

@@ -51,13 +51,11 @@ def _check_rows(run, case, n_cb, C, rows, done):  # noqa: N803
     assert run.done == done
 
 
-def test_dcore_engine_seeded_cases_and_random_ops(dcore):
-    from sim.timing.delta import classes
-    from sim.timing.delta_core import core_schedule
-    from tests.test_rtl_dcore import ENGINE_RUNS, RUNS, _job, _model, random_ops
+def _seeded_and_random(cfg):
+    """tests/test_rtl_dcore.py's engine cases on the TOML's shape and its six random ops: ``(case, fw, s, cm)``."""
+    from tests.test_rtl_dcore import ENGINE_RUNS, RUNS, random_ops
     from tests.test_rtl_delta import CASES, QK_CASES
 
-    cfg = dcore.cfg
     cases = []
     for shape, ci, cm, fused, _queues in ENGINE_RUNS + RUNS[:1]:  # the TOML's shape, no state SRAM on it
         assert shape == "8x8-B2-d2" and not fused
@@ -66,21 +64,54 @@ def test_dcore_engine_seeded_cases_and_random_ops(dcore):
     cases += random_ops()
     cases = [(c, fw or c.grid[0], s, cm) for c, fw, s, cm in cases]
     assert len(cases) == 13  # 7 seeded cases, 6 random ops
-    runs = dcore.run([CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw, s, cm))
+    return cases
+
+
+def _check_engine_ops(eng):
+    """`_seeded_and_random`'s ops through ``eng``: Y, every row's cycle and ``done`` against `core_schedule` on the
+    controller's model (tests/test_rtl_dcore.py `_model`) with the array hold on the engine's FIFO (D123); returns
+    the cycles the array was held, summed."""
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.test_rtl_dcore import _job, _model, row_tiles
+
+    cfg = eng.core.cfg
+    cases = _seeded_and_random(cfg)
+    runs = eng.run([CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw, s, cm))
                       for c, fw, s, cm in cases])
-    d = cfg.drain_rows_per_cycle
-    assert dcore.core.ways == d == 2  # the engine's core accumulates on d ways (docs/decisions.md D108)
-    assert dcore.core.out_ways == d  # and hands out d Y rows a cycle: V = W, 2 divides R = 8 (D112, D113)
-    assert dcore.core.d_buffers == 3 and dcore.core.fifo_bypass  # on 3 D buffers (D115), the FIFO bypassed (D118)
+    d, held = cfg.drain_rows_per_cycle, 0
+    assert eng.core.array_hold
     for (case, fw, s, cm), run in zip(cases, runs, strict=True):
         (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
         _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        # the walk segment by segment where the op issues so (docs/decisions.md D104), rows on d ways (D107)
+        # the walk segment by segment where the op issues so (docs/decisions.md D104), rows on d ways (D107), the
+        # array held while the FIFO has fewer than d free entries (D116, D123)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, walk[0], rsg,
-                            descs, fw, s, d, way, out_ways=d, buffers=3)
-        assert sch["fifo_max"] <= dcore.core.fifo and not sch["overflow"]
+                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d,
+                            row_tile=row_tiles(cfg, case, op, queue))
+        assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+        held += sch["frozen"]
+    return held
+
+
+def test_dcore_engine_seeded_cases_and_random_ops(dcore):
+    from hw.delta_core import FIFO_PER_PORT
+
+    d = dcore.cfg.drain_rows_per_cycle
+    assert dcore.core.ways == d == 2  # the engine's core accumulates on d ways (docs/decisions.md D108)
+    assert dcore.core.out_ways == d  # and hands out d Y rows a cycle: V = W, 2 divides R = 8 (D112, D113)
+    assert dcore.core.d_buffers == 3 and dcore.core.fifo_bypass  # on 3 D buffers (D115), the FIFO bypassed (D118)
+    assert dcore.core.fifo == FIFO_PER_PORT * d  # hw.rtl's FIFO, with the array hold (D123)
+    _check_engine_ops(dcore)
+
+
+def test_dcore_engine_array_hold_on_a_small_fifo():
+    # the same ops on a core built with a 4-entry FIFO (2 a port): kaleido_daccel on its gated clock (D123) held
+    # often, every row and done at core_schedule's cycles with the hold, Y the golden model's, no overflow
+    eng = CoreEngine(load_config(DELTA_TOML), fifo=4)
+    assert _check_engine_ops(eng) > 100
 
 
 def test_ccore_engine_seeded_cases_and_random_ops(ccore):
@@ -291,12 +322,12 @@ def test_dcore_stage_engine_staged_ops(dstage):
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
     from tests.rtl.daccel_bench import staged_op
-    from tests.test_rtl_dcore_stage import _get, stage_model
+    from tests.test_rtl_dcore_stage import _get, stage_model, stage_row_tiles
 
     eng = dstage
     cfg = eng.cfg
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
-    assert eng.core.d_buffers == 3 and eng.core.fifo_bypass  # as hw.rtl builds it (D115, D118)
+    assert eng.core.d_buffers == 3 and eng.core.fifo_bypass and eng.core.array_hold  # as hw.rtl (D115, D118, D123)
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -307,7 +338,8 @@ def test_dcore_stage_engine_staged_ops(dstage):
         rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3)
+                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
+                            row_tile=stage_row_tiles(cfg, sop))  # the array hold on hw.rtl's FIFO (D123)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)

@@ -137,18 +137,36 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     return out
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2):
+def row_tiles(cfg, case, op, queue) -> np.ndarray:
+    """Each drained row's band-tile (an index into `_model`'s descriptors), int64 ``[rows]`` in the FIFO's order
+    (`sim.timing.delta_core.fifo_rows`), from the controller's model as `_model`: `core_schedule`'s ``row_tile``
+    for the array hold (docs/decisions.md D116, D123)."""
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+    rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+    band, _first, last, _g = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue)
+    tiles = [np.full(int(r), n, dtype=np.int64) for n, r in enumerate(op.rows)]
+    return fifo_rows(band, last, op.rows, np.zeros(len(op.rows), dtype=np.int64), cfg, tiles)[2]
+
+
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
-    on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); returns the schedule."""
+    on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
+    built with ``array_hold``, D123) `core_schedule`'s array hold on ``fifo`` entries and d rows a cycle (``row_tile``
+    each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
+    the held cycles. Returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways)
     A = len(classes(case.groups))  # noqa: N806
+    bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None, out_ways, buffers)
+                        way[0] if way else None, out_ways, buffers, **bp)
+    if hold:
+        rows, done = sch["out"], sch["accel_done"]
+        assert got.held == sch["frozen"]
     assert sorted(got.row_cycles) == sorted(rows.tolist()) and got.accel_done == done
     assert sch["fifo_max"] <= fifo and not got.overflow and not sch["overflow"]
     assert not got.twice
@@ -370,6 +388,58 @@ def test_dcore_fifo_bypass(ci, shape, chunk_major, fused, fifo):
     assert got.counts["fifo_we"] == got.counts["fifo_re"] == rows - sch["bypass"]
 
 
+#: The array hold's runs (docs/decisions.md D116 item 1, D123) on FIFOs of 1-2 entries a port, each held: ``(case, shape,
+#: chunk-major, core options, FIFO entries)``; the defaults' core (d ways, 3 D buffers, V = d lanes, the bypass) and
+#: D95's one way, D68's and D84's orders, the host's list and the queues, the state SRAM.
+DEFAULT_CORE = {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True}
+HOLD_RUNS = [(0, "8x8-B2-d2", False, {"ways": 1}, 4), (0, "8x8-B2-d2", False, DEFAULT_CORE, 4),
+             ("wide3", "8x8-B2-d2", False, DEFAULT_CORE, 4), (3, "8x8-B2-d4", True, {}, 4),
+             (1, "8x8-B4-d2", True, {"queues": False}, 4),
+             ("qk-int8", "8x8-B2-d2", True, {"fused": True, "queues": False, "d_buffers": 3, "fifo_bypass": True}, 4),
+             ("qk-uint8-coherent", "8x8-B2-d4", False, {"d_buffers": 3, "fifo_bypass": True}, 8)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "opts", "fifo"), HOLD_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}-{'-'.join(f'{k}{v}' for k, v in o.items())}-q{f}"
+                              for c, s, cm, o, f in HOLD_RUNS])
+def test_dcore_array_hold(ci, shape, chunk_major, opts, fifo):
+    # a FIFO of one or two entries a port: the controller held (run low) while fewer than d entries are free;
+    # every Y row against apply_decisions, its cycle, the controller's rows, done and held cycles against
+    # core_schedule(fifo=..., ports=d) on the controller's model (accel_schedule), every command against the bench
+    # program; overflow never rises (without the hold it does: test_fifo_overflow_flagged_and_errors)
+    case, fw, s = WIDE[3][0] if ci == "wide3" else _run_case(ci)
+    cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+    d, opts = cfg.drain_rows_per_cycle, dict(opts)
+    queues, fused = opts.pop("queues", True), opts.pop("fused", False)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
+    [got] = run_dcore(cfg, [job], fifo=fifo, queues=queues, array_hold=True, **opts)
+    sch = check(cfg, job, queue, got, fifo, ways=opts.get("ways", d), out_ways=opts.get("out_ways", 1),
+                buffers=opts.get("d_buffers", 2), hold=True)
+    assert got.held > 0 and not got.overflow and sch["fifo_max"] <= fifo
+
+
+def test_array_hold_ports_and_clock_gate():
+    # the constructor's default has no hold and no run port (its Verilog unchanged: test_two_d_buffers_verilog_unchanged);
+    # with it the Verilog instantiates kaleido_clkgate feeding kaleido_daccel's clk (and nothing else), the same bytes
+    # twice; the gate's own file lints clean (Verilator -Wall; the hierarchy in the test below)
+    import re
+
+    from amaranth.back import verilog
+
+    from hw.delta_core import CLKGATE_MODULE_NAME
+
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
+    assert "run" not in discard(DeltaCore(cfg)).signature.members
+    assert "run" in discard(DeltaCore(cfg, array_hold=True)).signature.members
+    a, b = (verilog.convert(DeltaCore(cfg, pe="instance", array_hold=True), name="kaleido_dcore", emit_src=False)
+            for _ in range(2))
+    assert a == b
+    assert len(re.findall(rf"^\s*{CLKGATE_MODULE_NAME} \S+\s+\(", a, re.M)) == 1
+    gate = re.search(r"\.gclk\((\S+)\)", a)[1]
+    assert re.search(rf"^\s*kaleido_daccel \S+\s+\([^;]*\.clk\({re.escape(gate)}\)", a, re.M | re.S)
+    assert len(re.findall(rf"\.clk\({re.escape(gate)}\)", a)) == 1
+
+
 def test_three_d_buffers_refusals():
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
     for kw in ({"d_buffers": 1}, {"d_buffers": 3, "ways": 1}, {"d_buffers": 9}):
@@ -465,7 +535,7 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", out_ways=2, d_buffers=3)).macros()]
     roles = {spec[1] for _n, spec, _ in plan(cfg) if spec[0] == "module"}
     assert {"dcombine_ways", "dcombine_lanes", "dcore", "dcore_front"} <= roles
-    names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in
+    names = [n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in
              ("dcore", "daccel", "dqueue", "dcombine", "dcombine_ways", "dcombine_lanes", "org_pe", "org_column",
               "org_top", "top", "column", "pe")]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
@@ -474,6 +544,7 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
     assert "kaleido_daccel " in text and "kaleido_dcombine_w2_v2_b3 " in text
+    assert "kaleido_clkgate " in text  # the array hold (D123), as hw.rtl builds it
     assert not re.search(r"^\s*kaleido_dcombine(_w2|_w2_v2)? \S+\s+\(", text, re.M)  # not the one-way, one-lane, 2-buffer unit
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
@@ -500,7 +571,7 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_wa
 
     cfg = delta_cfg(8, 8, 2, 4, state_kib=2)
     assert discard(DeltaCore(cfg)).ways == 4  # the default: d (D108)
-    names = [n for n, spec, _ in plan(cfg) if (spec[0] == "macro" or spec[1] in
+    names = [n for n, spec, _ in plan(cfg) if (spec[0] == "macro" or spec[0] == "module" and spec[1] in
              ("daccel", "dqueue", "org_pe", "org_column", "org_top", "top", "column", "pe"))]
     emit(cfg, tmp_path, only=tuple(names))
 

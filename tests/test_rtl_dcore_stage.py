@@ -62,6 +62,15 @@ def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=
     return rows, r["cycles"], ((cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
 
 
+def stage_row_tiles(cfg, sop: StagedOp, entries=None, lanes=LANES, max_k=None) -> np.ndarray:
+    """Each drained row's band-tile in the FIFO's order from the staged controller's model (as `stage_model`):
+    `tests.test_rtl_dcore.check`'s ``row_tile`` for the array hold (docs/decisions.md D123)."""
+    r = model_of(cfg, sop, entries or 2 * cfg.compact_bands, lanes, max_k)
+    rows = sop.op.rows
+    tiles = [np.full(int(n), t, dtype=np.int64) for t, n in enumerate(rows)]
+    return fifo_rows(r["band"], r["last"], rows, np.zeros(len(rows), dtype=np.int64), cfg, tiles)[2]
+
+
 def _sliced_blocks():
     """tests/test_combine_timing.py's sliced op (K = 90 in groups of 70 and 20, D88's slices 35 + 35 and 20, on a
     1 KiB stage) over three column blocks (N = 24): the slices of each (chunk, column block) segment issue within it,
@@ -129,6 +138,31 @@ def test_dcore_stage_ops_back_to_back():
         check(cfg, job, None, g, ways=2, model=stage_model(cfg, sop, 2))
 
 
+#: The array hold on the staged core (docs/decisions.md D123): ``(shape, case, chunk-major, D68's s, FIFO entries,
+#: core options)``, one or two entries a port, the default core's options (d ways, V = d, 3 D buffers, the bypass).
+HOLD_RUNS = [("8x8-B2-d2", 1, True, None, 2, {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True}),
+             ("8x8-B2-d2", "sliced-3cb", True, None, 4, {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True}),
+             ("8x8-B4-d2", "three-axes", True, None, 4, {"ways": 1})]
+
+
+@pytest.mark.parametrize(("shape", "ci", "cm", "s", "fifo", "opts"), HOLD_RUNS,
+                         ids=[f"{r[0]}-{r[1]}-q{r[4]}-{'-'.join(f'{k}{v}' for k, v in r[5].items())}" for r in HOLD_RUNS])
+def test_dcore_stage_array_hold(shape, ci, cm, s, fifo, opts):
+    # kaleido_dcore_stage with the array hold on a small FIFO: Y rows, the staged controller's rows and done after
+    # the holds, the held cycles, every Y row's cycle and done against core_schedule(fifo=..., ports=d) fed by
+    # stage_schedule; overflow never rises
+    cfg = core_stage_cfg(shape)
+    sop = staged_op(_get(ci), cfg, chunk_major=cm, s=s)
+    job = stage_job(cfg, sop, False, cm)
+    w = opts.get("ways", cfg.drain_rows_per_cycle)
+    [got] = run_dcore(cfg, [job], fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), array_hold=True,
+                      **opts)
+    sch = check(cfg, job, None, got, fifo, ways=w, out_ways=opts.get("out_ways", 1), buffers=opts.get("d_buffers", 2),
+                model=stage_model(cfg, sop, w, max_k=MAX_K.get(ci)), hold=True,
+                row_tile=stage_row_tiles(cfg, sop, max_k=MAX_K.get(ci)))
+    assert got.held > 0 and not got.overflow and sch["fifo_max"] <= fifo
+
+
 def test_dcore_stage_refusals():
     from hw.delta_core import DeltaCore
 
@@ -161,7 +195,7 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2, d_buffers=3,
                                                                fifo_bypass=True)).macros()]
     roles = ("dcore_stage", "dstage", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
-    names = [n for n, spec, _ in plan(cfg) if spec[0] == "macro" or spec[1] in roles]
+    names = [n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in roles]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
     assert f"{DCORE_STAGE_MODULE_NAME}.v" in {p.name for p in a}
     b = emit(cfg, tmp_path / "b", only=(DCORE_STAGE_MODULE_NAME,))
@@ -171,6 +205,7 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert re.search(r"^\s*kaleido_daccel_stage \S+\s+\(", text, re.M)
     assert re.search(r"^\s*kaleido_dcombine_w2_v2_b3 \S+\s+\(", text, re.M)  # 3 D buffers (D115)
     assert not re.search(r"^\s*kaleido_daccel \S+\s+\(", text, re.M)  # not the queues' controller
+    assert re.search(r"^\s*kaleido_clkgate \S+\s+\(", text, re.M)  # the array hold (D123)
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))

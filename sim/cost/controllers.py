@@ -66,6 +66,9 @@ TILE_BITS, EXPECT_BITS, FIFO_PER_PORT, MAX_CB, MAX_TILES, CODE_BITS = 24, 32, 8,
 #: (`hw.pe.W_BITS` = 8, int8 weights): restated for the same reason.
 NB_BANKS = 8
 W_BITS = 8
+#: `kaleido_dcore`'s row-FIFO pointers' bits (``fifo_wp`` / ``fifo_rp``, 16 in hw/delta_core.py), which the array
+#: hold compares (docs/decisions.md D123): restated for the same reason.
+PTR_BITS = 16
 #: Word registers per band and column of the staged controller (hw/delta_accel.py ``_stage_band``, D94, D96), as
 #: `sim.timing.compact.WORD_REGISTERS` charges them.
 WORD_REGISTERS = 3
@@ -325,7 +328,12 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _bank("kaleido_dcore", "FIFO parity", "reg", fifo * max(1, rb), "ctrl_registers",
                       "per row-FIFO entry its segment's D buffer (D104; n > 2 buffers: its residue, D115)"),
                 _bank("kaleido_dcore", "segment ordinal", "cmp", ob + chb * _bits(nb + 1), "ctrl_registers",
-                      "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested")]
+                      "base + chunk k: an adder and a chunk x k multiplier (D104); read off, not tested"),
+                _bank("kaleido_dcore", "array hold", "cmp", 3 * PTR_BITS, "ctrl_registers",
+                      "run = (wp + rows registered - rp) + d <= FIFO on the 16-bit FIFO pointers: two adders and a "
+                      "compare (D116 item 1, D123); no enable fan-out: kaleido_daccel's clock is gated"),
+                _bank("kaleido_dcore", "clock gate", "reg", 1, "ctrl_registers",
+                      "kaleido_clkgate's latch (an ICG cell, its AND gate uncharged; D123)")]
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)

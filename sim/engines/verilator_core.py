@@ -43,8 +43,9 @@ CORE_MODULE = {"delta": "dcore", "compact": "ccore"}
 #: ``kaleido_dcore``'s row FIFO built into the engine, entries (`hw.delta_core.DeltaCore`'s ``fifo``; `hw.rtl`
 #: emits `hw.delta_core.FIFO_PER_PORT` d = 16 on tiny-8x8, tests/test_rtl_dcore.py uses 64): chosen for the captured
 #: trace, whose one-column-block slices of qkv back up 106 rows (`sim.timing.delta_core.core_schedule`'s
-#: ``fifo_max``), two column blocks 205 (D102). The FIFO has no back-pressure (D95), so `slices` keeps a slice's
-#: ``fifo_max`` within it and `CoreRun` reports ``overflow``.
+#: ``fifo_max``), two column blocks 205 (D102). Without the array hold (``CoreEngine(array_hold=False)``) the FIFO
+#: has no back-pressure (D95), so `slices` keeps a slice's ``fifo_max`` within it and `CoreRun` reports ``overflow``;
+#: with it (the default since D123) the engine builds `hw.rtl`'s FIFO, `hw.delta_core.FIFO_PER_PORT` d entries.
 DCORE_FIFO = 256
 #: `bound`'s cycles per (token, column block, group) and its constant: chosen, about 10x what the cores need on the
 #: tests' ops and the captured trace's slices (docs/decisions.md D102).
@@ -103,20 +104,24 @@ class CoreEngine:
     """The compiled core of a delta or compact config (`CORE_MODULE`), running `CoreOp` lists.
 
     Args:
-        cfg: a delta or compact config. fifo: ``kaleido_dcore``'s row FIFO (default `DCORE_FIFO`).
+        cfg: a delta or compact config. fifo: ``kaleido_dcore``'s row FIFO (default: `hw.delta_core.FIFO_PER_PORT` d
+            with the array hold, as `hw.rtl` builds it; `DCORE_FIFO` without).
         waves, build_root, log: as `sim.engines.verilator_build.build`.
         stage: ``kaleido_dcore_stage`` (docs/decisions.md D119) instead of ``kaleido_dcore``: the delta core on the
             staged controller (a config with a weight stage and a difference-sum buffer); the host writes the
             staged controller's words (`hw.delta_accel_host.stage_op_words`) in D84's order, D88's slices where the
             stage cannot hold the op's K (`CoreEngine.staged_form`). Opt-in (default False).
+        array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
+            builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
+            (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
 
     Raises:
         RtlEngineError: another organisation, ``stage`` on a config without a weight stage, or as
             `sim.engines.verilator_stream.StreamEngine`.
     """
 
-    def __init__(self, cfg: AcceleratorConfig, fifo: int = DCORE_FIFO, waves: bool = False,
-                 build_root: Path = BUILD_ROOT, log=None, stage: bool = False):
+    def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
+                 build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
@@ -128,9 +133,15 @@ class CoreEngine:
         self.cfg, self.module = cfg, "dcore_stage" if stage else CORE_MODULE[cfg.organisation]
         #: The delta core (``kaleido_dcore`` or ``kaleido_dcore_stage``), not ``kaleido_ccore``.
         self.delta = self.module != "ccore"
-        opts = {"fifo": fifo} if self.delta else {}
+        opts = {}
         if self.delta:  # hw.rtl's kaleido_dcore: V output lanes (D112, D113), n D buffers (D115), bypass (D118)
             from hw.delta_combine import default_d_buffers, default_out_ways
+            from hw.delta_core import FIFO_PER_PORT
+
+            d = cfg.drain_rows_per_cycle
+            opts["fifo"] = fifo or (FIFO_PER_PORT * d if array_hold else DCORE_FIFO)
+            if array_hold:  # the array hold (D123)
+                opts["array_hold"] = True
 
             if default_out_ways(cfg) > 1:
                 opts["out_ways"] = default_out_ways(cfg)
@@ -322,7 +333,8 @@ class CoreEngine:
             rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
                               else (np.zeros(0, np.int64),) * 3)
             sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, segment_order(cm, s, n_cb), rsg, descs, fw,
-                                s, W, way, out_ways=self.core.out_ways, buffers=self.core.d_buffers)
+                                s, W, way, out_ways=self.core.out_ways, buffers=self.core.d_buffers,
+                                **self._hold(band, last, bop))
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (
@@ -338,6 +350,17 @@ class CoreEngine:
         blocks = block_times(bop, caccel_schedule(*args), cfg, n_cb)
         y_at, done = core_cycles(caccel_cycles(*args), M, -(-len(op.groups) // self.core.ways), blocks)
         return {"rows": {(t, cb): int(y_at[cb, t]) for cb in range(n_cb) for t in range(M)}, "done": int(done)}
+
+    def _hold(self, band, last, bop) -> dict:
+        """`core_schedule`'s array-hold arguments for the engine's core (docs/decisions.md D123): its FIFO entries,
+        d rows a cycle and each row's band-tile in the FIFO's order (`fifo_rows`); none without the hold or rows."""
+        from sim.timing.delta_core import fifo_rows
+
+        if not self.core.array_hold or not bop.tiles:
+            return {}
+        tiles = [np.full(int(n), k, dtype=np.int64) for k, n in enumerate(bop.rows)]
+        tile = fifo_rows(band, last, bop.rows, np.zeros(len(tiles), dtype=np.int64), self.cfg, tiles)[2]
+        return {"fifo": self.core.fifo, "ports": self.cfg.drain_rows_per_cycle, "row_tile": tile}
 
     def _expected_staged(self, op: CoreOp, bop) -> dict:
         """`expected` of ``kaleido_dcore_stage`` (D119): `sim.timing.delta_accel.stage_schedule` (the early band
@@ -378,7 +401,8 @@ class CoreEngine:
         rw = row_ways([t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles], M, W)
         rows, rsg, way = fifo_rows(r["band"], r["last"], bop.rows, sgs, cfg, rw)
         sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
-                            out_ways=self.core.out_ways, buffers=self.core.d_buffers)
+                            out_ways=self.core.out_ways, buffers=self.core.d_buffers,
+                            **self._hold(r["band"], r["last"], bop))
         return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
 
 
@@ -534,7 +558,7 @@ def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
         per, room = len(tl.tiles) // -(-(sl.cols[1] - sl.cols[0]) // engine.cfg.array_cols), engine.core.accel.queue.replay
         if per > room:
             return f"{per} band-tiles a column block, more than its queues' replay buffer's {room}"
-    if engine.delta and want["fifo_max"] > engine.core.fifo:
+    if engine.delta and want["fifo_max"] > engine.core.fifo:  # only without the array hold (D123)
         return f"a row FIFO backlog of {want['fifo_max']} rows, more than its {engine.core.fifo} entries"
     if engine.delta and want["overflow"]:
         return "a descriptor more segments ahead of the walk than its segment count banks"
@@ -593,7 +617,7 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
             raise RtlEngineError(f"a slice of one group and one column block (group {gs[0]}, grid {grid}) does "
                                  f"not fit {engine.module} on {cfg.name}: {one}")
         per = max(1, len(one.tiles.tiles))
-        fifo = one.want.get("fifo_max", 0)
+        fifo = 0 if engine.delta and engine.core.array_hold else one.want.get("fifo_max", 0)  # the hold: any (D123)
         nb = min(acc.max_nb, MAX_TILES // per, engine.core.fifo // max(1, fifo) if fifo else acc.max_nb)
         if not engine.delta and per > acc.queue.replay:  # kaleido_caccel reads one column block back (D124)
             nb = 1

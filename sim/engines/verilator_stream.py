@@ -208,6 +208,7 @@ def _emit_design(cfg: AcceleratorConfig, module: str, options: dict) -> Design:
     from amaranth.back import verilog as amaranth_verilog
 
     from hw.array import DELAY_VERILOG
+    from hw.delta_core import CLKGATE_MODULE_NAME, CLKGATE_VERILOG
     from hw.rtl import emit, plan, render
 
     comp = _component(cfg, module, options)
@@ -236,6 +237,8 @@ def _emit_design(cfg: AcceleratorConfig, module: str, options: dict) -> Design:
                     verilog[k] = (Path(tmp) / f"{k}.v").read_bytes()
                 elif k == "kaleido_delay":
                     verilog[k] = DELAY_VERILOG.encode()
+                elif k == CLKGATE_MODULE_NAME:  # kaleido_dcore's array hold (D123)
+                    verilog[k] = CLKGATE_VERILOG.encode()
                 elif m:
                     verilog[k] = engine_macro(m[1], int(m[2]), int(m[3]), int(m[4]) if m[4] else None).encode()
                 else:

@@ -261,7 +261,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         FIFO bypass could skip their write and read, docs/decisions.md D111), "held": H at the end (D116),
         "frozen": the cycles the array was held, "out":
         int64 [rows] the cycle each row leaves ``kaleido_daccel`` after the holds (the given order), "issue": int64
-        [band-tiles] each descriptor's cycle after the holds}``.
+        [band-tiles] each descriptor's cycle after the holds, "accel_done": its ``done`` cycle after the holds}``.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
@@ -418,7 +418,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     return {"acc": acc, "start": starts[0], "rows": rows, "done": starts[-1] + len(segs[-1]) + 4,
             "fifo_max": fifo_max, "overflow": over, "gated": gated, "ahead": ahead,
             "bypass": int((acc - 4 == out).sum()) if n else 0, "held": H, "frozen": frozen, "out": out,
-            "issue": issue}
+            "issue": issue, "accel_done": tdone}
 
 
 def walk_done(row_cycles, accel_done: int, n_commands: int) -> int:

@@ -38,7 +38,8 @@ def lane_commands(ctx, comb, V: int) -> list[dict]:  # noqa: N803
 class DcoreRun:
     """One op: ``rows`` ``{(token, cb): (cycle, int64 [C])}``, ``twice`` tags seen more than once, ``row_cycles``
     the cycles ``kaleido_daccel`` handed out rows (one entry per row), ``accel_done`` its ``done`` cycle,
-    ``cycles`` the core's ``done`` cycle, ``overflow``, ``counts`` (as `tests.rtl.delta_bench.run_dcombine`)."""
+    ``cycles`` the core's ``done`` cycle, ``overflow``, ``counts`` (as `tests.rtl.delta_bench.run_dcombine`),
+    ``held`` the cycles the array hold kept ``kaleido_daccel`` still (``run`` low, docs/decisions.md D123)."""
 
     rows: dict = field(default_factory=dict)
     twice: list = field(default_factory=list)
@@ -46,6 +47,7 @@ class DcoreRun:
     accel_done: int = -1
     cycles: int = -1
     overflow: int = 0
+    held: int = 0
     acc: list = field(default_factory=list)
     cmds: list = field(default_factory=list)
     counts: dict = field(default_factory=lambda: dict.fromkeys(("st_re", "st_we", "ps_re", "ps_we", "lane_we", "fifo_we",
@@ -99,10 +101,12 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
                     out.cmds.append({k: ctx.get(getattr(dut.combine, k)) for k in CMD_PORTS})
                 elif dut.out_ways > 1:  # one command per valid lane, in lane order (D112)
                     out.cmds += lane_commands(ctx, dut.combine, dut.out_ways)
-                ov = ctx.get(dut.accel.out_valid)
+                run = ctx.get(dut.run) if dut.array_hold else 1  # a held cycle: nothing leaves (D123)
+                ov = ctx.get(dut.accel.out_valid) if run else 0
                 out.row_cycles += [cycle] * bin(ov).count("1")
-                if ctx.get(dut.accel.done):
+                if run and ctx.get(dut.accel.done):
                     out.accel_done = cycle
+                out.held += not run
                 yv = ctx.get(dut.y_valid)
                 for lane in range(dut.out_ways):  # lane l: token y_token + l (D112)
                     if yv >> lane & 1:

@@ -145,12 +145,12 @@ class AcceleratorConfig(BaseModel):
         "unsized (counted as if it fit, noted by kaleido simulate, D70)")
     diff_sram_kib: int = Field(
         0, ge=0, description="difference-sum buffer of the delta organisation (sim/timing/delta.py, docs/decisions.md "
-        "D84): each combine lane's D[t] of one chunk and one column block, double-buffered, issued column block by "
-        "column block within a chunk; > 0 selects that order (and allows the weight stage) and its column bank bounds "
-        "the frames per chunk (sim.timing.delta.plan). Where kaleido_dcore is built its D buffers (thirds of "
-        "psum_sram_kib, hw.delta_combine) hold D[t], so no SRAM of this size is charged and the D traffic is priced "
-        "at their macro (docs/decisions.md D122). 0 = none: D[t] is staged in the partial-sum SRAM for the chunk's "
-        "whole column-block group (D68)")
+        "D84): D[t] of one chunk and one column block (a segment), issued column block by column block within a "
+        "chunk; built as kaleido_dcore's dcore_d_buffers D buffers, an n-th each in words of array_cols x acc_bits, "
+        "each holding one segment (hw.delta_combine.delta_combine_sizes), which bounds the frames per chunk "
+        "(sim.timing.delta.plan), the partial-sum SRAM then holding only the carried values (docs/decisions.md D122); "
+        "not in the dense die. 0 = none: D[t] is staged in the partial-sum SRAM for the chunk's whole column-block "
+        "group (D68), the D buffers a third of psum_sram_kib each")
     wstage_sram_kib: int = Field(
         0, ge=0, description="weight stage of the delta organisation (sim/timing/delta.py, docs/decisions.md D85): "
         "column banks holding, double-buffered, the current column block's K weights of each column, filled from the "

@@ -72,6 +72,7 @@ from hw.delta_combine import (
     dcombine_module_name,
     default_d_buffers,
     default_out_ways,
+    delta_combine_sizes,
 )
 from hw.delta_combine import default_ways as default_dways
 from hw.delta_core import (
@@ -424,6 +425,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
         return 2
+    for cfg in cfgs:  # the delta combine's buffers (D73, D122): refused before anything is written
+        if cfg.organisation == "delta":
+            try:
+                w = default_dways(cfg)
+                for ways, lanes, n in ((1, 1, 2), (w, 1, 2), (w, default_out_ways(cfg), default_d_buffers(cfg))):
+                    delta_combine_sizes(cfg, ways, lanes, n)
+            except ValueError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
     t0 = time.perf_counter()
     try:
         files = build([(cfg, args.out / cfg.name) for cfg in cfgs], plan, convert, render,

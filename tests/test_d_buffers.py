@@ -123,3 +123,20 @@ def test_diff_sram_too_small_for_a_d_buffer():
                                          r"array_rows = 128") as err:
         delta_combine_sizes(cfg, 4, 4, 3)
     assert "\n" not in str(err.value)
+
+
+def test_rtl_refuses_a_diff_sram_too_small_in_one_line(tmp_path, capsys):
+    # D122: hw.rtl refuses the config before writing anything: exit 2, one line naming diff_sram_kib
+    from pathlib import Path
+
+    from hw.rtl import main
+
+    text = Path("hw/presets/kaleido-16nm-128x128-balanced.toml").read_text()
+    toml = tmp_path / "small.toml"
+    toml.write_text(text.replace('name = "kaleido-16nm-128x128-balanced"', 'name = "bal-diff64"')
+                    .replace("diff_sram_kib = 1024", "diff_sram_kib = 64"))
+    out = tmp_path / "rtl"
+    assert main([str(toml), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: bal-diff64: diff_sram_kib = 64 holds 41 words")
+    assert not out.exists()

@@ -145,9 +145,12 @@ class AcceleratorConfig(BaseModel):
         "unsized (counted as if it fit, noted by kaleido simulate, D70)")
     diff_sram_kib: int = Field(
         0, ge=0, description="difference-sum buffer of the delta organisation (sim/timing/delta.py, docs/decisions.md "
-        "D84): each combine lane's D[t] of one chunk and one column block, double-buffered, issued column block by "
-        "column block within a chunk; column banks; not in the dense die. 0 = none: D[t] is staged in the partial-sum "
-        "SRAM for the chunk's whole column-block group (D68)")
+        "D84): D[t] of one chunk and one column block (a segment), issued column block by column block within a "
+        "chunk; built as kaleido_dcore's dcore_d_buffers D buffers, an n-th each in words of array_cols x acc_bits, "
+        "each holding one segment (hw.delta_combine.delta_combine_sizes), which bounds the frames per chunk "
+        "(sim.timing.delta.plan), the partial-sum SRAM then holding only the carried values (docs/decisions.md D122); "
+        "not in the dense die. 0 = none: D[t] is staged in the partial-sum SRAM for the chunk's whole column-block "
+        "group (D68), the D buffers a third of psum_sram_kib each")
     wstage_sram_kib: int = Field(
         0, ge=0, description="weight stage of the delta organisation (sim/timing/delta.py, docs/decisions.md D85): "
         "column banks holding, double-buffered, the current column block's K weights of each column, filled from the "
@@ -175,7 +178,7 @@ class AcceleratorConfig(BaseModel):
         "FIFO's head while a segment of k's residue mod this is walked (the head's gate, docs/decisions.md D108; "
         "timed with combine_timing = rtl); None = the core's default as built (sim.timing.delta_core.core_d_buffers: "
         "3 with output lanes V > 1, else 2; hw.delta_combine.default_d_buffers, D115); 2 = D108's core, still "
-        "buildable; the extra buffers' SRAM is charged (sim.cost.area.d_buffer_scale)")
+        "buildable; each buffer's macros are charged as built (sim.cost.controllers.built_sram_bits, D114, D122)")
     dcore_fifo_bypass: bool | None = Field(
         None, description="delta, combine_timing = rtl: kaleido_dcore's row-FIFO bypass (docs/decisions.md D118): a "
         "row popped the cycle after its write skips the FIFO's write and read (the cost charges only those that "

@@ -31,7 +31,10 @@ Macros (`hw.sram`, behavioural, replaceable by a memory compiler's of the same n
   (one word per (class, position, column block)); each a third of ``psum_sram_kib`` in words of C acc bits
   (`delta_combine_sizes`). With ``buffers`` n > 2 D buffers (W > 1 ways, ``kaleido_dcombine_..._b<n>``,
   docs/decisions.md D115) way w accumulates into buffer ``a_sel[w]`` (a buffer number) and the output reads buffer
-  ``c_buf``; each D buffer the same size, so the SRAM is ``psum_sram_kib (1 + n) / 3`` (`psum_buffers_kib`);
+  ``c_buf``; each D buffer the same size, so the SRAM is ``psum_sram_kib (1 + n) / 3`` (`psum_buffers_kib`).
+  With a difference-sum buffer (``diff_sram_kib`` > 0, D84; `diff_layout`, docs/decisions.md D122) the D buffers
+  are it: each of the n a ``1 / n`` of ``diff_sram_kib`` (each holds one segment's sums while it accumulates and
+  is walked), and the state buffer is all of ``psum_sram_kib``, so every SRAM is built once, at its config size;
 - the state SRAM (``state_sram_kib`` > 0, `state_sram_sizes`): C column banks (key column n's values are only
   touched by the lane of column n mod C, the model's banking, `sim.cost.energy.COLUMN_BANKED`), each of
   `STATE_BITS`-bit words (the model's carried-value width, `sim.timing.delta.output_bytes`), stored truncated
@@ -93,29 +96,45 @@ def _split(words: int, word: int) -> tuple[int, int]:
     return split_banks(words, word, MACRO_MAX_BITS)
 
 
-def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1) -> dict:
+def diff_layout(cfg: AcceleratorConfig) -> bool:
+    """True where the D buffers are the difference-sum buffer (docs/decisions.md D122): a delta config with
+    ``diff_sram_kib`` > 0 (D84). Then the D buffers split ``diff_sram_kib`` and the state buffer is all of
+    ``psum_sram_kib``; else (D73) the state buffer and each D buffer are a third of ``psum_sram_kib``."""
+    return cfg.organisation == "delta" and cfg.diff_sram_kib > 0
+
+
+def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1, buffers: int = 2) -> dict:
     """``{"word": bits, "bank_depth": words per macro, "banks": macros per buffer, "state_depth": words,
     "d_depth": words per D buffer, "way_depth": words per macro of a D buffer's way, "way_banks": its macros}``
-    (module docstring): each buffer of the partial-sum SRAM (the state, each D) takes a third of ``psum_sram_kib``
-    in words of C acc bits, as ``banks`` macros of ``bank_depth`` words; with W accumulate ``ways`` (a power of
-    two, docs/decisions.md D107) each D buffer is W ways of a W-th of the third each (``d_depth`` = W x
-    ``way_banks`` x ``way_depth``; W = 1: the state buffer's banking). With V > 1 ``out_ways`` (docs/decisions.md
-    D112) the state buffer is V position banks of a V-th of the third each, keys added: ``"lane_depth"`` words per
-    macro, ``"lane_banks"`` its macros, ``"lane_words"`` words per position bank (``lane_banks x lane_depth``).
+    (module docstring), in words of C acc bits. Without a difference-sum buffer (D73) each buffer of the
+    partial-sum SRAM (the state, each D) takes a third of ``psum_sram_kib``; with one (`diff_layout`,
+    docs/decisions.md D122) the state buffer takes all of ``psum_sram_kib`` and each of the ``buffers`` D buffers a
+    ``buffers``-th of ``diff_sram_kib``. A buffer is ``banks`` macros of ``bank_depth`` words; with W accumulate
+    ``ways`` (a power of two, docs/decisions.md D107) each D buffer is W ways of a W-th each (``d_depth`` = W x
+    ``way_banks`` x ``way_depth``; W = 1: one buffer's banking). With V > 1 ``out_ways`` (docs/decisions.md D112)
+    the state buffer is V position banks of a V-th each, keys added: ``"lane_depth"`` words per macro,
+    ``"lane_banks"`` its macros, ``"lane_words"`` words per position bank (``lane_banks x lane_depth``).
 
     Raises:
-        ValueError: ``psum_sram_kib`` holds fewer than ``array_rows`` words per buffer (one pool's state)."""
+        ValueError: the state buffer or a D buffer holds fewer than ``array_rows`` words (one pool's values; the
+            message names ``psum_sram_kib`` or ``diff_sram_kib``)."""
     word = cfg.array_cols * cfg.acc_bits
-    third = cfg.psum_sram_kib * 8192 // word // 3
-    if third < cfg.array_rows:
-        raise ValueError(f"{cfg.name}: psum_sram_kib = {cfg.psum_sram_kib} holds {third} words of {word} bits per "
-                         f"delta combine buffer, fewer than array_rows = {cfg.array_rows}")
-    bank, banks = _split(third, word)
-    wd, wb = _split(third // ways, word)
+    diff = diff_layout(cfg)
+    state = cfg.psum_sram_kib * 8192 // word // (1 if diff else 3)
+    dwords = cfg.diff_sram_kib * 8192 // word // buffers if diff else state
+    for what, kib, n, per in (("psum_sram_kib", cfg.psum_sram_kib, state, "state buffer" if diff else "buffer"),
+                              ("diff_sram_kib", cfg.diff_sram_kib, dwords, f"of its {buffers} D buffers")):
+        if n < cfg.array_rows:
+            raise ValueError(f"{cfg.name}: {what} = {kib} holds {n} words of {word} bits per delta combine {per}, "
+                             f"fewer than array_rows = {cfg.array_rows}")
+        if not diff:
+            break
+    bank, banks = _split(state, word)
+    wd, wb = _split(dwords // ways, word)
     out = {"word": word, "bank_depth": bank, "banks": banks, "state_depth": banks * bank,
            "d_depth": ways * wb * wd, "way_depth": wd, "way_banks": wb}
     if out_ways > 1:
-        ld, lb = _split(third // out_ways, word)
+        ld, lb = _split(state // out_ways, word)
         out.update(lane_depth=ld, lane_banks=lb, lane_words=ld * lb)
     return out
 
@@ -129,7 +148,7 @@ def default_ways(cfg: AcceleratorConfig) -> int:
     Raises:
         ValueError: as `delta_combine_sizes`."""
     w = 1 << (max(1, cfg.drain_rows_per_cycle).bit_length() - 1)
-    while w > 1 and delta_combine_sizes(cfg, w)["d_depth"] < cfg.array_rows:
+    while w > 1 and delta_combine_sizes(cfg, w, buffers=3)["d_depth"] < cfg.array_rows:
         w //= 2
     return w
 
@@ -152,7 +171,7 @@ def default_d_buffers(cfg: AcceleratorConfig) -> int:
     """``kaleido_dcore``'s D buffers by default (docs/decisions.md D115): 3 where it has V > 1 output lanes
     (`default_out_ways`, so W > 1 ways; every shipped delta config: ``kaleido_dcombine_w<W>_v<V>_b3``), else 2 (the
     one-way core has no residue path). A third buffer lets a row of segment k + 2 accumulate while k is walked
-    (D108's head's gate); `sim.cost.area.d_buffer_scale` charges its SRAM. ``kaleido_dcore_front`` stays on 2.
+    (D108's head's gate); `sim.cost.controllers.built_sram_bits` charges its macros (D114, D122). ``kaleido_dcore_front`` stays on 2.
 
     Raises:
         ValueError: as `default_ways`."""
@@ -203,8 +222,9 @@ def dcombine_module_name(ways: int = 1, out_ways: int = 1, buffers: int = 2) -> 
 def psum_buffers_kib(cfg: AcceleratorConfig, buffers: int = 2) -> float:
     """KiB of the delta combine's partial-sum SRAM with ``buffers`` D buffers (docs/decisions.md D115): the state
     buffer and each D buffer are a third of ``psum_sram_kib`` each (`delta_combine_sizes`), so ``buffers`` D buffers
-    take ``psum_sram_kib (1 + buffers) / 3``; 2 (as ``psum_sram_kib`` is sized, D68) gives ``psum_sram_kib``."""
-    return cfg.psum_sram_kib * (1 + buffers) / 3
+    take ``psum_sram_kib (1 + buffers) / 3``; 2 (as ``psum_sram_kib`` is sized, D68) gives ``psum_sram_kib``. With
+    a difference-sum buffer (`diff_layout`, D122) the D buffers are not in it: ``psum_sram_kib``."""
+    return cfg.psum_sram_kib * (1 if diff_layout(cfg) else (1 + buffers) / 3)
 
 
 def _sel_bits(buffers: int) -> int:
@@ -212,9 +232,9 @@ def _sel_bits(buffers: int) -> int:
     return (buffers - 1).bit_length()
 
 
-def way_address_bits(cfg: AcceleratorConfig, ways: int = 1) -> int:
+def way_address_bits(cfg: AcceleratorConfig, ways: int = 1, buffers: int = 2) -> int:
     """Bits of a D address within one way (``a_addr``'s per way; ``c_daddr`` has log2 W more, the way low)."""
-    sz = delta_combine_sizes(cfg, ways)
+    sz = delta_combine_sizes(cfg, ways, buffers=buffers)
     return _abits(sz["d_depth"] // ways)
 
 
@@ -228,8 +248,8 @@ def _sel_ports(ways: int, buffers: int) -> dict:
 
 
 def dcombine_signature(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1, buffers: int = 2) -> wiring.Signature:
-    sz, st = delta_combine_sizes(cfg, ways, out_ways), state_sram_sizes(cfg, out_ways)
-    daw = way_address_bits(cfg, ways)
+    sz, st = delta_combine_sizes(cfg, ways, out_ways, buffers), state_sram_sizes(cfg, out_ways)
+    daw = way_address_bits(cfg, ways, buffers)
     da = daw + (ways - 1).bit_length()
     if out_ways > 1:
         return _lanes_signature(sz, st, daw, da, ways, out_ways, cfg.array_cols, buffers)
@@ -297,7 +317,7 @@ class DeltaCombine(wiring.Component):
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates: the partial-sum buffers'
         banks (with ways, the state buffer's, then the D ways'), then the state SRAM's (when it has one)."""
-        sz, st = delta_combine_sizes(self.cfg, self.ways, self.out_ways), state_sram_sizes(self.cfg)
+        sz, st = delta_combine_sizes(self.cfg, self.ways, self.out_ways, self.buffers), state_sram_sizes(self.cfg)
         if self.out_ways > 1:  # the carried stores' position banks, the D ways (D112)
             st = state_sram_sizes(self.cfg, self.out_ways)
             return list(dict.fromkeys([("1r1w", sz["lane_depth"], sz["word"], None),
@@ -317,9 +337,9 @@ class DeltaCombine(wiring.Component):
             return self._elaborate_ways()
         m = Module()
         C, ab = self.cfg.array_cols, self.cfg.acc_bits  # noqa: N806
-        sz, st = delta_combine_sizes(self.cfg), state_sram_sizes(self.cfg)
+        sz, st = delta_combine_sizes(self.cfg, buffers=self.buffers), state_sram_sizes(self.cfg)
         word = sz["word"]
-        dbuf = [_banked(m, f"d{i}", sz["banks"], sz["bank_depth"], word, self.instance) for i in range(2)]
+        dbuf = [_banked(m, f"d{i}", sz["way_banks"], sz["way_depth"], word, self.instance) for i in range(2)]
         state = _banked(m, "state", sz["banks"], sz["bank_depth"], word, self.instance)
         cols = ([_banked(m, f"st{j}", st["banks"], st["bank_depth"], st["word"], self.instance) for j in range(C)]
                 if st else [])
@@ -357,7 +377,7 @@ class DeltaCombine(wiring.Component):
         (the controller never has a way accumulate into the buffer the output reads in one cycle)."""
         m = Module()
         C, ab, W = self.cfg.array_cols, self.cfg.acc_bits, self.ways  # noqa: N806
-        sz, st = delta_combine_sizes(self.cfg, W), state_sram_sizes(self.cfg)
+        sz, st = delta_combine_sizes(self.cfg, W, buffers=self.buffers), state_sram_sizes(self.cfg)
         word, lw = sz["word"], (W - 1).bit_length()
         dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
                 for i in range(self.buffers)]
@@ -393,9 +413,9 @@ class DeltaCombine(wiring.Component):
         the step's classes, V rows a cycle. The lane register takes the highest lane's ``S`` with ``c_hold``."""
         m = Module()
         C, ab, W, V = self.cfg.array_cols, self.cfg.acc_bits, self.ways, self.out_ways  # noqa: N806
-        sz = delta_combine_sizes(self.cfg, W, V)
+        sz = delta_combine_sizes(self.cfg, W, V, self.buffers)
         word, lw, lv = sz["word"], (W - 1).bit_length(), (V - 1).bit_length()
-        da = way_address_bits(self.cfg, W) + lw
+        da = way_address_bits(self.cfg, W, self.buffers) + lw
         ra = len(self.c_raddr) // V
         dbuf = [[_banked(m, f"d{i}_w{w}", sz["way_banks"], sz["way_depth"], word, self.instance) for w in range(W)]
                 for i in range(self.buffers)]
@@ -526,7 +546,7 @@ class DeltaCombine(wiring.Component):
         slice) reads, adds and writes way w of D buffer ``a_sel[w]`` with its own forwarding; the other buffer's
         way w is read for the output where ``out_hit`` (an output read of this way) at ``out_addr`` (in the way)."""
         C, ab, word = self.cfg.array_cols, self.cfg.acc_bits, self.cfg.array_cols * self.cfg.acc_bits  # noqa: N806
-        daw = way_address_bits(self.cfg, self.ways)
+        daw = way_address_bits(self.cfg, self.ways, self.buffers)
         av, af = self.a_valid[w], self.a_first[w]
         aa, ad = self.a_addr[w * daw:(w + 1) * daw], self.a_data[w * word:(w + 1) * word]
         a_v, a_first = Signal(name=f"a_v{w}"), Signal(name=f"a_first_q{w}")

@@ -1058,7 +1058,7 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
     F, H, W = grid  # noqa: N806
     n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
     ways = core.ways
-    sz, st = delta_combine_sizes(core.cfg, ways, V), state_sram_sizes(core.cfg, V)
+    sz, st = delta_combine_sizes(core.cfg, ways, V, core.d_buffers), state_sram_sizes(core.cfg, V)
     # with W ways (D107) each way holds its tokens' sums: ceil(A M / W) n_cb words of a W-th of the buffer
     need = {"difference sums": (ways * -(-(A * F * H * W) // ways) * n_cb, sz["d_depth"])}
     if fused and V > 1:  # per position bank: R / V pool slots, F frame words (bank 0), F o_w / V h words (D112)

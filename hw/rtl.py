@@ -72,6 +72,7 @@ from hw.delta_combine import (
     dcombine_module_name,
     default_d_buffers,
     default_out_ways,
+    delta_combine_sizes,
 )
 from hw.delta_combine import default_ways as default_dways
 from hw.delta_core import (
@@ -376,15 +377,18 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
            "combine stage's command generation (one chunk per op; its accumulate on "
            f"{dcombine_module_name(default_dways(cfg), default_out_ways(cfg), default_d_buffers(cfg))}, "
            f"{default_dways(cfg)} ways, {default_out_ways(cfg)} output lanes, {default_d_buffers(cfg)} D "
-           "buffers" + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
-                        else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
+           "buffers" + (f" of diff_sram_kib / {default_d_buffers(cfg)} each, the state buffer all of psum_sram_kib"
+                        if cfg.diff_sram_kib else "")
+           + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
+              else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
            "has fewer free entries than rows a cycle), kaleido_dcore_front the similarity front "
            "kaleido_dfront before it (decisions and differences from raw X)"
            + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
               "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
               "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
               and cfg.diff_sram_kib else "")
-           + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D123)"
+           + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D122, "
+             "D123)"
            if cfg.organisation == "delta"
            else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
            "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
@@ -433,6 +437,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
         return 2
+    for cfg in cfgs:  # the delta combine's buffers (D73, D122): refused before anything is written
+        if cfg.organisation == "delta":
+            try:
+                w = default_dways(cfg)
+                for ways, lanes, n in ((1, 1, 2), (w, 1, 2), (w, default_out_ways(cfg), default_d_buffers(cfg))):
+                    delta_combine_sizes(cfg, ways, lanes, n)
+            except ValueError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
     t0 = time.perf_counter()
     try:
         files = build([(cfg, args.out / cfg.name) for cfg in cfgs], plan, convert, render,

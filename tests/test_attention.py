@@ -200,18 +200,27 @@ def test_delta_fused_qk_class_state_by_hand():
     assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * yb
     # D84: with a difference-sum buffer the same D traffic goes there instead; apart from the cycles (the band-tiles
     # issue column block by column block within a chunk, a different list schedule) nothing else moves
-    dcfg = cfg.model_copy(update={"diff_sram_kib": 1})
+    dcfg = cfg.model_copy(update={"diff_sram_kib": 8})
     dres = simulate_trace(trace, dcfg)
     dqk = dres["per_op"][0]["actions"]
     assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * yb
     assert dqk["sram_psum_write_bytes"] == dqk["sram_psum_read_bytes"] == 0
     timing = ("cycles", "idle_pe_cycles", "gated_mm2_cycles")
-    assert all(dqk[k] == qk[k] for k in qk if "psum" not in k and "diff" not in k and k not in timing)
-    # charged at a column bank of 1 KiB / 8 columns = 128 B (below 8 KiB the exponent-0.5 slope), Kaleido only
+    assert all(dqk[k] == qk[k] for k in qk if "psum" not in k and "diff" not in k and k not in timing
+               and k != "ctrl_fifo_bytes")
+    # ... but the row FIFO's entries (D address, count bank, row) are narrower: the D buffers are the difference-sum
+    # buffer's (D122), 48 words a way against a third of psum_sram_kib's 390, a 1 + 6-bit D address against 1 + 9:
+    # 234 bits against 237 for the same entries
+    assert dqk["ctrl_fifo_bytes"] == pytest.approx(qk["ctrl_fifo_bytes"] * 234 / 237)
+    # D122: the difference-sum buffer is kaleido_dcore's 3 D buffers (d = 2 ways, V = 2 lanes), an access charged at
+    # a column slice of their macro: 8 KiB x 8,192 // (8 columns x 28 acc bits) = 292 words // 3 buffers = 97 // 2
+    # ways = 48 words a way, a 48 x 224-bit macro, a column's slice 48 x 28 bits (below 8 KiB the exponent-0.5
+    # slope). Kaleido only.
     from sim.cost.energy import sram_access_pj
     from sim.cost.tech import load_tech
 
-    per_byte = sram_access_pj(load_tech("16nm"), 1 / 8) / 8
+    assert dcfg.acc_bits == 28 and dcfg.drain_rows_per_cycle == 2
+    per_byte = sram_access_pj(load_tech("16nm"), 48 * 28 / 8192) / 8
     assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * yb * per_byte)
     assert dres["dense_energy_breakdown_pj"]["sram_diff"] == 0
     # D85: with a weight stage (1 KiB: 128 B per column bank, 16 column blocks of K = 8 weights) the band-tiles read

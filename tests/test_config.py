@@ -75,7 +75,9 @@ def test_balanced_preset_follows_its_rules():
     ffn1 = 42 * R * 128 * 4 + 16 * 1536 * 9 // 8
     assert psum_need_bytes(cfg, 1, 42, 1536, 8960) == ffn1 == 2_780_160
     assert 2 * 2**20 < ffn1 <= cfg.psum_sram_kib * 1024 == 3 * 2**20  # rounded up to a whole MiB
-    assert plan(cfg, 21, 1536, 8960) == (4, 42)  # X read once; 4 frames of D per column bank (D84)
+    # X read once; D122: 5 frames of D a segment in one of the core's 3 D buffers, 1,024 KiB x 8,192 // (128 x 33
+    # bits) = 1,985 words // 3 = 661, 165 a way on 4 ways: 660 words >= 5 x 128 (D84's two 4-byte buffers: 4)
+    assert plan(cfg, 21, 1536, 8960) == (5, 42)
     # the compact organisation on this preset: pv, 4 B partials (4096 x 255 x 128 < 2^31); a frame's staged
     # partials 128 x 8 x 128 x 4 = 512 KiB, x 2 buffers; state 2 x 512 KiB; queued P rows 16 x 32,760
     # -> (3 MiB - 1 MiB - 524,160 B) / 1 MiB = 1.5 -> 1 frame per chunk

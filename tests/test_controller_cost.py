@@ -417,18 +417,24 @@ def test_lanes_inventory_by_hand():
     2 x 4 x 3 = 24 macros, the state buffer 4 x 3 = 12: 36 x 128 x 4,224 = 19,464,192 bits built against
     25,165,824 (D108's 1,536 of 1,920 words a D buffer; the state buffer now 1,536 too); on three D buffers (D115)
     D 3 x 4 x 3 = 36 macros: 48 x 128 x 4,224. Its state SRAM: 14,336 KiB
-    over 128 column banks of 24-bit words is 38,229 words a bank, 9,557 a position bank: 512 macros of 9,557 x 24."""
+    over 128 column banks of 24-bit words is 38,229 words a bank, 9,557 a position bank: 512 macros of 9,557 x 24.
+    D122: both configs have a difference-sum buffer, so the D buffers are it (an n-th each) and the state buffer is all
+    of psum_sram_kib. tiny: 64 KiB = 2,340 words; D 2,340 // 3 = 780 a buffer, 390 a way: 6 x 390 x 224 = 524,160
+    bits; the state buffer 2 position banks of 1,170 (one macro each): 2 x 1,170 x 224 = 524,160. Balanced: D
+    1,024 KiB = 1,985 words, 661 a buffer, 165 a way: 12 x 165 x 4,224; the state buffer 3,072 KiB = 5,957 words, 1,489
+    a position bank, 11 macros of 128: 44 x 128 x 4,224."""
     tech = load_tech(16)
-    for name, copies, psum, state in (
-            ("tiny-delta", (4, 128, 16), 4 * 780 * 224, 0),
-            ("balanced", (8, 64, 16), 48 * 128 * 4224, 512 * 9557 * 24)):
+    for name, copies, psum, diff, state in (
+            ("tiny-delta", (4, 128, 16), 2 * 1170 * 224, 6 * 390 * 224, 0),
+            ("balanced", (8, 64, 16), 44 * 128 * 4224, 12 * 165 * 4224, 512 * 9557 * 24)):
         cfg = CONFIGS[name]()
         dc = controllers.part(cfg, "kaleido_dcore", "decision copies")
         assert (dc["count"], dc["depth"], dc["width"]) == copies
-        assert controllers.built_sram_bits(cfg) == {"sram_psum": psum} | ({"sram_state": state} if state else {})
+        assert controllers.built_sram_bits(cfg) == ({"sram_psum": psum, "sram_diff": diff}
+                                                    | ({"sram_state": state} if state else {}))
         b = area_breakdown(cfg, tech)["breakdown"]
-        assert b["sram_psum"] == pytest.approx(psum * tech.a("sram_bit") * 1e-6)
-        assert b["sram_state"] == pytest.approx(state * tech.a("sram_bit") * 1e-6)
+        for k, bits in (("sram_psum", psum), ("sram_diff", diff), ("sram_state", state)):
+            assert b[k] == pytest.approx(bits * tech.a("sram_bit") * 1e-6)
     assert controllers.built_sram_bits(CONFIGS["tiny-compact"]()) == {}  # compact: psum_sram_kib as before
     # the lanes' datapath is inside the model's combine_unit charge (2 d ways of 3 C adders and 5 C registers,
     # sim.cost.area): on the balanced preset 4 accumulate ways (1 adder, 2 words each) and 4 lanes (2 adders, 2

@@ -171,32 +171,36 @@ def test_sizes_plan_and_dram_by_hand():
 
 
 def test_difference_sum_buffer_plan_and_order_by_hand():
-    # D84: the balanced preset's 512 KiB difference-sum buffer in C = 128 column banks of 4 KiB
+    # D84, D122: the balanced preset's 1,024 KiB difference-sum buffer
     cfg = load_config("kaleido-16nm-128x128-balanced")
-    assert cfg.diff_sram_kib == 512
+    assert cfg.diff_sram_kib == 1024
     K, N = 8960, 1536  # noqa: N806  (ffn2 at 480p)
     R, C, yb = 128, 128, 4  # noqa: N806
     # the partial-sum SRAM keeps only the carried Y (R s C yb) and the queued rows: no term grows with the frames
     assert delta.psum_need_bytes(cfg, 5, 3, K, N) == 3 * R * C * yb + 16 * 8960 * 9 // 8
-    # one column bank: 2 frames-buffers x Fw x R tokens x 1 class x 4 B = 1 KiB per frame -> 4 frames in 4 KiB
-    assert delta.diff_need_bytes(cfg, 1, K) == 2 * 128 * 4 == 1024
-    assert delta.plan(cfg, 21, K, N) == (4, 7)
-    # qk (K = 128, 3 B sums, 2 classes): 2 x 128 x 2 x 3 = 1,536 B per frame; fused: one frame
+    # D122: the buffer is kaleido_dcore's n = 3 D buffers on W = 4 ways, words of C x acc = 128 x 33 = 4,224 bits:
+    # 1,024 KiB x 8,192 // 4,224 = 1,985 words, 661 a buffer, 165 a way (one macro), 660 a buffer as built. A segment
+    # takes Fw x R tokens' sums per class, 128 words a frame -> 5 frames (640 words)
+    assert delta.diff_buffer_words(cfg) == 4 * 165 == 660
+    assert delta.diff_need_words(cfg, 1) == 128 and delta.diff_need_words(cfg, 3) == 384
+    assert delta.plan(cfg, 21, K, N) == (5, 7)
+    # qk (2 classes): 256 words a frame; fused: one frame
     groups = [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]
-    assert delta.diff_need_bytes(cfg, 1, 128, 2) == 1536
+    assert delta.diff_need_words(cfg, 1, 2) == 256
     assert delta.plan(cfg, 21, 128, 32760, fused=True, groups=groups)[0] == 1
     # a bank too small for one frame: the op cannot run, one line naming the buffer
-    small = cfg.model_copy(update={"diff_sram_kib": 64})  # 512 B banks < 1,024 B
+    small = cfg.model_copy(update={"diff_sram_kib": 64})  # 41 words a D buffer < R = 128
     with pytest.raises(CompactError, match="diff_sram_kib = 64"):
         delta.plan(small, 21, K, N)
     # chunk-major issue order: band-tiles a, b in chunk 0 and c in chunk 1, 5 column blocks in groups of 2, 2, 1:
     # per group, per chunk, the chunk's band-tiles once per column block of the group
     order = delta.issue_order(np.array([1, 2, 3]), 5, 2, np.array([0, 0, 1]))
     assert order.tolist() == [1, 2, 1, 2, 3, 3, 1, 2, 1, 2, 3, 3, 1, 2, 3]
-    # area: 512 KiB of SRAM bits on the delta die only, not in the dense die, not built for another organisation
+    # area (D122): the D buffers as built, 3 x 4 ways of one 165 x 4,224-bit macro (the remainder of 1,024 KiB below
+    # them not built), on the delta die only, not in the dense die, not built for another organisation
     tech = load_tech("16nm")
     ab = area_breakdown(cfg, tech)
-    assert ab["breakdown"]["sram_diff"] == pytest.approx(512 * 8192 * tech.a("sram_bit") * 1e-6)
+    assert ab["breakdown"]["sram_diff"] == pytest.approx(12 * 165 * 4224 * tech.a("sram_bit") * 1e-6)
     assert "sram_diff" not in ab["dense_breakdown"]
     assert area_breakdown(cfg.model_copy(update={"organisation": "compact"}), tech)["breakdown"]["sram_diff"] == 0
 

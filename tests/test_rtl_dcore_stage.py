@@ -31,9 +31,11 @@ from tests.test_rtl_dstage import EXTRA_SHAPES, MAX_K, model_of
 
 def core_stage_cfg(shape: str, kib: int = 1) -> AcceleratorConfig:
     """tests/test_rtl_dstage.py's staged config (a difference-sum buffer, a ``kib`` KiB weight stage) with a 2 KiB
-    state SRAM (fused score ops, as tests/test_rtl_dcore.py's)."""
+    state SRAM (fused score ops, as tests/test_rtl_dcore.py's). The difference-sum buffer is 64 KiB: it is the core's
+    D buffers since D122, and 64 KiB gives them the words a third of psum_sram_kib gave before (the ops' D is
+    addressed per op, `hw.delta_core.core_ports`)."""
     c = delta_cfg(*(SHAPES.get(shape) or EXTRA_SHAPES[shape]), state_kib=2)
-    return AcceleratorConfig.model_validate(c.model_dump() | {"diff_sram_kib": 8, "wstage_sram_kib": kib})
+    return AcceleratorConfig.model_validate(c.model_dump() | {"diff_sram_kib": 64, "wstage_sram_kib": kib})
 
 
 def stage_job(cfg, sop: StagedOp, fused: bool = False, chunk_major: bool = True):

@@ -40,7 +40,9 @@ checks them against Yosys' coarse cells of the same PE. Rules (acc = ``cfg.acc_b
   `sim.cost.energy`) partitions a buffer; its area is taken as the same bits. On the delta organisation the
   partial-sum and state SRAMs are the bits of the macros ``kaleido_dcombine`` builds
   (`sim.cost.controllers.built_sram_bits`, docs/decisions.md D114): a buffer's remainder below a macro is not built;
-  with n D buffers (``dcore_d_buffers``, D115) n of them.
+  with n D buffers (``dcore_d_buffers``, D115) n of them. With a difference-sum buffer (D84) the D buffers are it
+  (an n-th of ``diff_sram_kib`` each, ``sram_diff``) and the state buffer is all of ``psum_sram_kib`` (D122), so
+  each SRAM is charged once, as built.
 
 Compact organisation (``organisation = "compact"``, `sim.timing.compact`), instead of the lockstep extras,
 counted from its RTL (hw/compact_pe.py, hw/compact_array.py, hw/combine.py; docs/decisions.md D65):
@@ -181,26 +183,6 @@ def compact_io_bits(cfg: AcceleratorConfig) -> dict[str, int]:
 KALEIDO_ONLY = ("array_pe_kaleido_extra", "dispatcher", "sram_partial", "sram_psum", "sram_peff", "sram_state",
                 "sram_diff", "sram_wstage", "band_weight_lanes", "gather_network", "combine_unit", "ctrl_staging",
                 "ctrl_weight_copies", "ctrl_tables", "ctrl_registers")
-
-
-def d_buffer_sram(cfg: AcceleratorConfig) -> str:
-    """The area key of the SRAM that holds the delta organisation's D buffers (its difference sums): ``sram_diff``
-    where the config has a difference-sum buffer (D84: C column banks, each double-buffered), else ``sram_psum``
-    (`hw.delta_combine.delta_combine_sizes`: a third of ``psum_sram_kib`` for the state and each D buffer); the
-    one `sim.cost.compact_actions` charges the D traffic to."""
-    return "sram_diff" if cfg.diff_sram_kib else "sram_psum"
-
-
-def d_buffer_scale(cfg: AcceleratorConfig) -> float:
-    """``kaleido_dcore``'s ``dcore_d_buffers`` n (docs/decisions.md D115) over the 2 its SRAM is sized for, as a
-    factor on `d_buffer_sram`'s area: n / 2 of the difference-sum buffer (both halves are D buffers), or (1 + n) / 3
-    of the partial-sum SRAM (`hw.delta_combine.psum_buffers_kib`: one third is the state buffer). Each buffer keeps
-    its size (the ops' capacity checks are unchanged) and each access its energy (a buffer is its own macros): only
-    the area, and so the leakage, grows."""
-    from sim.timing.delta_core import core_d_buffers
-
-    n = core_d_buffers(cfg)
-    return n / 2 if cfg.diff_sram_kib else (1 + n) / 3
 
 
 def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dict:

@@ -80,7 +80,9 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   group of the class) and writes ``S[t]`` as state where the next token along the class's axis reads it (it
   exists and does not COMPUTE every group of the class): writes ``diffs + state``, reads ``diffs + carried``.
   With a difference-sum buffer (``diff_sram_kib``, D84) the ``D`` traffic (``diffs`` written, ``diffs`` read)
-  goes there (``sram_diff``) and only the carried values stay in the partial-sum SRAM.
+  goes there (``sram_diff``) and only the carried values stay in the partial-sum SRAM. Where ``kaleido_dcore`` is
+  built, its D buffers hold ``D`` (thirds of the partial-sum SRAM, `hw.delta_combine`): `sim.cost.energy` prices
+  the ``sram_diff`` bytes at a column slice of their macro and books them to ``sram_psum`` (docs/decisions.md D122).
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above go to the stage
   (``sram_wstage``), less the reads that bands in step share (`sim.timing.compact.shared_stage_weights` x min(C,

@@ -286,7 +286,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         W, V = core_ways(cfg), lanes(cfg)  # noqa: N806  # accumulate ways (D107, D108), output lanes (D112, D113)
         lw, lv = (W - 1).bit_length(), (V - 1).bit_length()
         try:
-            sz = delta_combine_sizes(cfg, W, V)
+            sz = delta_combine_sizes(cfg, W, V, core_d_buffers(cfg))
         except ValueError:  # a partial-sum SRAM too small for kaleido_dcombine: no core (the model refuses its ops)
             return out
         daw = _bits(sz["d_depth"] // W)  # a D address within a way
@@ -397,19 +397,22 @@ def _combine_macros(cfg: AcceleratorConfig, sz: dict, W: int, V: int) -> list[di
     banks each). The partial-sum SRAM's and the state SRAM's built bits: `sim.cost.area` charges ``sram_psum`` and
     ``sram_state`` by them (docs/decisions.md D114), less than ``psum_sram_kib`` / ``state_sram_kib`` where a
     buffer's remainder below a macro is dropped (`hw.sram.split_banks`)."""
-    from hw.delta_combine import dcombine_module_name, state_sram_sizes
+    from hw.delta_combine import dcombine_module_name, diff_layout, state_sram_sizes
     from sim.timing.delta_core import core_d_buffers
 
     n = core_d_buffers(cfg)  # D buffers (D115)
     cmb, word = dcombine_module_name(W, V, n), sz["word"]
     st = state_sram_sizes(cfg, V)
     lanes_ = V > 1
-    out = [_macro(cmb, "D buffers", "1r1w", sz["way_depth"], word, n * W * sz["way_banks"], "sram_psum",
-                  "n D buffers (D95, D104; n = 3 by default since D115) of W ways (D107), each a third of "
-                  "psum_sram_kib"),
+    diff = diff_layout(cfg)  # D122: the D buffers are the difference-sum buffer, the state buffer all of psum
+    out = [_macro(cmb, "D buffers", "1r1w", sz["way_depth"], word, n * W * sz["way_banks"],
+                  "sram_diff" if diff else "sram_psum",
+                  "n D buffers (D95, D104; n = 3 by default since D115) of W ways (D107), each "
+                  + ("an n-th of diff_sram_kib (D122)" if diff else "a third of psum_sram_kib")),
            _macro(cmb, "state buffer", "1r1w", sz["lane_depth" if lanes_ else "bank_depth"], word,
                   V * sz["lane_banks"] if lanes_ else sz["banks"], "sram_psum",
-                  "the carried values, a third of psum_sram_kib" + (", in V position banks (D112)" if lanes_ else ""))]
+                  "the carried values, " + ("all of psum_sram_kib (D122)" if diff else "a third of psum_sram_kib")
+                  + (", in V position banks (D112)" if lanes_ else ""))]
     if st:
         out.append(_macro(cmb, "state SRAM", "1r1w", st["lane_depth" if lanes_ else "bank_depth"], st["word"],
                           cfg.array_cols * (V * st["lane_banks"] if lanes_ else st["banks"]), "sram_state",
@@ -453,23 +456,37 @@ def _lanes(cfg: AcceleratorConfig, sz: dict, W: int, V: int, lw: int, lv: int, d
 
 
 #: The SRAMs whose area follows the macros ``kaleido_dcombine`` builds on the delta organisation (`built_sram_bits`,
-#: docs/decisions.md D114).
-BUILT_SRAMS = ("sram_psum", "sram_state")
+#: docs/decisions.md D114; ``sram_diff`` since D122: the D buffers where the config has a difference-sum buffer).
+BUILT_SRAMS = ("sram_psum", "sram_state", "sram_diff")
 
 
 def built_sram_bits(cfg: AcceleratorConfig) -> dict[str, int]:
-    """``{"sram_psum": bits, "sram_state": bits}`` of the macros ``kaleido_dcombine`` builds for the delta core
-    (`inventory`'s parts charged to them: the D buffers and the state buffer; the state SRAM's column banks), for
-    the roles the inventory lists; ``{}`` on the other organisations and where the core is not built (a partial-sum
-    SRAM too small for it). `sim.cost.area` charges these SRAMs by these bits (docs/decisions.md D114): a buffer's
-    remainder below a macro is not built (`hw.sram.split_banks`), so it is not charged."""
+    """``{"sram_psum": bits, "sram_state": bits, "sram_diff": bits}`` of the macros ``kaleido_dcombine`` builds for
+    the delta core (`inventory`'s parts charged to them: the state buffer, and the D buffers -- ``sram_diff`` where
+    the config has a difference-sum buffer, docs/decisions.md D122, else ``sram_psum``, 0 bits of ``sram_diff``;
+    the state SRAM's column banks), for the roles the inventory lists; ``{}`` on the other organisations and where
+    the core is not built (a buffer too small for it). `sim.cost.area` charges these SRAMs by these bits
+    (docs/decisions.md D114): a buffer's remainder below a macro is not built (`hw.sram.split_banks`), so it is not
+    charged, and each SRAM is counted once."""
     out: dict[str, int] = {}
     if cfg.organisation != "delta":
         return out
     for p in inventory(cfg):
         if p["charged"] in BUILT_SRAMS:
             out[p["charged"]] = out.get(p["charged"], 0) + p["bits"]
+    if out:
+        out.setdefault("sram_diff", 0)
     return out
+
+
+def d_buffer_macro(cfg: AcceleratorConfig) -> dict | None:
+    """The `inventory` part of ``kaleido_dcombine``'s D buffers (one macro: ``depth`` words of ``width`` = C acc bits,
+    ``count`` of them over the n buffers and W ways), where the delta core is built; None elsewhere. With a
+    difference-sum buffer the delta organisation's D traffic (`sim.cost.compact_actions`' ``sram_diff_*`` bytes) is
+    priced at one column slice of it (`sim.cost.energy.action_energies`, docs/decisions.md D122)."""
+    if cfg.organisation != "delta":
+        return None
+    return next((p for p in inventory(cfg) if p["part"] == "D buffers"), None)
 
 
 def area_um2(cfg: AcceleratorConfig, tech) -> dict[str, float]:

@@ -38,7 +38,10 @@ or a bit width of the RTL):
   columns). As for every banked buffer, the wires between a bank and its lanes are not charged. The delta
   organisation's state SRAM is charged at the macro ``kaleido_dcombine`` builds (`sim.cost.controllers.inventory`'s
   "state SRAM" part, docs/decisions.md D114): each column bank is V position banks on the core's V output lanes
-  (D112), so an access is at ``kib / (C V)`` (less the remainder `hw.sram.split_banks` drops).
+  (D112), so an access is at ``kib / (C V)`` (less the remainder `hw.sram.split_banks` drops). Likewise, where
+  ``kaleido_dcore`` is built (docs/decisions.md D122), the partial-sum SRAM at a column slice of its state buffer's
+  macro (``depth x acc`` bits: a word is C columns of acc bits, and each column's lanes touch only their own) and
+  the difference-sum buffer at a column slice of the D buffers' macro (the D buffers are it, an n-th each).
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -79,6 +82,7 @@ from sim.cost.actions import FUSED_PAIRS, SCORE_BITS, SRAM_BUFFERS, add_actions,
 from sim.cost.area import area_breakdown
 from sim.cost.compact_actions import compact_actions
 from sim.cost.controllers import action_energies as controller_energies
+from sim.cost.controllers import d_buffer_macro
 from sim.cost.controllers import inventory as controller_inventory
 from sim.cost.tech import TechTable, load_tech
 from sim.results import OpActions, OpEnergy, OpMemory, OpTiming
@@ -157,14 +161,20 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     }
     out.update(controller_energies(cfg, tech))  # the op-level controllers' macros and registers (D101)
     state_macro = next((p for p in controller_inventory(cfg) if p["charged"] == "sram_state"), None)
+    d_macro = d_buffer_macro(cfg) if cfg.diff_sram_kib else None
+    psum_macro = next((p for p in controller_inventory(cfg) if p["part"] == "state buffer"), None)
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
         if b == "state" and state_macro is not None:  # the built position banks of its column banks (D114)
             kib = state_macro["depth"] * state_macro["width"] / 8192
+        elif b == "psum" and psum_macro is not None:  # a column slice of the built state buffer's macro (D122)
+            kib = psum_macro["depth"] * psum_macro["width"] / cfg.array_cols / 8192
         elif b in COLUMN_BANKED:  # C column banks: a word is only read by one column's lanes (D50, D58)
             kib = kib / cfg.array_cols
         elif b in ROW_BANKED:  # row banks beside the lanes of each tile row (D77, D83)
             kib = kib / row_banks(cfg, b)
+        if b == "diff" and d_macro is not None:  # a column slice of kaleido_dcombine's D buffers' macro (D122)
+            kib = d_macro["depth"] * d_macro["width"] / cfg.array_cols / 8192
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)

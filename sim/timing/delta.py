@@ -50,10 +50,11 @@ the difference sums ``D[t]`` of the chunk's tokens, double-buffered (``2 Fw R s 
 
 Difference-sum buffer (``diff_sram_kib`` > 0, docs/decisions.md D84). The chunk's band-tiles issue column block
 by column block: per column-block group and chunk, the chunk's band-tiles for one column block, then for the
-next (`issue_order` with ``chunks``). So only one column block's ``D`` is live; it is double-buffered (the
-combine unit walks one column block while the array fills the next) in the difference-sum buffer, whose column
-bank n holds column n's ``2 Fw R yb`` per class (`diff_need_bytes`), and it bounds ``Fw``; the partial-sum SRAM
-keeps only the carried ``Y`` and the queued rows. What a band-tile costs does not change with the order: its
+next (`issue_order` with ``chunks``). So only one column block's ``D`` is live; the combine unit walks one
+segment (a chunk's column block) while the array fills the next ones, in ``kaleido_dcore``'s n D buffers, which
+are the difference-sum buffer: an n-th of it each, words of C acc bits (`diff_buffer_words`, D122; D84 counted
+two buffers of ``yb``-byte values); a segment's ``A Fw R`` words (`diff_need_words`) bound ``Fw``; the partial-sum
+SRAM keeps only the carried ``Y`` and the queued rows. What a band-tile costs does not change with the order: its
 rows' differences and its weights stream per slot and per column block either way
 (`sim.cost.compact_actions`).
 
@@ -145,18 +146,35 @@ def psum_need_bytes(cfg: AcceleratorConfig, frames: int, col_blocks: int, K: int
                     n_classes: int = 1) -> int:
     """Partial-sum SRAM bytes of one chunk of ``frames`` frames over ``col_blocks`` column blocks
     (module docstring), ``n_classes`` axis classes each with its own ``D`` and carried values; with a
-    difference-sum buffer (``diff_sram_kib``) the ``D`` sums are not in it (`diff_need_bytes`)."""
+    difference-sum buffer (``diff_sram_kib``) the ``D`` sums are not in it (`diff_need_words`)."""
     R = cfg.array_rows  # noqa: N806
     outs = R * col_blocks * min(cfg.array_cols, N) * output_bytes(K) * n_classes
     staged = 0 if cfg.diff_sram_kib else 2 * frames * outs
     return staged + outs + math.ceil(band_rows(cfg) * K * DIFF_BITS / 8)
 
 
-def diff_need_bytes(cfg: AcceleratorConfig, frames: int, K: int, n_classes: int = 1) -> int:  # noqa: N803
-    """Bytes of one column bank of the difference-sum buffer (module docstring, D84) for a chunk of ``frames``
-    frames: its column's ``D`` of the chunk's ``frames x R`` tokens per class, double-buffered (the combine unit
-    walks one column block's while the array fills the next one's)."""
-    return 2 * frames * cfg.array_rows * n_classes * output_bytes(K)
+def diff_need_words(cfg: AcceleratorConfig, frames: int, n_classes: int = 1) -> int:
+    """Words (C acc bits each) of one of ``kaleido_dcore``'s D buffers that one segment of a chunk of ``frames`` frames
+    takes (module docstring, D84, D122): the chunk's ``frames x R`` tokens' ``D`` per class, over the core's W
+    accumulate ways (`sim.timing.delta_core.core_ways`; a (token, class) in way ``u mod W``, so each way holds
+    ``ceil(A frames R / W)``): ``W ceil(A frames R / W)``."""
+    from sim.timing.delta_core import core_ways
+
+    w = core_ways(cfg)
+    return w * -(-(n_classes * frames * cfg.array_rows) // w)
+
+
+def diff_buffer_words(cfg: AcceleratorConfig) -> int:
+    """Words of one of ``kaleido_dcore``'s n D buffers (`sim.timing.delta_core.core_d_buffers`) as built from
+    ``diff_sram_kib`` (`hw.delta_combine.delta_combine_sizes`' ``d_depth``, docs/decisions.md D122): each holds one
+    segment's sums, so it bounds the frames per chunk (`plan`).
+
+    Raises:
+        ValueError: a D buffer below ``array_rows`` words (the message names ``diff_sram_kib``)."""
+    from hw.delta_combine import delta_combine_sizes
+    from sim.timing.delta_core import core_d_buffers, core_ways
+
+    return delta_combine_sizes(cfg, core_ways(cfg), 1, core_d_buffers(cfg))["d_depth"]
 
 
 def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  # noqa: N803
@@ -177,15 +195,18 @@ def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  #
         s -= 1
     what = f"{name} (K = {K}, N = {N}, {s} column block{'s' if s > 1 else ''})"
     fw = frames_that_fit(cfg, F, lambda f: psum_need_bytes(cfg, f, s, K, N, n_classes), fused, what)
-    if cfg.diff_sram_kib:  # D's frames are bounded by one column bank of the difference-sum buffer (D84)
-        bank = cfg.diff_sram_kib * 1024 // cfg.array_cols
-        one = diff_need_bytes(cfg, 1, K, n_classes)
-        if one > bank:
+    if cfg.diff_sram_kib:  # D's frames: one segment in one of the core's D buffers, an n-th of diff_sram_kib (D122)
+        try:
+            have = diff_buffer_words(cfg)
+        except ValueError as err:
+            raise CompactError(f"array organisation {cfg.organisation!r} cannot run {what}: {err}") from None
+        one = diff_need_words(cfg, 1, n_classes)
+        if one > have:
             raise CompactError(
                 f"array organisation {cfg.organisation!r} cannot run {what} on {cfg.name}: one frame's difference sums "
-                f"need {one:,} B per column bank of the difference-sum buffer, diff_sram_kib = {cfg.diff_sram_kib:,} "
-                f"gives {bank:,} B")
-        fw = min(fw, bank // one)
+                f"need {one:,} words of a D buffer, diff_sram_kib = {cfg.diff_sram_kib:,} gives {have:,}")
+        while fw > 1 and diff_need_words(cfg, fw, n_classes) > have:
+            fw -= 1
     return fw, s
 
 

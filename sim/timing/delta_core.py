@@ -129,12 +129,16 @@ MACRO_MAX_BITS = 1 << 20
 
 def core_ways(cfg) -> int:
     """``kaleido_dcore``'s accumulate ways by default (`hw.delta_combine.default_ways`, docs/decisions.md D108), plain
-    Python: the largest power of two W <= d whose D buffer, a third of ``psum_sram_kib`` in words of C ``acc_bits``
-    split into W ways of ``2^k``-word macros (`hw.sram.split_banks`, the remainder below a macro dropped), holds at
-    least ``array_rows`` words; 1 where one buffer holds fewer than that (the core refuses such a config)."""
+    Python: the largest power of two W <= d whose D buffer, in words of C ``acc_bits`` split into W ways of
+    ``2^k``-word macros (`hw.sram.split_banks`, the remainder below a macro dropped), holds at least ``array_rows``
+    words; 1 where a buffer holds fewer than that (the core refuses such a config). A D buffer is a third of
+    ``psum_sram_kib``, or with a difference-sum buffer a third of ``diff_sram_kib`` (n = 3, the most D buffers the
+    default gives; the state buffer all of ``psum_sram_kib``; `hw.delta_combine.delta_combine_sizes`, D122)."""
     word = cfg.array_cols * cfg.acc_bits
-    third = cfg.psum_sram_kib * 8192 // word // 3
-    if third < cfg.array_rows:
+    diff = getattr(cfg, "organisation", "delta") == "delta" and getattr(cfg, "diff_sram_kib", 0) > 0
+    state = cfg.psum_sram_kib * 8192 // word // (1 if diff else 3)
+    third = cfg.diff_sram_kib * 8192 // word // 3 if diff else state
+    if min(state, third) < cfg.array_rows:
         return 1
 
     def depth(w: int) -> int:

@@ -96,15 +96,20 @@ def test_dqueue_replay_descriptors_and_cycles(shape, replay):
     got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], replay=replay)
     replayed = 0
     for (case, op, ports, queue), (descs, done) in zip(jobs, got, strict=True):
-        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
-        assert [w for _, w in descs] == want
-        _emit, pops, want_done = queue_times(*queue)
-        assert [c for c, _ in descs] == pops.tolist()
-        assert done == want_done
+        _check_queue_run(acc, case, op, queue, descs, done)
         rescan = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands,
                              ports["c_fw"], ports["c_ncb"], ports["c_s"], False)
         replayed += queue[2] < rescan[2]
     assert replayed >= 2  # the replay (fewer steps than the rescans) is exercised
+
+
+def _check_queue_run(acc, case, op, queue, descs, done) -> None:
+    """The queue's descriptors are the host list's words, each taken at the cycle `queue_times` gives, and ``done``."""
+    want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
+    assert [w for _, w in descs] == want
+    _emit, pops, want_done = queue_times(*queue)
+    assert [c for c, _ in descs] == pops.tolist()
+    assert done == want_done
 
 
 @pytest.mark.parametrize(("shape", "reach", "replay"), [("8x8-B2-d2", 8, 0), ("8x8-B4-d2", 4, 0), ("8x8-B4-d2", 8, 13),
@@ -122,11 +127,7 @@ def test_dqueue_wider_scan_descriptors_and_cycles(shape, reach, replay):
     got = run_dqueue(cfg, [(c.decisions, ports) for c, _op, ports, _q in jobs], replay=replay, reach=reach)
     fewer = 0
     for (case, op, ports, queue), (descs, done) in zip(jobs, got, strict=True):
-        want = [descriptor_word(acc, case.groups, *t) for t in host_tiles(op)]
-        assert [w for _, w in descs] == want
-        _emit, pops, want_done = queue_times(*queue)
-        assert [c for c, _ in descs] == pops.tolist()
-        assert done == want_done
+        _check_queue_run(acc, case, op, queue, descs, done)
         narrow = queue_steps(case.decisions, case.grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands,
                              ports["c_fw"], ports["c_ncb"], ports["c_s"], bool(ports["c_cm"]), replay=replay)
         fewer += queue[2] < narrow[2]

@@ -374,7 +374,7 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
     combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
     ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
            "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
-           "combine stage's command generation (one chunk per op; its accumulate on "
+           "combine stage (each segment walked while later ones accumulate; its accumulate on "
            f"{dcombine_module_name(default_dways(cfg), default_out_ways(cfg), default_d_buffers(cfg))}, "
            f"{default_dways(cfg)} ways, {default_out_ways(cfg)} output lanes, {default_d_buffers(cfg)} D "
            "buffers" + (f" of diff_sram_kib / {default_d_buffers(cfg)} each, the state buffer all of psum_sram_kib"

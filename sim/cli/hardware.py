@@ -92,15 +92,19 @@ def rtl(
     slice of its op-level controller, kaleido_daccel (D91: banked SRAM buffers written by a host port, gather of
     each band-tile's difference rows, issue in the model's order, drained rows tagged by band-tile and row) with
     the queues that form its band-tiles from host-written decision codes, kaleido_dqueue (D93), and kaleido_dcore
-    (D95): kaleido_daccel with the combine stage's command generation and kaleido_dcombine, handing out final Y
-    rows (one chunk per op: the whole op's difference sums in one D buffer). A delta config with a weight stage
+    (D95): kaleido_daccel with the combine stage, handing out final Y rows: each (chunk, column block) segment
+    walked while later ones accumulate (D104), its accumulate on d ways and its output walk on d lanes (D107,
+    D112), on three D buffers that are the difference-sum buffer, an n-th of diff_sram_kib each (D115, D122),
+    with kaleido_daccel held on a clock gated by kaleido_clkgate while the row FIFO has fewer than d free entries
+    (D123). kaleido_dfront, the similarity unit, forms the decisions and differences from raw X before it
+    (kaleido_dcore_front, D103). A delta config with a weight stage
     (the balanced preset's) also gets kaleido_daccel_stage (D96): the controller on the host's band-tile list with
     D85's weight stage (one weight buffer, 1r1w stage macros per column bank, serial fills per segment, three
     word registers per band and column read by turn); it chooses each band's next band-tile ahead and passes it to
     kaleido_dtop_ext, so a band reads its next band-tile's first word during its current one's last slots (D99;
-    cycle-exact to sim.timing.delta_accel.stage_schedule with early=True, within 0-1.5 % of the trace model's
-    cycles on a Wan2.1 block). The similarity unit's differences (host-written), chunked combining and the staged
-    controller's queues are not RTL yet. The vector unit and
+    cycle-exact to sim.timing.delta_accel.stage_schedule, which the cycle model runs compiled, D121), and
+    kaleido_dcore_stage joins it to the combine stage (D119). Not RTL yet: the staged controller's own queues, the
+    issue hold on the segment count banks (D116, D123: modelled) and the D buffers addressed per segment (D122). The vector unit and
     the fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is
     emitted for them.
     """

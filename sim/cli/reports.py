@@ -138,7 +138,7 @@ def _explain_table(out, res: dict, results: Path) -> None:
 
 
 def _explain_records(out, res: dict, results: Path) -> None:
-    """`explain`'s per-op records: three lines per op, each short enough for 80 columns (narrow terminals)."""
+    """`explain`'s per-op records: three or four lines per op, each short enough for 80 columns (narrow terminals)."""
     from sim.report.explain import explain_rows
 
     out.print(f"{results} ({res.get('organisation', 'lockstep')} array): speedup chain per op (x dense) and what "
@@ -152,9 +152,10 @@ def _explain_records(out, res: dict, results: Path) -> None:
     for r in explain_rows(res):
         name = r["name"] + (f" (fused with {r['fused']})" if r["fused"] else "")
         loses = "-" if r["loses_on"][0] == "-" else f"{r['loses_on'][0]} x{r['loses_on'][1]:.2f}"
-        out.print(f"[bold]{name}[/bold] (block {r['block']}, step {r['step']}): ideal {r['ideal']:.2f} -> slots "
-                  f"{r['slots']:.2f} -> array {r['array']:.2f} -> end to end {r['end_to_end']:.2f}")
-        out.print(f"  binds {r['binds']} (dense {r['dense_binds']}); loses on {loses}; energy "
+        out.print(f"[bold]{name}[/bold] (block {r['block']}, step {r['step']})")
+        out.print(f"  ideal {r['ideal']:.2f} -> slots {r['slots']:.2f} -> array {r['array']:.2f} -> end to end "
+                  f"{r['end_to_end']:.2f}")
+        out.print(f"  bound by {r['binds']} (dense by {r['dense_binds']}); loses on {loses}; energy "
                   f"{r['energy_ratio']:.2f}x dense")
         if r["energy_top"]:
             out.print("  largest energy differences (uJ): "

@@ -639,10 +639,13 @@ def slices(engine: CoreEngine, op: CoreOp) -> list[Piece]:
 
 # ---- a trace through a core -------------------------------------------------------------------------------------
 
-def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None = None, log=None) -> dict:
+def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None = None, log=None,
+                       built_s: float = 0.0) -> dict:
     """Every op of an exact trace through `cfg`'s core (`CoreEngine`), each batch element cut by `slices` and its
     slices run back to back on one core, the decisions `algo.reuse.golden.decide` makes at the op's theta (as
-    `sim.engines.rtl.golden_checksums`).
+    `sim.engines.rtl.golden_checksums`). ``log`` gets a line per op with the seconds simulating so far, the engine's
+    build (``built_s``: seconds the caller spent building ``engine``; or this call's own build) and the seconds left,
+    estimated by the MACs still to run.
 
     Returns:
         ``{"outputs_sha256": str, "per_op": [...]}``: the checksum (`sim.engines.rtl.outputs_checksum`) of the Y the
@@ -662,7 +665,7 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
 
     t_build = time.perf_counter()
     eng = engine or CoreEngine(cfg, log=log)
-    built = time.perf_counter() - t_build
+    built = built_s + time.perf_counter() - t_build  # the caller's build of ``engine`` (``built_s``) or this one
     ys, per_op = [], []
     macs = [op.batch * op.M * op.K * op.N for op in trace.ops]  # the log's ETA: the core's time goes with the MACs
     t0, done_macs = time.perf_counter(), 0
@@ -735,7 +738,7 @@ def simulate_trace_core(trace, cfg: AcceleratorConfig, trace_path: str = "", log
     t0 = time.perf_counter()
     staged = cfg.organisation == "delta" and bool(cfg.wstage_sram_kib and cfg.diff_sram_kib)
     eng = CoreEngine(cfg, log=log, stage=staged)
-    res = trace_through_core(trace, cfg, eng, log=log)
+    res = trace_through_core(trace, cfg, eng, log=log, built_s=time.perf_counter() - t0)
     errors = [e for r in res["per_op"] for e in r.pop("errors")]
     if errors:
         raise RtlEngineError(f"{len(errors)} slices differ from the controller's timing functions: "

@@ -221,10 +221,43 @@ def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  #
     return [(int(a) * M + np.asarray(t, dtype=np.int64)) % ways for t, a in zip(tile_tokens, tile_class, strict=True)]
 
 
+def segment_slot(t, a, grid, R: int, fw: int):  # noqa: N803
+    """The slot of (token ``t``, class ``a``) in its segment's D buffer (docs/decisions.md D125): with
+    t = f H W + p (frame f), ``u = (a fw + f mod fw) R + t mod R``, ``0 <= u < A fw R`` for A classes; way
+    ``u mod W``, word ``u div W``. D122's ``p - P R`` is replaced by ``t mod R``: a segment's positions are at most
+    R consecutive ones of one frame, so their tokens' residues mod R are distinct (one slot each) and the RTL takes
+    them as the token's low bits (R a power of two). ``t``, ``a``: ints or int64 arrays of one shape (returned so);
+    grid ``(F, H, W)``; R the array's rows; ``fw`` the op's frames a chunk (``o_fw``)."""
+    f = np.asarray(t, dtype=np.int64) // (grid[1] * grid[2])
+    return (np.asarray(a, dtype=np.int64) * fw + f % fw) * R + np.asarray(t, dtype=np.int64) % R
+
+
+def row_ways_local(tile_tokens, tile_class, grid, R: int, fw: int, ways: int) -> list[np.ndarray]:  # noqa: N803
+    """`row_ways` for segment-local D addresses (docs/decisions.md D125): each row's way ``u mod W``, u its
+    `segment_slot`. Same arguments as `row_ways` but the op's token count M, for which the grid, R and the op's
+    frames a chunk ``fw``."""
+    return [segment_slot(np.asarray(t, dtype=np.int64), int(a), grid, R, fw) % ways
+            for t, a in zip(tile_tokens, tile_class, strict=True)]
+
+
+def fifo_order_deadlocks(row_seg, buffers: int) -> bool:
+    """Whether segment-local D buffers (docs/decisions.md D125) deadlock on rows in this FIFO order: some row of
+    segment j comes after a row of segment ``j + buffers`` or later (that row waits at the head until j is walked,
+    j waits for the row behind it). ``row_seg``: int64 ``[rows]`` each row's segment ordinal, in the FIFO's
+    order."""
+    r = np.asarray(row_seg, dtype=np.int64)
+    return bool(r.size) and bool((np.maximum.accumulate(r) - r >= buffers).any())
+
+
+_DEADLOCK = ("segment-local D buffers deadlock: a row of segment j leaves after a row of segment j + buffers "
+             "or later (docs/decisions.md D125)")
+
+
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
-                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1) -> dict:
+                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1,
+                  local: bool = False) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -256,6 +289,10 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             ``row_tie`` (int64 ``[rows]``; default the given order: ports, as `fifo_rows`; `held_done` breaks them
             by band-tile, the cycle model's order). A descriptor the issue hold keeps counts as "a later segment's
             descriptor has come" for the walked segment.
+        local: segment-local D addresses (docs/decisions.md D125; needs ``seg``): a buffer holds one segment, so a
+            row of segment j waits at the FIFO's head (and ends a pop's run) until segment ``j - buffers`` is
+            walked, ``j < walked + buffers``; refused (ValueError) where the FIFO's order would deadlock the RTL
+            (`fifo_order_deadlocks`).
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
@@ -280,6 +317,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         raise ValueError("back-pressure (fifo, hold) needs descs and row_tile")
     if fifo is not None and fifo < ports:
         raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
+    if local and not seg:
+        raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
     if not seg:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
@@ -309,6 +348,9 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         heap: list[tuple[int, int, int]] = []
     else:
         fq, cy = list(range(n)), out
+        if local and fifo_order_deadlocks(rsg, buffers):
+            raise ValueError(_DEADLOCK)
+    fmax = -1
     NB = int(banks)  # noqa: N806
     exp, got = [0] * NB, [0] * NB
     hi, anyd, over = 0, False, False
@@ -352,6 +394,10 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                         cyc, _, r = heapq.heappop(heap)
                         out[r] = cyc + k - ar
                         fq.append(r)
+                        if local:
+                            fmax = max(fmax, int(rsg[r]))
+                            if fmax - rsg[r] >= buffers:
+                                raise ValueError(_DEADLOCK)
                         cy.append(int(out[r]))
                     if ni == len(dl) and tdone is None and T + H <= ar:
                         tdone = T + H + k - ar
@@ -369,12 +415,15 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             whole = tdone is not None and tdone <= k and nw == rp and not s1 and not s2 and wr == nw
         par = sg % buffers
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[fq[rp]] % buffers == par and gate
+        # a row waits for its D buffer: D125's segment-local rule (its buffer holds an earlier segment until that
+        # one is walked), else a segment of its residue walked or whole and about to be
+        lim = sg + buffers if local else None
+        blocked = rp < nw and (rsg[fq[rp]] >= lim if local else rsg[fq[rp]] % buffers == par and gate)
         pops = []
         if rp < nw and not blocked:
             used = set()
             for r in range(rp, min(nw, rp + ways)):
-                if (rsg[fq[r]] % buffers == par and gate) or rw[fq[r]] in used:
+                if (rsg[fq[r]] >= lim if local else rsg[fq[r]] % buffers == par and gate) or rw[fq[r]] in used:
                     break
                 used.add(rw[fq[r]])
                 pops.append(r)

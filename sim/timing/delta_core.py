@@ -531,7 +531,7 @@ def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_
 
 
 def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              banks: int | None = None, buffers: int = 2, detail: bool = False):
+              banks: int | None = None, buffers: int = 2, detail: bool = False, local: bool = False):
     """`core_schedule`'s ``done`` on W accumulate ways (docs/decisions.md D107, D108), without its per-row and per-Y
     outputs: the same cycle-by-cycle rule (the pop's run of at most W written rows in distinct ways under the head's
     gate, the segment counts, the walk segment by segment once whole or, without ``seg``, after the whole op) as a
@@ -552,6 +552,7 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             row FIFO as deep as the op needs).
         buffers: D buffers (`core_schedule`'s; 2 as built).
         detail: return ``{"done", "ahead", "bypass"}`` (`core_schedule`'s) instead of ``done``.
+        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``).
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.asarray(row_way) if row_way is not None else np.zeros(len(c), dtype=np.int8)  # its dtype kept (int8)
@@ -560,15 +561,19 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     else:
         order = np.argsort(c, kind="stable")
         c, rw, rsg = c[order], rw[order], np.zeros(len(c), dtype=np.int64)
+    if local and not seg:
+        raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
+    if local and fifo_order_deadlocks(rsg, buffers):
+        raise ValueError(_DEADLOCK)
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs) if descs is not None else (np.zeros(0, np.int64),) * 3
     o = np.argsort(dc, kind="stable")
     done, ahead, byp = _ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o],
-                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers))
+                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers), bool(local))
     return {"done": int(done), "ahead": int(ahead), "bypass": int(byp)} if detail else int(done)
 
 
 @numba.njit(cache=True)
-def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf):  # noqa: N803, C901
+def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf, local):  # noqa: N803, C901
     """`ways_done`'s loop: `core_schedule`'s, state for state (its ``s1`` / ``s2`` stages as runs of the FIFO)."""
     n = c.shape[0]
     nd = dcyc.shape[0]
@@ -593,12 +598,13 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             whole = T <= k and nw == rp and s1n == 0 and s2n == 0 and not fresh
         par = sg % nbuf
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[rp] % nbuf == par and gate
+        lim = sg + nbuf  # D125 (local): a row waits until its buffer's earlier segment is walked
+        blocked = rp < nw and (rsg[rp] >= lim if local else rsg[rp] % nbuf == par and gate)
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
-                if rsg[r] % nbuf == par and gate:
+                if rsg[r] >= lim if local else rsg[r] % nbuf == par and gate:
                     break
                 dup = False
                 for u in range(npop):
@@ -655,7 +661,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
 
 def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
               fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS,
-              ports: int = 1):
+              ports: int = 1, local: bool = False):
     """`core_schedule`'s ``done`` with back-pressure into ``kaleido_daccel`` (``fifo``: the array hold, ``hold``: the
     issue hold; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
     cycle model's ``combine_timing = "rtl"``; tests check it equal to `core_schedule`).
@@ -673,6 +679,8 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             held) and the most rows a cycle leaves the array (d); the issue hold (with ``seg``) on ``banks``
             segment count banks (`NB_BANKS` as built).
         detail: ``{"done", "ahead", "bypass", "held", "fifo_max", "frozen"}`` instead of ``done``.
+        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``): a
+            FIFO order that would deadlock the RTL raises ValueError as it forms.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     n = len(c)
@@ -688,9 +696,13 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     off = np.zeros(len(dr) + 1, dtype=np.int64)
     np.cumsum(dr, out=off[1:])
     cap = 1 << max(1, (max(64, 0 if fifo is None else int(fifo)) + 2 * int(ways) + int(ports)).bit_length())
+    if local and not seg:
+        raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
     out = _held_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc, ds, dr, off,
                      int(ways), int(buffers), -1 if fifo is None else int(fifo), int(ports), bool(hold and seg),
-                     cap, int(banks))
+                     cap, int(banks), bool(local))
+    if out[0] < 0:
+        raise ValueError(_DEADLOCK)
     keys = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
     return {kk: int(v) for kk, v in zip(keys, out, strict=True)} if detail else int(out[0])
 
@@ -741,7 +753,7 @@ def _heap_pop(h, m):
 
 
 @numba.njit(cache=True)
-def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb):  # noqa: N803, C901, E501
+def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb, local):  # noqa: N803, C901, E501
     """`held_done`'s loop: `core_schedule`'s with ``fifo`` / ``hold``, state for state. The FIFO is a ring of
     ``cap`` positions (row index and cycle, grown when full), the rows issued and not yet left a heap keyed
     ``cycle << 32 | row``."""
@@ -768,6 +780,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
     bseg, bsince = -1, 0
     frozen, ar, nl = 0, 1, 0
     tk = -1  # done after the moves, once known
+    fmax = -1
     k = 1
     while True:
         while nl < nf and fc[nl & msk] <= k - 1:
@@ -800,6 +813,10 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
                     fq[nf & msk] = x & 0xFFFFFFFF
                     fc[nf & msk] = (x >> 32) + k - ar
                     nf += 1
+                    if local:  # D125: a row of segment j after one of j + nbuf or later deadlocks the RTL
+                        fmax = max(fmax, rsg[x & 0xFFFFFFFF])
+                        if fmax - rsg[x & 0xFFFFFFFF] >= nbuf:
+                            return -1, 0, 0, 0, 0, 0
                 if ni == nt and tk < 0 and T + H <= ar:
                     tk = T + H + k - ar
                 ar += 1
@@ -815,13 +832,15 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
         par = sg % nbuf
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[fq[rp & msk]] % nbuf == par and gate
+        lim = sg + nbuf  # D125 (local): a row waits until its buffer's earlier segment is walked
+        q0 = fq[rp & msk]
+        blocked = rp < nw and (rsg[q0] >= lim if local else rsg[q0] % nbuf == par and gate)
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
                 q = fq[r & msk]
-                if rsg[q] % nbuf == par and gate:
+                if rsg[q] >= lim if local else rsg[q] % nbuf == par and gate:
                     break
                 dup = False
                 for u in range(npop):

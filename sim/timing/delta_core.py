@@ -249,8 +249,9 @@ def fifo_order_deadlocks(row_seg, buffers: int) -> bool:
     return bool(r.size) and bool((np.maximum.accumulate(r) - r >= buffers).any())
 
 
-_DEADLOCK = ("segment-local D buffers deadlock: a row of segment j leaves after a row of segment j + buffers "
-             "or later (docs/decisions.md D125)")
+_DEADLOCK = ("segment-local D buffers deadlock: a row waits for a walk that needs a row behind it (a row of "
+             "segment j after one of j + buffers or later, or held in the array behind a full FIFO) or a descriptor "
+             "counted in the walked segment's count bank (docs/decisions.md D125)")
 
 
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
@@ -350,7 +351,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         fq, cy = list(range(n)), out
         if local and fifo_order_deadlocks(rsg, buffers):
             raise ValueError(_DEADLOCK)
-    fmax = -1
+    fmax, fz, stall = -1, False, 0
     NB = int(banks)  # noqa: N806
     exp, got = [0] * NB, [0] * NB
     hi, anyd, over = 0, False, False
@@ -375,6 +376,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             if ni < len(dl) or heap or tdone is None:  # the array still has events: does it run this cycle?
                 if fifo is not None and nl - rp + ports > fifo:
                     frozen += 1
+                    fz = True
                 else:
                     while ni < len(dl) and int(dl[di_order[ni]][0]) + H <= ar:
                         t = di_order[ni]
@@ -428,6 +430,16 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                 used.add(rw[fq[r]])
                 pops.append(r)
         gated += bool(blocked)
+        # D125: the array held by a full FIFO whose head waits for a walk that needs rows still in the array: no
+        # state changes but descriptors counted and the issue hold's pending segment (a cycle each), so a few
+        # cycles of it are a deadlock of the RTL
+        if local and fz and blocked and not walking and not s1 and not s2 and not (waiting and whole):
+            stall += 1
+            if stall > 4:
+                raise ValueError(_DEADLOCK)
+        else:
+            stall = 0
+        fz = False
         go = (waiting and whole and not any(rsg[fq[r]] % buffers == par for r in s1)
               and not any(rsg[fq[r]] % buffers == par for r in s2))
         # end of cycle k: the registers
@@ -443,6 +455,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             anyd, hi = True, max(hi, dsg)
             ahead = max(ahead, dsg - sg)
             over = over or (seg and dsg >= sg + NB)
+            if local and dsg >= sg + NB:  # its count bank is the walked segment's: that one never gets whole
+                raise ValueError(_DEADLOCK)
             di += 1
         if go:
             exp[bank] = got[bank] = 0
@@ -569,6 +583,8 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     o = np.argsort(dc, kind="stable")
     done, ahead, byp = _ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o],
                                   ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers), bool(local))
+    if done < 0:
+        raise ValueError(_DEADLOCK)
     return {"done": int(done), "ahead": int(ahead), "bypass": int(byp)} if detail else int(done)
 
 
@@ -636,6 +652,8 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             anyd = True
             hi = max(hi, dseg[di])
             ahead = max(ahead, dseg[di] - sg)
+            if local and dseg[di] >= sg + nbanks:  # D125: shares the walked segment's count bank
+                return -1, 0, 0
             di += 1
         if go:
             exp[bank] = 0
@@ -780,7 +798,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
     bseg, bsince = -1, 0
     frozen, ar, nl = 0, 1, 0
     tk = -1  # done after the moves, once known
-    fmax = -1
+    fmax, fz, stall = -1, False, 0
     k = 1
     while True:
         while nl < nf and fc[nl & msk] <= k - 1:
@@ -788,6 +806,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
         if ni < nt or hm > 0 or tk < 0:
             if fifo >= 0 and nl - rp + ports > fifo:
                 frozen += 1
+                fz = True
             else:
                 while ni < nt and dcyc[ni] + H <= ar:
                     if hold and dseg[ni] >= sg + nb:
@@ -853,6 +872,13 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
                     byp += 1
                 npop += 1
                 r += 1
+        if local and fz and blocked and not walking and s1n == 0 and s2n == 0 and not (waiting and whole):
+            stall += 1  # D125: `core_schedule`'s deadlock under the array hold
+            if stall > 4:
+                return -1, 0, 0, 0, 0, 0
+        else:
+            stall = 0
+        fz = False
         go = waiting and whole
         if go:
             for r in range(s1a, s1a + s1n):
@@ -872,6 +898,8 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             anyd = True
             hi = max(hi, dseg[di])
             ahead = max(ahead, dseg[di] - sg)
+            if local and dseg[di] >= sg + nb:  # D125: shares the walked segment's count bank
+                return -1, 0, 0, 0, 0, 0
             di += 1
         if go:
             exp[bank] = 0

@@ -128,6 +128,15 @@ under ``EnableInserter({"sync": run})`` (its memories' ports gated too, a macro'
 clock is gated by ``kaleido_clkgate`` (`CLKGATE_VERILOG`). Its ``out_valid``, ``desc_valid`` and ``done`` are taken
 ANDed with ``run`` (a held cycle shows the cycle it has not run yet). `core_schedule`'s ``fifo`` and ``ports`` time it.
 
+**Segment-local D addresses** (``seg_local``, docs/decisions.md D125; off by default, the Verilog as before; W > 1,
+R a power of two): with ``o_local`` (`core_ports`: the op issued segment by segment) a D buffer holds one segment,
+(token t = f H W + p, class a) at slot ``(a fw + f mod fw) R + t mod R`` (way low), `sim.timing.delta_core.segment_slot`:
+the accumulate side takes ``f mod fw`` from ``t - kb`` (kb the chunk's first token, written by the host above the
+chunk, `chunk_words`, kept in the tile table) against ``j H W`` (``fw_max - 1`` comparators a drain port), the walk
+from its frame counter; a FIFO entry (its count bank in flops) pops only while its segment is fewer than n past the
+walked one (its buffer holds the earlier segment until that is walked). `core_schedule`'s ``local`` times it and
+refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
+
 Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
 column blocks: the walk waits for the op), D116's issue hold (``overflow``, a sticky flag, is raised by a descriptor
 `NB_BANKS` or more segments past the walked one, and without the array hold by a FIFO backlog; `core_schedule`'s

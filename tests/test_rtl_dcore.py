@@ -464,7 +464,8 @@ def test_array_hold_ports_and_clock_gate():
 #: Segment-local D addresses (docs/decisions.md D125): ``(case, shape, V, fused, FIFO entries, diff_sram_kib)`` on
 #: three D buffers of the difference-sum buffer (8 KiB: 96 words a buffer; 2 KiB: 24), each op's whole D (``A M
 #: n_cb`` words: 540, 144, 48) beyond it and each segment's (``A fw R``: 72, 24, 16) within, so the op's address
-#: would not fit (three-axes in D84's chunk-major order, the others D68's with s = 1); and seeded random op 3 in
+#: would not fit (three-axes in D84's chunk-major order, the others D68's walked segment by segment: s = 1 or one
+#: column block); and seeded random op 3 in
 #: D68's order (``o_local`` 0: the op's address, 64 KiB).
 LOCAL_RUNS = [("wide3", "8x8-B2-d2", 1, False, 2 * FIFO, 8), ("three-axes", "8x8-B2-d4", 4, True, FIFO, 2),
               ("qk-uint8-coherent", "8x8-B2-d4", 1, False, FIFO, 2), ("random3", "8x8-B2-d2", 2, False, FIFO, 64)]

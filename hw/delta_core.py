@@ -128,6 +128,15 @@ under ``EnableInserter({"sync": run})`` (its memories' ports gated too, a macro'
 clock is gated by ``kaleido_clkgate`` (`CLKGATE_VERILOG`). Its ``out_valid``, ``desc_valid`` and ``done`` are taken
 ANDed with ``run`` (a held cycle shows the cycle it has not run yet). `core_schedule`'s ``fifo`` and ``ports`` time it.
 
+**Segment-local D addresses** (``seg_local``, docs/decisions.md D125; off by default, the Verilog as before; W > 1,
+R a power of two): with ``o_local`` (`core_ports`: the op issued segment by segment) a D buffer holds one segment,
+(token t = f H W + p, class a) at slot ``(a fw + f mod fw) R + t mod R`` (way low), `sim.timing.delta_core.segment_slot`:
+the accumulate side takes ``f mod fw`` from ``t - kb`` (kb the chunk's first token, written by the host above the
+chunk, `chunk_words`, kept in the tile table) against ``j H W`` (``fw_max - 1`` comparators a drain port), the walk
+from its frame counter; a FIFO entry (its count bank in flops) pops only while its segment is fewer than n past the
+walked one (its buffer holds the earlier segment until that is walked). `core_schedule`'s ``local`` times it and
+refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
+
 Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
 column blocks: the walk waits for the op), D116's issue hold (``overflow``, a sticky flag, is raised by a descriptor
 `NB_BANKS` or more segments past the walked one, and without the array hold by a FIFO backlog; `core_schedule`'s
@@ -157,7 +166,13 @@ from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
 from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
-from hw.delta_combine import DeltaCombine, dcombine_module_name, dcombine_signature, default_ways
+from hw.delta_combine import (
+    DeltaCombine,
+    dcombine_module_name,
+    dcombine_signature,
+    default_ways,
+    delta_combine_sizes,
+)
 from hw.sram import index_bits as _bits
 from hw.sram import macro
 
@@ -240,7 +255,8 @@ class DeltaCore(wiring.Component):
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
                  front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
-                 d_buffers: int = 2, fifo_bypass: bool = False, array_hold: bool = False, **accel):
+                 d_buffers: int = 2, fifo_bypass: bool = False, array_hold: bool = False, seg_local: bool = False,
+                 **accel):
         d = cfg.drain_rows_per_cycle
         queues = not stage if queues is None else queues
         if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
@@ -265,6 +281,9 @@ class DeltaCore(wiring.Component):
             discard(self)
             raise ValueError(f"d_buffers = {d_buffers}: 2 to {NB_BANKS}, more than 2 only on ways > 1 (docs/decisions.md "
                              "D115)")
+        if seg_local and (ways == 1 or cfg.array_rows & (cfg.array_rows - 1)):
+            discard(self)
+            raise ValueError("seg_local: built on ways > 1 with array_rows a power of two (docs/decisions.md D125)")
         if fifo_bypass and ways == 1:
             discard(self)
             raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")
@@ -285,6 +304,8 @@ class DeltaCore(wiring.Component):
         self.fifo_bypass = fifo_bypass
         #: The array hold (docs/decisions.md D116 item 1, D123): ``kaleido_daccel`` enabled by ``run``.
         self.array_hold = array_hold
+        #: Segment-local D addresses (docs/decisions.md D125): with ``o_local`` a D buffer holds one segment.
+        self.seg_local = seg_local
         #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
         self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
@@ -318,12 +339,19 @@ class DeltaCore(wiring.Component):
         self.chb = _bits(acc.max_tokens)  # a chunk's number (docs/decisions.md D104: chunks of a pool's frames)
         self.ob = _bits(acc.max_nb * acc.max_tokens)  # a segment's ordinal
         self.obk = (NB_BANKS - 1).bit_length()  # its count bank (the low bits; bit 0 the D buffer)
-        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk + self.resb
+        #: With ``seg_local``: the chunk table also holds each token's chunk's first token ``(f div fw) fw H W``
+        #: (tb bits above the chunk, `chunk_words`), kept in the tile table per band-tile.
+        self.kbb = self.tb if seg_local else 0
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk + self.resb + self.kbb
+        #: With ``seg_local``: the most frames a chunk whose segment one D buffer holds (``d_depth`` // R, at least
+        #: 1; `core_ports` checks the op's): the accumulate side's ``fw_max - 1`` comparators a drain port.
+        self.fw_max = max(1, min(acc.max_tokens, delta_combine_sizes(cfg, ways, out_ways, d_buffers)["d_depth"]
+                                 // cfg.array_rows)) if seg_local else 0
         self.fifo_bits = self.da + self.obk + C * cfg.acc_bits
         self.seen_depth = 1 << (self.da - (ways - 1).bit_length())  # per way
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(abits)),
-            "wr_data": In(unsigned(max(acc.dbits, 2 * G + self.chb))), **{n: acc.signature.members[n] for n in self.cnames},
+            "wr_data": In(unsigned(max(acc.dbits, 2 * G + self.chb + self.kbb))), **{n: acc.signature.members[n] for n in self.cnames},
             **fports,
             "o_f": In(range(acc.max_tokens + 1)), "o_h": In(range(acc.max_tokens + 1)),
             "o_w": In(range(acc.max_tokens + 1)), "o_ncb": In(range(acc.max_nb + 1)),
@@ -331,6 +359,7 @@ class DeltaCore(wiring.Component):
             "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_seg": In(1),
             "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
             "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
+            **({"o_local": In(1)} if seg_local else {}),
             "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1), **({"run": Out(1)} if array_hold else {}),
             "y_valid": Out(out_ways), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(out_ways * C * cfg.acc_bits)),
@@ -398,10 +427,10 @@ class DeltaCore(wiring.Component):
         entry_w = Cat(cls_w, field["cb"][:cbb], field["tokens"])
         # each descriptor's segment (D104): its column block's and its first token's chunk's ordinal in the walk's
         # order, base[cb] + chunk k[cb] (host tables); the chunk from a table the host writes with the decisions
-        chunks, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
+        chunks, cmac = macro("1r1w", acc.max_tokens, self.chb + self.kbb, instance=inst)
         m.submodules.chunks = cmac
         m.d.comb += [chunks.we.eq(host_dec), chunks.waddr.eq(self.wr_addr), chunks.wmask.eq(1),
-                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), chunks.re.eq(a_desc_v),
+                     chunks.wdata.eq(self.wr_data[2 * G:2 * G + self.chb + self.kbb]), chunks.re.eq(a_desc_v),
                      chunks.raddr.eq(field["tokens"][:tb])]
         d1_v, d1_tile = Signal(name="desc1_valid"), Signal.like(ap.desc_tile, name="desc1_tile")
         d1_entry, d1_cb = Signal(len(entry_w), name="desc1_entry"), Signal(cbb, name="desc1_cb")
@@ -412,12 +441,14 @@ class DeltaCore(wiring.Component):
         bases = Array(self.o_sbase[c * self.ob:(c + 1) * self.ob] for c in range(acc.max_nb))
         ks = Array(self.o_sk[c * kw:(c + 1) * kw] for c in range(acc.max_nb))
         d1_ord = Signal(self.ob, name="desc1_ord")
-        m.d.comb += d1_ord.eq(bases[d1_cb] + chunks.rdata * ks[d1_cb])
+        m.d.comb += d1_ord.eq(bases[d1_cb] + chunks.rdata[:self.chb] * ks[d1_cb])
         res_w = []  # n > 2 D buffers (D115): the segment's residue mod n, kept beside its count bank
         if self.resb:
             d1_res = Signal(self.resb, name="desc1_res")
             m.d.comb += d1_res.eq(d1_ord % self.d_buffers)
             res_w = [d1_res]
+        if self.seg_local:  # D125: the band-tile's chunk's first token, beside its ordinal
+            res_w = [*res_w, chunks.rdata[self.chb:]]
         tables = []
         for p in range(d):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
@@ -461,6 +492,7 @@ class DeltaCore(wiring.Component):
         parb = Signal(Q * rs, name="fifo_parity" if nb == 2 else "fifo_residue")
         if W > 1:
             wayb = Signal(Q * lw, name="fifo_way")  # per entry its way (D107), in flops
+        bankb = Signal(Q * self.obk, name="fifo_bank") if self.seg_local else None  # D125: its count bank, in flops
         fifo = []
         for b in range(d):
             ports, mac = macro("1r1w", Q // d, self.fifo_bits, instance=inst)
@@ -498,6 +530,16 @@ class DeltaCore(wiring.Component):
             else:  # way (a M + t) mod W low, ((a M + t) div W) n_cb + cb in the way (D107)
                 u = Signal(range(MAX_CLASSES * acc.max_tokens + 1), name=f"row_u{p}")
                 m.d.comb += [u.eq(a_cls * m_tok + tok), addr.eq(Cat(u[:lw], u[lw:] * self.o_ncb + cb))]
+                if self.seg_local:  # D125: o_local, the segment's slot (a fw + f mod fw) R + t mod R, way low
+                    kb = e[2 + cbb + brows * tb + self.obk + self.resb:][:self.kbb]
+                    dl = Signal(tb + 1, name=f"row_dt{p}")  # t - the chunk's first token: (f mod fw) H W + p
+                    m.d.comb += dl.eq(tok - kb)
+                    fr = Signal(range(self.fw_max), name=f"row_fr{p}")  # f mod fw: the j H W it reaches
+                    m.d.comb += fr.eq(sum((dl >= hw_ * j for j in range(1, self.fw_max)), Const(0, 1)))
+                    ul = Signal(range(MAX_CLASSES * self.fw_max * R + 1), name=f"row_ul{p}")
+                    m.d.comb += ul.eq((a_cls * self.o_fw + fr) * R + tok[:(R - 1).bit_length()])
+                    with m.If(self.o_local):
+                        m.d.comb += addr.eq(ul)
             slot = Signal(16, name=f"row_slot{p}")
             m.d.comb += slot.eq(wp + rank)
             for b in range(d):
@@ -508,6 +550,8 @@ class DeltaCore(wiring.Component):
                 m.d.sync += parb.word_select(slot[:qb] if Q > 1 else 0, rs).eq(ores)
                 if W > 1:
                     m.d.sync += wayb.word_select(slot[:qb], lw).eq(addr[:lw])
+                if bankb is not None:
+                    m.d.sync += bankb.word_select(slot[:qb], self.obk).eq(obank)
             rank = rank + r_v[p]
         if byp:  # stage A's entries next cycle: [wp, wp + rank)
             m.d.sync += [byp["wp"].eq(wp), byp["n"].eq(rank)]
@@ -566,7 +610,8 @@ class DeltaCore(wiring.Component):
             s1_in, s2_in = s1 & (s1_par == sord[0]), s2 & (s2_par == sord[0])  # a row of the walked parity
         else:
             s1h, s2h, s2p, seen, s2v, s2_cb = self._ways_accumulate(
-                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole, inst, byp)
+                m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole, inst, byp,
+                bankb, sord)
             s1, s2 = s1h[0] | s1h[1], s2h[0] | s2h[1]
             s1_in, s2_in = Mux(wres, s1h[1], s1h[0]), Mux(wres, s2h[1], s2h[0])
             for b in range(2, nb):  # n > 2 buffers (D115)
@@ -640,6 +685,9 @@ class DeltaCore(wiring.Component):
                      q["first"].eq(a == 0), q["last"].eq(last_a),
                      q["ord0"].eq(wres),
                      q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
+        if self.seg_local:  # D125: the frame within the chunk, f - f0 (the slot's f mod fw)
+            q["fr"] = Signal(range(self.fw_max), name="q_fr")
+            m.d.sync += q["fr"].eq(f - f0)
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
         if V > 1:  # V lanes a step (D112)
             self._issue_lanes(m, cmb, seen, s2v, s2p, decs, lanes, q, gcls, m_tok, hw_)
@@ -674,6 +722,9 @@ class DeltaCore(wiring.Component):
             else:  # the accumulate's layout (D107): way (a M + t) mod W low
                 wu = Signal(range(MAX_CLASSES * acc.max_tokens + 1), name="c_u_w")
                 m.d.comb += [wu.eq(q["a"] * m_tok + q["t"]), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
+                if self.seg_local:  # D125: the segment's slot (a fw + f mod fw) R + t mod R
+                    with m.If(self.o_local):
+                        m.d.comb += daddr.eq(self._slot(q, 0))
             m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
                          cmb.c_direct.eq(dir_s), cmb.c_has.eq(has_s), cmb.c_daddr.eq(daddr),
                          cmb.c_reg.eq(near & ~dir_s), cmb.c_sram.eq(self.o_fused),
@@ -777,7 +828,7 @@ class DeltaCore(wiring.Component):
         return m
 
     def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole,
-                         inst, byp=None):  # noqa: N803
+                         inst, byp=None, bankb=None, sord=None):  # noqa: N803
         """The accumulate path on W > 1 ways (docs/decisions.md D107; `elaborate` builds one way inline): pops the
         FIFO's longest run from its head of at most W entries, none waiting for its D buffer, all of the head's
         parity, in distinct ways (each entry's way in flops), reading each from its FIFO bank (W <= d: distinct);
@@ -791,20 +842,30 @@ class DeltaCore(wiring.Component):
         da, daw = self.da, self.da - lw
         nb, rs = self.d_buffers, max(1, self.resb)
         gate = (headpar == wres) & (walking | (waiting & whole))
+        if bankb is not None:  # D125, o_local: an entry waits while its segment is n or more past the walked one
+            # (its buffer holds that earlier segment until it is walked), from the count banks: (bank - walked) mod 8
+            def waits(e_idx):
+                dist = Signal(self.obk, name=f"pop_dist{len(waits.made)}")
+                waits.made.append(dist)
+                m.d.comb += dist.eq(bankb.word_select(e_idx, self.obk) - sord[:self.obk])
+                return dist >= nb
+            waits.made = []
         takes, ways_j, banks_j, pars_j, inas = [], [], [], [], []
         for j in range(W):
             e = Signal(16, name=f"pop_e{j}")
             m.d.comb += e.eq(rp + j)
             par_j, way_j = parb.word_select(e[:qb], rs), wayb.word_select(e[:qb], lw)
             t = Signal(name=f"pop_take{j}")
+            g_j = gate if j == 0 else (par_j == wres) & (walking | (waiting & whole))
+            if bankb is not None:
+                g_j = Mux(self.o_local, waits(e[:qb]), g_j)
             if j == 0:
-                m.d.comb += t.eq((phase == 1) & (count != 0) & ~gate)
+                m.d.comb += t.eq((phase == 1) & (count != 0) & ~g_j)
             else:
                 distinct = Const(1, 1)
                 for w_i in ways_j:
                     distinct = distinct & (way_j != w_i)
-                m.d.comb += t.eq(takes[-1] & (count > j) & ~((par_j == wres) & (walking | (waiting & whole)))
-                                 & distinct)
+                m.d.comb += t.eq(takes[-1] & (count > j) & ~g_j & distinct)
             ina = Const(0, 1)
             if byp:  # D118: entry e still in stage A (written last cycle): popped from there, the macros untouched
                 ina = Signal(name=f"pop_bypass{j}")
@@ -884,6 +945,12 @@ class DeltaCore(wiring.Component):
             s1h = [Cat(*(s1v[w] & (s1p[w * rs:(w + 1) * rs] == b) for w in range(W))).any() for b in range(nb)]
             s2h = [Cat(*(s2v[w] & (s2p[w * rs:(w + 1) * rs] == b) for w in range(W))).any() for b in range(nb)]
         return s1h, s2h, s2p, seen, s2v, s2_cbs
+
+    def _slot(self, q, lane: int):
+        """The walk's D address with ``o_local`` (docs/decisions.md D125): lane ``lane``'s token's slot
+        ``(a fw + f - f0) R + (t + lane) mod R`` (way low), `sim.timing.delta_core.segment_slot`."""
+        R = self.cfg.array_rows  # noqa: N806
+        return (q["a"] * self.o_fw + q["fr"]) * R + (q["t"] + lane)[:(R - 1).bit_length()]
 
     def _walk_lanes(self, m, decs, walking, t, succ_t, p_, x, i, axis, last_f, hw_) -> dict:  # noqa: N803
         """The walk stage's V lanes (docs/decisions.md D112, D111's items 1-2): lane l is position ``p + l`` of the
@@ -970,6 +1037,9 @@ class DeltaCore(wiring.Component):
             wu, daddr = Signal(range(MAX_CLASSES * acc.max_tokens + V), name=f"c_u_w{lane}"), Signal(
                 self.da, name=f"c_daddr_w{lane}")
             m.d.comb += [wu.eq(q["a"] * m_tok + q["t"] + lane), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
+            if self.seg_local:  # D125: the segment's slot; a step's V tokens are consecutive in one frame's pool
+                with m.If(self.o_local):
+                    m.d.comb += daddr.eq(self._slot(q, lane))
             for n, v in (("valid", q["v"] & lanes["lv"][lane]), ("direct", dir_s), ("has", has_s), ("daddr", daddr),
                          ("reg", near & ~dir_s), ("raddr", Mux(self.o_fused, st, raddr)),
                          ("waddr", Mux(self.o_fused, st, waddr)), ("keep", succ & ~succ_near),
@@ -1039,7 +1109,7 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
 
     Raises:
         ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
-            sums (``A M n_cb`` words) or carried values (``A F H W n_cb`` words in the state buffer; the state
+            sums (``A M n_cb`` words; ``A fw R`` with ``o_local``, docs/decisions.md D125) or carried values (``A F H W n_cb`` words in the state buffer; the state
             SRAM's regions, `tests.rtl.delta_bench.dcombine_program`) beyond their buffer (`delta_combine_sizes`,
             `state_sram_sizes`): the op is one chunk here (docs/decisions.md D95)."""
     from hw.delta_accel_host import group_layout
@@ -1059,8 +1129,14 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
     n_cb, A, R = -(-N // core.cfg.array_cols), len(cls), core.cfg.array_rows  # noqa: N806
     ways = core.ways
     sz, st = delta_combine_sizes(core.cfg, ways, V, core.d_buffers), state_sram_sizes(core.cfg, V)
-    # with W ways (D107) each way holds its tokens' sums: ceil(A M / W) n_cb words of a W-th of the buffer
-    need = {"difference sums": (ways * -(-(A * F * H * W) // ways) * n_cb, sz["d_depth"])}
+    # with W ways (D107) each way holds its tokens' sums: ceil(A M / W) n_cb words of a W-th of the buffer; with
+    # segment-local addresses (D125, a core built with seg_local, ops issued segment by segment) one segment's
+    # A fw R slots
+    local = bool(core.seg_local and seg)
+    if local:
+        need = {"difference sums": (ways * -(-(A * (fw or F) * R) // ways), sz["d_depth"])}
+    else:
+        need = {"difference sums": (ways * -(-(A * F * H * W) // ways) * n_cb, sz["d_depth"])}
     if fused and V > 1:  # per position bank: R / V pool slots, F frame words (bank 0), F o_w / V h words (D112)
         need["state SRAM"] = (V * (R // V + F + F * W // V) * n_cb, V * st["lane_words"] if st else 0)
     elif fused:
@@ -1086,7 +1162,22 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
             "o_gxoff": sum(lay[g][0] << xb * g for g in range(len(groups))), "o_fused": int(fused),
             "o_seg": int(seg), "o_fw": fw, "o_nfc": nfc, "o_s": s,
             "o_sbase": sum(segment_base(c, s, n_cb, nch) << core.ob * c for c in range(n_cb)),
-            "o_sk": sum(min(s, n_cb - c // s * s) << kw * c for c in range(n_cb))}
+            "o_sk": sum(min(s, n_cb - c // s * s) << kw * c for c in range(n_cb)),
+            **({"o_local": int(local)} if core.seg_local else {})}
+
+
+def chunk_words(core: DeltaCore, grid, fw: int | None = None) -> list[int]:
+    """The chunk table's word per token that the host writes with the decisions (above their 2 G bits): its chunk
+    (`sim.timing.delta_core.token_chunks`), and on a core built with ``seg_local`` (docs/decisions.md D125) above
+    it (``chb`` bits up) its chunk's first token ``(f div fw) fw H W`` (token ``f H W + p``)."""
+    from sim.timing.delta_core import token_chunks
+
+    F, H, W = grid  # noqa: N806
+    fw = fw or F
+    ch = token_chunks(grid, core.cfg.array_rows, fw)
+    if not core.seg_local:
+        return ch
+    return [c | ((t // (H * W)) // fw * fw * H * W) << core.chb for t, c in enumerate(ch)]
 
 
 def segment_order(chunk_major: bool, s: int, n_cb: int) -> bool:

@@ -294,7 +294,7 @@ def test_ways_done_equals_core_schedule(seed):
     of their rows; rows that wait for their D buffer included) and after the whole op."""
     from sim.timing.delta_core import segment_step_counts, segments, ways_done
 
-    gated = 0
+    gated, local = 0, [0, 0]  # D125: ops whose local wait held a row, ops refused (a deadlocking order)
     for sub in range(20):
         rng = np.random.default_rng(1000 * seed + sub)
         n_cb, a, grid, R = int(rng.integers(1, 5)), int(rng.integers(1, 4)), (2, 2, 3), 8  # noqa: N806
@@ -332,6 +332,18 @@ def test_ways_done_equals_core_schedule(seed):
                                ways=W, row_way=way, out_ways=V, buffers=nbuf)
             got = ways_done(cyc, cbs, way, done, seg, vlens, dz if seg else None, W, len(lens), nbuf, detail=True)
             assert got == {"done": sv["done"], "ahead": sv["ahead"], "bypass": sv["bypass"]}, (sub, seg, V)
+            if seg:  # D125's segment-local D buffers: the same rule in both, or both refuse a deadlocking order
+                try:
+                    sl = core_schedule(cyc, done, grid, n_cb, a, R, True, cbs, descs, ways=W, row_way=way,
+                                       out_ways=V, buffers=nbuf, local=True)
+                except ValueError:
+                    with pytest.raises(ValueError, match="deadlock"):
+                        ways_done(cyc, cbs, way, done, True, vlens, dz, W, len(lens), nbuf, local=True)
+                    local[1] += 1
+                else:
+                    got = ways_done(cyc, cbs, way, done, True, vlens, dz, W, len(lens), nbuf, detail=True, local=True)
+                    assert got == {"done": sl["done"], "ahead": sl["ahead"], "bypass": sl["bypass"]}, (sub, V)
+                    local[0] += sl["gated"] > 0
     assert gated > 0  # the gate is exercised
 
 
@@ -572,4 +584,17 @@ def test_held_done_equals_core_schedule(seed):
             if fifo is None and not (hold and seg):
                 assert got["done"] == ways_done(cyc[order], sgs[order], way[order], done, seg, lens,
                                                 dz if seg else None, W, nbk, nbuf)
+            if seg:  # D125's segment-local D buffers: the same rule in both, or both refuse a deadlocking order
+                try:
+                    sl = core_schedule(cyc[order], done, grid, n_cb, a, R, True, sgs[order], descs, ways=W,
+                                       row_way=way[order], out_ways=V, buffers=nbuf, fifo=fifo, hold=hold,
+                                       ports=ports, row_tile=tile[order], row_tie=order, banks=nbk, local=True)
+                except ValueError:
+                    with pytest.raises(ValueError, match="deadlock"):
+                        held_done(cyc, sgs, way, done, True, lens, dz, W, fifo, hold, nbuf, ports=ports, banks=nbk,
+                                  local=True)
+                else:
+                    got = held_done(cyc, sgs, way, done, True, lens, dz, W, fifo, hold, nbuf, detail=True,
+                                    ports=ports, banks=nbk, local=True)
+                    assert got == {kk: sl[kk] for kk in ("done", "ahead", "bypass", "held", "fifo_max", "frozen")}
     assert held % 100 > 0 and held >= 100  # both holds are exercised

@@ -400,3 +400,47 @@ def test_dcore_stage_cuts_a_wide_group_at_the_stage_slices(dstage):
         assert run.rows == p.want["rows"] and run.done == p.want["done"]
         assert _model_done(dstage.cfg, p.op) == run.done
     assert np.array_equal(y, apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4))
+
+
+def test_dcore_engine_segment_local_d_addresses():
+    """Segment-local D addresses through the compiled engine (docs/decisions.md D125; ``CoreEngine(seg_local=True)``,
+    opt-in): the TOML's config with an 8 KiB difference-sum buffer (3 D buffers of 96 words) runs two ops whose
+    whole D does not fit a buffer (tests/test_rtl_dcore.py's wide3, 540 words, segments of 72; qk-int8 in D84's
+    order, 120 words, segments of 16) in one piece each: Y golden, every row's cycle and ``done`` against
+    `core_schedule(local=True)` on the controller's model with the array hold; a core without it cuts them."""
+    from hw import discard
+    from hw.config import AcceleratorConfig
+    from hw.delta_core import DeltaCore
+    from sim.engines.verilator_core import slices
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.test_rtl_dcore import WIDE, _job, _model, row_tiles
+    from tests.test_rtl_delta import QK_CASES
+
+    cfg = AcceleratorConfig.model_validate(load_config(DELTA_TOML).model_dump() | {"diff_sram_kib": 8})
+    eng = CoreEngine(cfg, seg_local=True)
+    d = cfg.drain_rows_per_cycle
+    cases = [(*WIDE[3][0], False), (QK_CASES["qk-int8"], 1, 2, True)]
+    ops = [CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw or c.grid[0], s, cm))
+           for c, fw, s, cm in cases]
+    for op in ops:
+        assert len(slices(eng, op)) == 1
+    runs = eng.run(ops)
+    for (case, fw, s, cm), run in zip(cases, runs, strict=True):
+        fw = fw or case.grid[0]
+        (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
+        assert walk[0]  # segment by segment: o_local
+        _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
+                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d,
+                            row_tile=row_tiles(cfg, case, op, queue), local=True)
+        _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+    # the op's address (D122's): the same ops cut into more pieces, or refused
+    opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold")}
+    eng.core = discard(DeltaCore(cfg, pe="instance", **opts))
+    for op in ops:
+        try:
+            assert len(slices(eng, op)) > 1
+        except RtlEngineError as err:
+            assert "difference sums" in str(err)

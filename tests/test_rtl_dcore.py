@@ -34,7 +34,17 @@ from hw.delta_core import DeltaCore, core_ports, segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
 from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
-from sim.timing.delta_core import commands, core_schedule, fifo_rows, row_ways, segments, tile_segments
+from sim.timing.delta_core import (
+    commands,
+    core_schedule,
+    fifo_order_deadlocks,
+    fifo_rows,
+    row_ways,
+    row_ways_local,
+    segment_slot,
+    segments,
+    tile_segments,
+)
 from tests.rtl.cases import make_case
 from tests.rtl.dcore_bench import CMD_PORTS, run_dcore
 from tests.rtl.delta_bench import dcombine_program
@@ -72,7 +82,7 @@ def _job(cfg, case, fw, s, cm, fused, queues=True):
             queue_steps(case.decisions, case.grid, R, R // cfg.compact_bands, fw, n_cb, s, cm))
 
 
-def _model(cfg, case, op, queue, fw=None, s=None, ways=1):
+def _model(cfg, case, op, queue, fw=None, s=None, ways=1, local=False):
     """The controller's row cycles and ``done`` by `sim.timing.delta_accel` (2 B staging entries, 32 lanes), and
     the rows in the FIFO's order with their segments and the descriptors (`sim.timing.delta_core.core_schedule`),
     and with ``ways`` > 1 each row's accumulate way (`sim.timing.delta_core.row_ways`) fourth."""
@@ -85,7 +95,11 @@ def _model(cfg, case, op, queue, fw=None, s=None, ways=1):
     sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
     descs = [(int(g[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
     of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
-    rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+    if local:  # segment-local D addresses (D125): the way from the slot
+        rw = row_ways_local([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.grid,
+                            cfg.array_rows, fw or case.grid[0], ways)
+    else:
+        rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
     cyc, rsg, way = fifo_rows(band, last, op.rows, sgs, cfg, rw)
     return (rows, accel_cycles(op.s_seq, op.rows, widths, rounds, cfg, S, 32, queue),
             (cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
@@ -147,22 +161,24 @@ def row_tiles(cfg, case, op, queue) -> np.ndarray:
     return fifo_rows(band, last, op.rows, np.zeros(len(op.rows), dtype=np.int64), cfg, tiles)[2]
 
 
-def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None):
+def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
+          local=False):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
     built with ``array_hold``, D123) `core_schedule`'s array hold on ``fifo`` entries and d rows a cycle (``row_tile``
     each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
-    the held cycles. Returns the schedule."""
+    the held cycles; ``local``: the core's segment-local D addresses (D125: the model's ways, its wait, the commands'
+    D address the token's `segment_slot`). Returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways)
+    rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
     A = len(classes(case.groups))  # noqa: N806
     bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
     sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None, out_ways, buffers, **bp)
+                        way[0] if way else None, out_ways, buffers, **bp, local=local)
     if hold:
         rows, done = sch["out"], sch["accel_done"]
         assert got.held == sch["frozen"]
@@ -182,8 +198,13 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
     if out_ways > 1:  # the lanes' order: per step, its lanes (segment_steps), addresses in the lanes' layouts
         prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways, fused)
+    M = case.X.shape[0]  # noqa: N806
     for c in prog:
-        c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
+        if local:  # the bench's (a M + t) n_cb + cb to the token's slot in its segment's buffer (way low already)
+            a, t = divmod(c["c_daddr"] // n_cb, M)
+            c["c_daddr"] = int(segment_slot(t, a, case.grid, cfg.array_rows, fw or case.grid[0]))
+        else:
+            c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
     assert len(got.cmds) == len(prog)
     for k, (mine, spec) in enumerate(zip(got.cmds, prog, strict=True)):
         keys = [n for n in CMD_PORTS if n != "c_raddr" or not (spec["c_direct"] or spec["c_reg"])]
@@ -439,6 +460,48 @@ def test_array_hold_ports_and_clock_gate():
     assert len(re.findall(rf"\.clk\({re.escape(gate)}\)", a)) == 1
 
 
+#: Segment-local D addresses (docs/decisions.md D125): ``(case, shape, V, fused, FIFO entries, diff_sram_kib)`` on
+#: three D buffers of the difference-sum buffer (8 KiB: 96 words a buffer; 2 KiB: 24), each op's whole D (``A M
+#: n_cb`` words: 540, 144, 48) beyond it and each segment's (``A fw R``: 72, 24, 16) within, so the op's address
+#: would not fit (three-axes in D84's chunk-major order, the others D68's walked segment by segment: s = 1 or one
+#: column block); and seeded random op 3 in
+#: D68's order (``o_local`` 0: the op's address, 64 KiB).
+LOCAL_RUNS = [("wide3", "8x8-B2-d2", 1, False, 2 * FIFO, 8), ("three-axes", "8x8-B2-d4", 4, True, FIFO, 2),
+              ("qk-uint8-coherent", "8x8-B2-d4", 1, False, FIFO, 2), ("random3", "8x8-B2-d2", 2, False, FIFO, 64)]
+
+
+def _diff_cfg(shape, kib):
+    from hw.config import AcceleratorConfig
+
+    return AcceleratorConfig.model_validate(delta_cfg(*SHAPES[shape], state_kib=2).model_dump() | {"diff_sram_kib": kib})
+
+
+@pytest.mark.parametrize(("ci", "shape", "out_ways", "fused", "fifo", "kib"), LOCAL_RUNS,
+                         ids=[f"{s}-{c}{'-sram' if fu else ''}-v{v}-{k}k" for c, s, v, fu, _f, k in LOCAL_RUNS])
+def test_dcore_segment_local_d_addresses(ci, shape, out_ways, fused, fifo, kib):
+    # every Y row against apply_decisions, its cycle and done against core_schedule(local=True) with the ways from
+    # the slots, every output command (its D address the token's segment_slot) against the bench program
+    chunk_major = ci == "three-axes"  # D84's order (two column blocks a group); the others one block a group
+    if ci == "wide3":
+        case, fw, s = WIDE[3][0]
+    elif ci == "random3":
+        case, fw, s, chunk_major = random_ops()[3]
+    else:
+        case, fw, s = _run_case(ci)
+    cfg = _diff_cfg(shape, kib)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused)
+    local = job[4][0]
+    core = discard(DeltaCore(cfg, fifo=fifo, out_ways=out_ways, d_buffers=3, seg_local=True))
+    if local:  # the op's address would not fit: core_ports refuses it without seg_local
+        plain = discard(DeltaCore(cfg, fifo=fifo, out_ways=out_ways, d_buffers=3))
+        with pytest.raises(ValueError, match="difference sums"):
+            core_ports(plain, case.grid, case.groups, case.W.shape[1], fused, True, fw, s)
+    ports = core_ports(core, case.grid, case.groups, case.W.shape[1], fused, *job[4])
+    assert ports["o_local"] == int(local) == int(ci != "random3")
+    [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3, seg_local=True)
+    check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=local)
+
+
 def test_three_d_buffers_refusals():
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
     for kw in ({"d_buffers": 1}, {"d_buffers": 3, "ways": 1}, {"d_buffers": 9}):
@@ -497,6 +560,45 @@ def test_core_schedule_by_hand():
         core_schedule([6], 9, (1, 1, 3), 1, 2, 2, ways=2)
     # no rows (every token REUSEs): the walk starts at done
     assert core_schedule([], 4, (1, 1, 1), 1, 1, 8)["done"] == 4 + 1 + 4
+
+
+def test_segment_slot_by_hand():
+    # D125: u = (a fw + f mod fw) R + t mod R. grid (2, 3, 4): H W = 12, R = 8, fw = 1, class 2, token 13 (frame 1,
+    # position 1): (2 + 0) 8 + 5 = 21; fw = 2, class 1, token 13: (2 + 1) 8 + 5 = 29; token 20 (frame 1, position 8,
+    # pool 1): (2 + 1) 8 + 4 = 28
+    assert int(segment_slot(13, 2, (2, 3, 4), 8, 1)) == 21
+    assert segment_slot([13, 20], [1, 1], (2, 3, 4), 8, 2).tolist() == [29, 28]
+    # every segment's (token, class) in distinct slots below A fw R, on grids with pools shorter than R, frames
+    # of fewer positions than R, several chunks
+    for grid, R, fw, A in (((3, 3, 4), 8, 2, 3), ((4, 2, 2), 8, 3, 2), ((2, 5, 7), 16, 1, 1), ((5, 2, 8), 4, 2, 2)):  # noqa: N806
+        for sg in segments(grid, 1, A, R, fw):
+            u = segment_slot([t for t, _b, _a in sg], [a for _t, _b, a in sg], grid, R, fw)
+            assert len(set(u.tolist())) == len(sg) and u.max() < A * fw * R and u.min() >= 0
+
+
+def test_core_schedule_local_by_hand():
+    # D125: grid (1, 1, 3) with R = 1: three segments of one command each (tokens 0, 1, 2), one class, one column
+    # block, 2 D buffers; rows leave at 4, 5, 6 (written by 6, 7, 8), of segments 0, 2, 1 in the FIFO's order.
+    # Segment-local: the row of segment 2 waits at the head until segment 0 is walked (2 >= 0 + 2), and the row of
+    # segment 1 behind it. Segment 0's row pops at 6, accumulates at 8; its descriptor was counted at 3 and segment
+    # 1's at 4, so it is whole at 9 with no row of its buffer in the stages: walked at 9 (Y at 9 + 4 = 13), its last
+    # command at 10; sg = 1 from 11, so segment 2's row pops at 11 (acc 13), segment 1's at 12 (acc 14); held at the
+    # head k = 7..10 (4 cycles). Segment 1 whole at 15 (Y 19), segment 2 at 17 (Y 21), done 17 + 1 + 4 = 22.
+    descs = [(2, 0, 1), (3, 1, 1), (3, 2, 1)]
+    sch = core_schedule([4, 5, 6], 12, (1, 1, 3), 1, 1, 1, True, [0, 2, 1], descs, buffers=2, local=True)
+    assert sch["acc"].tolist() == [8, 13, 14] and sch["start"] == 9 and sch["gated"] == 4
+    assert sch["rows"] == {(0, 0): 13, (1, 0): 19, (2, 0): 21} and sch["done"] == 22
+    # the op's address (D122): segment 2's row accumulates at once (another address of buffer 0), and segment 0
+    # waits while it is in the stages
+    old = core_schedule([4, 5, 6], 12, (1, 1, 3), 1, 1, 1, True, [0, 2, 1], descs, buffers=2)
+    assert old["acc"].tolist() == [8, 9, 10] and old["gated"] == 0
+    # a row of segment 0 after one of segment 2 would deadlock the RTL: refused
+    assert fifo_order_deadlocks([1, 2, 0], 2) and not fifo_order_deadlocks([0, 2, 1], 2)
+    assert not fifo_order_deadlocks([1, 2, 0], 3) and not fifo_order_deadlocks([], 2)
+    with pytest.raises(ValueError, match="deadlock"):
+        core_schedule([4, 5, 10], 12, (1, 1, 3), 1, 1, 1, True, [1, 2, 0], descs, buffers=2, local=True)
+    with pytest.raises(ValueError, match="segment order"):
+        core_schedule([4, 5, 6], 12, (1, 1, 3), 1, 1, 1, False, local=True)
 
 
 def test_fifo_overflow_flagged_and_errors():

@@ -51,13 +51,14 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
 
 
-@pytest.mark.parametrize(("ways", "out_ways", "buffers", "bypass"),
-                         [(4, 1, 2, False), (1, 1, 2, False), (4, 4, 2, False), (2, 2, 2, False), (4, 4, 3, True)])
-def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways, buffers, bypass):
+@pytest.mark.parametrize(("ways", "out_ways", "buffers", "bypass", "local"),
+                         [(4, 1, 2, False, False), (1, 1, 2, False, False), (4, 4, 2, False, False),
+                          (2, 2, 2, False, False), (4, 4, 3, True, False), (4, 4, 3, True, True)])
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways, buffers, bypass, local):
     # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
     # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, and on V output
     # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), and on three D buffers (D115,
-    # kaleido_dcombine_w4_v4_b3) with the row FIFO's bypass (D118), beside the 8 x 8 hierarchy `hw.rtl` emits: the
+    # kaleido_dcombine_w4_v4_b3) with the row FIFO's bypass (D118), that with segment-local D addresses (D125), beside the 8 x 8 hierarchy `hw.rtl` emits: the
     # same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
     from amaranth.back import verilog
 
@@ -73,7 +74,8 @@ def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_wa
     emit(cfg, tmp_path, only=tuple(names))
 
     def texts():
-        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways, d_buffers=buffers, fifo_bypass=bypass)
+        core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways, d_buffers=buffers, fifo_bypass=bypass,
+                         seg_local=local)
         comb = DeltaCombine(cfg, instance=True, ways=ways, out_ways=out_ways, buffers=buffers)
         return (verilog.convert(core, name="kaleido_dcore", emit_src=False),
                 verilog.convert(comb, name=dcombine_module_name(ways, out_ways, buffers), emit_src=False),

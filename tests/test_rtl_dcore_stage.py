@@ -21,7 +21,7 @@ from hw.config import AcceleratorConfig
 from hw.delta_accel import LANES
 from hw.delta_core import segment_order
 from sim.timing.delta import classes
-from sim.timing.delta_core import fifo_rows, row_ways, tile_segments
+from sim.timing.delta_core import fifo_rows, row_ways, row_ways_local, tile_segments
 from tests.rtl.daccel_bench import StagedOp, staged_op
 from tests.rtl.dcore_bench import run_dcore
 from tests.test_rtl_dcore import FIFO, check
@@ -29,13 +29,13 @@ from tests.test_rtl_delta import SHAPES, delta_cfg
 from tests.test_rtl_dstage import EXTRA_SHAPES, MAX_K, model_of
 
 
-def core_stage_cfg(shape: str, kib: int = 1) -> AcceleratorConfig:
+def core_stage_cfg(shape: str, kib: int = 1, diff_kib: int = 64) -> AcceleratorConfig:
     """tests/test_rtl_dstage.py's staged config (a difference-sum buffer, a ``kib`` KiB weight stage) with a 2 KiB
     state SRAM (fused score ops, as tests/test_rtl_dcore.py's). The difference-sum buffer is 64 KiB: it is the core's
     D buffers since D122, and 64 KiB gives them the words a third of psum_sram_kib gave before (the ops' D is
     addressed per op, `hw.delta_core.core_ports`)."""
     c = delta_cfg(*(SHAPES.get(shape) or EXTRA_SHAPES[shape]), state_kib=2)
-    return AcceleratorConfig.model_validate(c.model_dump() | {"diff_sram_kib": 64, "wstage_sram_kib": kib})
+    return AcceleratorConfig.model_validate(c.model_dump() | {"diff_sram_kib": diff_kib, "wstage_sram_kib": kib})
 
 
 def stage_job(cfg, sop: StagedOp, fused: bool = False, chunk_major: bool = True):
@@ -46,11 +46,12 @@ def stage_job(cfg, sop: StagedOp, fused: bool = False, chunk_major: bool = True)
             (segment_order(chunk_major, sop.s, n_cb), sop.fw, sop.s))
 
 
-def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=None):
+def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=None, local=False):
     """The staged controller's row cycles and ``done`` (`stage_schedule` with the early band choice and the
     deferred read, as `DeltaAccel(stage=True)` builds them; tests/test_rtl_dstage.py `model_of`) and the rows in the
     FIFO's order with their segments, the descriptors (counted 2 cycles after their gather) and, with ``ways`` > 1,
-    each row's accumulate way: `tests.test_rtl_dcore.check`'s ``model``."""
+    each row's accumulate way (``local``: from its segment slot, docs/decisions.md D125): `tests.test_rtl_dcore.check`'s
+    ``model``."""
     case, op = sop.case, sop.op
     R = cfg.array_rows  # noqa: N806
     r = model_of(cfg, sop, entries or 2 * cfg.compact_bands, lanes, max_k)
@@ -58,7 +59,11 @@ def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=
     sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, R, n_cb, sop.fw, sop.s)
     descs = [(int(r["gather"][n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
     of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
-    rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+    if local:
+        rw = row_ways_local([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.grid, R,
+                            sop.fw or case.grid[0], ways)
+    else:
+        rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
     cyc, rsg, way = fifo_rows(r["band"], r["last"], op.rows, sgs, cfg, rw)
     rows = np.concatenate(r["out"]) if len(r["out"]) else np.zeros(0, np.int64)
     return rows, r["cycles"], ((cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
@@ -163,6 +168,39 @@ def test_dcore_stage_array_hold(shape, ci, cm, s, fifo, opts):
                 model=stage_model(cfg, sop, w, max_k=MAX_K.get(ci)), hold=True,
                 row_tile=stage_row_tiles(cfg, sop, max_k=MAX_K.get(ci)))
     assert got.held > 0 and not got.overflow and sch["fifo_max"] <= fifo
+
+
+#: Segment-local D addresses on the staged core (docs/decisions.md D125) with the default core's options and the
+#: array hold: ``(shape, case, FIFO entries, diff_sram_kib)``; 2 KiB: 24 words a D buffer (3 buffers), below each
+#: op's whole D (sliced-3cb: 16 tokens x 3 column blocks = 48 words; three-axes: 3 classes x 24 tokens x 2 = 144),
+#: above a segment's A fw R.
+LOCAL_RUNS = [("8x8-B2-d2", "sliced-3cb", 4, 2), ("8x8-B4-d2", "three-axes", 64, 2)]
+
+
+@pytest.mark.parametrize(("shape", "ci", "fifo", "kib"), LOCAL_RUNS, ids=[f"{r[0]}-{r[1]}-q{r[2]}" for r in LOCAL_RUNS])
+def test_dcore_stage_segment_local(shape, ci, fifo, kib):
+    # every Y row against the golden model, its cycle and done against core_schedule(local=True, the hold) fed by
+    # stage_schedule, the commands' D addresses the tokens' segment slots; the op's own address would not fit
+    from hw.delta_core import DeltaCore, core_ports
+
+    cfg = core_stage_cfg(shape, diff_kib=kib)
+    case = _get(ci)
+    sop = staged_op(case, cfg)
+    fused = ci == "three-axes"
+    job = stage_job(cfg, sop, fused)
+    opts = {"out_ways": cfg.drain_rows_per_cycle, "d_buffers": 3, "fifo_bypass": True}
+    cores = [discard(DeltaCore(cfg, fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), seg_local=lo, **opts))
+             for lo in (False, True)]
+    with pytest.raises(ValueError, match="difference sums"):
+        core_ports(cores[0], sop.case.grid, sop.case.groups, sop.case.W.shape[1], fused, *job[4])
+    assert core_ports(cores[1], sop.case.grid, sop.case.groups, sop.case.W.shape[1], fused, *job[4])["o_local"] == 1
+    w = cfg.drain_rows_per_cycle
+    [got] = run_dcore(cfg, [job], fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), array_hold=True,
+                      seg_local=True, **opts)
+    check(cfg, job, None, got, fifo, ways=w, out_ways=w, buffers=3, model=stage_model(cfg, sop, w,
+          max_k=MAX_K.get(ci), local=True), hold=True, row_tile=stage_row_tiles(cfg, sop, max_k=MAX_K.get(ci)),
+          local=True)
+    assert not got.overflow
 
 
 def test_dcore_stage_refusals():

@@ -121,7 +121,8 @@ class CoreEngine:
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
-                 build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True):
+                 build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
+                 seg_local: bool = False):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
@@ -151,6 +152,8 @@ class CoreEngine:
 
             if default_fifo_bypass(cfg):  # the row FIFO's bypass (D118): the same cycles
                 opts["fifo_bypass"] = True
+            if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
+                opts["seg_local"] = True
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.delta:
             from hw.delta_core import DeltaCore
@@ -210,8 +213,7 @@ class CoreEngine:
         X, W = op.X, np.asarray(op.W, np.int64)  # noqa: N806
         if self.module == "dcore_stage":  # the host's band-tile list with its stage fields (D96, D119)
             from hw.delta_accel_host import SEL_DEC, dec_words, stage_op_words
-            from hw.delta_core import core_ports, segment_order
-            from sim.timing.delta_core import token_chunks
+            from hw.delta_core import chunk_words, core_ports, segment_order
             from sim.timing.delta_reference import differences
 
             bop = bop if bop is not None else tile_list(self, op)
@@ -220,12 +222,11 @@ class CoreEngine:
             ports |= {"c_tiles": len(bop.tiles)}
             diffs = differences(X, op.grid, sop.groups, sop.decisions).astype(np.int64)
             words = stage_op_words(acc, diffs, W, sop.groups, host_tiles(bop), bop.segment, sliced)
-            hi, chunks = 2 * self.cfg.partial_regs, token_chunks(op.grid, self.cfg.array_rows, fw or op.grid[0])
+            hi, chunks = 2 * self.cfg.partial_regs, chunk_words(core, op.grid, fw)
             words += [(SEL_DEC, a, w | int(chunks[a]) << hi) for a, w in dec_words(acc, sop.decisions)]
         elif self.module == "dcore":
             from hw.delta_accel_host import SEL_DEC, dec_words, op_words, queue_ports
-            from hw.delta_core import core_ports, segment_order
-            from sim.timing.delta_core import token_chunks
+            from hw.delta_core import chunk_words, core_ports, segment_order
             from sim.timing.delta_reference import differences
 
             ports = core_ports(core, op.grid, op.groups, N, op.fused, segment_order(cm, s, n_cb), fw, s)
@@ -233,7 +234,7 @@ class CoreEngine:
             words = op_words(acc, diffs, W, op.groups, [])
             ports |= queue_ports(acc, op.grid, op.groups, fw, n_cb, s, cm)
             # each token's chunk above its decision codes (the walk's segments, docs/decisions.md D104)
-            hi, chunks = 2 * self.cfg.partial_regs, token_chunks(op.grid, self.cfg.array_rows, fw or op.grid[0])
+            hi, chunks = 2 * self.cfg.partial_regs, chunk_words(core, op.grid, fw)
             words += [(SEL_DEC, a, w | int(chunks[a]) << hi) for a, w in dec_words(acc, op.decisions)]
         else:
             from hw.compact_accel_host import SEL_DEC, dec_words, op_words, queue_ports
@@ -295,6 +296,16 @@ class CoreEngine:
 
     # ---- the controllers' timing models ------------------------------------------------------------------------
 
+    def _ways(self, bop, grid, of_class, M: int, W: int, fw, local: bool) -> list:  # noqa: N803
+        """Each band-tile's rows' accumulate ways: ``(a M + t) mod W`` (`sim.timing.delta_core.row_ways`, D107), or
+        with segment-local D addresses the slot's (`row_ways_local`, D125)."""
+        from sim.timing.delta_core import row_ways, row_ways_local
+
+        toks, cls = [t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles]
+        if local:
+            return row_ways_local(toks, cls, grid, self.cfg.array_rows, fw or grid[0], W)
+        return row_ways(toks, cls, M, W)
+
     def expected(self, op: CoreOp, bop=None) -> dict:
         """The core's cycles by its timing functions, computed apart from the RTL: ``rows`` ``{(token, cb): cycle}``,
         ``done``, and for ``kaleido_dcore`` ``fifo_max`` and ``overflow`` (`sim.timing.delta_accel` into
@@ -316,7 +327,7 @@ class CoreEngine:
             from hw.delta_core import segment_order
             from sim.timing.delta import classes
             from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps
-            from sim.timing.delta_core import core_schedule, fifo_rows, row_ways, tile_segments
+            from sim.timing.delta_core import core_schedule, fifo_rows, tile_segments
 
             widths = np.array([op.groups[t.group][1] - op.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
             rounds = gather_rounds([t.tokens for t in bop.tiles], R // B)
@@ -329,12 +340,14 @@ class CoreEngine:
             # each row's accumulate way (a M + t) mod W on the core's W ways (D107; W = d by default, D108)
             cls, W = classes(op.groups), self.core.ways  # noqa: N806
             of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
-            rw = row_ways([t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles], M, W)
+            seg = segment_order(cm, s, n_cb)
+            local = bool(self.core.seg_local and seg)  # D125: the way from the segment slot, its wait
+            rw = self._ways(bop, op.grid, of_class, M, W, fw, local)
             rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
                               else (np.zeros(0, np.int64),) * 3)
-            sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, segment_order(cm, s, n_cb), rsg, descs, fw,
+            sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw,
                                 s, W, way, out_ways=self.core.out_ways, buffers=self.core.d_buffers,
-                                **self._hold(band, last, bop))
+                                **self._hold(band, last, bop), local=local)
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (
@@ -373,7 +386,7 @@ class CoreEngine:
         from sim.timing.compact import drain_reads
         from sim.timing.delta import classes
         from sim.timing.delta_accel import gather_rounds, stage_schedule
-        from sim.timing.delta_core import core_schedule, fifo_rows, row_ways, tile_segments
+        from sim.timing.delta_core import core_schedule, fifo_rows, tile_segments
 
         cfg, acc = self.cfg, self.core.accel
         R, B, C = cfg.array_rows, cfg.compact_bands, cfg.array_cols  # noqa: N806
@@ -398,11 +411,12 @@ class CoreEngine:
         sgs = tile_segments([(t.cb, int(t.tokens[0])) for t in bop.tiles], op.grid, R, n_cb, fw, s)
         descs = [(int(r["gather"][k]) + 2, sgs[k], int(bop.rows[k])) for k in range(len(sgs))]
         of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
-        rw = row_ways([t.tokens for t in bop.tiles], [of_class[t.group] for t in bop.tiles], M, W)
+        local = bool(self.core.seg_local and seg)  # D125
+        rw = self._ways(bop, op.grid, of_class, M, W, fw, local)
         rows, rsg, way = fifo_rows(r["band"], r["last"], bop.rows, sgs, cfg, rw)
         sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
                             out_ways=self.core.out_ways, buffers=self.core.d_buffers,
-                            **self._hold(r["band"], r["last"], bop))
+                            **self._hold(r["band"], r["last"], bop), local=local)
         return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
 
 
@@ -547,10 +561,14 @@ def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
 
             core_ports(engine.core, op.grid, op.groups, op.W.shape[1], rows_per_group(tl, op.groups))
         else:
-            from hw.delta_core import core_ports
+            from hw.delta_core import core_ports, segment_order
 
             groups = engine.staged_form(op)[0].groups if engine.module == "dcore_stage" else op.groups
-            core_ports(engine.core, op.grid, groups, op.W.shape[1], op.fused)
+            # the D words per segment where the core addresses them so (D125: seg_local, the op issued segment by
+            # segment), else the op's
+            fw, s, cm = engine.plan(op)
+            n_cb = -(-op.W.shape[1] // engine.cfg.array_cols)
+            core_ports(engine.core, op.grid, groups, op.W.shape[1], op.fused, segment_order(cm, s, n_cb), fw, s)
         want = engine.expected(op, tl)
     except ValueError as err:
         return str(err)

@@ -221,10 +221,44 @@ def row_ways(tile_tokens, tile_class, M: int, ways: int) -> list[np.ndarray]:  #
     return [(int(a) * M + np.asarray(t, dtype=np.int64)) % ways for t, a in zip(tile_tokens, tile_class, strict=True)]
 
 
+def segment_slot(t, a, grid, R: int, fw: int):  # noqa: N803
+    """The slot of (token ``t``, class ``a``) in its segment's D buffer (docs/decisions.md D125): with
+    t = f H W + p (frame f), ``u = (a fw + f mod fw) R + t mod R``, ``0 <= u < A fw R`` for A classes; way
+    ``u mod W``, word ``u div W``. D122's ``p - P R`` is replaced by ``t mod R``: a segment's positions are at most
+    R consecutive ones of one frame, so their tokens' residues mod R are distinct (one slot each) and the RTL takes
+    them as the token's low bits (R a power of two). ``t``, ``a``: ints or int64 arrays of one shape (returned so);
+    grid ``(F, H, W)``; R the array's rows; ``fw`` the op's frames a chunk (``o_fw``)."""
+    f = np.asarray(t, dtype=np.int64) // (grid[1] * grid[2])
+    return (np.asarray(a, dtype=np.int64) * fw + f % fw) * R + np.asarray(t, dtype=np.int64) % R
+
+
+def row_ways_local(tile_tokens, tile_class, grid, R: int, fw: int, ways: int) -> list[np.ndarray]:  # noqa: N803
+    """`row_ways` for segment-local D addresses (docs/decisions.md D125): each row's way ``u mod W``, u its
+    `segment_slot`. Same arguments as `row_ways` but the op's token count M, for which the grid, R and the op's
+    frames a chunk ``fw``."""
+    return [segment_slot(np.asarray(t, dtype=np.int64), int(a), grid, R, fw) % ways
+            for t, a in zip(tile_tokens, tile_class, strict=True)]
+
+
+def fifo_order_deadlocks(row_seg, buffers: int) -> bool:
+    """Whether segment-local D buffers (docs/decisions.md D125) deadlock on rows in this FIFO order: some row of
+    segment j comes after a row of segment ``j + buffers`` or later (that row waits at the head until j is walked,
+    j waits for the row behind it). ``row_seg``: int64 ``[rows]`` each row's segment ordinal, in the FIFO's
+    order."""
+    r = np.asarray(row_seg, dtype=np.int64)
+    return bool(r.size) and bool((np.maximum.accumulate(r) - r >= buffers).any())
+
+
+_DEADLOCK = ("segment-local D buffers deadlock: a row waits for a walk that needs a row behind it (a row of "
+             "segment j after one of j + buffers or later, or held in the array behind a full FIFO) or a descriptor "
+             "counted in the walked segment's count bank (docs/decisions.md D125)")
+
+
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
-                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1) -> dict:
+                  hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1,
+                  local: bool = False) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -256,6 +290,10 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             ``row_tie`` (int64 ``[rows]``; default the given order: ports, as `fifo_rows`; `held_done` breaks them
             by band-tile, the cycle model's order). A descriptor the issue hold keeps counts as "a later segment's
             descriptor has come" for the walked segment.
+        local: segment-local D addresses (docs/decisions.md D125; needs ``seg``): a buffer holds one segment, so a
+            row of segment j waits at the FIFO's head (and ends a pop's run) until segment ``j - buffers`` is
+            walked, ``j < walked + buffers``; refused (ValueError) where the FIFO's order would deadlock the RTL
+            (`fifo_order_deadlocks`).
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
@@ -280,6 +318,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         raise ValueError("back-pressure (fifo, hold) needs descs and row_tile")
     if fifo is not None and fifo < ports:
         raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
+    if local and not seg:
+        raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
     if not seg:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
@@ -309,6 +349,9 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         heap: list[tuple[int, int, int]] = []
     else:
         fq, cy = list(range(n)), out
+        if local and fifo_order_deadlocks(rsg, buffers):
+            raise ValueError(_DEADLOCK)
+    fmax, fz, stall = -1, False, 0
     NB = int(banks)  # noqa: N806
     exp, got = [0] * NB, [0] * NB
     hi, anyd, over = 0, False, False
@@ -333,6 +376,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             if ni < len(dl) or heap or tdone is None:  # the array still has events: does it run this cycle?
                 if fifo is not None and nl - rp + ports > fifo:
                     frozen += 1
+                    fz = True
                 else:
                     while ni < len(dl) and int(dl[di_order[ni]][0]) + H <= ar:
                         t = di_order[ni]
@@ -352,6 +396,10 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                         cyc, _, r = heapq.heappop(heap)
                         out[r] = cyc + k - ar
                         fq.append(r)
+                        if local:
+                            fmax = max(fmax, int(rsg[r]))
+                            if fmax - rsg[r] >= buffers:
+                                raise ValueError(_DEADLOCK)
                         cy.append(int(out[r]))
                     if ni == len(dl) and tdone is None and T + H <= ar:
                         tdone = T + H + k - ar
@@ -369,16 +417,29 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             whole = tdone is not None and tdone <= k and nw == rp and not s1 and not s2 and wr == nw
         par = sg % buffers
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[fq[rp]] % buffers == par and gate
+        # a row waits for its D buffer: D125's segment-local rule (its buffer holds an earlier segment until that
+        # one is walked), else a segment of its residue walked or whole and about to be
+        lim = sg + buffers if local else None
+        blocked = rp < nw and (rsg[fq[rp]] >= lim if local else rsg[fq[rp]] % buffers == par and gate)
         pops = []
         if rp < nw and not blocked:
             used = set()
             for r in range(rp, min(nw, rp + ways)):
-                if (rsg[fq[r]] % buffers == par and gate) or rw[fq[r]] in used:
+                if (rsg[fq[r]] >= lim if local else rsg[fq[r]] % buffers == par and gate) or rw[fq[r]] in used:
                     break
                 used.add(rw[fq[r]])
                 pops.append(r)
         gated += bool(blocked)
+        # D125: the array held by a full FIFO whose head waits for a walk that needs rows still in the array: no
+        # state changes but descriptors counted and the issue hold's pending segment (a cycle each), so a few
+        # cycles of it are a deadlock of the RTL
+        if local and fz and blocked and not walking and not s1 and not s2 and not (waiting and whole):
+            stall += 1
+            if stall > 4:
+                raise ValueError(_DEADLOCK)
+        else:
+            stall = 0
+        fz = False
         go = (waiting and whole and not any(rsg[fq[r]] % buffers == par for r in s1)
               and not any(rsg[fq[r]] % buffers == par for r in s2))
         # end of cycle k: the registers
@@ -394,6 +455,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             anyd, hi = True, max(hi, dsg)
             ahead = max(ahead, dsg - sg)
             over = over or (seg and dsg >= sg + NB)
+            if local and dsg >= sg + NB:  # its count bank is the walked segment's: that one never gets whole
+                raise ValueError(_DEADLOCK)
             di += 1
         if go:
             exp[bank] = got[bank] = 0
@@ -482,7 +545,7 @@ def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_
 
 
 def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              banks: int | None = None, buffers: int = 2, detail: bool = False):
+              banks: int | None = None, buffers: int = 2, detail: bool = False, local: bool = False):
     """`core_schedule`'s ``done`` on W accumulate ways (docs/decisions.md D107, D108), without its per-row and per-Y
     outputs: the same cycle-by-cycle rule (the pop's run of at most W written rows in distinct ways under the head's
     gate, the segment counts, the walk segment by segment once whole or, without ``seg``, after the whole op) as a
@@ -503,6 +566,7 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             row FIFO as deep as the op needs).
         buffers: D buffers (`core_schedule`'s; 2 as built).
         detail: return ``{"done", "ahead", "bypass"}`` (`core_schedule`'s) instead of ``done``.
+        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``).
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.asarray(row_way) if row_way is not None else np.zeros(len(c), dtype=np.int8)  # its dtype kept (int8)
@@ -511,15 +575,21 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     else:
         order = np.argsort(c, kind="stable")
         c, rw, rsg = c[order], rw[order], np.zeros(len(c), dtype=np.int64)
+    if local and not seg:
+        raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
+    if local and fifo_order_deadlocks(rsg, buffers):
+        raise ValueError(_DEADLOCK)
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs) if descs is not None else (np.zeros(0, np.int64),) * 3
     o = np.argsort(dc, kind="stable")
     done, ahead, byp = _ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o],
-                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers))
+                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers), bool(local))
+    if done < 0:
+        raise ValueError(_DEADLOCK)
     return {"done": int(done), "ahead": int(ahead), "bypass": int(byp)} if detail else int(done)
 
 
 @numba.njit(cache=True)
-def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf):  # noqa: N803, C901
+def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf, local):  # noqa: N803, C901
     """`ways_done`'s loop: `core_schedule`'s, state for state (its ``s1`` / ``s2`` stages as runs of the FIFO)."""
     n = c.shape[0]
     nd = dcyc.shape[0]
@@ -544,12 +614,13 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             whole = T <= k and nw == rp and s1n == 0 and s2n == 0 and not fresh
         par = sg % nbuf
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[rp] % nbuf == par and gate
+        lim = sg + nbuf  # D125 (local): a row waits until its buffer's earlier segment is walked
+        blocked = rp < nw and (rsg[rp] >= lim if local else rsg[rp] % nbuf == par and gate)
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
-                if rsg[r] % nbuf == par and gate:
+                if rsg[r] >= lim if local else rsg[r] % nbuf == par and gate:
                     break
                 dup = False
                 for u in range(npop):
@@ -581,6 +652,8 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             anyd = True
             hi = max(hi, dseg[di])
             ahead = max(ahead, dseg[di] - sg)
+            if local and dseg[di] >= sg + nbanks:  # D125: shares the walked segment's count bank
+                return -1, 0, 0
             di += 1
         if go:
             exp[bank] = 0
@@ -606,7 +679,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
 
 def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
               fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS,
-              ports: int = 1):
+              ports: int = 1, local: bool = False):
     """`core_schedule`'s ``done`` with back-pressure into ``kaleido_daccel`` (``fifo``: the array hold, ``hold``: the
     issue hold; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
     cycle model's ``combine_timing = "rtl"``; tests check it equal to `core_schedule`).
@@ -624,6 +697,8 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             held) and the most rows a cycle leaves the array (d); the issue hold (with ``seg``) on ``banks``
             segment count banks (`NB_BANKS` as built).
         detail: ``{"done", "ahead", "bypass", "held", "fifo_max", "frozen"}`` instead of ``done``.
+        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``): a
+            FIFO order that would deadlock the RTL raises ValueError as it forms.
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     n = len(c)
@@ -639,9 +714,13 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
     off = np.zeros(len(dr) + 1, dtype=np.int64)
     np.cumsum(dr, out=off[1:])
     cap = 1 << max(1, (max(64, 0 if fifo is None else int(fifo)) + 2 * int(ways) + int(ports)).bit_length())
+    if local and not seg:
+        raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
     out = _held_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc, ds, dr, off,
                      int(ways), int(buffers), -1 if fifo is None else int(fifo), int(ports), bool(hold and seg),
-                     cap, int(banks))
+                     cap, int(banks), bool(local))
+    if out[0] < 0:
+        raise ValueError(_DEADLOCK)
     keys = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
     return {kk: int(v) for kk, v in zip(keys, out, strict=True)} if detail else int(out[0])
 
@@ -692,7 +771,7 @@ def _heap_pop(h, m):
 
 
 @numba.njit(cache=True)
-def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb):  # noqa: N803, C901, E501
+def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb, local):  # noqa: N803, C901, E501
     """`held_done`'s loop: `core_schedule`'s with ``fifo`` / ``hold``, state for state. The FIFO is a ring of
     ``cap`` positions (row index and cycle, grown when full), the rows issued and not yet left a heap keyed
     ``cycle << 32 | row``."""
@@ -719,6 +798,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
     bseg, bsince = -1, 0
     frozen, ar, nl = 0, 1, 0
     tk = -1  # done after the moves, once known
+    fmax, fz, stall = -1, False, 0
     k = 1
     while True:
         while nl < nf and fc[nl & msk] <= k - 1:
@@ -726,6 +806,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
         if ni < nt or hm > 0 or tk < 0:
             if fifo >= 0 and nl - rp + ports > fifo:
                 frozen += 1
+                fz = True
             else:
                 while ni < nt and dcyc[ni] + H <= ar:
                     if hold and dseg[ni] >= sg + nb:
@@ -751,6 +832,10 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
                     fq[nf & msk] = x & 0xFFFFFFFF
                     fc[nf & msk] = (x >> 32) + k - ar
                     nf += 1
+                    if local:  # D125: a row of segment j after one of j + nbuf or later deadlocks the RTL
+                        fmax = max(fmax, rsg[x & 0xFFFFFFFF])
+                        if fmax - rsg[x & 0xFFFFFFFF] >= nbuf:
+                            return -1, 0, 0, 0, 0, 0
                 if ni == nt and tk < 0 and T + H <= ar:
                     tk = T + H + k - ar
                 ar += 1
@@ -766,13 +851,15 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
         par = sg % nbuf
         gate = walking or (waiting and whole)
-        blocked = rp < nw and rsg[fq[rp & msk]] % nbuf == par and gate
+        lim = sg + nbuf  # D125 (local): a row waits until its buffer's earlier segment is walked
+        q0 = fq[rp & msk]
+        blocked = rp < nw and (rsg[q0] >= lim if local else rsg[q0] % nbuf == par and gate)
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
                 q = fq[r & msk]
-                if rsg[q] % nbuf == par and gate:
+                if rsg[q] >= lim if local else rsg[q] % nbuf == par and gate:
                     break
                 dup = False
                 for u in range(npop):
@@ -785,6 +872,13 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
                     byp += 1
                 npop += 1
                 r += 1
+        if local and fz and blocked and not walking and s1n == 0 and s2n == 0 and not (waiting and whole):
+            stall += 1  # D125: `core_schedule`'s deadlock under the array hold
+            if stall > 4:
+                return -1, 0, 0, 0, 0, 0
+        else:
+            stall = 0
+        fz = False
         go = waiting and whole
         if go:
             for r in range(s1a, s1a + s1n):
@@ -804,6 +898,8 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             anyd = True
             hi = max(hi, dseg[di])
             ahead = max(ahead, dseg[di] - sg)
+            if local and dseg[di] >= sg + nb:  # D125: shares the walked segment's count bank
+                return -1, 0, 0, 0, 0, 0
             di += 1
         if go:
             exp[bank] = 0

@@ -67,8 +67,7 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
     (`hw.delta_accel_host.stage_op_words`) and the decisions with the chunks."""
     from amaranth.sim import Simulator
 
-    from hw.delta_core import DeltaCore, core_ports
-    from sim.timing.delta_core import token_chunks
+    from hw.delta_core import DeltaCore, chunk_words, core_ports
     from tests.rtl.compact_bench import unpack_signed
     from tests.rtl.daccel_bench import load_and_start
 
@@ -84,7 +83,7 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
                 ctx.set(getattr(dut, name), value)
             # the core's output walk reads the decisions, so they are written on the host-list path too; each
             # token's chunk with them (the walk's segments, D104)
-            chunks = token_chunks(case.grid, cfg.array_rows, fw or case.grid[0])
+            chunks = chunk_words(dut, case.grid, fw)
             if load is None:
                 staged = dut.accel.stage
                 await load_and_start(ctx, dut, dut.accel, case, op, None if staged else ports, queues, decisions=True,

@@ -51,9 +51,13 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
     assert "kaleido_dcore.v whole hierarchy" in {label for label, *_ in runs}
 
 
-@pytest.mark.parametrize(("ways", "out_ways", "buffers", "bypass", "local"),
-                         [(4, 1, 2, False, False), (1, 1, 2, False, False), (4, 4, 2, False, False),
-                          (2, 2, 2, False, False), (4, 4, 3, True, False), (4, 4, 3, True, True)])
+#: The variants linted here. Two D buffers on (W, V) = (2, 2) and (4, 1) are not among them: their Verilog is pinned
+#: byte for byte (`test_two_d_buffers_verilog_unchanged`) to the text these tests linted before D115, so a lint of
+#: it again would check the same bytes (it saved about 100 s of one `make test` worker).
+EMIT_VARIANTS = [(1, 1, 2, False, False), (4, 4, 2, False, False), (4, 4, 3, True, False), (4, 4, 3, True, True)]
+
+
+@pytest.mark.parametrize(("ways", "out_ways", "buffers", "bypass", "local"), EMIT_VARIANTS)
 def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways, buffers, bypass, local):
     # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
     # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, and on V output

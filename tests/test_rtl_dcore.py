@@ -364,17 +364,22 @@ D3_RUNS = [("wide3", "8x8-B2-d2", False, 2, False, 2 * FIFO), ("wide3", "8x8-B2-
            ("three-axes", "8x8-B2-d4", False, 4, True, FIFO), ("random3", "8x8-B2-d2", None, 2, False, FIFO)]
 
 
+def _named_case(ci, chunk_major: bool) -> tuple:
+    """A run's op by name: ``"wide3"`` (WIDE's fourth case), ``"random3"`` (the fourth seeded random op, with its own
+    issue order) or a seeded case number; returns ``(case, fw, s, chunk_major)``."""
+    if ci == "wide3":
+        return (*WIDE[3][0], chunk_major)
+    if ci == "random3":
+        return random_ops()[3]
+    return (*_run_case(ci), chunk_major)
+
+
 @pytest.mark.parametrize(("ci", "shape", "chunk_major", "out_ways", "fused", "fifo"), D3_RUNS,
                          ids=[f"{s}-{c}{'-sram' if fu else ''}-v{v}" for c, s, _cm, v, fu, _f in D3_RUNS])
 def test_dcore_on_three_d_buffers(ci, shape, chunk_major, out_ways, fused, fifo):
     # every Y row against apply_decisions, its cycle and done against core_schedule(ways=d, out_ways=V, buffers=3)
     # (the controller's model), every output command against the bench program
-    if ci == "wide3":
-        case, fw, s = WIDE[3][0]
-    elif ci == "random3":
-        case, fw, s, chunk_major = random_ops()[3]
-    else:
-        case, fw, s = _run_case(ci)
+    case, fw, s, chunk_major = _named_case(ci, chunk_major)
     cfg = delta_cfg(*SHAPES[shape], state_kib=2)
     job, queue = _job(cfg, case, fw, s, chunk_major, fused)
     [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3)
@@ -482,12 +487,7 @@ def test_dcore_segment_local_d_addresses(ci, shape, out_ways, fused, fifo, kib):
     # every Y row against apply_decisions, its cycle and done against core_schedule(local=True) with the ways from
     # the slots, every output command (its D address the token's segment_slot) against the bench program
     chunk_major = ci == "three-axes"  # D84's order (two column blocks a group); the others one block a group
-    if ci == "wide3":
-        case, fw, s = WIDE[3][0]
-    elif ci == "random3":
-        case, fw, s, chunk_major = random_ops()[3]
-    else:
-        case, fw, s = _run_case(ci)
+    case, fw, s, chunk_major = _named_case(ci, chunk_major)
     cfg = _diff_cfg(shape, kib)
     job, queue = _job(cfg, case, fw, s, chunk_major, fused)
     local = job[4][0]

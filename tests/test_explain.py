@@ -49,6 +49,8 @@ def test_cli_explain(tmp_path):
     res = kaleido("explain", str(good))
     assert res.returncode == 0, res.stderr
     assert "ideal 2.00x -> array 2.00x -> end to end 2.00x" in res.stdout
+    # energy as the per-op column says it (x dense, 1 / 1.33), the saving named as its inverse
+    assert "energy 0.752x dense (energy saving = dense / Kaleido 1.330)" in res.stdout
     # with a whole-result energy breakdown: one table row per component and a total (uJ = 1e6 pJ)
     good.write_text(json.dumps({"config": {"array_rows": 128, "array_cols": 128}, "per_op": [_op()],
                                 "speedup": 2.0, "total_speedup": 2.0, "energy_saving": 1.25,

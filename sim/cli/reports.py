@@ -81,7 +81,8 @@ def explain(
         _explain_table(out, res, results)
     tot = totals(res)
     out.print(f"all ops: ideal {tot['ideal']:.2f}x -> array {tot['array']:.2f}x -> end to end {tot['end_to_end']:.2f}x"
-              + (f"; energy saving {tot['energy_saving']:.3f}" if tot["energy_saving"] is not None else ""))
+              + (f"; energy {1 / tot['energy_saving']:.3f}x dense (energy saving = dense / Kaleido "
+                 f"{tot['energy_saving']:.3f})" if tot["energy_saving"] else ""))
     if tot["energy"]:
         e = Table(title="energy by component (uJ), the largest saving first",
                   caption="part: the array and its own units (PEs, dispatcher, gather, combine unit, partial-sum and "

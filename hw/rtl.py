@@ -382,7 +382,11 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
            + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
               else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
            "has fewer free entries than rows a cycle), kaleido_dcore_front the similarity front "
-           "kaleido_dfront before it (decisions and differences from raw X)"
+           "kaleido_dfront before it (decisions and differences from raw X; its combine "
+           f"{dcombine_module_name(default_dways(cfg))}, one output lane, 2 D buffers"
+           + (" of diff_sram_kib / 2 each" if cfg.diff_sram_kib else "")
+           + (f"; {DCOMBINE_MODULE_NAME} the one-way unit on its own, in no core" if default_dways(cfg) > 1 else "")
+           + ")"
            + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
               "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
               "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib

@@ -57,25 +57,41 @@ def test_dcore_emits_reproducibly_and_lints_clean(tmp_path):
 EMIT_VARIANTS = [(1, 1, 2, False, False), (4, 4, 2, False, False), (4, 4, 3, True, False), (4, 4, 3, True, True)]
 
 
+@pytest.fixture(scope="module")
+def ways_hierarchy(tmp_path_factory):
+    """The d = 4 config's hierarchy below `kaleido_dcore` and its combine unit, as `hw.rtl` emits it (controller,
+    queues, top and its modules, every macro), emitted once for all of `EMIT_VARIANTS` (about 20 s each)."""
+    from hw.rtl import emit, plan
+
+    cfg = delta_cfg(8, 8, 2, 4, state_kib=2)
+    names = [n for n, spec, _ in plan(cfg) if (spec[0] == "macro" or spec[0] == "module" and spec[1] in
+             ("daccel", "dqueue", "org_pe", "org_column", "org_top", "top", "column", "pe"))]
+    folder = tmp_path_factory.mktemp("dcore_ways")
+    emit(cfg, folder, only=tuple(names))
+    return cfg, folder
+
+
 @pytest.mark.parametrize(("ways", "out_ways", "buffers", "bypass", "local"), EMIT_VARIANTS)
-def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways, out_ways, buffers, bypass, local):
+def test_dcore_on_ways_emits_reproducibly_and_lints_clean(tmp_path, ways_hierarchy, ways, out_ways, buffers, bypass,
+                                                          local):
     # kaleido_dcore on d = 4 ways (D107, the default since D108) with kaleido_dcombine_w4 and their macros, and on one
     # way (``ways=1``, D95's, still built for the tests that pin its schedules) with kaleido_dcombine, and on V output
     # lanes (D112: 4 on 4 ways, 2 on 2, kaleido_dcombine_w<W>_v<V>), and on three D buffers (D115,
     # kaleido_dcombine_w4_v4_b3) with the row FIFO's bypass (D118), that with segment-local D addresses (D125), beside the 8 x 8 hierarchy `hw.rtl` emits: the
     # same bytes twice, Verilator -Wall clean per file and over the whole hierarchy.
+    import shutil
+
     from amaranth.back import verilog
 
     from hw.delta_combine import DeltaCombine, dcombine_module_name
     from hw.lint import lint_folder
-    from hw.rtl import emit, plan, render
+    from hw.rtl import render
     from hw.sram import emit_macro
 
-    cfg = delta_cfg(8, 8, 2, 4, state_kib=2)
+    cfg, base = ways_hierarchy
     assert discard(DeltaCore(cfg)).ways == 4  # the default: d (D108)
-    names = [n for n, spec, _ in plan(cfg) if (spec[0] == "macro" or spec[0] == "module" and spec[1] in
-             ("daccel", "dqueue", "org_pe", "org_column", "org_top", "top", "column", "pe"))]
-    emit(cfg, tmp_path, only=tuple(names))
+    for f in base.glob("*.v"):
+        shutil.copy(f, tmp_path / f.name)
 
     def texts():
         core = DeltaCore(cfg, pe="instance", ways=ways, out_ways=out_ways, d_buffers=buffers, fifo_bypass=bypass,

@@ -373,13 +373,22 @@ def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[
 @numba.njit(cache=True)
 def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
               limit, tg_lo, tg_hi, stage, seg, sbuf, fcount, nbuf):
-    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``early=True`` and ``defer="behind"``,
-    statement for statement (one cycle an iteration). ``emits``: `_emit_of`'s steps, or an empty array without the
-    queues; ``limit``: the cycles after which it gives up (RuntimeError), as `stage_schedule`'s; ``tg_lo``,
-    ``tg_hi``: per band-tile the band-tiles ``[lo, hi)`` it starts together with (`stage_schedule`'s ``barrier``;
-    lo = -1: none). ``stage`` (`stage_schedule`'s, docs/decisions.md D121): the weight stage's serial fills, with
-    ``seg``, ``sbuf``, ``fcount`` int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored
-    (any arrays) without it."""
+    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``early=True`` and ``defer="behind"``, one
+    cycle an iteration, its rules statement for statement, with the bands' steady slots stepped in runs
+    (docs/decisions.md D128). ``emits``: `_emit_of`'s steps, or an empty array without the queues; ``limit``: the
+    cycles after which it gives up (RuntimeError), as `stage_schedule`'s; ``tg_lo``, ``tg_hi``: per band-tile the
+    band-tiles ``[lo, hi)`` it starts together with (`stage_schedule`'s ``barrier``; lo = -1: none). ``stage``
+    (`stage_schedule`'s, docs/decisions.md D121): the weight stage's serial fills, with ``seg``, ``sbuf``, ``fcount``
+    int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored (any arrays) without it.
+
+    The runs (D128): a band that issued a slot at c, is not past its last, has its word for c + 1 (``have > cw``)
+    and whose slot at c + 1 neither pops a word nor is its band-tile's last, issues a slot on every cycle until the
+    next such slot (its band-tile's last, or its next pop: slot ``mod P = P - 1``, P = B PAIRED, else 2 B): nothing
+    it reads changes meanwhile (its band-tile, its gather; ``have`` only grows, ``cw`` moves only at a pop), and
+    nothing else reads its slot. So its slot is stepped to that slot at once and the band is looked at again only on
+    that cycle (``nev``); on the cycles between it accepts a slot that pops nothing, as the rule would. The early
+    choice's least-``E`` candidate is kept between the cycles that change a band's band-tile, next, first slot or
+    ``E`` (its scan's inputs) and rescanned after them."""
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B
@@ -420,6 +429,12 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     free = np.zeros(B, dtype=np.bool_)
     tjt = np.zeros(B, dtype=np.int64)
     tjj = np.zeros(B, dtype=np.int64)
+    # the runs (D128): per band the next cycle it is looked at; the bands looked at this cycle
+    nev = np.zeros(B, dtype=np.int64)
+    proc = np.zeros(B, dtype=np.int64)
+    # the early choice's scan, kept while its inputs hold: the candidate with the least E (-1: none), stale flag
+    bs = -1
+    rescan = True
     # the weight stage (stage=True): the fill pointer, the running fill's last read, per band-tile the cycle the
     # pointer passes it, per stage buffer its passed band-tiles not yet past their last slot; each fill's first read
     passed = np.full(T, inf, dtype=np.int64)
@@ -434,6 +449,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     nxt = B
     ndone = 0
     c = 0
+    turn = 0  # c mod B
     while ndone < T:
         if c > limit:
             raise RuntimeError("port_run did not finish")
@@ -454,18 +470,22 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
         # early choice on the cycle's registered state
         give = -1
         if nxt < T and 0 <= gather[nxt] <= c - 2:
-            bs = -1
-            for k in range(B):
-                if nx[k] >= T and (bt[k] >= T or 0 <= first[bt[k]] < c):
-                    if bs < 0 or E[k] < E[bs]:
-                        bs = k
+            if rescan:
+                bs = -1
+                for k in range(B):
+                    if nx[k] >= T and (bt[k] >= T or 0 <= first[bt[k]] < c):
+                        if bs < 0 or E[k] < E[bs]:
+                            bs = k
+                rescan = False
             if bs >= 0 and E[bs] <= c + ahead:
                 give = bs
-        # bands
+        # bands (those in a run accept a slot that pops nothing: stepped already)
+        npr = 0
         for b in range(B):
-            acc[b] = False
-            pop[b] = 0
-            done[b] = False
+            if c < nev[b]:
+                continue
+            proc[npr] = b
+            npr += 1
             t = bt[b]
             if t >= T or c < xready[t]:
                 continue
@@ -486,14 +506,16 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 if not ok:
                     continue
             lastslot = slot[b] == max(1, s_seq[t]) - 1
-            k = count[b] % ports_b
-            if lastslot and c < pfree[b, k]:
-                continue
+            if lastslot:
+                k = count[b] % ports_b
+                if c < pfree[b, k]:
+                    continue
             acc[b] = True
             if slot[b] == 0:
                 first[t] = c
                 band[t] = b
-                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, k])
+                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, count[b] % ports_b])
+                rescan = True
             if paired[t]:
                 chan = 2 * slot[b]
                 pop[b] = 1 if lastslot or (chan % word) + 2 >= word else 0
@@ -526,7 +548,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             inbuf[sbuf[fp - 1]] += 1
         # word loads: band c mod B's turn; the other bands' wants matter only when it reads (most turns it does not:
         # its registers are full), so they are looked at only then
-        b = c % B
+        b = turn
         wants = False
         if pw[b] - cw[b] + pn[b] - pop[b] < regs:
             t = bt[b]
@@ -571,12 +593,14 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                             pw[k] += 1
                             npres[k] += 1
                             p2[k], p1[k] = p1[k], c + 2
-        # end of cycle
-        for k in range(B):
+        # end of cycle (the bands looked at this cycle; the others are in a run)
+        for i in range(npr):
+            k = proc[i]
             if acc[k]:
                 slot[k] += 1
                 cw[k] += pop[k]
-        for k in range(B):
+        for i in range(npr):
+            k = proc[i]
             if done[k]:
                 if stage:  # its last slot: its buffer is free of it from c + 1
                     inbuf[sbuf[bt[k]]] -= 1
@@ -585,6 +609,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 nx[k], pn[k], npresn[k], p1n[k], p2n[k] = inf, 0, 0, -inf, -inf
                 if bt[k] >= T:
                     E[k] = c
+                rescan = True
         if give >= 0:
             t, k = nxt, give
             if ports_b == 1:
@@ -597,6 +622,25 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             else:
                 nx[k] = t
             nxt += 1
+            rescan = True
+        # the runs: a band that issued a slot, not its last, and holds the word of its next slot steps to its next
+        # slot that pops or is last; it is looked at again on that slot's cycle
+        for i in range(npr):
+            k = proc[i]
+            if acc[k] and not done[k]:
+                t = bt[k]
+                s1 = slot[k]
+                per = B if paired[t] else word
+                e = min(max(1, s_seq[t]) - 1, s1 + per - 1 - s1 % per)
+                if e > s1 and npres[k] - (1 if p1[k] > c + 1 else 0) - (1 if p2[k] > c + 1 else 0) > cw[k]:
+                    slot[k] = e
+                    nev[k] = c + 1 + e - s1
+            acc[k] = False
+            pop[k] = 0
+            done[k] = False
         c += 1
+        turn += 1
+        if turn == B:
+            turn = 0
     return (band, first, last, gather, late, reads, weights, deferred, q0, q1, fills[:nfill], fill_wait,
             fill_reads)

@@ -424,14 +424,12 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     acc = np.zeros(B, dtype=np.bool_)
     pop = np.zeros(B, dtype=np.int64)
     done = np.zeros(B, dtype=np.bool_)
-    need = np.zeros(B, dtype=np.int64)
     nxn = np.zeros(B, dtype=np.bool_)
-    free = np.zeros(B, dtype=np.bool_)
-    tjt = np.zeros(B, dtype=np.int64)
-    tjj = np.zeros(B, dtype=np.int64)
+    shr = np.zeros(B, dtype=np.int64)  # the bands a read loads into
     # the runs (D128): per band the next cycle it is looked at; the bands looked at this cycle
     nev = np.zeros(B, dtype=np.int64)
     proc = np.zeros(B, dtype=np.int64)
+    lz = np.full(B, -1, dtype=np.int64)  # a band waiting for its word: the cycle its wait was last counted
     # the early choice's scan, kept while its inputs hold: the candidate with the least E (-1: none), stale flag
     bs = -1
     rescan = True
@@ -486,12 +484,28 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 continue
             proc[npr] = b
             npr += 1
+            if lz[b] >= 0:  # the cycles it waited for its word, uncounted
+                late += c - lz[b] - 1
+                lz[b] = -1
             t = bt[b]
-            if t >= T or c < xready[t]:
+            if t >= T:  # idle until it is handed a band-tile
+                nev[b] = inf
+                continue
+            if c < xready[t]:
+                if xready[t] < inf:  # its gather's rounds
+                    nev[b] = xready[t]
                 continue
             have = npres[b] - (1 if p1[b] > c else 0) - (1 if p2[b] > c else 0)
             if have <= cw[b]:
                 late += 1
+                # its word comes no earlier than its next word in flight lands, or a word read for it lands
+                w = inf
+                if p1[b] > c:
+                    w = p1[b]
+                if c < p2[b] < w:
+                    w = p2[b]
+                nev[b] = w
+                lz[b] = c
                 continue
             if slot[b] == 0 and tg_lo[t] >= 0:  # the barrier: its band-tiles start together
                 ok = True
@@ -508,7 +522,8 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             lastslot = slot[b] == max(1, s_seq[t]) - 1
             if lastslot:
                 k = count[b] % ports_b
-                if c < pfree[b, k]:
+                if c < pfree[b, k]:  # its drain port
+                    nev[b] = pfree[b, k]
                     continue
             acc[b] = True
             if slot[b] == 0:
@@ -556,43 +571,56 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 wants = wready[t] <= c
             elif nx[b] < T and wready[nx[b]] <= c and pn[b] < nw[nx[b]]:
                 wants = True
-        if wants:
-            for k in range(B):
+        if wants:  # its word (a): of its band-tile, or on into its next
+            t = bt[b]
+            if t < T and pw[b] < nw[t]:
+                tb, jb = t, pw[b]
+            else:
+                tb, jb = nx[b], pn[b]
+            a = saddr[tb] + 2 * jb
+            check = pw[b] - cw[b] + pn[b] - pop[b] >= 2  # it may defer: a word beyond the one in use
+            nsh = 0
+            for k in range(B):  # the others' next words: one that defers this read, or those it loads into
+                if k == b:
+                    continue
                 t = bt[k]
-                need[k] = -1
-                nxn[k] = False
+                tk = -1
                 if t < T and pw[k] < nw[t]:
                     if wready[t] <= c:
-                        need[k] = saddr[t] + 2 * pw[k]
-                        tjt[k], tjj[k] = t, pw[k]
+                        tk, jk = t, pw[k]
+                        nxn[k] = False
                 elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
-                    need[k] = saddr[nx[k]] + 2 * pn[k]
+                    tk, jk = nx[k], pn[k]
                     nxn[k] = True
-                    tjt[k], tjj[k] = nx[k], pn[k]
-                free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
-            a = need[b]
-            if pw[b] - cw[b] + pn[b] - pop[b] >= 2:
-                tb, jb = tjt[b], tjj[b]
-                for k in range(B):
-                    if k != b and ((need[k] == a and not free[k]) or (
-                            need[k] >= 0 and sbuf[tjt[k]] == sbuf[tb] and saddr[tjt[k]] == saddr[tb]
-                            and tjj[k] < jb)):
-                        deferred += 1
-                        a = -1
-                        break
+                if tk < 0:
+                    continue
+                same = saddr[tk] + 2 * jk == a
+                freek = pw[k] - cw[k] + pn[k] - pop[k] < regs
+                if check and ((same and not freek) or (sbuf[tk] == sbuf[tb] and saddr[tk] == saddr[tb] and jk < jb)):
+                    deferred += 1
+                    a = -1
+                    break
+                if same and freek:
+                    shr[nsh] = k
+                    nsh += 1
             if a >= 0:
                 reads += 1
-                weights += min(word, widths[tjt[b]] - word * tjj[b])
-                for k in range(B):
-                    if (k == b or need[k] == a) and free[k]:
-                        if nxn[k]:
-                            pn[k] += 1
-                            npresn[k] += 1
-                            p2n[k], p1n[k] = p1n[k], c + 2
-                        else:
-                            pw[k] += 1
-                            npres[k] += 1
-                            p2[k], p1[k] = p1[k], c + 2
+                weights += min(word, widths[tb] - word * jb)
+                nxn[b] = tb != bt[b]
+                shr[nsh] = b
+                nsh += 1
+                for i in range(nsh):
+                    k = shr[i]
+                    if nxn[k]:
+                        pn[k] += 1
+                        npresn[k] += 1
+                        p2n[k], p1n[k] = p1n[k], c + 2
+                    else:
+                        pw[k] += 1
+                        npres[k] += 1
+                        p2[k], p1[k] = p1[k], c + 2
+                        if lz[k] >= 0 and nev[k] > c + 2:  # waiting for its word: it lands at c + 2
+                            nev[k] = c + 2
         # end of cycle (the bands looked at this cycle; the others are in a run)
         for i in range(npr):
             k = proc[i]
@@ -619,6 +647,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             E[k] = max(E[k] + max(1, s_seq[t]), f_at)
             if bt[k] >= T:
                 bt[k] = t
+                nev[k] = c + 1
             else:
                 nx[k] = t
             nxt += 1

@@ -430,7 +430,8 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     nev = np.zeros(B, dtype=np.int64)
     proc = np.zeros(B, dtype=np.int64)
     lz = np.full(B, -1, dtype=np.int64)  # a band waiting for its word: the cycle its wait was last counted
-    # the early choice's scan, kept while its inputs hold: the candidate with the least E (-1: none), stale flag
+    # the early choice's scan, kept between cycles: the candidate with the least E (-1: none), updated as bands
+    # become candidates; rescanned when the least leaves or its E moves
     bs = -1
     rescan = True
     # the weight stage (stage=True): the fill pointer, the running fill's last read, per band-tile the cycle the
@@ -530,7 +531,9 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 first[t] = c
                 band[t] = b
                 E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, count[b] % ports_b])
-                rescan = True
+                # a candidate from c + 1 (it has no next: only a candidate is handed one)
+                if not rescan and (bs < 0 or E[b] < E[bs] or (E[b] == E[bs] and b < bs)):
+                    bs = b
             if paired[t]:
                 chan = 2 * slot[b]
                 pop[b] = 1 if lastslot or (chan % word) + 2 >= word else 0
@@ -635,9 +638,12 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 bt[k], slot[k], cw[k], pw[k] = nx[k], 0, 0, pn[k]
                 npres[k], p1[k], p2[k] = npresn[k], p1n[k], p2n[k]
                 nx[k], pn[k], npresn[k], p1n[k], p2n[k] = inf, 0, 0, -inf, -inf
-                if bt[k] >= T:
+                if bt[k] >= T:  # idle: a candidate with E = c (it was one before, with its old E)
                     E[k] = c
-                rescan = True
+                    if k == bs:
+                        rescan = True
+                    elif not rescan and (bs < 0 or E[k] < E[bs] or (E[k] == E[bs] and k < bs)):
+                        bs = k
         if give >= 0:
             t, k = nxt, give
             if ports_b == 1:

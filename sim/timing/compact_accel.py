@@ -392,6 +392,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B
+    pow2 = (B & (B - 1)) == 0  # slot mod B or 2 B as a mask
     inf = np.int64(1) << 40
     band = np.full(T, -1, dtype=np.int64)
     first = np.full(T, -1, dtype=np.int64)
@@ -522,7 +523,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                     continue
             lastslot = slot[b] == max(1, s_seq[t]) - 1
             if lastslot:
-                k = count[b] % ports_b
+                k = 0 if ports_b == 1 else count[b] % ports_b
                 if c < pfree[b, k]:  # its drain port
                     nev[b] = pfree[b, k]
                     continue
@@ -530,15 +531,15 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             if slot[b] == 0:
                 first[t] = c
                 band[t] = b
-                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, count[b] % ports_b])
+                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, 0 if ports_b == 1 else count[b] % ports_b])
                 # a candidate from c + 1 (it has no next: only a candidate is handed one)
                 if not rescan and (bs < 0 or E[b] < E[bs] or (E[b] == E[bs] and b < bs)):
                     bs = b
-            if paired[t]:
-                chan = 2 * slot[b]
-                pop[b] = 1 if lastslot or (chan % word) + 2 >= word else 0
-            else:
-                pop[b] = 1 if lastslot or (slot[b] % word) + 1 >= word else 0
+            # a pop: its last slot, or the slot that takes its word's last channels (slot mod P = P - 1, P = B
+            # PAIRED: (2 slot mod 2 B) + 2 >= 2 B, else 2 B: (slot mod 2 B) + 1 >= 2 B)
+            per = B if paired[t] else word
+            r = slot[b] & (per - 1) if pow2 else slot[b] % per
+            pop[b] = 1 if lastslot or r == per - 1 else 0
             if lastslot:
                 done[b] = True
                 last[t] = c
@@ -666,7 +667,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 t = bt[k]
                 s1 = slot[k]
                 per = B if paired[t] else word
-                e = min(max(1, s_seq[t]) - 1, s1 + per - 1 - s1 % per)
+                e = min(max(1, s_seq[t]) - 1, s1 + per - 1 - (s1 & (per - 1) if pow2 else s1 % per))
                 if e > s1 and npres[k] - (1 if p1[k] > c + 1 else 0) - (1 if p2[k] > c + 1 else 0) > cw[k]:
                     slot[k] = e
                     nev[k] = c + 1 + e - s1

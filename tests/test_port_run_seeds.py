@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from hw.config import load_config, with_organisation
+from sim.timing.compact import band_rows
+from sim.timing.compact_accel import gather_rounds, port_fields, port_run, tile_widths
 from sim.timing.delta_accel import queue_done, stage_run, stage_schedule
 from tests.test_caccel_port import _both, _queue, _random_op
 from tests.test_dstage_run import _args, _equal, _random_staged
@@ -93,3 +95,29 @@ def test_port_run_equals_port_schedule_many_seeds(shape):
             assert got["queue_done"] == queue_done(want["gather"], queue), seed
         late += want["late"] > 0
     assert late  # bands waited for their words
+
+
+def test_port_run_equals_the_stepped_loop_on_large_ops():
+    """Ops of 500-4,000 band-tiles (too long for the Python rules), staged and compact, on the balanced preset and
+    two small shapes: `port_run` equals `port_run(stepped=True)` (D121's loop, one cycle an iteration), every key."""
+    for i, shape in enumerate([None, (8, 8, 2, 1), (16, 8, 8, 16)]):
+        dcfg, ccfg = _cfg(shape, delta_cfg, "delta"), _cfg(shape, compact_cfg, "compact")
+        for seed in range(6):
+            rng = np.random.default_rng([1280, i, seed])
+            n = int(rng.integers(500, 4001))
+            op, widths, scfg, f = _random_staged(rng, dcfg, n, seed % 2 == 1)
+            op, widths = _widen(rng, op, widths)
+            S, P = int(rng.choice([2, 2 * dcfg.compact_bands])), int(rng.choice([8, 32]))  # noqa: N806
+            s_seq, rows, w, rounds, paired, seg, sbuf, fcount, saddr, _ = _args(op, widths, scfg, f)
+            kw = {"seg": seg, "stage": (sbuf, fcount)}
+            got = port_run(s_seq, rows, w, rounds, paired, saddr, scfg, S, P, **kw)
+            _equal(got, port_run(s_seq, rows, w, rounds, paired, saddr, scfg, S, P, stepped=True, **kw), seed)
+            op, groups = _random_op(rng, ccfg, n // 2)
+            paired, saddr = port_fields(op, groups, ccfg)
+            rounds = gather_rounds([t.tokens for t in op.tiles], band_rows(ccfg))
+            queue = _queue(rng, len(op.tiles)) if seed % 2 else None
+            a = (op.s_seq, op.rows, tile_widths(op, groups), rounds, paired, saddr, ccfg, 16, 32, queue)
+            got, want = port_run(*a), port_run(*a, stepped=True)
+            assert got.keys() == want.keys()
+            for key in got:
+                assert np.array_equal(got[key], want[key]), (shape, seed, key)

@@ -119,7 +119,8 @@ def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, 
 
 
 def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig, entries: int, lanes: int,
-             queue: tuple | None = None, barrier: str = "off", seg=None, stage: tuple | None = None) -> dict:
+             queue: tuple | None = None, barrier: str = "off", seg=None, stage: tuple | None = None,
+             stepped: bool = False) -> dict:
     """`port_schedule`'s rule compiled (numba): `sim.timing.delta_accel.stage_schedule` with ``stage=False``,
     ``early=True``, ``defer="behind"`` and `sim.timing.compact.WORD_REGISTERS` word registers, on arrays, equal to it
     key for key (tests/test_caccel_port.py); fast enough for the cycle model's whole ops (docs/decisions.md D117).
@@ -136,7 +137,11 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]``, ``"late"``, ``"reads"``, ``"weights"`` (weights
     per column those reads carry) and ``"deferred"``, as `stage_schedule`; with ``queue`` also ``"queue_done"``
     (`sim.timing.delta_accel.queue_done`); with ``stage`` also ``"fills"`` (int64 ``[fills]``), ``"fill_wait"`` and
-    ``"fill_reads"``."""
+    ``"fill_reads"``.
+
+    ``stepped``: run D117's and D121's loop instead (`sim.timing.port_stepped.port_run_stepped`, one cycle an
+    iteration, every band every cycle), the same results more slowly: the reference docs/decisions.md D128's runs
+    are checked against at the model's op sizes."""
     from sim.timing.compact import WORD_REGISTERS
 
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
@@ -165,7 +170,11 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     xw = _da.gather_words(a[2], lanes)
     limit = 50 * (int(np.maximum(a[0], 1).sum()) + int(fc.sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
         xw.max(initial=1)))) + 1000
-    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = _port_run(
+    if stepped:
+        from sim.timing.port_stepped import port_run_stepped as loop
+    else:
+        loop = _port_run
+    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = loop(
         a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], emits, B, max(1, d // B), max(1, B // d),
         int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B, limit, tg_lo, tg_hi, stage is not None, sg, sb, fc,
         int(sb.max(initial=0)) + 1)

@@ -121,3 +121,13 @@ def test_port_run_equals_the_stepped_loop_on_large_ops():
             assert got.keys() == want.keys()
             for key in got:
                 assert np.array_equal(got[key], want[key]), (shape, seed, key)
+
+
+def test_bench_stage_run_on_a_small_grid():
+    """`sim.bench.bench_stage_run` (``python -m sim.bench stage-run``) on a 2 x 8 x 16 grid: it takes `stage_run`'s
+    arguments from the model's qk op and both loops agree on every key."""
+    from sim.bench import bench_stage_run
+
+    r = bench_stage_run(grid=(2, 8, 16), repeats=1)
+    assert r["equal"] and r["tiles"] > 0 and r["cycles"] > 0
+    assert r["stepped"] >= 0 and r["runs"] >= 0

@@ -395,9 +395,12 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     next such slot (its band-tile's last, or its next pop: slot ``mod P = P - 1``, P = B PAIRED, else 2 B): nothing
     it reads changes meanwhile (its band-tile, its gather; ``have`` only grows, ``cw`` moves only at a pop), and
     nothing else reads its slot. So its slot is stepped to that slot at once and the band is looked at again only on
-    that cycle (``nev``); on the cycles between it accepts a slot that pops nothing, as the rule would. The early
-    choice's least-``E`` candidate is kept between the cycles that change a band's band-tile, next, first slot or
-    ``E`` (its scan's inputs) and rescanned after them."""
+    that cycle (``nev``); on the cycles between it accepts a slot that pops nothing, as the rule would. A band
+    that waits sleeps (``nev``) to the cycle it can move: for its word, until its next word in flight lands or a
+    word read for it lands (its ``late`` cycles counted when it wakes); for its gather, to ``xready``; at its last
+    slot, to its drain port's free cycle; idle, until it is handed a band-tile. The early choice's least-``E``
+    candidate is kept between cycles: compared in as a band becomes a candidate, rescanned when it leaves (it is
+    handed a band-tile) or its ``E`` moves."""
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B

@@ -14,6 +14,9 @@ Prints wall-clock seconds for:
   what `kaleido simulate` runs, energy action counts and dispatcher statistics included; target < 60 s);
 - a scaling table: CPU time of one qkv op over token counts x widths (`bench_scaling`: linear in
   tokens, flat in channels, and why it is CPU time);
+- the staged delta controller's loop (`bench_stage_run`, docs/decisions.md D128): one head's qk at 480p on the
+  balanced preset, D128's runs against D121's cycle-stepped loop on the same arguments, CPU seconds and the ratio,
+  every result key equal;
 - the balance targets of docs/decisions.md D41 as ratios (`bench_balance`): total/array speedup,
   energy saving at r = 0.8 and 0.3, ops whose Kaleido DRAM bytes exceed dense, and the dense block
   time of the balanced preset against the reference preset's;
@@ -433,6 +436,54 @@ def _print_rtl_combine(res: dict) -> None:
                 f"{n} {v['share']:.2f} -> {t['per_op'][n]['share']:.2f}" for n, v in m["per_op"].items()))
 
 
+def bench_stage_run(model: str = "wan2.1-t2v-1.3b", grid=(21, 30, 52), op_name: str = "qk",
+                    repeats: int = 2) -> dict:
+    """The staged delta controller's loop (`sim.timing.delta_accel.stage_run`) on one op, D128's runs against D121's
+    cycle-stepped loop (`sim.timing.compact_accel.port_run` with ``stepped``) on the same arguments: one batch
+    element (a head) of ``op_name`` at ``grid`` (480p) on the balanced preset as delta, decisions from
+    `coherent_decisions`, its `stage_run` arguments taken from `simulate_op`. Returns ``{"tiles", "cycles",
+    "stepped", "runs"}`` (CPU seconds, best of ``repeats``, `time.process_time`) and ``"equal"`` (every key)."""
+    import sim.timing.delta_accel as da
+    from hw.config import with_organisation
+    from sim.timing.compact_accel import port_run
+
+    cfg = with_organisation(load_config(BALANCED), "delta")
+    M = grid[0] * grid[1] * grid[2]  # noqa: N806
+    name, _batch, K, N, groups = next(o for o in block_ops(model, M) if o[0] == op_name)  # noqa: N806
+    dec = coherent_decisions(np.random.default_rng(3), grid, groups, 1)
+    op = OpRecord(name, 0, 0, None, None, [Group(*g) for g in groups], (4.0, 12.0), dims=(1, M, K, N),
+                  decisions=pack_decisions(dec[0])[None, None], thetas=((4.0, 12.0),))
+    taken, run = [], da.stage_run
+    da.stage_run = lambda *a: taken.append(a) or run(*a)  # `_staged_run` looks it up per call
+    try:
+        simulate_op(op, grid, 4, cfg)
+    finally:
+        da.stage_run = run
+    s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, c, entries, lanes = taken[0]
+    out, best = {}, {}
+    for stepped in (True, False):
+        best[stepped] = float("inf")
+        for _ in range(repeats):
+            t0 = time.process_time()
+            out[stepped] = port_run(s_seq, rows, widths, rounds, paired, saddr, c, entries, lanes, seg=seg,
+                                    stage=(sbuf, fcount), stepped=stepped)
+            best[stepped] = min(best[stepped], time.process_time() - t0)
+    equal = all(np.array_equal(out[True][k], out[False][k]) for k in out[True])
+    return {"op": op_name, "tiles": len(s_seq), "cycles": int(out[False]["last"].max()) + 1,
+            "stepped": best[True], "runs": best[False], "equal": equal}
+
+
+def _bench_stage_run() -> None:
+    r = bench_stage_run()
+    print(f"stage_run (the staged delta controller, docs/decisions.md D121, D128), one head's {r['op']} of Wan2.1-1.3B "
+          f"480p on {BALANCED} as delta ({r['tiles']:,} band-tiles, {r['cycles']:,} cycles), CPU s best of 2: "
+          f"D121's cycle-stepped loop {r['stepped']:.2f} s, D128's runs {r['runs']:.2f} s -> "
+          f"{r['stepped'] / r['runs']:.2f}x faster ({r['runs'] / r['cycles'] * 1e9:.0f} ns a cycle); every key equal: "
+          f"{'yes' if r['equal'] else 'NO'}")
+    if not r["equal"]:
+        raise SystemExit("stage_run: D128's loop differs from D121's")
+
+
 def _bench_golden() -> None:
     g = bench_golden()
     print(f"golden decide, 4096 tokens x 1536 channels: {g:.3f} s (target < 2 s)")
@@ -510,6 +561,7 @@ SECTIONS = {
     "golden": (_bench_golden, "the golden model's decide on 4,096 tokens x 1,536 channels"),
     "step": (_bench_step, "one denoising step of Wan2.1-1.3B/14B at 480p/720p through the cycle model"),
     "scaling": (_bench_scaling, "CPU time of one qkv op against tokens and width"),
+    "stage-run": (_bench_stage_run, "the staged delta controller's loop: D128's runs against D121's stepped loop"),
     "balance": (lambda: _print_balance(bench_balance()), "issue 14's balance targets on the balanced preset"),
     "organisations": (lambda: _print_organisations(bench_organisations()),
                       "lockstep, compact and delta on the synthetic field (and the figure)"),

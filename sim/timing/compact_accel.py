@@ -119,7 +119,8 @@ def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, 
 
 
 def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig, entries: int, lanes: int,
-             queue: tuple | None = None, barrier: str = "off", seg=None, stage: tuple | None = None) -> dict:
+             queue: tuple | None = None, barrier: str = "off", seg=None, stage: tuple | None = None,
+             stepped: bool = False) -> dict:
     """`port_schedule`'s rule compiled (numba): `sim.timing.delta_accel.stage_schedule` with ``stage=False``,
     ``early=True``, ``defer="behind"`` and `sim.timing.compact.WORD_REGISTERS` word registers, on arrays, equal to it
     key for key (tests/test_caccel_port.py); fast enough for the cycle model's whole ops (docs/decisions.md D117).
@@ -136,7 +137,11 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     Returns ``{"band", "first", "last", "gather"}`` int64 ``[T]``, ``"late"``, ``"reads"``, ``"weights"`` (weights
     per column those reads carry) and ``"deferred"``, as `stage_schedule`; with ``queue`` also ``"queue_done"``
     (`sim.timing.delta_accel.queue_done`); with ``stage`` also ``"fills"`` (int64 ``[fills]``), ``"fill_wait"`` and
-    ``"fill_reads"``."""
+    ``"fill_reads"``.
+
+    ``stepped``: run D117's and D121's loop instead (`sim.timing.port_stepped.port_run_stepped`, one cycle an
+    iteration, every band every cycle), the same results more slowly: the reference docs/decisions.md D128's runs
+    are checked against at the model's op sizes."""
     from sim.timing.compact import WORD_REGISTERS
 
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
@@ -165,7 +170,11 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     xw = _da.gather_words(a[2], lanes)
     limit = 50 * (int(np.maximum(a[0], 1).sum()) + int(fc.sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
         xw.max(initial=1)))) + 1000
-    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = _port_run(
+    if stepped:
+        from sim.timing.port_stepped import port_run_stepped as loop
+    else:
+        loop = _port_run
+    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = loop(
         a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], emits, B, max(1, d // B), max(1, B // d),
         int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B, limit, tg_lo, tg_hi, stage is not None, sg, sb, fc,
         int(sb.max(initial=0)) + 1)
@@ -373,16 +382,29 @@ def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[
 @numba.njit(cache=True)
 def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
               limit, tg_lo, tg_hi, stage, seg, sbuf, fcount, nbuf):
-    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``early=True`` and ``defer="behind"``,
-    statement for statement (one cycle an iteration). ``emits``: `_emit_of`'s steps, or an empty array without the
-    queues; ``limit``: the cycles after which it gives up (RuntimeError), as `stage_schedule`'s; ``tg_lo``,
-    ``tg_hi``: per band-tile the band-tiles ``[lo, hi)`` it starts together with (`stage_schedule`'s ``barrier``;
-    lo = -1: none). ``stage`` (`stage_schedule`'s, docs/decisions.md D121): the weight stage's serial fills, with
-    ``seg``, ``sbuf``, ``fcount`` int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored
-    (any arrays) without it."""
+    """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``early=True`` and ``defer="behind"``, one
+    cycle an iteration, its rules statement for statement, with the bands' steady slots stepped in runs
+    (docs/decisions.md D128). ``emits``: `_emit_of`'s steps, or an empty array without the queues; ``limit``: the
+    cycles after which it gives up (RuntimeError), as `stage_schedule`'s; ``tg_lo``, ``tg_hi``: per band-tile the
+    band-tiles ``[lo, hi)`` it starts together with (`stage_schedule`'s ``barrier``; lo = -1: none). ``stage``
+    (`stage_schedule`'s, docs/decisions.md D121): the weight stage's serial fills, with ``seg``, ``sbuf``, ``fcount``
+    int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored (any arrays) without it.
+
+    The runs (D128): a band that issued a slot at c, is not past its last, has its word for c + 1 (``have > cw``)
+    and whose slot at c + 1 neither pops a word nor is its band-tile's last, issues a slot on every cycle until the
+    next such slot (its band-tile's last, or its next pop: slot ``mod P = P - 1``, P = B PAIRED, else 2 B): nothing
+    it reads changes meanwhile (its band-tile, its gather; ``have`` only grows, ``cw`` moves only at a pop), and
+    nothing else reads its slot. So its slot is stepped to that slot at once and the band is looked at again only on
+    that cycle (``nev``); on the cycles between it accepts a slot that pops nothing, as the rule would. A band
+    that waits sleeps (``nev``) to the cycle it can move: for its word, until its next word in flight lands or a
+    word read for it lands (its ``late`` cycles counted when it wakes); for its gather, to ``xready``; at its last
+    slot, to its drain port's free cycle; idle, until it is handed a band-tile. The early choice's least-``E``
+    candidate is kept between cycles: compared in as a band becomes a candidate, rescanned when it leaves (it is
+    handed a band-tile) or its ``E`` moves."""
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B
+    pow2 = (B & (B - 1)) == 0  # slot mod B or 2 B as a mask
     inf = np.int64(1) << 40
     band = np.full(T, -1, dtype=np.int64)
     first = np.full(T, -1, dtype=np.int64)
@@ -415,11 +437,16 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     acc = np.zeros(B, dtype=np.bool_)
     pop = np.zeros(B, dtype=np.int64)
     done = np.zeros(B, dtype=np.bool_)
-    need = np.zeros(B, dtype=np.int64)
     nxn = np.zeros(B, dtype=np.bool_)
-    free = np.zeros(B, dtype=np.bool_)
-    tjt = np.zeros(B, dtype=np.int64)
-    tjj = np.zeros(B, dtype=np.int64)
+    shr = np.zeros(B, dtype=np.int64)  # the bands a read loads into
+    # the runs (D128): per band the next cycle it is looked at; the bands looked at this cycle
+    nev = np.zeros(B, dtype=np.int64)
+    proc = np.zeros(B, dtype=np.int64)
+    lz = np.full(B, -1, dtype=np.int64)  # a band waiting for its word: the cycle its wait was last counted
+    # the early choice's scan, kept between cycles: the candidate with the least E (-1: none), updated as bands
+    # become candidates; rescanned when the least leaves or its E moves
+    bs = -1
+    rescan = True
     # the weight stage (stage=True): the fill pointer, the running fill's last read, per band-tile the cycle the
     # pointer passes it, per stage buffer its passed band-tiles not yet past their last slot; each fill's first read
     passed = np.full(T, inf, dtype=np.int64)
@@ -434,6 +461,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     nxt = B
     ndone = 0
     c = 0
+    turn = 0  # c mod B
     while ndone < T:
         if c > limit:
             raise RuntimeError("port_run did not finish")
@@ -454,24 +482,44 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
         # early choice on the cycle's registered state
         give = -1
         if nxt < T and 0 <= gather[nxt] <= c - 2:
-            bs = -1
-            for k in range(B):
-                if nx[k] >= T and (bt[k] >= T or 0 <= first[bt[k]] < c):
-                    if bs < 0 or E[k] < E[bs]:
-                        bs = k
+            if rescan:
+                bs = -1
+                for k in range(B):
+                    if nx[k] >= T and (bt[k] >= T or 0 <= first[bt[k]] < c):
+                        if bs < 0 or E[k] < E[bs]:
+                            bs = k
+                rescan = False
             if bs >= 0 and E[bs] <= c + ahead:
                 give = bs
-        # bands
+        # bands (those in a run accept a slot that pops nothing: stepped already)
+        npr = 0
         for b in range(B):
-            acc[b] = False
-            pop[b] = 0
-            done[b] = False
+            if c < nev[b]:
+                continue
+            proc[npr] = b
+            npr += 1
+            if lz[b] >= 0:  # the cycles it waited for its word, uncounted
+                late += c - lz[b] - 1
+                lz[b] = -1
             t = bt[b]
-            if t >= T or c < xready[t]:
+            if t >= T:  # idle until it is handed a band-tile
+                nev[b] = inf
+                continue
+            if c < xready[t]:
+                if xready[t] < inf:  # its gather's rounds
+                    nev[b] = xready[t]
                 continue
             have = npres[b] - (1 if p1[b] > c else 0) - (1 if p2[b] > c else 0)
             if have <= cw[b]:
                 late += 1
+                # its word comes no earlier than its next word in flight lands, or a word read for it lands
+                w = inf
+                if p1[b] > c:
+                    w = p1[b]
+                if c < p2[b] < w:
+                    w = p2[b]
+                nev[b] = w
+                lz[b] = c
                 continue
             if slot[b] == 0 and tg_lo[t] >= 0:  # the barrier: its band-tiles start together
                 ok = True
@@ -486,19 +534,24 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 if not ok:
                     continue
             lastslot = slot[b] == max(1, s_seq[t]) - 1
-            k = count[b] % ports_b
-            if lastslot and c < pfree[b, k]:
-                continue
+            if lastslot:
+                k = 0 if ports_b == 1 else count[b] % ports_b
+                if c < pfree[b, k]:  # its drain port
+                    nev[b] = pfree[b, k]
+                    continue
             acc[b] = True
             if slot[b] == 0:
                 first[t] = c
                 band[t] = b
-                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, k])
-            if paired[t]:
-                chan = 2 * slot[b]
-                pop[b] = 1 if lastslot or (chan % word) + 2 >= word else 0
-            else:
-                pop[b] = 1 if lastslot or (slot[b] % word) + 1 >= word else 0
+                E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, 0 if ports_b == 1 else count[b] % ports_b])
+                # a candidate from c + 1 (it has no next: only a candidate is handed one)
+                if not rescan and (bs < 0 or E[b] < E[bs] or (E[b] == E[bs] and b < bs)):
+                    bs = b
+            # a pop: its last slot, or the slot that takes its word's last channels (slot mod P = P - 1, P = B
+            # PAIRED: (2 slot mod 2 B) + 2 >= 2 B, else 2 B: (slot mod 2 B) + 1 >= 2 B)
+            per = B if paired[t] else word
+            r = slot[b] & (per - 1) if pow2 else slot[b] % per
+            pop[b] = 1 if lastslot or r == per - 1 else 0
             if lastslot:
                 done[b] = True
                 last[t] = c
@@ -526,7 +579,7 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             inbuf[sbuf[fp - 1]] += 1
         # word loads: band c mod B's turn; the other bands' wants matter only when it reads (most turns it does not:
         # its registers are full), so they are looked at only then
-        b = c % B
+        b = turn
         wants = False
         if pw[b] - cw[b] + pn[b] - pop[b] < regs:
             t = bt[b]
@@ -534,57 +587,76 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 wants = wready[t] <= c
             elif nx[b] < T and wready[nx[b]] <= c and pn[b] < nw[nx[b]]:
                 wants = True
-        if wants:
-            for k in range(B):
+        if wants:  # its word (a): of its band-tile, or on into its next
+            t = bt[b]
+            if t < T and pw[b] < nw[t]:
+                tb, jb = t, pw[b]
+            else:
+                tb, jb = nx[b], pn[b]
+            a = saddr[tb] + 2 * jb
+            check = pw[b] - cw[b] + pn[b] - pop[b] >= 2  # it may defer: a word beyond the one in use
+            nsh = 0
+            for k in range(B):  # the others' next words: one that defers this read, or those it loads into
+                if k == b:
+                    continue
                 t = bt[k]
-                need[k] = -1
-                nxn[k] = False
+                tk = -1
                 if t < T and pw[k] < nw[t]:
                     if wready[t] <= c:
-                        need[k] = saddr[t] + 2 * pw[k]
-                        tjt[k], tjj[k] = t, pw[k]
+                        tk, jk = t, pw[k]
+                        nxn[k] = False
                 elif nx[k] < T and wready[nx[k]] <= c and pn[k] < nw[nx[k]]:
-                    need[k] = saddr[nx[k]] + 2 * pn[k]
+                    tk, jk = nx[k], pn[k]
                     nxn[k] = True
-                    tjt[k], tjj[k] = nx[k], pn[k]
-                free[k] = pw[k] - cw[k] + pn[k] - pop[k] < regs
-            a = need[b]
-            if pw[b] - cw[b] + pn[b] - pop[b] >= 2:
-                tb, jb = tjt[b], tjj[b]
-                for k in range(B):
-                    if k != b and ((need[k] == a and not free[k]) or (
-                            need[k] >= 0 and sbuf[tjt[k]] == sbuf[tb] and saddr[tjt[k]] == saddr[tb]
-                            and tjj[k] < jb)):
-                        deferred += 1
-                        a = -1
-                        break
+                if tk < 0:
+                    continue
+                same = saddr[tk] + 2 * jk == a
+                freek = pw[k] - cw[k] + pn[k] - pop[k] < regs
+                if check and ((same and not freek) or (sbuf[tk] == sbuf[tb] and saddr[tk] == saddr[tb] and jk < jb)):
+                    deferred += 1
+                    a = -1
+                    break
+                if same and freek:
+                    shr[nsh] = k
+                    nsh += 1
             if a >= 0:
                 reads += 1
-                weights += min(word, widths[tjt[b]] - word * tjj[b])
-                for k in range(B):
-                    if (k == b or need[k] == a) and free[k]:
-                        if nxn[k]:
-                            pn[k] += 1
-                            npresn[k] += 1
-                            p2n[k], p1n[k] = p1n[k], c + 2
-                        else:
-                            pw[k] += 1
-                            npres[k] += 1
-                            p2[k], p1[k] = p1[k], c + 2
-        # end of cycle
-        for k in range(B):
+                weights += min(word, widths[tb] - word * jb)
+                nxn[b] = tb != bt[b]
+                shr[nsh] = b
+                nsh += 1
+                for i in range(nsh):
+                    k = shr[i]
+                    if nxn[k]:
+                        pn[k] += 1
+                        npresn[k] += 1
+                        p2n[k], p1n[k] = p1n[k], c + 2
+                    else:
+                        pw[k] += 1
+                        npres[k] += 1
+                        p2[k], p1[k] = p1[k], c + 2
+                        if lz[k] >= 0 and nev[k] > c + 2:  # waiting for its word: it lands at c + 2
+                            nev[k] = c + 2
+        # end of cycle (the bands looked at this cycle; the others are in a run)
+        for i in range(npr):
+            k = proc[i]
             if acc[k]:
                 slot[k] += 1
                 cw[k] += pop[k]
-        for k in range(B):
+        for i in range(npr):
+            k = proc[i]
             if done[k]:
                 if stage:  # its last slot: its buffer is free of it from c + 1
                     inbuf[sbuf[bt[k]]] -= 1
                 bt[k], slot[k], cw[k], pw[k] = nx[k], 0, 0, pn[k]
                 npres[k], p1[k], p2[k] = npresn[k], p1n[k], p2n[k]
                 nx[k], pn[k], npresn[k], p1n[k], p2n[k] = inf, 0, 0, -inf, -inf
-                if bt[k] >= T:
+                if bt[k] >= T:  # idle: a candidate with E = c (it was one before, with its old E)
                     E[k] = c
+                    if k == bs:
+                        rescan = True
+                    elif not rescan and (bs < 0 or E[k] < E[bs] or (E[k] == E[bs] and k < bs)):
+                        bs = k
         if give >= 0:
             t, k = nxt, give
             if ports_b == 1:
@@ -594,9 +666,29 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
             E[k] = max(E[k] + max(1, s_seq[t]), f_at)
             if bt[k] >= T:
                 bt[k] = t
+                nev[k] = c + 1
             else:
                 nx[k] = t
             nxt += 1
+            rescan = True
+        # the runs: a band that issued a slot, not its last, and holds the word of its next slot steps to its next
+        # slot that pops or is last; it is looked at again on that slot's cycle
+        for i in range(npr):
+            k = proc[i]
+            if acc[k] and not done[k]:
+                t = bt[k]
+                s1 = slot[k]
+                per = B if paired[t] else word
+                e = min(max(1, s_seq[t]) - 1, s1 + per - 1 - (s1 & (per - 1) if pow2 else s1 % per))
+                if e > s1 and npres[k] - (1 if p1[k] > c + 1 else 0) - (1 if p2[k] > c + 1 else 0) > cw[k]:
+                    slot[k] = e
+                    nev[k] = c + 1 + e - s1
+            acc[k] = False
+            pop[k] = 0
+            done[k] = False
         c += 1
+        turn += 1
+        if turn == B:
+            turn = 0
     return (band, first, last, gather, late, reads, weights, deferred, q0, q1, fills[:nfill], fill_wait,
             fill_reads)

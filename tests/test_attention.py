@@ -234,14 +234,15 @@ def test_delta_fused_qk_class_state_by_hand():
     # read their own weight copies, a word of 2 channels x 8 columns a slot: 8 band-tiles of 4 slots and the 2
     # PAIRED ones of 2, 36 slots x 16 bytes.
     assert dqk["sram_weight_read_bytes"] == 36 * 2 * 8
-    # D92: one stage read feeds every band whose window for the same word holds the reading band's turn. A group of
-    # 4 weights is one word (2 B = 4), loaded over the B = 2 cycles before the band-tile's first slot. The list
-    # schedule (4-cycle band-tiles, first slot at cycle 4): chunk 0, column block 0: h on bands 0 and 1 at 4, t on
-    # band 0 at 8; column block 1: h on band 1 at 8 and band 0 at 12, t on band 1 at 12; chunk 1: both column
-    # blocks' two t band-tiles side by side at 16 and 20. Shared: block 0's h pair and chunk 1's two pairs (same
-    # window); block 1's h tiles are 4 cycles apart (windows [6, 8) and [10, 12)): 2 reads. 7 reads x 4 x 8 bytes.
-    # D101 charges that count x 1.58 (the RTL's ratio, D100), at most one read per band-tile: min(11.06, 10) reads.
-    assert sqk["sram_wstage_read_bytes"] == 10 * 4 * 8
+    # D127: the stage reads kaleido_daccel_stage makes (the cycle model's `stage_run`), each a word of 2 B = 4
+    # channels from both half-word macros of all 8 column banks (32 bytes). A group of 4 weights is one word: each of
+    # the 10 band-tiles loads one, and one read feeds every band that wants the same word at the turn (D92), so the
+    # reads lie between the distinct (segment, group) words -- chunk 0's h and t in each of its 2 column blocks, chunk
+    # 1's t in each: 6 -- and 10 (tests/test_rtl_dstage.py checks the count equal to the RTL's).
+    assert sqk["sram_wstage_read_bytes"] % 32 == 0 and 6 * 32 <= sqk["sram_wstage_read_bytes"] <= 10 * 32
+    assert sqk["stage_reg_bits"] == 10 * 4 * 8 * 8  # each band-tile loads one word register of 4 x 8 weights
+    # The fills: per segment (2 chunks x 2 column blocks) the whole K in group-aligned half-words of B = 2 channels
+    # (2 + 2), each one weight-buffer read and one stage half-word write of 2 x 8 bytes: 16 x 16 = 2 x 8 x 16 bytes.
     assert sqk["sram_weight_read_bytes"] == sqk["sram_wstage_write_bytes"] == 2 * 8 * 16
     # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
     assert qk["combine_add"] == (6 + 16) * n

@@ -28,8 +28,8 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
   read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
   (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. The controllers
-  as built set the read count (D101): the staged delta controller's stage reads are D92's count x
-  `sim.cost.controllers.STAGE_READ_RATIO` (capped at no sharing); compact's ``kaleido_caccel`` reads its one weight
+  as built set the read count (D101): the staged delta controller's stage reads are those it makes on its own
+  schedule (`sim.timing.delta_accel.stage_run`, D121, charged since D127); compact's ``kaleido_caccel`` reads its one weight
   buffer by band turn (D109), the reads its port makes on its phased schedule counted per op
   (`sim.timing.compact_accel.op_port`, D117); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
   > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x
@@ -85,12 +85,14 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   the ``sram_diff`` bytes at a column slice of their macro and books them to ``sram_psum`` (docs/decisions.md D122).
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above go to the stage
-  (``sram_wstage``), less the reads that bands in step share (`sim.timing.compact.shared_stage_weights` x min(C,
-  N), D92), times `sim.cost.controllers.STAGE_READ_RATIO` (1.58: what ``kaleido_daccel_stage`` reads on its phased
-  schedule over D92's count, D100's measurement, charged since D101), at most one read per band-tile (the word
-  registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
-  SRAM is read once per chunk with band-tiles and column block to fill it, ``chunks x K x N`` bytes, which the
-  stage writes.
+  (``sram_wstage``), as ``kaleido_daccel_stage`` makes them on its own schedule (`sim.timing.delta_accel.stage_run`,
+  the cycle model's, D121; its ``"reads"``, each shared by the bands that take the same word at the turn, D92):
+  a read is a word of 2 B channels from both half-word macros of every column bank, ``2 B C`` bytes; each
+  band-tile loads each of its ``ceil(|g| / 2 B)`` words whole into a word register (``stage_reg_bits`` =
+  ``n_cb Σ ceil(|g| / 2 B) 2 B C 8``); the fills (its ``"fill_reads"``: per segment the group-aligned half-words
+  of B channels, Σ ceil(|g| / B), or its slice's) read a weight-buffer word of ``B C`` bytes (``sram_weight``)
+  and write a stage half-word of ``B C`` bytes each (docs/decisions.md D127; before it, D92's count x a measured
+  1.58 and ``chunks x K x N`` fill bytes).
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order
@@ -114,7 +116,7 @@ from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, bypass_actions, lanes, weight_copies
+from sim.cost.controllers import WEIGHT_LANES, bypass_actions, lanes, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
@@ -212,7 +214,8 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
                     p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
-                    port_weights: int | None = None, fifo_bypass: int | None = None) -> dict:
+                    port_weights: int | None = None, fifo_bypass: int | None = None,
+                    stage_run: dict | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -235,6 +238,10 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         fifo_bypass: delta, the op's rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write (the
             cycle model's, ``combine_timing = "rtl"``; None: not timed): with the core's bypass (D118) those skip the
             FIFO's write and read (`sim.cost.controllers.bypass_actions`).
+        stage_run: delta with the weight stage (``stage_chunks`` given; required there, else ValueError):
+            ``kaleido_daccel_stage``'s schedule of the op (`sim.timing.delta_accel.stage_run`, the cycle model's,
+            docs/decisions.md D121), whose ``"reads"`` (stage word reads) and ``"fill_reads"`` (weight-buffer reads
+            of the fills) are charged as the RTL makes them (docs/decisions.md D127).
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -254,7 +261,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["mac8"] = a["mac5"] = a["mac4"] = 0
     array_input = weight = lock_input = lock_weight = fills = slot_words = all_rows = 0
     copies = weight_copies(cfg)
-    for i, (td, (slots, grp, nc, npart)) in enumerate(zip(tiled, band_tiles, strict=True)):
+    for td, (slots, grp, nc, npart) in zip(tiled, band_tiles, strict=True):
         dec = td.decisions
         lock_input += td.stats["rows_x_channels"] * n_cb
         lock_weight += td.stats["channels"] * N
@@ -282,8 +289,6 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         slot_words += int(slots.sum()) * WEIGHT_LANES * min(C, N) * n_cb  # a band's own copy: a word per slot
         count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg)  # the controller's accesses (D101)
         all_rows += rows_out
-        if stage_chunks is not None:  # one fill of every column block's K x C weights per chunk that has band-tiles
-            fills += len(np.unique(stage_chunks[i])) * int(widths.sum()) * N
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
             if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
@@ -301,8 +306,14 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
     read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
-    if stage_chunks is not None:  # the RTL's stage reads on its phased schedule (D100): D92's count x the ratio
-        read = min(weight, STAGE_READ_RATIO * read)
+    if stage_chunks is not None and stage_run is None:
+        raise ValueError("a staged op's stage traffic needs its stage_run (sim.timing.delta_accel.stage_run)")
+    if stage_chunks is not None:  # kaleido_daccel_stage's own reads and fills on its schedule (D121, D127)
+        B = cfg.compact_bands  # noqa: N806
+        read = stage_run["reads"] * 2 * B * C  # a read: both half-word macros of every column bank
+        fills = stage_run["fill_reads"] * B * C  # a fill read: one weight-buffer word, one stage half-word a column
+        loads = n_cb * sum(int((-(-widths[t[1]] // (2 * B))).sum()) for t in band_tiles)  # words a band-tile takes
+        a["stage_reg_bits"] = loads * 2 * B * C * 8  # each loads a whole word register of 2 B channels x C (D94)
     elif delta_blocks is None:  # compact's weight port on its phased schedule (D109), counted per op (D117)
         read = weight if port_weights is None else port_weights * min(C, N)
     if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)

@@ -73,15 +73,9 @@ PTR_BITS = 16
 #: `sim.timing.compact.WORD_REGISTERS` charges them.
 WORD_REGISTERS = 3
 
-#: The staged controller's weight-stage reads on a Wan2.1-1.3B block at 480p over D92's count
-#: (`sim.timing.compact.shared_stage_weights` on the trace model's schedule, what the model counted before D101):
-#: D100's measurement of the RTL as built (`python -m tests.rtl.dstage_check R 3 --defer behind`, equal to
-#: `sim.timing.delta_accel.stage_schedule(early=True, defer="behind")`), Σ reads ÷ Σ D92 over qkv, qk, o_proj, ffn1
-#: and ffn2: 1.09 at r = 0.3 and 1.58 at r = 0.8. The RTL's count at full size is not computable here
-#: (`stage_schedule` is plain Python: about 5 min for 3 frames with N cut to 256, so hours per 480p op), so the
-#: model charges the larger measured ratio, 1.58, on every staged op: an upper figure at r = 0.3 (measured 1.09),
-#: the measured one at r = 0.8 (D101).
-STAGE_READ_RATIO = 1.58
+#: (The staged controller's weight-stage reads and fills, charged as D92's count x a measured ratio,
+#: ``STAGE_READ_RATIO`` = 1.58, from D101 until D127, are counted per op since D127: `sim.timing.delta_accel.stage_run`,
+#: the cycle model's schedule of ``kaleido_daccel_stage``, charged by `sim.cost.compact_actions`.)
 
 #: (The compact controller's weight-buffer reads, D109's measured `PORT_READ_SHARE`, are counted per op since D117:
 #: `sim.timing.compact_accel.op_port`, charged by `sim.cost.compact_actions`.)

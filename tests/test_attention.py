@@ -185,9 +185,12 @@ def test_delta_fused_qk_class_state_by_hand():
     trace = Trace(grid=GRID, ops=ops, model="test", size="test", weights="none")
     res = simulate_trace(trace, cfg)
     qk = res["per_op"][0]["actions"]
-    yb, n = 3, 16  # Y's bound 8 x 255 x 128 = 261,120 < 2^18: 19 bits -> 3 bytes; 16 keys
+    # D127: a value takes the bits of the word built for it: the state SRAM's 24 (`STATE_BITS`, a head dimension of
+    # up to 256: 256 x 255 x 128 < 2^23), the D buffers' and the state buffer's acc bits (28 on this config)
+    sb, vb, n = 3, cfg.acc_bits / 8, 16  # 16 keys
+    assert cfg.acc_bits == 28
     # f class: frame 1's 8 tokens read S_f[nb]; frame 0's 8 tokens write it for them: the state SRAM.
-    assert qk["sram_state_read_bytes"] == 8 * n * yb and qk["sram_state_write_bytes"] == 8 * n * yb
+    assert qk["sram_state_read_bytes"] == 8 * n * sb and qk["sram_state_write_bytes"] == 8 * n * sb
     # w class: one pool is a whole frame (8 positions), so every w neighbour is in the pool: no SRAM access;
     # the 12 tokens with w >= 1 take S_w[t - 1] from the combine lane's register (acc bits each). On
     # kaleido_dcore's V = d = 2 output lanes (D113) the register is written once per run of 2 positions holding
@@ -197,13 +200,13 @@ def test_delta_fused_qk_class_state_by_hand():
     one = simulate_trace(trace, cfg.model_copy(update={"dcore_out_ways": 1}))["per_op"][0]["actions"]
     assert one["combine_reg_bits"] == 12 * n * cfg.acc_bits
     # D traffic in the partial-sum SRAM: the non-REUSE (token, group) pairs: w class 2 + 8, f class 8.
-    assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * yb
+    assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * vb
     # D84: with a difference-sum buffer the same D traffic goes there instead; apart from the cycles (the band-tiles
     # issue column block by column block within a chunk, a different list schedule) nothing else moves
     dcfg = cfg.model_copy(update={"diff_sram_kib": 8})
     dres = simulate_trace(trace, dcfg)
     dqk = dres["per_op"][0]["actions"]
-    assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * yb
+    assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * vb
     assert dqk["sram_psum_write_bytes"] == dqk["sram_psum_read_bytes"] == 0
     timing = ("cycles", "idle_pe_cycles", "gated_mm2_cycles")
     assert all(dqk[k] == qk[k] for k in qk if "psum" not in k and "diff" not in k and k not in timing
@@ -221,7 +224,7 @@ def test_delta_fused_qk_class_state_by_hand():
 
     assert dcfg.acc_bits == 28 and dcfg.drain_rows_per_cycle == 2
     per_byte = sram_access_pj(load_tech("16nm"), 48 * 28 / 8192) / 8
-    assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * yb * per_byte)
+    assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * vb * per_byte)
     assert dres["dense_energy_breakdown_pj"]["sram_diff"] == 0
     # D85: with a weight stage (1 KiB: 128 B per column bank, 16 column blocks of K = 8 weights) the band-tiles read
     # their weights from the stage, and the weight SRAM fills it once per chunk with band-tiles (the 2 frames of the

@@ -424,8 +424,8 @@ def test_stage_traffic_as_the_staged_controller_makes_it_by_hand():
                   decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
     cfg = config_from_dict(load_config("tiny-8x8").model_dump() | {
         "organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2, "diff_sram_kib": 8, "wstage_sram_kib": 1})
-    a = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)["per_op"][0][
-        "actions"]
+    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)
+    a = res["per_op"][0]["actions"]
     # 2 band-tiles x 3 words, each read from both half-word macros (2 x 2 channels) of the 8 column banks: 6 x 32 B
     # (before D127: D92's 18 weights a column x 1.58, at most one read per band-tile: 18 x 8 = 144 bytes, the last
     # word's 1 channel counted, not its 4)
@@ -435,6 +435,13 @@ def test_stage_traffic_as_the_staged_controller_makes_it_by_hand():
     # 2 fills of ceil(9 / B) = 5 half-words, each a weight-buffer word of B channels x 8 columns read and a stage
     # half-word written: 10 x 16 B (K x N = 144 before: the half-word's padding channel is read and written too)
     assert a["sram_weight_read_bytes"] == a["sram_wstage_write_bytes"] == 10 * 2 * 8
+    # priced at the built macro: a column bank is two half-word macros of 64 / 2 words of B x 8 bits (D96)
+    from sim.cost.energy import sram_access_pj
+
+    tech = load_tech("16nm")
+    e = res["per_op"][0]["energy_breakdown_pj"]["sram_wstage"]
+    assert e == pytest.approx((6 * 32 + 10 * 16) * sram_access_pj(tech, 32 * 16 / 8192) / 8
+                              + 6 * 4 * 8 * 8 * tech.e("reg_bit"))
 
 
 def test_sliced_stage_counts_by_hand():
@@ -454,7 +461,8 @@ def test_sliced_stage_counts_by_hand():
                                                     "diff_sram_kib": 8}
     plain = simulate_trace(trace, config_from_dict(base | {"wstage_sram_kib": 0}))["per_op"][0]["actions"]
     sliced = simulate_trace(trace, config_from_dict(base | {"wstage_sram_kib": 1}))["per_op"][0]["actions"]
-    yb = 3  # Y's bound 160 x 255 x 128 = 5,222,400 < 2^23: 24 bits with the sign
+    vb = 28 / 8  # D127: a D value takes its word's acc bits (tiny-8x8's 28), not its own bound's 3 bytes
+    assert load_config("tiny-8x8").acc_bits == 28
     # Band-tiles of 4 tokens, one chunk (both frames): group 0 (frame 0's 8 tokens) 2 band-tiles, group 1 (16) 4;
     # each reads its 80 weights of each of the 8 columns, sliced or not: 6 x 80 x 8 bytes.
     # Without the stage kaleido_daccel's bands read their own weight copies (D91; charged since D101): a word of two
@@ -475,7 +483,7 @@ def test_sliced_stage_counts_by_hand():
     assert sliced["sram_weight_read_bytes"] == sliced["sram_wstage_write_bytes"] == K * N
     # A token drains one difference row per slice it does not REUSE: frame 0 8 x 4, frame 1 8 x 2 (group 1's two),
     # against one per group unsliced: 8 x 2 + 8 x 1. Each is written into D and read back once.
-    assert sliced["sram_diff_write_bytes"] == sliced["sram_diff_read_bytes"] == 48 * N * yb
-    assert plain["sram_diff_write_bytes"] == plain["sram_diff_read_bytes"] == 24 * N * yb
+    assert sliced["sram_diff_write_bytes"] == sliced["sram_diff_read_bytes"] == 48 * N * vb
+    assert plain["sram_diff_write_bytes"] == plain["sram_diff_read_bytes"] == 24 * N * vb
     same = ("mac8", "mac4", "pe_add", "pe_mux_bits", "gather_mux_bits", "sram_input_read_bytes")  # per slot / channel
     assert all(sliced[k] == plain[k] for k in same)

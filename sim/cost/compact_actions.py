@@ -73,7 +73,9 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   (``pv``) goes from the vector unit through the similarity unit, which forms the differences against P_eff
   as it decides (D52) and stashes only them: the ``M K`` bytes of P that the lockstep and compact arrays read
   from the input SRAM are not written there (D76).
-- Partial-sum SRAM, ``yb`` = `sim.timing.delta.output_bytes` bytes per value, per output column and per axis
+- Partial-sum SRAM, a value per output column and per axis class at the bits the built word gives it (D127:
+  ``acc_bits`` in ``kaleido_dcombine``'s D buffers and state buffer, words of C acc-bit values; the state SRAM's
+  `hw.delta_combine.STATE_BITS`; before D127 ``yb`` = `sim.timing.delta.output_bytes`, the value's own 3-4 bytes), per axis
   class (`sim.timing.delta.classes`, D71; one class on every op but ``qk``): each drained difference row is
   written into ``D[t]`` (writes = the class's non-REUSE (token, group) pairs; reads = those less one per token
   with any), the chunk's end reads ``D[t]`` (tokens with any) and ``S[nb]`` (tokens that do not COMPUTE every
@@ -114,12 +116,13 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
+from hw.delta_combine import STATE_BITS
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
 from sim.cost.controllers import WEIGHT_LANES, bypass_actions, lanes, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
-from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
+from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta
 
 
 def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
@@ -187,7 +190,10 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
     (`lane_writes`)."""
     K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
     M = dec.shape[0]  # noqa: N806
-    yb = output_bytes(K)
+    # bytes a value takes in the built word (D122, D127): kaleido_dcombine's D buffers and state buffer hold words of
+    # C acc-bit values, the state SRAM STATE_BITS a value (the value's own bound, `output_bytes`, is at most these)
+    vb = acc / 8
+    cb = STATE_BITS / 8 if state_buffer else vb
     carry = "sram_state" if state_buffer else "sram_psum"
     dbuf = "sram_diff" if diff_buffer else "sram_psum"
     for (axis, idx), (_ax, diffs, _direct, _carried) in zip(classes(groups), class_terms(dec, groups), strict=True):
@@ -197,10 +203,10 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
         succ = delta_successor_reads(d, grid, axis)  # tokens whose S a successor reads
         succ_near = np.zeros_like(near)  # ... from inside the same pool (the next position: w only)
         succ_near[:-1] = near[1:]
-        a[f"{dbuf}_write_bytes"] += diffs * N * yb
-        a[f"{dbuf}_read_bytes"] += diffs * N * yb
-        a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb
-        a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * yb
+        a[f"{dbuf}_write_bytes"] += diffs * N * vb
+        a[f"{dbuf}_read_bytes"] += diffs * N * vb
+        a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * cb
+        a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * cb
         a["combine_reg_bits"] += lane_writes(reads & near, grid, out_lanes) * N * acc
     a["mac8"] += N * cc
     a["mac5"] += N * -(-pc // 2)

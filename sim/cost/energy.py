@@ -41,7 +41,10 @@ or a bit width of the RTL):
   (D112), so an access is at ``kib / (C V)`` (less the remainder `hw.sram.split_banks` drops). Likewise, where
   ``kaleido_dcore`` is built (docs/decisions.md D122), the partial-sum SRAM at a column slice of its state buffer's
   macro (``depth x acc`` bits: a word is C columns of acc bits, and each column's lanes touch only their own) and
-  the difference-sum buffer at a column slice of the D buffers' macro (the D buffers are it, an n-th each).
+  the difference-sum buffer at a column slice of the D buffers' macro (the D buffers are it, an n-th each). The
+  weight stage of ``kaleido_daccel_stage`` (docs/decisions.md D96, D127) at one of its macros: each column bank is
+  two half-word macros (``B`` channels a word, ``kib / 2 C`` each), and a stage read reads both (its bytes count
+  both, `sim.cost.compact_actions`).
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -163,6 +166,7 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     state_macro = next((p for p in controller_inventory(cfg) if p["charged"] == "sram_state"), None)
     d_macro = d_buffer_macro(cfg) if cfg.diff_sram_kib else None
     psum_macro = next((p for p in controller_inventory(cfg) if p["part"] == "state buffer"), None)
+    wstage_macro = next((p for p in controller_inventory(cfg) if p["part"] == "wstage"), None)
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
         if b == "state" and state_macro is not None:  # the built position banks of its column banks (D114)
@@ -175,6 +179,8 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
             kib = kib / row_banks(cfg, b)
         if b == "diff" and d_macro is not None:  # a column slice of kaleido_dcombine's D buffers' macro (D122)
             kib = d_macro["depth"] * d_macro["width"] / cfg.array_cols / 8192
+        if b == "wstage" and wstage_macro is not None:  # one of a column bank's two half-word macros (D96, D127)
+            kib = wstage_macro["depth"] * wstage_macro["width"] / 8192
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)

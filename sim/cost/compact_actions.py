@@ -5,7 +5,7 @@ vector unit, input-SRAM fills and the similarity pass, output SRAM, score SRAM) 
 multiplies (``mac8`` = COMPUTE (token, channel) pairs x N, ``mac4`` = PARTIAL pairs x N, the same
 products in either organisation); `compact_actions` replaces the array-side terms, per batch
 element, with Cc / Pc = COMPUTE / PARTIAL (token, channel) pairs, Cg / Pg / Rg = COMPUTE / PARTIAL /
-REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks, grid (F, H, W):
+REUSE (token, group) pairs, n_cb column blocks, grid (F, H, W):
 
 - PE (hw/compact_pe.py; no per-group partial registers: a band-tile row accumulates one group's partial
   in ``acc``, a COMPUTE row its msb partial in ``accm`` too), with Ps = PARTIAL row-slots (Σ over band-tiles
@@ -47,9 +47,15 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   msb where ``s`` (``1 + s`` values, written by the drain, read once by the combine unit) and writes the
   state's msb and total where ``s`` (2); a PARTIAL stages its lsb (1), reads the state's msb (1) and
   writes the new total where ``s`` (1; the msb is unchanged, in place); a REUSE reads the total (1) and
-  writes nothing (the chain's state stays). Per output column, pb bytes each: writes ``(Cg + Cs + Pg) + (2 Cs
-  + Ps)``, reads ``(Cg + Cs + Pg) + (Pg + Rg)``. The lockstep array's ``h``-axis partial buffer
-  (``sram_partial``) is not used.
+  writes nothing (the chain's state stays). Counted as ``kaleido_combine`` (hw/combine.py) accesses its macros
+  (docs/decisions.md D127; before it, ``(Cg + Cs + Pg) + (2 Cs + Ps)`` values written and ``(Cg + Cs + Pg) +
+  (Pg + Rg)`` read at `sim.timing.compact.partial_bytes` each, priced at ``psum_sram_kib / C``): its words hold a
+  column's two partials (staging: ``out`` and ``out_m``; state: msb and total), ``2 acc`` bits a column, read and
+  written whole. Per output column: the staging macros (``psum_staging_*``) written by each drained row (``Cg +
+  Pg``) and read by every command (``Cg + Pg + Rg``: a REUSE command's read too, its port's read enable is not
+  gated by the decision); the state macro (``sram_psum_*``) read by every command (``Cg + Pg + Rg``) and written
+  ``Cs + Ps``. `sim.cost.energy` prices each at a column slice of its own macro. The lockstep array's ``h``-axis
+  partial buffer (``sram_partial``) is not used.
 - Combine unit (``combine_add``): `sim.timing.compact.combine_adds`, acc-bit adds.
 - Dispatcher (``dispatch_add8``): the queues count one (token, group) each (M G); no matcher.
 
@@ -121,7 +127,7 @@ from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
 from sim.cost.controllers import WEIGHT_LANES, bypass_actions, lanes, weight_copies
 from sim.cost.controllers import count_actions as count_controller
-from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
+from sim.timing.compact import band_rows, combine_adds, paired_tiles
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta
 
 
@@ -253,11 +259,10 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
     n_cb = -(-N // C)
     acc = cfg.acc_bits
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    pb = partial_bytes(groups)
     lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
     b_bits = cpe_lane_bits(cfg, ("x_b", "w_b"))  # the second channel's lanes: PAIRED band-tiles only (D24's rule)
     keys = ("pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
-            "sram_psum_write_bytes", "sram_diff_read_bytes", "sram_diff_write_bytes", "sram_partial_read_bytes",
+            "sram_psum_write_bytes", "psum_staging_read_bytes", "psum_staging_write_bytes", "sram_diff_read_bytes", "sram_diff_write_bytes", "sram_partial_read_bytes",
             "sram_partial_write_bytes", "combine_add",
             "combine_reg_bits",
             "dispatch_add8", *CONTROLLER_ACTIONS)
@@ -305,9 +310,15 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)
         cs, ps = int((succ & (dec == COMPUTE)).sum()), int((succ & (dec == PARTIAL)).sum())
-        staged = (cg + cs + pg) * N * pb
-        a["sram_psum_write_bytes"] += staged + (2 * cs + ps) * N * pb
-        a["sram_psum_read_bytes"] += staged + (pg + rg) * N * pb
+        # kaleido_combine's macros as built (D127): a word is a column's out and out_m (staging) or msb and total
+        # (state), 2 acc bits a column, read and written whole; each drained row written into its port's staging
+        # macro; each command (every (token, group), REUSE too) reads its port's staging word and its state word;
+        # the state written where a successor reads it and the command is not REUSE
+        wb = 2 * acc / 8
+        a["psum_staging_write_bytes"] += (cg + pg) * N * wb
+        a["psum_staging_read_bytes"] += (cg + pg + rg) * N * wb
+        a["sram_psum_read_bytes"] += (cg + pg + rg) * N * wb
+        a["sram_psum_write_bytes"] += (cs + ps) * N * wb
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)

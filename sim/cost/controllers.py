@@ -273,6 +273,17 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "ctrl_tables", "the token's, and per way its group's successor's decisions (D97, D104)"),
                 _macro("kaleido_ccore", "head table", "1r1w", cs["state_depth"], ra, W, "ctrl_tables",
                        "per way, one state address per (position, group of the way) (D97, D104)")]
+        # kaleido_combine's own macros (hw/combine.py: not split by depth), the partial-sum SRAM as built (D127)
+        from hw.combine import combine_module_name
+
+        cmb, word = combine_module_name(W), cs["word"]
+        out += [{"module": cmb, "part": "partial state", "kind": "1r1w", "depth": cs["state_depth"], "width": word,
+                 "count": W, "bits": W * cs["state_depth"] * word, "charged": "sram_psum",
+                 "note": "per way the neighbour state of its groups, C msb and C total partials a word (D65, D104)"},
+                {"module": cmb, "part": "partial staging", "kind": "1r1w", "depth": cs["stage_depth"], "width": word,
+                 "count": d * W, "bits": d * W * cs["stage_depth"] * word, "charged": "sram_psum",
+                 "note": "per drain port and way the drained rows' out and out_m (D65, D104); the rest of "
+                         "psum_sram_kib below a power-of-two depth is not built"}]
     else:
         from hw.delta_combine import dcombine_module_name, delta_combine_sizes
         from sim.timing.delta_core import core_d_buffers, core_ways
@@ -458,11 +469,15 @@ def built_sram_bits(cfg: AcceleratorConfig) -> dict[str, int]:
     """``{"sram_psum": bits, "sram_state": bits, "sram_diff": bits}`` of the macros ``kaleido_dcombine`` builds for
     the delta core (`inventory`'s parts charged to them: the state buffer, and the D buffers -- ``sram_diff`` where
     the config has a difference-sum buffer, docs/decisions.md D122, else ``sram_psum``, 0 bits of ``sram_diff``;
-    the state SRAM's column banks), for the roles the inventory lists; ``{}`` on the other organisations and where
-    the core is not built (a buffer too small for it). `sim.cost.area` charges these SRAMs by these bits
+    the state SRAM's column banks), for the roles the inventory lists; on the compact organisation ``{"sram_psum":
+    bits}`` of ``kaleido_combine``'s state and staging macros (docs/decisions.md D127); ``{}`` on the lockstep
+    organisation and where the core is not built (a buffer too small for it). `sim.cost.area` charges these SRAMs by these bits
     (docs/decisions.md D114): a buffer's remainder below a macro is not built (`hw.sram.split_banks`), so it is not
     charged, and each SRAM is counted once."""
     out: dict[str, int] = {}
+    if cfg.organisation == "compact":  # kaleido_combine's state and staging macros (D127)
+        bits = sum(p["bits"] for p in inventory(cfg) if p["module"].startswith("kaleido_combine"))
+        return {"sram_psum": bits} if bits else out
     if cfg.organisation != "delta":
         return out
     for p in inventory(cfg):

@@ -209,8 +209,9 @@ def test_delta_fused_qk_class_state_by_hand():
     assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * vb
     assert dqk["sram_psum_write_bytes"] == dqk["sram_psum_read_bytes"] == 0
     timing = ("cycles", "idle_pe_cycles", "gated_mm2_cycles")
+    # (the queues' decision banks are read every cycle they run, D127: their bytes follow the cycles too)
     assert all(dqk[k] == qk[k] for k in qk if "psum" not in k and "diff" not in k and k not in timing
-               and k != "ctrl_fifo_bytes")
+               and k not in ("ctrl_fifo_bytes", "ctrl_dec_bytes"))
     # ... but the row FIFO's entries (D address, count bank, row) are narrower: the D buffers are the difference-sum
     # buffer's (D122), 48 words a way against a third of psum_sram_kib's 390, a 1 + 6-bit D address against 1 + 9:
     # 234 bits against 237 for the same entries

@@ -306,6 +306,18 @@ def test_compact_queue_replay_accesses_by_hand():
     delta = collections.defaultdict(float)
     controllers.count_actions(delta, dec, tiles, [(0, 40, "f")], 24, load_config(TINY_DELTA))
     assert delta["ctrl_replay_bytes"] == 0 and delta["ctrl_dec_bytes"] == 2 * 8 * (1 + 2 * 3)
+    # D127: as built, every decision bank (and compact's replay buffer) is read on every cycle the queues run, used
+    # or not (hw/delta_queue.py: re = running | begin): the writes per token and band-tile, then, for 50 cycles,
+    # 50 x L = 8 banks x 2 bytes and 50 replay words; delta's queues 50 x R / B = 4 banks x 2 bytes, no replay
+    b = collections.defaultdict(float)
+    controllers.count_actions(b, dec, tiles, [(0, 40, "f")], 24, cfg, queue_reads=False)
+    assert b["ctrl_dec_bytes"] == 2 * 8 and b["ctrl_replay_bytes"] == pytest.approx(desc / 8 * 2)
+    controllers.queue_read_actions(b, 50, cfg)
+    assert b["ctrl_dec_bytes"] == 2 * 8 + 50 * 8 * 2 and b["ctrl_replay_bytes"] == pytest.approx(desc / 8 * (2 + 50))
+    d = collections.defaultdict(float)
+    controllers.count_actions(d, dec, tiles, [(0, 40, "f")], 24, load_config(TINY_DELTA), queue_reads=False)
+    controllers.queue_read_actions(d, 50, load_config(TINY_DELTA))
+    assert d["ctrl_dec_bytes"] == 2 * 8 + 50 * 4 * 2 and d["ctrl_replay_bytes"] == 0
 
 
 def test_controller_accesses_by_hand():

@@ -125,7 +125,7 @@ from hw.config import AcceleratorConfig
 from hw.delta_combine import STATE_BITS
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import WEIGHT_LANES, bypass_actions, lanes, weight_copies
+from sim.cost.controllers import WEIGHT_LANES, bypass_actions, lanes, queue_read_actions, weight_copies
 from sim.cost.controllers import count_actions as count_controller
 from sim.timing.compact import band_rows, combine_adds, paired_tiles
 from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta
@@ -227,7 +227,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
                     p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
                     port_weights: int | None = None, fifo_bypass: int | None = None,
-                    stage_run: dict | None = None) -> dict:
+                    stage_run: dict | None = None, queue_cycles: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -254,6 +254,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             ``kaleido_daccel_stage``'s schedule of the op (`sim.timing.delta_accel.stage_run`, the cycle model's,
             docs/decisions.md D121), whose ``"reads"`` (stage word reads) and ``"fill_reads"`` (weight-buffer reads
             of the fills) are charged as the RTL makes them (docs/decisions.md D127).
+        queue_cycles: the cycles ``kaleido_dqueue`` runs on this op (the cycle model's; None: not timed): its
+            decision banks (and compact's replay buffer) are read on each (`sim.cost.controllers.queue_read_actions`,
+            D127); None: the scan's reads only, as before D127.
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
@@ -298,7 +301,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
         slot_words += int(slots.sum()) * WEIGHT_LANES * min(C, N) * n_cb  # a band's own copy: a word per slot
-        count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg)  # the controller's accesses (D101)
+        count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg,  # the controller's accesses (D101)
+                         queue_reads=queue_cycles is None)
         all_rows += rows_out
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
@@ -345,4 +349,6 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["sram_weight_read_bytes"] += read - lock_weight
     if delta_blocks is not None:
         bypass_actions(a, all_rows, fifo_bypass, cfg)  # kaleido_dcore's row-FIFO bypass (D118)
+    if queue_cycles is not None:  # the queues' banks read on every cycle they run (D127)
+        queue_read_actions(a, queue_cycles, cfg)
     return a

@@ -572,7 +572,28 @@ def bypass_actions(a: dict, rows: int, bypass: int | None, cfg: AcceleratorConfi
     return a
 
 
-def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -> dict:  # noqa: N803
+def queue_read_actions(a: dict, cycles: int, cfg: AcceleratorConfig) -> dict:
+    """The queues' reads of one op (in place; returns ``a``) as ``kaleido_dqueue`` makes them (docs/decisions.md D127):
+    every decision bank is read on every cycle the queues run (its read enable is ``running | begin``, hw/delta_queue.py;
+    D93), and compact's replay buffer likewise (``re`` = ``running``, D120), whether or not the step uses the word.
+    ``cycles``: the cycles the queues run, the ``start`` cycle and cycles 0 .. their ``done`` (compact:
+    `sim.timing.compact_accel.op_port`'s ``queue_done`` + 2; the staged delta controller's queues, which stand for
+    its host list, run as long as the controller, its op cycles + 1). V banks of ``2 G`` bits a cycle: ``R / B``
+    on delta, compact's wider scan's L (`sim.timing.compact_accel.queue_reach`, D124)."""
+    from sim.timing.compact_accel import queue_reach
+
+    kind = controller(cfg)
+    if kind is None:
+        return a
+    V = queue_reach(cfg) if kind == "compact" else sizes(cfg)["brows"]  # noqa: N806
+    a["ctrl_dec_bytes"] += cycles * V * CODE_BITS * cfg.partial_regs / 8
+    if kind == "compact":
+        a["ctrl_replay_bytes"] += cycles * sizes(cfg)["queue_desc_bits"] / 8
+    return a
+
+
+def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig,  # noqa: N803
+                  queue_reads: bool = True) -> dict:
     """Add one batch element's controller accesses to ``a`` (in place; returns it). ``dec``: its decisions ``[M,
     G]``; ``tiles``: its band-tiles ``(slots, group, n_compute, n_partial)`` (`sim.timing.compact.compact_tiles`),
     each issued once per column block (n_cb = ceil(N / C)). Rules (module docstring; D101):
@@ -585,7 +606,9 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
       PARTIAL) once per column block (D93: delta's D84 order reruns the chunk per column block of its group);
       compact's queues scan the first column block only and write its band-tiles to their replay buffer, read
       back once per later column block (D120; the host gives a slice several column blocks only where one column
-      block's band-tiles fit it, D124), their wider scan reading again at most L - 1 words after each fill (D124);
+      block's band-tiles fit it, D124), their wider scan reading again at most L - 1 words after each fill (D124).
+      With ``queue_reads`` False only the writes are counted here: the caller charges the reads the RTL makes, every
+      bank every running cycle (`queue_read_actions`, D127);
     - the tile table: an entry written per band-tile, read per drained row; delta's row FIFO: each drained row
       written and read once; the decision copies: both written per token, both read per combine command (delta:
       per column block, token and axis class, D95; compact: per column block, token and group, D97); compact's
@@ -623,10 +646,11 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
 
         # the wider scan's steps read L words each: a step that fills the queue ends at its fill lane and the next
         # reads the rest again, at most L - 1 words a band-tile (D124; an upper count)
-        a["ctrl_dec_bytes"] += dec_bytes * (M * 3 + len(slots) * (queue_reach(cfg) - 1))
-        a["ctrl_replay_bytes"] += z["queue_desc_bits"] / 8 * len(slots) * n_cb
+        reads = M * 2 + len(slots) * (queue_reach(cfg) - 1) if queue_reads else 0
+        a["ctrl_dec_bytes"] += dec_bytes * (M + reads)
+        a["ctrl_replay_bytes"] += z["queue_desc_bits"] / 8 * len(slots) * (n_cb if queue_reads else 1)
     else:
-        a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
+        a["ctrl_dec_bytes"] += dec_bytes * M * (1 + (2 * n_cb if queue_reads else 0))
     core = {(p["module"], p["part"]): p["width"] / 8 for p in inventory(cfg)}
     if kind == "compact" and ("kaleido_ccore", "tile table") in core:
         commands = n_cb * M * len(groups)

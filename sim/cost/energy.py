@@ -259,7 +259,8 @@ class EnergyModel:
                 cdec = [replace(td, decisions=td.decisions[:, cols], code_counts=None) for td in decisions]
             a = compact_actions(a, cdec, t.compact["band_tiles"], cgroups, t.N, self.cfg, grid, blocks, state,
                                 p_op, stage, t.compact.get("shared_weights"), t.compact.get("port_weights"),
-                                fifo_bypass=t.compact.get("fifo_bypass"), stage_run=t.compact.get("stage_run"))
+                                fifo_bypass=t.compact.get("fifo_bypass"), stage_run=t.compact.get("stage_run"),
+                                queue_cycles=t.compact.get("queue_cycles"))
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

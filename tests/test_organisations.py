@@ -204,6 +204,11 @@ def test_compact_actions_hand_counts():
     assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8
     c2 = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, port_weights=20)
     assert c2["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 20 * 8
+    # D127: the port's reads as built, each a word of 2 B = 4 channels from both half-word banks of B x C = 16 bytes
+    # (5 reads: 5 x 32 bytes), and each band-tile's ceil(8 / 4) = 2 words loaded whole into its word registers
+    c3 = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, port_weights=20, port_reads=5)
+    assert c3["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 5 * 2 * 2 * 8
+    assert c3["weight_word_reg_bits"] == 4 * 2 * (2 * 2 * 8) * 8
     assert c["weight_word_reg_bits"] == 8 * 4 * 8 * 8 and c["sram_weight_write_bytes"] == a["sram_weight_write_bytes"]
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
     # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,

@@ -227,7 +227,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
                     p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
                     port_weights: int | None = None, fifo_bypass: int | None = None,
-                    stage_run: dict | None = None, queue_cycles: int | None = None) -> dict:
+                    stage_run: dict | None = None, queue_cycles: int | None = None,
+                    port_reads: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -254,6 +255,10 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             ``kaleido_daccel_stage``'s schedule of the op (`sim.timing.delta_accel.stage_run`, the cycle model's,
             docs/decisions.md D121), whose ``"reads"`` (stage word reads) and ``"fill_reads"`` (weight-buffer reads
             of the fills) are charged as the RTL makes them (docs/decisions.md D127).
+        port_reads: compact, the reads its weight port makes (`sim.timing.compact_accel.op_port`'s ``"reads"``; the
+            cycle model passes it): each a word of 2 B channels from both half-word banks of ``B C`` bytes, loaded
+            whole into the word registers of the bands that take it (docs/decisions.md D127); overrides
+            ``port_weights``.
         queue_cycles: the cycles ``kaleido_dqueue`` runs on this op (the cycle model's; None: not timed): its
             decision banks (and compact's replay buffer) are read on each (`sim.cost.controllers.queue_read_actions`,
             D127); None: the scan's reads only, as before D127.
@@ -337,6 +342,11 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["stage_reg_bits"] = loads * 2 * B * C * 8  # each loads a whole word register of 2 B channels x C (D94)
     elif delta_blocks is None:  # compact's weight port on its phased schedule (D109), counted per op (D117)
         read = weight if port_weights is None else port_weights * min(C, N)
+        if port_reads is not None:  # the port's reads as built: whole words, whole word registers (D127)
+            B = cfg.compact_bands  # noqa: N806
+            read = port_reads * 2 * B * C
+            loads = n_cb * sum(int((-(-widths[t[1]] // (2 * B))).sum()) for t in band_tiles)
+            a["weight_word_reg_bits"] = loads * 2 * B * C * 8
     if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)
         read = slot_words
         a["weight_word_reg_bits"] = 0

@@ -190,12 +190,12 @@ def test_compact_actions_hand_counts():
     # neighbour state (D58): frame 0's 8 COMPUTEs all have a non-COMPUTE successor (frame 1 has no COMPUTE),
     # Cs = 8; of the 6 PARTIALs the 4 in frames 1 and 2 have a REUSE successor, Ps = 4 (frame 3 has none).
     # D127: as kaleido_combine (hw/combine.py) accesses its macros, words of a column's two partials (2 x 28 acc bits
-    # = 7 bytes a column), whole: the staging macros written by each drained row (Cg + Pg = 14) and read by every
-    # command (Cg + Pg + Rg = 32, REUSE too); the state macro read by every command (32), written where a successor
-    # reads it, not by a REUSE (Cs + Ps = 12). N = 8 columns.
+    # = 7 bytes a column), whole: the staging macros written by each drained row and read back by its command (Cg +
+    # Pg = 14; a REUSE command reads none); the state macro read by the PARTIAL and REUSE commands (Pg + Rg = 24; a
+    # COMPUTE reads none), written where a successor reads it, not by a REUSE (Cs + Ps = 12). N = 8 columns.
     assert cfg.acc_bits == 28
-    assert c["psum_staging_write_bytes"] == 14 * 8 * 7 and c["psum_staging_read_bytes"] == 32 * 8 * 7
-    assert c["sram_psum_read_bytes"] == 32 * 8 * 7 and c["sram_psum_write_bytes"] == 12 * 8 * 7
+    assert c["psum_staging_write_bytes"] == c["psum_staging_read_bytes"] == 14 * 8 * 7
+    assert c["sram_psum_read_bytes"] == 24 * 8 * 7 and c["sram_psum_write_bytes"] == 12 * 8 * 7
     assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     # kaleido_caccel (D109): one weight buffer read by band turn into the bands' word registers: every band-tile's
@@ -383,10 +383,10 @@ def test_successor_reads_and_psum_state_hand_counts():
     td = TiledDecisions(dec, tile_stats(dec, grid, g1, 8, 4), True)
     a = op_actions("qkv", [td], grid, g1, 32, 8, 8, 4, cfg, 29)
     c = compact_actions(dict(a), [td], [bt], g1, 8, cfg, grid)
-    # 32 rows staged and 32 commands reading their staging and state words, no state written (D127: 2 x 28 acc bits
-    # = 7 bytes a column, N = 8)
-    assert c["psum_staging_write_bytes"] == c["psum_staging_read_bytes"] == c["sram_psum_read_bytes"] == 32 * 8 * 7
-    assert c["sram_psum_write_bytes"] == 0
+    # 32 rows staged and read back by their 32 COMPUTE commands, which read no state and write none (D127: 2 x 28
+    # acc bits = 7 bytes a column, N = 8)
+    assert c["psum_staging_write_bytes"] == c["psum_staging_read_bytes"] == 32 * 8 * 7
+    assert c["sram_psum_read_bytes"] == c["sram_psum_write_bytes"] == 0
 
 
 def test_compact_weight_reads_are_the_ports():

@@ -52,9 +52,9 @@ REUSE (token, group) pairs, n_cb column blocks, grid (F, H, W):
   (Pg + Rg)`` read at `sim.timing.compact.partial_bytes` each, priced at ``psum_sram_kib / C``): its words hold a
   column's two partials (staging: ``out`` and ``out_m``; state: msb and total), ``2 acc`` bits a column, read and
   written whole. Per output column: the staging macros (``psum_staging_*``) written by each drained row (``Cg +
-  Pg``) and read by every command (``Cg + Pg + Rg``: a REUSE command's read too, its port's read enable is not
-  gated by the decision); the state macro (``sram_psum_*``) read by every command (``Cg + Pg + Rg``) and written
-  ``Cs + Ps``. `sim.cost.energy` prices each at a column slice of its own macro. The lockstep array's ``h``-axis
+  Pg``) and read by its command (``Cg + Pg``: a REUSE command's staging read enable is off); the state macro
+  (``sram_psum_*``) read by each PARTIAL and REUSE command (``Pg + Rg``: a COMPUTE's is off) and written ``Cs +
+  Ps``. `sim.cost.energy` prices each at a column slice of its own macro. The lockstep array's ``h``-axis
   partial buffer (``sram_partial``) is not used.
 - Combine unit (``combine_add``): `sim.timing.compact.combine_adds`, acc-bit adds.
 - Dispatcher (``dispatch_add8``): the queues count one (token, group) each (M G); no matcher.
@@ -321,12 +321,12 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         cs, ps = int((succ & (dec == COMPUTE)).sum()), int((succ & (dec == PARTIAL)).sum())
         # kaleido_combine's macros as built (D127): a word is a column's out and out_m (staging) or msb and total
         # (state), 2 acc bits a column, read and written whole; each drained row written into its port's staging
-        # macro; each command (every (token, group), REUSE too) reads its port's staging word and its state word;
-        # the state written where a successor reads it and the command is not REUSE
+        # macro and read back by its command (a REUSE command reads none); a PARTIAL or REUSE command reads its
+        # state word (a COMPUTE none); the state written where a successor reads it and the command is not REUSE
         wb = 2 * acc / 8
         a["psum_staging_write_bytes"] += (cg + pg) * N * wb
-        a["psum_staging_read_bytes"] += (cg + pg + rg) * N * wb
-        a["sram_psum_read_bytes"] += (cg + pg + rg) * N * wb
+        a["psum_staging_read_bytes"] += (cg + pg) * N * wb
+        a["sram_psum_read_bytes"] += (pg + rg) * N * wb
         a["sram_psum_write_bytes"] += (cs + ps) * N * wb
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input

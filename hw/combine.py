@@ -24,7 +24,8 @@ the successor's ``c_raddr`` at the chain's last written state (a REUSE run share
 ``c_first`` starts the token's output from 0, ``c_last`` (the token's last group) moves it to ``y_data``,
 valid the cycle after next (``y_valid``).
 
-Pipeline: a command's reads issue in its cycle (synchronous-read macros, `hw.sram`); the cycle after,
+Pipeline: a command's reads issue in its cycle (synchronous-read macros, `hw.sram`), only those it uses (a COMPUTE
+reads no state word, a REUSE no staged word: their read enables are off, docs/decisions.md D127); the cycle after,
 the adds happen and the state word is written. A command reading the word the previous command writes
 gets it forwarded (the macro reads before it writes). So a command issued at cycle k writes its state
 at k + 1 and a token whose last command issues at k has ``y_data`` valid at k + 2.
@@ -129,6 +130,9 @@ class Combine(wiring.Component):
         sz = combine_sizes(cfg, W)
         word, sa, ra = sz["word"], _abits(sz["stage_depth"]), _abits(sz["state_depth"])
         pb, lw = len(self.c_port) // W, _abits(W)
+        #: For test benches: the read enables of the staging macros (per way, per port) and of the state macros (per
+        #: way), set on elaboration (docs/decisions.md D127).
+        self.read_enables = {"staging": [], "state": []}
 
         def nm(base, w):  # one way keeps D65's names (its Verilog unchanged)
             return base if W == 1 else f"{base}{w}"
@@ -142,6 +146,9 @@ class Combine(wiring.Component):
             c_raddr, c_waddr = way(self.c_raddr, w, ra), way(self.c_waddr, w, ra)
             c_dec = self.c_dec[2 * w:2 * w + 2]
             stage = []
+            s_re = [c_valid & (c_port == p) & (c_dec != REUSE) for p in range(d)]
+            self.read_enables["staging"] += s_re
+            self.read_enables["state"].append(c_valid & (c_dec != COMPUTE))
             for p in range(d):
                 ports, mac = macro("1r1w", sz["stage_depth"], word, instance=self.instance)
                 m.submodules[nm(f"stage{p}", f"_{w}")] = mac
@@ -149,7 +156,9 @@ class Combine(wiring.Component):
                 m.d.comb += [ports.we.eq(we), ports.wmask.eq(1),
                              ports.waddr.eq(self.st_waddr[p * sa:(p + 1) * sa]),
                              ports.wdata.eq(self.st_wdata[p * word:(p + 1) * word]),
-                             ports.re.eq(c_valid & (c_port == p)), ports.raddr.eq(way(self.c_saddr, w, sa))]
+                             # a REUSE command uses no staged word: no read (docs/decisions.md D127)
+                             ports.re.eq(s_re[p]),
+                             ports.raddr.eq(way(self.c_saddr, w, sa))]
                 stage.append(ports)
             state, mac = macro("1r1w", sz["state_depth"], word, instance=self.instance)
             m.submodules[nm("state", w)] = mac
@@ -168,7 +177,8 @@ class Combine(wiring.Component):
                          b_waddr.eq(c_waddr), b_we.eq(self.c_keep[w] & (c_dec != REUSE)),
                          *([b_first.eq(self.c_first), b_last.eq(self.c_last)] if w == 0 else []),
                          b_fwd.eq(we & (b_waddr == c_raddr)), last_w.eq(wdata)]
-            m.d.comb += [state.re.eq(c_valid), state.raddr.eq(c_raddr),
+            # a COMPUTE command uses no state word: no read (D127)
+            m.d.comb += [state.re.eq(self.read_enables["state"][w]), state.raddr.eq(c_raddr),
                          state.we.eq(we), state.wmask.eq(1), state.waddr.eq(b_waddr), state.wdata.eq(wdata)]
 
             # Named signals: Amaranth re-emits an expression at every use, and each column slices these words.

@@ -185,9 +185,12 @@ def test_delta_fused_qk_class_state_by_hand():
     trace = Trace(grid=GRID, ops=ops, model="test", size="test", weights="none")
     res = simulate_trace(trace, cfg)
     qk = res["per_op"][0]["actions"]
-    yb, n = 3, 16  # Y's bound 8 x 255 x 128 = 261,120 < 2^18: 19 bits -> 3 bytes; 16 keys
+    # D127: a value takes the bits of the word built for it: the state SRAM's 24 (`STATE_BITS`, a head dimension of
+    # up to 256: 256 x 255 x 128 < 2^23), the D buffers' and the state buffer's acc bits (28 on this config)
+    sb, vb, n = 3, cfg.acc_bits / 8, 16  # 16 keys
+    assert cfg.acc_bits == 28
     # f class: frame 1's 8 tokens read S_f[nb]; frame 0's 8 tokens write it for them: the state SRAM.
-    assert qk["sram_state_read_bytes"] == 8 * n * yb and qk["sram_state_write_bytes"] == 8 * n * yb
+    assert qk["sram_state_read_bytes"] == 8 * n * sb and qk["sram_state_write_bytes"] == 8 * n * sb
     # w class: one pool is a whole frame (8 positions), so every w neighbour is in the pool: no SRAM access;
     # the 12 tokens with w >= 1 take S_w[t - 1] from the combine lane's register (acc bits each). On
     # kaleido_dcore's V = d = 2 output lanes (D113) the register is written once per run of 2 positions holding
@@ -197,17 +200,18 @@ def test_delta_fused_qk_class_state_by_hand():
     one = simulate_trace(trace, cfg.model_copy(update={"dcore_out_ways": 1}))["per_op"][0]["actions"]
     assert one["combine_reg_bits"] == 12 * n * cfg.acc_bits
     # D traffic in the partial-sum SRAM: the non-REUSE (token, group) pairs: w class 2 + 8, f class 8.
-    assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * yb
+    assert qk["sram_psum_write_bytes"] == qk["sram_psum_read_bytes"] == 18 * n * vb
     # D84: with a difference-sum buffer the same D traffic goes there instead; apart from the cycles (the band-tiles
     # issue column block by column block within a chunk, a different list schedule) nothing else moves
     dcfg = cfg.model_copy(update={"diff_sram_kib": 8})
     dres = simulate_trace(trace, dcfg)
     dqk = dres["per_op"][0]["actions"]
-    assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * yb
+    assert dqk["sram_diff_write_bytes"] == dqk["sram_diff_read_bytes"] == 18 * n * vb
     assert dqk["sram_psum_write_bytes"] == dqk["sram_psum_read_bytes"] == 0
     timing = ("cycles", "idle_pe_cycles", "gated_mm2_cycles")
+    # (the queues' decision banks are read every cycle they run, D127: their bytes follow the cycles too)
     assert all(dqk[k] == qk[k] for k in qk if "psum" not in k and "diff" not in k and k not in timing
-               and k != "ctrl_fifo_bytes")
+               and k not in ("ctrl_fifo_bytes", "ctrl_dec_bytes"))
     # ... but the row FIFO's entries (D address, count bank, row) are narrower: the D buffers are the difference-sum
     # buffer's (D122), 48 words a way against a third of psum_sram_kib's 390, a 1 + 6-bit D address against 1 + 9:
     # 234 bits against 237 for the same entries
@@ -221,7 +225,7 @@ def test_delta_fused_qk_class_state_by_hand():
 
     assert dcfg.acc_bits == 28 and dcfg.drain_rows_per_cycle == 2
     per_byte = sram_access_pj(load_tech("16nm"), 48 * 28 / 8192) / 8
-    assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * yb * per_byte)
+    assert dres["per_op"][0]["energy_breakdown_pj"]["sram_diff"] == pytest.approx(2 * 18 * n * vb * per_byte)
     assert dres["dense_energy_breakdown_pj"]["sram_diff"] == 0
     # D85: with a weight stage (1 KiB: 128 B per column bank, 16 column blocks of K = 8 weights) the band-tiles read
     # their weights from the stage, and the weight SRAM fills it once per chunk with band-tiles (the 2 frames of the
@@ -234,14 +238,15 @@ def test_delta_fused_qk_class_state_by_hand():
     # read their own weight copies, a word of 2 channels x 8 columns a slot: 8 band-tiles of 4 slots and the 2
     # PAIRED ones of 2, 36 slots x 16 bytes.
     assert dqk["sram_weight_read_bytes"] == 36 * 2 * 8
-    # D92: one stage read feeds every band whose window for the same word holds the reading band's turn. A group of
-    # 4 weights is one word (2 B = 4), loaded over the B = 2 cycles before the band-tile's first slot. The list
-    # schedule (4-cycle band-tiles, first slot at cycle 4): chunk 0, column block 0: h on bands 0 and 1 at 4, t on
-    # band 0 at 8; column block 1: h on band 1 at 8 and band 0 at 12, t on band 1 at 12; chunk 1: both column
-    # blocks' two t band-tiles side by side at 16 and 20. Shared: block 0's h pair and chunk 1's two pairs (same
-    # window); block 1's h tiles are 4 cycles apart (windows [6, 8) and [10, 12)): 2 reads. 7 reads x 4 x 8 bytes.
-    # D101 charges that count x 1.58 (the RTL's ratio, D100), at most one read per band-tile: min(11.06, 10) reads.
-    assert sqk["sram_wstage_read_bytes"] == 10 * 4 * 8
+    # D127: the stage reads kaleido_daccel_stage makes (the cycle model's `stage_run`), each a word of 2 B = 4
+    # channels from both half-word macros of all 8 column banks (32 bytes). A group of 4 weights is one word: each of
+    # the 10 band-tiles loads one, and one read feeds every band that wants the same word at the turn (D92), so the
+    # reads lie between the distinct (segment, group) words -- chunk 0's h and t in each of its 2 column blocks, chunk
+    # 1's t in each: 6 -- and 10 (tests/test_rtl_dstage.py checks the count equal to the RTL's).
+    assert sqk["sram_wstage_read_bytes"] % 32 == 0 and 6 * 32 <= sqk["sram_wstage_read_bytes"] <= 10 * 32
+    assert sqk["stage_reg_bits"] == 10 * 4 * 8 * 8  # each band-tile loads one word register of 4 x 8 weights
+    # The fills: per segment (2 chunks x 2 column blocks) the whole K in group-aligned half-words of B = 2 channels
+    # (2 + 2), each one weight-buffer read and one stage half-word write of 2 x 8 bytes: 16 x 16 = 2 x 8 x 16 bytes.
     assert sqk["sram_weight_read_bytes"] == sqk["sram_wstage_write_bytes"] == 2 * 8 * 16
     # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
     assert qk["combine_add"] == (6 + 16) * n

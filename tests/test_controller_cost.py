@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Fragment, Instance
 
+import hw.combine
 import hw.compact_core
 import hw.delta_accel
 import hw.delta_combine
@@ -54,8 +55,14 @@ def _designs(cfg):
     if kind == "compact":
         acc = CompactAccel(cfg, queues=True, pe="instance")
         q = DeltaQueue(acc, pe="instance", replay=acc.queue.replay, reach=acc.queue.reach)  # D120, D124
-        return {"kaleido_caccel": acc, "kaleido_dqueue": q,
-                "kaleido_ccore": CompactCore(cfg, pe="instance"), "kaleido_cfront": DeltaFront(acc, pe="instance")}
+        core = CompactCore(cfg, pe="instance")
+        from hw import discard
+        from hw.combine import Combine, combine_module_name
+
+        return {"kaleido_caccel": acc, "kaleido_dqueue": q, "kaleido_ccore": core,
+                "kaleido_cfront": DeltaFront(acc, pe="instance"),
+                # its macros (D127); discard: not every test elaborates it (elaborating still works)
+                combine_module_name(core.ways): discard(Combine(cfg, instance=True, ways=core.ways))}
     from hw.delta_combine import DeltaCombine, dcombine_module_name, default_d_buffers, default_out_ways
     from hw.delta_core import default_fifo_bypass
 
@@ -87,7 +94,8 @@ def _recorded_macros(design, monkeypatch) -> collections.Counter:
         seen[kind, depth, width] += 1
         return real(kind, depth, width, lane, **kw)
 
-    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core, hw.delta_front, hw.delta_combine):
+    for mod in (hw.delta_accel, hw.delta_queue, hw.delta_core, hw.compact_core, hw.delta_front, hw.delta_combine,
+                hw.combine):
         monkeypatch.setattr(mod, "macro", spy)
     Fragment.get(design, None)
     return seen
@@ -300,6 +308,18 @@ def test_compact_queue_replay_accesses_by_hand():
     delta = collections.defaultdict(float)
     controllers.count_actions(delta, dec, tiles, [(0, 40, "f")], 24, load_config(TINY_DELTA))
     assert delta["ctrl_replay_bytes"] == 0 and delta["ctrl_dec_bytes"] == 2 * 8 * (1 + 2 * 3)
+    # D127: as built, every decision bank (and compact's replay buffer) is read on every cycle the queues run, used
+    # or not (hw/delta_queue.py: re = running | begin): the writes per token and band-tile, then, for 50 cycles,
+    # 50 x L = 8 banks x 2 bytes and 50 replay words; delta's queues 50 x R / B = 4 banks x 2 bytes, no replay
+    b = collections.defaultdict(float)
+    controllers.count_actions(b, dec, tiles, [(0, 40, "f")], 24, cfg, queue_reads=False)
+    assert b["ctrl_dec_bytes"] == 2 * 8 and b["ctrl_replay_bytes"] == pytest.approx(desc / 8 * 2)
+    controllers.queue_read_actions(b, 50, cfg)
+    assert b["ctrl_dec_bytes"] == 2 * 8 + 50 * 8 * 2 and b["ctrl_replay_bytes"] == pytest.approx(desc / 8 * (2 + 50))
+    d = collections.defaultdict(float)
+    controllers.count_actions(d, dec, tiles, [(0, 40, "f")], 24, load_config(TINY_DELTA), queue_reads=False)
+    controllers.queue_read_actions(d, 50, load_config(TINY_DELTA))
+    assert d["ctrl_dec_bytes"] == 2 * 8 + 50 * 4 * 2 and d["ctrl_replay_bytes"] == 0
 
 
 def test_controller_accesses_by_hand():
@@ -435,7 +455,12 @@ def test_lanes_inventory_by_hand():
         b = area_breakdown(cfg, tech)["breakdown"]
         for k, bits in (("sram_psum", psum), ("sram_diff", diff), ("sram_state", state)):
             assert b[k] == pytest.approx(bits * tech.a("sram_bit") * 1e-6)
-    assert controllers.built_sram_bits(CONFIGS["tiny-compact"]()) == {}  # compact: psum_sram_kib as before
+    # compact (D127): kaleido_combine's macros, words of 2 C acc bits, W = the largest power of two <= d dividing G.
+    # tiny: 448-bit words, W = 2, state R G / W = 32 words a way, staging (64 KiB - 64 x 448 bits) // (d W x 448) =
+    # 276 -> 256 words per port and way. Balanced: 8,448-bit words, W = 4, state 1,024 / 4 = 256 a way, staging
+    # (3,072 KiB - 1,024 x 8,448 bits) // (16 x 8,448) = 122 -> 64: 2,112 of the 3,072 KiB.
+    assert controllers.built_sram_bits(CONFIGS["tiny-compact"]()) == {"sram_psum": (2 * 32 + 4 * 256) * 448}
+    assert controllers.built_sram_bits(CONFIGS["balanced-compact"]()) == {"sram_psum": (4 * 256 + 16 * 64) * 8448}
     # the lanes' datapath is inside the model's combine_unit charge (2 d ways of 3 C adders and 5 C registers,
     # sim.cost.area): on the balanced preset 4 accumulate ways (1 adder, 2 words each) and 4 lanes (2 adders, 2
     # words each) and the lane register: 12 C adders and 17 C words against 24 and 40

@@ -265,11 +265,13 @@ def test_delta_area_is_compacts_with_a_9_bit_gather_and_one_accumulator():
     assert dlt["ctrl_weight_copies"] == pytest.approx(cfg.weight_sram_kib * 8192 * tech.a("sram_bit") * um)
     # the partial-sum SRAM as kaleido_dcombine builds it (D114): buffers of 524,288 // 224 // 3 = 780 words of
     # C x acc = 224 bits, the state and three D buffers (D115's default), 4 x 780 x 224 bits; on two D buffers 3 x
-    # 780 x 224, 128 bits below compact's 64 KiB
+    # 780 x 224; compact's as kaleido_combine builds it (D127): 2 ways' state macros of 32 words and 4 staging macros
+    # of 256 words of 2 C acc = 448 bits
     same -= {"sram_psum"}
     assert dlt["sram_psum"] == pytest.approx(4 * 780 * 224 * tech.a("sram_bit") * um)
     two = area_breakdown(cfg.model_copy(update={"dcore_d_buffers": 2}))["breakdown"]
-    assert comp["sram_psum"] - two["sram_psum"] == pytest.approx(128 * tech.a("sram_bit") * um)
+    assert two["sram_psum"] == pytest.approx(3 * 780 * 224 * tech.a("sram_bit") * um)
+    assert comp["sram_psum"] == pytest.approx((2 * 32 + 4 * 256) * 448 * tech.a("sram_bit") * um)
     assert {k: dlt[k] for k in same} == {k: comp[k] for k in same}
 
 
@@ -409,6 +411,41 @@ def test_sliced_groups_bit_exact(seed):
         assert np.array_equal(delta_gemm(X, W, grid, narrow, dec[:, cols], rows, brows, fw), want)
 
 
+def test_stage_traffic_as_the_staged_controller_makes_it_by_hand():
+    """D127: the stage's reads, fills and word-register loads charged as ``kaleido_daccel_stage`` makes them. tiny-8x8
+    (C = 8) as delta, B = 2 bands of 4 rows, a 1 KiB stage (64 half-words of B = 2 channels a column bank): 4 tokens
+    (grid 1 x 2 x 2, one pool) that COMPUTE one group of K = 9 channels, N = 16 (2 column blocks). Each column block
+    is one band-tile of 4 rows and its own segment (D84's chunk-major order), in its own stage buffer, so no read is
+    shared: every band-tile reads its ceil(9 / 2 B) = 3 words itself."""
+    from algo.trace import Group, OpRecord, Trace, pack_decisions
+    from sim.engines.model import simulate_trace
+
+    grid, K, N = (1, 2, 2), 9, 16  # noqa: N806
+    dec = np.full((4, 1), COMPUTE, dtype=np.int8)
+    op = OpRecord("o_proj", 0, 0, None, None, [Group(0, K, "f")], (0.0, 0.0), dims=(1, 4, K, N),
+                  decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
+    cfg = config_from_dict(load_config("tiny-8x8").model_dump() | {
+        "organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2, "diff_sram_kib": 8, "wstage_sram_kib": 1})
+    res = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)
+    a = res["per_op"][0]["actions"]
+    # 2 band-tiles x 3 words, each read from both half-word macros (2 x 2 channels) of the 8 column banks: 6 x 32 B
+    # (before D127: D92's 18 weights a column x 1.58, at most one read per band-tile: 18 x 8 = 144 bytes, the last
+    # word's 1 channel counted, not its 4)
+    assert a["sram_wstage_read_bytes"] == 6 * 2 * 2 * 8
+    # each word into its band's word register of 2 B channels x 8 columns x 8 bits, whole
+    assert a["stage_reg_bits"] == 6 * 4 * 8 * 8
+    # 2 fills of ceil(9 / B) = 5 half-words, each a weight-buffer word of B channels x 8 columns read and a stage
+    # half-word written: 10 x 16 B (K x N = 144 before: the half-word's padding channel is read and written too)
+    assert a["sram_weight_read_bytes"] == a["sram_wstage_write_bytes"] == 10 * 2 * 8
+    # priced at the built macro: a column bank is two half-word macros of 64 / 2 words of B x 8 bits (D96)
+    from sim.cost.energy import sram_access_pj
+
+    tech = load_tech("16nm")
+    e = res["per_op"][0]["energy_breakdown_pj"]["sram_wstage"]
+    assert e == pytest.approx((6 * 32 + 10 * 16) * sram_access_pj(tech, 32 * 16 / 8192) / 8
+                              + 6 * 4 * 8 * 8 * tech.e("reg_bit"))
+
+
 def test_sliced_stage_counts_by_hand():
     """D88: an op whose two column blocks of weights do not fit a stage bank goes through the stage in slices.
     tiny-8x8 (C = 8) as delta, B = 2 bands of 4 rows, 1 KiB stage: 128 B per column bank, so slices of at most
@@ -426,7 +463,8 @@ def test_sliced_stage_counts_by_hand():
                                                     "diff_sram_kib": 8}
     plain = simulate_trace(trace, config_from_dict(base | {"wstage_sram_kib": 0}))["per_op"][0]["actions"]
     sliced = simulate_trace(trace, config_from_dict(base | {"wstage_sram_kib": 1}))["per_op"][0]["actions"]
-    yb = 3  # Y's bound 160 x 255 x 128 = 5,222,400 < 2^23: 24 bits with the sign
+    vb = 28 / 8  # D127: a D value takes its word's acc bits (tiny-8x8's 28), not its own bound's 3 bytes
+    assert load_config("tiny-8x8").acc_bits == 28
     # Band-tiles of 4 tokens, one chunk (both frames): group 0 (frame 0's 8 tokens) 2 band-tiles, group 1 (16) 4;
     # each reads its 80 weights of each of the 8 columns, sliced or not: 6 x 80 x 8 bytes.
     # Without the stage kaleido_daccel's bands read their own weight copies (D91; charged since D101): a word of two
@@ -436,15 +474,18 @@ def test_sliced_stage_counts_by_hand():
     # bank, fills of 40 / B = 20 cycles): slice 0's 2 band-tiles both start at 20 (its fill's end), slice 1's at 60
     # (the bands free at 59), slice 2's 4 at 100 and 140, slice 3's at 180 and 220 -- always two in step, so each
     # word is read once for both: 2 + 2 + 4 + 4 band-tiles of 40 weights, halved: 240 weights per column. Since
-    # D101 the model charges the RTL's reads on its phased schedule as D92's count x 1.58 (D100's measured ratio).
-    assert sliced["sram_wstage_read_bytes"] == pytest.approx(1.58 * 240 * 8)
-    assert sliced["stage_reg_bits"] == 8 * 6 * 80 * 8  # through the word registers
+    # D127 the model charges the reads kaleido_daccel_stage makes on its own schedule (`stage_run`, equal to the RTL's
+    # count in tests/test_rtl_dstage.py), a word of 2 B = 4 channels from both half-word macros of the 8 column banks
+    # (32 bytes): at least each slice's 10 words once (40 reads), at most each band-tile's own (120).
+    assert sliced["sram_wstage_read_bytes"] % 32 == 0 and 40 * 32 <= sliced["sram_wstage_read_bytes"] <= 120 * 32
+    assert sliced["stage_reg_bits"] == 8 * 6 * 80 * 8  # through the word registers: 120 words of 4 x 8 weights
     assert plain["stage_reg_bits"] == plain["weight_word_reg_bits"] == sliced["weight_word_reg_bits"] == 0
-    # ... and the weight SRAM fills the stage once per chunk and column block: K x N bytes.
+    # ... and the weight SRAM fills the stage once per chunk and column block: K x N bytes (per slice 40 / B = 20
+    # half-words, each one weight-buffer word and one stage half-word of 2 x 8 bytes).
     assert sliced["sram_weight_read_bytes"] == sliced["sram_wstage_write_bytes"] == K * N
     # A token drains one difference row per slice it does not REUSE: frame 0 8 x 4, frame 1 8 x 2 (group 1's two),
     # against one per group unsliced: 8 x 2 + 8 x 1. Each is written into D and read back once.
-    assert sliced["sram_diff_write_bytes"] == sliced["sram_diff_read_bytes"] == 48 * N * yb
-    assert plain["sram_diff_write_bytes"] == plain["sram_diff_read_bytes"] == 24 * N * yb
+    assert sliced["sram_diff_write_bytes"] == sliced["sram_diff_read_bytes"] == 48 * N * vb
+    assert plain["sram_diff_write_bytes"] == plain["sram_diff_read_bytes"] == 24 * N * vb
     same = ("mac8", "mac4", "pe_add", "pe_mux_bits", "gather_mux_bits", "sram_input_read_bytes")  # per slot / channel
     assert all(sliced[k] == plain[k] for k in same)

@@ -189,9 +189,13 @@ def test_compact_actions_hand_counts():
     assert c["combine_add"] == 8 * (32 + 6) == combine_adds(dec, 8)
     # neighbour state (D58): frame 0's 8 COMPUTEs all have a non-COMPUTE successor (frame 1 has no COMPUTE),
     # Cs = 8; of the 6 PARTIALs the 4 in frames 1 and 2 have a REUSE successor, Ps = 4 (frame 3 has none).
-    # Staged: Cg + Cs + Pg = 8 + 8 + 6 = 22 values; state writes 2 Cs + Ps = 20; state reads Pg + Rg = 24.
-    assert c["sram_psum_write_bytes"] == (22 + 20) * 8 * 3
-    assert c["sram_psum_read_bytes"] == (22 + 24) * 8 * 3
+    # D127: as kaleido_combine (hw/combine.py) accesses its macros, words of a column's two partials (2 x 28 acc bits
+    # = 7 bytes a column), whole: the staging macros written by each drained row and read back by its command (Cg +
+    # Pg = 14; a REUSE command reads none); the state macro read by the PARTIAL and REUSE commands (Pg + Rg = 24; a
+    # COMPUTE reads none), written where a successor reads it, not by a REUSE (Cs + Ps = 12). N = 8 columns.
+    assert cfg.acc_bits == 28
+    assert c["psum_staging_write_bytes"] == c["psum_staging_read_bytes"] == 14 * 8 * 7
+    assert c["sram_psum_read_bytes"] == 24 * 8 * 7 and c["sram_psum_write_bytes"] == 12 * 8 * 7
     assert c["gather_mux_bits"] == (64 + 48) * 8 * 3  # log2(R = 8) = 3 mux levels per bit
     assert c["sram_input_read_bytes"] == lock_in - lock_rows_x_ch + 64 + 48
     # kaleido_caccel (D109): one weight buffer read by band turn into the bands' word registers: every band-tile's
@@ -200,6 +204,11 @@ def test_compact_actions_hand_counts():
     assert c["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 4 * 8 * 8
     c2 = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, port_weights=20)
     assert c2["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 20 * 8
+    # D127: the port's reads as built, each a word of 2 B = 4 channels from both half-word banks of B x C = 16 bytes
+    # (5 reads: 5 x 32 bytes), and each band-tile's ceil(8 / 4) = 2 words loaded whole into its word registers
+    c3 = compact_actions(dict(a), [td], [bt], groups, 8, cfg, grid, port_weights=20, port_reads=5)
+    assert c3["sram_weight_read_bytes"] == lock_w - lock_ch * 8 + 5 * 2 * 2 * 8
+    assert c3["weight_word_reg_bits"] == 4 * 2 * (2 * 2 * 8) * 8
     assert c["weight_word_reg_bits"] == 8 * 4 * 8 * 8 and c["sram_weight_write_bytes"] == a["sram_weight_write_bytes"]
     assert c["sram_partial_read_bytes"] == 0 and c["dispatch_add8"] == 32
     # the delta PE on the same band-tiles (D68): one accumulate per active row-slot, the halves' adder on each,
@@ -211,6 +220,12 @@ def test_compact_actions_hand_counts():
     # paired slot, one on the 5-bit high half alone and one on the 4-bit low half alone, x N = 8
     assert d["mac8"] == 64 * 8 and d["mac5"] == 24 * 8 and d["mac4"] == 24 * 8
     e = action_energies(cfg, tech16 := load_tech(16))
+    # D127: compact's partial-sum traffic at a column slice of kaleido_combine's own macros (area test below): the
+    # state macro's 32 words x 2 x 28 bits, a staging macro's 256 words x 2 x 28 bits
+    from sim.cost.energy import sram_access_pj
+
+    assert e["sram_psum_read_bytes"][1] == pytest.approx(sram_access_pj(tech16, 32 * 56 / 8192) / 8)
+    assert e["psum_staging_write_bytes"][1] == pytest.approx(sram_access_pj(tech16, 256 * 56 / 8192) / 8)
     assert e["mac5"][1] == pytest.approx(tech16.e("mult8") * 5 * 8 / 64)  # 5 x 8 of 8 x 8 partial-product bits
     assert e["mac8"][1] == pytest.approx(tech16.e("mult8") * (5 * 8 + 4 * 8) / 64)
     assert d["pe_add"] == d["pe_add_half"] == 8 * (64 + 24) and d["pe_add_corr"] == 8 * 24
@@ -240,7 +255,11 @@ def test_compact_area_rules():
     assert b["ctrl_weight_copies"] == 0
     assert area_breakdown(cfg, tech)["dense_total_mm2"] == pytest.approx(
         area_breakdown(load_config("tiny-8x8"), tech)["dense_total_mm2"])  # the dense die does not change
-    assert b["sram_psum"] == pytest.approx(64 * 8192 * tech.a("sram_bit") * um) and b["sram_partial"] == 0
+    # the partial-sum SRAM as kaleido_combine builds it (D127): words of 2 C acc = 448 bits; W = 2 ways (d = 2 divides
+    # G = 8), a state macro of R G / W = 32 words each; the rest, 64 KiB less 64 state words, over d W = 4 staging
+    # macros: 495,616 // (4 x 448) = 276 words, a power of two: 256 each
+    assert b["sram_psum"] == pytest.approx((2 * 32 + 4 * 256) * 448 * tech.a("sram_bit") * um)
+    assert b["sram_partial"] == 0
     assert "sram_psum" not in lock or lock["sram_psum"] == 0
     assert b["array_pe_kaleido_extra"] < lock["array_pe_kaleido_extra"]  # no per-group partial registers
 
@@ -364,7 +383,10 @@ def test_successor_reads_and_psum_state_hand_counts():
     td = TiledDecisions(dec, tile_stats(dec, grid, g1, 8, 4), True)
     a = op_actions("qkv", [td], grid, g1, 32, 8, 8, 4, cfg, 29)
     c = compact_actions(dict(a), [td], [bt], g1, 8, cfg, grid)
-    assert c["sram_psum_write_bytes"] == c["sram_psum_read_bytes"] == 32 * 8 * 3  # 32 totals x N = 8 x pb = 3
+    # 32 rows staged and read back by their 32 COMPUTE commands, which read no state and write none (D127: 2 x 28
+    # acc bits = 7 bytes a column, N = 8)
+    assert c["psum_staging_write_bytes"] == c["psum_staging_read_bytes"] == 32 * 8 * 7
+    assert c["sram_psum_read_bytes"] == c["sram_psum_write_bytes"] == 0
 
 
 def test_compact_weight_reads_are_the_ports():

@@ -27,7 +27,14 @@ from hw.config import AcceleratorConfig, load_config
 from sim.timing.compact import band_cycles
 from tests.rtl.cases import make_case
 from tests.rtl.combine_rules import compact_y
-from tests.rtl.compact_bench import build_runs, check_emission, combine_program, run_top, simulate_combine
+from tests.rtl.compact_bench import (
+    build_runs,
+    check_emission,
+    combine_program,
+    run_top,
+    simulate_combine,
+    unpack_signed,
+)
 
 
 def compact_cfg(rows=8, cols=8, bands=2, ports=2) -> AcceleratorConfig:
@@ -121,6 +128,60 @@ def test_compact_top_values_and_band_tile_cycles(shape, ci):
             n = min(C, N - n0)
             assert np.array_equal(y[:, :n], want_y[:, n0:n0 + n])
             assert at == [G * t + G - 1 + 2 for t in range(M)]  # a token's row 2 cycles after its last command
+
+
+def test_combine_reads_only_the_words_a_command_uses():
+    """D127: ``kaleido_combine`` reads a staging word only for a COMPUTE or PARTIAL command (a REUSE uses none) and a
+    state word only for a PARTIAL or REUSE command (a COMPUTE uses none). On the mixed w / h / f case, every column
+    block's program: the macros' read-enable cycles equal those counts, taken from the commands' decisions, and Y is
+    still the golden model's."""
+    from amaranth.sim import Simulator
+
+    from hw.pe import COMPUTE as HC
+    from hw.pe import REUSE as HR
+
+    case, fw = CASES[1]
+    cfg = compact_cfg(*SHAPES["8x8-B2-d2"])
+    runs = build_runs(case, cfg, fw)
+    run_top(cfg, runs, case.x_unsigned)
+    want_y = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
+    C, ab, d = cfg.array_cols, cfg.acc_bits, cfg.drain_rows_per_cycle  # noqa: N806
+    sa = max(1, (combine_sizes(cfg)["stage_depth"] - 1).bit_length())
+    seen = set()
+    for n0, writes, cmds in combine_program(case, runs, cfg):
+        decs = [c["c_dec"] for c in cmds]
+        seen |= set(decs)
+        dut = Combine(cfg)
+        got = {"staging": 0, "state": 0}
+        out = {}
+
+        async def bench(ctx, dut=dut, writes=writes, cmds=cmds, out=out, got=got):
+            for p, addr, data in writes:  # one staged write a cycle
+                ctx.set(dut.st_we, 1 << p)
+                ctx.set(dut.st_waddr, addr << (p * sa))
+                ctx.set(dut.st_wdata, data << (p * 2 * C * ab))
+                await ctx.tick()
+            ctx.set(dut.st_we, 0)
+            rows = []
+            for cycle in range(len(cmds) + 3):  # `output_commands`, counting the read enables before each edge
+                ctx.set(dut.c_valid, int(cycle < len(cmds)))
+                for k, v in (cmds[cycle] if cycle < len(cmds) else {}).items():
+                    ctx.set(getattr(dut, k), v)
+                for k in got:
+                    got[k] += sum(ctx.get(e) for e in dut.read_enables[k])
+                if ctx.get(dut.y_valid):
+                    rows.append(unpack_signed(ctx.get(dut.y_data), ab, C))
+                await ctx.tick()
+            out["rows"] = rows
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+        sim.add_testbench(bench)
+        sim.run()
+        assert got == {"staging": sum(x != HR for x in decs), "state": sum(x != HC for x in decs)}, n0
+        n = min(C, case.W.shape[1] - n0)
+        assert np.array_equal(np.array(out["rows"], dtype=np.int64)[:, :n], want_y[:, n0:n0 + n])
+    assert len(seen) == 3 and d == 2  # every decision among the commands
 
 
 def test_compact_pe_counts_equal_yosys():

@@ -95,13 +95,23 @@ def test_staged_tiles_is_the_model_path():
                   dims=(1, dec.shape[0], K, N), decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
     a = simulate_trace(Trace(grid=grid, ops=[op], model="test", size="test", weights="none"), cfg)["per_op"][0]["actions"]
     st = staged_tiles(dec, grid, groups, cfg, K, N)
-    band, first, _last = band_schedule(st["s_seq"], st["rows"], cfg, st["segment"], st["fill"], st["buffers"])
-    shared = shared_stage_weights(st["segment"], st["group"], st["paired"], band, first, st["widths"], 2)
-    # D101: the model charges D92's count x 1.58 (the RTL's ratio on its phased schedule, D100), at most one read
-    # per issued band-tile
-    once = int(st["widths"][st["group"]].sum())
-    assert a["sram_wstage_read_bytes"] == pytest.approx(min(1.58 * shared, once) * min(cfg.array_cols, N))
-    assert a["sram_weight_read_bytes"] == a["sram_wstage_write_bytes"] == st["chunks"] * K * N
+    # D127: the model charges the reads kaleido_daccel_stage makes (its `stage_run`), a word of 2 B channels from both
+    # half-word macros of every column bank (2 B C bytes): at least each (segment, group) word once, at most once
+    # per issued band-tile; each read word loaded whole into the word register of every band-tile that takes it
+    C, B = cfg.array_cols, cfg.compact_bands  # noqa: N806
+    words = -(-st["widths"][st["group"]] // (2 * B))
+    distinct = sum(int(words[i]) for i in range(len(words))
+                   if not any(st["segment"][j] == st["segment"][i] and st["group"][j] == st["group"][i]
+                              for j in range(i)))
+    got = a["sram_wstage_read_bytes"]
+    assert got % (2 * B * C) == 0 and distinct * 2 * B * C <= got <= int(words.sum()) * 2 * B * C
+    assert a["stage_reg_bits"] == int(words.sum()) * 2 * B * C * 8
+    # the fills: per segment its slice's (D88) half-words of B channels, each a weight-buffer word of B x C bytes
+    # read and a stage half-word written (the host's `stage_plan`; its column blocks all C wide)
+    heads = [i for i in range(len(words)) if i == 0 or st["segment"][i] != st["segment"][i - 1]]
+    fills = sum(-(-int(st["widths"][st["group"][i]]) // B) for i in heads)
+    assert st["held"] < K and len(heads) == st["chunks"] * -(-N // C) * len(st["widths"])  # sliced, every slice
+    assert a["sram_weight_read_bytes"] == a["sram_wstage_write_bytes"] == fills * B * C
 
 
 def test_prefetch_rule_by_hand():

@@ -248,7 +248,8 @@ def area_breakdown(cfg: AcceleratorConfig, tech: TechTable | None = None) -> dic
         um2["sram_partial"] = 0.0
     else:  # nor is the compact organisation's partial-sum SRAM by the lockstep array
         um2["sram_psum"] = 0.0
-    if cfg.organisation == "delta":  # the partial-sum and state SRAMs as kaleido_dcombine builds them (D114, D115)
+    if cfg.organisation in ("delta", "compact"):  # the partial-sum (and state) SRAMs as the combine builds them
+        # (kaleido_dcombine: D114, D115; compact's kaleido_combine: D127)
         from sim.cost.controllers import built_sram_bits
 
         for buf, bits in built_sram_bits(cfg).items():

@@ -5,7 +5,7 @@ vector unit, input-SRAM fills and the similarity pass, output SRAM, score SRAM) 
 multiplies (``mac8`` = COMPUTE (token, channel) pairs x N, ``mac4`` = PARTIAL pairs x N, the same
 products in either organisation); `compact_actions` replaces the array-side terms, per batch
 element, with Cc / Pc = COMPUTE / PARTIAL (token, channel) pairs, Cg / Pg / Rg = COMPUTE / PARTIAL /
-REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb column blocks, grid (F, H, W):
+REUSE (token, group) pairs, n_cb column blocks, grid (F, H, W):
 
 - PE (hw/compact_pe.py; no per-group partial registers: a band-tile row accumulates one group's partial
   in ``acc``, a COMPUTE row its msb partial in ``accm`` too), with Ps = PARTIAL row-slots (Σ over band-tiles
@@ -28,8 +28,8 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
   read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
   (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. The controllers
-  as built set the read count (D101): the staged delta controller's stage reads are D92's count x
-  `sim.cost.controllers.STAGE_READ_RATIO` (capped at no sharing); compact's ``kaleido_caccel`` reads its one weight
+  as built set the read count (D101): the staged delta controller's stage reads are those it makes on its own
+  schedule (`sim.timing.delta_accel.stage_run`, D121, charged since D127); compact's ``kaleido_caccel`` reads its one weight
   buffer by band turn (D109), the reads its port makes on its phased schedule counted per op
   (`sim.timing.compact_accel.op_port`, D117); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
   > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x
@@ -47,9 +47,15 @@ REUSE (token, group) pairs, ``pb`` = `sim.timing.compact.partial_bytes`, n_cb co
   msb where ``s`` (``1 + s`` values, written by the drain, read once by the combine unit) and writes the
   state's msb and total where ``s`` (2); a PARTIAL stages its lsb (1), reads the state's msb (1) and
   writes the new total where ``s`` (1; the msb is unchanged, in place); a REUSE reads the total (1) and
-  writes nothing (the chain's state stays). Per output column, pb bytes each: writes ``(Cg + Cs + Pg) + (2 Cs
-  + Ps)``, reads ``(Cg + Cs + Pg) + (Pg + Rg)``. The lockstep array's ``h``-axis partial buffer
-  (``sram_partial``) is not used.
+  writes nothing (the chain's state stays). Counted as ``kaleido_combine`` (hw/combine.py) accesses its macros
+  (docs/decisions.md D127; before it, ``(Cg + Cs + Pg) + (2 Cs + Ps)`` values written and ``(Cg + Cs + Pg) +
+  (Pg + Rg)`` read at `sim.timing.compact.partial_bytes` each, priced at ``psum_sram_kib / C``): its words hold a
+  column's two partials (staging: ``out`` and ``out_m``; state: msb and total), ``2 acc`` bits a column, read and
+  written whole. Per output column: the staging macros (``psum_staging_*``) written by each drained row (``Cg +
+  Pg``) and read by its command (``Cg + Pg``: a REUSE command's staging read enable is off); the state macro
+  (``sram_psum_*``) read by each PARTIAL and REUSE command (``Pg + Rg``: a COMPUTE's is off) and written ``Cs +
+  Ps``. `sim.cost.energy` prices each at a column slice of its own macro. The lockstep array's ``h``-axis
+  partial buffer (``sram_partial``) is not used.
 - Combine unit (``combine_add``): `sim.timing.compact.combine_adds`, acc-bit adds.
 - Dispatcher (``dispatch_add8``): the queues count one (token, group) each (M G); no matcher.
 
@@ -73,7 +79,9 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   (``pv``) goes from the vector unit through the similarity unit, which forms the differences against P_eff
   as it decides (D52) and stashes only them: the ``M K`` bytes of P that the lockstep and compact arrays read
   from the input SRAM are not written there (D76).
-- Partial-sum SRAM, ``yb`` = `sim.timing.delta.output_bytes` bytes per value, per output column and per axis
+- Partial-sum SRAM, a value per output column and per axis class at the bits the built word gives it (D127:
+  ``acc_bits`` in ``kaleido_dcombine``'s D buffers and state buffer, words of C acc-bit values; the state SRAM's
+  `hw.delta_combine.STATE_BITS`; before D127 ``yb`` = `sim.timing.delta.output_bytes`, the value's own 3-4 bytes), per axis
   class (`sim.timing.delta.classes`, D71; one class on every op but ``qk``): each drained difference row is
   written into ``D[t]`` (writes = the class's non-REUSE (token, group) pairs; reads = those less one per token
   with any), the chunk's end reads ``D[t]`` (tokens with any) and ``S[nb]`` (tokens that do not COMPUTE every
@@ -85,12 +93,14 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   the ``sram_diff`` bytes at a column slice of their macro and books them to ``sram_psum`` (docs/decisions.md D122).
 - Weight stage (``wstage_sram_kib``, D85; an op whose ``2 K`` weights of a column fit a bank, with the
   difference-sum buffer's column-block order): the band-tiles' weight reads above go to the stage
-  (``sram_wstage``), less the reads that bands in step share (`sim.timing.compact.shared_stage_weights` x min(C,
-  N), D92), times `sim.cost.controllers.STAGE_READ_RATIO` (1.58: what ``kaleido_daccel_stage`` reads on its phased
-  schedule over D92's count, D100's measurement, charged since D101), at most one read per band-tile (the word
-  registers are still written per band: ``stage_reg_bits`` = 8 Σ |g| min(C, N) n_cb); the weight
-  SRAM is read once per chunk with band-tiles and column block to fill it, ``chunks x K x N`` bytes, which the
-  stage writes.
+  (``sram_wstage``), as ``kaleido_daccel_stage`` makes them on its own schedule (`sim.timing.delta_accel.stage_run`,
+  the cycle model's, D121; its ``"reads"``, each shared by the bands that take the same word at the turn, D92):
+  a read is a word of 2 B channels from both half-word macros of every column bank, ``2 B C`` bytes; each
+  band-tile loads each of its ``ceil(|g| / 2 B)`` words whole into a word register (``stage_reg_bits`` =
+  ``n_cb Σ ceil(|g| / 2 B) 2 B C 8``); the fills (its ``"fill_reads"``: per segment the group-aligned half-words
+  of B channels, Σ ceil(|g| / B), or its slice's) read a weight-buffer word of ``B C`` bytes (``sram_weight``)
+  and write a stage half-word of ``B C`` bytes each (docs/decisions.md D127; before it, D92's count x a measured
+  1.58 and ``chunks x K x N`` fill bytes).
   On a fused score op (``state_buffer``) the carried values span every key (D70) and live in the state SRAM
   (``sram_state``): its ``state`` writes and ``carried`` reads go there, the ``D`` traffic stays in the
   partial-sum SRAM (or the difference-sum buffer, D84). The combine unit walks a chunk's tokens in raster order
@@ -112,12 +122,13 @@ import numpy as np
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
 from hw.compact_pe import CCOL_FIELDS, CROW_FIELDS, cpe_lane_bits
 from hw.config import AcceleratorConfig
+from hw.delta_combine import STATE_BITS
 from sim.cost.area import COMPACT_PRODUCT_MUX_BITS, DELTA_PRODUCT_MUX_BITS
 from sim.cost.controllers import ACTIONS as CONTROLLER_ACTIONS
-from sim.cost.controllers import STAGE_READ_RATIO, WEIGHT_LANES, bypass_actions, lanes, weight_copies
+from sim.cost.controllers import WEIGHT_LANES, bypass_actions, lanes, queue_read_actions, weight_copies
 from sim.cost.controllers import count_actions as count_controller
-from sim.timing.compact import band_rows, combine_adds, paired_tiles, partial_bytes
-from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta, output_bytes
+from sim.timing.compact import band_rows, combine_adds, paired_tiles
+from sim.timing.delta import DIFF_BITS, class_terms, classes, combine_adds_delta
 
 
 def successor_reads(dec: np.ndarray, grid, groups) -> np.ndarray:
@@ -185,7 +196,10 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
     (`lane_writes`)."""
     K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
     M = dec.shape[0]  # noqa: N806
-    yb = output_bytes(K)
+    # bytes a value takes in the built word (D122, D127): kaleido_dcombine's D buffers and state buffer hold words of
+    # C acc-bit values, the state SRAM STATE_BITS a value (the value's own bound, `output_bytes`, is at most these)
+    vb = acc / 8
+    cb = STATE_BITS / 8 if state_buffer else vb
     carry = "sram_state" if state_buffer else "sram_psum"
     dbuf = "sram_diff" if diff_buffer else "sram_psum"
     for (axis, idx), (_ax, diffs, _direct, _carried) in zip(classes(groups), class_terms(dec, groups), strict=True):
@@ -195,10 +209,10 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
         succ = delta_successor_reads(d, grid, axis)  # tokens whose S a successor reads
         succ_near = np.zeros_like(near)  # ... from inside the same pool (the next position: w only)
         succ_near[:-1] = near[1:]
-        a[f"{dbuf}_write_bytes"] += diffs * N * yb
-        a[f"{dbuf}_read_bytes"] += diffs * N * yb
-        a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * yb
-        a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * yb
+        a[f"{dbuf}_write_bytes"] += diffs * N * vb
+        a[f"{dbuf}_read_bytes"] += diffs * N * vb
+        a[f"{carry}_write_bytes"] += int((succ & ~succ_near).sum()) * N * cb
+        a[f"{carry}_read_bytes"] += int((reads & ~near).sum()) * N * cb
         a["combine_reg_bits"] += lane_writes(reads & near, grid, out_lanes) * N * acc
     a["mac8"] += N * cc
     a["mac5"] += N * -(-pc // 2)
@@ -212,7 +226,9 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
                     p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
-                    port_weights: int | None = None, fifo_bypass: int | None = None) -> dict:
+                    port_weights: int | None = None, fifo_bypass: int | None = None,
+                    stage_run: dict | None = None, queue_cycles: int | None = None,
+                    port_reads: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
 
@@ -235,16 +251,26 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         fifo_bypass: delta, the op's rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write (the
             cycle model's, ``combine_timing = "rtl"``; None: not timed): with the core's bypass (D118) those skip the
             FIFO's write and read (`sim.cost.controllers.bypass_actions`).
+        stage_run: delta with the weight stage (``stage_chunks`` given; required there, else ValueError):
+            ``kaleido_daccel_stage``'s schedule of the op (`sim.timing.delta_accel.stage_run`, the cycle model's,
+            docs/decisions.md D121), whose ``"reads"`` (stage word reads) and ``"fill_reads"`` (weight-buffer reads
+            of the fills) are charged as the RTL makes them (docs/decisions.md D127).
+        port_reads: compact, the reads its weight port makes (`sim.timing.compact_accel.op_port`'s ``"reads"``; the
+            cycle model passes it): each a word of 2 B channels from both half-word banks of ``B C`` bytes, loaded
+            whole into the word registers of the bands that take it (docs/decisions.md D127); overrides
+            ``port_weights``.
+        queue_cycles: the cycles ``kaleido_dqueue`` runs on this op (the cycle model's; None: not timed): its
+            decision banks (and compact's replay buffer) are read on each (`sim.cost.controllers.queue_read_actions`,
+            D127); None: the scan's reads only, as before D127.
     """
     C = cfg.array_cols  # noqa: N806
     n_cb = -(-N // C)
     acc = cfg.acc_bits
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    pb = partial_bytes(groups)
     lane_bits = cpe_lane_bits(cfg, CROW_FIELDS + CCOL_FIELDS)
     b_bits = cpe_lane_bits(cfg, ("x_b", "w_b"))  # the second channel's lanes: PAIRED band-tiles only (D24's rule)
     keys = ("pe_add", "pe_add_half", "pe_add_corr", "pe_reg_bits", "pe_mux_bits", "pipe_reg_bits", "gather_mux_bits", "sram_psum_read_bytes",
-            "sram_psum_write_bytes", "sram_diff_read_bytes", "sram_diff_write_bytes", "sram_partial_read_bytes",
+            "sram_psum_write_bytes", "psum_staging_read_bytes", "psum_staging_write_bytes", "sram_diff_read_bytes", "sram_diff_write_bytes", "sram_partial_read_bytes",
             "sram_partial_write_bytes", "combine_add",
             "combine_reg_bits",
             "dispatch_add8", *CONTROLLER_ACTIONS)
@@ -254,7 +280,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["mac8"] = a["mac5"] = a["mac4"] = 0
     array_input = weight = lock_input = lock_weight = fills = slot_words = all_rows = 0
     copies = weight_copies(cfg)
-    for i, (td, (slots, grp, nc, npart)) in enumerate(zip(tiled, band_tiles, strict=True)):
+    for td, (slots, grp, nc, npart) in zip(tiled, band_tiles, strict=True):
         dec = td.decisions
         lock_input += td.stats["rows_x_channels"] * n_cb
         lock_weight += td.stats["channels"] * N
@@ -280,10 +306,9 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["gather_mux_bits"] += n_cb * (cc + pc) * bits * max(1, math.ceil(math.log2(cfg.array_rows)))
         weight += int(widths[grp].sum()) * min(C, N) * n_cb
         slot_words += int(slots.sum()) * WEIGHT_LANES * min(C, N) * n_cb  # a band's own copy: a word per slot
-        count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg)  # the controller's accesses (D101)
+        count_controller(a, dec, (slots, grp, nc, npart), groups, N, cfg,  # the controller's accesses (D101)
+                         queue_reads=queue_cycles is None)
         all_rows += rows_out
-        if stage_chunks is not None:  # one fill of every column block's K x C weights per chunk that has band-tiles
-            fills += len(np.unique(stage_chunks[i])) * int(widths.sum()) * N
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
             if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
@@ -294,17 +319,34 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)
         cs, ps = int((succ & (dec == COMPUTE)).sum()), int((succ & (dec == PARTIAL)).sum())
-        staged = (cg + cs + pg) * N * pb
-        a["sram_psum_write_bytes"] += staged + (2 * cs + ps) * N * pb
-        a["sram_psum_read_bytes"] += staged + (pg + rg) * N * pb
+        # kaleido_combine's macros as built (D127): a word is a column's out and out_m (staging) or msb and total
+        # (state), 2 acc bits a column, read and written whole; each drained row written into its port's staging
+        # macro and read back by its command (a REUSE command reads none); a PARTIAL or REUSE command reads its
+        # state word (a COMPUTE none); the state written where a successor reads it and the command is not REUSE
+        wb = 2 * acc / 8
+        a["psum_staging_write_bytes"] += (cg + pg) * N * wb
+        a["psum_staging_read_bytes"] += (cg + pg) * N * wb
+        a["sram_psum_read_bytes"] += (pg + rg) * N * wb
+        a["sram_psum_write_bytes"] += (cs + ps) * N * wb
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
     read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
-    if stage_chunks is not None:  # the RTL's stage reads on its phased schedule (D100): D92's count x the ratio
-        read = min(weight, STAGE_READ_RATIO * read)
+    if stage_chunks is not None and stage_run is None:
+        raise ValueError("a staged op's stage traffic needs its stage_run (sim.timing.delta_accel.stage_run)")
+    if stage_chunks is not None:  # kaleido_daccel_stage's own reads and fills on its schedule (D121, D127)
+        B = cfg.compact_bands  # noqa: N806
+        read = stage_run["reads"] * 2 * B * C  # a read: both half-word macros of every column bank
+        fills = stage_run["fill_reads"] * B * C  # a fill read: one weight-buffer word, one stage half-word a column
+        loads = n_cb * sum(int((-(-widths[t[1]] // (2 * B))).sum()) for t in band_tiles)  # words a band-tile takes
+        a["stage_reg_bits"] = loads * 2 * B * C * 8  # each loads a whole word register of 2 B channels x C (D94)
     elif delta_blocks is None:  # compact's weight port on its phased schedule (D109), counted per op (D117)
         read = weight if port_weights is None else port_weights * min(C, N)
+        if port_reads is not None:  # the port's reads as built: whole words, whole word registers (D127)
+            B = cfg.compact_bands  # noqa: N806
+            read = port_reads * 2 * B * C
+            loads = n_cb * sum(int((-(-widths[t[1]] // (2 * B))).sum()) for t in band_tiles)
+            a["weight_word_reg_bits"] = loads * 2 * B * C * 8
     if copies > 1:  # no stage: each band reads its own copy, a word per slot, and no word registers (D91, D97)
         read = slot_words
         a["weight_word_reg_bits"] = 0
@@ -317,4 +359,6 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["sram_weight_read_bytes"] += read - lock_weight
     if delta_blocks is not None:
         bypass_actions(a, all_rows, fifo_bypass, cfg)  # kaleido_dcore's row-FIFO bypass (D118)
+    if queue_cycles is not None:  # the queues' banks read on every cycle they run (D127)
+        queue_read_actions(a, queue_cycles, cfg)
     return a

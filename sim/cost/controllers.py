@@ -73,15 +73,9 @@ PTR_BITS = 16
 #: `sim.timing.compact.WORD_REGISTERS` charges them.
 WORD_REGISTERS = 3
 
-#: The staged controller's weight-stage reads on a Wan2.1-1.3B block at 480p over D92's count
-#: (`sim.timing.compact.shared_stage_weights` on the trace model's schedule, what the model counted before D101):
-#: D100's measurement of the RTL as built (`python -m tests.rtl.dstage_check R 3 --defer behind`, equal to
-#: `sim.timing.delta_accel.stage_schedule(early=True, defer="behind")`), Σ reads ÷ Σ D92 over qkv, qk, o_proj, ffn1
-#: and ffn2: 1.09 at r = 0.3 and 1.58 at r = 0.8. The RTL's count at full size is not computable here
-#: (`stage_schedule` is plain Python: about 5 min for 3 frames with N cut to 256, so hours per 480p op), so the
-#: model charges the larger measured ratio, 1.58, on every staged op: an upper figure at r = 0.3 (measured 1.09),
-#: the measured one at r = 0.8 (D101).
-STAGE_READ_RATIO = 1.58
+#: (The staged controller's weight-stage reads and fills, charged as D92's count x a measured ratio,
+#: ``STAGE_READ_RATIO`` = 1.58, from D101 until D127, are counted per op since D127: `sim.timing.delta_accel.stage_run`,
+#: the cycle model's schedule of ``kaleido_daccel_stage``, charged by `sim.cost.compact_actions`.)
 
 #: (The compact controller's weight-buffer reads, D109's measured `PORT_READ_SHARE`, are counted per op since D117:
 #: `sim.timing.compact_accel.op_port`, charged by `sim.cost.compact_actions`.)
@@ -279,6 +273,17 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "ctrl_tables", "the token's, and per way its group's successor's decisions (D97, D104)"),
                 _macro("kaleido_ccore", "head table", "1r1w", cs["state_depth"], ra, W, "ctrl_tables",
                        "per way, one state address per (position, group of the way) (D97, D104)")]
+        # kaleido_combine's own macros (hw/combine.py: not split by depth), the partial-sum SRAM as built (D127)
+        from hw.combine import combine_module_name
+
+        cmb, word = combine_module_name(W), cs["word"]
+        out += [{"module": cmb, "part": "partial state", "kind": "1r1w", "depth": cs["state_depth"], "width": word,
+                 "count": W, "bits": W * cs["state_depth"] * word, "charged": "sram_psum",
+                 "note": "per way the neighbour state of its groups, C msb and C total partials a word (D65, D104)"},
+                {"module": cmb, "part": "partial staging", "kind": "1r1w", "depth": cs["stage_depth"], "width": word,
+                 "count": d * W, "bits": d * W * cs["stage_depth"] * word, "charged": "sram_psum",
+                 "note": "per drain port and way the drained rows' out and out_m (D65, D104); the rest of "
+                         "psum_sram_kib below a power-of-two depth is not built"}]
     else:
         from hw.delta_combine import dcombine_module_name, delta_combine_sizes
         from sim.timing.delta_core import core_d_buffers, core_ways
@@ -464,11 +469,15 @@ def built_sram_bits(cfg: AcceleratorConfig) -> dict[str, int]:
     """``{"sram_psum": bits, "sram_state": bits, "sram_diff": bits}`` of the macros ``kaleido_dcombine`` builds for
     the delta core (`inventory`'s parts charged to them: the state buffer, and the D buffers -- ``sram_diff`` where
     the config has a difference-sum buffer, docs/decisions.md D122, else ``sram_psum``, 0 bits of ``sram_diff``;
-    the state SRAM's column banks), for the roles the inventory lists; ``{}`` on the other organisations and where
-    the core is not built (a buffer too small for it). `sim.cost.area` charges these SRAMs by these bits
+    the state SRAM's column banks), for the roles the inventory lists; on the compact organisation ``{"sram_psum":
+    bits}`` of ``kaleido_combine``'s state and staging macros (docs/decisions.md D127); ``{}`` on the lockstep
+    organisation and where the core is not built (a buffer too small for it). `sim.cost.area` charges these SRAMs by these bits
     (docs/decisions.md D114): a buffer's remainder below a macro is not built (`hw.sram.split_banks`), so it is not
     charged, and each SRAM is counted once."""
     out: dict[str, int] = {}
+    if cfg.organisation == "compact":  # kaleido_combine's state and staging macros (D127)
+        bits = sum(p["bits"] for p in inventory(cfg) if p["module"].startswith("kaleido_combine"))
+        return {"sram_psum": bits} if bits else out
     if cfg.organisation != "delta":
         return out
     for p in inventory(cfg):
@@ -563,7 +572,28 @@ def bypass_actions(a: dict, rows: int, bypass: int | None, cfg: AcceleratorConfi
     return a
 
 
-def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -> dict:  # noqa: N803
+def queue_read_actions(a: dict, cycles: int, cfg: AcceleratorConfig) -> dict:
+    """The queues' reads of one op (in place; returns ``a``) as ``kaleido_dqueue`` makes them (docs/decisions.md D127):
+    every decision bank is read on every cycle the queues run (its read enable is ``running | begin``, hw/delta_queue.py;
+    D93), and compact's replay buffer likewise (``re`` = ``running``, D120), whether or not the step uses the word.
+    ``cycles``: the cycles the queues run, the ``start`` cycle and cycles 0 .. their ``done`` (compact:
+    `sim.timing.compact_accel.op_port`'s ``queue_done`` + 2; the staged delta controller's queues, which stand for
+    its host list, run as long as the controller, its op cycles + 1). V banks of ``2 G`` bits a cycle: ``R / B``
+    on delta, compact's wider scan's L (`sim.timing.compact_accel.queue_reach`, D124)."""
+    from sim.timing.compact_accel import queue_reach
+
+    kind = controller(cfg)
+    if kind is None:
+        return a
+    V = queue_reach(cfg) if kind == "compact" else sizes(cfg)["brows"]  # noqa: N806
+    a["ctrl_dec_bytes"] += cycles * V * CODE_BITS * cfg.partial_regs / 8
+    if kind == "compact":
+        a["ctrl_replay_bytes"] += cycles * sizes(cfg)["queue_desc_bits"] / 8
+    return a
+
+
+def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig,  # noqa: N803
+                  queue_reads: bool = True) -> dict:
     """Add one batch element's controller accesses to ``a`` (in place; returns it). ``dec``: its decisions ``[M,
     G]``; ``tiles``: its band-tiles ``(slots, group, n_compute, n_partial)`` (`sim.timing.compact.compact_tiles`),
     each issued once per column block (n_cb = ceil(N / C)). Rules (module docstring; D101):
@@ -576,7 +606,9 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
       PARTIAL) once per column block (D93: delta's D84 order reruns the chunk per column block of its group);
       compact's queues scan the first column block only and write its band-tiles to their replay buffer, read
       back once per later column block (D120; the host gives a slice several column blocks only where one column
-      block's band-tiles fit it, D124), their wider scan reading again at most L - 1 words after each fill (D124);
+      block's band-tiles fit it, D124), their wider scan reading again at most L - 1 words after each fill (D124).
+      With ``queue_reads`` False only the writes are counted here: the caller charges the reads the RTL makes, every
+      bank every running cycle (`queue_read_actions`, D127);
     - the tile table: an entry written per band-tile, read per drained row; delta's row FIFO: each drained row
       written and read once; the decision copies: both written per token, both read per combine command (delta:
       per column block, token and axis class, D95; compact: per column block, token and group, D97); compact's
@@ -614,10 +646,11 @@ def count_actions(a: dict, dec, tiles, groups, N: int, cfg: AcceleratorConfig) -
 
         # the wider scan's steps read L words each: a step that fills the queue ends at its fill lane and the next
         # reads the rest again, at most L - 1 words a band-tile (D124; an upper count)
-        a["ctrl_dec_bytes"] += dec_bytes * (M * 3 + len(slots) * (queue_reach(cfg) - 1))
-        a["ctrl_replay_bytes"] += z["queue_desc_bits"] / 8 * len(slots) * n_cb
+        reads = M * 2 + len(slots) * (queue_reach(cfg) - 1) if queue_reads else 0
+        a["ctrl_dec_bytes"] += dec_bytes * (M + reads)
+        a["ctrl_replay_bytes"] += z["queue_desc_bits"] / 8 * len(slots) * (n_cb if queue_reads else 1)
     else:
-        a["ctrl_dec_bytes"] += dec_bytes * M * (1 + 2 * n_cb)
+        a["ctrl_dec_bytes"] += dec_bytes * M * (1 + (2 * n_cb if queue_reads else 0))
     core = {(p["module"], p["part"]): p["width"] / 8 for p in inventory(cfg)}
     if kind == "compact" and ("kaleido_ccore", "tile table") in core:
         commands = n_cb * M * len(groups)

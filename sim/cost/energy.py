@@ -41,7 +41,13 @@ or a bit width of the RTL):
   (D112), so an access is at ``kib / (C V)`` (less the remainder `hw.sram.split_banks` drops). Likewise, where
   ``kaleido_dcore`` is built (docs/decisions.md D122), the partial-sum SRAM at a column slice of its state buffer's
   macro (``depth x acc`` bits: a word is C columns of acc bits, and each column's lanes touch only their own) and
-  the difference-sum buffer at a column slice of the D buffers' macro (the D buffers are it, an n-th each).
+  the difference-sum buffer at a column slice of the D buffers' macro (the D buffers are it, an n-th each). On the
+  compact organisation the partial-sum SRAM is ``kaleido_combine``'s macros (docs/decisions.md D127): its state
+  traffic at a column slice of the state macro, its staging traffic (``psum_staging_*``) at one of a staging
+  macro (`sim.cost.controllers.inventory`'s "partial state" and "partial staging"). The
+  weight stage of ``kaleido_daccel_stage`` (docs/decisions.md D96, D127) at one of its macros: each column bank is
+  two half-word macros (``B`` channels a word, ``kib / 2 C`` each), and a stage read reads both (its bytes count
+  both, `sim.cost.compact_actions`).
 - DRAM: ``dram_byte`` per byte read or written.
 - vector unit: ``fp16_add``, ``fp16_mult`` each; fused attention's integer adds ``vec_int_add``:
   ``add32 x SCORE_BITS / 32`` (24-bit, `sim.cost.actions.SCORE_BITS`); its table reads ``vec_lut_read``:
@@ -162,7 +168,10 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
     out.update(controller_energies(cfg, tech))  # the op-level controllers' macros and registers (D101)
     state_macro = next((p for p in controller_inventory(cfg) if p["charged"] == "sram_state"), None)
     d_macro = d_buffer_macro(cfg) if cfg.diff_sram_kib else None
-    psum_macro = next((p for p in controller_inventory(cfg) if p["part"] == "state buffer"), None)
+    # the state buffer of kaleido_dcombine (delta, D122), the partial state of compact's kaleido_combine (D127)
+    psum_macro = next((p for p in controller_inventory(cfg) if p["part"] in ("state buffer", "partial state")), None)
+    staging_macro = next((p for p in controller_inventory(cfg) if p["part"] == "partial staging"), None)
+    wstage_macro = next((p for p in controller_inventory(cfg) if p["part"] == "wstage"), None)
     for b in SRAM_BUFFERS:
         kib = getattr(cfg, f"{b}_sram_kib")
         if b == "state" and state_macro is not None:  # the built position banks of its column banks (D114)
@@ -175,9 +184,15 @@ def action_energies(cfg: AcceleratorConfig, tech: TechTable) -> dict[str, tuple[
             kib = kib / row_banks(cfg, b)
         if b == "diff" and d_macro is not None:  # a column slice of kaleido_dcombine's D buffers' macro (D122)
             kib = d_macro["depth"] * d_macro["width"] / cfg.array_cols / 8192
+        if b == "wstage" and wstage_macro is not None:  # one of a column bank's two half-word macros (D96, D127)
+            kib = wstage_macro["depth"] * wstage_macro["width"] / 8192
         per_byte = sram_access_pj(tech, kib) / 8
         out[f"sram_{b}_read_bytes"] = (f"sram_{b}", per_byte)
         out[f"sram_{b}_write_bytes"] = (f"sram_{b}", per_byte)
+    # compact's staging macros (kaleido_combine, D127), a column slice of one; 0 where there are none (never counted)
+    kib = staging_macro["depth"] * staging_macro["width"] / cfg.array_cols / 8192 if staging_macro else 0.0
+    per_byte = sram_access_pj(tech, kib) / 8 if staging_macro else 0.0
+    out["psum_staging_read_bytes"] = out["psum_staging_write_bytes"] = ("sram_psum", per_byte)
     return out
 
 
@@ -190,7 +205,9 @@ def gated_sram_mm2(breakdown: dict[str, float], *actions: dict) -> float:
     there, `sim.timing.memory`), so one an op does not touch is off for the op's whole wall time; the two halves
     of a fused attention pair run interleaved, so their union is on for both."""
     def touched(b: str) -> bool:
-        return any(a.get(f"sram_{b}_read_bytes", 0) or a.get(f"sram_{b}_write_bytes", 0) for a in actions)
+        keys = (f"sram_{b}_read_bytes", f"sram_{b}_write_bytes") + (
+            ("psum_staging_read_bytes", "psum_staging_write_bytes") if b == "psum" else ())
+        return any(a.get(k, 0) for a in actions for k in keys)
     gated = sum(breakdown.get(f"sram_{b}", 0.0) for b in SRAM_BUFFERS if not touched(b))
     if not touched("weight"):  # the bands' weight copies (D101) are the weight SRAM's, gated with it
         gated += breakdown.get("ctrl_weight_copies", 0.0)
@@ -242,7 +259,8 @@ class EnergyModel:
                 cdec = [replace(td, decisions=td.decisions[:, cols], code_counts=None) for td in decisions]
             a = compact_actions(a, cdec, t.compact["band_tiles"], cgroups, t.N, self.cfg, grid, blocks, state,
                                 p_op, stage, t.compact.get("shared_weights"), t.compact.get("port_weights"),
-                                fifo_bypass=t.compact.get("fifo_bypass"))
+                                fifo_bypass=t.compact.get("fifo_bypass"), stage_run=t.compact.get("stage_run"),
+                                queue_cycles=t.compact.get("queue_cycles"), port_reads=t.compact.get("port_reads"))
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)
         return OpActions(a, d)
 

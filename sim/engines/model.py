@@ -302,8 +302,12 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "shared_weights": shared, "port_weights": None if port is None or staged else port["weights"],
+            "port_reads": None if port is None or staged else port["reads"],
             "stage_run": {k: port[k] for k in ("reads", "weights", "fill_reads", "fill_wait", "late", "deferred")}
-            if staged else None}
+            if staged else None,
+            # the cycles kaleido_dqueue runs (its banks are read on each, D127): compact's, from the start cycle to
+            # its done; the delta controller's queues (on the staged one standing for its host list) for the op
+            "queue_cycles": port["queue_done"] + 2 if port is not None and "queue_done" in port else int(cycles) + 1}
 
 
 def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: AcceleratorConfig, sliced: bool,

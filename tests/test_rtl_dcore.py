@@ -33,8 +33,9 @@ from hw.delta_accel_host import queue_ports
 from hw.delta_core import DeltaCore, core_ports, segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
-from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
+from sim.timing.delta_accel import AccelRun, accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
 from sim.timing.delta_core import (
+    IssueFeed,
     commands,
     core_schedule,
     fifo_order_deadlocks,
@@ -161,8 +162,26 @@ def row_tiles(cfg, case, op, queue) -> np.ndarray:
     return fifo_rows(band, last, op.rows, np.zeros(len(op.rows), dtype=np.int64), cfg, tiles)[2]
 
 
+def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> IssueFeed:
+    """The controller with the issue gate (docs/decisions.md D126) for `core_schedule`'s ``gate``: a resumable
+    `sim.timing.delta_accel.AccelRun` (2 B staging entries, 32 lanes, as `_model`), each band-tile's segment and its
+    rows' ways (`_model`'s)."""
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+    rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+    run = AccelRun(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue, gate=True)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
+    of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+    if local:
+        rw = row_ways_local([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.grid,
+                            cfg.array_rows, fw or case.grid[0], ways)
+    else:
+        rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+    return IssueFeed(run, sgs, rw, cfg)
+
+
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False):
+          local=False, bound=None):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
@@ -174,11 +193,18 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
     A = len(classes(case.groups))  # noqa: N806
-    bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
-    sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None, out_ways, buffers, **bp, local=local)
+    if bound is not None:  # the issue hold (D126): the controller's schedule co-simulated with the core's
+        gate = gate_feed(cfg, case, op, queue, fw, s, ways, local)
+        bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if hold else {}
+        sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw, s, ways, None,
+                            out_ways, buffers, **bp, local=local, gate=gate, bound=bound)
+        rows, done = sch["out"], sch["accel_done"]
+    else:
+        rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
+        bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
+        sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
+                            way[0] if way else None, out_ways, buffers, **bp, local=local)
     if hold:
         rows, done = sch["out"], sch["accel_done"]
         assert got.held == sch["frozen"]

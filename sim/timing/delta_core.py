@@ -254,11 +254,48 @@ _DEADLOCK = ("segment-local D buffers deadlock: a row waits for a walk that need
              "counted in the walked segment's count bank (docs/decisions.md D125)")
 
 
+class IssueFeed:
+    """``kaleido_daccel`` with the issue gate (docs/decisions.md D126) for `core_schedule`'s ``gate``: a resumable
+    `sim.timing.delta_accel.AccelRun` (built with ``gate=True``) and per band-tile (issue order) its segment ordinal
+    ``seg`` and ``vals`` (its rows' values in drain order, e.g. their accumulate ways, `row_ways`). `take` commits the
+    next band-tile's gather and returns its rows' cycles (counted from ``start``, `row_out_cycles`' rule) and drain
+    port (`fifo_rows`' rule); `done` the controller's ``done`` once all are taken (`accel_cycles`' rule)."""
+
+    def __init__(self, run, seg, vals, cfg):
+        self.run, self.seg, self.vals, self.cfg = run, [int(x) for x in seg], vals, cfg
+        self.T = run.T
+        self.nrows = [int(x) for x in run.v]
+        B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        self.pb, self.count = max(1, d // B), [0] * B
+        self.end: list[int] = []
+
+    def take(self, g: int) -> tuple[np.ndarray, int]:
+        cfg, t = self.cfg, self.run.t
+        B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
+        b = self.run.take(g)
+        port = b * self.pb + self.count[b] % self.pb if B <= d else b % d
+        self.count[b] += 1
+        q, v, lt = max(1, B // d), self.nrows[t], int(self.run.last[t])
+        phase = b // d if B > d else 0
+        end = lt + 1 + (phase - (lt + 1)) % q + (v - 1) * q
+        self.end.append(end)
+        return end - q * (v - 1 - np.arange(v, dtype=np.int64)) + C + 2, port
+
+    def done(self) -> int:
+        from sim.timing.delta_accel import queue_done
+
+        queue = self.run.queue
+        if not self.T:
+            return 1 if queue is None else queue[2] + 2
+        out = max(self.end) + self.cfg.array_cols + 3
+        return out if queue is None else max(out, queue_done(self.run.gather, queue) + 2)
+
+
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
                   hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1,
-                  local: bool = False) -> dict:
+                  local: bool = False, gate: IssueFeed | None = None, bound: int | None = None) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -294,6 +331,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             row of segment j waits at the FIFO's head (and ends a pop's run) until segment ``j - buffers`` is
             walked, ``j < walked + buffers``; refused (ValueError) where the FIFO's order would deadlock the RTL
             (`fifo_order_deadlocks`).
+        gate, bound: the issue hold as built (docs/decisions.md D126; replaces ``hold``'s rigid move): ``gate`` an
+            `IssueFeed`, the controller's schedule band-tile by band-tile; ``row_cycles``, ``accel_done``,
+            ``row_seg``, ``descs``, ``row_way``, ``row_tile`` and ``row_tie`` are then ignored (rows numbered in issue
+            order, drain order within a band-tile). At each cycle the controller runs, the next band-tile is taken
+            at its `AccelRun.earliest` or later, once (with ``seg``) its segment is fewer than ``bound`` (default
+            ``banks``) past the walked one; its descriptor is counted 2 cycles later, its rows leave as the feed
+            says. While it is held (shown fresh, out of bound, no descriptor in the count stage) it stands for "a
+            later segment's descriptor has come".
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
@@ -305,6 +350,16 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         int64 [rows] the cycle each row leaves ``kaleido_daccel`` after the holds (the given order), "issue": int64
         [band-tiles] each descriptor's cycle after the holds, "accel_done": its ``done`` cycle after the holds}``.
     """
+    feed = gate
+    if feed is not None:  # D126: rows numbered in issue order; their cycles filled in as the band-tiles are taken
+        starts_t = np.cumsum([0, *feed.nrows])
+        row_cycles = np.zeros(int(starts_t[-1]), dtype=np.int64)
+        row_seg = np.repeat(np.asarray(feed.seg, dtype=np.int64), feed.nrows)
+        row_way = (np.concatenate([np.asarray(feed.vals[t], dtype=np.int64)[:feed.nrows[t]] for t in range(feed.T)])
+                   if feed.T else np.zeros(0, dtype=np.int64))
+        row_tile = np.repeat(np.arange(feed.T, dtype=np.int64), feed.nrows)
+        row_tie, descs, accel_done, hold = np.zeros(len(row_cycles), dtype=np.int64), [], 0, False
+        bound = banks if bound is None else bound
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
     if ways > 1 and row_way is None:
@@ -313,14 +368,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         raise ValueError(f"out_ways = {out_ways}: a power of two, at most ways = {ways}")
     if buffers < 2:
         raise ValueError(f"buffers = {buffers}: at least 2")
-    bp = fifo is not None or (hold and seg)
+    bp = fifo is not None or (hold and seg) or feed is not None
     if bp and (row_tile is None or descs is None):
         raise ValueError("back-pressure (fifo, hold) needs descs and row_tile")
     if fifo is not None and fifo < ports:
         raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     if local and not seg:
         raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
-    if not seg:
+    if not seg and feed is None:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
         rsg = np.zeros(len(c), dtype=np.int64)
@@ -337,8 +392,11 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     n = len(c)
     acc = np.empty(n, dtype=np.int64)
     out = c.copy()  # each row's cycle out of kaleido_daccel after the holds (D116)
-    issue = np.array([int(x[0]) for x in dl], dtype=np.int64)
-    if bp:  # each band-tile's rows, in the given order; they leave once it has issued (a heap of (cycle, row))
+    issue = np.array([int(x[0]) for x in dl], dtype=np.int64) if feed is None else np.zeros(feed.T, dtype=np.int64)
+    if feed is not None:
+        fq, cy, heap, pdesc = [], [], [], []  # pdesc: taken descriptors (controller cycle of desc_valid, segment, rows)
+        tie = np.zeros(n, dtype=np.int64)
+    elif bp:  # each band-tile's rows, in the given order; they leave once it has issued (a heap of (cycle, row))
         of_tile = [[] for _ in dl]
         for r in range(n):
             of_tile[int(rt[r])].append(r)
@@ -370,7 +428,46 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     frozen, ar, tdone, nl = 0, 1, None if bp else T, 0  # the array's own cycle ar, done after the moves
     k = 1  # cycle 0 is start's
     while True:
-        if bp:
+        gpend = False  # D126: the held next descriptor standing for a later segment's
+        if feed is not None:
+            while nl < len(fq) and cy[nl] <= k - 1:
+                nl += 1
+            if seg and ni < feed.T and not pdesc and di == len(dq) and feed.run.earliest() >= 0 \
+                    and int(feed.run.fresh[ni]) <= ar - 1 and feed.seg[ni] >= sg + bound:
+                gpend = True
+            if ni < feed.T or heap or tdone is None:
+                if fifo is not None and nl - rp + ports > fifo:
+                    frozen += 1
+                    fz = True
+                else:  # the controller runs its cycle ar - 1 (counted from the cycle after start)
+                    if ni < feed.T and feed.run.earliest() <= ar - 1 and (not seg or feed.seg[ni] < sg + bound):
+                        cyc_r, port = feed.take(ar - 1)
+                        issue[ni] = -1
+                        pdesc.append((ar + 1, feed.seg[ni], feed.nrows[ni], ni))
+                        for j, cr in enumerate(cyc_r):
+                            r = int(starts_t[ni]) + j
+                            c[r], tie[r] = int(cr), port
+                            heapq.heappush(heap, (int(cr), port, r))
+                        ni += 1
+                    elif ni < feed.T and feed.run.earliest() <= ar - 1:
+                        H += 1  # noqa: N806  (cycles a take was held by the gate)
+                    while pdesc and pdesc[0][0] <= ar:
+                        _, dsg, nr, t = pdesc.pop(0)
+                        issue[t] = k
+                        dq.append((k, dsg, nr))
+                    while heap and heap[0][0] <= ar:  # rows leaving this cycle
+                        cyc, _, r = heapq.heappop(heap)
+                        out[r] = cyc + k - ar
+                        fq.append(r)
+                        if local:
+                            fmax = max(fmax, int(rsg[r]))
+                            if fmax - rsg[r] >= buffers:
+                                raise ValueError(_DEADLOCK)
+                        cy.append(int(out[r]))
+                    if ni == feed.T and tdone is None and feed.done() <= ar:
+                        tdone = feed.done() + k - ar
+                    ar += 1
+        elif bp:
             while nl < len(fq) and cy[nl] <= k - 1:
                 nl += 1
             if ni < len(dl) or heap or tdone is None:  # the array still has events: does it run this cycle?
@@ -411,8 +508,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         fifo_max = max(fifo_max, held)
         bank = sg % NB
         if seg:
-            whole = ((tdone is not None and tdone <= k) or (anyd and hi > sg) or (pend is not None and pend > sg)) \
-                and exp[bank] == got[bank]
+            whole = ((tdone is not None and tdone <= k) or (anyd and hi > sg) or (pend is not None and pend > sg)
+                     or gpend) and exp[bank] == got[bank]
         else:
             whole = tdone is not None and tdone <= k and nw == rp and not s1 and not s2 and wr == nw
         par = sg % buffers

@@ -33,7 +33,14 @@ from hw.delta_accel_host import queue_ports
 from hw.delta_core import DeltaCore, core_ports, segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
-from sim.timing.delta_accel import AccelRun, accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
+from sim.timing.delta_accel import (
+    AccelRun,
+    accel_cycles,
+    accel_schedule,
+    gather_rounds,
+    queue_steps,
+    row_out_cycles,
+)
 from sim.timing.delta_core import (
     IssueFeed,
     commands,
@@ -526,6 +533,57 @@ def test_dcore_segment_local_d_addresses(ci, shape, out_ways, fused, fifo, kib):
     assert ports["o_local"] == int(local) == int(ci != "random3")
     [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3, seg_local=True)
     check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=local)
+
+
+#: The issue hold's runs (docs/decisions.md D126), each built to hold (its descriptors run ``bound`` or more segments
+#: past the walk without the gate): ``(case, shape, chunk-major, core options, FIFO entries or None, bound,
+#: diff_sram_kib or None)``; D68's order walked segment by segment (wide3: s = 1) and D84's, the queues and the host's
+#: list, one way and the defaults' core, with and without the array hold (4 entries), bound 1 (only the walked
+#: segment's descriptors issue: the held descriptor stands for the later one) and 2, and D125's segment-local buffers
+#: on their default bound n = 3 and on 1.
+ISSUE_RUNS = [("wide3", "8x8-B2-d2", False, {"ways": 1}, None, 2, None),
+              ("wide3", "8x8-B2-d2", False, {"queues": False, **DEFAULT_CORE}, 4, 2, None),
+              ("wide3", "8x8-B2-d2", False, {"ways": 1}, 4, 1, None),
+              (3, "8x8-B2-d4", True, {}, 4, 1, None),
+              (1, "8x8-B4-d2", True, {"queues": False, "ways": 1}, 4, 1, None),
+              ("wide3", "8x8-B2-d2", False, {"out_ways": 1, "d_buffers": 3, "seg_local": True}, None, None, 8),
+              ("three-axes", "8x8-B2-d4", True, {"out_ways": 4, "d_buffers": 3, "seg_local": True, "fused": True},
+               4, 1, 2)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "opts", "fifo", "bound", "kib"), ISSUE_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}-{'-'.join(f'{k}{v}' for k, v in o.items())}-q{f}-b{b}"
+                              for c, s, cm, o, f, b, _k in ISSUE_RUNS])
+def test_dcore_issue_hold(ci, shape, chunk_major, opts, fifo, bound, kib):
+    # kaleido_daccel takes its next descriptor only while its segment is fewer than the bound past the walk:
+    # every Y row against apply_decisions, its cycle, the controller's rows and done (and the array hold's held
+    # cycles) against core_schedule co-simulating the controller's schedule (gate=IssueFeed), every command against
+    # the bench program; no overflow, no descriptor counted the bound or more ahead, and the gate held takes
+    case, fw, s, chunk_major = _named_case(ci, chunk_major)
+    cfg = _diff_cfg(shape, kib) if kib else delta_cfg(*SHAPES[shape], state_kib=2)
+    d, opts = cfg.drain_rows_per_cycle, dict(opts)
+    queues, fused = opts.pop("queues", True), opts.pop("fused", False)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
+    seg, local = job[4][0], job[4][0] and opts.get("seg_local", False)
+    n = bound or opts.get("d_buffers", 2)  # the core's default bound with seg_local: n D buffers
+    ways, V, nbuf = opts.get("ways", d), opts.get("out_ways", 1), opts.get("d_buffers", 2)
+    assert seg  # walked segment by segment
+    core = discard(DeltaCore(cfg, fifo=fifo or 2 * FIFO, queues=queues, issue_hold=True,
+                             **({"issue_bound": bound} if bound else {}), **opts))
+    assert core.issue_bound == n and core.accel.issue_gate
+    [got] = run_dcore(cfg, [job], fifo=fifo or 2 * FIFO, queues=queues, array_hold=fifo is not None,
+                      issue_hold=True, **({"issue_bound": bound} if bound else {}), **opts)
+    sch = check(cfg, job, queue, got, fifo or 2 * FIFO, ways=ways, out_ways=V, buffers=nbuf, hold=fifo is not None,
+                local=local, bound=n)
+    assert sch["held"] > 0 and sch["ahead"] < n and not got.overflow
+    if fifo is not None:
+        assert got.held == sch["frozen"] > 0
+    # built to hold: without the gate its descriptors run the bound or more ahead
+    rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, job[1], queue, job[4][1], job[4][2], ways, local)
+    A, n_cb = len(classes(case.groups)), -(-case.W.shape[1] // cfg.array_cols)  # noqa: N806
+    free = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, job[4][1], job[4][2],
+                         ways, way[0] if way else None, V, nbuf, banks=16)
+    assert free["ahead"] >= n
 
 
 def test_three_d_buffers_refusals():

@@ -65,7 +65,7 @@ from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactC
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
-from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
+from hw.delta_accel import DACCEL_MODULE_NAME, DGATE_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
 from hw.delta_combine import (
     DCOMBINE_MODULE_NAME,
     DeltaCombine,
@@ -195,6 +195,11 @@ _MODULES = {
                "column bank, serial fills per segment) + three word registers per band and column (reads deferred to "
                "a lagging band) + gather + band issue onto kaleido_dtop_ext (bands chosen ahead) + tagged drain",
                lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
+    # The same controller with the issue gate (D126): its next descriptor out, the take gated by the core's issue_ok
+    # (kaleido_dcore's issue hold).
+    "daccel_gate": (DGATE_MODULE_NAME, "Kaleido delta op-level controller with the issue gate: kaleido_daccel with its "
+                    "next descriptor out (the queues' output register) and its take gated by issue_ok",
+                    lambda cfg: DeltaAccel(cfg, pe="instance", queues=True, issue_gate=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
@@ -289,7 +294,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
             roles += ["dcombine_lanes"]
             macros += [mc for mc in discard(DeltaCombine(cfg, ways=default_dways(cfg), out_ways=default_out_ways(cfg),
                                                          buffers=default_d_buffers(cfg))).macros() if mc not in macros]
-        roles += ["daccel", "dqueue", "dcore", "dfront", "dcore_front"]
+        roles += ["daccel", "daccel_gate", "dqueue", "dcore", "dfront", "dcore_front"]
         acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),

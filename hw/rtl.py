@@ -223,7 +223,7 @@ _MODULES = {
               "row FIFO + accumulate and output command generation + kaleido_dcombine on its accumulate ways, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
                                     d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
-                                    array_hold=True)),
+                                    array_hold=True, issue_hold=True)),
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
     # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
@@ -386,14 +386,15 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
                         if cfg.diff_sram_kib else "")
            + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
               else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
-           "has fewer free entries than rows a cycle), kaleido_dcore_front the similarity front "
+           "has fewer free entries than rows a cycle, its descriptor take held while the next one's segment is "
+           "NB_BANKS or more past the walk, kaleido_daccel_gate), kaleido_dcore_front the similarity front "
            "kaleido_dfront before it (decisions and differences from raw X)"
            + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
               "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
               "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
               and cfg.diff_sram_kib else "")
            + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D122, "
-             "D123)"
+             "D123, D126)"
            if cfg.organisation == "delta"
            else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
            "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

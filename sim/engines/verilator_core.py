@@ -114,8 +114,8 @@ class CoreEngine:
         array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
             builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
             (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
-        issue_hold: ``kaleido_dcore``'s issue hold (docs/decisions.md D126; ``kaleido_dcore`` only, not the staged
-            core): the controller takes a descriptor only while its segment is fewer than the core's bound
+        issue_hold: ``kaleido_dcore``'s issue hold (docs/decisions.md D126; default True, as `hw.rtl` builds it;
+            ``kaleido_dcore`` only, not the staged core): the controller takes a descriptor only while its segment is fewer than the core's bound
             (`hw.delta_core.NB_BANKS`, with ``seg_local`` its D buffers) past the walked one; `expected` co-simulates
             the controller's schedule with the core's (`core_schedule`'s ``gate``), so no descriptor overflows the
             count banks and `slices` no longer cuts an op for them.
@@ -127,7 +127,7 @@ class CoreEngine:
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
                  build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
-                 seg_local: bool = False, issue_hold: bool = False):
+                 seg_local: bool = False, issue_hold: bool = True):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:

@@ -702,3 +702,45 @@ def test_fifo_overflow_flagged_and_errors():
         core_ports(core, (4, 8, 8), [(0, 4, "f")], 100)
     with pytest.raises(ValueError, match="state SRAM: the op needs"):
         core_ports(core, (1, 1, 2), [(0, 4, "f")], 8, fused=True)  # no state SRAM on this config
+
+
+def test_issue_gate_model_without_holds_is_the_controllers_schedule():
+    # core_schedule(gate=...) with a bound no op reaches takes every band-tile at AccelRun's earliest: the same rows,
+    # descriptors and done as the plain path fed by the gated controller's whole schedule (accel_schedule's rule with
+    # the gate's freshness: host list from cycle 1, a queue's descriptor 2 cycles after its emission), on the six
+    # seeded random ops and the WIDE ops, queues and host list, one way and d ways
+    from sim.timing.compact import drain_reads
+
+    ops = [(c, fw, s, cm, "8x8-B2-d2") for c, fw, s, cm in random_ops()] + [(*w[0], False, w[1]) for w in WIDE]
+    for k, (case, fw, s, cm, shape) in enumerate(ops):
+        cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+        queues, ways = k % 2 == 0, cfg.drain_rows_per_cycle if k % 3 else 1
+        job, queue = _job(cfg, case, fw, s, cm, False, queues)
+        _c, op, _f, _p, (seg, fw_, s_) = job
+        n_cb, A = -(-case.W.shape[1] // cfg.array_cols), len(classes(case.groups))  # noqa: N806
+        feed = gate_feed(cfg, case, op, queue, fw_, s_, ways)
+        got = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw_, s_, ways, None,
+                            banks=16, gate=feed, bound=10 ** 6)
+        # the gated controller's whole schedule, taken at each earliest
+        widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+        rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+        run = AccelRun(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue, gate=True)
+        for _t in range(run.T):
+            run.take(run.earliest())
+        plain = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue)[3]
+        assert (run.gather >= plain).all() and (run.gather[:1] > plain[:1]).all()  # the first take a cycle later
+        done = int(drain_reads(run.band, run.last, op.rows, cfg).max()) + cfg.array_cols + 3
+        if queue is not None:
+            from sim.timing.delta_accel import queue_done
+
+            done = max(done, queue_done(run.gather, queue) + 2)
+        sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw_, s_)
+        descs = [(int(run.gather[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
+        of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+        rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+        cyc, rsg, way = fifo_rows(run.band, run.last, op.rows, sgs, cfg, rw)
+        want = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw_, s_, ways, way,
+                             banks=16)
+        assert got["accel_done"] == done and got["issue"].tolist() == [x[0] for x in descs]
+        assert sorted(got["out"].tolist()) == sorted(cyc.tolist())
+        assert got["rows"] == want["rows"] and got["done"] == want["done"] and got["held"] == 0

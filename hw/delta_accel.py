@@ -250,8 +250,6 @@ class DeltaAccel(wiring.Component):
             err = f"lanes = {P} (a power of two >= 2) and entries = {S} (a power of two) required"
         elif (stage or self.WEIGHT_PORT) and B & (B - 1):
             err = f"{cfg.name}: the weight word registers need B = {B} a power of two (the band turn)"
-        elif issue_gate and stage:
-            err = "the issue gate (issue_gate=True) is built on kaleido_daccel, not the staged controller (D126)"
         elif stage and (queues or cfg.wstage_sram_kib * 1024 // C // B < 2):
             err = (f"{cfg.name}: the weight stage needs the host's band-tile list (queues=False), B a power of two "
                    f"and a stage (wstage_sram_kib) of at least 2 B bytes per column bank")

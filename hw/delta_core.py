@@ -285,7 +285,7 @@ class DeltaCore(wiring.Component):
             discard(self)
             raise ValueError("seg_local: built on ways > 1 with array_rows a power of two (docs/decisions.md D125)")
         bound = (d_buffers if seg_local else NB_BANKS) if issue_bound is None else issue_bound
-        if issue_hold and (stage or front or not 1 <= bound <= NB_BANKS):
+        if issue_hold and (front or not 1 <= bound <= NB_BANKS):
             discard(self)
             raise ValueError(f"issue_hold: built on kaleido_daccel (not the weight stage or the similarity front), "
                              f"issue_bound = {bound} within 1 .. {NB_BANKS} (docs/decisions.md D126)")

@@ -188,7 +188,7 @@ def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> Iss
 
 
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False, bound=None):
+          local=False, bound=None, feed=None):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
@@ -202,7 +202,7 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     A = len(classes(case.groups))  # noqa: N806
     if bound is not None:  # the issue hold (D126): the controller's schedule co-simulated with the core's
-        gate = gate_feed(cfg, case, op, queue, fw, s, ways, local)
+        gate = feed or gate_feed(cfg, case, op, queue, fw, s, ways, local)
         bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if hold else {}
         sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw, s, ways, None,
                             out_ways, buffers, **bp, local=local, gate=gate, bound=bound)

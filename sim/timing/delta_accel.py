@@ -537,6 +537,21 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads,
     ``"deferred"`` reads skipped by ``defer``.
     """
+    gen = _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries, lanes, regs, early,
+                        defer, barrier, queue, stage)
+    try:
+        while True:
+            next(gen)
+    except StopIteration as done:
+        return done.value
+
+
+def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
+                   entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
+                   barrier: str = "off", queue: tuple | None = None, stage: bool = True, gate=None):
+    """`stage_schedule`'s loop as a generator (docs/decisions.md D126): with ``gate`` (``gate(c, t) -> bool``, asked
+    at a cycle c the gather would take band-tile t) it yields ``(c, band, last, gather)`` at the end of each
+    cycle (the lists as they stand) and returns `stage_schedule`'s dict; without it, it yields nothing."""
     from sim.timing.compact import WORD_REGISTERS
 
 
@@ -599,10 +614,11 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     queued(0)
     c = 0
     while min(last, default=0) < 0:
-        if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
+        if gate is None and c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
             raise RuntimeError("stage_schedule did not finish")
         # gather: a descriptor read when the gather is idle and the entry's band-tile n - S issued its last slot
-        if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c):
+        if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c) \
+                and (gate is None or gate(c, gidx)):
             g = c
             gather[gidx], xready[gidx] = g, g + u[gidx] * int(xw[gidx]) + 3
             g_free = g + u[gidx] * int(xw[gidx]) + 1
@@ -726,6 +742,8 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             else:
                 nx[k] = t
             nxt += 1
+        if gate is not None:
+            yield c, band, last, gather
         c += 1
     return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),

@@ -281,6 +281,25 @@ class IssueFeed:
         self.end.append(end)
         return end - q * (v - 1 - np.arange(v, dtype=np.int64)) + C + 2, port
 
+    def fresh(self, t: int) -> int:
+        """The first cycle the next band-tile ``t`` (the next to take) is shown fresh to the gate."""
+        self.run.earliest()
+        return int(self.run.fresh[t])
+
+    def finished(self) -> bool:
+        return self.run.t == self.T
+
+    def run_cycle(self, c: int, allowed) -> tuple[list, list, bool]:
+        """The controller's cycle ``c``: ``(band-tiles taken, [(band-tile, its rows' cycles, port)] whose rows became
+        known, whether the gate held a take)``; ``allowed(t)``: the gate's bound lets band-tile t go."""
+        if self.run.t < self.T and self.run.earliest() <= c:
+            t = self.run.t
+            if not allowed(t):
+                return [], [], True
+            cyc, port = self.take(c)
+            return [t], [(t, cyc, port)], False
+        return [], [], False
+
     def done(self) -> int:
         from sim.timing.delta_accel import queue_done
 
@@ -289,6 +308,80 @@ class IssueFeed:
             return 1 if queue is None else queue[2] + 2
         out = max(self.end) + self.cfg.array_cols + 3
         return out if queue is None else max(out, queue_done(self.run.gather, queue) + 2)
+
+
+class StageFeed:
+    """`IssueFeed` for the staged controller with the issue gate (``kaleido_daccel_stage`` with ``issue_gate``,
+    docs/decisions.md D126): `sim.timing.delta_accel.stage_schedule`'s loop run one cycle at a time (its generator),
+    the gate asked at each take; a band-tile's rows become known at its last slot. ``args``/``kw``: `stage_schedule`'s
+    arguments; ``seg``, ``vals``, ``cfg`` as `IssueFeed`'s."""
+
+    def __init__(self, args: tuple, kw: dict, seg, vals, cfg):
+        from sim.timing.delta_accel import _stage_cycles
+
+        self.seg, self.vals, self.cfg = [int(x) for x in seg], vals, cfg
+        self.nrows = [int(x) for x in args[1]]
+        self.T = len(self.nrows)
+        self._allowed, self._blocked = None, False
+        self.gen = _stage_cycles(*args, **kw, gate=self._gate)
+        self.band, self.last, self.gather, self.c = None, None, None, -1
+        self.pending: list[int] = []  # taken band-tiles whose last slot is not yet known
+        B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        self.pb, self.count, self.end, self.ntaken, self.over = max(1, d // B), [0] * B, {}, 0, False
+        self.known = [False] * self.T
+
+    def _gate(self, c: int, t: int) -> bool:
+        if c < self.fresh(t):
+            return False
+        if self._allowed(t):
+            return True
+        self._blocked = True
+        return False
+
+    def fresh(self, t: int) -> int:
+        if t == 0:
+            return 1
+        g = -1 if self.gather is None else int(self.gather[t - 1])
+        return g + 2 if g >= 0 else 1 << 40
+
+    def finished(self) -> bool:
+        return self.over
+
+    def run_cycle(self, c: int, allowed) -> tuple[list, list, bool]:
+        if self.over:
+            return [], [], False
+        self._allowed, self._blocked = allowed, False
+        try:
+            cc, self.band, self.last, self.gather = next(self.gen)
+        except StopIteration as e:  # every last slot known: the loop ended after its last cycle
+            self.over, r = True, e.value
+            self.band, self.last, self.gather = list(r["band"]), list(r["last"]), list(r["gather"])
+            cc = c
+        if cc != c:
+            raise RuntimeError(f"stage feed at cycle {cc}, the core's controller at {c}")
+        taken = []
+        while self.ntaken < self.T and self.gather[self.ntaken] >= 0:
+            taken.append(self.ntaken)
+            self.pending.append(self.ntaken)
+            self.ntaken += 1
+        rows, cfg = [], self.cfg
+        B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
+        for t in sorted(t for t in self.pending if self.last[t] >= 0):
+            self.pending.remove(t)
+            b, lt, v = int(self.band[t]), int(self.last[t]), self.nrows[t]
+            port = b * self.pb + self.count[b] % self.pb if B <= d else b % d
+            self.count[b] += 1
+            q = max(1, B // d)
+            phase = b // d if B > d else 0
+            end = lt + 1 + (phase - (lt + 1)) % q + (v - 1) * q
+            self.end[t] = end
+            rows.append((t, end - q * (v - 1 - np.arange(v, dtype=np.int64)) + C + 2, port))
+        if not self.over and self.ntaken == self.T and not self.pending:
+            self.over = True
+        return taken, rows, self._blocked
+
+    def done(self) -> int:
+        return (max(self.end.values()) + self.cfg.array_cols + 3) if self.end else 1
 
 
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
@@ -432,25 +525,25 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         if feed is not None:
             while nl < len(fq) and cy[nl] <= k - 1:
                 nl += 1
-            if seg and ni < feed.T and not pdesc and di == len(dq) and feed.run.earliest() >= 0 \
-                    and int(feed.run.fresh[ni]) <= ar - 1 and feed.seg[ni] >= sg + bound:
+            if seg and ni < feed.T and not pdesc and di == len(dq) and feed.fresh(ni) <= ar - 1 \
+                    and feed.seg[ni] >= sg + bound:
                 gpend = True
             if ni < feed.T or heap or tdone is None:
                 if fifo is not None and nl - rp + ports > fifo:
                     frozen += 1
                     fz = True
                 else:  # the controller runs its cycle ar - 1 (counted from the cycle after start)
-                    if ni < feed.T and feed.run.earliest() <= ar - 1 and (not seg or feed.seg[ni] < sg + bound):
-                        cyc_r, port = feed.take(ar - 1)
-                        issue[ni] = -1
-                        pdesc.append((ar + 1, feed.seg[ni], feed.nrows[ni], ni))
+                    lim = sg + bound
+                    taken, known, blocked = feed.run_cycle(ar - 1, lambda t, lim=lim: not seg or feed.seg[t] < lim)
+                    for t in taken:
+                        pdesc.append((ar + 1, feed.seg[t], feed.nrows[t], t))
+                        ni += 1
+                    for t, cyc_r, port in known:
                         for j, cr in enumerate(cyc_r):
-                            r = int(starts_t[ni]) + j
+                            r = int(starts_t[t]) + j
                             c[r], tie[r] = int(cr), port
                             heapq.heappush(heap, (int(cr), port, r))
-                        ni += 1
-                    elif ni < feed.T and feed.run.earliest() <= ar - 1:
-                        H += 1  # noqa: N806  (cycles a take was held by the gate)
+                    H += int(blocked)  # noqa: N806  (cycles a take was held by the gate)
                     while pdesc and pdesc[0][0] <= ar:
                         _, dsg, nr, t = pdesc.pop(0)
                         issue[t] = k
@@ -464,7 +557,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                             if fmax - rsg[r] >= buffers:
                                 raise ValueError(_DEADLOCK)
                         cy.append(int(out[r]))
-                    if ni == feed.T and tdone is None and feed.done() <= ar:
+                    if ni == feed.T and tdone is None and feed.finished() and feed.done() <= ar:
                         tdone = feed.done() + k - ar
                     ar += 1
         elif bp:

@@ -168,6 +168,8 @@ DSTAGE_MODULE_NAME = "kaleido_daccel_stage"
 #: ``kaleido_daccel`` with the issue gate (``issue_gate``, docs/decisions.md D126): its next descriptor out, the
 #: take gated by ``issue_ok``.
 DGATE_MODULE_NAME = "kaleido_daccel_gate"
+#: ``kaleido_daccel_stage`` with the issue gate (D126; opt-in, not in `hw.rtl`'s plan).
+DSGATE_MODULE_NAME = "kaleido_daccel_stage_gate"
 #: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
 #: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128
 #: balanced band-tiles of 32-128-channel groups the gather then keeps up with the bands (`accel_cycles` within
@@ -196,7 +198,8 @@ class DeltaAccel(wiring.Component):
             docstring, D96; the host's descriptor buffer, ``queues=False``). early: the early band choice (module
             docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
             stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
-            ``WEIGHT_PORT``).
+            ``WEIGHT_PORT``). issue_gate: the issue gate (docs/decisions.md D126): ``next_valid``, ``next_desc`` out,
+            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -266,7 +269,7 @@ class DeltaAccel(wiring.Component):
         self.stage = stage
         #: The issue gate (docs/decisions.md D126): outputs ``next_valid`` / ``next_desc`` (the descriptor the gather
         #: takes next: the queues' output register, or the host list's read-ahead), input ``issue_ok`` ANDed into the
-        #: take; the Verilog module `DGATE_MODULE_NAME`.
+        #: take; the Verilog module `DGATE_MODULE_NAME` (staged: `DSGATE_MODULE_NAME`).
         self.issue_gate = issue_gate
         #: The bands take their weights through word registers read by band turn (D94): from the weight stage
         #: (``stage``, D96) or from the one weight buffer (``WEIGHT_PORT``, D109).

@@ -137,10 +137,19 @@ from its frame counter; a FIFO entry (its count bank in flops) pops only while i
 walked one (its buffer holds the earlier segment until that is walked). `core_schedule`'s ``local`` times it and
 refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
 
+**Issue hold** (``issue_hold``, docs/decisions.md D126; off by default here, on in `hw.rtl`'s ``kaleido_dcore`` and
+the compiled engine; opt-in on the staged core): the controller (``issue_gate``: ``kaleido_daccel_gate``) shows its
+next descriptor (``next_valid``, ``next_desc``); a second chunk-table copy is read at its first token each cycle the
+controller runs, the token and ``next_valid`` registered beside it (``gate_tok``, ``gate_v``), so its segment
+``base[cb] + chunk k[cb]`` is *fresh* when the token shown equals the registered one; ``issue_ok = fresh & (~o_seg |
+seg - w_seg < issue_bound)`` gates the take. While the next descriptor is held (fresh, out of bound) and no
+descriptor is in the count stage, it stands for "a later segment's descriptor has come" in the walk's ``whole``.
+`core_schedule`'s ``gate`` (`sim.timing.delta_core.IssueFeed`, `StageFeed`) times it.
+
 Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
-column blocks: the walk waits for the op), D116's issue hold (``overflow``, a sticky flag, is raised by a descriptor
-`NB_BANKS` or more segments past the walked one, and without the array hold by a FIFO backlog; `core_schedule`'s
-``ahead`` and ``fifo_max`` give what an op needs).
+column blocks: the walk waits for the op); without ``issue_hold`` a descriptor `NB_BANKS` or more segments past the
+walked one raises ``overflow`` (a sticky flag, raised without the array hold also by a FIFO backlog;
+`core_schedule`'s ``ahead`` and ``fifo_max`` give what an op needs).
 """
 
 from __future__ import annotations
@@ -165,7 +174,13 @@ from hw import discard
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
-from hw.delta_accel import DACCEL_MODULE_NAME, DGATE_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
+from hw.delta_accel import (
+    DACCEL_MODULE_NAME,
+    DGATE_MODULE_NAME,
+    DSGATE_MODULE_NAME,
+    DSTAGE_MODULE_NAME,
+    DeltaAccel,
+)
 from hw.delta_combine import (
     DeltaCombine,
     dcombine_module_name,
@@ -238,6 +253,9 @@ class DeltaCore(wiring.Component):
             only on W > 1 ways; 2 (default here) is the core as before.
         fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
             ways only; False (default here) is the core as before.
+        issue_hold, issue_bound: the issue hold (module docstring, "Issue hold"; docs/decisions.md D126): the
+            controller (built with ``issue_gate``) takes a descriptor only while its segment is fewer than
+            ``issue_bound`` (default `NB_BANKS`, with ``seg_local`` n) past the walked one; not with ``front``.
         array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
             controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Inline
             (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports
@@ -1125,8 +1143,11 @@ class DeltaCore(wiring.Component):
 
 def accel_module_name(acc: DeltaAccel) -> str:
     """The Verilog module a core instantiates for its controller: `DSTAGE_MODULE_NAME` (the weight stage),
-    `DGATE_MODULE_NAME` (the issue gate, docs/decisions.md D126) or `DACCEL_MODULE_NAME`."""
-    return DSTAGE_MODULE_NAME if acc.stage else DGATE_MODULE_NAME if acc.issue_gate else DACCEL_MODULE_NAME
+    `DGATE_MODULE_NAME` (the issue gate, docs/decisions.md D126; staged `DSGATE_MODULE_NAME`, not in `hw.rtl`'s plan)
+    or `DACCEL_MODULE_NAME`."""
+    if acc.stage:
+        return DSGATE_MODULE_NAME if acc.issue_gate else DSTAGE_MODULE_NAME
+    return DGATE_MODULE_NAME if acc.issue_gate else DACCEL_MODULE_NAME
 
 
 def default_fifo_bypass(cfg: AcceleratorConfig) -> bool:

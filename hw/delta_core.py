@@ -305,8 +305,8 @@ class DeltaCore(wiring.Component):
         bound = (d_buffers if seg_local else NB_BANKS) if issue_bound is None else issue_bound
         if issue_hold and (front or not 1 <= bound <= NB_BANKS):
             discard(self)
-            raise ValueError(f"issue_hold: built on kaleido_daccel (not the weight stage or the similarity front), "
-                             f"issue_bound = {bound} within 1 .. {NB_BANKS} (docs/decisions.md D126)")
+            raise ValueError(f"issue_hold: not with the similarity front, issue_bound = {bound} within 1 .. "
+                             f"{NB_BANKS} (docs/decisions.md D126)")
         if fifo_bypass and ways == 1:
             discard(self)
             raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")

@@ -744,3 +744,21 @@ def test_issue_gate_model_without_holds_is_the_controllers_schedule():
         assert got["accel_done"] == done and got["issue"].tolist() == [x[0] for x in descs]
         assert sorted(got["out"].tolist()) == sorted(cyc.tolist())
         assert got["rows"] == want["rows"] and got["done"] == want["done"] and got["held"] == 0
+
+
+def test_issue_hold_refusals_and_ports():
+    # the issue hold (D126): refused with the similarity front and a bound outside 1 .. NB_BANKS; its controller has
+    # next_valid / next_desc out and issue_ok in, the plain controller none of them; the bound n with seg_local
+    from hw.delta_core import NB_BANKS, accel_module_name
+
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
+    for kw in ({"front": True}, {"issue_bound": 0}, {"issue_bound": NB_BANKS + 1}):
+        with pytest.raises(ValueError, match="issue_hold"):
+            DeltaCore(cfg, issue_hold=True, **kw)
+    core = discard(DeltaCore(cfg, issue_hold=True))
+    assert core.issue_bound == NB_BANKS and accel_module_name(core.accel) == "kaleido_daccel_gate"
+    assert {"next_valid", "next_desc", "issue_ok"} <= set(core.accel.signature.members)
+    plain = discard(DeltaCore(cfg))
+    assert plain.issue_bound is None and accel_module_name(plain.accel) == "kaleido_daccel"
+    assert not {"next_valid", "next_desc", "issue_ok"} & set(plain.accel.signature.members)
+    assert discard(DeltaCore(cfg, issue_hold=True, seg_local=True, d_buffers=3)).issue_bound == 3

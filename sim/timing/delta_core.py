@@ -21,10 +21,12 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - with V output ways (``out_ways``, docs/decisions.md D111's rule; built opt-in in RTL, D112) the walk's cycles are
   `segment_steps`: a run of V consecutive tokens of one class a cycle, so a segment takes `segment_step_counts`
   cycles; ``buffers`` D buffers (2 as built) make a row wait only while a segment of its residue is walked.
-- back-pressure into ``kaleido_daccel`` (docs/decisions.md D116; the cycle model's default, the RTL designed, not
-  built): the array runs a cycle only while the row FIFO has d free entries (``fifo``, ``ports``), and a band-tile
-  issues only while its segment is fewer than the count banks past the walked one (``hold``, ``banks``); a held
-  cycle moves the array's later events (`core_schedule`; `held_done`, its numba loop).
+- back-pressure into ``kaleido_daccel`` (docs/decisions.md D116; the cycle model's default): the array runs a cycle
+  only while the row FIFO has d free entries (``fifo``, ``ports``; built, D123), and a band-tile issues only while
+  its segment is fewer than the count banks past the walked one (``hold``, ``banks``); a held cycle moves the
+  array's later events (`core_schedule`; `held_done`, its numba loop). The issue hold as built (D126) is
+  ``core_schedule``'s ``gate``: the controller's schedule band-tile by band-tile (`IssueFeed`, `StageFeed`)
+  co-simulated with the core's, a held take re-running the band choice and every later gather.
 
 `core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
 (``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with

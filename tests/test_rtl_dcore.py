@@ -762,3 +762,30 @@ def test_issue_hold_refusals_and_ports():
     assert plain.issue_bound is None and accel_module_name(plain.accel) == "kaleido_daccel"
     assert not {"next_valid", "next_desc", "issue_ok"} & set(plain.accel.signature.members)
     assert discard(DeltaCore(cfg, issue_hold=True, seg_local=True, d_buffers=3)).issue_bound == 3
+
+
+def test_issue_gate_model_holds_within_the_bound():
+    # core_schedule(gate=...) on the six seeded random ops and the WIDE ops, queues or host list, bounds 1-3, with
+    # and without the array hold on 2 entries a port, one way and d ways (d ways with segment-local buffers where the
+    # op is walked segment by segment): it finishes, no descriptor is counted the bound or more past the walk, no
+    # overflow, the FIFO within its entries; bound 1 takes only the walked segment's descriptors
+    ops = [(c, fw, s, cm, "8x8-B2-d2") for c, fw, s, cm in random_ops()] + [(*w[0], False, w[1]) for w in WIDE]
+    held = 0
+    for k, (case, fw, s, cm, shape) in enumerate(ops):
+        cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+        d = cfg.drain_rows_per_cycle
+        for bound in (1, 2, 3):
+            for fifo in (None, 2 * d):
+                queues, ways = (k + bound) % 2 == 0, d if (k + bound) % 3 else 1
+                job, queue = _job(cfg, case, fw, s, cm, False, queues)
+                _c, op, _f, _p, (seg, fw_, s_) = job
+                local = seg and ways > 1 and cfg.array_rows & (cfg.array_rows - 1) == 0
+                n_cb, A = -(-case.W.shape[1] // cfg.array_cols), len(classes(case.groups))  # noqa: N806
+                bp = {"fifo": fifo, "ports": d} if fifo else {}
+                sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw_, s_, ways,
+                                    None, buffers=3 if ways > 1 else 2, **bp, local=local,
+                                    gate=gate_feed(cfg, case, op, queue, fw_, s_, ways, local), bound=bound)
+                assert not sch["overflow"] and (sch["ahead"] < bound or not seg)
+                assert sch["fifo_max"] <= (fifo or 10 ** 9)
+                held += sch["held"]
+    assert held > 0

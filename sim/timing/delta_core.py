@@ -522,9 +522,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         ni = len(dl)
     frozen, ar, tdone, nl = 0, 1, None if bp else T, 0  # the array's own cycle ar, done after the moves
     k = 1  # cycle 0 is start's
+    # D126: a co-simulation that never ends is a deadlock of the RTL (none is known: the bound keeps every row
+    # poppable); refused rather than looped on
+    limit = None if feed is None else 64 * (n + sum(len(x) for x in segs) + 16 * feed.T) + 10_000
     while True:
         gpend = False  # D126: the held next descriptor standing for a later segment's
         if feed is not None:
+            if k > limit:
+                raise RuntimeError(f"core_schedule(gate=...) did not finish in {limit} cycles: a deadlock")
             while nl < len(fq) and cy[nl] <= k - 1:
                 nl += 1
             if seg and ni < feed.T and not pdesc and di == len(dq) and feed.fresh(ni) <= ar - 1 \

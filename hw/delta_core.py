@@ -1143,8 +1143,8 @@ class DeltaCore(wiring.Component):
 
 def accel_module_name(acc: DeltaAccel) -> str:
     """The Verilog module a core instantiates for its controller: `DSTAGE_MODULE_NAME` (the weight stage),
-    `DGATE_MODULE_NAME` (the issue gate, docs/decisions.md D126; staged `DSGATE_MODULE_NAME`, not in `hw.rtl`'s plan)
-    or `DACCEL_MODULE_NAME`."""
+    `DGATE_MODULE_NAME` (the issue gate, docs/decisions.md D126; staged `DSGATE_MODULE_NAME`) or
+    `DACCEL_MODULE_NAME`."""
     if acc.stage:
         return DSGATE_MODULE_NAME if acc.issue_gate else DSTAGE_MODULE_NAME
     return DGATE_MODULE_NAME if acc.issue_gate else DACCEL_MODULE_NAME

@@ -65,7 +65,13 @@ from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactC
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
-from hw.delta_accel import DACCEL_MODULE_NAME, DGATE_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
+from hw.delta_accel import (
+    DACCEL_MODULE_NAME,
+    DGATE_MODULE_NAME,
+    DSGATE_MODULE_NAME,
+    DSTAGE_MODULE_NAME,
+    DeltaAccel,
+)
 from hw.delta_combine import (
     DCOMBINE_MODULE_NAME,
     DeltaCombine,
@@ -200,6 +206,11 @@ _MODULES = {
     "daccel_gate": (DGATE_MODULE_NAME, "Kaleido delta op-level controller with the issue gate: kaleido_daccel with its "
                     "next descriptor out (the queues' output register) and its take gated by issue_ok",
                     lambda cfg: DeltaAccel(cfg, pe="instance", queues=True, issue_gate=True)),
+    # The staged controller with the issue gate (D126; kaleido_dcore_stage's opt-in issue hold, the compiled
+    # engine's CoreEngine(stage=True, issue_hold=True)): the host's list read ahead, the take gated by issue_ok.
+    "dstage_gate": (DSGATE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage and the issue gate: "
+                    "kaleido_daccel_stage with its next descriptor read ahead and its take gated by issue_ok",
+                    lambda cfg: DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
@@ -303,7 +314,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]  # the front's
         macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
-            roles += ["org_top_ext", "dstage", "dcore_stage"]
+            roles += ["org_top_ext", "dstage", "dstage_gate", "dcore_stage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
             macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                                       d_buffers=default_d_buffers(cfg),

@@ -355,6 +355,39 @@ def test_dcore_stage_engine_staged_ops(dstage):
         CoreEngine(load_config(COMPACT_TOML), stage=True)
 
 
+def test_dcore_stage_engine_issue_hold():
+    """``kaleido_dcore_stage`` with the issue hold (docs/decisions.md D126; `CoreEngine(stage=True, issue_hold=True)`,
+    opt-in: ``kaleido_daccel_stage_gate``) on bound 1 and a 4-entry FIFO: `test_dcore_stage_engine_staged_ops`' five
+    ops back to back, Y against `apply_decisions`, every Y row's cycle and ``done`` against `core_schedule`
+    co-simulating `stage_schedule`'s loop (`tests.test_rtl_dcore_stage.stage_feed`), computed apart from the engine,
+    and the engine's own `expected` equal to them; the gate held takes."""
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.rtl.daccel_bench import staged_op
+    from tests.test_rtl_dcore_stage import _get, stage_feed
+
+    cfg = load_config(DELTA_TOML)
+    eng = CoreEngine(cfg, stage=True, issue_hold=True, issue_bound=1, fifo=4)
+    assert eng.core.issue_hold and eng.core.issue_bound == 1 and eng.core.accel.issue_gate and eng.core.array_hold
+    sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
+    ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
+                  (s.fw, s.s, True)) for s in sops]
+    runs = eng.run(ops)
+    held = 0
+    for sop, op, run in zip(sops, ops, runs, strict=True):
+        case = sop.case
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
+                            None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=4, ports=2,
+                            gate=stage_feed(cfg, sop, 2), bound=1)
+        assert sch["ahead"] < 1 and not sch["overflow"]
+        _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+        want = eng.expected(op)
+        assert want["rows"] == sch["rows"] and want["done"] == sch["done"]
+        held += sch["held"]
+    assert held > 0
+
+
 def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
     """The captured block (tests/conftest.py) on the example delta TOML's staged core, cut as the engine cuts it
     (`sim.engines.verilator_core.slices`: groups of at most the controller's 64 channels, at most its band-tiles and

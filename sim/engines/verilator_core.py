@@ -114,11 +114,11 @@ class CoreEngine:
         array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
             builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
             (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
-        issue_hold: ``kaleido_dcore``'s issue hold (docs/decisions.md D126; default True, as `hw.rtl` builds it;
-            ``kaleido_dcore`` only, not the staged core): the controller takes a descriptor only while its segment is fewer than the core's bound
+        issue_hold: the delta core's issue hold (docs/decisions.md D126; default: on ``kaleido_dcore``, as `hw.rtl`
+            builds it, off on ``kaleido_dcore_stage``, opt-in there, `expected` then stepping `stage_schedule`'s loop): the controller takes a descriptor only while its segment is fewer than the core's bound
             (`hw.delta_core.NB_BANKS`, with ``seg_local`` its D buffers) past the walked one; `expected` co-simulates
             the controller's schedule with the core's (`core_schedule`'s ``gate``), so no descriptor overflows the
-            count banks and `slices` no longer cuts an op for them.
+            count banks and `slices` no longer cuts an op for them. issue_bound: its bound (default the core's).
 
     Raises:
         RtlEngineError: another organisation, ``stage`` on a config without a weight stage, or as
@@ -127,7 +127,7 @@ class CoreEngine:
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
                  build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
-                 seg_local: bool = False, issue_hold: bool = True):
+                 seg_local: bool = False, issue_hold: bool | None = None, issue_bound: int | None = None):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
@@ -159,8 +159,10 @@ class CoreEngine:
                 opts["fifo_bypass"] = True
             if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
                 opts["seg_local"] = True
-            if issue_hold and not stage:  # the issue hold (D126): kaleido_daccel_gate's take gated by the core
+            if not stage if issue_hold is None else issue_hold:  # the issue hold (D126): the gated controller
                 opts["issue_hold"] = True
+                if issue_bound is not None:  # a bound below the core's default (tests: holds on small ops)
+                    opts["issue_bound"] = issue_bound
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.delta:
             from hw.delta_core import DeltaCore
@@ -432,6 +434,17 @@ class CoreEngine:
         local = bool(self.core.seg_local and seg)  # D125
         rw = self._ways(bop, op.grid, of_class, M, W, fw, local)
         rows, rsg, way = fifo_rows(r["band"], r["last"], bop.rows, sgs, cfg, rw)
+        if self.core.issue_hold:  # D126: stage_schedule's loop stepped inside the core's (its takes held)
+            from sim.timing.delta_core import StageFeed
+
+            args = (bop.s_seq, bop.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
+                "seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, LANES)
+            feed = StageFeed(args, {"early": acc.early, "defer": "behind" if acc.defer else "off"}, sgs, rw, cfg)
+            hold = {"fifo": self.core.fifo, "ports": cfg.drain_rows_per_cycle} if self.core.array_hold else {}
+            sch = core_schedule(None, None, op.grid, n_cb, len(cls), R, seg, None, None, fw, s, W, None,
+                                out_ways=self.core.out_ways, buffers=self.core.d_buffers, **hold, local=local,
+                                gate=feed, bound=self.core.issue_bound)
+            return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
         sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
                             out_ways=self.core.out_ways, buffers=self.core.d_buffers,
                             **self._hold(r["band"], r["last"], bop), local=local)

@@ -165,6 +165,11 @@ EXPECT_BITS = 32
 DACCEL_MODULE_NAME = "kaleido_daccel"
 #: Verilog module name of `DeltaAccel` built with its weight stage (``stage=True``, the host's band-tile list; D96).
 DSTAGE_MODULE_NAME = "kaleido_daccel_stage"
+#: ``kaleido_daccel`` with the issue gate (``issue_gate``, docs/decisions.md D126): its next descriptor out, the
+#: take gated by ``issue_ok``.
+DGATE_MODULE_NAME = "kaleido_daccel_gate"
+#: ``kaleido_daccel_stage`` with the issue gate (D126; `kaleido_dcore_stage`'s opt-in issue hold).
+DSGATE_MODULE_NAME = "kaleido_daccel_stage_gate"
 #: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
 #: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128
 #: balanced band-tiles of 32-128-channel groups the gather then keeps up with the bands (`accel_cycles` within
@@ -193,7 +198,8 @@ class DeltaAccel(wiring.Component):
             docstring, D96; the host's descriptor buffer, ``queues=False``). early: the early band choice (module
             docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
             stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
-            ``WEIGHT_PORT``).
+            ``WEIGHT_PORT``). issue_gate: the issue gate (docs/decisions.md D126): ``next_valid``, ``next_desc`` out,
+            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -232,7 +238,7 @@ class DeltaAccel(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
                  lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False,
-                 early: bool | None = None, defer: bool | None = None):
+                 early: bool | None = None, defer: bool | None = None, issue_gate: bool = False):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -261,6 +267,10 @@ class DeltaAccel(wiring.Component):
             raise ValueError(err)
         self.cfg, self.pe_kind, self.P, self.S, self.brows, self.queues = cfg, pe, P, S, brows, queues
         self.stage = stage
+        #: The issue gate (docs/decisions.md D126): outputs ``next_valid`` / ``next_desc`` (the descriptor the gather
+        #: takes next: the queues' output register, or the host list's read-ahead), input ``issue_ok`` ANDed into the
+        #: take; the Verilog module `DGATE_MODULE_NAME` (staged: `DSGATE_MODULE_NAME`).
+        self.issue_gate = issue_gate
         #: The bands take their weights through word registers read by band turn (D94): from the weight stage
         #: (``stage``, D96) or from the one weight buffer (``WEIGHT_PORT``, D109).
         self.wpath = stage or self.WEIGHT_PORT
@@ -343,6 +353,8 @@ class DeltaAccel(wiring.Component):
             "out_valid": Out(unsigned(d)), "out_tile": Out(unsigned(d * TILE_BITS)), "out_row": Out(unsigned(d * rb)),
             "out_data": Out(unsigned(ctop_signature(cfg).members["out_data"].shape.width)),  # compact: out, out_m
             "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
+            **({"next_valid": Out(1), "next_desc": Out(unsigned(self.desc_bits)), "issue_ok": In(1)}
+               if issue_gate else {}),
         })
 
     def replay_entries(self) -> int:
@@ -728,14 +740,25 @@ class DeltaAccel(wiring.Component):
         free = ~(held >> entry_of(gidx))[0]
         can_desc = Signal(name="gather_desc")
         q_fin = Signal(name="queue_finished")  # the queues' done seen (sticky until the next start)
+        ok = self.issue_ok if self.issue_gate else Const(1, 1)  # D126: the core's issue gate
         if Q:
             q = self._queue(m, begin, wr & (self.wr_sel == 3))
-            m.d.comb += [can_desc.eq(running & ~in_rows & q.out_valid & free), q.out_ready.eq(can_desc)]
+            m.d.comb += [can_desc.eq(running & ~in_rows & q.out_valid & free & ok), q.out_ready.eq(can_desc)]
             dq = Signal(unsigned(self.desc_bits), name="desc_q")  # the taken descriptor, as the buffer's read
             with m.If(can_desc):
                 m.d.sync += dq.eq(q.out_desc)
             with m.If(q.done):
                 m.d.sync += q_fin.eq(1)
+            if self.issue_gate:  # the next descriptor: the queues' output register
+                m.d.comb += [self.next_valid.eq(q.out_valid), self.next_desc.eq(q.out_desc)]
+        elif self.issue_gate:  # D126: the buffer reads ahead (descriptor 0 at begin, gidx + 1 at each take)
+            m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free & ok)
+            nd = self._bank_1rw(m, "desc", Mux(running, gidx + 1, Mux(begin, 0, self.wr_addr)), can_desc | begin,
+                                wr & (self.wr_sel == 2), self.wr_data[:self.desc_bits])
+            dq = Signal(unsigned(self.desc_bits), name="desc_q")  # the taken descriptor, registered at the take
+            with m.If(can_desc):
+                m.d.sync += dq.eq(nd)
+            m.d.comb += [self.next_valid.eq(running & (gidx < T)), self.next_desc.eq(nd)]
         else:
             m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free)
             dq = self._bank_1rw(m, "desc", Mux(running, gidx, self.wr_addr), can_desc, wr & (self.wr_sel == 2),

@@ -137,10 +137,19 @@ from its frame counter; a FIFO entry (its count bank in flops) pops only while i
 walked one (its buffer holds the earlier segment until that is walked). `core_schedule`'s ``local`` times it and
 refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
 
+**Issue hold** (``issue_hold``, docs/decisions.md D126; off by default here, on in `hw.rtl`'s ``kaleido_dcore`` and
+the compiled engine; opt-in on the staged core): the controller (``issue_gate``: ``kaleido_daccel_gate``) shows its
+next descriptor (``next_valid``, ``next_desc``); a second chunk-table copy is read at its first token each cycle the
+controller runs, the token and ``next_valid`` registered beside it (``gate_tok``, ``gate_v``), so its segment
+``base[cb] + chunk k[cb]`` is *fresh* when the token shown equals the registered one; ``issue_ok = fresh & (~o_seg |
+seg - w_seg < issue_bound)`` gates the take. While the next descriptor is held (fresh, out of bound) and no
+descriptor is in the count stage, it stands for "a later segment's descriptor has come" in the walk's ``whole``.
+`core_schedule`'s ``gate`` (`sim.timing.delta_core.IssueFeed`, `StageFeed`) times it.
+
 Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
-column blocks: the walk waits for the op), D116's issue hold (``overflow``, a sticky flag, is raised by a descriptor
-`NB_BANKS` or more segments past the walked one, and without the array hold by a FIFO backlog; `core_schedule`'s
-``ahead`` and ``fifo_max`` give what an op needs).
+column blocks: the walk waits for the op); without ``issue_hold`` a descriptor `NB_BANKS` or more segments past the
+walked one raises ``overflow`` (a sticky flag, raised without the array hold also by a FIFO backlog;
+`core_schedule`'s ``ahead`` and ``fifo_max`` give what an op needs).
 """
 
 from __future__ import annotations
@@ -165,7 +174,13 @@ from hw import discard
 from hw.compact_array import TILE_BITS
 from hw.config import AcceleratorConfig
 from hw.core import add_child
-from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
+from hw.delta_accel import (
+    DACCEL_MODULE_NAME,
+    DGATE_MODULE_NAME,
+    DSGATE_MODULE_NAME,
+    DSTAGE_MODULE_NAME,
+    DeltaAccel,
+)
 from hw.delta_combine import (
     DeltaCombine,
     dcombine_module_name,
@@ -238,6 +253,9 @@ class DeltaCore(wiring.Component):
             only on W > 1 ways; 2 (default here) is the core as before.
         fifo_bypass: the row FIFO's bypass (module docstring, "Row-FIFO bypass"; docs/decisions.md D118), W > 1
             ways only; False (default here) is the core as before.
+        issue_hold, issue_bound: the issue hold (module docstring, "Issue hold"; docs/decisions.md D126): the
+            controller (built with ``issue_gate``) takes a descriptor only while its segment is fewer than
+            ``issue_bound`` (default `NB_BANKS`, with ``seg_local`` n) past the walked one; not with ``front``.
         array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
             controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Inline
             (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports
@@ -256,7 +274,7 @@ class DeltaCore(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
                  front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
                  d_buffers: int = 2, fifo_bypass: bool = False, array_hold: bool = False, seg_local: bool = False,
-                 **accel):
+                 issue_hold: bool = False, issue_bound: int | None = None, **accel):
         d = cfg.drain_rows_per_cycle
         queues = not stage if queues is None else queues
         if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
@@ -284,6 +302,11 @@ class DeltaCore(wiring.Component):
         if seg_local and (ways == 1 or cfg.array_rows & (cfg.array_rows - 1)):
             discard(self)
             raise ValueError("seg_local: built on ways > 1 with array_rows a power of two (docs/decisions.md D125)")
+        bound = (d_buffers if seg_local else NB_BANKS) if issue_bound is None else issue_bound
+        if issue_hold and (front or not 1 <= bound <= NB_BANKS):
+            discard(self)
+            raise ValueError(f"issue_hold: not with the similarity front, issue_bound = {bound} within 1 .. "
+                             f"{NB_BANKS} (docs/decisions.md D126)")
         if fifo_bypass and ways == 1:
             discard(self)
             raise ValueError("fifo_bypass: built on ways > 1 only (docs/decisions.md D118)")
@@ -306,6 +329,9 @@ class DeltaCore(wiring.Component):
         self.array_hold = array_hold
         #: Segment-local D addresses (docs/decisions.md D125): with ``o_local`` a D buffer holds one segment.
         self.seg_local = seg_local
+        #: The issue hold (docs/decisions.md D126): ``kaleido_daccel`` takes its next descriptor only while its segment
+        #: is fewer than ``issue_bound`` past the walked one (default `NB_BANKS`; with ``seg_local`` n).
+        self.issue_hold, self.issue_bound = issue_hold, bound if issue_hold else None
         #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
         self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
@@ -314,7 +340,8 @@ class DeltaCore(wiring.Component):
         # capacity checks is never elaborated, and neither are they (pe="instance": only their signatures and
         # sizes are used); an elaborated core still elaborates both as its submodules.
         try:
-            self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, stage=stage, **accel))
+            self.accel = discard(DeltaAccel(cfg, pe=pe, queues=queues, stage=stage,
+                                            **({"issue_gate": True} if issue_hold else {}), **accel))
         except ValueError:
             discard(self)  # refused by the controller: never elaborated (hw.discard)
             raise
@@ -384,14 +411,14 @@ class DeltaCore(wiring.Component):
                 kw = {"i_clk": gclk, "i_rst": ResetSignal("sync")}
                 for name, member in acc.signature.members.items():
                     kw[("i_" if member.flow == In else "o_") + name] = getattr(ap, name)
-                m.submodules.accel = Instance(DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, **kw)
+                m.submodules.accel = Instance(accel_module_name(acc), **kw)
             # nothing leaves it on a held cycle (its outputs show the cycle it has not run yet)
             a_out_v, a_desc_v, a_done = Signal(d, name="accel_out_valid"), Signal(name="accel_desc_valid"), \
                 Signal(name="accel_done")
             m.d.comb += [a_out_v.eq(ap.out_valid & self.run.replicate(d)), a_desc_v.eq(ap.desc_valid & self.run),
                          a_done.eq(ap.done & self.run)]
         else:
-            ap = add_child(m, "accel", acc, DSTAGE_MODULE_NAME if acc.stage else DACCEL_MODULE_NAME, inst)
+            ap = add_child(m, "accel", acc, accel_module_name(acc), inst)
             a_out_v, a_desc_v, a_done = ap.out_valid, ap.desc_valid, ap.done
         cmb = add_child(m, "comb", self.combine, dcombine_module_name(self.ways, self.out_ways, self.d_buffers), inst)
         W, lw = self.ways, (self.ways - 1).bit_length()  # noqa: N806
@@ -645,7 +672,10 @@ class DeltaCore(wiring.Component):
         done_now = fin | a_done
         # whole: issued segment by segment (o_seg): every row the segment's descriptors list accumulated and a later
         # segment's descriptor taken (or the controller done); otherwise the whole op accumulated (the walk after it)
-        m.d.comb += whole.eq(Mux(self.o_seg, (done_now | (anyd & (hi > sord))) & (e_cur == g_cur),
+        later = anyd & (hi > sord)  # a later segment's descriptor counted
+        if self.issue_hold:  # D126: or the next one held by the issue gate once the earlier ones are counted
+            later = later | self._issue_gate(m, ap, sord, d1_v, bases, ks, host_dec, inst)
+        m.d.comb += whole.eq(Mux(self.o_seg, (done_now | later) & (e_cur == g_cur),
                                  done_now & (count == 0) & ~s1 & ~s2 & (rank == 0) & (r_v == 0)))
         go = Signal(name="walk_go")
         m.d.comb += go.eq(waiting & whole & ~s1_in & ~s2_in)
@@ -826,6 +856,42 @@ class DeltaCore(wiring.Component):
                 with m.If(e2):
                     m.d.sync += phase.eq(0)
         return m
+
+    def _issue_gate(self, m, ap, sord, d1_v, bases, ks, host_dec, inst):
+        """The issue hold (docs/decisions.md D126): drives ``kaleido_daccel``'s ``issue_ok`` and returns ``pend``, the
+        held next descriptor standing for "a later segment's descriptor has come".
+
+        The next descriptor's segment ``base[cb] + chunk k[cb]`` from a second chunk-table copy (written with the
+        first) read at its first token every cycle the controller runs; the read's token is registered beside it
+        (``gate_tok``, with ``next_valid`` in ``gate_v``), so the segment is *fresh* when the token shown now is the
+        one read (one cycle after the descriptor appears: a queue's emission is taken a cycle later than without the
+        gate, the host list's read-ahead lands a cycle before the gather can take). ``issue_ok = fresh & (~o_seg |
+        seg - w_seg < bound)``; ``pend`` = fresh, ``o_seg``, out of bound, no descriptor in the count stage."""
+        acc, tb = self.accel, self.tb
+        run = self.run if self.array_hold else Const(1, 1)
+        pos, off = {}, 0
+        for name, bits in acc.fields:
+            pos[name] = (off, bits)
+            off += bits
+        n_tok = ap.next_desc[pos["tokens"][0]:pos["tokens"][0] + tb]
+        n_cb = ap.next_desc[pos["cb"][0]:pos["cb"][0] + self.cbb]
+        ch, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
+        m.submodules.gate_chunks = cmac
+        G = self.cfg.partial_regs  # noqa: N806
+        m.d.comb += [ch.we.eq(host_dec), ch.waddr.eq(self.wr_addr), ch.wmask.eq(1),
+                     ch.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), ch.re.eq(run), ch.raddr.eq(n_tok)]
+        s_tok, s_v = Signal(tb, name="gate_tok"), Signal(name="gate_v")
+        with m.If(run):
+            m.d.sync += [s_tok.eq(n_tok), s_v.eq(ap.next_valid)]
+        seg_n = Signal(self.ob, name="gate_seg")
+        m.d.comb += seg_n.eq(bases[n_cb] + ch.rdata * ks[n_cb])
+        fresh, near = Signal(name="gate_fresh"), Signal(name="gate_near")
+        dist = Signal(self.ob + 1, name="gate_dist")
+        m.d.comb += [fresh.eq(ap.next_valid & s_v & (s_tok == n_tok)), dist.eq(seg_n - sord),
+                     near.eq(dist < self.issue_bound), ap.issue_ok.eq(fresh & (~self.o_seg | near))]
+        pend = Signal(name="gate_pend")
+        m.d.comb += pend.eq(fresh & self.o_seg & ~near & ~ap.desc_valid & ~d1_v)
+        return pend
 
     def _ways_accumulate(self, m, cmb, fifo, parb, wayb, headpar, rp, count, phase, wres, walking, waiting, whole,
                          inst, byp=None, bankb=None, sord=None):  # noqa: N803
@@ -1073,6 +1139,15 @@ class DeltaCore(wiring.Component):
             if mc not in out:
                 out.append(mc)
         return out
+
+
+def accel_module_name(acc: DeltaAccel) -> str:
+    """The Verilog module a core instantiates for its controller: `DSTAGE_MODULE_NAME` (the weight stage),
+    `DGATE_MODULE_NAME` (the issue gate, docs/decisions.md D126; staged `DSGATE_MODULE_NAME`) or
+    `DACCEL_MODULE_NAME`."""
+    if acc.stage:
+        return DSGATE_MODULE_NAME if acc.issue_gate else DSTAGE_MODULE_NAME
+    return DGATE_MODULE_NAME if acc.issue_gate else DACCEL_MODULE_NAME
 
 
 def default_fifo_bypass(cfg: AcceleratorConfig) -> bool:

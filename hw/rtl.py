@@ -65,7 +65,13 @@ from hw.compact_core import CCORE_FRONT_MODULE_NAME, CCORE_MODULE_NAME, CompactC
 from hw.compact_pe import CompactPE, pe_module_name
 from hw.config import AcceleratorConfig, ConfigError, load_config, preset_names
 from hw.core import CORE_MODULE_NAME, OPBUF_VERILOG, TileCore
-from hw.delta_accel import DACCEL_MODULE_NAME, DSTAGE_MODULE_NAME, DeltaAccel
+from hw.delta_accel import (
+    DACCEL_MODULE_NAME,
+    DGATE_MODULE_NAME,
+    DSGATE_MODULE_NAME,
+    DSTAGE_MODULE_NAME,
+    DeltaAccel,
+)
 from hw.delta_combine import (
     DCOMBINE_MODULE_NAME,
     DeltaCombine,
@@ -195,6 +201,16 @@ _MODULES = {
                "column bank, serial fills per segment) + three word registers per band and column (reads deferred to "
                "a lagging band) + gather + band issue onto kaleido_dtop_ext (bands chosen ahead) + tagged drain",
                lambda cfg: DeltaAccel(cfg, pe="instance", stage=True)),
+    # The same controller with the issue gate (D126): its next descriptor out, the take gated by the core's issue_ok
+    # (kaleido_dcore's issue hold).
+    "daccel_gate": (DGATE_MODULE_NAME, "Kaleido delta op-level controller with the issue gate: kaleido_daccel with its "
+                    "next descriptor out (the queues' output register) and its take gated by issue_ok",
+                    lambda cfg: DeltaAccel(cfg, pe="instance", queues=True, issue_gate=True)),
+    # The staged controller with the issue gate (D126; kaleido_dcore_stage's opt-in issue hold, the compiled
+    # engine's CoreEngine(stage=True, issue_hold=True)): the host's list read ahead, the take gated by issue_ok.
+    "dstage_gate": (DSGATE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage and the issue gate: "
+                    "kaleido_daccel_stage with its next descriptor read ahead and its take gated by issue_ok",
+                    lambda cfg: DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)),
     "dqueue": (DQUEUE_MODULE_NAME, "Kaleido delta band-tile queues: decision-buffer SRAM macro + per-group COMPUTE/"
                "PARTIAL queues + flushes, descriptors in the delta issue order",
                lambda cfg: discard(DeltaAccel(cfg, pe="instance", queues=True)).queue),
@@ -218,7 +234,7 @@ _MODULES = {
               "row FIFO + accumulate and output command generation + kaleido_dcombine on its accumulate ways, final Y rows",
               lambda cfg: DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
                                     d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
-                                    array_hold=True)),
+                                    array_hold=True, issue_hold=True)),
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
     # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
@@ -289,7 +305,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
             roles += ["dcombine_lanes"]
             macros += [mc for mc in discard(DeltaCombine(cfg, ways=default_dways(cfg), out_ways=default_out_ways(cfg),
                                                          buffers=default_d_buffers(cfg))).macros() if mc not in macros]
-        roles += ["daccel", "dqueue", "dcore", "dfront", "dcore_front"]
+        roles += ["daccel", "daccel_gate", "dqueue", "dcore", "dfront", "dcore_front"]
         acc = discard(DeltaAccel(cfg, pe="instance", queues=True))
         macros += [mc for mc in acc.macros() if mc not in macros]
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", out_ways=default_out_ways(cfg),
@@ -298,7 +314,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]  # the front's
         macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
-            roles += ["org_top_ext", "dstage", "dcore_stage"]
+            roles += ["org_top_ext", "dstage", "dstage_gate", "dcore_stage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
             macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                                       d_buffers=default_d_buffers(cfg),
@@ -381,7 +397,8 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
                         if cfg.diff_sram_kib else "")
            + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
               else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
-           "has fewer free entries than rows a cycle), kaleido_dcore_front the similarity front "
+           "has fewer free entries than rows a cycle, its descriptor take held while the next one's segment is "
+           "NB_BANKS or more past the walk, kaleido_daccel_gate), kaleido_dcore_front the similarity front "
            "kaleido_dfront before it (decisions and differences from raw X; its combine "
            f"{dcombine_module_name(default_dways(cfg))}, one output lane, 2 D buffers"
            + (" of diff_sram_kib / 2 each" if cfg.diff_sram_kib else "")
@@ -392,7 +409,7 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
               "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
               and cfg.diff_sram_kib else "")
            + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D122, "
-             "D123)"
+             "D123, D126)"
            if cfg.organisation == "delta"
            else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
            "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

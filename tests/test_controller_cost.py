@@ -73,7 +73,7 @@ def _designs(cfg):
     v = cfg.dcore_out_ways if cfg.dcore_out_ways is not None else default_out_ways(cfg)
     n = default_d_buffers(cfg) if v > 1 else 2
     core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg),
-                     array_hold=True)  # and with its array hold (D123)
+                     array_hold=True, issue_hold=kind == "delta")  # and its array hold (D123), issue hold (D126)
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
            dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
@@ -142,14 +142,14 @@ def _bank_bits(regs: dict[str, int], pattern: str) -> int:
     return sum(b for n, b in regs.items() if re.fullmatch(pattern, n))
 
 
-@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact", "tiny-delta-v1"])
+@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact", "tiny-delta-v1", "tiny-delta-unstaged"])
 def test_register_banks_are_the_designs(name):
     from hw.compact_array import CompactTop
 
     cfg = CONFIGS[name]()
     kind = controllers.controller(cfg)
     designs = _designs(cfg)
-    acc_mod = "kaleido_caccel" if kind == "compact" else "kaleido_daccel_stage"
+    acc_mod = {"compact": "kaleido_caccel", "delta": "kaleido_daccel"}.get(kind, "kaleido_daccel_stage")
     acc = _clocked_bits(designs[acc_mod])
     q = _clocked_bits(designs["kaleido_dqueue"])
     dc = _clocked_bits(designs["kaleido_dcore"]) if kind != "compact" else None
@@ -194,6 +194,11 @@ def test_register_banks_are_the_designs(name):
         gates = [f for f, *_ in Fragment.get(designs["kaleido_dcore"], None).subfragments
                  if isinstance(f, Instance) and f.type == "kaleido_clkgate"]
         assert part["kaleido_dcore", "clock gate"] == len(gates) == 1
+        if kind == "delta":  # the issue hold (D126): the token and valid registered, on kaleido_daccel_gate
+            assert part["kaleido_dcore", "issue gate"] == _bank_bits(dc, r"gate_(tok|v)")
+            assert designs["kaleido_dcore"].accel.issue_gate
+        else:
+            assert ("kaleido_dcore", "issue gate") not in part
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")

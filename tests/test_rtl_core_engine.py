@@ -73,7 +73,7 @@ def _check_engine_ops(eng):
     the cycles the array was held, summed."""
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
-    from tests.test_rtl_dcore import _job, _model, row_tiles
+    from tests.test_rtl_dcore import _job, _model, gate_feed, row_tiles
 
     cfg = eng.core.cfg
     cases = _seeded_and_random(cfg)
@@ -87,9 +87,12 @@ def _check_engine_ops(eng):
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         # the walk segment by segment where the op issues so (docs/decisions.md D104), rows on d ways (D107), the
         # array held while the FIFO has fewer than d free entries (D116, D123)
+        # the controller's takes held while the next descriptor's segment is NB_BANKS or more past the walk (D126):
+        # its schedule co-simulated with the core's
+        hold = ({"gate": gate_feed(cfg, case, op, queue, fw, s, d), "bound": eng.core.issue_bound}
+                if eng.core.issue_hold else {"row_tile": row_tiles(cfg, case, op, queue)})
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, walk[0], rsg,
-                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d,
-                            row_tile=row_tiles(cfg, case, op, queue))
+                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, **hold)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         held += sch["frozen"]
@@ -97,13 +100,14 @@ def _check_engine_ops(eng):
 
 
 def test_dcore_engine_seeded_cases_and_random_ops(dcore):
-    from hw.delta_core import FIFO_PER_PORT
+    from hw.delta_core import FIFO_PER_PORT, NB_BANKS
 
     d = dcore.cfg.drain_rows_per_cycle
     assert dcore.core.ways == d == 2  # the engine's core accumulates on d ways (docs/decisions.md D108)
     assert dcore.core.out_ways == d  # and hands out d Y rows a cycle: V = W, 2 divides R = 8 (D112, D113)
     assert dcore.core.d_buffers == 3 and dcore.core.fifo_bypass  # on 3 D buffers (D115), the FIFO bypassed (D118)
     assert dcore.core.fifo == FIFO_PER_PORT * d  # hw.rtl's FIFO, with the array hold (D123)
+    assert dcore.core.issue_hold and dcore.core.issue_bound == NB_BANKS  # and the issue hold (D126)
     _check_engine_ops(dcore)
 
 
@@ -351,6 +355,39 @@ def test_dcore_stage_engine_staged_ops(dstage):
         CoreEngine(load_config(COMPACT_TOML), stage=True)
 
 
+def test_dcore_stage_engine_issue_hold():
+    """``kaleido_dcore_stage`` with the issue hold (docs/decisions.md D126; `CoreEngine(stage=True, issue_hold=True)`,
+    opt-in: ``kaleido_daccel_stage_gate``) on bound 1 and a 4-entry FIFO: `test_dcore_stage_engine_staged_ops`' five
+    ops back to back, Y against `apply_decisions`, every Y row's cycle and ``done`` against `core_schedule`
+    co-simulating `stage_schedule`'s loop (`tests.test_rtl_dcore_stage.stage_feed`), computed apart from the engine,
+    and the engine's own `expected` equal to them; the gate held takes."""
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.rtl.daccel_bench import staged_op
+    from tests.test_rtl_dcore_stage import _get, stage_feed
+
+    cfg = load_config(DELTA_TOML)
+    eng = CoreEngine(cfg, stage=True, issue_hold=True, issue_bound=1, fifo=4)
+    assert eng.core.issue_hold and eng.core.issue_bound == 1 and eng.core.accel.issue_gate and eng.core.array_hold
+    sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
+    ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
+                  (s.fw, s.s, True)) for s in sops]
+    runs = eng.run(ops)
+    held = 0
+    for sop, op, run in zip(sops, ops, runs, strict=True):
+        case = sop.case
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
+                            None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=4, ports=2,
+                            gate=stage_feed(cfg, sop, 2), bound=1)
+        assert sch["ahead"] < 1 and not sch["overflow"]
+        _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+        want = eng.expected(op)
+        assert want["rows"] == sch["rows"] and want["done"] == sch["done"]
+        held += sch["held"]
+    assert held > 0
+
+
 def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
     """The captured block (tests/conftest.py) on the example delta TOML's staged core, cut as the engine cuts it
     (`sim.engines.verilator_core.slices`: groups of at most the controller's 64 channels, at most its band-tiles and
@@ -414,7 +451,7 @@ def test_dcore_engine_segment_local_d_addresses():
     from sim.engines.verilator_core import slices
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
-    from tests.test_rtl_dcore import WIDE, _job, _model, row_tiles
+    from tests.test_rtl_dcore import WIDE, _job, _model, gate_feed
     from tests.test_rtl_delta import QK_CASES
 
     cfg = AcceleratorConfig.model_validate(load_config(DELTA_TOML).model_dump() | {"diff_sram_kib": 8})
@@ -432,12 +469,15 @@ def test_dcore_engine_segment_local_d_addresses():
         assert walk[0]  # segment by segment: o_local
         _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        # the issue hold on the bound n = 3 (D126): the controller's schedule co-simulated with the core's
+        assert eng.core.issue_hold and eng.core.issue_bound == 3
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d,
-                            row_tile=row_tiles(cfg, case, op, queue), local=True)
+                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
+                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=3)
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
     # the op's address (D122's): the same ops cut into more pieces, or refused
-    opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold")}
+    opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold",
+                                              "issue_hold")}
     eng.core = discard(DeltaCore(cfg, pe="instance", **opts))
     for op in ops:
         try:

@@ -33,8 +33,16 @@ from hw.delta_accel_host import queue_ports
 from hw.delta_core import DeltaCore, core_ports, segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
-from sim.timing.delta_accel import accel_cycles, accel_schedule, gather_rounds, queue_steps, row_out_cycles
+from sim.timing.delta_accel import (
+    AccelRun,
+    accel_cycles,
+    accel_schedule,
+    gather_rounds,
+    queue_steps,
+    row_out_cycles,
+)
 from sim.timing.delta_core import (
+    IssueFeed,
     commands,
     core_schedule,
     fifo_order_deadlocks,
@@ -161,8 +169,26 @@ def row_tiles(cfg, case, op, queue) -> np.ndarray:
     return fifo_rows(band, last, op.rows, np.zeros(len(op.rows), dtype=np.int64), cfg, tiles)[2]
 
 
+def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> IssueFeed:
+    """The controller with the issue gate (docs/decisions.md D126) for `core_schedule`'s ``gate``: a resumable
+    `sim.timing.delta_accel.AccelRun` (2 B staging entries, 32 lanes, as `_model`), each band-tile's segment and its
+    rows' ways (`_model`'s)."""
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+    rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+    run = AccelRun(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue, gate=True)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw, s)
+    of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+    if local:
+        rw = row_ways_local([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.grid,
+                            cfg.array_rows, fw or case.grid[0], ways)
+    else:
+        rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+    return IssueFeed(run, sgs, rw, cfg)
+
+
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False):
+          local=False, bound=None, feed=None):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
@@ -174,11 +200,18 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
-    rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
     A = len(classes(case.groups))  # noqa: N806
-    bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
-    sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                        way[0] if way else None, out_ways, buffers, **bp, local=local)
+    if bound is not None:  # the issue hold (D126): the controller's schedule co-simulated with the core's
+        gate = feed or gate_feed(cfg, case, op, queue, fw, s, ways, local)
+        bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if hold else {}
+        sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw, s, ways, None,
+                            out_ways, buffers, **bp, local=local, gate=gate, bound=bound)
+        rows, done = sch["out"], sch["accel_done"]
+    else:
+        rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
+        bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
+        sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
+                            way[0] if way else None, out_ways, buffers, **bp, local=local)
     if hold:
         rows, done = sch["out"], sch["accel_done"]
         assert got.held == sch["frozen"]
@@ -502,6 +535,57 @@ def test_dcore_segment_local_d_addresses(ci, shape, out_ways, fused, fifo, kib):
     check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=local)
 
 
+#: The issue hold's runs (docs/decisions.md D126), each built to hold (its descriptors run ``bound`` or more segments
+#: past the walk without the gate): ``(case, shape, chunk-major, core options, FIFO entries or None, bound,
+#: diff_sram_kib or None)``; D68's order walked segment by segment (wide3: s = 1) and D84's, the queues and the host's
+#: list, one way and the defaults' core, with and without the array hold (4 entries), bound 1 (only the walked
+#: segment's descriptors issue: the held descriptor stands for the later one) and 2, and D125's segment-local buffers
+#: on their default bound n = 3 and on 1.
+ISSUE_RUNS = [("wide3", "8x8-B2-d2", False, {"ways": 1}, None, 2, None),
+              ("wide3", "8x8-B2-d2", False, {"queues": False, **DEFAULT_CORE}, 4, 2, None),
+              ("wide3", "8x8-B2-d2", False, {"ways": 1}, 4, 1, None),
+              (3, "8x8-B2-d4", True, {}, 4, 1, None),
+              (1, "8x8-B4-d2", True, {"queues": False, "ways": 1}, 4, 1, None),
+              ("wide3", "8x8-B2-d2", False, {"out_ways": 1, "d_buffers": 3, "seg_local": True}, None, None, 8),
+              ("three-axes", "8x8-B2-d4", True, {"out_ways": 4, "d_buffers": 3, "seg_local": True, "fused": True},
+               4, 1, 2)]
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "opts", "fifo", "bound", "kib"), ISSUE_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}-{'-'.join(f'{k}{v}' for k, v in o.items())}-q{f}-b{b}"
+                              for c, s, cm, o, f, b, _k in ISSUE_RUNS])
+def test_dcore_issue_hold(ci, shape, chunk_major, opts, fifo, bound, kib):
+    # kaleido_daccel takes its next descriptor only while its segment is fewer than the bound past the walk:
+    # every Y row against apply_decisions, its cycle, the controller's rows and done (and the array hold's held
+    # cycles) against core_schedule co-simulating the controller's schedule (gate=IssueFeed), every command against
+    # the bench program; no overflow, no descriptor counted the bound or more ahead, and the gate held takes
+    case, fw, s, chunk_major = _named_case(ci, chunk_major)
+    cfg = _diff_cfg(shape, kib) if kib else delta_cfg(*SHAPES[shape], state_kib=2)
+    d, opts = cfg.drain_rows_per_cycle, dict(opts)
+    queues, fused = opts.pop("queues", True), opts.pop("fused", False)
+    job, queue = _job(cfg, case, fw, s, chunk_major, fused, queues)
+    seg, local = job[4][0], job[4][0] and opts.get("seg_local", False)
+    n = bound or opts.get("d_buffers", 2)  # the core's default bound with seg_local: n D buffers
+    ways, V, nbuf = opts.get("ways", d), opts.get("out_ways", 1), opts.get("d_buffers", 2)
+    assert seg  # walked segment by segment
+    core = discard(DeltaCore(cfg, fifo=fifo or 2 * FIFO, queues=queues, issue_hold=True,
+                             **({"issue_bound": bound} if bound else {}), **opts))
+    assert core.issue_bound == n and core.accel.issue_gate
+    [got] = run_dcore(cfg, [job], fifo=fifo or 2 * FIFO, queues=queues, array_hold=fifo is not None,
+                      issue_hold=True, **({"issue_bound": bound} if bound else {}), **opts)
+    sch = check(cfg, job, queue, got, fifo or 2 * FIFO, ways=ways, out_ways=V, buffers=nbuf, hold=fifo is not None,
+                local=local, bound=n)
+    assert sch["held"] > 0 and sch["ahead"] < n and not got.overflow
+    if fifo is not None:
+        assert got.held == sch["frozen"] > 0
+    # built to hold: without the gate its descriptors run the bound or more ahead
+    rows, done, (cyc, rsg, descs, *way) = _model(cfg, case, job[1], queue, job[4][1], job[4][2], ways, local)
+    A, n_cb = len(classes(case.groups)), -(-case.W.shape[1] // cfg.array_cols)  # noqa: N806
+    free = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, job[4][1], job[4][2],
+                         ways, way[0] if way else None, V, nbuf, banks=16)
+    assert free["ahead"] >= n
+
+
 def test_three_d_buffers_refusals():
     cfg = delta_cfg(*SHAPES["8x8-B2-d2"])
     for kw in ({"d_buffers": 1}, {"d_buffers": 3, "ways": 1}, {"d_buffers": 9}):
@@ -618,3 +702,90 @@ def test_fifo_overflow_flagged_and_errors():
         core_ports(core, (4, 8, 8), [(0, 4, "f")], 100)
     with pytest.raises(ValueError, match="state SRAM: the op needs"):
         core_ports(core, (1, 1, 2), [(0, 4, "f")], 8, fused=True)  # no state SRAM on this config
+
+
+def test_issue_gate_model_without_holds_is_the_controllers_schedule():
+    # core_schedule(gate=...) with a bound no op reaches takes every band-tile at AccelRun's earliest: the same rows,
+    # descriptors and done as the plain path fed by the gated controller's whole schedule (accel_schedule's rule with
+    # the gate's freshness: host list from cycle 1, a queue's descriptor 2 cycles after its emission), on the six
+    # seeded random ops and the WIDE ops, queues and host list, one way and d ways
+    from sim.timing.compact import drain_reads
+
+    ops = [(c, fw, s, cm, "8x8-B2-d2") for c, fw, s, cm in random_ops()] + [(*w[0], False, w[1]) for w in WIDE]
+    for k, (case, fw, s, cm, shape) in enumerate(ops):
+        cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+        queues, ways = k % 2 == 0, cfg.drain_rows_per_cycle if k % 3 else 1
+        job, queue = _job(cfg, case, fw, s, cm, False, queues)
+        _c, op, _f, _p, (seg, fw_, s_) = job
+        n_cb, A = -(-case.W.shape[1] // cfg.array_cols), len(classes(case.groups))  # noqa: N806
+        feed = gate_feed(cfg, case, op, queue, fw_, s_, ways)
+        got = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw_, s_, ways, None,
+                            banks=16, gate=feed, bound=10 ** 6)
+        # the gated controller's whole schedule, taken at each earliest
+        widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles], dtype=np.int64)
+        rounds = gather_rounds([t.tokens for t in op.tiles], cfg.array_rows // cfg.compact_bands)
+        run = AccelRun(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue, gate=True)
+        for _t in range(run.T):
+            run.take(run.earliest())
+        plain = accel_schedule(op.s_seq, op.rows, widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue)[3]
+        assert (run.gather >= plain).all() and (run.gather[:1] > plain[:1]).all()  # the first take a cycle later
+        done = int(drain_reads(run.band, run.last, op.rows, cfg).max()) + cfg.array_cols + 3
+        if queue is not None:
+            from sim.timing.delta_accel import queue_done
+
+            done = max(done, queue_done(run.gather, queue) + 2)
+        sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, cfg.array_rows, n_cb, fw_, s_)
+        descs = [(int(run.gather[n]) + 2, sgs[n], int(op.rows[n])) for n in range(len(sgs))]
+        of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+        rw = row_ways([t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles], case.X.shape[0], ways)
+        cyc, rsg, way = fifo_rows(run.band, run.last, op.rows, sgs, cfg, rw)
+        want = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw_, s_, ways, way,
+                             banks=16)
+        assert got["accel_done"] == done and got["issue"].tolist() == [x[0] for x in descs]
+        assert sorted(got["out"].tolist()) == sorted(cyc.tolist())
+        assert got["rows"] == want["rows"] and got["done"] == want["done"] and got["held"] == 0
+
+
+def test_issue_hold_refusals_and_ports():
+    # the issue hold (D126): refused with the similarity front and a bound outside 1 .. NB_BANKS; its controller has
+    # next_valid / next_desc out and issue_ok in, the plain controller none of them; the bound n with seg_local
+    from hw.delta_core import NB_BANKS, accel_module_name
+
+    cfg = delta_cfg(*SHAPES["8x8-B2-d2"], state_kib=2)
+    for kw in ({"front": True}, {"issue_bound": 0}, {"issue_bound": NB_BANKS + 1}):
+        with pytest.raises(ValueError, match="issue_hold"):
+            DeltaCore(cfg, issue_hold=True, **kw)
+    core = discard(DeltaCore(cfg, issue_hold=True))
+    assert core.issue_bound == NB_BANKS and accel_module_name(core.accel) == "kaleido_daccel_gate"
+    assert {"next_valid", "next_desc", "issue_ok"} <= set(core.accel.signature.members)
+    plain = discard(DeltaCore(cfg))
+    assert plain.issue_bound is None and accel_module_name(plain.accel) == "kaleido_daccel"
+    assert not {"next_valid", "next_desc", "issue_ok"} & set(plain.accel.signature.members)
+    assert discard(DeltaCore(cfg, issue_hold=True, seg_local=True, d_buffers=3)).issue_bound == 3
+
+
+def test_issue_gate_model_holds_within_the_bound():
+    # core_schedule(gate=...) on the six seeded random ops and the WIDE ops, queues or host list, bounds 1-3, with
+    # and without the array hold on 2 entries a port, one way and d ways (d ways with segment-local buffers where the
+    # op is walked segment by segment): it finishes, no descriptor is counted the bound or more past the walk, no
+    # overflow, the FIFO within its entries; bound 1 takes only the walked segment's descriptors
+    ops = [(c, fw, s, cm, "8x8-B2-d2") for c, fw, s, cm in random_ops()] + [(*w[0], False, w[1]) for w in WIDE]
+    held = 0
+    for k, (case, fw, s, cm, shape) in enumerate(ops):
+        cfg = delta_cfg(*SHAPES[shape], state_kib=2)
+        d = cfg.drain_rows_per_cycle
+        for bound in (1, 2, 3):
+            for fifo in (None, 2 * d):
+                queues, ways = (k + bound) % 2 == 0, d if (k + bound) % 3 else 1
+                job, queue = _job(cfg, case, fw, s, cm, False, queues)
+                _c, op, _f, _p, (seg, fw_, s_) = job
+                local = seg and ways > 1 and cfg.array_rows & (cfg.array_rows - 1) == 0
+                n_cb, A = -(-case.W.shape[1] // cfg.array_cols), len(classes(case.groups))  # noqa: N806
+                bp = {"fifo": fifo, "ports": d} if fifo else {}
+                sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw_, s_, ways,
+                                    None, buffers=3 if ways > 1 else 2, **bp, local=local,
+                                    gate=gate_feed(cfg, case, op, queue, fw_, s_, ways, local), bound=bound)
+                assert not sch["overflow"] and (sch["ahead"] < bound or not seg)
+                assert sch["fifo_max"] <= (fifo or 10 ** 9)
+                held += sch["held"]
+    assert held > 0

@@ -18,10 +18,10 @@ import pytest
 
 from hw import discard
 from hw.config import AcceleratorConfig
-from hw.delta_accel import LANES
+from hw.delta_accel import LANES, DeltaAccel
 from hw.delta_core import segment_order
 from sim.timing.delta import classes
-from sim.timing.delta_core import fifo_rows, row_ways, row_ways_local, tile_segments
+from sim.timing.delta_core import StageFeed, core_schedule, fifo_rows, row_ways, row_ways_local, tile_segments
 from tests.rtl.daccel_bench import StagedOp, staged_op
 from tests.rtl.dcore_bench import run_dcore
 from tests.test_rtl_dcore import FIFO, check
@@ -67,6 +67,32 @@ def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=
     cyc, rsg, way = fifo_rows(r["band"], r["last"], op.rows, sgs, cfg, rw)
     rows = np.concatenate(r["out"]) if len(r["out"]) else np.zeros(0, np.int64)
     return rows, r["cycles"], ((cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
+
+
+def stage_feed(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=None, local=False) -> StageFeed:
+    """The staged controller with the issue gate (docs/decisions.md D126) for `core_schedule`'s ``gate``:
+    `stage_schedule`'s loop (as `model_of` runs it) one cycle at a time, each band-tile's segment and its rows' ways
+    (as `stage_model`)."""
+    from hw.delta_accel_host import stage_plan
+    from sim.timing.delta_accel import gather_rounds
+    from tests.rtl.daccel_bench import host_tiles
+
+    case, op = sop.case, sop.op
+    R, S = cfg.array_rows, entries or 2 * cfg.compact_bands  # noqa: N806
+    acc = discard(DeltaAccel(cfg, entries=S, lanes=lanes, max_k=max_k, stage=True))
+    plan, _nbuf, _size = stage_plan(acc, case.groups, host_tiles(op), sop.segment, sop.sliced)
+    widths = np.array([case.groups[t.group][1] - case.groups[t.group][0] for t in op.tiles])
+    rounds = gather_rounds([t.tokens for t in op.tiles], R // cfg.compact_bands)
+    paired = [bool(t.partial.all()) and t.slots < w for t, w in zip(op.tiles, widths, strict=True)]
+    args = (op.s_seq, op.rows, widths, rounds, paired, *([p[k] for p in plan] for k in ("seg", "sbuf", "fcount",
+                                                                                          "saddr")), cfg, S, lanes)
+    n_cb = -(-case.W.shape[1] // cfg.array_cols)
+    sgs = tile_segments([(t.cb, t.tokens[0]) for t in op.tiles], case.grid, R, n_cb, sop.fw, sop.s)
+    of_class = {g: a for a, (_ax, idx) in enumerate(classes(case.groups)) for g in idx}
+    toks, cls = [t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles]
+    rw = (row_ways_local(toks, cls, case.grid, R, sop.fw or case.grid[0], ways) if local
+          else row_ways(toks, cls, case.X.shape[0], ways))
+    return StageFeed(args, {"early": acc.early, "defer": "behind" if acc.defer else "off"}, sgs, rw, cfg)
 
 
 def stage_row_tiles(cfg, sop: StagedOp, entries=None, lanes=LANES, max_k=None) -> np.ndarray:
@@ -170,6 +196,37 @@ def test_dcore_stage_array_hold(shape, ci, cm, s, fifo, opts):
     assert got.held > 0 and not got.overflow and sch["fifo_max"] <= fifo
 
 
+#: The issue hold on the staged core (docs/decisions.md D126): ``(shape, case, chunk-major, s, FIFO entries, core
+#: options, bound)``, each built to hold (D84's order; sliced-3cb's D88 slices over three column blocks; one way and
+#: the defaults' core; the array hold on 2 and 4 entries; D125's segment-local buffers on their bound n).
+ISSUE_RUNS = [("8x8-B2-d2", "sliced-3cb", True, None, 4, {"ways": 1}, 1),
+              ("8x8-B2-d2", 1, True, None, 2, {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True}, 1),
+              ("8x8-B4-d2", "three-axes", True, None, 4, {"ways": 1}, 2)]
+
+
+@pytest.mark.parametrize(("shape", "ci", "cm", "s", "fifo", "opts", "bound"), ISSUE_RUNS,
+                         ids=[f"{r[0]}-{r[1]}-q{r[4]}-b{r[6]}" for r in ISSUE_RUNS])
+def test_dcore_stage_issue_hold(shape, ci, cm, s, fifo, opts, bound):
+    # kaleido_dcore_stage with the issue hold: Y rows, the staged controller's rows and done after the holds, the
+    # held cycles, every Y row's cycle and done against core_schedule co-simulating stage_schedule's loop
+    # (gate=StageFeed); no overflow, no descriptor counted the bound ahead, the gate held takes; built to hold
+    cfg = core_stage_cfg(shape)
+    sop = staged_op(_get(ci), cfg, chunk_major=cm, s=s)
+    job = stage_job(cfg, sop, False, cm)
+    w = opts.get("ways", cfg.drain_rows_per_cycle)
+    [got] = run_dcore(cfg, [job], fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), array_hold=True,
+                      issue_hold=True, issue_bound=bound, **opts)
+    sch = check(cfg, job, None, got, fifo, ways=w, out_ways=opts.get("out_ways", 1), buffers=opts.get("d_buffers", 2),
+                hold=True, bound=bound, feed=stage_feed(cfg, sop, w, max_k=MAX_K.get(ci)))
+    assert sch["held"] > 0 and sch["ahead"] < bound and not got.overflow and got.held == sch["frozen"]
+    rows, done, (cyc, rsg, descs, *way) = stage_model(cfg, sop, w, max_k=MAX_K.get(ci))
+    n_cb = -(-sop.case.W.shape[1] // cfg.array_cols)
+    free = core_schedule(cyc, done, sop.case.grid, n_cb, len(classes(sop.case.groups)), cfg.array_rows, job[4][0],
+                         rsg, descs, sop.fw, sop.s, w, way[0] if way else None, opts.get("out_ways", 1),
+                         opts.get("d_buffers", 2), banks=16)
+    assert job[4][0] and free["ahead"] >= bound
+
+
 #: Segment-local D addresses on the staged core (docs/decisions.md D125) with the default core's options and the
 #: array hold: ``(shape, case, FIFO entries, diff_sram_kib)``; 2 KiB: 24 words a D buffer (3 buffers), below each
 #: op's whole D (sliced-3cb: 16 tokens x 3 column blocks = 48 words; three-axes: 3 classes x 24 tokens x 2 = 144),
@@ -249,5 +306,43 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))
+    assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
+    assert f"{DCORE_STAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
+
+
+def test_dcore_stage_issue_hold_emits_reproducibly_and_lints_clean(tmp_path):
+    # the staged core with the issue hold (D126, opt-in) on kaleido_daccel_stage_gate (the host's list read ahead,
+    # the take gated), beside the 8 x 8 hierarchy hw.rtl emits: the same bytes twice, Verilator -Wall clean per file
+    # and over the whole hierarchy
+    import re
+
+    from amaranth.back import verilog
+
+    from hw.delta_accel import DSGATE_MODULE_NAME
+    from hw.delta_core import DCORE_STAGE_MODULE_NAME, DeltaCore
+    from hw.lint import lint_folder
+    from hw.rtl import emit, plan, render
+    from hw.sram import emit_macro, macro_name
+
+    cfg = core_stage_cfg("8x8-B2-d2")
+    roles = ("dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
+    emit(cfg, tmp_path, only=tuple(n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in roles))
+    opts = {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True, "array_hold": True, "issue_hold": True}
+
+    def texts():
+        core = DeltaCore(cfg, pe="instance", stage=True, **opts)
+        acc = DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)
+        return (verilog.convert(core, name=DCORE_STAGE_MODULE_NAME, emit_src=False),
+                verilog.convert(acc, name=DSGATE_MODULE_NAME, emit_src=False), core.macros() + acc.macros())
+
+    a, b = texts(), texts()
+    assert a[:2] == b[:2]
+    assert re.search(rf"^\s*{DSGATE_MODULE_NAME} \S+\s+\(", a[0], re.M)
+    (tmp_path / f"{DCORE_STAGE_MODULE_NAME}.v").write_text(render(cfg, DCORE_STAGE_MODULE_NAME, ("module", "dcore_stage"),
+                                                                  "dcore_stage", a[0]))
+    (tmp_path / f"{DSGATE_MODULE_NAME}.v").write_text(render(cfg, DSGATE_MODULE_NAME, ("module", "dstage"), "dstage", a[1]))
+    for mc in a[2]:
+        (tmp_path / f"{macro_name(*mc)}.v").write_text(emit_macro(*mc))
+    runs = lint_folder(tmp_path, full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert f"{DCORE_STAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}

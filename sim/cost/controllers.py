@@ -339,6 +339,16 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                       "compare (D116 item 1, D123); no enable fan-out: kaleido_daccel's clock is gated"),
                 _bank("kaleido_dcore", "clock gate", "reg", 1, "ctrl_registers",
                       "kaleido_clkgate's latch (an ICG cell, its AND gate uncharged; D123)")]
+        if kind == "delta":  # the issue hold (D126): hw.rtl's kaleido_dcore on kaleido_daccel_gate (not the staged core)
+            out += [_macro("kaleido_dcore", "issue gate chunks", "1r1w", mt, chb, 1, "ctrl_tables",
+                           "the chunk table's second copy, read at the next descriptor's first token each cycle the "
+                           "controller runs (D126); its reads' energy not charged"),
+                    _bank("kaleido_dcore", "issue gate", "reg", tb + 1, "ctrl_registers",
+                          "the token read and next_valid, registered (gate_tok, gate_v; D126)"),
+                    _bank("kaleido_dcore", "issue gate compare", "cmp", ob + chb * _bits(nb + 1) + tb + ob + 1,
+                          "ctrl_registers", "the next descriptor's segment base + chunk k (an adder and the chunk x k "
+                          "multiplier, as the count stage's), the token compare (fresh) and seg - w_seg < bound "
+                          "(D126); the queues' output register is the next descriptor (no read-ahead register)")]
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)

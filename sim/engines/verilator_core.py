@@ -114,6 +114,11 @@ class CoreEngine:
         array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
             builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
             (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
+        issue_hold: the delta core's issue hold (docs/decisions.md D126; default: on ``kaleido_dcore``, as `hw.rtl`
+            builds it, off on ``kaleido_dcore_stage``, opt-in there, `expected` then stepping `stage_schedule`'s loop): the controller takes a descriptor only while its segment is fewer than the core's bound
+            (`hw.delta_core.NB_BANKS`, with ``seg_local`` its D buffers) past the walked one; `expected` co-simulates
+            the controller's schedule with the core's (`core_schedule`'s ``gate``), so no descriptor overflows the
+            count banks and `slices` no longer cuts an op for them. issue_bound: its bound (default the core's).
 
     Raises:
         RtlEngineError: another organisation, ``stage`` on a config without a weight stage, or as
@@ -122,7 +127,7 @@ class CoreEngine:
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
                  build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
-                 seg_local: bool = False):
+                 seg_local: bool = False, issue_hold: bool | None = None, issue_bound: int | None = None):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
@@ -154,6 +159,10 @@ class CoreEngine:
                 opts["fifo_bypass"] = True
             if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
                 opts["seg_local"] = True
+            if not stage if issue_hold is None else issue_hold:  # the issue hold (D126): the gated controller
+                opts["issue_hold"] = True
+                if issue_bound is not None:  # a bound below the core's default (tests: holds on small ops)
+                    opts["issue_bound"] = issue_bound
         self.engine = StreamEngine(cfg, self.module, waves, build_root, log, **opts)
         if self.delta:
             from hw.delta_core import DeltaCore
@@ -332,17 +341,28 @@ class CoreEngine:
             widths = np.array([op.groups[t.group][1] - op.groups[t.group][0] for t in bop.tiles], dtype=np.int64)
             rounds = gather_rounds([t.tokens for t in bop.tiles], R // B)
             q = queue_steps(op.decisions, op.grid, R, R // B, fw, n_cb, s, cm)
-            band, _first, last, g = accel_schedule(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
-            done = accel_cycles(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
             # each band-tile's segment; its descriptor taken at the gather's cycle + 2 (desc_valid, D104)
             sgs = tile_segments([(t.cb, int(t.tokens[0])) for t in bop.tiles], op.grid, R, n_cb, fw, s)
-            descs = [(int(g[k]) + 2, sgs[k], int(bop.rows[k])) for k in range(len(sgs))]
             # each row's accumulate way (a M + t) mod W on the core's W ways (D107; W = d by default, D108)
             cls, W = classes(op.groups), self.core.ways  # noqa: N806
             of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
             seg = segment_order(cm, s, n_cb)
             local = bool(self.core.seg_local and seg)  # D125: the way from the segment slot, its wait
             rw = self._ways(bop, op.grid, of_class, M, W, fw, local)
+            if self.core.issue_hold:  # D126: the controller's schedule co-simulated with the core's (its takes held)
+                from sim.timing.delta_accel import AccelRun
+                from sim.timing.delta_core import IssueFeed
+
+                feed = IssueFeed(AccelRun(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q, gate=True), sgs,
+                                 rw, cfg)
+                hold = {"fifo": self.core.fifo, "ports": cfg.drain_rows_per_cycle} if self.core.array_hold else {}
+                sch = core_schedule(None, None, op.grid, n_cb, len(cls), R, seg, None, None, fw, s, W, None,
+                                    out_ways=self.core.out_ways, buffers=self.core.d_buffers, **hold, local=local,
+                                    gate=feed, bound=self.core.issue_bound)
+                return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
+            band, _first, last, g = accel_schedule(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
+            done = accel_cycles(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
+            descs = [(int(g[k]) + 2, sgs[k], int(bop.rows[k])) for k in range(len(sgs))]
             rows, rsg, way = (fifo_rows(band, last, bop.rows, sgs, cfg, rw) if bop.tiles
                               else (np.zeros(0, np.int64),) * 3)
             sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw,
@@ -414,6 +434,17 @@ class CoreEngine:
         local = bool(self.core.seg_local and seg)  # D125
         rw = self._ways(bop, op.grid, of_class, M, W, fw, local)
         rows, rsg, way = fifo_rows(r["band"], r["last"], bop.rows, sgs, cfg, rw)
+        if self.core.issue_hold:  # D126: stage_schedule's loop stepped inside the core's (its takes held)
+            from sim.timing.delta_core import StageFeed
+
+            args = (bop.s_seq, bop.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
+                "seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, LANES)
+            feed = StageFeed(args, {"early": acc.early, "defer": "behind" if acc.defer else "off"}, sgs, rw, cfg)
+            hold = {"fifo": self.core.fifo, "ports": cfg.drain_rows_per_cycle} if self.core.array_hold else {}
+            sch = core_schedule(None, None, op.grid, n_cb, len(cls), R, seg, None, None, fw, s, W, None,
+                                out_ways=self.core.out_ways, buffers=self.core.d_buffers, **hold, local=local,
+                                gate=feed, bound=self.core.issue_bound)
+            return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
         sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
                             out_ways=self.core.out_ways, buffers=self.core.d_buffers,
                             **self._hold(r["band"], r["last"], bop), local=local)

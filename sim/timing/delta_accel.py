@@ -60,38 +60,83 @@ def accel_schedule(s_seq: np.ndarray, rows: np.ndarray, widths: np.ndarray, roun
             ``e_m`` the cycle its band-tile m is emitted, `queue_times`' rule with the gather taking each
             descriptor at ``g_n`` (an emitting step no earlier than the previous band-tile's last ``g``).
     """
-    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
-    q, ports_b = max(1, B // d), max(1, d // B)
-    s = np.asarray(s_seq, dtype=np.int64)
-    v = np.asarray(rows, dtype=np.int64)
-    xw = gather_words(widths, lanes)
-    u = np.asarray(rounds, dtype=np.int64)
-    T = len(s)  # noqa: N806
-    band, first, last, gather = (np.zeros(T, dtype=np.int64) for _ in range(4))
-    prev = [-1] * B
-    free = [[-(1 << 40)] * ports_b for _ in range(B)]
-    count = [0] * B
-    g_end = -1  # the last X-word cycle of the previous gather
-    emits = _emit_of(queue, T)
-    c_prev = i_prev = -1
-    for t in range(T):
-        g = max(g_end + 1, int(last[t - entries]) + 1 if t >= entries else 0)
-        if emits is not None:
-            if emits[t] >= 0:  # the first descriptor of a band-tile: its emission
-                e = max(c_prev + emits[t] - i_prev, int(gather[t - 1]) if t else -1)
-                c_prev, i_prev = e, emits[t]
+    run = AccelRun(s_seq, rows, widths, rounds, cfg, entries, lanes, queue)
+    for _t in range(run.T):
+        run.take(run.earliest())
+    return run.band, run.first, run.last, run.gather
+
+
+class AccelRun:
+    """`accel_schedule`'s list schedule one band-tile at a time, resumable (docs/decisions.md D126): `earliest` is
+    the next band-tile's first possible gather cycle given the earlier ones, `take` commits it at any cycle no
+    earlier, so a caller can hold a take (``kaleido_dcore``'s issue hold) and the band choice and every later
+    gather follow from the held one, as the RTL's do. Arguments as `accel_schedule`'s; ``gate``: the controller
+    built with the issue gate (``DeltaAccel(issue_gate=True)``), whose take also needs the next descriptor's
+    segment *fresh* (read the cycle before, `hw.delta_core.DeltaCore`'s ``gate_tok``): no take at cycle 0 from the
+    host list, a queue's descriptor taken no earlier than 2 cycles after its emission (1 without the gate).
+    Attributes after the takes: ``band``, ``first``, ``last``, ``gather`` int64 ``[T]`` and ``fresh`` (each
+    band-tile's first cycle its descriptor is shown and fresh; with ``gate``)."""
+
+    def __init__(self, s_seq, rows, widths, rounds, cfg: AcceleratorConfig, entries: int, lanes: int,
+                 queue: tuple | None = None, gate: bool = False):
+        B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        self.B, self.q, self.ports_b = B, max(1, B // d), max(1, d // B)
+        self.s = np.asarray(s_seq, dtype=np.int64)
+        self.v = np.asarray(rows, dtype=np.int64)
+        self.xw = gather_words(widths, lanes)
+        self.u = np.asarray(rounds, dtype=np.int64)
+        self.T = T = len(self.s)  # noqa: N806
+        self.entries, self.gate, self.queue = entries, gate, queue
+        self.band, self.first, self.last, self.gather, self.fresh = (np.zeros(T, dtype=np.int64) for _ in range(5))
+        self.prev = [-1] * B
+        self.free = [[-(1 << 40)] * self.ports_b for _ in range(B)]
+        self.count = [0] * B
+        self.g_end = -1  # the last X-word cycle of the previous gather
+        self.emits = _emit_of(queue, T)
+        self.c_prev = self.i_prev = -1
+        self.t = 0  # band-tiles taken
+        self._e: tuple | None = None  # the next band-tile's (earliest, c_prev, i_prev), cached
+
+    def earliest(self) -> int:
+        """The next band-tile's first possible gather cycle (cycle 0 the cycle after ``start``)."""
+        if self._e is not None:
+            return self._e[0]
+        t, c_prev, i_prev = self.t, self.c_prev, self.i_prev
+        g = max(self.g_end + 1, int(self.last[t - self.entries]) + 1 if t >= self.entries else 0)
+        fresh = 1 if t == 0 else int(self.gather[t - 1]) + 2
+        if self.emits is not None:
+            if self.emits[t] >= 0:  # the first descriptor of a band-tile: its emission
+                c_prev = max(c_prev + int(self.emits[t]) - i_prev, int(self.gather[t - 1]) if t else -1)
+                i_prev = int(self.emits[t])
+                fresh = max(fresh, c_prev + 2)
             g = max(g, c_prev + 1)
-        g_end = g + int(u[t] * xw[t])
-        ready = g_end + 3
-        b = min(range(B), key=lambda j: (prev[j], j))
-        base = max(prev[b], ready - 1)
-        k = count[b] % ports_b
-        lt = max(base + max(1, int(s[t])), free[b][k])
-        free[b][k] = lt + int(v[t]) * q
-        band[t], first[t], last[t], gather[t] = b, base + 1, lt, g
-        prev[b] = lt
-        count[b] += 1
-    return band, first, last, gather
+        if self.gate:
+            g = max(g, fresh)
+            self.fresh[t] = fresh
+        self._e = (g, c_prev, i_prev)
+        return g
+
+    def take(self, g: int) -> int:
+        """Commit the next band-tile's gather at cycle ``g`` (at least `earliest`); returns its band."""
+        if self._e is None:
+            self.earliest()
+        e, self.c_prev, self.i_prev = self._e
+        self._e = None
+        if g < e:
+            raise ValueError(f"band-tile {self.t}: gather at {g}, before its earliest {e}")
+        t, B = self.t, self.B  # noqa: N806
+        self.g_end = g + int(self.u[t] * self.xw[t])
+        ready = self.g_end + 3
+        b = min(range(B), key=lambda j: (self.prev[j], j))
+        base = max(self.prev[b], ready - 1)
+        k = self.count[b] % self.ports_b
+        lt = max(base + max(1, int(self.s[t])), self.free[b][k])
+        self.free[b][k] = lt + int(self.v[t]) * self.q
+        self.band[t], self.first[t], self.last[t], self.gather[t] = b, base + 1, lt, g
+        self.prev[b] = lt
+        self.count[b] += 1
+        self.t += 1
+        return b
 
 
 def _emit_of(queue, T):  # noqa: N803
@@ -492,6 +537,21 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     per column those reads carry (``min(2 B, width - 2 B j)`` a word), ``"fill_reads"`` weight-buffer reads,
     ``"deferred"`` reads skipped by ``defer``.
     """
+    gen = _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries, lanes, regs, early,
+                        defer, barrier, queue, stage)
+    try:
+        while True:
+            next(gen)
+    except StopIteration as done:
+        return done.value
+
+
+def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
+                   entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
+                   barrier: str = "off", queue: tuple | None = None, stage: bool = True, gate=None):
+    """`stage_schedule`'s loop as a generator (docs/decisions.md D126): with ``gate`` (``gate(c, t) -> bool``, asked
+    at a cycle c the gather would take band-tile t) it yields ``(c, band, last, gather)`` at the end of each
+    cycle (the lists as they stand) and returns `stage_schedule`'s dict; without it, it yields nothing."""
     from sim.timing.compact import WORD_REGISTERS
 
 
@@ -554,10 +614,11 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     queued(0)
     c = 0
     while min(last, default=0) < 0:
-        if c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
+        if gate is None and c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
             raise RuntimeError("stage_schedule did not finish")
         # gather: a descriptor read when the gather is idle and the entry's band-tile n - S issued its last slot
-        if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c):
+        if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c) \
+                and (gate is None or gate(c, gidx)):
             g = c
             gather[gidx], xready[gidx] = g, g + u[gidx] * int(xw[gidx]) + 3
             g_free = g + u[gidx] * int(xw[gidx]) + 1
@@ -681,6 +742,8 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
             else:
                 nx[k] = t
             nxt += 1
+        if gate is not None:
+            yield c, band, last, gather
         c += 1
     return {"band": np.array(band, dtype=np.int64), "first": np.array(first, dtype=np.int64),
             "last": np.array(last, dtype=np.int64), "gather": np.array(gather, dtype=np.int64),

@@ -21,10 +21,12 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
 - with V output ways (``out_ways``, docs/decisions.md D111's rule; built opt-in in RTL, D112) the walk's cycles are
   `segment_steps`: a run of V consecutive tokens of one class a cycle, so a segment takes `segment_step_counts`
   cycles; ``buffers`` D buffers (2 as built) make a row wait only while a segment of its residue is walked.
-- back-pressure into ``kaleido_daccel`` (docs/decisions.md D116; the cycle model's default, the RTL designed, not
-  built): the array runs a cycle only while the row FIFO has d free entries (``fifo``, ``ports``), and a band-tile
-  issues only while its segment is fewer than the count banks past the walked one (``hold``, ``banks``); a held
-  cycle moves the array's later events (`core_schedule`; `held_done`, its numba loop).
+- back-pressure into ``kaleido_daccel`` (docs/decisions.md D116; the cycle model's default): the array runs a cycle
+  only while the row FIFO has d free entries (``fifo``, ``ports``; built, D123), and a band-tile issues only while
+  its segment is fewer than the count banks past the walked one (``hold``, ``banks``); a held cycle moves the
+  array's later events (`core_schedule`; `held_done`, its numba loop). The issue hold as built (D126) is
+  ``core_schedule``'s ``gate``: the controller's schedule band-tile by band-tile (`IssueFeed`, `StageFeed`)
+  co-simulated with the core's, a held take re-running the band choice and every later gather.
 
 `core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
 (``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with
@@ -254,11 +256,141 @@ _DEADLOCK = ("segment-local D buffers deadlock: a row waits for a walk that need
              "counted in the walked segment's count bank (docs/decisions.md D125)")
 
 
+class IssueFeed:
+    """``kaleido_daccel`` with the issue gate (docs/decisions.md D126) for `core_schedule`'s ``gate``: a resumable
+    `sim.timing.delta_accel.AccelRun` (built with ``gate=True``) and per band-tile (issue order) its segment ordinal
+    ``seg`` and ``vals`` (its rows' values in drain order, e.g. their accumulate ways, `row_ways`). `take` commits the
+    next band-tile's gather and returns its rows' cycles (counted from ``start``, `row_out_cycles`' rule) and drain
+    port (`fifo_rows`' rule); `done` the controller's ``done`` once all are taken (`accel_cycles`' rule)."""
+
+    def __init__(self, run, seg, vals, cfg):
+        self.run, self.seg, self.vals, self.cfg = run, [int(x) for x in seg], vals, cfg
+        self.T = run.T
+        self.nrows = [int(x) for x in run.v]
+        B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        self.pb, self.count = max(1, d // B), [0] * B
+        self.end: list[int] = []
+
+    def take(self, g: int) -> tuple[np.ndarray, int]:
+        cfg, t = self.cfg, self.run.t
+        B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
+        b = self.run.take(g)
+        port = b * self.pb + self.count[b] % self.pb if B <= d else b % d
+        self.count[b] += 1
+        q, v, lt = max(1, B // d), self.nrows[t], int(self.run.last[t])
+        phase = b // d if B > d else 0
+        end = lt + 1 + (phase - (lt + 1)) % q + (v - 1) * q
+        self.end.append(end)
+        return end - q * (v - 1 - np.arange(v, dtype=np.int64)) + C + 2, port
+
+    def fresh(self, t: int) -> int:
+        """The first cycle the next band-tile ``t`` (the next to take) is shown fresh to the gate."""
+        self.run.earliest()
+        return int(self.run.fresh[t])
+
+    def finished(self) -> bool:
+        return self.run.t == self.T
+
+    def run_cycle(self, c: int, allowed) -> tuple[list, list, bool]:
+        """The controller's cycle ``c``: ``(band-tiles taken, [(band-tile, its rows' cycles, port)] whose rows became
+        known, whether the gate held a take)``; ``allowed(t)``: the gate's bound lets band-tile t go."""
+        if self.run.t < self.T and self.run.earliest() <= c:
+            t = self.run.t
+            if not allowed(t):
+                return [], [], True
+            cyc, port = self.take(c)
+            return [t], [(t, cyc, port)], False
+        return [], [], False
+
+    def done(self) -> int:
+        from sim.timing.delta_accel import queue_done
+
+        queue = self.run.queue
+        if not self.T:
+            return 1 if queue is None else queue[2] + 2
+        out = max(self.end) + self.cfg.array_cols + 3
+        return out if queue is None else max(out, queue_done(self.run.gather, queue) + 2)
+
+
+class StageFeed:
+    """`IssueFeed` for the staged controller with the issue gate (``kaleido_daccel_stage`` with ``issue_gate``,
+    docs/decisions.md D126): `sim.timing.delta_accel.stage_schedule`'s loop run one cycle at a time (its generator),
+    the gate asked at each take; a band-tile's rows become known at its last slot. ``args``/``kw``: `stage_schedule`'s
+    arguments; ``seg``, ``vals``, ``cfg`` as `IssueFeed`'s."""
+
+    def __init__(self, args: tuple, kw: dict, seg, vals, cfg):
+        from sim.timing.delta_accel import _stage_cycles
+
+        self.seg, self.vals, self.cfg = [int(x) for x in seg], vals, cfg
+        self.nrows = [int(x) for x in args[1]]
+        self.T = len(self.nrows)
+        self._allowed, self._blocked = None, False
+        self.gen = _stage_cycles(*args, **kw, gate=self._gate)
+        self.band, self.last, self.gather, self.c = None, None, None, -1
+        self.pending: list[int] = []  # taken band-tiles whose last slot is not yet known
+        B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+        self.pb, self.count, self.end, self.ntaken, self.over = max(1, d // B), [0] * B, {}, 0, False
+        self.known = [False] * self.T
+
+    def _gate(self, c: int, t: int) -> bool:
+        if c < self.fresh(t):
+            return False
+        if self._allowed(t):
+            return True
+        self._blocked = True
+        return False
+
+    def fresh(self, t: int) -> int:
+        if t == 0:
+            return 1
+        g = -1 if self.gather is None else int(self.gather[t - 1])
+        return g + 2 if g >= 0 else 1 << 40
+
+    def finished(self) -> bool:
+        return self.over
+
+    def run_cycle(self, c: int, allowed) -> tuple[list, list, bool]:
+        if self.over:
+            return [], [], False
+        self._allowed, self._blocked = allowed, False
+        try:
+            cc, self.band, self.last, self.gather = next(self.gen)
+        except StopIteration as e:  # every last slot known: the loop ended after its last cycle
+            self.over, r = True, e.value
+            self.band, self.last, self.gather = list(r["band"]), list(r["last"]), list(r["gather"])
+            cc = c
+        if cc != c:
+            raise RuntimeError(f"stage feed at cycle {cc}, the core's controller at {c}")
+        taken = []
+        while self.ntaken < self.T and self.gather[self.ntaken] >= 0:
+            taken.append(self.ntaken)
+            self.pending.append(self.ntaken)
+            self.ntaken += 1
+        rows, cfg = [], self.cfg
+        B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
+        for t in sorted(t for t in self.pending if self.last[t] >= 0):
+            self.pending.remove(t)
+            b, lt, v = int(self.band[t]), int(self.last[t]), self.nrows[t]
+            port = b * self.pb + self.count[b] % self.pb if B <= d else b % d
+            self.count[b] += 1
+            q = max(1, B // d)
+            phase = b // d if B > d else 0
+            end = lt + 1 + (phase - (lt + 1)) % q + (v - 1) * q
+            self.end[t] = end
+            rows.append((t, end - q * (v - 1 - np.arange(v, dtype=np.int64)) + C + 2, port))
+        if not self.over and self.ntaken == self.T and not self.pending:
+            self.over = True
+        return taken, rows, self._blocked
+
+    def done(self) -> int:
+        return (max(self.end.values()) + self.cfg.array_cols + 3) if self.end else 1
+
+
 def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, R: int,  # noqa: N803, C901
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
                   hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1,
-                  local: bool = False) -> dict:
+                  local: bool = False, gate: IssueFeed | None = None, bound: int | None = None) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -294,6 +426,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
             row of segment j waits at the FIFO's head (and ends a pop's run) until segment ``j - buffers`` is
             walked, ``j < walked + buffers``; refused (ValueError) where the FIFO's order would deadlock the RTL
             (`fifo_order_deadlocks`).
+        gate, bound: the issue hold as built (docs/decisions.md D126; replaces ``hold``'s rigid move): ``gate`` an
+            `IssueFeed`, the controller's schedule band-tile by band-tile; ``row_cycles``, ``accel_done``,
+            ``row_seg``, ``descs``, ``row_way``, ``row_tile`` and ``row_tie`` are then ignored (rows numbered in issue
+            order, drain order within a band-tile). At each cycle the controller runs, the next band-tile is taken
+            at its `AccelRun.earliest` or later, once (with ``seg``) its segment is fewer than ``bound`` (default
+            ``banks``) past the walked one; its descriptor is counted 2 cycles later, its rows leave as the feed
+            says. While it is held (shown fresh, out of bound, no descriptor in the count stage) it stands for "a
+            later segment's descriptor has come".
     Returns:
         ``{"acc": int64 [rows] accumulate-command cycles, "start": the first segment's walk start, "rows":
         {(token, cb): cycle of its Y row}, "done": cycle, "fifo_max": the most rows the FIFO holds,
@@ -305,6 +445,16 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         int64 [rows] the cycle each row leaves ``kaleido_daccel`` after the holds (the given order), "issue": int64
         [band-tiles] each descriptor's cycle after the holds, "accel_done": its ``done`` cycle after the holds}``.
     """
+    feed = gate
+    if feed is not None:  # D126: rows numbered in issue order; their cycles filled in as the band-tiles are taken
+        starts_t = np.cumsum([0, *feed.nrows])
+        row_cycles = np.zeros(int(starts_t[-1]), dtype=np.int64)
+        row_seg = np.repeat(np.asarray(feed.seg, dtype=np.int64), feed.nrows)
+        row_way = (np.concatenate([np.asarray(feed.vals[t], dtype=np.int64)[:feed.nrows[t]] for t in range(feed.T)])
+                   if feed.T else np.zeros(0, dtype=np.int64))
+        row_tile = np.repeat(np.arange(feed.T, dtype=np.int64), feed.nrows)
+        row_tie, descs, accel_done, hold = np.zeros(len(row_cycles), dtype=np.int64), [], 0, False
+        bound = banks if bound is None else bound
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.zeros(len(c), dtype=np.int64) if ways == 1 or row_way is None else np.asarray(row_way, dtype=np.int64)
     if ways > 1 and row_way is None:
@@ -313,14 +463,14 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         raise ValueError(f"out_ways = {out_ways}: a power of two, at most ways = {ways}")
     if buffers < 2:
         raise ValueError(f"buffers = {buffers}: at least 2")
-    bp = fifo is not None or (hold and seg)
+    bp = fifo is not None or (hold and seg) or feed is not None
     if bp and (row_tile is None or descs is None):
         raise ValueError("back-pressure (fifo, hold) needs descs and row_tile")
     if fifo is not None and fifo < ports:
         raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     if local and not seg:
         raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
-    if not seg:
+    if not seg and feed is None:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
         rsg = np.zeros(len(c), dtype=np.int64)
@@ -337,8 +487,11 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
     n = len(c)
     acc = np.empty(n, dtype=np.int64)
     out = c.copy()  # each row's cycle out of kaleido_daccel after the holds (D116)
-    issue = np.array([int(x[0]) for x in dl], dtype=np.int64)
-    if bp:  # each band-tile's rows, in the given order; they leave once it has issued (a heap of (cycle, row))
+    issue = np.array([int(x[0]) for x in dl], dtype=np.int64) if feed is None else np.zeros(feed.T, dtype=np.int64)
+    if feed is not None:
+        fq, cy, heap, pdesc = [], [], [], []  # pdesc: taken descriptors (controller cycle of desc_valid, segment, rows)
+        tie = np.zeros(n, dtype=np.int64)
+    elif bp:  # each band-tile's rows, in the given order; they leave once it has issued (a heap of (cycle, row))
         of_tile = [[] for _ in dl]
         for r in range(n):
             of_tile[int(rt[r])].append(r)
@@ -369,8 +522,52 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         ni = len(dl)
     frozen, ar, tdone, nl = 0, 1, None if bp else T, 0  # the array's own cycle ar, done after the moves
     k = 1  # cycle 0 is start's
+    # D126: a co-simulation that never ends is a deadlock of the RTL (none is known: the bound keeps every row
+    # poppable); refused rather than looped on
+    limit = None if feed is None else 64 * (n + sum(len(x) for x in segs) + 16 * feed.T) + 10_000
     while True:
-        if bp:
+        gpend = False  # D126: the held next descriptor standing for a later segment's
+        if feed is not None:
+            if k > limit:
+                raise RuntimeError(f"core_schedule(gate=...) did not finish in {limit} cycles: a deadlock")
+            while nl < len(fq) and cy[nl] <= k - 1:
+                nl += 1
+            if seg and ni < feed.T and not pdesc and di == len(dq) and feed.fresh(ni) <= ar - 1 \
+                    and feed.seg[ni] >= sg + bound:
+                gpend = True
+            if ni < feed.T or heap or tdone is None:
+                if fifo is not None and nl - rp + ports > fifo:
+                    frozen += 1
+                    fz = True
+                else:  # the controller runs its cycle ar - 1 (counted from the cycle after start)
+                    lim = sg + bound
+                    taken, known, blocked = feed.run_cycle(ar - 1, lambda t, lim=lim: not seg or feed.seg[t] < lim)
+                    for t in taken:
+                        pdesc.append((ar + 1, feed.seg[t], feed.nrows[t], t))
+                        ni += 1
+                    for t, cyc_r, port in known:
+                        for j, cr in enumerate(cyc_r):
+                            r = int(starts_t[t]) + j
+                            c[r], tie[r] = int(cr), port
+                            heapq.heappush(heap, (int(cr), port, r))
+                    H += int(blocked)  # noqa: N806  (cycles a take was held by the gate)
+                    while pdesc and pdesc[0][0] <= ar:
+                        _, dsg, nr, t = pdesc.pop(0)
+                        issue[t] = k
+                        dq.append((k, dsg, nr))
+                    while heap and heap[0][0] <= ar:  # rows leaving this cycle
+                        cyc, _, r = heapq.heappop(heap)
+                        out[r] = cyc + k - ar
+                        fq.append(r)
+                        if local:
+                            fmax = max(fmax, int(rsg[r]))
+                            if fmax - rsg[r] >= buffers:
+                                raise ValueError(_DEADLOCK)
+                        cy.append(int(out[r]))
+                    if ni == feed.T and tdone is None and feed.finished() and feed.done() <= ar:
+                        tdone = feed.done() + k - ar
+                    ar += 1
+        elif bp:
             while nl < len(fq) and cy[nl] <= k - 1:
                 nl += 1
             if ni < len(dl) or heap or tdone is None:  # the array still has events: does it run this cycle?
@@ -411,8 +608,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         fifo_max = max(fifo_max, held)
         bank = sg % NB
         if seg:
-            whole = ((tdone is not None and tdone <= k) or (anyd and hi > sg) or (pend is not None and pend > sg)) \
-                and exp[bank] == got[bank]
+            whole = ((tdone is not None and tdone <= k) or (anyd and hi > sg) or (pend is not None and pend > sg)
+                     or gpend) and exp[bank] == got[bank]
         else:
             whole = tdone is not None and tdone <= k and nw == rp and not s1 and not s2 and wr == nw
         par = sg % buffers

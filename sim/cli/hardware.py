@@ -96,17 +96,22 @@ def rtl(
     walked while later ones accumulate (D104), its accumulate on d ways and its output walk on d lanes (D107,
     D112), on three D buffers that are the difference-sum buffer, an n-th of diff_sram_kib each (D115, D122),
     with kaleido_daccel held on a clock gated by kaleido_clkgate while the row FIFO has fewer than d free entries
-    (D123). kaleido_dfront, the similarity unit, forms the decisions and differences from raw X before it
+    (D123) and its descriptor take held while the next descriptor's segment is 8 or more past the walk
+    (kaleido_daccel_gate, D126). kaleido_dfront, the similarity unit, forms the decisions and differences from raw X before it
     (kaleido_dcore_front, D103). A delta config with a weight stage
     (the balanced preset's) also gets kaleido_daccel_stage (D96): the controller on the host's band-tile list with
     D85's weight stage (one weight buffer, 1r1w stage macros per column bank, serial fills per segment, three
     word registers per band and column read by turn); it chooses each band's next band-tile ahead and passes it to
     kaleido_dtop_ext, so a band reads its next band-tile's first word during its current one's last slots (D99;
     cycle-exact to sim.timing.delta_accel.stage_schedule, which the cycle model runs compiled, D121), and
-    kaleido_dcore_stage joins it to the combine stage (D119). Not RTL yet: the staged controller's own queues, the
-    issue hold on the segment count banks (D116, D123: modelled) and the D buffers addressed per segment (D122). The vector unit and
-    the fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is
-    emitted for them.
+    kaleido_dcore_stage joins it to the combine stage (D119). Built but opt-in (emitted, not the default core):
+    the staged core's issue hold (kaleido_daccel_stage_gate, D126) and the D buffers addressed per segment (D125).
+    Not RTL yet: the staged controller's own queues. Every op-level controller holds one slice of an op
+    (accel_max_tokens tokens, accel_max_k channels; the compiled engine cuts larger ops on the host by channels
+    and output columns, not by tokens of a delta op, whose neighbours would be cut): a 480p op needs a controller
+    that streams its buffers, not built; the cycle model times it whole (D91). The vector unit and the
+    fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is emitted
+    for them.
     """
     from hw.rtl import main as rtl_main
 

@@ -28,7 +28,7 @@ from amaranth.sim import Simulator
 
 from algo.reuse.golden import AXIS_INDEX, COMPUTE, PARTIAL, REUSE, apply_decisions
 from hw.config import AcceleratorConfig, load_config
-from hw.delta_combine import delta_combine_sizes
+from hw.delta_combine import STATE_BITS, delta_combine_sizes
 from hw.pe import PEMode
 from sim.timing.compact import band_cycles
 from sim.timing.delta import output_bytes, plan, state_need_bytes
@@ -179,10 +179,17 @@ def model_counts(case, cfg, fused, out_lanes=1):
     N = case.W.shape[1]  # noqa: N806
     _delta_terms(a, case.decisions, case.groups, N, 0, 0, 1, -(-N // cfg.array_cols), case.grid, cfg.array_rows,
                  cfg.acc_bits, state_buffer=fused, out_lanes=out_lanes)
-    yb, diffs = output_bytes(case.groups[-1][1]), int((case.decisions != REUSE).sum())
-    return {"state_read": a["sram_state_read_bytes"] // yb, "state_write": a["sram_state_write_bytes"] // yb,
-            "psum_carried_read": a["sram_psum_read_bytes"] // yb - diffs * N,
-            "psum_carried_write": a["sram_psum_write_bytes"] // yb - diffs * N,
+    # bytes a value: the built word's (D127): acc bits in the partial-sum SRAM, STATE_BITS in the state SRAM
+    diffs = int((case.decisions != REUSE).sum())
+
+    def values(key, bits):
+        n = a[key] * 8 / bits
+        assert n == round(n), (key, n)
+        return round(n)
+    return {"state_read": values("sram_state_read_bytes", STATE_BITS),
+            "state_write": values("sram_state_write_bytes", STATE_BITS),
+            "psum_carried_read": values("sram_psum_read_bytes", cfg.acc_bits) - diffs * N,
+            "psum_carried_write": values("sram_psum_write_bytes", cfg.acc_bits) - diffs * N,
             "lane": a["combine_reg_bits"] // cfg.acc_bits}
 
 
@@ -264,8 +271,6 @@ def test_state_sram_words_at_their_bounds():
     # the state SRAM stores STATE_BITS = 24 bits of each value and sign-extends them: a direct S at the bounds
     # +-(2^23 - 1) and -2^23 written to word 5, then (after a command that writes elsewhere, so no forwarding) read
     # back as S[nb] by a REUSE-only command (Y = S[nb]); and a value past the bound is what the words cannot hold
-    from hw.delta_combine import STATE_BITS
-
     cfg = delta_cfg(state_kib=2)
     C, ab = cfg.array_cols, cfg.acc_bits  # noqa: N806
     top = (1 << (STATE_BITS - 1)) - 1

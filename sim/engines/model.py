@@ -256,17 +256,17 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             issued = delta_rules.issue_order(np.arange(len(t[0]), dtype=np.int64), n_cb, s)
         if delta and cfg.combine_timing == "rtl":
             rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways))
-        if delta:
-            adds += delta_rules.combine_adds_delta(dec, op.N, groups)
-        else:
+        if not delta:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
-            adds += combine_adds(dec, op.N)
+        if cfg.combine_timing != "rtl":  # the model's combine unit's work (`combine_stall`; the cost counts its own)
+            adds += delta_rules.combine_adds_delta(dec, op.N, groups) if delta else combine_adds(dec, op.N)
         tiles.append(t)
     s_seq = np.concatenate(seqs)
     # a stage buffer holds one slice (D88; the widest slice's half-words) or one column block, group-aligned (D85, D96)
     held, hgroups = (width, None) if cols is not None else (op.K, groups)
-    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held, hgroups),
+    segment = np.concatenate(segs) if staged else None
+    stage = ((segment, delta_rules.stage_fill_cycles(cfg, held, hgroups),
               delta_rules.stage_buffers(cfg, held, hgroups)) if staged else (None, 0, 2))
     rows = np.concatenate(valid)
     # compact: kaleido_caccel's schedule, its gather and weight port cycle by cycle (D109), which the RTL equals; its
@@ -275,7 +275,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # delta with the stage: kaleido_daccel_stage's schedule, its gather, fills and word registers cycle by cycle
     # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run
     if staged:
-        port = _staged_run(s_seq, rows, np.concatenate(segs), np.concatenate(grps), np.concatenate(pairs),
+        port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
                            np.concatenate(rnds), groups, cfg, cols is not None)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
@@ -293,11 +293,12 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         comb, core = combine_stall(adds, pools, cycles, cfg), None
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "fifo_bypass": None if core is None else core["bypass"], "core": core,
-            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
+            "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
             "port_weights": None if port is None or staged else port["weights"],
             "port_reads": None if port is None or staged else port["reads"],
-            "stage_run": {k: port[k] for k in ("reads", "weights", "fill_reads", "fill_wait", "late", "deferred")}
+            # what the cost charges of kaleido_daccel_stage's run (`sim.cost.compact_actions`, D127)
+            "stage_run": {k: port[k] for k in ("reads", "fill_reads")}
             if staged else None,
             # the cycles kaleido_dqueue runs (its banks are read on each, D127): compact's, from the start cycle to
             # its done; the delta controller's queues (on the staged one standing for its host list) for the op
@@ -314,8 +315,10 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
-    sg = np.asarray(segment, dtype=np.int64)
-    sg = np.cumsum(np.r_[0, np.diff(sg) != 0]) if len(sg) else sg
+    seg = np.asarray(segment, dtype=np.int64)
+    sg = np.zeros(len(seg), dtype=np.int64)  # renumbered: +1 at each change
+    if len(seg) > 1:
+        np.cumsum(seg[1:] != seg[:-1], out=sg[1:])
     grp = np.asarray(group, dtype=np.int64)
     f = stage_fields(sg, grp, groups, cfg, sliced)
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)

@@ -20,7 +20,8 @@ def test_report_reads_the_models_core_detail(tmp_path, monkeypatch, capsys):
     """Two variants (the built FIFO and banks, 8:8; neither rule, 0:0) on the balanced preset at 64x64x5, the op memo
     off: the core's timing functions are called once an op, each with ``detail=True``, and the report's per-op
     figures are those calls' results summed (done, held, frozen) or maxed (ahead, fifo_max) by op name, in the trace's
-    op order (the spy's, not the report's reading). Without either rule nothing is held; with them some op is."""
+    op order (the spy's, not the report's reading). Without either rule nothing is held; with them some op is. With
+    the op memo on, a rerun whose every op is a hit prints the same figures (the memo keeps each op's detail)."""
     from algo.trace import load_trace
     from algo.workloads.synth import SynthField, synth_trace
 
@@ -61,6 +62,16 @@ def test_report_reads_the_models_core_detail(tmp_path, monkeypatch, capsys):
     assert all(p["held"] == p["frozen"] == p["fifo_max"] == 0 for p in lines[1]["per"].values())
     assert any(p["held"] + p["frozen"] > 0 for p in lines[0]["per"].values())
     assert lines[0]["total"] <= lines[1]["total"]  # holding the array or the issue never speeds it up
+    # the op memo keeps the detail: a second run of the same field, every op a hit, prints the same line
+    monkeypatch.setattr(OP_MEMO, "enabled", True)
+    OP_MEMO.clear()
+    try:
+        for _ in range(2):
+            assert backpressure.main(["--resolution", SMALL, "0.8", "8:8"]) == 0
+            assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == lines[:1]
+        assert OP_MEMO.hits == len(names)
+    finally:
+        OP_MEMO.clear()
 
 
 def test_per_op_needs_the_core_detail():

@@ -28,8 +28,9 @@ REUSE (token, group) pairs, n_cb column blocks, grid (F, H, W):
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
   read instead; `sim.timing.compact` "Weight words", D88). The controllers as built set the read count (D101;
   D92's shared reads on the model's band schedule, `sim.timing.compact.shared_stage_weights`, are no longer
-  charged: the rule the staged controller's port is checked against, tests/test_stage_port.py): the staged delta controller's stage reads are those it makes on its own
-  schedule (`sim.timing.delta_accel.stage_run`, D121, charged since D127); compact's ``kaleido_caccel`` reads its one weight
+  charged: the rule the staged controller's port is checked against, tests/test_stage_port.py): the staged
+  delta controller's stage reads are those it makes on its own schedule (`sim.timing.delta_accel.stage_run`,
+  D121, charged since D127); compact's ``kaleido_caccel`` reads its one weight
   buffer by band turn (D109), the reads its port makes on its phased schedule counted per op
   (`sim.timing.compact_accel.op_port`, D117); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
   > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x

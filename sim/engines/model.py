@@ -406,8 +406,9 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
     docs/decisions.md D104), and for delta the core's per-op detail (None for compact): the ``detail=True`` dict of
     the one `sim.timing.delta_core.held_done` or `ways_done` call that times it, plain ints (cycles on the array's
-    clock, counts): ``done`` (the core's; the stall returned is ``done`` less ``cycles``, at least 0), ``ahead``, ``bypass`` (the rows popped from ``kaleido_dcore``'s row
-    FIFO the cycle after their write, which D118's bypass keeps out of the FIFO's macros) and, with back-pressure
+    clock, counts): ``done`` (the core's; the stall returned is ``done`` less ``cycles``, at least 0), ``ahead``,
+    ``bypass`` (the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write, which D118's bypass
+    keeps out of the FIFO's macros) and, with back-pressure
     (`held_done`), ``held`` (cycles the issue was held), ``frozen`` (cycles the array was held) and ``fifo_max``
     (the row FIFO's most entries). From the model's band schedule ``sched`` (`band_schedule`: band, first, last per
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one

@@ -120,6 +120,10 @@ class OpTiming:
     tiled: tuple = field(default=(), **_not_json())
     #: the compact organisation's timing (`sim.engines.model._compact_timing`; None: lockstep; in memory only)
     compact: dict | None = field(default=None, **_not_json())
+    #: delta under ``combine_timing = "rtl"``: ``kaleido_dcore``'s per-op detail (`sim.engines.model._rtl_combine`:
+    #: ``done``, ``ahead``, ``bypass``; with back-pressure ``held``, ``frozen``, ``fifo_max``; ints); serialised as
+    #: the per-op ``core`` only when set
+    core: dict | None = field(default=None, **_not_json())
 
     def json(self) -> dict:
         """The serialised fields (fresh dicts), in the results file's order."""
@@ -197,6 +201,8 @@ class OpResult:
                     "total_speedup": m.total_speedup, "memory": dict(m.memory)})
         if m.fused is not None:
             out["fused"] = m.fused
+        if self.timing.core is not None:
+            out["core"] = dict(self.timing.core)
         if self.outputs_sha256 is not None:
             out["outputs_sha256"] = self.outputs_sha256
         return out

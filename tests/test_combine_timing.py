@@ -145,12 +145,17 @@ def _model_ways(cfg, grid, groups, dec, s_seq_len, n_cb, s, W):  # noqa: N803
                             M, W)
 
 
+#: `sim.timing.delta_core.held_done`'s detail keys (its docstring), which `core_schedule` returns too.
+DETAIL = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
+
+
 def test_model_times_the_delta_core_as_built():
     """``combine_timing = "rtl"`` on delta: the combine stall is `core_schedule`'s ``done`` over the model's band
     schedule (rows out per `row_out_cycles`, the controller's done taken as the array's last row) less the array's
     cycles, on the core's d = 2 accumulate ways (docs/decisions.md D108; each row's way from its token, here t mod 2:
     one axis class), its 2 output lanes (D113: V = W = 2 divides R = 8) and 3 D buffers (D115); 16 tokens x 2
-    column blocks x 1 class = 32 Y rows; the default is the model's combine unit."""
+    column blocks x 1 class = 32 Y rows; the default is the model's combine unit. The op's ``core`` (the detail the
+    model publishes: done, ahead, bypass, held, fifo_max, frozen) is `core_schedule`'s, with and without the holds."""
     from sim.timing.delta_core import core_d_buffers, core_out_ways, core_ways
 
     t, cfg, grid = _op("delta", "rtl")
@@ -176,9 +181,12 @@ def test_model_times_the_delta_core_as_built():
     whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3,
                              **bp)
     assert len(whole_op["rows"]) == 32 and whole_op["fifo_max"] <= 16
+    # the core's per-op detail the model publishes (OpTiming.core, the results' per-op "core") is the reference's
+    assert t.core == {k: whole_op[k] for k in DETAIL} and c["core"] == t.core and c["fifo_bypass"] == t.core["bypass"]
     unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
-    assert unheld.stall_cycles["combine"] == core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2,
-                                                           row_way=way, out_ways=2, buffers=3)["done"] - c["cycles"]
+    free = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3)
+    assert unheld.stall_cycles["combine"] == free["done"] - c["cycles"]
+    assert unheld.core == {k: free[k] for k in ("done", "ahead", "bypass")}  # ways_done's detail: no holds
     # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
     # whole op
     assert c["col_blocks"] == 2
@@ -202,6 +210,7 @@ def test_model_times_the_delta_core_as_built():
     sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
                         out_ways=2, buffers=3, **bp1)
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
+    assert t1.core == {k: sch[k] for k in DETAIL}  # segment by segment, the issue hold on
     assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
                                        out_ways=2, descs=descs, **bp1)["done"]
     one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
@@ -209,6 +218,7 @@ def test_model_times_the_delta_core_as_built():
                                                              descs, ways=2, row_way=way1, **bp1)["done"] - c1["cycles"]
     model, _, _ = _op("delta", "model")
     assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
+    assert model.core is None and model.compact["core"] is None
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
 
 
@@ -232,6 +242,7 @@ def test_model_times_the_compact_core_as_built():
               [int(first[0]) - 2, int(first[n]) - 2])
     _y, done = core_cycles(c["cycles"], 16, 1, blocks)
     assert t.stall_cycles["combine"] == done - c["cycles"] >= 16 + 3
+    assert t.core is None  # the per-op core detail is the delta core's only
 
 
 def test_unknown_combine_timing_refused():

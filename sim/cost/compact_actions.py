@@ -26,10 +26,11 @@ REUSE (token, group) pairs, n_cb column blocks, grid (F, H, W):
   column block; REUSE channels are never read). Weight SRAM: each band-tile reads |g| x C bytes
   (a PARTIAL band-tile carries two channels per slot): Σ_band-tiles |g| x min(C, N) x n_cb, each byte through a
   band's word registers (``weight_word_reg_bits`` = 8 per byte; ``stage_reg_bits`` where the weight stage is
-  read instead; `sim.timing.compact` "Weight words", D88); the bank is read less where bands share a read
-  (`sim.timing.compact.shared_stage_weights` x min(C, N), D92), the registers written as before. The controllers
-  as built set the read count (D101): the staged delta controller's stage reads are those it makes on its own
-  schedule (`sim.timing.delta_accel.stage_run`, D121, charged since D127); compact's ``kaleido_caccel`` reads its one weight
+  read instead; `sim.timing.compact` "Weight words", D88). The controllers as built set the read count (D101;
+  D92's shared reads on the model's band schedule, `sim.timing.compact.shared_stage_weights`, are no longer
+  charged: the rule the staged controller's port is checked against, tests/test_stage_port.py): the staged
+  delta controller's stage reads are those it makes on its own schedule (`sim.timing.delta_accel.stage_run`,
+  D121, charged since D127); compact's ``kaleido_caccel`` reads its one weight
   buffer by band turn (D109), the reads its port makes on its phased schedule counted per op
   (`sim.timing.compact_accel.op_port`, D117); the delta controller without a stage, ``kaleido_daccel`` (`sim.cost.controllers.weight_copies`
   > 1), has each band read its own weight copy, one word of `sim.cost.controllers.WEIGHT_LANES` = 2 channels x
@@ -225,9 +226,8 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
 
 def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # noqa: N803
                     cfg: AcceleratorConfig, grid, delta_blocks: int | None = None, state_buffer: bool = False,
-                    p_op: bool = False, stage_chunks: list | None = None, shared_weights: int | None = None,
-                    port_weights: int | None = None, fifo_bypass: int | None = None,
-                    stage_run: dict | None = None, queue_cycles: int | None = None,
+                    p_op: bool = False, stage_chunks: list | None = None, port_weights: int | None = None,
+                    fifo_bypass: int | None = None, stage_run: dict | None = None, queue_cycles: int | None = None,
                     port_reads: int | None = None) -> dict:
     """Replace the array-side counts of ``a`` (`sim.cost.actions.op_actions`, summed over the batch) by the
     compact organisation's (module docstring); returns ``a``, changed in place.
@@ -242,9 +242,6 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
             the state SRAM (delta only, module docstring). p_op: the op is a fused P op (``pv``), whose P the
             delta organisation does not stage in the input SRAM (module docstring). stage_chunks: per batch
             element each band-tile's chunk, for an op whose weights go through the weight stage (D85).
-            shared_weights: weights per column the bands read from their bank (the stage, or the weight SRAM without
-            one), a read shared by the bands that want the same word at its turn (`sim.timing.compact.
-            shared_stage_weights`, D92); None: one read per band-tile (Σ |g|).
         port_weights: compact (``delta_blocks`` None, no stage): weights per column its controller's weight port
             reads (`sim.timing.compact_accel.op_port`'s ``"weights"``, docs/decisions.md D109, D117); None: one read
             per band-tile word (Σ |g|, no read shared).
@@ -331,7 +328,7 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         a["combine_add"] += combine_adds(dec, N)
     a["sram_input_read_bytes"] += array_input - lock_input
     a["stage_reg_bits" if stage_chunks is not None else "weight_word_reg_bits"] = 8 * weight  # word registers (D88)
-    read = weight if shared_weights is None else shared_weights * min(C, N)  # bands sharing reads (D92)
+    read = weight  # one read per band-tile word (Σ |g|), unless a controller's own count replaces it below
     if stage_chunks is not None and stage_run is None:
         raise ValueError("a staged op's stage traffic needs its stage_run (sim.timing.delta_accel.stage_run)")
     if stage_chunks is not None:  # kaleido_daccel_stage's own reads and fills on its schedule (D121, D127)

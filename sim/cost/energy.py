@@ -258,7 +258,7 @@ class EnergyModel:
                 cgroups, cols = t.compact["slices"]
                 cdec = [replace(td, decisions=td.decisions[:, cols], code_counts=None) for td in decisions]
             a = compact_actions(a, cdec, t.compact["band_tiles"], cgroups, t.N, self.cfg, grid, blocks, state,
-                                p_op, stage, t.compact.get("shared_weights"), t.compact.get("port_weights"),
+                                p_op, stage, t.compact.get("port_weights"),
                                 fifo_bypass=t.compact.get("fifo_bypass"), stage_run=t.compact.get("stage_run"),
                                 queue_cycles=t.compact.get("queue_cycles"), port_reads=t.compact.get("port_reads"))
         d = dense_actions(t.name, t.batch, t.M, t.K, t.N, self.cfg, t.dense_cycles, fused=fused)

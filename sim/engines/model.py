@@ -53,7 +53,6 @@ from sim.timing.compact import (
     combine_stall,
     compact_tiles,
     paired_tiles,
-    shared_stage_weights,
 )
 from sim.timing.compact_accel import _tile_rounds, op_port
 from sim.timing.cycle_model import op_cycles_tiled
@@ -197,7 +196,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     stall counts the word waits with the drain's), the delta organisation's by `band_schedule`, or with the weight
     stage (a difference-sum buffer and a stage: D85, D88) as ``kaleido_daccel_stage`` runs them (docs/decisions.md
     D121: `_staged_run`, its gather, serial fills, word registers, early band choice and deferred read; cycles the
-    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``.
+    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``. ``"core"``: delta under
+    ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`_rtl_combine`), else None.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -222,9 +222,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     rways = []
     # the RTL walk's commands per token and column block with one way: axis classes (delta), groups (compact)
     n_groups = len(delta_rules.classes(groups)) if delta else len(groups)
-    # per issued band-tile, where the bands' weight reads can be shared (D92): its run of one weight set (a stage
-    # segment; compact: a column block of a batch element), its group and whether it is PAIRED
-    wsegs, grps, pairs, rnds = [], [], [], []
+    # per issued band-tile of a staged op (`_staged_run`): its group (or slice) and whether it is PAIRED, its gather
+    # rounds
+    grps, pairs, rnds = [], [], []
     staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K, groups)  # the weight stage (D85)
     sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
     cols = None
@@ -244,7 +244,6 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             issued = order
             if staged:  # segments numbered across the batch, in issue order
                 segs.append(seg + (segs[-1][-1] + 1 if segs and len(segs[-1]) else 0))
-                wsegs.append(segs[-1])
                 grps.append(t[1][order])
                 pairs.append(paired_tiles(t, groups)[order])
                 # each band-tile's gather rounds: its tokens over the difference buffer's R / B banks (D91)
@@ -257,17 +256,17 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             issued = delta_rules.issue_order(np.arange(len(t[0]), dtype=np.int64), n_cb, s)
         if delta and cfg.combine_timing == "rtl":
             rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways))
-        if delta:
-            adds += delta_rules.combine_adds_delta(dec, op.N, groups)
-        else:
+        if not delta:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
-            adds += combine_adds(dec, op.N)
+        if cfg.combine_timing != "rtl":  # the model's combine unit's work (`combine_stall`; the cost counts its own)
+            adds += delta_rules.combine_adds_delta(dec, op.N, groups) if delta else combine_adds(dec, op.N)
         tiles.append(t)
     s_seq = np.concatenate(seqs)
     # a stage buffer holds one slice (D88; the widest slice's half-words) or one column block, group-aligned (D85, D96)
     held, hgroups = (width, None) if cols is not None else (op.K, groups)
-    stage = ((np.concatenate(segs), delta_rules.stage_fill_cycles(cfg, held, hgroups),
+    segment = np.concatenate(segs) if staged else None
+    stage = ((segment, delta_rules.stage_fill_cycles(cfg, held, hgroups),
               delta_rules.stage_buffers(cfg, held, hgroups)) if staged else (None, 0, 2))
     rows = np.concatenate(valid)
     # compact: kaleido_caccel's schedule, its gather and weight port cycle by cycle (D109), which the RTL equals; its
@@ -276,34 +275,30 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # delta with the stage: kaleido_daccel_stage's schedule, its gather, fills and word registers cycle by cycle
     # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run
     if staged:
-        port = _staged_run(s_seq, rows, np.concatenate(segs), np.concatenate(grps), np.concatenate(pairs),
+        port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
                            np.concatenate(rnds), groups, cfg, cols is not None)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
         cycles = max(cycles, port["queue_done"] + 1)
-    # weights per column the bands read from the stage, a read shared by the bands that want the same word at its
-    # turn (D92); None where the energy model does not use it (delta without the stage: a copy per band)
-    shared = (shared_stage_weights(np.concatenate(wsegs), np.concatenate(grps), np.concatenate(pairs), sched[0],
-                                   sched[1], np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64),
-                                   cfg.compact_bands)
-              if staged else None)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
         # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a
         # (chunk, column block) segment, D119)
         walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta else None
-        comb, bypass = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
-                                    walk, (ways, np.concatenate(rways)) if delta else None,
-                                    port["gather"] if staged else None)
+        comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
+                                  walk, (ways, np.concatenate(rways)) if delta else None,
+                                  port["gather"] if staged else None)
     else:
-        comb, bypass = combine_stall(adds, pools, cycles, cfg), None
-    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb, "fifo_bypass": bypass,
-            "combine_adds": adds, "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
+        comb, core = combine_stall(adds, pools, cycles, cfg), None
+    return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
+            "fifo_bypass": None if core is None else core["bypass"], "core": core,
+            "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
-            "shared_weights": shared, "port_weights": None if port is None or staged else port["weights"],
+            "port_weights": None if port is None or staged else port["weights"],
             "port_reads": None if port is None or staged else port["reads"],
-            "stage_run": {k: port[k] for k in ("reads", "weights", "fill_reads", "fill_wait", "late", "deferred")}
+            # what the cost charges of kaleido_daccel_stage's run (`sim.cost.compact_actions`, D127)
+            "stage_run": {k: port[k] for k in ("reads", "fill_reads")}
             if staged else None,
             # the cycles kaleido_dqueue runs (its banks are read on each, D127): compact's, from the start cycle to
             # its done; the delta controller's queues (on the staged one standing for its host list) for the op
@@ -320,8 +315,10 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
-    sg = np.asarray(segment, dtype=np.int64)
-    sg = np.cumsum(np.r_[0, np.diff(sg) != 0]) if len(sg) else sg
+    seg = np.asarray(segment, dtype=np.int64)
+    sg = np.zeros(len(seg), dtype=np.int64)  # renumbered: +1 at each change
+    if len(seg) > 1:
+        np.cumsum(seg[1:] != seg[:-1], out=sg[1:])
     grp = np.asarray(group, dtype=np.int64)
     f = stage_fields(sg, grp, groups, cfg, sliced)
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
@@ -405,10 +402,15 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
                  M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None, gather: np.ndarray | None = None) -> tuple[int, int | None]:
+                 ways: tuple | None = None, gather: np.ndarray | None = None) -> tuple[int, dict | None]:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
-    docs/decisions.md D104), and for delta the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their
-    write (`core_schedule`'s ``bypass``, which D118's bypass keeps out of the FIFO's macros; None for compact), from the model's band schedule ``sched`` (`band_schedule`: band, first, last per
+    docs/decisions.md D104), and for delta the core's per-op detail (None for compact): the ``detail=True`` dict of
+    the one `sim.timing.delta_core.held_done` or `ways_done` call that times it, plain ints (cycles on the array's
+    clock, counts): ``done`` (the core's; the stall returned is ``done`` less ``cycles``, at least 0), ``ahead``,
+    ``bypass`` (the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write, which D118's bypass
+    keeps out of the FIFO's macros) and, with back-pressure
+    (`held_done`), ``held`` (cycles the issue was held), ``frozen`` (cycles the array was held) and ``fifo_max``
+    (the row FIFO's most entries). From the model's band schedule ``sched`` (`band_schedule`: band, first, last per
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
@@ -466,7 +468,7 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
                             max(nb, 1), core_d_buffers(cfg), detail=True)
         else:
             got = ways_done(out, None, rw, adone, False, seg_len, None, W, buffers=core_d_buffers(cfg), detail=True)
-        done, bypass = got["done"], got["bypass"]
+        done, core = got["done"], {k: int(v) for k, v in got.items()}
     else:
         nb = len(per_batch) * n_cb
         last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
@@ -477,8 +479,8 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
                     last_row[b * n_cb + c] = int(end[off:off + tb].max())
                     first_desc[b * n_cb + c] = int(first[off]) - 2
                 off += tb
-        done, bypass = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc)), None
-    return max(0, int(done) - int(cycles)), bypass
+        done, core = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc)), None
+    return max(0, int(done) - int(cycles)), core
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,
@@ -562,7 +564,7 @@ def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_in
         no_dispatcher_pe_utilization=float(useful / (R * C * nd_cycles)) if nd_cycles else 0.0,
         reuse_fraction=_fractions(counts),
         dispatcher_stats=dispatcher_stats([t.stats for t in decs], n_cb),
-        counts=counts, tiled=tuple(decs), compact=compact,
+        counts=counts, tiled=tuple(decs), compact=compact, core=compact["core"] if compact else None,
     )
 
 

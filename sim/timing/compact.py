@@ -38,7 +38,8 @@ slot is saved only where every row agrees. Here a tile's rows need not agree:
   the controller's); charged in area and as one register write per weight byte a band reads. A read of the
   bank (the delta organisation's weight stage, or the weight SRAM) is loaded into every band whose window for
   the same word holds the reading band's turn (`shared_stage_weights`, D92): bands in step on one group's
-  weights read each word once, with the same timing.
+  weights read each word once, with the same timing. (The rule only: the cycle model no longer computes this count;
+  the cost charges the controllers' own reads, `stage_run` and `op_port`, since D127.)
 - **Combine unit.** Each drained row is one token's partial sum of one group for C outputs; the
   combine unit (``combine_lanes`` acc-bit adders) adds, per (token, group, output), the partial
   into the token's output (COMPUTE: the new partial; PARTIAL: the neighbour's msb partial + the new

@@ -325,6 +325,23 @@ def with_organisation(cfg: AcceleratorConfig, name: str | None) -> AcceleratorCo
     return config_from_dict(cfg.model_dump() | {"organisation": name}, f"{cfg.name!r} with --organisation")
 
 
+def with_combine_timing(cfg: AcceleratorConfig, timing: str | None) -> AcceleratorConfig:
+    """``cfg`` with its ``combine_timing`` replaced by ``timing`` (None: unchanged), validated again.
+
+    Raises:
+        ConfigError: ``timing`` is not in `COMBINE_TIMINGS`, or ``cfg``'s organisation is lockstep (no combine
+            unit to time); the message names it.
+    """
+    if timing is None or timing == cfg.combine_timing:
+        return cfg
+    if timing not in COMBINE_TIMINGS:
+        raise ConfigError(f"--combine-timing {timing!r}: must be one of {', '.join(COMBINE_TIMINGS)}")
+    if cfg.organisation == "lockstep":
+        raise ConfigError(f"--combine-timing applies to the compact and delta organisations; {cfg.name!r} is "
+                          "lockstep (give --organisation delta or compact, or a delta or compact config)")
+    return config_from_dict(cfg.model_dump() | {"combine_timing": timing}, f"{cfg.name!r} with --combine-timing")
+
+
 def preset_names() -> list[str]:
     """Names of the presets shipped in `hw/presets/`."""
     root = resources.files("hw.presets")

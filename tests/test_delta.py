@@ -489,3 +489,27 @@ def test_sliced_stage_counts_by_hand():
     assert plain["sram_diff_write_bytes"] == plain["sram_diff_read_bytes"] == 24 * N * vb
     same = ("mac8", "mac4", "pe_add", "pe_mux_bits", "gather_mux_bits", "sram_input_read_bytes")  # per slot / channel
     assert all(sliced[k] == plain[k] for k in same)
+
+
+def test_simulate_combine_timing_option(tmp_path):
+    """``kaleido simulate --combine-timing rtl`` times the combine as the cores are built: the same results as a
+    TOML that sets ``combine_timing = "rtl"`` (the config's own field, independent of the option), with the core's
+    per-op detail (``core``, only under that timing); bad values and a lockstep config one line each, exit 2."""
+    tr = small_trace(tmp_path / "t.npz")
+    ex = "hw/presets/examples/tiny-8x8-delta.toml"
+    d = load_config(ex).model_dump() | {"combine_timing": "rtl"}
+    toml = tmp_path / "c.toml"
+    toml.write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in d.items() if v is not None) + "\n")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    res = kaleido("simulate", str(tr), "--config", ex, "--combine-timing", "rtl", "--json", str(a))
+    assert res.returncode == 0, res.stderr
+    assert kaleido("simulate", str(tr), "--config", str(toml), "--json", str(b)).returncode == 0
+    ra, rb = json.loads(a.read_text()), json.loads(b.read_text())
+    assert ra["config"]["combine_timing"] == "rtl"
+    assert [o["cycles"] for o in ra["per_op"]] == [o["cycles"] for o in rb["per_op"]]
+    assert ra["energy_pj"] == rb["energy_pj"] and all("core" in o for o in ra["per_op"])
+    bad = kaleido("simulate", str(tr), "--config", ex, "--combine-timing", "fast", "--json", str(tmp_path / "c.json"))
+    assert_one_line_error(bad, "--combine-timing", "model", "rtl")
+    bad = kaleido("simulate", str(tr), "--config", "tiny-8x8", "--combine-timing", "rtl")
+    assert_one_line_error(bad, "--combine-timing", "lockstep")
+    assert not (tmp_path / "c.json").exists()

@@ -194,6 +194,11 @@ def simulate(
                                "sequence), compact (per-group compaction with a combine unit; needs the config's "
                                "psum_sram_kib > 0) or delta (compact's band-tiles carrying one output per token and "
                                "column; the same needs) (default: the config's; docs/architecture.md)")] = None,
+    combine_timing: Annotated[str | None, typer.Option(
+        "--combine-timing", help="compact and delta organisations, overriding the config's combine_timing: model "
+                                 "(the design's combine unit) or rtl (the combine stage as kaleido_ccore / "
+                                 "kaleido_dcore are built, with their row FIFO and holds: the README's as-built "
+                                 "figures; docs/decisions.md D104, D116) (default: the config's)")] = None,
 ) -> None:
     """Cycle-simulate every op of a trace, dense and with Kaleido reuse; time a workload file
     (`kaleido workload`) on P devices; or one dense GEMM (--gemm)."""
@@ -214,12 +219,14 @@ def simulate(
 
     if trace is not None and is_workload_file(trace):
         if (gemm or dataflow or timing or no_dispatcher or checksum or engine != "model" or theta_index or tech
-                or workers != 1 or scheduler or timeline or organisation):
+                or workers != 1 or scheduler or timeline or organisation or combine_timing):
             fail("a workload takes --devices, --config, --reuse, --seed and --json only")
         from sim.cli.workload import simulate_workload_cmd
 
         simulate_workload_cmd(trace, devices, config, json_out, reuse, seed)
         return
+    if combine_timing is not None and (trace is None or engine != "model"):
+        fail("--combine-timing applies to traces on --engine model (--engine rtl runs the cores themselves)")
     if organisation is not None and (trace is None or engine != "model"):
         fail("--organisation applies to traces on --engine model (--gemm times a dense GEMM; --engine rtl runs the "
              "config's own organisation: give a delta or compact config, e.g. hw/presets/examples/tiny-8x8-delta.toml)")
@@ -247,10 +254,10 @@ def simulate(
     if checksum and (workers != 1 or scheduler):
         fail("--checksum runs in this process: drop --workers/--scheduler")
     from algo.trace import load_trace
-    from hw.config import load_config, with_organisation
+    from hw.config import load_config, with_combine_timing, with_organisation
 
     try:
-        cfg = with_organisation(load_config(config), organisation)
+        cfg = with_combine_timing(with_organisation(load_config(config), organisation), combine_timing)
         if no_dispatcher and cfg.organisation != "lockstep":
             fail(f"--no-dispatcher applies to the lockstep organisation only: {cfg.organisation} has no matcher or "
                  "scheduler to switch off (its queues form the band-tiles); use --organisation lockstep")

@@ -385,40 +385,50 @@ def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = N
 
 
 def organisation_note(cfg: AcceleratorConfig) -> str:
-    """The note `main` prints after emitting a compact or delta config: which of its modules are what (every
-    ``kaleido_*`` module it names is in `plan`, tests/test_rtl_build.py)."""
-    combine = DCOMBINE_MODULE_NAME if cfg.organisation == "delta" else COMBINE_MODULE_NAME
-    ctl = ("its op-level controller kaleido_daccel is a first slice (band-tiles formed by its queues, "
-           "kaleido_dqueue, from host-written decisions; differences host-written), kaleido_dcore adds the "
-           "combine stage (each segment walked while later ones accumulate; its accumulate on "
-           f"{dcombine_module_name(default_dways(cfg), default_out_ways(cfg), default_d_buffers(cfg))}, "
-           f"{default_dways(cfg)} ways, {default_out_ways(cfg)} output lanes, {default_d_buffers(cfg)} D "
-           "buffers" + (f" of diff_sram_kib / {default_d_buffers(cfg)} each, the state buffer all of psum_sram_kib"
-                        if cfg.diff_sram_kib else "")
-           + ("; the row FIFO bypassed by a row popped the cycle after its write" if default_fifo_bypass(cfg)
-              else "") + "; kaleido_daccel held, its clock gated by kaleido_clkgate, while the row FIFO "
-           "has fewer free entries than rows a cycle, its descriptor take held while the next one's segment is "
-           "NB_BANKS or more past the walk, kaleido_daccel_gate), kaleido_dcore_front the similarity front "
-           "kaleido_dfront before it (decisions and differences from raw X; its combine "
-           f"{dcombine_module_name(default_dways(cfg))}, one output lane, 2 D buffers"
-           + (" of diff_sram_kib / 2 each" if cfg.diff_sram_kib else "")
-           + (f"; {DCOMBINE_MODULE_NAME} the one-way unit on its own, in no core" if default_dways(cfg) > 1 else "")
-           + ")"
-           + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
-              "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
-              "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
-              and cfg.diff_sram_kib else "")
-           + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D122, "
-             "D123, D126)"
-           if cfg.organisation == "delta"
-           else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
-           "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "
-           "kaleido_ccore adds the combine stage's staged writes and commands (one pool of positions, a "
-           "column block walked once staged, on d combine ways), kaleido_ccore_front the similarity front "
-           "kaleido_cfront before it (decisions from raw X; docs/decisions.md D65, D97, D103, D104)")
-    return (f"{cfg.name}'s array organisation is {cfg.organisation!r}: its PE, array and combine unit are "
-            f"emitted ({pe_module_name(cfg)}, {column_module_name(cfg)}, {top_module_name(cfg)}, {combine}); "
-            f"{ctl}; kaleido_core and kaleido_accel beside them are the lockstep ones")
+    """The note `main` prints after emitting a compact or delta config: which of its modules are what, one line per
+    top (every ``kaleido_*`` module it names is in `plan`, tests/test_rtl_build.py), the first line the datapath."""
+    if cfg.organisation == "delta":
+        lanes = dcombine_module_name(default_dways(cfg), default_out_ways(cfg), default_d_buffers(cfg))
+        bufs = (f"{default_d_buffers(cfg)} D buffers" + (f" of diff_sram_kib / {default_d_buffers(cfg)} each, the "
+                "state buffer all of psum_sram_kib" if cfg.diff_sram_kib else ""))
+        staged = bool(cfg.wstage_sram_kib and cfg.diff_sram_kib)
+        engine = "kaleido_dcore_stage" if staged else "kaleido_dcore"
+        lines = [
+            f"its PE, array and combine unit: {pe_module_name(cfg)}, {column_module_name(cfg)}, "
+            f"{top_module_name(cfg)}, {DCOMBINE_MODULE_NAME} (D73, D79; {DCOMBINE_MODULE_NAME}, the one-way unit, "
+            "is emitted on its own" + (", in no core" if default_dways(cfg) > 1 else "") + ")",
+            "kaleido_daccel: the op-level controller (banked buffers written by a host port, band-tiles formed by its "
+            "queues kaleido_dqueue from host-written decisions, gather, band issue, tagged drain; D91, D93); "
+            "kaleido_daccel_gate the same with the issue gate (D126)",
+            f"kaleido_dcore: kaleido_daccel_gate + the combine stage on {lanes} ({default_dways(cfg)} accumulate "
+            f"ways, {default_out_ways(cfg)} output lanes, {bufs}), final Y rows; each segment walked while later "
+            "ones accumulate" + ("; the row FIFO bypassed" if default_fifo_bypass(cfg) else "")
+            + "; the controller's clock gated by kaleido_clkgate while the row FIFO is short of room (D123), its "
+            "take held while the next descriptor's segment is NB_BANKS or more past the walk (D126); D95-D126",
+        ]
+        if staged:
+            lines.append("kaleido_dcore_stage: the same combine stage on kaleido_daccel_stage (the controller on the "
+                         "host's band-tile list with the weight stage, on kaleido_dtop_ext; D96-D100, D119), combine "
+                         f"{lanes}, the array hold; the issue hold opt-in (kaleido_daccel_stage_gate, D126)")
+        lines.append("kaleido_dcore_front: kaleido_dfront (the similarity unit: decisions and differences from raw X) "
+                     f"before kaleido_daccel, combine {dcombine_module_name(default_dways(cfg))} (one output lane, "
+                     "2 D buffers" + (" of diff_sram_kib / 2 each" if cfg.diff_sram_kib else "")
+                     + "; no holds; D103)")
+        lines.append(f"`kaleido simulate T.npz -c <this config> --engine rtl` runs {engine}")
+    else:
+        lines = [
+            f"its PE, array and combine unit: {pe_module_name(cfg)}, {column_module_name(cfg)}, "
+            f"{top_module_name(cfg)}, {COMBINE_MODULE_NAME} (D65)",
+            "kaleido_caccel: the op-level controller (band-tiles formed by its queues kaleido_dqueue from "
+            "host-written decisions; X bytes host-written; one weight buffer read by band turn; tagged drained rows; "
+            "D97, D109)",
+            "kaleido_ccore: kaleido_caccel + the combine stage's staged writes and commands (one pool of positions, a "
+            "column block walked once staged, on d combine ways; D97, D104), final Y rows",
+            "kaleido_ccore_front: kaleido_cfront (decisions from raw X) before kaleido_ccore (D103)",
+            "`kaleido simulate T.npz -c <this config> --engine rtl` runs kaleido_ccore",
+        ]
+    lines.append("kaleido_core and kaleido_accel beside them are the lockstep organisation's")
+    return f"{cfg.name}'s array organisation is {cfg.organisation!r}:\n" + "\n".join(f"  {ln}" for ln in lines)
 
 
 def main(argv: list[str] | None = None) -> int:

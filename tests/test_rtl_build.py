@@ -90,3 +90,7 @@ def test_organisation_note_names_only_emitted_modules():
         assert named and named <= emitted, (cfg.name, named - emitted)
         if cfg.organisation == "delta":
             assert "kaleido_dcore_stage" in named and any(n.endswith("_b3") for n in named)
+            # which core the compiled engine runs: the staged one where the config has a weight stage and a
+            # difference-sum buffer (sim.engines.verilator_core.simulate_trace_core, D119)
+            assert organisation_note(cfg).endswith(" runs kaleido_dcore_stage\n  kaleido_core and kaleido_accel "
+                                                   "beside them are the lockstep organisation's")

@@ -369,6 +369,8 @@ def load_config(name_or_path: str | Path = DEFAULT_PRESET) -> AcceleratorConfig:
     else:
         name = str(name_or_path)
         if name not in preset_names():
+            if "/" in name or "\\" in name or ".toml" in name:  # a path that does not exist, not a preset's name
+                raise ConfigError(f"config file not found: {name} (nor a preset: {', '.join(preset_names())})")
             raise ConfigError(f"unknown config preset {name!r}; choose one of {', '.join(preset_names())}")
         text = resources.files("hw.presets").joinpath(f"{name}.toml").read_text()
         source = f"preset {name!r}"

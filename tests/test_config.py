@@ -232,6 +232,14 @@ def test_missing_file(tmp_path):
     assert str(p) in str(exc.value)
 
 
+def test_missing_file_with_another_suffix(tmp_path):
+    # a path (a folder in it, or ".toml" not at its end) that does not exist is a missing file, not an unknown preset
+    for p in (str(tmp_path / "c.toml.nope"), "hw/presets/nowhere"):
+        with pytest.raises(ConfigError, match="config file not found") as exc:
+            load_config(p)
+        assert p in str(exc.value) and "tiny-8x8" in str(exc.value)
+
+
 def test_unknown_preset():
     with pytest.raises(ConfigError, match="no-such-preset") as exc:
         load_config("no-such-preset")

@@ -43,6 +43,9 @@ def test_cli_explain(tmp_path):
     assert_one_line_error(kaleido("explain", str(bad)), "not found")
     bad.write_text("{")
     assert_one_line_error(kaleido("explain", str(bad)), "not a results JSON")
+    npz = tmp_path / "t.npz"  # a trace given by mistake: binary, named like one
+    npz.write_bytes(b"PK\x03\x04\xff\xfe")
+    assert_one_line_error(kaleido("explain", str(npz)), "not a results JSON", "kaleido simulate TRACE --json")
     good = tmp_path / "r.json"
     good.write_text(json.dumps({"config": {"array_rows": 128, "array_cols": 128}, "per_op": [_op()],
                                 "speedup": 2.0, "total_speedup": 2.0, "energy_saving": 1.33}))

@@ -49,7 +49,9 @@ def load_results(path: str | Path) -> dict:
     try:
         res = json.loads(p.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ExplainError(f"{p} is not a results JSON ({err.__class__.__name__})") from None
+        hint = (" -- it looks like a trace: run `kaleido simulate TRACE --json R.json`, then explain R.json"
+                if p.suffix == ".npz" else "")
+        raise ExplainError(f"{p} is not a results JSON ({err.__class__.__name__}){hint}") from None
     if not isinstance(res, dict) or "per_op" not in res or "config" not in res:
         raise ExplainError(f"{p} is not the results JSON of a trace (`kaleido simulate TRACE --json`)")
     return res

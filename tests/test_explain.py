@@ -142,3 +142,10 @@ def test_explain_records_fit_80_columns(tmp_path):
     rec = kaleido("explain", str(good), "--layout", "records")
     assert rec.returncode == 0 and "loses on drain x0.60" in rec.stdout and "┃ op" not in rec.stdout
     assert_one_line_error(kaleido("explain", str(good), "--layout", "wide"), "--layout must be")
+
+
+def test_energy_differences_keep_three_digits_below_100_uj():
+    # the per-op column: 1e6 pJ = 1 uJ; a small trace's differences are fractions of a uJ (new user: "+0, -0")
+    from sim.cli.reports import uj
+
+    assert [uj(x) for x in (-2.5e6, 1.234e8, 4.2e4, 0.0, -1.5e11)] == ["-2.5", "+123", "+0.042", "+0", "-150,000"]

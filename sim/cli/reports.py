@@ -103,6 +103,13 @@ def explain(
         out.print(f"note: {note}")
 
 
+def uj(pj: float) -> str:
+    """A signed energy difference given in pJ, in µJ to three significant digits below 100 µJ (a small trace's
+    per-op differences are fractions of a µJ) and to the µJ above."""
+    x = pj / 1e6
+    return f"{x:+,.0f}" if abs(x) >= 100 else f"{x:+.3g}"
+
+
 #: Console width (columns) from which `explain`'s per-op table is readable: its 12 columns need about this much
 #: for ratios and op names to stay whole (rendered on the demo's results at 80-200 columns; below it rich squeezes
 #: columns to a few characters). A reading aid, not a measured constant of the hardware.
@@ -130,7 +137,7 @@ def _explain_table(out, res: dict, results: Path) -> None:
         t.add_column(col)
     for r in explain_rows(res):
         name = r["name"] + (f" (fused with {r['fused']})" if r["fused"] else "")
-        diffs = ", ".join(f"{k} {d / 1e6:+,.0f}" for k, d in r["energy_top"])
+        diffs = ", ".join(f"{k} {uj(d)}" for k, d in r["energy_top"])
         t.add_row(name, str(r["block"]), str(r["step"]), f"{r['ideal']:.2f}", f"{r['slots']:.2f}", f"{r['array']:.2f}",
                   f"{r['end_to_end']:.2f}", r["binds"], r["dense_binds"],
                   "-" if r["loses_on"][0] == "-" else f"{r['loses_on'][0]} x{r['loses_on'][1]:.2f}",
@@ -160,4 +167,4 @@ def _explain_records(out, res: dict, results: Path) -> None:
                   f"{r['energy_ratio']:.2f}x dense")
         if r["energy_top"]:
             out.print("  largest energy differences (uJ): "
-                      + ", ".join(f"{k} {d / 1e6:+,.0f}" for k, d in r["energy_top"]))
+                      + ", ".join(f"{k} {uj(d)}" for k, d in r["energy_top"]))

@@ -476,8 +476,9 @@ def bench_stage_run(model: str = "wan2.1-t2v-1.3b", grid=(21, 30, 52), op_name: 
 def _bench_stage_run() -> None:
     r = bench_stage_run()
     print(f"stage_run (the staged delta controller, docs/decisions.md D121, D128), one head's {r['op']} of Wan2.1-1.3B "
-          f"480p on {BALANCED} as delta ({r['tiles']:,} band-tiles, {r['cycles']:,} cycles), CPU s best of 2: "
-          f"D121's cycle-stepped loop {r['stepped']:.2f} s, D128's runs {r['runs']:.2f} s -> "
+          f"480p on {BALANCED} as delta, coherent seeded decisions ({r['tiles']:,} band-tiles, {r['cycles']:,} "
+          f"cycles), CPU s best of 2: the reference loop stepping every cycle (D121) {r['stepped']:.2f} s, the "
+          f"event-driven loop the model runs (D128) {r['runs']:.2f} s -> "
           f"{r['stepped'] / r['runs']:.2f}x faster ({r['runs'] / r['cycles'] * 1e9:.0f} ns a cycle); every key equal: "
           f"{'yes' if r['equal'] else 'NO'}")
     if not r["equal"]:

@@ -15,19 +15,20 @@ controller's window would hold (docs/decisions.md D130).
   ``accel_max_tokens = M``, ``accel_max_k = K``, ``accel_max_n = N``; the tile table and the host's descriptor list
   at the op's issued band-tiles instead of `hw.delta_accel.MAX_TILES`), the D buffers at the op's address (``A M
   n_cb`` words, D125's ``o_local`` 0) and the state buffer at ``A F H W n_cb`` words (`hw.delta_core.core_ports`).
-- ``window``: the streaming design's (D130): X of two chunks (double-buffered) as 9-bit differences, the decision
-  copies of two chunks and one frame more (the walk reads a token's successor in the next frame), the tile table and
-  descriptor ring over the most band-tiles any ``n + 1`` consecutive segments issue (n = the core's D buffers: the
-  issue hold's bound, D126, keeps at most n segments ahead of the walk, and one more is being refilled), the weights
-  of one column-block group and the D buffers segment-local (D125), the state per pool.
+- ``window``: the streaming design's (D130), at `fw_fit` frames a chunk: X of two chunks (the one issued and the one
+  refilled) as 9-bit differences, each group word-aligned; the decisions of two chunks and one frame more (the walk
+  reads a token's successor in the next frame) in the queues' buffer and the core's two copies; the tile table and
+  the host's descriptor ring at `TILE_RING` entries (bounded by the band-tiles live at once, `inflight_max`); the
+  weights of one column-block group; the D buffers segment-local (D125); the carried values of one pool.
 
 Band-tiles are counted on the op's decisions of one batch element (a head: the RTL runs one at a time) with the
-model's own rules (`sim.timing.compact.compact_tiles`, `sim.timing.delta.chunk_major`, `slice_order`; D88's slices
-where the op goes through the weight stage in slices), the same calls `sim.engines.model` times the op with.
+model's own rules (`sim.timing.compact.compact_tiles`, `sim.timing.delta.chunk_major`; D88's slices as groups where
+the op goes through the weight stage in slices, issued within their (chunk, column block) segment), the same calls
+`sim.engines.model` times the op with.
 
     python -m sim.report.streaming [--preset NAME] [--resolution RES] [--ops a,b] REUSE [REUSE ...]
 
-prints one JSON line per (reuse, op) on the synthetic field of `sim.report.organisations.FIELD` (block 0, step 0,
+prints a JSON line of `charged_bits`, then one per (reuse, op) on the synthetic field of `sim.report.organisations.FIELD` (block 0, step 0,
 8 x 8 regions). Bad arguments: one line on stderr, exit 2, nothing on stdout. Deterministic (the field's seed).
 """
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from hw.config import load_config
-from sim.report.streaming import fw_fit, inflight_max, issued_segments, main, op_needs
+from sim.report.streaming import inflight_max, issued_segments, main, op_needs
+from sim.timing.delta import plan
 
 TINY_DELTA = "hw/presets/examples/tiny-8x8-delta.toml"
 BALANCED = "kaleido-16nm-128x128-balanced"
@@ -45,14 +46,18 @@ def test_inflight_max_by_hand():
     assert inflight_max(np.zeros(0), np.zeros(0), 5) == 0
 
 
-def test_fw_fit_on_the_balanced_preset_by_hand():
-    """4 MiB input SRAM = 33,554,432 bits, pool 128: K = 1,536 leaves (33,554,432 - 8 x 196,608) / (18 x 196,608)
-    = 9.04 frames (so the plan's 5 stay); K = 8,960 (ffn2) (33,554,432 - 9,175,040) / 20,643,840 = 1.18 -> 1; pv's
-    P (32,760 keys) in the 12 MiB score buffer at 3 bytes a score: 12,582,912 / 12,579,840 -> 1 query tile."""
+def test_plan_caps_the_chunk_on_the_balanced_preset_by_hand():
+    """D131 (D130's `fw_fit` moved into `sim.timing.delta.plan`): 4 MiB input SRAM = 33,554,432 bits, pool 128:
+    K = 1,536 leaves (33,554,432 - 8 x 196,608) / (18 x 196,608) = 9.04 frames (so the D buffers' 5 stay); K = 8,960
+    (ffn2) (33,554,432 - 9,175,040) / 20,643,840 = 1.18 -> 1; pv's P (32,760 keys) in the 12 MiB score buffer at 3
+    bytes a score: 12,582,912 / 12,579,840 -> 1 query tile. s as D130's table (weights and carried values)."""
     cfg = load_config(BALANCED)
-    assert fw_fit(cfg, 5, 128, 1536) == 5
-    assert fw_fit(cfg, 5, 128, 8960) == 1
-    assert fw_fit(cfg, 5, 128, 32760, p_op=True) == 1
+    assert plan(cfg, 21, 1536, 4608, name="qkv", pool=128) == (5, 36)
+    assert plan(cfg, 21, 8960, 1536, name="ffn2", pool=128) == (1, 7)
+    assert plan(cfg, 21, 32760, 128, name="pv", pool=128, p_op=True) == (1, 1)
+    assert plan(cfg, 21, 512, 128, name="cross_pv", pool=128, p_op=True) == (5, 1)
+    rec = op_needs(cfg, "ffn2", 21 * 30 * 52, 8960, 1536, (21, 30, 52), [(0, 8960, "f")])
+    assert rec["fw"] == 1 and rec["model"]["x_chunk"] == 8 * 128 * 8960
 
 
 @pytest.mark.parametrize("argv", [[], ["x"], ["1.5"], ["--preset"], ["--preset", "no-such-preset", "0.8"]])

@@ -15,7 +15,8 @@ controller's window would hold (docs/decisions.md D130).
   ``accel_max_tokens = M``, ``accel_max_k = K``, ``accel_max_n = N``; the tile table and the host's descriptor list
   at the op's issued band-tiles instead of `hw.delta_accel.MAX_TILES`), the D buffers at the op's address (``A M
   n_cb`` words, D125's ``o_local`` 0) and the state buffer at ``A F H W n_cb`` words (`hw.delta_core.core_ports`).
-- ``window``: the streaming design's (D130), at `fw_fit` frames a chunk: X of two chunks (the one issued and the one
+- ``window``: the streaming design's (D130), at the model's frames a chunk (`sim.timing.delta.plan`, capped by
+  the input SRAM and the score buffer since D131): X of two chunks (the one issued and the one
   refilled) as 9-bit differences, each group word-aligned; the decisions of two chunks and one frame more (the walk
   reads a token's successor in the next frame) in the queues' buffer and the core's two copies; the tile table and
   the host's descriptor ring at `TILE_RING` entries (bounded by the band-tiles live at once, `inflight_max`); the
@@ -137,26 +138,12 @@ def issued_segments(cfg: AcceleratorConfig, dec: np.ndarray, grid, groups, K: in
     return per.astype(np.int64), int(len(order))
 
 
-def fw_fit(cfg: AcceleratorConfig, fw: int, pool: int, K: int, p_op: bool = False) -> int:  # noqa: N803
-    """The most frames per chunk, at most ``fw``, whose X a streaming controller holds on this die (D130): two chunks
-    (the one issued and the one refilled) of 9-bit differences and the similarity unit's X_eff state of one pool
-    (int8) in the input SRAM, ``2 fw pool K 9 + pool K 8 <= 8 input_sram_kib x 1024`` bits; for the P op of a fused attention pair (``p_op``: its X is P, made on
-    chip one query tile at a time) the chunks' query tiles whose scores fit the score buffer, ``fw pool K x 3 <=
-    score_sram_kib`` (`sim.timing.attention.SCORE_BYTES`). 0 where not even one frame fits."""
-    from sim.timing.attention import SCORE_BYTES
-
-    if p_op:
-        return min(fw, cfg.score_sram_kib * 1024 // (pool * K * SCORE_BYTES))
-    return max(0, min(fw, (cfg.input_sram_kib * 8192 - 8 * pool * K) // (2 * DIFF_BITS * pool * K)))
-
-
 def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, groups,  # noqa: N803
              fused: bool = False, dec: np.ndarray | None = None, b_msb: int = 4, p_op: bool = False) -> dict:
     """The op's on-chip needs (module docstring), bits unless named otherwise. ``groups``: ``[(k0, k1, axis)]``;
     ``fused``: a fused score op (one frame a chunk, carried values in the state SRAM); ``p_op``: the P op of a fused
-    pair (`fw_fit`); ``dec``: int8 ``[M, G]`` one batch element's decisions (None: no band-tile counts, the tile table
-    and descriptor entries left out). ``fw_fit``: `fw_fit`; with ``dec``, ``band_tiles_fit``: the issued band-tiles
-    at that many frames a chunk (the same as ``band_tiles`` where it equals ``fw``).
+    pair (its chunk capped by the score buffer, `sim.timing.delta.window_frames`); ``dec``: int8 ``[M, G]`` one batch
+    element's decisions (None: no band-tile counts, the tile table and descriptor entries left out).
 
     Raises:
         sim.timing.compact.CompactError: the config cannot run the op (`sim.timing.delta.plan`)."""
@@ -170,16 +157,14 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
     A = len(dr.classes(groups))  # noqa: N806
     n_cb = -(-N // C)
     c = min(C, N)
-    fw, s = dr.plan(cfg, F, K, N, fused, name, groups)
-    n = core_d_buffers(cfg)
     pool = min(R, H * W)
+    fw, s = dr.plan(cfg, F, K, N, fused, name, groups, pool, p_op)
+    n = core_d_buffers(cfg)
     yb = dr.output_bytes(K)
     staged = dr.stages(cfg, K, groups)
     sl = None if staged else dr.stage_slices(cfg, groups)
     word = C * acc
-    ff = fw_fit(cfg, fw, pool, K, p_op)
     out = {"name": name, "M": M, "K": K, "N": N, "classes": A, "n_cb": n_cb, "fw": fw, "s": s, "d_buffers": n,
-           "fw_fit": ff,
            "stage": "whole" if staged else (f"{len(sl[0])} slices of <= {sl[2]}" if sl else "none")}
     carried = (8 * dr.state_need_bytes(cfg, grid, K, N, groups) if fused
                else 8 * R * s * c * yb * A)
@@ -206,8 +191,8 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
                                                                                                      groups)}
     tile_entry = inv["tile table"]["width"]
     out["tile_entry_bits"], out["desc_bits"] = tile_entry, z["desc_bits"]
-    # the streaming window at fw_fit frames a chunk (what this die's input SRAM or score buffer holds)
-    fs = max(ff, 1)
+    # the streaming window at the model's frames a chunk (what this die's input SRAM or score buffer holds, D131)
+    fs = fw
     win_tokens = 2 * fs * pool + pool  # two chunks and the next frame's pool (the walk's successors)
     xw = -(-K // z["P"]) + G  # a token's words of P differences, each group word-aligned (no power-of-two stride)
     window = {"x (differences)": 2 * fs * pool * xw * z["P"] * DIFF_BITS,
@@ -222,9 +207,7 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
     if dec is not None:
         per_seg, issued = issued_segments(cfg, dec, grid, groups, K, N, fw, s, b_msb)
         out.update(band_tiles=issued, segments=int(len(per_seg)),
-                   seg_tiles_max=int(per_seg.max()) if len(per_seg) else 0,
-                   band_tiles_fit=(issued if ff == fw else
-                                   issued_segments(cfg, dec, grid, groups, K, N, ff, s, b_msb)[1] if ff else None))
+                   seg_tiles_max=int(per_seg.max()) if len(per_seg) else 0)
         whole["tile table"] = cfg.drain_rows_per_cycle * issued * tile_entry
         whole["descriptor list"] = issued * z["desc_bits"]
     out["whole"], out["window"] = whole, window

@@ -6,8 +6,8 @@ controller's window would hold (docs/decisions.md D130).
 
 - ``model``: what the cycle model assumes is on chip at once (`sim.timing.delta.plan`'s chunk of ``fw`` frames and
   group of ``s`` column blocks): the chunk's X (``fw`` frames of one pool of ``min(R, H W)`` positions, K int8 values,
-  which the chunk-major issue order, D84, goes over ``s`` times), one pool's X as `sim.cost.actions.delta_dram`
-  sizes the input SRAM's need (a pool beside its X_eff state), the column-block group's weights (``s K min(C, N)``
+  which the chunk-major issue order, D84, goes over ``s`` times; since D131 within the input SRAM's window), one
+  pool's X beside its X_eff state (D68's input-SRAM need, before D131's window), the column-block group's weights (``s K min(C, N)``
   bytes in the weight SRAM), one segment's difference sums (`sim.timing.delta.diff_need_words` words of ``C
   acc_bits``) and the carried values (one pool's ``R s min(C, N)`` per axis class, `sim.timing.delta.psum_need_bytes`'
   ``outs``; a fused score op's `state_need_bytes`).
@@ -170,7 +170,7 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
                else 8 * R * s * c * yb * A)
     out["model"] = {
         "x_chunk": 8 * fw * pool * K,  # the chunk the chunk-major order goes over s times
-        "x_pool_and_state": 8 * 2 * pool * K,  # what delta_dram asks of the input SRAM (a pool beside X_eff)
+        "x_pool_and_state": 8 * 2 * pool * K,  # D68's need of the input SRAM (a pool beside X_eff)
         "w_group": 8 * s * K * c,
         "d_segment": dr.diff_need_words(cfg, fw, A) * word,
         "d_all_buffers": n * dr.diff_need_words(cfg, fw, A) * word,

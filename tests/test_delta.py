@@ -162,12 +162,41 @@ def test_sizes_plan_and_dram_by_hand():
     s_w = cfg.weight_sram_kib * 1024 // (K * C)  # 7 column blocks of weights
     assert s == min(12, s_w) == 7  # one frame of 7 column blocks fits: 3 x 7 x 64 KiB + 161 KB < 8 MiB
     need1 = 3 * s * outs + 16 * 8960 * 9 // 8
-    assert fw == min(21, 1 + (cap - need1) // (2 * s * outs))
+    assert min(21, 1 + (cap - need1) // (2 * s * outs)) > 1  # the partial-sum SRAM alone would take more frames
+    # ... but the chunk's X (D131): two chunks of 9-bit differences and a pool's int8 X_eff in the 4 MiB input SRAM,
+    # (33,554,432 - 8 x 128 x 8,960) // (18 x 128 x 8,960) = 24,379,392 // 20,643,840 = 1 frame
+    assert fw == 1
     d = delta_dram(cfg, M, K, N, grid, s)
     assert d["x"] == 2 * M * K and d["w"] == K * N and d["sim_pass"] == 0  # ceil(12 / 7) passes
     dense = dram_bytes(cfg, M, K, N, -(-M // R), -(-M // R), R * K)
     assert d["x"] + d["w"] + d["y"] <= dense["x"] + dense["w"] + dense["y"]
     assert delta.issue_order(np.array([5, 7]), 5, 2).tolist() == [5, 5, 7, 7, 5, 5, 7, 7, 5, 7]
+
+
+def test_chunk_window_by_hand():
+    """D131: the chunk-major order holds a chunk whole, so Fw is capped by the input SRAM (two chunks of 9-bit
+    differences and a pool's int8 X_eff) and a fused P op's by the score buffer; the cap never goes below 1 frame,
+    and where one frame does not fit delta_dram reads X once per column block."""
+    cfg = load_config("hw/presets/examples/tiny-8x8-delta.toml")
+    assert cfg.input_sram_kib == 16  # 131,072 bits
+    # pool 8, K = 256: (131,072 - 8 x 8 x 256) // (2 x 9 x 8 x 256) = 114,688 // 36,864 = 3 frames
+    assert delta.window_frames(cfg, 8, 256) == 3
+    assert delta.x_window_bits(cfg, 3, 8, 256) == 2 * 3 * 8 * 256 * 9 + 8 * 8 * 256 <= 131_072
+    assert delta.plan(cfg, 4, 256, 32, pool=8)[0] == 3  # the example's pv (K = 256 keys, N = 32, 4 frames)
+    assert delta.plan(cfg.model_copy(update={"input_sram_kib": 32}), 4, 256, 32, pool=8)[0] == 4  # it did not bind
+    # a pool of 4 positions (H W = 4): (131,072 - 8,192) // 18,432 = 6
+    assert delta.window_frames(cfg, 4, 256) == 6
+    # K = 1,024: one pool's X_eff alone is 65,536 bits, a frame of differences 147,456 more: 0 frames, plan keeps 1
+    assert delta.window_frames(cfg, 8, 1024) == 0 and delta.plan(cfg, 4, 1024, 32, pool=8)[0] == 1
+    # delta_dram: M = 256 tokens (grid 4 x 8 x 8), N = 32 (4 column blocks), one group of 4. K = 512 fits one frame
+    # ((131,072 - 32,768) // 73,728 = 1): X once per group, 256 x 512 B; K = 1,024 does not: once per column block
+    # (D68's "one pool beside X_eff", 2 x 8 x 1,024 B <= 16 KiB, counted it once per group)
+    assert delta_dram(cfg, 256, 512, 32, (4, 8, 8), 4)["x"] == 256 * 512
+    assert delta_dram(cfg, 256, 1024, 32, (4, 8, 8), 4)["x"] == 4 * 256 * 1024
+    # a fused P op: its chunk's query tiles of scores in the score buffer, 3 bytes a score
+    big = load_config("kaleido-16nm-128x128-balanced")  # 12 MiB = 12,582,912 B; one 480p tile 128 x 32,760 x 3
+    assert delta.window_frames(big, 128, 32760, p_op=True) == 12_582_912 // 12_579_840 == 1
+    assert delta.window_frames(big, 128, 512, p_op=True) == 12_582_912 // (128 * 512 * 3) == 64  # cross_pv
 
 
 def test_difference_sum_buffer_plan_and_order_by_hand():
@@ -183,7 +212,10 @@ def test_difference_sum_buffer_plan_and_order_by_hand():
     # takes Fw x R tokens' sums per class, 128 words a frame -> 5 frames (640 words)
     assert delta.diff_buffer_words(cfg) == 4 * 165 == 660
     assert delta.diff_need_words(cfg, 1) == 128 and delta.diff_need_words(cfg, 3) == 384
-    assert delta.plan(cfg, 21, K, N) == (5, 7)
+    # ... but the chunk's X binds first (D131: 1 frame of ffn2's K = 8,960, test_chunk_window_by_hand); K = 1,536
+    # (ffn1: 24 column blocks of N = 3,072 would be 42 of 70 as D130 has it; here N = 1,536, 12) keeps the 5
+    assert delta.plan(cfg, 21, K, N) == (1, 7)
+    assert delta.plan(cfg, 21, 1536, N)[0] == 5
     # qk (2 classes): 256 words a frame; fused: one frame
     groups = [(0, 44, "w"), (44, 86, "f"), (86, 128, "f")]
     assert delta.diff_need_words(cfg, 1, 2) == 256

@@ -329,10 +329,13 @@ def delta_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, col_blocks:
     one carried output per (position, column) in the partial-sum SRAM, so a pool (R positions of one frame, ``R K``
     bytes) is the row block, as dense's ``R K`` is: X is read once if it fits the input SRAM beside the similarity
     unit's X_eff state (the previous frame of the pool's positions, ``R K`` bytes), else once per group of
-    ``col_blocks`` column blocks when one pool fits beside that state (`dram_bytes`' order A with ``s`` in place
-    of the weight SRAM's column blocks), else once per column block; W once when a column block fits the weight SRAM,
+    ``col_blocks`` column blocks when one frame's chunk fits the input SRAM as the chunk-major order holds it
+    (`sim.timing.delta.window_frames` >= 1: two chunks of differences beside the X_eff state, D131; `plan` keeps
+    the chunk within it), else once per column block; W once when a column block fits the weight SRAM,
     else once per tile. The similarity unit decides each pool as it arrives (no pass of its own, no spill).
     Returns `kaleido_dram`'s keys, ``order`` = ``"delta"``."""
+    from sim.timing.delta import window_frames
+
     F, H, W = grid  # noqa: N806
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     pool = min(R, H * W) * K
@@ -342,7 +345,7 @@ def delta_dram(cfg: AcceleratorConfig, M: int, K: int, N: int, grid, col_blocks:
     if x1 + pool <= in_b:
         x = x1
     else:
-        x = x1 * (-(-n_cb // col_blocks) if in_b - pool >= pool else n_cb)
+        x = x1 * (-(-n_cb // col_blocks) if window_frames(cfg, min(R, H * W), K) >= 1 else n_cb)
     w = K * N if cfg.weight_sram_kib * 1024 >= K * min(N, C) else K * N * -(-(H * W) // R) * F
     return {"x": x, "w": w, "y": M * N, "order": "delta", "sim_pass": 0, "spill": 0, "state": pool,
             "read": x + w, "write": M * N}
@@ -420,7 +423,8 @@ def op_actions(name: str, decisions: list, grid, groups, M: int, K: int, N: int,
         npb = -(-(grid[1] * grid[2]) // block)
         dram = fused_dram(cfg, name, M, K, N, npb * grid[0])
     elif cfg.organisation == "delta":  # column-block groups (sim.timing.delta, D68)
-        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name, groups=groups)[1])
+        dram = delta_dram(cfg, M, K, N, grid, delta_plan(cfg, grid[0], K, N, name=name, groups=groups,
+                                                              pool=min(cfg.array_rows, grid[1] * grid[2]))[1])
     else:
         dram = kaleido_dram(cfg, M, K, N, grid, groups)  # D23, D24
     sim_pass = dram["sim_pass"]  # the similarity unit's own pass over X

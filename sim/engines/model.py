@@ -208,7 +208,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     try:
         # a fused score op's scores must be complete per query tile (the softmax follows): one frame per chunk
         if delta:
-            fw, s = delta_rules.plan(cfg, grid[0], op.K, op.N, score_op, op.name, groups)
+            fw, s = delta_rules.plan(cfg, grid[0], op.K, op.N, score_op, op.name, groups,  # the chunk's X too (D131)
+                                    min(cfg.array_rows, grid[1] * grid[2]), fused and not score_op)
         else:
             fw, s = chunk_frames(cfg, grid[0], op.K, op.N, groups, score_op, op.name), 1
     except CompactError as err:

@@ -177,14 +177,44 @@ def diff_buffer_words(cfg: AcceleratorConfig) -> int:
     return delta_combine_sizes(cfg, core_ways(cfg), 1, core_d_buffers(cfg))["d_depth"]
 
 
+def x_window_bits(cfg: AcceleratorConfig, frames: int, pool: int, K: int) -> int:  # noqa: N803
+    """Input-SRAM bits the chunk-major order (D84) needs for a chunk of ``frames`` frames of one pool of ``pool``
+    positions and ``K`` channels (docs/decisions.md D130, D131): the chunk is gone over once per column block of its
+    group, so it stays whole; two chunks (the one issued and the one refilled while it issues, the model overlapping
+    DRAM with the array) of `DIFF_BITS` differences, ``2 frames pool K 9``, and the similarity unit's X_eff state of
+    the pool (int8, ``pool K 8``)."""
+    return 2 * frames * pool * K * DIFF_BITS + 8 * pool * K
+
+
+def window_frames(cfg: AcceleratorConfig, pool: int, K: int, p_op: bool = False) -> int:  # noqa: N803
+    """The most frames per chunk whose X the die holds (docs/decisions.md D131), 0 where not even one frame's does:
+    `x_window_bits` within ``8 x 1024 input_sram_kib`` bits; for the P op of a fused attention pair (``p_op``: its X
+    is P, made one query tile at a time in the score buffer, sim/timing/attention.py, and not staged in the input
+    SRAM, D76) the query tiles whose scores the score buffer holds, ``frames pool K SCORE_BYTES <= 1024
+    score_sram_kib`` (`sim.timing.attention.SCORE_BYTES`, 3: a query tile's exact scores)."""
+    if p_op:
+        from sim.timing.attention import SCORE_BYTES
+
+        return cfg.score_sram_kib * 1024 // (pool * K * SCORE_BYTES)
+    return max(0, (cfg.input_sram_kib * 8192 - 8 * pool * K) // (2 * DIFF_BITS * pool * K))
+
+
 def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  # noqa: N803
-         name: str = "op", groups=None) -> tuple[int, int]:
+         name: str = "op", groups=None, pool: int | None = None, p_op: bool = False) -> tuple[int, int]:
     """``(Fw, s)``: frames per chunk and column blocks per group (module docstring). ``fused``: a fused
     score op, one frame per chunk; ``groups``: the op's ``(k0, k1, axis)`` groups, whose axis classes
-    (`classes`) each keep their own values (None: one class).
+    (`classes`) each keep their own values (None: one class); ``pool``: positions a pool holds, ``min(R, H W)``
+    (None: ``R = array_rows``, the most); ``p_op``: the P op of a fused attention pair.
+
+    ``Fw`` is the most frames (docs/decisions.md D131) whose chunk fits every buffer it needs at once: the carried
+    values in the partial-sum SRAM (`psum_need_bytes`), one segment's sums in one of the core's D buffers
+    (`diff_need_words`, D122), and the chunk's X (`window_frames`: the input SRAM's window, or a P op's score
+    buffer); at least 1 -- where not even one frame's X fits the input SRAM, `sim.cost.actions.delta_dram` reads X
+    once per column block instead of once per group.
 
     Raises:
-        CompactError: not even one frame of one column block fits the partial-sum SRAM.
+        CompactError: not even one frame of one column block fits the partial-sum SRAM, or one frame's sums one
+        D buffer.
     """
     cap = cfg.psum_sram_kib * 1024
     n_classes = len(classes(groups)) if groups is not None else 1
@@ -207,6 +237,8 @@ def plan(cfg: AcceleratorConfig, F: int, K: int, N: int, fused: bool = False,  #
                 f"need {one:,} words of a D buffer, diff_sram_kib = {cfg.diff_sram_kib:,} gives {have:,}")
         while fw > 1 and diff_need_words(cfg, fw, n_classes) > have:
             fw -= 1
+    # the chunk's X: the input SRAM's window, or a fused P op's query tiles in the score buffer (D131)
+    fw = max(1, min(fw, window_frames(cfg, cfg.array_rows if pool is None else pool, K, p_op)))
     return fw, s
 
 

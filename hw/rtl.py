@@ -206,8 +206,8 @@ _MODULES = {
     "daccel_gate": (DGATE_MODULE_NAME, "Kaleido delta op-level controller with the issue gate: kaleido_daccel with its "
                     "next descriptor out (the queues' output register) and its take gated by issue_ok",
                     lambda cfg: DeltaAccel(cfg, pe="instance", queues=True, issue_gate=True)),
-    # The staged controller with the issue gate (D126; kaleido_dcore_stage's opt-in issue hold, the compiled
-    # engine's CoreEngine(stage=True, issue_hold=True)): the host's list read ahead, the take gated by issue_ok.
+    # The staged controller with the issue gate (D126; kaleido_dcore_stage's issue hold, the default since D129,
+    # as the compiled engine's CoreEngine(stage=True)): the host's list read ahead, the take gated by issue_ok.
     "dstage_gate": (DSGATE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage and the issue gate: "
                     "kaleido_daccel_stage with its next descriptor read ahead and its take gated by issue_ok",
                     lambda cfg: DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)),
@@ -237,13 +237,14 @@ _MODULES = {
                                     array_hold=True, issue_hold=True)),
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
-    # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
+    # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore; its issue hold by default (D129:
+    # kaleido_daccel_stage_gate, the cycle model's sim.timing.delta_core.stage_core).
     "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
                     "kaleido_daccel_stage + tile table + row FIFO + accumulate and output command generation + "
                     "kaleido_dcombine on its accumulate ways and output lanes, final Y rows",
                     lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                           d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
-                                          array_hold=True)),
+                                          array_hold=True, issue_hold=True)),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "

@@ -274,21 +274,27 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
     # delta with the stage: kaleido_daccel_stage's schedule, its gather, fills and word registers cycle by cycle
     # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run
-    if staged:
+    rtl = cfg.combine_timing == "rtl"
+    # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a (chunk,
+    # column block) segment, D119)
+    walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta and rtl \
+        else None
+    if staged:  # with the RTL combine: the controller with its issue gate and the core in one pass (D129)
         port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
-                           np.concatenate(rnds), groups, cfg, cols is not None)
+                           np.concatenate(rnds), groups, cfg, cols is not None,
+                           core=(walk, ways, np.concatenate(rways)) if rtl else None)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
         cycles = max(cycles, port["queue_done"] + 1)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
-    if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
-        # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a
-        # (chunk, column block) segment, D119)
-        walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta else None
-        comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
-                                  walk, (ways, np.concatenate(rways)) if delta else None,
-                                  port["gather"] if staged else None)
+    if rtl:  # the combine stage as the RTL cores are built (D104)
+        if staged:  # timed with the controller (D129): kaleido_dcore_stage's done on the array's clock
+            core = {k: int(port["core"][k]) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen")}
+            comb = max(0, core["done"] - int(cycles))
+        else:
+            comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb,
+                                      n_groups, walk, (ways, np.concatenate(rways)) if delta else None)
     else:
         comb, core = combine_stall(adds, pools, cycles, cfg), None
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
@@ -306,13 +312,20 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
 
 def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: AcceleratorConfig, sliced: bool,
-                lanes: int = 32) -> dict:
+                lanes: int = 32, core: tuple | None = None) -> dict:
     """``kaleido_daccel_stage``'s schedule of one op's band-tiles in issue order (docs/decisions.md D121):
     `sim.timing.delta_accel.stage_run` (the early band choice and the deferred read, as `hw.rtl` builds it) on the
     host's stage fields (`sim.timing.delta_accel.stage_fields` of each band-tile's ``segment``, renumbered from 0 in
     issue order; ``sliced``: D88's slices), ``2 B`` staging entries and ``lanes`` X lanes (`hw.delta_accel.LANES`
     = 32, restated as `sim.cost.controllers.LANES`). ``s_seq``, ``rows``, ``group``, ``paired``, ``rounds``: int
-    ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict."""
+    ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict.
+
+    ``core``: ``(walk, W, row ways)`` (`_dcore_segments`' walk, the core's accumulate ways and each issued row's way,
+    `_row_ways`): the controller with its issue gate and ``kaleido_dcore_stage``'s core stepped together
+    (`sim.timing.delta_core.stage_core`, docs/decisions.md D129: ``kaleido_dcore_stage`` on
+    ``kaleido_daccel_stage_gate`` as `hw.rtl` builds it), the row FIFO ``dcore_fifo_per_port`` x d entries (0: the
+    array never held), the gate's bound ``dcore_count_banks`` (0: as many banks as segments, no take held); the
+    dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from ``start``, on the array's clock)."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
     seg = np.asarray(segment, dtype=np.int64)
@@ -322,8 +335,21 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     grp = np.asarray(group, dtype=np.int64)
     f = stage_fields(sg, grp, groups, cfg, sliced)
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    return stage_run(s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
-                     2 * cfg.compact_bands, lanes)
+    args = (s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
+            2 * cfg.compact_bands, lanes)
+    if core is None:
+        return stage_run(*args)
+    from sim.timing.delta_core import core_d_buffers, stage_core
+
+    (tile_seg, seg_len, nb), W, rw = core  # noqa: N806
+    if tile_seg is None:
+        raise SimError(f"{cfg.name}: a staged op not issued segment by segment (the stage needs D84's order)")
+    banks = cfg.dcore_count_banks or max(nb, 1)
+    out = stage_core(*args, tile_seg, rw, seg_len, True, W, cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None,
+                     banks, core_d_buffers(cfg), banks)
+    out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
+                                           "accel_done")}
+    return out
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,

@@ -320,18 +320,20 @@ def test_dcore_stage_engine_staged_ops(dstage):
     ops of that shape without the state SRAM (a whole-K op in D84's order, 13/14/13-channel groups over five column
     blocks, one group of 64 in two stage buffers, a qk-like op, and D88's slices over three column blocks, which fit
     the controller's 64 channels a group once sliced) back to back on one core: Y against `apply_decisions` on the
-    op's own groups, every Y row's cycle and ``done`` against `core_schedule` fed by `stage_schedule`, computed apart
-    from the engine (`tests.test_rtl_dcore_stage.stage_model`, from `band_op`'s band-tiles), and the engine's own
+    op's own groups, every Y row's cycle and ``done`` against `core_schedule` co-simulating `stage_schedule`'s loop
+    with the issue gate (``gate=StageFeed``: the staged core's default since docs/decisions.md D129), computed apart
+    from the engine (`tests.test_rtl_dcore_stage.stage_feed`, from `band_op`'s band-tiles), and the engine's own
     `expected` equal to them."""
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
     from tests.rtl.daccel_bench import staged_op
-    from tests.test_rtl_dcore_stage import _get, stage_model, stage_row_tiles
+    from tests.test_rtl_dcore_stage import _get, stage_feed
 
     eng = dstage
     cfg = eng.cfg
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
     assert eng.core.d_buffers == 3 and eng.core.fifo_bypass and eng.core.array_hold  # as hw.rtl (D115, D118, D123)
+    assert eng.core.issue_hold and eng.core.accel.issue_gate  # ... and its issue hold (D126, by default since D129)
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -339,11 +341,10 @@ def test_dcore_stage_engine_staged_ops(dstage):
     runs = eng.run(ops)
     for sop, op, run in zip(sops, ops, runs, strict=True):
         case = sop.case
-        rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
-                            row_tile=stage_row_tiles(cfg, sop))  # the array hold on hw.rtl's FIFO (D123)
+        sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
+                            None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
+                            gate=stage_feed(cfg, sop, 2))  # the array hold on hw.rtl's FIFO (D123), the gate's bound
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -392,9 +393,10 @@ def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
     """The captured block (tests/conftest.py) on the example delta TOML's staged core, cut as the engine cuts it
     (`sim.engines.verilator_core.slices`: groups of at most the controller's 64 channels, at most its band-tiles and
     column blocks a piece): on every piece the cycle model's op cycles (`simulate_op`, ``combine_timing = "rtl"``:
-    `stage_run` into the core's rule, docs/decisions.md D121) equal ``kaleido_dcore_stage``'s ``done`` as its timing
-    functions give it (`CoreEngine.expected`: `stage_schedule` into `core_schedule`, which the compiled core equals
-    slice for slice on this block, D119, and op for op in `test_dcore_stage_engine_staged_ops`)."""
+    `stage_core`, the gated controller and the core in one numba pass, docs/decisions.md D129) equal
+    ``kaleido_dcore_stage``'s ``done`` with its issue hold (the default since D129) as its timing functions give it
+    (`CoreEngine.expected`: `core_schedule` co-simulating `stage_schedule`'s loop, ``gate=StageFeed``, which the
+    compiled core equals op for op in `test_dcore_stage_engine_staged_ops` and `test_dcore_stage_engine_issue_hold`)."""
     from algo.reuse.golden import decide
     from sim.engines.verilator_core import slices
 

@@ -289,8 +289,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         cycles = max(cycles, port["queue_done"] + 1)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if rtl:  # the combine stage as the RTL cores are built (D104)
-        if staged:  # timed with the controller (D129): kaleido_dcore_stage's done on the array's clock
-            core = {k: int(port["core"][k]) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen")}
+        if staged:  # timed with the controller (D129): kaleido_dcore_stage's done on the array's clock; the
+            # back-pressure's keys where it is modelled, as `held_done`'s detail (else `ways_done`'s)
+            bp = cfg.dcore_fifo_per_port or cfg.dcore_count_banks
+            core = {k: int(port["core"][k]) for k in ("done", "ahead", "bypass")
+                    + (("held", "fifo_max", "frozen") if bp else ())}
             comb = max(0, core["done"] - int(cycles))
         else:
             comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb,

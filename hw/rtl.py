@@ -24,7 +24,7 @@ weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's ba
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
 macros, and ``kaleido_dcore_stage`` (D119: ``kaleido_dcore`` on ``kaleido_daccel_stage``, the weight stage and the
 combine in one top, the organisation such a preset models; its combine ``kaleido_dcombine_w<W>_v<V>`` as
-``kaleido_dcore``'s). A compact preset also gets
+``kaleido_dcore``'s; since D129 with its issue hold, on ``kaleido_daccel_stage_gate``). A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain, X bytes; D109: one weight buffer read by band turn into three word
 registers per band, on ``kaleido_ctop_ext`` with the early band choice) with its macros and its band-tile queues,
@@ -240,8 +240,8 @@ _MODULES = {
     # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore; its issue hold by default (D129:
     # kaleido_daccel_stage_gate, the cycle model's sim.timing.delta_core.stage_core).
     "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
-                    "kaleido_daccel_stage + tile table + row FIFO + accumulate and output command generation + "
-                    "kaleido_dcombine on its accumulate ways and output lanes, final Y rows",
+                    "kaleido_daccel_stage_gate + tile table + row FIFO + accumulate and output command generation "
+                    "+ kaleido_dcombine on its accumulate ways and output lanes, the issue hold, final Y rows",
                     lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                           d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
                                           array_hold=True, issue_hold=True)),
@@ -407,10 +407,11 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
            + ")"
            + (", and with its weight stage kaleido_daccel_stage runs it on the host's band-tile list with "
               "each band's next band-tile chosen ahead, on kaleido_dtop_ext, a stage read deferred to a lagging "
-              "band, and kaleido_dcore_stage joins it to the combine stage" if cfg.wstage_sram_kib
+              "band, and kaleido_dcore_stage joins it to the combine stage (on kaleido_daccel_stage_gate, its "
+              "take held by the core's issue hold)" if cfg.wstage_sram_kib
               and cfg.diff_sram_kib else "")
            + "; docs/decisions.md D73, D91, D93, D95, D96, D99, D100, D103, D107, D108, D112, D115, D118, D119, D122, "
-             "D123, D126)"
+             "D123, D126, D129)"
            if cfg.organisation == "delta"
            else "its op-level controller kaleido_caccel is a first slice (band-tiles formed by its queues, "
            "kaleido_dqueue, from host-written decisions; X bytes host-written; tagged drained rows), and "

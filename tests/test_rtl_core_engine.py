@@ -142,17 +142,20 @@ def test_ccore_engine_seeded_cases_and_random_ops(ccore):
         _check_rows(run, case, n_cb, C, {(t, cb): int(y_at[cb, t]) for cb in range(n_cb) for t in range(M)}, done)
 
 
-@pytest.mark.parametrize("which", ["dcore", "ccore"])
-def test_captured_trace_through_core(which, dcore, ccore, captured_block):
+@pytest.mark.parametrize("which", ["dcore", "ccore", "dstage"])
+def test_captured_trace_through_core(which, request, captured_block):
     """Every op of the captured block through the core: the checksum of the Y rows it gives equals the golden
     model's, every slice's rows and ``done`` at their modelled cycles (`sim.engines.verilator_core.CoreEngine.expected`:
     `sim.timing.delta_core` / `sim.timing.compact_accel`). Where an op exceeds the controller it is cut: pv (K = 256)
     and ffn2 (K = 128) by whole groups into K = 64 pieces, every op into output column blocks, and for compact every op
     into image rows (4 x 1 x 8 tokens: its state holds R = 8 positions). docs/decisions.md D102 gives the cycles
-    beside the trace model's."""
+    beside the trace model's. ``dstage``: ``kaleido_dcore_stage`` with its issue hold (the default since D129), the
+    block in 110 pieces (D126: 251,528 cycles)."""
     from sim.engines.rtl import golden_checksums
 
-    eng = dcore if which == "dcore" else ccore
+    eng = request.getfixturevalue(which)
+    if which == "dstage":
+        assert eng.core.issue_hold and eng.core.accel.issue_gate
     res = trace_through_core(captured_block, eng.cfg, eng)
     total, per_op = golden_checksums(captured_block)
     assert [r["name"] for r in res["per_op"]] == ["qkv", "qk", "pv", "o_proj", "ffn1", "ffn2"]

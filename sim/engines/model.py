@@ -196,8 +196,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     stall counts the word waits with the drain's), the delta organisation's by `band_schedule`, or with the weight
     stage (a difference-sum buffer and a stage: D85, D88) as ``kaleido_daccel_stage`` runs them (docs/decisions.md
     D121: `_staged_run`, its gather, serial fills, word registers, early band choice and deferred read; cycles the
-    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``. ``"core"``: delta under
-    ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`_rtl_combine`), else None.
+    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``; under ``"rtl"`` with its
+    issue gate, stepped together with ``kaleido_dcore_stage``'s core (D129: `sim.timing.delta_core.stage_core`).
+    ``"core"``: delta under ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`_rtl_combine`; a staged
+    op's from `stage_core`), else None.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -273,7 +275,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # weight buffer's reads are counted on it (`sim.timing.compact_accel.op_port`, D117)
     port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
     # delta with the stage: kaleido_daccel_stage's schedule, its gather, fills and word registers cycle by cycle
-    # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run
+    # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run; with the
+    # RTL combine gated and with the core (`stage_core`, D129)
     rtl = cfg.combine_timing == "rtl"
     # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a (chunk,
     # column block) segment, D119)
@@ -431,7 +434,7 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
                  M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None, gather: np.ndarray | None = None) -> tuple[int, dict | None]:
+                 ways: tuple | None = None) -> tuple[int, dict | None]:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
     docs/decisions.md D104), and for delta the core's per-op detail (None for compact): the ``detail=True`` dict of
     the one `sim.timing.delta_core.held_done` or `ways_done` call that times it, plain ints (cycles on the array's
@@ -443,12 +446,9 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
-    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. On a
-    staged config (``kaleido_dcore_stage``, D119) the schedule is the staged controller's own since D121
-    (`sim.timing.delta_accel.stage_run`; ``gather``: its gather cycles): the descriptors are counted at
-    ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the start cycle, which ``cycles`` leaves out), as
-    `sim.engines.verilator_core.CoreEngine.expected` feeds `core_schedule`, so ``cycles`` + this is
-    ``kaleido_dcore_stage``'s ``done`` (its back-pressure aside).
+    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. A staged
+    op (``kaleido_dcore_stage``, D119) is not timed here since D129: its controller and core run together
+    (`sim.timing.delta_core.stage_core`, `_staged_run`), its issue hold as built.
 
     - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
       through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's
@@ -481,8 +481,8 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         tile_seg, seg_len, nb = walk
         W, rw = ways  # noqa: N806
         # each band-tile's desc_valid and the controller's done: the model's array stands for kaleido_daccel (its
-        # first slot 2 cycles after), or the staged controller's own (D121)
-        dsc, adone = (first - 2, cycles) if gather is None else (np.asarray(gather, dtype=np.int64) + 2, cycles + 1)
+        # first slot 2 cycles after)
+        dsc, adone = first - 2, cycles
         fifo = cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None
         if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
             seg = tile_seg is not None

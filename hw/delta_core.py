@@ -138,13 +138,14 @@ walked one (its buffer holds the earlier segment until that is walked). `core_sc
 refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
 
 **Issue hold** (``issue_hold``, docs/decisions.md D126; off by default here, on in `hw.rtl`'s ``kaleido_dcore`` and
-the compiled engine; opt-in on the staged core): the controller (``issue_gate``: ``kaleido_daccel_gate``) shows its
+``kaleido_dcore_stage`` (D129) and the compiled engine): the controller (``issue_gate``: ``kaleido_daccel_gate``) shows its
 next descriptor (``next_valid``, ``next_desc``); a second chunk-table copy is read at its first token each cycle the
 controller runs, the token and ``next_valid`` registered beside it (``gate_tok``, ``gate_v``), so its segment
 ``base[cb] + chunk k[cb]`` is *fresh* when the token shown equals the registered one; ``issue_ok = fresh & (~o_seg |
 seg - w_seg < issue_bound)`` gates the take. While the next descriptor is held (fresh, out of bound) and no
 descriptor is in the count stage, it stands for "a later segment's descriptor has come" in the walk's ``whole``.
-`core_schedule`'s ``gate`` (`sim.timing.delta_core.IssueFeed`, `StageFeed`) times it.
+`core_schedule`'s ``gate`` (`sim.timing.delta_core.IssueFeed`, `StageFeed`) times it; the cycle model's staged
+timing, `sim.timing.delta_core.stage_core` (D129), equals it on the staged core.
 
 Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
 column blocks: the walk waits for the op); without ``issue_hold`` a descriptor `NB_BANKS` or more segments past the

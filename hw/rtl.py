@@ -24,7 +24,7 @@ weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's ba
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
 macros, and ``kaleido_dcore_stage`` (D119: ``kaleido_dcore`` on ``kaleido_daccel_stage``, the weight stage and the
 combine in one top, the organisation such a preset models; its combine ``kaleido_dcombine_w<W>_v<V>`` as
-``kaleido_dcore``'s). A compact preset also gets
+``kaleido_dcore``'s; since D129 with its issue hold, on ``kaleido_daccel_stage_gate``). A compact preset also gets
 the compact organisation's op-level controller ``kaleido_caccel`` (hw/compact_accel.py, D97: the delta controller's
 buffers, gather, band issue and tagged drain, X bytes; D109: one weight buffer read by band turn into three word
 registers per band, on ``kaleido_ctop_ext`` with the early band choice) with its macros and its band-tile queues,
@@ -206,8 +206,8 @@ _MODULES = {
     "daccel_gate": (DGATE_MODULE_NAME, "Kaleido delta op-level controller with the issue gate: kaleido_daccel with its "
                     "next descriptor out (the queues' output register) and its take gated by issue_ok",
                     lambda cfg: DeltaAccel(cfg, pe="instance", queues=True, issue_gate=True)),
-    # The staged controller with the issue gate (D126; kaleido_dcore_stage's opt-in issue hold, the compiled
-    # engine's CoreEngine(stage=True, issue_hold=True)): the host's list read ahead, the take gated by issue_ok.
+    # The staged controller with the issue gate (D126; kaleido_dcore_stage's issue hold, the default since D129,
+    # as the compiled engine's CoreEngine(stage=True)): the host's list read ahead, the take gated by issue_ok.
     "dstage_gate": (DSGATE_MODULE_NAME, "Kaleido delta op-level controller with its weight stage and the issue gate: "
                     "kaleido_daccel_stage with its next descriptor read ahead and its take gated by issue_ok",
                     lambda cfg: DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)),
@@ -237,13 +237,14 @@ _MODULES = {
                                     array_hold=True, issue_hold=True)),
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
-    # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore.
+    # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore; its issue hold by default (D129:
+    # kaleido_daccel_stage_gate, the cycle model's sim.timing.delta_core.stage_core).
     "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
-                    "kaleido_daccel_stage + tile table + row FIFO + accumulate and output command generation + "
-                    "kaleido_dcombine on its accumulate ways and output lanes, final Y rows",
+                    "kaleido_daccel_stage_gate + tile table + row FIFO + accumulate and output command generation "
+                    "+ kaleido_dcombine on its accumulate ways and output lanes, the issue hold, final Y rows",
                     lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                           d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
-                                          array_hold=True)),
+                                          array_hold=True, issue_hold=True)),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
@@ -407,9 +408,11 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
             "take held while the next descriptor's segment is NB_BANKS or more past the walk (D126); D95-D126",
         ]
         if staged:
-            lines.append("kaleido_dcore_stage: the same combine stage on kaleido_daccel_stage (the controller on the "
-                         "host's band-tile list with the weight stage, on kaleido_dtop_ext; D96-D100, D119), combine "
-                         f"{lanes}, the array hold; the issue hold opt-in (kaleido_daccel_stage_gate, D126)")
+            lines.append("kaleido_dcore_stage: the same combine stage and both holds on kaleido_daccel_stage_gate "
+                         "(kaleido_daccel_stage, the controller on the host's band-tile list with the weight stage, "
+                         "on kaleido_dtop_ext, with the issue gate; D96-D100, D119, D129), combine "
+                         f"{lanes}; kaleido_daccel_stage without the gate is emitted for the engine's "
+                         "issue_hold=False")
         lines.append("kaleido_dcore_front: kaleido_dfront (the similarity unit: decisions and differences from raw X) "
                      f"before kaleido_daccel, combine {dcombine_module_name(default_dways(cfg))} (one output lane, "
                      "2 D buffers" + (" of diff_sram_kib / 2 each" if cfg.diff_sram_kib else "")

@@ -1,5 +1,6 @@
 """`sim.report.backpressure`: its per-op figures are the core detail the cycle model publishes (each delta op's
-``core`` under ``combine_timing = "rtl"``, from one `held_done` / `ways_done` call with ``detail``), on a small
+``core`` under ``combine_timing = "rtl"``, from one `held_done` / `ways_done` call with ``detail``, or on a staged
+op one `stage_core` call, docs/decisions.md D129), on a small
 synthetic field; bad arguments exit 2 with one line and print nothing."""
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def test_report_reads_the_models_core_detail(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(dcore, "held_done", spy("held", dcore.held_done))
     monkeypatch.setattr(dcore, "ways_done", spy("ways", dcore.ways_done))
+    monkeypatch.setattr(dcore, "stage_core", spy("stage", dcore.stage_core))  # staged ops (D129)
     monkeypatch.setattr(OP_MEMO, "enabled", False)
     assert backpressure.main(["--resolution", SMALL, "0.8", "8:8", "0:0"]) == 0
     out, err = capsys.readouterr()
@@ -50,14 +52,16 @@ def test_report_reads_the_models_core_detail(tmp_path, monkeypatch, capsys):
     assert all("plain" not in d for _, d in calls)  # every call returned the detail
     for v, (row, kind) in enumerate(zip(lines, ("held", "ways"), strict=True)):
         mine = calls[v * len(names):(v + 1) * len(names)]
-        assert {k for k, _ in mine} == {kind}  # 8:8: back-pressure (held_done); 0:0: ways_done
+        # 8:8: back-pressure (held_done); 0:0: ways_done; staged ops stage_core (its back-pressure keys with 8:8)
+        assert "stage" in {k for k, _ in mine} <= {kind, "stage"}
         want: dict[str, dict] = {}
-        for name, (_, d) in zip(names, mine, strict=True):
+        for name, (how, d) in zip(names, mine, strict=True):
             p = want.setdefault(name, {"done": 0, "held": 0, "frozen": 0, "ahead": 0, "fifo_max": 0})
+            bp = how != "ways" and kind == "held"
             for k in ("done", "held", "frozen"):
-                p[k] += d.get(k, 0)
+                p[k] += d.get(k, 0) if bp or k == "done" else 0
             for k in ("ahead", "fifo_max"):
-                p[k] = max(p[k], d.get(k, 0))
+                p[k] = max(p[k], d.get(k, 0) if bp or k == "ahead" else 0)
         assert row["per"] == want
     assert all(p["held"] == p["frozen"] == p["fifo_max"] == 0 for p in lines[1]["per"].values())
     assert any(p["held"] + p["frozen"] > 0 for p in lines[0]["per"].values())

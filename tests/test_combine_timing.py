@@ -470,8 +470,9 @@ def test_model_times_output_ways_and_buffers():
 def test_model_times_the_staged_core_as_built(K, N, sizes):  # noqa: N803
     """A delta config with a weight stage (8 x 8, B = 2, d = 2, a 1 KiB stage: 128 B a column bank;
     ``kaleido_dcore_stage``, docs/decisions.md D119, D121): the model's array is the staged controller's schedule
-    (`stage_run`), so its cycles are the controller's ``done`` less the start cycle, and with ``combine_timing =
-    "rtl"`` its cycles plus the combine stall are ``kaleido_dcore_stage``'s ``done``: `core_schedule` fed by the
+    (with ``combine_timing = "rtl"`` the gated one, `stage_core`, D129; on these ops no take is held and the first
+    take's freshness cycle is hidden, so it is `stage_run`'s), so its cycles are the controller's ``done`` less the
+    start cycle, and its cycles plus the combine stall are ``kaleido_dcore_stage``'s ``done``: `core_schedule` fed by the
     plain-Python `stage_schedule` on the RTL bench's staged op with the host's stage fields
     (`tests.test_rtl_dcore_stage.stage_model`, which tests/test_rtl_dcore_stage.py checks against the RTL cycle for
     cycle), every (chunk, column block) segment walked once whole, on d = 2 ways, V = 2 lanes and 3 D buffers.

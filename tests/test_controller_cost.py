@@ -73,11 +73,11 @@ def _designs(cfg):
     v = cfg.dcore_out_ways if cfg.dcore_out_ways is not None else default_out_ways(cfg)
     n = default_d_buffers(cfg) if v > 1 else 2
     core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg),
-                     array_hold=True, issue_hold=kind == "delta")  # and its array hold (D123), issue hold (D126)
+                     array_hold=True, issue_hold=True)  # and its array hold (D123), issue hold (D126, D129)
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
            dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
-        out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance")
+        out["kaleido_daccel_stage"] = DeltaAccel(cfg, stage=True, pe="instance", issue_gate=True)  # D129
         Fragment.get(fed, None)  # elaborated, so that Amaranth does not warn about an unused design
     else:
         out["kaleido_daccel"] = fed
@@ -194,11 +194,11 @@ def test_register_banks_are_the_designs(name):
         gates = [f for f, *_ in Fragment.get(designs["kaleido_dcore"], None).subfragments
                  if isinstance(f, Instance) and f.type == "kaleido_clkgate"]
         assert part["kaleido_dcore", "clock gate"] == len(gates) == 1
-        if kind == "delta":  # the issue hold (D126): the token and valid registered, on kaleido_daccel_gate
-            assert part["kaleido_dcore", "issue gate"] == _bank_bits(dc, r"gate_(tok|v)")
-            assert designs["kaleido_dcore"].accel.issue_gate
-        else:
-            assert ("kaleido_dcore", "issue gate") not in part
+        # the issue hold (D126; on the staged core too, D129): the token and valid registered, on the gated controller
+        assert part["kaleido_dcore", "issue gate"] == _bank_bits(dc, r"gate_(tok|v)") > 0
+        assert designs["kaleido_dcore"].accel.issue_gate
+        if kind == "delta_stage":  # the staged controller's list read ahead (D126), its taken descriptor registered
+            assert part[acc_mod, "read-ahead register"] == _bank_bits(acc, r"desc_q") > 0
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
@@ -226,13 +226,14 @@ def test_area_by_hand_and_what_is_new():
     token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115), row FIFO 2 x 8 x 237 (10
     address: the way's bit and 9 in the way, D107, + 3 bank + 8 x 28), seen bits 6 x 512 (a bank per D buffer, D104,
     3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16 (on V = 2 lanes 2 x 2 banks of 128,
-    D112), token chunks 256 x 8 (D104)."""
+    D112), token chunks 256 x 8 (D104) and the issue gate's copy of them, 256 x 8 (D126, on the staged core since
+    D129)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 44 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 8
+    tables = 4 * 64 * 16 + 2 * 1024 * 44 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 8 + 256 * 8
     seen = controllers.part(cfg, "kaleido_dcore", "seen bits")
     assert (seen["count"], seen["depth"]) == (6, 512)
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)

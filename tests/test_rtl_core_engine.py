@@ -142,17 +142,20 @@ def test_ccore_engine_seeded_cases_and_random_ops(ccore):
         _check_rows(run, case, n_cb, C, {(t, cb): int(y_at[cb, t]) for cb in range(n_cb) for t in range(M)}, done)
 
 
-@pytest.mark.parametrize("which", ["dcore", "ccore"])
-def test_captured_trace_through_core(which, dcore, ccore, captured_block):
+@pytest.mark.parametrize("which", ["dcore", "ccore", "dstage"])
+def test_captured_trace_through_core(which, request, captured_block):
     """Every op of the captured block through the core: the checksum of the Y rows it gives equals the golden
     model's, every slice's rows and ``done`` at their modelled cycles (`sim.engines.verilator_core.CoreEngine.expected`:
     `sim.timing.delta_core` / `sim.timing.compact_accel`). Where an op exceeds the controller it is cut: pv (K = 256)
     and ffn2 (K = 128) by whole groups into K = 64 pieces, every op into output column blocks, and for compact every op
     into image rows (4 x 1 x 8 tokens: its state holds R = 8 positions). docs/decisions.md D102 gives the cycles
-    beside the trace model's."""
+    beside the trace model's. ``dstage``: ``kaleido_dcore_stage`` with its issue hold (the default since D129), the
+    block in 110 pieces (D126: 251,528 cycles)."""
     from sim.engines.rtl import golden_checksums
 
-    eng = dcore if which == "dcore" else ccore
+    eng = request.getfixturevalue(which)
+    if which == "dstage":
+        assert eng.core.issue_hold and eng.core.accel.issue_gate
     res = trace_through_core(captured_block, eng.cfg, eng)
     total, per_op = golden_checksums(captured_block)
     assert [r["name"] for r in res["per_op"]] == ["qkv", "qk", "pv", "o_proj", "ffn1", "ffn2"]
@@ -320,18 +323,20 @@ def test_dcore_stage_engine_staged_ops(dstage):
     ops of that shape without the state SRAM (a whole-K op in D84's order, 13/14/13-channel groups over five column
     blocks, one group of 64 in two stage buffers, a qk-like op, and D88's slices over three column blocks, which fit
     the controller's 64 channels a group once sliced) back to back on one core: Y against `apply_decisions` on the
-    op's own groups, every Y row's cycle and ``done`` against `core_schedule` fed by `stage_schedule`, computed apart
-    from the engine (`tests.test_rtl_dcore_stage.stage_model`, from `band_op`'s band-tiles), and the engine's own
+    op's own groups, every Y row's cycle and ``done`` against `core_schedule` co-simulating `stage_schedule`'s loop
+    with the issue gate (``gate=StageFeed``: the staged core's default since docs/decisions.md D129), computed apart
+    from the engine (`tests.test_rtl_dcore_stage.stage_feed`, from `band_op`'s band-tiles), and the engine's own
     `expected` equal to them."""
     from sim.timing.delta import classes
     from sim.timing.delta_core import core_schedule
     from tests.rtl.daccel_bench import staged_op
-    from tests.test_rtl_dcore_stage import _get, stage_model, stage_row_tiles
+    from tests.test_rtl_dcore_stage import _get, stage_feed
 
     eng = dstage
     cfg = eng.cfg
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
     assert eng.core.d_buffers == 3 and eng.core.fifo_bypass and eng.core.array_hold  # as hw.rtl (D115, D118, D123)
+    assert eng.core.issue_hold and eng.core.accel.issue_gate  # ... and its issue hold (D126, by default since D129)
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -339,11 +344,10 @@ def test_dcore_stage_engine_staged_ops(dstage):
     runs = eng.run(ops)
     for sop, op, run in zip(sops, ops, runs, strict=True):
         case = sop.case
-        rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, sop.fw, sop.s, 2, way, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
-                            row_tile=stage_row_tiles(cfg, sop))  # the array hold on hw.rtl's FIFO (D123)
+        sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
+                            None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
+                            gate=stage_feed(cfg, sop, 2))  # the array hold on hw.rtl's FIFO (D123), the gate's bound
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -392,9 +396,10 @@ def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
     """The captured block (tests/conftest.py) on the example delta TOML's staged core, cut as the engine cuts it
     (`sim.engines.verilator_core.slices`: groups of at most the controller's 64 channels, at most its band-tiles and
     column blocks a piece): on every piece the cycle model's op cycles (`simulate_op`, ``combine_timing = "rtl"``:
-    `stage_run` into the core's rule, docs/decisions.md D121) equal ``kaleido_dcore_stage``'s ``done`` as its timing
-    functions give it (`CoreEngine.expected`: `stage_schedule` into `core_schedule`, which the compiled core equals
-    slice for slice on this block, D119, and op for op in `test_dcore_stage_engine_staged_ops`)."""
+    `stage_core`, the gated controller and the core in one numba pass, docs/decisions.md D129) equal
+    ``kaleido_dcore_stage``'s ``done`` with its issue hold (the default since D129) as its timing functions give it
+    (`CoreEngine.expected`: `core_schedule` co-simulating `stage_schedule`'s loop, ``gate=StageFeed``, which the
+    compiled core equals op for op in `test_dcore_stage_engine_staged_ops` and `test_dcore_stage_engine_issue_hold`)."""
     from algo.reuse.golden import decide
     from sim.engines.verilator_core import slices
 

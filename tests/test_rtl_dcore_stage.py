@@ -274,10 +274,11 @@ def test_dcore_stage_refusals():
 
 
 def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
-    # kaleido_dcore_stage and everything below it (kaleido_daccel_stage on kaleido_dtop_ext and their modules,
-    # kaleido_dcombine_w2_v2: d = 2 ways and lanes by default, D108, D113, every macro) on an 8 x 8 delta config
-    # with a weight stage, as `hw.rtl` emits it: only on such a config, the same bytes twice, no paths, each of its
-    # own macros instantiated by name, Verilator -Wall clean per file and over the whole hierarchy.
+    # kaleido_dcore_stage and everything below it (kaleido_daccel_stage_gate, its issue hold by default since D129,
+    # on kaleido_dtop_ext and their modules, kaleido_dcombine_w2_v2: d = 2 ways and lanes by default, D108, D113,
+    # every macro) on an 8 x 8 delta config with a weight stage, as `hw.rtl` emits it: only on such a config, the
+    # same bytes twice, no paths, each of its own macros instantiated by name, Verilator -Wall clean per file and
+    # over the whole hierarchy.
     import re
     from pathlib import Path
 
@@ -290,8 +291,9 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert DCORE_STAGE_MODULE_NAME in [name for name, _, _ in plan(cfg)]
     assert DCORE_STAGE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2, d_buffers=3,
-                                                               fifo_bypass=True)).macros()]
-    roles = ("dcore_stage", "dstage", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
+                                                               fifo_bypass=True, issue_hold=True)).macros()]
+    roles = ("dcore_stage", "dstage_gate", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column",
+             "pe")
     names = [n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in roles]
     a = emit(cfg, tmp_path / "a", only=tuple(names))
     assert f"{DCORE_STAGE_MODULE_NAME}.v" in {p.name for p in a}
@@ -299,7 +301,8 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert (tmp_path / "a" / b[0].name).read_bytes() == b[0].read_bytes()
     text = b[0].read_text()
     assert str(Path.cwd()) not in text and str(tmp_path) not in text
-    assert re.search(r"^\s*kaleido_daccel_stage \S+\s+\(", text, re.M)
+    assert re.search(r"^\s*kaleido_daccel_stage_gate \S+\s+\(", text, re.M)  # the issue hold (D126, D129)
+    assert not re.search(r"^\s*kaleido_daccel_stage \S+\s+\(", text, re.M)
     assert re.search(r"^\s*kaleido_dcombine_w2_v2_b3 \S+\s+\(", text, re.M)  # 3 D buffers (D115)
     assert not re.search(r"^\s*kaleido_daccel \S+\s+\(", text, re.M)  # not the queues' controller
     assert re.search(r"^\s*kaleido_clkgate \S+\s+\(", text, re.M)  # the array hold (D123)
@@ -310,15 +313,15 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert f"{DCORE_STAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
 
 
-def test_dcore_stage_issue_hold_emits_reproducibly_and_lints_clean(tmp_path):
-    # the staged core with the issue hold (D126, opt-in) on kaleido_daccel_stage_gate (the host's list read ahead,
-    # the take gated), beside the 8 x 8 hierarchy hw.rtl emits: the same bytes twice, Verilator -Wall clean per file
-    # and over the whole hierarchy
+def test_dcore_stage_without_issue_hold_emits_reproducibly_and_lints_clean(tmp_path):
+    # the staged core without the issue hold (opt-out since D129: hw.rtl builds it gated) on kaleido_daccel_stage
+    # (the host's list read at the take), beside the 8 x 8 hierarchy hw.rtl emits: the same bytes twice, Verilator
+    # -Wall clean per file and over the whole hierarchy
     import re
 
     from amaranth.back import verilog
 
-    from hw.delta_accel import DSGATE_MODULE_NAME
+    from hw.delta_accel import DSTAGE_MODULE_NAME
     from hw.delta_core import DCORE_STAGE_MODULE_NAME, DeltaCore
     from hw.lint import lint_folder
     from hw.rtl import emit, plan, render
@@ -327,20 +330,21 @@ def test_dcore_stage_issue_hold_emits_reproducibly_and_lints_clean(tmp_path):
     cfg = core_stage_cfg("8x8-B2-d2")
     roles = ("dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column", "pe")
     emit(cfg, tmp_path, only=tuple(n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in roles))
-    opts = {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True, "array_hold": True, "issue_hold": True}
+    opts = {"out_ways": 2, "d_buffers": 3, "fifo_bypass": True, "array_hold": True}
 
     def texts():
         core = DeltaCore(cfg, pe="instance", stage=True, **opts)
-        acc = DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)
+        acc = DeltaAccel(cfg, pe="instance", stage=True)
         return (verilog.convert(core, name=DCORE_STAGE_MODULE_NAME, emit_src=False),
-                verilog.convert(acc, name=DSGATE_MODULE_NAME, emit_src=False), core.macros() + acc.macros())
+                verilog.convert(acc, name=DSTAGE_MODULE_NAME, emit_src=False), core.macros() + acc.macros())
 
     a, b = texts(), texts()
     assert a[:2] == b[:2]
-    assert re.search(rf"^\s*{DSGATE_MODULE_NAME} \S+\s+\(", a[0], re.M)
+    assert re.search(rf"^\s*{DSTAGE_MODULE_NAME} \S+\s+\(", a[0], re.M)
+    assert "gate_tok" not in a[0]  # no issue gate
     (tmp_path / f"{DCORE_STAGE_MODULE_NAME}.v").write_text(render(cfg, DCORE_STAGE_MODULE_NAME, ("module", "dcore_stage"),
                                                                   "dcore_stage", a[0]))
-    (tmp_path / f"{DSGATE_MODULE_NAME}.v").write_text(render(cfg, DSGATE_MODULE_NAME, ("module", "dstage"), "dstage", a[1]))
+    (tmp_path / f"{DSTAGE_MODULE_NAME}.v").write_text(render(cfg, DSTAGE_MODULE_NAME, ("module", "dstage"), "dstage", a[1]))
     for mc in a[2]:
         (tmp_path / f"{macro_name(*mc)}.v").write_text(emit_macro(*mc))
     runs = lint_folder(tmp_path, full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))

@@ -177,7 +177,10 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _macro(acc_mod, "wstage", "1r1w", -(-z["halves"] // 2), B * W_BITS, 2 * C, "sram_wstage",
                        "two half-word macros per column bank (D96)"),
                 _macro(acc_mod, "desc", "1rw", _pow2ceil(MAX_TILES), z["desc_bits"], 1, None,
-                       "the host's band-tile list, standing for the queues (D93, D96); the queues are charged")]
+                       "the host's band-tile list, standing for the queues (D93, D96); the queues are charged"),
+                _bank(acc_mod, "read-ahead register", "reg", z["desc_bits"], "ctrl_registers",
+                      "the issue gate's (D126, the default since D129: kaleido_daccel_stage_gate): the list is read "
+                      "a descriptor ahead, the taken one registered (desc_q)")]
     elif kind == "compact":
         out.append(_macro(acc_mod, "w", "1rw", max(1, _pow2ceil(z["max_nb"] * z["KWH"]) // 2), B * C * W_BITS, 2,
                           "sram_weight", "the one weight buffer, half-words of B channels x C in two banks (even, "
@@ -339,7 +342,8 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                       "compare (D116 item 1, D123); no enable fan-out: kaleido_daccel's clock is gated"),
                 _bank("kaleido_dcore", "clock gate", "reg", 1, "ctrl_registers",
                       "kaleido_clkgate's latch (an ICG cell, its AND gate uncharged; D123)")]
-        if kind == "delta":  # the issue hold (D126): hw.rtl's kaleido_dcore on kaleido_daccel_gate (not the staged core)
+        if kind in ("delta", "delta_stage"):  # the issue hold (D126): hw.rtl's kaleido_dcore on kaleido_daccel_gate,
+            # kaleido_dcore_stage on kaleido_daccel_stage_gate (D129)
             out += [_macro("kaleido_dcore", "issue gate chunks", "1r1w", mt, chb, 1, "ctrl_tables",
                            "the chunk table's second copy, read at the next descriptor's first token each cycle the "
                            "controller runs (D126); its reads' energy not charged"),
@@ -348,7 +352,8 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                     _bank("kaleido_dcore", "issue gate compare", "cmp", ob + chb * _bits(nb + 1) + tb + ob + 1,
                           "ctrl_registers", "the next descriptor's segment base + chunk k (an adder and the chunk x k "
                           "multiplier, as the count stage's), the token compare (fresh) and seg - w_seg < bound "
-                          "(D126); the queues' output register is the next descriptor (no read-ahead register)")]
+                          "(D126); the next descriptor is the queues' output register, or on the staged "
+                          "controller its list's read-ahead (charged there)")]
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)

@@ -196,8 +196,10 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     stall counts the word waits with the drain's), the delta organisation's by `band_schedule`, or with the weight
     stage (a difference-sum buffer and a stage: D85, D88) as ``kaleido_daccel_stage`` runs them (docs/decisions.md
     D121: `_staged_run`, its gather, serial fills, word registers, early band choice and deferred read; cycles the
-    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``. ``"core"``: delta under
-    ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`_rtl_combine`), else None.
+    controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``; under ``"rtl"`` with its
+    issue gate, stepped together with ``kaleido_dcore_stage``'s core (D129: `sim.timing.delta_core.stage_core`).
+    ``"core"``: delta under ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`_rtl_combine`; a staged
+    op's from `stage_core`), else None.
 
     Raises:
         SimError: the partial-sum SRAM cannot hold one frame of the op's partial sums."""
@@ -274,22 +276,32 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # weight buffer's reads are counted on it (`sim.timing.compact_accel.op_port`, D117)
     port = None if delta else op_port(decs, tiles, grid, groups, cfg, fw, n_cb)
     # delta with the stage: kaleido_daccel_stage's schedule, its gather, fills and word registers cycle by cycle
-    # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run
-    if staged:
+    # (`sim.timing.delta_accel.stage_run`, D121), which the RTL equals; the batch's elements as one run; with the
+    # RTL combine gated and with the core (`stage_core`, D129)
+    rtl = cfg.combine_timing == "rtl"
+    # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a (chunk,
+    # column block) segment, D119)
+    walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta and rtl \
+        else None
+    if staged:  # with the RTL combine: the controller with its issue gate and the core in one pass (D129)
         port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
-                           np.concatenate(rnds), groups, cfg, cols is not None)
+                           np.concatenate(rnds), groups, cfg, cols is not None,
+                           core=(walk, ways, np.concatenate(rways)) if rtl else None)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
         cycles = max(cycles, port["queue_done"] + 1)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
-    if cfg.combine_timing == "rtl":  # the combine stage as the RTL cores are built (D104)
-        # D88's sliced ops too: kaleido_dcore_stage walks them segment by segment (their slices issue within a
-        # (chunk, column block) segment, D119)
-        walk = _dcore_segments(chunks, grid, cfg, fw, s, n_cb, n_groups, bool(cfg.diff_sram_kib)) if delta else None
-        comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb, n_groups,
-                                  walk, (ways, np.concatenate(rways)) if delta else None,
-                                  port["gather"] if staged else None)
+    if rtl:  # the combine stage as the RTL cores are built (D104)
+        if staged:  # timed with the controller (D129): kaleido_dcore_stage's done on the array's clock; the
+            # back-pressure's keys where it is modelled, as `held_done`'s detail (else `ways_done`'s)
+            bp = cfg.dcore_fifo_per_port or cfg.dcore_count_banks
+            core = {k: int(port["core"][k]) for k in ("done", "ahead", "bypass")
+                    + (("held", "fifo_max", "frozen") if bp else ())}
+            comb = max(0, core["done"] - int(cycles))
+        else:
+            comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb,
+                                      n_groups, walk, (ways, np.concatenate(rways)) if delta else None)
     else:
         comb, core = combine_stall(adds, pools, cycles, cfg), None
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
@@ -307,13 +319,20 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
 
 
 def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: AcceleratorConfig, sliced: bool,
-                lanes: int = 32) -> dict:
+                lanes: int = 32, core: tuple | None = None) -> dict:
     """``kaleido_daccel_stage``'s schedule of one op's band-tiles in issue order (docs/decisions.md D121):
     `sim.timing.delta_accel.stage_run` (the early band choice and the deferred read, as `hw.rtl` builds it) on the
     host's stage fields (`sim.timing.delta_accel.stage_fields` of each band-tile's ``segment``, renumbered from 0 in
     issue order; ``sliced``: D88's slices), ``2 B`` staging entries and ``lanes`` X lanes (`hw.delta_accel.LANES`
     = 32, restated as `sim.cost.controllers.LANES`). ``s_seq``, ``rows``, ``group``, ``paired``, ``rounds``: int
-    ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict."""
+    ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict.
+
+    ``core``: ``(walk, W, row ways)`` (`_dcore_segments`' walk, the core's accumulate ways and each issued row's way,
+    `_row_ways`): the controller with its issue gate and ``kaleido_dcore_stage``'s core stepped together
+    (`sim.timing.delta_core.stage_core`, docs/decisions.md D129: ``kaleido_dcore_stage`` on
+    ``kaleido_daccel_stage_gate`` as `hw.rtl` builds it), the row FIFO ``dcore_fifo_per_port`` x d entries (0: the
+    array never held), the gate's bound ``dcore_count_banks`` (0: as many banks as segments, no take held); the
+    dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from ``start``, on the array's clock)."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
     seg = np.asarray(segment, dtype=np.int64)
@@ -323,8 +342,21 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     grp = np.asarray(group, dtype=np.int64)
     f = stage_fields(sg, grp, groups, cfg, sliced)
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
-    return stage_run(s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
-                     2 * cfg.compact_bands, lanes)
+    args = (s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
+            2 * cfg.compact_bands, lanes)
+    if core is None:
+        return stage_run(*args)
+    from sim.timing.delta_core import core_d_buffers, stage_core
+
+    (tile_seg, seg_len, nb), W, rw = core  # noqa: N806
+    if tile_seg is None:
+        raise SimError(f"{cfg.name}: a staged op not issued segment by segment (the stage needs D84's order)")
+    banks = cfg.dcore_count_banks or max(nb, 1)
+    out = stage_core(*args, tile_seg, rw, seg_len, True, W, cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None,
+                     banks, core_d_buffers(cfg), banks)
+    out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
+                                           "accel_done")}
+    return out
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,
@@ -403,7 +435,7 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
 
 def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
                  M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None, gather: np.ndarray | None = None) -> tuple[int, dict | None]:
+                 ways: tuple | None = None) -> tuple[int, dict | None]:
     """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
     docs/decisions.md D104), and for delta the core's per-op detail (None for compact): the ``detail=True`` dict of
     the one `sim.timing.delta_core.held_done` or `ways_done` call that times it, plain ints (cycles on the array's
@@ -415,12 +447,9 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
     band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
     column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
     axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
-    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. On a
-    staged config (``kaleido_dcore_stage``, D119) the schedule is the staged controller's own since D121
-    (`sim.timing.delta_accel.stage_run`; ``gather``: its gather cycles): the descriptors are counted at
-    ``gather + 2`` and the controller's ``done`` is ``cycles + 1`` (the start cycle, which ``cycles`` leaves out), as
-    `sim.engines.verilator_core.CoreEngine.expected` feeds `core_schedule`, so ``cycles`` + this is
-    ``kaleido_dcore_stage``'s ``done`` (its back-pressure aside).
+    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. A staged
+    op (``kaleido_dcore_stage``, D119) is not timed here since D129: its controller and core run together
+    (`sim.timing.delta_core.stage_core`, `_staged_run`), its issue hold as built.
 
     - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
       through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's
@@ -453,8 +482,8 @@ def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.nda
         tile_seg, seg_len, nb = walk
         W, rw = ways  # noqa: N806
         # each band-tile's desc_valid and the controller's done: the model's array stands for kaleido_daccel (its
-        # first slot 2 cycles after), or the staged controller's own (D121)
-        dsc, adone = (first - 2, cycles) if gather is None else (np.asarray(gather, dtype=np.int64) + 2, cycles + 1)
+        # first slot 2 cycles after)
+        dsc, adone = first - 2, cycles
         fifo = cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None
         if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
             seg = tile_seg is not None

@@ -114,8 +114,9 @@ class CoreEngine:
         array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
             builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
             (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
-        issue_hold: the delta core's issue hold (docs/decisions.md D126; default: on ``kaleido_dcore``, as `hw.rtl`
-            builds it, off on ``kaleido_dcore_stage``, opt-in there, `expected` then stepping `stage_schedule`'s loop): the controller takes a descriptor only while its segment is fewer than the core's bound
+        issue_hold: the delta core's issue hold (docs/decisions.md D126; default on, as `hw.rtl` builds both cores:
+            on ``kaleido_dcore_stage`` since D129, `expected` then stepping `stage_schedule`'s loop; False: the
+            ungated controller): the controller takes a descriptor only while its segment is fewer than the core's bound
             (`hw.delta_core.NB_BANKS`, with ``seg_local`` its D buffers) past the walked one; `expected` co-simulates
             the controller's schedule with the core's (`core_schedule`'s ``gate``), so no descriptor overflows the
             count banks and `slices` no longer cuts an op for them. issue_bound: its bound (default the core's).
@@ -159,7 +160,7 @@ class CoreEngine:
                 opts["fifo_bypass"] = True
             if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
                 opts["seg_local"] = True
-            if not stage if issue_hold is None else issue_hold:  # the issue hold (D126): the gated controller
+            if issue_hold is None or issue_hold:  # the issue hold (D126, on the staged core D129): gated controller
                 opts["issue_hold"] = True
                 if issue_bound is not None:  # a bound below the core's default (tests: holds on small ops)
                     opts["issue_bound"] = issue_bound

@@ -1119,3 +1119,488 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             start = k
         k += 1
     return start + seg_len[nseg - 1] + 4, ahead, byp, H, fifo_max, frozen
+
+
+def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries: int, lanes: int,
+               tile_seg, row_way, per_seg, ordered: bool, ways: int, fifo: int | None, bound: int | None,
+               buffers: int = 2, banks: int = NB_BANKS) -> dict:
+    """``kaleido_dcore_stage`` with the issue hold (docs/decisions.md D126, D129): the staged controller
+    (`sim.timing.delta_accel.stage_run`'s loop, ``kaleido_daccel_stage_gate``) and the core (`held_done`'s loop)
+    stepped together in one numba pass, each take of the gather asked of the gate on the core's walked segment of that
+    cycle; equal key for key to `core_schedule` with ``gate=StageFeed`` (tests/test_stage_core.py).
+
+    Args:
+        s_seq ... lanes: `sim.timing.delta_accel.stage_run`'s (int ``[T]`` per band-tile in issue order; entries S,
+            lanes P); its rules unchanged but the take: band-tile t is taken only once it is shown fresh (cycle >= 1
+            for t = 0, else its predecessor's gather + 2: the read-ahead's register) and, with ``ordered``, its
+            segment ordinal ``tile_seg[t]`` is fewer than ``bound`` (default ``banks``) past the walked one.
+        tile_seg: int ``[T]`` each band-tile's segment ordinal (the walk's, `_dcore_segments`); row_way: int
+            ``[rows]`` each row's accumulate way, band-tile by band-tile in issue order (drain order within one);
+            per_seg: int ``[segments]`` each segment's walk cycles; ordered: the op issues segment by segment
+            (``o_seg``; else the gate only waits for freshness and the walk for the whole op).
+        ways, buffers, banks: `held_done`'s; fifo: the row FIFO's entries (None: the array never held), d rows a
+            cycle (``cfg.drain_rows_per_cycle``) leave the array.
+
+    Returns `stage_run`'s dict (the gated controller's own cycles) and the core's ``"done"``, ``"ahead"``,
+    ``"bypass"``, ``"held"`` (cycles the gate held a take), ``"fifo_max"``, ``"frozen"`` (cycles the array was
+    held), ``"overflow"`` (a counted descriptor ``banks`` or more past the walk) and ``"accel_done"`` (the
+    controller's ``done`` after the array's holds), plain ints. Cycle 0 is ``start``'s (the controller's cycle c runs
+    on the core's cycle c + 1 plus the held cycles before it).
+
+    Raises:
+        ValueError: inconsistent sizes; RuntimeError: no end within a bound on the cycles (a deadlock)."""
+    from sim.timing.compact import WORD_REGISTERS
+    from sim.timing.delta_accel import EARLY_AHEAD, gather_words
+
+    B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
+    a = [np.ascontiguousarray(x, dtype=np.int64) for x in (s_seq, rows, widths, rounds, paired, saddr, seg, sbuf,
+                                                             fcount, tile_seg)]
+    T = len(a[0])  # noqa: N806
+    if any(len(x) != T for x in a):
+        raise ValueError(f"every per band-tile field needs {T} entries")
+    rw = np.ascontiguousarray(row_way, dtype=np.int64) if row_way is not None else np.zeros(int(a[1].sum()), np.int64)
+    n = int(a[1].sum())
+    if len(rw) != n:
+        raise ValueError(f"row_way has {len(rw)} rows, the band-tiles {n}")
+    if n >= 1 << 32:
+        raise ValueError(f"{n} rows: the row heap keys hold 32 bits of row index")
+    if fifo is not None and fifo < d:
+        raise ValueError(f"fifo = {fifo}: fewer entries than the {d} rows a cycle can write")
+    if T and a[7].min() < 0:
+        raise ValueError("stage buffers must be numbered from 0")
+    off = np.zeros(T + 1, dtype=np.int64)
+    np.cumsum(a[1], out=off[1:])
+    rsg = np.repeat(a[9], a[1]) if ordered else np.zeros(n, dtype=np.int64)
+    xw = gather_words(a[2], lanes)
+    ps = np.asarray(per_seg, dtype=np.int64)
+    limit = 50 * (int(np.maximum(a[0], 1).sum()) + int(a[8].sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
+        xw.max(initial=1)))) + 1000
+    limit = 64 * (n + int(ps.sum()) + 16 * T) + 10_000 + 4 * limit
+    cap = 1 << max(1, (max(64, 0 if fifo is None else int(fifo)) + 2 * int(ways) + d).bit_length())
+    out = _stage_core(a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], B, max(1, d // B), max(1, B // d),
+                      int(entries), WORD_REGISTERS, EARLY_AHEAD * B, a[6], a[7], a[8], int(a[7].max(initial=0)) + 1,
+                      a[9], rsg, rw, off, ps, bool(ordered), int(ways), int(buffers), -1 if fifo is None else int(fifo),
+                      d, int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit)
+    (band, first, last, gather, late, reads, weights, deferred, fills, fill_wait, fill_reads, done, ahead, byp, held,
+     fifo_max, frozen, over, tk, err) = out
+    if err:
+        raise RuntimeError(f"stage_core did not finish in {limit} cycles: a deadlock" if err == 1 else
+                           "stage_core: a row's cycle outgrew the heap key")
+    return {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
+            "weights": int(weights), "deferred": int(deferred), "fills": fills, "fill_wait": int(fill_wait),
+            "fill_reads": int(fill_reads), "done": int(done), "ahead": int(ahead), "bypass": int(byp),
+            "held": int(held), "fifo_max": int(fifo_max), "frozen": int(frozen), "overflow": bool(over),
+            "accel_done": int(tk)}
+
+
+@numba.njit(cache=True)
+def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
+                seg, sbuf, fcount, nbuf, tseg, rsg, rw, off, seg_len, ordered, ways, nbuf_d, fifo, ports, nb,
+                bound, C, nport, cap, limit):  # noqa: N803
+    """`stage_core`'s loop: `_held_done`'s core cycle by cycle (the array's part as `core_schedule`'s with
+    ``gate``), and on each cycle the array runs, one cycle of `sim.timing.compact_accel._port_run` with ``stage``
+    (no queues, no barrier; its runs and sleeping bands, statement for statement) whose take asks the gate."""
+    T = s_seq.shape[0]  # noqa: N806
+    B = bands  # noqa: N806
+    word = 2 * B
+    pow2 = (B & (B - 1)) == 0
+    inf = np.int64(1) << 40
+    band = np.full(T, -1, dtype=np.int64)
+    first = np.full(T, -1, dtype=np.int64)
+    last = np.full(T, -1, dtype=np.int64)
+    gather = np.full(T, -1, dtype=np.int64)
+    xready = np.full(T, inf, dtype=np.int64)
+    wready = np.full(T, inf, dtype=np.int64)
+    nw_ = (widths + word - 1) // word
+    late = reads = weights = deferred = 0
+    gidx = 0
+    g_free = 0
+    bt = np.arange(B).astype(np.int64)
+    slot = np.zeros(B, dtype=np.int64)
+    cw = np.zeros(B, dtype=np.int64)
+    pw = np.zeros(B, dtype=np.int64)
+    count = np.zeros(B, dtype=np.int64)
+    npres = np.zeros(B, dtype=np.int64)
+    p1 = np.full(B, -inf, dtype=np.int64)
+    p2 = np.full(B, -inf, dtype=np.int64)
+    nx = np.full(B, inf, dtype=np.int64)
+    pn = np.zeros(B, dtype=np.int64)
+    npresn = np.zeros(B, dtype=np.int64)
+    p1n = np.full(B, -inf, dtype=np.int64)
+    p2n = np.full(B, -inf, dtype=np.int64)
+    E = np.full(B, -1, dtype=np.int64)  # noqa: N806
+    pfree = np.full((B, ports_b), -inf, dtype=np.int64)
+    pact = np.full((B, ports_b), -inf, dtype=np.int64)
+    acc = np.zeros(B, dtype=np.bool_)
+    pop = np.zeros(B, dtype=np.int64)
+    done = np.zeros(B, dtype=np.bool_)
+    nxn = np.zeros(B, dtype=np.bool_)
+    shr = np.zeros(B, dtype=np.int64)
+    nev = np.zeros(B, dtype=np.int64)
+    proc = np.zeros(B, dtype=np.int64)
+    lz = np.full(B, -1, dtype=np.int64)
+    bs = -1
+    rescan = True
+    passed = np.full(T, inf, dtype=np.int64)
+    inbuf = np.zeros(max(nbuf, 1), dtype=np.int64)
+    fills = np.zeros(T, dtype=np.int64)
+    nfill = fill_wait = fill_reads = 0
+    fp, f_end = 0, -1
+    nxt = B
+    ndone = 0
+    c = 0  # the controller's cycle
+    turn = 0
+    maxend = -inf  # the latest band-tile's last row's drain (StageFeed's end)
+    # the core (`_held_done`'s state; the descriptors taken, their array cycle of desc_valid, counted from dqc)
+    nseg = seg_len.shape[0]
+    exp = np.zeros(nb, dtype=np.int64)
+    got = np.zeros(nb, dtype=np.int64)
+    used = np.empty(ways, dtype=rw.dtype)
+    heap = np.empty(1024, dtype=np.int64)
+    hm = 0
+    fq = np.empty(cap, dtype=np.int64)
+    fc = np.empty(cap, dtype=np.int64)
+    msk = cap - 1
+    nf = 0
+    due = np.zeros(T, dtype=np.int64)  # per taken band-tile the array cycle its desc_valid reaches the core
+    dqc = np.zeros(T, dtype=np.int64)  # ... and the core's cycle it did
+    pdh = 0  # band-tiles whose desc_valid reached the core
+    hi, anyd = 0, False
+    nw = rp = di = 0
+    s1a = s1n = s2a = s2n = 0
+    sg, walking, waiting, wend, start = 0, False, True, -1, -1
+    ahead_ = byp = fifo_max = 0
+    ni = 0
+    H = 0  # noqa: N806
+    frozen, ar, nl = 0, 1, 0
+    tk = -1
+    over = False
+    k = 1
+    err = 0
+    while True:
+        if k > limit:
+            err = 1
+            break
+        while nl < nf and fc[nl & msk] <= k - 1:
+            nl += 1
+        gpend = False
+        if ordered and ni < T and pdh == ni and di == pdh and (1 if ni == 0 else gather[ni - 1] + 2) <= ar - 1 \
+                and tseg[ni] >= sg + bound:
+            gpend = True
+        if ni < T or hm > 0 or tk < 0:
+            if fifo >= 0 and nl - rp + ports > fifo:
+                frozen += 1
+            else:
+                if ndone < T:  # the controller's cycle c = ar - 1
+                    # gather, asking the gate
+                    if gidx < T and c >= g_free and (gidx < entries or 0 <= last[gidx - entries] < c):
+                        if c >= (1 if gidx == 0 else gather[gidx - 1] + 2):
+                            if ordered and tseg[gidx] >= sg + bound:
+                                H += 1  # noqa: N806
+                            else:
+                                gather[gidx] = c
+                                xready[gidx] = c + rounds[gidx] * xw[gidx] + 3
+                                g_free = c + rounds[gidx] * xw[gidx] + 1
+                                due[gidx] = ar + 1
+                                gidx += 1
+                                ni += 1
+                    give = -1
+                    if nxt < T and 0 <= gather[nxt] <= c - 2:
+                        if rescan:
+                            bs = -1
+                            for kb in range(B):
+                                if nx[kb] >= T and (bt[kb] >= T or 0 <= first[bt[kb]] < c):
+                                    if bs < 0 or E[kb] < E[bs]:
+                                        bs = kb
+                            rescan = False
+                        if bs >= 0 and E[bs] <= c + ahead:
+                            give = bs
+                    npr = 0
+                    for b in range(B):
+                        if c < nev[b]:
+                            continue
+                        proc[npr] = b
+                        npr += 1
+                        if lz[b] >= 0:
+                            late += c - lz[b] - 1
+                            lz[b] = -1
+                        t = bt[b]
+                        if t >= T:
+                            nev[b] = inf
+                            continue
+                        if c < xready[t]:
+                            if xready[t] < inf:
+                                nev[b] = xready[t]
+                            continue
+                        have = npres[b] - (1 if p1[b] > c else 0) - (1 if p2[b] > c else 0)
+                        if have <= cw[b]:
+                            late += 1
+                            w = inf
+                            if p1[b] > c:
+                                w = p1[b]
+                            if c < p2[b] < w:
+                                w = p2[b]
+                            nev[b] = w
+                            lz[b] = c
+                            continue
+                        lastslot = slot[b] == max(1, s_seq[t]) - 1
+                        kp = 0
+                        if lastslot:
+                            kp = 0 if ports_b == 1 else count[b] % ports_b
+                            if c < pfree[b, kp]:
+                                nev[b] = pfree[b, kp]
+                                continue
+                        acc[b] = True
+                        if slot[b] == 0:
+                            first[t] = c
+                            band[t] = b
+                            E[b] = max(c + max(1, s_seq[t]) - 1, pact[b, 0 if ports_b == 1 else count[b] % ports_b])
+                            if not rescan and (bs < 0 or E[b] < E[bs] or (E[b] == E[bs] and b < bs)):
+                                bs = b
+                        per = B if paired[t] else word
+                        r = slot[b] & (per - 1) if pow2 else slot[b] % per
+                        pop[b] = 1 if lastslot or r == per - 1 else 0
+                        if lastslot:
+                            done[b] = True
+                            last[t] = c
+                            ndone += 1
+                            pfree[b, kp] = c + rows[t] * q
+                            pact[b, kp] = c + rows[t] * q
+                            count[b] += 1
+                            # its rows become known (StageFeed): their cycles out of the array and drain port
+                            port = b * ports_b + kp if B <= nport else b % nport
+                            phase = b // nport if B > nport else 0
+                            v = rows[t]
+                            end = c + 1 + (phase - (c + 1)) % q + (v - 1) * q
+                            maxend = max(maxend, end)
+                            if hm + v > heap.shape[0]:
+                                grown = np.empty(2 * (hm + v), dtype=np.int64)
+                                grown[:hm] = heap[:hm]
+                                heap = grown
+                            for j in range(v):
+                                cyc = end - q * (v - 1 - j) + C + 2
+                                kk = cyc * nport + port
+                                if kk >= np.int64(1) << 31:
+                                    err = 2
+                                hm = _heap_push(heap, hm, (kk << 32) | (off[t] + j))
+                    if c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
+                        if seg[fp] == 0:
+                            passed[fp] = c
+                            wready[fp] = c + 2
+                            fp += 1
+                        elif inbuf[sbuf[fp]] != 0:
+                            fill_wait += 1
+                        else:
+                            fills[nfill] = c
+                            nfill += 1
+                            f_end = c + fcount[fp] - 1
+                            fill_reads += fcount[fp]
+                            passed[fp] = f_end
+                            wready[fp] = f_end + 2
+                            fp += 1
+                    if fp > 0 and passed[fp - 1] == c:
+                        inbuf[sbuf[fp - 1]] += 1
+                    b = turn
+                    wants = False
+                    if pw[b] - cw[b] + pn[b] - pop[b] < regs:
+                        t = bt[b]
+                        if t < T and pw[b] < nw_[t]:
+                            wants = wready[t] <= c
+                        elif nx[b] < T and wready[nx[b]] <= c and pn[b] < nw_[nx[b]]:
+                            wants = True
+                    if wants:
+                        t = bt[b]
+                        if t < T and pw[b] < nw_[t]:
+                            tb, jb = t, pw[b]
+                        else:
+                            tb, jb = nx[b], pn[b]
+                        addr = saddr[tb] + 2 * jb
+                        check = pw[b] - cw[b] + pn[b] - pop[b] >= 2
+                        nsh = 0
+                        for kb in range(B):
+                            if kb == b:
+                                continue
+                            t = bt[kb]
+                            tkb = -1
+                            jk = 0
+                            if t < T and pw[kb] < nw_[t]:
+                                if wready[t] <= c:
+                                    tkb, jk = t, pw[kb]
+                                    nxn[kb] = False
+                            elif nx[kb] < T and wready[nx[kb]] <= c and pn[kb] < nw_[nx[kb]]:
+                                tkb, jk = nx[kb], pn[kb]
+                                nxn[kb] = True
+                            if tkb < 0:
+                                continue
+                            same = saddr[tkb] + 2 * jk == addr
+                            freek = pw[kb] - cw[kb] + pn[kb] - pop[kb] < regs
+                            if check and ((same and not freek) or (sbuf[tkb] == sbuf[tb] and saddr[tkb] == saddr[tb]
+                                                                   and jk < jb)):
+                                deferred += 1
+                                addr = -1
+                                break
+                            if same and freek:
+                                shr[nsh] = kb
+                                nsh += 1
+                        if addr >= 0:
+                            reads += 1
+                            weights += min(word, widths[tb] - word * jb)
+                            nxn[b] = tb != bt[b]
+                            shr[nsh] = b
+                            nsh += 1
+                            for i in range(nsh):
+                                kb = shr[i]
+                                if nxn[kb]:
+                                    pn[kb] += 1
+                                    npresn[kb] += 1
+                                    p2n[kb], p1n[kb] = p1n[kb], c + 2
+                                else:
+                                    pw[kb] += 1
+                                    npres[kb] += 1
+                                    p2[kb], p1[kb] = p1[kb], c + 2
+                                    if lz[kb] >= 0 and nev[kb] > c + 2:
+                                        nev[kb] = c + 2
+                    for i in range(npr):
+                        kb = proc[i]
+                        if acc[kb]:
+                            slot[kb] += 1
+                            cw[kb] += pop[kb]
+                    for i in range(npr):
+                        kb = proc[i]
+                        if done[kb]:
+                            inbuf[sbuf[bt[kb]]] -= 1
+                            bt[kb], slot[kb], cw[kb], pw[kb] = nx[kb], 0, 0, pn[kb]
+                            npres[kb], p1[kb], p2[kb] = npresn[kb], p1n[kb], p2n[kb]
+                            nx[kb], pn[kb], npresn[kb], p1n[kb], p2n[kb] = inf, 0, 0, -inf, -inf
+                            if bt[kb] >= T:
+                                E[kb] = c
+                                if kb == bs:
+                                    rescan = True
+                                elif not rescan and (bs < 0 or E[kb] < E[bs] or (E[kb] == E[bs] and kb < bs)):
+                                    bs = kb
+                    if give >= 0:
+                        t, kb = nxt, give
+                        if ports_b == 1:
+                            f_at = E[kb] + (rows[bt[kb]] * q if bt[kb] < T else 0)
+                        else:
+                            f_at = pact[kb, (count[kb] + (1 if bt[kb] < T else 0)) % ports_b]
+                        E[kb] = max(E[kb] + max(1, s_seq[t]), f_at)
+                        if bt[kb] >= T:
+                            bt[kb] = t
+                            nev[kb] = c + 1
+                        else:
+                            nx[kb] = t
+                        nxt += 1
+                        rescan = True
+                    for i in range(npr):
+                        kb = proc[i]
+                        if acc[kb] and not done[kb]:
+                            t = bt[kb]
+                            s1 = slot[kb]
+                            per = B if paired[t] else word
+                            e = min(max(1, s_seq[t]) - 1, s1 + per - 1 - (s1 & (per - 1) if pow2 else s1 % per))
+                            if e > s1 and npres[kb] - (1 if p1[kb] > c + 1 else 0) - (1 if p2[kb] > c + 1 else 0) \
+                                    > cw[kb]:
+                                slot[kb] = e
+                                nev[kb] = c + 1 + e - s1
+                        acc[kb] = False
+                        pop[kb] = 0
+                        done[kb] = False
+                    c += 1
+                    turn += 1
+                    if turn == B:
+                        turn = 0
+                # the core's array part (`core_schedule` with gate): descriptors at desc_valid, rows leaving now
+                while pdh < ni and due[pdh] <= ar:
+                    dqc[pdh] = k
+                    pdh += 1
+                while hm > 0 and ((heap[0] >> 32) // nport) <= ar:
+                    x, hm = _heap_pop(heap, hm)
+                    if nf - min(s2a, rp) >= cap:
+                        fq, fc = _ring_grow(fq, fc, min(s2a, rp), nf, cap)
+                        cap *= 2
+                        msk = cap - 1
+                    fq[nf & msk] = x & 0xFFFFFFFF
+                    fc[nf & msk] = ((x >> 32) // nport) + k - ar
+                    nf += 1
+                if ni == T and tk < 0 and ndone == T:
+                    adone = maxend + C + 3 if T > 0 else 1
+                    if adone <= ar:
+                        tk = adone + k - ar
+                ar += 1
+        if err:
+            break
+        tin = tk >= 0
+        while nw < nf and fc[nw & msk] + 2 <= k:
+            nw += 1
+        fifo_max = max(fifo_max, nl - rp)
+        bank = sg % nb
+        if ordered:
+            whole = ((tin and tk <= k) or (anyd and hi > sg) or gpend) and exp[bank] == got[bank]
+        else:
+            whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
+        par = sg % nbuf_d
+        gate = walking or (waiting and whole)
+        q0 = fq[rp & msk]
+        blocked = rp < nw and rsg[q0] % nbuf_d == par and gate
+        npop = 0
+        if rp < nw and not blocked:
+            r = rp
+            while r < nw and r < rp + ways:
+                qq = fq[r & msk]
+                if rsg[qq] % nbuf_d == par and gate:
+                    break
+                dup = False
+                for u in range(npop):
+                    if used[u] == rw[qq]:
+                        dup = True
+                if dup:
+                    break
+                used[npop] = rw[qq]
+                if fc[r & msk] + 2 == k:
+                    byp += 1
+                npop += 1
+                r += 1
+        go = waiting and whole
+        if go:
+            for r in range(s1a, s1a + s1n):
+                if rsg[fq[r & msk]] % nbuf_d == par:
+                    go = False
+            for r in range(s2a, s2a + s2n):
+                if rsg[fq[r & msk]] % nbuf_d == par:
+                    go = False
+        for r in range(s2a, s2a + s2n):
+            b2 = rsg[fq[r & msk]] % nb
+            if not (go and b2 == bank):
+                got[b2] += 1
+        while di < pdh and dqc[di] + 1 <= k:
+            b2 = tseg[di] % nb if ordered else 0
+            if not (go and b2 == bank):
+                exp[b2] += rows[di]
+            anyd = True
+            dsg = tseg[di] if ordered else 0
+            hi = max(hi, dsg)
+            ahead_ = max(ahead_, dsg - sg)
+            over = over or (ordered and dsg >= sg + nb)
+            di += 1
+        if go:
+            exp[bank] = 0
+            got[bank] = 0
+        s2a, s2n = s1a, s1n
+        s1a, s1n = rp, npop
+        rp += npop
+        if walking and k == wend:
+            if sg == nseg - 1:
+                break
+            sg += 1
+            if ordered:
+                walking, waiting = False, True
+            else:
+                wend = k + seg_len[sg]
+                start = k
+        elif go:
+            walking, waiting, wend = True, False, k + seg_len[sg]
+            start = k
+        k += 1
+    return (band, first, last, gather, late, reads, weights, deferred, fills[:nfill], fill_wait, fill_reads,
+            start + seg_len[nseg - 1] + 4, ahead_, byp, H, fifo_max, frozen, over, tk, err)

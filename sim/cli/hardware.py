@@ -104,8 +104,8 @@ def rtl(
     word registers per band and column read by turn); it chooses each band's next band-tile ahead and passes it to
     kaleido_dtop_ext, so a band reads its next band-tile's first word during its current one's last slots (D99;
     cycle-exact to sim.timing.delta_accel.stage_schedule, which the cycle model runs compiled, D121), and
-    kaleido_dcore_stage joins it to the combine stage (D119). Built but opt-in (emitted, not the default core):
-    the staged core's issue hold (kaleido_daccel_stage_gate, D126) and the D buffers addressed per segment (D125).
+    kaleido_dcore_stage joins it to the combine stage (D119) with both holds (kaleido_daccel_stage_gate, D129).
+    Built but opt-in (not the default core): the D buffers addressed per segment (D125).
     Not RTL yet: the staged controller's own queues. Every op-level controller holds one slice of an op
     (accel_max_tokens tokens, accel_max_k channels; the compiled engine cuts larger ops on the host by channels
     and output columns, not by tokens of a delta op, whose neighbours would be cut): a 480p op needs a controller

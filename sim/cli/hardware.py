@@ -109,7 +109,7 @@ def rtl(
     Not RTL yet: the staged controller's own queues. Every op-level controller holds one slice of an op
     (accel_max_tokens tokens, accel_max_k channels; the compiled engine cuts larger ops on the host by channels
     and output columns, not by tokens of a delta op, whose neighbours would be cut): a 480p op needs a controller
-    that streams its buffers, not built; the cycle model times it whole (D91). The vector unit and the
+    that streams its buffers, designed (D130), not built; the cycle model times it whole (D91). The vector unit and the
     fused-attention control are modelled only (cycle and energy model, sim/timing/memory.py): no RTL is emitted
     for them.
     """

@@ -20,7 +20,8 @@ W = d by default, D108, with V output lanes, D112, V = `hw.delta_combine.default
 port) with its macros and ``kaleido_dcore_front`` (``kaleido_dcore`` with it, one output lane on
 ``kaleido_dcombine_w<W>``: final ``Y`` rows from raw X); a delta
 config with a
-weight stage also ``kaleido_daccel_stage`` (D96: the controller on the host's band-tile list with D85's weight
+weight stage also ``kaleido_daccel_stage_gate`` (``kaleido_daccel_stage`` with the issue gate, D129; the gateless
+``kaleido_daccel_stage`` only on request, `OPTIONAL_ROLES`; D96: the controller on the host's band-tile list with D85's weight
 stage, one weight buffer, the stage's 1r1w macros per column bank and three word registers per band) with its
 macros, and ``kaleido_dcore_stage`` (D119: ``kaleido_dcore`` on ``kaleido_daccel_stage``, the weight stage and the
 combine in one top, the organisation such a preset models; its combine ``kaleido_dcombine_w<W>_v<V>`` as
@@ -49,6 +50,7 @@ shipped preset).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -272,7 +274,13 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
                                                                  default_d_buffers(cfg))}
 
 
-def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
+#: Roles built only on request (`plan`'s ``optional``): modules no default core instantiates, which the compiled
+#: engine may still build (``kaleido_daccel_stage`` without the issue gate: `CoreEngine(stage=True,
+#: issue_hold=False)`, D129). `make rtl` leaves them out (about 33 s of CPU on the balanced preset, measured, D129).
+OPTIONAL_ROLES = ("dstage",)
+
+
+def plan(cfg: AcceleratorConfig, optional: bool = False) -> list[tuple[str, tuple, str]]:
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
     PE, column, top and combine unit (compact and delta presets), the compact controller and its queues (compact
@@ -281,7 +289,8 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
     SRAM macros in `hw.sram.macro_name` order (the lockstep controller's, then the combine unit's, then the
     organisation's controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``, the delta core's clock gate's
-    ``("clkgate",)`` (`hw.delta_core.CLKGATE_VERILOG`, after the modules, docs/decisions.md D123)."""
+    ``("clkgate",)`` (`hw.delta_core.CLKGATE_VERILOG`, after the modules, docs/decisions.md D123). ``optional``:
+    also `OPTIONAL_ROLES`' modules."""
     roles = ["pe", "column", "top", "similarity", "matcher", "scheduler", "core", "accel"]
     macros = list(discard(Accel(cfg, pe="instance")).macros())
     if cfg.organisation in ("compact", "delta"):
@@ -315,7 +324,7 @@ def plan(cfg: AcceleratorConfig) -> list[tuple[str, tuple, str]]:
         macros += [mc for mc in discard(DeltaCore(cfg, pe="instance")).macros() if mc not in macros]  # the front's
         macros += [mc for mc in discard(DeltaFront(acc, pe="instance")).macros() if mc not in macros]
         if cfg.wstage_sram_kib and cfg.diff_sram_kib:  # the weight stage (D96)
-            roles += ["org_top_ext", "dstage", "dstage_gate", "dcore_stage"]
+            roles += ["org_top_ext", *(["dstage"] if optional else []), "dstage_gate", "dcore_stage"]
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
             macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                                       d_buffers=default_d_buffers(cfg),
@@ -373,15 +382,16 @@ def render(cfg: AcceleratorConfig, name: str, spec: tuple, what: str, text: str)
     return text if spec[0] in ("macro", "clkgate") else _header(cfg, what) + text
 
 
-def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None) -> list[Path]:
+def emit(cfg: AcceleratorConfig, out_dir: Path, only: tuple[str, ...] | None = None,
+         optional: bool = False) -> list[Path]:
     """Write one ``<module>.v`` per part of `plan` for `cfg` into `out_dir`, converting in this process
     (module docstring); returns the paths written, in `plan` order.
-    ``only``: module names to emit (default: all); names not listed here are ignored.
+    ``only``: module names to emit (default: all); names not listed here are ignored. ``optional``: `plan`'s.
 
     Raises:
         OSError: a file cannot be written.
     """
-    [files] = build([(cfg, out_dir)], plan, convert, render, only=only)
+    [files] = build([(cfg, out_dir)], functools.partial(plan, optional=optional), convert, render, only=only)
     return [path for path, _ in files]
 
 
@@ -409,10 +419,10 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
         ]
         if staged:
             lines.append("kaleido_dcore_stage: the same combine stage and both holds on kaleido_daccel_stage_gate "
-                         "(kaleido_daccel_stage, the controller on the host's band-tile list with the weight stage, "
-                         "on kaleido_dtop_ext, with the issue gate; D96-D100, D119, D129), combine "
-                         f"{lanes}; kaleido_daccel_stage without the gate is emitted for the engine's "
-                         "issue_hold=False")
+                         "(the controller on the host's band-tile list with the weight stage, on kaleido_dtop_ext, "
+                         "its take gated; D96-D100, D119, D129), combine "
+                         f"{lanes} (the staged controller without the gate is built only by the compiled engine's "
+                         "issue_hold=False)")
         lines.append("kaleido_dcore_front: kaleido_dfront (the similarity unit: decisions and differences from raw X) "
                      f"before kaleido_daccel, combine {dcombine_module_name(default_dways(cfg))} (one output lane, "
                      "2 D buffers" + (" of diff_sram_kib / 2 each" if cfg.diff_sram_kib else "")

@@ -94,3 +94,17 @@ def test_organisation_note_names_only_emitted_modules():
             # difference-sum buffer (sim.engines.verilator_core.simulate_trace_core, D119)
             assert organisation_note(cfg).endswith(" runs kaleido_dcore_stage\n  kaleido_core and kaleido_accel "
                                                    "beside them are the lockstep organisation's")
+
+
+def test_optional_modules_only_on_request():
+    """`make rtl` leaves out what no default core instantiates (`hw.rtl.OPTIONAL_ROLES`: the staged controller without
+    the issue gate, D129); the compiled engine's plan (``optional=True``) has it, for `CoreEngine(stage=True,
+    issue_hold=False)`."""
+    from pathlib import Path
+
+    from hw.delta_accel import DSGATE_MODULE_NAME, DSTAGE_MODULE_NAME
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "hw" / "presets" / "examples" / "tiny-8x8-delta.toml")
+    default = {n for n, _s, _w in plan(cfg)}
+    assert DSGATE_MODULE_NAME in default and DSTAGE_MODULE_NAME not in default
+    assert {n for n, _s, _w in plan(cfg, optional=True)} == default | {DSTAGE_MODULE_NAME}

@@ -213,7 +213,7 @@ def _emit_design(cfg: AcceleratorConfig, module: str, options: dict) -> Design:
 
     comp = _component(cfg, module, options)
     top = module_name(module)
-    emitted = {n: (spec, what) for n, spec, what in plan(cfg)}
+    emitted = {n: (spec, what) for n, spec, what in plan(cfg, optional=True)}  # opt-in modules too (D129)
     verilog: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="kaleido-rtl-") as tmp:
         if options:
@@ -223,14 +223,14 @@ def _emit_design(cfg: AcceleratorConfig, module: str, options: dict) -> Design:
             verilog[top] = render(cfg, top, spec, what, text).encode()
             level = [top]
         else:
-            emit(cfg, Path(tmp), only=(top,))
+            emit(cfg, Path(tmp), only=(top,), optional=True)
             verilog[top] = (Path(tmp) / f"{top}.v").read_bytes()
             level = [top]
         while level:
             kids = sorted({k for n in level for k in _INSTANCE.findall(verilog[n].decode())} - set(verilog) - {top})
             plain = [k for k in kids if k in emitted and emitted[k][0][0] == "module"]
             if plain:
-                emit(cfg, Path(tmp), only=tuple(plain))
+                emit(cfg, Path(tmp), only=tuple(plain), optional=True)
             for k in kids:
                 m = _MACRO.fullmatch(k)
                 if k in plain:

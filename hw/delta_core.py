@@ -268,8 +268,9 @@ class DeltaCore(wiring.Component):
         ValueError: as `DeltaAccel` or `hw.delta_front.DeltaFront`, ``fifo`` not a positive multiple of d,
             ``front`` without ``queues``, ``stage`` with ``queues`` or ``front``, ``ways`` not a power of two at
             most d, ``out_ways`` not a power of two at most ``ways`` dividing ``array_rows``, ``out_ways`` > 1 with
-            ``front`` (not built, D112), ``d_buffers`` outside 2 .. `NB_BANKS` or above 2 on one way (D115), or
-            ``fifo_bypass`` on one way (D118).
+            ``front`` (not built, D112), ``d_buffers`` outside 2 .. `NB_BANKS` or above 2 on one way (D115),
+            ``fifo_bypass`` on one way (D118), ``seg_local`` on one way or a non-power-of-two ``array_rows`` (D125),
+            or ``issue_hold`` with ``front`` or its bound outside 1 .. `NB_BANKS` (D126).
     """
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,

@@ -12,7 +12,8 @@ A preset whose ``organisation`` is ``compact`` also gets the compact organisatio
 its macros, and the delta op-level controller ``kaleido_daccel`` (hw/delta_accel.py, D91: banked SRAM buffers,
 gather of each band-tile's difference rows, issue onto ``kaleido_dtop``, tagged drain) with its macros, built with
 its band-tile queues ``kaleido_dqueue`` (hw/delta_queue.py, D93: band-tiles formed from host-written decision
-codes; instantiated by name), and ``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel`` with the combine
+codes; instantiated by name), ``kaleido_daccel_gate`` (``kaleido_daccel`` with the issue gate, D126), and
+``kaleido_dcore`` (hw/delta_core.py, D95: ``kaleido_daccel_gate`` since D126, with the combine
 stage's command generation and ``kaleido_dcombine_w<W>_v<V>_b3``, the delta combine unit on W accumulate ways, D107,
 W = d by default, D108, with V output lanes, D112, V = `hw.delta_combine.default_out_ways` = W by default, D113, and
 3 D buffers, D115, `hw.delta_combine.default_d_buffers`, emitted beside it; its row FIFO bypassed, D118; final ``Y`` rows, V a cycle) with its macros, the similarity front
@@ -276,7 +277,8 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
 
 #: Roles built only on request (`plan`'s ``optional``): modules no default core instantiates, which the compiled
 #: engine may still build (``kaleido_daccel_stage`` without the issue gate: `CoreEngine(stage=True,
-#: issue_hold=False)`, D129). `make rtl` leaves them out (about 33 s of CPU on the balanced preset, measured, D129).
+#: issue_hold=False)`, D129). `make rtl` leaves them out (about 33 s of CPU on the balanced preset, measured 2026-12-05 when this
+#: was made optional, not in a record; D126's "Left" estimated 39.2 s from D123's figures).
 OPTIONAL_ROLES = ("dstage",)
 
 
@@ -284,8 +286,8 @@ def plan(cfg: AcceleratorConfig, optional: bool = False) -> list[tuple[str, tupl
     """The files `emit` writes for `cfg`, in order: ``(module name, spec, description)`` (`hw.rtl_build`):
     PE, column, top, similarity unit, matcher, scheduler, core, the op-level controller, the organisation's
     PE, column, top and combine unit (compact and delta presets), the compact controller and its queues (compact
-    presets) or the delta controller (delta presets; with a weight stage also `kaleido_dtop_ext`,
-    `kaleido_daccel_stage`, D96, D99, and `kaleido_dcore_stage`, D119), then the
+    presets) or the delta controller (delta presets, with and without the issue gate, D126; with a weight stage also
+    `kaleido_dtop_ext`, `kaleido_daccel_stage_gate`, D96, D99, D129, and `kaleido_dcore_stage`, D119), then the
     SRAM macros in `hw.sram.macro_name` order (the lockstep controller's, then the combine unit's, then the
     organisation's controller's). A module's spec is
     ``("module", role)``, a macro's ``("macro", kind, depth, width, lane)``, the delta core's clock gate's

@@ -99,12 +99,14 @@ def rtl(
     (D123) and its descriptor take held while the next descriptor's segment is 8 or more past the walk
     (kaleido_daccel_gate, D126). kaleido_dfront, the similarity unit, forms the decisions and differences from raw X before it
     (kaleido_dcore_front, D103). A delta config with a weight stage
-    (the balanced preset's) also gets kaleido_daccel_stage (D96): the controller on the host's band-tile list with
+    (the balanced preset's) also gets kaleido_daccel_stage_gate, kaleido_daccel_stage (D96) with the issue gate
+    (D129; the gateless kaleido_daccel_stage only for the compiled engine's issue_hold=False, hw.rtl.OPTIONAL_ROLES):
+    the controller on the host's band-tile list with
     D85's weight stage (one weight buffer, 1r1w stage macros per column bank, serial fills per segment, three
     word registers per band and column read by turn); it chooses each band's next band-tile ahead and passes it to
     kaleido_dtop_ext, so a band reads its next band-tile's first word during its current one's last slots (D99;
     cycle-exact to sim.timing.delta_accel.stage_schedule, which the cycle model runs compiled, D121), and
-    kaleido_dcore_stage joins it to the combine stage (D119) with both holds (kaleido_daccel_stage_gate, D129).
+    kaleido_dcore_stage joins it to the combine stage (D119) with both holds (the issue hold by default since D129).
     Built but opt-in (not the default core): the D buffers addressed per segment (D125).
     Not RTL yet: the staged controller's own queues. Every op-level controller holds one slice of an op
     (accel_max_tokens tokens, accel_max_k channels; the compiled engine cuts larger ops on the host by channels

@@ -121,7 +121,8 @@ def issued_segments(cfg: AcceleratorConfig, dec: np.ndarray, grid, groups, K: in
     chunk (a pool's ``fw`` frames), `chunk_major` over the ``s``-column-block groups; where the op goes through the
     weight stage in slices (D88) its slices' band-tiles issue within their (chunk, column block) segment, which is
     the segment ``kaleido_dcore`` walks and the issue hold counts (D125, D126); and the op's issued band-tiles.
-    ``fw``, ``s``: `sim.timing.delta.plan`'s (or a smaller ``fw`` to compare)."""
+    ``fw``, ``s``: `sim.timing.delta.plan`'s (or a smaller ``fw`` to compare). ``b_msb``: the trace's
+    (`algo.trace.format.Trace.b_msb`, default 4 as there; `compact_tiles` pairs PARTIAL slots at 4 or more)."""
     from sim.timing import delta as dr
     from sim.timing.compact import compact_tiles
 
@@ -143,7 +144,8 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
     """The op's on-chip needs (module docstring), bits unless named otherwise. ``groups``: ``[(k0, k1, axis)]``;
     ``fused``: a fused score op (one frame a chunk, carried values in the state SRAM); ``p_op``: the P op of a fused
     pair (its chunk capped by the score buffer, `sim.timing.delta.window_frames`); ``dec``: int8 ``[M, G]`` one batch
-    element's decisions (None: no band-tile counts, the tile table and descriptor entries left out).
+    element's decisions (None: no band-tile counts, the tile table and descriptor entries left out); ``b_msb``: as
+    `issued_segments`'.
 
     Raises:
         sim.timing.compact.CompactError: the config cannot run the op (`sim.timing.delta.plan`)."""

@@ -272,6 +272,9 @@ class IssueFeed:
         self.end: list[int] = []
 
     def take(self, g: int) -> tuple[np.ndarray, int]:
+        """Commit the next band-tile's gather at cycle ``g`` (`AccelRun.take`, at least its `earliest`); returns its
+        rows' out cycles (int64 ``[rows]``, counted from ``start``, `row_out_cycles`' rule) and its drain port
+        (`fifo_rows`' rule)."""
         cfg, t = self.cfg, self.run.t
         B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
         b = self.run.take(g)
@@ -289,6 +292,7 @@ class IssueFeed:
         return int(self.run.fresh[t])
 
     def finished(self) -> bool:
+        """Whether every band-tile is taken."""
         return self.run.t == self.T
 
     def run_cycle(self, c: int, allowed) -> tuple[list, list, bool]:
@@ -303,6 +307,9 @@ class IssueFeed:
         return [], [], False
 
     def done(self) -> int:
+        """The controller's ``done`` (cycles from ``start``) once every band-tile is taken: its last row's drain read
+        + C + 3 (`sim.timing.delta_accel.accel_cycles`' rule, D91), with the queues no earlier than their ``done`` + 2
+        (`queue_done`); an empty op 1, or the queues' ``done`` + 2."""
         from sim.timing.delta_accel import queue_done
 
         queue = self.run.queue
@@ -341,15 +348,21 @@ class StageFeed:
         return False
 
     def fresh(self, t: int) -> int:
+        """The first cycle band-tile ``t``'s descriptor is shown fresh to the gate: 1 for the first (the host list's
+        read-ahead, D126), else its predecessor's gather + 2; ``1 << 40`` (a cycle no op reaches: not yet) while the
+        predecessor is not gathered."""
         if t == 0:
             return 1
         g = -1 if self.gather is None else int(self.gather[t - 1])
         return g + 2 if g >= 0 else 1 << 40
 
     def finished(self) -> bool:
+        """Whether the loop has ended and every taken band-tile's rows are known."""
         return self.over
 
     def run_cycle(self, c: int, allowed) -> tuple[list, list, bool]:
+        """As `IssueFeed.run_cycle`, stepping `stage_schedule`'s loop one cycle; a band-tile's rows become known at
+        its last slot, so they may come cycles after its take. Raises RuntimeError if the loop is not at cycle ``c``."""
         if self.over:
             return [], [], False
         self._allowed, self._blocked = allowed, False
@@ -383,6 +396,7 @@ class StageFeed:
         return taken, rows, self._blocked
 
     def done(self) -> int:
+        """As `IssueFeed.done` without queues (the staged controller takes the host's list): 1 for an empty op."""
         return (max(self.end.values()) + self.cfg.array_cols + 3) if self.end else 1
 
 

@@ -277,8 +277,8 @@ _ORG_NAMES = {"org_pe": pe_module_name, "org_column": column_module_name, "org_t
 
 #: Roles built only on request (`plan`'s ``optional``): modules no default core instantiates, which the compiled
 #: engine may still build (``kaleido_daccel_stage`` without the issue gate: `CoreEngine(stage=True,
-#: issue_hold=False)`, D129). `make rtl` leaves them out (about 33 s of CPU on the balanced preset, measured 2026-12-05 when this
-#: was made optional, not in a record; D126's "Left" estimated 39.2 s from D123's figures).
+#: issue_hold=False)`, D129). `make rtl` leaves them out: 32.9 s of CPU on the balanced preset, and all four presets
+#: in 149 s instead of 181 s (docs/decisions.md D129, "After the merge").
 OPTIONAL_ROLES = ("dstage",)
 
 

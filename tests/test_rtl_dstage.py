@@ -318,25 +318,28 @@ def test_stage_host_words_and_errors():
 
 
 def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
-    # kaleido_daccel_stage with everything below it on an 8 x 8 delta config with a stage: the same bytes twice, no
-    # paths, each macro instantiated by name, Verilator -Wall clean per file and over the whole hierarchy.
+    # kaleido_daccel_stage_gate (kaleido_daccel_stage with the issue gate, what `make rtl` emits since D129; the
+    # gateless one only on request, hw.rtl.OPTIONAL_ROLES) with everything below it on an 8 x 8 delta config with a
+    # stage: the same bytes twice, no paths, each macro instantiated by name, Verilator -Wall clean per file and over
+    # the whole hierarchy.
     import re
     from pathlib import Path
 
-    from hw.delta_accel import DSTAGE_MODULE_NAME
+    from hw.delta_accel import DSGATE_MODULE_NAME, DSTAGE_MODULE_NAME
     from hw.lint import lint_folder
     from hw.rtl import emit, plan
     from hw.sram import macro_name
 
     cfg = stage_cfg("8x8-B2-d2")
-    assert DSTAGE_MODULE_NAME in [name for name, _, _ in plan(cfg)]
-    assert DSTAGE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]  # no stage
-    macros = [macro_name(*mc) for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros()]
+    assert DSGATE_MODULE_NAME in [name for name, _, _ in plan(cfg)]
+    assert DSTAGE_MODULE_NAME in [name for name, _, _ in plan(cfg, optional=True)]
+    assert DSGATE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]  # no stage
+    macros = [macro_name(*mc) for mc in discard(DeltaAccel(cfg, pe="instance", stage=True, issue_gate=True)).macros()]
     assert "kaleido_sram_1r1w_32x16" in macros  # a column bank's half-word macro: 64 half-words of B = 2 bytes
-    names = (DSTAGE_MODULE_NAME, "kaleido_dtop_ext", "kaleido_dcolumn", "kaleido_dpe", "kaleido_top", "kaleido_column",
+    names = (DSGATE_MODULE_NAME, "kaleido_dtop_ext", "kaleido_dcolumn", "kaleido_dpe", "kaleido_top", "kaleido_column",
              "kaleido_pe", *macros)
     a = emit(cfg, tmp_path / "a", only=names)
-    b = emit(cfg, tmp_path / "b", only=(DSTAGE_MODULE_NAME,))
+    b = emit(cfg, tmp_path / "b", only=(DSGATE_MODULE_NAME,))
     assert (tmp_path / "a" / b[0].name).read_bytes() == b[0].read_bytes()
     assert sorted(p.name for p in a) == sorted(f"{n}.v" for n in names)
     text = b[0].read_text()
@@ -344,9 +347,9 @@ def test_dstage_emits_reproducibly_and_lints_clean(tmp_path):
     for name in macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     assert len(re.findall(r"^\s*kaleido_sram_1r1w_32x16 ", text, re.M)) == 2 * cfg.array_cols
-    runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DSTAGE_MODULE_NAME,))
+    runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DSGATE_MODULE_NAME,))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
-    assert f"{DSTAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
+    assert f"{DSGATE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
 
 
 def test_staged_ops_back_to_back():

@@ -168,7 +168,7 @@ DSTAGE_MODULE_NAME = "kaleido_daccel_stage"
 #: ``kaleido_daccel`` with the issue gate (``issue_gate``, docs/decisions.md D126): its next descriptor out, the
 #: take gated by ``issue_ok``.
 DGATE_MODULE_NAME = "kaleido_daccel_gate"
-#: ``kaleido_daccel_stage`` with the issue gate (D126; `kaleido_dcore_stage`'s opt-in issue hold).
+#: ``kaleido_daccel_stage`` with the issue gate (D126; `kaleido_dcore_stage`'s issue hold, the default since D129).
 DSGATE_MODULE_NAME = "kaleido_daccel_stage_gate"
 #: Differences per word of the difference and staging buffers (``P``): a row of a group of 32 or fewer channels is
 #: one gather cycle. A power of two, at least 2 (a PAIRED slot's two channels are in one word). 32: on 128 x 128

@@ -415,7 +415,7 @@ def stage_port(segment, group, paired, band, first, last, widths, bands: int) ->
 
 
 def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, N: int, b_msb: int = 4,  # noqa: N803
-                 fused: bool = False) -> dict | None:
+                 fused: bool = False, p_op: bool = False) -> dict | None:
     """One op's (one batch element's) band-tiles through the weight stage, as `sim.engines.model` issues and times
     them on a delta config with a difference-sum buffer and a stage (D84's order, D85's segments, D88's slices):
     ``{"s_seq", "rows", "segment", "group", "paired"}`` int64 / bool ``[T]`` in issue order, ``"widths"`` (the
@@ -423,7 +423,8 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
     the widest slice), ``"chunks"`` (chunks with band-tiles); None when the op does not go through the stage.
 
     Args:
-        dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fused: a fused score op.
+        dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fused: a fused score op;
+        p_op: the P op of a fused attention pair (its chunk capped by the score buffer, `sim.timing.delta.plan`).
     """
     from sim.timing import delta as rules
     from sim.timing.compact import compact_tiles, paired_tiles
@@ -431,7 +432,8 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
     if not (cfg.organisation == "delta" and cfg.diff_sram_kib and cfg.wstage_sram_kib):
         return None
     n_cb = -(-N // cfg.array_cols)
-    fw, s = rules.plan(cfg, grid[0], K, N, fused, "op", groups)
+    fw, s = rules.plan(cfg, grid[0], K, N, fused, "op", groups,  # pool and P op as sim.engines.model passes them
+                       min(cfg.array_rows, grid[1] * grid[2]), p_op)
     cols = None
     if not rules.stages(cfg, K, groups):
         sliced = rules.stage_slices(cfg, groups)

@@ -42,7 +42,7 @@ import numpy as np
 
 from algo.reuse.golden import block_groups, decide
 from algo.trace import Group, OpRecord, pack_decisions
-from hw.config import load_config
+from hw.config import BALANCED_PRESET, DEFAULT_PRESET, load_config
 from sim.bench_rtl import bench_rtl, print_rtl
 from sim.engines.model import simulate_op
 from sim.timing.memory import kaleido_dram_bytes, op_memory_timing
@@ -317,7 +317,7 @@ def _print_step(label: str, r: dict, target: float | None = None, layers: int | 
 #: The balance targets' workload (docs/decisions.md D41): `kaleido synth` arguments, one Wan2.1-1.3B block at 480p.
 BALANCE_FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "blocks": [0], "steps": [0], "partial": 0.04,
                  "region": (8, 8), "persist": 0.9, "seed": 1}
-BALANCED, REFERENCE = "kaleido-16nm-128x128-balanced", "kaleido-16nm-128x128"
+BALANCED, REFERENCE = BALANCED_PRESET, DEFAULT_PRESET
 
 
 def bench_balance(reuses=(0.8, 0.3)) -> dict:

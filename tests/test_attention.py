@@ -259,37 +259,35 @@ def test_delta_fused_qk_class_state_by_hand():
 
 
 @pytest.mark.parametrize("peff_kib", [0, 1])
-def test_delta_fused_pv_differences_from_the_score_buffer_by_hand(peff_kib):
-    """D136: a delta fused P op's differences are formed as the gather takes a band-tile, from P in the score buffer
-    and P_eff, with no queue-stash traffic in the input SRAM (one 480p tile of them would not fit it)."""
+def test_delta_fused_pv_differences_in_the_score_buffer_by_hand(peff_kib):
+    """D136: a delta fused P op's 9-bit differences are stashed in the score buffer (in the entries of the scores
+    the exp pass has read), not in the input SRAM's queue stash (one 480p query tile of them would not fit it)."""
     cfg = _cfg().model_copy(update={"organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2,
                                     "state_sram_kib": 1, "peff_sram_kib": peff_kib})
     C, P, R_ = 0, 1, 2  # noqa: N806  COMPUTE, PARTIAL, REUSE
     dec = np.full((16, 2), C, dtype=np.int8)  # frame 0 (tokens 0-7): no neighbour, every group COMPUTE
-    dec[10:12] = (P, R_)  # frame 1: tokens 8-9 COMPUTE both groups (the direct form), 10-11 PARTIAL + REUSE,
+    dec[10:12] = (P, R_)  # frame 1: tokens 8-9 COMPUTE both groups, 10-11 PARTIAL + REUSE,
     dec[12:16] = (R_, C)  # 12-15 REUSE + COMPUTE
     res = simulate_trace(_pair(dec), cfg)
     pv, dense = res["per_op"][1]["actions"], res["per_op"][1]["dense_actions"]
-    # pv: M = 16 queries, K = 16 keys in two f groups of 8, N = 8 = C (one column block). Needed (token, channel)
-    # pairs: 8 x 16 (frame 0) + 2 x 16 (8-9) + 2 x 8 (10-11's PARTIAL group) + 4 x 8 (12-15's COMPUTE group) = 208;
-    # of them the 16 + 32 of tokens 10-15 are not in the direct form and read their neighbour's P_eff.
-    need, refs, mk = 8 * 16 + 2 * 16 + 2 * 8 + 4 * 8, 2 * 8 + 4 * 8, 16 * 16
+    # pv: M = 16 queries, K = 16 keys in two f groups of 8, N = 8 = C (one column block, one X pass). Needed (token,
+    # channel) pairs: 8 x 16 (frame 0) + 2 x 16 (8-9) + 2 x 8 (10-11's PARTIAL group) + 4 x 8 (12-15's COMPUTE
+    # group) = 208 differences of 9 bits: 234 bytes, written once and read once by the gather
+    diffs = (8 * 16 + 2 * 16 + 2 * 8 + 4 * 8) * 9 // 8
     codes = 16 * 2 * 2 // 8  # 2-bit decision codes, written by the similarity unit and read by the queues
-    # input SRAM: the codes only (no P, no stash of 9-bit differences)
+    assert diffs == 234
+    # input SRAM: the codes only (no P, D76; no differences, D136)
     assert pv["sram_input_write_bytes"] == codes and pv["sram_input_read_bytes"] == codes
-    # P_eff: the similarity unit reads M K as it decides; the gather reads one byte per non-direct take; written in
-    # place where the group is not REUSE: M K less tokens 10-11's group 2 (2 x 8) and 12-15's group 1 (4 x 8) = 208
-    peff_r, peff_w = mk + refs, mk - 2 * 8 - 4 * 8
-    # score buffer: P written in place of the scores (M K), read by the gather (one byte per needed pair)
-    score_r, score_w = need, mk
+    # P_eff (`sim.cost.actions`, unchanged): M K read as the similarity unit decides, written in place where the
+    # group is not REUSE: 256 less tokens 10-11's group 2 (2 x 8) and 12-15's group 1 (4 x 8) = 208
+    peff_r, peff_w = 16 * 16, 16 * 16 - 2 * 8 - 4 * 8
     if peff_kib:
         assert (pv["sram_peff_read_bytes"], pv["sram_peff_write_bytes"]) == (peff_r, peff_w)
-        assert (pv["sram_score_read_bytes"], pv["sram_score_write_bytes"]) == (score_r, score_w)
-    else:  # no P_eff buffer: P_eff lives in the score buffer (D58)
-        assert (pv["sram_score_read_bytes"], pv["sram_score_write_bytes"]) == (score_r + peff_r, score_w + peff_w)
-    # the similarity unit's 3 M K + 4 M G adds (`sim.cost.actions`) and one subtract per non-direct take
-    assert pv["sim_add8"] == 3 * mk + 4 * 16 * 2 + refs
+        assert pv["sram_score_read_bytes"] == pv["sram_score_write_bytes"] == diffs
+    else:  # no P_eff buffer: P_eff lives in the score buffer too (D58)
+        assert (pv["sram_score_read_bytes"], pv["sram_score_write_bytes"]) == (diffs + peff_r, diffs + peff_w)
     assert dense["sram_score_read_bytes"] == dense["sram_score_write_bytes"] == 0  # dense reads P from the input SRAM
+    assert dense["sram_input_write_bytes"] == 16 * 16
 
 
 def test_state_note_kept_in_results_and_explained(tmp_path):

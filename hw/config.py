@@ -19,6 +19,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DEFAULT_PRESET = "kaleido-16nm-128x128"
+#: The balanced preset (docs/decisions.md D41: the die sized so the block's units balance; the delta organisation's
+#: default since D68), the one the benches and reports measure by default; hw/presets/ holds its TOML.
+BALANCED_PRESET = "kaleido-16nm-128x128-balanced"
 
 #: Array organisations the cycle model, the reference and the cost model know (docs/architecture.md
 #: "Array organisations", docs/decisions.md): ``lockstep`` -- a tile's rows share one slot sequence, a

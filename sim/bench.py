@@ -20,6 +20,8 @@ Prints wall-clock seconds for:
 - the balance targets of docs/decisions.md D41 as ratios (`bench_balance`): total/array speedup,
   energy saving at r = 0.8 and 0.3, ops whose Kaleido DRAM bytes exceed dense, and the dense block
   time of the balanced preset against the reference preset's;
+- the paper's headline figures (`bench_paper`, docs/results.md): end to end against dense, energy saving, PE
+  utilization and the A100 roofline normalised three ways, per organisation and combine timing at r = 0.8, 8x8;
 - sweeps and whole videos (`sim.sweep.bench`): a sweep on 1 vs 2 local Dask workers (target >= 1.8x),
   one 480p step with and without the op memo (`sim.engines.model.OP_MEMO`; target >= 2.5x on a derived
   step), and 50-step derived videos of Wan2.1-1.3B 480p (target < 3 min) and Wan2.1-14B 720p (< 30 min);
@@ -42,7 +44,7 @@ import numpy as np
 
 from algo.reuse.golden import block_groups, decide
 from algo.trace import Group, OpRecord, pack_decisions
-from hw.config import load_config
+from hw.config import BALANCED_PRESET, DEFAULT_PRESET, load_config
 from sim.bench_rtl import bench_rtl, print_rtl
 from sim.engines.model import simulate_op
 from sim.timing.memory import kaleido_dram_bytes, op_memory_timing
@@ -317,7 +319,7 @@ def _print_step(label: str, r: dict, target: float | None = None, layers: int | 
 #: The balance targets' workload (docs/decisions.md D41): `kaleido synth` arguments, one Wan2.1-1.3B block at 480p.
 BALANCE_FIELD = {"model": "wan2.1-t2v-1.3b", "resolution": "480p", "blocks": [0], "steps": [0], "partial": 0.04,
                  "region": (8, 8), "persist": 0.9, "seed": 1}
-BALANCED, REFERENCE = "kaleido-16nm-128x128-balanced", "kaleido-16nm-128x128"
+BALANCED, REFERENCE = BALANCED_PRESET, DEFAULT_PRESET
 
 
 def bench_balance(reuses=(0.8, 0.3)) -> dict:
@@ -434,6 +436,69 @@ def _print_rtl_combine(res: dict) -> None:
                   f"-> {t['speedup']:.3f}); energy {m['energy_vs_dense']:.3f}x -> {t['energy_vs_dense']:.3f}x dense")
             print("    per op total/ideal, model -> rtl: " + ", ".join(
                 f"{n} {v['share']:.2f} -> {t['per_op'][n]['share']:.2f}" for n, v in m["per_op"].items()))
+
+
+#: The runs of `bench_paper`: (organisation, combine timing); "model" is the preset's default, "rtl" the combine as
+#: the RTL cores are built (docs/decisions.md D104).
+PAPER_RUNS = (("lockstep", "model"), ("compact", "model"), ("delta", "model"), ("compact", "rtl"), ("delta", "rtl"))
+
+
+def bench_paper(reuse: float = 0.8, region=(8, 8), runs=PAPER_RUNS) -> dict:
+    """The paper's headline figures against this model (docs/results.md "Paper headline figures"): the D50 field
+    (`sim.report.organisations.FIELD`) at ``reuse`` and ``region`` on the balanced preset under each organisation
+    and combine timing of ``runs`` (`sim.engines.model.simulate_trace`), and the A100 roofline on the same trace
+    (`sim.baselines.a100.run`, the paper's "6.6x over an A100" normalised three ways by
+    `sim.baselines.a100.normalised`). Returns ``{(organisation, timing): {"total_speedup", "ideal", "energy_saving"
+    (dense / Kaleido energy), "pe_utilization", "dense_pe_utilization", "area_mm2", "dense_area_mm2",
+    "time_us" (end to end), "dense_time_us", "a100_time_us", "a100" (Kaleido's `normalised`), "a100_dense"}}``."""
+    import tempfile
+    from pathlib import Path
+
+    from algo.trace import load_trace
+    from algo.workloads.synth import SynthField, synth_trace
+    from hw.config import with_organisation
+    from sim.baselines.a100 import normalised, peak_tops
+    from sim.baselines.a100 import run as a100_run
+    from sim.engines.model import simulate_trace
+    from sim.report.organisations import FIELD, _ideal
+
+    base = load_config(BALANCED)
+    f = FIELD
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "synth.npz")
+        synth_trace(path, f["model"], f["resolution"], SynthField(reuse, f["partial"], region, f["persist"]),
+                    blocks=f["blocks"], steps=f["steps"], seed=f["seed"])
+        tr = load_trace(path)
+        a100_us = a100_run(tr, base.clock_mhz)["time_us"]
+        for org, timing in runs:
+            cfg = with_organisation(base.model_copy(update={"combine_timing": timing}), org)
+            res = simulate_trace(tr, cfg)
+            em, tops = res["energy_model"], peak_tops(cfg.array_rows, cfg.array_cols, cfg.clock_mhz)
+            t, td = res["total_cycles"] / cfg.clock_mhz, res["dense_total_cycles"] / cfg.clock_mhz
+            out[(org, timing)] = {
+                "total_speedup": res["total_speedup"], "ideal": _ideal(res),
+                "energy_saving": res["dense_energy_pj"] / res["energy_pj"], "pe_utilization": res["pe_utilization"],
+                "dense_pe_utilization": res["dense_pe_utilization"], "area_mm2": em["area_mm2"],
+                "dense_area_mm2": em["dense_area_mm2"], "time_us": t, "dense_time_us": td, "a100_time_us": a100_us,
+                "a100": normalised(a100_us, t, em["area_mm2"], tops),
+                "a100_dense": normalised(a100_us, td, em["dense_area_mm2"], tops)}
+    return out
+
+
+def _print_paper(res: dict) -> None:
+    from sim.report.organisations import FIELD as f
+    print(f"Paper headline figures (docs/results.md) on {BALANCED}, kaleido synth --model {f['model']} --resolution "
+          f"{f['resolution']} --blocks 0 --steps 0 --reuse 0.8 --partial {f['partial']} --region 8x8 --persist "
+          f"{f['persist']} --seed {f['seed']}; A100 80 GB roofline (sim/baselines/a100.py, assumed efficiencies):")
+    for (org, timing), r in res.items():
+        a, d = r["a100"], r["a100_dense"]
+        print(f"  {org:8s} combine {timing:5s}: end to end {r['total_speedup']:.3f}x dense (ideal {r['ideal']:.2f}); "
+              f"energy saving {r['energy_saving']:.3f}x; PE utilization {r['pe_utilization']:.3f} (dense "
+              f"{r['dense_pe_utilization']:.3f}); {r['time_us'] / 1e3:.2f} ms on {r['area_mm2']:.1f} mm^2 against the "
+              f"A100's {r['a100_time_us'] / 1e3:.2f} ms: raw {a['raw']:.3f}x, per mm^2 {a['per_mm2']:.2f}x, per peak "
+              f"TOPS {a['per_peak_tops']:.2f}x (dense: {r['dense_time_us'] / 1e3:.2f} ms, {r['dense_area_mm2']:.1f} "
+              f"mm^2, {d['raw']:.3f}x, {d['per_mm2']:.2f}x, {d['per_peak_tops']:.2f}x)")
 
 
 def bench_stage_run(model: str = "wan2.1-t2v-1.3b", grid=(21, 30, 52), op_name: str = "qk",
@@ -566,6 +631,7 @@ SECTIONS = {
     "balance": (lambda: _print_balance(bench_balance()), "issue 14's balance targets on the balanced preset"),
     "organisations": (lambda: _print_organisations(bench_organisations()),
                       "lockstep, compact and delta on the synthetic field (and the figure)"),
+    "paper": (lambda: _print_paper(bench_paper()), "the paper's headline figures: organisations, energy, A100"),
     "rtl-combine": (lambda: _print_rtl_combine(bench_rtl_combine()),
                     "compact and delta with the combine timed as the RTL cores are built (D104)"),
     "sweep": (_bench_sweep, "sweeps on Dask (1 vs 2 workers), the serial step, whole videos"),

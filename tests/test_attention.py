@@ -251,11 +251,43 @@ def test_delta_fused_qk_class_state_by_hand():
     # combine adds: frame 1's 6 PARTIAL t-group tokens add S_w[nb] (6); Y = S_w + S_f for all 16 tokens.
     assert qk["combine_add"] == (6 + 16) * n
     assert res["energy_breakdown_pj"]["sram_state"] > 0 and res["dense_energy_breakdown_pj"]["sram_state"] == 0
-    # D76: pv's P is not staged in the input SRAM; only its 9-bit differences (every token COMPUTEs: the direct
-    # form, P itself, 16 x 16 values in one X pass: 288 bytes) and the 2-bit codes (16 x 2 x 2 / 8 = 8 bytes)
+    # D76, D136: pv's P is not staged in the input SRAM, nor are its differences: only the 2-bit codes (16 x 2 x 2
+    # / 8 = 8 bytes) are written there
     pv = res["per_op"][1]["actions"]
-    assert pv["sram_input_write_bytes"] == 16 * 16 * 9 // 8 + 8
-    assert res["per_op"][1]["dense_actions"]["sram_input_write_bytes"] == 16 * 16  # dense stages P
+    assert pv["sram_input_write_bytes"] == 8
+    assert res["per_op"][1]["dense_actions"]["sram_input_write_bytes"] == 16 * 16  # dense stages P (and has no codes)
+
+
+@pytest.mark.parametrize("peff_kib", [0, 1])
+def test_delta_fused_pv_differences_in_the_score_buffer_by_hand(peff_kib):
+    """D136: a delta fused P op's 9-bit differences are stashed in the score buffer (in the entries of the scores
+    the exp pass has read), not in the input SRAM's queue stash (one 480p query tile of them would not fit it)."""
+    cfg = _cfg().model_copy(update={"organisation": "delta", "psum_sram_kib": 64, "compact_bands": 2,
+                                    "state_sram_kib": 1, "peff_sram_kib": peff_kib})
+    C, P, R_ = 0, 1, 2  # noqa: N806  COMPUTE, PARTIAL, REUSE
+    dec = np.full((16, 2), C, dtype=np.int8)  # frame 0 (tokens 0-7): no neighbour, every group COMPUTE
+    dec[10:12] = (P, R_)  # frame 1: tokens 8-9 COMPUTE both groups, 10-11 PARTIAL + REUSE,
+    dec[12:16] = (R_, C)  # 12-15 REUSE + COMPUTE
+    res = simulate_trace(_pair(dec), cfg)
+    pv, dense = res["per_op"][1]["actions"], res["per_op"][1]["dense_actions"]
+    # pv: M = 16 queries, K = 16 keys in two f groups of 8, N = 8 = C (one column block, one X pass). Needed (token,
+    # channel) pairs: 8 x 16 (frame 0) + 2 x 16 (8-9) + 2 x 8 (10-11's PARTIAL group) + 4 x 8 (12-15's COMPUTE
+    # group) = 208 differences of 9 bits: 234 bytes, written once and read once by the gather
+    diffs = (8 * 16 + 2 * 16 + 2 * 8 + 4 * 8) * 9 // 8
+    codes = 16 * 2 * 2 // 8  # 2-bit decision codes, written by the similarity unit and read by the queues
+    assert diffs == 234
+    # input SRAM: the codes only (no P, D76; no differences, D136)
+    assert pv["sram_input_write_bytes"] == codes and pv["sram_input_read_bytes"] == codes
+    # P_eff (`sim.cost.actions`, unchanged): M K read as the similarity unit decides, written in place where the
+    # group is not REUSE: 256 less tokens 10-11's group 2 (2 x 8) and 12-15's group 1 (4 x 8) = 208
+    peff_r, peff_w = 16 * 16, 16 * 16 - 2 * 8 - 4 * 8
+    if peff_kib:
+        assert (pv["sram_peff_read_bytes"], pv["sram_peff_write_bytes"]) == (peff_r, peff_w)
+        assert pv["sram_score_read_bytes"] == pv["sram_score_write_bytes"] == diffs
+    else:  # no P_eff buffer: P_eff lives in the score buffer too (D58)
+        assert (pv["sram_score_read_bytes"], pv["sram_score_write_bytes"]) == (diffs + peff_r, diffs + peff_w)
+    assert dense["sram_score_read_bytes"] == dense["sram_score_write_bytes"] == 0  # dense reads P from the input SRAM
+    assert dense["sram_input_write_bytes"] == 16 * 16
 
 
 def test_state_note_kept_in_results_and_explained(tmp_path):

@@ -98,3 +98,21 @@ def test_port_run_on_the_balanced_preset():
     got, want = _both(op, [(0, 64, "f")], cfg, 16, 32)
     assert got["weights"] == want["weights"]
     assert 64 <= got["weights"] <= 4 * 64
+
+
+def test_a_late_emission_is_not_cut_as_a_deadlock():
+    """`sim.timing.delta_accel.stage_limit`: the cut-off counts the queues' steps. One band-tile (4 slots of 4
+    channels, 2 rows) emitted at step 100,000 of 100,001 is gathered the cycle after its emission, 100,001 (the
+    queues emit step i at cycle i when nothing waits); the cut-off before the queue term, 50 x (4 + (B + 8 + 1)) +
+    1,000 = 1,750 cycles on B = 2, refused it as a deadlock."""
+    cfg = compact_cfg(8, 8, 2, 2)
+    one = [np.array([v], dtype=np.int64) for v in (4, 2, 4, 1, 0, 0)]  # s_seq, rows, widths, rounds, paired, saddr
+    queue = (np.array([100_000], dtype=np.int64), np.array([1], dtype=np.int64), 100_001)
+    got = port_run(*one, cfg, 4, 8, queue)
+    assert got["gather"].tolist() == [100_001] and got["last"][0] > 100_001
+    from sim.timing.delta_accel import stage_schedule
+
+    zero = np.zeros(1, dtype=np.int64)
+    want = stage_schedule(*one[:5], zero, zero, zero, one[5], cfg, 4, 8, early=True, defer="behind", queue=queue,
+                          stage=False)
+    assert want["gather"].tolist() == [100_001] and want["last"].tolist() == got["last"].tolist()

@@ -23,14 +23,14 @@ import hw.delta_front
 import hw.delta_queue
 import hw.sram
 from algo.reuse.golden import COMPUTE, PARTIAL, REUSE
-from hw.config import config_from_dict, load_config, with_organisation
+from hw.config import BALANCED_PRESET, config_from_dict, load_config, with_organisation
 from sim.cost import controllers
 from sim.cost.area import area_breakdown
 from sim.cost.tech import load_tech
 
 TINY_DELTA = "hw/presets/examples/tiny-8x8-delta.toml"
 TINY_COMPACT = "hw/presets/examples/tiny-8x8-compact.toml"
-BALANCED = "kaleido-16nm-128x128-balanced"
+BALANCED = BALANCED_PRESET
 CONFIGS = {"tiny-delta": lambda: load_config(TINY_DELTA), "tiny-compact": lambda: load_config(TINY_COMPACT),
            "balanced": lambda: load_config(BALANCED),
            "balanced-compact": lambda: with_organisation(load_config(BALANCED), "compact"),

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from hw.config import load_config
+from hw.config import BALANCED_PRESET, load_config
 from sim.cost.area import area_breakdown
 from sim.cost.controllers import part
 from sim.cost.energy import load_tech
 from tests.test_rtl_delta import delta_cfg
 
-BALANCED = "kaleido-16nm-128x128-balanced"
+BALANCED = BALANCED_PRESET
 
 
 def test_third_d_buffer_sram_area():

@@ -199,6 +199,39 @@ def test_chunk_window_by_hand():
     assert delta.window_frames(big, 128, 512, p_op=True) == 12_582_912 // (128 * 512 * 3) == 64  # cross_pv
 
 
+def test_core_engine_and_staged_tiles_plan_with_pool_and_p_op():
+    """D131's Noticed, fixed: `CoreEngine.plan` and `staged_tiles` pass the pool and the fused P op to `delta.plan`
+    as `sim.engines.model` does, so a fused P op on a config with a score buffer is capped there by the score
+    buffer, and a small frame's pool by its own positions."""
+    from sim.engines.verilator_core import CoreEngine, CoreOp
+    from sim.timing.delta_accel import staged_tiles
+
+    cfg = load_config("hw/presets/examples/tiny-8x8-delta.toml").model_copy(update={"score_sram_kib": 16})
+    K, N = 256, 8  # noqa: N806  (pv's keys and a head's columns, one column block)
+    groups = [(k, k + 32, "f") for k in range(0, K, 32)]
+    eng = CoreEngine.__new__(CoreEngine)  # plan reads only the config (no Verilator build)
+    eng.cfg, eng.delta = cfg, True
+
+    def core_fw(grid, p_op):
+        M = grid[0] * grid[1] * grid[2]  # noqa: N806
+        op = CoreOp(np.zeros((M, K), np.uint8), np.zeros((K, N), np.int8), grid, groups,
+                    np.zeros((M, len(groups)), np.int8), True, p_op=p_op)
+        return eng.plan(op)[0]
+
+    def staged_chunks(grid, p_op):
+        M = grid[0] * grid[1] * grid[2]  # noqa: N806  every group COMPUTE: every chunk has band-tiles
+        return staged_tiles(np.zeros((M, len(groups)), np.int8), grid, groups, cfg, K, N, p_op=p_op)["chunks"]
+
+    # pool 8 (H W = 8): the input SRAM's window (131,072 - 8 x 8 x 256) // (2 x 9 x 8 x 256) = 3 frames; a P op's
+    # query tiles of scores 16,384 // (8 x 256 x 3) = 2 (the score buffer binds)
+    assert core_fw((6, 2, 4), False) == 3 and core_fw((6, 2, 4), True) == 2
+    assert staged_chunks((6, 2, 4), False) == 2 and staged_chunks((6, 2, 4), True) == 3  # 6 frames in 3s, 2s
+    # pool 4 (H W = 4): (131,072 - 8,192) // 18,432 = 6 frames (the default pool of R = 8 positions gave 3); the P
+    # op's 16,384 // (4 x 256 x 3) = 5
+    assert core_fw((8, 2, 2), False) == 6 and core_fw((8, 2, 2), True) == 5
+    assert staged_chunks((8, 2, 2), False) == 2  # 8 frames in chunks of 6 (3 before the pool was passed)
+
+
 def test_difference_sum_buffer_plan_and_order_by_hand():
     # D84, D122: the balanced preset's 1,024 KiB difference-sum buffer
     cfg = load_config("kaleido-16nm-128x128-balanced")

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from hw.config import load_config
+from hw.config import BALANCED_PRESET, load_config
 from sim.report.streaming import inflight_max, issued_segments, main, op_needs
 from sim.timing.delta import plan
 
 TINY_DELTA = "hw/presets/examples/tiny-8x8-delta.toml"
-BALANCED = "kaleido-16nm-128x128-balanced"
+BALANCED = BALANCED_PRESET
 
 
 def test_issued_segments_by_hand():

@@ -77,9 +77,14 @@ the same band-tiles, gather network and weight reads, with these rules instead (
   per column block: input-SRAM writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8`` (compact's
   ``n_cb (Cc + Pc)`` X bytes replaced). A pass after the first re-forms X_eff and the differences from the
   stored decisions: ``2 M K`` input-SRAM reads and ``M K`` subtracts (``sim_add8``) each. A fused P op's P
-  (``pv``) goes from the vector unit through the similarity unit, which forms the differences against P_eff
-  as it decides (D52) and stashes only them: the ``M K`` bytes of P that the lockstep and compact arrays read
-  from the input SRAM are not written there (D76).
+  (``pv``, ``cross_pv``) is not staged in the input SRAM (D76: the ``M K`` bytes of P that the lockstep and
+  compact arrays read from there are not written), and neither are its differences (docs/decisions.md D136: one
+  480p query tile of them, 128 x 32,760 x 9 bits = 4.5 MiB, exceeds the 4 MiB input SRAM): the similarity unit
+  forms them as it decides each P group on its way from the vector unit (D52) and writes them into the score
+  buffer, packed within the group in the entries of the scores the exp pass has already read (9 of the 24 bits
+  `sim.timing.attention.SCORE_BYTES` gives a key, so the chunk's query tiles that fit the score buffer,
+  `sim.timing.delta.window_frames`, hold them); the gather reads them there. The same counts as the stash's, in
+  the score SRAM (``sram_score``): writes ``passes (Cc + Pc) 9/8`` bytes, reads ``n_cb (Cc + Pc) 9/8``.
 - Partial-sum SRAM, a value per output column and per axis class at the bits the built word gives it (D127:
   ``acc_bits`` in ``kaleido_dcombine``'s D buffers and state buffer, words of C acc-bit values; the state SRAM's
   `hw.delta_combine.STATE_BITS`; before D127 ``yb`` = `sim.timing.delta.output_bytes`, the value's own 3-4 bytes), per axis
@@ -190,11 +195,12 @@ def lane_writes(takes: np.ndarray, grid, out_lanes: int = 1) -> int:
 
 def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, passes: int, n_cb: int,  # noqa: N803
                  grid, cfg_rows: int, acc: int, state_buffer: bool = False, diff_buffer: bool = False,
-                 out_lanes: int = 1) -> None:
+                 out_lanes: int = 1, p_op: bool = False) -> None:
     """Add the delta organisation's own counts of one batch element to ``a`` (module docstring); ``cfg_rows``:
     positions per pool (the array's rows), ``acc``: accumulator bits, ``diff_buffer``: the config has a
     difference-sum buffer (D84), which takes the ``D`` traffic; ``out_lanes``: ``kaleido_dcore``'s output lanes V
-    (`lane_writes`)."""
+    (`lane_writes`); ``p_op``: a fused P op, whose differences go to the score buffer instead of the input SRAM's
+    queue stash (D136)."""
     K = int(sum(k1 - k0 for k0, k1, _ in groups))  # noqa: N806
     M = dec.shape[0]  # noqa: N806
     # bytes a value takes in the built word (D122, D127): kaleido_dcombine's D buffers and state buffer hold words of
@@ -219,8 +225,10 @@ def _delta_terms(a: dict, dec: np.ndarray, groups, N: int, cc: int, pc: int, pas
     a["mac5"] += N * -(-pc // 2)
     a["mac4"] += N * (pc // 2)
     a["combine_add"] += combine_adds_delta(dec, N, groups)
-    a["sram_input_write_bytes"] += math.ceil(passes * (cc + pc) * DIFF_BITS / 8)
-    a["sram_input_read_bytes"] += math.ceil(n_cb * (cc + pc) * DIFF_BITS / 8) + (passes - 1) * 2 * M * K
+    stash = "sram_score" if p_op else "sram_input"  # a fused P op's differences: in the score buffer (D136)
+    a[f"{stash}_write_bytes"] += math.ceil(passes * (cc + pc) * DIFF_BITS / 8)
+    a[f"{stash}_read_bytes"] += math.ceil(n_cb * (cc + pc) * DIFF_BITS / 8)
+    a["sram_input_read_bytes"] += (passes - 1) * 2 * M * K
     a["sim_add8"] += (passes - 1) * M * K
 
 
@@ -240,7 +248,8 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         delta_blocks: the delta organisation's column blocks per group ``s`` (`sim.timing.delta.plan`) on an op it
             runs in the delta form; None = the compact rules. state_buffer: a fused score op's carried values go to
             the state SRAM (delta only, module docstring). p_op: the op is a fused P op (``pv``), whose P the
-            delta organisation does not stage in the input SRAM (module docstring). stage_chunks: per batch
+            delta organisation does not stage in the input SRAM, its differences stashed in the score buffer
+            (module docstring, D136). stage_chunks: per batch
             element each band-tile's chunk, for an op whose weights go through the weight stage (D85).
         port_weights: compact (``delta_blocks`` None, no stage): weights per column its controller's weight port
             reads (`sim.timing.compact_accel.op_port`'s ``"weights"``, docs/decisions.md D109, D117); None: one read
@@ -308,10 +317,10 @@ def compact_actions(a: dict, tiled: list, band_tiles: list, groups, N: int,  # n
         all_rows += rows_out
         a["dispatch_add8"] += dec.size
         if delta_blocks is not None:
-            if p_op:  # P goes from the vector unit to the similarity unit, which stashes only the differences
+            if p_op:  # P goes from the vector unit to the similarity unit, not the input SRAM (D76)
                 a["sram_input_write_bytes"] -= dec.shape[0] * int(widths.sum())
             _delta_terms(a, dec, groups, N, cc, pc, -(-n_cb // delta_blocks), n_cb, grid, cfg.array_rows, acc,
-                         state_buffer, bool(cfg.diff_sram_kib), lanes(cfg))
+                         state_buffer, bool(cfg.diff_sram_kib), lanes(cfg), p_op)
             continue
         array_input += n_cb * (cc + pc)
         succ = successor_reads(dec, grid, groups)

@@ -57,7 +57,8 @@ class CoreOp:
     """One op as a core runs it: X int8 or uint8 ``[M, K]``, W int8 ``[K, N]``, ``grid`` ``(F, H,
     W)`` with ``F H W = M``, ``groups`` ``[(k0, k1, axis)]`` covering ``0 .. K``, ``decisions`` int8 ``[M, G]``
     (`algo.reuse.golden` codes), ``x_unsigned`` (uint8 X), ``fused`` (``kaleido_dcore``: carried values in the state
-    SRAM, D79)."""
+    SRAM, D79), ``p_op`` (the P op of a fused attention pair, `sim.timing.attention.fused_pairs`: its chunk is capped
+    by the score buffer, not the input SRAM, `sim.timing.delta.plan`, D131)."""
 
     X: np.ndarray
     W: np.ndarray
@@ -68,6 +69,7 @@ class CoreOp:
     fused: bool = False
     #: ``(Fw, s, chunk_major)`` to run instead of the model's plan (`CoreEngine.plan`; compact: ``s`` 1, no order)
     plan: tuple | None = None
+    p_op: bool = False
 
 
 @dataclass
@@ -186,7 +188,8 @@ class CoreEngine:
         if self.delta:
             from sim.timing import delta as rules
 
-            fw, s = rules.plan(self.cfg, op.grid[0], K, N, False, "op", op.groups)
+            pool = min(self.cfg.array_rows, op.grid[1] * op.grid[2])  # as sim.engines.model passes them (D131)
+            fw, s = rules.plan(self.cfg, op.grid[0], K, N, False, "op", op.groups, pool, op.p_op)
             return fw, s, bool(self.cfg.diff_sram_kib)
         from sim.timing.compact import chunk_frames
 
@@ -208,7 +211,7 @@ class CoreEngine:
             raise ValueError(f"the weight stage of {self.cfg.name} cannot hold one channel a band")
         groups, cols, _width = sl
         return CoreOp(op.X, op.W, op.grid, groups, np.ascontiguousarray(op.decisions[:, cols]), op.x_unsigned,
-                      op.fused, op.plan), True
+                      op.fused, op.plan, op.p_op), True
 
     def records(self, op: CoreOp, bop=None) -> tuple[np.ndarray, int]:
         """uint8 ``[writes + 2, in bytes]``: the op's host writes, its ``start`` cycle and the held op ports (module
@@ -572,7 +575,7 @@ def sub_op(op: CoreOp, sl: Slice) -> CoreOp:
     X = np.ascontiguousarray(op.X[np.ix_(sl.tokens, kidx)])  # noqa: N806
     W = np.ascontiguousarray(op.W[kidx, sl.cols[0]:sl.cols[1]])  # noqa: N806
     dec = np.ascontiguousarray(op.decisions[np.ix_(sl.tokens, sl.groups)])
-    return CoreOp(X, W, sl.grid, groups, dec, op.x_unsigned, op.fused, op.plan)
+    return CoreOp(X, W, sl.grid, groups, dec, op.x_unsigned, op.fused, op.plan, op.p_op)
 
 
 def _plan_piece(engine: CoreEngine, full: CoreOp, sl: Slice) -> Piece | str:
@@ -712,7 +715,9 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
 
     from algo.reuse.golden import decide
     from sim.engines.rtl import outputs_checksum
+    from sim.timing.attention import fused_pairs
 
+    p_ops = set(fused_pairs(trace.ops, cfg).values())  # the model caps their chunks by the score buffer (D131)
     t_build = time.perf_counter()
     eng = engine or CoreEngine(cfg, log=log)
     built = built_s + time.perf_counter() - t_build  # the caller's build of ``engine`` (``built_s``) or this one
@@ -726,7 +731,8 @@ def trace_through_core(trace, cfg: AcceleratorConfig, engine: CoreEngine | None 
         op_ys = []
         for b in range(op.batch):
             dec = decide(op.X[b], trace.grid, groups, op.theta, trace.b_msb)[0]
-            full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
+            full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8,
+                          p_op=i in p_ops)
             pieces = slices(eng, full)
             runs = eng.run([p.op for p in pieces], [p.tiles for p in pieces])
             y = np.zeros((op.M, op.N), np.int64)

@@ -23,11 +23,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hw.config import BALANCED_PRESET
+
 #: The usage line printed on bad arguments.
 USAGE = ("usage: python -m sim.report.backpressure [--preset NAME] [--resolution RES] REUSE FIFO_PER_PORT:BANKS [...] "
          "(REUSE a fraction; FIFO_PER_PORT, BANKS non-negative ints)")
 #: The preset the report runs by default (the one docs/decisions.md D116 measures).
-PRESET = "kaleido-16nm-128x128-balanced"
+PRESET = BALANCED_PRESET
 
 
 def per_op(res: dict) -> dict[str, dict]:

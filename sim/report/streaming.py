@@ -42,13 +42,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.config import AcceleratorConfig
+from hw.config import BALANCED_PRESET, AcceleratorConfig
 
 #: The usage line printed on bad arguments.
 USAGE = ("usage: python -m sim.report.streaming [--preset NAME] [--resolution RES] [--ops a,b] REUSE [REUSE ...] "
          "(REUSE a fraction in [0, 1))")
 #: The preset the report runs by default (the one docs/decisions.md D130 measures).
-PRESET = "kaleido-16nm-128x128-balanced"
+PRESET = BALANCED_PRESET
 #: Bits of one queued difference (`hw.pe.X_BITS`, 9: X - X_eff[nb] of int8 and uint8) and of one decision code
 #: (`hw.delta_queue.CODE_BITS`, 2), restated as `sim.cost.controllers` does.
 DIFF_BITS, CODE_BITS = 9, 2

@@ -168,8 +168,7 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
         if T and sb.min() < 0:
             raise ValueError("stage buffers must be numbered from 0")
     xw = _da.gather_words(a[2], lanes)
-    limit = 50 * (int(np.maximum(a[0], 1).sum()) + int(fc.sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
-        xw.max(initial=1)))) + 1000
+    limit = _da.stage_limit(a[0], a[1], a[3], xw, fc, cfg, queue)  # a deadlock past it (the bound derived there)
     if stepped:
         from sim.timing.port_stepped import port_run_stepped as loop
     else:

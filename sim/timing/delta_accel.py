@@ -415,7 +415,7 @@ def stage_port(segment, group, paired, band, first, last, widths, bands: int) ->
 
 
 def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, N: int, b_msb: int = 4,  # noqa: N803
-                 fused: bool = False) -> dict | None:
+                 fused: bool = False, p_op: bool = False) -> dict | None:
     """One op's (one batch element's) band-tiles through the weight stage, as `sim.engines.model` issues and times
     them on a delta config with a difference-sum buffer and a stage (D84's order, D85's segments, D88's slices):
     ``{"s_seq", "rows", "segment", "group", "paired"}`` int64 / bool ``[T]`` in issue order, ``"widths"`` (the
@@ -423,7 +423,8 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
     the widest slice), ``"chunks"`` (chunks with band-tiles); None when the op does not go through the stage.
 
     Args:
-        dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fused: a fused score op.
+        dec: int8 ``[M, G]`` decisions; grid ``(F, H, W)``; groups ``(k0, k1, axis)``; fused: a fused score op;
+        p_op: the P op of a fused attention pair (its chunk capped by the score buffer, `sim.timing.delta.plan`).
     """
     from sim.timing import delta as rules
     from sim.timing.compact import compact_tiles, paired_tiles
@@ -431,7 +432,8 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
     if not (cfg.organisation == "delta" and cfg.diff_sram_kib and cfg.wstage_sram_kib):
         return None
     n_cb = -(-N // cfg.array_cols)
-    fw, s = rules.plan(cfg, grid[0], K, N, fused, "op", groups)
+    fw, s = rules.plan(cfg, grid[0], K, N, fused, "op", groups,  # pool and P op as sim.engines.model passes them
+                       min(cfg.array_rows, grid[1] * grid[2]), p_op)
     cols = None
     if not rules.stages(cfg, K, groups):
         sliced = rules.stage_slices(cfg, groups)
@@ -459,6 +461,38 @@ def staged_tiles(dec: np.ndarray, grid, groups, cfg: AcceleratorConfig, K: int, 
 #: chosen: on the balanced preset's qkv and qk (`tests.rtl.dstage_check` 0.3) any window of 10-32 cycles gives
 #: the same cycles, no window (hand out at once) 0.25 % more on qkv (a band's next chosen before others can bid).
 EARLY_AHEAD = 2
+
+
+def stage_limit(s_seq, rows, rounds, xw, fcount, cfg: AcceleratorConfig, queue: tuple | None = None) -> int:
+    """The cycle after which `stage_schedule` (and `sim.timing.compact_accel.port_run`, its rules compiled) gives up
+    with RuntimeError: a run past it is a deadlock (a wait that no later cycle ends), not a long op. Arguments as
+    `stage_schedule`'s (per band-tile ``[T]``; ``xw`` its `gather_words`); ``queue``: its queues (its step count).
+
+    The bound, derived from the rules (`stage_schedule`'s docstring), serially: let ``C_t`` be the cycle by which
+    band-tiles 0 .. t have all issued their last slot. Bands take band-tiles in order, so at ``C_{t-1} + 1`` every
+    band is past its band-tiles before t, band-tile t has a band (in-order hand-out; with the early choice by
+    ``max(C_{t-1}, g_t + 2) + 1``, every band then a candidate with ``E <= C_{t-1}``), the fill unit is idle and t's
+    stage buffer holds no earlier band-tile. Band-tile t then waits at most: its emission by the queues, ``Δ_t``
+    steps after t - 1's (``Σ Δ_t <=`` the op's step count, ``queue[2]``), and its gather ``g_t <= C_{t-1} + Δ_t + 1``;
+    its X ``u_t xw_t + 3`` after it; its fill ``fc_t`` reads from ``g_t + 2`` and 2 more to land; its ``nw_t = ceil(w_t
+    / 2 B)`` words, one at each turn of its band (every B cycles; a deferred read is skipped only while 2 words are
+    loaded, so a slot can issue), in place 2 cycles after the read: ``nw_t (B + 2)``; its ``s_t`` slots; and its last
+    slot the drain port's ``v q`` (``q = max(1, B / d)``) after the band's previous band-tile's last (one before t).
+    With ``w_t <= 2 s_t`` (at most two channels a slot), ``nw_t (B + 2) <= (s_t / B + 1)(B + 2) <= 3 s_t + B + 2``, so
+    ``C_t - C_{t-1} <= Δ_t + 4 s_t + fc_t + u_t xw_t + q v + B + 11`` and the op ends by ``steps + 4 Σ s + Σ fc + T (B
+    + 11 + max u max xw) + q Σ v`` (with the segment barrier, not built, the same sum over a barrier group at
+    once). The limit is 50 x ``(Σ s + Σ fc + T (B + 8 + max u max xw) + q Σ v) + 1,000`` plus the steps: at least
+    that bound for any op (``50 x (B + 8) >= B + 11``), so no run that ends is cut; the factor only lengthens the
+    wait before a deadlock is reported. (Before this derivation the queues' steps and the drain term were missing:
+    an op of very few band-tiles among many scanned REUSE positions could be cut while running.)"""
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    q = max(1, B // d)
+    s = np.maximum(np.asarray(s_seq, dtype=np.int64), 1)
+    u, x = np.asarray(rounds, dtype=np.int64), np.asarray(xw, dtype=np.int64)
+    T = len(s)  # noqa: N806
+    terms = int(s.sum()) + int(np.sum(fcount)) + T * (B + 8 + int(u.max(initial=1)) * int(x.max(initial=1))) \
+        + q * int(np.sum(rows))
+    return 50 * terms + 1000 + (int(queue[2]) if queue is not None else 0)
 
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
@@ -612,9 +646,10 @@ def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr,
         elif emits is not None and t < T:
             q_state[2] = q_state[0] + 1
     queued(0)
+    limit = stage_limit(s, v, u, xw, fc, cfg, queue)  # a deadlock past it (derived there)
     c = 0
     while min(last, default=0) < 0:
-        if gate is None and c > 50 * (sum(s) + sum(fc) + T * (B + 8 + max(u) * max(xw, default=1))) + 1000:
+        if gate is None and c > limit:
             raise RuntimeError("stage_schedule did not finish")
         # gather: a descriptor read when the gather is idle and the entry's band-tile n - S issued its last slot
         if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c) \

@@ -1187,6 +1187,7 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
     rsg = np.repeat(a[9], a[1]) if ordered else np.zeros(n, dtype=np.int64)
     xw = gather_words(a[2], lanes)
     ps = np.asarray(per_seg, dtype=np.int64)
+    # deadlock cut-off: 4 x sim.timing.delta_accel.stage_limit (derived there) less its drain term, in 64 n; no queues
     limit = 50 * (int(np.maximum(a[0], 1).sum()) + int(a[8].sum()) + T * (B + 8 + int(a[3].max(initial=1)) * int(
         xw.max(initial=1)))) + 1000
     limit = 64 * (n + int(ps.sum()) + 16 * T) + 10_000 + 4 * limit

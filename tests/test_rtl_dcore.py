@@ -120,14 +120,42 @@ def way_daddr(addr: int, n_cb: int, ways: int) -> int:
     return ((u // ways) * n_cb + cb) * ways + u % ways
 
 
-def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool = False) -> list[dict]:  # noqa: N803
+def pool_store(cfg, grid, axis: str, t: int, cb: int, s: int) -> int:
+    """The word of token t's carried value of column block cb in the state buffer per pool (docs/decisions.md D133),
+    one output lane, by hand: the state SRAM's regions (D79, `tests.rtl.delta_bench.dcombine_program`'s fused
+    ``store``) over a group's ``s`` column blocks, ``cb mod s`` the block in its group: ``f`` the pool slot ``p mod R``,
+    ``w`` the frame word ``R + f``, ``h`` the (frame, column) word ``R + F + f W + p mod W``."""
+    F, H, W = grid  # noqa: N806
+    R = cfg.array_rows  # noqa: N806
+    f, p = divmod(t, H * W)
+    u = {"f": p % R, "w": R + f, "h": R + F + f * W + p % W}[axis]
+    return u * s + cb % s
+
+
+def pool_program(prog, case, cfg, n_cb: int, s: int) -> None:
+    """The bench program's partial-sum state-buffer addresses (``((a F + f) H W + p) n_cb + cb``, each command's own
+    token for the write, its neighbour for the read) moved, in place, to the per-pool layout (`pool_store`)."""
+    F, H, W = case.grid  # noqa: N806
+    M, hw = case.X.shape[0], H * W  # noqa: N806
+    axes = [ax for ax, _ in classes(case.groups)]
+    for c in prog:
+        a = (c["c_daddr"] // n_cb - c["_token"]) // M
+        af, p = divmod(c["c_raddr"] // n_cb, hw)  # the neighbour the bench reads: frame af - a F, position p
+        nb = (af - a * F) * hw + p
+        c["c_waddr"] = pool_store(cfg, case.grid, axes[a], c["_token"], c["_cb"], s)
+        c["c_raddr"] = pool_store(cfg, case.grid, axes[a], nb, c["_cb"], s)
+
+
+def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool = False,  # noqa: N803
+                 blocks: int | None = None) -> list[dict]:
     """The bench program's output commands (`tests.rtl.delta_bench.dcombine_program`, one a cycle) as V output
     lanes issue them (docs/decisions.md D112): in `sim.timing.delta_core.segment_steps`' order (per step its
     lanes), the carried store's addresses moved to the position banks' layout (bank low, log2 V bits): the
     partial-sum state buffer's ``((a F + f) H W + p) n_cb + cb`` to bank p mod V, ``((a F + f) ceil(H W / V) +
     p div V) n_cb + cb``; the state SRAM's (``fused``) pool slot i (f axis) to bank i mod V, ``(i div V) n_cb + cb``,
     frame word R + f (w) to bank 0, ``(R / V + f) n_cb + cb``, and h word R + F + f W + x to bank x mod V,
-    ``(R / V + F + f W / V + x div V) n_cb + cb``."""
+    ``(R / V + F + f W / V + x div V) n_cb + cb``; ``blocks``: the state buffer per pool's region addresses over
+    ``blocks`` column blocks (`pool_program`, docs/decisions.md D133), banked as the state SRAM's."""
     from sim.timing.delta_core import segment_steps
 
     F, H, W = case.grid  # noqa: N806
@@ -136,14 +164,15 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     R = cfg.array_rows  # noqa: N806
 
     def banked(addr):
-        u, cb = divmod(addr, n_cb)
-        if fused:
+        nb = blocks or n_cb
+        u, cb = divmod(addr, nb)
+        if fused or blocks:
             if u < R:
-                return ((u // V) * n_cb + cb) << lv | u % V
+                return ((u // V) * nb + cb) << lv | u % V
             if u < R + F:
-                return ((R // V + u - R) * n_cb + cb) << lv
+                return ((R // V + u - R) * nb + cb) << lv
             f, x = divmod(u - R - F, W)
-            return ((R // V + F + f * W // V + x // V) * n_cb + cb) << lv | x % V
+            return ((R // V + F + f * W // V + x // V) * nb + cb) << lv | x % V
         af, p = divmod(u, hw)
         return ((af * -(-hw // V) + p // V) * n_cb + cb) << lv | p % V
 
@@ -188,14 +217,15 @@ def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> Iss
 
 
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False, bound=None, feed=None):
+          local=False, bound=None, feed=None, pool=False):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
     built with ``array_hold``, D123) `core_schedule`'s array hold on ``fifo`` entries and d rows a cycle (``row_tile``
     each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
     the held cycles; ``local``: the core's segment-local D addresses (D125: the model's ways, its wait, the commands'
-    D address the token's `segment_slot`). Returns the schedule."""
+    D address the token's `segment_slot`); ``pool``: the core's state buffer per pool (D133: the commands' carried-store
+    addresses `pool_store`'s). Returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
@@ -229,8 +259,11 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     _acc, prog = dcombine_program(case, [], cfg, fused)
     where = {(t, b): k for k, sg in enumerate(segments(case.grid, n_cb, A, cfg.array_rows, fw, s)) for t, b, _a in sg}
     prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
+    pooled = pool and not fused
+    if pooled:  # the state buffer per pool (D133): the writer's and the neighbour's words in the region layout
+        pool_program(prog, case, cfg, n_cb, s or n_cb)
     if out_ways > 1:  # the lanes' order: per step, its lanes (segment_steps), addresses in the lanes' layouts
-        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways, fused)
+        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways, fused, (s or n_cb) if pooled else None)
     M = case.X.shape[0]  # noqa: N806
     for c in prog:
         if local:  # the bench's (a M + t) n_cb + cb to the token's slot in its segment's buffer (way low already)
@@ -533,6 +566,50 @@ def test_dcore_segment_local_d_addresses(ci, shape, out_ways, fused, fifo, kib):
     assert ports["o_local"] == int(local) == int(ci != "random3")
     [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3, seg_local=True)
     check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=local)
+
+
+#: The state buffer per pool (docs/decisions.md D133): ``(case, shape, chunk-major, V, FIFO entries)`` on the
+#: segment-local D buffers (D125, three of them) of an 8 KiB difference-sum buffer and a 2 KiB partial-sum SRAM, whose
+#: state buffer (2 x 8192 / 224 = 73 words) holds neither op at its address (wide3: 3 classes x 3 frames x 12
+#: positions x 5 column blocks = 540 words; fpools: 4 frames x 12 x 5 = 240): wide3 (classes h, w, f on two pools of a
+#: 3 x 4 image, 4 positions of the second pool reading the first's h words, s = 1: 23 words) on one lane and two;
+#: fpools (one f class, 2 pools, 2 chunks of 2 frames, N = 37: 3 groups of s = 2 column blocks reusing the pool slots,
+#: 16 words), D84's order, on one lane and two.
+POOL_RUNS = [("wide3", "8x8-B2-d2", False, 1, 2 * FIFO), ("wide3", "8x8-B2-d2", False, 2, 2 * FIFO),
+             ("fpools", "8x8-B2-d2", True, 1, FIFO), ("fpools", "8x8-B2-d2", True, 2, FIFO)]
+
+
+def _pool_case(ci: str) -> tuple:
+    """A `POOL_RUNS` op by name: ``(case, fw, s)``."""
+    if ci == "wide3":
+        return WIDE[3][0]
+    return _case(10, (4, 3, 4), 6, 37, [3, 3], False, "f", 2, 2)
+
+
+def _pool_cfg(shape, psum_kib=2, diff_kib=8):
+    from hw.config import AcceleratorConfig
+
+    return AcceleratorConfig.model_validate(delta_cfg(*SHAPES[shape], state_kib=2).model_dump()
+                                            | {"diff_sram_kib": diff_kib, "psum_sram_kib": psum_kib})
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "out_ways", "fifo"), POOL_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}-v{v}" for c, s, cm, v, _f in POOL_RUNS])
+def test_dcore_state_buffer_per_pool(ci, shape, chunk_major, out_ways, fifo):
+    # the op's carried values do not fit the state buffer at the op's address (core_ports refuses the plain core);
+    # with pool_state every Y row equals apply_decisions, its cycle and done core_schedule's (the layout does not
+    # change the timing), every command the bench program's with the carried store's addresses pool_store's
+    case, fw, s = _pool_case(ci)
+    cfg = _pool_cfg(shape)
+    job, queue = _job(cfg, case, fw, s, chunk_major, False)
+    assert job[4][0]  # walked segment by segment: segment-local D buffers
+    opts = {"fifo": fifo, "out_ways": out_ways, "d_buffers": 3, "seg_local": True}
+    plain = discard(DeltaCore(cfg, **opts))
+    with pytest.raises(ValueError, match="state buffer: the op needs"):
+        core_ports(plain, case.grid, case.groups, case.W.shape[1], False, *job[4])
+    [got] = run_dcore(cfg, [job], pool_state=True, **opts)
+    check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=True,
+          pool=True)
 
 
 #: The issue hold's runs (docs/decisions.md D126), each built to hold (its descriptors run ``bound`` or more segments

@@ -23,6 +23,8 @@ For each op:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -50,6 +52,7 @@ from sim.timing.delta_core import (
     row_ways,
     row_ways_local,
     segment_slot,
+    segment_steps,
     segments,
     tile_segments,
 )
@@ -610,6 +613,68 @@ def test_dcore_state_buffer_per_pool(ci, shape, chunk_major, out_ways, fifo):
     [got] = run_dcore(cfg, [job], pool_state=True, **opts)
     check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=True,
           pool=True)
+
+
+def pool_replay(R, grid, axes, n_cb, fw, s, V, store_at) -> int:  # noqa: N803
+    """Replays the output walk (`sim.timing.delta_core.segment_steps`' order, V lanes a step) on a carried store
+    addressed by ``store_at(axis, token, cb)``, every token taken as reading its neighbour where it has one (none
+    direct: the most reads): each read must find its neighbour's value of that column block and class (the last
+    write to the word), a step's reads before its writes (the combine reads at issue, writes a cycle later); an ``f``
+    or ``h`` value is written by every token, a ``w`` value only at the pool's last position (``c_keep``; the pool's
+    other w neighbours ride the lane register and the lanes' chain), read by the pool's first position where x > 0.
+    A step's reads, and its writes, go to distinct words and distinct position banks (``f``: pool slot mod V, ``w``:
+    0, ``h``: x mod V, `hw.delta_core.DeltaCore._lane_regions`). Returns the
+    store reads checked; raises AssertionError on the first value overwritten before its read."""
+    F, H, W = grid  # noqa: N806
+    hw, store, reads = H * W, {}, 0
+    for seg in segment_steps(grid, n_cb, len(axes), R, fw, s, V):
+        for step in seg:
+            rd, wr = [], []
+            for t, cb, a in step:
+                ax = axes[a]
+                f, p = divmod(t, hw)
+                y, x = divmod(p, W)
+                nb = {"f": t - hw if f else None, "h": t - W if y else None, "w": t - 1 if x else None}[ax]
+                bank = {"f": p % R % V, "w": 0, "h": x % V}[ax]  # the writer's and its successor's (D112's banks)
+                if nb is not None and (ax != "w" or p % R == 0):
+                    rd.append((store_at(ax, nb, cb), bank, (nb, cb, a)))
+                if ax != "w" or p % R == R - 1:
+                    wr.append((store_at(ax, t, cb), bank, (t, cb, a)))
+            for batch in (rd, wr):
+                assert len({w for w, _b, _v in batch}) == len({b for _w, b, _v in batch}) == len(batch), step
+            for word, _bank, want in rd:
+                assert store.get(word) == want, (word, want, store.get(word))
+            store.update((w, v) for w, _b, v in wr)
+            reads += len(rd)
+    return reads
+
+
+#: Walk orders the per-pool store is replayed on: ``(R, grid, axes, n_cb, fw, s, V)``: at 480p (Wan2.1-1.3B's 21 x 30
+#: x 52 latent on R = 128: 12 full pools and one of 24, chunks of 5 frames and a last of 1, three column blocks in
+#: groups of 2 and 1) one f class on one lane and four; on R = 8, h, w and f classes where a row is wider than a pool
+#: (W = 10: an h neighbour two pools back), partial pools and chunks, on one lane and two.
+REPLAYS = [(128, (21, 30, 52), ("f",), 3, 5, 2, 1), (128, (21, 30, 52), ("f",), 3, 5, 2, 4),
+           (8, (3, 3, 10), ("h", "w", "f"), 3, 2, 2, 1), (8, (3, 3, 10), ("h", "w", "f"), 3, 2, 2, 2),
+           (8, (5, 2, 6), ("w", "f"), 5, 3, 2, 2), (8, (4, 3, 4), ("f",), 5, 2, 2, 1), (8, (2, 5, 3), ("h",), 1, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("rp", REPLAYS, ids=[f"R{r[0]}-{'x'.join(map(str, r[1]))}-{''.join(r[2])}-v{r[6]}"
+                                             for r in REPLAYS])
+def test_state_per_pool_never_overwritten_before_read(rp):
+    # D133's argument replayed: on the walk's order (segment_steps: per group, pool, chunk, column block, frame,
+    # position run, class) the per-pool layout (pool_store, by hand) gives every read its neighbour's value; the
+    # same replay without the column block in the word (all blocks of a group on one word) fails
+    R, grid, axes, n_cb, fw, s, V = rp  # noqa: N806
+    cfg = SimpleNamespace(array_rows=R)
+    F, H, W = grid  # noqa: N806
+    reads = pool_replay(R, grid, axes, n_cb, fw, s, V, lambda ax, t, cb: pool_store(cfg, grid, ax, t, cb, s))
+    # the reads by hand: f: tokens past frame 0; h: past row 0; w: a pool's first position with x > 0
+    want = {"f": (F - 1) * H * W, "h": F * (H - 1) * W,
+            "w": F * sum(1 for p in range(0, H * W, R) if p % W)}
+    assert reads == n_cb * sum(want[ax] for ax in axes)
+    if s > 1:
+        with pytest.raises(AssertionError):
+            pool_replay(R, grid, axes, n_cb, fw, s, V, lambda ax, t, cb: pool_store(cfg, grid, ax, t, 0, s))
 
 
 #: The issue hold's runs (docs/decisions.md D126), each built to hold (its descriptors run ``bound`` or more segments

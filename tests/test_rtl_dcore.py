@@ -32,6 +32,7 @@ from algo.reuse.golden import COMPUTE, REUSE, apply_decisions
 from hw import discard
 from hw.delta_accel import DeltaAccel
 from hw.delta_accel_host import queue_ports
+from hw.delta_combine import delta_combine_sizes, pool_state_words
 from hw.delta_core import DeltaCore, core_ports, segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
@@ -647,6 +648,30 @@ def pool_replay(R, grid, axes, n_cb, fw, s, V, store_at) -> int:  # noqa: N803
             store.update((w, v) for w, _b, v in wr)
             reads += len(rd)
     return reads
+
+
+def test_state_per_pool_sizes_and_refusals_by_hand():
+    # pool_state_words (D133): wide3's grid 3 x 3 x 4, classes h, w, f, s = 1 on R = 8: (8 + 3 + 3 x 4) x 1 = 23
+    # words; on 2 lanes each bank 8 / 2 + 3 + 3 x 4 / 2 = 13, so 26; one f class: R s (fpools: 8 x 2 = 16)
+    cfg = _pool_cfg("8x8-B2-d2")
+    assert pool_state_words(cfg, (3, 3, 4), ["h", "w", "f"], 1) == 23
+    assert pool_state_words(cfg, (3, 3, 4), ["h", "w", "f"], 1, 2) == 26
+    assert pool_state_words(cfg, (4, 3, 4), ["f"], 2) == pool_state_words(cfg, (4, 3, 4), ["f"], 2, 2) == 16
+    assert pool_state_words(cfg, (4, 3, 4), ["w", "f"], 2) == (8 + 4) * 2
+    # the state buffer: 2 KiB x 8192 / (8 x 28 bits) = 73 words (36 a bank on 2 lanes: 72); fpools' N = 37 with
+    # s = 5 column blocks a group needs 8 x 5 = 40 words (fits), a 12 x 4 image with an h class on 2 lanes and s = 1
+    # (8 / 2 + 3 + 3 x 4 / 2) x 2 = 26 (fits) but o_w = 3 is no multiple of V = 2: refused
+    # (segment-local D buffers, D125, issued segment by segment, 2 frames a chunk)
+    opts = {"d_buffers": 3, "seg_local": True}
+    core = discard(DeltaCore(cfg, pool_state=True, out_ways=2, **opts))
+    assert delta_combine_sizes(cfg, 2, 2, 3)["lane_words"] == 36
+    core_ports(core, (4, 3, 4), [(0, 3, "f")], 37, seg=True, fw=2, s=5)
+    with pytest.raises(ValueError, match="state buffer: the op needs 80 words.*holds 72"):  # s = 10: 8 x 10 = 80
+        core_ports(core, (4, 3, 4), [(0, 3, "f")], 80, seg=True, fw=2, s=10)
+    with pytest.raises(ValueError, match="pool_state with out_ways = 2: an h class needs o_w = 3"):
+        core_ports(core, (3, 4, 3), [(0, 3, "h")], 8, seg=True, fw=2, s=1)
+    core_ports(discard(DeltaCore(cfg, pool_state=True, **opts)), (3, 4, 3), [(0, 3, "h")], 8, seg=True, fw=2,
+               s=1)  # one lane: built
 
 
 #: Walk orders the per-pool store is replayed on: ``(R, grid, axes, n_cb, fw, s, V)``: at 480p (Wan2.1-1.3B's 21 x 30

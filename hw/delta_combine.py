@@ -139,6 +139,23 @@ def delta_combine_sizes(cfg: AcceleratorConfig, ways: int = 1, out_ways: int = 1
     return out
 
 
+def pool_state_words(cfg: AcceleratorConfig, grid, axes, s: int, out_ways: int = 1) -> int:
+    """Words (C acc bits each) of the partial-sum state buffer that ``kaleido_dcore`` built with ``pool_state``
+    (docs/decisions.md D133) addresses for an op of ``grid`` ``(F, H, W)``, axis classes ``axes`` (``"f"``, ``"h"``,
+    ``"w"``; `sim.timing.delta.classes`), ``s`` column blocks a group: the state SRAM's regions (D79) over the
+    walked group's column blocks instead of the op's: per column block of the group the pool's R slots (an ``f``
+    class: a value lives from frame f to f + 1 of the same pool), from word R the frame's word (a ``w`` class: the
+    pool's last position, read by the next pool's first, F words), from R + F the (frame, column) words (an ``h``
+    class: F W), at fixed offsets, so ``s (R + F [w or h] + F W [h])``; with V > 1 ``out_ways`` (D112) each of the V
+    position banks holds ``s (R / V + F [w or h] + F W / V [h])`` (the ``h`` words need V | W, `hw.delta_core.
+    core_ports` refuses others): V times that. One ``f`` class (every op but a fused ``qk`` at 480p, D130): ``R s``,
+    against ``A F H W n_cb`` at the op's address."""
+    F, _H, W = grid  # noqa: N806
+    R, V = cfg.array_rows, out_ways  # noqa: N806
+    per = R // V + (F if {"w", "h"} & set(axes) else 0) + (F * W // V if "h" in axes else 0)
+    return V * per * s
+
+
 def default_ways(cfg: AcceleratorConfig) -> int:
     """``kaleido_dcore``'s accumulate ways by default (docs/decisions.md D107, D108): the largest power of two W <= d
     (``drain_rows_per_cycle``, itself a power of two: the row FIFO's banks) whose D buffer on W ways

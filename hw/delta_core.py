@@ -147,6 +147,17 @@ descriptor is in the count stage, it stands for "a later segment's descriptor ha
 `core_schedule`'s ``gate`` (`sim.timing.delta_core.IssueFeed`, `StageFeed`) times it; the cycle model's staged
 timing, `sim.timing.delta_core.stage_core` (D129), equals it on the staged core.
 
+**State buffer per pool** (``pool_state``, docs/decisions.md D133; off by default, the Verilog as before): the
+partial-sum state buffer's carried values at the state SRAM's regions (D79) over the walked group's column blocks
+instead of the op's ``((a F + f) H W + p) n_cb + cb``: an ``f`` class at pool slot ``i s + (cb - g)``, a ``w`` class
+(the pool's last position, read by the next pool's first) at ``(R + f) s + (cb - g)``, an ``h`` class at ``(R + F
++ f W + x) s + (cb - g)`` (``cb - g`` the walk's column block within its group; read and write at one word, the
+neighbour's being the same slot, frame word or column), in V position banks as the state SRAM's (D112). The
+walk's order (per group, pool, chunk, column block, frame, position, class; the same in every issue order) never
+writes such a word between its value's write and its successor's read (D133), so the buffer holds
+`hw.delta_combine.pool_state_words` (``R s`` for one ``f`` class) whatever the op's length. The fused score ops'
+state SRAM is addressed as before.
+
 Not in this slice (D95, D104, D107, D112, D113, D123): D68's order with s > 1 walked per segment (it interleaves
 column blocks: the walk waits for the op); without ``issue_hold`` a descriptor `NB_BANKS` or more segments past the
 walked one raises ``overflow`` (a sticky flag, raised without the array hold also by a FIFO backlog;
@@ -262,6 +273,9 @@ class DeltaCore(wiring.Component):
             (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports
             too); as Verilog (``pe="instance"``) its clock is gated (`CLKGATE_VERILOG`). False (default) is the core
             as before, byte for byte.
+        pool_state: the partial-sum state buffer addressed per pool (module docstring, "State buffer per pool";
+            docs/decisions.md D133): it holds the walked group's window (`hw.delta_combine.pool_state_words`) instead
+            of the op's ``A F H W n_cb`` words. False (default) is the core as before.
         **accel: `DeltaAccel`'s other keyword arguments (sizes, entries, lanes).
 
     Raises:
@@ -276,7 +290,7 @@ class DeltaCore(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, pe: str = "inline", queues: bool | None = None,
                  front: bool = False, ways: int | None = None, out_ways: int = 1, stage: bool = False,
                  d_buffers: int = 2, fifo_bypass: bool = False, array_hold: bool = False, seg_local: bool = False,
-                 issue_hold: bool = False, issue_bound: int | None = None, **accel):
+                 issue_hold: bool = False, issue_bound: int | None = None, pool_state: bool = False, **accel):
         d = cfg.drain_rows_per_cycle
         queues = not stage if queues is None else queues
         if stage and (queues or front):  # D119: the staged controller takes the host's list, the front needs queues
@@ -334,6 +348,9 @@ class DeltaCore(wiring.Component):
         #: The issue hold (docs/decisions.md D126): ``kaleido_daccel`` takes its next descriptor only while its segment
         #: is fewer than ``issue_bound`` past the walked one (default `NB_BANKS`; with ``seg_local`` n).
         self.issue_hold, self.issue_bound = issue_hold, bound if issue_hold else None
+        #: The state buffer addressed per pool (docs/decisions.md D133): a carried value at its region's word over the
+        #: walked group's column blocks (`hw.delta_combine.pool_state_words`), not at ``((a F + f) H W + p) n_cb + cb``.
+        self.pool_state = pool_state
         #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
         self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
@@ -709,13 +726,14 @@ class DeltaCore(wiring.Component):
         # registered command fields (the issue stage)
         q = {n: Signal(len(s), name=f"q_{n}") for n, s in (("v", walking), ("a", a), ("axis", axis), ("t", t),
                                                               ("p", p_), ("f", f), ("cb", cb), ("i", i), ("x", x),
+                                                              *((("rep", rp_),) if self.pool_state else ()),
                                                               ("succ", succ_ex), ("first", walking),
                                                               ("last", walking), ("end", walking),
                                                               ("ord0", wres))}
         m.d.sync += [q["v"].eq(walking), q["a"].eq(a), q["axis"].eq(axis), q["t"].eq(t), q["p"].eq(p_),
                      q["f"].eq(f), q["cb"].eq(cb), q["i"].eq(i), q["x"].eq(x), q["succ"].eq(succ_ex),
                      q["first"].eq(a == 0), q["last"].eq(last_a),
-                     q["ord0"].eq(wres),
+                     q["ord0"].eq(wres), *((q["rep"].eq(rp_),) if self.pool_state else ()),
                      q["end"].eq(walking & last_a & last_i & last_fch & last_rep & last_fc & last_pool & last_g)]
         if self.seg_local:  # D125: the frame within the chunk, f - f0 (the slot's f mod fw)
             q["fr"] = Signal(range(self.fw_max), name="q_fr")
@@ -742,9 +760,12 @@ class DeltaCore(wiring.Component):
             m.d.comb += waddr_ps.eq((((q["a"] * self.o_f + q["f"]) * hw_) + q["p"]) * ncb + q["cb"])
             back = Mux(q["axis"] == 2, ncb, Mux(q["axis"] == 1, self.o_w * ncb, hw_ * ncb))
             waddr_st = Signal(self.ra + 8, name="c_waddr_st")
-            m.d.comb += waddr_st.eq(Mux(q["axis"] == 0, q["i"] * ncb + q["cb"],
-                                        Mux(q["axis"] == 2, (R + q["f"]) * ncb + q["cb"],
-                                            (R + self.o_f + q["f"] * self.o_w + q["x"]) * ncb + q["cb"])))
+            m.d.comb += waddr_st.eq(self._regions(q, q["i"], q["x"], ncb, q["cb"]))
+            raddr_ps, waddr_ps_ = waddr_ps - back, waddr_ps
+            if self.pool_state:  # the state buffer per pool (D133): the regions over the group's column blocks
+                waddr_pool = Signal(self.ra + 8, name="c_waddr_pool")
+                m.d.comb += waddr_pool.eq(self._regions(q, q["i"], q["x"], self.o_s, q["rep"]))
+                raddr_ps = waddr_ps_ = waddr_pool
             cols = Signal(range(C + 1), name="c_cols_w")
             rest = Signal(range(acc.max_n + 1), name="c_rest")
             m.d.comb += [rest.eq(self.o_n - q["cb"] * C), cols.eq(Mux(rest >= C, C, rest))]
@@ -760,8 +781,8 @@ class DeltaCore(wiring.Component):
             m.d.comb += [cmb.c_valid.eq(q["v"]), cmb.c_first.eq(q["first"]), cmb.c_last.eq(q["last"]),
                          cmb.c_direct.eq(dir_s), cmb.c_has.eq(has_s), cmb.c_daddr.eq(daddr),
                          cmb.c_reg.eq(near & ~dir_s), cmb.c_sram.eq(self.o_fused),
-                         cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, waddr_ps - back)),
-                         cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps)),
+                         cmb.c_raddr.eq(Mux(self.o_fused, waddr_st, raddr_ps)),
+                         cmb.c_waddr.eq(Mux(self.o_fused, waddr_st, waddr_ps_)),
                          cmb.c_keep.eq(succ & ~succ_near), cmb.c_hold.eq(succ & succ_near), cmb.c_cols.eq(cols)]
             # the D buffer the accumulate writes (its row's block parity); the walk reads the other, its block's
             # (ways: the output reads the walked segment's buffer, each way writes its row's, D107)
@@ -1020,6 +1041,26 @@ class DeltaCore(wiring.Component):
         R = self.cfg.array_rows  # noqa: N806
         return (q["a"] * self.o_fw + q["fr"]) * R + (q["t"] + lane)[:(R - 1).bit_length()]
 
+    def _regions(self, q, i, x, nblk, blk):
+        """A carried value's word in a store of regions (docs/decisions.md D79's state-SRAM layout; D133's state buffer
+        per pool): by the command's axis, the pool slot i (``f``), the frame's word ``R + f`` (``w``: the pool's last
+        position, read by the next pool's first) or the (frame, column) word ``R + F + f W + x`` (``h``), each times
+        ``nblk`` column blocks plus the block ``blk``."""
+        R = self.cfg.array_rows  # noqa: N806
+        return Mux(q["axis"] == 0, i * nblk + blk,
+                   Mux(q["axis"] == 2, (R + q["f"]) * nblk + blk,
+                       (R + self.o_f + q["f"] * self.o_w + x) * nblk + blk))
+
+    def _lane_regions(self, q, il, xl, nblk, blk):
+        """`_regions` in V position banks (docs/decisions.md D112; bank low, log2 V bits): the pool slot ``il`` in bank
+        ``il mod V``, the frame's word in bank 0, the (frame, column ``xl``) word in bank ``xl mod V`` (``o_w`` a
+        multiple of V, `core_ports`), ``R / V + ...`` the regions within a bank."""
+        R, V = self.cfg.array_rows, self.out_ways  # noqa: N806
+        lv = (V - 1).bit_length()
+        return Mux(q["axis"] == 0, Cat(il[:lv], il[lv:] * nblk + blk),
+                   Mux(q["axis"] == 2, Cat(Const(0, lv), (R // V + q["f"]) * nblk + blk),
+                       Cat(xl[:lv], (R // V + self.o_f + q["f"] * self.o_w[lv:] + xl[lv:]) * nblk + blk)))
+
     def _walk_lanes(self, m, decs, walking, t, succ_t, p_, x, i, axis, last_f, hw_) -> dict:  # noqa: N803
         """The walk stage's V lanes (docs/decisions.md D112, D111's items 1-2): lane l is position ``p + l`` of the
         pool (valid while ``i + l < R`` and ``p + l < H W``; lane 0 always), ``x + l`` wrapped once at ``o_w``; its
@@ -1098,10 +1139,11 @@ class DeltaCore(wiring.Component):
             # (frame, x) in bank x mod V (o_w a multiple of V, core_ports); R / V + ... the regions in a bank
             st = Signal(self.ra, name=f"c_st_w{lane}")
             il = q["i"] + lane
-            m.d.comb += st.eq(Mux(q["axis"] == 0, Cat(il[:lv], il[lv:] * ncb + q["cb"]),
-                                  Mux(is_w, Cat(Const(0, lv), (R // V + q["f"]) * ncb + q["cb"]),
-                                      Cat(xl[:lv], (R // V + self.o_f + q["f"] * self.o_w[lv:] + xl[lv:]) * ncb
-                                          + q["cb"]))))
+            m.d.comb += st.eq(self._lane_regions(q, il, xl, ncb, q["cb"]))
+            if self.pool_state:  # the state buffer per pool (D133): the regions over the group's column blocks
+                pool_a = Signal(self.ra, name=f"c_pool_w{lane}")
+                m.d.comb += pool_a.eq(self._lane_regions(q, il, xl, self.o_s, q["rep"]))
+                waddr, raddr = pool_a, pool_a
             wu, daddr = Signal(range(MAX_CLASSES * acc.max_tokens + V), name=f"c_u_w{lane}"), Signal(
                 self.da, name=f"c_daddr_w{lane}")
             m.d.comb += [wu.eq(q["a"] * m_tok + q["t"] + lane), daddr.eq(Cat(wu[:lw], wu[lw:] * ncb + q["cb"]))]
@@ -1187,10 +1229,12 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
     Raises:
         ValueError: more axis classes than `MAX_CLASSES` or more groups than ``partial_regs``; the op's difference
             sums (``A M n_cb`` words; ``A fw R`` with ``o_local``, docs/decisions.md D125) or carried values (``A F H W n_cb`` words in the state buffer; the state
-            SRAM's regions, `tests.rtl.delta_bench.dcombine_program`) beyond their buffer (`delta_combine_sizes`,
-            `state_sram_sizes`): the op is one chunk here (docs/decisions.md D95)."""
+            SRAM's regions, `tests.rtl.delta_bench.dcombine_program`; with ``pool_state`` the state buffer's regions
+            per pool, `hw.delta_combine.pool_state_words`, D133) beyond their buffer (`delta_combine_sizes`,
+            `state_sram_sizes`): the op is one chunk here (docs/decisions.md D95); with ``pool_state`` and V > 1
+            output lanes, an ``h`` class on ``o_w`` not a multiple of V."""
     from hw.delta_accel_host import group_layout
-    from hw.delta_combine import delta_combine_sizes, state_sram_sizes
+    from hw.delta_combine import delta_combine_sizes, pool_state_words, state_sram_sizes
     from sim.timing.delta import classes
     from sim.timing.delta_core import segment_base
 
@@ -1218,6 +1262,12 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
         need["state SRAM"] = (V * (R // V + F + F * W // V) * n_cb, V * st["lane_words"] if st else 0)
     elif fused:
         need["state SRAM"] = ((R + F + F * W) * n_cb, st["depth"] if st else 0)
+    elif core.pool_state:  # per pool (D133): the regions over a group's s column blocks
+        if V > 1 and "h" in [ax for ax, _ in cls] and W % V:
+            raise ValueError(f"pool_state with out_ways = {V}: an h class needs o_w = {W} a multiple of {V} (its "
+                             "(frame, column) words in bank x mod V, docs/decisions.md D133)")
+        need["state buffer"] = (pool_state_words(core.cfg, grid, [ax for ax, _ in cls], s or n_cb, V),
+                                V * sz["lane_words"] if V > 1 else sz["state_depth"])
     elif V > 1:  # V position banks, each ceil(H W / V) positions a frame (D112)
         need["state buffer"] = (V * A * F * -(-(H * W) // V) * n_cb, V * sz["lane_words"])
     else:

@@ -489,3 +489,49 @@ def test_dcore_engine_segment_local_d_addresses():
             assert len(slices(eng, op)) > 1
         except RtlEngineError as err:
             assert "difference sums" in str(err)
+
+
+def test_dcore_engine_state_buffer_per_pool():
+    """The state buffer per pool through the compiled engine (docs/decisions.md D133; ``CoreEngine(pool_state=True)``,
+    opt-in, on D125's segment-local D buffers): the TOML's config with an 8 KiB difference-sum buffer and a 2 KiB
+    partial-sum SRAM (a state buffer of 73 words, 36 a position bank) runs tests/test_rtl_dcore.py's wide3 (h, w, f
+    classes; 540 words at the op's address, 26 per pool) and fpools (one f class, 3 groups of 2 column blocks, 2
+    pools, 2 chunks; 240 words at the op's address, 16 per pool) in one piece each: Y golden, every row's cycle and
+    ``done`` against `core_schedule(local=True)` (the layout changes no cycle); a core without it cuts them into more
+    pieces or refuses them."""
+    from hw import discard
+    from hw.config import AcceleratorConfig
+    from hw.delta_core import DeltaCore
+    from sim.engines.verilator_core import slices
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.test_rtl_dcore import _job, _model, _pool_case, gate_feed
+
+    cfg = AcceleratorConfig.model_validate(load_config(DELTA_TOML).model_dump() | {"diff_sram_kib": 8,
+                                                                                     "psum_sram_kib": 2})
+    eng = CoreEngine(cfg, seg_local=True, pool_state=True)
+    d = cfg.drain_rows_per_cycle
+    cases = [(*_pool_case("wide3"), False), (*_pool_case("fpools"), True)]
+    ops = [CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw or c.grid[0], s, cm))
+           for c, fw, s, cm in cases]
+    for op in ops:
+        assert len(slices(eng, op)) == 1
+    runs = eng.run(ops)
+    for (case, fw, s, cm), run in zip(cases, runs, strict=True):
+        fw = fw or case.grid[0]
+        (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
+        assert walk[0]
+        _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
+                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
+                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=3)
+        _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+    opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold",
+                                              "issue_hold", "seg_local")}
+    eng.core = discard(DeltaCore(cfg, pe="instance", **opts))
+    for op in ops:  # at the op's address: cut into more pieces (fewer groups, column blocks), or refused
+        try:
+            assert len(slices(eng, op)) > 1
+        except RtlEngineError as err:
+            assert "state buffer" in str(err)

@@ -23,6 +23,8 @@ For each op:
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -30,6 +32,7 @@ from algo.reuse.golden import COMPUTE, REUSE, apply_decisions
 from hw import discard
 from hw.delta_accel import DeltaAccel
 from hw.delta_accel_host import queue_ports
+from hw.delta_combine import delta_combine_sizes, pool_state_words
 from hw.delta_core import DeltaCore, core_ports, segment_order
 from sim.engines.band_stimulus import band_op
 from sim.timing.delta import classes
@@ -50,6 +53,7 @@ from sim.timing.delta_core import (
     row_ways,
     row_ways_local,
     segment_slot,
+    segment_steps,
     segments,
     tile_segments,
 )
@@ -120,14 +124,42 @@ def way_daddr(addr: int, n_cb: int, ways: int) -> int:
     return ((u // ways) * n_cb + cb) * ways + u % ways
 
 
-def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool = False) -> list[dict]:  # noqa: N803
+def pool_store(cfg, grid, axis: str, t: int, cb: int, s: int) -> int:
+    """The word of token t's carried value of column block cb in the state buffer per pool (docs/decisions.md D133),
+    one output lane, by hand: the state SRAM's regions (D79, `tests.rtl.delta_bench.dcombine_program`'s fused
+    ``store``) over a group's ``s`` column blocks, ``cb mod s`` the block in its group: ``f`` the pool slot ``p mod R``,
+    ``w`` the frame word ``R + f``, ``h`` the (frame, column) word ``R + F + f W + p mod W``."""
+    F, H, W = grid  # noqa: N806
+    R = cfg.array_rows  # noqa: N806
+    f, p = divmod(t, H * W)
+    u = {"f": p % R, "w": R + f, "h": R + F + f * W + p % W}[axis]
+    return u * s + cb % s
+
+
+def pool_program(prog, case, cfg, n_cb: int, s: int) -> None:
+    """The bench program's partial-sum state-buffer addresses (``((a F + f) H W + p) n_cb + cb``, each command's own
+    token for the write, its neighbour for the read) moved, in place, to the per-pool layout (`pool_store`)."""
+    F, H, W = case.grid  # noqa: N806
+    M, hw = case.X.shape[0], H * W  # noqa: N806
+    axes = [ax for ax, _ in classes(case.groups)]
+    for c in prog:
+        a = (c["c_daddr"] // n_cb - c["_token"]) // M
+        af, p = divmod(c["c_raddr"] // n_cb, hw)  # the neighbour the bench reads: frame af - a F, position p
+        nb = (af - a * F) * hw + p
+        c["c_waddr"] = pool_store(cfg, case.grid, axes[a], c["_token"], c["_cb"], s)
+        c["c_raddr"] = pool_store(cfg, case.grid, axes[a], nb, c["_cb"], s)
+
+
+def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool = False,  # noqa: N803
+                 blocks: int | None = None) -> list[dict]:
     """The bench program's output commands (`tests.rtl.delta_bench.dcombine_program`, one a cycle) as V output
     lanes issue them (docs/decisions.md D112): in `sim.timing.delta_core.segment_steps`' order (per step its
     lanes), the carried store's addresses moved to the position banks' layout (bank low, log2 V bits): the
     partial-sum state buffer's ``((a F + f) H W + p) n_cb + cb`` to bank p mod V, ``((a F + f) ceil(H W / V) +
     p div V) n_cb + cb``; the state SRAM's (``fused``) pool slot i (f axis) to bank i mod V, ``(i div V) n_cb + cb``,
     frame word R + f (w) to bank 0, ``(R / V + f) n_cb + cb``, and h word R + F + f W + x to bank x mod V,
-    ``(R / V + F + f W / V + x div V) n_cb + cb``."""
+    ``(R / V + F + f W / V + x div V) n_cb + cb``; ``blocks``: the state buffer per pool's region addresses over
+    ``blocks`` column blocks (`pool_program`, docs/decisions.md D133), banked as the state SRAM's."""
     from sim.timing.delta_core import segment_steps
 
     F, H, W = case.grid  # noqa: N806
@@ -136,14 +168,15 @@ def lane_program(prog, case, cfg, n_cb: int, A: int, fw, s, V: int, fused: bool 
     R = cfg.array_rows  # noqa: N806
 
     def banked(addr):
-        u, cb = divmod(addr, n_cb)
-        if fused:
+        nb = blocks or n_cb
+        u, cb = divmod(addr, nb)
+        if fused or blocks:
             if u < R:
-                return ((u // V) * n_cb + cb) << lv | u % V
+                return ((u // V) * nb + cb) << lv | u % V
             if u < R + F:
-                return ((R // V + u - R) * n_cb + cb) << lv
+                return ((R // V + u - R) * nb + cb) << lv
             f, x = divmod(u - R - F, W)
-            return ((R // V + F + f * W // V + x // V) * n_cb + cb) << lv | x % V
+            return ((R // V + F + f * W // V + x // V) * nb + cb) << lv | x % V
         af, p = divmod(u, hw)
         return ((af * -(-hw // V) + p // V) * n_cb + cb) << lv | p % V
 
@@ -188,14 +221,15 @@ def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> Iss
 
 
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False, bound=None, feed=None):
+          local=False, bound=None, feed=None, pool=False):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
     built with ``array_hold``, D123) `core_schedule`'s array hold on ``fifo`` entries and d rows a cycle (``row_tile``
     each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
     the held cycles; ``local``: the core's segment-local D addresses (D125: the model's ways, its wait, the commands'
-    D address the token's `segment_slot`). Returns the schedule."""
+    D address the token's `segment_slot`); ``pool``: the core's state buffer per pool (D133: the commands' carried-store
+    addresses `pool_store`'s). Returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
@@ -229,8 +263,11 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     _acc, prog = dcombine_program(case, [], cfg, fused)
     where = {(t, b): k for k, sg in enumerate(segments(case.grid, n_cb, A, cfg.array_rows, fw, s)) for t, b, _a in sg}
     prog = sorted(prog, key=lambda c: where[(c["_token"], c["_cb"])])  # the walk goes segment by segment (D104)
+    pooled = pool and not fused
+    if pooled:  # the state buffer per pool (D133): the writer's and the neighbour's words in the region layout
+        pool_program(prog, case, cfg, n_cb, s or n_cb)
     if out_ways > 1:  # the lanes' order: per step, its lanes (segment_steps), addresses in the lanes' layouts
-        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways, fused)
+        prog = lane_program(prog, case, cfg, n_cb, A, fw, s, out_ways, fused, (s or n_cb) if pooled else None)
     M = case.X.shape[0]  # noqa: N806
     for c in prog:
         if local:  # the bench's (a M + t) n_cb + cb to the token's slot in its segment's buffer (way low already)
@@ -533,6 +570,136 @@ def test_dcore_segment_local_d_addresses(ci, shape, out_ways, fused, fifo, kib):
     assert ports["o_local"] == int(local) == int(ci != "random3")
     [got] = run_dcore(cfg, [job], fifo=fifo, out_ways=out_ways, d_buffers=3, seg_local=True)
     check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=local)
+
+
+#: The state buffer per pool (docs/decisions.md D133): ``(case, shape, chunk-major, V, FIFO entries)`` on the
+#: segment-local D buffers (D125, three of them) of an 8 KiB difference-sum buffer and a 2 KiB partial-sum SRAM, whose
+#: state buffer (2 x 8192 / 224 = 73 words) holds neither op at its address (wide3: 3 classes x 3 frames x 12
+#: positions x 5 column blocks = 540 words; fpools: 4 frames x 12 x 5 = 240): wide3 (classes h, w, f on two pools of a
+#: 3 x 4 image, 4 positions of the second pool reading the first's h words, s = 1: 23 words) on one lane and two;
+#: fpools (one f class, 2 pools, 2 chunks of 2 frames, N = 37: 3 groups of s = 2 column blocks reusing the pool slots,
+#: 16 words), D84's order, on one lane and two.
+POOL_RUNS = [("wide3", "8x8-B2-d2", False, 1, 2 * FIFO), ("wide3", "8x8-B2-d2", False, 2, 2 * FIFO),
+             ("fpools", "8x8-B2-d2", True, 1, FIFO), ("fpools", "8x8-B2-d2", True, 2, FIFO)]
+
+
+def _pool_case(ci: str) -> tuple:
+    """A `POOL_RUNS` op by name: ``(case, fw, s)``."""
+    if ci == "wide3":
+        return WIDE[3][0]
+    return _case(10, (4, 3, 4), 6, 37, [3, 3], False, "f", 2, 2)
+
+
+def _pool_cfg(shape, psum_kib=2, diff_kib=8):
+    from hw.config import AcceleratorConfig
+
+    return AcceleratorConfig.model_validate(delta_cfg(*SHAPES[shape], state_kib=2).model_dump()
+                                            | {"diff_sram_kib": diff_kib, "psum_sram_kib": psum_kib})
+
+
+@pytest.mark.parametrize(("ci", "shape", "chunk_major", "out_ways", "fifo"), POOL_RUNS,
+                         ids=[f"{s}-{c}{'-cm' if cm else ''}-v{v}" for c, s, cm, v, _f in POOL_RUNS])
+def test_dcore_state_buffer_per_pool(ci, shape, chunk_major, out_ways, fifo):
+    # the op's carried values do not fit the state buffer at the op's address (core_ports refuses the plain core);
+    # with pool_state every Y row equals apply_decisions, its cycle and done core_schedule's (the layout does not
+    # change the timing), every command the bench program's with the carried store's addresses pool_store's
+    case, fw, s = _pool_case(ci)
+    cfg = _pool_cfg(shape)
+    job, queue = _job(cfg, case, fw, s, chunk_major, False)
+    assert job[4][0]  # walked segment by segment: segment-local D buffers
+    opts = {"fifo": fifo, "out_ways": out_ways, "d_buffers": 3, "seg_local": True}
+    plain = discard(DeltaCore(cfg, **opts))
+    with pytest.raises(ValueError, match="state buffer: the op needs"):
+        core_ports(plain, case.grid, case.groups, case.W.shape[1], False, *job[4])
+    [got] = run_dcore(cfg, [job], pool_state=True, **opts)
+    check(cfg, job, queue, got, fifo, ways=cfg.drain_rows_per_cycle, out_ways=out_ways, buffers=3, local=True,
+          pool=True)
+
+
+def pool_replay(R, grid, axes, n_cb, fw, s, V, store_at) -> int:  # noqa: N803
+    """Replays the output walk (`sim.timing.delta_core.segment_steps`' order, V lanes a step) on a carried store
+    addressed by ``store_at(axis, token, cb)``, every token taken as reading its neighbour where it has one (none
+    direct: the most reads): each read must find its neighbour's value of that column block and class (the last
+    write to the word), a step's reads before its writes (the combine reads at issue, writes a cycle later); an ``f``
+    or ``h`` value is written by every token, a ``w`` value only at the pool's last position (``c_keep``; the pool's
+    other w neighbours ride the lane register and the lanes' chain), read by the pool's first position where x > 0.
+    A step's reads, and its writes, go to distinct words and distinct position banks (``f``: pool slot mod V, ``w``:
+    0, ``h``: x mod V, `hw.delta_core.DeltaCore._lane_regions`). Returns the
+    store reads checked; raises AssertionError on the first value overwritten before its read."""
+    F, H, W = grid  # noqa: N806
+    hw, store, reads = H * W, {}, 0
+    for seg in segment_steps(grid, n_cb, len(axes), R, fw, s, V):
+        for step in seg:
+            rd, wr = [], []
+            for t, cb, a in step:
+                ax = axes[a]
+                f, p = divmod(t, hw)
+                y, x = divmod(p, W)
+                nb = {"f": t - hw if f else None, "h": t - W if y else None, "w": t - 1 if x else None}[ax]
+                bank = {"f": p % R % V, "w": 0, "h": x % V}[ax]  # the writer's and its successor's (D112's banks)
+                if nb is not None and (ax != "w" or p % R == 0):
+                    rd.append((store_at(ax, nb, cb), bank, (nb, cb, a)))
+                if ax != "w" or p % R == R - 1:
+                    wr.append((store_at(ax, t, cb), bank, (t, cb, a)))
+            for batch in (rd, wr):
+                assert len({w for w, _b, _v in batch}) == len({b for _w, b, _v in batch}) == len(batch), step
+            for word, _bank, want in rd:
+                assert store.get(word) == want, (word, want, store.get(word))
+            store.update((w, v) for w, _b, v in wr)
+            reads += len(rd)
+    return reads
+
+
+def test_state_per_pool_sizes_and_refusals_by_hand():
+    # pool_state_words (D133): wide3's grid 3 x 3 x 4, classes h, w, f, s = 1 on R = 8: (8 + 3 + 3 x 4) x 1 = 23
+    # words; on 2 lanes each bank 8 / 2 + 3 + 3 x 4 / 2 = 13, so 26; one f class: R s (fpools: 8 x 2 = 16)
+    cfg = _pool_cfg("8x8-B2-d2")
+    assert pool_state_words(cfg, (3, 3, 4), ["h", "w", "f"], 1) == 23
+    assert pool_state_words(cfg, (3, 3, 4), ["h", "w", "f"], 1, 2) == 26
+    assert pool_state_words(cfg, (4, 3, 4), ["f"], 2) == pool_state_words(cfg, (4, 3, 4), ["f"], 2, 2) == 16
+    assert pool_state_words(cfg, (4, 3, 4), ["w", "f"], 2) == (8 + 4) * 2
+    # the state buffer: 2 KiB x 8192 / (8 x 28 bits) = 73 words (36 a bank on 2 lanes: 72); fpools' N = 37 with
+    # s = 5 column blocks a group needs 8 x 5 = 40 words (fits), a 12 x 4 image with an h class on 2 lanes and s = 1
+    # (8 / 2 + 3 + 3 x 4 / 2) x 2 = 26 (fits) but o_w = 3 is no multiple of V = 2: refused
+    # (segment-local D buffers, D125, issued segment by segment, 2 frames a chunk)
+    opts = {"d_buffers": 3, "seg_local": True}
+    core = discard(DeltaCore(cfg, pool_state=True, out_ways=2, **opts))
+    assert delta_combine_sizes(cfg, 2, 2, 3)["lane_words"] == 36
+    core_ports(core, (4, 3, 4), [(0, 3, "f")], 37, seg=True, fw=2, s=5)
+    with pytest.raises(ValueError, match="state buffer: the op needs 80 words.*holds 72"):  # s = 10: 8 x 10 = 80
+        core_ports(core, (4, 3, 4), [(0, 3, "f")], 80, seg=True, fw=2, s=10)
+    with pytest.raises(ValueError, match="pool_state with out_ways = 2: an h class needs o_w = 3"):
+        core_ports(core, (3, 4, 3), [(0, 3, "h")], 8, seg=True, fw=2, s=1)
+    core_ports(discard(DeltaCore(cfg, pool_state=True, **opts)), (3, 4, 3), [(0, 3, "h")], 8, seg=True, fw=2,
+               s=1)  # one lane: built
+
+
+#: Walk orders the per-pool store is replayed on: ``(R, grid, axes, n_cb, fw, s, V)``: at 480p (Wan2.1-1.3B's 21 x 30
+#: x 52 latent on R = 128: 12 full pools and one of 24, chunks of 5 frames and a last of 1, three column blocks in
+#: groups of 2 and 1) one f class on one lane and four; on R = 8, h, w and f classes where a row is wider than a pool
+#: (W = 10: an h neighbour two pools back), partial pools and chunks, on one lane and two.
+REPLAYS = [(128, (21, 30, 52), ("f",), 3, 5, 2, 1), (128, (21, 30, 52), ("f",), 3, 5, 2, 4),
+           (8, (3, 3, 10), ("h", "w", "f"), 3, 2, 2, 1), (8, (3, 3, 10), ("h", "w", "f"), 3, 2, 2, 2),
+           (8, (5, 2, 6), ("w", "f"), 5, 3, 2, 2), (8, (4, 3, 4), ("f",), 5, 2, 2, 1), (8, (2, 5, 3), ("h",), 1, 1, 1, 1)]
+
+
+@pytest.mark.parametrize("rp", REPLAYS, ids=[f"R{r[0]}-{'x'.join(map(str, r[1]))}-{''.join(r[2])}-v{r[6]}"
+                                             for r in REPLAYS])
+def test_state_per_pool_never_overwritten_before_read(rp):
+    # D133's argument replayed: on the walk's order (segment_steps: per group, pool, chunk, column block, frame,
+    # position run, class) the per-pool layout (pool_store, by hand) gives every read its neighbour's value; the
+    # same replay without the column block in the word (all blocks of a group on one word) fails
+    R, grid, axes, n_cb, fw, s, V = rp  # noqa: N806
+    cfg = SimpleNamespace(array_rows=R)
+    F, H, W = grid  # noqa: N806
+    reads = pool_replay(R, grid, axes, n_cb, fw, s, V, lambda ax, t, cb: pool_store(cfg, grid, ax, t, cb, s))
+    # the reads by hand: f: tokens past frame 0; h: past row 0; w: a pool's first position with x > 0
+    want = {"f": (F - 1) * H * W, "h": F * (H - 1) * W,
+            "w": F * sum(1 for p in range(0, H * W, R) if p % W)}
+    assert reads == n_cb * sum(want[ax] for ax in axes)
+    if s > 1:
+        with pytest.raises(AssertionError):
+            pool_replay(R, grid, axes, n_cb, fw, s, V, lambda ax, t, cb: pool_store(cfg, grid, ax, t, 0, s))
 
 
 #: The issue hold's runs (docs/decisions.md D126), each built to hold (its descriptors run ``bound`` or more segments

@@ -350,3 +350,32 @@ def test_dcore_stage_without_issue_hold_emits_reproducibly_and_lints_clean(tmp_p
     runs = lint_folder(tmp_path, full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))
     assert all(ok for _, ok, _, _ in runs), [(label, out[:600]) for label, ok, _, out in runs if not ok]
     assert f"{DCORE_STAGE_MODULE_NAME}.v whole hierarchy" in {label for label, *_ in runs}
+
+
+def test_dcore_stage_state_buffer_per_pool():
+    # the state buffer per pool (docs/decisions.md D133) on the staged core, on LOCAL_RUNS' segment-local D buffers:
+    # sliced-3cb (grid 2 x 2 x 4: one pool of R = 8 positions over 2 frames, D88's slices, 3 column blocks in one
+    # group) with a 1 KiB partial-sum SRAM, a state buffer of 1,024 x 8 / (8 x 28) = 36 words (18 a position bank on
+    # 2 lanes): at the op's address its carried values take 2 frames x 8 positions x 3 column blocks = 48 words
+    # (refused), per pool 8 x 3 = 24; every Y row golden, its cycle and done core_schedule's, the commands'
+    # carried-store addresses the per-pool layout's (`tests.test_rtl_dcore.pool_store`)
+    from hw.delta_combine import pool_state_words
+    from hw.delta_core import DeltaCore, core_ports
+
+    shape, ci, fifo = "8x8-B2-d2", "sliced-3cb", 4
+    cfg = AcceleratorConfig.model_validate(core_stage_cfg(shape, diff_kib=2).model_dump() | {"psum_sram_kib": 1})
+    case = _get(ci)
+    sop = staged_op(case, cfg)
+    job = stage_job(cfg, sop)
+    w = cfg.drain_rows_per_cycle
+    opts = {"out_ways": w, "d_buffers": 3, "fifo_bypass": True, "seg_local": True}
+    plain = discard(DeltaCore(cfg, fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), **opts))
+    with pytest.raises(ValueError, match="state buffer: the op needs 48 words.*holds 36"):
+        core_ports(plain, sop.case.grid, sop.case.groups, sop.case.W.shape[1], False, *job[4])
+    assert sop.s == 3 and pool_state_words(cfg, sop.case.grid, ["f"], sop.s, w) == 24
+    [got] = run_dcore(cfg, [job], fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), array_hold=True,
+                      pool_state=True, **opts)
+    check(cfg, job, None, got, fifo, ways=w, out_ways=w, buffers=3, model=stage_model(cfg, sop, w,
+          max_k=MAX_K.get(ci), local=True), hold=True, row_tile=stage_row_tiles(cfg, sop, max_k=MAX_K.get(ci)),
+          local=True, pool=True)
+    assert not got.overflow

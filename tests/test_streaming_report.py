@@ -35,6 +35,12 @@ def test_op_needs_whole_and_model_by_hand():
     assert (rec["fw"], rec["s"], rec["band_tiles"], rec["segments"], rec["seg_tiles_max"]) == (2, 2, 8, 2, 4)
     # the window: three D buffers of one segment each, A fw R = 16 words (2 ways)
     assert rec["window"]["D buffers (segment-local)"] == 3 * 16 * word
+    # the state buffer (D133) on V = 2 lanes: at the op's address 2 x A F ceil(H W / 2) n_cb = 2 x 2 x 4 x 2 = 32
+    # words; per pool R s = 8 x 2 = 16; built: psum_sram_kib 64 x 8192 / (8 x 28) = 2,340 words, 1,170 a position bank
+    # (one macro of 262,080 bits <= 2^20)
+    assert rec["state_buffer"] == {"op_address_words": 32, "per_pool_words": 16, "built_words": 2340,
+                                   "built_bits": 2340 * word}
+    assert rec["window"]["carried (per pool)"] == 16 * word
 
 
 def test_inflight_max_by_hand():
@@ -65,3 +71,17 @@ def test_bad_arguments_one_line_exit_2(argv, capsys):
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_state_buffer_per_pool_fits_the_balanced_psum_sram_by_hand():
+    """D133 at 480p on the balanced preset: the state buffer as built is 4 position banks of 3 MiB / 4 / (128 x 33
+    bits) = 1,489 words, in macros of 128 words (2^20 // 4,224 = 248 -> 128), 11 a bank: 5,632 words (2.84 MiB);
+    per pool qkv needs R s = 128 x 36 = 4,608 words, ffn1 128 x 42 = 5,376: both fit, while at the op's address
+    they need A F H W n_cb = 32,760 x 36 and x 70 (rounded up to 4 banks: H W = 1,560 is a multiple of 4)."""
+    cfg = load_config(BALANCED)
+    grid, M = (21, 30, 52), 21 * 30 * 52  # noqa: N806
+    for name, N, s, words in (("qkv", 4608, 36, 4608), ("ffn1", 8960, 42, 5376)):  # noqa: N806
+        rec = op_needs(cfg, name, M, 1536, N, grid, [(0, 1536, "f")])
+        assert rec["s"] == s
+        assert rec["state_buffer"] == {"op_address_words": M * -(-N // 128), "per_pool_words": words,
+                                       "built_words": 5632, "built_bits": 5632 * 128 * 33}

@@ -122,6 +122,9 @@ class CoreEngine:
             (`hw.delta_core.NB_BANKS`, with ``seg_local`` its D buffers) past the walked one; `expected` co-simulates
             the controller's schedule with the core's (`core_schedule`'s ``gate``), so no descriptor overflows the
             count banks and `slices` no longer cuts an op for them. issue_bound: its bound (default the core's).
+        seg_local: the delta core's segment-local D addresses (docs/decisions.md D125; opt-in).
+        pool_state: the delta core's state buffer addressed per pool (docs/decisions.md D133; opt-in): `slices` then
+            checks the op's carried values against the state buffer per pool (`hw.delta_combine.pool_state_words`).
 
     Raises:
         RtlEngineError: another organisation, ``stage`` on a config without a weight stage, or as
@@ -130,7 +133,8 @@ class CoreEngine:
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
                  build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
-                 seg_local: bool = False, issue_hold: bool | None = None, issue_bound: int | None = None):
+                 seg_local: bool = False, issue_hold: bool | None = None, issue_bound: int | None = None,
+                 pool_state: bool = False):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
@@ -162,6 +166,8 @@ class CoreEngine:
                 opts["fifo_bypass"] = True
             if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
                 opts["seg_local"] = True
+            if pool_state:  # the state buffer per pool (D133, opt-in): it holds a group's pool, not the op
+                opts["pool_state"] = True
             if issue_hold is None or issue_hold:  # the issue hold (D126, on the staged core D129): gated controller
                 opts["issue_hold"] = True
                 if issue_bound is not None:  # a bound below the core's default (tests: holds on small ops)

@@ -20,7 +20,13 @@ controller's window would hold (docs/decisions.md D130).
   refilled) as 9-bit differences, each group word-aligned; the decisions of two chunks and one frame more (the walk
   reads a token's successor in the next frame) in the queues' buffer and the core's two copies; the tile table and
   the host's descriptor ring at `TILE_RING` entries (bounded by the band-tiles live at once, `inflight_max`); the
-  weights of one column-block group; the D buffers segment-local (D125); the carried values of one pool.
+  weights of one column-block group; the D buffers segment-local (D125); the carried values of one pool, as the state
+  buffer per pool holds them (`hw.delta_combine.pool_state_words`, D133: ``R s`` words of ``C acc_bits`` for one
+  ``f`` class).
+- ``state_buffer``: words of ``C acc_bits`` (V position banks): the state buffer's at the op's address
+  (``op_address_words``, `hw.delta_core.core_ports`' rule), per pool (``per_pool_words``; 0 for a fused score op,
+  whose carried values are in the state SRAM) and as built (``built_words``, ``built_bits``: the inventory's
+  ``state buffer`` macros, what the cost charges).
 
 Band-tiles are counted on the op's decisions of one batch element (a head: the RTL runs one at a time) with the
 model's own rules (`sim.timing.compact.compact_tiles`, `sim.timing.delta.chunk_major`; D88's slices as groups where
@@ -149,14 +155,17 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
 
     Raises:
         sim.timing.compact.CompactError: the config cannot run the op (`sim.timing.delta.plan`)."""
-    from sim.cost.controllers import inventory, sizes
+    from hw.delta_combine import pool_state_words
+    from sim.cost.controllers import inventory, lanes, sizes
     from sim.timing import delta as dr
     from sim.timing.delta_core import core_d_buffers, core_ways
 
     F, H, W = grid  # noqa: N806
     R, C = cfg.array_rows, cfg.array_cols  # noqa: N806
     acc, G = cfg.acc_bits, len(groups)  # noqa: N806
-    A = len(dr.classes(groups))  # noqa: N806
+    axes = [ax for ax, _ in dr.classes(groups)]
+    A = len(axes)  # noqa: N806
+    V = lanes(cfg)  # noqa: N806  # the output lanes the cost charges and the model times (D113)
     n_cb = -(-N // C)
     c = min(C, N)
     pool = min(R, H * W)
@@ -202,7 +211,13 @@ def op_needs(cfg: AcceleratorConfig, name: str, M: int, K: int, N: int, grid, gr
               "decisions (queue + 2 copies)": 3 * win_tokens * CODE_BITS * G,
               "D buffers (segment-local)": n * dr.diff_need_words(cfg, fs, A) * word,
               "carried (per pool)": (8 * dr.state_need_bytes(cfg, grid, K, N, groups) if fused
-                                     else R * s * A * word)}
+                                     else pool_state_words(cfg, grid, axes, s, V) * word)}
+    # the state buffer per pool (D133) against the partial-sum SRAM's state buffer as built (the inventory's macros,
+    # what sim.cost charges as sram_psum, D114, D127): the RTL holds the op's carried values where it fits
+    built = {p["part"]: p for p in inventory(cfg)}["state buffer"]["bits"]
+    out["state_buffer"] = {"op_address_words": V * A * F * -(-(H * W) // V) * n_cb,
+                           "per_pool_words": 0 if fused else pool_state_words(cfg, grid, axes, s, V),
+                           "built_words": built // word, "built_bits": built}
     ring = TILE_RING
     window["tile table"] = cfg.drain_rows_per_cycle * ring * tile_entry
     window["descriptor ring"] = ring * z["desc_bits"]

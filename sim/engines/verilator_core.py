@@ -114,6 +114,10 @@ class CoreEngine:
         array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
             builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
             (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
+        seg_local: the delta core's segment-local D addresses (docs/decisions.md D125; default: on the staged core
+            where it is built, `hw.delta_core.default_seg_local`, as `hw.rtl` builds ``kaleido_dcore_stage`` since
+            D132; off on ``kaleido_dcore``, which keeps the op's address): a D buffer holds one segment, so `slices`
+            checks a segment's D words, not the op's.
         issue_hold: the delta core's issue hold (docs/decisions.md D126; default on, as `hw.rtl` builds both cores:
             on ``kaleido_dcore_stage`` since D129, `expected` then stepping `stage_schedule`'s loop; False: the
             ungated controller): the controller takes a descriptor only while its segment is fewer than the core's bound
@@ -128,7 +132,7 @@ class CoreEngine:
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
                  build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
-                 seg_local: bool = False, issue_hold: bool | None = None, issue_bound: int | None = None):
+                 seg_local: bool | None = None, issue_hold: bool | None = None, issue_bound: int | None = None):
         from hw import discard
 
         if cfg.organisation not in CORE_MODULE:
@@ -158,7 +162,11 @@ class CoreEngine:
 
             if default_fifo_bypass(cfg):  # the row FIFO's bypass (D118): the same cycles
                 opts["fifo_bypass"] = True
-            if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
+            from hw.delta_core import default_seg_local
+
+            # segment-local D addresses (D125): a D buffer holds one segment; by default on the staged core where
+            # it is built (D132, as hw.rtl builds kaleido_dcore_stage), opt-in on kaleido_dcore
+            if seg_local or (seg_local is None and stage and default_seg_local(cfg)):
                 opts["seg_local"] = True
             if issue_hold is None or issue_hold:  # the issue hold (D126, on the staged core D129): gated controller
                 opts["issue_hold"] = True

@@ -337,6 +337,8 @@ def test_dcore_stage_engine_staged_ops(dstage):
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
     assert eng.core.d_buffers == 3 and eng.core.fifo_bypass and eng.core.array_hold  # as hw.rtl (D115, D118, D123)
     assert eng.core.issue_hold and eng.core.accel.issue_gate  # ... and its issue hold (D126, by default since D129)
+    # ... its D buffers addressed per segment, the issue hold's bound the D buffers n (D125, D126; the default D132)
+    assert eng.core.seg_local and eng.core.issue_bound == 3
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -347,7 +349,8 @@ def test_dcore_stage_engine_staged_ops(dstage):
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
                             None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
-                            gate=stage_feed(cfg, sop, 2))  # the array hold on hw.rtl's FIFO (D123), the gate's bound
+                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=3)  # the array hold on
+        # hw.rtl's FIFO (D123), the gate's bound n (D126), the D addresses and ways per segment (D125, D132)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -383,7 +386,7 @@ def test_dcore_stage_engine_issue_hold():
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
                             None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=4, ports=2,
-                            gate=stage_feed(cfg, sop, 2), bound=1)
+                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=1)  # seg_local (D132)
         assert sch["ahead"] < 1 and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)

@@ -156,3 +156,42 @@ def test_stage_core_local_wait_binds_and_refuses_over_the_seeds():
 STEPS: list = [None]
 #: per shape of the seeded test: (ops where a row waited for the segment-local rule, ops refused as deadlocks)
 LOCAL: dict = {}
+
+
+def test_stage_core_segment_local_wait_by_hand(monkeypatch):
+    """D125's segment-local wait in `stage_core` (D132), by hand. 8 x 8, B = 2, d = 2 (q = 1, a port per band), the
+    early choice's three band-tiles of tests/test_rtl_dstage.py (3 slots, one row, one fill), walk segments 0, 2, 2
+    (segment 1 has no band-tile), walks of 20, 1, 1 cycles, one way, 2 D buffers, 8 count banks, no FIFO hold.
+
+    Controller (core cycle k = controller cycle + 1): the gate's freshness takes band-tile 0 at 1, the others at
+    gather + 2: 3, 5; last slots 10, 11, 14 (as the early case, a cycle later for the take, band 1 reading its own
+    word at 7); each row leaves at last + 1 + C + 2 = 21, 22, 25, poppable 2 later, accumulated 2 after its pop;
+    descriptors counted at gather + 3 (hi = 2 from k = 8).
+    - Bound 3, the op's address (the old gate: a row waits while its parity's segment is walked or whole): row 0
+      pops 23 (acc 25), row 1 (segment 2) pops at once at 24 (segment 0 not whole yet; acc 26); segment 0 whole at
+      26 but row 1 of its parity is in stage 2: walk 27..47. Row 2 waits 27..47 (21 cycles gated), pops 48 (acc 50)
+      with segment 1's walk 48..49; segment 2 whole at 51, done 51 + 1 + 4 = 56.
+    - Bound 3, segment-local: row 1 waits from 24 until segment 0's walk has ended (2 < w_seg + 2 once w_seg = 1):
+      walk 26..46, row 1 pops 47 (acc 49), row 2 48 (acc 50); 23 cycles gated, the walk one cycle earlier, done 56.
+    - Bound 2 = n (as hw.rtl builds it): band-tile 1's take is held from its fresh cycle 3 until w_seg = 1 (after
+      k = 46): 43 held cycles, gathers 46, 48, first slots 53, 54 (words readable 50, 52; the bands' turns 51, 52),
+      last 55, 56, rows out 66, 67 (acc 70, 71); segment 1 whole once band-tile 1's descriptor is counted (49), its
+      walk 49..50; segment 2 whole at 72, done 77; no row waits (gated 0), with or without ``local``."""
+    from tests.test_rtl_dstage import stage_cfg
+
+    cfg = stage_cfg("8x8-B2-d2")
+    args = ([3, 3, 3], [1, 1, 1], [3, 3, 3], [1, 1, 1], [0, 0, 0], [1, 0, 0], [0, 0, 0], [2, 2, 2], [0, 0, 0], cfg, 4,
+            32)
+    per_seg, sgs = [20, 1, 1], [0, 2, 2]
+    monkeypatch.setattr(dc, "segment_steps", lambda *a: [[[] for _ in range(n)] for n in per_seg])
+    want = {(3, False): (27, [25, 26, 50], 21, 56, 0), (3, True): (26, [25, 49, 50], 23, 56, 0),
+            (2, False): (26, [25, 70, 71], 0, 77, 43), (2, True): (26, [25, 70, 71], 0, 77, 43)}
+    for (bound, local), (start, acc, gated, done, held) in want.items():
+        got = stage_core(*args, sgs, None, per_seg, True, 1, None, bound, 2, dc.NB_BANKS, local=local)
+        assert got["gather"].tolist() == ([1, 3, 5] if bound == 3 else [1, 46, 48])
+        assert got["last"].tolist() == ([10, 11, 14] if bound == 3 else [10, 55, 56])
+        assert (got["done"], got["held"], got["accel_done"]) == (done, held, 26 if bound == 3 else 68), (bound, local)
+        feed = StageFeed(args, {"early": True, "defer": "behind"}, sgs, [[0]] * 3, cfg)
+        sch = core_schedule(None, None, (1, 1, 1), 1, 1, 1, True, None, None, None, None, 1, None, buffers=2,
+                            gate=feed, bound=bound, local=local)
+        assert (sch["start"], sch["acc"].tolist(), sch["gated"], sch["done"]) == (start, acc, gated, done), (bound, local)

@@ -426,7 +426,10 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
         if staged:
             lines.append("kaleido_dcore_stage: the same combine stage and both holds on kaleido_daccel_stage_gate "
                          "(the controller on the host's band-tile list with the weight stage, on kaleido_dtop_ext, "
-                         "its take gated; D96-D100, D119, D129), combine "
+                         "its take gated; D96-D100, D119, D129)"
+                         + (", its D buffers addressed per segment (a buffer holds one segment, the take held while "
+                            f"the next descriptor's segment is {default_d_buffers(cfg)} past the walk; D125, D132)"
+                            if default_seg_local(cfg) else "") + ", combine "
                          f"{lanes} (the staged controller without the gate is built only by the compiled engine's "
                          "issue_hold=False)")
         lines.append("kaleido_dcore_front: kaleido_dfront (the similarity unit: decisions and differences from raw X) "

@@ -260,7 +260,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
             issued = delta_rules.issue_order(np.arange(len(t[0]), dtype=np.int64), n_cb, s)
         if delta and cfg.combine_timing == "rtl":
-            rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways, staged and local))
+            rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways, local))
         if not delta:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
@@ -341,7 +341,7 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
 
     Raises:
         SimError: a staged op not issued segment by segment; with ``local`` an order that would deadlock the
-            segment-local D buffers (only where the bound exceeds n: the what-if ``dcore_count_banks``)."""
+            segment-local D buffers (`stage_core`'s refusal; none is reachable with the bound at most n)."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
     seg = np.asarray(segment, dtype=np.int64)

@@ -128,8 +128,9 @@ under ``EnableInserter({"sync": run})`` (its memories' ports gated too, a macro'
 clock is gated by ``kaleido_clkgate`` (`CLKGATE_VERILOG`). Its ``out_valid``, ``desc_valid`` and ``done`` are taken
 ANDed with ``run`` (a held cycle shows the cycle it has not run yet). `core_schedule`'s ``fifo`` and ``ports`` time it.
 
-**Segment-local D addresses** (``seg_local``, docs/decisions.md D125; off by default, the Verilog as before; W > 1,
-R a power of two): with ``o_local`` (`core_ports`: the op issued segment by segment) a D buffer holds one segment,
+**Segment-local D addresses** (``seg_local``, docs/decisions.md D125; off by default here, the Verilog as before; on
+in `hw.rtl`'s ``kaleido_dcore_stage`` since D132, `default_seg_local`, with the issue hold's bound n; W > 1, R a power
+of two): with ``o_local`` (`core_ports`: the op issued segment by segment) a D buffer holds one segment,
 (token t = f H W + p, class a) at slot ``(a fw + f mod fw) R + t mod R`` (way low), `sim.timing.delta_core.segment_slot`:
 the accumulate side takes ``f mod fw`` from ``t - kb`` (kb the chunk's first token, written by the host above the
 chunk, `chunk_words`, kept in the tile table) against ``j H W`` (``fw_max - 1`` comparators a drain port), the walk

@@ -128,8 +128,9 @@ under ``EnableInserter({"sync": run})`` (its memories' ports gated too, a macro'
 clock is gated by ``kaleido_clkgate`` (`CLKGATE_VERILOG`). Its ``out_valid``, ``desc_valid`` and ``done`` are taken
 ANDed with ``run`` (a held cycle shows the cycle it has not run yet). `core_schedule`'s ``fifo`` and ``ports`` time it.
 
-**Segment-local D addresses** (``seg_local``, docs/decisions.md D125; off by default, the Verilog as before; W > 1,
-R a power of two): with ``o_local`` (`core_ports`: the op issued segment by segment) a D buffer holds one segment,
+**Segment-local D addresses** (``seg_local``, docs/decisions.md D125; off by default here, the Verilog as before; on
+in `hw.rtl`'s ``kaleido_dcore_stage`` since D132, `default_seg_local`, with the issue hold's bound n; W > 1, R a power
+of two): with ``o_local`` (`core_ports`: the op issued segment by segment) a D buffer holds one segment,
 (token t = f H W + p, class a) at slot ``(a fw + f mod fw) R + t mod R`` (way low), `sim.timing.delta_core.segment_slot`:
 the accumulate side takes ``f mod fw`` from ``t - kb`` (kb the chunk's first token, written by the host above the
 chunk, `chunk_words`, kept in the tile table) against ``j H W`` (``fw_max - 1`` comparators a drain port), the walk
@@ -1174,12 +1175,14 @@ class DeltaCore(wiring.Component):
 
     def macros(self) -> list[tuple[str, int, int, None]]:
         """The distinct SRAM macros ``(kind, depth, width, lane)`` it instantiates itself: the tile table's copies,
-        the decision copies, the FIFO banks, the seen memory's banks, the token chunks (``kaleido_daccel``'s and
-        ``kaleido_dcombine``'s are theirs)."""
+        the decision copies, the FIFO banks, the seen memory's banks, the token chunks (with ``seg_local`` each
+        token's chunk's first token too, ``chb + kbb`` bits, docs/decisions.md D125, D132) and the issue gate's copy of
+        the chunks (``chb`` bits, D126) (``kaleido_daccel``'s and ``kaleido_dcombine``'s are theirs)."""
         acc, out = self.accel, []
         for mc in (("1r1w", acc.max_tiles, self.entry_bits, None), ("1r1w", -(-acc.max_tokens // self.out_ways),
                    2 * self.cfg.partial_regs, None), ("1r1w", self.fifo // self.cfg.drain_rows_per_cycle, self.fifo_bits, None),
-                   ("1r1w", self.seen_depth, 1, None), ("1r1w", acc.max_tokens, self.chb, None)):
+                   ("1r1w", self.seen_depth, 1, None), ("1r1w", acc.max_tokens, self.chb + self.kbb, None),
+                   *([("1r1w", acc.max_tokens, self.chb, None)] if self.issue_hold else [])):
             if mc not in out:
                 out.append(mc)
         return out
@@ -1202,6 +1205,19 @@ def default_fifo_bypass(cfg: AcceleratorConfig) -> bool:
     Raises:
         ValueError: as `hw.delta_combine.default_ways`."""
     return default_ways(cfg) > 1
+
+
+def default_seg_local(cfg: AcceleratorConfig) -> bool:
+    """``kaleido_dcore_stage``'s segment-local D addresses by default (docs/decisions.md D125, D132): on wherever it
+    is built (W > 1 accumulate ways, `hw.delta_combine.default_ways`, and ``array_rows`` a power of two; every
+    shipped config with a weight stage), with the issue hold's bound at the D buffers n (D126). The unstaged
+    ``kaleido_dcore`` keeps the op's address (D132). `sim.timing.delta_core.core_seg_local` is the model's copy of
+    this rule (with the staged condition).
+
+    Raises:
+        ValueError: as `hw.delta_combine.default_ways`."""
+    r = cfg.array_rows
+    return default_ways(cfg) > 1 and r & (r - 1) == 0
 
 
 def host_through(m, core, ap, wr_valid, *also) -> Signal:

@@ -92,6 +92,7 @@ from hw.delta_core import (
     DCORE_STAGE_MODULE_NAME,
     DeltaCore,
     default_fifo_bypass,
+    default_seg_local,
 )
 from hw.delta_front import CFRONT_MODULE_NAME, DFRONT_MODULE_NAME, DeltaFront
 from hw.delta_queue import DQUEUE_MODULE_NAME
@@ -241,13 +242,14 @@ _MODULES = {
     # The same core on the staged controller (D119): kaleido_daccel_stage (the host's band-tile list with stage
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
     # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore; its issue hold by default (D129:
-    # kaleido_daccel_stage_gate, the cycle model's sim.timing.delta_core.stage_core).
+    # kaleido_daccel_stage_gate, the cycle model's sim.timing.delta_core.stage_core); its D buffers addressed per
+    # segment (D125, D132: default_seg_local, the issue hold's bound then the D buffers n).
     "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
                     "kaleido_daccel_stage_gate + tile table + row FIFO + accumulate and output command generation "
                     "+ kaleido_dcombine on its accumulate ways and output lanes, the issue hold, final Y rows",
                     lambda cfg: DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                           d_buffers=default_d_buffers(cfg), fifo_bypass=default_fifo_bypass(cfg),
-                                          array_hold=True, issue_hold=True)),
+                                          array_hold=True, seg_local=default_seg_local(cfg), issue_hold=True)),
     # The similarity pass in front of kaleido_daccel (D103): decisions and differences from raw X, written through
     # the controller's write port; and kaleido_dcore with it (the host writes raw X), both instantiating by name.
     "dfront": (DFRONT_MODULE_NAME, "Kaleido similarity front of the delta controller: X and effective-value SRAM "
@@ -330,8 +332,10 @@ def plan(cfg: AcceleratorConfig, optional: bool = False) -> list[tuple[str, tupl
             macros += [mc for mc in discard(DeltaAccel(cfg, pe="instance", stage=True)).macros() if mc not in macros]
             macros += [mc for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=default_out_ways(cfg),
                                                       d_buffers=default_d_buffers(cfg),
-                                                      fifo_bypass=default_fifo_bypass(cfg))).macros()
-                       if mc not in macros]  # kaleido_dcore_stage's own (D119; its D buffers and bypass, D115, D118)
+                                                      fifo_bypass=default_fifo_bypass(cfg),
+                                                      seg_local=default_seg_local(cfg), issue_hold=True)).macros()
+                       if mc not in macros]  # kaleido_dcore_stage's own (D119; its D buffers and bypass, D115, D118;
+            # the token chunks and tile table wider by seg_local's first tokens, D125, D132)
     parts = []
     for role in roles:
         name, what, _ = _MODULES[role]
@@ -422,7 +426,10 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
         if staged:
             lines.append("kaleido_dcore_stage: the same combine stage and both holds on kaleido_daccel_stage_gate "
                          "(the controller on the host's band-tile list with the weight stage, on kaleido_dtop_ext, "
-                         "its take gated; D96-D100, D119, D129), combine "
+                         "its take gated; D96-D100, D119, D129)"
+                         + (", its D buffers addressed per segment (a buffer holds one segment, the take held while "
+                            f"the next descriptor's segment is {default_d_buffers(cfg)} past the walk; D125, D132)"
+                            if default_seg_local(cfg) else "") + ", combine "
                          f"{lanes} (the staged controller without the gate is built only by the compiled engine's "
                          "issue_hold=False)")
         lines.append("kaleido_dcore_front: kaleido_dfront (the similarity unit: decisions and differences from raw X) "

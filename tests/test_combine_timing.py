@@ -500,11 +500,12 @@ def test_model_times_the_staged_core_as_built(K, N, sizes):  # noqa: N803
     sop = staged_op(case, cfg)
     st = staged_tiles(case.decisions, grid, case.groups, cfg, K, N)
     assert sop.sliced == (K == 90) and sop.op.s_seq.tolist() == c["s_seq"].tolist() == st["s_seq"].tolist()
-    _rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2)
+    # the staged core's D buffers addressed per segment (D125, the default since D132): the ways from the slots
+    _rows, done, (cyc, rsg, descs, way) = stage_model(cfg, sop, 2, local=True)
     assert c["cycles"] == done - 1  # the controller's done, counted from its start cycle
     n_cb = -(-N // cfg.array_cols)
     sch = core_schedule(cyc, done, grid, n_cb, 1, cfg.array_rows, True, rsg, descs, sop.fw, sop.s, ways=2,
-                        row_way=way, out_ways=2, buffers=3)
+                        row_way=way, out_ways=2, buffers=3, local=True)
     assert t.cycles + t.stall_cycles["combine"] == sch["done"] == {16: 107, 90: 593}[K]
     after = core_schedule(cyc, done, grid, n_cb, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3)
     assert sch["done"] < after["done"]  # the walk after the op (the model's for sliced ops before D119)

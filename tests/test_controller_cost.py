@@ -64,7 +64,7 @@ def _designs(cfg):
                 # its macros (D127); discard: not every test elaborates it (elaborating still works)
                 combine_module_name(core.ways): discard(Combine(cfg, instance=True, ways=core.ways))}
     from hw.delta_combine import DeltaCombine, dcombine_module_name, default_d_buffers, default_out_ways
-    from hw.delta_core import default_fifo_bypass
+    from hw.delta_core import default_fifo_bypass, default_seg_local
 
     fed = DeltaAccel(cfg, queues=True, pe="instance")
     # kaleido_dcore as hw.rtl emits it: its default d accumulate ways (D108) and V output lanes (D113), or the lanes
@@ -73,7 +73,9 @@ def _designs(cfg):
     v = cfg.dcore_out_ways if cfg.dcore_out_ways is not None else default_out_ways(cfg)
     n = default_d_buffers(cfg) if v > 1 else 2
     core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg),
-                     array_hold=True, issue_hold=True)  # and its array hold (D123), issue hold (D126, D129)
+                     array_hold=True, issue_hold=True,  # and its array hold (D123), issue hold (D126, D129)
+                     # and on the staged core its segment-local D addresses (D125, the default since D132)
+                     seg_local=kind == "delta_stage" and default_seg_local(cfg))
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
            dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
@@ -199,6 +201,12 @@ def test_register_banks_are_the_designs(name):
         assert designs["kaleido_dcore"].accel.issue_gate
         if kind == "delta_stage":  # the staged controller's list read ahead (D126), its taken descriptor registered
             assert part[acc_mod, "read-ahead register"] == _bank_bits(acc, r"desc_q") > 0
+        # segment-local D addresses (D125) on the staged core (the default since D132): the entries' count banks and
+        # the walk's frame in the chunk; none on the unstaged core, which keeps the op's address
+        assert designs["kaleido_dcore"].seg_local == (kind == "delta_stage")
+        assert part.get(("kaleido_dcore", "segment-local banks"), 0) == _bank_bits(dc, r"fifo_bank")
+        assert part.get(("kaleido_dcore", "segment-local frame"), 0) == _bank_bits(dc, r"q_fr")
+        assert (kind == "delta_stage") == (_bank_bits(dc, r"fifo_bank") > 0)
     assert part[acc_mod, "entry registers"] == _bank_bits(acc, r"e\d+_\w+")
     if kind in ("delta_stage", "compact"):  # the word path: staged delta (D96, D99) and compact (D109)
         early = _bank_bits(acc, r"b\d+_(expect|port\d+_free|next|has_next|idle|started)|cycle")
@@ -222,18 +230,19 @@ def test_register_banks_are_the_designs(name):
 def test_area_by_hand_and_what_is_new():
     """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
     macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
-    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 44 (2 class + 5 column-block + 4 x 8
-    token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115), row FIFO 2 x 8 x 237 (10
+    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 52 (2 class + 5 column-block + 4 x 8
+    token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115, + 8 of the chunk's first
+    token, the staged core's segment-local D addresses, D125, the default since D132), row FIFO 2 x 8 x 237 (10
     address: the way's bit and 9 in the way, D107, + 3 bank + 8 x 28), seen bits 6 x 512 (a bank per D buffer, D104,
     3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16 (on V = 2 lanes 2 x 2 banks of 128,
-    D112), token chunks 256 x 8 (D104) and the issue gate's copy of them, 256 x 8 (D126, on the staged core since
-    D129)."""
+    D112), token chunks 256 x 16 (8 chunk bits, D104, and 8 of the chunk's first token, D125, D132) and the issue
+    gate's copy of the chunks, 256 x 8 (D126, on the staged core since D129)."""
     cfg, tech = load_config(TINY_DELTA), load_tech(16)
     b = area_breakdown(cfg, tech)["breakdown"]
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 44 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 8 + 256 * 8
+    tables = 4 * 64 * 16 + 2 * 1024 * 52 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 16 + 256 * 8
     seen = controllers.part(cfg, "kaleido_dcore", "seen bits")
     assert (seen["count"], seen["depth"]) == (6, 512)
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
@@ -343,10 +352,10 @@ def test_controller_accesses_by_hand():
     assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
-    # dcore: tile table entries of 44 bits (42 + the segment's residue mod 3, D115), written per band-tile (2) and
-    # read per drained row (6); row FIFO 237 bits in and out per row; decision copies: both written per token, both
-    # read per command (8 tokens x 1 class)
-    assert a["ctrl_tile_bytes"] == pytest.approx(44 / 8 * (2 + 6))
+    # dcore: tile table entries of 52 bits (42 + the segment's residue mod 3, D115, + the chunk's first token's 8,
+    # segment-local D, D125, D132), written per band-tile (2) and read per drained row (6); row FIFO 237 bits in and
+    # out per row; decision copies: both written per token, both read per command (8 tokens x 1 class)
+    assert a["ctrl_tile_bytes"] == pytest.approx(52 / 8 * (2 + 6))
     assert a["ctrl_fifo_bytes"] == pytest.approx(237 / 8 * 2 * 6)
     assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,

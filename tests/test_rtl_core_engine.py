@@ -149,13 +149,14 @@ def test_captured_trace_through_core(which, request, captured_block):
     `sim.timing.delta_core` / `sim.timing.compact_accel`). Where an op exceeds the controller it is cut: pv (K = 256)
     and ffn2 (K = 128) by whole groups into K = 64 pieces, every op into output column blocks, and for compact every op
     into image rows (4 x 1 x 8 tokens: its state holds R = 8 positions). docs/decisions.md D102 gives the cycles
-    beside the trace model's. ``dstage``: ``kaleido_dcore_stage`` with its issue hold (the default since D129), the
-    block in 110 pieces (D126: 251,528 cycles)."""
+    beside the trace model's. ``dstage``: ``kaleido_dcore_stage`` with its issue hold (the default since D129) and
+    its D buffers addressed per segment (the default since D132), the block in 52 pieces (247,398 cycles; 110 pieces,
+    251,528 cycles with the op's address, D126)."""
     from sim.engines.rtl import golden_checksums
 
     eng = request.getfixturevalue(which)
     if which == "dstage":
-        assert eng.core.issue_hold and eng.core.accel.issue_gate
+        assert eng.core.issue_hold and eng.core.accel.issue_gate and eng.core.seg_local and eng.core.issue_bound == 3
     res = trace_through_core(captured_block, eng.cfg, eng)
     total, per_op = golden_checksums(captured_block)
     assert [r["name"] for r in res["per_op"]] == ["qkv", "qk", "pv", "o_proj", "ffn1", "ffn2"]
@@ -337,6 +338,8 @@ def test_dcore_stage_engine_staged_ops(dstage):
     assert eng.module == "dcore_stage" and eng.core.accel.stage and eng.core.ways == eng.core.out_ways == 2
     assert eng.core.d_buffers == 3 and eng.core.fifo_bypass and eng.core.array_hold  # as hw.rtl (D115, D118, D123)
     assert eng.core.issue_hold and eng.core.accel.issue_gate  # ... and its issue hold (D126, by default since D129)
+    # ... its D buffers addressed per segment, the issue hold's bound the D buffers n (D125, D126; the default D132)
+    assert eng.core.seg_local and eng.core.issue_bound == 3
     sops = [staged_op(_get(ci), cfg) for ci in (0, "wide", "one-wide", "qk-int8", "sliced-3cb")]
     assert [s.sliced for s in sops] == [False] * 4 + [True]
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
@@ -347,7 +350,8 @@ def test_dcore_stage_engine_staged_ops(dstage):
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
                             None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
-                            gate=stage_feed(cfg, sop, 2))  # the array hold on hw.rtl's FIFO (D123), the gate's bound
+                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=3)  # the array hold on
+        # hw.rtl's FIFO (D123), the gate's bound n (D126), the D addresses and ways per segment (D125, D132)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -383,7 +387,7 @@ def test_dcore_stage_engine_issue_hold():
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
                             None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=4, ports=2,
-                            gate=stage_feed(cfg, sop, 2), bound=1)
+                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=1)  # seg_local (D132)
         assert sch["ahead"] < 1 and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -404,7 +408,7 @@ def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
     from sim.engines.verilator_core import slices
 
     cfg, trace = dstage.cfg, captured_block
-    pieces = 0
+    pieces = {}
     for op in trace.ops:
         groups = [g.as_tuple() for g in op.groups]
         for b in range(op.batch):
@@ -412,8 +416,12 @@ def test_model_equals_dcore_stage_on_the_captured_block(dstage, captured_block):
             full = CoreOp(op.X[b], op.W[b], tuple(trace.grid), groups, dec, op.X.dtype == np.uint8)
             for k, p in enumerate(slices(dstage, full)):
                 assert _model_done(cfg, p.op) == p.want["done"], (op.name, b, k)
-                pieces += 1
-    assert pieces == 12 + 64 + 16 + 4 + 8 + 6  # D119's slices: qkv, qk, pv, o_proj, ffn1, ffn2
+                pieces[op.name] = pieces.get(op.name, 0) + 1
+    # with the D buffers addressed per segment (D125, the staged default since D132) a piece's D words are one
+    # segment's, so qk, pv and ffn2 are no longer cut for them: D125's pieces on kaleido_dcore with seg_local (qk
+    # 64 -> 16, pv 16 -> 8, ffn2 6 -> 4; D119's 110 with the op's address); the rest are cut by the controller's
+    # tokens, groups and band-tiles as before
+    assert pieces == {"qkv": 12, "qk": 16, "pv": 8, "o_proj": 4, "ffn1": 8, "ffn2": 4}
 
 
 def test_dcore_stage_cuts_a_wide_group_at_the_stage_slices(dstage):

@@ -231,13 +231,18 @@ def test_dcore_stage_issue_hold(shape, ci, cm, s, fifo, opts, bound):
 #: array hold: ``(shape, case, FIFO entries, diff_sram_kib)``; 2 KiB: 24 words a D buffer (3 buffers), below each
 #: op's whole D (sliced-3cb: 16 tokens x 3 column blocks = 48 words; three-axes: 3 classes x 24 tokens x 2 = 144),
 #: above a segment's A fw R.
-LOCAL_RUNS = [("8x8-B2-d2", "sliced-3cb", 4, 2), ("8x8-B4-d2", "three-axes", 64, 2)]
+#: The last: with the issue hold on its bound n = 3 (D126), as hw.rtl builds kaleido_dcore_stage since D132 (the
+#: compiled engine runs sliced-3cb so, tests/test_rtl_core_engine.py).
+LOCAL_RUNS = [("8x8-B2-d2", "sliced-3cb", 4, 2, False), ("8x8-B4-d2", "three-axes", 64, 2, False),
+              ("8x8-B4-d2", "three-axes", 4, 2, True)]
 
 
-@pytest.mark.parametrize(("shape", "ci", "fifo", "kib"), LOCAL_RUNS, ids=[f"{r[0]}-{r[1]}-q{r[2]}" for r in LOCAL_RUNS])
-def test_dcore_stage_segment_local(shape, ci, fifo, kib):
+@pytest.mark.parametrize(("shape", "ci", "fifo", "kib", "gate"), LOCAL_RUNS,
+                         ids=[f"{r[0]}-{r[1]}-q{r[2]}" + ("-gated" if r[4] else "") for r in LOCAL_RUNS])
+def test_dcore_stage_segment_local(shape, ci, fifo, kib, gate):
     # every Y row against the golden model, its cycle and done against core_schedule(local=True, the hold) fed by
-    # stage_schedule, the commands' D addresses the tokens' segment slots; the op's own address would not fit
+    # stage_schedule (with the issue hold: co-simulating its loop, gate=StageFeed, bound n), the commands' D
+    # addresses the tokens' segment slots; the op's own address would not fit
     from hw.delta_core import DeltaCore, core_ports
 
     cfg = core_stage_cfg(shape, diff_kib=kib)
@@ -253,10 +258,17 @@ def test_dcore_stage_segment_local(shape, ci, fifo, kib):
     assert core_ports(cores[1], sop.case.grid, sop.case.groups, sop.case.W.shape[1], fused, *job[4])["o_local"] == 1
     w = cfg.drain_rows_per_cycle
     [got] = run_dcore(cfg, [job], fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), array_hold=True,
-                      seg_local=True, **opts)
-    check(cfg, job, None, got, fifo, ways=w, out_ways=w, buffers=3, model=stage_model(cfg, sop, w,
-          max_k=MAX_K.get(ci), local=True), hold=True, row_tile=stage_row_tiles(cfg, sop, max_k=MAX_K.get(ci)),
-          local=True)
+                      seg_local=True, **({"issue_hold": True} if gate else {}), **opts)
+    if gate:  # the bound n = 3 by default with seg_local (D126): no row waits for D125's rule
+        assert cores[1].issue_bound is None and discard(DeltaCore(cfg, fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(
+            ci), seg_local=True, issue_hold=True, **opts)).issue_bound == 3
+        sch = check(cfg, job, None, got, fifo, ways=w, out_ways=w, buffers=3, hold=True, local=True, bound=3,
+                    feed=stage_feed(cfg, sop, w, max_k=MAX_K.get(ci), local=True))
+        assert sch["gated"] == 0 and sch["ahead"] < 3
+    else:
+        check(cfg, job, None, got, fifo, ways=w, out_ways=w, buffers=3, model=stage_model(cfg, sop, w,
+              max_k=MAX_K.get(ci), local=True), hold=True, row_tile=stage_row_tiles(cfg, sop, max_k=MAX_K.get(ci)),
+              local=True)
     assert not got.overflow
 
 
@@ -291,7 +303,12 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert DCORE_STAGE_MODULE_NAME in [name for name, _, _ in plan(cfg)]
     assert DCORE_STAGE_MODULE_NAME not in [name for name, _, _ in plan(delta_cfg(*SHAPES["8x8-B2-d2"]))]
     core_macros = [macro_name(*mc) for mc in discard(DeltaCore(cfg, pe="instance", stage=True, out_ways=2, d_buffers=3,
-                                                               fifo_bypass=True, issue_hold=True)).macros()]
+                                                               fifo_bypass=True, seg_local=True,
+                                                               issue_hold=True)).macros()]
+    # the token chunks with seg_local's first tokens (D125) and the issue gate's copy without them (D126): two shapes
+    # (256 tokens: 8 chunk bits, 8 + tb = 16 with the first tokens; the decision copies are 128 deep on 2 lanes)
+    assert [mc for mc in core_macros if mc.startswith("kaleido_sram_1r1w_256x")] == [
+        macro_name("1r1w", 256, 16, None), macro_name("1r1w", 256, 8, None)]
     roles = ("dcore_stage", "dstage_gate", "dcombine_lanes", "org_pe", "org_column", "org_top_ext", "top", "column",
              "pe")
     names = [n for n, spec, _ in plan(cfg) if spec[0] in ("macro", "clkgate") or spec[1] in roles]
@@ -306,6 +323,7 @@ def test_dcore_stage_emits_reproducibly_and_lints_clean(tmp_path):
     assert re.search(r"^\s*kaleido_dcombine_w2_v2_b3 \S+\s+\(", text, re.M)  # 3 D buffers (D115)
     assert not re.search(r"^\s*kaleido_daccel \S+\s+\(", text, re.M)  # not the queues' controller
     assert re.search(r"^\s*kaleido_clkgate \S+\s+\(", text, re.M)  # the array hold (D123)
+    assert "fifo_bank" in text and "o_local" in text  # segment-local D addresses (D125; the default D132)
     for name in core_macros:
         assert re.search(rf"^\s*{name} \S+\s+\(", text, re.M), name
     runs = lint_folder(tmp_path / "a", full=True, jobs=2, tops=(DCORE_STAGE_MODULE_NAME,))

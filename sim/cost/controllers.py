@@ -66,6 +66,9 @@ TILE_BITS, EXPECT_BITS, FIFO_PER_PORT, MAX_CB, MAX_TILES, CODE_BITS = 24, 32, 8,
 #: (`hw.pe.W_BITS` = 8, int8 weights): restated for the same reason.
 NB_BANKS = 8
 W_BITS = 8
+#: `kaleido_dcore`'s axis classes at most (`hw.delta_core.MAX_CLASSES` = 3), which sizes a segment-local slot
+#: (docs/decisions.md D125): restated for the same reason.
+MAX_CLASSES = 3
 #: `kaleido_dcore`'s row-FIFO pointers' bits (``fifo_wp`` / ``fifo_rp``, 16 in hw/delta_core.py), which the array
 #: hold compares (docs/decisions.md D123): restated for the same reason.
 PTR_BITS = 16
@@ -310,9 +313,15 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         entry = 2 + cbb + brows * tb
         fifo = per_port * d
         fifo_bits = da + obk + C * acc
-        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk + rb, d, "ctrl_tables",
+        # kaleido_dcore_stage's D buffers addressed per segment (D125; hw.rtl's default since D132, the unstaged
+        # kaleido_dcore keeps the op's address): each token's chunk's first token (tb bits) in the chunk table and
+        # the tile table
+        from sim.timing.delta_core import core_seg_local
+
+        kbb = tb if kind == "delta_stage" and core_seg_local(cfg) else 0
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk + rb + kbb, d, "ctrl_tables",
                        "per drain port: class, column block, row tokens (D95), the segment's bank (D104), with n > 2 "
-                       "D buffers its residue mod n (D115)"),
+                       "D buffers its residue mod n (D115), with segment-local D its chunk's first token (D125)"),
                 _macro("kaleido_dcore", "row FIFO", "1r1w", per_port, fifo_bits, d, "ctrl_tables",
                        f"d banks of the drained rows waiting for the combine's {W} accumulate ways (D95, D107), with "
                        "the segment's bank (D104)"),
@@ -321,8 +330,9 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                 _macro("kaleido_dcore", "decision copies", "1r1w", -(-mt // V), CODE_BITS * G, 2 * V,
                        "ctrl_tables", "the token's and its successor's decisions (D95), each copy V banks by token "
                        "mod V (D112)"),
-                _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb, 1, "ctrl_tables",
-                       "each token's chunk, written by the host with the decisions (D104)"),
+                _macro("kaleido_dcore", "token chunks", "1r1w", mt, chb + kbb, 1, "ctrl_tables",
+                       "each token's chunk, written by the host with the decisions (D104); with segment-local D "
+                       "above it the chunk's first token (D125, D132)"),
                 _bank("kaleido_dcore", "segment counts", "reg", 2 * nbk * _bits(mt * G + 1), "ctrl_registers",
                       "per count bank the rows its descriptors list and the rows accumulated (D104)"),
                 _bank("kaleido_dcore", "latest descriptor", "reg", ob + 1, "ctrl_registers",
@@ -354,6 +364,20 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           "multiplier, as the count stage's), the token compare (fresh) and seg - w_seg < bound "
                           "(D126); the next descriptor is the queues' output register, or on the staged "
                           "controller its list's read-ahead (charged there)")]
+        if kbb:  # segment-local D addresses (D125, D132): the FIFO entries' count banks, the walk's frame in the
+            # chunk, the slot arithmetic and the pop's wait
+            fw_max = max(1, min(mt, sz["d_depth"] // R))  # frames a chunk one D buffer holds (hw: DeltaCore.fw_max)
+            slot = _bits(MAX_CLASSES * fw_max * R + 1)  # a slot (a fw + f mod fw) R + t mod R
+            out += [_bank("kaleido_dcore", "segment-local banks", "reg", fifo * obk, "ctrl_registers",
+                          "per row-FIFO entry its segment's count bank, for the pop's wait j < w_seg + n (fifo_bank; "
+                          "D125)"),
+                    _bank("kaleido_dcore", "segment-local frame", "reg", (fw_max - 1).bit_length(), "ctrl_registers",
+                          "the walk's frame within the chunk, f - f0 (q_fr; D125)"),
+                    _bank("kaleido_dcore", "segment-local compare", "cmp",
+                          d * ((tb + 1) * fw_max + slot) + V * slot + W * obk, "ctrl_registers",
+                          "per drain port t - the chunk's first token and fw_max - 1 compares against j H W (tb + 1 "
+                          "bits each) and the slot's multiply-add; per output lane the walk's slot; per accumulate way "
+                          "the pop's (bank - w_seg) mod 8 (D125); read off, not tested")]
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)

@@ -56,7 +56,7 @@ from sim.timing.compact import (
 )
 from sim.timing.compact_accel import _tile_rounds, op_port
 from sim.timing.cycle_model import op_cycles_tiled
-from sim.timing.delta_core import core_out_ways
+from sim.timing.delta_core import core_out_ways, core_seg_local
 from sim.timing.delta_core import core_ways as dcore_ways
 from sim.timing.dispatch import position_order
 from sim.timing.memory import fold_bytes, fold_shortfall, op_memory
@@ -234,6 +234,8 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     if sliced is not None:
         groups, cols, width = sliced
         staged = True
+    # kaleido_dcore_stage's D buffers addressed per segment as built (D125, D132): its rows' ways from the slots
+    local = staged and cfg.combine_timing == "rtl" and core_seg_local(cfg)
     for dec in decs:
         dec = dec if cols is None else dec[:, cols]
         t, chunk = compact_tiles(dec, grid, groups, cfg, fw, b_msb, chunks=True)
@@ -258,7 +260,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             valid.append(delta_rules.issue_order(t[2] + t[3], n_cb, s))
             issued = delta_rules.issue_order(np.arange(len(t[0]), dtype=np.int64), n_cb, s)
         if delta and cfg.combine_timing == "rtl":
-            rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways))
+            rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways, local))
         if not delta:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
@@ -286,7 +288,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     if staged:  # with the RTL combine: the controller with its issue gate and the core in one pass (D129)
         port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
                            np.concatenate(rnds), groups, cfg, cols is not None,
-                           core=(walk, ways, np.concatenate(rways)) if rtl else None)
+                           core=(walk, ways, np.concatenate(rways), local) if rtl else None)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
@@ -327,12 +329,19 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     = 32, restated as `sim.cost.controllers.LANES`). ``s_seq``, ``rows``, ``group``, ``paired``, ``rounds``: int
     ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict.
 
-    ``core``: ``(walk, W, row ways)`` (`_dcore_segments`' walk, the core's accumulate ways and each issued row's way,
-    `_row_ways`): the controller with its issue gate and ``kaleido_dcore_stage``'s core stepped together
+    ``core``: ``(walk, W, row ways, local)`` (`_dcore_segments`' walk, the core's accumulate ways, each issued row's
+    way, `_row_ways`, and whether the D buffers are addressed per segment, `sim.timing.delta_core.core_seg_local`):
+    the controller with its issue gate and ``kaleido_dcore_stage``'s core stepped together
     (`sim.timing.delta_core.stage_core`, docs/decisions.md D129: ``kaleido_dcore_stage`` on
     ``kaleido_daccel_stage_gate`` as `hw.rtl` builds it), the row FIFO ``dcore_fifo_per_port`` x d entries (0: the
-    array never held), the gate's bound ``dcore_count_banks`` (0: as many banks as segments, no take held); the
-    dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from ``start``, on the array's clock)."""
+    array never held), ``dcore_count_banks`` count banks (0: as many banks as segments) and the gate's bound: the
+    banks, or with ``local`` the D buffers n where fewer (D126, D132: as built, no row then waits for D125's
+    segment-local rule); the dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from
+    ``start``, on the array's clock).
+
+    Raises:
+        SimError: a staged op not issued segment by segment; with ``local`` an order that would deadlock the
+            segment-local D buffers (`stage_core`'s refusal; none is reachable with the bound at most n)."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
     seg = np.asarray(segment, dtype=np.int64)
@@ -348,24 +357,30 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
         return stage_run(*args)
     from sim.timing.delta_core import core_d_buffers, stage_core
 
-    (tile_seg, seg_len, nb), W, rw = core  # noqa: N806
+    (tile_seg, seg_len, nb), W, rw, local = core  # noqa: N806
     if tile_seg is None:
         raise SimError(f"{cfg.name}: a staged op not issued segment by segment (the stage needs D84's order)")
-    banks = cfg.dcore_count_banks or max(nb, 1)
-    out = stage_core(*args, tile_seg, rw, seg_len, True, W, cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None,
-                     banks, core_d_buffers(cfg), banks)
+    banks, n = cfg.dcore_count_banks or max(nb, 1), core_d_buffers(cfg)
+    try:
+        out = stage_core(*args, tile_seg, rw, seg_len, True, W,
+                         cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None, min(banks, n) if local else banks,
+                         n, banks, local=local)
+    except ValueError as err:
+        raise SimError(f"{cfg.name}: {err}") from None
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
                                            "accel_done")}
     return out
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,
-              fw: int, ways: int) -> np.ndarray:
+              fw: int, ways: int, local: bool = False) -> np.ndarray:
     """Each issued row's accumulate way in ``kaleido_dcore`` (docs/decisions.md D107, D108), int64 ``[rows]`` in issue
     order (band-tile by band-tile, each band-tile's rows in drain order): ``(a M + t) mod W`` for token t of axis
-    class a (`sim.timing.delta_core.row_ways`), the tokens from `sim.timing.compact.band_tile_tokens`. ``dec`` one
-    batch element's decisions, ``group`` its band-tiles' groups, ``issued`` the issued band-tiles' indices. int8
-    (W <= 64): the op's rows are many (qk at 480p: hundreds of millions), their ways are small."""
+    class a (`sim.timing.delta_core.row_ways`), or with ``local`` (segment-local D addresses, D125, D132) ``u mod W``
+    of the token's slot u (`sim.timing.delta_core.segment_slot`, ``fw`` the op's frames a chunk), the tokens from
+    `sim.timing.compact.band_tile_tokens`. ``dec`` one batch element's decisions, ``group`` its band-tiles' groups,
+    ``issued`` the issued band-tiles' indices. int8 (W <= 64): the op's rows are many (qk at 480p: hundreds of
+    millions), their ways are small."""
     from sim.timing.compact import band_rows, band_tile_tokens
 
     F, H, W = grid  # noqa: N806
@@ -379,6 +394,11 @@ def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, grou
     if not n.sum():
         return np.zeros(0, dtype=np.int64)
     start = np.repeat(off[issued] - (np.cumsum(n) - n), n) + np.arange(int(n.sum()), dtype=np.int64)
+    if local:
+        from sim.timing.delta_core import segment_slot
+
+        return (segment_slot(toks[start], np.repeat(of_class[group[issued]], n), grid, cfg.array_rows, fw)
+                % ways).astype(np.int8)
     return ((np.repeat(of_class[group[issued]], n) * M + toks[start]) % ways).astype(np.int8)
 
 

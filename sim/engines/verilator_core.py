@@ -116,13 +116,16 @@ class CoreEngine:
         array_hold: the delta core's array hold (docs/decisions.md D116 item 1, D123; default True, as `hw.rtl`
             builds it): the controller runs a cycle only while the row FIFO has d free entries, `expected` times it
             (`core_schedule`'s ``fifo``, ``ports``) and `slices` no longer cuts an op for the FIFO's backlog.
+        seg_local: the delta core's segment-local D addresses (docs/decisions.md D125; default: on the staged core
+            where it is built, `hw.delta_core.default_seg_local`, as `hw.rtl` builds ``kaleido_dcore_stage`` since
+            D132; off on ``kaleido_dcore``, which keeps the op's address): a D buffer holds one segment, so `slices`
+            checks a segment's D words, not the op's.
         issue_hold: the delta core's issue hold (docs/decisions.md D126; default on, as `hw.rtl` builds both cores:
             on ``kaleido_dcore_stage`` since D129, `expected` then stepping `stage_schedule`'s loop; False: the
             ungated controller): the controller takes a descriptor only while its segment is fewer than the core's bound
             (`hw.delta_core.NB_BANKS`, with ``seg_local`` its D buffers) past the walked one; `expected` co-simulates
             the controller's schedule with the core's (`core_schedule`'s ``gate``), so no descriptor overflows the
             count banks and `slices` no longer cuts an op for them. issue_bound: its bound (default the core's).
-        seg_local: the delta core's segment-local D addresses (docs/decisions.md D125; opt-in).
         pool_state: the delta core's state buffer addressed per pool (docs/decisions.md D133; opt-in): `slices` then
             checks the op's carried values against the state buffer per pool (`hw.delta_combine.pool_state_words`).
 
@@ -133,7 +136,7 @@ class CoreEngine:
 
     def __init__(self, cfg: AcceleratorConfig, fifo: int | None = None, waves: bool = False,
                  build_root: Path = BUILD_ROOT, log=None, stage: bool = False, array_hold: bool = True,
-                 seg_local: bool = False, issue_hold: bool | None = None, issue_bound: int | None = None,
+                 seg_local: bool | None = None, issue_hold: bool | None = None, issue_bound: int | None = None,
                  pool_state: bool = False):
         from hw import discard
 
@@ -164,7 +167,11 @@ class CoreEngine:
 
             if default_fifo_bypass(cfg):  # the row FIFO's bypass (D118): the same cycles
                 opts["fifo_bypass"] = True
-            if seg_local:  # segment-local D addresses (D125, opt-in): a D buffer holds one segment
+            from hw.delta_core import default_seg_local
+
+            # segment-local D addresses (D125): a D buffer holds one segment; by default on the staged core where
+            # it is built (D132, as hw.rtl builds kaleido_dcore_stage), opt-in on kaleido_dcore
+            if seg_local or (seg_local is None and stage and default_seg_local(cfg)):
                 opts["seg_local"] = True
             if pool_state:  # the state buffer per pool (D133, opt-in): it holds a group's pool, not the op
                 opts["pool_state"] = True

@@ -186,6 +186,18 @@ def core_fifo_bypass(cfg) -> bool:
     return FIFO_BYPASS and core_ways(cfg) > 1
 
 
+def core_seg_local(cfg) -> bool:
+    """Whether ``kaleido_dcore_stage`` addresses its D buffers per segment as `hw.rtl` builds it and the model times
+    it (docs/decisions.md D125, D132; `hw.delta_core.default_seg_local`, restated in plain Python): on a delta config
+    with a weight stage and a difference-sum buffer (the staged core; the unstaged ``kaleido_dcore`` keeps the op's
+    address, D132), `core_ways` W > 1 and ``array_rows`` a power of two (where the RTL builds it). The issue hold's
+    bound is then the D buffers n (`core_d_buffers`, D126), so no row waits for the segment-local rule."""
+    staged = getattr(cfg, "organisation", "delta") == "delta" and bool(getattr(cfg, "diff_sram_kib", 0)) \
+        and bool(getattr(cfg, "wstage_sram_kib", 0))
+    r = cfg.array_rows
+    return staged and core_ways(cfg) > 1 and r & (r - 1) == 0
+
+
 def fifo_rows(band, last, rows, tile_cb, cfg, tile_vals=None) -> tuple[np.ndarray, ...]:
     """The drained rows in the row FIFO's order, ``(cycles, column blocks)`` int64 ``[rows]`` each: by the cycle
     they leave ``kaleido_daccel`` (`sim.timing.delta_accel.row_out_cycles`), a cycle's rows in port order. A
@@ -1137,7 +1149,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
 
 def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries: int, lanes: int,
                tile_seg, row_way, per_seg, ordered: bool, ways: int, fifo: int | None, bound: int | None,
-               buffers: int = 2, banks: int = NB_BANKS) -> dict:
+               buffers: int = 2, banks: int = NB_BANKS, local: bool = False) -> dict:
     """``kaleido_dcore_stage`` with the issue hold (docs/decisions.md D126, D129): the staged controller
     (`sim.timing.delta_accel.stage_run`'s loop, ``kaleido_daccel_stage_gate``) and the core (`held_done`'s loop)
     stepped together in one numba pass, each take of the gather asked of the gate on the core's walked segment of that
@@ -1154,6 +1166,10 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
             (``o_seg``; else the gate only waits for freshness and the walk for the whole op).
         ways, buffers, banks: `held_done`'s; fifo: the row FIFO's entries (None: the array never held), d rows a
             cycle (``cfg.drain_rows_per_cycle``) leave the array.
+        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125, D132; needs
+            ``ordered``): a row of segment j waits at the FIFO's head (and ends a pop's run) until ``j < walked +
+            buffers``; the three deadlocks `core_schedule` refuses are refused here (ValueError). With ``bound`` at
+            most ``buffers`` (``kaleido_dcore_stage`` as `hw.rtl` builds it, D132) no row ever waits for this rule.
 
     Returns `stage_run`'s dict (the gated controller's own cycles) and the core's ``"done"``, ``"ahead"``,
     ``"bypass"``, ``"held"`` (cycles the gate held a take), ``"fifo_max"``, ``"frozen"`` (cycles the array was
@@ -1162,7 +1178,8 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
     on the core's cycle c + 1 plus the held cycles before it).
 
     Raises:
-        ValueError: inconsistent sizes; RuntimeError: no end within a bound on the cycles (a deadlock)."""
+        ValueError: inconsistent sizes; with ``local``, an order that deadlocks segment-local D buffers (`_DEADLOCK`,
+            as `core_schedule`); RuntimeError: no end within a bound on the cycles (a deadlock)."""
     from sim.timing.compact import WORD_REGISTERS
     from sim.timing.delta_accel import EARLY_AHEAD, gather_words
 
@@ -1182,6 +1199,8 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
         raise ValueError(f"fifo = {fifo}: fewer entries than the {d} rows a cycle can write")
     if T and a[7].min() < 0:
         raise ValueError("stage buffers must be numbered from 0")
+    if local and not ordered:
+        raise ValueError("segment-local D addresses need the segment order (ordered): D68's order walks the whole op")
     off = np.zeros(T + 1, dtype=np.int64)
     np.cumsum(a[1], out=off[1:])
     rsg = np.repeat(a[9], a[1]) if ordered else np.zeros(n, dtype=np.int64)
@@ -1195,9 +1214,11 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
     out = _stage_core(a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], B, max(1, d // B), max(1, B // d),
                       int(entries), WORD_REGISTERS, EARLY_AHEAD * B, a[6], a[7], a[8], int(a[7].max(initial=0)) + 1,
                       a[9], rsg, rw, off, ps, bool(ordered), int(ways), int(buffers), -1 if fifo is None else int(fifo),
-                      d, int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit)
+                      d, int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit, bool(local))
     (band, first, last, gather, late, reads, weights, deferred, fills, fill_wait, fill_reads, done, ahead, byp, held,
      fifo_max, frozen, over, tk, err) = out
+    if err == 3:
+        raise ValueError(_DEADLOCK)
     if err:
         raise RuntimeError(f"stage_core did not finish in {limit} cycles: a deadlock" if err == 1 else
                            "stage_core: a row's cycle outgrew the heap key")
@@ -1211,10 +1232,11 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
 @numba.njit(cache=True)
 def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
                 seg, sbuf, fcount, nbuf, tseg, rsg, rw, off, seg_len, ordered, ways, nbuf_d, fifo, ports, nb,
-                bound, C, nport, cap, limit):  # noqa: N803
+                bound, C, nport, cap, limit, local):  # noqa: N803
     """`stage_core`'s loop: `_held_done`'s core cycle by cycle (the array's part as `core_schedule`'s with
     ``gate``), and on each cycle the array runs, one cycle of `sim.timing.compact_accel._port_run` with ``stage``
-    (no queues, no barrier; its runs and sleeping bands, statement for statement) whose take asks the gate."""
+    (no queues, no barrier; its runs and sleeping bands, statement for statement) whose take asks the gate.
+    ``local``: D125's segment-local wait and its three deadlocks (err 3), as `_held_done`'s."""
     T = s_seq.shape[0]  # noqa: N806
     B = bands  # noqa: N806
     word = 2 * B
@@ -1290,6 +1312,7 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
     frozen, ar, nl = 0, 1, 0
     tk = -1
     over = False
+    fmax, fz, stall = -1, False, 0  # D125 (local): the FIFO's highest segment so far, the array held, deadlock count
     k = 1
     err = 0
     while True:
@@ -1305,6 +1328,7 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
         if ni < T or hm > 0 or tk < 0:
             if fifo >= 0 and nl - rp + ports > fifo:
                 frozen += 1
+                fz = True
             else:
                 if ndone < T:  # the controller's cycle c = ar - 1
                     # gather, asking the gate
@@ -1538,6 +1562,10 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
                     fq[nf & msk] = x & 0xFFFFFFFF
                     fc[nf & msk] = ((x >> 32) // nport) + k - ar
                     nf += 1
+                    if local:  # D125: a row of segment j after one of j + nbuf_d or later deadlocks the RTL
+                        fmax = max(fmax, rsg[x & 0xFFFFFFFF])
+                        if fmax - rsg[x & 0xFFFFFFFF] >= nbuf_d:
+                            err = 3
                 if ni == T and tk < 0 and ndone == T:
                     adone = maxend + C + 3 if T > 0 else 1
                     if adone <= ar:
@@ -1556,14 +1584,15 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
             whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
         par = sg % nbuf_d
         gate = walking or (waiting and whole)
+        lim = sg + nbuf_d  # D125 (local): a row waits until its buffer's earlier segment is walked
         q0 = fq[rp & msk]
-        blocked = rp < nw and rsg[q0] % nbuf_d == par and gate
+        blocked = rp < nw and (rsg[q0] >= lim if local else rsg[q0] % nbuf_d == par and gate)
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
                 qq = fq[r & msk]
-                if rsg[qq] % nbuf_d == par and gate:
+                if rsg[qq] >= lim if local else rsg[qq] % nbuf_d == par and gate:
                     break
                 dup = False
                 for u in range(npop):
@@ -1576,6 +1605,14 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
                     byp += 1
                 npop += 1
                 r += 1
+        if local and fz and blocked and not walking and s1n == 0 and s2n == 0 and not (waiting and whole):
+            stall += 1  # D125: `core_schedule`'s deadlock under the array hold
+            if stall > 4:
+                err = 3
+                break
+        else:
+            stall = 0
+        fz = False
         go = waiting and whole
         if go:
             for r in range(s1a, s1a + s1n):
@@ -1597,7 +1634,11 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
             hi = max(hi, dsg)
             ahead_ = max(ahead_, dsg - sg)
             over = over or (ordered and dsg >= sg + nb)
+            if local and dsg >= sg + nb:  # D125: shares the walked segment's count bank
+                err = 3
             di += 1
+        if err:
+            break
         if go:
             exp[bank] = 0
             got[bank] = 0

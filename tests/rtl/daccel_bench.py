@@ -223,23 +223,35 @@ class StagedRun(DaccelRun):
     fill_reads: int = 0
     fill_writes: int = 0
     deferred: int = 0
+    ring_waits: int = 0
+    pending: bool = False
 
 
 def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True,
-               defer=None) -> list[StagedRun]:
+               defer=None, ring=None) -> list[StagedRun]:
     """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity; ``early`` its
     early band choice, D99, else ``kaleido_dtop``'s own, D96; ``defer`` its deferred stage read, D100, default
-    ``early``): ``jobs`` are
-    `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
-    each cycle from ``start`` to ``done``."""
+    ``early``; ``ring`` its descriptor ring's entries, D134, default the config's): ``jobs`` are
+    `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words` (with a ring: the first ``ring`` descriptors
+    before ``start``, the rest while it runs, one a cycle whenever ``wr_ready``, `hw.delta_accel_host.ring_split`);
+    the stage's reads and the fills are counted each cycle from ``start`` to ``done``, and with a ring the cycles
+    the drained gate held a take (``ring_waits``: the gather idle, its staging entry free, the descriptor written,
+    band-tile n - ring not drained)."""
     from hw.delta_accel import LANES, DeltaAccel
+    from hw.delta_accel_host import SEL_DESC, ring_split, stage_op_words
+    from sim.timing.delta_reference import differences
 
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early,
-                     defer=defer)
+                     defer=defer, ring=ring)
 
     async def run_op(ctx, job, out):
-        await load_and_start(ctx, dut, dut, job.case, job.op, None, False, decisions=False,
-                             stage=(job.segment, job.sliced))
+        case = job.case
+        diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
+        before, during = ring_split(dut, stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups,
+                                                        host_tiles(job.op), job.segment, job.sliced))
+        await write_words(ctx, dut, before)
+        await start_op(ctx, dut, {"c_tiles": len(job.op.tiles)})
+        left = list(during)
 
         def count(ctx):
             out.stage_reads += ctx.get(dut.stage_re)
@@ -247,6 +259,18 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
             out.fill_writes += ctx.get(dut.fill_we)
             if dut.defer:
                 out.deferred += ctx.get(dut.stage_defer)
+            if dut.ring:  # the host keeps the ring filled; a write set now is taken at the tick if wr_ready
+                if left and out.pending:
+                    left.pop(0)
+                out.pending = False
+                if left:
+                    ctx.set(dut.wr_valid, 1)
+                    ctx.set(dut.wr_sel, SEL_DESC)
+                    ctx.set(dut.wr_data, left[0][2])
+                    out.pending = bool(ctx.get(dut.wr_ready))
+                else:
+                    ctx.set(dut.wr_valid, 0)
+                out.ring_waits += ctx.get(dut.ring_wait)
 
         await collect(ctx, cfg, dut, out, max_cycles, count)
 

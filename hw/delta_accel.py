@@ -262,7 +262,7 @@ class DeltaAccel(wiring.Component):
         self.max_n = max_n or cfg.accel_max_n
         #: The descriptor ring's entries (module docstring "Ring", docs/decisions.md D134; default
         #: ``cfg.accel_tile_ring``); 0: the whole list of ``max_tiles`` written before ``start``.
-        self.ring = cfg.accel_tile_ring if ring is None else ring
+        self.ring = (cfg.accel_tile_ring if stage else 0) if ring is None else ring
         if err is None and self.ring and (self.ring < 2 or self.ring & (self.ring - 1) or not stage):
             err = (f"ring = {self.ring}: the descriptor ring needs the staged controller (stage=True) and a power of "
                    "two >= 2 entries")

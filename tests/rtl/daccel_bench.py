@@ -119,14 +119,16 @@ def simulate(dut, jobs, outs, run_op) -> list:
 
 
 async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool, dec_high=None,
-                         stage=None) -> None:
+                         stage=None) -> list:
     """Write one op's host words through ``dut``'s write port (``accel``: the `DeltaAccel` whose buffers they fill,
     ``dut`` itself or the core around it), set its op ports and pulse ``start``: the differences and weights, the
     band-tile list (host path) or, with ``decisions``, the decision codes (`hw.delta_accel_host.dec_words`); the
     op ports are ``ports`` (queues) or ``c_tiles``. ``dec_high``: per token a value written above its decision
     codes (bit 2 G up; ``kaleido_dcore``'s token chunks, D104). ``stage``: ``(segment, sliced)`` of a `StagedOp`
-    (a controller built with ``stage=True``, D96): the host words are `hw.delta_accel_host.stage_op_words`'."""
-    from hw.delta_accel_host import SEL_DEC, dec_words, op_words, stage_op_words
+    (a controller built with ``stage=True``, D96): the host words are `hw.delta_accel_host.stage_op_words`'. Returns
+    the descriptors left to write while the op runs (a controller with a descriptor ring, D134:
+    `hw.delta_accel_host.ring_split`; else none)."""
+    from hw.delta_accel_host import SEL_DEC, dec_words, op_words, ring_split, stage_op_words
     from sim.timing.delta_reference import differences
 
     diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
@@ -138,8 +140,10 @@ async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisio
         hi = 2 * accel.cfg.partial_regs
         words += [(SEL_DEC, a, w | (int(dec_high[a]) << hi if dec_high is not None else 0))
                   for a, w in dec_words(accel, case.decisions)]
+    words, during = ring_split(accel, words)
     await write_words(ctx, dut, words)
     await start_op(ctx, dut, ports if queues else {"c_tiles": len(op.tiles)})
+    return during
 
 
 def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=False) -> list[DaccelRun]:
@@ -228,7 +232,7 @@ class StagedRun(DaccelRun):
 
 
 def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True,
-               defer=None, ring=None) -> list[StagedRun]:
+               defer=None, ring=None, issue_gate=False, host_every=1) -> list[StagedRun]:
     """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity; ``early`` its
     early band choice, D99, else ``kaleido_dtop``'s own, D96; ``defer`` its deferred stage read, D100, default
     ``early``; ``ring`` its descriptor ring's entries, D134, default the config's): ``jobs`` are
@@ -236,13 +240,15 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
     before ``start``, the rest while it runs, one a cycle whenever ``wr_ready``, `hw.delta_accel_host.ring_split`);
     the stage's reads and the fills are counted each cycle from ``start`` to ``done``, and with a ring the cycles
     the drained gate held a take (``ring_waits``: the gather idle, its staging entry free, the descriptor written,
-    band-tile n - ring not drained)."""
+    band-tile n - ring not drained). ``issue_gate``: the controller built with D126's issue gate (its read-ahead),
+    ``issue_ok`` held at 1 (no core holds a take); ``host_every``: with a ring the host offers a descriptor only every
+    that many cycles (a host behind the gather: the read-ahead's repeated read, D134)."""
     from hw.delta_accel import LANES, DeltaAccel
     from hw.delta_accel_host import SEL_DESC, ring_split, stage_op_words
     from sim.timing.delta_reference import differences
 
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early,
-                     defer=defer, ring=ring)
+                     defer=defer, ring=ring, issue_gate=issue_gate)
 
     async def run_op(ctx, job, out):
         case = job.case
@@ -250,8 +256,9 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
         before, during = ring_split(dut, stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups,
                                                         host_tiles(job.op), job.segment, job.sliced))
         await write_words(ctx, dut, before)
-        await start_op(ctx, dut, {"c_tiles": len(job.op.tiles)})
+        await start_op(ctx, dut, {"c_tiles": len(job.op.tiles), **({"issue_ok": 1} if issue_gate else {})})
         left = list(during)
+        tick = [0]
 
         def count(ctx):
             out.stage_reads += ctx.get(dut.stage_re)
@@ -263,7 +270,8 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
                 if left and out.pending:
                     left.pop(0)
                 out.pending = False
-                if left:
+                tick[0] += 1
+                if left and tick[0] % host_every == 0:
                     ctx.set(dut.wr_valid, 1)
                     ctx.set(dut.wr_sel, SEL_DESC)
                     ctx.set(dut.wr_data, left[0][2])

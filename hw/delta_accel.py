@@ -125,6 +125,26 @@ band-tile count T; a band b >= T waits for its first band-tile and is no candida
 no band-tile is left to hand out). ``w_re`` is the buffer's read enable (both
 banks). Timing and counts: `sim.timing.compact_accel.port_schedule` (``stage_schedule(stage=False)``).
 
+**Ring** (``ring``, docs/decisions.md D134, D130 item 4; the staged controller only, default
+``cfg.accel_tile_ring``, 0: none): the host's band-tile list is a 1r1w ring of ``ring`` entries (a power of two) and
+the op may have any number of band-tiles (``c_tiles`` `hw.compact_array.TILE_BITS` wide). ``max_tiles`` is then the
+ring, so `hw.delta_core`'s tile table (addressed by the band-tile number's low bits) is a ring of as many entries.
+
+- *Host*: descriptor writes (``wr_sel`` 2) go into entry ``written mod ring`` in the order written (``wr_addr``
+  ignored), accepted (``wr_ready``) while ``written < ring`` idle and ``written < gidx + ring`` running (``gidx`` the
+  band-tiles taken: an entry is free once its band-tile's descriptor was taken); every other write only while idle.
+  `hw.delta_accel_host.ring_split`: the first ``ring`` before ``start``, the rest while the op runs. ``written``
+  returns to 0 with ``done``.
+- *Take*: band-tile n only once its descriptor is written (``n < written``) and band-tile ``n - ring`` has drained
+  its last row: per entry a count of its band-tile's rows not yet drained (``ring{e}_left``), set to its rows at the
+  take's first cycle, less one for each row a drain port hands out whose band-tile number's low bits name the entry;
+  the take needs entry ``n mod ring``'s count 0 (``ring_ok``), so the gather takes n from the cycle after n - ring's
+  last row left (`sim.timing.compact_accel.ring_free`). With the issue gate the read-ahead reads entry ``gidx + 1`` at
+  each take as before; if that descriptor was not yet written it reads it again once it is (``desc_ahead_ok``).
+- Timing: `sim.timing.delta_accel.stage_schedule` / `stage_run` with ``ring``, and `sim.timing.delta_core.stage_core`
+  for ``kaleido_dcore_stage``: equal row for row with the host ahead of the gather (tests/test_rtl_dring.py); a host
+  behind it delays takes the model does not time.
+
 Not in this slice (D91, D93, D96): the similarity unit's differences (`hw.delta_front.DeltaFront` in front of it,
 D103), the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's

@@ -332,7 +332,8 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     (`sim.timing.delta_core.stage_core`, docs/decisions.md D129: ``kaleido_dcore_stage`` on
     ``kaleido_daccel_stage_gate`` as `hw.rtl` builds it), the row FIFO ``dcore_fifo_per_port`` x d entries (0: the
     array never held), the gate's bound ``dcore_count_banks`` (0: as many banks as segments, no take held); the
-    dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from ``start``, on the array's clock)."""
+    dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from ``start``, on the array's clock).
+    With ``cfg.accel_tile_ring`` (docs/decisions.md D134) both with the descriptor ring's drained gate."""
     from sim.timing.delta_accel import stage_fields, stage_run
 
     seg = np.asarray(segment, dtype=np.int64)
@@ -344,8 +345,9 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     args = (s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
             2 * cfg.compact_bands, lanes)
+    ring = cfg.accel_tile_ring  # the descriptor ring's drained gate, where the config builds one (D134)
     if core is None:
-        return stage_run(*args)
+        return stage_run(*args, ring=ring)
     from sim.timing.delta_core import core_d_buffers, stage_core
 
     (tile_seg, seg_len, nb), W, rw = core  # noqa: N806
@@ -353,7 +355,7 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
         raise SimError(f"{cfg.name}: a staged op not issued segment by segment (the stage needs D84's order)")
     banks = cfg.dcore_count_banks or max(nb, 1)
     out = stage_core(*args, tile_seg, rw, seg_len, True, W, cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None,
-                     banks, core_d_buffers(cfg), banks)
+                     banks, core_d_buffers(cfg), banks, ring=ring)
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
                                            "accel_done")}
     return out

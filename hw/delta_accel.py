@@ -219,7 +219,9 @@ class DeltaAccel(wiring.Component):
             docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
             stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
             ``WEIGHT_PORT``). issue_gate: the issue gate (docs/decisions.md D126): ``next_valid``, ``next_desc`` out,
-            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor).
+            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor). ring: the descriptor ring's
+            entries (module docstring "Ring", docs/decisions.md D134; default ``cfg.accel_tile_ring`` with ``stage``,
+            else 0: none); ``max_tiles`` is then the ring.
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -230,8 +232,8 @@ class DeltaAccel(wiring.Component):
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
             (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
-            bank under two half-words, B not a power of two with ``WEIGHT_PORT``, or ``early`` or ``defer`` without
-            ``stage`` or ``WEIGHT_PORT``.
+            bank under two half-words, B not a power of two with ``WEIGHT_PORT``, ``early`` or ``defer`` without
+            ``stage`` or ``WEIGHT_PORT``, or a ring without ``stage`` or not a power of two >= 2.
     """
 
     #: The variant's parameters, which `hw.compact_accel.CompactAccel` (D97) sets: the organisation it runs

@@ -112,6 +112,15 @@ def test_ring_free_by_hand():
     assert ring_free(10, 1, 2, 4, 2, 10) == 24
     # one row on B = 8, d = 2 (q = 4), band 5 (turn 2): the first cycle after 10 that is 2 mod 4 is 14: free from 24
     assert ring_free(10, 5, 1, 8, 2, 10) == 24
+    # sim.report.streaming.ring_slack on 8 x 8, B = 2, d = 2 (C + 2 = 10): with a ring of 2, band-tile 0 (last slot 3,
+    # 2 rows) frees band-tile 2 from 3 + 1 + 1 + 10 = 15, band-tile 1 (last 8, 1 row) band-tile 3 from 19: takes at
+    # 30 and 40 leave 15 and 21 cycles; a take at 14 would be 1 early; no band-tile past the ring: no bound
+    from sim.report.streaming import ring_slack
+
+    cfg = stage_cfg("8x8-B2-d2")
+    assert ring_slack([0, 5, 30, 40], [3, 8, 20, 25], [0, 1, 0, 1], [2, 1, 1, 1], cfg, 2) == 15
+    assert ring_slack([0, 5, 14, 40], [3, 8, 20, 25], [0, 1, 0, 1], [2, 1, 1, 1], cfg, 2) == -1
+    assert ring_slack([0, 5], [3, 8], [0, 1], [2, 1], cfg, 2) == 1 << 40
 
 
 def test_ring_host_protocol_and_refusals():

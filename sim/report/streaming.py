@@ -54,7 +54,8 @@ PRESET = "kaleido-16nm-128x128-balanced"
 DIFF_BITS, CODE_BITS = 9, 2
 #: Tile-table and descriptor-ring entries of the streaming design (D130): a power of two above the most band-tiles
 #: live at once (`inflight_max`, measured at 26-68 on the balanced block's staged ops at r = 0.8 and 0.3), the gather
-#: holding band-tile n until band-tile n - TILE_RING has drained (as the staging entries' rule, D91).
+#: holding band-tile n until band-tile n - TILE_RING has drained (as the staging entries' rule, D91). Built opt-in
+#: since D134 (`hw.config.AcceleratorConfig.accel_tile_ring`); `staged_ring_slack` shows the gate never binds at 128.
 TILE_RING = 128
 
 

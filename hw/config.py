@@ -106,6 +106,12 @@ class AcceleratorConfig(BaseModel):
         256, gt=0, description="tokens M the op-level controller's buffers hold (hw/accel.py, D26); default: "
         "256 tokens x accel_max_k = 64 int8 channels = 16 KiB, tiny-8x8's input_sram_kib")
     accel_max_k: int = Field(64, gt=0, description="channels K the op-level controller holds (hw/accel.py, D26)")
+    accel_tile_ring: int = Field(
+        0, ge=0, description="the staged delta controller's descriptor list and kaleido_dcore's tile table as a ring "
+        "of this many entries (a power of two >= 2), addressed by band-tile number mod the ring, the gather taking "
+        "band-tile n only once band-tile n - ring has drained its last row (hw/delta_accel.py 'Ring', docs/decisions.md "
+        "D130 item 4, D134; 128 = D130's TILE_RING holds every band-tile in flight on the balanced block); 0 = the "
+        "whole list of hw.delta_accel.MAX_TILES band-tiles, written before start")
     accel_max_n: int = Field(
         256, gt=0, description="output channels N the op-level controller holds (hw/accel.py, D26); default: "
         "accel_max_k = 64 x 256 int8 weights = 16 KiB, tiny-8x8's weight_sram_kib")
@@ -220,6 +226,13 @@ class AcceleratorConfig(BaseModel):
     def _pow2(cls, v: int | None) -> int | None:
         if v is not None and not _is_pow2(v):
             raise ValueError(f"must be a power of two, got {v}")
+        return v
+
+    @field_validator("accel_tile_ring")
+    @classmethod
+    def _ring(cls, v: int) -> int:
+        if v and (v < 2 or not _is_pow2(v)):
+            raise ValueError(f"must be 0 (no ring) or a power of two >= 2, got {v}")
         return v
 
     @field_validator("operand_bits")

@@ -125,6 +125,26 @@ band-tile count T; a band b >= T waits for its first band-tile and is no candida
 no band-tile is left to hand out). ``w_re`` is the buffer's read enable (both
 banks). Timing and counts: `sim.timing.compact_accel.port_schedule` (``stage_schedule(stage=False)``).
 
+**Ring** (``ring``, docs/decisions.md D134, D130 item 4; the staged controller only, default
+``cfg.accel_tile_ring``, 0: none): the host's band-tile list is a 1r1w ring of ``ring`` entries (a power of two) and
+the op may have any number of band-tiles (``c_tiles`` `hw.compact_array.TILE_BITS` wide). ``max_tiles`` is then the
+ring, so `hw.delta_core`'s tile table (addressed by the band-tile number's low bits) is a ring of as many entries.
+
+- *Host*: descriptor writes (``wr_sel`` 2) go into entry ``written mod ring`` in the order written (``wr_addr``
+  ignored), accepted (``wr_ready``) while ``written < ring`` idle and ``written < gidx + ring`` running (``gidx`` the
+  band-tiles taken: an entry is free once its band-tile's descriptor was taken); every other write only while idle.
+  `hw.delta_accel_host.ring_split`: the first ``ring`` before ``start``, the rest while the op runs. ``written``
+  returns to 0 with ``done``.
+- *Take*: band-tile n only once its descriptor is written (``n < written``) and band-tile ``n - ring`` has drained
+  its last row: per entry a count of its band-tile's rows not yet drained (``ring{e}_left``), set to its rows at the
+  take's first cycle, less one for each row a drain port hands out whose band-tile number's low bits name the entry;
+  the take needs entry ``n mod ring``'s count 0 (``ring_ok``), so the gather takes n from the cycle after n - ring's
+  last row left (`sim.timing.compact_accel.ring_free`). With the issue gate the read-ahead reads entry ``gidx + 1`` at
+  each take as before; if that descriptor was not yet written it reads it again once it is (``desc_ahead_ok``).
+- Timing: `sim.timing.delta_accel.stage_schedule` / `stage_run` with ``ring``, and `sim.timing.delta_core.stage_core`
+  for ``kaleido_dcore_stage``: equal row for row with the host ahead of the gather (tests/test_rtl_dring.py); a host
+  behind it delays takes the model does not time.
+
 Not in this slice (D91, D93, D96): the similarity unit's differences (`hw.delta_front.DeltaFront` in front of it,
 D103), the combine stage
 (`hw.delta_combine` takes the tagged rows; `hw.delta_core` generates its commands), the staged controller's
@@ -199,7 +219,9 @@ class DeltaAccel(wiring.Component):
             docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
             stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
             ``WEIGHT_PORT``). issue_gate: the issue gate (docs/decisions.md D126): ``next_valid``, ``next_desc`` out,
-            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor).
+            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor). ring: the descriptor ring's
+            entries (module docstring "Ring", docs/decisions.md D134; default ``cfg.accel_tile_ring`` with ``stage``,
+            else 0: none); ``max_tiles`` is then the ring.
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -210,8 +232,8 @@ class DeltaAccel(wiring.Component):
     Raises:
         ValueError: not the delta organisation, R / B not a power of two, lanes or entries not a power of two
             (lanes at least 2), a size below 1, or ``stage`` with the queues, B not a power of two or a stage
-            bank under two half-words, B not a power of two with ``WEIGHT_PORT``, or ``early`` or ``defer`` without
-            ``stage`` or ``WEIGHT_PORT``.
+            bank under two half-words, B not a power of two with ``WEIGHT_PORT``, ``early`` or ``defer`` without
+            ``stage`` or ``WEIGHT_PORT``, or a ring without ``stage`` or not a power of two >= 2.
     """
 
     #: The variant's parameters, which `hw.compact_accel.CompactAccel` (D97) sets: the organisation it runs
@@ -238,7 +260,8 @@ class DeltaAccel(wiring.Component):
     def __init__(self, cfg: AcceleratorConfig, max_tokens: int | None = None, max_k: int | None = None,
                  max_n: int | None = None, max_tiles: int = MAX_TILES, entries: int | None = None,
                  lanes: int = LANES, pe: str = "inline", queues: bool = False, stage: bool = False,
-                 early: bool | None = None, defer: bool | None = None, issue_gate: bool = False):
+                 early: bool | None = None, defer: bool | None = None, issue_gate: bool = False,
+                 ring: int | None = None):
         R, C, B, d, G = (cfg.array_rows, cfg.array_cols, cfg.compact_bands,  # noqa: N806
                          cfg.drain_rows_per_cycle, cfg.partial_regs)
         P, S = lanes, entries or 2 * B  # noqa: N806
@@ -259,7 +282,15 @@ class DeltaAccel(wiring.Component):
         self.max_tokens = max_tokens or cfg.accel_max_tokens
         self.max_k = max_k or cfg.accel_max_k
         self.max_n = max_n or cfg.accel_max_n
-        self.max_tiles = max_tiles
+        #: The descriptor ring's entries (module docstring "Ring", docs/decisions.md D134; default
+        #: ``cfg.accel_tile_ring``); 0: the whole list of ``max_tiles`` written before ``start``.
+        self.ring = (cfg.accel_tile_ring if stage else 0) if ring is None else ring
+        if err is None and self.ring and (self.ring < 2 or self.ring & (self.ring - 1) or not stage):
+            err = (f"ring = {self.ring}: the descriptor ring needs the staged controller (stage=True) and a power of "
+                   "two >= 2 entries")
+        #: Band-tiles the descriptor buffer (and `hw.delta_core`'s tile table) holds: the ring's entries, or the whole
+        #: list's ``max_tiles``.
+        self.max_tiles = self.ring or max_tiles
         if err is None and min(self.max_tokens, self.max_k, self.max_n, self.max_tiles) < 1:
             err = f"{type(self).__name__} sizes must be >= 1"
         if err is not None:
@@ -314,7 +345,7 @@ class DeltaAccel(wiring.Component):
         self.geometry = {
             "x": ("1rw", _pow2ceil(-(-self.max_tokens // brows)) * self.KW, self.X_LANE_BITS * P, brows),
             "w": ("1rw", _pow2ceil(self.max_nb * self.KWW), WEIGHT_LANES * C * W_BITS, B),
-            "desc": ("1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
+            "desc": ("1r1w" if self.ring else "1rw", _pow2ceil(self.max_tiles), self.desc_bits, 1),
             "stage": ("1r1w", S * self.XW, self.X_LANE_BITS * P, R),
         }
         if stage:  # one weight buffer of B channels x C a word; the weight stage: two half-word macros per column
@@ -345,7 +376,7 @@ class DeltaAccel(wiring.Component):
             self.geometry["replay"] = self.queue.geometry["replay"]
         rb = _bits(brows)
         cports = ({n: self.queue.signature.members[n] for n in port_names} if queues
-                  else {"c_tiles": In(range(self.max_tiles + 1))})
+                  else {"c_tiles": In(unsigned(TILE_BITS) if self.ring else range(self.max_tiles + 1))})
         super().__init__({
             "wr_valid": In(1), "wr_ready": Out(1), "wr_sel": In(2), "wr_addr": In(unsigned(self.abits)),
             "wr_data": In(unsigned(self.dbits)), **cports, **({"x_unsigned": In(1)} if self.X_UNSIGNED else {}),
@@ -702,6 +733,71 @@ class DeltaAccel(wiring.Component):
         m.d.comb += [getattr(ports, n).eq(getattr(self, n)) for n in sig.members if n.startswith("c_")]
         return ports
 
+    def _desc_ring(self, m, running, begin, can_desc, gidx, T, ok, in_rows, free):  # noqa: N803
+        """The descriptor ring (module docstring "Ring", docs/decisions.md D134): the host's writes into entry
+        ``written mod ring`` while one is free, the take's condition on ``can_desc``; returns the taken
+        descriptor (the ring's read, or with the issue gate the read-ahead registered at the take)."""
+        ring, lr = self.ring, (self.ring - 1).bit_length()
+        inst = self.pe_kind == "instance"
+        written = Signal(unsigned(TILE_BITS), name="desc_written")  # descriptors the host wrote this op
+        room = Signal(name="desc_room")  # entry written mod ring is free: its last occupant was taken
+        m.d.comb += room.eq(Mux(running, written < gidx + ring, written < ring))
+        dwr = Signal(name="desc_wr")
+        m.d.comb += [dwr.eq(self.wr_valid & (self.wr_sel == 2) & room),
+                     self.wr_ready.eq(Mux(self.wr_sel == 2, room, ~running))]
+        with m.If(dwr):
+            m.d.sync += written.eq(written + 1)
+        with m.If(self.done):
+            m.d.sync += written.eq(0)
+        #: Per ring entry the rows of its band-tile not yet drained (`_ring_drain`), for test benches.
+        self.ring_left = Array(Signal(range(self.brows + 1), name=f"ring{e}_left") for e in range(ring))
+        self.ring_ok = Signal(name="ring_ok")  # band-tile gidx - ring has drained its last row
+        m.d.comb += self.ring_ok.eq(self.ring_left[gidx[:lr]] == 0)
+        ports, mac = macro("1r1w", ring, self.desc_bits, None, instance=inst)
+        m.submodules.desc = mac
+        m.d.comb += [ports.waddr.eq(written[:lr]), ports.we.eq(dwr), ports.wmask.eq(1),
+                     ports.wdata.eq(self.wr_data[:self.desc_bits])]
+        take = running & ~in_rows & (gidx < T) & free & self.ring_ok
+        #: For test benches: a take held by the drained gate alone (the next band-tile's descriptor written, the gather
+        #: idle, its staging entry free, band-tile gidx - ring not drained).
+        self.ring_wait = Signal(name="ring_wait")
+        m.d.comb += self.ring_wait.eq(running & ~in_rows & (gidx < T) & free & ~self.ring_ok & (gidx < written))
+        if not self.issue_gate:  # read at the take, the output held through the gather (hw.sram)
+            m.d.comb += [can_desc.eq(take & (gidx < written)), ports.raddr.eq(gidx[:lr]), ports.re.eq(can_desc)]
+            return ports.rdata
+        # D126's read-ahead: descriptor 0 at begin, gidx + 1 at each take; a read of an entry not yet written (the
+        # host behind) is repeated once it is
+        ahead = Signal(name="desc_ahead_ok")
+        again = Signal(name="desc_reread")
+        m.d.comb += [can_desc.eq(take & ok & ahead), again.eq(running & ~ahead & (gidx < written)),
+                     ports.raddr.eq(Mux(begin, 0, Mux(can_desc, gidx + 1, gidx))[:lr]),
+                     ports.re.eq(begin | can_desc | again)]
+        with m.If(begin):
+            m.d.sync += ahead.eq(written != 0)
+        with m.Elif(can_desc):
+            m.d.sync += ahead.eq(gidx + 1 < written)
+        with m.Elif(again):
+            m.d.sync += ahead.eq(1)
+        dq = Signal(unsigned(self.desc_bits), name="desc_q")  # the taken descriptor, registered at the take
+        with m.If(can_desc):
+            m.d.sync += dq.eq(ports.rdata)
+        m.d.comb += [self.next_valid.eq(running & (gidx < T) & ahead), self.next_desc.eq(ports.rdata)]
+        return dq
+
+    def _ring_drain(self, m, top, g_first, gidx, nrows):
+        """Each ring entry's rows not yet drained (docs/decisions.md D134): set to the band-tile's rows at its take's
+        first cycle (the descriptor's fields valid), less one per row a drain port hands out with its band-tile
+        number's low bits; 0 after an op (``done`` needs every row drained)."""
+        d, lr = self.cfg.drain_rows_per_cycle, (self.ring - 1).bit_length()
+        slot = (gidx - 1)[:lr]  # the band-tile taken the cycle before (gidx has counted it)
+        for e, left in enumerate(self.ring_left):
+            hits = [top.out_valid[p] & (top.out_tile[p * TILE_BITS:p * TILE_BITS + lr] == e) for p in range(d)]
+            n = sum(hits[1:], hits[0] + 0) if d > 1 else hits[0]
+            with m.If(g_first & (slot == e)):
+                m.d.sync += left.eq(nrows)
+            with m.Elif(n != 0):
+                m.d.sync += left.eq(left - n)
+
     def elaborate(self, platform):  # noqa: C901
         m = Module()
         cfg = self.cfg
@@ -714,7 +810,9 @@ class DeltaAccel(wiring.Component):
 
         running = Signal(name="running")
         begin = Signal(name="begin")  # the start cycle: every run register takes its start value
-        m.d.comb += [begin.eq(self.start & ~running), self.busy.eq(running), self.wr_ready.eq(~running)]
+        m.d.comb += [begin.eq(self.start & ~running), self.busy.eq(running)]
+        if not self.ring:
+            m.d.comb += self.wr_ready.eq(~running)
         wr = Signal(name="wr")
         m.d.comb += wr.eq(self.wr_valid & ~running)
         top = self._top(m, begin)
@@ -732,7 +830,7 @@ class DeltaAccel(wiring.Component):
         held = Signal(unsigned(S), name="entry_held")            # staging entries held by a band-tile
         gdone = Signal(unsigned(TILE_BITS), name="gathered")      # band-tiles whose staging writes are done
         avail = Signal(unsigned(TILE_BITS), name="available")     # gathered, one cycle later (readable)
-        rmax = self.max_tiles * brows + 1
+        rmax = ((1 << TILE_BITS) if self.ring else self.max_tiles) * brows + 1
         rowsum = Signal(range(rmax), name="rows_listed")
         drained = Signal(range(rmax), name="rows_drained")
 
@@ -751,6 +849,8 @@ class DeltaAccel(wiring.Component):
                 m.d.sync += q_fin.eq(1)
             if self.issue_gate:  # the next descriptor: the queues' output register
                 m.d.comb += [self.next_valid.eq(q.out_valid), self.next_desc.eq(q.out_desc)]
+        elif self.ring:  # D134: the host's list a FIFO ring, the take gated by the drained rows
+            dq = self._desc_ring(m, running, begin, can_desc, gidx, T, ok, in_rows, free)
         elif self.issue_gate:  # D126: the buffer reads ahead (descriptor 0 at begin, gidx + 1 at each take)
             m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free & ok)
             nd = self._bank_1rw(m, "desc", Mux(running, gidx + 1, Mux(begin, 0, self.wr_addr)), can_desc | begin,
@@ -767,6 +867,8 @@ class DeltaAccel(wiring.Component):
         for name, bits in self.fields:
             f[name] = dq[pos:pos + bits]
             pos += bits
+        if self.ring:  # each ring entry's rows not yet drained: set at the take's first cycle, counted down
+            self._ring_drain(m, top, g_first, gidx, f["nrows"])
         regs = {n: Array(Signal(unsigned(b), name=f"e{e}_{n}") for e in range(S))
                 for n, b in self.fields if n not in ("tokens", "xoff", "xwords")}
         regd = Signal(unsigned(TILE_BITS), name="desc_held")  # band-tiles whose entry registers hold their fields

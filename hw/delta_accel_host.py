@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hw.compact_array import TILE_BITS
 from hw.delta_accel import WEIGHT_LANES
 from hw.pe import W_BITS, X_BITS
 
@@ -302,11 +303,26 @@ def stage_op_words(acc: DeltaAccel, diffs: np.ndarray, W: np.ndarray, groups, ti
         ValueError: as `op_words` and `stage_plan`.
     """
     tiles = list(tiles)
-    if len(tiles) > acc.max_tiles:
-        raise ValueError(f"{len(tiles)} band-tiles: the controller holds {acc.max_tiles}")
+    cap = (1 << TILE_BITS) - 1 if acc.ring else acc.max_tiles  # a ring: the band-tile number's range (D134)
+    if len(tiles) > cap:
+        raise ValueError(f"{len(tiles)} band-tiles: the controller holds {cap}")
     plan, _nbuf, _size = stage_plan(acc, groups, tiles, segment, sliced)
     out = [(SEL_X, a, w) for a, w in x_words(acc, diffs, groups)]
     out += [(SEL_W, a, w) for a, w in stage_w_words(acc, W, groups)]
     out += [(SEL_DESC, n, descriptor_word(acc, groups, *t, stage=p)) for n, (t, p) in enumerate(zip(tiles, plan,
                                                                                                       strict=True))]
     return out
+
+
+def ring_split(acc: DeltaAccel, words) -> tuple[list, list]:
+    """The host's protocol with the descriptor ring (``acc.ring`` > 0, docs/decisions.md D134): ``words`` (as
+    `stage_op_words` gives them) split into ``(before, during)``: every buffer word and the first ``ring``
+    descriptors are written before ``start``; the rest, in band-tile order, while the op runs, each write held until
+    ``wr_ready`` (an entry is free once the gather has taken the band-tile ``ring`` before). The ring ignores a
+    descriptor's ``wr_addr`` (its entry is the count written mod ``ring``), so both lists keep the order given.
+    Without a ring: ``(words, [])``."""
+    words = list(words)
+    if not acc.ring:
+        return words, []
+    desc = [w for w in words if w[0] == SEL_DESC]
+    return [w for w in words if w[0] != SEL_DESC] + desc[:acc.ring], desc[acc.ring:]

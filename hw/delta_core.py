@@ -1229,7 +1229,12 @@ def host_through(m, core, ap, wr_valid, *also) -> Signal:
                  ap.wr_data.eq(core.wr_data[:len(core.accel.wr_data)]), *also]
     m.d.comb += [getattr(ap, n).eq(getattr(core, n)) for n in core.cnames]
     phase = Signal(2, name="phase")
-    m.d.comb += [core.wr_ready.eq((phase == 0) & ap.wr_ready), core.busy.eq(phase != 0),
+    # the staged controller's descriptor ring takes the host's list while running (docs/decisions.md D134), on the
+    # cycles its clock runs (the array hold gates it, D123)
+    ring_wr = Const(0, 1)
+    if getattr(core.accel, "ring", 0):
+        ring_wr = (core.wr_sel == 2) & (core.run if getattr(core, "array_hold", False) else 1)
+    m.d.comb += [core.wr_ready.eq(((phase == 0) | ring_wr) & ap.wr_ready), core.busy.eq(phase != 0),
                  ap.start.eq(core.start & (phase == 0))]
     return phase
 

@@ -39,7 +39,9 @@ CONFIGS = {"tiny-delta": lambda: load_config(TINY_DELTA), "tiny-compact": lambda
                                                            "tiny-8x8-delta without a weight stage"),
            # kaleido_dcore on one output lane (D108's core; the emitted one has V = W lanes since D113)
            "tiny-delta-v1": lambda: load_config(TINY_DELTA).model_copy(update={"dcore_out_ways": 1}),
-           "balanced-v1": lambda: load_config(BALANCED).model_copy(update={"dcore_out_ways": 1})}
+           "balanced-v1": lambda: load_config(BALANCED).model_copy(update={"dcore_out_ways": 1}),
+           # the staged controller's descriptor ring and kaleido_dcore's tile table at 8 entries (D134)
+           "tiny-delta-ring": lambda: load_config(TINY_DELTA).model_copy(update={"accel_tile_ring": 8})}
 
 
 def _designs(cfg):
@@ -75,7 +77,8 @@ def _designs(cfg):
     core = DeltaCore(cfg, pe="instance", ways=None, out_ways=v, d_buffers=n, fifo_bypass=default_fifo_bypass(cfg),
                      array_hold=True, issue_hold=True,  # and its array hold (D123), issue hold (D126, D129)
                      # and on the staged core its segment-local D addresses (D125, the default since D132)
-                     seg_local=kind == "delta_stage" and default_seg_local(cfg))
+                     seg_local=kind == "delta_stage" and default_seg_local(cfg),
+                     stage=bool(cfg.accel_tile_ring))  # with a ring (D134): on the staged controller, whose ring it is
     out = {"kaleido_dqueue": DeltaQueue(fed, pe="instance"), "kaleido_dcore": core,
            dcombine_module_name(core.ways, v, n): DeltaCombine(cfg, instance=True, ways=core.ways, out_ways=v, buffers=n)}
     if kind == "delta_stage":  # no front on the staged controller (D103)
@@ -144,7 +147,8 @@ def _bank_bits(regs: dict[str, int], pattern: str) -> int:
     return sum(b for n, b in regs.items() if re.fullmatch(pattern, n))
 
 
-@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact", "tiny-delta-v1", "tiny-delta-unstaged"])
+@pytest.mark.parametrize("name", ["tiny-delta", "balanced", "tiny-compact", "tiny-delta-v1", "tiny-delta-unstaged",
+                                  "tiny-delta-ring"])
 def test_register_banks_are_the_designs(name):
     from hw.compact_array import CompactTop
 
@@ -201,6 +205,10 @@ def test_register_banks_are_the_designs(name):
         assert designs["kaleido_dcore"].accel.issue_gate
         if kind == "delta_stage":  # the staged controller's list read ahead (D126), its taken descriptor registered
             assert part[acc_mod, "read-ahead register"] == _bank_bits(acc, r"desc_q") > 0
+            if cfg.accel_tile_ring:  # D134: the ring's row counts, the count written, the read-ahead's valid bit
+                assert part[acc_mod, "ring registers"] == _bank_bits(acc, r"ring\d+_left|desc_written|desc_ahead_ok")
+            else:
+                assert (acc_mod, "ring registers") not in part
         # segment-local D addresses (D125) on the staged core (the default since D132): the entries' count banks and
         # the walk's frame in the chunk; none on the unstaged core, which keeps the op's address
         assert designs["kaleido_dcore"].seg_local == (kind == "delta_stage")

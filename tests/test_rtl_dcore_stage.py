@@ -69,10 +69,11 @@ def stage_model(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=
     return rows, r["cycles"], ((cyc, rsg, descs) if ways == 1 else (cyc, rsg, descs, way))
 
 
-def stage_feed(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=None, local=False) -> StageFeed:
+def stage_feed(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=None, local=False,
+               ring=0) -> StageFeed:
     """The staged controller with the issue gate (docs/decisions.md D126) for `core_schedule`'s ``gate``:
     `stage_schedule`'s loop (as `model_of` runs it) one cycle at a time, each band-tile's segment and its rows' ways
-    (as `stage_model`)."""
+    (as `stage_model`); ``ring``: the descriptor ring's entries (D134; 0: none)."""
     from hw.delta_accel_host import stage_plan
     from sim.timing.delta_accel import gather_rounds
     from tests.rtl.daccel_bench import host_tiles
@@ -92,7 +93,7 @@ def stage_feed(cfg, sop: StagedOp, ways: int, entries=None, lanes=LANES, max_k=N
     toks, cls = [t.tokens for t in op.tiles], [of_class[t.group] for t in op.tiles]
     rw = (row_ways_local(toks, cls, case.grid, R, sop.fw or case.grid[0], ways) if local
           else row_ways(toks, cls, case.X.shape[0], ways))
-    return StageFeed(args, {"early": acc.early, "defer": "behind" if acc.defer else "off"}, sgs, rw, cfg)
+    return StageFeed(args, {"early": acc.early, "defer": "behind" if acc.defer else "off", "ring": ring}, sgs, rw, cfg)
 
 
 def stage_row_tiles(cfg, sop: StagedOp, entries=None, lanes=LANES, max_k=None) -> np.ndarray:

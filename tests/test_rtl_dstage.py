@@ -74,10 +74,11 @@ def _get(ci):
     return QK_CASES.get(ci) or SPECIAL[ci]
 
 
-def model_of(cfg, job, S, P, max_k=None, early=True, defer=None):  # noqa: N803
+def model_of(cfg, job, S, P, max_k=None, early=True, defer=None, ring=0):  # noqa: N803
     """`stage_schedule` of one `StagedOp` with the host's stage fields (`stage_plan`), plus its per-row out cycles
     and op cycles (`row_out_cycles`, ``max read + C + 3``); ``early``: the early band choice (D99); ``defer``: the
-    deferred stage read (D100's ``defer="behind"``; default ``early``, as `DeltaAccel`)."""
+    deferred stage read (D100's ``defer="behind"``; default ``early``, as `DeltaAccel`); ``ring``: the descriptor
+    ring's entries (D134; 0: none)."""
     acc = discard(DeltaAccel(cfg, entries=S, lanes=P, max_k=max_k, stage=True, early=early, defer=defer))
     plan, nbuf, _size = stage_plan(acc, job.case.groups, host_tiles(job.op), job.segment, job.sliced)
     widths = np.array([job.case.groups[t.group][1] - job.case.groups[t.group][0] for t in job.op.tiles])
@@ -85,7 +86,7 @@ def model_of(cfg, job, S, P, max_k=None, early=True, defer=None):  # noqa: N803
     paired = [bool(t.partial.all()) and t.slots < w for t, w in zip(job.op.tiles, widths, strict=True)]
     r = stage_schedule(job.op.s_seq, job.op.rows, widths, rounds, paired, *([p[k] for p in plan] for k in (
         "seg", "sbuf", "fcount", "saddr")), cfg, S, P, early=acc.early,
-        defer="behind" if acc.defer else "off")
+        defer="behind" if acc.defer else "off", ring=ring)
     r["cycles"] = int(drain_reads(r["band"], r["last"], job.op.rows, cfg).max()) + cfg.array_cols + 3
     r["out"] = row_out_cycles(r["band"], r["last"], job.op.rows, cfg)
     r["nbuf"], r["paired"], r["widths"] = nbuf, np.array(paired), widths

@@ -167,6 +167,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           cfg.drain_rows_per_cycle, cfg.partial_regs, cfg.acc_bits)
     z = sizes(cfg)
     P, S, brows, tb = z["P"], z["S"], z["brows"], z["tb"]  # noqa: N806
+    ring = cfg.accel_tile_ring if kind == "delta_stage" else 0  # the staged controller's descriptor ring (D134)
     lane = COMPACT_LANE_BITS if kind == "compact" else DELTA_LANE_BITS
     acc_mod = {"delta_stage": "kaleido_daccel_stage", "delta": "kaleido_daccel", "compact": "kaleido_caccel"}[kind]
     top = {"delta_stage": "kaleido_dtop_ext", "delta": "kaleido_dtop", "compact": "kaleido_ctop_ext"}[kind]
@@ -179,11 +180,20 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                        "the one weight buffer (D96)"),
                 _macro(acc_mod, "wstage", "1r1w", -(-z["halves"] // 2), B * W_BITS, 2 * C, "sram_wstage",
                        "two half-word macros per column bank (D96)"),
-                _macro(acc_mod, "desc", "1rw", _pow2ceil(MAX_TILES), z["desc_bits"], 1, None,
-                       "the host's band-tile list, standing for the queues (D93, D96); the queues are charged"),
+                _macro(acc_mod, "desc", "1r1w" if ring else "1rw", ring or _pow2ceil(MAX_TILES), z["desc_bits"], 1,
+                       None, "the host's band-tile list, standing for the queues (D93, D96); the queues are charged"
+                       + ("; a ring of accel_tile_ring entries written while the op runs (D134)" if ring else "")),
                 _bank(acc_mod, "read-ahead register", "reg", z["desc_bits"], "ctrl_registers",
                       "the issue gate's (D126, the default since D129: kaleido_daccel_stage_gate): the list is read "
                       "a descriptor ahead, the taken one registered (desc_q)")]
+        if ring:  # D134: per entry its rows not yet drained; the host's count written and the read-ahead's valid bit
+            lr, lc = (ring - 1).bit_length(), _bits(brows + 1)
+            out += [_bank(acc_mod, "ring registers", "reg", ring * lc + TILE_BITS + 1, "ctrl_registers",
+                          "per ring entry its band-tile's rows not yet drained, the descriptors written, the "
+                          "read-ahead's valid bit (D134)"),
+                    _bank(acc_mod, "ring comparators", "cmp", ring * (d * lr + lc) + 3 * TILE_BITS, "ctrl_registers",
+                          "per ring entry a drain port's band-tile number against it and its count's decrement; the "
+                          "room (written < taken + ring), the take's written and read-ahead compares (D134)")]
     elif kind == "compact":
         out.append(_macro(acc_mod, "w", "1rw", max(1, _pow2ceil(z["max_nb"] * z["KWH"]) // 2), B * C * W_BITS, 2,
                           "sram_weight", "the one weight buffer, half-words of B channels x C in two banks (even, "
@@ -319,7 +329,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         from sim.timing.delta_core import core_seg_local
 
         kbb = tb if kind == "delta_stage" and core_seg_local(cfg) else 0
-        out += [_macro("kaleido_dcore", "tile table", "1r1w", MAX_TILES, entry + obk + rb + kbb, d, "ctrl_tables",
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", ring or MAX_TILES, entry + obk + rb + kbb, d, "ctrl_tables",
                        "per drain port: class, column block, row tokens (D95), the segment's bank (D104), with n > 2 "
                        "D buffers its residue mod n (D115), with segment-local D its chunk's first token (D125)"),
                 _macro("kaleido_dcore", "row FIFO", "1r1w", per_port, fifo_bits, d, "ctrl_tables",

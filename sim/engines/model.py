@@ -339,6 +339,8 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     segment-local rule); the dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from
     ``start``, on the array's clock).
 
+    With ``cfg.accel_tile_ring`` (docs/decisions.md D134) both with the descriptor ring's drained gate.
+
     Raises:
         SimError: a staged op not issued segment by segment; with ``local`` an order that would deadlock the
             segment-local D buffers (`stage_core`'s refusal; none is reachable with the bound at most n)."""
@@ -353,8 +355,9 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
     args = (s_seq, rows, widths[grp], rounds, paired, f["seg"], f["sbuf"], f["fcount"], f["saddr"], cfg,
             2 * cfg.compact_bands, lanes)
+    ring = cfg.accel_tile_ring  # the descriptor ring's drained gate, where the config builds one (D134)
     if core is None:
-        return stage_run(*args)
+        return stage_run(*args, ring=ring)
     from sim.timing.delta_core import core_d_buffers, stage_core
 
     (tile_seg, seg_len, nb), W, rw, local = core  # noqa: N806
@@ -364,7 +367,7 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     try:
         out = stage_core(*args, tile_seg, rw, seg_len, True, W,
                          cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None, min(banks, n) if local else banks,
-                         n, banks, local=local)
+                         n, banks, local=local, ring=ring)
     except ValueError as err:
         raise SimError(f"{cfg.name}: {err}") from None
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",

@@ -60,7 +60,8 @@ PRESET = BALANCED_PRESET
 DIFF_BITS, CODE_BITS = 9, 2
 #: Tile-table and descriptor-ring entries of the streaming design (D130): a power of two above the most band-tiles
 #: live at once (`inflight_max`, measured at 26-68 on the balanced block's staged ops at r = 0.8 and 0.3), the gather
-#: holding band-tile n until band-tile n - TILE_RING has drained (as the staging entries' rule, D91).
+#: holding band-tile n until band-tile n - TILE_RING has drained (as the staging entries' rule, D91). Built opt-in
+#: since D134 (`hw.config.AcceleratorConfig.accel_tile_ring`); `staged_ring_slack` shows the gate never binds at 128.
 TILE_RING = 128
 
 
@@ -89,15 +90,47 @@ def staged_inflight(trace, cfg: AcceleratorConfig, ops=None) -> dict[str, int]:
     `inflight_max` of the staged controller's schedule (`sim.timing.delta_accel.stage_run`, what the model times the
     op by, D121) with `drain_lag`; the largest over an op's heads. ``ops``: names to run (None: all). Wraps
     `sim.engines.model._staged_run` for the call (a measurement, not a model path)."""
+    return _each_staged(trace, cfg, ops, lambda a, port: inflight_max(port["gather"], port["last"], drain_lag(cfg)),
+                        max)
+
+
+def ring_slack(gather, last, band, rows, cfg: AcceleratorConfig, ring: int) -> int:
+    """The least cycles by which the staged controller's takes (``gather``, int ``[T]``, a schedule without a ring)
+    come after the descriptor ring's drained gate would allow them (docs/decisions.md D134: band-tile n not before
+    `sim.timing.compact_accel.ring_free` of band-tile n - ``ring``, from its ``last`` slot, ``band`` and ``rows``);
+    >= 0: the gate never binds, so the schedule with the ring is the same one; a large int when T <= ring."""
+    from sim.timing.compact_accel import ring_free
+
+    g, lst, b, v = (np.asarray(x, dtype=np.int64) for x in (gather, last, band, rows))
+    if len(g) <= ring:
+        return 1 << 40
+    B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
+    q = max(1, B // d)
+    phase = b[:-ring] // d if B > d else 0
+    free = lst[:-ring] + 1 + np.mod(phase - (lst[:-ring] + 1), q) + (v[:-ring] - 1) * q + cfg.array_cols + 2
+    assert int(free[0]) == int(ring_free(lst[0], b[0], v[0], B, d, cfg.array_cols + 2))  # the same rule
+    return int((g[ring:] - free).min())
+
+
+def staged_ring_slack(trace, cfg: AcceleratorConfig, ring: int, ops=None) -> dict[str, int]:
+    """Per op name of ``trace`` (as `staged_inflight`), the least `ring_slack` over its heads of the model's staged
+    schedule at ``ring`` descriptor-ring entries (D134): >= 0 where the drained gate never binds."""
+    return _each_staged(trace, cfg, ops, lambda a, port: ring_slack(port["gather"], port["last"], port["band"], a[1],
+                                                                    cfg, ring), min)
+
+
+def _each_staged(trace, cfg: AcceleratorConfig, ops, fn, pick) -> dict:
+    """``fn(args, port)`` of each `sim.engines.model._staged_run` call (its arguments and result) while each op of
+    ``trace`` (names in ``ops``, None: all) is simulated on ``cfg``; per op name ``pick`` of the list of values."""
     import sim.engines.model as mdl
 
-    out: dict[str, int] = {}
-    seen: list[int] = []
+    out: dict = {}
+    seen: list = []
     orig = mdl._staged_run
 
     def wrap(*a, **k):
         port = orig(*a, **k)
-        seen.append(inflight_max(port["gather"], port["last"], drain_lag(cfg)))
+        seen.append(fn(a, port))
         return port
 
     mdl._staged_run = wrap
@@ -114,7 +147,7 @@ def staged_inflight(trace, cfg: AcceleratorConfig, ops=None) -> dict[str, int]:
             mdl.simulate_op(op, trace.grid, trace.b_msb, cfg,
                             plan=mdl.plan_op(op, trace.grid, cfg, like, i in pairs or i in p_of))
             if seen:
-                out[op.name] = max(out.get(op.name, 0), *seen)
+                out[op.name] = pick(([out[op.name]] if op.name in out else []) + seen)
     finally:
         mdl._staged_run = orig
     return out

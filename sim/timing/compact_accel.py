@@ -120,7 +120,7 @@ def port_schedule(op, groups, cfg: AcceleratorConfig, entries: int, lanes: int, 
 
 def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig, entries: int, lanes: int,
              queue: tuple | None = None, barrier: str = "off", seg=None, stage: tuple | None = None,
-             stepped: bool = False) -> dict:
+             stepped: bool = False, ring: int = 0) -> dict:
     """`port_schedule`'s rule compiled (numba): `sim.timing.delta_accel.stage_schedule` with ``stage=False``,
     ``early=True``, ``defer="behind"`` and `sim.timing.compact.WORD_REGISTERS` word registers, on arrays, equal to it
     key for key (tests/test_caccel_port.py); fast enough for the cycle model's whole ops (docs/decisions.md D117).
@@ -138,6 +138,10 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
     per column those reads carry) and ``"deferred"``, as `stage_schedule`; with ``queue`` also ``"queue_done"``
     (`sim.timing.delta_accel.queue_done`); with ``stage`` also ``"fills"`` (int64 ``[fills]``), ``"fill_wait"`` and
     ``"fill_reads"``.
+
+    ``ring``: the descriptor ring's entries (`hw.delta_accel.DeltaAccel`'s ``ring``, docs/decisions.md D134; 0: none):
+    the gather takes band-tile n only from the cycle after band-tile n - ring's last row left its drain port
+    (`ring_free`).
 
     ``stepped``: run D117's and D121's loop instead (`sim.timing.port_stepped.port_run_stepped`, one cycle an
     iteration, every band every cycle), the same results more slowly: the reference docs/decisions.md D128's runs
@@ -169,14 +173,18 @@ def port_run(s_seq, rows, widths, rounds, paired, saddr, cfg: AcceleratorConfig,
             raise ValueError("stage buffers must be numbered from 0")
     xw = _da.gather_words(a[2], lanes)
     limit = _da.stage_limit(a[0], a[1], a[3], xw, fc, cfg, queue)  # a deadlock past it (the bound derived there)
+    args = (a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], emits, B, max(1, d // B), max(1, B // d),
+            int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B, limit, tg_lo, tg_hi, stage is not None, sg, sb, fc,
+            int(sb.max(initial=0)) + 1)
     if stepped:
-        from sim.timing.port_stepped import port_run_stepped as loop
+        from sim.timing.port_stepped import port_run_stepped
+
+        if ring:
+            raise ValueError("the stepped reference loop has no descriptor ring (ring=0)")
+        res = port_run_stepped(*args)
     else:
-        loop = _port_run
-    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = loop(
-        a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], emits, B, max(1, d // B), max(1, B // d),
-        int(entries), WORD_REGISTERS, _da.EARLY_AHEAD * B, limit, tg_lo, tg_hi, stage is not None, sg, sb, fc,
-        int(sb.max(initial=0)) + 1)
+        res = _port_run(*args, int(ring), d, cfg.array_cols + 2)
+    band, first, last, gather, late, reads, weights, deferred, q0, q1, fills, fill_wait, fill_reads = res
     out = {"band": band, "first": first, "last": last, "gather": gather, "late": int(late), "reads": int(reads),
            "weights": int(weights), "deferred": int(deferred)}
     if queue is not None:  # `sim.timing.delta_accel.queue_done` from the last emission's cycle and step
@@ -379,15 +387,28 @@ def core_cycles(accel_done: int, M: int, commands: int, blocks: tuple) -> tuple[
 
 
 @numba.njit(cache=True)
+def ring_free(last, band, rows, bands, dports, lag):
+    """The first cycle the gather may take band-tile n + ring (docs/decisions.md D134, `hw.delta_accel.DeltaAccel`'s
+    drained gate): band-tile n's last slot at ``last`` on band ``band`` with ``rows`` valid rows; its last row is read
+    `sim.timing.compact.drain_reads`' way (``q = max(1, B / d)`` turns a row, band b's port turn ``b // d`` when
+    B > d), leaves its drain port ``C + 1`` cycles later (`sim.timing.delta_accel.row_out_cycles`) and the ring's
+    row count reaches 0 the cycle after that: ``lag = C + 2`` cycles after the read."""
+    q = max(1, bands // dports)
+    phase = band // dports if bands > dports else 0
+    return last + 1 + (phase - (last + 1)) % q + (rows - 1) * q + lag
+
+
+@numba.njit(cache=True)
 def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
-              limit, tg_lo, tg_hi, stage, seg, sbuf, fcount, nbuf):
+              limit, tg_lo, tg_hi, stage, seg, sbuf, fcount, nbuf, ring, dports, lag):
     """`port_run`'s loop: `sim.timing.delta_accel.stage_schedule` with ``early=True`` and ``defer="behind"``, one
     cycle an iteration, its rules statement for statement, with the bands' steady slots stepped in runs
     (docs/decisions.md D128). ``emits``: `_emit_of`'s steps, or an empty array without the queues; ``limit``: the
     cycles after which it gives up (RuntimeError), as `stage_schedule`'s; ``tg_lo``, ``tg_hi``: per band-tile the
     band-tiles ``[lo, hi)`` it starts together with (`stage_schedule`'s ``barrier``; lo = -1: none). ``stage``
     (`stage_schedule`'s, docs/decisions.md D121): the weight stage's serial fills, with ``seg``, ``sbuf``, ``fcount``
-    int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored (any arrays) without it.
+    int64 ``[T]`` its fields and ``nbuf`` the stage buffers (sbuf < nbuf); ignored (any arrays) without it. ``ring``
+    (`port_run`'s; 0: none), ``dports`` (d) and ``lag`` (C + 2): the drained gate, `ring_free`'s rule.
 
     The runs (D128): a band that issued a slot at c, is not past its last, has its word for c + 1 (``have > cw``)
     and whose slot at c + 1 neither pops a word nor is its band-tile's last, issues a slot on every cycle until the
@@ -461,11 +482,13 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
     ndone = 0
     c = 0
     turn = 0  # c mod B
+    freed = np.full(T if ring else 0, inf, dtype=np.int64)  # the ring: per band-tile its entry's first free cycle
     while ndone < T:
         if c > limit:
             raise RuntimeError("port_run did not finish")
         # gather
-        if gidx < T and c >= g_free and c >= q2 and (gidx < entries or 0 <= last[gidx - entries] < c):
+        if gidx < T and c >= g_free and c >= q2 and (gidx < entries or 0 <= last[gidx - entries] < c) and (
+                ring == 0 or gidx < ring or freed[gidx - ring] <= c):
             gather[gidx] = c
             xready[gidx] = c + rounds[gidx] * xw[gidx] + 3
             g_free = c + rounds[gidx] * xw[gidx] + 1
@@ -558,6 +581,8 @@ def _port_run(s_seq, rows, widths, xw, rounds, paired, saddr, emits, bands, port
                 pfree[b, k] = c + rows[t] * q
                 pact[b, k] = c + rows[t] * q
                 count[b] += 1
+                if ring:
+                    freed[t] = ring_free(c, b, rows[t], bands, dports, lag)
         # fill unit (stage=True)
         if stage and c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
             if seg[fp] == 0:  # its segment's buffer is the one just filled

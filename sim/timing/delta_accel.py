@@ -497,7 +497,7 @@ def stage_limit(s_seq, rows, rounds, xw, fcount, cfg: AcceleratorConfig, queue: 
 
 def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
                    entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
-                   barrier: str = "off", queue: tuple | None = None, stage: bool = True) -> dict:
+                   barrier: str = "off", queue: tuple | None = None, stage: bool = True, ring: int = 0) -> dict:
     """Cycles and counts of the controller with its weight stage (`hw.delta_accel.DeltaAccel` with ``stage=True``,
     docs/decisions.md D96), cycle by cycle; cycle 0 the cycle after ``start``. Plain Python over the band-tiles.
 
@@ -508,6 +508,11 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     regs the word registers per band (default `sim.timing.compact.WORD_REGISTERS`); queue: the controller's
     queues (`accel_schedule`'s ``queue``: each descriptor also waits for its emission; the compact controller's
     weight port, docs/decisions.md D109).
+
+    ``ring`` (docs/decisions.md D134; `hw.delta_accel.DeltaAccel`'s ``ring``, 0: none): the host's band-tile list a
+    ring of that many entries: band-tile n's gather also waits for band-tile n - ring's last row to have left its
+    drain port (from the cycle after: `sim.timing.compact_accel.ring_free`). The host writes the list ahead of the
+    gather (`hw.delta_accel_host.ring_split`), so its writes never hold a take.
 
     ``stage=False`` (the compact controller's weight port, `hw.compact_accel.CompactAccel`, docs/decisions.md
     D109): no stage and no fills (``seg``, ``sbuf``, ``fcount`` ignored); the "stage" is the weight buffer itself,
@@ -572,7 +577,7 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
     ``"deferred"`` reads skipped by ``defer``.
     """
     gen = _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries, lanes, regs, early,
-                        defer, barrier, queue, stage)
+                        defer, barrier, queue, stage, ring=ring)
     try:
         while True:
             next(gen)
@@ -582,12 +587,12 @@ def stage_schedule(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr
 
 def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig,
                    entries: int, lanes: int, regs: int | None = None, early: bool = False, defer: str = "off",
-                   barrier: str = "off", queue: tuple | None = None, stage: bool = True, gate=None):
+                   barrier: str = "off", queue: tuple | None = None, stage: bool = True, gate=None, ring: int = 0):
     """`stage_schedule`'s loop as a generator (docs/decisions.md D126): with ``gate`` (``gate(c, t) -> bool``, asked
     at a cycle c the gather would take band-tile t) it yields ``(c, band, last, gather)`` at the end of each
     cycle (the lists as they stand) and returns `stage_schedule`'s dict; without it, it yields nothing."""
     from sim.timing.compact import WORD_REGISTERS
-
+    from sim.timing.compact_accel import ring_free
 
     regs = regs or WORD_REGISTERS
     B, d = cfg.compact_bands, cfg.drain_rows_per_cycle  # noqa: N806
@@ -605,6 +610,7 @@ def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr,
     nw = [-(-w[t] // word) for t in range(T)]
     inf = 1 << 40
     band, first, last, gather = ([-1] * T for _ in range(4))
+    freed = [inf] * T  # the ring (D134): per band-tile the first cycle the gather may take band-tile + ring
     xready = [inf] * T
     wready = [inf] * T
     passed = [inf] * T  # the cycle the fill pointer passes a band-tile (held as passed from the next)
@@ -653,7 +659,7 @@ def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr,
             raise RuntimeError("stage_schedule did not finish")
         # gather: a descriptor read when the gather is idle and the entry's band-tile n - S issued its last slot
         if gidx < T and c >= g_free and c >= q_state[2] and (gidx < entries or 0 <= last[gidx - entries] < c) \
-                and (gate is None or gate(c, gidx)):
+                and (not ring or gidx < ring or freed[gidx - ring] <= c) and (gate is None or gate(c, gidx)):
             g = c
             gather[gidx], xready[gidx] = g, g + u[gidx] * int(xw[gidx]) + 3
             g_free = g + u[gidx] * int(xw[gidx]) + 1
@@ -699,6 +705,8 @@ def _stage_cycles(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr,
                 pfree[b][k] = c + v[t] * q
                 pact[b][k] = c + v[t] * q
                 count[b] += 1
+                if ring:
+                    freed[t] = int(ring_free(c, b, v[t], B, d, cfg.array_cols + 2))
         # fill unit
         if stage and c > f_end and fp < T and gather[fp] >= 0 and c >= gather[fp] + 2:
             if not sg[fp]:
@@ -830,12 +838,12 @@ def stage_fields(segment, group, groups, cfg: AcceleratorConfig, sliced: bool) -
 
 
 def stage_run(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg: AcceleratorConfig, entries: int,
-              lanes: int) -> dict:
+              lanes: int, ring: int = 0) -> dict:
     """`stage_schedule` with its weight stage, ``early=True`` and ``defer="behind"`` (``kaleido_daccel_stage`` as
     `hw.rtl` builds it), compiled (numba: `sim.timing.compact_accel.port_run` with ``stage``, docs/decisions.md
     D121), equal to it key for key (tests/test_dstage_run.py); the same arguments and keys. Fast enough for the
-    cycle model's whole ops."""
+    cycle model's whole ops. ``ring``: the descriptor ring's entries (`stage_schedule`'s, docs/decisions.md D134)."""
     from sim.timing.compact_accel import port_run
 
     return port_run(s_seq, rows, widths, rounds, paired, saddr, cfg, entries, lanes, seg=seg,
-                    stage=(sbuf, fcount))
+                    stage=(sbuf, fcount), ring=ring)

@@ -1149,7 +1149,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
 
 def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries: int, lanes: int,
                tile_seg, row_way, per_seg, ordered: bool, ways: int, fifo: int | None, bound: int | None,
-               buffers: int = 2, banks: int = NB_BANKS, local: bool = False) -> dict:
+               buffers: int = 2, banks: int = NB_BANKS, local: bool = False, ring: int = 0) -> dict:
     """``kaleido_dcore_stage`` with the issue hold (docs/decisions.md D126, D129): the staged controller
     (`sim.timing.delta_accel.stage_run`'s loop, ``kaleido_daccel_stage_gate``) and the core (`held_done`'s loop)
     stepped together in one numba pass, each take of the gather asked of the gate on the core's walked segment of that
@@ -1170,6 +1170,8 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
             ``ordered``): a row of segment j waits at the FIFO's head (and ends a pop's run) until ``j < walked +
             buffers``; the three deadlocks `core_schedule` refuses are refused here (ValueError). With ``bound`` at
             most ``buffers`` (``kaleido_dcore_stage`` as `hw.rtl` builds it, D132) no row ever waits for this rule.
+        ring: the descriptor ring's entries (`sim.timing.delta_accel.stage_schedule`'s, docs/decisions.md D134; 0:
+            none): a take also waits for band-tile t - ring's last row to have left the controller's drain port.
 
     Returns `stage_run`'s dict (the gated controller's own cycles) and the core's ``"done"``, ``"ahead"``,
     ``"bypass"``, ``"held"`` (cycles the gate held a take), ``"fifo_max"``, ``"frozen"`` (cycles the array was
@@ -1214,7 +1216,8 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
     out = _stage_core(a[0], a[1], a[2], xw, a[3], a[4].astype(np.bool_), a[5], B, max(1, d // B), max(1, B // d),
                       int(entries), WORD_REGISTERS, EARLY_AHEAD * B, a[6], a[7], a[8], int(a[7].max(initial=0)) + 1,
                       a[9], rsg, rw, off, ps, bool(ordered), int(ways), int(buffers), -1 if fifo is None else int(fifo),
-                      d, int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit, bool(local))
+                      d, int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit, bool(local),
+                      int(ring))
     (band, first, last, gather, late, reads, weights, deferred, fills, fill_wait, fill_reads, done, ahead, byp, held,
      fifo_max, frozen, over, tk, err) = out
     if err == 3:
@@ -1232,7 +1235,7 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
 @numba.njit(cache=True)
 def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
                 seg, sbuf, fcount, nbuf, tseg, rsg, rw, off, seg_len, ordered, ways, nbuf_d, fifo, ports, nb,
-                bound, C, nport, cap, limit, local):  # noqa: N803
+                bound, C, nport, cap, limit, local, ring):  # noqa: N803
     """`stage_core`'s loop: `_held_done`'s core cycle by cycle (the array's part as `core_schedule`'s with
     ``gate``), and on each cycle the array runs, one cycle of `sim.timing.compact_accel._port_run` with ``stage``
     (no queues, no barrier; its runs and sleeping bands, statement for statement) whose take asks the gate.
@@ -1250,6 +1253,7 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
     wready = np.full(T, inf, dtype=np.int64)
     nw_ = (widths + word - 1) // word
     late = reads = weights = deferred = 0
+    freed = np.full(T if ring else 0, inf, dtype=np.int64)  # D134: per band-tile its ring entry's first free cycle
     gidx = 0
     g_free = 0
     bt = np.arange(B).astype(np.int64)
@@ -1332,7 +1336,8 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
             else:
                 if ndone < T:  # the controller's cycle c = ar - 1
                     # gather, asking the gate
-                    if gidx < T and c >= g_free and (gidx < entries or 0 <= last[gidx - entries] < c):
+                    if gidx < T and c >= g_free and (gidx < entries or 0 <= last[gidx - entries] < c) and (
+                            ring == 0 or gidx < ring or freed[gidx - ring] <= c):  # D134's drained gate
                         if c >= (1 if gidx == 0 else gather[gidx - 1] + 2):
                             if ordered and tseg[gidx] >= sg + bound:
                                 H += 1  # noqa: N806
@@ -1411,6 +1416,8 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
                             phase = b // nport if B > nport else 0
                             v = rows[t]
                             end = c + 1 + (phase - (c + 1)) % q + (v - 1) * q
+                            if ring:  # D134: its ring entry free the cycle after its last row leaves
+                                freed[t] = end + C + 2
                             maxend = max(maxend, end)
                             if hm + v > heap.shape[0]:
                                 grown = np.empty(2 * (hm + v), dtype=np.int64)

@@ -119,14 +119,16 @@ def simulate(dut, jobs, outs, run_op) -> list:
 
 
 async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisions: bool, dec_high=None,
-                         stage=None) -> None:
+                         stage=None) -> list:
     """Write one op's host words through ``dut``'s write port (``accel``: the `DeltaAccel` whose buffers they fill,
     ``dut`` itself or the core around it), set its op ports and pulse ``start``: the differences and weights, the
     band-tile list (host path) or, with ``decisions``, the decision codes (`hw.delta_accel_host.dec_words`); the
     op ports are ``ports`` (queues) or ``c_tiles``. ``dec_high``: per token a value written above its decision
     codes (bit 2 G up; ``kaleido_dcore``'s token chunks, D104). ``stage``: ``(segment, sliced)`` of a `StagedOp`
-    (a controller built with ``stage=True``, D96): the host words are `hw.delta_accel_host.stage_op_words`'."""
-    from hw.delta_accel_host import SEL_DEC, dec_words, op_words, stage_op_words
+    (a controller built with ``stage=True``, D96): the host words are `hw.delta_accel_host.stage_op_words`'. Returns
+    the descriptors left to write while the op runs (a controller with a descriptor ring, D134:
+    `hw.delta_accel_host.ring_split`; else none)."""
+    from hw.delta_accel_host import SEL_DEC, dec_words, op_words, ring_split, stage_op_words
     from sim.timing.delta_reference import differences
 
     diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
@@ -138,8 +140,10 @@ async def load_and_start(ctx, dut, accel, case, op, ports, queues: bool, decisio
         hi = 2 * accel.cfg.partial_regs
         words += [(SEL_DEC, a, w | (int(dec_high[a]) << hi if dec_high is not None else 0))
                   for a, w in dec_words(accel, case.decisions)]
+    words, during = ring_split(accel, words)
     await write_words(ctx, dut, words)
     await start_op(ctx, dut, ports if queues else {"c_tiles": len(op.tiles)})
+    return during
 
 
 def run_daccel(cfg, jobs, entries=None, lanes=None, max_cycles=20000, queues=False) -> list[DaccelRun]:
@@ -223,23 +227,38 @@ class StagedRun(DaccelRun):
     fill_reads: int = 0
     fill_writes: int = 0
     deferred: int = 0
+    ring_waits: int = 0
+    pending: bool = False
 
 
 def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000, early=True,
-               defer=None) -> list[StagedRun]:
+               defer=None, ring=None, issue_gate=False, host_every=1) -> list[StagedRun]:
     """`run_daccel` for the controller built with ``stage=True`` (``max_k`` its channel capacity; ``early`` its
     early band choice, D99, else ``kaleido_dtop``'s own, D96; ``defer`` its deferred stage read, D100, default
-    ``early``): ``jobs`` are
-    `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words`; the stage's reads and the fills are counted
-    each cycle from ``start`` to ``done``."""
+    ``early``; ``ring`` its descriptor ring's entries, D134, default the config's): ``jobs`` are
+    `StagedOp`; the host writes `hw.delta_accel_host.stage_op_words` (with a ring: the first ``ring`` descriptors
+    before ``start``, the rest while it runs, one a cycle whenever ``wr_ready``, `hw.delta_accel_host.ring_split`);
+    the stage's reads and the fills are counted each cycle from ``start`` to ``done``, and with a ring the cycles
+    the drained gate held a take (``ring_waits``: the gather idle, its staging entry free, the descriptor written,
+    band-tile n - ring not drained). ``issue_gate``: the controller built with D126's issue gate (its read-ahead),
+    ``issue_ok`` held at 1 (no core holds a take); ``host_every``: with a ring the host offers a descriptor only every
+    that many cycles (a host behind the gather: the read-ahead's repeated read, D134)."""
     from hw.delta_accel import LANES, DeltaAccel
+    from hw.delta_accel_host import SEL_DESC, ring_split, stage_op_words
+    from sim.timing.delta_reference import differences
 
     dut = DeltaAccel(cfg, entries=entries, lanes=lanes or LANES, max_k=max_k, stage=True, early=early,
-                     defer=defer)
+                     defer=defer, ring=ring, issue_gate=issue_gate)
 
     async def run_op(ctx, job, out):
-        await load_and_start(ctx, dut, dut, job.case, job.op, None, False, decisions=False,
-                             stage=(job.segment, job.sliced))
+        case = job.case
+        diffs = differences(case.X, case.grid, case.groups, case.decisions).astype(np.int64)
+        before, during = ring_split(dut, stage_op_words(dut, diffs, case.W.astype(np.int64), case.groups,
+                                                        host_tiles(job.op), job.segment, job.sliced))
+        await write_words(ctx, dut, before)
+        await start_op(ctx, dut, {"c_tiles": len(job.op.tiles), **({"issue_ok": 1} if issue_gate else {})})
+        left = list(during)
+        tick = [0]
 
         def count(ctx):
             out.stage_reads += ctx.get(dut.stage_re)
@@ -247,6 +266,19 @@ def run_staged(cfg, jobs, entries=None, lanes=None, max_k=None, max_cycles=40000
             out.fill_writes += ctx.get(dut.fill_we)
             if dut.defer:
                 out.deferred += ctx.get(dut.stage_defer)
+            if dut.ring:  # the host keeps the ring filled; a write set now is taken at the tick if wr_ready
+                if left and out.pending:
+                    left.pop(0)
+                out.pending = False
+                tick[0] += 1
+                if left and tick[0] % host_every == 0:
+                    ctx.set(dut.wr_valid, 1)
+                    ctx.set(dut.wr_sel, SEL_DESC)
+                    ctx.set(dut.wr_data, left[0][2])
+                    out.pending = bool(ctx.get(dut.wr_ready))
+                else:
+                    ctx.set(dut.wr_valid, 0)
+                out.ring_waits += ctx.get(dut.ring_wait)
 
         await collect(ctx, cfg, dut, out, max_cycles, count)
 

@@ -64,7 +64,8 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
     `tests.rtl.daccel_bench.load_and_start` (the core built with ``front``: raw X, tests/test_rtl_dfront.py).
     A core built with the weight stage (``stage=True`` among ``accel``, docs/decisions.md D119): ``ports`` is the
     op's ``(segment, sliced)`` (`tests.rtl.daccel_bench.StagedOp`), the host writes the staged controller's words
-    (`hw.delta_accel_host.stage_op_words`) and the decisions with the chunks."""
+    (`hw.delta_accel_host.stage_op_words`) and the decisions with the chunks; with its descriptor ring (``ring``,
+    D134) the descriptors past the ring's while the core runs, one a cycle whenever ``wr_ready``."""
     from amaranth.sim import Simulator
 
     from hw.delta_core import DeltaCore, chunk_words, core_ports
@@ -86,14 +87,23 @@ def run_dcore(cfg, jobs, fifo=None, queues=True, max_cycles=20000, load=None, fr
             chunks = chunk_words(dut, case.grid, fw)
             if load is None:
                 staged = dut.accel.stage
-                await load_and_start(ctx, dut, dut.accel, case, op, None if staged else ports, queues, decisions=True,
-                                     dec_high=chunks, stage=ports if staged else None)
+                during = await load_and_start(ctx, dut, dut.accel, case, op, None if staged else ports, queues,
+                                              decisions=True, dec_high=chunks, stage=ports if staged else None)
             else:
+                during = []
                 await load(ctx, dut, case, op, ports, chunks)
             cur["out"] = out
             cycle = 1
             while not ctx.get(dut.done):
                 assert cycle < max_cycles, "the core did not finish"
+                if during:  # the descriptor ring (D134): the rest of the list, one a cycle whenever wr_ready
+                    ctx.set(dut.wr_valid, 1)
+                    ctx.set(dut.wr_sel, during[0][0])
+                    ctx.set(dut.wr_data, during[0][2])
+                    if ctx.get(dut.wr_ready):
+                        during.pop(0)
+                else:
+                    ctx.set(dut.wr_valid, 0)
                 if ctx.get(dut.combine.a_valid):
                     out.acc.append((ctx.get(dut.combine.a_first), ctx.get(dut.combine.a_addr)))
                 if dut.out_ways == 1 and ctx.get(dut.combine.c_valid):

@@ -28,9 +28,10 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
   ``core_schedule``'s ``gate``: the controller's schedule band-tile by band-tile (`IssueFeed`, `StageFeed`)
   co-simulated with the core's, a held take re-running the band choice and every later gather.
 
-`core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
-(``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with
-``combine_timing = "rtl"`` (`sim.engines.model`, D104). `walk_done` and `blocks_done` are one way's ``done`` in closed
+`core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces (`sim.engines.model`, only
+with ``combine_timing = "rtl"``, D104) calls its numba loops: `issue_core` (``kaleido_dcore`` with the controller's
+schedule and issue gate in one pass, docs/decisions.md D137) and `stage_core` (``kaleido_dcore_stage``, D129);
+`ways_done` (D108) and `held_done` (D116) are the core alone on a given schedule. `walk_done` and `blocks_done` are one way's ``done`` in closed
 form (D104), `blocks_done` only where no row waits at the FIFO's head for its D buffer (at 480p rows do wait: the
 walk lags the array by many segments, D108).
 """

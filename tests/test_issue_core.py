@@ -144,3 +144,67 @@ def test_issue_core_refusals():
         issue_core(*one, cfg, 4, 32, [0], [0, 0, 0], [3], True, 1, None, 2)
     with pytest.raises(ValueError, match="fifo"):
         issue_core(*one, cfg, 4, 32, [0], None, [3], True, 1, 1, 2)
+
+
+#: tests/test_rtl_core_engine.py's delta example TOML; the model's unstaged core needs no weight stage
+DELTA_TOML = "hw/presets/examples/tiny-8x8-delta.toml"
+
+
+@pytest.mark.parametrize("extra", [{}, {"dcore_count_banks": 1, "dcore_fifo_per_port": 1}],
+                         ids=["as-built", "bound1-fifo-d"])
+def test_model_equals_the_cosimulation_on_the_captured_block(captured_block, extra):
+    """The cycle model (`sim.engines.model.simulate_op`, ``combine_timing = "rtl"``) on the captured block's pv, o_proj
+    and ffn2 (batch element 0, whole ops) on the example delta TOML without its weight stage (``kaleido_dcore``, D84's
+    order on its difference-sum buffer): its op cycles (array + combine stall) and its per-op core detail equal
+    `core_schedule` co-simulating ``kaleido_daccel_gate`` from the host's list (``gate=IssueFeed``) on the band-tiles
+    the RTL benches and the compiled engine feed (`sim.engines.band_stimulus.band_op`), at the plan the engine takes
+    (`sim.timing.delta.plan`), computed apart from the model; as built (8 entries a port, 8 count banks) and with a
+    bound of one segment and a FIFO of d entries, where the gate and the array hold."""
+    from algo.reuse.golden import decide
+    from algo.trace import Group, OpRecord, pack_decisions
+    from hw.config import config_from_dict, load_config
+    from hw.delta_accel import LANES
+    from hw.delta_core import segment_order
+    from sim.engines.band_stimulus import band_op
+    from sim.engines.model import simulate_op
+    from sim.timing import delta as rules
+    from sim.timing.delta_accel import gather_rounds
+    from sim.timing.delta_core import core_d_buffers, core_out_ways, core_ways, row_ways, tile_segments
+
+    cfg = config_from_dict(load_config(DELTA_TOML).model_dump() | {"wstage_sram_kib": 0, "combine_timing": "rtl"}
+                           | extra)
+    R, B, C, d = cfg.array_rows, cfg.compact_bands, cfg.array_cols, cfg.drain_rows_per_cycle  # noqa: N806
+    grid = tuple(captured_block.grid)
+    held = frozen = 0
+    for op in captured_block.ops:
+        if op.name not in ("pv", "o_proj", "ffn2"):
+            continue
+        groups = [g.as_tuple() for g in op.groups]
+        X, Wt = op.X[0], op.W[0]  # noqa: N806
+        dec = decide(X, grid, groups, op.theta, captured_block.b_msb)[0]
+        K, N = Wt.shape  # noqa: N806
+        rec = OpRecord("o_proj", 0, 0, None, None, [Group(*g) for g in groups], (0.0, 0.0),
+                       dims=(1, X.shape[0], K, N), decisions=pack_decisions(dec)[None, None], thetas=((0.0, 0.0),))
+        t = simulate_op(rec, grid, 4, cfg)
+        fw, s = rules.plan(cfg, grid[0], K, N, False, "op", groups)  # the compiled engine's (`CoreEngine.plan`)
+        n_cb = -(-N // C)
+        bop = band_op(X, Wt, grid, groups, dec, cfg, fw, s, chunk_major=True)
+        widths = np.array([groups[x.group][1] - groups[x.group][0] for x in bop.tiles], dtype=np.int64)
+        rounds = gather_rounds([x.tokens for x in bop.tiles], R // B)
+        sgs = tile_segments([(x.cb, int(x.tokens[0])) for x in bop.tiles], grid, R, n_cb, fw, s)
+        cls = classes(groups)
+        of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
+        W = core_ways(cfg)  # noqa: N806
+        rw = row_ways([x.tokens for x in bop.tiles], [of_class[x.group] for x in bop.tiles], X.shape[0], W)
+        feed = IssueFeed(AccelRun(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, None, gate=True), sgs, rw,
+                         cfg)
+        nb = cfg.dcore_count_banks
+        sch = core_schedule(None, None, grid, n_cb, len(cls), R, segment_order(True, s, n_cb), None, None, fw, s, W,
+                            None, out_ways=core_out_ways(cfg), buffers=core_d_buffers(cfg),
+                            fifo=cfg.dcore_fifo_per_port * d, ports=d, gate=feed, bound=nb, banks=nb)
+        assert (t.compact["chunk_frames"], t.compact["col_blocks"]) == (fw, s)
+        assert t.cycles + t.stall_cycles["combine"] == sch["done"], op.name
+        assert t.core == {k: sch[k] for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen")}, op.name
+        held += sch["held"]
+        frozen += sch["frozen"]
+    assert (held > 0 and frozen > 0) == bool(extra)

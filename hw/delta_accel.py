@@ -355,6 +355,8 @@ class DeltaAccel(wiring.Component):
             "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
             **({"next_valid": Out(1), "next_desc": Out(unsigned(self.desc_bits)), "issue_ok": In(1)}
                if issue_gate else {}),
+            # D137: the word the queues' output register loads this cycle, so the gate's read is fresh when shown
+            **({"load_valid": Out(1), "load_desc": Out(unsigned(self.desc_bits))} if issue_gate and queues else {}),
         })
 
     def replay_entries(self) -> int:
@@ -749,8 +751,9 @@ class DeltaAccel(wiring.Component):
                 m.d.sync += dq.eq(q.out_desc)
             with m.If(q.done):
                 m.d.sync += q_fin.eq(1)
-            if self.issue_gate:  # the next descriptor: the queues' output register
-                m.d.comb += [self.next_valid.eq(q.out_valid), self.next_desc.eq(q.out_desc)]
+            if self.issue_gate:  # the next descriptor: the queues' output register, and the word it loads (D137)
+                m.d.comb += [self.next_valid.eq(q.out_valid), self.next_desc.eq(q.out_desc),
+                             self.load_valid.eq(q.load_valid), self.load_desc.eq(q.load_desc)]
         elif self.issue_gate:  # D126: the buffer reads ahead (descriptor 0 at begin, gidx + 1 at each take)
             m.d.comb += can_desc.eq(running & ~in_rows & (gidx < T) & free & ok)
             nd = self._bank_1rw(m, "desc", Mux(running, gidx + 1, Mux(begin, 0, self.wr_addr)), can_desc | begin,

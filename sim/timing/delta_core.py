@@ -1635,7 +1635,7 @@ def issue_core(s_seq, rows, widths, rounds, cfg, entries: int, lanes: int, tile_
             channels, its gather rounds `sim.timing.delta_accel.gather_rounds`); cfg: B, d and C; entries: S, the
             staging entries; lanes: P, the X lanes (`AccelRun`'s). The take: band-tile t no earlier than
             `AccelRun.earliest` (its gather bounds and its freshness: cycle >= 1 for t = 0 from the host's list, else
-            its predecessor's gather + 2, with ``queue`` also its emission + 2) and, with ``ordered``, only while its
+            its predecessor's gather + 2, with ``queue`` also its emission + 1) and, with ``ordered``, only while its
             segment ordinal ``tile_seg[t]`` is fewer than ``bound`` (default ``banks``) past the walked one.
         tile_seg: int ``[T]`` each band-tile's segment ordinal (None: all 0; without ``ordered`` it only numbers the
             rows' D buffers and ``ahead``, as `core_schedule`'s ``seg`` False); row_way: int ``[rows]``
@@ -1760,7 +1760,7 @@ def _issue_core(s_seq, rows, gw, bands, ports_b, q, entries, emits, hasq, steps,
                 if emits[ni] >= 0:
                     e_cp = max(e_cp + emits[ni] - e_ip, gather[ni - 1] if ni > 0 else -1)
                     e_ip = emits[ni]
-                    e_fr = max(e_fr, e_cp + 2)
+                    e_fr = max(e_fr, e_cp + 1)
                 g = max(g, e_cp + 1)
             e_g = max(g, e_fr)
             e_ok = True

@@ -354,6 +354,10 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           "multiplier, as the count stage's), the token compare (fresh) and seg - w_seg < bound "
                           "(D126); the next descriptor is the queues' output register, or on the staged "
                           "controller its list's read-ahead (charged there)")]
+            if kind == "delta":  # D137: the read at the word the queues load (kaleido_dqueue's load_desc)
+                out.append(_bank("kaleido_dcore", "issue gate load select", "mux", tb, "ctrl_registers",
+                                 "the token read and registered: the queues' loaded word's in the cycle of the load, "
+                                 "else the shown one's (D137: a queue's emission fresh when shown)"))
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)

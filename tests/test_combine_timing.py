@@ -150,10 +150,11 @@ DETAIL = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
 
 def _gated(cfg, grid, groups, dec, c, n_cb, s, W, sgs):  # noqa: N803
     """``kaleido_daccel_gate`` on the model's op (docs/decisions.md D126, D137), independently of the model: an
-    `IssueFeed` over `AccelRun` (2 B staging entries and 32 lanes as `hw.rtl` builds it, the host's list) of the
+    `IssueFeed` over `AccelRun` (2 B staging entries and 32 lanes as `hw.rtl` builds it, with its queues: `queue_steps`
+    in D68's order, no difference-sum buffer on this config) of the
     issued band-tiles (`_model_ways`' reference band-tiles: their slots, rows, group widths and gather rounds over the
     difference buffer's R / B banks), each band-tile's segment ``sgs``, its rows' ways on W ways."""
-    from sim.timing.delta_accel import AccelRun, gather_rounds
+    from sim.timing.delta_accel import AccelRun, gather_rounds, queue_steps
     from sim.timing.delta_core import IssueFeed
 
     issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), n_cb, s, W)
@@ -161,7 +162,8 @@ def _gated(cfg, grid, groups, dec, c, n_cb, s, W, sgs):  # noqa: N803
     widths = [groups[b.group][1] - groups[b.group][0] for b in issued]
     rounds = gather_rounds(toks, cfg.array_rows // cfg.compact_bands)
     assert [len(x) for x in toks] == c["rows"].tolist()
-    run = AccelRun(c["s_seq"], c["rows"], widths, rounds, cfg, 2 * cfg.compact_bands, 32, None, gate=True)
+    queue = queue_steps(dec, grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, grid[0], n_cb, s, False)
+    run = AccelRun(c["s_seq"], c["rows"], widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue, gate=True)
     return IssueFeed(run, sgs, rw, cfg)
 
 

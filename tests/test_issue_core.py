@@ -156,9 +156,9 @@ def test_model_equals_the_cosimulation_on_the_captured_block(captured_block, ext
     """The cycle model (`sim.engines.model.simulate_op`, ``combine_timing = "rtl"``) on the captured block's pv, o_proj
     and ffn2 (batch element 0, whole ops) on the example delta TOML without its weight stage (``kaleido_dcore``, D84's
     order on its difference-sum buffer): its op cycles (array + combine stall) and its per-op core detail equal
-    `core_schedule` co-simulating ``kaleido_daccel_gate`` from the host's list (``gate=IssueFeed``) on the band-tiles
-    the RTL benches and the compiled engine feed (`sim.engines.band_stimulus.band_op`), at the plan the engine takes
-    (`sim.timing.delta.plan`), computed apart from the model; as built (8 entries a port, 8 count banks) and with a
+    `core_schedule` co-simulating ``kaleido_daccel_gate`` with its queues (``gate=IssueFeed``, `queue_steps` in
+    Python) on the band-tiles the RTL benches and the compiled engine feed (`sim.engines.band_stimulus.band_op`), at the
+    plan the engine takes (`sim.timing.delta.plan`): what `CoreEngine.expected` computes, apart from the model; as built (8 entries a port, 8 count banks) and with a
     bound of one segment and a FIFO of d entries, where the gate and the array hold."""
     from algo.reuse.golden import decide
     from algo.trace import Group, OpRecord, pack_decisions
@@ -168,7 +168,7 @@ def test_model_equals_the_cosimulation_on_the_captured_block(captured_block, ext
     from sim.engines.band_stimulus import band_op
     from sim.engines.model import simulate_op
     from sim.timing import delta as rules
-    from sim.timing.delta_accel import gather_rounds
+    from sim.timing.delta_accel import gather_rounds, queue_steps
     from sim.timing.delta_core import core_d_buffers, core_out_ways, core_ways, row_ways, tile_segments
 
     cfg = config_from_dict(load_config(DELTA_TOML).model_dump() | {"wstage_sram_kib": 0, "combine_timing": "rtl"}
@@ -196,7 +196,8 @@ def test_model_equals_the_cosimulation_on_the_captured_block(captured_block, ext
         of_class = {g: a for a, (_ax, idx) in enumerate(cls) for g in idx}
         W = core_ways(cfg)  # noqa: N806
         rw = row_ways([x.tokens for x in bop.tiles], [of_class[x.group] for x in bop.tiles], X.shape[0], W)
-        feed = IssueFeed(AccelRun(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, None, gate=True), sgs, rw,
+        queue = queue_steps(dec, grid, R, R // B, fw, n_cb, s, True)  # the engine's (`CoreEngine.expected`)
+        feed = IssueFeed(AccelRun(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, queue, gate=True), sgs, rw,
                          cfg)
         nb = cfg.dcore_count_banks
         sch = core_schedule(None, None, grid, n_cb, len(cls), R, segment_order(True, s, n_cb), None, None, fw, s, W,
@@ -208,3 +209,24 @@ def test_model_equals_the_cosimulation_on_the_captured_block(captured_block, ext
         held += sch["held"]
         frozen += sch["frozen"]
     assert (held > 0 and frozen > 0) == bool(extra)
+
+
+def test_queue_scan_is_queue_steps():
+    """`queue_scan` (numba, the cycle model's) equals `sim.timing.delta_accel.queue_steps` (D93's rule in Python, which
+    tests/test_rtl_dqueue.py holds to ``kaleido_dqueue``) on 120 seeded random decision grids: 1-5 frames, rows and
+    columns, 1-4 groups, R 4-16 in 1-4 bands, chunks, column blocks, s, both orders, lanes R / B and half that."""
+    from sim.timing.delta_accel import queue_steps
+    from sim.timing.delta_core import queue_scan
+
+    rng = np.random.default_rng(137)
+    for it in range(120):
+        F, H, W = (int(x) for x in rng.integers(1, 6, 3))  # noqa: N806
+        G = int(rng.integers(1, 5))  # noqa: N806
+        dec = rng.choice(3, size=(F * H * W, G), p=rng.dirichlet([1, 1, 1])).astype(np.int8)
+        R, B = int(rng.choice([4, 8, 16])), int(rng.choice([1, 2, 4]))  # noqa: N806
+        fw, n_cb = int(rng.integers(1, F + 1)), int(rng.integers(1, 6))
+        s, cm = int(rng.integers(1, n_cb + 1)), bool(rng.integers(0, 2))
+        lanes = int(rng.choice([R // B, max(1, R // B // 2)]))
+        want = queue_steps(dec, (F, H, W), R, R // B, fw, n_cb, s, cm, lanes)
+        got = queue_scan(dec, (F, H, W), R, R // B, fw, n_cb, s, cm, lanes)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and got[2] == want[2], it

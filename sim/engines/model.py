@@ -56,7 +56,7 @@ from sim.timing.compact import (
 )
 from sim.timing.compact_accel import _tile_rounds, op_port
 from sim.timing.cycle_model import op_cycles_tiled
-from sim.timing.delta_core import core_out_ways
+from sim.timing.delta_core import core_out_ways, queue_scan
 from sim.timing.delta_core import core_ways as dcore_ways
 from sim.timing.dispatch import position_order
 from sim.timing.memory import fold_bytes, fold_shortfall, op_memory
@@ -230,6 +230,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # per issued band-tile of a staged op (`_staged_run`): its group (or slice) and whether it is PAIRED, its gather
     # rounds
     grps, pairs, rnds = [], [], []
+    scans = []  # per batch element of an unstaged op under the RTL combine: its queues' steps (D137)
     staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K, groups)  # the weight stage (D85)
     sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
     cols = None
@@ -266,6 +267,9 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                                               cfg.array_rows, band_rows(cfg), fw)
                 rnds.append(_tile_rounds(toks, offs, band_rows(cfg))[issued])
                 grps.append(t[1][issued])
+                # ... and its queues' scan (kaleido_dqueue, D93): the steps that emit the band-tiles
+                scans.append(queue_scan(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, s,
+                                        bool(cfg.diff_sram_kib)))
         if not delta:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
@@ -295,8 +299,11 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
                            np.concatenate(rnds), groups, cfg, cols is not None,
                            core=(walk, ways, np.concatenate(rways)) if rtl else None)
     elif delta and rtl:  # kaleido_daccel_gate and kaleido_dcore's core in one pass (D137)
+        steps = np.cumsum([0] + [q[2] for q in scans])  # the batch's elements' scans one after the other
+        queue = (np.concatenate([q[0] + o for q, o in zip(scans, steps, strict=False)]),
+                 np.concatenate([q[1] for q in scans]), int(steps[-1]))
         port = _issued_run(s_seq, rows, np.concatenate(grps), np.concatenate(rnds), groups, cfg,
-                           (walk, ways, np.concatenate(rways)))
+                           (walk, ways, np.concatenate(rways)), queue)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
@@ -369,13 +376,14 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     return out
 
 
-def _issued_run(s_seq, rows, group, rounds, groups, cfg: AcceleratorConfig, core: tuple, lanes: int = 32) -> dict:
+def _issued_run(s_seq, rows, group, rounds, groups, cfg: AcceleratorConfig, core: tuple, queue: tuple | None = None,
+                lanes: int = 32) -> dict:
     """``kaleido_dcore`` on ``kaleido_daccel_gate`` as one op's band-tiles run on it (docs/decisions.md D137):
     `sim.timing.delta_core.issue_core`, the controller's list schedule (`sim.timing.delta_accel.AccelRun`, ``2 B``
     staging entries as `hw.rtl` builds it, ``lanes`` X lanes, `hw.delta_accel.LANES` = 32 restated as
-    `sim.cost.controllers.LANES`) stepped with the core, each take asked of the issue gate, from the host's list (the
-    read-ahead's freshness: the first take at cycle 1, each next no earlier than 2 after the previous; the queues'
-    scan steps are not modelled, as `band_schedule` had none), the row FIFO ``dcore_fifo_per_port`` x d entries (0:
+    `sim.cost.controllers.LANES`) stepped with the core, each take asked of the issue gate, its descriptors from
+    ``kaleido_dqueue`` (``queue``: `sim.timing.delta_core.queue_scan`'s steps, as `hw.rtl` builds it; None: from the
+    host's list, the read-ahead's freshness: the first take at cycle 1), the row FIFO ``dcore_fifo_per_port`` x d entries (0:
     the array never held), the gate's bound and the count banks ``dcore_count_banks`` (0: as many banks as segments,
     no take held). ``s_seq``, ``rows``, ``group`` (each band-tile's group, an index into ``groups``), ``rounds`` (its
     gather rounds): int ``[T]`` per band-tile in issue order; ``core``: ``(walk, W, row ways)`` as `_staged_run`'s.
@@ -388,7 +396,8 @@ def _issued_run(s_seq, rows, group, rounds, groups, cfg: AcceleratorConfig, core
     banks = cfg.dcore_count_banks or max(nb, 1)
     out = issue_core(s_seq, rows, widths[np.asarray(group, dtype=np.int64)], rounds, cfg, 2 * cfg.compact_bands,
                      lanes, tile_seg, rw, seg_len, tile_seg is not None, W,
-                     cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None, banks, core_d_buffers(cfg), banks)
+                     cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None, banks, core_d_buffers(cfg), banks,
+                     queue)
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
                                            "accel_done")}
     return out

@@ -1651,7 +1651,8 @@ def issue_core(s_seq, rows, widths, rounds, cfg, entries: int, lanes: int, tile_
     cycle after ``start``) and the core's ``"done"``, ``"ahead"``, ``"bypass"``, ``"held"`` (cycles the gate held a
     take), ``"fifo_max"``, ``"frozen"`` (cycles the array was held), ``"overflow"`` (a counted descriptor ``banks``
     or more past the walk) and ``"accel_done"`` (the controller's ``done`` after the array's holds), plain ints,
-    counted from ``start``.
+    counted from ``start``; with ``queue`` also ``"queue_done"`` (`sim.timing.delta_accel.queue_done`'s cycle, the
+    array's clock: cycle 0 the cycle after ``start``).
 
     Raises:
         ValueError: inconsistent sizes; RuntimeError: no end within a bound on the cycles (a deadlock) or a row's
@@ -1687,13 +1688,13 @@ def issue_core(s_seq, rows, widths, rounds, cfg, entries: int, lanes: int, tile_
                       np.full(0, -1, np.int64) if emits is None else emits, emits is not None, steps, tseg, rsg, rw,
                       off, ps, bool(ordered), int(ways), int(buffers), -1 if fifo is None else int(fifo), d,
                       int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit)
-    band, first, last, gather, done, ahead, byp, held, fifo_max, frozen, over, tk, err = out
+    band, first, last, gather, done, ahead, byp, held, fifo_max, frozen, over, tk, err, qd = out
     if err:
         raise RuntimeError(f"issue_core did not finish in {limit} cycles: a deadlock" if err == 1 else
                            "issue_core: a row's cycle outgrew the heap key")
     return {"band": band, "first": first, "last": last, "gather": gather, "done": int(done), "ahead": int(ahead),
             "bypass": int(byp), "held": int(held), "fifo_max": int(fifo_max), "frozen": int(frozen),
-            "overflow": bool(over), "accel_done": int(tk)}
+            "overflow": bool(over), "accel_done": int(tk), **({"queue_done": int(qd)} if queue is not None else {})}
 
 
 @numba.njit(cache=True)
@@ -1899,5 +1900,84 @@ def _issue_core(s_seq, rows, gw, bands, ports_b, q, entries, emits, hasq, steps,
             walking, waiting, wend = True, False, k + seg_len[sg]
             start = k
         k += 1
+    qd = max(c_prev + steps - i_prev, gather[T - 1] + 1) if hasq and T > 0 else steps  # `queue_done`
     return (band, first, last, gather, start + seg_len[nseg - 1] + 4, ahead_, byp, H, fifo_max, frozen, over, tk,
-            err)
+            err, qd)
+
+
+def queue_scan(dec, grid, R: int, brows: int, fw: int, n_cb: int, s: int, chunk_major: bool,  # noqa: N803
+               lanes: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """`sim.timing.delta_accel.queue_steps` without ``replay`` and ``reach`` (``kaleido_dqueue`` as ``kaleido_daccel``
+    builds it, D93: scan steps of ``lanes`` positions, default ``brows``), compiled (numba) for the cycle model's whole
+    ops (docs/decisions.md D137); the same ``(step, reps, steps)`` (tests/test_issue_core.py).
+
+    Args:
+        dec: int ``[F H W, G]`` decisions (COMPUTE 0, PARTIAL 1, REUSE 2); grid ``(F, H, W)``; R, brows (R / B), fw,
+            n_cb, s, chunk_major: `queue_steps`'."""
+    F, H, W = grid  # noqa: N806
+    d = np.ascontiguousarray(dec, dtype=np.int8)
+    step, reps, n, e = _queue_scan(d, int(F), int(H * W), int(R), int(brows), int(fw), int(n_cb), int(s),
+                                   bool(chunk_major), int(lanes or brows))
+    return step[:e], reps[:e], int(n)
+
+
+@numba.njit(cache=True)
+def _queue_scan(dec, F, hw, R, brows, fw, n_cb, s, cm, V):  # noqa: N803, C901
+    """`queue_scan`'s loop, `queue_steps`' statement for statement (its plain path)."""
+    G = dec.shape[1]  # noqa: N806
+    cap = 1024
+    step = np.empty(cap, dtype=np.int64)
+    reps = np.empty(cap, dtype=np.int64)
+    e = 0
+    n = 0
+    qn = np.zeros((G, 2), dtype=np.int64)
+    c0 = 0
+    while c0 < n_cb:
+        k = min(s, n_cb - c0)
+        r_out = 1 if cm else k
+        for p0 in range(0, hw, R):
+            p1 = min(p0 + R, hw)
+            for fc0 in range(0, F, fw):
+                for _rep in range(k if cm else 1):
+                    qn[:, :] = 0
+                    for f in range(fc0, min(fc0 + fw, F)):
+                        for g in range(G):
+                            for kind in range(2):
+                                for p in range(p0, p1, V):
+                                    cnt = 0
+                                    for t in range(f * hw + p, f * hw + min(p + V, p1)):
+                                        if dec[t, g] == kind:
+                                            cnt += 1
+                                    qn[g, kind] += cnt
+                                    if qn[g, kind] >= brows:
+                                        qn[g, kind] -= brows
+                                        if e == cap:
+                                            cap *= 2
+                                            ns = np.empty(cap, dtype=np.int64)
+                                            nr = np.empty(cap, dtype=np.int64)
+                                            ns[:e] = step[:e]
+                                            nr[:e] = reps[:e]
+                                            step, reps = ns, nr
+                                        step[e] = n
+                                        reps[e] = r_out
+                                        e += 1
+                                    n += 1
+                    for g in range(G):
+                        rest = qn[g, 0] + qn[g, 1]
+                        m = (1 if rest > 0 else 0) + (1 if rest > brows else 0)
+                        for _ in range(m):
+                            if e == cap:
+                                cap *= 2
+                                ns = np.empty(cap, dtype=np.int64)
+                                nr = np.empty(cap, dtype=np.int64)
+                                ns[:e] = step[:e]
+                                nr[:e] = reps[:e]
+                                step, reps = ns, nr
+                            step[e] = n
+                            reps[e] = r_out
+                            e += 1
+                            n += 1
+                        if rest == 0:
+                            n += 1
+        c0 += k
+    return step, reps, n, e

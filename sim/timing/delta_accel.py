@@ -149,7 +149,8 @@ def _emit_of(queue, T):  # noqa: N803
     if int(np.sum(reps)) != T:
         raise ValueError(f"the queues hand out {int(np.sum(reps))} descriptors, the schedule has {T} band-tiles")
     out = np.full(T, -1, dtype=np.int64)
-    out[np.r_[0, np.cumsum(reps)[:-1]].astype(np.int64)] = step
+    if T:  # an op of no band-tiles: its queues emit nothing (D137: it indexed entry 0 of none)
+        out[np.r_[0, np.cumsum(reps)[:-1]].astype(np.int64)] = step
     return out
 
 

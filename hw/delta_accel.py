@@ -199,7 +199,8 @@ class DeltaAccel(wiring.Component):
             docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
             stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
             ``WEIGHT_PORT``). issue_gate: the issue gate (docs/decisions.md D126): ``next_valid``, ``next_desc`` out,
-            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor).
+            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor); with ``queues`` also
+            ``load_valid``, ``load_desc`` out, the word the queues' output register loads this cycle (D137).
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=

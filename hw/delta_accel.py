@@ -219,9 +219,10 @@ class DeltaAccel(wiring.Component):
             docstring, D99; default: ``stage`` or ``WEIGHT_PORT``; only with one of them). defer: the deferred
             stage read (module docstring, D100's ``defer="behind"``; default: ``early``; only with ``stage`` or
             ``WEIGHT_PORT``). issue_gate: the issue gate (docs/decisions.md D126): ``next_valid``, ``next_desc`` out,
-            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor). ring: the descriptor ring's
-            entries (module docstring "Ring", docs/decisions.md D134; default ``cfg.accel_tile_ring`` with ``stage``,
-            else 0: none); ``max_tiles`` is then the ring.
+            the take ANDed with ``issue_ok`` (the host's list read ahead a descriptor); with ``queues`` also
+            ``load_valid``, ``load_desc`` out, the word the queues' output register loads this cycle (D137).
+            ring: the descriptor ring's entries (module docstring "Ring", docs/decisions.md D134; default
+            ``cfg.accel_tile_ring`` with ``stage``, else 0: none); ``max_tiles`` is then the ring.
 
     Sizes (attributes): ``XW`` = pow2 >= ceil(max_k / P) staging words per row (a group's channels),
     ``KW`` = pow2 >= ceil(max_k / P) + G X words per token (groups word-aligned), ``KWW`` = pow2 >=
@@ -386,6 +387,8 @@ class DeltaAccel(wiring.Component):
             "desc_valid": Out(1), "desc_tile": Out(unsigned(TILE_BITS)), "desc": Out(unsigned(self.desc_bits)),
             **({"next_valid": Out(1), "next_desc": Out(unsigned(self.desc_bits)), "issue_ok": In(1)}
                if issue_gate else {}),
+            # D137: the word the queues' output register loads this cycle, so the gate's read is fresh when shown
+            **({"load_valid": Out(1), "load_desc": Out(unsigned(self.desc_bits))} if issue_gate and queues else {}),
         })
 
     def replay_entries(self) -> int:
@@ -847,8 +850,9 @@ class DeltaAccel(wiring.Component):
                 m.d.sync += dq.eq(q.out_desc)
             with m.If(q.done):
                 m.d.sync += q_fin.eq(1)
-            if self.issue_gate:  # the next descriptor: the queues' output register
-                m.d.comb += [self.next_valid.eq(q.out_valid), self.next_desc.eq(q.out_desc)]
+            if self.issue_gate:  # the next descriptor: the queues' output register, and the word it loads (D137)
+                m.d.comb += [self.next_valid.eq(q.out_valid), self.next_desc.eq(q.out_desc),
+                             self.load_valid.eq(q.load_valid), self.load_desc.eq(q.load_desc)]
         elif self.ring:  # D134: the host's list a FIFO ring, the take gated by the drained rows
             dq = self._desc_ring(m, running, begin, can_desc, gidx, T, ok, in_rows, free)
         elif self.issue_gate:  # D126: the buffer reads ahead (descriptor 0 at begin, gidx + 1 at each take)

@@ -888,8 +888,9 @@ class DeltaCore(wiring.Component):
         The next descriptor's segment ``base[cb] + chunk k[cb]`` from a second chunk-table copy (written with the
         first) read at its first token every cycle the controller runs; the read's token is registered beside it
         (``gate_tok``, with ``next_valid`` in ``gate_v``), so the segment is *fresh* when the token shown now is the
-        one read (one cycle after the descriptor appears: a queue's emission is taken a cycle later than without the
-        gate, the host list's read-ahead lands a cycle before the gather can take). ``issue_ok = fresh & (~o_seg |
+        one read: the host list's read-ahead a cycle after it appears (a cycle before the gather can take); with the
+        queues the word their output register loads is read at the load (``load_valid``, ``load_desc``, D137), so an
+        emission is fresh the cycle it is shown (D126 read the shown one: a cycle later). ``issue_ok = fresh & (~o_seg |
         seg - w_seg < bound)``; ``pend`` = fresh, ``o_seg``, out of bound, no descriptor in the count stage."""
         acc, tb = self.accel, self.tb
         run = self.run if self.array_hold else Const(1, 1)
@@ -899,14 +900,19 @@ class DeltaCore(wiring.Component):
             off += bits
         n_tok = ap.next_desc[pos["tokens"][0]:pos["tokens"][0] + tb]
         n_cb = ap.next_desc[pos["cb"][0]:pos["cb"][0] + self.cbb]
+        # D137: with the queues the word their output register loads is read in the cycle of the load, so an
+        # emission is fresh the cycle it is shown (the host list's read-ahead is fresh before the gather can take)
+        loads = "load_valid" in acc.signature.members
+        l_v = ap.load_valid if loads else Const(0, 1)
+        r_tok = Mux(l_v, ap.load_desc[pos["tokens"][0]:pos["tokens"][0] + tb], n_tok) if loads else n_tok
         ch, cmac = macro("1r1w", acc.max_tokens, self.chb, instance=inst)
         m.submodules.gate_chunks = cmac
         G = self.cfg.partial_regs  # noqa: N806
         m.d.comb += [ch.we.eq(host_dec), ch.waddr.eq(self.wr_addr), ch.wmask.eq(1),
-                     ch.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), ch.re.eq(run), ch.raddr.eq(n_tok)]
+                     ch.wdata.eq(self.wr_data[2 * G:2 * G + self.chb]), ch.re.eq(run), ch.raddr.eq(r_tok)]
         s_tok, s_v = Signal(tb, name="gate_tok"), Signal(name="gate_v")
         with m.If(run):
-            m.d.sync += [s_tok.eq(n_tok), s_v.eq(ap.next_valid)]
+            m.d.sync += [s_tok.eq(r_tok), s_v.eq(ap.next_valid | l_v)]
         seg_n = Signal(self.ob, name="gate_seg")
         m.d.comb += seg_n.eq(bases[n_cb] + ch.rdata * ks[n_cb])
         fresh, near = Signal(name="gate_fresh"), Signal(name="gate_near")

@@ -37,7 +37,9 @@ group wider than one channel: the half-width slots), column block, each row's to
 Timing (`sim.timing.delta_accel.queue_steps`, `queue_times`): cycle 0 the cycle after ``start`` (which reads the
 first step's code) runs step 0; each step one cycle; a step that emits runs no earlier than the cycle the
 previous band-tile's last copy is taken (the register is loaded in that cycle); an emitted band-tile is
-``out_valid`` from the next cycle. ``done`` pulses once every step has run and the register is empty.
+``out_valid`` from the next cycle. ``done`` pulses once every step has run and the register is empty. The word the
+register loads is shown the cycle of the load (``load_valid``, ``load_desc``: every field but the column block,
+zero there; docs/decisions.md D137), so ``kaleido_dcore``'s issue gate reads its segment a cycle ahead.
 
 **Replay** (``replay`` entries > 0, docs/decisions.md D120; compact's queues, ``c_cm`` = 0): what a scan finds is
 the same for every column-block group, so the first group's scan also writes each band-tile it emits (cb field
@@ -141,6 +143,7 @@ class DeltaQueue(wiring.Component):
             "c_layout": In(unsigned(self.G * layout_bits(acc))),
             "start": In(1), "busy": Out(1), "done": Out(1),
             "out_valid": Out(1), "out_ready": In(1), "out_desc": Out(unsigned(acc.desc_bits)),
+            "load_valid": Out(1), "load_desc": Out(unsigned(acc.desc_bits)),
         })
 
     def macros(self) -> list[tuple[str, int, int, None]]:
@@ -356,6 +359,9 @@ class DeltaQueue(wiring.Component):
                 m.d.sync += o_valid.eq(0)
             with m.Else():
                 m.d.sync += o_cb.eq(o_cb + 1)
+        # the word the output register loads at this edge (docs/decisions.md D137: the issue gate reads its segment
+        # a cycle ahead, so an emission is fresh when shown); every field but cb (zero there)
+        m.d.comb += [self.load_valid.eq(adv & emit), self.load_desc.eq(word)]
         with m.If(adv & emit):
             m.d.sync += [o_valid.eq(1), o_rest.eq(word), o_cb.eq(Mux(reps_cm, cur["c0"] + cur["rep"], cur["c0"])),
                          o_cb_last.eq(Mux(reps_cm, cur["c0"] + cur["rep"], cur["c0"] + k - 1))]

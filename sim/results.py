@@ -120,8 +120,9 @@ class OpTiming:
     tiled: tuple = field(default=(), **_not_json())
     #: the compact organisation's timing (`sim.engines.model._compact_timing`; None: lockstep; in memory only)
     compact: dict | None = field(default=None, **_not_json())
-    #: delta under ``combine_timing = "rtl"``: ``kaleido_dcore``'s per-op detail (`sim.engines.model._rtl_combine`:
-    #: ``done``, ``ahead``, ``bypass``; with back-pressure ``held``, ``frozen``, ``fifo_max``; ints); serialised as
+    #: delta under ``combine_timing = "rtl"``: ``kaleido_dcore``'s per-op detail (`sim.timing.delta_core.issue_core`'s,
+    #: a staged op's `stage_core`'s: ``done``, ``ahead``, ``bypass``; with back-pressure ``held``, ``frozen``,
+    #: ``fifo_max``; ints); serialised as
     #: the per-op ``core`` only when set
     core: dict | None = field(default=None, **_not_json())
 

@@ -1,6 +1,6 @@
 """`sim.report.backpressure`: its per-op figures are the core detail the cycle model publishes (each delta op's
-``core`` under ``combine_timing = "rtl"``, from one `held_done` / `ways_done` call with ``detail``, or on a staged
-op one `stage_core` call, docs/decisions.md D129), on a small
+``core`` under ``combine_timing = "rtl"``, from one `issue_core` call an unstaged op (docs/decisions.md D137) or one
+`stage_core` call a staged op (D129), on a small
 synthetic field; bad arguments exit 2 with one line and print nothing."""
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ def test_report_reads_the_models_core_detail(tmp_path, monkeypatch, capsys):
             return got
         return run
 
-    monkeypatch.setattr(dcore, "held_done", spy("held", dcore.held_done))
-    monkeypatch.setattr(dcore, "ways_done", spy("ways", dcore.ways_done))
-    monkeypatch.setattr(dcore, "stage_core", spy("stage", dcore.stage_core))  # staged ops (D129)
+    for name, kind in (("held_done", "held"), ("ways_done", "ways"), ("issue_core", "issue"), ("stage_core", "stage")):
+        monkeypatch.setattr(dcore, name, spy(kind, getattr(dcore, name)))
     monkeypatch.setattr(OP_MEMO, "enabled", False)
     assert backpressure.main(["--resolution", SMALL, "0.8", "8:8", "0:0"]) == 0
     out, err = capsys.readouterr()
@@ -50,14 +49,14 @@ def test_report_reads_the_models_core_detail(tmp_path, monkeypatch, capsys):
     names = [op.name for op in load_trace(tmp_path / "s.npz").ops]
     assert len(calls) == 2 * len(names)  # one call an op and variant, no second run
     assert all("plain" not in d for _, d in calls)  # every call returned the detail
-    for v, (row, kind) in enumerate(zip(lines, ("held", "ways"), strict=True)):
+    for v, row in enumerate(lines):
         mine = calls[v * len(names):(v + 1) * len(names)]
-        # 8:8: back-pressure (held_done); 0:0: ways_done; staged ops stage_core (its back-pressure keys with 8:8)
-        assert "stage" in {k for k, _ in mine} <= {kind, "stage"}
+        # staged ops stage_core, unstaged ones issue_core (both variants; the back-pressure keys with 8:8 only)
+        assert "stage" in {k for k, _ in mine} <= {"issue", "stage"}
         want: dict[str, dict] = {}
-        for name, (how, d) in zip(names, mine, strict=True):
+        for name, (_how, d) in zip(names, mine, strict=True):
             p = want.setdefault(name, {"done": 0, "held": 0, "frozen": 0, "ahead": 0, "fifo_max": 0})
-            bp = how != "ways" and kind == "held"
+            bp = v == 0
             for k in ("done", "held", "frozen"):
                 p[k] += d.get(k, 0) if bp or k == "done" else 0
             for k in ("ahead", "fifo_max"):

@@ -10,10 +10,9 @@ import pytest
 
 from algo.reuse.golden import COMPUTE, REUSE
 from hw.config import config_from_dict, load_config
-from sim.timing.compact import band_schedule
 from sim.timing.compact_accel import core_cycles, core_done, core_ways
 from sim.timing.delta_accel import row_out_cycles
-from sim.timing.delta_core import blocks_done, commands, core_schedule, fifo_rows, walk_done
+from sim.timing.delta_core import blocks_done, commands, core_schedule, walk_done
 
 
 def test_walk_done_by_hand():
@@ -149,75 +148,95 @@ def _model_ways(cfg, grid, groups, dec, s_seq_len, n_cb, s, W):  # noqa: N803
 DETAIL = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
 
 
+def _gated(cfg, grid, groups, dec, c, n_cb, s, W, sgs):  # noqa: N803
+    """``kaleido_daccel_gate`` on the model's op (docs/decisions.md D126, D137), independently of the model: an
+    `IssueFeed` over `AccelRun` (2 B staging entries and 32 lanes as `hw.rtl` builds it, with its queues: `queue_steps`
+    in D68's order, no difference-sum buffer on this config) of the
+    issued band-tiles (`_model_ways`' reference band-tiles: their slots, rows, group widths and gather rounds over the
+    difference buffer's R / B banks), each band-tile's segment ``sgs``, its rows' ways on W ways."""
+    from sim.timing.delta_accel import AccelRun, gather_rounds, queue_steps
+    from sim.timing.delta_core import IssueFeed
+
+    issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), n_cb, s, W)
+    toks = [list(b.compute) + list(b.partial) for b in issued]
+    widths = [groups[b.group][1] - groups[b.group][0] for b in issued]
+    rounds = gather_rounds(toks, cfg.array_rows // cfg.compact_bands)
+    assert [len(x) for x in toks] == c["rows"].tolist()
+    queue = queue_steps(dec, grid, cfg.array_rows, cfg.array_rows // cfg.compact_bands, grid[0], n_cb, s, False)
+    run = AccelRun(c["s_seq"], c["rows"], widths, rounds, cfg, 2 * cfg.compact_bands, 32, queue, gate=True)
+    return IssueFeed(run, sgs, rw, cfg)
+
+
 def test_model_times_the_delta_core_as_built():
-    """``combine_timing = "rtl"`` on delta: the combine stall is `core_schedule`'s ``done`` over the model's band
-    schedule (rows out per `row_out_cycles`, the controller's done taken as the array's last row) less the array's
-    cycles, on the core's d = 2 accumulate ways (docs/decisions.md D108; each row's way from its token, here t mod 2:
-    one axis class), its 2 output lanes (D113: V = W = 2 divides R = 8) and 3 D buffers (D115); 16 tokens x 2
-    column blocks x 1 class = 32 Y rows; the default is the model's combine unit. The op's ``core`` (the detail the
-    model publishes: done, ahead, bypass, held, fifo_max, frozen) is `core_schedule`'s, with and without the holds."""
+    """``combine_timing = "rtl"`` on delta: the op is timed as ``kaleido_dcore`` on ``kaleido_daccel_gate`` runs it
+    (docs/decisions.md D137): the core's ``done`` is `core_schedule`'s co-simulating the gated controller
+    (``gate=IssueFeed``, `_gated`), the array's cycles the gated controller's last row out, the combine stall the
+    difference; on the core's d = 2 accumulate ways (D108; each row's way from its token, here t mod 2: one axis
+    class), its 2 output lanes (D113: V = W = 2 divides R = 8) and 3 D buffers (D115); 16 tokens x 2 column blocks x
+    1 class = 32 Y rows; the default is the model's combine unit. The op's ``core`` (the detail the model publishes:
+    done, ahead, bypass, held, fifo_max, frozen) is `core_schedule`'s, with and without the holds."""
+    from sim.timing.compact import band_cycles
     from sim.timing.delta_core import core_d_buffers, core_out_ways, core_ways
 
     t, cfg, grid = _op("delta", "rtl")
     c = t.compact
     assert core_ways(cfg) == 2 and cfg.dcore_out_ways is None and core_out_ways(cfg) == 2
     assert cfg.dcore_d_buffers is None and core_d_buffers(cfg) == 3
-    band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
-    outs = row_out_cycles(band, last, c["rows"], cfg)
-    rows = np.concatenate(outs)
-    assert rows.max() == c["cycles"]  # the last row leaves at the array's end
-    assert int(c["rows"].sum()) == len(rows) == 2 * (16 + 8)  # per column block 16 + 8 rows (frame 1's group 0 REUSEs)
+    assert int(c["rows"].sum()) == 2 * (16 + 8)  # per column block 16 + 8 rows (frame 1's group 0 REUSEs)
     groups = [(0, 8, "f"), (8, 16, "f")]
     dec = np.full((16, 2), COMPUTE, dtype=np.int8)
     dec[8:, 0] = REUSE
     _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 2, 2)
-    way = np.concatenate(rw)
-    assert [int(x) for x in way[:8]] == [0, 1] * 4  # the first band-tile: tokens 0 .. 7 of group 0 (4 rows a band)
-    # the row FIFO's 8 entries a port (d = 2) and the 8 count banks, D116: the issue waits for credits
+    assert [int(x) for x in np.concatenate(rw)[:8]] == [0, 1] * 4  # the first band-tiles: tokens 0 .. 7 of group 0 (4 rows a band)
+    # the row FIFO's 8 entries a port (d = 2) and the 8 count banks, D116
     assert (cfg.dcore_fifo_per_port, cfg.dcore_count_banks) == (8, 8)
-    tile = np.repeat(np.arange(len(outs)), [len(o) for o in outs])
-    descs = [(int(f) - 2, 0, int(r)) for f, r in zip(first, c["rows"], strict=True)]
-    bp = {"fifo": 16, "ports": 2, "descs": descs, "row_tile": tile, "row_tie": np.arange(len(rows))}
-    whole_op = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3,
-                             **bp)
+    T = len(c["s_seq"])  # noqa: N806
+    # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
+    # whole op (the gate only waits for the read-ahead's freshness)
+    assert c["col_blocks"] == 2
+    feed = _gated(cfg, grid, groups, dec, c, 2, 2, 2, [0] * T)
+    whole_op = core_schedule(None, None, grid, 2, 1, cfg.array_rows, ways=2, out_ways=2, buffers=3, fifo=16, ports=2,
+                             gate=feed, bound=8)
     assert len(whole_op["rows"]) == 32 and whole_op["fifo_max"] <= 16
+    # the array's cycles: the gated controller's last row out (`row_out_cycles`, counted from start)
+    assert c["cycles"] == max(int(o.max()) for o in row_out_cycles(feed.run.band, feed.run.last, c["rows"], cfg))
     # the core's per-op detail the model publishes (OpTiming.core, the results' per-op "core") is the reference's
     assert t.core == {k: whole_op[k] for k in DETAIL} and c["core"] == t.core and c["fifo_bypass"] == t.core["bypass"]
-    unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
-    free = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, ways=2, row_way=way, out_ways=2, buffers=3)
-    assert unheld.stall_cycles["combine"] == free["done"] - c["cycles"]
-    assert unheld.core == {k: free[k] for k in ("done", "ahead", "bypass")}  # ways_done's detail: no holds
-    # both groups share a column-block group (s = 2: D68's order interleaves the blocks), so the walk waits for the
-    # whole op
-    assert c["col_blocks"] == 2
     assert t.stall_cycles["combine"] == whole_op["done"] - c["cycles"] >= 32 // 2 + 4
-    one_way = core_schedule(rows, c["cycles"], grid, 2, 1, cfg.array_rows, **bp)["done"]
+    unheld, _, _ = _op("delta", "rtl", dcore_fifo_per_port=0, dcore_count_banks=0)  # the what-if before D116
+    feed = _gated(cfg, grid, groups, dec, c, 2, 2, 2, [0] * T)
+    free = core_schedule(None, None, grid, 2, 1, cfg.array_rows, ways=2, out_ways=2, buffers=3, gate=feed, bound=1)
+    assert unheld.stall_cycles["combine"] == free["done"] - c["cycles"]
+    assert unheld.core == {k: free[k] for k in ("done", "ahead", "bypass")}  # no holds: ways_done's keys
+    feed = _gated(cfg, grid, groups, dec, c, 2, 2, 1, [0] * T)
+    one_way = core_schedule(None, None, grid, 2, 1, cfg.array_rows, fifo=16, ports=2, gate=feed, bound=8)["done"]
     assert whole_op["done"] <= one_way
     # on one column block a group (s = 1) the blocks come outer: block 0 is walked while block 1 drains
     t1, cfg1, _ = _op("delta", "rtl", s=1)
     c1 = t1.compact
     assert c1["col_blocks"] == 1
-    band, first, last = band_schedule(c1["s_seq"], c1["rows"], cfg1)
     n = len(c1["s_seq"]) // 2
-    _issued, rw1 = _model_ways(cfg1, grid, groups, dec, len(c1["s_seq"]), 2, 1, 2)
-    cyc, cbs, way1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1, rw1)
-    descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c1["rows"], strict=True))]
-    # each row's band-tile and its index band-tile by band-tile (the model's order of a cycle's rows), FIFO order
-    offs = np.r_[0, np.cumsum(c1["rows"])]
-    _, _, tie1 = fifo_rows(band, last, c1["rows"], [0] * n + [1] * n, cfg1,
-                           [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
-    bp1 = {"fifo": 16, "ports": 2, "hold": True, "row_tile": np.searchsorted(offs, tie1, side="right") - 1, "row_tie": tie1}
-    sch = core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs, descs, ways=2, row_way=way1,
-                        out_ways=2, buffers=3, **bp1)
+    feed = _gated(cfg1, grid, groups, dec, c1, 2, 1, 2, [0] * n + [1] * n)
+    sch = core_schedule(None, None, grid, 2, 1, cfg1.array_rows, True, ways=2, out_ways=2, buffers=3, fifo=16,
+                        ports=2, gate=feed, bound=8)
+    assert c1["cycles"] == max(int(o.max()) for o in row_out_cycles(feed.run.band, feed.run.last, c1["rows"], cfg1))
     assert t1.stall_cycles["combine"] == sch["done"] - c1["cycles"]
-    assert t1.core == {k: sch[k] for k in DETAIL}  # segment by segment, the issue hold on
-    assert sch["done"] < core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, ways=2, row_way=way1,
-                                       out_ways=2, descs=descs, **bp1)["done"]
+    assert t1.core == {k: sch[k] for k in DETAIL}  # segment by segment, the issue gate on
     one_lane, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)  # D108's walk, one Y row a cycle
-    assert one_lane.stall_cycles["combine"] == core_schedule(cyc, c1["cycles"], grid, 2, 1, cfg1.array_rows, True, cbs,
-                                                             descs, ways=2, row_way=way1, **bp1)["done"] - c1["cycles"]
+    feed = _gated(cfg1, grid, groups, dec, c1, 2, 1, 2, [0] * n + [1] * n)
+    assert one_lane.stall_cycles["combine"] == core_schedule(None, None, grid, 2, 1, cfg1.array_rows, True, ways=2,
+                                                             buffers=3, fifo=16, ports=2, gate=feed,
+                                                             bound=8)["done"] - c1["cycles"]
+    # a bound of one segment (a count bank's what-if): the gate holds block 1's first take while block 0 is walked
+    bound1, _, _ = _op("delta", "rtl", s=1, dcore_count_banks=1)
+    feed = _gated(cfg1, grid, groups, dec, c1, 2, 1, 2, [0] * n + [1] * n)
+    held = core_schedule(None, None, grid, 2, 1, cfg1.array_rows, True, ways=2, out_ways=2, buffers=3, fifo=16,
+                         ports=2, gate=feed, bound=1, banks=1)
+    assert bound1.core == {k: held[k] for k in DETAIL} and held["held"] > 0 and held["ahead"] == 0
+    # the model's combine unit times the array by `band_schedule` (no controller)
     model, _, _ = _op("delta", "model")
-    assert model.cycles == t.cycles and model.stall_cycles["combine"] < t.stall_cycles["combine"]
+    assert model.compact["cycles"] == band_cycles(model.compact["s_seq"], model.compact["rows"], cfg)[0]
+    assert model.stall_cycles["combine"] < t.stall_cycles["combine"]
     assert model.core is None and model.compact["core"] is None
     assert load_config("kaleido-16nm-128x128-balanced").combine_timing == "model"
 
@@ -436,7 +455,7 @@ def test_output_ways_schedule_by_hand():
 
 def test_model_times_output_ways_and_buffers():
     """``dcore_out_ways`` = 2 and ``dcore_d_buffers`` = 3 (D111's what-if) through `simulate_op`: the combine stall
-    is `core_schedule`'s with ``out_ways`` = 2 and ``buffers`` = 3 over the model's schedule (as
+    is `core_schedule`'s with ``out_ways`` = 2 and ``buffers`` = 3 co-simulating the gated controller (as
     `test_model_times_the_delta_core_as_built`, s = 1: segment by segment), and less than one lane's (V = 1);
     ``dcore_out_ways`` above the core's 2 accumulate ways is refused, and a config's ``dcore_out_ways`` must be a
     power of two."""
@@ -448,17 +467,10 @@ def test_model_times_output_ways_and_buffers():
     built, _, _ = _op("delta", "rtl", s=1, dcore_out_ways=1)
     t, cfg, grid = _op("delta", "rtl", s=1, dcore_out_ways=2, dcore_d_buffers=3)
     c = t.compact
-    band, first, last = band_schedule(c["s_seq"], c["rows"], cfg)
     n = len(c["s_seq"]) // 2
-    _issued, rw = _model_ways(cfg, grid, groups, dec, len(c["s_seq"]), 2, 1, 2)
-    cyc, cbs, way = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg, rw)
-    descs = [(int(f) - 2, i // n, int(r)) for i, (f, r) in enumerate(zip(first, c["rows"], strict=True))]
-    offs = np.r_[0, np.cumsum(c["rows"])]  # D116's back-pressure: each row's band-tile, ties by band-tile
-    _, _, tie = fifo_rows(band, last, c["rows"], [0] * n + [1] * n, cfg,
-                          [np.arange(offs[i], offs[i + 1]) for i in range(len(offs) - 1)])
-    sch = core_schedule(cyc, c["cycles"], grid, 2, 1, cfg.array_rows, True, cbs, descs, ways=2, row_way=way,
-                        out_ways=2, buffers=3, fifo=16, ports=2, hold=True, row_tile=np.searchsorted(offs, tie, side="right") - 1,
-                        row_tie=tie)
+    feed = _gated(cfg, grid, groups, dec, c, 2, 1, 2, [0] * n + [1] * n)
+    sch = core_schedule(None, None, grid, 2, 1, cfg.array_rows, True, ways=2, out_ways=2, buffers=3, fifo=16, ports=2,
+                        gate=feed, bound=8)
     assert t.stall_cycles["combine"] == sch["done"] - c["cycles"] < built.stall_cycles["combine"]
     with pytest.raises(SimError, match="dcore_out_ways = 4 exceeds kaleido_dcore's 2 accumulate ways"):
         _op("delta", "rtl", dcore_out_ways=4)

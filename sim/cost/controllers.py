@@ -374,6 +374,10 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           "multiplier, as the count stage's), the token compare (fresh) and seg - w_seg < bound "
                           "(D126); the next descriptor is the queues' output register, or on the staged "
                           "controller its list's read-ahead (charged there)")]
+            if kind == "delta":  # D137: the read at the word the queues load (kaleido_dqueue's load_desc)
+                out.append(_bank("kaleido_dcore", "issue gate load select", "mux", tb, "ctrl_registers",
+                                 "the token read and registered: the queues' loaded word's in the cycle of the load, "
+                                 "else the shown one's (D137: a queue's emission fresh when shown)"))
         if kbb:  # segment-local D addresses (D125, D132): the FIFO entries' count banks, the walk's frame in the
             # chunk, the slot arithmetic and the pop's wait
             fw_max = max(1, min(mt, sz["d_depth"] // R))  # frames a chunk one D buffer holds (hw: DeltaCore.fw_max)

@@ -56,7 +56,7 @@ from sim.timing.compact import (
 )
 from sim.timing.compact_accel import _tile_rounds, op_port
 from sim.timing.cycle_model import op_cycles_tiled
-from sim.timing.delta_core import core_out_ways, core_seg_local
+from sim.timing.delta_core import core_out_ways, core_seg_local, queue_scan
 from sim.timing.delta_core import core_ways as dcore_ways
 from sim.timing.dispatch import position_order
 from sim.timing.memory import fold_bytes, fold_shortfall, op_memory
@@ -193,12 +193,14 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     the model's combine unit or the RTL cores', `_rtl_combine`) and the tiles' counts. The compact organisation's
     band-tiles are timed as its controller runs them (docs/decisions.md D117: `sim.timing.compact_accel.op_port`,
     the list schedule with the queues, the gather and the weight port, `caccel_cycles` less the start cycle; its
-    stall counts the word waits with the drain's), the delta organisation's by `band_schedule`, or with the weight
+    stall counts the word waits with the drain's), the delta organisation's by `band_schedule` (under ``"rtl"`` as
+    ``kaleido_daccel_gate`` runs them, its gather and issue gate stepped together with ``kaleido_dcore``'s core, D137:
+    `_issued_run`, `sim.timing.delta_core.issue_core`), or with the weight
     stage (a difference-sum buffer and a stage: D85, D88) as ``kaleido_daccel_stage`` runs them (docs/decisions.md
     D121: `_staged_run`, its gather, serial fills, word registers, early band choice and deferred read; cycles the
     controller's ``done`` less the start cycle, as compact's), in every ``combine_timing``; under ``"rtl"`` with its
     issue gate, stepped together with ``kaleido_dcore_stage``'s core (D129: `sim.timing.delta_core.stage_core`).
-    ``"core"``: delta under ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`_rtl_combine`; a staged
+    ``"core"``: delta under ``combine_timing = "rtl"``, ``kaleido_dcore``'s per-op detail (`issue_core`'s; a staged
     op's from `stage_core`), else None.
 
     Raises:
@@ -228,6 +230,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     # per issued band-tile of a staged op (`_staged_run`): its group (or slice) and whether it is PAIRED, its gather
     # rounds
     grps, pairs, rnds = [], [], []
+    scans = []  # per batch element of an unstaged op under the RTL combine: its queues' steps (D137)
     staged = delta and bool(cfg.diff_sram_kib) and delta_rules.stages(cfg, op.K, groups)  # the weight stage (D85)
     sliced = delta_rules.stage_slices(cfg, groups) if delta and not staged else None  # ... in slices (D88)
     cols = None
@@ -261,6 +264,14 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
             issued = delta_rules.issue_order(np.arange(len(t[0]), dtype=np.int64), n_cb, s)
         if delta and cfg.combine_timing == "rtl":
             rways.append(_row_ways(dec, t[1], issued, grid, groups, cfg, fw, ways, local))
+            if not staged:  # kaleido_daccel_gate's gather (D137): each issued band-tile's rounds and channels
+                toks, offs = band_tile_tokens(np.ascontiguousarray(dec, dtype=np.int8), grid[0], grid[1] * grid[2],
+                                              cfg.array_rows, band_rows(cfg), fw)
+                rnds.append(_tile_rounds(toks, offs, band_rows(cfg))[issued])
+                grps.append(t[1][issued])
+                # ... and its queues' scan (kaleido_dqueue, D93): the steps that emit the band-tiles
+                scans.append(queue_scan(dec, grid, cfg.array_rows, band_rows(cfg), fw, n_cb, s,
+                                        bool(cfg.diff_sram_kib)))
         if not delta:
             seqs.append(np.tile(t[0], n_cb))
             valid.append(np.tile(t[2] + t[3], n_cb))
@@ -289,29 +300,35 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
         port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
                            np.concatenate(rnds), groups, cfg, cols is not None,
                            core=(walk, ways, np.concatenate(rways), local) if rtl else None)
+    elif delta and rtl:  # kaleido_daccel_gate and kaleido_dcore's core in one pass (D137)
+        steps = np.cumsum([0] + [q[2] for q in scans])  # the batch's elements' scans one after the other
+        queue = (np.concatenate([q[0] + o for q, o in zip(scans, steps, strict=False)]),
+                 np.concatenate([q[1] for q in scans]), int(steps[-1]))
+        port = _issued_run(s_seq, rows, np.concatenate(grps), np.concatenate(rnds), groups, cfg,
+                           (walk, ways, np.concatenate(rways)), queue)
     sched = band_schedule(s_seq, rows, cfg, *stage) if port is None else (port["band"], port["first"], port["last"])
     cycles, stall = band_cycles(s_seq, rows, cfg, *stage, schedule=sched)
     if port is not None and "queue_done" in port:  # `caccel_cycles`: done no earlier than 2 after the queues'
         cycles = max(cycles, port["queue_done"] + 1)
     pools = len(decs) * n_cb * -(-(grid[1] * grid[2]) // cfg.array_rows) * grid[0]
     if rtl:  # the combine stage as the RTL cores are built (D104)
-        if staged:  # timed with the controller (D129): kaleido_dcore_stage's done on the array's clock; the
+        if delta:  # timed with the controller (D129, D137): kaleido_dcore(_stage)'s done on the array's clock; the
             # back-pressure's keys where it is modelled, as `held_done`'s detail (else `ways_done`'s)
             bp = cfg.dcore_fifo_per_port or cfg.dcore_count_banks
             core = {k: int(port["core"][k]) for k in ("done", "ahead", "bypass")
                     + (("held", "fifo_max", "frozen") if bp else ())}
             comb = max(0, core["done"] - int(cycles))
         else:
-            comb, core = _rtl_combine(cfg, delta, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb,
-                                      n_groups, walk, (ways, np.concatenate(rways)) if delta else None)
+            comb, core = _rtl_combine(cfg, sched, rows, cycles, [len(t[0]) for t in tiles], op.M, n_cb,
+                                      n_groups), None
     else:
         comb, core = combine_stall(adds, pools, cycles, cfg), None
     return {"s_seq": s_seq, "rows": rows, "cycles": cycles, "drain": stall, "combine": comb,
             "fifo_bypass": None if core is None else core["bypass"], "core": core,
             "chunk_frames": fw, "band_tiles": tiles, "delta": delta, "col_blocks": s,
             "chunks": chunks, "staged": staged, "slices": None if cols is None else (groups, cols),
-            "port_weights": None if port is None or staged else port["weights"],
-            "port_reads": None if port is None or staged else port["reads"],
+            "port_weights": None if port is None or delta else port["weights"],
+            "port_reads": None if port is None or delta else port["reads"],
             # what the cost charges of kaleido_daccel_stage's run (`sim.cost.compact_actions`, D127)
             "stage_run": {k: port[k] for k in ("reads", "fill_reads")}
             if staged else None,
@@ -370,6 +387,33 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
                          n, banks, local=local, ring=ring)
     except ValueError as err:
         raise SimError(f"{cfg.name}: {err}") from None
+    out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
+                                           "accel_done")}
+    return out
+
+
+def _issued_run(s_seq, rows, group, rounds, groups, cfg: AcceleratorConfig, core: tuple, queue: tuple | None = None,
+                lanes: int = 32) -> dict:
+    """``kaleido_dcore`` on ``kaleido_daccel_gate`` as one op's band-tiles run on it (docs/decisions.md D137):
+    `sim.timing.delta_core.issue_core`, the controller's list schedule (`sim.timing.delta_accel.AccelRun`, ``2 B``
+    staging entries as `hw.rtl` builds it, ``lanes`` X lanes, `hw.delta_accel.LANES` = 32 restated as
+    `sim.cost.controllers.LANES`) stepped with the core, each take asked of the issue gate, its descriptors from
+    ``kaleido_dqueue`` (``queue``: `sim.timing.delta_core.queue_scan`'s steps, as `hw.rtl` builds it; None: from the
+    host's list, the read-ahead's freshness: the first take at cycle 1), the row FIFO ``dcore_fifo_per_port`` x d entries (0:
+    the array never held), the gate's bound and the count banks ``dcore_count_banks`` (0: as many banks as segments,
+    no take held). ``s_seq``, ``rows``, ``group`` (each band-tile's group, an index into ``groups``), ``rounds`` (its
+    gather rounds): int ``[T]`` per band-tile in issue order; ``core``: ``(walk, W, row ways)`` as `_staged_run`'s.
+    Returns `issue_core`'s dict (``band``, ``first``, ``last``, ``gather``: cycle 0 the cycle after ``start``) with
+    the core's keys under ``"core"`` (``done`` counted from ``start``, on the array's clock)."""
+    from sim.timing.delta_core import core_d_buffers, issue_core
+
+    (tile_seg, seg_len, nb), W, rw = core  # noqa: N806
+    widths = np.array([k1 - k0 for k0, k1, _ in groups], dtype=np.int64)
+    banks = cfg.dcore_count_banks or max(nb, 1)
+    out = issue_core(s_seq, rows, widths[np.asarray(group, dtype=np.int64)], rounds, cfg, 2 * cfg.compact_bands,
+                     lanes, tile_seg, rw, seg_len, tile_seg is not None, W,
+                     cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None, banks, core_d_buffers(cfg), banks,
+                     queue)
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
                                            "accel_done")}
     return out
@@ -456,84 +500,35 @@ def _dcore_segments(chunks: list, grid, cfg: AcceleratorConfig, fw: int, s: int,
     return np.concatenate(out).astype(np.int64), np.asarray(seg_len * len(chunks), dtype=np.int64), nseg * len(chunks)
 
 
-def _rtl_combine(cfg: AcceleratorConfig, delta: bool, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
-                 M: int, n_cb: int, n_groups: int, walk: tuple | None = None,  # noqa: N803
-                 ways: tuple | None = None) -> tuple[int, dict | None]:
-    """Cycles the combine stage as built in RTL adds beyond the array's ``cycles`` (``combine_timing = "rtl"``,
-    docs/decisions.md D104), and for delta the core's per-op detail (None for compact): the ``detail=True`` dict of
-    the one `sim.timing.delta_core.held_done` or `ways_done` call that times it, plain ints (cycles on the array's
-    clock, counts): ``done`` (the core's; the stall returned is ``done`` less ``cycles``, at least 0), ``ahead``,
-    ``bypass`` (the rows popped from ``kaleido_dcore``'s row FIFO the cycle after their write, which D118's bypass
-    keeps out of the FIFO's macros) and, with back-pressure
-    (`held_done`), ``held`` (cycles the issue was held), ``frozen`` (cycles the array was held) and ``fifo_max``
-    (the row FIFO's most entries). From the model's band schedule ``sched`` (`band_schedule`: band, first, last per
-    band-tile in issue order) and valid rows ``rows``; ``per_batch``: band-tiles per batch element (compact: one
-    column block's, issued ``n_cb`` times); ``n_groups``: a token's commands per column block on one way (delta:
-    axis classes; compact: groups). The controllers' own overheads (D97's queue scan) are not counted: the
-    array is the model's, its last row leaving at ``cycles``, which stands for the controller's ``done``. A staged
-    op (``kaleido_dcore_stage``, D119) is not timed here since D129: its controller and core run together
-    (`sim.timing.delta_core.stage_core`, `_staged_run`), its issue hold as built.
-
-    - delta (``kaleido_dcore``, D95, D104, D107, D108): every drained row (a cycle's rows in band-tile order)
-      through the core's accumulate ways (``ways``: ``(W, each issued row's way)``, `_row_ways`; W the core's
-      default, `sim.timing.delta_core.core_ways`); where the op issues segment by segment (``walk``,
-      `_dcore_segments`: D84's chunk-major order, sliced or not, D119; or s = 1) each (chunk, column block) segment is
-      walked once whole (descriptors 2 cycles before their band-tiles' first slots), else one walk over all
-      segments after the last row; the batch's elements as one run of segments. Timed by
-      `sim.timing.delta_core.ways_done`, `core_schedule`'s rule cycle by cycle (the pop's way conflicts and the
-      head's gate, a row of the walked segment's parity waiting, have no closed form: `blocks_done` leaves the
-      gate out). Back-pressure (docs/decisions.md D116, `sim.timing.delta_core.held_done`): the array runs a cycle
-      only while the row FIFO (``dcore_fifo_per_port`` x d entries) has d free, and a band-tile issues only when
-      its segment is fewer than ``dcore_count_banks`` past the walked one; a held cycle moves the array's later
-      events (a held issue: that band-tile's and the later ones'), so the stall includes the array's. 0 for either field drops that rule (the
-      what-if before D116: the FIFO as deep and a count bank per segment as the op needs);
-    - compact (``kaleido_ccore``, D104): per (batch element, column block) in issue order, a walk of ``M``
-      tokens of ``ceil(G / W)`` commands once the block is whole (`sim.timing.compact_accel.core_done`; a block's
-      first descriptor taken 2 cycles before its first slot, the gather keeping ahead)."""
+def _rtl_combine(cfg: AcceleratorConfig, sched: tuple, rows: np.ndarray, cycles: int, per_batch: list,
+                 M: int, n_cb: int, n_groups: int) -> int:  # noqa: N803
+    """Cycles compact's combine stage as built in RTL (``kaleido_ccore``, D104) adds beyond the array's ``cycles``
+    (``combine_timing = "rtl"``, docs/decisions.md D104), at least 0: per (batch element, column block) in issue
+    order, a walk of ``M`` tokens of ``ceil(G / W)`` commands once the block is whole
+    (`sim.timing.compact_accel.core_done`; a block's first descriptor taken 2 cycles before its first slot, the
+    gather keeping ahead). From the band schedule ``sched`` (band, first, last per band-tile in issue order) and
+    valid rows ``rows``; ``per_batch``: one column block's band-tiles per batch element (issued ``n_cb`` times);
+    ``n_groups``: a token's commands per column block on one way (its groups). The delta cores are timed with their
+    controllers since D129 (``kaleido_dcore_stage``: `sim.timing.delta_core.stage_core`, `_staged_run`) and D137
+    (``kaleido_dcore``: `sim.timing.delta_core.issue_core`, `_issued_run`), their issue holds as built."""
     from sim.timing.compact import drain_reads
     from sim.timing.compact_accel import core_done, core_ways
     from sim.timing.cycle_model import PIPELINE_CYCLES
-    from sim.timing.delta_core import core_d_buffers, held_done, ways_done
 
     band, first, last = sched
-    q = max(1, cfg.compact_bands // cfg.drain_rows_per_cycle)
     v = np.asarray(rows, dtype=np.int64)
     end = drain_reads(band, last, v, cfg) + cfg.array_cols + PIPELINE_CYCLES  # each band-tile's last row leaves
-    if delta:
-        starts = np.cumsum(v) - v
-        out = np.repeat(end - q * (v - 1), v) + q * (np.arange(int(v.sum()), dtype=np.int64) - np.repeat(starts, v))
-        tile_seg, seg_len, nb = walk
-        W, rw = ways  # noqa: N806
-        # each band-tile's desc_valid and the controller's done: the model's array stands for kaleido_daccel (its
-        # first slot 2 cycles after)
-        dsc, adone = first - 2, cycles
-        fifo = cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None
-        if fifo is not None or cfg.dcore_count_banks:  # back-pressure on the issue (D116), band-tile by band-tile
-            seg = tile_seg is not None
-            tsg = tile_seg if seg else np.zeros(len(v), dtype=np.int64)
-            got = held_done(out, np.repeat(tsg, v) if seg else None, rw, adone, seg, seg_len, (dsc, tsg, v),
-                            W, fifo, bool(cfg.dcore_count_banks), core_d_buffers(cfg), detail=True,
-                            banks=cfg.dcore_count_banks or max(nb, 1), ports=cfg.drain_rows_per_cycle)
-        elif tile_seg is not None:  # the core's rule cycle by cycle, as many count banks as segments (D108)
-            order = np.argsort(out, kind="stable")
-            descs = (dsc, tile_seg, v)
-            got = ways_done(out[order], np.repeat(tile_seg, v)[order], rw[order], adone, True, seg_len, descs, W,
-                            max(nb, 1), core_d_buffers(cfg), detail=True)
-        else:
-            got = ways_done(out, None, rw, adone, False, seg_len, None, W, buffers=core_d_buffers(cfg), detail=True)
-        done, core = got["done"], {k: int(v) for k, v in got.items()}
-    else:
-        nb = len(per_batch) * n_cb
-        last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
-        off = 0
-        for b, tb in enumerate(per_batch):
-            for c in range(n_cb):
-                if tb:
-                    last_row[b * n_cb + c] = int(end[off:off + tb].max())
-                    first_desc[b * n_cb + c] = int(first[off]) - 2
-                off += tb
-        done, core = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc)), None
-    return max(0, int(done) - int(cycles)), core
+    nb = len(per_batch) * n_cb
+    last_row, first_desc = np.full(nb, -1, dtype=np.int64), np.full(nb, -1, dtype=np.int64)
+    off = 0
+    for b, tb in enumerate(per_batch):
+        for c in range(n_cb):
+            if tb:
+                last_row[b * n_cb + c] = int(end[off:off + tb].max())
+                first_desc[b * n_cb + c] = int(first[off]) - 2
+            off += tb
+    done = core_done(cycles, M, -(-n_groups // core_ways(cfg)), (last_row, first_desc))
+    return max(0, int(done) - int(cycles))
 
 
 def simulate_op(op: OpRecord, grid, b_msb: int, cfg: AcceleratorConfig, theta_index: int = 0,

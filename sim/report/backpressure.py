@@ -3,9 +3,9 @@ delta organisation on `sim.report.organisations`' synthetic field (8 x 8 region)
 variant of the row FIFO's entries per drain port and the segment count banks (0 = no such rule), one JSON line each:
 total speedup and energy against dense, and per op name (its ops summed) the core's ``done``, the cycles the issue
 was held (``held``), the cycles the array was held (``frozen``), the largest ``ahead`` and ``fifo_max``: the per-op
-``core`` the model publishes (`sim.engines.model._rtl_combine`: `sim.timing.delta_core.held_done` / `ways_done`
-with ``detail`` on unstaged ops, `sim.timing.delta_core.stage_core` on staged ones since D129; ``held``, ``frozen``
-and ``fifo_max`` 0 where neither rule is on).
+``core`` the model publishes (`sim.timing.delta_core.issue_core` on unstaged ops since D137, before it `held_done` /
+`ways_done`; `sim.timing.delta_core.stage_core` on staged ones since D129; ``held``, ``frozen`` and ``fifo_max`` 0
+where neither rule is on).
 
     python -m sim.report.backpressure 0.8 0:0 8:8 0:8 64:8
     python -m sim.report.backpressure --preset tiny-8x8 --resolution 64x64x5 0.8 8:8

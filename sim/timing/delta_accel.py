@@ -73,7 +73,8 @@ class AccelRun:
     gather follow from the held one, as the RTL's do. Arguments as `accel_schedule`'s; ``gate``: the controller
     built with the issue gate (``DeltaAccel(issue_gate=True)``), whose take also needs the next descriptor's
     segment *fresh* (read the cycle before, `hw.delta_core.DeltaCore`'s ``gate_tok``): no take at cycle 0 from the
-    host list, a queue's descriptor taken no earlier than 2 cycles after its emission (1 without the gate).
+    host list; a queue's descriptor fresh the cycle it is shown, 1 after its emission (the gate reads the word the
+    queues load at the load, docs/decisions.md D137; D126 read the shown one: 2 after).
     Attributes after the takes: ``band``, ``first``, ``last``, ``gather`` int64 ``[T]`` and ``fresh`` (each
     band-tile's first cycle its descriptor is shown and fresh; with ``gate``)."""
 
@@ -108,7 +109,7 @@ class AccelRun:
             if self.emits[t] >= 0:  # the first descriptor of a band-tile: its emission
                 c_prev = max(c_prev + int(self.emits[t]) - i_prev, int(self.gather[t - 1]) if t else -1)
                 i_prev = int(self.emits[t])
-                fresh = max(fresh, c_prev + 2)
+                fresh = max(fresh, c_prev + 1)  # the gate reads the loaded word at the load (D137)
             g = max(g, c_prev + 1)
         if self.gate:
             g = max(g, fresh)
@@ -148,7 +149,8 @@ def _emit_of(queue, T):  # noqa: N803
     if int(np.sum(reps)) != T:
         raise ValueError(f"the queues hand out {int(np.sum(reps))} descriptors, the schedule has {T} band-tiles")
     out = np.full(T, -1, dtype=np.int64)
-    out[np.r_[0, np.cumsum(reps)[:-1]].astype(np.int64)] = step
+    if T:  # an op of no band-tiles: its queues emit nothing (D137: it indexed entry 0 of none)
+        out[np.r_[0, np.cumsum(reps)[:-1]].astype(np.int64)] = step
     return out
 
 

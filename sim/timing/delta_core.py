@@ -28,9 +28,10 @@ D95), cycle 0 the ``start`` cycle, after ``kaleido_daccel``'s rows (`sim.timing.
   ``core_schedule``'s ``gate``: the controller's schedule band-tile by band-tile (`IssueFeed`, `StageFeed`)
   co-simulated with the core's, a held take re-running the band choice and every later gather.
 
-`core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces calls only `ways_done`
-(``done``: `core_schedule`'s rule as a numba loop, on the core's W ways, docs/decisions.md D108), and only with
-``combine_timing = "rtl"`` (`sim.engines.model`, D104). `walk_done` and `blocks_done` are one way's ``done`` in closed
+`core_schedule` is plain Python (the RTL benches' sizes); the cycle model of whole traces (`sim.engines.model`, only
+with ``combine_timing = "rtl"``, D104) calls its numba loops: `issue_core` (``kaleido_dcore`` with the controller's
+schedule and issue gate in one pass, docs/decisions.md D137) and `stage_core` (``kaleido_dcore_stage``, D129);
+`ways_done` (D108) and `held_done` (D116) are the core alone on a given schedule. `walk_done` and `blocks_done` are one way's ``done`` in closed
 form (D104), `blocks_done` only where no row waits at the FIFO's head for its D buffer (at 480p rows do wait: the
 walk lags the array by many segments, D108).
 """
@@ -1667,3 +1668,365 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
         k += 1
     return (band, first, last, gather, late, reads, weights, deferred, fills[:nfill], fill_wait, fill_reads,
             start + seg_len[nseg - 1] + 4, ahead_, byp, H, fifo_max, frozen, over, tk, err)
+
+
+def issue_core(s_seq, rows, widths, rounds, cfg, entries: int, lanes: int, tile_seg, row_way, per_seg,
+               ordered: bool, ways: int, fifo: int | None, bound: int | None, buffers: int = 2,
+               banks: int = NB_BANKS, queue: tuple | None = None) -> dict:
+    """``kaleido_dcore`` with the issue hold (docs/decisions.md D126, D137): the unstaged controller
+    (`sim.timing.delta_accel.AccelRun`'s list schedule with ``gate=True``, ``kaleido_daccel_gate``) and the core
+    (`held_done`'s loop) stepped together in one numba pass, each take of the gather asked of the gate on the core's
+    walked segment of that cycle; equal key for key to `core_schedule` with ``gate=IssueFeed`` (tests/test_issue_core.py).
+    `stage_core`'s construction (D129) on the list schedule.
+
+    Args:
+        s_seq, rows, widths, rounds: int ``[T]`` per band-tile in issue order (slots, valid rows, its group's
+            channels, its gather rounds `sim.timing.delta_accel.gather_rounds`); cfg: B, d and C; entries: S, the
+            staging entries; lanes: P, the X lanes (`AccelRun`'s). The take: band-tile t no earlier than
+            `AccelRun.earliest` (its gather bounds and its freshness: cycle >= 1 for t = 0 from the host's list, else
+            its predecessor's gather + 2, with ``queue`` also its emission + 1) and, with ``ordered``, only while its
+            segment ordinal ``tile_seg[t]`` is fewer than ``bound`` (default ``banks``) past the walked one.
+        tile_seg: int ``[T]`` each band-tile's segment ordinal (None: all 0; without ``ordered`` it only numbers the
+            rows' D buffers and ``ahead``, as `core_schedule`'s ``seg`` False); row_way: int ``[rows]``
+            each row's accumulate way, band-tile by band-tile in issue order (drain order within one), or None (all
+            0); per_seg: int ``[segments]`` each segment's walk cycles; ordered: the op issues segment by segment
+            (``o_seg``; else the gate only waits for freshness and the walk for the whole op).
+        ways, buffers, banks: `held_done`'s; fifo: the row FIFO's entries (None: the array never held), d rows a
+            cycle (``cfg.drain_rows_per_cycle``) leave the array.
+        queue: the controller's band-tile queues (`sim.timing.delta_accel.queue_steps`' ``(step, reps, steps)``;
+            None: the host's list), as `AccelRun`'s.
+
+    Returns ``{"band", "first", "last", "gather"}`` (int64 ``[T]``, the gated controller's schedule, its cycle 0 the
+    cycle after ``start``) and the core's ``"done"``, ``"ahead"``, ``"bypass"``, ``"held"`` (cycles the gate held a
+    take), ``"fifo_max"``, ``"frozen"`` (cycles the array was held), ``"overflow"`` (a counted descriptor ``banks``
+    or more past the walk) and ``"accel_done"`` (the controller's ``done`` after the array's holds), plain ints,
+    counted from ``start``; with ``queue`` also ``"queue_done"`` (`sim.timing.delta_accel.queue_done`'s cycle, the
+    array's clock: cycle 0 the cycle after ``start``).
+
+    Raises:
+        ValueError: inconsistent sizes; RuntimeError: no end within a bound on the cycles (a deadlock) or a row's
+        cycle past the heap key's 31 bits."""
+    from sim.timing.delta_accel import _emit_of, gather_words
+
+    B, d, C = cfg.compact_bands, cfg.drain_rows_per_cycle, cfg.array_cols  # noqa: N806
+    a = [np.ascontiguousarray(x, dtype=np.int64) for x in (s_seq, rows, widths, rounds)]
+    T = len(a[0])  # noqa: N806
+    tseg = np.ascontiguousarray(tile_seg, dtype=np.int64) if tile_seg is not None else np.zeros(T, dtype=np.int64)
+    if any(len(x) != T for x in (*a, tseg)):
+        raise ValueError(f"every per band-tile field needs {T} entries")
+    n = int(a[1].sum())
+    rw = np.ascontiguousarray(row_way, dtype=np.int64) if row_way is not None else np.zeros(n, np.int64)
+    if len(rw) != n:
+        raise ValueError(f"row_way has {len(rw)} rows, the band-tiles {n}")
+    if n >= 1 << 32:
+        raise ValueError(f"{n} rows: the row heap keys hold 32 bits of row index")
+    if fifo is not None and fifo < d:
+        raise ValueError(f"fifo = {fifo}: fewer entries than the {d} rows a cycle can write")
+    emits = _emit_of(queue, T)
+    steps = int(queue[2]) if queue is not None else 0
+    off = np.zeros(T + 1, dtype=np.int64)
+    np.cumsum(a[1], out=off[1:])
+    rsg = np.repeat(tseg, a[1])
+    xw = gather_words(a[2], lanes)
+    ps = np.asarray(per_seg, dtype=np.int64)
+    q = max(1, B // d)
+    ctrl = int((a[3] * xw + 1).sum()) + int(np.maximum(a[0], 1).sum()) + n * q + steps + T * (B + 8)
+    limit = 64 * (n + int(ps.sum()) + 16 * T) + 10_000 + 4 * ctrl
+    cap = 1 << max(1, (max(64, 0 if fifo is None else int(fifo)) + 2 * int(ways) + d).bit_length())
+    out = _issue_core(a[0], a[1], a[3] * xw, B, max(1, d // B), q, int(entries),
+                      np.full(0, -1, np.int64) if emits is None else emits, emits is not None, steps, tseg, rsg, rw,
+                      off, ps, bool(ordered), int(ways), int(buffers), -1 if fifo is None else int(fifo), d,
+                      int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit)
+    band, first, last, gather, done, ahead, byp, held, fifo_max, frozen, over, tk, err, qd = out
+    if err:
+        raise RuntimeError(f"issue_core did not finish in {limit} cycles: a deadlock" if err == 1 else
+                           "issue_core: a row's cycle outgrew the heap key")
+    return {"band": band, "first": first, "last": last, "gather": gather, "done": int(done), "ahead": int(ahead),
+            "bypass": int(byp), "held": int(held), "fifo_max": int(fifo_max), "frozen": int(frozen),
+            "overflow": bool(over), "accel_done": int(tk), **({"queue_done": int(qd)} if queue is not None else {})}
+
+
+@numba.njit(cache=True)
+def _issue_core(s_seq, rows, gw, bands, ports_b, q, entries, emits, hasq, steps, tseg, rsg, rw, off, seg_len,  # noqa: C901
+                ordered, ways, nbuf_d, fifo, ports, nb, bound, C, nport, cap, limit):  # noqa: N803
+    """`issue_core`'s loop: `_held_done`'s core cycle by cycle (the array's part as `core_schedule`'s with ``gate``),
+    and on each cycle the array runs, `sim.timing.delta_accel.AccelRun`'s take of the next band-tile once its
+    `AccelRun.earliest` has come, asking the gate (`IssueFeed.run_cycle`). ``gw``: each band-tile's gather cycles
+    (rounds x X words)."""
+    T = s_seq.shape[0]  # noqa: N806
+    B = bands  # noqa: N806
+    band = np.full(T, -1, dtype=np.int64)
+    first = np.full(T, -1, dtype=np.int64)
+    last = np.full(T, -1, dtype=np.int64)
+    gather = np.full(T, -1, dtype=np.int64)
+    prev = np.full(B, -1, dtype=np.int64)  # AccelRun's state
+    free = np.full((B, ports_b), -(np.int64(1) << 40), dtype=np.int64)
+    count = np.zeros(B, dtype=np.int64)
+    g_end, c_prev, i_prev = -1, -1, -1
+    e_ok, e_g, e_cp, e_ip, e_fr = False, 0, 0, 0, 0  # the next band-tile's earliest, cached
+    maxend = -1
+    adone = 1 if T == 0 else -1
+    if T == 0 and hasq:
+        adone = steps + 2
+    # the core (`_held_done`'s state; the descriptors taken, their array cycle of desc_valid, counted from dqc)
+    nseg = seg_len.shape[0]
+    exp = np.zeros(nb, dtype=np.int64)
+    got = np.zeros(nb, dtype=np.int64)
+    used = np.empty(ways, dtype=rw.dtype)
+    heap = np.empty(1024, dtype=np.int64)
+    hm = 0
+    fq = np.empty(cap, dtype=np.int64)
+    fc = np.empty(cap, dtype=np.int64)
+    msk = cap - 1
+    nf = 0
+    due = np.zeros(T, dtype=np.int64)  # per taken band-tile the array cycle its desc_valid reaches the core
+    dqc = np.zeros(T, dtype=np.int64)  # ... and the core's cycle it did
+    pdh = 0  # band-tiles whose desc_valid reached the core
+    hi, anyd = 0, False
+    nw = rp = di = 0
+    s1a = s1n = s2a = s2n = 0
+    sg, walking, waiting, wend, start = 0, False, True, -1, -1
+    ahead_ = byp = fifo_max = 0
+    ni = 0
+    H = 0  # noqa: N806
+    frozen, ar, nl = 0, 1, 0
+    tk = -1
+    over = False
+    k = 1
+    err = 0
+    while True:
+        if k > limit:
+            err = 1
+            break
+        while nl < nf and fc[nl & msk] <= k - 1:
+            nl += 1
+        if ni < T and not e_ok:  # AccelRun.earliest of band-tile ni
+            g = g_end + 1
+            if ni >= entries:
+                g = max(g, last[ni - entries] + 1)
+            e_fr = 1 if ni == 0 else gather[ni - 1] + 2
+            e_cp, e_ip = c_prev, i_prev
+            if hasq:
+                if emits[ni] >= 0:
+                    e_cp = max(e_cp + emits[ni] - e_ip, gather[ni - 1] if ni > 0 else -1)
+                    e_ip = emits[ni]
+                    e_fr = max(e_fr, e_cp + 1)
+                g = max(g, e_cp + 1)
+            e_g = max(g, e_fr)
+            e_ok = True
+        gpend = ordered and ni < T and pdh == ni and di == pdh and e_fr <= ar - 1 and tseg[ni] >= sg + bound
+        if ni < T or hm > 0 or tk < 0:
+            if fifo >= 0 and nl - rp + ports > fifo:
+                frozen += 1
+            else:
+                c = ar - 1  # the controller's cycle
+                if ni < T and e_g <= c:
+                    if ordered and tseg[ni] >= sg + bound:
+                        H += 1  # noqa: N806
+                    else:  # AccelRun.take(c) and IssueFeed.take's rows
+                        t = ni
+                        c_prev, i_prev = e_cp, e_ip
+                        e_ok = False
+                        g_end = c + gw[t]
+                        b = 0
+                        for j in range(1, B):
+                            if prev[j] < prev[b]:
+                                b = j
+                        base = max(prev[b], g_end + 2)
+                        kp = count[b] % ports_b
+                        lt = max(base + max(1, s_seq[t]), free[b, kp])
+                        free[b, kp] = lt + rows[t] * q
+                        band[t], first[t], last[t], gather[t] = b, base + 1, lt, c
+                        prev[b] = lt
+                        count[b] += 1
+                        port = b * ports_b + kp if B <= nport else b % nport
+                        phase = b // nport if B > nport else 0
+                        v = rows[t]
+                        end = lt + 1 + (phase - (lt + 1)) % q + (v - 1) * q
+                        maxend = max(maxend, end)
+                        if hm + v > heap.shape[0]:
+                            grown = np.empty(2 * (hm + v), dtype=np.int64)
+                            grown[:hm] = heap[:hm]
+                            heap = grown
+                        for j in range(v):
+                            kk = (end - q * (v - 1 - j) + C + 2) * nport + port
+                            if kk >= np.int64(1) << 31:
+                                err = 2
+                            hm = _heap_push(heap, hm, (kk << 32) | (off[t] + j))
+                        due[t] = ar + 1
+                        ni += 1
+                        if ni == T:  # IssueFeed.done: the last drain + C + 3, with the queues their done + 2
+                            adone = maxend + C + 3
+                            if hasq:
+                                adone = max(adone, max(c_prev + steps - i_prev, c + 1) + 2)
+                # the core's array part (`core_schedule` with gate): descriptors at desc_valid, rows leaving now
+                while pdh < ni and due[pdh] <= ar:
+                    dqc[pdh] = k
+                    pdh += 1
+                while hm > 0 and ((heap[0] >> 32) // nport) <= ar:
+                    x, hm = _heap_pop(heap, hm)
+                    if nf - min(s2a, rp) >= cap:
+                        fq, fc = _ring_grow(fq, fc, min(s2a, rp), nf, cap)
+                        cap *= 2
+                        msk = cap - 1
+                    fq[nf & msk] = x & 0xFFFFFFFF
+                    fc[nf & msk] = ((x >> 32) // nport) + k - ar
+                    nf += 1
+                if ni == T and tk < 0 and adone <= ar:
+                    tk = adone + k - ar
+                ar += 1
+        if err:
+            break
+        tin = tk >= 0
+        while nw < nf and fc[nw & msk] + 2 <= k:
+            nw += 1
+        fifo_max = max(fifo_max, nl - rp)
+        bank = sg % nb
+        if ordered:
+            whole = ((tin and tk <= k) or (anyd and hi > sg) or gpend) and exp[bank] == got[bank]
+        else:
+            whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
+        par = sg % nbuf_d
+        gate = walking or (waiting and whole)
+        q0 = fq[rp & msk]
+        blocked = rp < nw and rsg[q0] % nbuf_d == par and gate
+        npop = 0
+        if rp < nw and not blocked:
+            r = rp
+            while r < nw and r < rp + ways:
+                qq = fq[r & msk]
+                if rsg[qq] % nbuf_d == par and gate:
+                    break
+                dup = False
+                for u in range(npop):
+                    if used[u] == rw[qq]:
+                        dup = True
+                if dup:
+                    break
+                used[npop] = rw[qq]
+                if fc[r & msk] + 2 == k:
+                    byp += 1
+                npop += 1
+                r += 1
+        go = waiting and whole
+        if go:
+            for r in range(s1a, s1a + s1n):
+                if rsg[fq[r & msk]] % nbuf_d == par:
+                    go = False
+            for r in range(s2a, s2a + s2n):
+                if rsg[fq[r & msk]] % nbuf_d == par:
+                    go = False
+        for r in range(s2a, s2a + s2n):
+            b2 = rsg[fq[r & msk]] % nb
+            if not (go and b2 == bank):
+                got[b2] += 1
+        while di < pdh and dqc[di] + 1 <= k:
+            b2 = tseg[di] % nb
+            if not (go and b2 == bank):
+                exp[b2] += rows[di]
+            anyd = True
+            dsg = tseg[di]
+            hi = max(hi, dsg)
+            ahead_ = max(ahead_, dsg - sg)
+            over = over or (ordered and dsg >= sg + nb)
+            di += 1
+        if go:
+            exp[bank] = 0
+            got[bank] = 0
+        s2a, s2n = s1a, s1n
+        s1a, s1n = rp, npop
+        rp += npop
+        if walking and k == wend:
+            if sg == nseg - 1:
+                break
+            sg += 1
+            if ordered:
+                walking, waiting = False, True
+            else:
+                wend = k + seg_len[sg]
+                start = k
+        elif go:
+            walking, waiting, wend = True, False, k + seg_len[sg]
+            start = k
+        k += 1
+    qd = max(c_prev + steps - i_prev, gather[T - 1] + 1) if hasq and T > 0 else steps  # `queue_done`
+    return (band, first, last, gather, start + seg_len[nseg - 1] + 4, ahead_, byp, H, fifo_max, frozen, over, tk,
+            err, qd)
+
+
+def queue_scan(dec, grid, R: int, brows: int, fw: int, n_cb: int, s: int, chunk_major: bool,  # noqa: N803
+               lanes: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """`sim.timing.delta_accel.queue_steps` without ``replay`` and ``reach`` (``kaleido_dqueue`` as ``kaleido_daccel``
+    builds it, D93: scan steps of ``lanes`` positions, default ``brows``), compiled (numba) for the cycle model's whole
+    ops (docs/decisions.md D137); the same ``(step, reps, steps)`` (tests/test_issue_core.py).
+
+    Args:
+        dec: int ``[F H W, G]`` decisions (COMPUTE 0, PARTIAL 1, REUSE 2); grid ``(F, H, W)``; R, brows (R / B), fw,
+            n_cb, s, chunk_major: `queue_steps`'."""
+    F, H, W = grid  # noqa: N806
+    d = np.ascontiguousarray(dec, dtype=np.int8)
+    step, reps, n, e = _queue_scan(d, int(F), int(H * W), int(R), int(brows), int(fw), int(n_cb), int(s),
+                                   bool(chunk_major), int(lanes or brows))
+    return step[:e], reps[:e], int(n)
+
+
+@numba.njit(cache=True)
+def _queue_scan(dec, F, hw, R, brows, fw, n_cb, s, cm, V):  # noqa: N803, C901
+    """`queue_scan`'s loop, `queue_steps`' statement for statement (its plain path)."""
+    G = dec.shape[1]  # noqa: N806
+    cap = 1024
+    step = np.empty(cap, dtype=np.int64)
+    reps = np.empty(cap, dtype=np.int64)
+    e = 0
+    n = 0
+    qn = np.zeros((G, 2), dtype=np.int64)
+    c0 = 0
+    while c0 < n_cb:
+        k = min(s, n_cb - c0)
+        r_out = 1 if cm else k
+        for p0 in range(0, hw, R):
+            p1 = min(p0 + R, hw)
+            for fc0 in range(0, F, fw):
+                for _rep in range(k if cm else 1):
+                    qn[:, :] = 0
+                    for f in range(fc0, min(fc0 + fw, F)):
+                        for g in range(G):
+                            for kind in range(2):
+                                for p in range(p0, p1, V):
+                                    cnt = 0
+                                    for t in range(f * hw + p, f * hw + min(p + V, p1)):
+                                        if dec[t, g] == kind:
+                                            cnt += 1
+                                    qn[g, kind] += cnt
+                                    if qn[g, kind] >= brows:
+                                        qn[g, kind] -= brows
+                                        if e == cap:
+                                            cap *= 2
+                                            ns = np.empty(cap, dtype=np.int64)
+                                            nr = np.empty(cap, dtype=np.int64)
+                                            ns[:e] = step[:e]
+                                            nr[:e] = reps[:e]
+                                            step, reps = ns, nr
+                                        step[e] = n
+                                        reps[e] = r_out
+                                        e += 1
+                                    n += 1
+                    for g in range(G):
+                        rest = qn[g, 0] + qn[g, 1]
+                        m = (1 if rest > 0 else 0) + (1 if rest > brows else 0)
+                        for _ in range(m):
+                            if e == cap:
+                                cap *= 2
+                                ns = np.empty(cap, dtype=np.int64)
+                                nr = np.empty(cap, dtype=np.int64)
+                                ns[:e] = step[:e]
+                                nr[:e] = reps[:e]
+                                step, reps = ns, nr
+                            step[e] = n
+                            reps[e] = r_out
+                            e += 1
+                            n += 1
+                        if rest == 0:
+                            n += 1
+        c0 += k
+    return step, reps, n, e

@@ -1292,16 +1292,24 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
             "o_seg": int(seg), "o_fw": fw, "o_nfc": nfc, "o_s": s,
             "o_sbase": sum(segment_base(c, s, n_cb, nch) << core.ob * c for c in range(n_cb)),
             "o_sk": sum(min(s, n_cb - c // s * s) << kw * c for c in range(n_cb)),
-            **({"o_local": int(local), "o_slots": _op_slots(core, A, fw, sz["d_depth"]) if local else 1}
+            **({"o_local": int(local), "o_slots": op_slots(core, A, fw) if local else 1}
                if core.seg_local else {})}
 
 
-def _op_slots(core: DeltaCore, A: int, fw: int, d_words: int) -> int:  # noqa: N803
-    """A segment-local op's ``o_slots`` (docs/decisions.md D138): `sim.timing.delta_core.segment_slots` of the
-    core's n D buffers of ``d_words`` words, a segment's ``W ceil(A fw R / W)`` words, capped at ``core.slot_cap``."""
+def op_slots(core: DeltaCore, A: int, fw: int) -> int:  # noqa: N803
+    """A segment-local op's ``o_slots`` (docs/decisions.md D138; `core_ports` sets it): `sim.timing.delta_core.
+    segment_slots` of the core's n D buffers (`hw.delta_combine.delta_combine_sizes`' ``d_depth`` words each)
+    against a segment's ``W ceil(A fw R / W)`` words (A axis classes, ``fw`` frames a chunk), capped at
+    ``core.slot_cap`` (`NB_BANKS`, or an ``issue_bound`` given to the core). The issue hold's bound and the pop's
+    wait for the op are this count.
+
+    Raises:
+        ValueError: the segment exceeds a D buffer."""
+    from hw.delta_combine import delta_combine_sizes
     from sim.timing.delta_core import segment_slots
 
     W, R = core.ways, core.cfg.array_rows  # noqa: N806
+    d_words = delta_combine_sizes(core.cfg, W, core.out_ways, core.d_buffers)["d_depth"]
     return segment_slots(core.d_buffers, d_words, W * -(-(A * fw * R) // W), core.slot_cap)
 
 

@@ -188,14 +188,16 @@ def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> Iss
 
 
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False, bound=None, feed=None):
+          local=False, bound=None, feed=None, slots=None):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
     built with ``array_hold``, D123) `core_schedule`'s array hold on ``fifo`` entries and d rows a cycle (``row_tile``
     each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
     the held cycles; ``local``: the core's segment-local D addresses (D125: the model's ways, its wait, the commands'
-    D address the token's `segment_slot`). Returns the schedule."""
+    D address the token's `segment_slot`; ``slots``: D138's segment-slot ring, the wait on it and the address a
+    sub-slot ``(k div buffers) mod ceil(slots / buffers)`` of ``A fw R`` words above, k the walked segment). Returns
+    the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
@@ -205,13 +207,13 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
         gate = feed or gate_feed(cfg, case, op, queue, fw, s, ways, local)
         bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if hold else {}
         sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw, s, ways, None,
-                            out_ways, buffers, **bp, local=local, gate=gate, bound=bound)
+                            out_ways, buffers, **bp, local=local, gate=gate, bound=bound, slots=slots)
         rows, done = sch["out"], sch["accel_done"]
     else:
         rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
         bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
         sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                            way[0] if way else None, out_ways, buffers, **bp, local=local)
+                            way[0] if way else None, out_ways, buffers, **bp, local=local, slots=slots)
     if hold:
         rows, done = sch["out"], sch["accel_done"]
         assert got.held == sch["frozen"]
@@ -236,6 +238,9 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
         if local:  # the bench's (a M + t) n_cb + cb to the token's slot in its segment's buffer (way low already)
             a, t = divmod(c["c_daddr"] // n_cb, M)
             c["c_daddr"] = int(segment_slot(t, a, case.grid, cfg.array_rows, fw or case.grid[0]))
+            if slots:  # D138: segment k's sub-slot in buffer k mod n, A fw R words each
+                sub = where[(c["_token"], c["_cb"])] // buffers % -(-slots // buffers)
+                c["c_daddr"] += sub * A * (fw or case.grid[0]) * cfg.array_rows
         else:
             c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
     assert len(got.cmds) == len(prog)

@@ -188,7 +188,7 @@ def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> Iss
 
 
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False, bound=None, feed=None, slots=None):
+          local=False, bound=None, feed=None, slots=None, slot_cap=8):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
@@ -196,13 +196,22 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
     the held cycles; ``local``: the core's segment-local D addresses (D125: the model's ways, its wait, the commands'
     D address the token's `segment_slot`; ``slots``: D138's segment-slot ring, the wait on it and the address a
-    sub-slot ``(k div buffers) mod ceil(slots / buffers)`` of ``A fw R`` words above, k the walked segment). Returns
+    sub-slot ``(k div buffers) mod ceil(slots / buffers)`` of ``A fw R`` words above, k the walked segment; by
+    default with ``local`` the op's, by hand: ``min(slot_cap, buffers floor(D buffer words / A fw R))``, the count
+    banks 8 or the core's explicit issue bound; the gate's ``bound`` is then the slots, as the core's). Returns
     the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     A = len(classes(case.groups))  # noqa: N806
+    if local and slots is None:  # D138: the op's segment slots, as the host sets o_slots
+        from hw.delta_combine import delta_combine_sizes
+
+        words = delta_combine_sizes(cfg, ways, out_ways, buffers)["d_depth"]
+        slots = min(slot_cap, buffers * (words // (A * (fw or case.grid[0]) * cfg.array_rows)))
+    if local and bound is not None:
+        bound = slots
     if bound is not None:  # the issue hold (D126): the controller's schedule co-simulated with the core's
         gate = feed or gate_feed(cfg, case, op, queue, fw, s, ways, local)
         bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if hold else {}
@@ -579,7 +588,7 @@ def test_dcore_issue_hold(ci, shape, chunk_major, opts, fifo, bound, kib):
     [got] = run_dcore(cfg, [job], fifo=fifo or 2 * FIFO, queues=queues, array_hold=fifo is not None,
                       issue_hold=True, **({"issue_bound": bound} if bound else {}), **opts)
     sch = check(cfg, job, queue, got, fifo or 2 * FIFO, ways=ways, out_ways=V, buffers=nbuf, hold=fifo is not None,
-                local=local, bound=n)
+                local=local, bound=n, slot_cap=bound or 8)
     assert sch["held"] > 0 and sch["ahead"] < n and not got.overflow
     if fifo is not None:
         assert got.held == sch["frozen"] > 0

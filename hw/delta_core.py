@@ -137,6 +137,14 @@ chunk, `chunk_words`, kept in the tile table) against ``j H W`` (``fw_max - 1`` 
 from its frame counter; a FIFO entry (its count bank in flops) pops only while its segment is fewer than n past the
 walked one (its buffer holds the earlier segment until that is walked). `core_schedule`'s ``local`` times it and
 refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
+*Segment-slot ring* (docs/decisions.md D138): a buffer holds ``k`` segments where they fit; the host sets ``o_slots``
+(`op_slots`: ``min(NB_BANKS, n floor(d_depth / A fw R))``), segment j accumulates into buffer j mod n (as before) at
+sub-slot ``(j div n) mod k``, ``k = ceil(o_slots / n)``, its slot ``((k' A + a) fw + f mod fw) R + t mod R`` (the
+base a multiple of ``A fw R``, unaligned: no power-of-two rounding, so no slot lost; the way ``u mod W`` unchanged as R
+is a multiple of W); the count stage computes ``k'`` (a constant division by n, residues mod 2 .. ``ceil(8 / n)``),
+kept in the tile table; the walk a sub-slot counter. An entry pops only while ``j < w_seg + o_slots`` and its buffer
+is not walked or about to be (the op's-address gate: a buffer's sub-slots share its macros' ports with the walk);
+the issue hold's bound for the op is ``o_slots``. ``o_slots = n`` is D132's core, cycle for cycle.
 
 **Issue hold** (``issue_hold``, docs/decisions.md D126; off by default here, on in `hw.rtl`'s ``kaleido_dcore`` and
 ``kaleido_dcore_stage`` (D129) and the compiled engine): the controller (``issue_gate``: ``kaleido_daccel_gate``) shows its
@@ -258,6 +266,8 @@ class DeltaCore(wiring.Component):
         issue_hold, issue_bound: the issue hold (module docstring, "Issue hold"; docs/decisions.md D126): the
             controller (built with ``issue_gate``) takes a descriptor only while its segment is fewer than
             ``issue_bound`` (default `NB_BANKS`, with ``seg_local`` n) past the walked one; not with ``front``.
+            With ``seg_local`` an op with ``o_local`` is bounded by its ``o_slots`` instead (docs/decisions.md D138),
+            which `core_ports` caps at ``issue_bound`` where one is given (``slot_cap``), else at `NB_BANKS`.
         array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
             controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Inline
             (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports

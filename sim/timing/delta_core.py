@@ -191,7 +191,8 @@ def core_seg_local(cfg) -> bool:
     it (docs/decisions.md D125, D132; `hw.delta_core.default_seg_local`, restated in plain Python): on a delta config
     with a weight stage and a difference-sum buffer (the staged core; the unstaged ``kaleido_dcore`` keeps the op's
     address, D132), `core_ways` W > 1 and ``array_rows`` a power of two (where the RTL builds it). The issue hold's
-    bound is then the D buffers n (`core_d_buffers`, D126), so no row waits for the segment-local rule."""
+    bound is then the op's segment slots (`segment_slots`, D138; D132: the D buffers n), so no row waits for the
+    segment-local rule."""
     staged = getattr(cfg, "organisation", "delta") == "delta" and bool(getattr(cfg, "diff_sram_kib", 0)) \
         and bool(getattr(cfg, "wstage_sram_kib", 0))
     r = cfg.array_rows

@@ -137,6 +137,14 @@ chunk, `chunk_words`, kept in the tile table) against ``j H W`` (``fw_max - 1`` 
 from its frame counter; a FIFO entry (its count bank in flops) pops only while its segment is fewer than n past the
 walked one (its buffer holds the earlier segment until that is walked). `core_schedule`'s ``local`` times it and
 refuses the orders that would deadlock it. Without ``o_local`` the op's address, as before.
+*Segment-slot ring* (docs/decisions.md D138): a buffer holds ``k`` segments where they fit; the host sets ``o_slots``
+(`op_slots`: ``min(NB_BANKS, n floor(d_depth / A fw R))``), segment j accumulates into buffer j mod n (as before) at
+sub-slot ``(j div n) mod k``, ``k = ceil(o_slots / n)``, its slot ``((k' A + a) fw + f mod fw) R + t mod R`` (the
+base a multiple of ``A fw R``, unaligned: no power-of-two rounding, so no slot lost; the way ``u mod W`` unchanged as R
+is a multiple of W); the count stage computes ``k'`` (a constant division by n, residues mod 2 .. ``ceil(8 / n)``),
+kept in the tile table; the walk a sub-slot counter. An entry pops only while ``j < w_seg + o_slots`` and its buffer
+is not walked or about to be (the op's-address gate: a buffer's sub-slots share its macros' ports with the walk);
+the issue hold's bound for the op is ``o_slots``. ``o_slots = n`` is D132's core, cycle for cycle.
 
 **Issue hold** (``issue_hold``, docs/decisions.md D126; off by default here, on in `hw.rtl`'s ``kaleido_dcore`` and
 ``kaleido_dcore_stage`` (D129) and the compiled engine): the controller (``issue_gate``: ``kaleido_daccel_gate``) shows its
@@ -269,6 +277,8 @@ class DeltaCore(wiring.Component):
         issue_hold, issue_bound: the issue hold (module docstring, "Issue hold"; docs/decisions.md D126): the
             controller (built with ``issue_gate``) takes a descriptor only while its segment is fewer than
             ``issue_bound`` (default `NB_BANKS`, with ``seg_local`` n) past the walked one; not with ``front``.
+            With ``seg_local`` an op with ``o_local`` is bounded by its ``o_slots`` instead (docs/decisions.md D138),
+            which `core_ports` caps at ``issue_bound`` where one is given (``slot_cap``), else at `NB_BANKS`.
         array_hold: the array hold (module docstring, "Array hold"; docs/decisions.md D116 item 1, D123): the
             controller runs a cycle only while the row FIFO has d free entries; adds the output ``run``. Inline
             (Amaranth's simulation) the controller is enabled by ``run`` (`EnableInserter`, its memories' ports
@@ -352,6 +362,13 @@ class DeltaCore(wiring.Component):
         #: The state buffer addressed per pool (docs/decisions.md D133): a carried value at its region's word over the
         #: walked group's column blocks (`hw.delta_combine.pool_state_words`), not at ``((a F + f) H W + p) n_cb + cb``.
         self.pool_state = pool_state
+        #: The segment-slot ring's cap (docs/decisions.md D138): with ``seg_local`` a local op's slots (``o_slots``,
+        #: `core_ports`) are at most this: `NB_BANKS` (the count banks), or an ``issue_bound`` given explicitly.
+        self.slot_cap = (NB_BANKS if issue_bound is None else issue_bound) if seg_local else 0
+        #: With ``seg_local``: the most segment slots one D buffer holds (``ceil(NB_BANKS / n)``), and the bits of a
+        #: slot's number within its buffer (D138: segment j in buffer j mod n at sub-slot ``(j div n) mod k``).
+        self.sub_max = -(-NB_BANKS // d_buffers) if seg_local else 1
+        self.subb = (self.sub_max - 1).bit_length()
         #: After elaboration: the FIFO banks' write and read enables (``"fifo_we"``, ``"fifo_re"``, d bits each).
         self.probes: dict = {}
         #: Bits of a segment's residue mod n (0 with n = 2: the count bank's bit 0 is it).
@@ -389,7 +406,7 @@ class DeltaCore(wiring.Component):
         #: With ``seg_local``: the chunk table also holds each token's chunk's first token ``(f div fw) fw H W``
         #: (tb bits above the chunk, `chunk_words`), kept in the tile table per band-tile.
         self.kbb = self.tb if seg_local else 0
-        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk + self.resb + self.kbb
+        self.entry_bits = 2 + self.cbb + acc.brows * self.tb + self.obk + self.resb + self.kbb + self.subb
         #: With ``seg_local``: the most frames a chunk whose segment one D buffer holds (``d_depth`` // R, at least
         #: 1; `core_ports` checks the op's): the accumulate side's ``fw_max - 1`` comparators a drain port.
         self.fw_max = max(1, min(acc.max_tokens, delta_combine_sizes(cfg, ways, out_ways, d_buffers)["d_depth"]
@@ -406,7 +423,7 @@ class DeltaCore(wiring.Component):
             "o_gclass": In(2 * G), "o_gxoff": In(unsigned(G * _bits(acc.KW))), "o_fused": In(1), "o_seg": In(1),
             "o_fw": In(range(acc.max_tokens + 1)), "o_nfc": In(range(acc.max_tokens + 1)), "o_s": In(range(acc.max_nb + 1)),
             "o_sbase": In(unsigned(acc.max_nb * self.ob)), "o_sk": In(unsigned(acc.max_nb * _bits(acc.max_nb + 1))),
-            **({"o_local": In(1)} if seg_local else {}),
+            **({"o_local": In(1), "o_slots": In(range(NB_BANKS + 1))} if seg_local else {}),
             "start": In(1), "busy": Out(1), "done": Out(1), "overflow": Out(1), **({"run": Out(1)} if array_hold else {}),
             "y_valid": Out(out_ways), "y_token": Out(unsigned(self.tb)), "y_cb": Out(unsigned(self.cbb)),
             "y_data": Out(unsigned(out_ways * C * cfg.acc_bits)),
@@ -496,6 +513,19 @@ class DeltaCore(wiring.Component):
             res_w = [d1_res]
         if self.seg_local:  # D125: the band-tile's chunk's first token, beside its ordinal
             res_w = [*res_w, chunks.rdata[self.chb:]]
+            # D138: the segment-slot ring; segment j in D buffer j mod n at sub-slot (j div n) mod k, k = ceil(slots
+            # / n) (the host's o_slots; a constant divider by n, then a mux of constant residues mod 2 .. k_max)
+            kslot = Signal(range(self.sub_max + 1), name="slot_k")
+            m.d.comb += kslot.eq(Array(Const(-(-v // self.d_buffers), kslot.shape())
+                                       for v in range(NB_BANKS + 1))[self.o_slots])
+            if self.subb:
+                d1_sub = Signal(self.subb, name="desc1_sub")
+                qd = d1_ord // self.d_buffers
+                sub = Const(0, self.subb)
+                for kv in range(2, self.sub_max + 1):
+                    sub = Mux(kslot == kv, qd % kv, sub)
+                m.d.comb += d1_sub.eq(sub)
+                res_w = [*res_w, d1_sub]
         tables = []
         for p in range(d):
             ports, mac = macro("1r1w", self.accel.max_tiles, self.entry_bits, instance=inst)
@@ -579,12 +609,16 @@ class DeltaCore(wiring.Component):
                 m.d.comb += [u.eq(a_cls * m_tok + tok), addr.eq(Cat(u[:lw], u[lw:] * self.o_ncb + cb))]
                 if self.seg_local:  # D125: o_local, the segment's slot (a fw + f mod fw) R + t mod R, way low
                     kb = e[2 + cbb + brows * tb + self.obk + self.resb:][:self.kbb]
+                    # D138: the segment's sub-slot in its buffer, a slot (classes fw R words) above
+                    sub_e = e[2 + cbb + brows * tb + self.obk + self.resb + self.kbb:][:self.subb] if self.subb \
+                        else Const(0, 1)
                     dl = Signal(tb + 1, name=f"row_dt{p}")  # t - the chunk's first token: (f mod fw) H W + p
                     m.d.comb += dl.eq(tok - kb)
                     fr = Signal(range(self.fw_max), name=f"row_fr{p}")  # f mod fw: the j H W it reaches
                     m.d.comb += fr.eq(sum((dl >= hw_ * j for j in range(1, self.fw_max)), Const(0, 1)))
-                    ul = Signal(range(MAX_CLASSES * self.fw_max * R + 1), name=f"row_ul{p}")
-                    m.d.comb += ul.eq((a_cls * self.o_fw + fr) * R + tok[:(R - 1).bit_length()])
+                    ul = Signal(range(self.sub_max * MAX_CLASSES * self.fw_max * R + 1), name=f"row_ul{p}")
+                    m.d.comb += ul.eq(((sub_e * self.o_classes + a_cls) * self.o_fw + fr) * R
+                                      + tok[:(R - 1).bit_length()])
                     with m.If(self.o_local):
                         m.d.comb += addr.eq(ul)
             slot = Signal(16, name=f"row_slot{p}")
@@ -739,6 +773,10 @@ class DeltaCore(wiring.Component):
         if self.seg_local:  # D125: the frame within the chunk, f - f0 (the slot's f mod fw)
             q["fr"] = Signal(range(self.fw_max), name="q_fr")
             m.d.sync += q["fr"].eq(f - f0)
+            # D138: the walked segment's sub-slot (w_seg div n) mod k, a counter stepped where its buffer wraps
+            w_sub = Signal(max(1, self.subb), name="w_sub")
+            q["sub"] = Signal(max(1, self.subb), name="q_sub")
+            m.d.sync += q["sub"].eq(w_sub)
         gcls = [self.o_gclass[2 * g:2 * g + 2] for g in range(G)]
         if V > 1:  # V lanes a step (D112)
             self._issue_lanes(m, cmb, seen, s2v, s2p, decs, lanes, q, gcls, m_tok, hw_)
@@ -839,6 +877,8 @@ class DeltaCore(wiring.Component):
                 with m.If(self.start):
                     if nb > 2:
                         m.d.sync += wres.eq(0)
+                    if self.seg_local:
+                        m.d.sync += w_sub.eq(0)
                     m.d.sync += [phase.eq(3 if self.front else 1), fin.eq(0), over.eq(0), wp.eq(0), rp.eq(0),
                                  waiting.eq(1), walking.eq(0), pool.eq(0), f.eq(0), i.eq(0), a.eq(0), x.eq(0),
                                  x0.eq(0), g0.eq(0), rp_.eq(0), fc.eq(0), sord.eq(0)]
@@ -867,6 +907,9 @@ class DeltaCore(wiring.Component):
                                              waiting.eq(more & self.o_seg)]
                                 if nb > 2:
                                     m.d.sync += wres.eq(Mux(wres == nb - 1, 0, wres + 1))
+                                if self.seg_local and self.subb:  # D138: the next buffer round's sub-slot
+                                    with m.If(wres == nb - 1):
+                                        m.d.sync += w_sub.eq(Mux(w_sub + 1 >= kslot, 0, w_sub + 1))
                                 with m.If(~last_rep):  # the chunk again, the group's next column block
                                     m.d.sync += [rp_.eq(rp_ + 1), f.eq(f0), x.eq(x0)]
                                 with m.Elif(~last_fc):  # the pool's next chunk of frames
@@ -918,7 +961,8 @@ class DeltaCore(wiring.Component):
         fresh, near = Signal(name="gate_fresh"), Signal(name="gate_near")
         dist = Signal(self.ob + 1, name="gate_dist")
         m.d.comb += [fresh.eq(ap.next_valid & s_v & (s_tok == n_tok)), dist.eq(seg_n - sord),
-                     near.eq(dist < self.issue_bound), ap.issue_ok.eq(fresh & (~self.o_seg | near))]
+                     near.eq(dist < (Mux(self.o_local, self.o_slots, self.issue_bound) if self.seg_local
+                                     else self.issue_bound)), ap.issue_ok.eq(fresh & (~self.o_seg | near))]
         pend = Signal(name="gate_pend")
         m.d.comb += pend.eq(fresh & self.o_seg & ~near & ~ap.desc_valid & ~d1_v)
         return pend
@@ -938,13 +982,15 @@ class DeltaCore(wiring.Component):
         da, daw = self.da, self.da - lw
         nb, rs = self.d_buffers, max(1, self.resb)
         gate = (headpar == wres) & (walking | (waiting & whole))
-        if bankb is not None:  # D125, o_local: an entry waits while its segment is n or more past the walked one
-            # (its buffer holds that earlier segment until it is walked), from the count banks: (bank - walked) mod 8
+        if bankb is not None:  # D125, o_local: an entry waits while its segment is o_slots or more past the walked
+            # one (its slot holds that earlier segment until it is walked; D138: o_slots segment slots, n with one a
+            # buffer), from the count banks: (bank - walked) mod 8; and, as with the op's address, while its buffer
+            # is walked or about to be (D138: a buffer's other slots share its ports with the walk)
             def waits(e_idx):
                 dist = Signal(self.obk, name=f"pop_dist{len(waits.made)}")
                 waits.made.append(dist)
                 m.d.comb += dist.eq(bankb.word_select(e_idx, self.obk) - sord[:self.obk])
-                return dist >= nb
+                return dist >= self.o_slots
             waits.made = []
         takes, ways_j, banks_j, pars_j, inas = [], [], [], [], []
         for j in range(W):
@@ -954,7 +1000,7 @@ class DeltaCore(wiring.Component):
             t = Signal(name=f"pop_take{j}")
             g_j = gate if j == 0 else (par_j == wres) & (walking | (waiting & whole))
             if bankb is not None:
-                g_j = Mux(self.o_local, waits(e[:qb]), g_j)
+                g_j = g_j | (self.o_local & waits(e[:qb]))
             if j == 0:
                 m.d.comb += t.eq((phase == 1) & (count != 0) & ~g_j)
             else:
@@ -1046,7 +1092,7 @@ class DeltaCore(wiring.Component):
         """The walk's D address with ``o_local`` (docs/decisions.md D125): lane ``lane``'s token's slot
         ``(a fw + f - f0) R + (t + lane) mod R`` (way low), `sim.timing.delta_core.segment_slot`."""
         R = self.cfg.array_rows  # noqa: N806
-        return (q["a"] * self.o_fw + q["fr"]) * R + (q["t"] + lane)[:(R - 1).bit_length()]
+        return ((q["sub"] * self.o_classes + q["a"]) * self.o_fw + q["fr"]) * R + (q["t"] + lane)[:(R - 1).bit_length()]
 
     def _regions(self, q, i, x, nblk, blk):
         """A carried value's word in a store of regions (docs/decisions.md D79's state-SRAM layout; D133's state buffer
@@ -1317,7 +1363,25 @@ def core_ports(core: DeltaCore, grid, groups, N: int, fused: bool = False, seg: 
             "o_seg": int(seg), "o_fw": fw, "o_nfc": nfc, "o_s": s,
             "o_sbase": sum(segment_base(c, s, n_cb, nch) << core.ob * c for c in range(n_cb)),
             "o_sk": sum(min(s, n_cb - c // s * s) << kw * c for c in range(n_cb)),
-            **({"o_local": int(local)} if core.seg_local else {})}
+            **({"o_local": int(local), "o_slots": op_slots(core, A, fw) if local else 1}
+               if core.seg_local else {})}
+
+
+def op_slots(core: DeltaCore, A: int, fw: int) -> int:  # noqa: N803
+    """A segment-local op's ``o_slots`` (docs/decisions.md D138; `core_ports` sets it): `sim.timing.delta_core.
+    segment_slots` of the core's n D buffers (`hw.delta_combine.delta_combine_sizes`' ``d_depth`` words each)
+    against a segment's ``W ceil(A fw R / W)`` words (A axis classes, ``fw`` frames a chunk), capped at
+    ``core.slot_cap`` (`NB_BANKS`, or an ``issue_bound`` given to the core). The issue hold's bound and the pop's
+    wait for the op are this count.
+
+    Raises:
+        ValueError: the segment exceeds a D buffer."""
+    from hw.delta_combine import delta_combine_sizes
+    from sim.timing.delta_core import segment_slots
+
+    W, R = core.ways, core.cfg.array_rows  # noqa: N806
+    d_words = delta_combine_sizes(core.cfg, W, core.out_ways, core.d_buffers)["d_depth"]
+    return segment_slots(core.d_buffers, d_words, W * -(-(A * fw * R) // W), core.slot_cap)
 
 
 def chunk_words(core: DeltaCore, grid, fw: int | None = None) -> list[int]:

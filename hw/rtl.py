@@ -243,7 +243,7 @@ _MODULES = {
     # fields) + the same command generation + kaleido_dcombine on its ways and lanes (configs with a weight stage),
     # on the same D buffers (D115) and FIFO bypass (D118) as kaleido_dcore; its issue hold by default (D129:
     # kaleido_daccel_stage_gate, the cycle model's sim.timing.delta_core.stage_core); its D buffers addressed per
-    # segment (D125, D132: default_seg_local, the issue hold's bound then the D buffers n).
+    # segment (D125, D132: default_seg_local), a ring of segment slots (D138: the issue hold's bound the op's o_slots).
     "dcore_stage": (DCORE_STAGE_MODULE_NAME, "Kaleido delta controller with its weight stage and combine stage: "
                     "kaleido_daccel_stage_gate + tile table + row FIFO + accumulate and output command generation "
                     "+ kaleido_dcombine on its accumulate ways and output lanes, the issue hold, final Y rows",
@@ -427,8 +427,9 @@ def organisation_note(cfg: AcceleratorConfig) -> str:
             lines.append("kaleido_dcore_stage: the same combine stage and both holds on kaleido_daccel_stage_gate "
                          "(the controller on the host's band-tile list with the weight stage, on kaleido_dtop_ext, "
                          "its take gated; D96-D100, D119, D129)"
-                         + (", its D buffers addressed per segment (a buffer holds one segment, the take held while "
-                            f"the next descriptor's segment is {default_d_buffers(cfg)} past the walk; D125, D132)"
+                         + (", its D buffers addressed per segment, a ring of segment slots (as many segments a "
+                            f"buffer as fit, at most 8, on its {default_d_buffers(cfg)} buffers; the take held while the "
+                            "next descriptor's segment is the op's slots past the walk; D125, D132, D138)"
                             if default_seg_local(cfg) else "") + ", combine "
                          f"{lanes} (the staged controller without the gate is built only by the compiled engine's "
                          "issue_hold=False)")

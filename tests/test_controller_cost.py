@@ -238,9 +238,10 @@ def test_register_banks_are_the_designs(name):
 def test_area_by_hand_and_what_is_new():
     """tiny-8x8 as delta (R = C = 8, B = 2, d = 2, G = 8, 256 tokens, K = 64, N = 256, a 1 KiB stage): staging 8
     macros (per band and band row) of S x XW = 4 x 2 words of 32 x 9 bits; no weight copy (the stage's one buffer);
-    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 52 (2 class + 5 column-block + 4 x 8
+    tables: the queues' 4 x 64 x 16 decisions, dcore's tile tables 2 x 1,024 x 54 (2 class + 5 column-block + 4 x 8
     token bits + 3 bits of the segment's count bank, D104, + 2 of its residue mod 3, D115, + 8 of the chunk's first
-    token, the staged core's segment-local D addresses, D125, the default since D132), row FIFO 2 x 8 x 237 (10
+    token, the staged core's segment-local D addresses, D125, the default since D132, + 2 of its sub-slot, 0 .. 2 =
+    ceil(8 / 3) - 1, D138's segment-slot ring), row FIFO 2 x 8 x 237 (10
     address: the way's bit and 9 in the way, D107, + 3 bank + 8 x 28), seen bits 6 x 512 (a bank per D buffer, D104,
     3 since D115, and per way of d = 2, D108), decision copies 2 x 256 x 16 (on V = 2 lanes 2 x 2 banks of 128,
     D112), token chunks 256 x 16 (8 chunk bits, D104, and 8 of the chunk's first token, D125, D132) and the issue
@@ -250,7 +251,7 @@ def test_area_by_hand_and_what_is_new():
     um = 1e-6
     assert b["ctrl_staging"] == pytest.approx(8 * 8 * 288 * tech.a("sram_bit") * um)
     assert b["ctrl_weight_copies"] == 0
-    tables = 4 * 64 * 16 + 2 * 1024 * 52 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 16 + 256 * 8
+    tables = 4 * 64 * 16 + 2 * 1024 * 54 + 2 * 8 * 237 + 6 * 512 + 2 * 256 * 16 + 256 * 16 + 256 * 8
     seen = controllers.part(cfg, "kaleido_dcore", "seen bits")
     assert (seen["count"], seen["depth"]) == (6, 512)
     assert b["ctrl_tables"] == pytest.approx(tables * tech.a("sram_bit") * um)
@@ -360,10 +361,10 @@ def test_controller_accesses_by_hand():
     assert a["ctrl_staging_write_bytes"] == 2 * 6 * 2 * 36 and a["ctrl_staging_read_bytes"] == 6 * 2 * 36
     # decisions (2 bytes a token): written once, read by 2 passes per column block
     assert a["ctrl_dec_bytes"] == 2 * 8 * (1 + 2)
-    # dcore: tile table entries of 52 bits (42 + the segment's residue mod 3, D115, + the chunk's first token's 8,
-    # segment-local D, D125, D132), written per band-tile (2) and read per drained row (6); row FIFO 237 bits in and
+    # dcore: tile table entries of 54 bits (42 + the segment's residue mod 3, D115, + the chunk's first token's 8,
+    # segment-local D, D125, D132, + its sub-slot's 2, D138), written per band-tile (2) and read per drained row (6); row FIFO 237 bits in and
     # out per row; decision copies: both written per token, both read per command (8 tokens x 1 class)
-    assert a["ctrl_tile_bytes"] == pytest.approx(52 / 8 * (2 + 6))
+    assert a["ctrl_tile_bytes"] == pytest.approx(54 / 8 * (2 + 6))
     assert a["ctrl_fifo_bytes"] == pytest.approx(237 / 8 * 2 * 6)
     assert a["ctrl_copy_bytes"] == 2 * 2 * (8 + 8)
     # registers: the entry (its fields but the X offsets and tokens: nrows 3, ncomp 3, width 7, paired 1, cb 5,

@@ -345,13 +345,17 @@ def test_dcore_stage_engine_staged_ops(dstage):
     ops = [CoreOp(s.orig.X, s.orig.W, s.orig.grid, s.orig.groups, s.orig.decisions, s.orig.x_unsigned, False,
                   (s.fw, s.s, True)) for s in sops]
     runs = eng.run(ops)
+    slots = []
     for sop, op, run in zip(sops, ops, runs, strict=True):
         case = sop.case
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sl = _slots_by_hand(cfg, case, sop.fw)
+        slots.append(sl)
         sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
                             None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=eng.core.fifo, ports=2,
-                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=3)  # the array hold on
-        # hw.rtl's FIFO (D123), the gate's bound n (D126), the D addresses and ways per segment (D125, D132)
+                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=sl, slots=sl)  # the array
+        # hold on hw.rtl's FIFO (D123), the D addresses and ways per segment (D125, D132), the gate's bound the op's
+        # segment slots (D126, D138)
         assert sch["fifo_max"] <= eng.core.fifo and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -359,8 +363,19 @@ def test_dcore_stage_engine_staged_ops(dstage):
         # the cycle model times the staged controller as built (docs/decisions.md D121): its op cycles (array +
         # combine stall, combine_timing = "rtl") are the core's done
         assert _model_done(cfg, op) == run.done
+    assert max(slots) > 3  # the ring past the n = 3 D buffers on some op (D138)
     with pytest.raises(RtlEngineError, match="kaleido_dcore_stage needs a delta config with a weight stage"):
         CoreEngine(load_config(COMPACT_TOML), stage=True)
+
+
+def _slots_by_hand(cfg, case, fw, buffers: int = 3) -> int:
+    """A segment-local op's segment slots (docs/decisions.md D138), by hand: ``min(8, n floor(D buffer words / A fw
+    R))`` (the 8 count banks; a D buffer's words `hw.delta_combine.delta_combine_sizes`' ``d_depth``)."""
+    from hw.delta_combine import delta_combine_sizes
+    from sim.timing.delta import classes
+
+    words = delta_combine_sizes(cfg, cfg.drain_rows_per_cycle, 1, buffers)["d_depth"]
+    return min(8, buffers * (words // (len(classes(case.groups)) * (fw or case.grid[0]) * cfg.array_rows)))
 
 
 def test_dcore_stage_engine_issue_hold():
@@ -387,7 +402,8 @@ def test_dcore_stage_engine_issue_hold():
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
         sch = core_schedule(None, None, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, None,
                             None, sop.fw, sop.s, 2, None, out_ways=2, buffers=3, fifo=4, ports=2,
-                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=1)  # seg_local (D132)
+                            local=True, gate=stage_feed(cfg, sop, 2, local=True), bound=1, slots=1)  # seg_local
+        # (D132), the explicit bound 1 caps the op's slots (D138)
         assert sch["ahead"] < 1 and not sch["overflow"]
         _check_rows(run, sop.orig, n_cb, cfg.array_cols, sch["rows"], sch["done"])
         want = eng.expected(op)
@@ -482,11 +498,12 @@ def test_dcore_engine_segment_local_d_addresses():
         assert walk[0]  # segment by segment: o_local
         _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        # the issue hold on the bound n = 3 (D126): the controller's schedule co-simulated with the core's
+        # the issue hold on the op's segment slots (D126, D138): the controller's schedule co-simulated with the core's
         assert eng.core.issue_hold and eng.core.issue_bound == 3
+        sl = _slots_by_hand(cfg, case, fw)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
                             descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
-                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=3)
+                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=sl, slots=sl)
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
     # the op's address (D122's): the same ops cut into more pieces, or refused
     opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold",

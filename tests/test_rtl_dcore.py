@@ -221,7 +221,7 @@ def gate_feed(cfg, case, op, queue, fw=None, s=None, ways=1, local=False) -> Iss
 
 
 def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffers=2, hold=False, row_tile=None,
-          local=False, bound=None, feed=None, pool=False):
+          local=False, bound=None, feed=None, pool=False, slots=None, slot_cap=8):
     """``got`` (`tests.rtl.dcore_bench.run_dcore`'s run of ``job``) against the golden model, `core_schedule` fed by
     the controller's model (``model``: `_model`'s result for another controller, the staged one's, else `_model`)
     on ``buffers`` D buffers (D115) and the bench program's commands (module docstring); with ``hold`` (the core
@@ -229,23 +229,33 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
     each row's band-tile, default `row_tiles`): the rows' and the controller's ``done`` cycles after the holds and
     the held cycles; ``local``: the core's segment-local D addresses (D125: the model's ways, its wait, the commands'
     D address the token's `segment_slot`); ``pool``: the core's state buffer per pool (D133: the commands' carried-store
-    addresses `pool_store`'s). Returns the schedule."""
+    addresses `pool_store`'s); ``slots``: D138's segment-slot ring, the wait on it and the address a sub-slot
+    ``(k div buffers) mod ceil(slots / buffers)`` of ``A fw R`` words above, k the walked segment; by default with
+    ``local`` the op's, by hand: ``min(slot_cap, buffers floor(D buffer words / A fw R))``, the count banks 8 or the
+    core's explicit issue bound; the gate's ``bound`` is then the slots, as the core's). Returns the schedule."""
     case, op, fused, _ports, (seg, fw, s) = job
     C, N = cfg.array_cols, case.W.shape[1]  # noqa: N806
     n_cb = -(-N // C)
     want = apply_decisions(case.X, case.W, case.grid, case.groups, case.decisions, 4)
     A = len(classes(case.groups))  # noqa: N806
+    if local and slots is None:  # D138: the op's segment slots, as the host sets o_slots
+        from hw.delta_combine import delta_combine_sizes
+
+        words = delta_combine_sizes(cfg, ways, out_ways, buffers)["d_depth"]
+        slots = min(slot_cap, buffers * (words // (A * (fw or case.grid[0]) * cfg.array_rows)))
+    if local and bound is not None:
+        bound = slots
     if bound is not None:  # the issue hold (D126): the controller's schedule co-simulated with the core's
         gate = feed or gate_feed(cfg, case, op, queue, fw, s, ways, local)
         bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if hold else {}
         sch = core_schedule(None, None, case.grid, n_cb, A, cfg.array_rows, seg, None, None, fw, s, ways, None,
-                            out_ways, buffers, **bp, local=local, gate=gate, bound=bound)
+                            out_ways, buffers, **bp, local=local, gate=gate, bound=bound, slots=slots)
         rows, done = sch["out"], sch["accel_done"]
     else:
         rows, done, (cyc, rsg, descs, *way) = model or _model(cfg, case, op, queue, fw, s, ways, local)
         bp = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle, "row_tile": row_tiles(cfg, case, op, queue) if row_tile is None else row_tile} if hold else {}
         sch = core_schedule(cyc, done, case.grid, n_cb, A, cfg.array_rows, seg, rsg, descs, fw, s, ways,
-                            way[0] if way else None, out_ways, buffers, **bp, local=local)
+                            way[0] if way else None, out_ways, buffers, **bp, local=local, slots=slots)
     if hold:
         rows, done = sch["out"], sch["accel_done"]
         assert got.held == sch["frozen"]
@@ -273,6 +283,9 @@ def check(cfg, job, queue, got, fifo=FIFO, ways=1, out_ways=1, model=None, buffe
         if local:  # the bench's (a M + t) n_cb + cb to the token's slot in its segment's buffer (way low already)
             a, t = divmod(c["c_daddr"] // n_cb, M)
             c["c_daddr"] = int(segment_slot(t, a, case.grid, cfg.array_rows, fw or case.grid[0]))
+            if slots:  # D138: segment k's sub-slot in buffer k mod n, A fw R words each
+                sub = where[(c["_token"], c["_cb"])] // buffers % -(-slots // buffers)
+                c["c_daddr"] += sub * A * (fw or case.grid[0]) * cfg.array_rows
         else:
             c["c_daddr"] = way_daddr(c["c_daddr"], n_cb, ways)
     assert len(got.cmds) == len(prog)
@@ -741,7 +754,7 @@ def test_dcore_issue_hold(ci, shape, chunk_major, opts, fifo, bound, kib):
     [got] = run_dcore(cfg, [job], fifo=fifo or 2 * FIFO, queues=queues, array_hold=fifo is not None,
                       issue_hold=True, **({"issue_bound": bound} if bound else {}), **opts)
     sch = check(cfg, job, queue, got, fifo or 2 * FIFO, ways=ways, out_ways=V, buffers=nbuf, hold=fifo is not None,
-                local=local, bound=n)
+                local=local, bound=n, slot_cap=bound or 8)
     assert sch["held"] > 0 and sch["ahead"] < n and not got.overflow
     if fifo is not None:
         assert got.held == sch["frozen"] > 0

@@ -273,6 +273,42 @@ def test_dcore_stage_segment_local(shape, ci, fifo, kib, gate):
     assert not got.overflow
 
 
+def test_dcore_stage_segment_slots():
+    # D138: the segment-slot ring on the staged core with the issue hold, slots > n: the "hand" score op (two axis
+    # classes, carried values in the state SRAM, 4 segments) on 16 KiB of difference sums: 3 D buffers of 194 words,
+    # a segment A fw R = 2 x 2 x 8 = 32 words, so 6 a buffer: slots min(8, 3 x 6) = 8, sub-slots ceil(8 / 3) = 3 a
+    # buffer (segment 3: buffer 0, sub-slot 1). Every Y row golden, its cycle and done against core_schedule(local,
+    # slots 8, gate=StageFeed, bound 8), every output command's D address the token's segment slot plus its
+    # sub-slot's A fw R words; the gate lets segment 3 go while 0 is walked (ahead 3), where on bound n = 3 it waited
+    # (the same model with slots 3: more cycles, the gate held)
+    from hw.delta_combine import delta_combine_sizes
+    from hw.delta_core import DeltaCore, core_ports
+
+    shape, ci, fifo = "8x8-B2-d2", "hand", 4
+    cfg = core_stage_cfg(shape, diff_kib=16)
+    sop = staged_op(_get(ci), cfg)
+    job = stage_job(cfg, sop, True)
+    w = cfg.drain_rows_per_cycle
+    opts = {"out_ways": w, "d_buffers": 3, "fifo_bypass": True}
+    A, fw = len(classes(sop.case.groups)), sop.fw or sop.case.grid[0]  # noqa: N806
+    words = delta_combine_sizes(cfg, w, w, 3)["d_depth"]
+    slots = min(8, 3 * (words // (A * fw * cfg.array_rows)))
+    assert (words, A * fw * cfg.array_rows, slots) == (194, 32, 8)
+    core = discard(DeltaCore(cfg, fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), seg_local=True,
+                             issue_hold=True, **opts))
+    assert core_ports(core, sop.case.grid, sop.case.groups, sop.case.W.shape[1], True, *job[4])["o_slots"] == slots
+    [got] = run_dcore(cfg, [job], fifo=fifo, queues=False, stage=True, max_k=MAX_K.get(ci), array_hold=True,
+                      seg_local=True, issue_hold=True, **opts)
+    sch = check(cfg, job, None, got, fifo, ways=w, out_ways=w, buffers=3, hold=True, local=True, bound=slots,
+                feed=stage_feed(cfg, sop, w, max_k=MAX_K.get(ci), local=True), slots=slots)
+    assert sch["ahead"] == 3 and not got.overflow
+    n_cb = -(-sop.case.W.shape[1] // cfg.array_cols)
+    on_n = core_schedule(None, None, sop.case.grid, n_cb, A, cfg.array_rows, True, None, None, fw, job[4][2], w, None,
+                         w, 3, fifo=fifo, ports=w, local=True, gate=stage_feed(cfg, sop, w, max_k=MAX_K.get(ci),
+                                                                                local=True), bound=3)
+    assert on_n["ahead"] == 2 and on_n["held"] > 0 and on_n["done"] > got.cycles
+
+
 def test_dcore_stage_refusals():
     from hw.delta_core import DeltaCore
 

@@ -33,11 +33,11 @@ CORE_KEYS = ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow"
 
 
 def _compare(cfg, args, sgs, rw, per_seg, ordered, ways, fifo, bound, buffers, where, banks=dc.NB_BANKS,
-             out_ways=1, walk=None, local=False):
+             out_ways=1, walk=None, local=False, slots=None):
     """`stage_core` against `core_schedule(gate=StageFeed(...))` on the same controller ``args`` (`stage_schedule`'s
     positional arguments through ``lanes``); ``walk``: `core_schedule`'s sizes ``(grid, n_cb, n_classes, R, fw, s)``,
     else the walk's segments are ``per_seg`` long (`segment_steps` replaced by steps of no rows). ``local``:
-    segment-local D addresses (D125, D132) in both; where the co-simulation refuses the order (a deadlock of the RTL,
+    segment-local D addresses (D125, D132) in both, on ``slots`` segment slots (D138; default ``buffers``); where the co-simulation refuses the order (a deadlock of the RTL,
     ValueError) `stage_core` must refuse it too: returns None then."""
     feed = StageFeed(args, {"early": True, "defer": "behind"}, sgs, rw, cfg)
     hold = {"fifo": fifo, "ports": cfg.drain_rows_per_cycle} if fifo else {}
@@ -45,13 +45,13 @@ def _compare(cfg, args, sgs, rw, per_seg, ordered, ways, fifo, bound, buffers, w
     rwc = np.concatenate([np.asarray(rw[t], dtype=np.int64)[:int(args[1][t])] for t in range(len(sgs))])
     try:
         want = core_schedule(None, None, *w[:4], ordered, None, None, *w[4:], ways, None, out_ways=out_ways,
-                             buffers=buffers, **hold, gate=feed, bound=bound, banks=banks, local=local)
+                             buffers=buffers, **hold, gate=feed, bound=bound, banks=banks, local=local, slots=slots)
     except ValueError as err:
         assert local and "deadlock" in str(err), (where, err)
         with pytest.raises(ValueError, match="deadlock"):
-            stage_core(*args, sgs, rwc, per_seg, ordered, ways, fifo, bound, buffers, banks, local=local)
+            stage_core(*args, sgs, rwc, per_seg, ordered, ways, fifo, bound, buffers, banks, local=local, slots=slots)
         return None
-    got = stage_core(*args, sgs, rwc, per_seg, ordered, ways, fifo, bound, buffers, banks, local=local)
+    got = stage_core(*args, sgs, rwc, per_seg, ordered, ways, fifo, bound, buffers, banks, local=local, slots=slots)
     got["gated"] = want["gated"]  # the co-simulation's rows waited at the head (not a stage_core key)
     for key in CORE_KEYS:
         assert got[key] == want[key], (where, key, got[key], want[key])
@@ -103,6 +103,10 @@ def test_stage_core_equals_the_cosimulation_on_the_benches_ops(run):
         got = _compare(cfg, args, sgs, rwl, per_seg, True, ways, fifo, b, buffers, (run, "local", b),
                        out_ways=out_ways, walk=(case.grid, n_cb, ncl, R, sop.fw, sop.s), local=True)
         assert got is not None and (b > buffers or got["gated"] == 0), (run, b)
+    # D138's segment-slot ring as built: 2 slots a buffer, the bound at the slots
+    got = _compare(cfg, args, sgs, rwl, per_seg, True, ways, fifo, 2 * buffers, buffers, (run, "slots"),
+                   out_ways=out_ways, walk=(case.grid, n_cb, ncl, R, sop.fw, sop.s), local=True, slots=2 * buffers)
+    assert got is not None, run
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[str(s) for s in SHAPES])
@@ -112,7 +116,7 @@ def test_stage_core_equals_the_cosimulation_many_seeds(shape, monkeypatch):
     monkeypatch.setattr(dc, "segment_steps", lambda *a: STEPS[0])
     cfg = _cfg(shape, delta_cfg, "delta")
     d = cfg.drain_rows_per_cycle
-    held = frozen = waited = refused = 0
+    held = frozen = waited = refused = ring = 0
     for seed in range(12):
         rng = np.random.default_rng([129, SHAPES.index(shape), seed])
         op, widths, scfg, f = _random_staged(rng, cfg, int(rng.integers(1, 81)), seed % 2 == 1)
@@ -140,8 +144,15 @@ def test_stage_core_equals_the_cosimulation_many_seeds(shape, monkeypatch):
         got = _compare(scfg, args, sgs, rw, per_seg, True, ways, fifo, bound, buffers, (seed, "local"), local=True)
         refused += got is None
         waited += got is not None and got["gated"] > 0
+        # D138's segment-slot ring: 2 slots a buffer, the bound at the slots as built (then only a buffer's walk
+        # holds a row: its other slot shares the buffer's ports)
+        sl = 2 * buffers
+        got = _compare(scfg, args, sgs, rw, per_seg, True, ways, fifo, sl, buffers, (seed, "slots"), local=True,
+                       slots=sl)
+        assert got is not None, (seed, "slots")  # no row ever waits for the slot's rule: no deadlock forms
+        ring += got["gated"] > 0
     assert held and frozen  # the gate held takes, the array was held
-    LOCAL[shape] = (waited, refused)
+    LOCAL[shape] = (waited, refused, ring)
 
 
 def test_stage_core_local_wait_binds_and_refuses_over_the_seeds():
@@ -150,11 +161,13 @@ def test_stage_core_local_wait_binds_and_refuses_over_the_seeds():
     co-simulation on both (asserted there)."""
     if len(LOCAL) < len(SHAPES):
         pytest.skip("needs the seeded test's shapes run first (the same session)")
-    assert sum(w for w, _ in LOCAL.values()) > 0 and sum(r for _, r in LOCAL.values()) > 0, LOCAL
+    assert sum(v[0] for v in LOCAL.values()) > 0 and sum(v[1] for v in LOCAL.values()) > 0, LOCAL
+    assert sum(v[2] for v in LOCAL.values()) > 0, LOCAL  # D138: rows held by their buffer's walk on the ring
 
 
 STEPS: list = [None]
-#: per shape of the seeded test: (ops where a row waited for the segment-local rule, ops refused as deadlocks)
+#: per shape of the seeded test: (ops where a row waited for the segment-local rule, ops refused as deadlocks, ops
+#: where a row waited on D138's ring of 2 slots a buffer)
 LOCAL: dict = {}
 
 
@@ -176,7 +189,11 @@ def test_stage_core_segment_local_wait_by_hand(monkeypatch):
     - Bound 2 = n (as hw.rtl builds it): band-tile 1's take is held from its fresh cycle 3 until w_seg = 1 (after
       k = 46): 43 held cycles, gathers 46, 48, first slots 53, 54 (words readable 50, 52; the bands' turns 51, 52),
       last 55, 56, rows out 66, 67 (acc 70, 71); segment 1 whole once band-tile 1's descriptor is counted (49), its
-      walk 49..50; segment 2 whole at 72, done 77; no row waits (gated 0), with or without ``local``."""
+      walk 49..50; segment 2 whole at 72, done 77; no row waits (gated 0), with or without ``local``.
+    - D138's ring, 2 slots a buffer (slots 4, bound 4): segment 2 is fewer than 4 past the walk, so row 1 does not
+      wait for its slot, only for its buffer's walk (segment 0, the same residue mod 2): at 24 segment 0 is not yet
+      whole (row 0 in stage 2), so row 1 pops at once, as with the op's address: start 27, acc 25, 26, 50, 21 cycles
+      gated (row 2 waits for segment 0's walk, its buffer's), done 56; the gate holds nothing (segments 0 .. 2)."""
     from tests.test_rtl_dstage import stage_cfg
 
     cfg = stage_cfg("8x8-B2-d2")
@@ -184,14 +201,15 @@ def test_stage_core_segment_local_wait_by_hand(monkeypatch):
             32)
     per_seg, sgs = [20, 1, 1], [0, 2, 2]
     monkeypatch.setattr(dc, "segment_steps", lambda *a: [[[] for _ in range(n)] for n in per_seg])
-    want = {(3, False): (27, [25, 26, 50], 21, 56, 0), (3, True): (26, [25, 49, 50], 23, 56, 0),
-            (2, False): (26, [25, 70, 71], 0, 77, 43), (2, True): (26, [25, 70, 71], 0, 77, 43)}
-    for (bound, local), (start, acc, gated, done, held) in want.items():
-        got = stage_core(*args, sgs, None, per_seg, True, 1, None, bound, 2, dc.NB_BANKS, local=local)
-        assert got["gather"].tolist() == ([1, 3, 5] if bound == 3 else [1, 46, 48])
-        assert got["last"].tolist() == ([10, 11, 14] if bound == 3 else [10, 55, 56])
-        assert (got["done"], got["held"], got["accel_done"]) == (done, held, 26 if bound == 3 else 68), (bound, local)
+    want = {(3, False, None): (27, [25, 26, 50], 21, 56, 0), (3, True, None): (26, [25, 49, 50], 23, 56, 0),
+            (2, False, None): (26, [25, 70, 71], 0, 77, 43), (2, True, None): (26, [25, 70, 71], 0, 77, 43),
+            (4, True, 4): (27, [25, 26, 50], 21, 56, 0)}
+    for (bound, local, slots), (start, acc, gated, done, held) in want.items():
+        got = stage_core(*args, sgs, None, per_seg, True, 1, None, bound, 2, dc.NB_BANKS, local=local, slots=slots)
+        assert got["gather"].tolist() == ([1, 3, 5] if bound != 2 else [1, 46, 48])
+        assert got["last"].tolist() == ([10, 11, 14] if bound != 2 else [10, 55, 56])
+        assert (got["done"], got["held"], got["accel_done"]) == (done, held, 26 if bound != 2 else 68), (bound, local)
         feed = StageFeed(args, {"early": True, "defer": "behind"}, sgs, [[0]] * 3, cfg)
         sch = core_schedule(None, None, (1, 1, 1), 1, 1, 1, True, None, None, None, None, 1, None, buffers=2,
-                            gate=feed, bound=bound, local=local)
+                            gate=feed, bound=bound, local=local, slots=slots)
         assert (sch["start"], sch["acc"].tolist(), sch["gated"], sch["done"]) == (start, acc, gated, done), (bound, local)

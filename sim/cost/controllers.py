@@ -329,9 +329,13 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         from sim.timing.delta_core import core_seg_local
 
         kbb = tb if kind == "delta_stage" and core_seg_local(cfg) else 0
-        out += [_macro("kaleido_dcore", "tile table", "1r1w", ring or MAX_TILES, entry + obk + rb + kbb, d, "ctrl_tables",
-                       "per drain port: class, column block, row tokens (D95), the segment's bank (D104), with n > 2 "
-                       "D buffers its residue mod n (D115), with segment-local D its chunk's first token (D125)"),
+        # ... and the segment-slot ring (D138): segment j at sub-slot (j div n) mod k of its buffer, k <= ceil(8 / n)
+        sub_max = -(-NB_BANKS // nbuf) if kbb else 1
+        subb = (sub_max - 1).bit_length()
+        out += [_macro("kaleido_dcore", "tile table", "1r1w", ring or MAX_TILES, entry + obk + rb + kbb + subb, d,
+                       "ctrl_tables", "per drain port: class, column block, row tokens (D95), the segment's bank "
+                       "(D104), with n > 2 D buffers its residue mod n (D115), with segment-local D its chunk's first "
+                       "token (D125) and its segment's sub-slot (D138)"),
                 _macro("kaleido_dcore", "row FIFO", "1r1w", per_port, fifo_bits, d, "ctrl_tables",
                        f"d banks of the drained rows waiting for the combine's {W} accumulate ways (D95, D107), with "
                        "the segment's bank (D104)"),
@@ -381,7 +385,7 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
         if kbb:  # segment-local D addresses (D125, D132): the FIFO entries' count banks, the walk's frame in the
             # chunk, the slot arithmetic and the pop's wait
             fw_max = max(1, min(mt, sz["d_depth"] // R))  # frames a chunk one D buffer holds (hw: DeltaCore.fw_max)
-            slot = _bits(MAX_CLASSES * fw_max * R + 1)  # a slot (a fw + f mod fw) R + t mod R
+            slot = _bits(sub_max * MAX_CLASSES * fw_max * R + 1)  # a slot ((k' A + a) fw + f mod fw) R + t mod R
             out += [_bank("kaleido_dcore", "segment-local banks", "reg", fifo * obk, "ctrl_registers",
                           "per row-FIFO entry its segment's count bank, for the pop's wait j < w_seg + n (fifo_bank; "
                           "D125)"),
@@ -391,7 +395,15 @@ def inventory(cfg: AcceleratorConfig) -> list[dict]:
                           d * ((tb + 1) * fw_max + slot) + V * slot + W * obk, "ctrl_registers",
                           "per drain port t - the chunk's first token and fw_max - 1 compares against j H W (tb + 1 "
                           "bits each) and the slot's multiply-add; per output lane the walk's slot; per accumulate way "
-                          "the pop's (bank - w_seg) mod 8 (D125); read off, not tested")]
+                          "the pop's (bank - w_seg) mod 8 (D125); read off, not tested"),
+                    _bank("kaleido_dcore", "segment slots", "reg", 2 * max(1, subb), "ctrl_registers",
+                          "the walk's sub-slot counter and its copy with the command (w_sub, q_sub; D138)"),
+                    _bank("kaleido_dcore", "segment slots compare", "cmp",
+                          ob * sub_max + (d + V) * (subb + 2) + W * 4 + 4, "ctrl_registers",
+                          "the count stage's sub-slot (the ordinal's constant division by n and its residues mod 2 .. "
+                          "k_max, ob bits each), per drain port and output lane the sub-slot x A multiply-add, per "
+                          "accumulate way the pop's distance against o_slots (4 bits), the gate's bound mux (D138); "
+                          "read off, not tested")]
         from sim.timing.delta_core import core_fifo_bypass
 
         if core_fifo_bypass(cfg):  # the row FIFO's bypass (D118)

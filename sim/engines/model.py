@@ -299,7 +299,7 @@ def _compact_timing(decs: list[np.ndarray], op: OpRecord, grid, groups, b_msb: i
     if staged:  # with the RTL combine: the controller with its issue gate and the core in one pass (D129)
         port = _staged_run(s_seq, rows, segment, np.concatenate(grps), np.concatenate(pairs),
                            np.concatenate(rnds), groups, cfg, cols is not None,
-                           core=(walk, ways, np.concatenate(rways), local) if rtl else None)
+                           core=(walk, ways, np.concatenate(rways), local, n_groups, fw) if rtl else None)
     elif delta and rtl:  # kaleido_daccel_gate and kaleido_dcore's core in one pass (D137)
         steps = np.cumsum([0] + [q[2] for q in scans])  # the batch's elements' scans one after the other
         queue = (np.concatenate([q[0] + o for q, o in zip(scans, steps, strict=False)]),
@@ -346,14 +346,16 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
     = 32, restated as `sim.cost.controllers.LANES`). ``s_seq``, ``rows``, ``group``, ``paired``, ``rounds``: int
     ``[T]`` per band-tile; cycle 0 the cycle after ``start``. Returns `stage_run`'s dict.
 
-    ``core``: ``(walk, W, row ways, local)`` (`_dcore_segments`' walk, the core's accumulate ways, each issued row's
-    way, `_row_ways`, and whether the D buffers are addressed per segment, `sim.timing.delta_core.core_seg_local`):
+    ``core``: ``(walk, W, row ways, local, A, fw)`` (`_dcore_segments`' walk, the core's accumulate ways, each issued
+    row's way, `_row_ways`, whether the D buffers are addressed per segment, `sim.timing.delta_core.core_seg_local`,
+    the op's axis classes and frames a chunk):
     the controller with its issue gate and ``kaleido_dcore_stage``'s core stepped together
     (`sim.timing.delta_core.stage_core`, docs/decisions.md D129: ``kaleido_dcore_stage`` on
     ``kaleido_daccel_stage_gate`` as `hw.rtl` builds it), the row FIFO ``dcore_fifo_per_port`` x d entries (0: the
     array never held), ``dcore_count_banks`` count banks (0: as many banks as segments) and the gate's bound: the
-    banks, or with ``local`` the D buffers n where fewer (D126, D132: as built, no row then waits for D125's
-    segment-local rule); the dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from
+    banks, or with ``local`` the op's segment slots where fewer (`_op_slots`, D138's ring: n D buffers of
+    ``floor(buffer words / A fw R)`` slots each, at most `hw.delta_core.NB_BANKS`, the core's ``o_slots``; D126,
+    D132: as built, no row then waits for the slot's rule); the dict then also has ``"core"``, `stage_core`'s core keys (``done`` counted from
     ``start``, on the array's clock).
 
     With ``cfg.accel_tile_ring`` (docs/decisions.md D134) both with the descriptor ring's drained gate.
@@ -377,14 +379,15 @@ def _staged_run(s_seq, rows, segment, group, paired, rounds, groups, cfg: Accele
         return stage_run(*args, ring=ring)
     from sim.timing.delta_core import core_d_buffers, stage_core
 
-    (tile_seg, seg_len, nb), W, rw, local = core  # noqa: N806
+    (tile_seg, seg_len, nb), W, rw, local, A, fw = core  # noqa: N806
     if tile_seg is None:
         raise SimError(f"{cfg.name}: a staged op not issued segment by segment (the stage needs D84's order)")
     banks, n = cfg.dcore_count_banks or max(nb, 1), core_d_buffers(cfg)
+    slots = _op_slots(cfg, A, fw) if local else n
     try:
         out = stage_core(*args, tile_seg, rw, seg_len, True, W,
-                         cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None, min(banks, n) if local else banks,
-                         n, banks, local=local, ring=ring)
+                         cfg.dcore_fifo_per_port * cfg.drain_rows_per_cycle or None,
+                         min(banks, slots) if local else banks, n, banks, local=local, slots=slots, ring=ring)
     except ValueError as err:
         raise SimError(f"{cfg.name}: {err}") from None
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
@@ -417,6 +420,24 @@ def _issued_run(s_seq, rows, group, rounds, groups, cfg: AcceleratorConfig, core
     out["core"] = {k: out.pop(k) for k in ("done", "ahead", "bypass", "held", "fifo_max", "frozen", "overflow",
                                            "accel_done")}
     return out
+
+
+def _op_slots(cfg: AcceleratorConfig, n_classes: int, fw: int) -> int:
+    """``kaleido_dcore_stage``'s segment slots for a segment-local op (docs/decisions.md D138; the host's ``o_slots``,
+    `hw.delta_core.core_ports`, restated): `sim.timing.delta_core.segment_slots` of the n D buffers
+    (`sim.timing.delta_core.core_d_buffers`) of `sim.timing.delta.diff_buffer_words` words against one segment's
+    `sim.timing.delta.diff_need_words` (``A fw R`` over the ways), capped at the count banks `hw.delta_core.NB_BANKS`.
+
+    Raises:
+        SimError: a segment larger than a D buffer (`plan` sizes ``fw`` so that it fits, D122)."""
+    from sim.timing.delta import diff_buffer_words, diff_need_words
+    from sim.timing.delta_core import NB_BANKS, core_d_buffers, segment_slots
+
+    try:
+        return segment_slots(core_d_buffers(cfg), diff_buffer_words(cfg), diff_need_words(cfg, fw, n_classes),
+                             NB_BANKS)
+    except ValueError as err:
+        raise SimError(f"{cfg.name}: {err}") from None
 
 
 def _row_ways(dec: np.ndarray, group: np.ndarray, issued: np.ndarray, grid, groups, cfg: AcceleratorConfig,

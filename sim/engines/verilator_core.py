@@ -322,6 +322,15 @@ class CoreEngine:
 
     # ---- the controllers' timing models ------------------------------------------------------------------------
 
+    def _slots(self, A: int, fw, local: bool) -> int | None:  # noqa: N803
+        """A segment-local op's segment slots as the host sets them (`hw.delta_core.op_slots`, docs/decisions.md
+        D138: the issue hold's bound and the pop's wait), else None (the core's bound, its D buffers)."""
+        if not local:
+            return None
+        from hw.delta_core import op_slots
+
+        return op_slots(self.core, A, fw)
+
     def _ways(self, bop, grid, of_class, M: int, W: int, fw, local: bool) -> list:  # noqa: N803
         """Each band-tile's rows' accumulate ways: ``(a M + t) mod W`` (`sim.timing.delta_core.row_ways`, D107), or
         with segment-local D addresses the slot's (`row_ways_local`, D125)."""
@@ -373,9 +382,10 @@ class CoreEngine:
                 feed = IssueFeed(AccelRun(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q, gate=True), sgs,
                                  rw, cfg)
                 hold = {"fifo": self.core.fifo, "ports": cfg.drain_rows_per_cycle} if self.core.array_hold else {}
+                sl = self._slots(len(cls), fw or op.grid[0], local)
                 sch = core_schedule(None, None, op.grid, n_cb, len(cls), R, seg, None, None, fw, s, W, None,
                                     out_ways=self.core.out_ways, buffers=self.core.d_buffers, **hold, local=local,
-                                    gate=feed, bound=self.core.issue_bound)
+                                    gate=feed, bound=sl or self.core.issue_bound, slots=sl)
                 return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
             band, _first, last, g = accel_schedule(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
             done = accel_cycles(bop.s_seq, bop.rows, widths, rounds, cfg, 2 * B, LANES, q)
@@ -384,7 +394,7 @@ class CoreEngine:
                               else (np.zeros(0, np.int64),) * 3)
             sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw,
                                 s, W, way, out_ways=self.core.out_ways, buffers=self.core.d_buffers,
-                                **self._hold(band, last, bop), local=local)
+                                **self._hold(band, last, bop), local=local, slots=self._slots(len(cls), fw or op.grid[0], local))
             return {"rows": sch["rows"], "done": sch["done"], "fifo_max": sch["fifo_max"],
                     "overflow": sch["overflow"]}
         from sim.timing.compact_accel import (
@@ -458,13 +468,15 @@ class CoreEngine:
                 "seg", "sbuf", "fcount", "saddr")), cfg, 2 * B, LANES)
             feed = StageFeed(args, {"early": acc.early, "defer": "behind" if acc.defer else "off"}, sgs, rw, cfg)
             hold = {"fifo": self.core.fifo, "ports": cfg.drain_rows_per_cycle} if self.core.array_hold else {}
+            sl = self._slots(len(cls), fw or op.grid[0], local)
             sch = core_schedule(None, None, op.grid, n_cb, len(cls), R, seg, None, None, fw, s, W, None,
                                 out_ways=self.core.out_ways, buffers=self.core.d_buffers, **hold, local=local,
-                                gate=feed, bound=self.core.issue_bound)
+                                gate=feed, bound=sl or self.core.issue_bound, slots=sl)
             return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
         sch = core_schedule(rows, done, op.grid, n_cb, len(cls), R, seg, rsg, descs, fw, s, W, way,
                             out_ways=self.core.out_ways, buffers=self.core.d_buffers,
-                            **self._hold(r["band"], r["last"], bop), local=local)
+                            **self._hold(r["band"], r["last"], bop), local=local,
+                            slots=self._slots(len(cls), fw or op.grid[0], local))
         return {k: sch[k] for k in ("rows", "done", "fifo_max", "overflow")}
 
 

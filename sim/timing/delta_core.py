@@ -192,7 +192,8 @@ def core_seg_local(cfg) -> bool:
     it (docs/decisions.md D125, D132; `hw.delta_core.default_seg_local`, restated in plain Python): on a delta config
     with a weight stage and a difference-sum buffer (the staged core; the unstaged ``kaleido_dcore`` keeps the op's
     address, D132), `core_ways` W > 1 and ``array_rows`` a power of two (where the RTL builds it). The issue hold's
-    bound is then the D buffers n (`core_d_buffers`, D126), so no row waits for the segment-local rule."""
+    bound is then the op's segment slots (`segment_slots`, D138; D132: the D buffers n), so no row waits for the
+    segment-local rule."""
     staged = getattr(cfg, "organisation", "delta") == "delta" and bool(getattr(cfg, "diff_sram_kib", 0)) \
         and bool(getattr(cfg, "wstage_sram_kib", 0))
     r = cfg.array_rows
@@ -245,6 +246,24 @@ def segment_slot(t, a, grid, R: int, fw: int):  # noqa: N803
     grid ``(F, H, W)``; R the array's rows; ``fw`` the op's frames a chunk (``o_fw``)."""
     f = np.asarray(t, dtype=np.int64) // (grid[1] * grid[2])
     return (np.asarray(a, dtype=np.int64) * fw + f % fw) * R + np.asarray(t, dtype=np.int64) % R
+
+
+def segment_slots(buffers: int, d_words: int, seg_words: int, cap: int = NB_BANKS) -> int:
+    """The segment-slot ring's slots (docs/decisions.md D138): ``min(cap, n floor(d_words / seg_words))``, at least
+    1. Segment j accumulates into D buffer j mod n at sub-slot ``(j div n) mod k``, ``k = ceil(slots / n)`` (at most
+    ``floor(d_words / seg_words)``: the slots fit), base ``k' A fw R`` words; consecutive ``slots`` segments are in
+    distinct slots, so a row of segment j may accumulate while ``j < walked + slots`` (and its buffer is not walked).
+    ``buffers`` n the D buffers (`core_d_buffers`); ``d_words`` one buffer's words (`sim.timing.delta.
+    diff_buffer_words`); ``seg_words`` one segment's (`sim.timing.delta.diff_need_words`, ``A fw R`` on W | R ways);
+    ``cap`` the count banks (`NB_BANKS`: a segment in flight needs its own bank) or a smaller issue bound.
+
+    Raises:
+        ValueError: ``seg_words`` above ``d_words`` (the segment does not fit one buffer) or non-positive sizes."""
+    if buffers < 1 or seg_words < 1 or cap < 1:
+        raise ValueError(f"segment_slots: buffers = {buffers}, seg_words = {seg_words}, cap = {cap} must be >= 1")
+    if seg_words > d_words:
+        raise ValueError(f"a segment of {seg_words} D words does not fit a D buffer of {d_words}")
+    return max(1, min(cap, buffers * (d_words // seg_words)))
 
 
 def row_ways_local(tile_tokens, tile_class, grid, R: int, fw: int, ways: int) -> list[np.ndarray]:  # noqa: N803
@@ -417,7 +436,8 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                   seg: bool = False, row_seg=None, descs=None, fw: int | None = None, s: int | None = None,
                   ways: int = 1, row_way=None, out_ways: int = 1, buffers: int = 2, fifo: int | None = None,
                   hold: bool = False, row_tile=None, row_tie=None, banks: int = NB_BANKS, ports: int = 1,
-                  local: bool = False, gate: IssueFeed | None = None, bound: int | None = None) -> dict:
+                  local: bool = False, gate: IssueFeed | None = None, bound: int | None = None,
+                  slots: int | None = None) -> dict:
     """The combine stage's timing (module docstring), cycle by cycle.
 
     Args:
@@ -452,7 +472,11 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         local: segment-local D addresses (docs/decisions.md D125; needs ``seg``): a buffer holds one segment, so a
             row of segment j waits at the FIFO's head (and ends a pop's run) until segment ``j - buffers`` is
             walked, ``j < walked + buffers``; refused (ValueError) where the FIFO's order would deadlock the RTL
-            (`fifo_order_deadlocks`).
+            (`fifo_order_deadlocks`). ``slots`` (default ``buffers``): the segment-slot ring (docs/decisions.md
+            D138, `segment_slots`): segment j in buffer j mod ``buffers`` at slot j mod ``slots``, so the wait is
+            ``j < walked + slots`` and, as with the op's address, a row also waits while its buffer (residue) is
+            walked or whole and about to be (a buffer's slots share its ports with the walk); with ``slots =
+            buffers`` the latter never binds.
         gate, bound: the issue hold as built (docs/decisions.md D126; replaces ``hold``'s rigid move): ``gate`` an
             `IssueFeed`, the controller's schedule band-tile by band-tile; ``row_cycles``, ``accel_done``,
             ``row_seg``, ``descs``, ``row_way``, ``row_tile`` and ``row_tie`` are then ignored (rows numbered in issue
@@ -497,6 +521,9 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         raise ValueError(f"fifo = {fifo}: fewer entries than the {ports} rows a cycle can write")
     if local and not seg:
         raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
+    slots = buffers if slots is None else int(slots)
+    if slots < 1:
+        raise ValueError(f"slots = {slots}: at least 1")
     if not seg and feed is None:
         order = np.argsort(c, kind="stable")
         c, rw = c[order], rw[order]
@@ -529,7 +556,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         heap: list[tuple[int, int, int]] = []
     else:
         fq, cy = list(range(n)), out
-        if local and fifo_order_deadlocks(rsg, buffers):
+        if local and fifo_order_deadlocks(rsg, slots):
             raise ValueError(_DEADLOCK)
     fmax, fz, stall = -1, False, 0
     NB = int(banks)  # noqa: N806
@@ -588,7 +615,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                         fq.append(r)
                         if local:
                             fmax = max(fmax, int(rsg[r]))
-                            if fmax - rsg[r] >= buffers:
+                            if fmax - rsg[r] >= slots:
                                 raise ValueError(_DEADLOCK)
                         cy.append(int(out[r]))
                     if ni == feed.T and tdone is None and feed.finished() and feed.done() <= ar:
@@ -622,7 +649,7 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
                         fq.append(r)
                         if local:
                             fmax = max(fmax, int(rsg[r]))
-                            if fmax - rsg[r] >= buffers:
+                            if fmax - rsg[r] >= slots:
                                 raise ValueError(_DEADLOCK)
                         cy.append(int(out[r]))
                     if ni == len(dl) and tdone is None and T + H <= ar:
@@ -643,13 +670,13 @@ def core_schedule(row_cycles, accel_done: int, grid, n_cb: int, n_classes: int, 
         gate = walking or (waiting and whole)
         # a row waits for its D buffer: D125's segment-local rule (its buffer holds an earlier segment until that
         # one is walked), else a segment of its residue walked or whole and about to be
-        lim = sg + buffers if local else None
-        blocked = rp < nw and (rsg[fq[rp]] >= lim if local else rsg[fq[rp]] % buffers == par and gate)
+        lim = sg + slots  # D125, D138 (local): a row waits until its slot's earlier segment is walked
+        blocked = rp < nw and ((local and rsg[fq[rp]] >= lim) or (rsg[fq[rp]] % buffers == par and gate))
         pops = []
         if rp < nw and not blocked:
             used = set()
             for r in range(rp, min(nw, rp + ways)):
-                if (rsg[fq[r]] >= lim if local else rsg[fq[r]] % buffers == par and gate) or rw[fq[r]] in used:
+                if ((local and rsg[fq[r]] >= lim) or (rsg[fq[r]] % buffers == par and gate)) or rw[fq[r]] in used:
                     break
                 used.add(rw[fq[r]])
                 pops.append(r)
@@ -769,7 +796,8 @@ def blocks_done(row_cycles, row_seg, accel_done: int, per_seg, desc_first, desc_
 
 
 def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
-              banks: int | None = None, buffers: int = 2, detail: bool = False, local: bool = False):
+              banks: int | None = None, buffers: int = 2, detail: bool = False, local: bool = False,
+              slots: int | None = None):
     """`core_schedule`'s ``done`` on W accumulate ways (docs/decisions.md D107, D108), without its per-row and per-Y
     outputs: the same cycle-by-cycle rule (the pop's run of at most W written rows in distinct ways under the head's
     gate, the segment counts, the walk segment by segment once whole or, without ``seg``, after the whole op) as a
@@ -790,7 +818,8 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             row FIFO as deep as the op needs).
         buffers: D buffers (`core_schedule`'s; 2 as built).
         detail: return ``{"done", "ahead", "bypass"}`` (`core_schedule`'s) instead of ``done``.
-        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``).
+        local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``);
+            slots: its segment slots (`core_schedule`'s, D138; default ``buffers``).
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     rw = np.asarray(row_way) if row_way is not None else np.zeros(len(c), dtype=np.int8)  # its dtype kept (int8)
@@ -801,19 +830,20 @@ def ways_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         c, rw, rsg = c[order], rw[order], np.zeros(len(c), dtype=np.int64)
     if local and not seg:
         raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
-    if local and fifo_order_deadlocks(rsg, buffers):
+    slots = int(buffers if slots is None else slots)
+    if local and fifo_order_deadlocks(rsg, slots):
         raise ValueError(_DEADLOCK)
     dc, ds, dr = (np.asarray(x, dtype=np.int64) for x in descs) if descs is not None else (np.zeros(0, np.int64),) * 3
     o = np.argsort(dc, kind="stable")
     done, ahead, byp = _ways_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc[o],
-                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers), bool(local))
+                                  ds[o], dr[o], int(ways), int(banks or NB_BANKS), int(buffers), bool(local), slots)
     if done < 0:
         raise ValueError(_DEADLOCK)
     return {"done": int(done), "ahead": int(ahead), "bypass": int(byp)} if detail else int(done)
 
 
 @numba.njit(cache=True)
-def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf, local):  # noqa: N803, C901
+def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbuf, local, slots):  # noqa: N803, C901
     """`ways_done`'s loop: `core_schedule`'s, state for state (its ``s1`` / ``s2`` stages as runs of the FIFO)."""
     n = c.shape[0]
     nd = dcyc.shape[0]
@@ -838,13 +868,13 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
             whole = T <= k and nw == rp and s1n == 0 and s2n == 0 and not fresh
         par = sg % nbuf
         gate = walking or (waiting and whole)
-        lim = sg + nbuf  # D125 (local): a row waits until its buffer's earlier segment is walked
-        blocked = rp < nw and (rsg[rp] >= lim if local else rsg[rp] % nbuf == par and gate)
+        lim = sg + slots  # D125, D138 (local): a row waits until its slot's earlier segment is walked
+        blocked = rp < nw and ((local and rsg[rp] >= lim) or (rsg[rp] % nbuf == par and gate))
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
-                if rsg[r] >= lim if local else rsg[r] % nbuf == par and gate:
+                if (local and rsg[r] >= lim) or (rsg[r] % nbuf == par and gate):
                     break
                 dup = False
                 for u in range(npop):
@@ -903,7 +933,7 @@ def _ways_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, ways, nbanks, nbu
 
 def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg, descs, ways: int,
               fifo: int | None, hold: bool, buffers: int = 2, detail: bool = False, banks: int = NB_BANKS,
-              ports: int = 1, local: bool = False):
+              ports: int = 1, local: bool = False, slots: int | None = None):
     """`core_schedule`'s ``done`` with back-pressure into ``kaleido_daccel`` (``fifo``: the array hold, ``hold``: the
     issue hold; docs/decisions.md D116) on W accumulate ways, as a numba loop: `ways_done` for the held array (the
     cycle model's ``combine_timing = "rtl"``; tests check it equal to `core_schedule`).
@@ -922,7 +952,8 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
             segment count banks (`NB_BANKS` as built).
         detail: ``{"done", "ahead", "bypass", "held", "fifo_max", "frozen"}`` instead of ``done``.
         local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125; needs ``seg``): a
-            FIFO order that would deadlock the RTL raises ValueError as it forms.
+            FIFO order that would deadlock the RTL raises ValueError as it forms; slots: its segment slots
+            (`core_schedule`'s, docs/decisions.md D138; default ``buffers``).
     """
     c = np.asarray(row_cycles, dtype=np.int64)
     n = len(c)
@@ -942,7 +973,7 @@ def held_done(row_cycles, row_seg, row_way, accel_done: int, seg: bool, per_seg,
         raise ValueError("segment-local D addresses need the segment order (seg): D68's order walks the whole op")
     out = _held_done(c, rsg, rw, int(accel_done), bool(seg), np.asarray(per_seg, dtype=np.int64), dc, ds, dr, off,
                      int(ways), int(buffers), -1 if fifo is None else int(fifo), int(ports), bool(hold and seg),
-                     cap, int(banks), bool(local))
+                     cap, int(banks), bool(local), int(buffers if slots is None else slots))
     if out[0] < 0:
         raise ValueError(_DEADLOCK)
     keys = ("done", "ahead", "bypass", "held", "fifo_max", "frozen")
@@ -995,7 +1026,8 @@ def _heap_pop(h, m):
 
 
 @numba.njit(cache=True)
-def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb, local):  # noqa: N803, C901, E501
+def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, fifo, ports, hold, cap, nb, local,
+               slots):  # noqa: N803, C901, E501
     """`held_done`'s loop: `core_schedule`'s with ``fifo`` / ``hold``, state for state. The FIFO is a ring of
     ``cap`` positions (row index and cycle, grown when full), the rows issued and not yet left a heap keyed
     ``cycle << 32 | row``."""
@@ -1058,7 +1090,7 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
                     nf += 1
                     if local:  # D125: a row of segment j after one of j + nbuf or later deadlocks the RTL
                         fmax = max(fmax, rsg[x & 0xFFFFFFFF])
-                        if fmax - rsg[x & 0xFFFFFFFF] >= nbuf:
+                        if fmax - rsg[x & 0xFFFFFFFF] >= slots:
                             return -1, 0, 0, 0, 0, 0
                 if ni == nt and tk < 0 and T + H <= ar:
                     tk = T + H + k - ar
@@ -1075,15 +1107,15 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
             whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
         par = sg % nbuf
         gate = walking or (waiting and whole)
-        lim = sg + nbuf  # D125 (local): a row waits until its buffer's earlier segment is walked
+        lim = sg + slots  # D125, D138 (local): a row waits until its slot's earlier segment is walked
         q0 = fq[rp & msk]
-        blocked = rp < nw and (rsg[q0] >= lim if local else rsg[q0] % nbuf == par and gate)
+        blocked = rp < nw and ((local and rsg[q0] >= lim) or (rsg[q0] % nbuf == par and gate))
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
                 q = fq[r & msk]
-                if rsg[q] >= lim if local else rsg[q] % nbuf == par and gate:
+                if (local and rsg[q] >= lim) or (rsg[q] % nbuf == par and gate):
                     break
                 dup = False
                 for u in range(npop):
@@ -1150,7 +1182,8 @@ def _held_done(c, rsg, rw, T, seg, seg_len, dcyc, dseg, drows, off, ways, nbuf, 
 
 def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cfg, entries: int, lanes: int,
                tile_seg, row_way, per_seg, ordered: bool, ways: int, fifo: int | None, bound: int | None,
-               buffers: int = 2, banks: int = NB_BANKS, local: bool = False, ring: int = 0) -> dict:
+               buffers: int = 2, banks: int = NB_BANKS, local: bool = False, slots: int | None = None,
+               ring: int = 0) -> dict:
     """``kaleido_dcore_stage`` with the issue hold (docs/decisions.md D126, D129): the staged controller
     (`sim.timing.delta_accel.stage_run`'s loop, ``kaleido_daccel_stage_gate``) and the core (`held_done`'s loop)
     stepped together in one numba pass, each take of the gather asked of the gate on the core's walked segment of that
@@ -1170,7 +1203,10 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
         local: segment-local D addresses (`core_schedule`'s ``local``, docs/decisions.md D125, D132; needs
             ``ordered``): a row of segment j waits at the FIFO's head (and ends a pop's run) until ``j < walked +
             buffers``; the three deadlocks `core_schedule` refuses are refused here (ValueError). With ``bound`` at
-            most ``buffers`` (``kaleido_dcore_stage`` as `hw.rtl` builds it, D132) no row ever waits for this rule.
+            most ``buffers`` (``kaleido_dcore_stage`` as `hw.rtl` built it in D132) no row ever waits for this rule.
+            slots: the segment-slot ring (`core_schedule`'s, docs/decisions.md D138; default ``buffers``): the wait
+            is ``j < walked + slots``, and a row also waits while its buffer is walked or about to be;
+            ``kaleido_dcore_stage`` takes ``bound = slots`` (`segment_slots`).
         ring: the descriptor ring's entries (`sim.timing.delta_accel.stage_schedule`'s, docs/decisions.md D134; 0:
             none): a take also waits for band-tile t - ring's last row to have left the controller's drain port.
 
@@ -1218,7 +1254,7 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
                       int(entries), WORD_REGISTERS, EARLY_AHEAD * B, a[6], a[7], a[8], int(a[7].max(initial=0)) + 1,
                       a[9], rsg, rw, off, ps, bool(ordered), int(ways), int(buffers), -1 if fifo is None else int(fifo),
                       d, int(banks), int(banks if bound is None else bound), C, max(1, d), cap, limit, bool(local),
-                      int(ring))
+                      int(buffers if slots is None else slots), int(ring))
     (band, first, last, gather, late, reads, weights, deferred, fills, fill_wait, fill_reads, done, ahead, byp, held,
      fifo_max, frozen, over, tk, err) = out
     if err == 3:
@@ -1236,7 +1272,7 @@ def stage_core(s_seq, rows, widths, rounds, paired, seg, sbuf, fcount, saddr, cf
 @numba.njit(cache=True)
 def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, q, entries, regs, ahead,  # noqa: C901
                 seg, sbuf, fcount, nbuf, tseg, rsg, rw, off, seg_len, ordered, ways, nbuf_d, fifo, ports, nb,
-                bound, C, nport, cap, limit, local, ring):  # noqa: N803
+                bound, C, nport, cap, limit, local, slots, ring):  # noqa: N803
     """`stage_core`'s loop: `_held_done`'s core cycle by cycle (the array's part as `core_schedule`'s with
     ``gate``), and on each cycle the array runs, one cycle of `sim.timing.compact_accel._port_run` with ``stage``
     (no queues, no barrier; its runs and sleeping bands, statement for statement) whose take asks the gate.
@@ -1572,7 +1608,7 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
                     nf += 1
                     if local:  # D125: a row of segment j after one of j + nbuf_d or later deadlocks the RTL
                         fmax = max(fmax, rsg[x & 0xFFFFFFFF])
-                        if fmax - rsg[x & 0xFFFFFFFF] >= nbuf_d:
+                        if fmax - rsg[x & 0xFFFFFFFF] >= slots:
                             err = 3
                 if ni == T and tk < 0 and ndone == T:
                     adone = maxend + C + 3 if T > 0 else 1
@@ -1592,15 +1628,15 @@ def _stage_core(s_seq, rows, widths, xw, rounds, paired, saddr, bands, ports_b, 
             whole = tin and tk <= k and nw == rp and s1n == 0 and s2n == 0 and nl == nw
         par = sg % nbuf_d
         gate = walking or (waiting and whole)
-        lim = sg + nbuf_d  # D125 (local): a row waits until its buffer's earlier segment is walked
+        lim = sg + slots  # D125, D138 (local): a row waits until its slot's earlier segment is walked
         q0 = fq[rp & msk]
-        blocked = rp < nw and (rsg[q0] >= lim if local else rsg[q0] % nbuf_d == par and gate)
+        blocked = rp < nw and ((local and rsg[q0] >= lim) or (rsg[q0] % nbuf_d == par and gate))
         npop = 0
         if rp < nw and not blocked:
             r = rp
             while r < nw and r < rp + ways:
                 qq = fq[r & msk]
-                if rsg[qq] >= lim if local else rsg[qq] % nbuf_d == par and gate:
+                if (local and rsg[qq] >= lim) or (rsg[qq] % nbuf_d == par and gate):
                     break
                 dup = False
                 for u in range(npop):

@@ -33,6 +33,19 @@ DELTA_TOML = "hw/presets/examples/tiny-8x8-delta.toml"
 COMPACT_TOML = "hw/presets/examples/tiny-8x8-compact.toml"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _short_runs_build_at_O0():  # noqa: N802
+    """The module's six engines are built at g++ -O0 (``KALEIDO_RTL_OPT``, `sim.engines.verilator_build.makeflags`,
+    D106): their runs are short, so the C++ build is most of each engine's CPU (a dcore or ccore engine with its
+    seeded ops: 30-32 s of CPU at the default levels, 17 s at -O0; the captured block's slices run about 5 s longer
+    a core; docs/decisions.md D135). The level changes no output or cycle (D106); the stream driver these engines run stays built at the default
+    levels by tests/test_rtl_band_regression.py's combine unit, the lock-step and band drivers by test_rtl_engine.py
+    and the band regression."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KALEIDO_RTL_OPT", "-O0")
+        yield
+
+
 @pytest.fixture(scope="module")
 def dcore():
     return CoreEngine(load_config(DELTA_TOML))

@@ -1283,10 +1283,10 @@ def host_through(m, core, ap, wr_valid, *also) -> Signal:
     phase = Signal(2, name="phase")
     # the staged controller's descriptor ring takes the host's list while running (docs/decisions.md D134), on the
     # cycles its clock runs (the array hold gates it, D123)
-    ring_wr = Const(0, 1)
-    if getattr(core.accel, "ring", 0):
-        ring_wr = (core.wr_sel == 2) & (core.run if getattr(core, "array_hold", False) else 1)
-    m.d.comb += [core.wr_ready.eq(((phase == 0) | ring_wr) & ap.wr_ready), core.busy.eq(phase != 0),
+    idle = phase == 0
+    if getattr(core.accel, "ring", 0):  # (without a ring the expression, and so the Verilog, as before D134)
+        idle = idle | ((core.wr_sel == 2) & (core.run if getattr(core, "array_hold", False) else 1))
+    m.d.comb += [core.wr_ready.eq(idle & ap.wr_ready), core.busy.eq(phase != 0),
                  ap.start.eq(core.start & (phase == 0))]
     return phase
 

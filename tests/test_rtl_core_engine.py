@@ -535,7 +535,8 @@ def test_dcore_engine_state_buffer_per_pool():
     partial-sum SRAM (a state buffer of 73 words, 36 a position bank) runs tests/test_rtl_dcore.py's wide3 (h, w, f
     classes; 540 words at the op's address, 26 per pool) and fpools (one f class, 3 groups of 2 column blocks, 2
     pools, 2 chunks; 240 words at the op's address, 16 per pool) in one piece each: Y golden, every row's cycle and
-    ``done`` against `core_schedule(local=True)` (the layout changes no cycle); a core without it cuts them into more
+    ``done`` against `core_schedule(local=True)` on the op's segment slots (D138; the layout changes no cycle); a core
+    without it cuts them into more
     pieces or refuses them."""
     from hw import discard
     from hw.config import AcceleratorConfig
@@ -561,9 +562,10 @@ def test_dcore_engine_state_buffer_per_pool():
         assert walk[0]
         _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
         n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sl = _slots_by_hand(cfg, case, fw)  # the issue hold on the op's segment slots (D126, D138)
         sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
                             descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
-                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=3)
+                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=sl, slots=sl)
         _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
     opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold",
                                               "issue_hold", "seg_local")}

@@ -536,8 +536,7 @@ def test_dcore_engine_state_buffer_per_pool():
     classes; 540 words at the op's address, 26 per pool) and fpools (one f class, 3 groups of 2 column blocks, 2
     pools, 2 chunks; 240 words at the op's address, 16 per pool) in one piece each: Y golden, every row's cycle and
     ``done`` against `core_schedule(local=True)` on the op's segment slots (D138; the layout changes no cycle); a core
-    without it cuts them into more
-    pieces or refuses them."""
+    without it cuts them into more pieces or refuses them."""
     from hw import discard
     from hw.config import AcceleratorConfig
     from hw.delta_core import DeltaCore

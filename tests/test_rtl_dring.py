@@ -203,3 +203,16 @@ def test_stage_core_ring_equals_the_cosimulation(ring):
                 [np.asarray(rw[t], dtype=np.int64)[:int(op.rows[t])] for t in range(len(sgs))]), per_seg, True, ways,
                 fifo, bound, buffers)
             assert got["done"] > plain["done"]  # the ring binds
+
+
+def test_core_engine_refuses_a_ring_config():
+    """The compiled engine writes an op's whole descriptor list before ``start`` (D134's ring needs it streamed while
+    running, D130 step 5): a config with ``accel_tile_ring`` is refused with one message before anything is built."""
+    from hw.config import load_config
+    from sim.engines.verilator_build import RtlEngineError
+    from sim.engines.verilator_core import CoreEngine
+
+    cfg = load_config("hw/presets/examples/tiny-8x8-delta.toml")
+    rc = AcceleratorConfig.model_validate(cfg.model_dump() | {"accel_tile_ring": 8})
+    with pytest.raises(RtlEngineError, match="accel_tile_ring = 8"):
+        CoreEngine(rc, stage=True)

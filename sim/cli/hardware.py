@@ -97,7 +97,7 @@ def rtl(
     D112), on three D buffers that are the difference-sum buffer, an n-th of diff_sram_kib each (D115, D122),
     with kaleido_daccel held on a clock gated by kaleido_clkgate while the row FIFO has fewer than d free entries
     (D123) and its descriptor take held while the next descriptor's segment is 8 or more past the walk
-    (kaleido_daccel_gate, D126). kaleido_dfront, the similarity unit, forms the decisions and differences from raw X before it
+    (kaleido_daccel_gate, D126; on the staged core the op's segment slots, below). kaleido_dfront, the similarity unit, forms the decisions and differences from raw X before it
     (kaleido_dcore_front, D103). A delta config with a weight stage
     (the balanced preset's) also gets kaleido_daccel_stage_gate, kaleido_daccel_stage (D96) with the issue gate
     (D129; the gateless kaleido_daccel_stage only for the compiled engine's issue_hold=False, hw.rtl.OPTIONAL_ROLES):
@@ -107,7 +107,11 @@ def rtl(
     kaleido_dtop_ext, so a band reads its next band-tile's first word during its current one's last slots (D99;
     cycle-exact to sim.timing.delta_accel.stage_schedule, which the cycle model runs compiled, D121), and
     kaleido_dcore_stage joins it to the combine stage (D119) with both holds (the issue hold by default since D129).
-    Built but opt-in (not the default core): the D buffers addressed per segment (D125).
+    On the staged core the D buffers are addressed per segment (D125, the default since D132) as a ring of segment
+    slots, as many segments a buffer as fit, at most 8, the take held at the op's slots (D138); kaleido_dcore keeps
+    the op's address. Built but opt-in (not in the default cores): the state buffer addressed per pool
+    (pool_state, D133) and the staged controller's descriptor and tile-table ring (accel_tile_ring in a config
+    TOML, D134; not with --engine rtl, whose host writes the whole list before start).
     Not RTL yet: the staged controller's own queues. Every op-level controller holds one slice of an op
     (accel_max_tokens tokens, accel_max_k channels; the compiled engine cuts larger ops on the host by channels
     and output columns, not by tokens of a delta op, whose neighbours would be cut): a 480p op needs a controller

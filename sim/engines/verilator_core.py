@@ -146,6 +146,11 @@ class CoreEngine:
         if stage and not (cfg.organisation == "delta" and cfg.wstage_sram_kib and cfg.diff_sram_kib):
             raise RtlEngineError(f"kaleido_dcore_stage needs a delta config with a weight stage and a difference-sum "
                                  f"buffer (wstage_sram_kib, diff_sram_kib); {cfg.name} has none")
+        if stage and cfg.accel_tile_ring:  # D134: the ring takes the list while running; this driver writes it first
+            raise RtlEngineError(f"{cfg.name}: accel_tile_ring = {cfg.accel_tile_ring}: the compiled engine writes an "
+                                 "op's whole descriptor list before start, and a descriptor ring needs the host to "
+                                 "stream it while running (docs/decisions.md D134; D130's build-plan step 5, not built "
+                                 "in the engine): set accel_tile_ring = 0 for --engine rtl")
         self.cfg, self.module = cfg, "dcore_stage" if stage else CORE_MODULE[cfg.organisation]
         #: The delta core (``kaleido_dcore`` or ``kaleido_dcore_stage``), not ``kaleido_ccore``.
         self.delta = self.module != "ccore"

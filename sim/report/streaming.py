@@ -304,6 +304,10 @@ def main(argv: list[str]) -> int:
     from sim.timing.attention import fused_pairs
     from sim.timing.compact import CompactError
 
+    if argv[:1] in (["-h"], ["--help"]):  # asked for: the usage on stdout, exit 0
+        print(USAGE + "; sizes in bits; one JSON line per (reuse, op), the first the die's charged SRAM bits (module "
+              "docstring)")
+        return 0
     try:
         preset, resolution, only, reuses = _parse(argv)
     except (ValueError, IndexError):

@@ -381,6 +381,36 @@ def test_dcore_stage_engine_staged_ops(dstage):
         CoreEngine(load_config(COMPACT_TOML), stage=True)
 
 
+def _run_local_ops(cfg, eng, cases):
+    """Run segment-local ``cases`` (``(case, fw, s, cm)``, tests/test_rtl_dcore.py's) through ``eng`` in one piece
+    each; check Y against `apply_decisions` and every row's cycle and ``done`` against `core_schedule` (``local``, the
+    issue hold on the op's segment slots by hand, D126, D138) co-simulating the gated controller (`gate_feed`), computed
+    apart from the engine. Returns the ops."""
+    from sim.engines.verilator_core import slices
+    from sim.timing.delta import classes
+    from sim.timing.delta_core import core_schedule
+    from tests.test_rtl_dcore import _job, _model, gate_feed
+
+    d = cfg.drain_rows_per_cycle
+    ops = [CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw or c.grid[0], s, cm))
+           for c, fw, s, cm in cases]
+    for op in ops:
+        assert len(slices(eng, op)) == 1
+    runs = eng.run(ops)
+    for (case, fw, s, cm), run in zip(cases, runs, strict=True):
+        fw = fw or case.grid[0]
+        (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
+        assert walk[0]  # segment by segment: o_local
+        _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
+        n_cb = -(-case.W.shape[1] // cfg.array_cols)
+        sl = _slots_by_hand(cfg, case, fw)
+        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
+                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
+                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=sl, slots=sl)
+        _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+    return ops
+
+
 def _slots_by_hand(cfg, case, fw, buffers: int = 3) -> int:
     """A segment-local op's segment slots (docs/decisions.md D138), by hand: ``min(8, n floor(D buffer words / A fw
     R))`` (the 8 count banks; a D buffer's words `hw.delta_combine.delta_combine_sizes`' ``d_depth``)."""
@@ -491,33 +521,14 @@ def test_dcore_engine_segment_local_d_addresses():
     from hw.config import AcceleratorConfig
     from hw.delta_core import DeltaCore
     from sim.engines.verilator_core import slices
-    from sim.timing.delta import classes
-    from sim.timing.delta_core import core_schedule
-    from tests.test_rtl_dcore import WIDE, _job, _model, gate_feed
+    from tests.test_rtl_dcore import WIDE
     from tests.test_rtl_delta import QK_CASES
 
     cfg = AcceleratorConfig.model_validate(load_config(DELTA_TOML).model_dump() | {"diff_sram_kib": 8})
     eng = CoreEngine(cfg, seg_local=True)
-    d = cfg.drain_rows_per_cycle
     cases = [(*WIDE[3][0], False), (QK_CASES["qk-int8"], 1, 2, True)]
-    ops = [CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw or c.grid[0], s, cm))
-           for c, fw, s, cm in cases]
-    for op in ops:
-        assert len(slices(eng, op)) == 1
-    runs = eng.run(ops)
-    for (case, fw, s, cm), run in zip(cases, runs, strict=True):
-        fw = fw or case.grid[0]
-        (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
-        assert walk[0]  # segment by segment: o_local
-        _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
-        n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        # the issue hold on the op's segment slots (D126, D138): the controller's schedule co-simulated with the core's
-        assert eng.core.issue_hold and eng.core.issue_bound == 3
-        sl = _slots_by_hand(cfg, case, fw)
-        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
-                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=sl, slots=sl)
-        _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+    assert eng.core.issue_hold and eng.core.issue_bound == 3  # the issue hold (D126), on the op's slots (D138)
+    ops = _run_local_ops(cfg, eng, cases)
     # the op's address (D122's): the same ops cut into more pieces, or refused
     opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold",
                                               "issue_hold")}
@@ -541,31 +552,13 @@ def test_dcore_engine_state_buffer_per_pool():
     from hw.config import AcceleratorConfig
     from hw.delta_core import DeltaCore
     from sim.engines.verilator_core import slices
-    from sim.timing.delta import classes
-    from sim.timing.delta_core import core_schedule
-    from tests.test_rtl_dcore import _job, _model, _pool_case, gate_feed
+    from tests.test_rtl_dcore import _pool_case
 
     cfg = AcceleratorConfig.model_validate(load_config(DELTA_TOML).model_dump() | {"diff_sram_kib": 8,
                                                                                      "psum_sram_kib": 2})
     eng = CoreEngine(cfg, seg_local=True, pool_state=True)
-    d = cfg.drain_rows_per_cycle
     cases = [(*_pool_case("wide3"), False), (*_pool_case("fpools"), True)]
-    ops = [CoreOp(c.X, c.W, c.grid, c.groups, c.decisions, c.x_unsigned, False, (fw or c.grid[0], s, cm))
-           for c, fw, s, cm in cases]
-    for op in ops:
-        assert len(slices(eng, op)) == 1
-    runs = eng.run(ops)
-    for (case, fw, s, cm), run in zip(cases, runs, strict=True):
-        fw = fw or case.grid[0]
-        (_c, op, _f, _p, walk), queue = _job(cfg, case, fw, s, cm, False)
-        assert walk[0]
-        _rows, done, (cyc, rsg, descs, way) = _model(cfg, case, op, queue, fw, s, d, local=True)
-        n_cb = -(-case.W.shape[1] // cfg.array_cols)
-        sl = _slots_by_hand(cfg, case, fw)  # the issue hold on the op's segment slots (D126, D138)
-        sch = core_schedule(cyc, done, case.grid, n_cb, len(classes(case.groups)), cfg.array_rows, True, rsg,
-                            descs, fw, s, d, way, out_ways=d, buffers=3, fifo=eng.core.fifo, ports=d, local=True,
-                            gate=gate_feed(cfg, case, op, queue, fw, s, d, local=True), bound=sl, slots=sl)
-        _check_rows(run, case, n_cb, cfg.array_cols, sch["rows"], sch["done"])
+    ops = _run_local_ops(cfg, eng, cases)
     opts = {k: getattr(eng.core, k) for k in ("fifo", "out_ways", "d_buffers", "fifo_bypass", "array_hold",
                                               "issue_hold", "seg_local")}
     eng.core = discard(DeltaCore(cfg, pe="instance", **opts))

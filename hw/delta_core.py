@@ -1262,9 +1262,9 @@ def default_fifo_bypass(cfg: AcceleratorConfig) -> bool:
 def default_seg_local(cfg: AcceleratorConfig) -> bool:
     """``kaleido_dcore_stage``'s segment-local D addresses by default (docs/decisions.md D125, D132): on wherever it
     is built (W > 1 accumulate ways, `hw.delta_combine.default_ways`, and ``array_rows`` a power of two; every
-    shipped config with a weight stage), with the issue hold's bound at the D buffers n (D126). The unstaged
-    ``kaleido_dcore`` keeps the op's address (D132). `sim.timing.delta_core.core_seg_local` is the model's copy of
-    this rule (with the staged condition).
+    shipped config with a weight stage), with the issue hold's bound at the op's segment slots (`op_slots`, D138;
+    D132: the D buffers n). The unstaged ``kaleido_dcore`` keeps the op's address (D132).
+    `sim.timing.delta_core.core_seg_local` is the model's copy of this rule (with the staged condition).
 
     Raises:
         ValueError: as `hw.delta_combine.default_ways`."""
